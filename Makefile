@@ -1,0 +1,41 @@
+# Quick start (see README.md):  make run   |   make test
+# Each target sets up its own virtual environment in .venv on first use.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# A CPU build of torch for the tests (the torch adapters and torch-CPU paths); `make test TORCH=` skips it.
+TORCH  ?= torch==2.13.0
+EXTRAS ?= test,cpu,dtypes,docs
+
+.PHONY: run test venv gpu-test bench docs bindings bindings-check clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]' $(TORCH)
+	touch $@
+
+venv: $(VENV)/.installed
+
+run: venv            ## environment report + self-test (GPU when present, CPU otherwise)
+	$(PY) -m nvmath
+
+test: venv           ## the test suite (GPU tests skip with a reason when there is no GPU)
+	$(PY) -m pytest tests -q
+
+gpu-test:            ## on the GPU machine (no registry there): run from the source tree
+	PYTHONUNBUFFERED=1 PYTHONPATH=. python3 -m pytest tests -q -x -p no:cacheprovider -m "not slow"
+
+docs: venv
+	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
+
+bindings: venv       ## regenerate nvmath/bindings from the pinned NVIDIA headers
+	$(PY) -m pip install -q -r tools/bindings-requirements.txt
+	$(PY) tools/gen_bindings.py
+
+bindings-check: venv
+	$(PY) -m pip install -q -r tools/bindings-requirements.txt
+	$(PY) tools/check_bindings.py
+
+clean:
+	rm -rf $(VENV) docs/_build .pytest_cache

@@ -1,0 +1,30 @@
+"""nvmath: fast, stateful cuBLASLt / cuFFT / cuSOLVER planners for any DLPack tensor.
+
+Importing nvmath never touches the GPU driver: libraries are loaded and devices are queried on
+first use. Subpackages:
+
+* :mod:`nvmath.bindings` -- generated 1:1 bindings for cuBLASLt, cuBLAS, cuFFT and cuSOLVER.
+* :mod:`nvmath.linalg` -- matrix multiplication (:mod:`nvmath.linalg.advanced`) and dense solvers.
+* :mod:`nvmath.fft` -- FFTs on cuFFT (GPU) and scipy (CPU).
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from nvmath import _errors as errors  # noqa: E402
+from nvmath._errors import (  # noqa: E402
+    CudaLibraryError,
+    InvalidPlannerState,
+    LinAlgError,
+    NvmathError,
+)
+
+__all__ = [
+    "__version__",
+    "errors",
+    "NvmathError",
+    "InvalidPlannerState",
+    "CudaLibraryError",
+    "LinAlgError",
+]

@@ -1,0 +1,1 @@
+"""``python -m nvmath``: environment report and self-test."""

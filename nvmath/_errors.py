@@ -1,0 +1,117 @@
+"""The exception tree of nvmath, in one place.
+
+Policy (see ``docs/errors.rst``):
+
+* Misuse is reported before any GPU work starts: ``TypeError`` for a value of the wrong kind,
+  ``ValueError`` for a value of the right kind that is not allowed. The message names the offending
+  value and what is allowed.
+* A planner used out of order raises :class:`InvalidPlannerState` (a ``RuntimeError``); the
+  message names the method, the state the object is in and the call that fixes it.
+* A CUDA math library that reports a failure raises a :class:`CudaLibraryError` subclass carrying
+  ``.status`` and the status name.
+* A call that fails creates nothing; cleanup failures warn, they never raise.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "NvmathError",
+    "InvalidPlannerState",
+    "InvalidMatmulState",
+    "InvalidFFTState",
+    "InvalidDirectSolverState",
+    "InvalidSolverState",
+    "LibraryNotFoundError",
+    "FunctionNotFoundError",
+    "NotSupportedError",
+    "CudaLibraryError",
+    "UnsupportedLayoutError",
+    "LinAlgError",
+]
+
+
+class NvmathError(Exception):
+    """Base class of every exception raised by nvmath itself."""
+
+
+class InvalidPlannerState(NvmathError, RuntimeError):
+    """A stateful object was used in a state that does not allow the call (e.g. after ``free()``)."""
+
+
+class InvalidMatmulState(InvalidPlannerState):
+    """A ``Matmul`` object was used in a state that does not allow the call."""
+
+
+class InvalidFFTState(InvalidPlannerState):
+    """An ``FFT`` object was used in a state that does not allow the call."""
+
+
+class InvalidDirectSolverState(InvalidPlannerState):
+    """A ``DirectSolver`` object was used in a state that does not allow the call."""
+
+
+class InvalidSolverState(InvalidPlannerState):
+    """A dense-solver planner (Cholesky, QR, eigh, SVD, ...) was used out of order."""
+
+
+class LibraryNotFoundError(NvmathError, RuntimeError):
+    """A CUDA library (or the driver) could not be found or loaded."""
+
+
+class FunctionNotFoundError(LibraryNotFoundError):
+    """A symbol is missing from the loaded library (usually: the library is older than needed)."""
+
+
+class NotSupportedError(NvmathError, RuntimeError):
+    """The request is valid but not supported by the loaded libraries, driver or device."""
+
+
+class CudaLibraryError(NvmathError):
+    """A CUDA math library returned a failure status.
+
+    Attributes:
+        status: the integer status code returned by the library.
+        status_name: its symbolic name (e.g. ``"CUBLAS_STATUS_NOT_SUPPORTED"``).
+    """
+
+    library = "CUDA library"
+
+    def __init__(self, status: int, status_name: str | None = None, detail: str = ""):
+        self.status = int(status)
+        self.status_name = status_name or f"status {int(status)}"
+        msg = f"{self.library} call failed: {self.status_name} ({self.status})"
+        if detail:
+            msg += f"; {detail}"
+        super().__init__(msg)
+
+    def __reduce__(self):
+        return (type(self), (self.status, self.status_name))
+
+
+class UnsupportedLayoutError(NvmathError, ValueError):
+    """The operand layout cannot be expressed for the library.
+
+    Attributes:
+        permutation: an axis permutation that, applied to the operand (and followed by a copy),
+            gives a supported layout.
+        axes: the transform axes to use on the permuted operand.
+    """
+
+    def __init__(self, message: str, permutation=None, axes=None):
+        super().__init__(message)
+        self.permutation = permutation
+        self.axes = axes
+
+
+class LinAlgError(NvmathError, ValueError):
+    """A factorization or solve failed for some matrices of a batch.
+
+    Attributes:
+        indices: the batch indices of the failing matrices.
+        info: the library's ``info`` value for each of them.
+    """
+
+    def __init__(self, message: str, indices=(), info=()):
+        super().__init__(message)
+        self.indices = tuple(indices)
+        self.info = tuple(info)

@@ -1,0 +1,89 @@
+"""Test-suite wide markers and fixtures.
+
+* ``@pytest.mark.gpu`` tests run only where an NVIDIA GPU and driver are present; elsewhere they
+  are skipped with a visible reason (``pytest -ra`` lists it).
+* ``@pytest.mark.slow`` marks long sweeps; deselect them with ``-m "not slow"``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+
+import numpy as np
+import pytest
+
+
+@functools.cache
+def gpu_status() -> tuple[bool, str]:
+    """Return (available, reason) without raising, probing the driver once per session."""
+    if os.environ.get("NVMATH_TEST_NO_GPU"):
+        return False, "NVMATH_TEST_NO_GPU is set"
+    try:
+        from cuda.bindings import driver
+    except Exception as exc:  # pragma: no cover - cuda-bindings is a dependency
+        return False, f"cuda-bindings not importable: {exc}"
+    try:
+        (err,) = driver.cuInit(0)
+        if int(err) != 0:
+            return False, f"no CUDA driver/GPU on this machine (cuInit: {err.name})"
+        err, count = driver.cuDeviceGetCount()
+        if int(err) != 0 or count == 0:
+            return False, "no CUDA device found"
+    except Exception as exc:
+        return False, f"no CUDA driver on this machine ({type(exc).__name__}: {exc})"
+    return True, ""
+
+
+def pytest_collection_modifyitems(config, items):
+    available, reason = gpu_status()
+    if available:
+        return
+    skip = pytest.mark.skip(reason=f"needs a GPU: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def _optional(module: str):
+    try:
+        return importlib.import_module(module)
+    except Exception:
+        return None
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A seeded random generator; tests draw fresh, never-zero data from it."""
+    return np.random.default_rng(12345)
+
+
+@pytest.fixture
+def torch():
+    """The torch module, or skip when torch is not installed."""
+    mod = _optional("torch")
+    if mod is None:
+        pytest.skip("torch is not installed")
+    return mod
+
+
+@pytest.fixture
+def torch_cuda(torch):
+    """The torch module with CUDA available, or skip."""
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device here")
+    return torch
+
+
+@pytest.fixture
+def cupy():
+    """The cupy module with a usable device, or skip."""
+    mod = _optional("cupy")
+    if mod is None:
+        pytest.skip("cupy is not installed")
+    try:
+        mod.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        pytest.skip(f"cupy has no device: {exc}")
+    return mod
