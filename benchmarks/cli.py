@@ -1,0 +1,148 @@
+"""Command line: ``python -m benchmarks <suite> [--libs ...] [--out DIR] [--quick] ...``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks import registry, report, subproc
+from benchmarks.context import Context, Settings, make_context
+from benchmarks.measure import Result
+from benchmarks.progress import Progress
+from benchmarks.runner import plan_runs, run_cases
+
+__all__ = ["DEFAULT_LIBS", "build_parser", "main", "parse_args"]
+
+DEFAULT_LIBS = ("nvmath", "torch", "cupy", "cuda.core", "nvmath-python")
+RESULTS_BASE = Path(__file__).resolve().parent / "results"
+
+
+def _libs(text: str) -> list[str]:
+    libs = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [lib for lib in libs if lib not in registry.LIBRARIES]
+    if unknown or not libs:
+        raise argparse.ArgumentTypeError(
+            f"unknown librar{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown) or '(none given)'}; "
+            f"choose from {', '.join(registry.LIBRARIES)}"
+        )
+    return libs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (suites are discovered without importing them)."""
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Run a benchmark suite for several libraries; write JSON, Markdown and PNG results.",
+        epilog="Results go to benchmarks/results/<YYYY-MM-DD>-<gpu>/ unless --out is given; "
+        "see benchmarks/README.md.",
+    )
+    p.add_argument("suite", choices=registry.available_suites(), help="the suite to run")
+    p.add_argument(
+        "--libs",
+        type=_libs,
+        default=list(DEFAULT_LIBS),
+        help=f"comma-separated libraries (default: {','.join(DEFAULT_LIBS)})",
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="output directory (default: benchmarks/results/<date>-<gpu>)"
+    )
+    p.add_argument("--quick", action="store_true", help="fewer iterations and only the quick cases")
+    p.add_argument(
+        "--nvmath-python-path",
+        type=Path,
+        default=os.environ.get("NVMATH_PYTHON_PATH") or None,
+        help="directory holding nvmath-python's 'nvmath' package (default: $NVMATH_PYTHON_PATH)",
+    )
+    p.add_argument("--cases", default=None, help="comma-separated glob patterns of case names")
+    p.add_argument("--device", type=int, default=0, help="CUDA device id (default 0)")
+    p.add_argument("--seed", type=int, default=1234, help="random seed for inputs")
+    p.add_argument("--list", action="store_true", help="list the suite's cases and exit")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--plain", action="store_true", help="plain progress lines even if rich is installed")
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the command line."""
+    return build_parser().parse_args(argv)
+
+
+def _peer_results(
+    args: argparse.Namespace, runs: list[tuple[registry.Case, str]], lib: str
+) -> tuple[list[dict], dict]:
+    """Run ``lib``'s share of ``runs`` in its own process; failures become skipped/error rows."""
+    mine = [(c, l) for c, l in runs if l == lib]
+    if not mine:
+        return [], {}
+
+    def rows(status: str, note: str) -> list[dict]:
+        return [
+            Result(
+                suite=c.suite,
+                case=c.name,
+                lib=lib,
+                status=status,
+                mode=c.mode,
+                unit="ms" if c.mode == "device" else "us/call",
+                note=note,
+            ).to_dict()
+            for c, _ in mine
+        ]
+
+    if args.nvmath_python_path is None:
+        return rows("skipped", "no --nvmath-python-path (or $NVMATH_PYTHON_PATH) given"), {}
+    try:
+        reply = subproc.run_peer(
+            args.suite,
+            lib,
+            args.nvmath_python_path,
+            quick=args.quick,
+            pattern=args.cases,
+            device_id=args.device,
+            seed=args.seed,
+        )
+    except Exception as exc:  # noqa: BLE001 - a failing peer becomes error rows
+        return rows("error", str(exc)), {}
+    return reply.get("results", []), reply.get("versions", {})
+
+
+def _run(args: argparse.Namespace, cases: list[registry.Case]) -> tuple[list[dict], Context, dict]:
+    runs = plan_runs(cases, args.libs)
+    local = [(c, lib) for c, lib in runs if lib not in registry.SUBPROCESS_LIBRARIES]
+    ctx = make_context(Settings.for_run(quick=args.quick, seed=args.seed), args.device)
+    if not ctx.has_gpu:
+        print(f"note: {ctx.no_gpu_reason}; GPU cases are skipped", file=sys.stderr)
+    with Progress(len(local), args.suite, use_rich=False if args.plain else None) as progress:
+        results = [r.to_dict() for r in run_cases(local, ctx, progress)]
+    versions = report.library_versions(args.libs)
+    for lib in sorted({lib for _, lib in runs} & registry.SUBPROCESS_LIBRARIES):
+        peer_rows, peer_versions = _peer_results(args, runs, lib)
+        results += peer_rows
+        versions.update(peer_versions)
+    return results, ctx, versions
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status."""
+    args = parse_args(argv)
+    registry.load_suite(args.suite)
+    cases = registry.REGISTRY.cases(args.suite, quick=args.quick, pattern=args.cases)
+    if args.list:
+        for c in cases:
+            print(f"{c.name:32s} {c.mode:6s} {','.join(c.setups):40s} {c.description}")
+        return 0
+    if not cases:
+        print(f"no cases of suite {args.suite!r} match {args.cases!r}", file=sys.stderr)
+        return 2
+    results, ctx, versions = _run(args, cases)
+    doc = report.make_document(
+        args.suite, results, gpu=ctx.gpu_name, libs=args.libs, settings=vars(ctx.settings), versions=versions
+    )
+    out_dir = args.out or report.results_dir(RESULTS_BASE, ctx.gpu_name)
+    written = report.write_outputs(doc, out_dir, plots=not args.no_plots)
+    print(report.render_markdown(doc))
+    print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+    return 0

@@ -1,0 +1,147 @@
+"""Running one case for one library: setup, timing, summary into a :class:`Result`."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from benchmarks.context import Context
+from benchmarks.registry import Case, Prepared, Skip
+
+__all__ = ["STATUSES", "UNITS", "Result", "run_one", "summarize", "timing"]
+
+STATUSES = ("ok", "skipped", "error")
+UNITS = {"device": "ms", "host": "us/call"}
+
+
+def _load_timing() -> ModuleType:
+    """Load the timing helpers by file path (never through ``import nvmath``).
+
+    In the source tree they are ``nvmath/_internal/timing.py``; in the copy of the harness made for
+    a peer's subprocess they are ``benchmarks/_timing.py``.
+    """
+    if "benchmarks._timing" in sys.modules:
+        return sys.modules["benchmarks._timing"]
+    here = Path(__file__).resolve().parent
+    for path in (here / "_timing.py", here.parent / "nvmath" / "_internal" / "timing.py"):
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location("benchmarks._timing", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+            return module
+    raise ImportError(f"timing helpers not found next to {here}")
+
+
+timing = _load_timing()
+
+
+@dataclass
+class Result:
+    """The outcome of one (case, library) pair; ``asdict`` gives its JSON form."""
+
+    suite: str
+    case: str
+    lib: str
+    status: str
+    mode: str
+    unit: str
+    median: float | None = None
+    spread: float | None = None
+    min: float | None = None
+    n: int = 0
+    samples: list[float] = field(default_factory=list)
+    flops: float | None = None
+    bytes: float | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    note: str = ""
+    description: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict."""
+        return asdict(self)
+
+
+def summarize(samples: list[float]) -> dict[str, float | int]:
+    """Median, spread (IQR), minimum and count of ``samples``."""
+    return {
+        "median": timing.median(samples),
+        "spread": timing.spread(samples, "iqr"),
+        "min": float(min(samples)),
+        "n": len(samples),
+    }
+
+
+def _throughput(result: Result) -> None:
+    if result.mode != "device" or not result.median:
+        return
+    seconds = result.median * 1e-3
+    if result.flops:
+        result.tflops = result.flops / seconds / 1e12
+    if result.bytes:
+        result.gbps = result.bytes / seconds / 1e9
+
+
+def _measure(fn: Any, case: Case, ctx: Context) -> list[float]:
+    s = ctx.settings
+    if case.mode == "device":
+        return timing.time_on_stream(fn, ctx.stream, warmup=s.warmup, iterations=s.iterations)
+    return timing.time_host_per_call(
+        fn,
+        calls=s.host_calls,
+        repeats=s.host_repeats,
+        warmup=s.warmup,
+        sync=ctx.sync if ctx.has_gpu else None,
+    )
+
+
+def run_one(case: Case, lib: str, ctx: Context) -> Result:
+    """Set up ``case`` for ``lib``, time it, and summarize; never raises for a failing library."""
+    result = Result(
+        suite=case.suite,
+        case=case.name,
+        lib=lib,
+        status="ok",
+        mode=case.mode,
+        unit=UNITS[case.mode],
+        flops=case.flops,
+        bytes=case.bytes,
+        description=case.description,
+    )
+    if case.needs_gpu and not ctx.has_gpu:
+        result.status, result.note = "skipped", ctx.no_gpu_reason or "no CUDA device"
+        return result
+    prepared: Prepared | None = None
+    try:
+        made = case.setups[lib](ctx)
+        prepared = made if isinstance(made, Prepared) else Prepared(fn=made)
+        samples = _measure(prepared.fn, case, ctx)
+        result.samples = [float(x) for x in samples]
+        stats = summarize(result.samples)
+        result.median, result.spread, result.min, result.n = (
+            stats["median"],
+            stats["spread"],
+            stats["min"],
+            stats["n"],
+        )
+        result.note = prepared.note
+        _throughput(result)
+    except (Skip, ImportError) as exc:
+        result.status, result.note = "skipped", f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a failing library becomes an error row
+        result.status = "error"
+        result.note = f"{type(exc).__name__}: {exc} @ {traceback.extract_tb(exc.__traceback__)[-1].name}"
+    finally:
+        if prepared is not None and prepared.teardown is not None:
+            try:
+                prepared.teardown()
+            except Exception as exc:  # noqa: BLE001
+                result.note += f" (teardown failed: {type(exc).__name__}: {exc})"
+    return result

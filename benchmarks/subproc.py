@@ -1,0 +1,148 @@
+"""Running a peer that shares our import name (nvmath-python) in its own process.
+
+The child must never see our source tree: it runs ``benchmarks/_child.py`` *by file path* from a
+temporary copy of the harness, with ``PYTHONPATH`` = the peer's directory + that copy only (the
+timing helpers travel as ``benchmarks/_timing.py``), in a temporary working directory. The child
+also drops our repository root from ``sys.path`` and refuses to run if ``nvmath`` still resolves
+into it. Results come back as JSON in a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BENCH_DIR",
+    "REPO_ROOT",
+    "TIMING_FILE",
+    "build_harness_copy",
+    "child_command",
+    "child_env",
+    "run_peer",
+]
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+TIMING_FILE = REPO_ROOT / "nvmath" / "_internal" / "timing.py"
+
+
+def build_harness_copy(dest: Path, *, source: Path = BENCH_DIR, timing_file: Path = TIMING_FILE) -> Path:
+    """Copy the harness's ``.py`` files (and the timing helpers) into ``dest/benchmarks``; return ``dest``."""
+    pkg = Path(dest) / "benchmarks"
+    for sub in ("", "suites"):
+        (pkg / sub).mkdir(parents=True, exist_ok=True)
+        for f in sorted((Path(source) / sub).glob("*.py")):
+            shutil.copy2(f, pkg / sub / f.name)
+    if not (pkg / "_timing.py").exists():
+        shutil.copy2(timing_file, pkg / "_timing.py")
+    return Path(dest)
+
+
+def child_env(peer_path: Path, harness_root: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: ``PYTHONPATH`` holds only the peer's dir and the harness copy."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(peer_path).resolve()), str(Path(harness_root).resolve())])
+    env["PYTHONNOUSERSITE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("PYTHONSTARTUP", None)
+    return env
+
+
+def child_command(
+    harness_root: Path,
+    *,
+    suite: str,
+    lib: str,
+    out_json: Path,
+    forbid: Sequence[Path],
+    quick: bool = False,
+    pattern: str | None = None,
+    device_id: int = 0,
+    seed: int = 1234,
+    probe: bool = False,
+    python: str = sys.executable,
+) -> list[str]:
+    """The command line that runs the child runner by file path."""
+    cmd = [
+        python,
+        str(Path(harness_root) / "benchmarks" / "_child.py"),
+        "--suite",
+        suite,
+        "--lib",
+        lib,
+        "--out",
+        str(out_json),
+        "--device",
+        str(device_id),
+        "--seed",
+        str(seed),
+    ]
+    for path in forbid:
+        cmd += ["--forbid", str(Path(path).resolve())]
+    if quick:
+        cmd.append("--quick")
+    if pattern:
+        cmd += ["--cases", pattern]
+    if probe:
+        cmd.append("--probe")
+    return cmd
+
+
+def run_peer(
+    suite: str,
+    lib: str,
+    peer_path: Path,
+    *,
+    quick: bool = False,
+    pattern: str | None = None,
+    device_id: int = 0,
+    seed: int = 1234,
+    probe: bool = False,
+    timeout: float | None = None,
+    forbid: Sequence[Path] = (REPO_ROOT,),
+) -> dict[str, Any]:
+    """Run ``suite`` for ``lib`` in a child process; return its JSON reply.
+
+    Raises:
+        RuntimeError: the child failed (its stderr tail is in the message) or wrote no reply.
+    """
+    peer_path = Path(peer_path)
+    if not peer_path.is_dir():
+        raise RuntimeError(f"{lib}: --nvmath-python-path {peer_path} is not a directory")
+    with tempfile.TemporaryDirectory(prefix="nvmath-bench-") as tmp:
+        root = build_harness_copy(Path(tmp) / "harness")
+        out_json = Path(tmp) / "reply.json"
+        cmd = child_command(
+            root,
+            suite=suite,
+            lib=lib,
+            out_json=out_json,
+            forbid=forbid,
+            quick=quick,
+            pattern=pattern,
+            device_id=device_id,
+            seed=seed,
+            probe=probe,
+        )
+        proc = subprocess.run(
+            cmd,
+            check=False,
+            env=child_env(peer_path, root),
+            cwd=tmp,
+            stdout=subprocess.PIPE,
+            stderr=None if not probe else subprocess.PIPE,
+            text=True,
+            timeout=timeout,
+        )
+        if proc.returncode != 0 or not out_json.exists():
+            tail = (proc.stderr or proc.stdout or "")[-2000:]
+            raise RuntimeError(f"{lib} child process failed (exit {proc.returncode}): {tail}")
+        return json.loads(out_json.read_text())

@@ -1,0 +1,1 @@
+"""Benchmark suites: each module registers its cases with :func:`benchmarks.registry.register`."""

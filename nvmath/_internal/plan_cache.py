@@ -1,0 +1,310 @@
+"""A bounded, thread-safe LRU cache of plans, used by the stateless functions.
+
+The stateless functions (``matmul``, ``fft``, the solvers) keep their planned objects in a
+:class:`PlanCache`, keyed by everything that determines a plan (shapes, strides, dtypes, options,
+device, ...), so that a repeated call costs little more than ``execute()``.
+
+**Size, clearing and disabling.** Each cache is an explicit object with a size limit and statistics:
+
+* ``cache.stats`` -- hits, misses, evictions, current size and ``maxsize``;
+* ``cache.resize(n)`` -- change the size limit; the least recently used plans beyond ``n`` are freed;
+* ``cache.clear()`` -- free every cached plan (e.g. to return device memory);
+* ``cache.enabled = False`` or ``cache.resize(0)`` -- stop caching: every call plans from scratch and
+  frees its plan afterwards.
+
+A plan leaving the cache is released with ``on_evict(plan)`` if given, else ``plan.free()`` (or
+``plan.close()``) if it has one. Release failures are reported as warnings, never raised. A plan in use
+(see :meth:`PlanCache.use`) is released only after its last user is done, so another thread's eviction
+never frees a plan under a running call. The factory that builds a plan runs outside the lock; two
+threads asking for the same missing key build it once, and a factory that raises caches nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from nvmath._internal.options import check_nonnegative_int
+
+__all__ = ["CacheStats", "PlanCache", "release_plan"]
+
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """A snapshot of a cache's counters.
+
+    Attributes:
+        hits: lookups that found a plan.
+        misses: lookups that did not (each built a plan when going through ``get_or_create``/``use``).
+        evictions: plans pushed out by the size limit (``resize`` included; ``clear`` not counted).
+        size: plans held now.
+        maxsize: the size limit (0 = disabled).
+    """
+
+    hits: int
+    misses: int
+    evictions: int
+    size: int
+    maxsize: int
+
+
+def release_plan(plan: Any) -> None:
+    """Release ``plan`` with its ``free()`` or ``close()`` method, if it has one."""
+    for name in ("free", "close"):
+        method = getattr(plan, name, None)
+        if callable(method):
+            method()
+            return
+
+
+class _Entry:
+    __slots__ = ("evicted", "pins", "value")
+
+    def __init__(self, value: Any):
+        self.value, self.pins, self.evicted = value, 0, False
+
+
+class _Use:
+    """Context manager returned by :meth:`PlanCache.use`: pins the entry for the ``with`` body."""
+
+    __slots__ = ("cache", "entry")
+
+    def __init__(self, cache: PlanCache, entry: _Entry):
+        self.cache, self.entry = cache, entry
+
+    def __enter__(self) -> Any:
+        return self.entry.value
+
+    def __exit__(self, *exc: object) -> None:
+        self.cache._unpin(self.entry)
+
+
+class PlanCache(Generic[V]):
+    """A bounded LRU cache of plans (see the module documentation).
+
+    Args:
+        maxsize: the most plans kept; 0 disables caching.
+        name: a name for messages and ``repr``.
+        on_evict: called with each plan that leaves the cache; default :func:`release_plan`.
+    """
+
+    def __init__(
+        self, maxsize: int = 128, name: str = "plan cache", on_evict: Callable[[V], Any] | None = None
+    ):
+        check_nonnegative_int("maxsize", maxsize)
+        if on_evict is not None and not callable(on_evict):
+            raise TypeError(f"on_evict must be callable or None; got {on_evict!r}")
+        self.name = name
+        self._on_evict = on_evict if on_evict is not None else release_plan
+        self._maxsize = maxsize
+        self._enabled = True
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
+        self._building: dict[Hashable, threading.Event] = {}
+        self._hits = self._misses = self._evictions = 0
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def maxsize(self) -> int:
+        """The size limit (0 = disabled)."""
+        return self._maxsize
+
+    @property
+    def enabled(self) -> bool:
+        """Whether plans are cached (``False`` also when ``maxsize == 0``). Disabling clears the cache."""
+        return self._enabled and self._maxsize > 0
+
+    @enabled.setter
+    def enabled(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"enabled must be True or False; got {value!r}")
+        self._enabled = value
+        if not value:
+            self.clear()
+
+    @property
+    def stats(self) -> CacheStats:
+        """A :class:`CacheStats` snapshot."""
+        with self._lock:
+            return CacheStats(self._hits, self._misses, self._evictions, len(self._entries), self._maxsize)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def __repr__(self) -> str:
+        s = self.stats
+        return (
+            f"PlanCache({self.name!r}, size={s.size}, maxsize={s.maxsize}, enabled={self.enabled}, "
+            f"hits={s.hits}, misses={s.misses}, evictions={s.evictions})"
+        )
+
+    # ----------------------------------------------------------------- lookups
+    def get(self, key: Hashable, default: V | None = None) -> V | None:
+        """Return the plan for ``key`` (marking it most recently used), or ``default``."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                self._misses += 1
+                return default
+            self._entries.move_to_end(key)
+            self._hits += 1
+            return entry.value
+
+    def put(self, key: Hashable, value: V) -> bool:
+        """Store ``value`` under ``key``; return whether it was stored (``False`` when disabled).
+
+        A plan already stored under ``key`` is replaced and released. When the cache is disabled
+        the caller keeps ownership of ``value``.
+        """
+        if not self.enabled:
+            return False
+        with self._lock:
+            victims = self._insert(key, _Entry(value))
+        self._release(victims)
+        return True
+
+    def get_or_create(self, key: Hashable, factory: Callable[[], V]) -> V:
+        """Return the plan for ``key``, building it with ``factory()`` on a miss.
+
+        The factory runs outside the lock, once per key even under contention; if it raises,
+        nothing is cached and the error propagates. When the cache is disabled the new plan is
+        returned uncached and the caller owns it (prefer :meth:`use`, which frees it).
+        """
+        return self._lookup(key, factory, pin=False).value
+
+    def use(self, key: Hashable, factory: Callable[[], V]) -> _Use:
+        """Return a context manager yielding the plan for ``key`` (built on a miss), pinned.
+
+        While pinned the plan is not released, even if evicted meanwhile; it is released on exit
+        if it was evicted (or never cached because the cache is disabled)::
+
+            with cache.use(key, lambda: make_plan(...)) as plan:
+                plan.execute(...)
+        """
+        return _Use(self, self._lookup(key, factory, pin=True))
+
+    def _lookup(self, key: Hashable, factory: Callable[[], V], pin: bool) -> _Entry:
+        while True:
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is not None:
+                    self._entries.move_to_end(key)
+                    self._hits += 1
+                    entry.pins += pin
+                    return entry
+                waiter = self._building.get(key)
+                if waiter is None:
+                    self._misses += 1
+                    if self.enabled:
+                        done = self._building[key] = threading.Event()
+                    else:
+                        done = None
+                    break
+            waiter.wait()  # another thread is building this key; then look again
+        return self._build(key, factory, pin, done)
+
+    def _build(
+        self, key: Hashable, factory: Callable[[], V], pin: bool, done: threading.Event | None
+    ) -> _Entry:
+        try:
+            entry = _Entry(factory())
+        except BaseException:
+            if done is not None:
+                with self._lock:
+                    del self._building[key]
+                done.set()
+            raise
+        entry.pins += pin
+        victims: list[_Entry] = []
+        if done is None:
+            entry.evicted = True  # never cached: released on unpin (use) or owned by the caller
+            return entry
+        with self._lock:
+            del self._building[key]
+            if self.enabled:
+                victims = self._insert(key, entry)
+            else:  # disabled while building
+                entry.evicted = True
+        done.set()
+        self._release(victims)
+        return entry
+
+    # ----------------------------------------------------------------- eviction
+    def discard(self, key: Hashable) -> bool:
+        """Remove and release the plan for ``key``; return whether there was one."""
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            victims = self._retire([entry]) if entry is not None else []
+        self._release(victims)
+        return entry is not None
+
+    def clear(self) -> None:
+        """Remove and release every plan (plans in use are released when their user is done)."""
+        with self._lock:
+            entries = list(self._entries.values())
+            self._entries.clear()
+            victims = self._retire(entries)
+        self._release(victims)
+
+    def resize(self, maxsize: int) -> None:
+        """Set the size limit; least recently used plans beyond it are released. 0 disables."""
+        check_nonnegative_int("maxsize", maxsize)
+        with self._lock:
+            self._maxsize = maxsize
+            victims = self._shrink()
+        self._release(victims)
+
+    def keys(self) -> Iterator[Hashable]:
+        """The cached keys, least recently used first (a snapshot)."""
+        with self._lock:
+            return iter(list(self._entries))
+
+    # ----------------------------------------------------------------- internals (lock held)
+    def _insert(self, key: Hashable, entry: _Entry) -> list[_Entry]:
+        old = self._entries.pop(key, None)
+        self._entries[key] = entry
+        victims = self._retire([old]) if old is not None and old.value is not entry.value else []
+        return victims + self._shrink()
+
+    def _shrink(self) -> list[_Entry]:
+        evicted = []
+        limit = self._maxsize if self._enabled else 0
+        while len(self._entries) > limit:
+            _, entry = self._entries.popitem(last=False)
+            evicted.append(entry)
+        self._evictions += len(evicted)
+        return self._retire(evicted)
+
+    @staticmethod
+    def _retire(entries: list[_Entry]) -> list[_Entry]:
+        """Mark entries evicted; return those that can be released now (not pinned)."""
+        for e in entries:
+            e.evicted = True
+        return [e for e in entries if e.pins == 0]
+
+    def _unpin(self, entry: _Entry) -> None:
+        with self._lock:
+            entry.pins -= 1
+            release = entry.evicted and entry.pins == 0
+        if release:
+            self._release([entry])
+
+    def _release(self, entries: list[_Entry]) -> None:
+        for entry in entries:
+            try:
+                self._on_evict(entry.value)
+            except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
+                warnings.warn(
+                    f"{self.name}: releasing a plan failed: {type(exc).__name__}: {exc}",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )

@@ -1,0 +1,25 @@
+"""The environment report of ``python -m nvmath``."""
+
+from __future__ import annotations
+
+from nvmath._diagnostics import report
+
+
+def test_missing_package_reported_not_raised():
+    """An absent distribution is reported as 'not installed'."""
+    assert report.package_version("surely-not-a-real-distribution-xyz") == "not installed"
+
+
+def test_report_names_versions_driver_and_libraries():
+    """The report lists nvmath, cuda-core, the driver line and every CUDA math library."""
+    text = "\n".join(report.report_lines())
+    for needle in ("nvmath", "cuda-core", "cuda-bindings", "cuda-pathfinder", "CUDA driver:", "numpy"):
+        assert needle in text
+    for lib in report.LIBRARIES:
+        assert f"  {lib}" in text
+
+
+def test_driver_probe_never_raises():
+    """Probing the driver returns a version string and a device list even without a GPU."""
+    version, devices = report.driver_and_devices()
+    assert isinstance(version, str) and isinstance(devices, list)

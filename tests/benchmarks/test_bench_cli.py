@@ -1,0 +1,141 @@
+"""Tests of benchmarks.cli: argument parsing, listing and a CPU-only end-to-end run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from benchmarks import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_defaults():
+    """Defaults: every peer library, no output dir, not quick, nvmath-python path from the environment."""
+    args = cli.parse_args(["overhead"])
+    assert args.suite == "overhead" and args.libs == list(cli.DEFAULT_LIBS)
+    assert args.out is None and not args.quick and args.device == 0
+
+
+def test_options_parse():
+    """--libs, --out, --quick, --nvmath-python-path and --cases are parsed."""
+    args = cli.parse_args(
+        [
+            "ceilings",
+            "--libs",
+            "torch, cupy",
+            "--out",
+            "/tmp/x",
+            "--quick",
+            "--nvmath-python-path",
+            "/opt/peer",
+            "--cases",
+            "copy-*",
+        ]
+    )
+    assert args.libs == ["torch", "cupy"] and args.out == Path("/tmp/x") and args.quick
+    assert args.nvmath_python_path == Path("/opt/peer") and args.cases == "copy-*"
+
+
+def test_peer_path_from_environment(monkeypatch):
+    """$NVMATH_PYTHON_PATH supplies the default nvmath-python directory."""
+    monkeypatch.setenv("NVMATH_PYTHON_PATH", "/opt/np")
+    assert cli.parse_args(["overhead"]).nvmath_python_path == Path("/opt/np")
+
+
+@pytest.mark.parametrize(
+    "argv", [["nope"], ["overhead", "--libs", "tensorflow"], ["overhead", "--libs", ","]]
+)
+def test_bad_arguments_exit_2(argv, capsys):
+    """Unknown suites and libraries are usage errors naming the choices."""
+    with pytest.raises(SystemExit) as info:
+        cli.parse_args(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "choose from" in err or "invalid choice" in err
+
+
+def test_help_runs_as_module():
+    """`python -m benchmarks --help` works from the repository root."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--help"], check=False, cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode == 0 and "--nvmath-python-path" in out.stdout and "overhead" in out.stdout
+
+
+def test_list(capsys):
+    """--list prints the suite's cases with their libraries."""
+    assert cli.main(["overhead", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "planner-guard" in out and "nvmath,python" in out
+
+
+def test_no_matching_cases(capsys):
+    """A --cases pattern matching nothing exits with status 2."""
+    assert cli.main(["overhead", "--cases", "zzz*"]) == 2
+
+
+def test_end_to_end_cpu_case(tmp_path, capsys, monkeypatch):
+    """A CPU-only case runs end to end and writes a valid JSON document and the Markdown table."""
+    monkeypatch.delenv("NVMATH_PYTHON_PATH", raising=False)
+    rc = cli.main(
+        [
+            "overhead",
+            "--quick",
+            "--cases",
+            "planner-guard,wrap-*",
+            "--out",
+            str(tmp_path),
+            "--plain",
+            "--no-plots",
+        ]
+    )
+    assert rc == 0
+    doc = json.loads((tmp_path / "overhead.json").read_text())
+    rows = {(r["case"], r["lib"]): r for r in doc["results"]}
+    assert rows[("planner-guard", "nvmath")]["status"] == "ok"
+    assert rows[("planner-guard", "python")]["status"] == "ok"
+    assert rows[("wrap-torch-tensor", "nvmath-python")]["status"] == "skipped"
+    assert "no --nvmath-python-path" in rows[("wrap-torch-tensor", "nvmath-python")]["note"]
+    assert "| planner-guard | us/call |" in capsys.readouterr().out
+    assert (tmp_path / "overhead.md").exists()
+
+
+def test_peer_failure_becomes_error_rows(tmp_path, monkeypatch):
+    """A peer directory that does not exist turns its rows into errors, not a crash."""
+    rc = cli.main(
+        [
+            "overhead",
+            "--quick",
+            "--cases",
+            "stream-none",
+            "--libs",
+            "nvmath-python",
+            "--out",
+            str(tmp_path),
+            "--plain",
+            "--no-plots",
+            "--nvmath-python-path",
+            str(tmp_path / "missing"),
+        ]
+    )
+    assert rc == 0
+    (row,) = json.loads((tmp_path / "overhead.json").read_text())["results"]
+    assert row["status"] == "error" and "is not a directory" in row["note"]
+
+
+def test_benchmarks_are_never_collected():
+    """pytest collects only tests/, and nothing under benchmarks/ is named like a test."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert config["tool"]["pytest"]["ini_options"]["testpaths"] == ["tests"]
+    offenders = [
+        p
+        for p in (ROOT / "benchmarks").rglob("*.py")
+        if p.name.startswith("test_") or p.name.endswith("_test.py")
+    ]
+    assert offenders == []

@@ -1,0 +1,116 @@
+"""Tests of benchmarks.measure and benchmarks.context: statistics, rotation and running one case."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.context import Context, Settings, rotation_count
+from benchmarks.measure import run_one, summarize, timing
+from benchmarks.registry import Case, Prepared, Skip
+
+QUICK = Settings(warmup=1, iterations=3, host_calls=5, host_repeats=3, quick=True)
+
+
+def test_summarize():
+    """summarize gives the median, the IQR, the minimum and the count."""
+    s = summarize([3.0, 1.0, 2.0, 4.0, 5.0])
+    assert s == {"median": 3.0, "spread": 2.0, "min": 1.0, "n": 5}
+
+
+def test_timing_is_loaded_by_path_not_package():
+    """The harness's timing module is the library file loaded by path, not imported via nvmath."""
+    assert timing.__name__ == "benchmarks._timing"
+    assert timing.__file__.endswith("timing.py")
+
+
+@pytest.mark.parametrize(
+    ("input_bytes", "l2", "expected"),
+    [(1 << 30, 60 << 20, 1), (16 << 20, 60 << 20, 8), (1, 60 << 20, 64), (1 << 20, 0, 1), (0, 60 << 20, 1)],
+)
+def test_rotation_count(input_bytes, l2, expected):
+    """Rotation covers more than twice the L2 with at most 64 sets; no rotation when unknown."""
+    n = rotation_count(input_bytes, l2)
+    assert n == expected
+    if l2 and input_bytes and n < 64:
+        assert n * input_bytes > 2 * l2
+
+
+def test_settings_for_run():
+    """--quick settings are lighter than the defaults."""
+    quick, full = Settings.for_run(quick=True), Settings.for_run(quick=False, seed=7)
+    assert quick.quick and quick.iterations < full.iterations and full.seed == 7
+
+
+def _case(setup, **kw):
+    return Case(
+        suite="t", name="c", setups={"nvmath": setup}, mode=kw.pop("mode", "host"), needs_gpu=False, **kw
+    )
+
+
+def test_run_one_host_ok():
+    """A host case yields us/call samples and a summary."""
+    r = run_one(_case(lambda ctx: lambda: None), "nvmath", Context(settings=QUICK))
+    assert r.status == "ok" and r.unit == "us/call" and r.n == 3 and r.median is not None and r.median >= 0
+
+
+def test_run_one_skip_and_import_error():
+    """Skip and ImportError in a setup become 'skipped' with the reason."""
+
+    def skip(ctx):
+        raise Skip("no fp8 here")
+
+    def missing(ctx):
+        import nvmath._internal.does_not_exist  # noqa: F401
+
+    assert run_one(_case(skip), "nvmath", Context(settings=QUICK)).note == "Skip: no fp8 here"
+    r = run_one(_case(missing), "nvmath", Context(settings=QUICK))
+    assert r.status == "skipped" and "ModuleNotFoundError" in r.note
+
+
+def test_run_one_error_and_teardown():
+    """A failing call becomes 'error' naming the exception; teardown runs anyway."""
+    torn = []
+
+    def setup(ctx):
+        def fn():
+            raise ZeroDivisionError("boom")
+
+        return Prepared(fn=fn, teardown=lambda: torn.append(1))
+
+    r = run_one(_case(setup), "nvmath", Context(settings=QUICK))
+    assert r.status == "error" and r.note.startswith("ZeroDivisionError: boom") and torn == [1]
+
+
+def test_run_one_teardown_failure_is_noted():
+    """A failing teardown is reported in the note without losing the measurement."""
+
+    def setup(ctx):
+        def bad():
+            raise OSError("leak")
+
+        return Prepared(fn=lambda: None, teardown=bad, note="algo 3")
+
+    r = run_one(_case(setup), "nvmath", Context(settings=QUICK))
+    assert r.status == "ok" and r.note.startswith("algo 3") and "teardown failed: OSError: leak" in r.note
+
+
+def test_gpu_case_skipped_without_gpu():
+    """A GPU case is skipped with the context's reason when there is no GPU."""
+    case = Case(suite="t", name="g", setups={"torch": lambda ctx: lambda: None})
+    r = run_one(case, "torch", Context(settings=QUICK, no_gpu_reason="no CUDA device: test"))
+    assert r.status == "skipped" and r.note == "no CUDA device: test" and r.unit == "ms"
+
+
+def test_device_throughput(monkeypatch):
+    """Device results get TFLOP/s and GB/s from the median time and the case's flops/bytes."""
+    monkeypatch.setattr(timing, "time_on_stream", lambda fn, stream, **kw: [2.0, 2.0, 2.0])
+    case = Case(
+        suite="t",
+        name="d",
+        setups={"torch": lambda ctx: lambda: None},
+        flops=4e12,
+        bytes=8e9,
+        needs_gpu=False,
+    )
+    r = run_one(case, "torch", Context(settings=QUICK))
+    assert r.median == 2.0 and r.tflops == pytest.approx(2000.0) and r.gbps == pytest.approx(4000.0)
