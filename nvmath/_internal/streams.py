@@ -1,0 +1,368 @@
+"""One normalizer for every way a user can name a CUDA stream, plus stream-ordering helpers.
+
+:func:`get_stream` turns a user's ``stream=`` argument into a :class:`StreamHandle`. Accepted:
+
+* a ``cuda.core.Stream`` or any object with ``__cuda_stream__()`` returning ``(0, handle)``
+  (torch >= 2.10 and cupy >= 14 streams, cuda.bindings ``CUstream``);
+* a legacy ``torch.cuda.Stream`` (``.cuda_stream``) or ``cupy.cuda.Stream`` (``.ptr``);
+* a raw ``int`` ``cudaStream_t`` (0 = legacy default stream, 1 = legacy, 2 = per-thread default);
+* ``None``: the operands' package's *current* stream (torch / cupy), or a library-owned
+  non-blocking stream per device for numpy and every other package.
+
+Handles are cached (bounded) per stream object and per raw pointer, so a repeated call with the
+same stream costs a dictionary lookup. A handle keeps the user's stream object alive.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import sys
+import threading
+from typing import Any
+
+from nvmath._internal import devices
+
+__all__ = [
+    "STREAM_CACHE_SIZE",
+    "StreamHandle",
+    "clear_stream_cache",
+    "current_stream",
+    "get_stream",
+    "library_stream",
+    "native_stream",
+    "stream_ctx",
+    "stream_wait",
+    "synchronize",
+    "wait_on_ptr",
+]
+
+logger = logging.getLogger(__name__)
+
+STREAM_CACHE_SIZE = 64
+"""How many stream objects (and, separately, raw handles per package) are remembered."""
+
+_ACCEPTED = (
+    "a cuda.core.Stream, an object with __cuda_stream__ (torch >= 2.10, cupy >= 14, cuda.bindings "
+    "CUstream), a torch.cuda.Stream, a cupy.cuda.Stream, an int cudaStream_t, or None"
+)
+_SPECIAL = (0, 1, 2)  # legacy default (NULL), CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
+
+
+class StreamHandle:
+    """A normalized CUDA stream.
+
+    Attributes:
+        ptr: the ``cudaStream_t`` as an int.
+        device_id: the device the stream runs work on.
+        package: the package of the operands this handle was made for ("torch", "cupy", ...).
+        obj: the user's stream object (kept alive), or the int handle.
+        ctx: the stream's ``CUcontext`` (int) when it is not the device's primary context (a green
+            context, say), else ``None``.
+        native: a package-native stream object for ``ptr`` (torch / cupy), made lazily by adapters.
+    """
+
+    __slots__ = ("_core", "ctx", "device_id", "native", "obj", "package", "ptr")
+
+    def __init__(self, ptr: int, device_id: int, package: str, obj: Any = None, ctx: int | None = None):
+        self.ptr = ptr
+        self.device_id = device_id
+        self.package = package
+        self.obj = ptr if obj is None else obj
+        self.ctx = ctx
+        self.native: Any = None
+        self._core: Any = None
+
+    @property
+    def core(self) -> Any:
+        """The ``cuda.core.Stream`` for this handle (created once; ``Stream.from_handle`` is slow)."""
+        core = self._core
+        if core is None:
+            import cuda.core as cc
+
+            if isinstance(self.obj, cc.Stream):
+                core = self.obj
+            elif self.ptr in (0, 1):
+                core = cc.LEGACY_DEFAULT_STREAM
+            elif self.ptr == 2:
+                core = cc.PER_THREAD_DEFAULT_STREAM
+            else:
+                devices.core_device(self.device_id)
+                core = cc.Stream.from_handle(self.ptr)
+            self._core = core
+        return core
+
+    def __repr__(self) -> str:
+        ctx = f", ctx={self.ctx:#x}" if self.ctx else ""
+        return f"StreamHandle(ptr={self.ptr:#x}, device_id={self.device_id}, package={self.package!r}{ctx})"
+
+
+_OBJ_CACHE: dict[int, StreamHandle] = {}
+_INT_CACHE: dict[str, dict[int, StreamHandle]] = {}
+_LIBRARY_STREAMS: dict[int, StreamHandle] = {}
+_LOCK = threading.Lock()
+_TORCH_RAW: Any = None
+_THREAD = threading.local()
+
+
+def get_stream(stream: Any, *, device_id: int, package: str) -> StreamHandle:
+    """Normalize a user's ``stream`` argument for work on ``device_id`` with ``package`` operands.
+
+    Args:
+        stream: see the module docstring for what is accepted.
+        device_id: the device the work runs on (from the operands or the options).
+        package: the operands' package; decides what ``None`` means.
+
+    Raises:
+        TypeError: ``stream`` is of no accepted kind (the message lists them).
+        ValueError: the stream belongs to another device, or is not a valid handle.
+    """
+    if stream is None:
+        return current_stream(device_id, package)
+    if type(stream) is int:
+        cache = _INT_CACHE.get(package)
+        if cache is not None:
+            handle = cache.get(stream)
+            if handle is not None and handle.device_id == device_id:
+                return handle
+        return _handle_from_int(stream, device_id, package, stream)
+    if type(stream) is StreamHandle:
+        if stream.device_id != device_id:
+            raise ValueError(
+                f"the stream is on device {stream.device_id} but the operands are on device {device_id}"
+            )
+        return stream
+    handle = _OBJ_CACHE.get(id(stream))
+    if (
+        handle is not None
+        and handle.obj is stream
+        and handle.device_id == device_id
+        and handle.package == package
+    ):
+        return handle
+    ptr = _stream_ptr(stream)
+    handle = _new_handle(ptr, device_id, package, stream)
+    _remember(_OBJ_CACHE, id(stream), handle)
+    return handle
+
+
+def current_stream(device_id: int, package: str) -> StreamHandle:
+    """Return the package's current stream on ``device_id`` (a library stream for non torch/cupy)."""
+    if package == "torch":
+        raw = _TORCH_RAW
+        if raw is None:
+            raw = _torch_raw_getter()
+        ptr = raw(device_id)
+    elif package == "cupy":
+        ptr = _cupy_current_ptr(device_id)
+    else:
+        return library_stream(device_id)
+    cache = _INT_CACHE.get(package)
+    if cache is not None:
+        handle = cache.get(ptr)
+        if handle is not None and handle.device_id == device_id:
+            return handle
+    return _handle_from_int(ptr, device_id, package, ptr)
+
+
+def library_stream(device_id: int) -> StreamHandle:
+    """Return nvmath's own non-blocking stream on ``device_id``, created on first use."""
+    handle = _LIBRARY_STREAMS.get(device_id)
+    if handle is None:
+        with _LOCK:
+            handle = _LIBRARY_STREAMS.get(device_id)
+            if handle is None:
+                drv = devices.driver()
+                with devices.device_ctx(device_id):
+                    cu = devices.check(
+                        drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate"
+                    )
+                handle = StreamHandle(int(cu), device_id, "cuda", cu)
+                _LIBRARY_STREAMS[device_id] = handle
+                logger.debug("created the library stream %#x on device %d", handle.ptr, device_id)
+    return handle
+
+
+def stream_ctx(handle: StreamHandle) -> devices.context_ctx:
+    """Context manager making ``handle``'s own context current (its green context, if any)."""
+    return devices.context_ctx(handle.ctx or devices.primary_context(handle.device_id))
+
+
+def stream_wait(waiter: StreamHandle, signaler: StreamHandle) -> None:
+    """Make ``waiter`` wait (on the device, not the host) for the work queued so far on ``signaler``."""
+    if waiter.ptr == signaler.ptr and waiter.ctx == signaler.ctx:
+        return
+    ctx = signaler.ctx or devices.primary_context(signaler.device_id)
+    _record_and_wait(ctx, signaler.ptr, waiter.ptr)
+
+
+def wait_on_ptr(waiter: StreamHandle, producer_ptr: int) -> None:
+    """Make ``waiter`` wait for the work queued so far on the raw stream ``producer_ptr``.
+
+    Used for ``__cuda_array_interface__`` producers, which export the stream their data is ready on.
+    """
+    if producer_ptr == waiter.ptr:
+        return
+    if producer_ptr in _SPECIAL:
+        ctx = waiter.ctx or devices.primary_context(waiter.device_id)
+    else:
+        ctx = int(devices.check(devices.driver().cuStreamGetCtx(producer_ptr), "cuStreamGetCtx"))
+    _record_and_wait(ctx, producer_ptr, waiter.ptr)
+
+
+def synchronize(handle: StreamHandle) -> None:
+    """Block the host until all work queued on ``handle`` has finished."""
+    with stream_ctx(handle):
+        devices.check(devices.driver().cuStreamSynchronize(handle.ptr), "cuStreamSynchronize")
+
+
+def clear_stream_cache() -> None:
+    """Forget the cached stream handles (the library streams are kept)."""
+    _OBJ_CACHE.clear()
+    _INT_CACHE.clear()
+
+
+# ------------------------------------------------------------------------------------ helpers
+def _stream_ptr(stream: Any) -> int:
+    """Return the ``cudaStream_t`` of an accepted stream object (not an int, not None)."""
+    if isinstance(stream, bool):
+        raise TypeError(f"stream must be {_ACCEPTED}; got {stream!r}")
+    if isinstance(stream, numbers.Integral):
+        return _check_ptr(int(stream))
+    protocol = getattr(type(stream), "__cuda_stream__", None)
+    if protocol is not None:
+        info = stream.__cuda_stream__()
+        if not (isinstance(info, tuple) and len(info) == 2 and info[0] == 0 and isinstance(info[1], int)):
+            raise TypeError(
+                f"{type(stream).__name__}.__cuda_stream__() must return (0, handle); got {info!r}"
+            )
+        return _check_ptr(info[1])
+    top = type(stream).__module__.split(".", 1)[0]
+    if top == "torch" and hasattr(stream, "cuda_stream"):
+        return _check_ptr(int(stream.cuda_stream))
+    if top == "cupy" and hasattr(stream, "ptr"):
+        return _check_ptr(int(stream.ptr))
+    raise TypeError(f"stream must be {_ACCEPTED}; got an object of type {type(stream).__qualname__}")
+
+
+def _check_ptr(ptr: int) -> int:
+    if ptr < 0:
+        raise ValueError(f"a stream handle must be a non-negative int; got {ptr}")
+    return ptr
+
+
+def _handle_from_int(ptr: int, device_id: int, package: str, obj: Any) -> StreamHandle:
+    handle = _new_handle(_check_ptr(ptr), device_id, package, obj)
+    cache = _INT_CACHE.setdefault(package, {})
+    _remember(cache, ptr, handle)
+    return handle
+
+
+def _new_handle(ptr: int, device_id: int, package: str, obj: Any) -> StreamHandle:
+    """Query the stream's device and context once, and build its handle."""
+    if ptr in _SPECIAL:
+        return StreamHandle(ptr, device_id, package, obj, None)
+    devices.init_driver()
+    drv = devices.driver()
+    status, dev = drv.cuStreamGetDevice(ptr)
+    if status != 0:
+        raise ValueError(f"{ptr:#x} is not a usable CUDA stream ({getattr(status, 'name', status)})")
+    if int(dev) != device_id:
+        raise ValueError(
+            f"the stream {ptr:#x} belongs to device {int(dev)} but the operands are on device {device_id}: "
+            "pass a stream of the operands' device"
+        )
+    ctx = int(devices.check(drv.cuStreamGetCtx(ptr), "cuStreamGetCtx"))
+    green = ctx if ctx and ctx != devices.primary_context(device_id) else None
+    return StreamHandle(ptr, device_id, package, obj, green)
+
+
+def _remember(cache: dict, key: int, handle: StreamHandle) -> None:
+    if len(cache) >= STREAM_CACHE_SIZE:
+        try:
+            del cache[next(iter(cache))]
+        except (KeyError, StopIteration, RuntimeError):
+            cache.clear()
+    cache[key] = handle
+
+
+def _torch_raw_getter() -> Any:
+    global _TORCH_RAW
+    torch = sys.modules["torch"]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is None:  # pragma: no cover - very old or future torch
+
+        def raw(device_id: int) -> int:
+            return int(torch.cuda.current_stream(device_id).cuda_stream)
+
+    _TORCH_RAW = raw
+    return raw
+
+
+def _cupy_current_ptr(device_id: int) -> int:
+    cupy = sys.modules["cupy"]
+    try:
+        return int(cupy.cuda.get_current_stream(device_id).ptr)
+    except TypeError:  # older cupy: no device argument
+        with cupy.cuda.Device(device_id):
+            return int(cupy.cuda.get_current_stream().ptr)
+
+
+def _event_for(ctx: int) -> Any:
+    """Return this thread's reusable (timing-disabled) event of context ``ctx``; ``ctx`` is current."""
+    events = getattr(_THREAD, "events", None)
+    if events is None:
+        events = _THREAD.events = {}
+    event = events.get(ctx)
+    if event is None:
+        drv = devices.driver()
+        event = devices.check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+        events[ctx] = event
+    return event
+
+
+def _record_and_wait(ctx: int, signaler_ptr: int, waiter_ptr: int) -> None:
+    drv = devices.driver()
+    with devices.context_ctx(ctx):
+        event = _event_for(ctx)
+        devices.check(drv.cuEventRecord(event, signaler_ptr), "cuEventRecord")
+        devices.check(drv.cuStreamWaitEvent(waiter_ptr, event, 0), "cuStreamWaitEvent")
+
+
+def native_stream(handle: StreamHandle, package: str | None = None) -> Any:
+    """Return a ``torch.cuda.Stream`` / ``cupy.cuda.Stream`` for ``handle``.
+
+    Args:
+        handle: the stream.
+        package: "torch" or "cupy"; defaults to ``handle.package``.
+
+    The user's own stream object is returned when it is of that package; otherwise an external
+    stream wrapping ``handle.ptr`` is made (once, kept in ``handle.native`` for ``handle.package``).
+    """
+    if package is None or package == handle.package:
+        package = handle.package
+        if handle.native is not None:
+            return handle.native
+        native = _make_native(handle, package)
+        handle.native = native
+        return native
+    return _make_native(handle, package)
+
+
+def _make_native(handle: StreamHandle, package: str) -> Any:
+    obj = handle.obj
+    if package == "torch":
+        torch = sys.modules["torch"]
+        if isinstance(obj, torch.cuda.Stream):
+            return obj
+        if handle.ptr == 0:
+            return torch.cuda.default_stream(handle.device_id)
+        return torch.cuda.ExternalStream(handle.ptr, device=torch.device("cuda", handle.device_id))
+    if package == "cupy":
+        cupy = sys.modules["cupy"]
+        if type(obj).__module__.split(".", 1)[0] == "cupy" and hasattr(obj, "ptr"):
+            return obj
+        if handle.ptr == 0:
+            return cupy.cuda.Stream.null
+        return cupy.cuda.ExternalStream(handle.ptr, handle.device_id)
+    raise ValueError(f"no native stream type for package {package!r}; expected 'torch' or 'cupy'")

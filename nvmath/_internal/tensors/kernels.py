@@ -1,0 +1,137 @@
+"""A device-side strided copy kernel (NVRTC through cuda.core), compiled once per device on first use.
+
+Used only when both ends of a device-to-device copy are outside torch / cupy and their layouts
+differ (DeviceArray and DLPack producers such as jax). Axes are first coalesced (size-1 axes
+dropped, axes contiguous in both layouts merged), so most copies need one to three dimensions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import numpy as np
+
+from nvmath._internal import devices, streams
+from nvmath._internal.streams import StreamHandle
+
+__all__ = ["MAX_DIMS", "coalesce", "strided_copy"]
+
+logger = logging.getLogger(__name__)
+
+MAX_DIMS = 8
+_TYPES = {
+    1: "unsigned char",
+    2: "unsigned short",
+    4: "unsigned int",
+    8: "unsigned long long",
+    16: "nvmath_b16",
+}
+_BLOCK = 256
+
+
+def _source() -> str:
+    params = ", ".join(f"long long {p}{i}" for p in ("n", "d", "s") for i in range(MAX_DIMS))
+
+    def arr(p: str) -> str:
+        return ", ".join(f"{p}{i}" for i in range(MAX_DIMS))
+
+    return f"""
+struct __align__(16) nvmath_b16 {{ unsigned long long x, y; }};
+template <typename T>
+__global__ void nvmath_strided_copy(T* __restrict__ dst, const T* __restrict__ src, long long count, int ndim,
+                                    {params}) {{
+  const long long shape[{MAX_DIMS}] = {{{arr("n")}}};
+  const long long dstr[{MAX_DIMS}] = {{{arr("d")}}};
+  const long long sstr[{MAX_DIMS}] = {{{arr("s")}}};
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x) {{
+    long long rem = i, doff = 0, soff = 0;
+    for (int d = ndim - 1; d >= 0; --d) {{
+      long long idx = rem % shape[d];
+      rem /= shape[d];
+      doff += idx * dstr[d];
+      soff += idx * sstr[d];
+    }}
+    dst[doff] = src[soff];
+  }}
+}}
+"""
+
+
+_KERNELS: dict[int, dict[int, Any]] = {}
+_LOCK = threading.Lock()
+
+
+def _kernels(device_id: int) -> dict[int, Any]:
+    """Compile (once per device) and return itemsize -> kernel."""
+    kernels = _KERNELS.get(device_id)
+    if kernels is not None:
+        return kernels
+    with _LOCK:
+        kernels = _KERNELS.get(device_id)
+        if kernels is None:
+            from cuda.core import Program, ProgramOptions
+
+            major, minor = devices.compute_capability(device_id)
+            names = {size: f"nvmath_strided_copy<{t}>" for size, t in _TYPES.items()}
+            devices.core_device(device_id)
+            with devices.device_ctx(device_id):
+                program = Program(_source(), "c++", ProgramOptions(arch=f"sm_{major}{minor}", std="c++17"))
+                code = program.compile("cubin", name_expressions=tuple(names.values()))
+                kernels = {size: code.get_kernel(name) for size, name in names.items()}
+            _KERNELS[device_id] = kernels
+            logger.debug("compiled the strided-copy kernels for device %d (sm_%d%d)", device_id, major, minor)
+    return kernels
+
+
+def coalesce(
+    shape: tuple[int, ...], dst_strides: tuple[int, ...], src_strides: tuple[int, ...]
+) -> tuple[list[int], list[int], list[int]]:
+    """Drop size-1 axes and merge neighbours that are contiguous in both layouts (outer to inner)."""
+    dims = [(n, d, s) for n, d, s in zip(shape, dst_strides, src_strides) if n != 1]
+    merged: list[list[int]] = []
+    for n, d, s in dims:
+        if merged:
+            pn, pd, ps = merged[-1]
+            if pd == d * n and ps == s * n:
+                merged[-1] = [pn * n, d, s]
+                continue
+        merged.append([n, d, s])
+    return [m[0] for m in merged], [m[1] for m in merged], [m[2] for m in merged]
+
+
+def strided_copy(
+    dst_ptr: int,
+    dst_strides: tuple[int, ...],
+    src_ptr: int,
+    src_strides: tuple[int, ...],
+    shape: tuple[int, ...],
+    itemsize: int,
+    device_id: int,
+    stream: StreamHandle,
+) -> None:
+    """Queue ``dst[i] = src[i]`` for every index of ``shape`` on ``stream`` (pointers to element 0)."""
+    count = 1
+    for n in shape:
+        count *= n
+    if count == 0:
+        return
+    if itemsize not in _TYPES:
+        raise NotImplementedError(f"no strided-copy kernel for {itemsize}-byte elements")
+    dims, dst_s, src_s = coalesce(tuple(shape), tuple(dst_strides), tuple(src_strides))
+    if len(dims) > MAX_DIMS:
+        raise NotImplementedError(
+            f"strided device copies support up to {MAX_DIMS} non-mergeable axes; got {len(dims)}"
+        )
+    pad = MAX_DIMS - len(dims)
+    args = [np.uintp(dst_ptr), np.uintp(src_ptr), np.int64(count), np.int32(len(dims))]
+    for values, fill in ((dims, 1), (dst_s, 0), (src_s, 0)):
+        args.extend(np.int64(v) for v in list(values) + [fill] * pad)
+    kernel = _kernels(device_id)[itemsize]
+    from cuda.core import LaunchConfig, launch
+
+    blocks = min((count + _BLOCK - 1) // _BLOCK, 65536)
+    with streams.stream_ctx(stream):
+        launch(stream.core, LaunchConfig(grid=blocks, block=_BLOCK), kernel, *args)

@@ -1,0 +1,212 @@
+"""Tests of nvmath._internal.streams: the stream normalizer, its cache, and ordering helpers."""
+
+from __future__ import annotations
+
+import gc
+import timeit
+import weakref
+
+import pytest
+
+from nvmath._internal import devices, streams
+from nvmath._internal.streams import StreamHandle, get_stream
+
+
+class _ProtocolStream:
+    """A stream-like object implementing only __cuda_stream__."""
+
+    def __init__(self, handle: int, version: int = 0):
+        self.handle = handle
+        self.version = version
+
+    def __cuda_stream__(self):
+        return (self.version, self.handle)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    streams.clear_stream_cache()
+    yield
+    streams.clear_stream_cache()
+
+
+@pytest.mark.parametrize("bad", ["stream", 1.5, True, object(), [1]])
+def test_wrong_type_lists_accepted(bad):
+    """An unsupported stream value raises TypeError listing what is accepted."""
+    with pytest.raises(TypeError, match="cuda.core.Stream.*__cuda_stream__.*int"):
+        get_stream(bad, device_id=0, package="numpy")
+
+
+def test_bad_protocol_version():
+    """__cuda_stream__ must return (0, handle); another version raises TypeError."""
+    with pytest.raises(TypeError, match=r"must return \(0, handle\)"):
+        get_stream(_ProtocolStream(5, version=1), device_id=0, package="numpy")
+
+
+def test_negative_int_rejected():
+    """A negative int handle raises ValueError."""
+    with pytest.raises(ValueError, match="non-negative"):
+        get_stream(-3, device_id=0, package="numpy")
+
+
+@pytest.mark.parametrize("ptr", [0, 1, 2])
+def test_special_int_handles_need_no_driver(ptr):
+    """The legacy / per-thread default handles normalize without a driver, on the requested device."""
+    handle = get_stream(ptr, device_id=3, package="torch")
+    assert (handle.ptr, handle.device_id, handle.package, handle.ctx) == (ptr, 3, "torch", None)
+    assert get_stream(ptr, device_id=3, package="torch") is handle
+    assert get_stream(ptr, device_id=1, package="torch").device_id == 1
+
+
+def test_protocol_object_is_cached_and_kept_alive():
+    """A __cuda_stream__ object gives one cached handle that keeps the object alive."""
+    obj = _ProtocolStream(2)
+    ref = weakref.ref(obj)
+    handle = get_stream(obj, device_id=0, package="jax")
+    assert handle.ptr == 2 and handle.obj is obj
+    assert get_stream(obj, device_id=0, package="jax") is handle
+    del obj
+    gc.collect()
+    assert ref() is not None  # held by the handle in the cache
+    streams.clear_stream_cache()
+    del handle
+    gc.collect()
+    assert ref() is None
+
+
+def test_handle_passes_through():
+    """A StreamHandle is returned as is; on another device it raises ValueError."""
+    handle = StreamHandle(0, 0, "numpy")
+    assert get_stream(handle, device_id=0, package="numpy") is handle
+    with pytest.raises(ValueError, match="device 0"):
+        get_stream(handle, device_id=1, package="numpy")
+
+
+def test_cache_is_bounded():
+    """The object cache never holds more than STREAM_CACHE_SIZE handles."""
+    objs = [_ProtocolStream(1) for _ in range(streams.STREAM_CACHE_SIZE + 10)]
+    for obj in objs:
+        get_stream(obj, device_id=0, package="numpy")
+    assert len(streams._OBJ_CACHE) <= streams.STREAM_CACHE_SIZE
+
+
+def test_cached_lookup_is_fast():
+    """A repeated get_stream with the same object is a dictionary lookup (well under 2 us here)."""
+    obj = _ProtocolStream(2)
+    get_stream(obj, device_id=0, package="numpy")
+    n = 20000
+    cost = min(timeit.repeat(lambda: get_stream(obj, device_id=0, package="numpy"), number=n, repeat=5)) / n
+    assert cost < 2e-6
+
+
+def test_repr_names_pointer_and_device():
+    """StreamHandle's repr shows the handle, device and package."""
+    assert repr(StreamHandle(0x10, 1, "cupy")) == "StreamHandle(ptr=0x10, device_id=1, package='cupy')"
+
+
+# --------------------------------------------------------------------------------------------- GPU
+@pytest.mark.gpu
+def test_library_stream_is_per_device_and_non_blocking():
+    """None for numpy operands gives one library-owned non-blocking stream per device."""
+    handle = get_stream(None, device_id=0, package="numpy")
+    assert handle is get_stream(None, device_id=0, package="cuda") is streams.library_stream(0)
+    assert handle.ptr not in (0, 1, 2)
+    assert handle.core.is_nonblocking
+
+
+@pytest.mark.gpu
+def test_torch_current_stream(torch_cuda):
+    """None for torch operands is torch's current stream (also inside a torch.cuda.stream block)."""
+    torch = torch_cuda
+    assert get_stream(None, device_id=0, package="torch").ptr == torch.cuda.current_stream(0).cuda_stream
+    side = torch.cuda.Stream(0)
+    with torch.cuda.stream(side):
+        assert get_stream(None, device_id=0, package="torch").ptr == side.cuda_stream
+    handle = get_stream(side, device_id=0, package="torch")
+    assert handle.ptr == side.cuda_stream and handle.obj is side and handle.ctx is None
+
+
+@pytest.mark.gpu
+def test_cupy_streams(cupy):
+    """None for cupy operands is cupy's current stream; cupy stream objects are accepted."""
+    side = cupy.cuda.Stream(non_blocking=True)
+    with side:
+        assert get_stream(None, device_id=0, package="cupy").ptr == side.ptr
+    assert get_stream(side, device_id=0, package="cupy").ptr == side.ptr
+
+
+@pytest.mark.gpu
+def test_cuda_core_stream_and_raw_int():
+    """A cuda.core Stream is its own core stream; its raw int gives the same pointer."""
+    dev = devices.core_device(0)
+    s = dev.create_stream()
+    handle = get_stream(s, device_id=0, package="numpy")
+    assert handle.ptr == int(s.handle) and handle.core is s
+    assert get_stream(int(s.handle), device_id=0, package="numpy").ptr == handle.ptr
+    core = get_stream(int(s.handle), device_id=0, package="cupy").core
+    assert int(core.handle) == handle.ptr
+
+
+@pytest.mark.gpu
+def test_stream_of_another_device_rejected():
+    """A stream created on device 1 used for device-0 operands raises ValueError naming both devices."""
+    if devices.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    s = devices.core_device(1).create_stream()
+    with pytest.raises(ValueError, match="device 1.*device 0"):
+        get_stream(s, device_id=0, package="numpy")
+
+
+@pytest.mark.gpu
+def test_green_context_stream():
+    """A stream of a green context records its context, and stream_ctx switches to it and back."""
+    import cuda.core as cc
+
+    if not all(hasattr(cc, n) for n in ("ContextOptions", "SMResourceOptions")):
+        pytest.skip("this cuda.core has no green contexts")
+    dev = devices.core_device(0)
+    try:
+        groups, _rest = dev.resources.sm.split(cc.SMResourceOptions(count=8))
+        green = dev.create_context(cc.ContextOptions(resources=[groups[0]]))
+        s = green.create_stream()
+    except Exception as exc:  # noqa: BLE001 - any failure means: no green contexts here
+        pytest.skip(f"green contexts unavailable: {exc}")
+    handle = get_stream(s, device_id=0, package="cuda")
+    assert handle.ctx is not None and handle.ctx != devices.primary_context(0)
+    previous = devices.current_context()
+    devices.set_current_context(devices.primary_context(0))
+    try:
+        with streams.stream_ctx(handle):
+            assert devices.current_context() == handle.ctx
+        assert devices.current_context() == devices.primary_context(0)
+    finally:
+        devices.set_current_context(previous)
+    plain = get_stream(dev.create_stream(), device_id=0, package="cuda")
+    assert plain.ctx is None
+
+
+@pytest.mark.gpu
+def test_stream_wait_orders_work(torch_cuda):
+    """stream_wait makes one stream wait for a slow kernel on another, without a host sync."""
+    torch = torch_cuda
+    producer, consumer = torch.cuda.Stream(0), torch.cuda.Stream(0)
+    x = torch.zeros(1 << 20, device="cuda")
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(50_000_000)
+        x.fill_(3.0)
+    streams.stream_wait(
+        get_stream(consumer, device_id=0, package="torch"), get_stream(producer, device_id=0, package="torch")
+    )
+    with torch.cuda.stream(consumer):
+        y = x * 2
+    consumer.synchronize()
+    assert float(y.min()) == 6.0
+
+
+@pytest.mark.gpu
+def test_cached_get_stream_cost(torch_cuda):
+    """A repeated get_stream(None) for torch (raw current-stream query + cache hit) is cheap."""
+    get_stream(None, device_id=0, package="torch")
+    n = 20000
+    cost = min(timeit.repeat(lambda: get_stream(None, device_id=0, package="torch"), number=n, repeat=5)) / n
+    assert cost < 3e-6
