@@ -1,0 +1,195 @@
+"""Lazy loading and symbol resolution: version queries, library info, missing library / symbol
+errors, thread-safe first calls, argument conversions and per-call cost."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import timeit
+
+import numpy as np
+import pytest
+
+from nvmath._errors import FunctionNotFoundError, LibraryNotFoundError
+from nvmath.bindings import _loader, cublas, cublasLt, cufft, cusolver, cusolverDn
+
+
+def test_version_queries() -> None:
+    """get_version() of cuBLASLt, cuFFT and cuSOLVER agree with the loaded library's properties."""
+    for module, version, scale in (
+        (cublasLt, cublasLt.get_version(), (10000, 100)),
+        (cufft, cufft.get_version(), (1000, 100)),
+        (cusolver, cusolver.get_version(), (1000, 100)),
+    ):
+        major = module.get_property(module.LibraryPropertyType.MAJOR_VERSION)
+        minor = module.get_property(module.LibraryPropertyType.MINOR_VERSION)
+        assert version // scale[0] == major
+        assert version % scale[0] // scale[1] == minor
+    assert cublas.get_property(cublas.LibraryPropertyType.MAJOR_VERSION) >= 12
+
+
+def test_library_info_and_loaded_libraries() -> None:
+    """library_info() loads on demand and reports path and version; loaded_libraries() lists it."""
+    info = _loader.library_info("cufft")
+    assert info["path"] and "cufft" in info["path"]
+    assert info["version"].count(".") == 2 and info["version"].startswith(str(cufft.get_version() // 1000))
+    assert "cufft" in _loader.loaded_libraries()
+    with pytest.raises(ValueError, match="unknown library"):
+        _loader.library_info("cudnn")
+
+
+@pytest.fixture
+def fresh_cufft(monkeypatch: pytest.MonkeyPatch):
+    """cuFFT as if never loaded: a fresh library object and unresolved stubs (restored afterwards)."""
+    monkeypatch.setitem(_loader._LIBRARIES, "cufft", _loader._Library(_loader._SPECS["cufft"]))
+    cufft._bind.unresolve()
+    yield
+    cufft._bind.unresolve()
+
+
+def test_missing_library_error(fresh_cufft, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library pathfinder cannot find raises LibraryNotFoundError naming it, the search and the fix."""
+    from cuda.pathfinder import DynamicLibNotFoundError
+
+    def not_found(name: str):
+        raise DynamicLibNotFoundError(f"Failure finding lib{name}.so: searched site-packages/nvidia/cu13/lib")
+
+    monkeypatch.setattr(_loader, "_pathfinder_load", not_found)
+    with pytest.raises(LibraryNotFoundError) as info:
+        cufft.get_version()
+    message = str(info.value)
+    assert "cuFFT" in message and "libcufft" in message
+    assert "searched site-packages/nvidia/cu13/lib" in message
+    assert "pip install nvidia-cufft" in message
+    assert not isinstance(info.value, FunctionNotFoundError)
+
+
+def test_missing_symbol_error_only_when_called() -> None:
+    """A symbol the library lacks fails at call time with FunctionNotFoundError saying what to upgrade."""
+    namespace: dict = {}
+    bind = _loader.binder("cublasLt", namespace, "cuBLASLt 99.1.0")
+    stub = bind("cublasLtNotInThisVersion", ctypes.c_int, ())
+    namespace["_p_cublasLtNotInThisVersion"] = stub  # binding creates no error ...
+    with pytest.raises(FunctionNotFoundError) as info:  # ... calling does
+        stub()
+    message = str(info.value)
+    loaded = _loader.library_info("cublasLt")
+    assert "cublasLtNotInThisVersion" in message
+    assert loaded["path"] in message and f"cuBLASLt {loaded['version']} loaded" in message
+    assert "cuBLASLt 99.1.0 headers" in message and "nvidia-cublas" in message
+    assert isinstance(info.value, LibraryNotFoundError)
+
+
+def test_first_calls_from_threads_resolve_once(fresh_cufft, monkeypatch: pytest.MonkeyPatch) -> None:
+    """8 threads making the first call together load the library once and resolve the symbol once."""
+    loads, resolves = [], []
+    real_load, real_resolve = _loader._pathfinder_load, _loader._Library.resolve
+
+    def counting_load(name):
+        loads.append(name)
+        return real_load(name)
+
+    def counting_resolve(self, symbol, *args):
+        resolves.append(symbol)
+        return real_resolve(self, symbol, *args)
+
+    monkeypatch.setattr(_loader, "_pathfinder_load", counting_load)
+    monkeypatch.setattr(_loader._Library, "resolve", counting_resolve)
+    barrier = threading.Barrier(8)
+    results, errors = [], []
+
+    def first_call():
+        barrier.wait()
+        try:
+            results.append(cufft.get_version())
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and len(results) == 8 and len(set(results)) == 1
+    assert loads == ["cufft"]
+    assert resolves.count("cufftGetVersion") == 1
+
+
+def test_symbols_missing_from_loaded_library_fail_only_when_called() -> None:
+    """Bound functions the loaded (older) library lacks raise FunctionNotFoundError when called."""
+    for module in (cublasLt, cublas, cufft, cusolverDn):
+        library = _loader._library(module._bind.library).cdll()
+        symbols = sorted(name[3:] for name in vars(module) if name.startswith("_p_"))
+        missing = [symbol for symbol in symbols if not hasattr(library, symbol)]
+        for symbol in missing:
+            with pytest.raises(FunctionNotFoundError, match=symbol):
+                getattr(module, "_p_" + symbol)()  # resolution fails before any argument is used
+
+
+def test_resolved_function_replaces_the_stub() -> None:
+    """After the first call the module global is the ctypes function itself: no per-call indirection."""
+    cublasLt.get_version()
+    function = cublasLt._p_cublasLtGetVersion
+    assert isinstance(function, ctypes._CFuncPtr)
+    assert function.restype is ctypes.c_size_t and function.argtypes == ()
+
+
+def test_pointer_arguments_accept_common_objects() -> None:
+    """Pointer arguments take ints, None, numpy arrays, array-interface and stream-protocol objects."""
+    array = np.zeros(4, dtype=np.float32)
+
+    class CudaArray:
+        @property
+        def __cuda_array_interface__(self):
+            return {"data": (0x1000, False)}
+
+    class Stream:
+        def __cuda_stream__(self):
+            return (0, 0x2000)
+
+    class Handle:
+        handle = 0x3000
+
+    assert _loader.as_pointer(5) == 5 and _loader.as_pointer(None) is None
+    assert _loader.as_pointer(array) == array.ctypes.data
+    assert _loader.as_pointer(CudaArray()) == 0x1000
+    assert _loader.as_pointer(Stream()) == 0x2000
+    assert _loader.as_pointer(Handle()) == 0x3000
+    assert _loader.as_pointer(np.uint64(7)) == 7
+
+
+def test_wrong_argument_type_raises_type_error() -> None:
+    """An argument ctypes cannot pass raises TypeError naming the C function."""
+    with pytest.raises(TypeError, match="cublasLtMatrixLayoutDestroy"):
+        cublasLt.matrix_layout_destroy(object())
+
+
+def test_input_arrays_and_strings() -> None:
+    """Input arrays take a sequence (copied into a C array) or an address; strings are encoded."""
+    convert = _loader.int_array(ctypes.c_longlong)
+    array = convert([3, 4, 5])
+    assert list(array) == [3, 4, 5] and isinstance(array, ctypes.Array)
+    assert convert(1234) == 1234 and convert(None) is None
+    assert list(convert(np.array([1, 2]))) == [1, 2]
+    assert _loader.c_string("log.txt") == b"log.txt" and _loader.c_string(None) is None
+
+
+def test_per_call_overhead_is_small() -> None:
+    """A bound call costs about a microsecond (0.1-1 us measured; 10 us allows for slow CI machines)."""
+    cublasLt.get_version()
+    layout = cublasLt.matrix_layout_create(cublas.CudaDataType.R_32F, 8, 8, 8)
+    try:
+        cost = min(timeit.repeat(cublasLt.get_version, number=2000, repeat=5)) / 2000
+        buf = np.zeros(1, np.uint64)
+        ptr = buf.ctypes.data
+        cost6 = (
+            min(
+                timeit.repeat(
+                    lambda: cublasLt.matrix_layout_get_attribute(layout, 2, ptr, 8), number=2000, repeat=5
+                )
+            )
+            / 2000
+        )
+    finally:
+        cublasLt.matrix_layout_destroy(layout)
+    assert cost < 10e-6 and cost6 < 10e-6

@@ -1,0 +1,444 @@
+"""The emitter of ``tools/gen_bindings.py``: turns classified declarations into Python source.
+
+Kept apart from the rules so each file reads top to bottom; it has no policy of its own beyond
+layout. Output order is fixed (sorted names), so the output is reproducible byte for byte.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+from c_header_parser import Enum, Struct
+
+LINE = 110
+# Headers of the CUDA runtime: their enums are defined in (or imported by) each module that uses them.
+CUDA_TYPE_HEADERS = ("library_types.h", "driver_types.h", "cuComplex.h")
+# ctypes aliases defined at the top of every generated module.
+ALIASES = (
+    ("_int", "c_int"),
+    ("_uint", "c_uint"),
+    ("_short", "c_short"),
+    ("_ushort", "c_ushort"),
+    ("_long", "c_long"),
+    ("_ulong", "c_ulong"),
+    ("_longlong", "c_longlong"),
+    ("_ulonglong", "c_ulonglong"),
+    ("_char", "c_char"),
+    ("_byte", "c_byte"),
+    ("_ubyte", "c_ubyte"),
+    ("_bool", "c_bool"),
+    ("_size", "c_size_t"),
+    ("_i8", "c_int8"),
+    ("_u8", "c_uint8"),
+    ("_i16", "c_int16"),
+    ("_u16", "c_uint16"),
+    ("_i32", "c_int32"),
+    ("_u32", "c_uint32"),
+    ("_i64", "c_int64"),
+    ("_u64", "c_uint64"),
+    ("_float", "c_float"),
+    ("_double", "c_double"),
+    ("_vp", "c_void_p"),
+    ("_charp", "c_char_p"),
+    ("_uintptr", "c_size_t"),
+)
+
+
+def _wrap_call(head: str, items: list[str], close: str, indent: str = "") -> str:
+    """``head item, item close`` on one line, or the items filled into indented lines when too long.
+
+    ``head`` ends with the opening bracket(s) and ``close`` starts with the closing one(s); a single
+    item of a tuple (``head`` ending in ``, (``) gets its trailing comma.
+    """
+    joined = ", ".join(items)
+    if len(items) == 1 and head.endswith(", ("):
+        joined += ","
+    line = f"{indent}{head}{joined}{close}"
+    if len(line) <= LINE:
+        return line
+    inner = indent + "    "
+    lines, current = [], inner
+    for item in items:
+        piece = item + ","
+        if current != inner and len(current) + 1 + len(piece) > LINE:
+            lines.append(current)
+            current = inner
+        current += piece if current == inner else " " + piece
+    lines.append(current)
+    return f"{indent}{head}\n" + "\n".join(lines) + f"\n{indent}{close}"
+
+
+def _docstring(text: str, indent: str) -> str:
+    lines = []
+    for paragraph in text.split("\n\n"):
+        wrapped = textwrap.wrap(
+            paragraph, LINE - len(indent) - 4, break_long_words=False, break_on_hyphens=False
+        ) or [""]
+        lines.extend(wrapped)
+        lines.append("")
+    lines.pop()
+    if len(lines) == 1:
+        return f'{indent}"""{lines[0]}"""\n'
+    body = "".join(f"{indent}{line}\n" if line else "\n" for line in lines[1:])
+    return f'{indent}"""{lines[0]}\n{body}{indent}"""\n'
+
+
+class ModuleEmitter:
+    """Builds the source of one generated module."""
+
+    def __init__(
+        self,
+        *,
+        spec: Any,
+        model: Any,
+        functions: list,
+        version: str,
+        cudart: str,
+        provided: dict[str, dict[str, str]],
+        attribute_enums: dict,
+        scalars: dict[str, tuple[str, str, str]],
+        attribute_type: Callable,
+        member_names: Callable,
+        enum_class_name: Callable,
+        snake_case: Callable,
+        excluded: dict[str, str],
+    ):
+        self.spec = spec
+        self.model = model
+        self.functions = functions
+        self.version = version
+        self.cudart = cudart
+        self.provided = provided
+        self.attribute_enums = attribute_enums
+        self.scalars = scalars
+        self.attribute_type = attribute_type
+        self.member_names = member_names
+        self.enum_class_name = enum_class_name
+        self.snake_case = snake_case
+        self.excluded = excluded
+        self.public: list[str] = []
+        self.classes: dict[str, str] = {}  # C enum name -> Python class name available in this module
+
+    # -- enums -------------------------------------------------------------------------------
+    def referenced_enums(self) -> list[Enum]:
+        """Enums this module owns, or uses in its declarations, or names in its headers' text."""
+        model, spec = self.model, self.spec
+        found: dict[str, Enum] = {}
+        for header_name in spec.headers:
+            header = model.headers.headers[header_name]
+            for enum in header.enums:
+                found[enum.name] = enum
+            for word in header.identifiers:
+                if word in model.enums or word in model.typedefs:
+                    try:
+                        enum = model.enum_of(word)
+                    except KeyError:
+                        continue
+                    if enum is not None:
+                        found[enum.name] = enum
+        return sorted(found.values(), key=lambda e: (self.enum_class_name(e.name), e.name))
+
+    def owner(self, enum: Enum) -> str | None:
+        """The module that defines ``enum``'s class; ``None`` for CUDA types with no provider."""
+        if enum.header in self.spec.headers:
+            return self.spec.module
+        for dep in self.spec.depends:
+            if enum.name in self.provided.get(dep, {}):
+                return dep
+        if enum.header in CUDA_TYPE_HEADERS:
+            return self.spec.module
+        raise ValueError(f"{self.spec.module}: enum {enum.name} from {enum.header} has no provider")
+
+    def emit_enums(self, imports: dict[str, list[str]]) -> list[str]:
+        """Class definitions; names imported from other modules are added to ``imports``."""
+        classes = []
+        for enum in self.referenced_enums():
+            name = self.enum_class_name(enum.name)
+            if name in self.classes.values():
+                raise ValueError(f"{self.spec.module}: two enums map to the class name {name}")
+            self.classes[enum.name] = name
+            self.public.append(name)
+            owner = self.owner(enum)
+            if owner != self.spec.module:
+                imports.setdefault(owner, []).append(name)
+                continue
+            members = self.member_names(enum)
+            body = [_docstring(f"C enum ``{enum.name}`` ({enum.header}).", "    "), "\n"]
+            body += [f"    {m} = {e.value}\n" for m, e in zip(members, enum.members)]
+            classes.append(f"class {name}(_IntEnum):\n" + "".join(body))
+        return classes
+
+    # -- errors ------------------------------------------------------------------------------
+    def emit_error(self, imports: dict[str, list[str]]) -> str:
+        spec = self.spec
+        self.public.append(spec.error)
+        for dep in spec.depends:
+            if self.provided.get(dep, {}).get("__error__") == spec.error:
+                imports.setdefault(dep, []).append(spec.error)
+                return f"def _raise(status: int) -> None:\n    raise {spec.error}(status)\n"
+        status = self.model.enums[spec.status_type]
+        names = "".join(
+            f"    {m.value}: {m.name!r},\n" for m in sorted(status.members, key=lambda m: m.value)
+        )
+        hint = spec.error_hint
+        return (
+            f"_STATUS_NAMES = {{\n{names}}}\n\n\n"
+            f"class {spec.error}(_CudaLibraryError):\n"
+            + _docstring(
+                f"A {spec.pretty} call returned a failure status (``.status``, ``.status_name``).", "    "
+            )
+            + f"\n    library = {spec.pretty!r}\n\n"
+            f"    def __init__(self, status: int, status_name: str | None = None, detail: str = {hint!r}):\n"
+            f"        super().__init__(status, status_name or _STATUS_NAMES.get(int(status)), detail)\n\n\n"
+            f"def _raise(status: int) -> None:\n    raise {spec.error}(status)\n"
+        )
+
+    # -- structs -----------------------------------------------------------------------------
+    def structs(self) -> list[Struct]:
+        out = []
+        for header_name in self.spec.headers:
+            out.extend(self.model.headers.headers[header_name].structs)
+        return sorted(out, key=lambda s: self.dtype_name(s.name))
+
+    def dtype_name(self, c_name: str) -> str:
+        base = self.enum_class_name(c_name)
+        return self.snake_case(base) + "_dtype"
+
+    def emit_structs(self) -> str:
+        structs = self.structs()
+        if not structs:
+            return ""
+        entries = []
+        for struct in structs:
+            name = self.dtype_name(struct.name)
+            self.public.append(name)
+            fields = []
+            for f in struct.fields:
+                fields.append(f"({self.snake_case(f.name)!r}, {self.field_type(struct, f)!r}, {f.dims!r})")
+            entries.append(
+                f"    # {struct.name} ({struct.header})\n    {name!r}: (\n"
+                + "".join(f"        {f},\n" for f in fields)
+                + "    ),\n"
+            )
+        return (
+            "# numpy dtypes of the C structs, built on first access (keeps `import` free of numpy).\n"
+            "_STRUCT_DTYPES = {\n" + "".join(entries) + "}\n\n\n"
+            "def __getattr__(name: str):\n"
+            "    if name in _STRUCT_DTYPES:\n"
+            "        return _attributes.struct_dtype(name, _STRUCT_DTYPES, globals())\n"
+            '    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")\n'
+        )
+
+    def field_type(self, struct: Struct, f: Any) -> str:
+        if f.type.pointers:
+            return "intp"
+        category, name = self.model.resolve(f.type.base)
+        if category == "struct":
+            return self.dtype_name(name)
+        if category == "enum":
+            return "int32"
+        if category == "handle":
+            return "intp"
+        return self.scalars[name][2]
+
+    # -- functions ---------------------------------------------------------------------------
+    def emit_stubs(self) -> str:
+        lines = [
+            f'_bind = _loader.binder({self.spec.library!r}, globals(), "{self.spec.pretty} {self.version}")\n'
+        ]
+        for func in sorted(self.functions, key=lambda f: f.c.name):
+            argtypes = [self.argtype(p) for p in func.params]
+            lines.append(
+                _wrap_call(f"_p_{func.c.name} = _bind({func.c.name!r}, {func.restype}, (", argtypes, "))")
+                + "\n"
+            )
+        return "".join(lines)
+
+    @staticmethod
+    def argtype(p: Any) -> str:
+        if p.kind == "value":
+            return p.ctype
+        return "_charp" if p.kind == "str" else "_vp"
+
+    def emit_function(self, func: Any) -> str:
+        inputs = [p for p in func.params if p.kind != "out"]
+        outputs = [p for p in func.params if p.kind == "out"]
+        head = f"def {func.name}("
+        sig = _wrap_call(head, [p.name for p in inputs], "):")
+        returns = self.describe_returns(func, outputs)
+        doc = f"``{func.c.name}`` ({func.c.header}){returns}.\n\nC: ``{func.c.signature()}``"
+        body = [sig + "\n", _docstring(doc, "    ")]
+        for p in func.params:
+            if p.kind == "in_array":
+                body.append(f"    {p.name} = _array_of{p.ctype}({p.name})\n")
+            elif p.kind == "str":
+                body.append(f"    {p.name} = _cstr({p.name})\n")
+            elif p.kind == "out":
+                body.append(f"    {p.name} = {p.ctype}()\n")
+        args = [f"_byref({p.name})" if p.kind == "out" else p.name for p in func.params]
+        target = {"status": "_s = ", "str": "_r = ", "value": "_r = ", "none": ""}[func.returns]
+        symbol = f"_p_{func.c.name}"
+        if func.retry:
+            body.append("    try:\n")
+            body.append(_wrap_call(f"{target}{symbol}(", args, ")", "        ") + "\n")
+            body.append("    except _ArgumentError:\n")
+            body.append(f"        return _retry({func.name}, locals())\n")
+        else:
+            body.append(_wrap_call(f"{target}{symbol}(", args, ")", "    ") + "\n")
+        if func.returns == "status":
+            body.append("    if _s:\n        _raise(_s)\n")
+        results = [f"{p.name}.value" for p in outputs]
+        if func.returns == "str":
+            results.insert(0, "_r.decode() if _r is not None else None")
+        elif func.returns == "value":
+            results.insert(0, "_r")
+        if len(results) == 1:
+            body.append(f"    return {results[0]}\n")
+        elif results:
+            body.append(_wrap_call("return (", results, ")", "    ") + "\n")
+        self.public.append(func.name)
+        return "".join(body)
+
+    def describe_returns(self, func: Any, outputs: list) -> str:
+        names = [p.name for p in outputs]
+        if func.returns == "str":
+            names.insert(0, "str")
+        elif func.returns == "value":
+            names.insert(0, "the C return value")
+        if not names:
+            return ""
+        if len(names) == 1:
+            return f"; returns {names[0]}"
+        return f"; returns ({', '.join(names)})"
+
+    # -- cuBLASLt attribute helpers ----------------------------------------------------------
+    def emit_attributes(self) -> str:
+        chunks = []
+        for c_name, (stem, settable) in sorted(self.attribute_enums.items(), key=lambda kv: kv[1][0]):
+            setter = f"{stem}_set_attribute" if settable else None
+            getter = f"{stem}_get_attribute"
+            enum = self.model.enums.get(c_name)
+            if enum is None or enum.header not in self.spec.headers:
+                continue
+            cls = self.classes[enum.name]
+            members = self.member_names(enum)
+            table = "".join(
+                f"        {m!r}: {self.attribute_type(self.model, enum, e.name, e.doc)!r},\n"
+                for m, e in zip(members, enum.members)
+            )
+            dtype_fn = f"get_{stem}_attribute_dtype"
+            chunks.append(
+                f"{dtype_fn} = _attributes.dtype_getter(\n    {dtype_fn!r},\n    {cls},\n    {{\n{table}    }},\n)\n"
+            )
+            self.public.append(dtype_fn)
+            if setter:
+                chunks.append(
+                    _wrap_call(
+                        f"{stem}_set = _attributes.attribute_setter(",
+                        [repr(stem + "_set"), setter, dtype_fn],
+                        ")",
+                    )
+                    + "\n"
+                )
+                self.public.append(f"{stem}_set")
+            chunks.append(
+                _wrap_call(
+                    f"{stem}_get = _attributes.attribute_getter(",
+                    [repr(stem + "_get"), getter, dtype_fn],
+                    ")",
+                )
+                + "\n"
+            )
+            self.public.append(f"{stem}_get")
+        if not chunks:
+            return ""
+        return (
+            "# numpy dtypes of the attribute values, read from the C type named in each enum value's doc\n"
+            "# comment in the header, and set/get wrappers taking Python values.\n" + "\n".join(chunks)
+        )
+
+    # -- module ------------------------------------------------------------------------------
+    def emit(self) -> str:
+        spec = self.spec
+        imports: dict[str, list[str]] = {}
+        enum_classes = self.emit_enums(imports)
+        error_code = self.emit_error(imports)
+        structs = self.emit_structs()
+        stubs = self.emit_stubs()
+        functions = [self.emit_function(f) for f in self.functions]
+        attributes = self.emit_attributes()
+        arrays = sorted({p.ctype for f in self.functions for p in f.params if p.kind == "in_array"})
+        headers = ", ".join(spec.headers)
+        excluded = "".join(f"    {name}: {why}\n" for name, why in sorted(self.excluded.items()))
+        doc = (
+            f"Raw {spec.pretty} bindings: one function per C entry point of {headers} (generated).\n\n"
+            "Handles, descriptors and pointers are ``int``; output parameters are returned; a failure "
+            f"status raises :class:`{spec.error}`. Nothing is loaded at import time: each function resolves "
+            "its symbol on first call (see ``nvmath/bindings/_loader.py``). The parameter rules are "
+            "documented in ``tools/gen_bindings.py``."
+        )
+        if excluded:
+            doc += "\n\nDeclared but not bound:\n\n" + excluded.rstrip("\n")
+        parts = [
+            "# GENERATED by tools/gen_bindings.py -- DO NOT EDIT.\n",
+            (
+                f"# From the {spec.pretty} {self.version} headers ({headers}) and the CUDA runtime "
+                f"{self.cudart} type headers ({', '.join(CUDA_TYPE_HEADERS)}).\n"
+            ),
+            "# Regenerate: pip install -r tools/bindings-requirements.txt && python tools/gen_bindings.py\n",
+            "# ruff: noqa\n",
+            _docstring_module(doc),
+            "\nfrom __future__ import annotations\n\n",
+            "import ctypes as _c\nfrom enum import IntEnum as _IntEnum\n\n",
+            "from nvmath._errors import CudaLibraryError as _CudaLibraryError\n\n",
+            "from . import _attributes, _loader\n",
+            *[_import_line(module, names) for module, names in sorted(imports.items())],
+            "\n",
+            "".join(f"{alias} = _c.{name}\n" for alias, name in ALIASES),
+            "_byref = _c.byref\n_ArgumentError = _c.ArgumentError\n_retry = _loader.retry_call\n_cstr = _loader.c_string\n",
+            "".join(f"_array_of{a} = _loader.int_array({a})\n" for a in arrays),
+            f"\nHEADER_VERSION = {self.version!r}\n",
+            "\n__all__ = [\n"
+            + "".join(f"    {n!r},\n" for n in sorted(set(self.public) | {"HEADER_VERSION"}))
+            + "]\n",
+        ]
+        parts += ["\n\n" + c for c in enum_classes]
+        parts += ["\n\n" + error_code]
+        if structs:
+            parts.append("\n\n" + structs)
+        parts.append("\n\n" + stubs)
+        parts += ["\n\n" + f for f in functions]
+        if attributes:
+            parts.append("\n\n" + attributes)
+        return "".join(parts)
+
+
+def _import_line(module: str, names: list[str]) -> str:
+    names = sorted(names, key=lambda n: (n.lower(), n))
+    line = f"from .{module} import {', '.join(names)}"
+    if len(line) <= LINE:
+        return line + "\n"
+    return _wrap_call(f"from .{module} import (", names, ")") + "\n"
+
+
+def _docstring_module(text: str) -> str:
+    lines = []
+    for paragraph in text.split("\n\n"):
+        if paragraph.startswith("    "):
+            lines.extend(paragraph.split("\n"))
+        else:
+            lines.extend(textwrap.wrap(paragraph, LINE - 4, break_long_words=False, break_on_hyphens=False))
+        lines.append("")
+    lines.pop()
+    return '"""' + "\n".join(lines) + '\n"""\n'
+
+
+def emit_module(**kwargs: Any) -> tuple[str, dict[str, str]]:
+    """(source, {C enum name: class name, "__error__": error class}) of one module."""
+    emitter = ModuleEmitter(**kwargs)
+    source = emitter.emit()
+    provided = {c: py for c, py in emitter.classes.items()}
+    provided["__error__"] = kwargs["spec"].error
+    return source, provided
