@@ -20,8 +20,14 @@ from nvmath._errors import (  # noqa: E402
     NvmathError,
 )
 
+from nvmath import bindings, fft, linalg, memory  # noqa: E402
+
 __all__ = [
     "__version__",
+    "bindings",
+    "fft",
+    "linalg",
+    "memory",
     "errors",
     "NvmathError",
     "InvalidPlannerState",

@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         counts[outcome.status] += 1
         failed += outcome.status == "FAIL"
         detail = f"  {outcome.detail}" if outcome.detail else ""
-        out.write(f"  {outcome.status}  {outcome.name:<44} {outcome.seconds * 1e3:8.1f} ms{detail}\n")
+        out.write(f"  {outcome.status}  {outcome.name:<60} {outcome.seconds * 1e3:8.1f} ms{detail}\n")
     out.write(f"\n{counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped\n")
     return 1 if failed else 0
 
