@@ -1,0 +1,445 @@
+"""Epilogs of the cuBLASLt matmul: one table row per epilog, input validation, aux-output specs.
+
+:data:`EPILOG_SPECS` says, per :class:`~._options.MatmulEpilog`, which ``epilog_inputs`` are needed
+(``bias``, ``relu_aux``, ``gelu_aux``), which aux outputs are returned (``relu_aux``, ``gelu_aux``,
+``drelu_bgrad``, ``dgelu_bgrad``, ``bgrada``, ``bgradb``), whether D must be column-major (in
+cuBLASLt's orientation) and the first cuBLASLt version with it. :func:`epilog_traits` validates the
+inputs of one problem and returns the matmul-descriptor attributes to set, named as the members of
+the bindings' ``cublasLt.MatmulDescAttribute`` (``cublasLtMatmulDescAttributes_t`` without the
+``CUBLASLT_MATMUL_DESC_`` prefix).
+
+Aux layouts (column-major, cuBLASLt orientation, M rows and N columns of D):
+
+* ``relu_aux``: uint8 bitmask of shape ``(*batch, round_up(ceil(M / 8), 16), N)``; bit ``i % 8``
+  (little-endian) of byte ``i // 8`` of column j is row i; cuBLASLt counts its leading dimension and
+  batch stride in bits (multiples of 128).
+* ``gelu_aux``: shape ``(*batch, round_up(M, 8), N)``, D's dtype (C's when D is FP8) or
+  ``preferences.aux_type``; leading dimension and batch stride multiples of 8.
+* bias gradients: ``(M,)`` (``(N,)`` for ``bgradb``), or ``(*batch, M, 1)`` when batched.
+
+Beyond nvmath-python: a bias along N (shape ``(N,)`` when ``N != M``, ``(1, N)`` or
+``(*batch, 1, N)`` -- the row vector of ``torch.nn.Linear``) is fused by computing the transposed
+product ``D^T = B^T A^T``, whose rows run along N (``transpose_problem=True``); the result is then
+row-major and any aux output is that of ``D^T`` (shape ``(*batch, round_up(ceil(N/8),16), M)`` for
+ReLU), i.e. what ``matmul(b.mT, a.mT, ...)`` would produce. A 1-D bias of length ``M == N`` is a bias
+along M, as in nvmath-python.
+
+Measured on H200 with cuBLASLt 13.1 (and encoded here): every epilog but DEFAULT is NOT_SUPPORTED for
+complex dtypes; a bias dtype other than D's is INVALID_VALUE for regular GEMMs (FP8 GEMMs follow
+their own table, :func:`._typemaps.bias_dtypes`); BGRADA needs ``transa = N`` (``a`` with unit
+stride along M) and BGRADB ``transb = T`` (``b`` with unit stride along N); DRELU/DGELU work with
+K = 1 (nvmath-python rejects K = 1; we do not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from nvmath._internal import dtypes as _dt
+from nvmath.linalg.advanced._layout import (
+    BatchTraits,
+    Op,
+    OperandSpec,
+    check_operand_spec,
+    dense_batch_strides,
+    tile_stride,
+)
+from nvmath.linalg.advanced._options import MatmulEpilog as E
+from nvmath.linalg.advanced._options import MatmulEpilogPreferences
+from nvmath.linalg.advanced._typemaps import TypeTraits, bias_dtypes, is_narrow
+
+__all__ = [
+    "AUX_QUANTIZATION_SCALE",
+    "EPILOG_SPECS",
+    "AuxOutputSpec",
+    "EpilogSpec",
+    "EpilogTraits",
+    "epilog_spec",
+    "epilog_traits",
+    "gelu_aux_rows",
+    "relu_aux_rows",
+]
+
+AUX_QUANTIZATION_SCALE = "aux_quantization_scale"
+"""The epilog input holding the scale of an FP8 GELU aux output."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EpilogSpec:
+    """What one epilog needs and produces.
+
+    Attributes:
+        epilog: the epilog.
+        inputs: required ``epilog_inputs`` names.
+        aux_output: the aux output's name, or ``None``.
+        bias: ``"in"`` (a bias input), ``"out"`` (a bias gradient output) or ``None``.
+        aux: ``"relu"``/``"gelu"`` aux matrix, or ``None``; ``aux_is_input`` says its direction.
+        forces_col: D must be column-major in cuBLASLt's orientation.
+        required_ops: the ops cuBLASLt accepts on A and B with this epilog (``None``: any); measured
+            on H200 / cuBLASLt 13.1: BGRADA needs ``transa = N``, BGRADB ``transb = T``.
+        min_version: the first cuBLASLt version with it, ``(major, minor, patch)``.
+    """
+
+    epilog: E
+    inputs: tuple[str, ...] = ()
+    aux_output: str | None = None
+    bias: str | None = None
+    aux: str | None = None
+    aux_is_input: bool = False
+    forces_col: bool = True
+    required_ops: tuple[Op | None, Op | None] = (None, None)
+    min_version: tuple[int, int, int] = (11, 5, 1)
+
+
+def _spec(epilog: E, **kw: Any) -> tuple[E, EpilogSpec]:
+    return epilog, EpilogSpec(epilog, **kw)
+
+
+_BWD = (11, 11, 3)
+EPILOG_SPECS: dict[E, EpilogSpec] = dict(
+    [
+        _spec(E.DEFAULT, forces_col=False, min_version=(11, 0, 0)),
+        _spec(E.RELU, forces_col=False, min_version=(11, 0, 0)),
+        _spec(E.GELU, forces_col=False),
+        _spec(E.BIAS, inputs=("bias",), bias="in"),
+        _spec(E.RELU_BIAS, inputs=("bias",), bias="in"),
+        _spec(E.GELU_BIAS, inputs=("bias",), bias="in"),
+        _spec(E.RELU_AUX, aux_output="relu_aux", aux="relu"),
+        _spec(E.RELU_AUX_BIAS, inputs=("bias",), aux_output="relu_aux", bias="in", aux="relu"),
+        _spec(E.GELU_AUX, aux_output="gelu_aux", aux="gelu"),
+        _spec(E.GELU_AUX_BIAS, inputs=("bias",), aux_output="gelu_aux", bias="in", aux="gelu"),
+        _spec(E.DRELU, inputs=("relu_aux",), aux="relu", aux_is_input=True, min_version=_BWD),
+        _spec(E.DRELU_BGRAD, inputs=("relu_aux",), aux_output="drelu_bgrad", bias="out", aux="relu",
+              aux_is_input=True, min_version=_BWD),
+        _spec(E.DGELU, inputs=("gelu_aux",), aux="gelu", aux_is_input=True, min_version=_BWD),
+        _spec(E.DGELU_BGRAD, inputs=("gelu_aux",), aux_output="dgelu_bgrad", bias="out", aux="gelu",
+              aux_is_input=True, min_version=_BWD),
+        _spec(E.BGRADA, aux_output="bgrada", bias="out", required_ops=(Op.N, None), min_version=_BWD),
+        _spec(E.BGRADB, aux_output="bgradb", bias="out", required_ops=(None, Op.T), min_version=_BWD),
+    ]
+)  # fmt: skip
+"""Every epilog's :class:`EpilogSpec`."""
+
+BATCHED_AUX_MIN_VERSION = (11, 7, 3)
+"""Batched ``*_AUX`` epilogs need cuBLASLt 11.7.3 or newer."""
+
+
+def _round_up(x: int, q: int) -> int:
+    return -(-x // q) * q
+
+
+def relu_aux_rows(m: int) -> int:
+    """Rows (bytes) of the ReLU bitmask for ``m`` rows of D: ``round_up(ceil(m / 8), 16)``."""
+    return _round_up(-(-m // 8), 16)
+
+
+def gelu_aux_rows(m: int) -> int:
+    """Rows of the GELU aux matrix for ``m`` rows of D: ``round_up(m, 8)``."""
+    return _round_up(m, 8)
+
+
+def epilog_spec(epilog: Any) -> EpilogSpec:
+    """Return the spec of ``epilog`` (an int or :class:`MatmulEpilog`; ``None`` means DEFAULT).
+
+    Raises:
+        TypeError: not an int. ValueError: not an epilog value (the message lists them).
+    """
+    if epilog is None:
+        return EPILOG_SPECS[E.DEFAULT]
+    if isinstance(epilog, bool) or not isinstance(epilog, int):
+        raise TypeError(
+            f"epilog must be a MatmulEpilog (or its int value); got {type(epilog).__name__}: {epilog!r}"
+        )
+    try:
+        return EPILOG_SPECS[E(int(epilog))]
+    except ValueError:
+        allowed = ", ".join(f"{e.name}={e.value}" for e in E)
+        raise ValueError(f"epilog={epilog!r} is not a MatmulEpilog; allowed: {allowed}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class AuxOutputSpec:
+    """A tensor the planner allocates and returns in the aux dict (shape/strides in elements)."""
+
+    name: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: str
+
+
+@dataclasses.dataclass(frozen=True)
+class EpilogTraits:
+    """The validated epilog of one problem.
+
+    Attributes:
+        epilog: the epilog (``EPILOGUE`` attribute value).
+        transpose_problem: compute ``D^T = B^T A^T`` (a bias along N).
+        forces_col: D must be column-major in cuBLASLt's orientation.
+        attributes: ``(attribute name, int value)`` descriptor settings (``EPILOGUE``,
+            ``BIAS_DATA_TYPE``, ``BIAS_BATCH_STRIDE``, ``EPILOGUE_AUX_LD``, ...).
+        pointer_attributes: ``(attribute name, tensor name)``: set the attribute to the device
+            pointer of that epilog input or aux output (``BIAS_POINTER`` -> ``"bias"``, ...).
+        inputs: the validated ``epilog_inputs`` names.
+        aux_outputs: the tensors to allocate and return, in order.
+        required_ops: ops cuBLASLt needs on A / B with this epilog (``None``: any).
+    """
+
+    epilog: E
+    transpose_problem: bool
+    forces_col: bool
+    attributes: tuple[tuple[str, int], ...]
+    pointer_attributes: tuple[tuple[str, str], ...]
+    inputs: tuple[str, ...]
+    aux_outputs: tuple[AuxOutputSpec, ...]
+    required_ops: tuple[Op | None, Op | None] = (None, None)
+
+    @property
+    def aux_names(self) -> tuple[str, ...]:
+        """Names of the aux outputs."""
+        return tuple(a.name for a in self.aux_outputs)
+
+    @property
+    def problem_options(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`._traits.get_problem` that this epilog decides."""
+        return {
+            "forces_col": self.forces_col,
+            "transpose_problem": self.transpose_problem,
+            "required_ops": self.required_ops,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class _Problem:
+    """The extents an epilog sees (cuBLASLt orientation once the orientation is known)."""
+
+    m: int
+    n: int
+    k: int
+    batch: BatchTraits
+
+
+def _check_names(spec: EpilogSpec, given: Mapping[str, Any], extra_required: tuple[str, ...]) -> None:
+    required = set(spec.inputs) | set(extra_required)
+    if set(given) != required:
+        raise ValueError(
+            f"epilog {spec.epilog.name} needs epilog_inputs {sorted(required) or 'none'}; "
+            f"got {sorted(given) or 'none'}"
+        )
+
+
+def _bias_axis(bias: OperandSpec, m: int, n: int) -> tuple[str, int]:
+    """Return ("M"|"N", the index of the bias's length axis) from its shape."""
+    shape = bias.shape
+    if len(shape) == 1:
+        if shape[0] in (m, n):
+            return ("M" if shape[0] == m else "N"), 0
+    elif shape[-2:] == (m, 1):
+        return "M", len(shape) - 2
+    elif shape[-2:] == (1, n):
+        return "N", len(shape) - 1
+    raise ValueError(
+        f"bias must have shape ({m},), ({m}, 1) or (*batch, {m}, 1) for a bias along M (rows of the result), "
+        f"or ({n},), (1, {n}) or (*batch, 1, {n}) along N (columns); got {shape}"
+    )
+
+
+def _bias_traits(bias: OperandSpec, p: _Problem, types: TypeTraits) -> tuple[bool, list[tuple[str, int]]]:
+    axis_name, axis = _bias_axis(bias, p.m, p.n)
+    length = bias.shape[axis]
+    if length > 1 and bias.strides[axis] != 1:
+        raise ValueError(
+            f"bias needs unit stride along its length; got shape {bias.shape}, strides {bias.strides}"
+        )
+    allowed = bias_dtypes(types)
+    if bias.dtype not in allowed:
+        raise ValueError(
+            f"bias dtype {bias.dtype} is not supported with result dtype {types.d_dtype}; allowed: {allowed}"
+        )
+    stride = 0
+    if len(bias.shape) > 2:
+        stride = tile_stride("bias", bias.shape[:-2], bias.strides[:-2], p.batch)
+    attrs = [("BIAS_BATCH_STRIDE", stride)]
+    if bias.dtype != types.d_dtype:
+        attrs.append(("BIAS_DATA_TYPE", _dt.cuda_data_type(bias.dtype)))
+    return axis_name == "N", attrs
+
+
+def _aux_dtype(kind: str, types: TypeTraits, prefs: MatmulEpilogPreferences) -> str:
+    if kind == "relu":
+        return "uint8"
+    if prefs.aux_type is not None:
+        return _dt.from_cuda_data_type(prefs.aux_type)
+    return types.c_dtype if types.narrow_result else types.d_dtype
+
+
+def _aux_input(kind: str, aux: OperandSpec, p: _Problem, dtype: str) -> list[tuple[str, int]]:
+    """Validate a forward-pass aux tensor given to a backward epilog; return its LD / batch stride."""
+    rows = relu_aux_rows(p.m) if kind == "relu" else gelu_aux_rows(p.m)
+    name, quantum, bits = f"{kind}_aux", (16 if kind == "relu" else 8), (8 if kind == "relu" else 1)
+    expected = p.batch.shape + (rows, p.n)
+    if aux.dtype != dtype:
+        raise ValueError(
+            f"{name} must have dtype {dtype} (what the forward epilog produced); got {aux.dtype}"
+        )
+    if tuple(aux.shape) != expected:
+        raise ValueError(
+            f"{name} must have shape {expected} (what the forward epilog produced); got {aux.shape}"
+        )
+    ld = aux.strides[-1] if p.n > 1 else rows
+    if aux.strides[-2] != 1 or ld < rows or ld % quantum:
+        raise ValueError(
+            f"{name} must be column-major with a leading dimension that is a multiple of {quantum} and >= {rows}; "
+            f"got strides {aux.strides}"
+        )
+    stride = tile_stride(name, aux.shape[:-2], aux.strides[:-2], p.batch)
+    if stride % quantum:
+        raise ValueError(f"{name}: batch stride {stride} must be a multiple of {quantum}")
+    return [("EPILOGUE_AUX_LD", ld * bits), ("EPILOGUE_AUX_BATCH_STRIDE", stride * bits)]
+
+
+def _aux_output(kind: str, p: _Problem, dtype: str) -> tuple[AuxOutputSpec, list[tuple[str, int]]]:
+    rows = relu_aux_rows(p.m) if kind == "relu" else gelu_aux_rows(p.m)
+    bits = 8 if kind == "relu" else 1
+    block = rows * p.n
+    shape = p.batch.shape + (rows, p.n)
+    strides = dense_batch_strides(p.batch, block) + (1, rows)
+    attrs = [
+        ("EPILOGUE_AUX_LD", rows * bits),
+        ("EPILOGUE_AUX_BATCH_STRIDE", block * bits if p.batch.count > 1 else 0),
+    ]
+    return AuxOutputSpec(f"{kind}_aux", shape, strides, dtype), attrs
+
+
+def _bgrad_output(
+    name: str, length: int, p: _Problem, dtype: str
+) -> tuple[AuxOutputSpec, list[tuple[str, int]]]:
+    if not p.batch.shape:
+        return AuxOutputSpec(name, (length,), (1,), dtype), [("BIAS_BATCH_STRIDE", 0)]
+    shape = p.batch.shape + (length, 1)
+    strides = dense_batch_strides(p.batch, length) + (1, length)
+    return AuxOutputSpec(name, shape, strides, dtype), [
+        ("BIAS_BATCH_STRIDE", length if p.batch.count > 1 else 0)
+    ]
+
+
+def _check_applicable(spec: EpilogSpec, p: _Problem, types: TypeTraits, version: int | None) -> None:
+    if spec.epilog != E.DEFAULT and types.d_dtype.startswith("complex"):
+        raise ValueError(
+            f"epilog {spec.epilog.name} is not supported for complex dtypes (cuBLASLt reports NOT_SUPPORTED); "
+            f"D is {types.d_dtype}; use epilog=None"
+        )
+    if version is not None:
+        have = (version // 10000, version // 100 % 100, version % 100)
+        need = spec.min_version
+        if spec.aux and p.batch.count > 1 and not spec.aux_is_input:
+            need = max(need, BATCHED_AUX_MIN_VERSION)
+        if have < need:
+            raise ValueError(f"epilog {spec.epilog.name} needs cuBLASLt >= {need}; loaded: {have}")
+
+
+def _gelu_aux_prefs(spec: EpilogSpec, dtype: str, prefs: MatmulEpilogPreferences, types: TypeTraits) -> tuple:
+    """Extra inputs, attributes, pointer attributes and outputs for a GELU aux output's preferences."""
+    extra_inputs: tuple[str, ...] = ()
+    attrs, ptrs, outs = [], [], []
+    if dtype != types.d_dtype:
+        attrs.append(("EPILOGUE_AUX_DATA_TYPE", _dt.cuda_data_type(dtype)))
+    if is_narrow(dtype):
+        extra_inputs = (AUX_QUANTIZATION_SCALE,)
+        ptrs.append(("EPILOGUE_AUX_SCALE_POINTER", AUX_QUANTIZATION_SCALE))
+    if prefs.aux_amax:
+        if not is_narrow(dtype):
+            raise ValueError(
+                f"aux_amax=True needs an FP8 aux_type; the aux dtype of {spec.epilog.name} is {dtype}"
+            )
+        outs.append(AuxOutputSpec(f"{spec.aux}_aux_amax", (1,), (1,), "float32"))
+        ptrs.append(("EPILOGUE_AUX_AMAX_POINTER", outs[-1].name))
+    return extra_inputs, attrs, ptrs, outs
+
+
+def epilog_traits(
+    epilog: Any,
+    epilog_inputs: Mapping[str, OperandSpec] | None,
+    *,
+    m: int,
+    n: int,
+    k: int,
+    batch: BatchTraits,
+    types: TypeTraits,
+    preferences: MatmulEpilogPreferences | None = None,
+    cublaslt_version: int | None = None,
+) -> EpilogTraits:
+    """Validate an epilog and its inputs for one problem; return the descriptor settings.
+
+    Args:
+        epilog: a :class:`MatmulEpilog` (or int, or ``None`` for DEFAULT).
+        epilog_inputs: name -> :class:`OperandSpec` of each input (``bias``, ``relu_aux``,
+            ``gelu_aux``; ``aux_quantization_scale`` is a scale and is only checked by name).
+        m, n, k: the user's extents of D = A (m x k) @ B (k x n) after 1-D promotion.
+        batch: the problem's collapsed batch (``MMTraits.batch``).
+        types: the resolved dtypes.
+        preferences: ``MatmulPlanPreferences.epilog`` (aux_type, aux_amax; GELU aux only).
+        cublaslt_version: ``cublasLtGetVersion()``; ``None`` skips the version check.
+
+    Raises:
+        ValueError: a missing/extra input, a bias of the wrong shape/stride/dtype, an aux input not
+            matching the forward pass's, complex data, or an epilog too new for the loaded cuBLASLt.
+        TypeError: the epilog is not an int.
+    """
+    spec = epilog_spec(epilog)
+    prefs = preferences if preferences is not None else MatmulEpilogPreferences()
+    given = dict(epilog_inputs or {})
+    p = _Problem(m, n, k, batch)
+    _check_applicable(spec, p, types, cublaslt_version)
+    transpose = False
+    attrs: list[tuple[str, int]] = [("EPILOGUE", int(spec.epilog))]
+    ptrs: list[tuple[str, str]] = []
+    if spec.bias == "in" and "bias" in given:
+        transpose, bias_attrs = _bias_traits(check_operand_spec("bias", given["bias"]), p, types)
+        attrs += bias_attrs
+        ptrs.append(("BIAS_POINTER", "bias"))
+    if transpose:
+        p = _Problem(n, m, k, batch)
+    extra_inputs, pattrs, pptrs, pouts = (), [], [], []
+    aux_dtype = _aux_dtype(spec.aux, types, prefs) if spec.aux else ""
+    if spec.aux == "gelu" and not spec.aux_is_input:
+        extra_inputs, pattrs, pptrs, pouts = _gelu_aux_prefs(spec, aux_dtype, prefs, types)
+    _check_names(spec, given, extra_inputs)
+    outputs, aux_attrs, aux_ptrs = _aux_and_bgrad(spec, given, p, types, aux_dtype)
+    return EpilogTraits(
+        epilog=spec.epilog,
+        transpose_problem=transpose,
+        forces_col=spec.forces_col,
+        attributes=tuple(attrs + aux_attrs + pattrs),
+        pointer_attributes=tuple(ptrs + aux_ptrs + pptrs),
+        inputs=tuple(sorted(given)),
+        aux_outputs=tuple(outputs + pouts),
+        required_ops=spec.required_ops,
+    )
+
+
+def _aux_and_bgrad(
+    spec: EpilogSpec, given: Mapping[str, Any], p: _Problem, types: TypeTraits, aux_dtype: str
+) -> tuple[list[AuxOutputSpec], list[tuple[str, int]], list[tuple[str, str]]]:
+    """The aux matrix (input or output) and the bias-gradient output of an epilog."""
+    outputs: list[AuxOutputSpec] = []
+    attrs: list[tuple[str, int]] = []
+    ptrs: list[tuple[str, str]] = []
+    if spec.aux and spec.aux_is_input:
+        aux_name = f"{spec.aux}_aux"
+        attrs += _aux_input(spec.aux, check_operand_spec(aux_name, given[aux_name], min_ndim=2), p, aux_dtype)
+        ptrs.append(("EPILOGUE_AUX_POINTER", aux_name))
+    elif spec.aux:
+        out, aux_attrs = _aux_output(spec.aux, p, aux_dtype)
+        outputs.append(out)
+        attrs += aux_attrs
+        ptrs.append(("EPILOGUE_AUX_POINTER", out.name))
+    if spec.bias == "out" and spec.aux_output is not None:
+        length = p.n if spec.epilog == E.BGRADB else p.m
+        dtype = types.c_dtype if types.narrow_result else types.d_dtype
+        out, bias_attrs = _bgrad_output(spec.aux_output, length, p, dtype)
+        outputs.append(out)
+        attrs += bias_attrs
+        ptrs.append(("BIAS_POINTER", out.name))
+    return outputs, attrs, ptrs

@@ -1,0 +1,400 @@
+"""Options, preferences, enums and qualifiers of the cuBLASLt matmul (``nvmath.linalg.advanced``).
+
+The field names, their order and their defaults follow nvmath-python 1.0, so code written for it
+runs unchanged. Two deliberate differences:
+
+* The classes are ``frozen=True, kw_only=True`` dataclasses validated in ``__post_init__``. A ``dict``
+  of fields is accepted wherever an options object is (the planner converts it with
+  :func:`nvmath._internal.options.check_or_create_options`).
+* ``MatmulOptions.memory_limit`` keeps its ``"80%"`` default, but with that default the planner caps
+  the cuBLASLt workspace at :data:`DEFAULT_WORKSPACE_CAP` (32 MiB, the vendor recommendation for
+  Hopper and Blackwell). Any other value is used as given: ask for more to let the heuristic pick
+  algorithms that need a larger workspace. See :func:`workspace_limit_bytes`.
+
+Enum values are those of ``cublasLt.h`` / ``cublas_api.h`` (CUDA 13); the tests check them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import math
+import numbers
+from typing import Any, Literal
+
+import numpy as np
+
+from nvmath._internal.dtypes import CudaDataType
+from nvmath._internal.options import (
+    check_blocking,
+    check_bool,
+    check_int,
+    check_logger,
+    check_memory_limit,
+    parse_memory_limit,
+)
+
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT",
+    "DEFAULT_WORKSPACE_CAP",
+    "LOGGER_NAME",
+    "MatmulComputeType",
+    "MatmulEpilog",
+    "MatmulEpilogPreferences",
+    "MatmulInnerShape",
+    "MatmulNumericalImplFlags",
+    "MatmulOptions",
+    "MatmulPlanPreferences",
+    "MatmulQuantizationScales",
+    "MatmulReductionScheme",
+    "get_logger",
+    "matrix_qualifiers_dtype",
+    "to_compute_type",
+    "to_data_type",
+    "workspace_limit_bytes",
+]
+
+DEFAULT_WORKSPACE_CAP: int = 32 * 1024 * 1024
+"""Workspace cap (bytes) used when ``memory_limit`` keeps its default: 32 MiB."""
+
+DEFAULT_MEMORY_LIMIT: str = "80%"
+"""The default of ``MatmulOptions.memory_limit`` (nvmath-python's); it means "cap at 32 MiB"."""
+
+LOGGER_NAME: str = "nvmath.linalg.advanced"
+"""The logger used when ``MatmulOptions.logger`` is ``None`` (never the root logger)."""
+
+
+class MatmulEpilog(enum.IntEnum):
+    """cuBLASLt epilogues (``cublasLtEpilogue_t``)."""
+
+    DEFAULT = 1
+    RELU = 2
+    RELU_AUX = 130
+    BIAS = 4
+    RELU_BIAS = 6
+    RELU_AUX_BIAS = 134
+    DRELU = 136
+    DRELU_BGRAD = 152
+    GELU = 32
+    GELU_AUX = 160
+    GELU_BIAS = 36
+    GELU_AUX_BIAS = 164
+    DGELU = 192
+    DGELU_BGRAD = 208
+    BGRADA = 256
+    BGRADB = 512
+
+
+class MatmulComputeType(enum.IntEnum):
+    """cuBLAS compute types (``cublasComputeType_t``)."""
+
+    COMPUTE_16F = 64
+    COMPUTE_16F_PEDANTIC = 65
+    COMPUTE_32F = 68
+    COMPUTE_32F_PEDANTIC = 69
+    COMPUTE_32F_FAST_16F = 74
+    COMPUTE_32F_FAST_16BF = 75
+    COMPUTE_32F_FAST_TF32 = 77
+    COMPUTE_32F_EMULATED_16BFX9 = 78
+    COMPUTE_64F = 70
+    COMPUTE_64F_PEDANTIC = 71
+    COMPUTE_64F_EMULATED_FIXEDPOINT = 79
+    COMPUTE_32I = 72
+    COMPUTE_32I_PEDANTIC = 73
+
+
+class MatmulNumericalImplFlags(enum.IntEnum):
+    """Numerical implementation flags (``cublasLtNumericalImplFlags_t``); combine with ``|``."""
+
+    OP_TYPE_FMA = 0x01
+    OP_TYPE_TENSOR_HMMA = 0x02
+    OP_TYPE_TENSOR_IMMA = 0x04
+    OP_TYPE_TENSOR_DMMA = 0x08
+    OP_TYPE_TENSOR_MASK = 0xFE
+    OP_TYPE_MASK = 0xFF
+    ACCUMULATOR_16F = 0x01 << 8
+    ACCUMULATOR_32F = 0x02 << 8
+    ACCUMULATOR_64F = 0x04 << 8
+    ACCUMULATOR_32I = 0x08 << 8
+    ACCUMULATOR_TYPE_MASK = 0xFF << 8
+    INPUT_16F = 0x01 << 16
+    INPUT_16BF = 0x02 << 16
+    INPUT_TF32 = 0x04 << 16
+    INPUT_32F = 0x08 << 16
+    INPUT_64F = 0x10 << 16
+    INPUT_8I = 0x20 << 16
+    INPUT_8F_E4M3 = 0x40 << 16
+    INPUT_8F_E5M2 = 0x80 << 16
+    OP_INPUT_TYPE_MASK = 0xFF << 16
+    GAUSSIAN = 0x01 << 32
+    ALL = (1 << 64) - 1
+
+
+class MatmulReductionScheme(enum.IntEnum):
+    """Split-K reduction schemes (``cublasLtReductionScheme_t``)."""
+
+    NONE = 0
+    INPLACE = 1
+    COMPUTE_TYPE = 2
+    OUTPUT_TYPE = 4
+    MASK = 7
+
+
+class MatmulInnerShape(enum.IntEnum):
+    """Inner MMA shapes (``cublasLtMatmulInnerShape_t``)."""
+
+    UNDEFINED = 0
+    MMA884 = 1
+    MMA1684 = 2
+    MMA1688 = 3
+    MMA16816 = 4
+
+
+matrix_qualifiers_dtype = np.dtype([("structure", object), ("is_conjugate", "<i4")])
+"""Per-operand qualifiers (a, b, c); only ``is_conjugate`` is used by the cuBLASLt matmul."""
+
+
+def get_logger(logger: logging.Logger | logging.LoggerAdapter | None) -> Any:
+    """Return ``logger``, or the ``nvmath.linalg.advanced`` logger when it is ``None``."""
+    return logging.getLogger(LOGGER_NAME) if logger is None else logger
+
+
+def _enum_member(name: str, value: Any, enum_cls: type[enum.IntEnum], what: str) -> Any:
+    """Convert an int (or member) to a member of ``enum_cls``; ``None`` passes through."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int ({what}) or None; got {type(value).__name__}: {value!r}")
+    try:
+        return enum_cls(int(value))
+    except ValueError:
+        allowed = ", ".join(f"{m.name}={m.value}" for m in enum_cls)
+        raise ValueError(f"{name}={value!r} is not a {what}; allowed: {allowed}") from None
+
+
+def to_compute_type(value: Any, name: str = "compute_type") -> MatmulComputeType | None:
+    """Convert an int to :class:`MatmulComputeType` (``None`` stays ``None``)."""
+    return _enum_member(name, value, MatmulComputeType, "cublasComputeType_t value")
+
+
+def to_data_type(value: Any, name: str) -> CudaDataType | None:
+    """Convert an int to :class:`~nvmath._internal.dtypes.CudaDataType` (``None`` stays ``None``)."""
+    return _enum_member(name, value, CudaDataType, "cudaDataType value")
+
+
+def _set(obj: Any, name: str, value: Any) -> None:
+    """Normalize a field of a frozen dataclass inside ``__post_init__``."""
+    object.__setattr__(obj, name, value)
+
+
+def _check_allocator(value: Any) -> None:
+    if value is None:
+        return
+    if not (hasattr(value, "memalloc") or hasattr(value, "memalloc_async")):
+        raise TypeError(
+            "allocator must be None or an object with a memalloc() or memalloc_async() method "
+            f"(a BaseCUDAMemoryManager); got {type(value).__name__}: {value!r}"
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatmulOptions:
+    """Options of :class:`Matmul` / :func:`matmul` (fields, order and defaults as nvmath-python 1.0).
+
+    Attributes:
+        inplace: write the result into ``c`` (``c`` required, not broadcast, non-overlapping).
+        compute_type: a :class:`MatmulComputeType` value; ``None`` picks the default for the dtypes.
+        scale_type: a ``cudaDataType`` value for alpha/beta; ``None`` derives it.
+        result_type: a ``cudaDataType`` value for D; ``None``: ``c``'s dtype, else ``a``'s.
+        result_amax: return the max absolute value of D as ``"result_amax"`` (narrow D only).
+        block_scaling: MXFP8 block scaling (compute capability >= 10.0).
+        sm_count_target: number of SMs to target; 0 means all.
+        fast_accumulation: FP8 fast accumulation.
+        device_id: the GPU used for CPU operands.
+        handle: a cuBLASLt handle; ``None`` uses a cached per-thread, per-device handle.
+        logger: a ``logging.Logger``; ``None`` means ``logging.getLogger("nvmath.linalg.advanced")``.
+        memory_limit: workspace limit: bytes (int), a fraction in (0, 1] (float), ``"N%"`` or
+            ``"x [k|m|g][i]b"``. The default ``"80%"`` is capped at 32 MiB; other values are used as given.
+        blocking: ``True`` or ``"auto"`` (non-blocking when operands are on the GPU).
+        allocator: an object with ``memalloc``/``memalloc_async``; ``None`` uses the package's.
+    """
+
+    inplace: bool = False
+    compute_type: int | None = None
+    scale_type: int | None = None
+    result_type: int | None = None
+    result_amax: bool = False
+    block_scaling: bool = False
+    sm_count_target: int | None = 0
+    fast_accumulation: bool | None = False
+    device_id: int = 0
+    handle: int | None = None
+    logger: logging.Logger | None = None
+    memory_limit: int | float | str | None = DEFAULT_MEMORY_LIMIT
+    blocking: Literal[True, "auto"] = "auto"
+    allocator: Any = None
+
+    def __post_init__(self) -> None:
+        for name in ("inplace", "result_amax", "block_scaling"):
+            check_bool(name, getattr(self, name))
+        if self.fast_accumulation is None:
+            _set(self, "fast_accumulation", False)
+        check_bool("fast_accumulation", self.fast_accumulation)
+        _set(self, "compute_type", to_compute_type(self.compute_type))
+        _set(self, "scale_type", to_data_type(self.scale_type, "scale_type"))
+        _set(self, "result_type", to_data_type(self.result_type, "result_type"))
+        if self.sm_count_target is None:
+            _set(self, "sm_count_target", 0)
+        check_int("sm_count_target", self.sm_count_target, minimum=0)
+        check_int("device_id", self.device_id, minimum=0)
+        if self.handle is not None:
+            check_int("handle", self.handle, minimum=0)
+        check_logger(self.logger)
+        if self.memory_limit is None:
+            _set(self, "memory_limit", DEFAULT_MEMORY_LIMIT)
+        check_memory_limit(self.memory_limit)
+        check_blocking(self.blocking)
+        _check_allocator(self.allocator)
+
+
+def workspace_limit_bytes(memory_limit: float | str, device_memory_bytes: int) -> int:
+    """Return the ``MAX_WORKSPACE_BYTES`` the planner offers cuBLASLt.
+
+    The default ``"80%"`` means ``min(80% of the device, DEFAULT_WORKSPACE_CAP)``; any other value
+    is converted to bytes and used as given (so ``"1 GiB"`` lets the heuristic use up to 1 GiB).
+
+    Args:
+        memory_limit: ``MatmulOptions.memory_limit``.
+        device_memory_bytes: the total memory of the device.
+
+    Raises:
+        TypeError, ValueError: ``memory_limit`` is not understood.
+    """
+    limit = parse_memory_limit(memory_limit, device_memory_bytes)
+    if isinstance(memory_limit, str) and memory_limit.strip() == DEFAULT_MEMORY_LIMIT:
+        return min(limit, DEFAULT_WORKSPACE_CAP)
+    return limit
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatmulEpilogPreferences:
+    """Epilog preferences.
+
+    Attributes:
+        aux_type: ``cudaDataType`` of the GELU aux output (``None``: D's dtype, C's when D is FP8).
+            Only GELU aux epilogs use it; an FP8 value needs the epilog input
+            ``"aux_quantization_scale"``.
+        aux_amax: also return ``"gelu_aux_amax"`` (float32, shape ``(1,)``); needs an FP8 aux type.
+    """
+
+    aux_type: int | None = None
+    aux_amax: bool = False
+
+    def __post_init__(self) -> None:
+        _set(self, "aux_type", to_data_type(self.aux_type, "aux_type"))
+        check_bool("aux_amax", self.aux_amax)
+
+
+_MAX_U64 = (1 << 64) - 1
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatmulPlanPreferences:
+    """Preferences of ``plan()`` (fields, order and defaults as nvmath-python 1.0).
+
+    ``None`` for a field means its default.
+
+    Attributes:
+        reduction_scheme_mask: allowed split-K reduction schemes (:class:`MatmulReductionScheme` bits).
+        max_waves_count: upper bound on waves per SM (0: no limit).
+        numerical_impl_mask: allowed implementations (:class:`MatmulNumericalImplFlags` bits).
+        limit: the number of algorithms the heuristic returns (>= 1).
+        epilog: :class:`MatmulEpilogPreferences`, a dict of its fields, or ``None``.
+    """
+
+    reduction_scheme_mask: int | None = MatmulReductionScheme.MASK
+    max_waves_count: float | None = 0.0
+    numerical_impl_mask: int | None = MatmulNumericalImplFlags.ALL
+    limit: int | None = 8
+    epilog: MatmulEpilogPreferences | dict | None = None
+
+    def __post_init__(self) -> None:
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        for name in ("reduction_scheme_mask", "max_waves_count", "numerical_impl_mask", "limit"):
+            if getattr(self, name) is None:
+                _set(self, name, defaults[name])
+        check_int(
+            "reduction_scheme_mask", self.reduction_scheme_mask, minimum=0, maximum=MatmulReductionScheme.MASK
+        )
+        _check_waves(self.max_waves_count)
+        _set(self, "max_waves_count", float(self.max_waves_count))
+        check_int("numerical_impl_mask", self.numerical_impl_mask, minimum=0, maximum=_MAX_U64)
+        check_int("limit", self.limit, minimum=1)
+        _set(self, "epilog", _epilog_preferences(self.epilog))
+
+
+def _check_waves(value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"max_waves_count must be a float; got {type(value).__name__}: {value!r}")
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"max_waves_count must be a finite number >= 0; got {value!r}")
+
+
+def _epilog_preferences(value: Any) -> MatmulEpilogPreferences:
+    if value is None:
+        return MatmulEpilogPreferences()
+    if isinstance(value, MatmulEpilogPreferences):
+        return value
+    if isinstance(value, dict):
+        names = {f.name for f in dataclasses.fields(MatmulEpilogPreferences)}
+        unknown = sorted(str(k) for k in value if k not in names)
+        if unknown:
+            raise TypeError(f"epilog preferences: unknown field(s) {unknown}; the fields are {sorted(names)}")
+        return MatmulEpilogPreferences(**value)
+    raise TypeError(
+        "epilog must be a MatmulEpilogPreferences object, a dict of its fields or None; "
+        f"got {type(value).__name__}: {value!r}"
+    )
+
+
+def _check_scale(name: str, value: Any) -> None:
+    """A quantization scale is None, a finite non-zero real number or a tensor-like object."""
+    if value is None:
+        return
+    if isinstance(value, bool):
+        raise TypeError(f"quantization scale {name!r} must be a number or a tensor; got bool {value!r}")
+    if isinstance(value, numbers.Real):
+        if not math.isfinite(value) or value == 0:
+            raise ValueError(f"quantization scale {name!r} must be finite and non-zero; got {value!r}")
+        return
+    if isinstance(value, (str, bytes, numbers.Complex)) or not (
+        hasattr(value, "shape") or hasattr(value, "__dlpack__")
+    ):
+        raise TypeError(
+            f"quantization scale {name!r} must be None, an int/float or a tensor; "
+            f"got {type(value).__name__}: {value!r}"
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatmulQuantizationScales:
+    """Per-tensor (or block) scales of narrow-precision (FP8) operands.
+
+    Each of ``a``, ``b``, ``c``, ``d`` is ``None``, an int/float, or a tensor of the operands' package
+    and memory space (float32 of shape ``()``/``(1,)`` for tensor-wide scales). Which ones are required
+    depends on the dtypes (see :func:`nvmath.linalg.advanced._typemaps.check_quantization_scales`).
+    """
+
+    a: Any = None
+    b: Any = None
+    c: Any = None
+    d: Any = None
+
+    def __post_init__(self) -> None:
+        for name in ("a", "b", "c", "d"):
+            _check_scale(name, getattr(self, name))
+
+    def given(self) -> frozenset[str]:
+        """Return the names of the scales that are set."""
+        return frozenset(n for n in ("a", "b", "c", "d") if getattr(self, n) is not None)
