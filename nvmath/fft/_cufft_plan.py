@@ -1,0 +1,280 @@
+"""RAII cuFFT plans: the handles of one transform's steps, their shared workspace, stream binding.
+
+Sequence per step (cuFFT's documented order): ``cufftCreate`` -> ``cufftSetAutoAllocation(0)`` ->
+``cufftXtSetJITCallback`` (prolog on the first step, epilog on the last) -> ``cufftXtMakePlanMany``
+(64-bit sizes and strides, ``cudaDataType`` in/out/execution types). The steps run one after the
+other on one stream, so they share one workspace, the largest they need, allocated on first
+execution from the operand package's allocator (or ``options.allocator``) and registered with
+``cufftSetWorkArea``. The stream is bound with ``cufftSetStream`` only when it changes; a new
+stream first waits for the previous one, so internal buffers are never raced.
+
+A failing constructor destroys whatever it created; :meth:`CufftPlan.close` is idempotent and runs
+at garbage collection too; a failing ``cufftDestroy`` warns, it never raises.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import warnings
+import weakref
+from typing import Any
+
+from nvmath._internal import devices, dtypes, streams
+from nvmath._internal.memory import Workspace
+from nvmath._internal.streams import StreamHandle
+from nvmath.fft._callbacks import DeviceCallable, find_symbol
+from nvmath.fft._layout import CufftStep
+from nvmath.fft._traits import FFTTraits
+
+__all__ = ["LTO_MIN_VERSION", "CufftPlan", "cufft_info", "step_dtypes", "workspace_size"]
+
+logger = logging.getLogger(__name__)
+
+LTO_MIN_VERSION = (11, 3)
+"""The first cuFFT with LTO callbacks (CUDA 12.6 Update 2)."""
+
+_LOAD = {
+    "float32": "LD_REAL",
+    "float64": "LD_REAL_DOUBLE",
+    "complex64": "LD_COMPLEX",
+    "complex128": "LD_COMPLEX_DOUBLE",
+}
+_STORE = {k: "ST" + v[2:] for k, v in _LOAD.items()}
+
+
+def _cufft() -> Any:
+    from nvmath.bindings import cufft
+
+    return cufft
+
+
+def cufft_info() -> dict[str, Any]:
+    """``{"version", "path", ...}`` of the loaded cuFFT (loads it)."""
+    from nvmath.bindings._loader import library_info
+
+    return library_info("cufft")
+
+
+def step_dtypes(traits: FFTTraits, step: CufftStep) -> tuple[str, str]:
+    """The (input, output) dtypes of ``step``."""
+    if traits.fft_type == "R2C":
+        real, cplx = traits.operand_dtype, traits.result_dtype
+    elif traits.fft_type == "C2R":
+        real, cplx = traits.result_dtype, traits.operand_dtype
+    else:
+        real = cplx = traits.operand_dtype
+    return {"C2C": (cplx, cplx), "R2C": (real, cplx), "C2R": (cplx, real)}[step.kind]
+
+
+def _plan_args(traits: FFTTraits, step: CufftStep) -> tuple:
+    itype, otype = step_dtypes(traits, step)
+    exec_type = otype if step.kind == "R2C" else itype
+    rank, n, inembed, istride, idist, onembed, ostride, odist, batch = step.plan_args()
+    return (
+        rank, list(n), list(inembed), istride, idist, dtypes.cuda_data_type(itype),
+        list(onembed), ostride, odist, dtypes.cuda_data_type(otype), batch, dtypes.cuda_data_type(exec_type),
+    )  # fmt: skip
+
+
+def _destroy(handles: list[int]) -> None:
+    cufft = _cufft()
+    while handles:
+        handle = handles.pop()
+        try:
+            cufft.destroy(handle)
+        except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
+            warnings.warn(f"cufftDestroy({handle}) failed: {exc}", RuntimeWarning, stacklevel=2)
+
+
+def _check_lto_support() -> dict[str, Any]:
+    info = cufft_info()
+    try:
+        version = tuple(int(p) for p in str(info["version"]).split(".")[:2])
+    except ValueError:
+        version = (0, 0)
+    if version < LTO_MIN_VERSION:
+        raise RuntimeError(
+            f"FFT callbacks need cuFFT >= {LTO_MIN_VERSION[0]}.{LTO_MIN_VERSION[1]} (LTO callbacks); the loaded "
+            f"cuFFT is {info['version']} from {info['path']}"
+        )
+    return info
+
+
+def _callback_error(kind: str, symbol: str, dtype: str, exc: BaseException) -> RuntimeError:
+    info = cufft_info()
+    return RuntimeError(
+        f"cuFFT {info['version']} ({info['path']}) refused the {kind} LTO callback (symbol {symbol!r}, "
+        f"{dtype} elements): {exc}. LTO callbacks need an nvJitLink of the same CUDA major version, at least "
+        "as new as cuFFT, and LTO-IR for this GPU; pass DeviceCallable(..., name=...) if the symbol differs"
+    )
+
+
+def _set_callback(handle: int, kind: str, callback: DeviceCallable, dtype: str, keep: list) -> str:
+    """Attach a callback to a handle before its plan is made; return a description for errors."""
+    cufft = _cufft()
+    _check_lto_support()
+    symbol = find_symbol(callback, kind, dtype)
+    cell = ctypes.c_void_p(callback.data or None)
+    keep.append(cell)
+    cb_type = getattr(cufft.XtCallbackType, (_LOAD if kind == "prolog" else _STORE)[dtype])
+    try:
+        cufft.xt_set_jit_callback(
+            handle, symbol, callback.ltoir, callback.size, cb_type, ctypes.addressof(cell)
+        )
+    except Exception as exc:
+        raise _callback_error(kind, symbol, dtype, exc) from exc
+    return f"{kind}:{symbol}:{dtype}"
+
+
+class CufftPlan:
+    """The cuFFT handles of one transform (one per step) and their workspace.
+
+    Args:
+        traits: the transform (``traits.steps`` non-empty).
+        device_id: the device the plans run on.
+        package: whose allocator provides the workspace ("torch", "cupy", anything else = cuda.core).
+        allocator: an optional user memory manager for the workspace.
+        prolog, epilog: optional LTO callbacks (the planner checks they apply).
+    """
+
+    def __init__(
+        self,
+        traits: FFTTraits,
+        *,
+        device_id: int,
+        package: str,
+        allocator: Any = None,
+        prolog: DeviceCallable | None = None,
+        epilog: DeviceCallable | None = None,
+    ):
+        cufft = _cufft()
+        self.device_id = device_id
+        self.handles: list[int] = []
+        self._keep: list[Any] = []  # caller_info cells of the callbacks
+        self._finalizer = weakref.finalize(self, _destroy, self.handles)
+        sizes = []
+        try:
+            with devices.device_ctx(device_id):
+                for i, step in enumerate(traits.steps):
+                    handle = cufft.create()
+                    self.handles.append(handle)
+                    cufft.set_auto_allocation(handle, 0)
+                    itype, otype = step_dtypes(traits, step)
+                    attached = []
+                    if i == 0 and prolog is not None:
+                        attached.append(_set_callback(handle, "prolog", prolog, itype, self._keep))
+                    if i == len(traits.steps) - 1 and epilog is not None:
+                        attached.append(_set_callback(handle, "epilog", epilog, otype, self._keep))
+                    try:
+                        sizes.append(cufft.xt_make_plan_many(handle, *_plan_args(traits, step)))
+                    except Exception as exc:
+                        if not attached:
+                            raise
+                        _, symbol, dtype = attached[0].split(":")
+                        raise _callback_error(
+                            " and ".join(a.split(":")[0] for a in attached), symbol, dtype, exc
+                        ) from exc
+        except BaseException:
+            self.close()
+            raise
+        self.workspace_size = max(sizes, default=0)
+        self.workspace = Workspace(
+            device_id=device_id, package=package, allocator=allocator, name="cuFFT workspace"
+        )
+        self._bound_workspace = 0
+        self._stream: StreamHandle | None = None
+        self._launches = self._launch_table(traits)
+        logger.debug(
+            "cuFFT plans %s on device %d, workspace %d bytes", self.handles, device_id, self.workspace_size
+        )
+
+    def _launch_table(self, traits: FFTTraits) -> tuple:
+        table = []
+        for handle, step in zip(self.handles, traits.steps):
+            isz, osz = (dtypes.itemsize(d) for d in step_dtypes(traits, step))
+            offsets = tuple((i * isz, o * osz) for i, o in step.offsets)
+            table.append((handle, step.src, step.dst, offsets))
+        return tuple(table)
+
+    def bind(self, stream: StreamHandle) -> None:
+        """Bind every handle (and the workspace) to ``stream``, after the previous stream's work."""
+        cufft = _cufft()
+        previous = self._stream
+        if previous is not None:
+            streams.stream_wait(stream, previous)
+        for handle in self.handles:
+            cufft.set_stream(handle, stream.ptr)
+        self._stream = stream
+        if self._bound_workspace:
+            self.workspace.ensure(self.workspace_size, stream)
+
+    def _bind_workspace(self, stream: StreamHandle) -> None:
+        cufft = _cufft()
+        ptr = self.workspace.ensure(self.workspace_size, stream)
+        for handle in self.handles:
+            cufft.set_work_area(handle, ptr)
+        self._bound_workspace = ptr
+
+    def execute(self, pointers: dict[str, int], direction: int, stream: StreamHandle) -> None:
+        """Run every step on ``stream``; ``pointers`` maps buffer names to device addresses.
+
+        The caller makes the plan's device (or the stream's context) current.
+        """
+        if stream is not self._stream and (self._stream is None or stream.ptr != self._stream.ptr):
+            self.bind(stream)
+        if self.workspace_size and not self._bound_workspace:
+            self._bind_workspace(stream)
+        xt_exec = _cufft().xt_exec
+        for handle, src, dst, offsets in self._launches:
+            src_ptr, dst_ptr = pointers[src], pointers[dst]
+            for i, o in offsets:
+                xt_exec(handle, src_ptr + i, dst_ptr + o, direction)
+
+    def release_workspace(self) -> None:
+        """Free the workspace (stream-ordered); the next execution allocates it again."""
+        self.workspace.release()
+        self._bound_workspace = 0
+
+    def close(self) -> None:
+        """Destroy the handles and free the workspace; idempotent."""
+        self._finalizer()
+        workspace = getattr(self, "workspace", None)
+        if workspace is not None:
+            workspace.release()
+            self._bound_workspace = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"CufftPlan(handles={self.handles}, device_id={self.device_id}, workspace={self.workspace_size})"
+        )
+
+
+def workspace_size(
+    traits: FFTTraits, *, device_id: int, technique: str = "default", handle: int | None = None
+) -> int:
+    """The workspace (bytes) the steps of ``traits`` need: cuFFT's estimate, or the planned size.
+
+    Args:
+        traits: the transform.
+        device_id: the device.
+        technique: ``"default"`` (``cufftXtGetSizeMany``, no plan is made) or ``"refined"`` (plans
+            are made and destroyed: the exact size).
+        handle: an existing cuFFT handle to use for ``"default"`` (otherwise one is created).
+    """
+    cufft = _cufft()
+    sizes = []
+    with devices.device_ctx(device_id):
+        for step in traits.steps:
+            own = handle is None or technique == "refined"
+            h = cufft.create() if own else handle
+            try:
+                if technique == "refined":
+                    cufft.set_auto_allocation(h, 0)
+                    sizes.append(cufft.xt_make_plan_many(h, *_plan_args(traits, step)))
+                else:
+                    sizes.append(cufft.xt_get_size_many(h, *_plan_args(traits, step)))
+            finally:
+                if own:
+                    _destroy([h])
+    return max(sizes, default=0)

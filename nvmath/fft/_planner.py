@@ -1,0 +1,515 @@
+"""The stateful :class:`FFT` planner: specification, planning, execution, operand swaps.
+
+The constructor wraps the operand and computes the pure traits (:mod:`nvmath.fft._traits`), so every
+misuse is reported before any GPU work. :meth:`FFT.plan` creates the cuFFT plans
+(:mod:`nvmath.fft._cufft_plan`); :meth:`FFT.execute` only moves data and launches: the stream is
+normalized (a cached lookup), the result allocated in the operand's package, the operand copied into
+the staging buffer when the traits ask for one (C2R, host operands, ``layout_fallback="copy"``), and
+the plans launched. CPU execution goes through ``scipy.fft`` (:mod:`nvmath.fft._cpu`).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Self
+
+from nvmath._errors import InvalidFFTState
+from nvmath._internal import dtypes, streams
+from nvmath._internal.execution import ExecutionCPU, ExecutionCUDA, resolve_execution
+from nvmath._internal.logging import debug, get_logger, log_phase
+from nvmath._internal.options import check_or_create_options
+from nvmath._internal.state import Lifecycle, PlannerState, requires
+from nvmath._internal.tensors import wrap
+from nvmath._internal.tensors.base import TensorAdapter
+from nvmath.fft import _cpu
+from nvmath.fft._callbacks import DeviceCallable, as_device_callable
+from nvmath.fft._options import LOGGER_NAME, FFTDirection, FFTOptions, normalize_direction
+from nvmath.fft._traits import CPU_DTYPES, FFTTraits, make_traits, traits_key
+
+__all__ = ["FFT"]
+
+_CREATED, _PLANNED = PlannerState.CREATED, PlannerState.PLANNED
+_FAST_DIRECTIONS: dict[Any, FFTDirection] = {
+    FFTDirection.FORWARD: FFTDirection.FORWARD,
+    FFTDirection.INVERSE: FFTDirection.INVERSE,
+    "forward": FFTDirection.FORWARD,
+    "inverse": FFTDirection.INVERSE,
+    "FORWARD": FFTDirection.FORWARD,
+    "INVERSE": FFTDirection.INVERSE,
+}
+_FAST_TYPES = frozenset({FFTDirection, int, str})
+_ALLOWED = {
+    "C2C": (FFTDirection.FORWARD, FFTDirection.INVERSE),
+    "R2C": (FFTDirection.FORWARD,),
+    "C2R": (FFTDirection.INVERSE,),
+}
+
+
+def _device_package(adapter: TensorAdapter) -> str:
+    """The package whose allocator and streams serve the operand's device-side buffers."""
+    if adapter.device == "cuda" or adapter.package == "torch":
+        return adapter.package
+    return "cuda"
+
+
+def _resolved(adapter: TensorAdapter, inplace: bool) -> TensorAdapter:
+    """Materialize torch's lazy conjugation (a copy); refused in place."""
+    if not adapter.is_conjugate:
+        return adapter
+    if inplace:
+        raise ValueError(
+            "an in-place FFT cannot take a lazily conjugated torch tensor; call .resolve_conj() first"
+        )
+    return wrap(adapter.tensor.resolve_conj(), "operand")
+
+
+def _fast_torch(adapter: TensorAdapter, traits: FFTTraits) -> bool:
+    """Whether results can be made with ``torch.empty_strided`` directly (torch GPU, out of place)."""
+    return (
+        adapter.package == "torch"
+        and adapter.device == "cuda"
+        and not traits.inplace
+        and not traits.cross_space
+    )
+
+
+def _torch_allocator(traits: FFTTraits, device_id: int) -> Any:
+    """A function ``(stream) -> tensor | None``: the result on torch's current stream, else ``None``."""
+    torch = sys.modules["torch"]
+    current = torch._C._cuda_getCurrentRawStream
+    empty, device = torch.empty_strided, torch.device("cuda", device_id)
+    shape, strides = traits.result_shape, traits.result_strides
+    dtype = dtypes.to_torch_dtype(traits.result_dtype)
+
+    def allocate(stream: Any) -> Any:
+        if stream.ptr != current(device_id):
+            return None
+        return empty(shape, strides, dtype=dtype, device=device)
+
+    return allocate
+
+
+def _execution_key(execution: ExecutionCUDA | ExecutionCPU) -> tuple:
+    if isinstance(execution, ExecutionCUDA):
+        return ("cuda", execution.device_id)
+    return ("cpu", execution.num_threads)
+
+
+def _callable_key(value: Any, what: str) -> tuple | None:
+    callable_ = as_device_callable(value, what)
+    return None if callable_ is None else callable_.key()
+
+
+def _make_key(traits: FFTTraits, execution: Any, prolog: Any, epilog: Any) -> tuple:
+    return (
+        "nvmath.fft",
+        traits_key(traits),
+        _callable_key(prolog, "prolog"),
+        _callable_key(epilog, "epilog"),
+        _execution_key(execution),
+    )
+
+
+def _host_array(adapter: TensorAdapter) -> Any:
+    """A numpy view of a host adapter's data (torch CPU tensors share their memory)."""
+    if adapter.package == "torch":
+        return adapter.tensor.detach().numpy()
+    from nvmath._internal.tensors.numpy_adapter import host_view
+
+    return host_view(adapter)
+
+
+class FFT:
+    """A planned N-D FFT of one operand layout, executed as often as needed.
+
+    Args:
+        operand: the input tensor (numpy, cupy, torch, or a DLPack / CUDA-array-interface array).
+            Complex for C2C / C2R, real for R2C.
+        axes: the axes to transform (any number, any order; ``None``: all). For R2C / C2R the last
+            one is the halved axis.
+        options: :class:`FFTOptions` or a dict of its fields.
+        execution: :class:`ExecutionCUDA`, :class:`ExecutionCPU`, ``'cuda'`` / ``'cpu'``, a dict with a
+            ``'name'`` key, or ``None`` (the operand's memory space: host operands run on the CPU).
+        stream: the CUDA stream for GPU work (see :mod:`nvmath._internal.streams`); ``None``: the
+            operand package's current stream.
+
+    Raises:
+        TypeError, ValueError: misuse, before any GPU work (the message names the value).
+        UnsupportedLayoutError: cuFFT cannot describe the operand's layout (see
+            ``FFTOptions.layout_fallback``).
+
+    Not thread-safe: use one object per thread (the stateless functions are thread-safe).
+    """
+
+    def __init__(
+        self,
+        operand: Any,
+        /,
+        *,
+        axes: Any = None,
+        options: Any = None,
+        execution: Any = None,
+        stream: Any = None,
+    ):
+        options = check_or_create_options(FFTOptions, options, "FFT options")
+        logger = get_logger(LOGGER_NAME, options.logger)
+        with log_phase(logger, "FFT specification"):
+            adapter = _resolved(wrap(operand, "operand"), options.inplace)
+            execution = resolve_execution(execution, adapter.device_id)
+            traits = make_traits(
+                adapter.shape, adapter.strides, adapter.dtype, axes=axes, options=options,
+                execution=execution.name, package=adapter.package, operand_space=adapter.device,
+            )  # fmt: skip
+            debug(logger, "FFT traits: %s", traits)
+        self._options, self._logger, self._traits, self._execution = options, logger, traits, execution
+        self._operand: TensorAdapter | None = adapter
+        self._package = adapter.package
+        self._device_package = _device_package(adapter)
+        self._operand_device = adapter.device_id
+        self._cpu = isinstance(execution, ExecutionCPU)
+        self._device_id = adapter.device_id if self._cpu else execution.device_id
+        self._workers = (execution.num_threads or _cpu.default_threads()) if self._cpu else 0
+        self._blocking = options.blocking is True or traits.cross_space
+        self._allowed = _ALLOWED[traits.fft_type]
+        self._direction = self._allowed[0]
+        self._plan: Any = None
+        self._staging: TensorAdapter | None = None
+        self._fast_alloc = _torch_allocator(traits, self._device_id) if _fast_torch(adapter, traits) else None
+        self._stream = self._stream_handle(stream) if self._device_id != "cpu" else None
+        self._lifecycle = Lifecycle(
+            "FFT", InvalidFFTState, reset_method="reset_operand", release_method="release_operand"
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def _stream_handle(self, stream: Any) -> Any:
+        return streams.get_stream(stream, device_id=self._device_id, package=self._device_package)
+
+    def _check_direction(self, direction: Any) -> FFTDirection:
+        d = _FAST_DIRECTIONS.get(direction) if type(direction) in _FAST_TYPES else None
+        if d is None:
+            d = normalize_direction(direction)
+        if d not in self._allowed:
+            raise ValueError(
+                f"a {self._traits.fft_type} transform runs only {self._allowed[0].name}; got direction {direction!r}"
+            )
+        return d
+
+    @property
+    def traits(self) -> FFTTraits:
+        """The transform's :class:`~nvmath.fft._traits.FFTTraits` (read-only)."""
+        return self._traits
+
+    def get_input_layout(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``(shape, strides)`` of the operand, strides in elements."""
+        return self._traits.operand_shape, self._traits.operand_strides
+
+    def get_output_layout(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``(shape, strides)`` of the result, strides in elements."""
+        return self._traits.result_shape, self._traits.result_strides
+
+    # ------------------------------------------------------------------ keys
+    def get_key(self, *, prolog: Any = None, epilog: Any = None) -> tuple:
+        """A hashable key identifying this plan (with the given callbacks), as :meth:`create_key` makes."""
+        return _make_key(self._traits, self._execution, prolog, epilog)
+
+    @staticmethod
+    def create_key(
+        operand: Any,
+        *,
+        axes: Any = None,
+        options: Any = None,
+        execution: Any = None,
+        prolog: Any = None,
+        epilog: Any = None,
+    ) -> tuple:
+        """The key :meth:`get_key` would return for an ``FFT`` of ``operand`` (no GPU work).
+
+        Objects with equal keys can swap operands with :meth:`reset_operand`; use the key (plus the
+        stream, if you use several) for a cache of ``FFT`` objects.
+        """
+        options = check_or_create_options(FFTOptions, options, "FFT options")
+        adapter = wrap(operand, "operand")
+        execution = resolve_execution(execution, adapter.device_id)
+        traits = make_traits(
+            adapter.shape, adapter.strides, adapter.dtype, axes=axes, options=options,
+            execution=execution.name, package=adapter.package, operand_space=adapter.device,
+        )  # fmt: skip
+        return _make_key(traits, execution, prolog, epilog)
+
+    @staticmethod
+    def create_key_from_metadata(
+        shape: Any,
+        dtype: Any,
+        memory_space: str,
+        *,
+        strides: Any = None,
+        axes: Any = None,
+        options: Any = None,
+        execution: Any = None,
+        prolog: Any = None,
+        epilog: Any = None,
+    ) -> tuple:
+        """The key for an operand described by its metadata (no tensor needed).
+
+        Args:
+            shape: the operand's shape.
+            dtype: a dtype name (``"complex64"``) or numpy dtype.
+            memory_space: ``"cpu"`` or ``"cuda"``: where the operand lives.
+            strides: strides in elements (``None``: C order).
+            axes, options, execution, prolog, epilog: as for :meth:`create_key` (a ``"cuda"``
+                operand runs on ``execution.device_id``, default 0).
+        """
+        from nvmath._internal.tensors.base import dense_strides
+
+        if memory_space not in ("cpu", "cuda"):
+            raise ValueError(f"memory_space must be 'cpu' or 'cuda'; got {memory_space!r}")
+        options = check_or_create_options(FFTOptions, options, "FFT options")
+        shape = tuple(int(n) for n in shape)
+        strides = dense_strides(shape) if strides is None else tuple(int(s) for s in strides)
+        name = dtype if isinstance(dtype, str) else dtypes.numpy_dtype_name(dtype)
+        dtypes.check_dtype_name(name)
+        device = "cpu" if memory_space == "cpu" else getattr(execution, "device_id", 0)
+        execution = resolve_execution(execution, device)
+        traits = make_traits(
+            shape, strides, name, axes=axes, options=options, execution=execution.name,
+            package="torch", operand_space=memory_space,
+        )  # fmt: skip
+        return _make_key(traits, execution, prolog, epilog)
+
+    # ------------------------------------------------------------------ planning
+    def _check_callbacks(self, prolog: DeviceCallable | None, epilog: DeviceCallable | None) -> None:
+        if prolog is None and epilog is None:
+            return
+        t = self._traits
+        if self._cpu:
+            raise ValueError("prolog / epilog callbacks run on the GPU only; this FFT uses CPU execution")
+        half = [d for d in (t.operand_dtype, t.result_dtype) if d not in CPU_DTYPES]
+        if half:
+            raise ValueError(
+                f"callbacks support float32/64 and complex64/128 elements; this transform uses {half[0]}"
+            )
+        if len(t.steps) != 1 or t.launches != 1:
+            raise ValueError(
+                f"callbacks need a transform cuFFT runs in one launch; this one takes {t.launches} launches in "
+                f"{len(t.steps)} plan(s) (more than 3 axes, or batch axes that do not collapse into one stride): "
+                "transform fewer axes, or make the operand contiguous"
+            )
+
+    @requires(_CREATED, _PLANNED)
+    def plan(
+        self, *, prolog: Any = None, epilog: Any = None, stream: Any = None, direction: Any = None
+    ) -> None:
+        """Create the cuFFT plans (a no-op when already planned, and for CPU execution).
+
+        Args:
+            prolog: a :class:`DeviceCallable` (or dict) run on each element cuFFT loads.
+            epilog: a :class:`DeviceCallable` (or dict) run on each element cuFFT stores.
+            stream: accepted for compatibility (planning is synchronous and enqueues nothing).
+            direction: the default direction of :meth:`execute`.
+
+        Raises:
+            ValueError: callbacks with CPU execution, half precision, or a multi-launch transform;
+                a direction the transform type does not allow.
+            RuntimeError: the loaded cuFFT cannot use the callbacks (the message names its version
+                and path).
+        """
+        if self._lifecycle.state is _PLANNED:
+            self._logger.info("FFT.plan(): already planned; nothing to do")
+            return
+        prolog, epilog = as_device_callable(prolog, "prolog"), as_device_callable(epilog, "epilog")
+        default = self._check_direction(direction) if direction is not None else self._direction
+        self._check_callbacks(prolog, epilog)
+        if stream is not None and not self._cpu:
+            self._stream_handle(stream)
+        plan = None
+        if not self._cpu:
+            from nvmath.fft._cufft_plan import CufftPlan
+
+            with log_phase(self._logger, "FFT planning"):
+                plan = CufftPlan(
+                    self._traits, device_id=self._device_id, package=self._device_package,
+                    allocator=self._options.allocator, prolog=prolog, epilog=epilog,
+                )  # fmt: skip
+        self._plan, self._direction = plan, default
+        self._lifecycle.mark_planned()
+
+    # ------------------------------------------------------------------ execution
+    @requires(_PLANNED, operands=True)
+    def execute(self, direction: Any = None, stream: Any = None, release_workspace: bool = False) -> Any:
+        """Run the transform and return the result (a new tensor, or the operand when in place).
+
+        Args:
+            direction: :class:`FFTDirection`, -1 / 1 or ``'forward'`` / ``'inverse'``; default: the
+                one given to :meth:`plan`, else FORWARD (C2C, R2C) / INVERSE (C2R).
+            stream: the CUDA stream; ``None``: the operand package's current stream.
+            release_workspace: free the cuFFT workspace after this execution (stream-ordered).
+
+        Returns:
+            The result, in the operand's package and memory space. Unnormalized in both directions.
+        """
+        d = self._direction if direction is None else self._check_direction(direction)
+        if self._cpu:
+            return self._execute_cpu(d, stream)
+        return self._execute_cuda(d, stream, release_workspace)
+
+    def _execute_cuda(self, direction: int, stream: Any, release_workspace: bool) -> Any:
+        t, op = self._traits, self._operand
+        s = self._stream_handle(stream)
+        with streams.stream_ctx(s):
+            staging = self._stage(op, s) if t.staging_strides is not None else None
+            result, tensor, result_ptr = self._new_result(op, staging, s)
+            pointers = {
+                "operand": op.data_ptr,
+                "result": result_ptr,
+                "staging": 0 if staging is None else staging.data_ptr,
+            }
+            self._plan.execute(pointers, int(direction), s)
+            if release_workspace:
+                self._plan.release_workspace()
+        if t.cross_space:
+            return self._to_host(result, s)
+        if self._blocking:
+            streams.synchronize(s)
+        return tensor if result is None else result.unwrap(s)
+
+    def _stage(self, op: TensorAdapter, s: Any) -> TensorAdapter:
+        """Copy the operand into the staging buffer (allocated on first use) on stream ``s``."""
+        staging = self._staging
+        if staging is None:
+            t = self._traits
+            staging = self._staging = op.empty(
+                t.operand_shape,
+                t.operand_dtype,
+                strides=t.staging_strides,
+                device_id=self._device_id,
+                stream=s,
+            )
+        staging.copy_(op, s)
+        return staging
+
+    def _new_result(self, op: TensorAdapter, staging: Any, s: Any) -> tuple[Any, Any, int]:
+        """``(adapter or None, tensor or None, device pointer)`` of the buffer cuFFT writes."""
+        t = self._traits
+        if t.inplace:
+            target = staging if t.cross_space else op
+            return target, None, target.data_ptr
+        fast = self._fast_alloc
+        if fast is not None:
+            tensor = fast(s)
+            if tensor is not None:
+                return None, tensor, tensor.data_ptr()
+        result = op.empty(
+            t.result_shape, t.result_dtype, strides=t.result_strides, device_id=self._device_id, stream=s
+        )
+        return result, None, result.data_ptr
+
+    def _to_host(self, result: TensorAdapter, s: Any) -> Any:
+        """Copy a device result back to the host operand's package (blocking)."""
+        op = self._operand
+        if self._traits.inplace:
+            op.copy_(result, s)
+            return op.tensor
+        host = result.to("cpu", s)
+        free = getattr(result, "free", None)
+        if callable(free):
+            free()
+        return host.tensor
+
+    def _execute_cpu(self, direction: int, stream: Any) -> Any:
+        t, op = self._traits, self._operand
+        s = None if op.device == "cpu" else self._stream_handle(stream)
+        host = op if s is None else op.to("cpu", s)
+        x = _host_array(host)
+        with log_phase(self._logger, "FFT execution (CPU)"):
+            y = _cpu.execute_on_host(x, t, direction, self._workers)
+        if s is None:
+            if t.inplace:
+                x[...] = y
+                return op.tensor
+            if self._package == "torch":
+                import torch
+
+                return torch.from_numpy(y)
+            return y
+        from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
+
+        target = (
+            op if t.inplace else op.empty(t.result_shape, t.result_dtype, strides=t.result_strides, stream=s)
+        )
+        target.copy_(NumpyAdapter(y), s)
+        streams.synchronize(s)
+        return target.tensor
+
+    # ------------------------------------------------------------------ operands
+    @requires(_CREATED, _PLANNED)
+    def reset_operand(self, operand: Any = None, *, stream: Any = None) -> None:
+        """Replace the operand with one of the same package, device, dtype, shape and strides.
+
+        ``operand=None`` releases the operand (as :meth:`release_operand`).
+
+        Raises:
+            TypeError: another package.
+            ValueError: another device, dtype, shape or strides (the message shows both).
+        """
+        if operand is None:
+            self.release_operand()
+            return
+        new = _resolved(wrap(operand, "operand"), self._traits.inplace)
+        t = self._traits
+        if new.package != self._package:
+            raise TypeError(
+                f"reset_operand: the new operand is a {new.package} tensor; the FFT was planned for {self._package}"
+            )
+        checks = (
+            ("device", new.device_id, self._operand_device),
+            ("dtype", new.dtype, t.operand_dtype),
+            ("shape", tuple(new.shape), t.operand_shape),
+            ("strides", tuple(new.strides), t.operand_strides),
+        )
+        for what, got, planned in checks:
+            if got != planned:
+                raise ValueError(
+                    f"reset_operand: the new operand's {what} is {got!r}; the FFT was planned for {planned!r}"
+                )
+        if stream is not None and self._stream is not None:
+            self._stream_handle(stream)
+        self._operand = new
+        self._lifecycle.mark_operands_reset()
+
+    @requires(_CREATED, _PLANNED)
+    def reset_operand_unchecked(self, operand: Any, *, stream: Any = None) -> None:
+        """Replace the operand without checks (it must match the planned one exactly)."""
+        self._operand = _resolved(wrap(operand, "operand"), self._traits.inplace)
+        self._lifecycle.mark_operands_reset()
+
+    @requires(_CREATED, _PLANNED)
+    def release_operand(self) -> None:
+        """Drop the reference to the operand; :meth:`reset_operand` supplies a new one."""
+        self._operand = None
+        self._lifecycle.mark_operands_released()
+
+    # ------------------------------------------------------------------ teardown
+    def free(self) -> None:
+        """Release the cuFFT plans, workspace and internal buffers; idempotent."""
+        plan, self._plan = self._plan, None
+        staging, self._staging = self._staging, None
+        if plan is not None:
+            plan.close()
+        free = getattr(staging, "free", None)
+        if callable(free):
+            free()
+        self._operand = None
+        self._lifecycle.mark_freed()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()
+
+    def __repr__(self) -> str:
+        t = self._traits
+        return (
+            f"FFT({t.fft_type}, {t.operand_dtype}{list(t.operand_shape)} -> {t.result_dtype}{list(t.result_shape)}, "
+            f"axes={t.axes}, execution={self._execution}, state={self._lifecycle.state.name})"
+        )

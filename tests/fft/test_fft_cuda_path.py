@@ -1,0 +1,392 @@
+"""The CUDA execution path of the FFT planner, run without a GPU against a fake cuFFT.
+
+The fake ``cufft`` module records every call in order and executes ``cufftXtExec`` with numpy on
+*host* memory, reading the plan's ``n``/``inembed``/``istride``/``idist``/``batch`` exactly as cuFFT
+does, at the raw addresses it is given. Operands are :class:`FakeDevice` adapters: host buffers that
+claim to live on "cuda" device 0. This checks the planner's pointers and byte offsets, staging,
+in-place and C2R handling, stream binding, workspace and callback sequencing end to end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+import pytest
+
+import nvmath.fft as nf
+from nvmath._internal import devices, dtypes, streams
+from nvmath._internal.tensors import copy as tcopy
+from nvmath._internal.tensors.base import TensorAdapter, check_strides
+from nvmath._internal.tensors.numpy_adapter import NumpyAdapter, host_empty, host_view, view_from_ptr
+from nvmath.bindings import cufft as real_cufft
+from nvmath.fft import FFT, DeviceCallable, FFTDirection, UnsupportedLayoutError, _cufft_plan
+
+
+class FakeDevice(TensorAdapter):
+    """A host numpy array posing as a tensor on CUDA device 0."""
+
+    __slots__ = ("device_id",)
+    package = "fakegpu"
+    device = "cuda"
+    is_conjugate = False
+
+    def __init__(self, array: np.ndarray):
+        self.tensor = array
+        self.data_ptr = array.__array_interface__["data"][0]
+        self.shape = array.shape
+        self.itemsize = array.itemsize
+        self.strides = tuple(s // array.itemsize for s in array.strides)
+        self.dtype = array.dtype.name
+        self.size = array.size
+        self.device_id = 0
+
+    @staticmethod
+    def allocate(shape, dtype, strides=None):
+        shape = tuple(shape)
+        a = host_empty(shape, check_strides(shape, strides), dtype)
+        a[...] = np.nan
+        return FakeDevice(a)
+
+    def empty(self, shape, dtype, *, strides=None, device_id=None, stream=None):
+        return FakeDevice.allocate(shape, dtype, strides)
+
+    def to(self, device_id, stream=None):
+        return NumpyAdapter(self.tensor.copy()) if device_id == "cpu" else self
+
+    def copy_(self, src, stream=None):
+        np.copyto(self.tensor, src.tensor if isinstance(src, FakeDevice) else host_view(src))
+        return self
+
+
+class FakeCufft:
+    """Records calls; executes plans with numpy on host addresses."""
+
+    XtCallbackType = real_cufft.XtCallbackType
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+        self.plans: dict[int, tuple] = {}
+        self.live: set[int] = set()
+        self._next = 100
+
+    def create(self):
+        self._next += 1
+        self.live.add(self._next)
+        self.calls.append(("create", self._next))
+        return self._next
+
+    def destroy(self, h):
+        assert h in self.live, f"destroy of unknown or destroyed handle {h}"
+        self.live.remove(h)
+        self.calls.append(("destroy", h))
+
+    def set_auto_allocation(self, h, value):
+        self.calls.append(("set_auto_allocation", h, value))
+
+    def xt_set_jit_callback(self, h, symbol, ltoir, size, cb_type, info):
+        assert h not in self.plans, "callbacks must be set before the plan is made"
+        self.calls.append(("jit_callback", h, symbol, int(cb_type)))
+
+    def xt_make_plan_many(
+        self, h, rank, n, inembed, istride, idist, itype, onembed, ostride, odist, otype, batch, etype
+    ):
+        assert rank == len(n) == len(inembed) == len(onembed) and 1 <= rank <= 3
+        assert all(isinstance(v, int) for v in (istride, idist, ostride, odist, batch))
+        assert etype in (itype, otype) and dtypes.from_cuda_data_type(etype).startswith("complex")
+        self.plans[h] = (
+            list(n),
+            list(inembed),
+            istride,
+            idist,
+            itype,
+            list(onembed),
+            ostride,
+            odist,
+            otype,
+            batch,
+        )
+        self.calls.append(("make_plan", h))
+        return 4096
+
+    def xt_get_size_many(self, h, *args):
+        return 2048
+
+    def set_stream(self, h, ptr):
+        self.calls.append(("set_stream", h, ptr))
+
+    def set_work_area(self, h, ptr):
+        self.calls.append(("set_work_area", h, ptr))
+
+    @staticmethod
+    def _view(ptr, n, embed, stride, dist, batch, dtype):
+        strides = [dist] + [stride * math.prod(embed[k + 1 :]) for k in range(len(n))]
+        return view_from_ptr(ptr, tuple([batch] + n), tuple(strides), dtype)
+
+    def xt_exec(self, h, iptr, optr, direction):
+        n, inembed, istride, idist, itype, onembed, ostride, odist, otype, batch = self.plans[h]
+        it, ot = dtypes.from_cuda_data_type(itype), dtypes.from_cuda_data_type(otype)
+        ni, no = list(n), list(n)
+        if it.startswith("complex") and not ot.startswith("complex"):
+            ni[-1] = n[-1] // 2 + 1
+        if ot.startswith("complex") and not it.startswith("complex"):
+            no[-1] = n[-1] // 2 + 1
+        x = self._view(iptr, ni, inembed, istride, idist, batch, it).copy()
+        axes = tuple(range(1, len(n) + 1))
+        if it.startswith("complex") and ot.startswith("complex"):
+            y = np.fft.fftn(x, axes=axes) if direction < 0 else np.fft.ifftn(x, axes=axes, norm="forward")
+        elif ot.startswith("complex"):
+            y = np.fft.rfftn(x, axes=axes)
+        else:
+            x[(Ellipsis, 0)] = 1e30  # cuFFT C2R may overwrite its input: make that visible
+            y = np.fft.irfftn(
+                self._view(iptr, ni, inembed, istride, idist, batch, it), s=n, axes=axes, norm="forward"
+            )
+            self._view(iptr, ni, inembed, istride, idist, batch, it)[...] = x
+        self._view(optr, no, onembed, ostride, odist, batch, ot)[...] = y
+        self.calls.append(("exec", h, direction))
+
+
+class FakeWorkspace:
+    """Host memory standing in for the cuFFT workspace."""
+
+    def __init__(self, **kwargs):
+        self.buf = None
+        self.released = 0
+
+    def ensure(self, nbytes, stream):
+        if self.buf is None or self.buf.size < nbytes:
+            self.buf = np.zeros(nbytes, np.uint8)
+        return self.buf.ctypes.data
+
+    def release(self):
+        self.buf = None
+        self.released += 1
+
+
+class FakeStream:
+    def __init__(self, ptr):
+        self.ptr, self.device_id, self.ctx = ptr, 0, None
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Install the fake cuFFT, workspace, streams and host<->'device' copies; yield the fake cuFFT."""
+    lib = FakeCufft()
+    stream_objects: dict = {}
+    monkeypatch.setattr(_cufft_plan, "_cufft", lambda: lib)
+    monkeypatch.setattr(_cufft_plan, "Workspace", FakeWorkspace)
+    monkeypatch.setattr(_cufft_plan, "_check_lto_support", lambda: {"version": "12.0.0", "path": "fake"})
+    monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
+    monkeypatch.setattr(
+        streams, "get_stream", lambda s, **k: stream_objects.setdefault(s, FakeStream(7 if s is None else s))
+    )
+    monkeypatch.setattr(streams, "stream_ctx", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(streams, "synchronize", lambda s: lib.calls.append(("sync", s.ptr)))
+    monkeypatch.setattr(streams, "stream_wait", lambda a, b: lib.calls.append(("wait", a.ptr, b.ptr)))
+
+    original_empty = NumpyAdapter.empty
+
+    def numpy_empty(self, shape, dtype, *, strides=None, device_id=None, stream=None):
+        if isinstance(device_id, int):
+            return FakeDevice.allocate(shape, dtype, strides)
+        return original_empty(self, shape, dtype, strides=strides, device_id=device_id, stream=stream)
+
+    monkeypatch.setattr(NumpyAdapter, "empty", numpy_empty)
+    monkeypatch.setattr(tcopy, "copy_into", lambda dst, src, stream=None: np.copyto(_arr(dst), _arr(src)))
+    nf.plan_cache.clear()
+    yield lib
+    nf.plan_cache.clear()
+    assert not lib.live or all(h in lib.live for h in lib.live)
+
+
+def _arr(adapter):
+    return adapter.tensor if isinstance(adapter, FakeDevice) else host_view(adapter)
+
+
+def dev(rng, shape, dtype="complex128", view=None):
+    """A FakeDevice operand with random data, optionally a strided view of a larger buffer."""
+    base = rng.uniform(-1, 1, shape) + (1j * rng.uniform(-1, 1, shape) if dtype.startswith("complex") else 0)
+    a = base.astype(dtype)
+    return FakeDevice(a if view is None else view(a))
+
+
+def kinds(lib, name):
+    return [c for c in lib.calls if c[0] == name]
+
+
+def test_c2c_runs_through_cufft_calls_in_order(fake, rng):
+    """create -> auto-allocation off -> make plan; execute binds stream and workspace, then execs."""
+    x = dev(rng, (4, 8))
+    with FFT(x, execution="cuda") as f:
+        f.plan()
+        y = f.execute()
+    np.testing.assert_allclose(y, np.fft.fftn(x.tensor))
+    names = [c[0] for c in fake.calls]
+    assert names[:3] == ["create", "set_auto_allocation", "make_plan"]
+    assert names.index("set_stream") < names.index("exec") and names.index("set_work_area") < names.index(
+        "exec"
+    )
+    assert names[-1] == "destroy" and ("sync", 7) not in fake.calls, "'auto' blocking: no sync on GPU"
+
+
+@pytest.mark.parametrize(
+    "shape, axes, view",
+    [
+        ((3, 5, 7), (1,), None),
+        ((6, 4), (0,), None),
+        ((2, 3, 4, 3, 2), None, None),
+        ((8, 12), (0, 1), lambda a: a[:, ::3]),
+        ((4, 6, 5), (0, 2), lambda a: a.transpose(2, 0, 1)),
+    ],
+)
+def test_c2c_layouts(fake, rng, shape, axes, view):
+    """Batched, looped, composed (>3 axes), fallback-copied and transposed layouts give numpy's values."""
+    x = dev(rng, shape, view=view)
+    opts = {"layout_fallback": "copy"}
+    with FFT(x, axes=axes, execution="cuda", options=opts) as f:
+        f.plan()
+        np.testing.assert_allclose(
+            f.execute(FFTDirection.INVERSE), np.fft.ifftn(x.tensor, axes=axes, norm="forward")
+        )
+        y = f.execute()
+        np.testing.assert_allclose(y, np.fft.fftn(x.tensor, axes=axes), rtol=1e-10, atol=1e-10)
+        assert f.get_output_layout()[1] == tuple(s // 16 for s in y.strides)
+
+
+def test_unsupported_layout_raises(fake, rng):
+    """Without the fallback, a layout cuFFT cannot describe raises UnsupportedLayoutError."""
+    x = dev(rng, (8, 12), view=lambda a: a[:, ::5])
+    with pytest.raises(UnsupportedLayoutError):
+        FFT(x)
+
+
+def test_r2c_and_repeated_c2r(fake, rng):
+    """R2C matches numpy; C2R can run repeatedly and never changes its operand."""
+    r = dev(rng, (6, 10), "float64")
+    with FFT(r) as f:
+        f.plan()
+        y = f.execute()
+    np.testing.assert_allclose(y, np.fft.rfftn(r.tensor), rtol=1e-12)
+    c = FakeDevice(np.ascontiguousarray(y))
+    keep = c.tensor.copy()
+    with FFT(c, options={"fft_type": "C2R"}) as f:
+        f.plan()
+        outs = [f.execute() for _ in range(3)]
+    np.testing.assert_array_equal(c.tensor, keep)
+    for out in outs:
+        np.testing.assert_allclose(out, 60 * r.tensor, rtol=1e-10, atol=1e-10)
+
+
+def test_repeated_composed_c2r(fake, rng):
+    """A 4-axis C2R (in-place C2C on the internal copy, then C2R) repeats correctly."""
+    s = rng.uniform(-1, 1, (3, 4, 5, 6))
+    c = FakeDevice(np.fft.rfftn(s))
+    keep = c.tensor.copy()
+    with FFT(c, options={"fft_type": "C2R"}) as f:
+        f.plan()
+        assert [st.kind for st in f.traits.steps] == ["C2C", "C2R"]
+        for _ in range(3):
+            np.testing.assert_allclose(f.execute(), s * s.size, rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(c.tensor, keep)
+
+
+def test_inplace(fake, rng):
+    """In place, cuFFT reads and writes the operand and the operand is returned."""
+    x = dev(rng, (4, 6), view=lambda a: a.T)
+    ref = np.fft.fftn(x.tensor)
+    with FFT(x, options={"inplace": True}) as f:
+        f.plan()
+        out = f.execute()
+    assert out is x.tensor
+    np.testing.assert_allclose(x.tensor, ref)
+
+
+def test_host_operand_on_cuda(fake, rng):
+    """numpy operands with execution='cuda' are staged, transformed and copied back (blocking)."""
+    x = rng.uniform(-1, 1, (5, 6)) + 1j
+    y = nf.fft(x, execution="cuda")
+    assert isinstance(y, np.ndarray)
+    np.testing.assert_allclose(y, np.fft.fftn(x))
+    z = x.copy()
+    assert nf.fft(z, execution="cuda", options={"inplace": True}) is z
+    np.testing.assert_allclose(z, np.fft.fftn(x))
+    r = nf.irfft(np.fft.rfftn(x.real), execution="cuda")
+    np.testing.assert_allclose(r, 30 * x.real, atol=1e-10)
+
+
+def test_stream_rebinding_and_workspace_release(fake, rng):
+    """The plan is re-bound only when the stream changes (after a wait); released workspaces come back."""
+    x = dev(rng, (16,))
+    with FFT(x) as f:
+        f.plan()
+        f.execute(stream=11)
+        f.execute(stream=11)
+        f.execute(stream=12, release_workspace=True)
+        f.execute(stream=12)
+        assert [c[2] for c in kinds(fake, "set_stream")] == [11, 12]
+        assert ("wait", 12, 11) in fake.calls
+        assert len(kinds(fake, "set_work_area")) == 2
+        assert f._plan.workspace.released == 1
+
+
+def test_blocking_true_synchronizes(fake, rng):
+    """blocking=True waits for the stream after executing."""
+    x = dev(rng, (8,))
+    nf.fft(x, options={"blocking": True}, stream=5)
+    assert ("sync", 5) in fake.calls
+
+
+def test_callbacks_set_before_planning(fake, rng):
+    """Prolog goes on the first plan and epilog on the last, before cufftXtMakePlanMany."""
+    x = dev(rng, (8, 8), "complex64")
+    pro, epi = DeviceCallable(b"\x01nvmath_fft_load_complex64", data=64), DeviceCallable(b"\x02", name="epi")
+    with FFT(x) as f:
+        f.plan(prolog=pro, epilog=epi)
+    cbs = kinds(fake, "jit_callback")
+    assert [(c[2], c[3]) for c in cbs] == [
+        ("nvmath_fft_load_complex64", int(real_cufft.XtCallbackType.LD_COMPLEX)),
+        ("epi", int(real_cufft.XtCallbackType.ST_COMPLEX)),
+    ]
+
+
+def test_callbacks_refused_for_multi_launch(fake, rng):
+    """Callbacks on a transform that takes several launches raise before any cuFFT call."""
+    x = dev(rng, (3, 5, 7))
+    f = FFT(x, axes=(1,))
+    with pytest.raises(ValueError, match="one launch"):
+        f.plan(prolog=DeviceCallable(b"\x01"))
+    assert not kinds(fake, "create")
+
+
+def test_reset_release_and_stateless_cache(fake, rng):
+    """Operands swap in and out of a GPU plan; the stateless cache reuses plans (one make_plan)."""
+    a, b = dev(rng, (4, 4)), dev(rng, (4, 4))
+    with FFT(a) as f:
+        f.plan()
+        f.reset_operand(b)
+        np.testing.assert_allclose(f.execute(), np.fft.fftn(b.tensor))
+    before = len(kinds(fake, "make_plan"))
+    for _ in range(3):
+        np.testing.assert_allclose(nf.fft(a), np.fft.fftn(a.tensor))
+    assert len(kinds(fake, "make_plan")) == before + 1
+
+
+def test_failed_plan_destroys_handles(fake, rng, monkeypatch):
+    """A plan that fails half way destroys the handles it created."""
+    x = dev(rng, (2, 3, 4, 3, 2))
+    monkeypatch.setattr(fake, "xt_make_plan_many", lambda h, *a: (_ for _ in ()).throw(RuntimeError("boom")))
+    f = FFT(x)
+    with pytest.raises(RuntimeError, match="boom"):
+        f.plan()
+    assert not fake.live
+    assert f._lifecycle.state.name == "CREATED"
+
+
+def test_estimate_workspace_size(fake, rng):
+    """estimate_workspace_size queries each step (default) or plans them (refined)."""
+    key = FFT.create_key_from_metadata((4, 4), "complex64", "cuda")
+    assert nf.estimate_workspace_size(key) == 2048
+    assert nf.estimate_workspace_size(key, technique="refined") == 4096
+    assert not fake.live
