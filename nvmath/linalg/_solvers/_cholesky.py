@@ -1,0 +1,295 @@
+"""Cholesky factorization (:class:`Cholesky`, :func:`cholesky`) and solves with the factor
+(:meth:`Cholesky.solve`, :class:`CholeskySolve`, :func:`cholesky_solve`).
+
+``lower=True`` reads the lower triangle of each Hermitian positive-definite ``a`` and returns ``L``
+with ``a = L L^H``; ``lower=False`` reads the upper triangle and returns ``U`` with ``a = U^H U``.
+The other triangle of the result is zero. A matrix that is not positive definite (or holds NaN) is
+reported through ``info`` (``check()`` / ``options.check``): "not positive definite: the leading
+minor of order k is not positive"; its factor is then incomplete.
+
+GPU: cusolverDn ``potrfBatched`` (one call for the batch, pointer array built at plan) or the 64-bit
+``Xpotrf`` per matrix (see :mod:`~nvmath.linalg._solvers._dispatch`); solves use ``potrsBatched``
+(one right-hand side) or ``Xpotrs``.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from nvmath._internal import devices
+from nvmath._internal.state import PlannerState, requires
+from nvmath._internal.tensors import TensorAdapter, wrap
+from nvmath.linalg._solvers import _cpu, _kernels
+from nvmath.linalg._solvers._base import SingleMatrixSolver, SolverBase
+from nvmath.linalg._solvers._cache import run_cached
+from nvmath.linalg._solvers._common import check_flag, matrix_spec, rhs_spec
+from nvmath.linalg._solvers._dispatch import choose
+from nvmath.linalg._solvers._gpu import GpuContext, WorkMatrix, data_type, prefix
+
+__all__ = ["Cholesky", "CholeskySolve", "cholesky", "cholesky_solve"]
+
+_LOWER, _UPPER = 0, 1  # cublasFillMode_t
+
+
+def _plan_factor(
+    ctx: GpuContext, like: TensorAdapter, spec: Any, lower: bool, algorithm: str, log: Any, *, factorize: bool
+) -> SimpleNamespace:
+    """Working buffer, pointer array / workspace and info for a batch of Cholesky factors."""
+    from nvmath.bindings import cusolverDn
+
+    n, count = spec.rows, spec.batch_count
+    op = "cholesky" if factorize else "cho_solve"
+    g = SimpleNamespace(choice=choose(op, rows=n, cols=n, batch=count, algorithm=algorithm, logger=log))
+    g.work = ctx.matrix(like, spec.batch_shape, n, n)
+    g.info = ctx.info(count)
+    g.scratch = ctx.alloc(4)
+    g.uplo = _LOWER if lower else _UPPER
+    batched = count > 1 or g.choice.algorithm == "batched"
+    g.ptrs = ctx.pointer_array(g.work.ptr, g.work.stride * g.work.itemsize, count) if batched else 0
+    g.dsize = g.hsize = 0
+    if factorize and g.choice.algorithm == "looped":
+        dt = data_type(spec.dtype)
+        g.dsize, g.hsize = cusolverDn.xpotrf_buffer_size(ctx.dn, ctx.params, g.uplo, n, dt, g.work.ptr, n, dt)
+    g.dws = ctx.alloc(g.dsize)
+    g.hws = ctx.host(g.hsize)
+    return g
+
+
+def _gpu_potrf(ctx: GpuContext, g: SimpleNamespace, lower: bool) -> None:
+    """Factor ``g.work`` in place (info in ``g.info``), then zero the other triangle."""
+    from nvmath.bindings import cusolverDn
+
+    work = g.work
+    n, count = work.rows, work.count
+    g.info.zero()
+    if g.choice.algorithm == "batched":
+        fn = getattr(cusolverDn, f"{prefix(work.dtype)}potrf_batched")
+        fn(ctx.dn, g.uplo, n, g.ptrs, n, g.info.ptr, count)
+    else:
+        dt = data_type(work.dtype)
+        hptr = g.hws.ctypes.data if g.hsize else 0
+        for i in range(count):
+            cusolverDn.xpotrf(
+                ctx.dn,
+                ctx.params,
+                g.uplo,
+                n,
+                dt,
+                work.at(i),
+                n,
+                dt,
+                g.dws,
+                g.dsize,
+                hptr,
+                g.hsize,
+                g.info.at(i),
+            )
+    _kernels.zero_triangle(
+        work.ptr,
+        rows=n,
+        cols=n,
+        ld=n,
+        stride=work.stride,
+        count=count,
+        itemsize=work.itemsize,
+        zero_lower=not lower,
+        device_id=ctx.device_id,
+        stream=ctx.stream,
+    )
+
+
+def _gpu_potrs(ctx: GpuContext, g: SimpleNamespace, x: WorkMatrix) -> None:
+    """Solve in place into ``x`` with the factors in ``g.work``."""
+    from nvmath.bindings import cusolverDn
+
+    work = g.work
+    n, count, nrhs = work.rows, work.count, x.cols
+    if g.choice.algorithm == "batched" and nrhs == 1 and count > 1:
+        xptrs = ctx.temp_pointer_array(x.ptr, x.stride * x.itemsize, count)
+        try:
+            fn = getattr(cusolverDn, f"{prefix(work.dtype)}potrs_batched")
+            fn(ctx.dn, g.uplo, n, 1, g.ptrs, n, xptrs.ptr, n, g.scratch, count)
+        finally:
+            xptrs.free(ctx.stream)
+        return
+    dt = data_type(work.dtype)
+    for i in range(count):
+        cusolverDn.xpotrs(ctx.dn, ctx.params, g.uplo, n, nrhs, dt, work.at(i), n, dt, x.at(i), n, g.scratch)
+
+
+def _as_matrix_rhs(b: Any) -> Any:
+    return b.reshape(b.shape + (1,)) if b.ndim == 1 else b
+
+
+class Cholesky(SingleMatrixSolver):
+    """Stateful Cholesky factorization of a (batch of) Hermitian positive-definite matrices.
+
+    Args:
+        a: ``(*batch, n, n)`` tensor (numpy, cupy, torch, or any DLPack producer).
+        lower: read the lower triangle and return ``L`` (``a = L L^H``); ``False``: the upper
+            triangle and ``U`` (``a = U^H U``).
+        options: :class:`SolverOptions` or a dict of its fields.
+        execution: ``"cuda"``, ``"cpu"``, :class:`ExecutionCUDA`, :class:`ExecutionCPU`, or ``None``
+            (the operands' memory space).
+        stream: the CUDA stream for planning (``None``: the package's current stream).
+
+    Example:
+        >>> with Cholesky(a) as chol:                       # doctest: +SKIP
+        ...     chol.plan()
+        ...     L = chol.execute()
+        ...     x = chol.solve(b)
+    """
+
+    _NAME = "Cholesky"
+    _OP = "cholesky"
+
+    def __init__(
+        self, a: Any, *, lower: bool = True, options: Any = None, execution: Any = None, stream: Any = None
+    ):
+        self.lower = check_flag("lower", lower)
+        self._factor: Any = None
+        super().__init__({"a": a}, options=options, execution=execution, stream=stream)
+
+    def _check_operand(self, name: str, adapter: TensorAdapter) -> Any:
+        return matrix_spec(adapter, name, square=True, what="cholesky")
+
+    def _invalidate(self) -> None:
+        self._factor = None
+
+    def _plan_gpu(self, ctx: GpuContext) -> Any:
+        return _plan_factor(
+            ctx, self._like, self._specs["a"], self.lower, self.options.algorithm, self._log, factorize=True
+        )
+
+    @requires(PlannerState.PLANNED, operands=True)
+    def execute(self, *, stream: Any = None) -> Any:
+        """Factor ``a``; return the factor (a new tensor in the operands' package and space)."""
+        spec = self._specs["a"]
+        with self._lock, self._phase("execution"):
+            if not self.on_gpu:
+                factor, info = _cpu.cholesky(self._host("a", stream), self.lower)
+                self._factor = factor
+                self._record_info("potrf", info, spec.batch_shape)
+                return self._out(factor, stream)
+            with devices.device_ctx(self._device_id):
+                ctx = self._gpu_call(stream)
+                self._load(self._gpu.work.adapter, "a")
+                _gpu_potrf(ctx, self._gpu, self.lower)
+                self._factor = True
+                result = self._emit(self._gpu.work.adapter)
+                self._finish_gpu()
+            self._record_info("potrf", self._gpu.info, spec.batch_shape)
+            return result
+
+    @requires(PlannerState.PLANNED)
+    def solve(self, b: Any, *, stream: Any = None) -> Any:
+        """Solve ``a x = b`` with the factor of the last :meth:`execute`; return ``x`` (shape of ``b``)."""
+        if self._factor is None:
+            raise self._ERROR("Cholesky.solve() called before execute(): call execute() first")
+        badapter = wrap(b, "operand 'b'")
+        bspec = rhs_spec(badapter, self._specs["a"])
+        with self._lock, self._phase("solution"):
+            if not self.on_gpu:
+                host = _as_matrix_rhs(_cpu.host_array(badapter, self._operand_stream(stream)))
+                x = _cpu.cho_solve(self._factor, host, self.lower).reshape(bspec.shape)
+                return _cpu.to_caller(x, badapter, self._operand_stream(stream))
+            with devices.device_ctx(self._device_id):
+                ctx = self._gpu_call(stream)
+                x = self._fresh(badapter, bspec.rows, bspec.nrhs, bspec.batch_count)
+                _gpu_potrs(ctx, self._gpu, x)
+                result = self._give(x.adapter, badapter)
+                self._finish_gpu()
+            return result
+
+
+class CholeskySolve(SolverBase):
+    """Stateful solve of ``A x = b`` given the Cholesky factor ``c`` of ``A`` (from :func:`cholesky`).
+
+    Args:
+        c: ``(*batch, n, n)`` factor; only the triangle named by ``lower`` is read.
+        b: ``(n,)``, ``(n, nrhs)`` or ``(*batch, n, nrhs)``.
+        lower: whether ``c`` is lower (``A = c c^H``) or upper (``A = c^H c``) triangular.
+        options, execution, stream: as for :class:`Cholesky`.
+    """
+
+    _NAME = "CholeskySolve"
+    _OP = "cholesky_solve"
+
+    def __init__(
+        self,
+        c: Any,
+        b: Any,
+        *,
+        lower: bool = True,
+        options: Any = None,
+        execution: Any = None,
+        stream: Any = None,
+    ):
+        self.lower = check_flag("lower", lower)
+        super().__init__({"c": c, "b": b}, options=options, execution=execution, stream=stream)
+
+    def _check_operand(self, name: str, adapter: TensorAdapter) -> Any:
+        if name == "c":
+            return matrix_spec(adapter, name, square=True, what="cholesky_solve")
+        return rhs_spec(adapter, self._specs["c"], name)
+
+    def _plan_gpu(self, ctx: GpuContext) -> Any:
+        spec = self._specs["c"]
+        return _plan_factor(
+            ctx, self._like, spec, self.lower, self.options.algorithm, self._log, factorize=False
+        )
+
+    @requires(PlannerState.CREATED, PlannerState.PLANNED, operands=True)
+    def plan(self, *, stream: Any = None) -> None:
+        """Prepare the solve (GPU: factor buffer and pointer array)."""
+        self._plan(stream)
+
+    @requires(PlannerState.PLANNED, operands=True)
+    def execute(self, *, stream: Any = None) -> Any:
+        """Return ``x`` with ``A x = b`` (a new tensor shaped like ``b``)."""
+        bspec = self._specs["b"]
+        with self._lock, self._phase("execution"):
+            if not self.on_gpu:
+                c, b = self._host("c", stream), _as_matrix_rhs(self._host("b", stream))
+                return self._out(_cpu.cho_solve(c, b, self.lower).reshape(bspec.shape), stream)
+            with devices.device_ctx(self._device_id):
+                ctx = self._gpu_call(stream)
+                self._load(self._gpu.work.adapter, "c")
+                x = self._fresh(self._operand("b"), bspec.rows, bspec.nrhs, bspec.batch_count)
+                _gpu_potrs(ctx, self._gpu, x)
+                result = self._give(x.adapter)
+                self._finish_gpu()
+            return result
+
+    @requires(PlannerState.CREATED, PlannerState.PLANNED)
+    def reset_operands(self, *, c: Any = None, b: Any = None, stream: Any = None) -> None:
+        """Supply new operands (same shapes, dtype, package and device)."""
+        self._reset({"c": c, "b": b}, stream, checked=True)
+
+    @requires(PlannerState.CREATED, PlannerState.PLANNED)
+    def reset_operands_unchecked(self, *, c: Any = None, b: Any = None, stream: Any = None) -> None:
+        """Like :meth:`reset_operands` without the checks."""
+        self._reset({"c": c, "b": b}, stream, checked=False)
+
+
+def cholesky(
+    a: Any, *, lower: bool = True, options: Any = None, execution: Any = None, stream: Any = None
+) -> Any:
+    """Cholesky factor of a (batch of) Hermitian positive-definite matrices (see :class:`Cholesky`).
+
+    Returns:
+        ``L`` (``lower=True``) or ``U``, with the other triangle zero, in the operands' package.
+    """
+    return run_cached(
+        Cholesky, {"a": a}, {"lower": lower}, options=options, execution=execution, stream=stream
+    )
+
+
+def cholesky_solve(
+    c: Any, b: Any, *, lower: bool = True, options: Any = None, execution: Any = None, stream: Any = None
+) -> Any:
+    """Solve ``A x = b`` given the Cholesky factor ``c`` of ``A`` (see :class:`CholeskySolve`)."""
+    return run_cached(
+        CholeskySolve, {"c": c, "b": b}, {"lower": lower}, options=options, execution=execution, stream=stream
+    )

@@ -1,0 +1,373 @@
+"""LU factorization with partial pivoting (:class:`LU`, :func:`lu_factor`) and solves with the factors
+(:meth:`LU.solve`, :class:`LUSolve`, :func:`lu_solve`), plus the GPU LU engine shared with
+:class:`~nvmath.linalg.DirectSolver` and :func:`~nvmath.linalg.inv`.
+
+``lu_factor(a)`` returns ``(lu, piv)``: ``P a = L U`` with the unit lower ``L`` below the diagonal of
+``lu`` and ``U`` on and above it, and ``piv`` the LAPACK pivots -- ``int32``, **1-based**: row ``i``
+was interchanged with row ``piv[i] - 1`` (the convention of LAPACK, cuSOLVER and
+``torch.linalg.lu_factor``; scipy's ``lu_factor`` is 0-based). An exactly singular matrix is reported
+through ``info``: "singular: the pivot U[k, k] is exactly zero"; its solves contain Inf or NaN.
+
+GPU: cuBLAS ``getrfBatched`` / ``getrsBatched`` (one call, pointer arrays built at plan) for batches
+of small matrices, cuSOLVER ``getrf`` / ``getrs`` per matrix otherwise (the 64-bit ``Xgetrf`` /
+``Xgetrs`` with ``int64`` pivots for the DirectSolver).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from nvmath._internal import devices
+from nvmath._internal.state import PlannerState, requires
+from nvmath._internal.tensors import TensorAdapter, wrap
+from nvmath.linalg._solvers import _cpu
+from nvmath.linalg._solvers._base import SingleMatrixSolver, SolverBase
+from nvmath.linalg._solvers._cache import run_cached
+from nvmath.linalg._solvers._common import matrix_spec, rhs_spec
+from nvmath.linalg._solvers._dispatch import Choice, choose
+from nvmath.linalg._solvers._gpu import GpuContext, WorkMatrix, data_type, prefix
+
+__all__ = ["LU", "TRANS", "LUSolve", "gpu_getrf", "gpu_getrs", "lu_factor", "lu_solve", "plan_lu"]
+
+TRANS: dict[str, int] = {"N": 0, "T": 1, "C": 2}
+"""``trans`` values: solve ``a x = b`` ("N"), ``a^T x = b`` ("T") or ``a^H x = b`` ("C")."""
+
+
+def check_trans(trans: Any) -> int:
+    """Map ``trans`` ("N", "T", "C", any case) to the cuBLAS / LAPACK code."""
+    if isinstance(trans, str) and trans.upper() in TRANS:
+        return TRANS[trans.upper()]
+    raise ValueError(f"trans must be 'N', 'T' or 'C'; got {trans!r}")
+
+
+# ------------------------------------------------------------------------------------ GPU engine
+def plan_lu(
+    ctx: GpuContext, like: TensorAdapter, spec: Any, choice: Choice, *, x64: bool = False
+) -> SimpleNamespace:
+    """Buffers of a batched LU: factors, pivots, info, pointer array and workspace.
+
+    Args:
+        x64: use the 64-bit ``Xgetrf``/``Xgetrs`` (``int64`` pivots) on the looped path.
+    """
+    from nvmath.bindings import cusolverDn
+
+    n, count = spec.rows, spec.batch_count
+    g = SimpleNamespace(choice=choice, x64=x64 and choice.algorithm != "batched")
+    g.work = ctx.matrix(like, spec.batch_shape, n, n)
+    g.piv_size = 8 if g.x64 else 4
+    g.piv = ctx.vector(like, (*spec.batch_shape, n), "int64" if g.x64 else "int32")
+    g.info = ctx.info(count)
+    g.scratch = ctx.alloc(4)
+    g.host_info = np.zeros(1, dtype=np.int32)
+    batched = choice.algorithm == "batched"
+    g.ptrs = ctx.pointer_array(g.work.ptr, g.work.stride * g.work.itemsize, count) if batched else 0
+    g.dsize = g.hsize = 0
+    if not batched:
+        if g.x64:
+            dt = data_type(spec.dtype)
+            g.dsize, g.hsize = cusolverDn.xgetrf_buffer_size(ctx.dn, ctx.params, n, n, dt, g.work.ptr, n, dt)
+        else:
+            fn = getattr(cusolverDn, f"{prefix(spec.dtype)}getrf_buffer_size")
+            g.dsize = fn(ctx.dn, n, n, g.work.ptr, n) * g.work.itemsize
+    g.dws = ctx.alloc(g.dsize)
+    g.hws = ctx.host(g.hsize)
+    return g
+
+
+def _piv_at(g: SimpleNamespace, i: int) -> int:
+    return int(g.piv.data_ptr) + i * g.work.rows * g.piv_size
+
+
+def gpu_getrf(ctx: GpuContext, g: SimpleNamespace) -> None:
+    """Factor ``g.work`` in place; pivots in ``g.piv``, info in ``g.info``."""
+    from nvmath.bindings import cublas, cusolverDn
+
+    work = g.work
+    n, count, p = work.rows, work.count, prefix(work.dtype)
+    g.info.zero()
+    if g.choice.algorithm == "batched":
+        getattr(cublas, f"{p}getrf_batched")(
+            ctx.bind_blas(), n, g.ptrs, n, int(g.piv.data_ptr), g.info.ptr, count
+        )
+    elif g.x64:
+        dt = data_type(work.dtype)
+        hptr = g.hws.ctypes.data if g.hsize else 0
+        for i in range(count):
+            cusolverDn.xgetrf(
+                ctx.dn,
+                ctx.params,
+                n,
+                n,
+                dt,
+                work.at(i),
+                n,
+                _piv_at(g, i),
+                dt,
+                g.dws,
+                g.dsize,
+                hptr,
+                g.hsize,
+                g.info.at(i),
+            )
+    else:
+        fn = getattr(cusolverDn, f"{p}getrf")
+        for i in range(count):
+            fn(ctx.dn, n, n, work.at(i), n, g.dws, _piv_at(g, i), g.info.at(i))
+
+
+def gpu_getrs(ctx: GpuContext, g: SimpleNamespace, x: WorkMatrix, trans: int, xptrs: int = 0) -> None:
+    """Solve in place into ``x`` with the factors of :func:`gpu_getrf`.
+
+    Args:
+        xptrs: a pointer array over ``x`` (batched path); ``0`` builds a temporary one.
+    """
+    from nvmath.bindings import cublas, cusolverDn
+
+    work = g.work
+    n, count, nrhs, p = work.rows, work.count, x.cols, prefix(work.dtype)
+    if g.choice.algorithm == "batched":
+        temp = None if xptrs else ctx.temp_pointer_array(x.ptr, x.stride * x.itemsize, count)
+        try:
+            fn = getattr(cublas, f"{p}getrs_batched")
+            fn(
+                ctx.bind_blas(),
+                trans,
+                n,
+                nrhs,
+                g.ptrs,
+                n,
+                int(g.piv.data_ptr),
+                xptrs or temp.ptr,
+                n,
+                g.host_info.ctypes.data,
+                count,
+            )
+        finally:
+            if temp is not None:
+                temp.free(ctx.stream)
+    elif g.x64:
+        dt = data_type(work.dtype)
+        for i in range(count):
+            cusolverDn.xgetrs(
+                ctx.dn,
+                ctx.params,
+                trans,
+                n,
+                nrhs,
+                dt,
+                work.at(i),
+                n,
+                _piv_at(g, i),
+                dt,
+                x.at(i),
+                n,
+                g.scratch,
+            )
+    else:
+        fn = getattr(cusolverDn, f"{p}getrs")
+        for i in range(count):
+            fn(ctx.dn, trans, n, nrhs, work.at(i), n, _piv_at(g, i), x.at(i), n, g.scratch)
+
+
+def _as_matrix_rhs(b: np.ndarray) -> np.ndarray:
+    return b.reshape(b.shape + (1,)) if b.ndim == 1 else b
+
+
+# ------------------------------------------------------------------------------------ planners
+class LU(SingleMatrixSolver):
+    """Stateful LU factorization with partial pivoting of a (batch of) square matrices.
+
+    Args:
+        a: ``(*batch, n, n)`` tensor.
+        options: :class:`SolverOptions` or a dict of its fields.
+        execution: ``"cuda"``, ``"cpu"``, an execution object, or ``None`` (the operands' space).
+        stream: the CUDA stream for planning (``None``: the package's current stream).
+    """
+
+    _NAME = "LU"
+    _OP = "lu_factor"
+
+    def __init__(self, a: Any, *, options: Any = None, execution: Any = None, stream: Any = None):
+        self._factors: Any = None
+        super().__init__({"a": a}, options=options, execution=execution, stream=stream)
+
+    def _check_operand(self, name: str, adapter: TensorAdapter) -> Any:
+        return matrix_spec(adapter, name, square=True, what="lu_factor")
+
+    def _invalidate(self) -> None:
+        self._factors = None
+
+    def _plan_gpu(self, ctx: GpuContext) -> Any:
+        spec = self._specs["a"]
+        choice = choose(
+            "lu",
+            rows=spec.rows,
+            cols=spec.cols,
+            batch=spec.batch_count,
+            algorithm=self.options.algorithm,
+            logger=self._log,
+        )
+        return plan_lu(ctx, self._like, spec, choice)
+
+    @requires(PlannerState.PLANNED, operands=True)
+    def execute(self, *, stream: Any = None) -> tuple[Any, Any]:
+        """Factor ``a``; return ``(lu, piv)`` (new tensors; ``piv`` int32, 1-based)."""
+        spec = self._specs["a"]
+        with self._lock, self._phase("execution"):
+            if not self.on_gpu:
+                lu, piv, info = _cpu.lu_factor(self._host("a", stream))
+                self._factors = (lu, piv)
+                self._record_info("getrf", info, spec.batch_shape)
+                return self._out(lu, stream), self._out(piv, stream)
+            with devices.device_ctx(self._device_id):
+                ctx = self._gpu_call(stream)
+                g = self._gpu
+                self._load(g.work.adapter, "a")
+                gpu_getrf(ctx, g)
+                self._factors = True
+                result = (self._emit(g.work.adapter), self._emit(g.piv))
+                self._finish_gpu()
+            self._record_info("getrf", g.info, spec.batch_shape)
+            return result
+
+    @requires(PlannerState.PLANNED)
+    def solve(self, b: Any, *, trans: str = "N", stream: Any = None) -> Any:
+        """Solve ``op(a) x = b`` with the factors of the last :meth:`execute` (``trans`` N, T or C)."""
+        if self._factors is None:
+            raise self._ERROR("LU.solve() called before execute(): call execute() first")
+        code = check_trans(trans)
+        badapter = wrap(b, "operand 'b'")
+        bspec = rhs_spec(badapter, self._specs["a"])
+        with self._lock, self._phase("solution"):
+            if not self.on_gpu:
+                host = _as_matrix_rhs(_cpu.host_array(badapter, self._operand_stream(stream)))
+                x = _cpu.lu_solve(*self._factors, host, code).reshape(bspec.shape)
+                return _cpu.to_caller(x, badapter, self._operand_stream(stream))
+            with devices.device_ctx(self._device_id):
+                ctx = self._gpu_call(stream)
+                x = self._fresh(badapter, bspec.rows, bspec.nrhs, bspec.batch_count)
+                gpu_getrs(ctx, self._gpu, x, code)
+                result = self._give(x.adapter, badapter)
+                self._finish_gpu()
+            return result
+
+
+class LUSolve(SolverBase):
+    """Stateful solve of ``op(A) x = b`` from the output ``(lu, piv)`` of :func:`lu_factor`.
+
+    Args:
+        lu: ``(*batch, n, n)`` factors.
+        piv: ``(*batch, n)`` int32 1-based pivots.
+        b: ``(n,)``, ``(n, nrhs)`` or ``(*batch, n, nrhs)``.
+        trans: "N" (``A x = b``), "T" (``A^T x = b``) or "C" (``A^H x = b``).
+        options, execution, stream: as for :class:`LU`.
+    """
+
+    _NAME = "LUSolve"
+    _OP = "lu_solve"
+
+    def __init__(
+        self,
+        lu: Any,
+        piv: Any,
+        b: Any,
+        *,
+        trans: str = "N",
+        options: Any = None,
+        execution: Any = None,
+        stream: Any = None,
+    ):
+        self.trans = check_trans(trans)
+        super().__init__({"lu": lu, "piv": piv, "b": b}, options=options, execution=execution, stream=stream)
+
+    def _check_operand(self, name: str, adapter: TensorAdapter) -> Any:
+        if name == "lu":
+            return matrix_spec(adapter, name, square=True, what="lu_solve")
+        lu = self._specs["lu"]
+        if name == "b":
+            return rhs_spec(adapter, lu, name)
+        expected = (*lu.batch_shape, lu.rows)
+        if tuple(adapter.shape) != expected or adapter.dtype != "int32":
+            raise ValueError(
+                f"operand 'piv' must be int32 of shape {expected} (from lu_factor); "
+                f"got {adapter.dtype} of shape {tuple(adapter.shape)}"
+            )
+        return SimpleNamespace(name=name, shape=expected, dtype="int32")
+
+    def _plan_gpu(self, ctx: GpuContext) -> Any:
+        spec = self._specs["lu"]
+        choice = choose(
+            "lu",
+            rows=spec.rows,
+            cols=spec.cols,
+            batch=spec.batch_count,
+            algorithm=self.options.algorithm,
+            logger=self._log,
+        )
+        return plan_lu(ctx, self._like, spec, choice)
+
+    @requires(PlannerState.CREATED, PlannerState.PLANNED, operands=True)
+    def plan(self, *, stream: Any = None) -> None:
+        """Prepare the solve."""
+        self._plan(stream)
+
+    @requires(PlannerState.PLANNED, operands=True)
+    def execute(self, *, stream: Any = None) -> Any:
+        """Return ``x`` (a new tensor shaped like ``b``)."""
+        bspec = self._specs["b"]
+        with self._lock, self._phase("execution"):
+            if not self.on_gpu:
+                lu, piv = self._host("lu", stream), self._host("piv", stream)
+                b = _as_matrix_rhs(self._host("b", stream))
+                return self._out(_cpu.lu_solve(lu, piv, b, self.trans).reshape(bspec.shape), stream)
+            with devices.device_ctx(self._device_id):
+                ctx = self._gpu_call(stream)
+                g = self._gpu
+                self._load(g.work.adapter, "lu")
+                g.piv.copy_(self._operand("piv"), ctx.stream)
+                x = self._fresh(self._operand("b"), bspec.rows, bspec.nrhs, bspec.batch_count)
+                gpu_getrs(ctx, g, x, self.trans)
+                result = self._give(x.adapter)
+                self._finish_gpu()
+            return result
+
+    @requires(PlannerState.CREATED, PlannerState.PLANNED)
+    def reset_operands(self, *, lu: Any = None, piv: Any = None, b: Any = None, stream: Any = None) -> None:
+        """Supply new operands (same shapes, dtypes, package and device)."""
+        self._reset({"lu": lu, "piv": piv, "b": b}, stream, checked=True)
+
+    @requires(PlannerState.CREATED, PlannerState.PLANNED)
+    def reset_operands_unchecked(
+        self, *, lu: Any = None, piv: Any = None, b: Any = None, stream: Any = None
+    ) -> None:
+        """Like :meth:`reset_operands` without the checks."""
+        self._reset({"lu": lu, "piv": piv, "b": b}, stream, checked=False)
+
+
+def lu_factor(a: Any, *, options: Any = None, execution: Any = None, stream: Any = None) -> tuple[Any, Any]:
+    """LU factorization with partial pivoting; returns ``(lu, piv)`` (see :class:`LU`)."""
+    return run_cached(LU, {"a": a}, {}, options=options, execution=execution, stream=stream)
+
+
+def lu_solve(
+    lu: Any,
+    piv: Any,
+    b: Any,
+    *,
+    trans: str = "N",
+    options: Any = None,
+    execution: Any = None,
+    stream: Any = None,
+) -> Any:
+    """Solve ``op(A) x = b`` from :func:`lu_factor`'s ``(lu, piv)`` (see :class:`LUSolve`)."""
+    return run_cached(
+        LUSolve,
+        {"lu": lu, "piv": piv, "b": b},
+        {"trans": trans},
+        options=options,
+        execution=execution,
+        stream=stream,
+    )

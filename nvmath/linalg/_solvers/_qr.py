@@ -1,0 +1,194 @@
+"""QR factorization: :class:`QR` and :func:`qr` (modes ``"reduced"``, ``"complete"``, ``"r"``).
+
+For ``a`` of shape ``(*batch, m, n)`` and ``k = min(m, n)``:
+
+* ``"reduced"`` (default): ``Q`` is ``(*batch, m, k)`` with orthonormal columns, ``R`` is
+  ``(*batch, k, n)`` upper triangular, ``a = Q R``;
+* ``"complete"``: ``Q`` is ``(*batch, m, m)`` unitary, ``R`` is ``(*batch, m, n)``;
+* ``"r"``: ``R`` only (``(*batch, k, n)``), without forming ``Q``.
+
+GPU: Householder QR by cuBLAS ``geqrfBatched`` (one call, for batches of small tall matrices) or the
+64-bit cuSOLVER ``Xgeqrf`` per matrix; ``Q`` is formed by ``orgqr`` / ``ungqr`` per matrix. QR has
+no failure mode (``check()`` never raises).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from nvmath._internal import devices
+from nvmath._internal.state import PlannerState, requires
+from nvmath._internal.tensors import TensorAdapter
+from nvmath.linalg._solvers import _cpu, _kernels
+from nvmath.linalg._solvers._base import SingleMatrixSolver, batch_view
+from nvmath.linalg._solvers._cache import run_cached
+from nvmath.linalg._solvers._common import colmajor_strides, matrix_spec
+from nvmath.linalg._solvers._dispatch import choose
+from nvmath.linalg._solvers._gpu import GpuContext, data_type, prefix
+
+__all__ = ["QR", "QR_MODES", "qr"]
+
+QR_MODES: tuple[str, ...] = ("reduced", "complete", "r")
+"""The accepted ``mode`` values."""
+
+
+def _orgqr(dtype: str, name: str) -> Any:
+    from nvmath.bindings import cusolverDn
+
+    kind = "ungqr" if dtype.startswith("complex") else "orgqr"
+    return getattr(cusolverDn, f"{prefix(dtype)}{kind}{name}")
+
+
+class QR(SingleMatrixSolver):
+    """Stateful QR factorization of a (batch of) matrices.
+
+    Args:
+        a: ``(*batch, m, n)`` tensor.
+        mode: ``"reduced"``, ``"complete"`` or ``"r"`` (see the module documentation).
+        options: :class:`SolverOptions` or a dict of its fields.
+        execution: ``"cuda"``, ``"cpu"``, an execution object, or ``None`` (the operands' space).
+        stream: the CUDA stream for planning (``None``: the package's current stream).
+    """
+
+    _NAME = "QR"
+    _OP = "qr"
+
+    def __init__(
+        self, a: Any, *, mode: str = "reduced", options: Any = None, execution: Any = None, stream: Any = None
+    ):
+        if not isinstance(mode, str) or mode not in QR_MODES:
+            raise ValueError(f"mode must be one of {', '.join(map(repr, QR_MODES))}; got {mode!r}")
+        self.mode = mode
+        super().__init__({"a": a}, options=options, execution=execution, stream=stream)
+
+    def _check_operand(self, name: str, adapter: TensorAdapter) -> Any:
+        return matrix_spec(adapter, name, square=False, what="qr")
+
+    def _plan_gpu(self, ctx: GpuContext) -> Any:
+        from nvmath.bindings import cusolverDn
+
+        spec = self._specs["a"]
+        m, n, count = spec.rows, spec.cols, spec.batch_count
+        k = min(m, n)
+        g = SimpleNamespace(
+            choice=choose(
+                "qr", rows=m, cols=n, batch=count, algorithm=self.options.algorithm, logger=self._log
+            )
+        )
+        g.work = ctx.matrix(self._like, spec.batch_shape, m, m if (self.mode == "complete" and m > n) else n)
+        g.tau = ctx.vector(self._like, (*spec.batch_shape, k), spec.dtype)
+        g.info = ctx.info(count)
+        g.host_info = np.zeros(1, dtype=np.int32)
+        isz = g.work.itemsize
+        g.dsize = g.hsize = g.lwork = 0
+        if g.choice.algorithm == "batched":
+            g.ptrs = ctx.pointer_array(g.work.ptr, g.work.stride * isz, count)
+            g.tau_ptrs = ctx.pointer_array(int(g.tau.data_ptr), k * isz, count)
+        else:
+            dt = data_type(spec.dtype)
+            g.dsize, g.hsize = cusolverDn.xgeqrf_buffer_size(
+                ctx.dn, ctx.params, m, n, dt, g.work.ptr, m, dt, int(g.tau.data_ptr), dt
+            )
+        g.qcols = m if self.mode == "complete" else k
+        if self.mode != "r":
+            g.lwork = _orgqr(spec.dtype, "_buffer_size")(
+                ctx.dn, m, g.qcols, k, g.work.ptr, m, int(g.tau.data_ptr)
+            )
+        g.dws = ctx.alloc(max(g.dsize, g.lwork * isz))
+        g.hws = ctx.host(g.hsize)
+        return g
+
+    def _geqrf(self, ctx: GpuContext, g: SimpleNamespace, m: int, n: int) -> None:
+        from nvmath.bindings import cublas, cusolverDn
+
+        work, count, k = g.work, g.work.count, min(m, n)
+        if g.choice.algorithm == "batched":
+            fn = getattr(cublas, f"{prefix(work.dtype)}geqrf_batched")
+            fn(ctx.bind_blas(), m, n, g.ptrs, m, g.tau_ptrs, g.host_info.ctypes.data, count)
+            return
+        dt = data_type(work.dtype)
+        hptr = g.hws.ctypes.data if g.hsize else 0
+        tau = int(g.tau.data_ptr)
+        for i in range(count):
+            cusolverDn.xgeqrf(
+                ctx.dn,
+                ctx.params,
+                m,
+                n,
+                dt,
+                work.at(i),
+                m,
+                dt,
+                tau + i * k * work.itemsize,
+                dt,
+                g.dws,
+                g.dsize,
+                hptr,
+                g.hsize,
+                g.info.at(i),
+            )
+
+    def _r_factor(self, ctx: GpuContext, g: SimpleNamespace, rows: int, n: int) -> Any:
+        """Copy the upper triangle block out of the working buffer into a new tensor; zero below."""
+        spec = self._specs["a"]
+        view = batch_view(g.work, spec.batch_shape, rows, n)
+        shape = (*spec.batch_shape, rows, n)
+        r = self._like.empty(
+            shape, spec.dtype, strides=colmajor_strides(shape), device_id=ctx.device_id, stream=ctx.stream
+        )
+        r.copy_(view, ctx.stream)
+        _kernels.zero_triangle(
+            int(r.data_ptr),
+            rows=rows,
+            cols=n,
+            ld=rows,
+            stride=rows * n,
+            count=spec.batch_count,
+            itemsize=r.itemsize,
+            zero_lower=True,
+            device_id=ctx.device_id,
+            stream=ctx.stream,
+        )
+        return self._give(r)
+
+    def _run_gpu(self, stream: Any) -> Any:
+        spec = self._specs["a"]
+        m, n = spec.rows, spec.cols
+        k = min(m, n)
+        with devices.device_ctx(self._device_id):
+            ctx = self._gpu_call(stream)
+            g = self._gpu
+            target = g.work.adapter if g.work.cols == n else batch_view(g.work, spec.batch_shape, m, n)
+            self._load(target, "a")
+            g.info.zero()
+            self._geqrf(ctx, g, m, n)
+            r = self._r_factor(ctx, g, m if self.mode == "complete" else k, n)
+            if self.mode == "r":
+                self._finish_gpu()
+                return r
+            fn = _orgqr(spec.dtype, "")
+            tau, isz = int(g.tau.data_ptr), g.work.itemsize
+            for i in range(g.work.count):
+                fn(ctx.dn, m, g.qcols, k, g.work.at(i), m, tau + i * k * isz, g.dws, g.lwork, g.info.at(i))
+            q = self._emit(batch_view(g.work, spec.batch_shape, m, g.qcols))
+            self._finish_gpu()
+        return q, r
+
+    @requires(PlannerState.PLANNED, operands=True)
+    def execute(self, *, stream: Any = None) -> Any:
+        """Factor ``a``; return ``(Q, R)``, or ``R`` for mode ``"r"`` (new tensors)."""
+        with self._lock, self._phase("execution"):
+            if self.on_gpu:
+                return self._run_gpu(stream)
+            q, r = _cpu.qr(self._host("a", stream), self.mode)
+            return self._out(r, stream) if self.mode == "r" else (self._out(q, stream), self._out(r, stream))
+
+
+def qr(
+    a: Any, *, mode: str = "reduced", options: Any = None, execution: Any = None, stream: Any = None
+) -> Any:
+    """QR factorization (see :class:`QR`): ``(Q, R)``, or ``R`` alone for ``mode="r"``."""
+    return run_cached(QR, {"a": a}, {"mode": mode}, options=options, execution=execution, stream=stream)
