@@ -9,7 +9,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from nvmath._diagnostics import checks, checks_fft, checks_solvers  # noqa: F401  (registers the checks)
+    from nvmath._diagnostics import checks, checks_fft, checks_matmul, checks_solvers  # noqa: F401  (registers the checks)
     from nvmath._diagnostics.report import driver_and_devices, report_lines
     from nvmath._diagnostics.selftest import Context, run_checks
 

@@ -1,0 +1,351 @@
+"""What one ``Matmul.plan()`` builds: the epilog, the cuBLASLt problem, descriptors and algorithms.
+
+:func:`build_plan` sequences the pure traits (:mod:`._epilogs`, :mod:`._traits`) and the RAII
+objects (:mod:`._descriptors`) into a :class:`Plan`. Everything it creates is closed again if a
+later step fails, so a failing ``plan()`` leaves the planner as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from nvmath._errors import NotSupportedError
+from nvmath._internal.logging import debug, lazy
+from nvmath._internal.streams import StreamHandle
+from nvmath.linalg.advanced import _algorithm, _handles
+from nvmath.linalg.advanced._descriptors import LayoutSet, MatmulDesc, PointerAttribute, Preference
+from nvmath.linalg.advanced._epilogs import AUX_QUANTIZATION_SCALE, AuxOutputSpec, EpilogTraits, epilog_traits
+from nvmath.linalg.advanced._layout import Op
+from nvmath.linalg.advanced._operands import ScaleSlot, Slot, spec_of, wrap_epilog_inputs
+from nvmath.linalg.advanced._options import (
+    MatmulNumericalImplFlags,
+    MatmulOptions,
+    MatmulPlanPreferences,
+    MatmulReductionScheme,
+    workspace_limit_bytes,
+)
+from nvmath.linalg.advanced._traits import MatmulProblem, MMTraits, get_problem
+from nvmath.linalg.advanced._typemaps import TypeTraits
+
+__all__ = ["Plan", "Spec", "build_plan"]
+
+RESULT_AMAX = "result_amax"
+_CAPS: dict[tuple[Any, int], int] = {}
+
+
+class Spec(NamedTuple):
+    """The constructor-time facts of a ``Matmul`` (fixed for its lifetime).
+
+    Attributes:
+        options: the options.
+        package: the operands' package.
+        user_device: the operands' device ("cpu" for host operands).
+        device_id: the GPU that executes.
+        host: the operands live in host memory (copied to ``device_id``, results copied back).
+        mm: the traits of the device operands.
+        types: the resolved dtypes.
+        version: the cuBLASLt version.
+        has_c: ``c`` was given.
+        key: a hashable key of the problem's pure traits (``None``: not memoisable).
+    """
+
+    options: MatmulOptions
+    package: str
+    user_device: Any
+    device_id: int
+    host: bool
+    mm: MMTraits
+    types: TypeTraits
+    version: int
+    has_c: bool
+    key: Any = None
+
+
+@dataclasses.dataclass
+class Plan:
+    """The products of one successful ``plan()``.
+
+    Attributes:
+        problem: the cuBLASLt problem (layouts, ops, orientation, result shape).
+        epilog: the validated epilog.
+        desc, layouts, preference: the RAII cuBLASLt objects.
+        algorithms: the candidates, best first.
+        epilog_slots: epilog input tensors (bias, relu_aux, gelu_aux).
+        epilog_scales: the epilog's scale inputs (``aux_quantization_scale``).
+        aux: per aux output, its spec and the descriptor pointer that receives it.
+        input_pointers: per epilog-input or quantization-scale name, the descriptor pointers it feeds.
+        alignments: the pointer alignments the heuristic was told (A, B, C, D of cuBLASLt).
+        workspace_cap: ``MAX_WORKSPACE_BYTES``.
+    """
+
+    problem: MatmulProblem
+    epilog: EpilogTraits
+    desc: MatmulDesc
+    layouts: LayoutSet
+    preference: Preference
+    algorithms: list[_algorithm.Algorithm]
+    epilog_slots: dict[str, Slot]
+    epilog_scales: dict[str, ScaleSlot]
+    aux: list[tuple[AuxOutputSpec, PointerAttribute]]
+    input_pointers: dict[str, list[PointerAttribute]]
+    alignments: tuple[int, int, int, int]
+    workspace_cap: int
+
+    def close(self) -> None:
+        """Destroy the cuBLASLt objects (idempotent)."""
+        self.desc.close()
+        self.layouts.close()
+        self.preference.close()
+
+    @property
+    def workspace_size(self) -> int:
+        """The largest workspace any candidate algorithm needs."""
+        return max((a.workspace_size for a in self.algorithms), default=0)
+
+    def signature(self, spec: Spec) -> tuple[Any, ...]:
+        """Everything that decides which algorithms are valid and fast (the autotune cache key)."""
+        t, p = spec.types, self.problem
+        return (
+            t.a_dtype, t.b_dtype, t.c_dtype, t.d_dtype, int(t.compute_type), int(t.scale_type),
+            int(p.transa), int(p.transb), p.a, p.b, p.c, p.d, self.epilog.attributes, self.alignments,
+            self.workspace_cap, spec.options.sm_count_target, spec.options.fast_accumulation,
+        )  # fmt: skip
+
+
+def _epilog(
+    spec: Spec,
+    prefs: MatmulPlanPreferences,
+    epilog: Any,
+    epilog_inputs: Mapping[str, Any] | None,
+    stream: StreamHandle,
+    undo: contextlib.ExitStack,
+) -> tuple[EpilogTraits, MatmulProblem, dict[str, Slot], dict[str, ScaleSlot]]:
+    """Validate the epilog on the user's tensors, then move host inputs to the device."""
+    tensors, scales = wrap_epilog_inputs(
+        epilog_inputs, spec.package, spec.user_device, (AUX_QUANTIZATION_SCALE,)
+    )
+
+    def traits(adapters: Mapping[str, Any]) -> tuple[EpilogTraits, MatmulProblem]:
+        specs: dict[str, Any] = {n: spec_of(t) for n, t in adapters.items()}
+        specs.update(dict.fromkeys(scales))
+        return epilog_and_problem(spec, prefs, epilog, specs)
+
+    ep, problem = traits(tensors)  # every check happens here, before any copy
+    slots = {n: Slot(f"epilog input {n!r}", t, spec.device_id, stream) for n, t in tensors.items()}
+    if spec.host and slots:
+        ep, problem = traits({n: s.device for n, s in slots.items()})
+    scale_slots: dict[str, ScaleSlot] = {}
+    for name, value in scales.items():
+        scale_slots[name] = ScaleSlot(
+            f"epilog input {name!r}", value, spec.package, spec.user_device, spec.device_id, stream
+        )
+    undo.callback(lambda: [s.release() for s in slots.values()])
+    return ep, problem, slots, scale_slots
+
+
+_PROBLEMS: dict[Any, tuple[EpilogTraits, MatmulProblem]] = {}
+_PROBLEMS_MAX = 256
+
+
+def epilog_and_problem(
+    spec: Spec, prefs: MatmulPlanPreferences, epilog: Any, specs: Mapping[str, Any]
+) -> tuple[EpilogTraits, MatmulProblem]:
+    """Validate the epilog and compute the cuBLASLt problem (pure; memoised per problem and epilog)."""
+    key = None
+    if spec.key is not None:
+        key = (spec.key, epilog, tuple(specs.items()), prefs.epilog)
+        try:
+            hit = _PROBLEMS.get(key)
+        except TypeError:  # an unhashable epilog: let epilog_traits report it
+            hit = key = None
+        if hit is not None:
+            return hit
+    mm = spec.mm
+    ep = epilog_traits(
+        epilog, specs, m=mm.m, n=mm.n, k=mm.k, batch=mm.batch, types=spec.types,
+        preferences=prefs.epilog, cublaslt_version=spec.version,
+    )  # fmt: skip
+    result = ep, get_problem(mm, spec.types, **ep.problem_options)
+    if key is not None:
+        if len(_PROBLEMS) >= _PROBLEMS_MAX:
+            _PROBLEMS.clear()
+        _PROBLEMS[key] = result
+    return result
+
+
+def _aux_specs(spec: Spec, ep: EpilogTraits) -> list[AuxOutputSpec]:
+    aux = list(ep.aux_outputs)
+    if spec.options.result_amax:
+        aux.append(AuxOutputSpec(RESULT_AMAX, (1,), (1,), "float32"))
+    return aux
+
+
+def _descriptor(
+    spec: Spec,
+    problem: MatmulProblem,
+    ep: EpilogTraits,
+    inputs: Mapping[str, int],
+    aux: Sequence[AuxOutputSpec],
+) -> tuple[MatmulDesc, list[tuple[AuxOutputSpec, PointerAttribute]], dict[str, list[PointerAttribute]]]:
+    """The matmul descriptor with ops, epilog attributes and the pointers known at plan time."""
+    opts, t = spec.options, spec.types
+    desc = MatmulDesc(t.compute_type, t.scale_type)
+    try:
+        if problem.transa != Op.N:
+            desc.set("TRANSA", int(problem.transa))
+        if problem.transb != Op.N:
+            desc.set("TRANSB", int(problem.transb))
+        for name, value in ep.attributes:
+            if not (name == "EPILOGUE" and value == 1):
+                desc.set(name, value)
+        if opts.sm_count_target:
+            desc.set("SM_COUNT_TARGET", opts.sm_count_target)
+        if t.narrow_inputs and opts.fast_accumulation:
+            desc.set("FAST_ACCUM", 1)
+        pointers = list(ep.pointer_attributes)
+        if t.narrow_inputs:
+            pointers += [
+                ("A_SCALE_POINTER", "scale:" + problem.a_operand),
+                ("B_SCALE_POINTER", "scale:" + problem.b_operand),
+            ]
+        pointers += [
+            (f"{n.upper()}_SCALE_POINTER", f"scale:{n}") for n in ("c", "d") if "scale:" + n in inputs
+        ]
+        if opts.result_amax:
+            pointers.append(("AMAX_D_POINTER", RESULT_AMAX))
+        by_input: dict[str, list[PointerAttribute]] = {}
+        aux_names = {a.name: a for a in aux}
+        out: list[tuple[AuxOutputSpec, PointerAttribute]] = []
+        for attr, source in pointers:
+            slot = desc.pointer(attr)
+            if source in aux_names:
+                out.append((aux_names[source], slot))
+            else:
+                slot.set(inputs[source])
+                by_input.setdefault(source, []).append(slot)
+        return desc, out, by_input
+    except BaseException:
+        desc.close()
+        raise
+
+
+def workspace_cap(memory_limit: Any, device_id: int) -> int:
+    """``MAX_WORKSPACE_BYTES`` for ``memory_limit`` on ``device_id`` (memoised: it parses strings)."""
+    key = (memory_limit, device_id)
+    cap = _CAPS.get(key)
+    if cap is None:
+        cap = _CAPS[key] = workspace_limit_bytes(memory_limit, _handles.device_info(device_id).total_memory)
+    return cap
+
+
+def _preference(spec: Spec, prefs: MatmulPlanPreferences, aligns: tuple[int, ...]) -> Preference:
+    cap = workspace_cap(spec.options.memory_limit, spec.device_id)
+    settings: list[tuple[str, Any]] = [("MAX_WORKSPACE_BYTES", cap)]
+    settings += [
+        (f"MIN_ALIGNMENT_{n}_BYTES", a) for n, a in zip("ABCD", aligns) if a != _handles.MAX_ALIGNMENT
+    ]
+    if prefs.reduction_scheme_mask != MatmulReductionScheme.MASK:
+        settings.append(("REDUCTION_SCHEME_MASK", prefs.reduction_scheme_mask))
+    if prefs.max_waves_count:
+        settings.append(("MAX_WAVES_COUNT", prefs.max_waves_count))
+    if prefs.numerical_impl_mask != MatmulNumericalImplFlags.ALL:
+        settings.append(("IMPL_MASK", prefs.numerical_impl_mask))
+    return Preference(settings)
+
+
+def _alignments(spec: Spec, problem: MatmulProblem, slots: Mapping[str, Slot]) -> tuple[int, int, int, int]:
+    a = slots[problem.a_operand].alignment
+    b = slots[problem.b_operand].alignment
+    d = slots["c"].alignment if problem.inplace else _handles.MAX_ALIGNMENT
+    c = slots["c"].alignment if spec.has_c else d
+    return a, b, c, d
+
+
+def _algorithms(
+    handle: int, desc: MatmulDesc, layouts: LayoutSet, pref: Preference, prefs: MatmulPlanPreferences,
+    algorithms: Sequence[Any] | None,
+) -> list[_algorithm.Algorithm]:  # fmt: skip
+    if algorithms is not None:
+        if (
+            isinstance(algorithms, _algorithm.Algorithm)
+            or not isinstance(algorithms, Sequence)
+            or not algorithms
+        ):
+            raise TypeError(
+                f"algorithms must be a non-empty sequence of Algorithm objects; got {algorithms!r}"
+            )
+        found = list(algorithms)
+        for alg in found:
+            if not isinstance(alg, _algorithm.Algorithm):
+                raise TypeError(
+                    f"algorithms must contain Algorithm objects; got {type(alg).__name__}: {alg!r}"
+                )
+            _algorithm.check_algorithm(handle, desc.ptr, layouts.ptrs, alg)
+        return found
+    found = _algorithm.query_heuristics(handle, desc.ptr, layouts.ptrs, pref.ptr, prefs.limit)
+    if not found:
+        raise NotSupportedError(
+            "cuBLASLt found no algorithm for this problem (dtypes, layouts, epilog and alignments); try a larger "
+            "memory_limit, other preferences, or operands with 16-byte aligned pointers and leading dimensions"
+        )
+    return found
+
+
+def build_plan(
+    spec: Spec,
+    slots: Mapping[str, Slot],
+    scales: Mapping[str, ScaleSlot],
+    prefs: MatmulPlanPreferences,
+    algorithms: Sequence[Any] | None,
+    epilog: Any,
+    epilog_inputs: Mapping[str, Any] | None,
+    stream: StreamHandle,
+    handle: int,
+    log: logging.Logger | logging.LoggerAdapter,
+) -> Plan:
+    """Validate the epilog, compute the cuBLASLt problem, build descriptors and find algorithms.
+
+    Raises:
+        TypeError, ValueError: bad epilog, epilog inputs or algorithms (before any cuBLASLt object exists).
+        NotSupportedError: cuBLASLt has no algorithm for the problem.
+    """
+    with contextlib.ExitStack() as undo:
+        ep, problem, ep_slots, ep_scales = _epilog(spec, prefs, epilog, epilog_inputs, stream, undo)
+        aux = _aux_specs(spec, ep)
+        inputs = {n: s.ptr for n, s in ep_slots.items()}
+        inputs.update({n: s.ptr for n, s in ep_scales.items()})
+        inputs.update({"scale:" + n: s.ptr for n, s in scales.items()})
+        desc, aux_pointers, input_pointers = _descriptor(spec, problem, ep, inputs, aux)
+        undo.callback(desc.close)
+        layouts = LayoutSet(problem)
+        undo.callback(layouts.close)
+        aligns = _alignments(spec, problem, slots)
+        pref = _preference(spec, prefs, aligns)
+        undo.callback(pref.close)
+        found = _algorithms(handle, desc, layouts, pref, prefs, algorithms)
+        plan = Plan(
+            problem, ep, desc, layouts, pref, found, ep_slots, ep_scales, aux_pointers, input_pointers, aligns,
+            int(pref.settings[0][1]),
+        )  # fmt: skip
+        undo.pop_all()
+    debug(log, "problem: %s", lazy(_describe, plan))
+    return plan
+
+
+def _describe(plan: Plan) -> str:
+    p = plan.problem
+    lines = [
+        (
+            f"transposed={p.transposed} m={p.m} n={p.n} k={p.k} ops={p.transa.name}{p.transb.name} "
+            f"batch={p.batch.shape} result={p.result_shape}/{p.result_strides}"
+        ),
+        *(f"layout {n.upper()}: {getattr(p, n)}" for n in "abcd"),
+        f"descriptor: {plan.desc.attributes}; per-call pointers: {[a.name for a, _ in plan.aux]}",
+        f"preference: {plan.preference.settings}",
+        f"algorithms: {plan.algorithms}",
+    ]
+    return "\n  ".join(lines)

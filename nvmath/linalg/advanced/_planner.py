@@ -1,0 +1,513 @@
+"""The cuBLASLt matmul planner: :class:`Matmul`.
+
+The class only sequences the layers below it: the constructor wraps the operands and computes the
+pure traits (every misuse is reported here, before any GPU work), then moves host operands to the
+GPU; :meth:`Matmul.plan` builds a :class:`~._plan.Plan` (descriptors, layouts, preference,
+algorithms); :meth:`Matmul.execute` allocates the result (and aux outputs) and makes one
+``cublasLtMatmul`` call with precomputed arguments on the caller's stream. States go
+CREATED -> PLANNED -> FREED through one :class:`~nvmath._internal.state.Lifecycle`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, Self
+
+import numpy as np
+
+from nvmath._errors import InvalidMatmulState
+from nvmath._internal import streams
+from nvmath._internal.dtypes import to_numpy_dtype
+from nvmath._internal.logging import debug, get_logger, log_phase
+from nvmath._internal.memory import Workspace
+from nvmath._internal.options import check_int, check_or_create_options
+from nvmath._internal.state import Lifecycle, PlannerState, requires
+from nvmath._internal.streams import StreamHandle
+from nvmath._internal.tensors import wrap_operands
+from nvmath.bindings import cublasLt as lt
+from nvmath.linalg.advanced import _autotune, _handles
+from nvmath.linalg.advanced._algorithm import Algorithm
+from nvmath.linalg.advanced._operands import ScaleSlot
+from nvmath.linalg.advanced._options import (
+    LOGGER_NAME,
+    MatmulOptions,
+    MatmulPlanPreferences,
+    MatmulQuantizationScales,
+)
+from nvmath.linalg.advanced._plan import Plan, Spec, build_plan
+from nvmath.linalg.advanced._reset import reset
+from nvmath.linalg.advanced._results import ResultMaker, deliver, deliver_host
+from nvmath.linalg.advanced._spec import place, specify
+from nvmath.linalg.advanced._traits import check_alpha_beta
+
+__all__ = ["Matmul"]
+
+_DEFAULTS = (MatmulOptions(), MatmulPlanPreferences(), MatmulQuantizationScales())
+"""Default option objects (frozen), shared to skip their validation on every construction."""
+
+
+class Matmul:
+    """A stateful ``epilog(alpha * a @ b + beta * c)`` on cuBLASLt: plan once, execute many times.
+
+    Args:
+        a, b: the operands (numpy, cupy, torch or any DLPack/CUDA-array-interface tensors; 1-D
+            operands are promoted as ``numpy.matmul`` does; batch dimensions broadcast).
+        c: optional addend of shape ``(..., M, N)`` or ``(..., M, 1)`` (broadcast over columns).
+        alpha, beta: scalars; ``beta`` is required with ``c``.
+        qualifiers: a numpy array of ``matrix_qualifiers_dtype`` (conjugation of ``a`` / ``b``).
+        quantization_scales: FP8 scales (:class:`MatmulQuantizationScales` or a dict).
+        options: :class:`MatmulOptions` or a dict of its fields.
+        stream: the stream for copies of host operands (see ``nvmath`` stream rules).
+
+    Raises:
+        TypeError, ValueError: a bad operand, shape, layout, dtype, scale or option (before any GPU work).
+    """
+
+    def __init__(
+        self, a: Any, b: Any, /, c: Any = None, *, alpha: Any = None, beta: Any = None, qualifiers: Any = None,
+        quantization_scales: Any = None, options: Any = None, stream: Any = None,
+    ):  # fmt: skip
+        options = (
+            _DEFAULTS[0] if options is None else check_or_create_options(MatmulOptions, options, "options")
+        )
+        log = get_logger(LOGGER_NAME, options.logger)
+        with log_phase(log, "Matmul: specification"):
+            ops = wrap_operands(a=a, b=b, c=c)
+            scales = (
+                _DEFAULTS[2]
+                if quantization_scales is None
+                else check_or_create_options(
+                    MatmulQuantizationScales, quantization_scales, "quantization_scales"
+                )
+            )
+            mm, types, key = specify(ops, qualifiers, scales, options)
+            alpha, beta = check_alpha_beta(alpha, beta, has_c=c is not None, scale_dtype=types.scale_dtype)
+            spec, slots, handle = place(ops, mm, types, key, qualifiers, options, stream)
+            self._scales = {
+                n: ScaleSlot(
+                    f"quantization scale {n!r}", getattr(scales, n), spec.package, spec.user_device,
+                    spec.device_id, handle,
+                )
+                for n in sorted(scales.given())
+            }  # fmt: skip
+        self._spec, self._options, self._log, self._slots, self._stream = spec, options, log, slots, handle
+        self._host_template = ops["a"] if spec.host else None
+        self._scalar_buf = np.array([alpha, beta], dtype=to_numpy_dtype(types.scale_dtype))  # host pointers
+        self._alpha, self._beta = self._scalar_buf[0:1], self._scalar_buf[1:2]
+        base = self._scalar_buf.ctypes.data
+        self._scalars = (base, base + self._scalar_buf.itemsize)
+        self._init_runtime(spec, slots["a"].device.package)
+        debug(
+            log,
+            "Matmul: %s @ %s -> %s on device %d",
+            types.a_dtype,
+            types.b_dtype,
+            types.d_dtype,
+            spec.device_id,
+        )
+
+    def _init_runtime(self, spec: Spec, package: str) -> None:
+        """The state execute() uses: workspace, lock, plan slots, stream memo, lifecycle."""
+        self._workspace = Workspace(
+            device_id=spec.device_id,
+            package=package,
+            allocator=spec.options.allocator,
+            name="matmul workspace",
+        )
+        self._owns_workspace = True
+        self._lock = threading.Lock()
+        self._ws_stream: StreamHandle | None = None
+        self._plan: Plan | None = None
+        self._static: tuple = ()
+        self._algo: tuple[int, int] = (0, 0)
+        self._result: ResultMaker | None = None
+        self._aux: list = []
+        self._ctx_needed = spec.device_id != 0
+        self._raw_stream = _handles.torch_raw_stream() if spec.package == "torch" else None
+        self._last_stream: StreamHandle | None = None
+        self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def algorithms(self) -> tuple[Algorithm, ...]:
+        """The planned (or autotuned) algorithms, best first; empty before ``plan()``."""
+        return tuple(self._plan.algorithms) if self._plan is not None else ()
+
+    def _get_stream(self, stream: Any) -> StreamHandle:
+        """The :class:`StreamHandle` of ``stream``.
+
+        torch's current stream (``stream=None``) is memoised per planner and, while it captures a CUDA
+        graph, never queried from the driver (that would invalidate the capture).
+        """
+        if stream is None and self._raw_stream is not None:
+            ptr = self._raw_stream(self._spec.device_id)
+            last = self._last_stream
+            if last is None or last.ptr != ptr:
+                last = self._last_stream = _handles.stream_for(ptr, self._spec.device_id, self._spec.package)
+            return last
+        return streams.get_stream(stream, device_id=self._spec.device_id, package=self._spec.package)
+
+    def _handle(self) -> int:
+        return self._options.handle or _handles.get_handle(self._spec.device_id)
+
+    # ------------------------------------------------------------------ planning
+    @requires(PlannerState.CREATED, PlannerState.PLANNED, operands=True)
+    def plan(
+        self, *, preferences: Any = None, algorithms: Sequence[Algorithm] | None = None, epilog: Any = None,
+        epilog_inputs: Mapping[str, Any] | None = None, stream: Any = None,
+    ) -> tuple[Algorithm, ...]:  # fmt: skip
+        """Choose algorithms for the problem (and an epilog); may be called again to re-plan.
+
+        Args:
+            preferences: :class:`MatmulPlanPreferences` or a dict (heuristic limit, masks, epilog aux type).
+            algorithms: algorithms to use instead of querying the heuristic (e.g. saved ones).
+            epilog: a :class:`MatmulEpilog`.
+            epilog_inputs: ``{"bias": ..., "relu_aux": ..., "gelu_aux": ...}`` as the epilog needs.
+            stream: the stream for copies of host epilog inputs.
+
+        Returns:
+            The candidate algorithms, best first.
+        """
+        prefs = (
+            _DEFAULTS[1]
+            if preferences is None
+            else check_or_create_options(MatmulPlanPreferences, preferences, "plan preferences")
+        )
+        handle = self._get_stream(stream)
+        with log_phase(self._log, "Matmul: planning"):
+            plan = build_plan(
+                self._spec, self._slots, self._scales, prefs, algorithms, epilog, epilog_inputs, handle,
+                self._handle(), self._log,
+            )  # fmt: skip
+        self._commit(plan)
+        self._lifecycle.mark_planned()
+        self._log.info("Matmul: planned %d algorithm(s); first: %r", len(plan.algorithms), plan.algorithms[0])
+        return tuple(plan.algorithms)
+
+    def _commit(self, plan: Plan) -> None:
+        """Install a new plan (closing the previous one) and precompute the execute() arguments."""
+        old, self._plan = self._plan, plan
+        if old is not None:
+            old.close()
+        p, lay = plan.problem, plan.layouts
+        self._static = (
+            plan.desc.ptr,
+            self._scalars[0],
+            lay.a.ptr,
+            lay.b.ptr,
+            self._scalars[1],
+            lay.c.ptr,
+            lay.d.ptr,
+        )
+        self._swap = p.a_operand == "b"
+        self._c_is_d = lay.c is lay.d
+        self._select(plan.algorithms[0])
+        template = self._slots["a"].device
+        self._result = ResultMaker(template, p.result_shape, p.result_strides, self._spec.types.d_dtype)
+        self._aux = [
+            (spec.name, ResultMaker(template, spec.shape, spec.strides, spec.dtype), ptr)
+            for spec, ptr in plan.aux
+        ]
+
+    def _select(self, algorithm: Algorithm) -> None:
+        assert self._plan is not None
+        self._algo = (algorithm.algo_ptr, max(self._plan.workspace_size, algorithm.workspace_size))
+
+    # ------------------------------------------------------------------ execution
+    @requires(PlannerState.PLANNED, operands=True)
+    def execute(
+        self, *, algorithm: Algorithm | None = None, release_workspace: bool = False, stream: Any = None
+    ) -> Any:
+        """Compute the product; return the result (or ``(result, aux_dict)`` with aux outputs).
+
+        Args:
+            algorithm: one of :attr:`algorithms` (default: the first).
+            release_workspace: free the workspace after the call (stream-ordered).
+            stream: the stream to run on (default: the operands' package's current stream).
+        """
+        handle = self._get_stream(stream)
+        if algorithm is None:
+            algo_ptr, ws_size = self._algo
+        else:
+            algo_ptr, ws_size = self._algorithm_args(algorithm)
+        return self._launch(handle, algo_ptr, ws_size, release_workspace)
+
+    def _algorithm_args(self, algorithm: Algorithm) -> tuple[int, int]:
+        for candidate in self.algorithms:
+            if candidate is algorithm:
+                return algorithm.algo_ptr, algorithm.workspace_size
+        raise ValueError(f"{algorithm!r} is not one of this Matmul's algorithms (see .algorithms)")
+
+    def _launch(self, handle: StreamHandle, algo_ptr: int, ws_size: int, release_workspace: bool) -> Any:
+        slots = self._slots
+        if self._spec.mm.inplace:
+            c = slots["c"]
+            out, d_ptr, is_adapter = c.device, c.ptr, True
+        else:
+            out, d_ptr, is_adapter = self._result.new(handle)  # type: ignore[union-attr]
+        aux = [(name, maker.new(handle), attr) for name, maker, attr in self._aux] if self._aux else None
+        if aux:
+            for _, (_, ptr, _), attr in aux:
+                attr.set(ptr)
+        ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
+        pa, pb = slots["a"].ptr, slots["b"].ptr
+        if self._swap:
+            pa, pb = pb, pa
+        pc = slots["c"].ptr if self._spec.has_c else (d_ptr if self._c_is_d else 0)
+        desc, alpha, la, lb, beta, lc, ld = self._static
+        lt_handle = self._options.handle or _handles.get_handle(self._spec.device_id)
+        args = (
+            lt_handle,
+            desc,
+            alpha,
+            pa,
+            la,
+            pb,
+            lb,
+            beta,
+            pc,
+            lc,
+            d_ptr,
+            ld,
+            algo_ptr,
+            ws_ptr,
+            ws_size,
+            handle.ptr,
+        )
+        if handle.ctx is not None or self._ctx_needed:
+            with streams.stream_ctx(handle):
+                lt.matmul(*args)
+        else:
+            lt.matmul(*args)
+        if release_workspace:
+            self._workspace.release()
+        return self._deliver(out, is_adapter, aux, handle)
+
+    def _deliver(self, out: Any, is_adapter: bool, aux: list | None, handle: StreamHandle) -> Any:
+        spec = self._spec
+        if spec.host:
+            template = self._host_template
+            if spec.mm.inplace:
+                c = self._slots["c"]
+                c.user.copy_(c.device, handle)  # type: ignore[union-attr]
+                result = c.user.unwrap(handle)  # type: ignore[union-attr]
+            else:
+                result = deliver_host(template, out, is_adapter, handle)  # type: ignore[arg-type]
+            extras = (
+                {name: deliver_host(template, o, ad, handle) for name, (o, _, ad), _ in aux} if aux else None
+            )  # type: ignore[arg-type]
+        else:
+            result = out.unwrap(handle) if is_adapter else out
+            extras = {name: deliver(o, ad, handle) for name, (o, _, ad), _ in aux} if aux else None
+            if spec.options.blocking is True:
+                streams.synchronize(handle)
+        return (result, extras) if extras is not None else result
+
+    def _workspace_ptr(self, nbytes: int, handle: StreamHandle) -> int:
+        ws = self._workspace
+        if handle is self._ws_stream and ws.size >= nbytes:
+            return ws.ptr
+        if self._ws_stream is not None and ws.size >= nbytes and _handles.is_capturing(handle.ptr):
+            # inside a CUDA graph capture: no cross-stream event wait (illegal there); capture starts
+            # after a device synchronisation (torch.cuda.graph does one)
+            return ws.ptr
+        ptr = ws.ensure(nbytes, handle)
+        self._ws_stream = handle
+        return ptr
+
+    # ------------------------------------------------------------------ autotuning
+    @requires(PlannerState.PLANNED, operands=True)
+    def autotune(
+        self,
+        iterations: int = 10,
+        prune: int | None = None,
+        release_workspace: bool = False,
+        stream: Any = None,
+    ) -> None:
+        """Time the planned algorithms and reorder them fastest first (never slower than the first choice).
+
+        Args:
+            iterations: timed runs per algorithm (the median decides).
+            prune: keep only this many algorithms (default: all).
+            release_workspace: free the workspace afterwards.
+            stream: the stream to time on.
+        """
+        check_int("iterations", iterations, minimum=1)
+        if prune is not None:
+            check_int("prune", prune, minimum=1)
+        handle = self._get_stream(stream)
+        plan = self._plan
+        assert plan is not None
+        with log_phase(self._log, "Matmul: autotuning"):
+            order = _autotune.tuned_order(self, plan, handle, iterations)
+        plan.algorithms = [plan.algorithms[i] for i in order][: prune or None]
+        self._select(plan.algorithms[0])
+        if release_workspace:
+            self._workspace.release()
+
+    def _runner(self, plan: Plan, handle: StreamHandle) -> tuple[Any, list]:
+        """A callable running candidate ``i`` with fixed buffers (in place: into a scratch copy of c)."""
+        slots = self._slots
+        maker = self._result
+        if self._spec.mm.inplace:
+            c = slots["c"].device
+            maker = ResultMaker(c, tuple(c.shape), tuple(c.strides), self._spec.types.d_dtype)
+        keep = [maker.new(handle)]  # type: ignore[union-attr]
+        d_ptr = keep[0][1]
+        for _, aux_maker, attr in self._aux:
+            keep.append(aux_maker.new(handle))
+            attr.set(keep[-1][1])
+        ws_size = plan.workspace_size
+        ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
+        pa, pb = slots["a"].ptr, slots["b"].ptr
+        if self._swap:
+            pa, pb = pb, pa
+        pc = slots["c"].ptr if self._spec.has_c else (d_ptr if self._c_is_d else 0)
+        desc, alpha, la, lb, beta, lc, ld = self._static
+        head = (self._handle(), desc, alpha, pa, la, pb, lb, beta, pc, lc, d_ptr, ld)
+        algos = plan.algorithms
+
+        def run(i: int) -> None:
+            lt.matmul(*head, algos[i].algo_ptr, ws_ptr, ws_size, handle.ptr)
+
+        return run, keep
+
+    @requires(PlannerState.CREATED, PlannerState.PLANNED)
+    def applicable_algorithm_ids(self, limit: int = 8) -> tuple[int, ...]:
+        """The ids of the algorithms cuBLASLt has for these dtypes and compute type (``cublasLtMatmulAlgoGetIds``)."""
+        check_int("limit", limit, minimum=1)
+        t = self._spec.types
+        ids = np.zeros(limit, dtype=np.int32)
+        cuda = t.cuda_types
+        count = lt.matmul_algo_get_ids(
+            self._handle(), int(t.compute_type), int(t.scale_type), cuda["a"], cuda["b"], cuda["c"], cuda["d"],
+            limit, ids.ctypes.data,
+        )  # fmt: skip
+        return tuple(int(i) for i in ids[:count])
+
+    # ------------------------------------------------------------------ operands
+    @requires(PlannerState.CREATED, PlannerState.PLANNED)
+    def reset_operands(
+        self, *, a: Any = None, b: Any = None, c: Any = None, alpha: Any = None, beta: Any = None,
+        quantization_scales: Any = None, epilog_inputs: Mapping[str, Any] | None = None, stream: Any = None,
+    ) -> None:  # fmt: skip
+        """Replace operands (same shapes, strides, dtypes, package, device, alignment) without re-planning.
+
+        GPU tensors are swapped by pointer; host tensors are copied into the device copies. After
+        :meth:`release_operands` every operand (and scale and epilog input) must be given.
+        """
+        reset(
+            self,
+            {"a": a, "b": b, "c": c},
+            alpha,
+            beta,
+            quantization_scales,
+            epilog_inputs,
+            stream,
+            checked=True,
+        )
+
+    @requires(PlannerState.CREATED, PlannerState.PLANNED)
+    def reset_operands_unchecked(
+        self, *, a: Any = None, b: Any = None, c: Any = None, alpha: Any = None, beta: Any = None,
+        quantization_scales: Any = None, epilog_inputs: Mapping[str, Any] | None = None, stream: Any = None,
+    ) -> None:  # fmt: skip
+        """Like :meth:`reset_operands` without the layout and alignment checks (the caller guarantees them)."""
+        reset(
+            self,
+            {"a": a, "b": b, "c": c},
+            alpha,
+            beta,
+            quantization_scales,
+            epilog_inputs,
+            stream,
+            checked=False,
+        )
+
+    @requires(PlannerState.CREATED, PlannerState.PLANNED)
+    def release_operands(self) -> None:
+        """Drop every reference to the operands (and the device copies of host operands).
+
+        ``execute()`` then needs :meth:`reset_operands` with every operand first.
+        """
+        for slot in self._slots.values():
+            slot.release()
+        if self._plan is not None:
+            for slot in self._plan.epilog_slots.values():
+                slot.release()
+        self._lifecycle.mark_operands_released()
+
+    # ------------------------------------------------------------------ stateless support
+    def _run_stateless(self, ops: Mapping[str, Any], alpha: Any, beta: Any, stream: Any, extras: Any) -> Any:
+        """One call of the stateless ``matmul`` on a cached plan (caller holds ``self._lock``)."""
+        handle = self._get_stream(stream)
+        slots = self._slots
+        spec = self._spec
+        if alpha is None and beta is None and not spec.has_c:
+            self._alpha[0] = 1
+        else:
+            self._alpha[0], self._beta[0] = check_alpha_beta(
+                alpha, beta, has_c=spec.has_c, scale_dtype=spec.types.scale_dtype
+            )
+        for n, op in ops.items():
+            slots[n].replace(op, handle)
+        if extras is not None:
+            scales, epilog_inputs = extras
+            reset(self, {}, None, None, scales, epilog_inputs, handle, checked=False)
+        try:
+            return self._launch(handle, *self._algo, False)
+        finally:
+            self._forget()
+
+    def _usable(self) -> bool:
+        """Whether the plan can still run (not freed by a cache eviction meanwhile)."""
+        return self._lifecycle.bits & PlannerState.PLANNED.value != 0
+
+    def _forget(self) -> None:
+        """Drop the caller's tensors after a stateless call (device copies of host tensors stay)."""
+        for slot in self._slots.values():
+            slot.user = None
+            if not slot.host:
+                slot.device = None
+        if self._plan is not None and self._plan.epilog_slots:
+            for slot in self._plan.epilog_slots.values():
+                slot.user = None
+                if not slot.host:
+                    slot.device = None
+
+    def _share_workspace(self, workspace: Workspace, lock: Any) -> None:
+        """Use a workspace (and its lock) shared with other cached plans of the stateless ``matmul``."""
+        self._workspace.release()
+        self._workspace, self._lock, self._owns_workspace, self._ws_stream = workspace, lock, False, None
+
+    # ------------------------------------------------------------------ lifetime
+    def free(self) -> None:
+        """Release the workspace, the cuBLASLt objects and the operands; idempotent."""
+        if self._lifecycle.state is PlannerState.FREED:
+            return
+        with self._lock:  # a stateless call in flight on this plan finishes first
+            self._free()
+
+    def _free(self) -> None:
+        if self._owns_workspace:
+            self._workspace.release()
+        if self._plan is not None:
+            self._plan.close()
+            self._plan = None
+        for slot in self._slots.values():
+            slot.release()
+        self._lifecycle.mark_freed()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()
+
+    def __repr__(self) -> str:
+        t = self._spec.types
+        return (
+            f"Matmul({t.a_dtype} @ {t.b_dtype} -> {t.d_dtype}, m={self._spec.mm.m}, n={self._spec.mm.n}, "
+            f"k={self._spec.mm.k}, batch={self._spec.mm.batch.shape}, state={self._lifecycle.state.name})"
+        )

@@ -1,0 +1,135 @@
+"""``Matmul.reset_operands()``: validate replacement operands, scalars, scales and epilog inputs, then swap.
+
+The checks are cheap (shape, strides, dtype, conjugation, package, device and pointer alignment
+against what the plan was built for); GPU tensors are swapped by pointer, host tensors copied into
+the device copies, and descriptor pointers (bias, aux, scales) re-pointed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nvmath._internal.options import check_or_create_options
+from nvmath._internal.streams import StreamHandle
+from nvmath._internal.tensors import wrap
+from nvmath.linalg.advanced._operands import check_same_place, wrap_epilog_inputs
+from nvmath.linalg.advanced._options import MatmulQuantizationScales
+from nvmath.linalg.advanced._traits import check_alpha_beta
+
+__all__ = ["repoint", "reset"]
+
+
+def reset(
+    mm: Any, ops: dict, alpha: Any, beta: Any, scales: Any, epilog_inputs: Any, stream: Any, *, checked: bool
+) -> None:
+    """Validate every replacement first, then commit them all (a failing call changes nothing).
+
+    Args:
+        mm: the :class:`~._planner.Matmul`.
+        ops: ``{"a": ..., "b": ..., "c": ...}`` (``None``: keep).
+        alpha, beta, scales, epilog_inputs: new values (``None``: keep).
+        stream: orders copies of host tensors and scale uploads.
+        checked: check layouts and alignments (``reset_operands``) or trust the caller (``_unchecked``).
+    """
+    given = {n: v for n, v in ops.items() if v is not None}
+    if not given and alpha is None and beta is None and scales is None and epilog_inputs is None:
+        raise ValueError(
+            "reset_operands() needs at least one of a, b, c, alpha, beta, quantization_scales, epilog_inputs"
+        )
+    if "c" in given and not mm._spec.has_c:
+        raise ValueError("c was not given when this Matmul was created; create a new Matmul to add c")
+    if mm._lifecycle.operands_released:
+        _require_all(mm, given, scales, epilog_inputs)
+    spec = mm._spec
+    wrapped = {n: wrap(v, f"operand {n!r}") for n, v in given.items()}
+    for n, w in wrapped.items():
+        check_same_place(f"operand {n!r}", w, spec.package, spec.user_device)
+        if checked:
+            mm._slots[n].check(w)
+    scalars = _new_scalars(mm, alpha, beta) if alpha is not None or beta is not None else None
+    scale_values = _check_scales(mm, scales)
+    ep_tensors, ep_scales = _check_epilog_inputs(mm, epilog_inputs, checked)
+    copies = spec.host or scale_values or ep_tensors or ep_scales
+    handle = mm._get_stream(stream) if copies else None  # GPU pointer swaps need no stream
+    for n, w in wrapped.items():  # commit: nothing below raises for validated input
+        mm._slots[n].replace(w, handle)
+    if scalars is not None:
+        mm._alpha[0], mm._beta[0] = scalars
+    for n, value in scale_values.items():
+        mm._scales[n].replace(value, spec.package, spec.user_device, handle)
+        repoint(mm, "scale:" + n, mm._scales[n].ptr)
+    _replace_epilog_inputs(mm, ep_tensors, ep_scales, handle)
+    mm._lifecycle.mark_operands_reset()
+
+
+def _require_all(mm: Any, given: Mapping[str, Any], scales: Any, epilog_inputs: Any) -> None:
+    needed = [n for n in mm._slots if n not in given]
+    if mm._scales and scales is None:
+        needed.append("quantization_scales")
+    if mm._plan is not None and (mm._plan.epilog_slots or mm._plan.epilog_scales) and epilog_inputs is None:
+        needed.append("epilog_inputs")
+    if needed:
+        raise ValueError(
+            f"after release_operands(), reset_operands() needs every operand; missing: {', '.join(needed)}"
+        )
+
+
+def _new_scalars(mm: Any, alpha: Any, beta: Any) -> tuple[Any, Any]:
+    alpha = mm._alpha[0].item() if alpha is None else alpha
+    if not mm._spec.has_c:
+        return check_alpha_beta(alpha, beta, has_c=False, scale_dtype=mm._spec.types.scale_dtype)
+    beta = mm._beta[0].item() if beta is None else beta
+    return check_alpha_beta(alpha, beta, has_c=True, scale_dtype=mm._spec.types.scale_dtype)
+
+
+def _check_scales(mm: Any, scales: Any) -> dict[str, Any]:
+    if scales is None:
+        return {}
+    obj = check_or_create_options(MatmulQuantizationScales, scales, "quantization_scales")
+    extra = obj.given() - set(mm._scales)
+    if extra:
+        raise ValueError(
+            f"quantization scales {sorted(extra)} were not planned; planned: {sorted(mm._scales)}"
+        )
+    return {n: getattr(obj, n) for n in obj.given()}
+
+
+def _check_epilog_inputs(mm: Any, epilog_inputs: Any, checked: bool) -> tuple[dict, dict]:
+    if epilog_inputs is None:
+        return {}, {}
+    if mm._plan is None:
+        raise ValueError("epilog_inputs can only be reset after plan() (they are given to plan())")
+    spec, plan = mm._spec, mm._plan
+    tensors, scales = wrap_epilog_inputs(
+        epilog_inputs, spec.package, spec.user_device, tuple(plan.epilog_scales)
+    )
+    unknown = (set(tensors) - set(plan.epilog_slots)) | (set(scales) - set(plan.epilog_scales))
+    if unknown:
+        planned = sorted(plan.epilog_slots) + sorted(plan.epilog_scales)
+        raise ValueError(f"epilog inputs {sorted(unknown)} were not planned; planned: {planned}")
+    if checked:
+        for n, t in tensors.items():
+            plan.epilog_slots[n].check(t)
+    return tensors, scales
+
+
+def _replace_epilog_inputs(
+    mm: Any, tensors: Mapping[str, Any], scales: Mapping[str, Any], handle: StreamHandle
+) -> None:
+    plan, spec = mm._plan, mm._spec
+    if plan is None:
+        return
+    for n, t in tensors.items():
+        plan.epilog_slots[n].replace(t, handle)
+        repoint(mm, n, plan.epilog_slots[n].ptr)
+    for n, value in scales.items():
+        plan.epilog_scales[n].replace(value, spec.package, spec.user_device, handle)
+        repoint(mm, n, plan.epilog_scales[n].ptr)
+
+
+def repoint(mm: Any, source: str, ptr: int) -> None:
+    """Point the descriptor attributes fed by ``source`` (an epilog input or ``"scale:<n>"``) at ``ptr``."""
+    if mm._plan is not None:
+        for attr in mm._plan.input_pointers.get(source, ()):
+            attr.set(ptr)

@@ -1,0 +1,63 @@
+"""Result tensors: allocation on the ``execute()`` hot path and delivery in the caller's package.
+
+A :class:`ResultMaker` allocates one output (D or an aux output) with the operands' package, on the
+execution stream. torch results on the torch current stream take a direct ``torch.empty_strided``
+(about 1 us); everything else goes through the adapter's ``empty`` (stream-ordered, any package).
+Host operands get device results that :func:`deliver_host` copies back (blocking).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from nvmath._internal import dtypes
+from nvmath._internal.streams import StreamHandle
+from nvmath._internal.tensors import TensorAdapter, wrap
+
+__all__ = ["ResultMaker", "deliver", "deliver_host"]
+
+
+class ResultMaker:
+    """Allocates outputs of one shape, strides and dtype like ``template`` (a device tensor).
+
+    :meth:`new` returns ``(obj, ptr, is_adapter)``: the new tensor (a package tensor, or an adapter
+    whose ``unwrap`` gives the caller's object), its device address, and which of the two it is.
+    """
+
+    __slots__ = ("_device", "_raw_stream", "_tdtype", "device_id", "dtype", "shape", "strides", "template")
+
+    def __init__(self, template: TensorAdapter, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str):
+        self.template = template
+        self.shape, self.strides, self.dtype = tuple(shape), tuple(strides), dtype
+        self.device_id = template.device_id
+        self._raw_stream: Any = None
+        if template.package == "torch" and template.device == "cuda":
+            torch = sys.modules["torch"]
+            self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            self._tdtype = dtypes.to_torch_dtype(dtype)
+            self._device = torch.device("cuda", template.device_id)
+
+    def new(self, stream: StreamHandle) -> tuple[Any, int, bool]:
+        """Allocate one output, first used on ``stream``."""
+        raw = self._raw_stream
+        if raw is not None and stream.ptr == raw(self.device_id):
+            t = sys.modules["torch"].empty_strided(
+                self.shape, self.strides, dtype=self._tdtype, device=self._device
+            )
+            return t, t.data_ptr(), False
+        out = self.template.empty(self.shape, self.dtype, strides=self.strides, stream=stream)
+        return out, out.data_ptr, True
+
+
+def deliver(obj: Any, is_adapter: bool, stream: StreamHandle) -> Any:
+    """The caller's object for an output made by :meth:`ResultMaker.new` (GPU operands)."""
+    return obj.unwrap(stream) if is_adapter else obj
+
+
+def deliver_host(host_template: TensorAdapter, obj: Any, is_adapter: bool, stream: StreamHandle) -> Any:
+    """Copy a device output to a new host tensor of the caller's package (blocking) and return it."""
+    src = obj if is_adapter else wrap(obj)
+    dst = host_template.empty(tuple(src.shape), src.dtype, strides=tuple(src.strides), device_id="cpu")
+    dst.copy_(src, stream)
+    return dst.unwrap(stream)

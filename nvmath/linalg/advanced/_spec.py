@@ -1,0 +1,125 @@
+"""Constructor-time checks of a ``Matmul``: the pure traits (memoised per problem) and device placement.
+
+:func:`specify` runs every check that needs no GPU -- numpy.matmul traits, dtypes, scales -- and
+memoises the result per problem (shapes, strides, dtypes, conjugation and the options that decide
+types), so building planners for a recurring problem skips the trait computation. :func:`place`
+then does the first GPU work: device checks, the stream, and device copies of host operands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from nvmath._internal import streams
+from nvmath._internal.streams import StreamHandle
+from nvmath.linalg.advanced import _handles
+from nvmath.linalg.advanced._operands import Slot, spec_of
+from nvmath.linalg.advanced._options import MatmulOptions, MatmulQuantizationScales
+from nvmath.linalg.advanced._plan import Spec
+from nvmath.linalg.advanced._traits import get_mm_traits
+from nvmath.linalg.advanced._typemaps import check_device_support, check_quantization_scales, resolve_types
+
+__all__ = ["place", "specify"]
+
+_OPERANDS = ("a", "b", "c")
+_TRAITS: dict[Any, tuple[Any, Any]] = {}
+_TRAITS_MAX = 256
+
+
+def _traits_key(
+    specs: Mapping[str, Any], qualifiers: Any, scales: MatmulQuantizationScales, options: MatmulOptions
+) -> Any:
+    """A key for the pure traits of a problem, or ``None`` when some argument is not plain data."""
+    conj = None
+    if qualifiers is not None:
+        if (
+            not isinstance(qualifiers, np.ndarray)
+            or qualifiers.ndim != 1
+            or "is_conjugate" not in (qualifiers.dtype.names or ())
+        ):
+            return None
+        conj = tuple(bool(x) for x in qualifiers["is_conjugate"])
+    o = options
+    return (
+        tuple(specs.items()), conj, o.inplace, o.compute_type, o.scale_type, o.result_type,
+        o.block_scaling, o.result_amax, scales.given(),
+    )  # fmt: skip
+
+
+def specify(
+    ops: Mapping[str, Any], qualifiers: Any, scales: MatmulQuantizationScales, options: MatmulOptions
+) -> tuple[Any, Any, Any]:
+    """The pure checks of the constructor: traits, types, scales (no GPU work); memoised per problem.
+
+    Returns:
+        ``(mm traits, types, key)``; ``key`` is ``None`` when the result was not memoised.
+    """
+    specs = {n: spec_of(op) for n, op in ops.items()}
+    key = _traits_key(specs, qualifiers, scales, options)
+    hit = _TRAITS.get(key) if key is not None else None
+    if hit is None:
+        hit = _compute_traits(specs, qualifiers, scales, options)
+        if key is not None:
+            if len(_TRAITS) >= _TRAITS_MAX:
+                _TRAITS.clear()
+            _TRAITS[key] = hit
+    mm, types = hit
+    if types.narrow_inputs and ops["a"].device == "cuda":
+        for name in ("a", "b"):
+            if ops[name].data_ptr % 16:
+                raise ValueError(
+                    f"FP8 operand {name!r} must be 16-byte aligned; its address is {ops[name].data_ptr:#x}"
+                )
+    return mm, types, key
+
+
+def _compute_traits(
+    specs: Mapping[str, Any], qualifiers: Any, scales: MatmulQuantizationScales, options: MatmulOptions
+) -> tuple[Any, Any]:
+    a, b, c = (specs.get(n) for n in _OPERANDS)
+    mm = get_mm_traits(a, b, c, qualifiers=qualifiers, inplace=options.inplace)
+    types = resolve_types(
+        a.dtype, b.dtype, c.dtype if c is not None else None, compute_type=options.compute_type,
+        scale_type=options.scale_type, result_type=options.result_type, inplace=options.inplace,
+    )  # fmt: skip
+    check_quantization_scales(scales.given(), types, block_scaling=options.block_scaling)
+    if options.result_amax and not types.narrow_result:
+        raise ValueError(f"result_amax=True needs an FP8 result; the result dtype is {types.d_dtype}")
+    return mm, types
+
+
+def place(
+    ops: Mapping[str, Any],
+    mm: Any,
+    types: Any,
+    key: Any,
+    qualifiers: Any,
+    options: MatmulOptions,
+    stream: Any,
+) -> tuple[Spec, dict[str, Slot], StreamHandle]:
+    """Check the device, resolve the stream and make the operand slots (copying host operands).
+
+    Returns:
+        ``(spec, slots, stream handle)``.
+    """
+    first = ops["a"]
+    host = first.device != "cuda"
+    device_id = options.device_id if host else int(first.device_id)
+    version = _handles.cublaslt_version()
+    cc = _handles.device_info(device_id).compute_capability
+    check_device_support(types, cc, version, block_scaling=options.block_scaling)
+    handle = streams.get_stream(stream, device_id=device_id, package=first.package)
+    slots = {n: Slot(n, op, device_id, handle) for n, op in ops.items()}
+    if host:  # the device copies may have other strides: the traits of what cuBLASLt reads
+        mm = get_mm_traits(
+            slots["a"].spec, slots["b"].spec, slots["c"].spec if "c" in slots else None,
+            qualifiers=qualifiers, inplace=options.inplace,
+        )  # fmt: skip
+    spec = Spec(
+        options, first.package, first.device_id, device_id, host, mm, types, version, "c" in ops,
+        None if host else key,
+    )  # fmt: skip
+    return spec, slots, handle
