@@ -264,6 +264,11 @@ def _new_handle(ptr: int, device_id: int, package: str, obj: Any) -> StreamHandl
         return StreamHandle(ptr, device_id, package, obj, None)
     devices.init_driver()
     drv = devices.driver()
+    status, capture = drv.cuStreamIsCapturing(ptr)
+    if status == 0 and int(capture) != 0:
+        # Querying a capturing stream's device or context invalidates the capture (seen with
+        # torch.cuda.graph): trust the operands' device and assume the primary context.
+        return StreamHandle(ptr, device_id, package, obj, None)
     status, dev = drv.cuStreamGetDevice(ptr)
     if status != 0:
         raise ValueError(f"{ptr:#x} is not a usable CUDA stream ({getattr(status, 'name', status)})")

@@ -210,3 +210,22 @@ def test_cached_get_stream_cost(torch_cuda):
     n = 20000
     cost = min(timeit.repeat(lambda: get_stream(None, device_id=0, package="torch"), number=n, repeat=5)) / n
     assert cost < 3e-6
+
+
+@pytest.mark.gpu
+def test_new_stream_seen_during_graph_capture_keeps_capture_valid(torch_cuda):
+    """Normalizing a stream first seen while it captures a CUDA graph does not break the capture."""
+    torch = torch_cuda
+    x = torch.ones(16, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x.add_(1)  # warm-up outside capture
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        handle = streams.get_stream(None, device_id=0, package="torch")
+        assert handle.ptr == torch.cuda.current_stream().cuda_stream
+        x.mul_(2)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(x, torch.full_like(x, 4.0))
