@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = REGISTRY.cases(args.suite, quick=args.quick, pattern=args.cases)
         runs = [(c, lib) for c, lib in plan_runs(cases, [args.lib]) if lib == args.lib]
         ctx = make_context(Settings.for_run(quick=args.quick, seed=args.seed), args.device)
-        with Progress(len(runs), f"{args.suite} [{args.lib}]") as progress:
+        with ctx, Progress(len(runs), f"{args.suite} [{args.lib}]") as progress:
             results = run_cases(runs, ctx, progress)
         import nvmath
 

@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace, cases: list[registry.Case]) -> tuple[list[dic
     ctx = make_context(Settings.for_run(quick=args.quick, seed=args.seed), args.device)
     if not ctx.has_gpu:
         print(f"note: {ctx.no_gpu_reason}; GPU cases are skipped", file=sys.stderr)
-    with Progress(len(local), args.suite, use_rich=False if args.plain else None) as progress:
+    with ctx, Progress(len(local), args.suite, use_rich=False if args.plain else None) as progress:
         results = [r.to_dict() for r in run_cases(local, ctx, progress)]
     versions = report.library_versions(args.libs)
     for lib in sorted({lib for _, lib in runs} & registry.SUBPROCESS_LIBRARIES):

@@ -88,6 +88,28 @@ class Context:
         """The number of input sets to rotate among (see :func:`rotation_count`)."""
         return rotation_count(input_bytes, self.l2_bytes, max_sets=max_sets)
 
+    def close(self) -> None:
+        """Give torch and cupy back the current streams they had, then destroy the run's stream.
+
+        Setups make the run's stream current in torch / cupy (``torch_on_ctx_stream``); leaving a
+        destroyed stream current there would crash the process's next torch / cupy call.
+        """
+        for restore in self.extras.pop("restore", []):
+            try:
+                restore()
+            except Exception:  # noqa: BLE001 - best effort: the process may be exiting
+                pass
+        if self.stream is not None:
+            self.stream.sync()
+            self.stream.close()
+            self.stream = None
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def sync(self) -> None:
         """Wait for the run's stream (no-op without a GPU)."""
         if self.stream is not None:

@@ -31,6 +31,8 @@ def torch_on_ctx_stream(ctx: Any) -> Any:
     if not torch.cuda.is_available():
         raise Skip("torch has no CUDA device")
     if "torch_stream" not in ctx.extras:
+        previous = torch.cuda.current_stream(ctx.device_id)
+        ctx.extras.setdefault("restore", []).append(lambda: torch.cuda.set_stream(previous))
         torch.cuda.set_device(ctx.device_id)
         stream = torch.cuda.ExternalStream(ctx.stream_handle, device=torch.device("cuda", ctx.device_id))
         torch.cuda.set_stream(stream)
@@ -45,6 +47,8 @@ def cupy_on_ctx_stream(ctx: Any) -> Any:
 
     if "cupy_stream" not in ctx.extras:
         cupy.cuda.Device(ctx.device_id).use()
+        previous = cupy.cuda.get_current_stream()
+        ctx.extras.setdefault("restore", []).append(previous.use)
         stream = cupy.cuda.ExternalStream(ctx.stream_handle, ctx.device_id)
         stream.use()
         cupy.random.seed(ctx.settings.seed)

@@ -97,12 +97,16 @@ class MemoryPointer:
         return f"MemoryPointer(device_ptr={self.device_ptr:#x}, size={self.size})"
 
 
+_finalizing = sys.is_finalizing  # bound now: module globals may be gone when __del__ runs at exit
+
+
 def _safe_call(release: Callable[..., Any], what: str, *args: Any) -> None:
     try:
         release(*args)
     except Exception as exc:
-        if not sys.is_finalizing():
-            warnings.warn(f"freeing {what} failed: {exc}", RuntimeWarning, stacklevel=2)
+        if _finalizing():
+            return  # the process is exiting: the driver reclaims the memory, logging may be gone
+        warnings.warn(f"freeing {what} failed: {exc}", RuntimeWarning, stacklevel=2)
         logger.debug("freeing %s failed", what, exc_info=True)
 
 
@@ -172,7 +176,7 @@ class Allocation:
         self.free()
 
     def __del__(self) -> None:
-        if self._release is not None:
+        if self._release is not None and not _finalizing():
             self.free()
 
     def __repr__(self) -> str:
