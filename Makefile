@@ -27,7 +27,7 @@ gpu-test:            ## on the GPU machine (no registry there): run from the sou
 	PYTHONUNBUFFERED=1 PYTHONPATH=. python3 -m pytest tests -q -x -p no:cacheprovider -m "not slow"
 
 docs: venv
-	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
+	$(PY) -m sphinx.cmd.build -W --keep-going -b html docs docs/_build/html
 
 bindings: venv       ## regenerate nvmath/bindings from the pinned NVIDIA headers
 	$(PY) -m pip install -q -r tools/bindings-requirements.txt
