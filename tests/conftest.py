@@ -10,9 +10,19 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+# Test modules are imported with ``--import-mode=importlib`` and the test folders are not
+# packages, so shared helper modules living in this folder (``example_runner``) are made
+# importable by putting the folder itself on ``sys.path`` (their asserts rewritten like a test's).
+_TESTS_DIR = str(Path(__file__).resolve().parent)
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
+pytest.register_assert_rewrite("example_runner")
 
 
 @functools.cache

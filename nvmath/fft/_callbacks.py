@@ -15,9 +15,15 @@ Signatures (``T`` is the element type, ``U`` the user-info type)::
 the operand (or nvmath's internal copy of it for C2R, laid out as ``"optimized"``) and the result,
 whose layout :meth:`nvmath.fft.FFT.get_output_layout` reports.
 
-The function is compiled under a fixed symbol per callback kind and element type (see
-:func:`callback_symbol`), which is how the planner finds it in the LTO-IR. LTO-IR from elsewhere
-names its symbol with ``DeviceCallable(..., name=...)``.
+Symbols: cuFFT links the callback by name. With no name given (``lto_callback_symbol_name`` NULL)
+it calls the C++ function of ``cufftXt.h``'s ``cufftJITCallback{Load,Store}{Real,DoubleReal,Complex,
+DoubleComplex}`` type, so the LTO-IR must define that function's *mangled* C++ name, e.g.
+``_Z28cufftJITCallbackStoreComplexPvy6float2S_S_`` (:func:`callback_symbol`): that is the name
+:func:`compile_prolog` / :func:`compile_epilog` give the numba function, and the planner then passes
+no name. A name given to cuFFT (``DeviceCallable(..., name="my_cb")``, cuFFT >= 12 or 11.4) is the
+*unmangled* name of a C++ ``__device__`` function with the ``cufftXt.h`` signature: cuFFT compiles a
+C++ shim that declares and calls it, so an ``extern "C"`` function (or any name without C++
+mangling) cannot be used that way; such LTO-IR must use the default mangled name instead.
 """
 
 from __future__ import annotations
@@ -25,10 +31,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 __all__ = [
     "CALLBACK_DTYPES",
+    "CompiledCallback",
     "DeviceCallable",
     "as_device_callable",
     "callback_symbol",
@@ -40,7 +47,18 @@ __all__ = [
 CALLBACK_DTYPES: tuple[str, ...] = ("float32", "float64", "complex64", "complex128")
 """The element types callbacks can load and store."""
 
-_MANGLED = re.compile(rb"_Z\d+cufftJITCallback(?:Load|Store)\w*")
+# cuFFT's default callback names as they start in the LTO-IR's string table (the length prefix
+# bounds the identifier; the parameters follow).
+_MANGLED = re.compile(rb"_Z\d+cufftJITCallback(?:Load|Store)(?:DoubleComplex|DoubleReal|Complex|Real)")
+
+# cuFFT's name of each element type in the callback typedefs, and its Itanium mangling.
+_CUFFT_TYPES = {
+    "float32": ("Real", "f"),
+    "float64": ("DoubleReal", "d"),
+    "complex64": ("Complex", "6float2"),
+    "complex128": ("DoubleComplex", "7double2"),
+}
+_MANGLED_NAME = re.compile(r"_Z(\d+)(\w+)")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=False)
@@ -52,9 +70,11 @@ class DeviceCallable:
             is required).
         size: the size of the LTO-IR in bytes (required for an address; taken from ``bytes``).
         data: an int device pointer passed to the callback as ``user_info`` (0 when unused).
-        name: the callback's symbol in the LTO-IR; ``None`` finds it (the names
-            :func:`compile_prolog` / :func:`compile_epilog` use, or nvmath-python's). Not an
-            nvmath-python field.
+        name: the name of a C++ ``__device__`` callback with the ``cufftXt.h`` signature, which
+            cuFFT is told to call (a mangled name is passed unmangled); ``None``: cuFFT's default
+            mangled name (:func:`callback_symbol`), which :func:`compile_prolog` /
+            :func:`compile_epilog`, nvmath-python and ``nvcc -dlto`` of the documented callback
+            names give. Not an nvmath-python field.
     """
 
     ltoir: bytes | int
@@ -115,27 +135,109 @@ def as_device_callable(value: Any, what: str) -> DeviceCallable | None:
             )
         return DeviceCallable(**value)
     if isinstance(value, (bytes, bytearray)):
-        return DeviceCallable(bytes(value))
+        return DeviceCallable(value if isinstance(value, bytes) else bytes(value))  # keeps a CompiledCallback
     raise TypeError(
         f"{what} must be a DeviceCallable, a dict of its fields, LTO-IR bytes or None; got {type(value).__name__}"
     )
 
 
+class CompiledCallback(bytes):
+    """LTO-IR from :func:`compile_prolog` / :func:`compile_epilog`: ``bytes`` that remember what they are.
+
+    Attributes:
+        kind: ``"prolog"`` or ``"epilog"``.
+        element_dtype: the element type it was compiled for.
+        symbol: the function's name in the LTO-IR (:func:`callback_symbol`).
+    """
+
+    kind: str
+    element_dtype: str
+    symbol: str
+
+    def __new__(cls, code: bytes, *, kind: str, element_dtype: str, symbol: str) -> Self:
+        self = super().__new__(cls, code)
+        self.kind, self.element_dtype, self.symbol = kind, element_dtype, symbol
+        return self
+
+    def __reduce__(self) -> tuple:
+        return _compiled_callback, (bytes(self), self.kind, self.element_dtype, self.symbol)
+
+
+def _compiled_callback(code: bytes, kind: str, element_dtype: str, symbol: str) -> CompiledCallback:
+    """Unpickles a :class:`CompiledCallback`."""
+    return CompiledCallback(code, kind=kind, element_dtype=element_dtype, symbol=symbol)
+
+
+def _callback_name(kind: str, dtype: str) -> str:
+    """The unmangled name of cuFFT's callback for ``kind`` and ``dtype``: ``cufftJITCallbackLoadComplex``..."""
+    return f"cufftJITCallback{'Load' if kind == 'prolog' else 'Store'}{_CUFFT_TYPES[dtype][0]}"
+
+
+def _parameter_mangling(kind: str, dtype: str) -> str:
+    """The mangled parameter list of the ``cufftXt.h`` callback type (``void*, unsigned long long, ...``)."""
+    return "PvyS_S_" if kind == "prolog" else f"Pvy{_CUFFT_TYPES[dtype][1]}S_S_"
+
+
 def callback_symbol(kind: str, dtype: str) -> str:
-    """The symbol :func:`compile_prolog` (``kind="prolog"``) / :func:`compile_epilog` give a callback."""
-    return f"nvmath_fft_{'load' if kind == 'prolog' else 'store'}_{dtype}"
+    """cuFFT's default callback symbol: the mangled C++ name of its ``kind`` callback on ``dtype`` elements.
+
+    :func:`compile_prolog` (``kind="prolog"``) / :func:`compile_epilog` give the function this name;
+    cuFFT links it when no symbol name is passed to ``cufftXtSetJITCallback``. For example
+    ``callback_symbol("epilog", "complex64") == "_Z28cufftJITCallbackStoreComplexPvy6float2S_S_"``.
+    """
+    name = _callback_name(kind, dtype)
+    return f"_Z{len(name)}{name}{_parameter_mangling(kind, dtype)}"
 
 
-def find_symbol(callable_: DeviceCallable, kind: str, dtype: str) -> str:
-    """The callback's symbol: its ``name``, our fixed name, or a cuFFT-style mangled name in the LTO-IR."""
-    if callable_.name is not None:
-        return callable_.name
-    ours = callback_symbol(kind, dtype)
-    if isinstance(callable_.ltoir, bytes) and ours.encode() not in callable_.ltoir:
-        found = sorted(set(_MANGLED.findall(callable_.ltoir)))
-        if len(found) == 1:
-            return found[0].decode()
-    return ours
+def _mismatch(kind: str, dtype: str, what: str) -> ValueError:
+    make = f"compile_{kind}(function, {dtype!r}, ...)"
+    return ValueError(
+        f"the {kind} must be a callback for {dtype} elements (cuFFT links it as {callback_symbol(kind, dtype)}), "
+        f"but {what}; compile it with {make}. A prolog's elements have the operand's dtype, an epilog's the "
+        "result's (complex for rfft, real for irfft)"
+    )
+
+
+def find_symbol(callable_: DeviceCallable, kind: str, dtype: str) -> str | None:
+    """The ``lto_callback_symbol_name`` to give ``cufftXtSetJITCallback`` for ``callable_``.
+
+    ``None`` (cuFFT's default name, :func:`callback_symbol`) unless ``callable_.name`` names another
+    function; a mangled name gives the function's unmangled name, which is what cuFFT declares.
+
+    Raises:
+        ValueError: the callback was compiled for another kind or element type, or its name or the
+            cuFFT-style names visible in its LTO-IR do not fit ``kind`` / ``dtype``.
+    """
+    default = callback_symbol(kind, dtype)
+    ltoir = callable_.ltoir
+    if isinstance(ltoir, CompiledCallback) and callable_.name is None:
+        if (ltoir.kind, ltoir.element_dtype) != (kind, dtype):
+            raise _mismatch(kind, dtype, f"this LTO-IR is a {ltoir.kind} for {ltoir.element_dtype} elements")
+        return None
+    name = callable_.name
+    if name is None:
+        # NVVM's LTO-IR hides its names; nvcc -dlto output may show them: check what is visible.
+        found = set(_MANGLED.findall(ltoir)) if isinstance(ltoir, bytes) else set()
+        name = _callback_name(kind, dtype)
+        if found and f"_Z{len(name)}{name}".encode() not in found:
+            shown = ", ".join(sorted(f.decode() for f in found))
+            raise _mismatch(kind, dtype, f"its LTO-IR defines {shown}")
+        return None
+    if name in (default, _callback_name(kind, dtype)):
+        return None
+    match = _MANGLED_NAME.fullmatch(name)
+    if match and len(match.group(2)) > int(match.group(1)):
+        length = int(match.group(1))
+        base, params = match.group(2)[:length], match.group(2)[length:]
+        if base.startswith("cufftJITCallback"):
+            raise _mismatch(kind, dtype, f"DeviceCallable.name is {name!r}")
+        if params != _parameter_mangling(kind, dtype):
+            raise ValueError(
+                f"DeviceCallable.name {name!r} mangles parameters {params!r}; a {kind} on {dtype} elements "
+                f"must have cuFFT's signature ({_parameter_mangling(kind, dtype)!r}, as in {default})"
+            )
+        return base
+    return name
 
 
 def _as_dtype_name(value: Any) -> str | None:
@@ -212,7 +314,7 @@ def _compile(
         sig = elt(types.CPointer(elt), types.uint64, info, types.voidptr)
     else:
         sig = types.void(types.CPointer(elt), types.uint64, elt, info, types.voidptr)
-    symbol = callback_symbol(kind, element)
+    symbol = callback_symbol(kind, element)  # cuFFT's default name: the planner passes no name
     try:
         code, _ = cuda.compile(
             function, sig, device=True, abi="c", abi_info={"abi_name": symbol}, output="ltoir", cc=cc
@@ -224,7 +326,7 @@ def _compile(
             f"numba {numba.__version__} could not compile the {kind} {getattr(function, '__name__', function)!r} "
             f"to LTO-IR for sm_{cc[0]}{cc[1]} (numpy {numpy.__version__}): {type(exc).__name__}: {exc}"
         ) from exc
-    return bytes(code)
+    return CompiledCallback(bytes(code), kind=kind, element_dtype=element, symbol=symbol)
 
 
 def compile_prolog(
@@ -244,13 +346,15 @@ def compile_prolog(
         element_dtype: the type of the elements loaded: ``"float32"``, ``"float64"``,
             ``"complex64"`` or ``"complex128"`` (a numpy dtype works too) -- the operand's dtype.
         user_info_dtype: the type ``user_info`` points to: one of the same names, or a numba type.
-        name: accepted for compatibility; the symbol is fixed (see :func:`callback_symbol`).
+        name: accepted for compatibility and ignored: the function gets cuFFT's default
+            mangled name (:func:`callback_symbol`), which cuFFT links without being told a name.
         phase: accepted for compatibility; unused.
         representation: only ``"ltoir"``.
         compute_capability: the target, such as ``"90"``; default: the current device's.
 
     Returns:
-        The LTO-IR, for ``FFT.plan(prolog=DeviceCallable(ltoir, data=...))``.
+        The LTO-IR (``bytes``; a :class:`CompiledCallback`), for
+        ``FFT.plan(prolog=DeviceCallable(ltoir, data=...))``.
 
     Raises:
         ValueError: a bad dtype, representation or compute capability.
@@ -278,13 +382,15 @@ def compile_epilog(
             ``value`` at ``data_out[offset]`` (see the module documentation).
         element_dtype: the type of the elements stored -- the result's dtype.
         user_info_dtype: the type ``user_info`` points to (as for :func:`compile_prolog`).
-        name: accepted for compatibility; the symbol is fixed (see :func:`callback_symbol`).
+        name: accepted for compatibility and ignored: the function gets cuFFT's default
+            mangled name (:func:`callback_symbol`), which cuFFT links without being told a name.
         phase: accepted for compatibility; unused.
         representation: only ``"ltoir"``.
         compute_capability: the target, such as ``"90"``; default: the current device's.
 
     Returns:
-        The LTO-IR, for ``FFT.plan(epilog=DeviceCallable(ltoir, data=...))``.
+        The LTO-IR (``bytes``; a :class:`CompiledCallback`), for
+        ``FFT.plan(epilog=DeviceCallable(ltoir, data=...))``.
 
     Raises:
         ValueError: a bad dtype, representation or compute capability.

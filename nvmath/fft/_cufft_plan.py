@@ -23,7 +23,7 @@ from typing import Any
 from nvmath._internal import devices, dtypes, streams
 from nvmath._internal.memory import Workspace
 from nvmath._internal.streams import StreamHandle
-from nvmath.fft._callbacks import DeviceCallable, find_symbol
+from nvmath.fft._callbacks import DeviceCallable, callback_symbol, find_symbol
 from nvmath.fft._layout import CufftStep
 from nvmath.fft._traits import FFTTraits
 
@@ -101,30 +101,79 @@ def _check_lto_support() -> dict[str, Any]:
     return info
 
 
-def _callback_error(kind: str, symbol: str, dtype: str, exc: BaseException) -> RuntimeError:
+def _callback_error(attached: list[tuple[str, str | None, str]], exc: BaseException) -> RuntimeError:
+    """The error for cuFFT refusing the callbacks ``attached`` ((kind, symbol name, dtype) each)."""
     info = cufft_info()
+    shown = "; ".join(
+        f"the {kind} on {dtype} elements, linked as "
+        + (callback_symbol(kind, dtype) if symbol is None else f"{symbol!r} (a C++ function cuFFT declares)")
+        for kind, symbol, dtype in attached
+    )
     return RuntimeError(
-        f"cuFFT {info['version']} ({info['path']}) refused the {kind} LTO callback (symbol {symbol!r}, "
-        f"{dtype} elements): {exc}. LTO callbacks need an nvJitLink of the same CUDA major version, at least "
-        "as new as cuFFT, and LTO-IR for this GPU; pass DeviceCallable(..., name=...) if the symbol differs"
+        f"cuFFT {info['version']} ({info['path']}) refused the LTO callback(s) ({shown}): {exc}. The LTO-IR "
+        "must define that function with cuFFT's callback signature (compile_prolog / compile_epilog with "
+        "the element dtype of the operand / result do) for this GPU's architecture; LTO callbacks also need "
+        "an nvJitLink of the same CUDA major version as cuFFT, at least as new"
     )
 
 
-def _set_callback(handle: int, kind: str, callback: DeviceCallable, dtype: str, keep: list) -> str:
-    """Attach a callback to a handle before its plan is made; return a description for errors."""
+_LEGACY_SET_JIT: dict[str, Any] = {}
+
+
+def _legacy_set_jit_callback(
+    handle: int, symbol: str | None, callback: DeviceCallable, cb_type: int, caller_info: int
+) -> None:
+    """``cufftXtSetJITCallback`` of cuFFT 11.x (CUDA 12.6-12.9), whose exported symbol has no name argument.
+
+    cuFFT 11.4 exports the named form as ``__cufftXtSetJITCallback_12_7`` (cufftXt.h maps the
+    6-argument ``cufftXtSetJITCallback`` to it inline); cuFFT 11.3 has only the 5-argument form.
+    """
+    from nvmath.bindings import _loader
+
+    library = _loader._library("cufft")
+    tail = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)  # fatbin, size, type, info
+    if symbol is None:
+        name, argtypes = "cufftXtSetJITCallback", (ctypes.c_int, *tail)
+        args: tuple = (handle, callback.ltoir, callback.size, cb_type, caller_info)
+    else:
+        name, argtypes = "__cufftXtSetJITCallback_12_7", (ctypes.c_int, ctypes.c_char_p, *tail)
+        args = (handle, symbol.encode(), callback.ltoir, callback.size, cb_type, caller_info)
+    function = _LEGACY_SET_JIT.get(name)
+    if function is None:
+        function = _LEGACY_SET_JIT[name] = library.resolve(name, ctypes.c_int, argtypes, "cuFFT 11.4")
+    status = function(*args)
+    if status:
+        raise _cufft().cuFFTError(status)
+
+
+def _set_callback(
+    handle: int, kind: str, callback: DeviceCallable, dtype: str, keep: list
+) -> tuple[str, str | None, str]:
+    """Attach a callback to a handle before its plan is made; return (kind, symbol name, dtype) for errors.
+
+    The symbol name is ``None`` (NULL: cuFFT links its default mangled name, which our compiled
+    callbacks define) unless ``callback.name`` names another C++ function.
+    """
     cufft = _cufft()
-    _check_lto_support()
-    symbol = find_symbol(callback, kind, dtype)
-    cell = ctypes.c_void_p(callback.data or None)
+    info = _check_lto_support()
+    symbol = find_symbol(callback, kind, dtype)  # ValueError for a callback of another kind / dtype
+    cell = ctypes.c_void_p(callback.data or None)  # caller_info: an array of one device pointer
     keep.append(cell)
     cb_type = getattr(cufft.XtCallbackType, (_LOAD if kind == "prolog" else _STORE)[dtype])
     try:
-        cufft.xt_set_jit_callback(
-            handle, symbol, callback.ltoir, callback.size, cb_type, ctypes.addressof(cell)
-        )
+        major = int(str(info["version"]).split(".")[0])
+    except ValueError:
+        major = 12
+    try:
+        if major >= 12:
+            cufft.xt_set_jit_callback(
+                handle, symbol, callback.ltoir, callback.size, cb_type, ctypes.addressof(cell)
+            )
+        else:
+            _legacy_set_jit_callback(handle, symbol, callback, int(cb_type), ctypes.addressof(cell))
     except Exception as exc:
-        raise _callback_error(kind, symbol, dtype, exc) from exc
-    return f"{kind}:{symbol}:{dtype}"
+        raise _callback_error([(kind, symbol, dtype)], exc) from exc
+    return kind, symbol, dtype
 
 
 class CufftPlan:
@@ -171,10 +220,7 @@ class CufftPlan:
                     except Exception as exc:
                         if not attached:
                             raise
-                        _, symbol, dtype = attached[0].split(":")
-                        raise _callback_error(
-                            " and ".join(a.split(":")[0] for a in attached), symbol, dtype, exc
-                        ) from exc
+                        raise _callback_error(attached, exc) from exc
         except BaseException:
             self.close()
             raise

@@ -63,6 +63,14 @@ def _resolved(adapter: TensorAdapter, inplace: bool) -> TensorAdapter:
     return wrap(adapter.tensor.resolve_conj(), "operand")
 
 
+def _operand_traits(adapter: TensorAdapter, axes: Any, options: FFTOptions, execution: Any) -> FFTTraits:
+    """The traits of a transform of ``adapter`` over ``axes`` (``execution``: a resolved execution object)."""
+    return make_traits(
+        adapter.shape, adapter.strides, adapter.dtype, axes=axes, options=options,
+        execution=execution.name, package=adapter.package, operand_space=adapter.device,
+    )  # fmt: skip
+
+
 def _fast_torch(adapter: TensorAdapter, traits: FFTTraits) -> bool:
     """Whether results can be made with ``torch.empty_strided`` directly (torch GPU, out of place)."""
     return (
@@ -156,10 +164,7 @@ class FFT:
         with log_phase(logger, "FFT specification"):
             adapter = _resolved(wrap(operand, "operand"), options.inplace)
             execution = resolve_execution(execution, adapter.device_id)
-            traits = make_traits(
-                adapter.shape, adapter.strides, adapter.dtype, axes=axes, options=options,
-                execution=execution.name, package=adapter.package, operand_space=adapter.device,
-            )  # fmt: skip
+            traits = _operand_traits(adapter, axes, options, execution)
             debug(logger, "FFT traits: %s", traits)
         self._options, self._logger, self._traits, self._execution = options, logger, traits, execution
         self._operand: TensorAdapter | None = adapter
@@ -230,10 +235,7 @@ class FFT:
         options = check_or_create_options(FFTOptions, options, "FFT options")
         adapter = wrap(operand, "operand")
         execution = resolve_execution(execution, adapter.device_id)
-        traits = make_traits(
-            adapter.shape, adapter.strides, adapter.dtype, axes=axes, options=options,
-            execution=execution.name, package=adapter.package, operand_space=adapter.device,
-        )  # fmt: skip
+        traits = _operand_traits(adapter, axes, options, execution)
         return _make_key(traits, execution, prolog, epilog)
 
     @staticmethod

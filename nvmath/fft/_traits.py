@@ -430,14 +430,20 @@ def make_traits(
         "cross_space": execution != operand_space,
     }
     if execution == "cpu":
-        layout = orders[2] if options.result_layout == "natural" else orders[1]
-        result_strides = strides if options.inplace else _dense(result_shape, layout)
-        return FFTTraits(result_strides=result_strides, **common)
+        return _cpu_traits(orders, options.result_layout, common)
     problem = _Problem(
         fft_type, shape, strides, axes, dict(zip(axes, fft_shape)), result_shape, orders,
         options.result_layout, options.layout_fallback, dtype in _HALF,
     )  # fmt: skip
     return _cuda_traits(problem, options.inplace, operand_space == "cpu", common)
+
+
+def _cpu_traits(orders: tuple[tuple[int, ...], ...], result_layout: str, common: dict[str, Any]) -> FFTTraits:
+    """Traits of a CPU transform: the result is dense, in the natural or the operand's axis order."""
+    layout = orders[2] if result_layout == "natural" else orders[1]
+    strides, result_shape = common["operand_strides"], common["result_shape"]
+    result_strides = strides if common["inplace"] else _dense(result_shape, layout)
+    return FFTTraits(result_strides=result_strides, **common)
 
 
 def _cuda_traits(problem: _Problem, inplace: bool, cross: bool, common: dict[str, Any]) -> FFTTraits:

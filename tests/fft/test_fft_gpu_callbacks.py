@@ -77,12 +77,54 @@ def test_fused_gaussian_filter(torch_cuda):
     torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_epilog_times_two_small_c2c(torch_cuda):
+    """The smallest case cuFFT 12 used to refuse (CUFFT_INVALID_SIZE): a 64-point C2C, epilog 2*x."""
+    torch = torch_cuda
+
+    def twice(data_out, offset, value, user_info, unused):
+        data_out[offset] = value * 2
+
+    x = torch.randn(64, dtype=torch.complex64, device="cuda")
+    y = nf.fft(x, epilog={"ltoir": compiled("epilog", twice, "complex64", "complex64")})
+    torch.testing.assert_close(y, 2 * torch.fft.fft(x), rtol=1e-4, atol=1e-4)
+
+
+def test_complex128_prolog_and_epilog_with_user_info(torch_cuda):
+    """Double-complex prolog and epilog both read user_info (the by-value double2 element path)."""
+    torch = torch_cuda
+    n = np.uint64(96)
+    x = torch.randn(8, 96, dtype=torch.complex128, device="cuda")
+    w = torch.linspace(0.5, 1.5, 96, dtype=torch.float64, device="cuda")
+    scale = torch.tensor([0.25 + 0.5j], dtype=torch.complex128, device="cuda")
+
+    def windowed(data_in, offset, user_info, unused):
+        return data_in[offset] * user_info[offset % n]
+
+    pro = compiled("prolog", windowed, "complex128", "float64")
+    epi = compiled("epilog", scale_epilog, "complex128", "complex128")
+    with FFT(x, axes=[1]) as f:
+        f.plan(
+            prolog=DeviceCallable(pro, data=w.data_ptr()), epilog=DeviceCallable(epi, data=scale.data_ptr())
+        )
+        y = f.execute()
+    torch.testing.assert_close(y, torch.fft.fft(x * w, dim=1) * scale[0], rtol=1e-10, atol=1e-10)
+
+
+def test_callback_for_another_dtype_is_a_value_error(torch_cuda):
+    """An epilog compiled for complex128 on a complex64 result raises ValueError naming both."""
+    torch = torch_cuda
+    x = torch.randn(64, dtype=torch.complex64, device="cuda")
+    epi = compiled("epilog", scale_epilog, "complex128", "complex128")
+    with pytest.raises(ValueError, match=r"complex64.*epilog for complex128"):
+        nf.fft(x, epilog=epi)
+
+
 def test_bad_ltoir_names_the_library(torch_cuda):
     """LTO-IR cuFFT cannot link raises RuntimeError naming cuFFT's version and path."""
     torch = torch_cuda
     x = torch.randn(64, dtype=torch.complex64, device="cuda")
     f = FFT(x)
-    with pytest.raises(RuntimeError, match=r"cuFFT \d+\.\d+.*refused the prolog"):
+    with pytest.raises(RuntimeError, match=r"cuFFT \d+\.\d+.*refused the LTO callback.*prolog on complex64"):
         f.plan(prolog=DeviceCallable(b"not LTO-IR" * 8))
     f.free()
 

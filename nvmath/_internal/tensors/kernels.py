@@ -7,13 +7,13 @@ dropped, axes contiguous in both layouts merged), so most copies need one to thr
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
 from typing import Any
 
 import numpy as np
 
-from nvmath._internal import devices, streams
+from nvmath._internal import nvrtc
 from nvmath._internal.streams import StreamHandle
 
 __all__ = ["MAX_DIMS", "coalesce", "strided_copy"]
@@ -28,9 +28,9 @@ _TYPES = {
     8: "unsigned long long",
     16: "nvmath_b16",
 }
-_BLOCK = 256
 
 
+@functools.cache
 def _source() -> str:
     params = ", ".join(f"long long {p}{i}" for p in ("n", "d", "s") for i in range(MAX_DIMS))
 
@@ -60,30 +60,12 @@ __global__ void nvmath_strided_copy(T* __restrict__ dst, const T* __restrict__ s
 """
 
 
-_KERNELS: dict[int, dict[int, Any]] = {}
-_LOCK = threading.Lock()
+_NAMES = {size: f"nvmath_strided_copy<{t}>" for size, t in _TYPES.items()}
 
 
 def _kernels(device_id: int) -> dict[int, Any]:
     """Compile (once per device) and return itemsize -> kernel."""
-    kernels = _KERNELS.get(device_id)
-    if kernels is not None:
-        return kernels
-    with _LOCK:
-        kernels = _KERNELS.get(device_id)
-        if kernels is None:
-            from cuda.core import Program, ProgramOptions
-
-            major, minor = devices.compute_capability(device_id)
-            names = {size: f"nvmath_strided_copy<{t}>" for size, t in _TYPES.items()}
-            devices.core_device(device_id)
-            with devices.device_ctx(device_id):
-                program = Program(_source(), "c++", ProgramOptions(arch=f"sm_{major}{minor}", std="c++17"))
-                code = program.compile("cubin", name_expressions=tuple(names.values()))
-                kernels = {size: code.get_kernel(name) for size, name in names.items()}
-            _KERNELS[device_id] = kernels
-            logger.debug("compiled the strided-copy kernels for device %d (sm_%d%d)", device_id, major, minor)
-    return kernels
+    return nvrtc.compiled_kernels(_source(), _NAMES, device_id, what="strided-copy kernels", logger=logger)
 
 
 def coalesce(
@@ -129,9 +111,4 @@ def strided_copy(
     args = [np.uintp(dst_ptr), np.uintp(src_ptr), np.int64(count), np.int32(len(dims))]
     for values, fill in ((dims, 1), (dst_s, 0), (src_s, 0)):
         args.extend(np.int64(v) for v in list(values) + [fill] * pad)
-    kernel = _kernels(device_id)[itemsize]
-    from cuda.core import LaunchConfig, launch
-
-    blocks = min((count + _BLOCK - 1) // _BLOCK, 65536)
-    with streams.stream_ctx(stream):
-        launch(stream.core, LaunchConfig(grid=blocks, block=_BLOCK), kernel, *args)
+    nvrtc.launch_1d(_kernels(device_id)[itemsize], count, stream, *args)

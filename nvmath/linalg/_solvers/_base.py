@@ -18,6 +18,7 @@ GPU) and raises :class:`nvmath.LinAlgError` naming the failing matrices.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -31,12 +32,17 @@ from nvmath._internal.state import Lifecycle, PlannerState, requires
 from nvmath._internal.tensors import TensorAdapter, is_dense, wrap
 from nvmath.linalg._solvers import _cpu
 from nvmath.linalg._solvers._common import (
+    RhsSpec,
+    as_matrix_rhs,
     check_reset,
     check_same_space,
     colmajor_strides,
     info_error,
+    matrix_spec,
+    rhs_spec,
     wrap_operands,
 )
+from nvmath.linalg._solvers._dispatch import Choice, choose
 from nvmath.linalg._solvers._gpu import GpuContext, InfoArray, WorkMatrix
 from nvmath.linalg._solvers._options import LOGGER_NAME, SolverOptions
 
@@ -146,6 +152,17 @@ class SolverBase:
             return None
         return streams.get_stream(stream, device_id=self._operand_device, package=self._package)
 
+    def _choose(self, op: str, spec: Any) -> Choice:
+        """The kernel family of ``op`` for the matrix ``spec`` under ``options.algorithm`` (logged)."""
+        return choose(
+            op,
+            rows=spec.rows,
+            cols=spec.cols,
+            batch=spec.batch_count,
+            algorithm=self.options.algorithm,
+            logger=self._log,
+        )
+
     # ------------------------------------------------------------------ lifecycle
     def _invalidate(self) -> None:
         """Forget results kept from earlier executions (a new plan has new buffers)."""
@@ -201,6 +218,11 @@ class SolverBase:
         self._operands = {}
         self._lifecycle.mark_freed()
 
+    @requires(PlannerState.CREATED, PlannerState.PLANNED, operands=True)
+    def plan(self, *, stream: Any = None) -> None:
+        """Plan the computation (GPU: handles, working buffers, workspaces, pointer arrays)."""
+        self._plan(stream)
+
     @requires(PlannerState.CREATED, PlannerState.PLANNED, PlannerState.FREED)
     def release_operands(self) -> None:
         """Drop the references to the operands (the plan is kept); ``reset_operands`` supplies new ones."""
@@ -255,8 +277,18 @@ class SolverBase:
             return _cpu.to_caller(np.asarray(host.tensor), self._like)
         return self._emit_device(view).unwrap(ctx.stream)
 
-    def _fresh(self, src: TensorAdapter, rows: int, cols: int, count: int) -> WorkMatrix:
-        """A new column-major device tensor holding a copy of ``src`` (a right-hand side, say)."""
+    def _gpu_load(self, stream: Any, name: str) -> tuple[GpuContext, Any]:
+        """Bind the plan to this call's stream and queue the copy of operand ``name`` into ``g.work``.
+
+        Returns ``(ctx, g)``: the plan's context and state (the device must be current).
+        """
+        ctx = self._gpu_call(stream)
+        g = self._gpu
+        self._load(g.work.adapter, name)
+        return ctx, g
+
+    def _fresh(self, src: TensorAdapter, spec: RhsSpec) -> WorkMatrix:
+        """A new column-major device tensor holding a copy of the right-hand side ``src`` (of ``spec``)."""
         ctx = self._ctx
         assert ctx is not None
         shape = tuple(src.shape)
@@ -264,7 +296,7 @@ class SolverBase:
             shape, src.dtype, strides=colmajor_strides(shape), device_id=ctx.device_id, stream=ctx.stream
         )
         x.copy_(src, ctx.stream)
-        return WorkMatrix(x, rows, cols, count)
+        return WorkMatrix(x, spec.rows, spec.nrhs, spec.batch_count)
 
     def _give(self, adapter: TensorAdapter, like: TensorAdapter | None = None) -> Any:
         """Hand a new device tensor to the caller (copied to the host for host operands).
@@ -321,17 +353,21 @@ class SolverBase:
 
 
 class SingleMatrixSolver(SolverBase):
-    """A planner of one matrix operand ``a``: ``plan``, ``reset_operands(a=)``, ``algorithm``."""
+    """A planner of one matrix operand ``a``: ``plan``, ``reset_operands(a=)``, ``algorithm``.
+
+    ``a`` is checked by :func:`matrix_spec` (square unless ``_SQUARE`` is false; ``_OP`` names the
+    operation in messages).
+    """
+
+    _SQUARE: ClassVar[bool] = True
+
+    def _check_operand(self, name: str, adapter: TensorAdapter) -> Any:
+        return matrix_spec(adapter, name, square=self._SQUARE, what=self._OP)
 
     @property
     def algorithm(self) -> str | None:
         """The kernel family chosen at ``plan()`` on the GPU (``None`` before, or on the CPU)."""
         return None if self._gpu is None else self._gpu.choice.algorithm
-
-    @requires(PlannerState.CREATED, PlannerState.PLANNED, operands=True)
-    def plan(self, *, stream: Any = None) -> None:
-        """Plan the computation (GPU: handles, working buffers, workspaces, pointer arrays)."""
-        self._plan(stream)
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def reset_operands(self, *, a: Any = None, stream: Any = None) -> None:
@@ -342,6 +378,33 @@ class SingleMatrixSolver(SolverBase):
     def reset_operands_unchecked(self, *, a: Any = None, stream: Any = None) -> None:
         """Like :meth:`reset_operands` without the checks (the caller guarantees a match)."""
         self._reset({"a": a}, stream, checked=False)
+
+    def _solve_rhs(
+        self,
+        b: Any,
+        stream: Any,
+        cpu_solve: Callable[[np.ndarray], np.ndarray],
+        gpu_solve: Callable[[GpuContext, WorkMatrix], None],
+    ) -> Any:
+        """Solve for a new right-hand side ``b`` of ``a`` with kept factors; ``x`` is shaped like ``b``.
+
+        ``cpu_solve(b)`` returns the solution for a host ``b`` given as a matrix; ``gpu_solve(ctx, x)``
+        solves in place into ``x``, a new column-major device copy of ``b``.
+        """
+        badapter = wrap(b, "operand 'b'")
+        bspec = rhs_spec(badapter, self._specs["a"])
+        with self._lock, self._phase("solution"):
+            if not self.on_gpu:
+                host = as_matrix_rhs(_cpu.host_array(badapter, self._operand_stream(stream)))
+                x = cpu_solve(host).reshape(bspec.shape)
+                return _cpu.to_caller(x, badapter, self._operand_stream(stream))
+            with devices.device_ctx(self._device_id):
+                ctx = self._gpu_call(stream)
+                work = self._fresh(badapter, bspec)
+                gpu_solve(ctx, work)
+                result = self._give(work.adapter, badapter)
+                self._finish_gpu()
+            return result
 
 
 class _Space:

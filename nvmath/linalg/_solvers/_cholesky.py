@@ -19,13 +19,13 @@ from typing import Any
 
 from nvmath._internal import devices
 from nvmath._internal.state import PlannerState, requires
-from nvmath._internal.tensors import TensorAdapter, wrap
+from nvmath._internal.tensors import TensorAdapter
 from nvmath.linalg._solvers import _cpu, _kernels
 from nvmath.linalg._solvers._base import SingleMatrixSolver, SolverBase
 from nvmath.linalg._solvers._cache import run_cached
-from nvmath.linalg._solvers._common import check_flag, matrix_spec, rhs_spec
-from nvmath.linalg._solvers._dispatch import choose
-from nvmath.linalg._solvers._gpu import GpuContext, WorkMatrix, data_type, prefix
+from nvmath.linalg._solvers._common import as_matrix_rhs, check_flag, matrix_spec, rhs_spec
+from nvmath.linalg._solvers._dispatch import Choice
+from nvmath.linalg._solvers._gpu import GpuContext, WorkMatrix, data_type, dn_function, workspace_args
 
 __all__ = ["Cholesky", "CholeskySolve", "cholesky", "cholesky_solve"]
 
@@ -33,14 +33,13 @@ _LOWER, _UPPER = 0, 1  # cublasFillMode_t
 
 
 def _plan_factor(
-    ctx: GpuContext, like: TensorAdapter, spec: Any, lower: bool, algorithm: str, log: Any, *, factorize: bool
+    ctx: GpuContext, like: TensorAdapter, spec: Any, lower: bool, choice: Choice, *, factorize: bool
 ) -> SimpleNamespace:
     """Working buffer, pointer array / workspace and info for a batch of Cholesky factors."""
     from nvmath.bindings import cusolverDn
 
     n, count = spec.rows, spec.batch_count
-    op = "cholesky" if factorize else "cho_solve"
-    g = SimpleNamespace(choice=choose(op, rows=n, cols=n, batch=count, algorithm=algorithm, logger=log))
+    g = SimpleNamespace(choice=choice)
     g.work = ctx.matrix(like, spec.batch_shape, n, n)
     g.info = ctx.info(count)
     g.scratch = ctx.alloc(4)
@@ -64,27 +63,13 @@ def _gpu_potrf(ctx: GpuContext, g: SimpleNamespace, lower: bool) -> None:
     n, count = work.rows, work.count
     g.info.zero()
     if g.choice.algorithm == "batched":
-        fn = getattr(cusolverDn, f"{prefix(work.dtype)}potrf_batched")
+        fn = dn_function(work.dtype, "potrf_batched")
         fn(ctx.dn, g.uplo, n, g.ptrs, n, g.info.ptr, count)
     else:
         dt = data_type(work.dtype)
-        hptr = g.hws.ctypes.data if g.hsize else 0
+        ws = workspace_args(g)
         for i in range(count):
-            cusolverDn.xpotrf(
-                ctx.dn,
-                ctx.params,
-                g.uplo,
-                n,
-                dt,
-                work.at(i),
-                n,
-                dt,
-                g.dws,
-                g.dsize,
-                hptr,
-                g.hsize,
-                g.info.at(i),
-            )
+            cusolverDn.xpotrf(ctx.dn, ctx.params, g.uplo, n, dt, work.at(i), n, dt, *ws, g.info.at(i))
     _kernels.zero_triangle(
         work.ptr,
         rows=n,
@@ -108,7 +93,7 @@ def _gpu_potrs(ctx: GpuContext, g: SimpleNamespace, x: WorkMatrix) -> None:
     if g.choice.algorithm == "batched" and nrhs == 1 and count > 1:
         xptrs = ctx.temp_pointer_array(x.ptr, x.stride * x.itemsize, count)
         try:
-            fn = getattr(cusolverDn, f"{prefix(work.dtype)}potrs_batched")
+            fn = dn_function(work.dtype, "potrs_batched")
             fn(ctx.dn, g.uplo, n, 1, g.ptrs, n, xptrs.ptr, n, g.scratch, count)
         finally:
             xptrs.free(ctx.stream)
@@ -116,10 +101,6 @@ def _gpu_potrs(ctx: GpuContext, g: SimpleNamespace, x: WorkMatrix) -> None:
     dt = data_type(work.dtype)
     for i in range(count):
         cusolverDn.xpotrs(ctx.dn, ctx.params, g.uplo, n, nrhs, dt, work.at(i), n, dt, x.at(i), n, g.scratch)
-
-
-def _as_matrix_rhs(b: Any) -> Any:
-    return b.reshape(b.shape + (1,)) if b.ndim == 1 else b
 
 
 class Cholesky(SingleMatrixSolver):
@@ -151,16 +132,12 @@ class Cholesky(SingleMatrixSolver):
         self._factor: Any = None
         super().__init__({"a": a}, options=options, execution=execution, stream=stream)
 
-    def _check_operand(self, name: str, adapter: TensorAdapter) -> Any:
-        return matrix_spec(adapter, name, square=True, what="cholesky")
-
     def _invalidate(self) -> None:
         self._factor = None
 
     def _plan_gpu(self, ctx: GpuContext) -> Any:
-        return _plan_factor(
-            ctx, self._like, self._specs["a"], self.lower, self.options.algorithm, self._log, factorize=True
-        )
+        spec = self._specs["a"]
+        return _plan_factor(ctx, self._like, spec, self.lower, self._choose("cholesky", spec), factorize=True)
 
     @requires(PlannerState.PLANNED, operands=True)
     def execute(self, *, stream: Any = None) -> Any:
@@ -173,13 +150,12 @@ class Cholesky(SingleMatrixSolver):
                 self._record_info("potrf", info, spec.batch_shape)
                 return self._out(factor, stream)
             with devices.device_ctx(self._device_id):
-                ctx = self._gpu_call(stream)
-                self._load(self._gpu.work.adapter, "a")
-                _gpu_potrf(ctx, self._gpu, self.lower)
+                ctx, g = self._gpu_load(stream, "a")
+                _gpu_potrf(ctx, g, self.lower)
                 self._factor = True
-                result = self._emit(self._gpu.work.adapter)
+                result = self._emit(g.work.adapter)
                 self._finish_gpu()
-            self._record_info("potrf", self._gpu.info, spec.batch_shape)
+            self._record_info("potrf", g.info, spec.batch_shape)
             return result
 
     @requires(PlannerState.PLANNED)
@@ -187,20 +163,12 @@ class Cholesky(SingleMatrixSolver):
         """Solve ``a x = b`` with the factor of the last :meth:`execute`; return ``x`` (shape of ``b``)."""
         if self._factor is None:
             raise self._ERROR("Cholesky.solve() called before execute(): call execute() first")
-        badapter = wrap(b, "operand 'b'")
-        bspec = rhs_spec(badapter, self._specs["a"])
-        with self._lock, self._phase("solution"):
-            if not self.on_gpu:
-                host = _as_matrix_rhs(_cpu.host_array(badapter, self._operand_stream(stream)))
-                x = _cpu.cho_solve(self._factor, host, self.lower).reshape(bspec.shape)
-                return _cpu.to_caller(x, badapter, self._operand_stream(stream))
-            with devices.device_ctx(self._device_id):
-                ctx = self._gpu_call(stream)
-                x = self._fresh(badapter, bspec.rows, bspec.nrhs, bspec.batch_count)
-                _gpu_potrs(ctx, self._gpu, x)
-                result = self._give(x.adapter, badapter)
-                self._finish_gpu()
-            return result
+        return self._solve_rhs(
+            b,
+            stream,
+            lambda host: _cpu.cho_solve(self._factor, host, self.lower),
+            lambda ctx, x: _gpu_potrs(ctx, self._gpu, x),
+        )
 
 
 class CholeskySolve(SolverBase):
@@ -237,13 +205,8 @@ class CholeskySolve(SolverBase):
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         spec = self._specs["c"]
         return _plan_factor(
-            ctx, self._like, spec, self.lower, self.options.algorithm, self._log, factorize=False
+            ctx, self._like, spec, self.lower, self._choose("cho_solve", spec), factorize=False
         )
-
-    @requires(PlannerState.CREATED, PlannerState.PLANNED, operands=True)
-    def plan(self, *, stream: Any = None) -> None:
-        """Prepare the solve (GPU: factor buffer and pointer array)."""
-        self._plan(stream)
 
     @requires(PlannerState.PLANNED, operands=True)
     def execute(self, *, stream: Any = None) -> Any:
@@ -251,13 +214,12 @@ class CholeskySolve(SolverBase):
         bspec = self._specs["b"]
         with self._lock, self._phase("execution"):
             if not self.on_gpu:
-                c, b = self._host("c", stream), _as_matrix_rhs(self._host("b", stream))
+                c, b = self._host("c", stream), as_matrix_rhs(self._host("b", stream))
                 return self._out(_cpu.cho_solve(c, b, self.lower).reshape(bspec.shape), stream)
             with devices.device_ctx(self._device_id):
-                ctx = self._gpu_call(stream)
-                self._load(self._gpu.work.adapter, "c")
-                x = self._fresh(self._operand("b"), bspec.rows, bspec.nrhs, bspec.batch_count)
-                _gpu_potrs(ctx, self._gpu, x)
+                ctx, g = self._gpu_load(stream, "c")
+                x = self._fresh(self._operand("b"), bspec)
+                _gpu_potrs(ctx, g, x)
                 result = self._give(x.adapter)
                 self._finish_gpu()
             return result

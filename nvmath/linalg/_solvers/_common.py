@@ -31,6 +31,7 @@ __all__ = [
     "SUPPORTED_DTYPES",
     "MatrixSpec",
     "RhsSpec",
+    "as_matrix_rhs",
     "batch_index",
     "check_flag",
     "check_reset",
@@ -206,6 +207,11 @@ def rhs_spec(adapter: TensorAdapter, a: MatrixSpec, name: str = "b") -> RhsSpec:
             "they must be equal (no broadcasting)"
         )
     return RhsSpec(name, a.batch_shape, n, shape[-1], False, adapter.dtype)
+
+
+def as_matrix_rhs(b: np.ndarray) -> np.ndarray:
+    """A host right-hand side as a matrix: one vector ``(n,)`` becomes ``(n, 1)``."""
+    return b.reshape(b.shape + (1,)) if b.ndim == 1 else b
 
 
 def check_reset(old: MatrixSpec | RhsSpec, new: MatrixSpec | RhsSpec) -> None:

@@ -34,8 +34,14 @@ from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
 from nvmath.linalg._solvers import _cpu
 from nvmath.linalg._solvers._base import SolverBase, device_view
 from nvmath.linalg._solvers._cache import run_cached
-from nvmath.linalg._solvers._common import MatrixSpec, RhsSpec, colmajor_strides, matrix_spec, rhs_spec
-from nvmath.linalg._solvers._dispatch import choose
+from nvmath.linalg._solvers._common import (
+    MatrixSpec,
+    RhsSpec,
+    as_matrix_rhs,
+    colmajor_strides,
+    matrix_spec,
+    rhs_spec,
+)
 from nvmath.linalg._solvers._gpu import GpuContext
 from nvmath.linalg._solvers._lu import gpu_getrf, gpu_getrs, plan_lu
 from nvmath.linalg._solvers._options import DirectSolverOptions
@@ -146,14 +152,7 @@ class DirectSolver(SolverBase):
     # ------------------------------------------------------------------ GPU plan and slots
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         a, b = self._a, self._b
-        choice = choose(
-            "direct",
-            rows=a.rows,
-            cols=a.cols,
-            batch=a.batch_count,
-            algorithm=self.options.algorithm,
-            logger=self._log,
-        )
+        choice = self._choose("direct", a)
         g = plan_lu(ctx, self._like, a, choice, x64=True)
         bshape = b.shape if self._count is None else (self._count, b.rows, b.nrhs)
         g.bwork = ctx.matrix(self._like, b.batch_shape, b.rows, b.nrhs, shape=bshape)
@@ -188,7 +187,7 @@ class DirectSolver(SolverBase):
     def _host_stack(self, which: str, stream: Any) -> np.ndarray:
         arrays = [self._host(name, stream) for name in self._names(which)]
         if which == "b":
-            arrays = [x.reshape(x.shape + (1,)) if x.ndim == 1 else x for x in arrays]
+            arrays = [as_matrix_rhs(x) for x in arrays]
         return arrays[0] if self._count is None else np.stack(arrays)
 
     def _host_back(self, which: str, values: np.ndarray, stream: Any) -> None:
@@ -202,11 +201,6 @@ class DirectSolver(SolverBase):
             )
 
     # ------------------------------------------------------------------ public API
-    @requires(PlannerState.CREATED, PlannerState.PLANNED, operands=True)
-    def plan(self, *, stream: Any = None) -> None:
-        """Plan the factorization and solve (GPU: buffers, pivots, pointer arrays, workspace)."""
-        self._plan(stream)
-
     @requires(PlannerState.PLANNED, operands=True)
     def factorize(self, *, stream: Any = None) -> None:
         """LU-factorize ``a`` (kept on the object; written into ``a`` with ``inplace_a``)."""

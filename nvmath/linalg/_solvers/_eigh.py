@@ -20,13 +20,12 @@ from typing import Any
 from nvmath._errors import CudaLibraryError, FunctionNotFoundError
 from nvmath._internal import devices
 from nvmath._internal.state import PlannerState, requires
-from nvmath._internal.tensors import TensorAdapter
 from nvmath.linalg._solvers import _cpu
 from nvmath.linalg._solvers._base import SingleMatrixSolver
 from nvmath.linalg._solvers._cache import run_cached
-from nvmath.linalg._solvers._common import check_flag, matrix_spec, real_dtype
-from nvmath.linalg._solvers._dispatch import Choice, choose
-from nvmath.linalg._solvers._gpu import GpuContext, data_type, prefix
+from nvmath.linalg._solvers._common import check_flag, real_dtype
+from nvmath.linalg._solvers._dispatch import Choice
+from nvmath.linalg._solvers._gpu import GpuContext, data_type, dn_function, workspace_args
 
 __all__ = ["Eigh", "eigh", "eigvalsh"]
 
@@ -35,10 +34,7 @@ _NOVECTOR, _VECTOR = 0, 1  # cusolverEigMode_t
 
 
 def _jacobi(dtype: str, name: str) -> Any:
-    from nvmath.bindings import cusolverDn
-
-    kind = "heevj" if dtype.startswith("complex") else "syevj"
-    return getattr(cusolverDn, f"{prefix(dtype)}{kind}_batched{name}")
+    return dn_function(dtype, f"syevj_batched{name}", f"heevj_batched{name}")
 
 
 class Eigh(SingleMatrixSolver):
@@ -70,17 +66,10 @@ class Eigh(SingleMatrixSolver):
         self.vectors = check_flag("vectors", vectors)
         super().__init__({"a": a}, options=options, execution=execution, stream=stream)
 
-    def _check_operand(self, name: str, adapter: TensorAdapter) -> Any:
-        return matrix_spec(adapter, name, square=True, what="eigh")
-
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         spec = self._specs["a"]
         n, count = spec.rows, spec.batch_count
-        g = SimpleNamespace(
-            choice=choose(
-                "eigh", rows=n, cols=n, batch=count, algorithm=self.options.algorithm, logger=self._log
-            )
-        )
+        g = SimpleNamespace(choice=self._choose("eigh", spec))
         g.work = ctx.matrix(self._like, spec.batch_shape, n, n)
         g.w = ctx.vector(self._like, (*spec.batch_shape, n), real_dtype(spec.dtype))
         g.info = ctx.info(count)
@@ -161,8 +150,7 @@ class Eigh(SingleMatrixSolver):
         work = g.work
         n, count, w = work.rows, work.count, int(g.w.data_ptr)
         dt, dtw = data_type(work.dtype), data_type(real_dtype(work.dtype))
-        hptr = g.hws.ctypes.data if g.hsize else 0
-        ws = (g.dws, g.dsize, hptr, g.hsize)
+        ws = workspace_args(g)
         if batched:
             cusolverDn.xsyev_batched(ctx.dn, ctx.params, g.jobz, g.uplo, n, dt, work.ptr, n, dtw, w, dt, *ws,
                                      g.info.ptr, count)  # fmt: skip
@@ -185,9 +173,7 @@ class Eigh(SingleMatrixSolver):
                 self._record_info("eig", info, spec.batch_shape)
                 return result
             with devices.device_ctx(self._device_id):
-                ctx = self._gpu_call(stream)
-                g = self._gpu
-                self._load(g.work.adapter, "a")
+                ctx, g = self._gpu_load(stream, "a")
                 g.info.zero()
                 self._run(ctx, g)
                 w = self._emit(g.w)

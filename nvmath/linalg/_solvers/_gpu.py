@@ -27,7 +27,17 @@ from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import TensorAdapter
 from nvmath.linalg._solvers._common import colmajor_strides
 
-__all__ = ["GpuContext", "InfoArray", "WorkMatrix", "blas_handle", "data_type", "dn_handle", "prefix"]
+__all__ = [
+    "GpuContext",
+    "InfoArray",
+    "WorkMatrix",
+    "blas_handle",
+    "data_type",
+    "dn_function",
+    "dn_handle",
+    "prefix",
+    "workspace_args",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +57,22 @@ def data_type(dtype: str) -> int:
     return _CUDA_TYPE[dtype]
 
 
+def dn_function(dtype: str, name: str, complex_name: str | None = None) -> Any:
+    """The cusolverDn binding ``<prefix(dtype)><name>`` (``<complex_name>`` for complex dtypes, if given)."""
+    from nvmath.bindings import cusolverDn
+
+    if complex_name is not None and dtype.startswith("complex"):
+        name = complex_name
+    return getattr(cusolverDn, f"{prefix(dtype)}{name}")
+
+
+def workspace_args(g: Any) -> tuple[int, int, int, int]:
+    """``(device ptr, device bytes, host ptr, host bytes)``: the workspace arguments of a 64-bit cuSOLVER
+    call, from a plan's ``g.dws`` / ``g.dsize`` / ``g.hws`` / ``g.hsize`` (host ptr 0 without a host part).
+    """
+    return g.dws, g.dsize, (g.hws.ctypes.data if g.hsize else 0), g.hsize
+
+
 def _handles() -> dict[tuple[str, int], int]:
     table = getattr(_THREAD, "handles", None)
     if table is None:
@@ -54,30 +80,27 @@ def _handles() -> dict[tuple[str, int], int]:
     return table
 
 
-def dn_handle(device_id: int) -> int:
-    """This thread's cusolverDn handle on ``device_id`` (created on first use, kept for the process)."""
+def _thread_handle(key: str, library: str, label: str, device_id: int) -> int:
+    """This thread's handle of ``nvmath.bindings.<library>`` on ``device_id`` (created on first use)."""
     table = _handles()
-    handle = table.get(("dn", device_id))
+    handle = table.get((key, device_id))
     if handle is None:
-        from nvmath.bindings import cusolverDn
+        from nvmath import bindings
 
         with devices.device_ctx(device_id):
-            handle = table[("dn", device_id)] = cusolverDn.create()
-        logger.debug("created cusolverDn handle %#x on device %d", handle, device_id)
+            handle = table[(key, device_id)] = getattr(bindings, library).create()
+        logger.debug("created %s handle %#x on device %d", label, handle, device_id)
     return handle
+
+
+def dn_handle(device_id: int) -> int:
+    """This thread's cusolverDn handle on ``device_id`` (created on first use, kept for the process)."""
+    return _thread_handle("dn", "cusolverDn", "cusolverDn", device_id)
 
 
 def blas_handle(device_id: int) -> int:
     """This thread's cuBLAS handle on ``device_id`` (created on first use, kept for the process)."""
-    table = _handles()
-    handle = table.get(("blas", device_id))
-    if handle is None:
-        from nvmath.bindings import cublas
-
-        with devices.device_ctx(device_id):
-            handle = table[("blas", device_id)] = cublas.create()
-        logger.debug("created cuBLAS handle %#x on device %d", handle, device_id)
-    return handle
+    return _thread_handle("blas", "cublas", "cuBLAS", device_id)
 
 
 class WorkMatrix:

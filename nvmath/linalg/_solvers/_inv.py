@@ -14,12 +14,9 @@ from typing import Any
 
 from nvmath._internal import devices
 from nvmath._internal.state import PlannerState, requires
-from nvmath._internal.tensors import TensorAdapter
 from nvmath.linalg._solvers import _cpu, _kernels
 from nvmath.linalg._solvers._base import SingleMatrixSolver
 from nvmath.linalg._solvers._cache import run_cached
-from nvmath.linalg._solvers._common import matrix_spec
-from nvmath.linalg._solvers._dispatch import choose
 from nvmath.linalg._solvers._gpu import GpuContext, prefix
 from nvmath.linalg._solvers._lu import gpu_getrf, gpu_getrs, plan_lu
 
@@ -42,19 +39,9 @@ class Inverse(SingleMatrixSolver):
     def __init__(self, a: Any, *, options: Any = None, execution: Any = None, stream: Any = None):
         super().__init__({"a": a}, options=options, execution=execution, stream=stream)
 
-    def _check_operand(self, name: str, adapter: TensorAdapter) -> Any:
-        return matrix_spec(adapter, name, square=True, what="inv")
-
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         spec = self._specs["a"]
-        choice = choose(
-            "inv",
-            rows=spec.rows,
-            cols=spec.cols,
-            batch=spec.batch_count,
-            algorithm=self.options.algorithm,
-            logger=self._log,
-        )
+        choice = self._choose("inv", spec)
         g = plan_lu(ctx, self._like, spec, choice)
         g.out = ctx.matrix(self._like, spec.batch_shape, spec.rows, spec.rows)
         if choice.algorithm == "batched":
@@ -94,9 +81,7 @@ class Inverse(SingleMatrixSolver):
                 self._record_info("getrf", info, spec.batch_shape)
                 return out
             with devices.device_ctx(self._device_id):
-                ctx = self._gpu_call(stream)
-                g = self._gpu
-                self._load(g.work.adapter, "a")
+                ctx, g = self._gpu_load(stream, "a")
                 self._run(ctx, g)
                 out = self._emit(g.out.adapter)
                 self._finish_gpu()

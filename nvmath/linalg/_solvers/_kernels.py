@@ -5,19 +5,18 @@
   the input or the Householder vectors).
 * ``fill_identity``: write identity matrices (the right-hand side of an inverse on the looped path).
 
-Compiled once per device through ``cuda.core.Program`` (like nvmath's strided-copy kernel) and
-launched on the caller's stream. Nothing is compiled or loaded at import time.
+Compiled once per device through :mod:`nvmath._internal.nvrtc` (like nvmath's strided-copy kernel)
+and launched on the caller's stream. Nothing is compiled or loaded at import time.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 import numpy as np
 
-from nvmath._internal import devices, streams
+from nvmath._internal import nvrtc
 from nvmath._internal.streams import StreamHandle
 
 __all__ = ["fill_identity", "zero_triangle"]
@@ -25,7 +24,6 @@ __all__ = ["fill_identity", "zero_triangle"]
 logger = logging.getLogger(__name__)
 
 _TYPES = {4: "unsigned int", 8: "unsigned long long", 16: "nvmath_solver_b16"}
-_BLOCK = 256
 
 _SOURCE = r"""
 struct __align__(16) nvmath_solver_b16 { unsigned long long x, y; };
@@ -61,40 +59,12 @@ __global__ void nvmath_fill_identity(unsigned int* a, long long n, long long str
 }
 """
 
-_KERNELS: dict[int, dict[str, Any]] = {}
-_LOCK = threading.Lock()
+_NAMES = {f"zero{size}": f"nvmath_zero_triangle<{ctype}>" for size, ctype in _TYPES.items()}
+_NAMES["eye"] = "nvmath_fill_identity"
 
 
 def _kernels(device_id: int) -> dict[str, Any]:
-    kernels = _KERNELS.get(device_id)
-    if kernels is not None:
-        return kernels
-    with _LOCK:
-        kernels = _KERNELS.get(device_id)
-        if kernels is None:
-            from cuda.core import Program, ProgramOptions
-
-            major, minor = devices.compute_capability(device_id)
-            names = {}
-            for size, ctype in _TYPES.items():
-                names[f"zero{size}"] = f"nvmath_zero_triangle<{ctype}>"
-            names["eye"] = "nvmath_fill_identity"
-            devices.core_device(device_id)
-            with devices.device_ctx(device_id):
-                program = Program(_SOURCE, "c++", ProgramOptions(arch=f"sm_{major}{minor}", std="c++17"))
-                code = program.compile("cubin", name_expressions=tuple(names.values()))
-                kernels = {key: code.get_kernel(name) for key, name in names.items()}
-            _KERNELS[device_id] = kernels
-            logger.debug("compiled the solver kernels for device %d (sm_%d%d)", device_id, major, minor)
-    return kernels
-
-
-def _launch(kernel: Any, total: int, stream: StreamHandle, *args: Any) -> None:
-    from cuda.core import LaunchConfig, launch
-
-    blocks = max(1, min((total + _BLOCK - 1) // _BLOCK, 65536))
-    with streams.stream_ctx(stream):
-        launch(stream.core, LaunchConfig(grid=blocks, block=_BLOCK), kernel, *args)
+    return nvrtc.compiled_kernels(_SOURCE, _NAMES, device_id, what="solver kernels", logger=logger)
 
 
 def zero_triangle(
@@ -127,7 +97,7 @@ def zero_triangle(
         np.int64(count),
         np.int32(1 if zero_lower else 0),
     )
-    _launch(kernel, total, stream, *args)
+    nvrtc.launch_1d(kernel, total, stream, *args)
 
 
 # The 32-bit words of 1 in each dtype (little endian; the imaginary part is zero).
@@ -157,4 +127,4 @@ def fill_identity(
         np.uint32(w0),
         np.uint32(w1),
     )
-    _launch(kernel, n * n * count * words, stream, *args)
+    nvrtc.launch_1d(kernel, n * n * count * words, stream, *args)

@@ -99,20 +99,13 @@ class Lstsq(SolverBase):
         g.host_info = np.zeros(1, dtype=np.int32)
         return g
 
-    @requires(PlannerState.CREATED, PlannerState.PLANNED, operands=True)
-    def plan(self, *, stream: Any = None) -> None:
-        """Plan the solve."""
-        self._plan(stream)
-
     def _run_gpu(self, stream: Any) -> LstsqResult:
         from nvmath.bindings import cublas
 
         a, b = self._specs["a"], self._specs["b"]
         m, n = a.rows, a.cols
         with devices.device_ctx(self._device_id):
-            ctx = self._gpu_call(stream)
-            g = self._gpu
-            self._load(g.work.adapter, "a")
+            ctx, g = self._gpu_load(stream, "a")
             self._load(g.c.adapter, "b")
             g.info.zero()
             fn = getattr(cublas, f"{prefix(a.dtype)}gels_batched")

@@ -22,13 +22,13 @@ import numpy as np
 
 from nvmath._internal import devices
 from nvmath._internal.state import PlannerState, requires
-from nvmath._internal.tensors import TensorAdapter, wrap
+from nvmath._internal.tensors import TensorAdapter
 from nvmath.linalg._solvers import _cpu
 from nvmath.linalg._solvers._base import SingleMatrixSolver, SolverBase
 from nvmath.linalg._solvers._cache import run_cached
-from nvmath.linalg._solvers._common import matrix_spec, rhs_spec
-from nvmath.linalg._solvers._dispatch import Choice, choose
-from nvmath.linalg._solvers._gpu import GpuContext, WorkMatrix, data_type, prefix
+from nvmath.linalg._solvers._common import as_matrix_rhs, matrix_spec, rhs_spec
+from nvmath.linalg._solvers._dispatch import Choice
+from nvmath.linalg._solvers._gpu import GpuContext, WorkMatrix, data_type, prefix, workspace_args
 
 __all__ = ["LU", "TRANS", "LUSolve", "gpu_getrf", "gpu_getrs", "lu_factor", "lu_solve", "plan_lu"]
 
@@ -94,23 +94,10 @@ def gpu_getrf(ctx: GpuContext, g: SimpleNamespace) -> None:
         )
     elif g.x64:
         dt = data_type(work.dtype)
-        hptr = g.hws.ctypes.data if g.hsize else 0
+        ws = workspace_args(g)
         for i in range(count):
             cusolverDn.xgetrf(
-                ctx.dn,
-                ctx.params,
-                n,
-                n,
-                dt,
-                work.at(i),
-                n,
-                _piv_at(g, i),
-                dt,
-                g.dws,
-                g.dsize,
-                hptr,
-                g.hsize,
-                g.info.at(i),
+                ctx.dn, ctx.params, n, n, dt, work.at(i), n, _piv_at(g, i), dt, *ws, g.info.at(i)
             )
     else:
         fn = getattr(cusolverDn, f"{p}getrf")
@@ -172,10 +159,6 @@ def gpu_getrs(ctx: GpuContext, g: SimpleNamespace, x: WorkMatrix, trans: int, xp
             fn(ctx.dn, trans, n, nrhs, work.at(i), n, _piv_at(g, i), x.at(i), n, g.scratch)
 
 
-def _as_matrix_rhs(b: np.ndarray) -> np.ndarray:
-    return b.reshape(b.shape + (1,)) if b.ndim == 1 else b
-
-
 # ------------------------------------------------------------------------------------ planners
 class LU(SingleMatrixSolver):
     """Stateful LU factorization with partial pivoting of a (batch of) square matrices.
@@ -194,23 +177,12 @@ class LU(SingleMatrixSolver):
         self._factors: Any = None
         super().__init__({"a": a}, options=options, execution=execution, stream=stream)
 
-    def _check_operand(self, name: str, adapter: TensorAdapter) -> Any:
-        return matrix_spec(adapter, name, square=True, what="lu_factor")
-
     def _invalidate(self) -> None:
         self._factors = None
 
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         spec = self._specs["a"]
-        choice = choose(
-            "lu",
-            rows=spec.rows,
-            cols=spec.cols,
-            batch=spec.batch_count,
-            algorithm=self.options.algorithm,
-            logger=self._log,
-        )
-        return plan_lu(ctx, self._like, spec, choice)
+        return plan_lu(ctx, self._like, spec, self._choose("lu", spec))
 
     @requires(PlannerState.PLANNED, operands=True)
     def execute(self, *, stream: Any = None) -> tuple[Any, Any]:
@@ -223,9 +195,7 @@ class LU(SingleMatrixSolver):
                 self._record_info("getrf", info, spec.batch_shape)
                 return self._out(lu, stream), self._out(piv, stream)
             with devices.device_ctx(self._device_id):
-                ctx = self._gpu_call(stream)
-                g = self._gpu
-                self._load(g.work.adapter, "a")
+                ctx, g = self._gpu_load(stream, "a")
                 gpu_getrf(ctx, g)
                 self._factors = True
                 result = (self._emit(g.work.adapter), self._emit(g.piv))
@@ -239,20 +209,12 @@ class LU(SingleMatrixSolver):
         if self._factors is None:
             raise self._ERROR("LU.solve() called before execute(): call execute() first")
         code = check_trans(trans)
-        badapter = wrap(b, "operand 'b'")
-        bspec = rhs_spec(badapter, self._specs["a"])
-        with self._lock, self._phase("solution"):
-            if not self.on_gpu:
-                host = _as_matrix_rhs(_cpu.host_array(badapter, self._operand_stream(stream)))
-                x = _cpu.lu_solve(*self._factors, host, code).reshape(bspec.shape)
-                return _cpu.to_caller(x, badapter, self._operand_stream(stream))
-            with devices.device_ctx(self._device_id):
-                ctx = self._gpu_call(stream)
-                x = self._fresh(badapter, bspec.rows, bspec.nrhs, bspec.batch_count)
-                gpu_getrs(ctx, self._gpu, x, code)
-                result = self._give(x.adapter, badapter)
-                self._finish_gpu()
-            return result
+        return self._solve_rhs(
+            b,
+            stream,
+            lambda host: _cpu.lu_solve(*self._factors, host, code),
+            lambda ctx, x: gpu_getrs(ctx, self._gpu, x, code),
+        )
 
 
 class LUSolve(SolverBase):
@@ -299,20 +261,7 @@ class LUSolve(SolverBase):
 
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         spec = self._specs["lu"]
-        choice = choose(
-            "lu",
-            rows=spec.rows,
-            cols=spec.cols,
-            batch=spec.batch_count,
-            algorithm=self.options.algorithm,
-            logger=self._log,
-        )
-        return plan_lu(ctx, self._like, spec, choice)
-
-    @requires(PlannerState.CREATED, PlannerState.PLANNED, operands=True)
-    def plan(self, *, stream: Any = None) -> None:
-        """Prepare the solve."""
-        self._plan(stream)
+        return plan_lu(ctx, self._like, spec, self._choose("lu", spec))
 
     @requires(PlannerState.PLANNED, operands=True)
     def execute(self, *, stream: Any = None) -> Any:
@@ -321,14 +270,12 @@ class LUSolve(SolverBase):
         with self._lock, self._phase("execution"):
             if not self.on_gpu:
                 lu, piv = self._host("lu", stream), self._host("piv", stream)
-                b = _as_matrix_rhs(self._host("b", stream))
+                b = as_matrix_rhs(self._host("b", stream))
                 return self._out(_cpu.lu_solve(lu, piv, b, self.trans).reshape(bspec.shape), stream)
             with devices.device_ctx(self._device_id):
-                ctx = self._gpu_call(stream)
-                g = self._gpu
-                self._load(g.work.adapter, "lu")
+                ctx, g = self._gpu_load(stream, "lu")
                 g.piv.copy_(self._operand("piv"), ctx.stream)
-                x = self._fresh(self._operand("b"), bspec.rows, bspec.nrhs, bspec.batch_count)
+                x = self._fresh(self._operand("b"), bspec)
                 gpu_getrs(ctx, g, x, self.trans)
                 result = self._give(x.adapter)
                 self._finish_gpu()

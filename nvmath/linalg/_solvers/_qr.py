@@ -21,13 +21,11 @@ import numpy as np
 
 from nvmath._internal import devices
 from nvmath._internal.state import PlannerState, requires
-from nvmath._internal.tensors import TensorAdapter
 from nvmath.linalg._solvers import _cpu, _kernels
 from nvmath.linalg._solvers._base import SingleMatrixSolver, batch_view
 from nvmath.linalg._solvers._cache import run_cached
-from nvmath.linalg._solvers._common import colmajor_strides, matrix_spec
-from nvmath.linalg._solvers._dispatch import choose
-from nvmath.linalg._solvers._gpu import GpuContext, data_type, prefix
+from nvmath.linalg._solvers._common import colmajor_strides
+from nvmath.linalg._solvers._gpu import GpuContext, data_type, dn_function, prefix, workspace_args
 
 __all__ = ["QR", "QR_MODES", "qr"]
 
@@ -36,10 +34,7 @@ QR_MODES: tuple[str, ...] = ("reduced", "complete", "r")
 
 
 def _orgqr(dtype: str, name: str) -> Any:
-    from nvmath.bindings import cusolverDn
-
-    kind = "ungqr" if dtype.startswith("complex") else "orgqr"
-    return getattr(cusolverDn, f"{prefix(dtype)}{kind}{name}")
+    return dn_function(dtype, f"orgqr{name}", f"ungqr{name}")
 
 
 class QR(SingleMatrixSolver):
@@ -55,6 +50,7 @@ class QR(SingleMatrixSolver):
 
     _NAME = "QR"
     _OP = "qr"
+    _SQUARE = False
 
     def __init__(
         self, a: Any, *, mode: str = "reduced", options: Any = None, execution: Any = None, stream: Any = None
@@ -64,20 +60,13 @@ class QR(SingleMatrixSolver):
         self.mode = mode
         super().__init__({"a": a}, options=options, execution=execution, stream=stream)
 
-    def _check_operand(self, name: str, adapter: TensorAdapter) -> Any:
-        return matrix_spec(adapter, name, square=False, what="qr")
-
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         from nvmath.bindings import cusolverDn
 
         spec = self._specs["a"]
         m, n, count = spec.rows, spec.cols, spec.batch_count
         k = min(m, n)
-        g = SimpleNamespace(
-            choice=choose(
-                "qr", rows=m, cols=n, batch=count, algorithm=self.options.algorithm, logger=self._log
-            )
-        )
+        g = SimpleNamespace(choice=self._choose("qr", spec))
         g.work = ctx.matrix(self._like, spec.batch_shape, m, m if (self.mode == "complete" and m > n) else n)
         g.tau = ctx.vector(self._like, (*spec.batch_shape, k), spec.dtype)
         g.info = ctx.info(count)
@@ -110,26 +99,11 @@ class QR(SingleMatrixSolver):
             fn(ctx.bind_blas(), m, n, g.ptrs, m, g.tau_ptrs, g.host_info.ctypes.data, count)
             return
         dt = data_type(work.dtype)
-        hptr = g.hws.ctypes.data if g.hsize else 0
+        ws = workspace_args(g)
         tau = int(g.tau.data_ptr)
         for i in range(count):
-            cusolverDn.xgeqrf(
-                ctx.dn,
-                ctx.params,
-                m,
-                n,
-                dt,
-                work.at(i),
-                m,
-                dt,
-                tau + i * k * work.itemsize,
-                dt,
-                g.dws,
-                g.dsize,
-                hptr,
-                g.hsize,
-                g.info.at(i),
-            )
+            tau_i = tau + i * k * work.itemsize
+            cusolverDn.xgeqrf(ctx.dn, ctx.params, m, n, dt, work.at(i), m, dt, tau_i, dt, *ws, g.info.at(i))
 
     def _r_factor(self, ctx: GpuContext, g: SimpleNamespace, rows: int, n: int) -> Any:
         """Copy the upper triangle block out of the working buffer into a new tensor; zero below."""

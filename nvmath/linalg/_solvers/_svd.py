@@ -21,23 +21,15 @@ import numpy as np
 
 from nvmath._internal import devices
 from nvmath._internal.state import PlannerState, requires
-from nvmath._internal.tensors import TensorAdapter
 from nvmath.linalg._solvers import _cpu
 from nvmath.linalg._solvers._base import SingleMatrixSolver, batch_view
 from nvmath.linalg._solvers._cache import run_cached
-from nvmath.linalg._solvers._common import check_flag, matrix_spec, real_dtype
-from nvmath.linalg._solvers._dispatch import choose
-from nvmath.linalg._solvers._gpu import GpuContext, prefix
+from nvmath.linalg._solvers._common import check_flag, real_dtype
+from nvmath.linalg._solvers._gpu import GpuContext, dn_function
 
 __all__ = ["SVD", "svd", "svdvals"]
 
 _NOVECTOR, _VECTOR = 0, 1  # cusolverEigMode_t
-
-
-def _fn(dtype: str, name: str) -> Any:
-    from nvmath.bindings import cusolverDn
-
-    return getattr(cusolverDn, f"{prefix(dtype)}{name}")
 
 
 class SVD(SingleMatrixSolver):
@@ -54,6 +46,7 @@ class SVD(SingleMatrixSolver):
 
     _NAME = "SVD"
     _OP = "svd"
+    _SQUARE = False
 
     def __init__(
         self,
@@ -71,18 +64,11 @@ class SVD(SingleMatrixSolver):
         if self.options.algorithm == "gesvda" and self.full_matrices and self.compute_uv:
             raise ValueError("algorithm='gesvda' computes reduced factors only: pass full_matrices=False")
 
-    def _check_operand(self, name: str, adapter: TensorAdapter) -> Any:
-        return matrix_spec(adapter, name, square=False, what="svd")
-
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         spec = self._specs["a"]
         m, n, count = spec.rows, spec.cols, spec.batch_count
         k = min(m, n)
-        g = SimpleNamespace(
-            choice=choose(
-                "svd", rows=m, cols=n, batch=count, algorithm=self.options.algorithm, logger=self._log
-            )
-        )
+        g = SimpleNamespace(choice=self._choose("svd", spec))
         alg = g.choice.algorithm
         g.jobz = _VECTOR if self.compute_uv else _NOVECTOR
         g.econ = 0 if (alg == "batched" or self.full_matrices) else 1
@@ -96,7 +82,7 @@ class SVD(SingleMatrixSolver):
         g.resid = np.zeros(count, dtype=np.float64)
         args = (g.work.ptr, m, int(g.s.data_ptr), g.u.ptr, m, g.v.ptr, n)
         if alg == "gesvda":
-            fn = _fn(spec.dtype, "gesvda_strided_batched_buffer_size")
+            fn = dn_function(spec.dtype, "gesvda_strided_batched_buffer_size")
             lwork = fn(ctx.dn, g.jobz, k, m, n, g.work.ptr, m, g.work.stride, int(g.s.data_ptr), k, g.u.ptr, m,
                        g.u.stride, g.v.ptr, n, g.v.stride, count)  # fmt: skip
         else:
@@ -106,11 +92,13 @@ class SVD(SingleMatrixSolver):
             ctx.defer(lambda: cusolverDn.destroy_gesvdj_info(params))
             g.params = params
             if alg == "batched":
-                lwork = _fn(spec.dtype, "gesvdj_batched_buffer_size")(
+                lwork = dn_function(spec.dtype, "gesvdj_batched_buffer_size")(
                     ctx.dn, g.jobz, m, n, *args, params, count
                 )
             else:
-                lwork = _fn(spec.dtype, "gesvdj_buffer_size")(ctx.dn, g.jobz, g.econ, m, n, *args, params)
+                lwork = dn_function(spec.dtype, "gesvdj_buffer_size")(
+                    ctx.dn, g.jobz, g.econ, m, n, *args, params
+                )
         g.lwork = lwork
         g.dws = ctx.alloc(lwork * g.work.itemsize)
         return g
@@ -122,15 +110,15 @@ class SVD(SingleMatrixSolver):
         k, s, sz = min(m, n), int(g.s.data_ptr), g.s.itemsize
         alg = g.choice.algorithm
         if alg == "gesvda":
-            fn = _fn(work.dtype, "gesvda_strided_batched")
+            fn = dn_function(work.dtype, "gesvda_strided_batched")
             fn(ctx.dn, g.jobz, k, m, n, work.ptr, m, work.stride, s, k, u.ptr, m, u.stride, v.ptr, n, v.stride,
                g.dws, g.lwork, g.info.ptr, g.resid.ctypes.data, count)  # fmt: skip
         elif alg == "batched":
-            fn = _fn(work.dtype, "gesvdj_batched")
+            fn = dn_function(work.dtype, "gesvdj_batched")
             fn(ctx.dn, g.jobz, m, n, work.ptr, m, s, u.ptr, m, v.ptr, n, g.dws, g.lwork, g.info.ptr, g.params,
                count)  # fmt: skip
         else:
-            fn = _fn(work.dtype, "gesvdj")
+            fn = dn_function(work.dtype, "gesvdj")
             for i in range(count):
                 fn(ctx.dn, g.jobz, g.econ, m, n, work.at(i), m, s + i * k * sz, u.at(i), m, v.at(i), n, g.dws,
                    g.lwork, g.info.at(i), g.params)  # fmt: skip
@@ -164,9 +152,7 @@ class SVD(SingleMatrixSolver):
             m, n = spec.rows, spec.cols
             k = min(m, n)
             with devices.device_ctx(self._device_id):
-                ctx = self._gpu_call(stream)
-                g = self._gpu
-                self._load(g.work.adapter, "a")
+                ctx, g = self._gpu_load(stream, "a")
                 g.info.zero()
                 self._run(ctx, g)
                 out = self._emit(g.s)

@@ -251,30 +251,7 @@ class Matmul:
             for _, (_, ptr, _), attr in aux:
                 attr.set(ptr)
         ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
-        pa, pb = slots["a"].ptr, slots["b"].ptr
-        if self._swap:
-            pa, pb = pb, pa
-        pc = slots["c"].ptr if self._spec.has_c else (d_ptr if self._c_is_d else 0)
-        desc, alpha, la, lb, beta, lc, ld = self._static
-        lt_handle = self._options.handle or _handles.get_handle(self._spec.device_id)
-        args = (
-            lt_handle,
-            desc,
-            alpha,
-            pa,
-            la,
-            pb,
-            lb,
-            beta,
-            pc,
-            lc,
-            d_ptr,
-            ld,
-            algo_ptr,
-            ws_ptr,
-            ws_size,
-            handle.ptr,
-        )
+        args = (*self._matmul_args(d_ptr), algo_ptr, ws_ptr, ws_size, handle.ptr)
         if handle.ctx is not None or self._ctx_needed:
             with streams.stream_ctx(handle):
                 lt.matmul(*args)
@@ -283,6 +260,16 @@ class Matmul:
         if release_workspace:
             self._workspace.release()
         return self._deliver(out, is_adapter, aux, handle)
+
+    def _matmul_args(self, d_ptr: int) -> tuple:
+        """The ``cublasLtMatmul`` arguments before the algorithm: handle, descriptor, scalars, A, B, C, D."""
+        slots = self._slots
+        pa, pb = slots["a"].ptr, slots["b"].ptr
+        if self._swap:
+            pa, pb = pb, pa
+        pc = slots["c"].ptr if self._spec.has_c else (d_ptr if self._c_is_d else 0)
+        desc, alpha, la, lb, beta, lc, ld = self._static
+        return (self._handle(), desc, alpha, pa, la, pb, lb, beta, pc, lc, d_ptr, ld)
 
     def _deliver(self, out: Any, is_adapter: bool, aux: list | None, handle: StreamHandle) -> Any:
         spec = self._spec
@@ -360,12 +347,7 @@ class Matmul:
             attr.set(keep[-1][1])
         ws_size = plan.workspace_size
         ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
-        pa, pb = slots["a"].ptr, slots["b"].ptr
-        if self._swap:
-            pa, pb = pb, pa
-        pc = slots["c"].ptr if self._spec.has_c else (d_ptr if self._c_is_d else 0)
-        desc, alpha, la, lb, beta, lc, ld = self._static
-        head = (self._handle(), desc, alpha, pa, la, pb, lb, beta, pc, lc, d_ptr, ld)
+        head = self._matmul_args(d_ptr)
         algos = plan.algorithms
 
         def run(i: int) -> None:
@@ -397,16 +379,8 @@ class Matmul:
         GPU tensors are swapped by pointer; host tensors are copied into the device copies. After
         :meth:`release_operands` every operand (and scale and epilog input) must be given.
         """
-        reset(
-            self,
-            {"a": a, "b": b, "c": c},
-            alpha,
-            beta,
-            quantization_scales,
-            epilog_inputs,
-            stream,
-            checked=True,
-        )
+        reset(self, {"a": a, "b": b, "c": c}, alpha, beta, quantization_scales, epilog_inputs, stream,
+              checked=True)  # fmt: skip
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def reset_operands_unchecked(
@@ -414,16 +388,8 @@ class Matmul:
         quantization_scales: Any = None, epilog_inputs: Mapping[str, Any] | None = None, stream: Any = None,
     ) -> None:  # fmt: skip
         """Like :meth:`reset_operands` without the layout and alignment checks (the caller guarantees them)."""
-        reset(
-            self,
-            {"a": a, "b": b, "c": c},
-            alpha,
-            beta,
-            quantization_scales,
-            epilog_inputs,
-            stream,
-            checked=False,
-        )
+        reset(self, {"a": a, "b": b, "c": c}, alpha, beta, quantization_scales, epilog_inputs, stream,
+              checked=False)  # fmt: skip
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def release_operands(self) -> None:
