@@ -15,7 +15,10 @@ from typing import Any
 from benchmarks.registry import BASELINE_LIBRARIES, LIBRARIES, OURS
 
 __all__ = [
+    "CEILING_CASE",
     "SCHEMA",
+    "copy_ceiling",
+    "find_ceiling",
     "library_versions",
     "make_document",
     "ratios",
@@ -129,6 +132,49 @@ def _result_problems(r: Any) -> list[str]:
     return out
 
 
+CEILING_CASE = "copy-d2d-1024MiB"
+"""The ceilings-suite case whose best GB/s is the device copy ceiling."""
+CEILING_SETTING = "ceiling_gbps"
+"""The settings key of a copy ceiling given on the command line (``--ceiling-gbps``)."""
+
+
+def copy_ceiling(doc: dict[str, Any]) -> float | None:
+    """The best GB/s of :data:`CEILING_CASE` among ``doc``'s ok results, or ``None``."""
+    rates = [
+        float(r["gbps"])
+        for r in doc.get("results") or []
+        if isinstance(r, dict)
+        and r.get("case") == CEILING_CASE
+        and r.get("status") == "ok"
+        and isinstance(r.get("gbps"), (int, float))
+        and r["gbps"] > 0
+    ]
+    return max(rates) if rates else None
+
+
+def find_ceiling(doc: dict[str, Any], out_dir: Path | None = None) -> float | None:
+    """The device copy ceiling (GB/s) for ``doc``'s GB/s cells, or ``None`` when unknown.
+
+    In order: ``settings["ceiling_gbps"]`` (given on the command line); the document's own
+    :data:`CEILING_CASE` rows (the ceilings suite); the best :data:`CEILING_CASE` GB/s of
+    ``out_dir/ceilings.json`` (a ceilings run of the same machine and day). An unreadable or invalid
+    ``ceilings.json`` counts as unknown.
+    """
+    given = (doc.get("settings") or {}).get(CEILING_SETTING)
+    if isinstance(given, (int, float)) and not isinstance(given, bool) and given > 0:
+        return float(given)
+    own = copy_ceiling(doc)
+    if own is not None or out_dir is None:
+        return own
+    path = Path(out_dir) / "ceilings.json"
+    try:
+        ceilings = json.loads(path.read_text())
+        validate_document(ceilings)
+    except (OSError, ValueError, TypeError):
+        return None
+    return copy_ceiling(ceilings)
+
+
 def _ok_medians(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """case -> lib -> median time, for ok results."""
     table: dict[str, dict[str, float]] = {}
@@ -152,7 +198,7 @@ def ratios(times: dict[str, float]) -> tuple[dict[str, float], float | None]:
     return relative, vs_peer
 
 
-def _cell(r: dict[str, Any] | None, rel: float | None) -> str:
+def _cell(r: dict[str, Any] | None, rel: float | None, ceiling: float | None = None) -> str:
     if r is None:
         return "—"
     if r["status"] != "ok":
@@ -162,6 +208,8 @@ def _cell(r: dict[str, Any] | None, rel: float | None) -> str:
         text += f", {r['tflops']:.1f} TFLOP/s"
     elif r.get("gbps"):
         text += f", {r['gbps']:.0f} GB/s"
+        if ceiling:
+            text += f" ({100 * r['gbps'] / ceiling:.0f}% of copy)"
     if rel is not None:
         text += f" ({rel:.2f}x)"
     return f"**{text}**" if r["lib"] == OURS else text
@@ -172,9 +220,24 @@ def _table_libs(results: Sequence[dict[str, Any]]) -> list[str]:
     return [lib for lib in LIBRARIES if lib in present]
 
 
-def render_markdown(doc: dict[str, Any]) -> str:
-    """A Markdown report: one row per case, one column per library, our column in bold."""
+def render_markdown(doc: dict[str, Any], *, ceiling_gbps: float | None = None) -> str:
+    """A Markdown report: one row per case, one column per library, our column in bold.
+
+    GB/s cells also show the fraction of the device copy ceiling: ``ceiling_gbps``, or else the one
+    :func:`find_ceiling` finds in the document itself.
+    """
     results = doc["results"]
+    ceiling = ceiling_gbps if ceiling_gbps else find_ceiling(doc)
+    has_gbps = any(r.get("status") == "ok" and r.get("gbps") and not r.get("tflops") for r in results)
+    ceiling = ceiling if has_gbps else None
+    ceiling_note = (
+        [
+            "",
+            f"x% of copy = GB/s as a fraction of the device copy ceiling ({ceiling:.0f} GB/s, best {CEILING_CASE}).",
+        ]
+        if ceiling
+        else []
+    )
     libs = _table_libs(results)
     medians = _ok_medians(results)
     by_key = {(r["case"], r["lib"]): r for r in results}
@@ -187,6 +250,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             "(N.NNx) = speed relative to the fastest library in the row; **nvmath** in bold; "
             "last column = best peer's time / nvmath's time (>= 1.00x: nvmath is at least as fast)."
         ),
+        *ceiling_note,
         "",
         "| case | unit | " + " | ".join(libs) + " | nvmath vs best peer |",
         "|---|---|" + "---|" * len(libs) + "---|",
@@ -196,7 +260,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     for case in cases:
         rel, vs = ratios(medians[case]) if case in medians else ({}, None)
         unit = next(r["unit"] for r in results if r["case"] == case)
-        cells = [_cell(by_key.get((case, lib)), rel.get(lib)) for lib in libs]
+        cells = [_cell(by_key.get((case, lib)), rel.get(lib), ceiling) for lib in libs]
         last = f"**{vs:.2f}x**" if vs else "—"
         lines.append(f"| {case} | {unit} | " + " | ".join(cells) + f" | {last} |")
         if vs:
@@ -247,14 +311,19 @@ def write_plot(doc: dict[str, Any], path: Path) -> Path | None:
 
 
 def write_outputs(doc: dict[str, Any], out_dir: Path, *, plots: bool = True) -> list[Path]:
-    """Write ``<suite>.json``, ``<suite>.md`` and (if possible) ``<suite>.png`` into ``out_dir``."""
+    """Write ``<suite>.json``, ``<suite>.md`` and (if possible) ``<suite>.png`` into ``out_dir``.
+
+    The Markdown's GB/s cells show the fraction of the copy ceiling when :func:`find_ceiling` knows
+    one (from the settings, the document, or ``out_dir/ceilings.json``).
+    """
     validate_document(doc)
     out_dir = Path(out_dir)
+    ceiling = find_ceiling(doc, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / f"{doc['suite']}.json"
     json_path.write_text(json.dumps(doc, indent=1) + "\n")
     md_path = out_dir / f"{doc['suite']}.md"
-    md_path.write_text(render_markdown(doc))
+    md_path.write_text(render_markdown(doc, ceiling_gbps=ceiling))
     written = [json_path, md_path]
     if plots:
         png = write_plot(doc, out_dir / f"{doc['suite']}.png")

@@ -11,6 +11,8 @@ import pytest
 from benchmarks.measure import Result
 from benchmarks.report import (
     SCHEMA,
+    copy_ceiling,
+    find_ceiling,
     make_document,
     ratios,
     render_markdown,
@@ -173,3 +175,79 @@ def test_invalid_document_is_not_written(tmp_path):
     with pytest.raises(ValueError):
         write_outputs(doc, tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+def _fft_doc(settings=None):
+    doc = _doc(
+        [
+            _r("fft-c2c", "nvmath", 1.0, bytes=2e9, gbps=2000.0),
+            _r("fft-c2c", "torch", 1.25, bytes=2e9, gbps=1600.0),
+            _r("fft-small", "nvmath", 0.1),
+        ]
+    )
+    doc["settings"].update(settings or {})
+    return doc
+
+
+def _ceilings_doc(*rates):
+    doc = make_document(
+        "ceilings",
+        [_r("copy-d2d-1024MiB", lib, 1.0, gbps=g) for lib, g in zip(("torch", "cupy"), rates, strict=False)]
+        + [_r("copy-d2d-16MiB", "torch", 0.1, gbps=9999.0), _r("gemm-bf16-8192", "torch", 1.3, tflops=800.0)],
+        gpu="NVIDIA H200",
+        libs=["torch", "cupy"],
+        settings={},
+        created="2026-11-30T09:00:00+00:00",
+    )
+    return doc
+
+
+def _line(md, case):
+    return next(line for line in md.splitlines() if line.startswith(f"| {case} "))
+
+
+def test_copy_ceiling_is_the_best_1024mib_copy():
+    """The ceiling is the best copy-d2d-1024MiB GB/s (not the 16 MiB case, not failed rows)."""
+    doc = _ceilings_doc(4229.0, 4187.0)
+    assert copy_ceiling(doc) == 4229.0
+    doc["results"][0]["status"] = "error"
+    assert copy_ceiling(doc) == 4187.0
+    assert copy_ceiling(_fft_doc()) is None
+
+
+def test_gbps_cells_show_the_fraction_of_the_copy_ceiling_from_settings():
+    """--ceiling-gbps (settings) adds "x% of copy" to GB/s cells only, with a note on the ceiling."""
+    md = render_markdown(_fft_doc({"ceiling_gbps": 4000.0}))
+    row = _line(md, "fft-c2c")
+    assert "**1 ±0.01, 2000 GB/s (50% of copy) (1.00x)**" in row
+    assert "1600 GB/s (40% of copy) (0.80x)" in row
+    assert "% of copy" not in _line(md, "fft-small")
+    assert "device copy ceiling (4000 GB/s, best copy-d2d-1024MiB)" in md
+    assert (
+        render_markdown(_fft_doc({"ceiling_gbps": 4000.0}), ceiling_gbps=2000.0).count("(100% of copy)") == 1
+    )
+
+
+def test_no_ceiling_no_fraction(tmp_path):
+    """Without a known ceiling (or without GB/s rows) the table is unchanged."""
+    assert "% of copy" not in render_markdown(_fft_doc())
+    assert "copy ceiling" not in render_markdown(_doc([_r("a", "nvmath", 1.0)]), ceiling_gbps=4000.0)
+    assert find_ceiling(_fft_doc(), tmp_path) is None
+    (tmp_path / "ceilings.json").write_text("{not json")
+    assert find_ceiling(_fft_doc(), tmp_path) is None
+    (tmp_path / "ceilings.json").write_text(json.dumps({"schema": "other"}))
+    assert find_ceiling(_fft_doc(), tmp_path) is None
+    assert find_ceiling(_fft_doc({"ceiling_gbps": "fast"}), tmp_path) is None
+
+
+def test_ceiling_read_from_ceilings_json_in_the_output_directory(tmp_path):
+    """write_outputs finds ceilings.json next to the results; settings take precedence over it."""
+    write_outputs(_ceilings_doc(4000.0, 3900.0), tmp_path, plots=False)
+    ceilings_md = (tmp_path / "ceilings.md").read_text()
+    assert "(100% of copy)" in _line(ceilings_md, "copy-d2d-1024MiB")  # its own ceiling
+    assert find_ceiling(_fft_doc(), tmp_path) == 4000.0
+    write_outputs(_fft_doc(), tmp_path, plots=False)
+    md = (tmp_path / "s.md").read_text()
+    assert "2000 GB/s (50% of copy)" in _line(md, "fft-c2c")
+    assert find_ceiling(_fft_doc({"ceiling_gbps": 2000.0}), tmp_path) == 2000.0
+    assert "% of copy" not in render_markdown(json.loads((tmp_path / "s.json").read_text()))  # JSON unchanged

@@ -1,18 +1,23 @@
 """Autotuning: time candidate algorithms on the device and order them, never worse than the first.
 
-Measurement (:func:`measure`): CUDA events around each call, an L2 flush before each timed call,
-a warm-up, and ``iterations`` rounds in which every candidate runs once in a random order (so slow
-drifts of clocks or temperature hit all candidates alike). Decision (:func:`choose`): candidates
-are ranked by median time, but the heuristic's first choice keeps the first place unless another
-candidate beats it by more than the run-to-run spread (the larger interquartile range of the two,
-and at least :data:`MIN_GAIN`),
-and a challenger must win a second, head-to-head measurement too (see ``Matmul.autotune``).
+Measurement (:func:`measure`): CUDA events around each timed call, an L2 flush before each timed
+call, a warm-up of every candidate, and ``iterations`` *rounds*: each round runs every candidate once
+(round-robin, the starting candidate rotating from round to round), so slow drifts of clocks, power
+or temperature hit all candidates alike and the samples of one round are *paired*.
+
+Decision (:func:`choose`): every challenger is compared with the heuristic's first choice (candidate
+0) on the per-round ratios ``challenger / first choice``. A challenger qualifies only when the median
+ratio is below ``1 - margin``, ``margin = max(MIN_GAIN, IQR of the ratios)``; the qualifier with the
+best ratio must then also win a head-to-head re-measurement (:func:`confirm`, bursts of back-to-back
+calls alternating the two, closer to sustained execution), otherwise candidate 0 stays first. The
+other candidates follow by their median paired ratio to candidate 0.
 """
 
 from __future__ import annotations
 
-import random
+import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from nvmath._internal import timing
@@ -20,7 +25,21 @@ from nvmath.linalg.advanced import _handles
 from nvmath.linalg.advanced._algorithm import Algorithm, check_algorithm
 from nvmath.linalg.advanced._autotune_cache import autotune_cache, problem_key
 
-__all__ = ["Timing", "cache_key", "choose", "confirm", "measure", "summarize", "tune", "tuned_order"]
+__all__ = [
+    "MIN_GAIN",
+    "Comparison",
+    "Decision",
+    "Timing",
+    "cache_key",
+    "choose",
+    "compare",
+    "confirm",
+    "decide",
+    "measure",
+    "summarize",
+    "tune",
+    "tuned_order",
+]
 
 Timing = tuple[float, float]
 """``(median ms, spread ms)`` of one candidate."""
@@ -32,37 +51,106 @@ def summarize(samples: Sequence[float]) -> Timing:
 
 
 MIN_GAIN = 0.01
-"""A challenger must also be faster by this fraction: smaller wins measured in short bursts (with L2
-flushes) do not reliably survive sustained back-to-back execution (power and clock effects)."""
+"""A challenger must be faster than the first choice by at least this fraction (and by more than the
+spread of its paired ratios): smaller wins measured with L2 flushes do not reliably survive sustained
+back-to-back execution (power and clock effects)."""
+
+DUEL_BURST = 4
+"""Back-to-back calls per timed sample in the head-to-head confirmation (no flush inside a burst)."""
 
 
-def _beats(challenger: Timing, incumbent: Timing) -> bool:
-    """Whether ``challenger`` is faster than ``incumbent`` by more than the run-to-run spread (and 1 %)."""
-    margin = max(challenger[1], incumbent[1], MIN_GAIN * incumbent[0])
-    return challenger[0] < incumbent[0] - margin
+@dataclass(frozen=True)
+class Comparison:
+    """A challenger against the first choice on paired samples (same rounds)."""
+
+    ratio: float
+    """Median over rounds of ``challenger time / first-choice time`` (< 1: the challenger is faster)."""
+    spread: float
+    """Interquartile range of those ratios (the run-to-run spread, relative)."""
+
+    @property
+    def margin(self) -> float:
+        """The gain a challenger needs: ``max(MIN_GAIN, spread)``."""
+        return max(MIN_GAIN, self.spread)
+
+    @property
+    def wins(self) -> bool:
+        """Whether the challenger is faster beyond the margin."""
+        return self.ratio < 1.0 - self.margin
 
 
-def choose(timings: Sequence[Timing]) -> list[int]:
-    """Order candidates by median time, keeping candidate 0 first unless another clearly beats it.
-
-    Args:
-        timings: ``(median, spread)`` per candidate; candidate 0 is the heuristic's first choice.
-
-    Returns:
-        Candidate indices, the chosen one first, the others by increasing median.
-    """
-    if not timings:
-        return []
-    ranked = sorted(range(len(timings)), key=lambda i: (timings[i][0], i))
-    best = ranked[0]
-    if best != 0 and not _beats(timings[best], timings[0]):
-        best = 0
-    return [best] + [i for i in ranked if i != best]
+def compare(challenger: Sequence[float], incumbent: Sequence[float]) -> Comparison:
+    """Compare paired samples (``challenger[k]`` and ``incumbent[k]`` measured in the same round)."""
+    if len(challenger) != len(incumbent) or not challenger:
+        raise ValueError(
+            f"paired samples need equal, non-zero lengths; got {len(challenger)} and {len(incumbent)}"
+        )
+    ratios = [c / i if i > 0 else float("inf") for c, i in zip(challenger, incumbent, strict=True)]
+    return Comparison(timing.median(ratios), timing.spread(ratios))
 
 
 def confirm(challenger: Sequence[float], incumbent: Sequence[float]) -> bool:
-    """Whether a head-to-head re-measurement confirms that the challenger beats the incumbent."""
-    return _beats(summarize(challenger), summarize(incumbent))
+    """Whether a paired head-to-head re-measurement confirms that the challenger beats the incumbent."""
+    return compare(challenger, incumbent).wins
+
+
+@dataclass
+class Decision:
+    """The outcome of :func:`choose` (and, in :func:`tune`, of the confirmation)."""
+
+    order: list[int]
+    """Candidate indices, the chosen one first."""
+    timings: list[Timing]
+    """``(median, spread)`` ms per candidate."""
+    comparisons: list[Comparison]
+    """Per candidate, its paired comparison with candidate 0 (candidate 0: ratio 1, spread 0)."""
+    challenger: int | None = None
+    """The best qualifying challenger (before confirmation), or ``None``."""
+    confirmation: Comparison | None = field(default=None)
+    """The head-to-head comparison of the challenger, when one was measured."""
+
+    @property
+    def chosen(self) -> int:
+        return self.order[0]
+
+    def describe(self) -> str:
+        """A one-line account: first choice, each challenger's ratio and margin, the winner."""
+        parts = [f"first choice #0 {self.timings[0][0]:.4f} ms"]
+        for i, c in enumerate(self.comparisons[1:], start=1):
+            parts.append(f"#{i} x{c.ratio:.3f} (needs < x{1 - c.margin:.3f})")
+        text = "; ".join(parts)
+        if self.challenger is not None and self.confirmation is not None:
+            c = self.confirmation
+            verdict = "confirmed" if self.chosen == self.challenger else "not confirmed"
+            text += (
+                f"; head-to-head #{self.challenger} x{c.ratio:.3f} (needs < x{1 - c.margin:.3f}): {verdict}"
+            )
+        return text + f"; chose #{self.chosen}"
+
+
+def choose(samples: Sequence[Sequence[float]]) -> Decision:
+    """Decide from paired samples: ``samples[i][k]`` is candidate ``i``'s time in round ``k``.
+
+    Candidate 0 (the heuristic's first choice) stays first unless a challenger's median paired ratio
+    beats it by more than ``max(MIN_GAIN, IQR of the ratios)``; among such challengers the one with the
+    smallest ratio wins. The others follow by increasing ratio (ties: planner order).
+    """
+    if not samples:
+        return Decision([], [], [])
+    base = samples[0]
+    comparisons = [Comparison(1.0, 0.0)] + [compare(s, base) for s in samples[1:]]
+    timings = [summarize(s) for s in samples]
+    ranked = sorted(range(len(samples)), key=lambda i: (comparisons[i].ratio, i))
+    qualifiers = [i for i in ranked if i != 0 and comparisons[i].wins]
+    best = qualifiers[0] if qualifiers else 0
+    order = [best] + [i for i in ranked if i != best]
+    return Decision(order, timings, comparisons, challenger=best if best != 0 else None)
+
+
+def _keep_first(decision: Decision) -> None:
+    """Put candidate 0 back first (a challenger not confirmed), the rest unchanged in order."""
+    decision.order.remove(0)
+    decision.order.insert(0, 0)
 
 
 def measure(
@@ -72,20 +160,23 @@ def measure(
     *,
     iterations: int,
     warmup: int = 2,
+    burst: int = 1,
     flusher: Callable[[Any], Any] | None = None,
-    seed: int = 0,
     device: Any = None,
 ) -> list[list[float]]:
-    """Time ``run(i)`` for candidates ``0 .. count-1`` on ``stream``; return ms samples per candidate.
+    """Time ``run(i)`` for candidates ``0 .. count-1`` in paired rounds; return ms samples per candidate.
+
+    Round ``k`` runs every candidate once, starting with candidate ``k % count`` (so each candidate
+    is equally often first); ``samples[i][k]`` is candidate ``i``'s time in round ``k``.
 
     Args:
         run: enqueues candidate ``i``'s work on the stream.
         count: the number of candidates.
         stream: a ``cuda.core.Stream`` (its device must be current).
-        iterations: timed rounds; each round runs every candidate once, in a random order.
-        warmup: untimed calls per candidate first.
-        flusher: called with ``stream`` before each timed call (an L2 flush), or ``None``.
-        seed: seeds the random order.
+        iterations: timed rounds.
+        warmup: untimed calls per candidate first (interleaved).
+        burst: back-to-back calls per timed sample (the sample is their mean).
+        flusher: called with ``stream`` before each timed sample (an L2 flush), or ``None``.
         device: the ``cuda.core.Device`` that creates the events (default: the stream's).
     """
     for _ in range(warmup):
@@ -100,29 +191,36 @@ def measure(
         ]
         for _ in range(count)
     ]
-    order = list(range(count))
-    shuffle = random.Random(seed).shuffle
-    for it in range(iterations):
-        shuffle(order)
-        for i in order:
+    for k in range(iterations):
+        for step in range(count):
+            i = (k + step) % count
             if flusher is not None:
                 flusher(stream)
-            start, end = events[i][it]
+            start, end = events[i][k]
             stream.record(start)
-            run(i)
+            for _ in range(burst):
+                run(i)
             stream.record(end)
     stream.sync()
-    return [[float(end - start) for start, end in pairs] for pairs in events]
+    return [[float(end - start) / burst for start, end in pairs] for pairs in events]
 
 
 def tune(
-    run: Callable[[int], Any], count: int, handle: Any, device_id: int, iterations: int
+    run: Callable[[int], Any],
+    count: int,
+    handle: Any,
+    device_id: int,
+    iterations: int,
+    log: logging.Logger | None = None,
+    *,
+    measurer: Callable[..., list[list[float]]] | None = None,
 ) -> tuple[list[int], list[Timing]]:
-    """Measure ``count`` candidates on the stream ``handle`` and return ``(order, timings)``.
+    """Measure ``count`` candidates on the stream ``handle``; return ``(order, timings)``.
 
-    The candidates run with an L2 flush before each timed call. A challenger that :func:`choose`
-    puts before candidate 0 must also win a head-to-head re-measurement (:func:`confirm`),
-    otherwise candidate 0 stays first.
+    The candidates run in paired rounds with an L2 flush before each timed call (:func:`measure`);
+    :func:`choose` decides. A challenger must also win a head-to-head re-measurement against
+    candidate 0 (``iterations`` paired rounds of :data:`DUEL_BURST` back-to-back calls each,
+    alternating which runs first), otherwise candidate 0 stays first.
 
     Args:
         run: enqueues candidate ``i`` on the stream.
@@ -130,34 +228,56 @@ def tune(
         handle: a :class:`~nvmath._internal.streams.StreamHandle`.
         device_id: its device.
         iterations: timed rounds.
+        log: where to log the decision (INFO), or ``None``.
+        measurer: replaces :func:`measure` (tests); called as ``measurer(run, count, stream, ...)``.
     """
     from nvmath._internal import devices, streams
 
+    measurer = measure if measurer is None else measurer
     with streams.stream_ctx(handle):
         device = devices.core_device(device_id)
         stream = handle.core
         flusher = timing.L2Flusher(device_id)
         try:
-            samples = measure(run, count, stream, iterations=iterations, flusher=flusher, device=device)
-            timings = [summarize(s) for s in samples]
-            order = choose(timings)
-            if order[0] != 0:
-                pair = (0, order[0])
-                duel = measure(
-                    lambda j: run(pair[j]),
-                    2,
-                    stream,
-                    iterations=iterations,
-                    flusher=flusher,
-                    seed=1,
-                    device=device,
-                )
-                if not confirm(duel[1], duel[0]):
-                    order.remove(0)
-                    order.insert(0, 0)
+            decision = decide(
+                lambda r, n, **kw: measurer(r, n, stream, flusher=flusher, device=device, **kw),
+                run,
+                count,
+                iterations,
+                log,
+            )
         finally:
             flusher.close()
-    return order, timings
+    return decision.order, decision.timings
+
+
+def decide(
+    timer: Callable[..., list[list[float]]],
+    run: Callable[[int], Any],
+    count: int,
+    iterations: int,
+    log: logging.Logger | None = None,
+) -> Decision:
+    """The measure-decide-confirm sequence of :func:`tune`, device-free; logs the decision at INFO.
+
+    ``timer(run, count, iterations=..., burst=...)`` returns paired samples per candidate (as
+    :func:`measure` does with the stream, flusher and device bound).
+    """
+    decision = choose(timer(run, count, iterations=iterations))
+    challenger = decision.challenger
+    if challenger is not None:
+        pair = (0, challenger)
+        duel = timer(lambda j: run(pair[j]), 2, iterations=iterations, burst=DUEL_BURST)
+        decision.confirmation = compare(duel[1], duel[0])
+        if not decision.confirmation.wins:
+            _keep_first(decision)
+    if log is not None:
+        log.info(
+            "Matmul: autotune decision over %d paired rounds (x = time / first choice's time): %s",
+            iterations,
+            decision.describe(),
+        )
+    return decision
 
 
 def tuned_order(mm: Any, plan: Any, handle: Any, iterations: int) -> list[int]:
@@ -175,7 +295,7 @@ def tuned_order(mm: Any, plan: Any, handle: Any, iterations: int) -> list[int]:
         mm._log.info("Matmul: autotuning skipped: only one algorithm was planned")
         return [0]
     run, _keep = mm._runner(plan, handle)
-    order, timings = tune(run, count, handle, mm._spec.device_id, iterations)
+    order, timings = tune(run, count, handle, mm._spec.device_id, iterations, mm._log)
     mm._log.info(
         "Matmul: autotuned %d algorithms; median ms %s; chose #%d (%.4f ms; first choice %.4f ms)",
         count, [round(t[0], 4) for t in timings], order[0], timings[order[0]][0], timings[0][0],

@@ -1,4 +1,4 @@
-"""RAII descriptors, Algorithm records, autotune decisions, the autotune cache and stateless keys (CPU).
+"""RAII descriptors, Algorithm records, the autotune cache and stateless keys (CPU).
 
 cuBLASLt's descriptor, layout and preference objects are host-side, so they are created for real
 here (only handles, heuristics and matmuls need a GPU).
@@ -13,7 +13,7 @@ import pytest
 
 import nvmath.linalg.advanced as adv
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _autotune, _autotune_cache, _handles, _stateless
+from nvmath.linalg.advanced import _autotune_cache, _handles, _stateless
 from nvmath.linalg.advanced._descriptors import LayoutSet, MatmulDesc, MatrixLayout, Preference
 from nvmath.linalg.advanced._traits import MatrixLayout as Layout
 from nvmath.linalg.advanced._traits import get_mm_traits, get_problem
@@ -122,26 +122,6 @@ def test_pointer_alignment():
         256,
         16,
     ]
-
-
-@pytest.mark.parametrize(
-    "timings,order",
-    [
-        ([(1.0, 0.01), (0.5, 0.01), (0.8, 0.01)], [1, 2, 0]),  # a clear winner
-        ([(1.0, 0.2), (0.9, 0.2), (1.5, 0.1)], [0, 1, 2]),  # within the spread: keep the first choice
-        ([(1.0, 0.0), (1.0, 0.0)], [0, 1]),  # a tie keeps the first choice
-        ([(0.4, 0.1)], [0]),
-    ],
-)
-def test_autotune_choice_never_drops_the_first_choice_for_noise(timings, order):
-    """choose() keeps the heuristic's first choice unless another beats it beyond the spread."""
-    assert _autotune.choose(timings) == order
-
-
-def test_autotune_confirmation():
-    """confirm() needs the challenger to win the head-to-head beyond the spread."""
-    assert _autotune.confirm([1.0, 1.01, 0.99], [2.0, 2.01, 1.99])
-    assert not _autotune.confirm([1.0, 1.5, 0.5], [1.1, 1.6, 0.6])
 
 
 def test_autotune_cache_file_round_trip(tmp_path):
