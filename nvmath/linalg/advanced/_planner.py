@@ -124,6 +124,14 @@ class Matmul:
         self._result: ResultMaker | None = None
         self._aux: list = []
         self._ctx_needed = spec.device_id != 0
+        self._device_id = spec.device_id
+        self._inplace = spec.mm.inplace
+        self._c_slot = self._slots.get("c") if spec.has_c else None
+        self._pa = self._pb = None
+        self._lt_handle = spec.options.handle
+        self._fast_deliver = not spec.host and spec.options.blocking is not True
+        self._alpha_is_one = False
+        self._pointer_ok = False
         self._raw_stream = _handles.torch_raw_stream() if spec.package == "torch" else None
         self._last_stream: StreamHandle | None = None
         self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
@@ -202,6 +210,13 @@ class Matmul:
         )
         self._swap = p.a_operand == "b"
         self._c_is_d = lay.c is lay.d
+        slots = self._slots
+        self._pa, self._pb = (slots["b"], slots["a"]) if self._swap else (slots["a"], slots["b"])
+        # stateless calls may pass bare addresses: GPU operands, out of place, no epilog inputs or scales
+        self._pointer_ok = (
+            not self._spec.host and not self._inplace and not plan.epilog_slots and not plan.epilog_scales
+            and not self._scales
+        )  # fmt: skip
         self._select(plan.algorithms[0])
         template = self._slots["a"].device
         self._result = ResultMaker(template, p.result_shape, p.result_strides, self._spec.types.d_dtype)
@@ -226,12 +241,21 @@ class Matmul:
             release_workspace: free the workspace after the call (stream-ordered).
             stream: the stream to run on (default: the operands' package's current stream).
         """
-        handle = self._get_stream(stream)
+        raw = self._raw_stream
+        if stream is None and raw is not None:  # torch's current stream: memoised per planner
+            handle = self._last_stream
+            ptr = raw(self._device_id)
+            if handle is None or handle.ptr != ptr:
+                handle = self._last_stream = _handles.stream_for(ptr, self._device_id, "torch")
+            current = True
+        else:
+            handle = self._get_stream(stream)
+            current = False
         if algorithm is None:
             algo_ptr, ws_size = self._algo
         else:
             algo_ptr, ws_size = self._algorithm_args(algorithm)
-        return self._launch(handle, algo_ptr, ws_size, release_workspace)
+        return self._launch(handle, algo_ptr, ws_size, release_workspace, current)
 
     def _algorithm_args(self, algorithm: Algorithm) -> tuple[int, int]:
         for candidate in self.algorithms:
@@ -239,19 +263,27 @@ class Matmul:
                 return algorithm.algo_ptr, algorithm.workspace_size
         raise ValueError(f"{algorithm!r} is not one of this Matmul's algorithms (see .algorithms)")
 
-    def _launch(self, handle: StreamHandle, algo_ptr: int, ws_size: int, release_workspace: bool) -> Any:
-        slots = self._slots
-        if self._spec.mm.inplace:
-            c = slots["c"]
-            out, d_ptr, is_adapter = c.device, c.ptr, True
+    def _launch(
+        self, handle: StreamHandle, algo_ptr: int, ws_size: int, release_workspace: bool, current: bool = False,
+    ) -> Any:  # fmt: skip
+        """Allocate the outputs and make the ``cublasLtMatmul`` call (``current``: ``handle`` is torch's
+        current stream, already checked)."""
+        c = self._c_slot
+        if self._inplace:
+            out, d_ptr, is_adapter = c.device, c.ptr, True  # type: ignore[union-attr]
         else:
-            out, d_ptr, is_adapter = self._result.new(handle)  # type: ignore[union-attr]
+            out, d_ptr, is_adapter = self._result.new(handle, current)  # type: ignore[union-attr]
         aux = [(name, maker.new(handle), attr) for name, maker, attr in self._aux] if self._aux else None
         if aux:
             for _, (_, ptr, _), attr in aux:
                 attr.set(ptr)
         ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
-        args = (*self._matmul_args(d_ptr), algo_ptr, ws_ptr, ws_size, handle.ptr)
+        desc, alpha, la, lb, beta, lc, ld = self._static
+        pc = c.ptr if c is not None else (d_ptr if self._c_is_d else 0)
+        args = (
+            self._lt_handle or _handles.get_handle(self._device_id), desc, alpha, self._pa.ptr, la,
+            self._pb.ptr, lb, beta, pc, lc, d_ptr, ld, algo_ptr, ws_ptr, ws_size, handle.ptr,
+        )  # fmt: skip
         if handle.ctx is not None or self._ctx_needed:
             with streams.stream_ctx(handle):
                 lt.matmul(*args)
@@ -259,6 +291,8 @@ class Matmul:
             lt.matmul(*args)
         if release_workspace:
             self._workspace.release()
+        if self._fast_deliver and aux is None:  # GPU operands, non-blocking, no aux outputs
+            return out.unwrap(handle) if is_adapter else out
         return self._deliver(out, is_adapter, aux, handle)
 
     def _matmul_args(self, d_ptr: int) -> tuple:
@@ -407,24 +441,52 @@ class Matmul:
     # ------------------------------------------------------------------ stateless support
     def _run_stateless(self, ops: Mapping[str, Any], alpha: Any, beta: Any, stream: Any, extras: Any) -> Any:
         """One call of the stateless ``matmul`` on a cached plan (caller holds ``self._lock``)."""
-        handle = self._get_stream(stream)
+        handle, current = self._stateless_stream(stream)
+        self._set_scalars(alpha, beta)
         slots = self._slots
-        spec = self._spec
-        if alpha is None and beta is None and not spec.has_c:
-            self._alpha[0] = 1
-        else:
-            self._alpha[0], self._beta[0] = check_alpha_beta(
-                alpha, beta, has_c=spec.has_c, scale_dtype=spec.types.scale_dtype
-            )
         for n, op in ops.items():
             slots[n].replace(op, handle)
         if extras is not None:
             scales, epilog_inputs = extras
             reset(self, {}, None, None, scales, epilog_inputs, handle, checked=False)
         try:
-            return self._launch(handle, *self._algo, False)
+            return self._launch(handle, *self._algo, False, current)
         finally:
             self._forget()
+
+    def _run_pointers(self, pa: int, pb: int, pc: int, alpha: Any, beta: Any, stream: Any) -> Any:
+        """A stateless call on GPU operands given by address only (the plan's key vouches for the rest;
+        the caller holds ``self._lock`` and checked ``self._pointer_ok``)."""
+        handle, current = self._stateless_stream(stream)
+        self._set_scalars(alpha, beta)
+        slots = self._slots
+        slots["a"].ptr = pa
+        slots["b"].ptr = pb
+        if pc is not None:
+            slots["c"].ptr = pc
+        return self._launch(handle, *self._algo, False, current)
+
+    def _stateless_stream(self, stream: Any) -> tuple[StreamHandle, bool]:
+        raw = self._raw_stream
+        if stream is None and raw is not None:
+            handle = self._last_stream
+            ptr = raw(self._device_id)
+            if handle is None or handle.ptr != ptr:
+                handle = self._last_stream = _handles.stream_for(ptr, self._device_id, "torch")
+            return handle, True
+        return self._get_stream(stream), False
+
+    def _set_scalars(self, alpha: Any, beta: Any) -> None:
+        if alpha is None and beta is None and not self._spec.has_c:
+            if not self._alpha_is_one:
+                self._alpha[0] = 1
+                self._alpha_is_one = True
+        else:
+            spec = self._spec
+            self._alpha[0], self._beta[0] = check_alpha_beta(
+                alpha, beta, has_c=spec.has_c, scale_dtype=spec.types.scale_dtype
+            )
+            self._alpha_is_one = False
 
     def _usable(self) -> bool:
         """Whether the plan can still run (not freed by a cache eviction meanwhile)."""

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nvmath._internal.options import check_or_create_options
+from nvmath._internal.state import _RELEASED  # the operands-released bit of a Lifecycle
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap
 from nvmath.linalg.advanced._operands import check_same_place, wrap_epilog_inputs
@@ -32,6 +33,12 @@ def reset(
         stream: orders copies of host tensors and scale uploads.
         checked: check layouts and alignments (``reset_operands``) or trust the caller (``_unchecked``).
     """
+    spec = mm._spec
+    if (
+        alpha is None and beta is None and scales is None and epilog_inputs is None and not spec.host
+        and not mm._lifecycle.bits & _RELEASED and _swap_gpu_operands(mm, spec, ops, checked)
+    ):  # fmt: skip
+        return
     given = {n: v for n, v in ops.items() if v is not None}
     if not given and alpha is None and beta is None and scales is None and epilog_inputs is None:
         raise ValueError(
@@ -41,7 +48,6 @@ def reset(
         raise ValueError("c was not given when this Matmul was created; create a new Matmul to add c")
     if mm._lifecycle.operands_released:
         _require_all(mm, given, scales, epilog_inputs)
-    spec = mm._spec
     wrapped = {n: wrap(v, f"operand {n!r}") for n, v in given.items()}
     for n, w in wrapped.items():
         check_same_place(f"operand {n!r}", w, spec.package, spec.user_device)
@@ -56,11 +62,43 @@ def reset(
         mm._slots[n].replace(w, handle)
     if scalars is not None:
         mm._alpha[0], mm._beta[0] = scalars
+        mm._alpha_is_one = False
     for n, value in scale_values.items():
         mm._scales[n].replace(value, spec.package, spec.user_device, handle)
         repoint(mm, "scale:" + n, mm._scales[n].ptr)
     _replace_epilog_inputs(mm, ep_tensors, ep_scales, handle)
     mm._lifecycle.mark_operands_reset()
+
+
+_NAMES = {n: f"operand {n!r}" for n in "abc"}
+
+
+def _swap_gpu_operands(mm: Any, spec: Any, ops: Mapping[str, Any], checked: bool) -> bool:
+    """The common reset: GPU operands only, swapped by pointer after the same checks as :func:`reset`.
+
+    Returns ``False`` (nothing done) when no operand is given, leaving the error to :func:`reset`.
+    """
+    if ops.get("c") is not None and not spec.has_c:
+        raise ValueError("c was not given when this Matmul was created; create a new Matmul to add c")
+    slots = mm._slots
+    package, device = spec.package, spec.user_device
+    staged = []
+    for n, v in ops.items():
+        if v is None:
+            continue
+        name = _NAMES[n]
+        w = wrap(v, name)
+        check_same_place(name, w, package, device)
+        slot = slots[n]
+        if checked:
+            slot.check(w)
+        staged.append((slot, w))
+    if not staged:
+        return False
+    for slot, w in staged:  # commit: the checks passed for every operand
+        slot.device = slot.user = w
+        slot.ptr = w.data_ptr
+    return True
 
 
 def _require_all(mm: Any, given: Mapping[str, Any], scales: Any, epilog_inputs: Any) -> None:

@@ -25,7 +25,9 @@ class ResultMaker:
     whose ``unwrap`` gives the caller's object), its device address, and which of the two it is.
     """
 
-    __slots__ = ("_device", "_raw_stream", "_tdtype", "device_id", "dtype", "shape", "strides", "template")
+    __slots__ = (
+        "_device", "_empty", "_raw_stream", "_tdtype", "device_id", "dtype", "shape", "strides", "template",
+    )  # fmt: skip
 
     def __init__(self, template: TensorAdapter, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str):
         self.template = template
@@ -37,14 +39,14 @@ class ResultMaker:
             self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
             self._tdtype = dtypes.to_torch_dtype(dtype)
             self._device = torch.device("cuda", template.device_id)
+            self._empty = torch.empty_strided
 
-    def new(self, stream: StreamHandle) -> tuple[Any, int, bool]:
-        """Allocate one output, first used on ``stream``."""
+    def new(self, stream: StreamHandle, current: bool = False) -> tuple[Any, int, bool]:
+        """Allocate one output, first used on ``stream`` (``current``: the caller knows ``stream`` is
+        torch's current stream, which saves the query)."""
         raw = self._raw_stream
-        if raw is not None and stream.ptr == raw(self.device_id):
-            t = sys.modules["torch"].empty_strided(
-                self.shape, self.strides, dtype=self._tdtype, device=self._device
-            )
+        if raw is not None and (current or stream.ptr == raw(self.device_id)):
+            t = self._empty(self.shape, self.strides, dtype=self._tdtype, device=self._device)
             return t, t.data_ptr(), False
         out = self.template.empty(self.shape, self.dtype, strides=self.strides, stream=stream)
         return out, out.data_ptr, True

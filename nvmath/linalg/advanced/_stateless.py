@@ -16,6 +16,7 @@ plans every call afresh.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 import warnings
 from collections.abc import Hashable, Mapping
@@ -26,6 +27,7 @@ import numpy as np
 from nvmath._internal.memory import Workspace
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
+from nvmath._internal.state import PlannerState
 from nvmath._internal.tensors import TensorAdapter, check_consistent, wrap
 from nvmath.linalg.advanced import _handles
 from nvmath.linalg.advanced._algorithm import Algorithm
@@ -79,6 +81,40 @@ _SHARED: dict[tuple[int, str], tuple[Workspace, Any]] = {}
 _SHARED_LOCK = threading.Lock()
 _PLANNER: Any = Matmul  # replaced by a fake in CPU tests
 _UNCACHEABLE = object()
+_PLANNED = PlannerState.PLANNED.value
+_RAW = "raw"
+
+
+def _torch_key(t: Any) -> tuple[tuple, int]:
+    """The key part and the address of a ``torch.Tensor``, read without an adapter."""
+    ptr = t.data_ptr()
+    cuda = t.is_cuda
+    return (t.shape, t.stride(), t.dtype, t.is_conj(), t.device, min(ptr & -ptr, 256) if cuda else 0), ptr
+
+
+_RAW_KEYS: dict[type, Any] = {}
+"""Exact tensor type -> a function giving ``(key part, address)`` from cheap reads of the raw tensor
+(filled when the first such tensor is wrapped); the key parts say everything the adapter-built key
+says (package by the type; device, shape, strides, dtype, conjugation, alignment)."""
+
+
+def _raw_key(keyer: Any, a: Any, b: Any, c: Any, epilog: Any) -> tuple[tuple, tuple] | None:
+    """``(cache key, (addresses of a, b, c))`` from the raw tensors, or ``None`` when a read fails."""
+    try:
+        ka, pa = keyer(a)
+        kb, pb = keyer(b)
+        if c is None:
+            return (_RAW, _handles.cublaslt_version(), epilog, ka, kb), (pa, pb, None)
+        kc, pc = keyer(c)
+        return (_RAW, _handles.cublaslt_version(), epilog, ka, kb, kc), (pa, pb, pc)
+    except Exception:  # noqa: BLE001 - an unusual tensor: the adapters will judge it
+        return None
+
+
+def _register_raw_key(obj: Any) -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and type(obj) is torch.Tensor:
+        _RAW_KEYS[torch.Tensor] = _torch_key
 
 
 def _shared_workspace(device_id: int, package: str) -> tuple[Workspace, Any]:
@@ -202,16 +238,60 @@ def matmul(
         The result in the operands' package and on their device, or ``(result, aux_dict)`` when the
         epilog (or ``result_amax``) produces aux outputs.
     """
+    if c is None and beta is not None:
+        warnings.warn(f"beta={beta!r} is ignored because c is not given", UserWarning, stacklevel=2)
+        beta = None
+    raw_key = None
+    if (
+        options is None
+        and epilog_inputs is None
+        and qualifiers is None
+        and quantization_scales is None
+        and preferences is None
+        and algorithm is None
+        and (epilog is None or isinstance(epilog, int))
+    ):
+        keyer = _RAW_KEYS.get(type(a))
+        if keyer is not None and type(b) is type(a) and (c is None or type(c) is type(a)):
+            raw_key = _raw_key(keyer, a, b, c, epilog)
+            if raw_key is not None:  # the hot path: no adapters, one lookup, one lock
+                mm = plan_cache.hit(raw_key[0])
+                if mm is not None:
+                    with mm._lock:
+                        if mm._lifecycle.bits & _PLANNED:
+                            if mm._pointer_ok:
+                                return mm._run_pointers(*raw_key[1], alpha, beta, stream)
+                            ops = _wrap(a, b, c)
+                            return mm._run_stateless(ops, alpha, beta, stream, None)
+    ops = _wrap(a, b, c)
+    if raw_key is not None:  # a miss: plan under the raw key (the operands are checked while planning)
+        kw = _keywords(epilog, None, None, None, None, None, None)
+        with plan_cache.use(raw_key[0], lambda: _new_plan(ops, alpha, beta, kw, stream)) as mm, mm._lock:
+            return mm._run_stateless(ops, alpha, beta, stream, None)
+    return _matmul_slow(
+        ops, alpha, beta, epilog, epilog_inputs, qualifiers, quantization_scales, options, preferences,
+        algorithm, stream,
+    )  # fmt: skip
+
+
+def _wrap(a: Any, b: Any, c: Any) -> dict[str, TensorAdapter]:
     wa, wb = wrap(a, "operand 'a'"), wrap(b, "operand 'b'")
+    if wa.package == "torch" and not _RAW_KEYS:
+        _register_raw_key(a)
     ops = {"a": wa, "b": wb}
     if c is not None:
         ops["c"] = wrap(c, "operand 'c'")
         check_consistent(ops)
     elif wa.package is not wb.package or wa.device_id != wb.device_id:
         check_consistent(ops)
-    if c is None and beta is not None:
-        warnings.warn(f"beta={beta!r} is ignored because c is not given", UserWarning, stacklevel=2)
-        beta = None
+    return ops
+
+
+def _matmul_slow(
+    ops: dict[str, TensorAdapter], alpha: Any, beta: Any, epilog: Any, epilog_inputs: Any, qualifiers: Any,
+    quantization_scales: Any, options: Any, preferences: Any, algorithm: Any, stream: Any,
+) -> Any:  # fmt: skip
+    """:func:`matmul` with wrapped operands (keys built from the adapters)."""
     extras = None
     if (
         options is None
