@@ -148,12 +148,16 @@ class PlanCache(Generic[V]):
         )
 
     # ----------------------------------------------------------------- lookups
-    def get(self, key: Hashable, default: V | None = None) -> V | None:
-        """Return the plan for ``key`` (marking it most recently used), or ``default``."""
+    def get(self, key: Hashable, default: V | None = None, *, count_miss: bool = True) -> V | None:
+        """Return the plan for ``key`` (marking it most recently used), or ``default``.
+
+        The plan is not pinned (see :meth:`use`). ``count_miss=False`` leaves a miss uncounted, for
+        a fast path whose miss falls back to :meth:`use` (which counts it).
+        """
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                self._misses += 1
+                self._misses += count_miss
                 return default
             self._entries.move_to_end(key)
             self._hits += 1

@@ -41,6 +41,8 @@ _LOAD = {
     "complex128": "LD_COMPLEX_DOUBLE",
 }
 _STORE = {k: "ST" + v[2:] for k, v in _LOAD.items()}
+_BUFFERS = ("operand", "result", "staging")
+"""The buffers a step reads or writes, in the order :meth:`CufftPlan.run` takes their addresses."""
 
 
 def _cufft() -> Any:
@@ -231,16 +233,21 @@ class CufftPlan:
         self._bound_workspace = 0
         self._stream: StreamHandle | None = None
         self._launches = self._launch_table(traits)
+        # one launch (most transforms): (handle, src index, dst index, input offset, output offset)
+        first = self._launches[0]
+        self._single = (*first[:3], *first[3][0]) if len(self._launches) == 1 and len(first[3]) == 1 else None
+        self._xt_exec = cufft.xt_exec
         logger.debug(
             "cuFFT plans %s on device %d, workspace %d bytes", self.handles, device_id, self.workspace_size
         )
 
     def _launch_table(self, traits: FFTTraits) -> tuple:
+        """``(handle, src index, dst index, byte offset pairs)`` per step; indices into ``_BUFFERS``."""
         table = []
         for handle, step in zip(self.handles, traits.steps):
             isz, osz = (dtypes.itemsize(d) for d in step_dtypes(traits, step))
             offsets = tuple((i * isz, o * osz) for i, o in step.offsets)
-            table.append((handle, step.src, step.dst, offsets))
+            table.append((handle, _BUFFERS.index(step.src), _BUFFERS.index(step.dst), offsets))
         return tuple(table)
 
     def bind(self, stream: StreamHandle) -> None:
@@ -267,13 +274,28 @@ class CufftPlan:
 
         The caller makes the plan's device (or the stream's context) current.
         """
-        if stream is not self._stream and (self._stream is None or stream.ptr != self._stream.ptr):
-            self.bind(stream)
-        if self.workspace_size and not self._bound_workspace:
+        self.run(pointers["operand"], pointers["result"], pointers.get("staging", 0), int(direction), stream)
+
+    def run(self, operand: int, result: int, staging: int, direction: int, stream: StreamHandle) -> None:
+        """:meth:`execute` with the three buffer addresses and an ``int`` direction (the hot path)."""
+        if stream is not self._stream:
+            current = self._stream
+            if current is None or stream.ptr != current.ptr:
+                self.bind(stream)
+            else:
+                self._stream = stream  # another handle of the bound stream: no rebinding
+        if not self._bound_workspace and self.workspace_size:
             self._bind_workspace(stream)
-        xt_exec = _cufft().xt_exec
+        single = self._single
+        if single is not None:
+            handle, src, dst, i, o = single
+            ptrs = (operand, result, staging)
+            self._xt_exec(handle, ptrs[src] + i, ptrs[dst] + o, direction)
+            return
+        ptrs = (operand, result, staging)
+        xt_exec = self._xt_exec
         for handle, src, dst, offsets in self._launches:
-            src_ptr, dst_ptr = pointers[src], pointers[dst]
+            src_ptr, dst_ptr = ptrs[src], ptrs[dst]
             for i, o in offsets:
                 xt_exec(handle, src_ptr + i, dst_ptr + o, direction)
 

@@ -97,6 +97,15 @@ def _torch_allocator(traits: FFTTraits, device_id: int) -> Any:
     return allocate
 
 
+def _current_stream_getter(package: str) -> Any:
+    """``device_id -> current stream address`` of ``package`` (``None``: the stream for ``None`` is fixed)."""
+    if package == "torch":
+        return streams._TORCH_RAW or streams._torch_raw_getter()
+    if package == "cupy":
+        return streams._cupy_current_ptr
+    return None
+
+
 def _execution_key(execution: ExecutionCUDA | ExecutionCPU) -> tuple:
     if isinstance(execution, ExecutionCUDA):
         return ("cuda", execution.device_id)
@@ -180,6 +189,16 @@ class FFT:
         self._plan: Any = None
         self._staging: TensorAdapter | None = None
         self._fast_alloc = _torch_allocator(traits, self._device_id) if _fast_torch(adapter, traits) else None
+        # GPU execution without staging: execute() only needs the operand's address (see _run_direct)
+        self._direct = not self._cpu and traits.staging_strides is None and not traits.cross_space
+        self._inplace = traits.inplace
+        self._direction_int = int(self._direction)
+        # stream normalization, cached: the handle for stream=None (checked against the package's
+        # current-stream getter, if any) and the last explicit stream object with its handle
+        self._current_raw = _current_stream_getter(self._device_package) if not self._cpu else None
+        self._none_stream: Any = None
+        self._last_stream: Any = None
+        self._last_handle: Any = None
         self._stream = self._stream_handle(stream) if self._device_id != "cpu" else None
         self._lifecycle = Lifecycle(
             "FFT", InvalidFFTState, reset_method="reset_operand", release_method="release_operand"
@@ -188,6 +207,22 @@ class FFT:
     # ------------------------------------------------------------------ helpers
     def _stream_handle(self, stream: Any) -> Any:
         return streams.get_stream(stream, device_id=self._device_id, package=self._device_package)
+
+    def _stream_of(self, stream: Any) -> Any:
+        """:meth:`_stream_handle`, cached per stream object (and for ``None``, per current stream)."""
+        if stream is None:
+            handle = self._none_stream
+            if handle is not None:
+                raw = self._current_raw
+                if raw is None or raw(self._device_id) == handle.ptr:
+                    return handle
+            handle = self._none_stream = self._stream_handle(None)
+            return handle
+        if stream is self._last_stream:
+            return self._last_handle
+        handle = self._stream_handle(stream)
+        self._last_stream, self._last_handle = stream, handle
+        return handle
 
     def _check_direction(self, direction: Any) -> FFTDirection:
         d = _FAST_DIRECTIONS.get(direction) if type(direction) in _FAST_TYPES else None
@@ -333,6 +368,7 @@ class FFT:
                     allocator=self._options.allocator, prolog=prolog, epilog=epilog,
                 )  # fmt: skip
         self._plan, self._direction = plan, default
+        self._direction_int = int(default)
         self._lifecycle.mark_planned()
 
     # ------------------------------------------------------------------ execution
@@ -349,23 +385,79 @@ class FFT:
         Returns:
             The result, in the operand's package and memory space. Unnormalized in both directions.
         """
+        if self._direct:
+            d = self._direction_int if direction is None else int(self._check_direction(direction))
+            op = self._operand
+            return self._run_direct(op.data_ptr, op, None, d, stream, release_workspace)
         d = self._direction if direction is None else self._check_direction(direction)
         if self._cpu:
             return self._execute_cpu(d, stream)
         return self._execute_cuda(d, stream, release_workspace)
 
+    def _run_direct(
+        self, ptr: int, source: Any, tensor: Any, direction: int, stream: Any, release_workspace: bool
+    ) -> Any:
+        """Execute a plan without staging on the operand at ``ptr`` (the hot path).
+
+        ``source`` is the operand's adapter or the user's object (wrapped only if a result must be
+        allocated through its package's adapter); ``tensor`` is what an in-place call returns when
+        ``source`` is not an adapter (else ``source.unwrap()``).
+        """
+        s = self._stream_of(stream)
+        plan = self._plan
+        result = None
+        with streams.stream_ctx(s):
+            if self._inplace:
+                plan.run(ptr, ptr, 0, direction, s)
+                if isinstance(source, TensorAdapter):
+                    result = source
+            else:
+                fast = self._fast_alloc
+                tensor = fast(s) if fast is not None else None
+                if tensor is None:
+                    t = self._traits
+                    result = wrap(source, "operand").empty(
+                        t.result_shape, t.result_dtype, strides=t.result_strides, device_id=self._device_id,
+                        stream=s,
+                    )  # fmt: skip
+                    plan.run(ptr, result.data_ptr, 0, direction, s)
+                else:
+                    plan.run(ptr, tensor.data_ptr(), 0, direction, s)
+            if release_workspace:
+                plan.release_workspace()
+        if self._blocking:
+            streams.synchronize(s)
+        return tensor if result is None else result.unwrap(s)
+
+    def _execute_stateless(
+        self, operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any
+    ) -> Any:
+        """One stateless call on this (cached, planned) object; the operand is not kept.
+
+        With ``ptr`` (the operand's address, read without wrapping it) a plan without staging runs
+        directly; otherwise the operand is wrapped, swapped in, executed and released.
+        """
+        if ptr is not None and self._direct:
+            if direction is None or direction is self._direction:
+                d = self._direction_int
+            else:
+                d = int(self._check_direction(direction))
+            return self._run_direct(ptr, operand, tensor, d, stream, False)
+        self.reset_operand_unchecked(operand, stream=stream)
+        try:
+            return self.execute(direction, stream)
+        finally:
+            self.release_operand()
+
     def _execute_cuda(self, direction: int, stream: Any, release_workspace: bool) -> Any:
         t, op = self._traits, self._operand
-        s = self._stream_handle(stream)
+        s = self._stream_of(stream)
         with streams.stream_ctx(s):
             staging = self._stage(op, s) if t.staging_strides is not None else None
             result, tensor, result_ptr = self._new_result(op, staging, s)
-            pointers = {
-                "operand": op.data_ptr,
-                "result": result_ptr,
-                "staging": 0 if staging is None else staging.data_ptr,
-            }
-            self._plan.execute(pointers, int(direction), s)
+            self._plan.run(
+                op.data_ptr, result_ptr, 0 if staging is None else staging.data_ptr, int(direction), s
+            )
             if release_workspace:
                 self._plan.release_workspace()
         if t.cross_space:
@@ -419,7 +511,7 @@ class FFT:
 
     def _execute_cpu(self, direction: int, stream: Any) -> Any:
         t, op = self._traits, self._operand
-        s = None if op.device == "cpu" else self._stream_handle(stream)
+        s = None if op.device == "cpu" else self._stream_of(stream)
         host = op if s is None else op.to("cpu", s)
         x = _host_array(host)
         with log_phase(self._logger, "FFT execution (CPU)"):

@@ -21,10 +21,14 @@ import dataclasses
 import threading
 from typing import Any
 
+from nvmath._internal import dtypes
 from nvmath._internal.execution import resolve_execution
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
+from nvmath._internal.state import PlannerState
 from nvmath._internal.tensors import wrap
+from nvmath._internal.tensors.base import TensorAdapter
+from nvmath._internal.tensors.dispatch import adapter_class
 from nvmath.fft._callbacks import as_device_callable
 from nvmath.fft._options import FFTDirection, FFTOptions
 from nvmath.fft._planner import FFT
@@ -86,6 +90,118 @@ def _execution(execution: Any, device_id: Any) -> Any:
     return resolved
 
 
+class _Tail:
+    """The plan-deciding call arguments of a cache key (axes, options, execution, callbacks), hashed once."""
+
+    __slots__ = ("_hash", "values")
+
+    def __init__(self, *values: Any):
+        self.values = values
+        self._hash = hash(values)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (type(other) is _Tail and self.values == other.values)
+
+    def __repr__(self) -> str:
+        return f"_Tail{self.values!r}"
+
+
+# Raw readers: operand -> (key head, data address, the object an in-place call returns), or None
+# when the operand needs the full wrapping path (host, lazily conjugated, unknown dtype, ...).
+def _read_adapter(a: Any) -> tuple | None:
+    if a.is_conjugate:
+        return None
+    return (a.package, a.device_id, tuple(a.shape), tuple(a.strides), a.dtype, False), a.data_ptr, a.tensor
+
+
+def _read_torch(t: Any) -> tuple | None:
+    if not t.is_cuda:
+        return None
+    info = dtypes._TORCH_TO_INFO.get(t.dtype)
+    if info is None or (info[2] and t.is_conj()):
+        return None
+    return ("torch", t.get_device(), t.shape, t.stride(), info[0], False), t.data_ptr(), t
+
+
+def _read_cupy(a: Any) -> tuple | None:
+    from nvmath._internal.tensors.numpy_adapter import element_strides
+
+    name = dtypes._NUMPY_TO_NAME.get(a.dtype)
+    if name is None:
+        return None
+    try:
+        strides = element_strides(a.strides, a.itemsize)
+    except ValueError:
+        return None
+    data = a.data
+    return ("cupy", data.device_id, a.shape, strides, name, False), data.ptr, a
+
+
+_READERS: dict[type, Any] = {}
+
+
+def _reader(tp: type) -> Any:
+    """The raw reader of operands of type ``tp`` (``None``: always wrap); cached per type."""
+    reader = None
+    if issubclass(tp, TensorAdapter):
+        reader = _read_adapter
+    else:
+        cls = adapter_class(tp)
+        name = getattr(cls, "__name__", None)
+        if name == "TorchAdapter":
+            reader = _read_torch
+        elif name == "CupyAdapter":
+            reader = _read_cupy
+    if len(_READERS) >= 64:
+        _READERS.clear()
+    _READERS[tp] = reader
+    return reader
+
+
+# (fft_type, axes as given, ndim, device_id) -> _Tail, for calls with default options, execution
+# and no callbacks: such a call makes its cache key from raw reads of the operand, without wrapping it.
+_TAILS: dict[tuple, _Tail] = {}
+_MISSING = object()
+_FREED = PlannerState.FREED.value
+
+
+def _hit(key: tuple) -> _CachedFFT | None:
+    """The cached plan for ``key`` on a hit (counted, made most recent), else ``None``; not pinned.
+
+    :meth:`PlanCache.use` without its pin: the caller holds the plan's lock while using it, and an
+    eviction frees the plan under that lock, so the caller only has to check that it was not freed
+    between this lookup and taking the lock (then it goes through ``plan_cache.use``).
+    """
+    return plan_cache.get(key, count_miss=False)
+
+
+def _plain_axes(axes: Any) -> bool:
+    """``None`` or a tuple of ``int``: axes that can key :data:`_TAILS` as given."""
+    if axes is None:
+        return True
+    if type(axes) is not tuple:
+        return False
+    for a in axes:
+        if type(a) is not int:
+            return False
+    return True
+
+
+def _build(adapter: Any, tail: _Tail, stream: Any) -> _CachedFFT:
+    axes, options, execution, prolog, epilog = tail.values
+    planner = FFT(adapter, axes=axes, options=options, execution=execution, stream=stream)
+    try:
+        planner.plan(prolog=prolog, epilog=epilog, stream=stream)
+    except BaseException:
+        planner.free()
+        raise
+    planner.release_operand()  # a cached plan keeps no operand alive; each call supplies its own
+    return _CachedFFT(planner)
+
+
 def _transform(
     operand: Any,
     *,
@@ -100,33 +216,54 @@ def _transform(
     check_dtype: str | None,
     function: str,
 ) -> Any:
-    options = _options(options, fft_type)
+    defaults = (
+        options is None and execution is None and prolog is None and epilog is None and _plain_axes(axes)
+    )
+    if defaults:
+        reader = _READERS.get(type(operand), _MISSING)
+        if reader is _MISSING:
+            reader = _reader(type(operand))
+        raw = None if reader is None else reader(operand)
+        if raw is not None:
+            head, ptr, tensor = raw
+            tail = _TAILS.get((fft_type, axes, len(head[2]), head[1]))
+            if tail is not None:
+                _check_kind(head[4], check_dtype, function)
+                key = (*head, tail)
+                cached = _hit(key)
+                if cached is not None:
+                    with cached.lock:
+                        planner = cached.fft
+                        if not planner._lifecycle.bits & _FREED:  # not freed by an eviction meanwhile
+                            return planner._execute_stateless(operand, ptr, tensor, direction, stream)
+
+                def build() -> _CachedFFT:
+                    return _build(wrap(operand, "operand"), tail, stream)
+
+                with plan_cache.use(key, build) as cached, cached.lock:
+                    return cached.fft._execute_stateless(operand, ptr, tensor, direction, stream)
     adapter = wrap(operand, "operand")
     _check_kind(adapter.dtype, check_dtype, function)
-    axes = normalize_axes(axes, len(adapter.shape))
-    execution = _execution(execution, adapter.device_id)
-    prolog, epilog = as_device_callable(prolog, "prolog"), as_device_callable(epilog, "epilog")
+    ndim = len(adapter.shape)
+    normalized = normalize_axes(axes, ndim)
+    resolved = _execution(execution, adapter.device_id)
+    tail = _Tail(
+        normalized,
+        _options(options, fft_type),
+        resolved,
+        as_device_callable(prolog, "prolog"),
+        as_device_callable(epilog, "epilog"),
+    )
+    if defaults:
+        if len(_TAILS) >= 256:
+            _TAILS.clear()
+        _TAILS[(fft_type, axes, ndim, adapter.device_id)] = tail
     key = (
         adapter.package, adapter.device_id, tuple(adapter.shape), tuple(adapter.strides), adapter.dtype,
-        adapter.is_conjugate, axes, options, execution, prolog, epilog,
+        adapter.is_conjugate, tail,
     )  # fmt: skip
-
-    def build() -> _CachedFFT:
-        planner = FFT(adapter, axes=axes, options=options, execution=execution, stream=stream)
-        try:
-            planner.plan(prolog=prolog, epilog=epilog, stream=stream)
-        except BaseException:
-            planner.free()
-            raise
-        return _CachedFFT(planner)
-
-    with plan_cache.use(key, build) as cached, cached.lock:
-        planner = cached.fft
-        planner.reset_operand_unchecked(adapter, stream=stream)
-        try:
-            return planner.execute(direction, stream)
-        finally:
-            planner.release_operand()
+    with plan_cache.use(key, lambda: _build(adapter, tail, stream)) as cached, cached.lock:
+        return cached.fft._execute_stateless(adapter, None, None, direction, stream)
 
 
 def fft(

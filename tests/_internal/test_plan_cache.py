@@ -267,3 +267,13 @@ def test_validation_and_repr():
     with pytest.raises(TypeError):
         PlanCache(1, on_evict=3)  # type: ignore[arg-type]
     assert repr(PlanCache(2, name="matmul plans")).startswith("PlanCache('matmul plans', size=0, maxsize=2")
+
+
+def test_get_can_leave_a_miss_uncounted():
+    """get(count_miss=False) counts hits but not misses (its caller falls back to use(), which counts)."""
+    cache = PlanCache(maxsize=2)
+    assert cache.get("k", count_miss=False) is None
+    assert cache.stats.misses == 0
+    cache.put("k", 1)
+    assert cache.get("k", count_miss=False) == 1
+    assert (cache.stats.hits, cache.stats.misses) == (1, 0)

@@ -21,7 +21,7 @@ from nvmath._internal.tensors import copy as tcopy
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
 from nvmath._internal.tensors.numpy_adapter import NumpyAdapter, host_empty, host_view, view_from_ptr
 from nvmath.bindings import cufft as real_cufft
-from nvmath.fft import FFT, DeviceCallable, FFTDirection, UnsupportedLayoutError, _cufft_plan
+from nvmath.fft import FFT, DeviceCallable, FFTDirection, UnsupportedLayoutError, _cufft_plan, _stateless
 
 
 class FakeDevice(TensorAdapter):
@@ -390,3 +390,56 @@ def test_estimate_workspace_size(fake, rng):
     assert nf.estimate_workspace_size(key) == 2048
     assert nf.estimate_workspace_size(key, technique="refined") == 4096
     assert not fake.live
+
+
+# ---------------------------------------------------------------- low-overhead paths
+def test_stateless_hits_reuse_one_plan_and_keep_no_operand(fake, rng):
+    """Repeated stateless calls hit (no new plan, no rewrap needed) and give numpy's values."""
+    a = dev(rng, (4, 6))
+    nf.fft(a)
+    before = nf.plan_cache.stats
+    for _ in range(3):
+        b = dev(rng, (4, 6))
+        np.testing.assert_allclose(nf.fft(b), np.fft.fftn(b.tensor))
+        np.testing.assert_allclose(nf.ifft(b), np.fft.ifftn(b.tensor, norm="forward"))
+    after = nf.plan_cache.stats
+    assert (after.hits - before.hits, after.misses - before.misses, after.size) == (6, 0, 1)
+    assert len(kinds(fake, "make_plan")) == 1
+    (key,) = list(nf.plan_cache.keys())
+    assert nf.plan_cache.get(key).fft._operand is None
+
+
+def test_stateless_inplace_and_axes(fake, rng):
+    """In-place hits return the operand; explicit int-tuple axes take the same cached plan."""
+    x = dev(rng, (4, 6))
+    ref = np.fft.fftn(x.tensor, axes=(1,))
+    assert nf.fft(x, axes=(1,), options={"inplace": True}) is x.tensor
+    np.testing.assert_allclose(x.tensor, ref)
+    y = dev(rng, (4, 6))
+    nf.fft(y, axes=(1,))
+    size = nf.plan_cache.stats.size
+    np.testing.assert_allclose(nf.fft(y, axes=(1,)), np.fft.fft(y.tensor, axis=1))
+    np.testing.assert_allclose(nf.fft(y, axes=[1]), np.fft.fft(y.tensor, axis=1))
+    assert nf.plan_cache.stats.size == size
+
+
+def test_stateless_hit_after_eviction_replans(fake, rng, monkeypatch):
+    """A plan freed between the lookup and its lock is not used: the call plans again."""
+    x = dev(rng, (8,))
+    nf.fft(x)
+    (key,) = list(nf.plan_cache.keys())
+    stale = nf.plan_cache.get(key)
+    nf.plan_cache.clear()  # frees the planner
+    monkeypatch.setattr(_stateless, "_hit", lambda k: stale)
+    np.testing.assert_allclose(nf.fft(x), np.fft.fft(x.tensor))
+    assert len(kinds(fake, "make_plan")) == 2
+
+
+def test_stream_cache_follows_the_stream_argument(fake, rng):
+    """Explicit streams are normalized once per object; switching back rebinds the plan."""
+    x = dev(rng, (16,))
+    with FFT(x) as f:
+        f.plan()
+        for s in (21, 21, None, 22, 21):
+            np.testing.assert_allclose(f.execute(stream=s), np.fft.fft(x.tensor))
+    assert [c[2] for c in kinds(fake, "set_stream")] == [21, 7, 22, 21]

@@ -46,19 +46,10 @@ class MatmulPlanCache(PlanCache):
     def hit(self, key: Hashable) -> Any:
         """The plan cached under ``key`` (marked most recently used, counted as a hit), else ``None``.
 
-        The hot path of :func:`matmul`: one dictionary lookup, no lock (``OrderedDict`` operations are
-        atomic under the GIL; a plan evicted meanwhile is detected by its ``_usable()``). A miss is
-        not counted here (the slow path's lookup counts it).
+        The hot path of :func:`matmul`: one locked lookup; a plan evicted meanwhile is detected by its
+        ``_usable()``. A miss is not counted here (the slow path's lookup counts it).
         """
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        try:
-            self._entries.move_to_end(key)
-        except KeyError:  # evicted by another thread just now
-            return None
-        self._hits += 1
-        return entry.value
+        return self.get(key, count_miss=False)
 
     def clear(self) -> None:
         """Free every cached plan and the workspaces they share."""
