@@ -202,6 +202,42 @@ def _build(adapter: Any, tail: _Tail, stream: Any) -> _CachedFFT:
     return _CachedFFT(planner)
 
 
+def _fast_transform(
+    operand: Any,
+    axes: Any,
+    direction: Any,
+    stream: Any,
+    fft_type: str | None,
+    check_dtype: str | None,
+    function: str,
+) -> Any:
+    """The stateless call keyed by raw tensor reads (default options only); ``_MISSING`` if not applicable."""
+    reader = _READERS.get(type(operand), _MISSING)
+    if reader is _MISSING:
+        reader = _reader(type(operand))
+    raw = None if reader is None else reader(operand)
+    if raw is None:
+        return _MISSING
+    head, ptr, tensor = raw
+    tail = _TAILS.get((fft_type, axes, len(head[2]), head[1]))
+    if tail is None:
+        return _MISSING
+    _check_kind(head[4], check_dtype, function)
+    key = (*head, tail)
+    cached = _hit(key)
+    if cached is not None:
+        with cached.lock:
+            planner = cached.fft
+            if not planner._lifecycle.bits & _FREED:  # not freed by an eviction meanwhile
+                return planner._execute_stateless(operand, ptr, tensor, direction, stream)
+
+    def build() -> _CachedFFT:
+        return _build(wrap(operand, "operand"), tail, stream)
+
+    with plan_cache.use(key, build) as cached, cached.lock:
+        return cached.fft._execute_stateless(operand, ptr, tensor, direction, stream)
+
+
 def _transform(
     operand: Any,
     *,
@@ -220,28 +256,9 @@ def _transform(
         options is None and execution is None and prolog is None and epilog is None and _plain_axes(axes)
     )
     if defaults:
-        reader = _READERS.get(type(operand), _MISSING)
-        if reader is _MISSING:
-            reader = _reader(type(operand))
-        raw = None if reader is None else reader(operand)
-        if raw is not None:
-            head, ptr, tensor = raw
-            tail = _TAILS.get((fft_type, axes, len(head[2]), head[1]))
-            if tail is not None:
-                _check_kind(head[4], check_dtype, function)
-                key = (*head, tail)
-                cached = _hit(key)
-                if cached is not None:
-                    with cached.lock:
-                        planner = cached.fft
-                        if not planner._lifecycle.bits & _FREED:  # not freed by an eviction meanwhile
-                            return planner._execute_stateless(operand, ptr, tensor, direction, stream)
-
-                def build() -> _CachedFFT:
-                    return _build(wrap(operand, "operand"), tail, stream)
-
-                with plan_cache.use(key, build) as cached, cached.lock:
-                    return cached.fft._execute_stateless(operand, ptr, tensor, direction, stream)
+        result = _fast_transform(operand, axes, direction, stream, fft_type, check_dtype, function)
+        if result is not _MISSING:
+            return result
     adapter = wrap(operand, "operand")
     _check_kind(adapter.dtype, check_dtype, function)
     ndim = len(adapter.shape)
