@@ -14,6 +14,10 @@
 # Wheels travel in the git-ignored .whl/ folder (name it in the device tool's `carry`):
 #   .whl/nvmath_python-1.0.0-cp312-*.whl   the peer, installed into its own directory
 #   .whl/np235/numpy-2.3.5-cp312-*.whl     for numba-compiled FFT callbacks
+# Fetch them here first (the folder is not kept between sessions):
+#   P="--no-deps --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64"
+#   python3 -m pip download $P -d .whl nvmath-python==1.0.0
+#   python3 -m pip download $P --platform manylinux_2_27_x86_64 -d .whl/np235 numpy==2.3.5
 # Everything lands in one archive, $OUT/gpu-session.tgz (the device tool returns at most 8 files),
 # plus $OUT/summary.txt.
 set -uo pipefail
