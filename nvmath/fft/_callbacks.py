@@ -297,8 +297,15 @@ def _compute_capability(value: Any) -> tuple[int, int]:
 
 
 def _compile(
-    kind: str, function: Any, element_dtype: Any, user_info_dtype: Any, compute_capability: Any
+    kind: str,
+    function: Any,
+    element_dtype: Any,
+    user_info_dtype: Any,
+    compute_capability: Any,
+    representation: str = "ltoir",
 ) -> bytes:
+    if representation != "ltoir":
+        raise ValueError(f"representation must be 'ltoir'; got {representation!r}")
     if not callable(function):
         raise TypeError(f"the {kind} must be a Python function; got {type(function).__name__}")
     element = _dtype_name(element_dtype, "element_dtype")
@@ -360,9 +367,7 @@ def compile_prolog(
         ValueError: a bad dtype, representation or compute capability.
         RuntimeError: numba-cuda is missing or cannot compile the function.
     """
-    if representation != "ltoir":
-        raise ValueError(f"representation must be 'ltoir'; got {representation!r}")
-    return _compile("prolog", function, element_dtype, user_info_dtype, compute_capability)
+    return _compile("prolog", function, element_dtype, user_info_dtype, compute_capability, representation)
 
 
 def compile_epilog(
@@ -396,6 +401,4 @@ def compile_epilog(
         ValueError: a bad dtype, representation or compute capability.
         RuntimeError: numba-cuda is missing or cannot compile the function.
     """
-    if representation != "ltoir":
-        raise ValueError(f"representation must be 'ltoir'; got {representation!r}")
-    return _compile("epilog", function, element_dtype, user_info_dtype, compute_capability)
+    return _compile("epilog", function, element_dtype, user_info_dtype, compute_capability, representation)

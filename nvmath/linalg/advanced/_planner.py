@@ -123,7 +123,6 @@ class Matmul:
         self._algo: tuple[int, int] = (0, 0)
         self._result: ResultMaker | None = None
         self._aux: list = []
-        self._ctx_needed = spec.device_id != 0
         self._device_id = spec.device_id
         self._inplace = spec.mm.inplace
         self._c_slot = self._slots.get("c") if spec.has_c else None
@@ -284,10 +283,7 @@ class Matmul:
             self._lt_handle or _handles.get_handle(self._device_id), desc, alpha, self._pa.ptr, la,
             self._pb.ptr, lb, beta, pc, lc, d_ptr, ld, algo_ptr, ws_ptr, ws_size, handle.ptr,
         )  # fmt: skip
-        if handle.ctx is not None or self._ctx_needed:
-            with streams.stream_ctx(handle):
-                lt.matmul(*args)
-        else:
+        with streams.stream_ctx(handle):  # the caller's thread may have another device current
             lt.matmul(*args)
         if release_workspace:
             self._workspace.release()

@@ -233,16 +233,11 @@ def matmul(
         warnings.warn(f"beta={beta!r} is ignored because c is not given", UserWarning, stacklevel=2)
         beta = None
     raw_key = None
-    if (
-        options is None
-        and epilog_inputs is None
-        and qualifiers is None
-        and quantization_scales is None
-        and preferences is None
-        and algorithm is None
-        and (epilog is None or isinstance(epilog, int))
-    ):
+    if _short_call(options, epilog_inputs, qualifiers, quantization_scales, preferences, algorithm, epilog):
         keyer = _RAW_KEYS.get(type(a))
+        if keyer is None and not _RAW_KEYS:  # first call: register before the lookup, so the first
+            _register_raw_key(a)  # plan is cached under the key later calls look up
+            keyer = _RAW_KEYS.get(type(a))
         if keyer is not None and type(b) is type(a) and (c is None or type(c) is type(a)):
             raw_key = _raw_key(keyer, a, b, c, epilog)
             if raw_key is not None:  # the hot path: no adapters, one lookup, one lock
@@ -265,10 +260,29 @@ def matmul(
     )  # fmt: skip
 
 
+def _short_call(
+    options: Any,
+    epilog_inputs: Any,
+    qualifiers: Any,
+    scales: Any,
+    preferences: Any,
+    algorithm: Any,
+    epilog: Any,
+) -> bool:
+    """Whether a call has operands and at most an epilog (no inputs, options or preferences)."""
+    return (
+        options is None
+        and epilog_inputs is None
+        and qualifiers is None
+        and scales is None
+        and preferences is None
+        and algorithm is None
+        and (epilog is None or isinstance(epilog, int))
+    )
+
+
 def _wrap(a: Any, b: Any, c: Any) -> dict[str, TensorAdapter]:
     wa, wb = wrap(a, "operand 'a'"), wrap(b, "operand 'b'")
-    if wa.package == "torch" and not _RAW_KEYS:
-        _register_raw_key(a)
     ops = {"a": wa, "b": wb}
     if c is not None:
         ops["c"] = wrap(c, "operand 'c'")
@@ -284,14 +298,8 @@ def _matmul_slow(
 ) -> Any:  # fmt: skip
     """:func:`matmul` with wrapped operands (keys built from the adapters)."""
     extras = None
-    if (
-        options is None
-        and epilog_inputs is None
-        and qualifiers is None
-        and quantization_scales is None
-        and preferences is None
-        and algorithm is None
-        and (epilog is None or isinstance(epilog, int))
+    if _short_call(
+        options, epilog_inputs, qualifiers, quantization_scales, preferences, algorithm, epilog
     ):  # the common case: a short key
         key: Any = _short_key(ops, epilog)
     else:

@@ -14,6 +14,7 @@ layout; so tests can compare planner results with numpy.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 from typing import Any
@@ -260,6 +261,7 @@ def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
     info = _handles.DeviceInfo("Fake GPU", (9, 0), 80 << 30)
     monkeypatch.setattr(_handles, "device_info", lambda device_id: info)
     monkeypatch.setitem(streams._LIBRARY_STREAMS, 0, streams.StreamHandle(0, 0, "cuda"))
+    monkeypatch.setattr(streams, "stream_ctx", lambda handle: contextlib.nullcontext())  # no driver here
     monkeypatch.setitem(dispatch._CLASSES, FakeTensor, FakeAdapter)
     monkeypatch.setitem(dispatch._CLASSES, FakeHostTensor, FakeHostAdapter)
     return fake
