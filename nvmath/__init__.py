@@ -21,6 +21,8 @@ from nvmath._errors import (  # noqa: E402
 )
 
 from nvmath import bindings, fft, linalg, memory  # noqa: E402
+from nvmath.bindings.cublas import ComputeType, CudaDataType, LibraryPropertyType  # noqa: E402
+from nvmath.memory import BaseCUDAMemoryManager, BaseCUDAMemoryManagerAsync, MemoryPointer  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -28,6 +30,12 @@ __all__ = [
     "fft",
     "linalg",
     "memory",
+    "BaseCUDAMemoryManager",
+    "BaseCUDAMemoryManagerAsync",
+    "ComputeType",
+    "CudaDataType",
+    "LibraryPropertyType",
+    "MemoryPointer",
     "errors",
     "NvmathError",
     "InvalidPlannerState",

@@ -33,3 +33,13 @@ def test_import_makes_no_driver_call():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_top_level_names_of_nvmath_python_exist():
+    """nvmath exports the top-level names nvmath-python 1.0 code uses (enums and memory protocols)."""
+    import nvmath
+
+    for name in ("ComputeType", "CudaDataType", "LibraryPropertyType", "BaseCUDAMemoryManager",
+                 "BaseCUDAMemoryManagerAsync", "MemoryPointer", "bindings", "fft", "linalg", "memory"):
+        assert hasattr(nvmath, name), name
+    assert nvmath.CudaDataType.R_32F == 0 and nvmath.ComputeType.COMPUTE_32F == 68
