@@ -20,6 +20,9 @@ class Settings:
         host_repeats: loops (host mode), one sample each.
         seed: random seed for inputs.
         quick: a fast, less precise run.
+        budget_s: device time one library may spend on one case; a slow call (a solver that takes
+            a second) gets fewer iterations, never fewer than ``min_iterations``.
+        min_iterations: the floor for a budget-limited run.
     """
 
     warmup: int = 5
@@ -28,12 +31,16 @@ class Settings:
     host_repeats: int = 7
     seed: int = 1234
     quick: bool = False
+    budget_s: float = 3.0
+    min_iterations: int = 3
 
     @classmethod
     def for_run(cls, *, quick: bool, seed: int = 1234) -> Settings:
         """The default settings for a normal or a ``--quick`` run."""
         if quick:
-            return cls(warmup=2, iterations=10, host_calls=300, host_repeats=3, seed=seed, quick=True)
+            return cls(
+                warmup=2, iterations=10, host_calls=300, host_repeats=3, seed=seed, quick=True, budget_s=1.0
+            )
         return cls(seed=seed)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from benchmarks.context import Context
 from benchmarks.registry import Case, Prepared, Skip
 
-__all__ = ["STATUSES", "UNITS", "Result", "run_one", "summarize", "timing"]
+__all__ = ["STATUSES", "UNITS", "Result", "device_iterations", "run_one", "summarize", "timing"]
 
 STATUSES = ("ok", "skipped", "error")
 UNITS = {"device": "ms", "host": "us/call"}
@@ -89,10 +89,24 @@ def _throughput(result: Result) -> None:
         result.gbps = result.bytes / seconds / 1e9
 
 
+def device_iterations(probe_ms: float, settings: Any) -> tuple[int, int]:
+    """``(warmup, iterations)`` that keep one library's case near ``settings.budget_s``.
+
+    ``probe_ms`` is the time of one untimed-so-far call; fast calls get the configured counts.
+    """
+    per_call_s = max(probe_ms, 1e-6) * 1e-3
+    if per_call_s * (settings.warmup + settings.iterations) <= settings.budget_s:
+        return settings.warmup, settings.iterations
+    fits = int(settings.budget_s / per_call_s)
+    return 0, max(settings.min_iterations, min(settings.iterations, fits))
+
+
 def _measure(fn: Any, case: Case, ctx: Context) -> list[float]:
     s = ctx.settings
     if case.mode == "device":
-        return timing.time_on_stream(fn, ctx.stream, warmup=s.warmup, iterations=s.iterations)
+        probe = timing.time_on_stream(fn, ctx.stream, warmup=0, iterations=1)[0]  # also a warm-up
+        warmup, iterations = device_iterations(probe, s)
+        return timing.time_on_stream(fn, ctx.stream, warmup=max(0, warmup - 1), iterations=iterations)
     return timing.time_host_per_call(
         fn,
         calls=s.host_calls,

@@ -10,6 +10,7 @@
 #   callbacks           FFT LTO-callback tests with numpy 2.3.5 first on the path (numba-cuda needs it)
 #   bench:SUITE[:ARGS]  python -m benchmarks SUITE ARGS (e.g. bench:matmul, bench:fft:--quick),
 #                       nvmath-python included when its wheel travelled in .whl/
+#   script:PATH         PYTHONPATH=. python3 PATH (a diagnostic script; its output is in the archive)
 #
 # Wheels travel in the git-ignored .whl/ folder (name it in the device tool's `carry`):
 #   .whl/nvmath_python-1.0.0-cp312-*.whl   the peer, installed into its own directory
@@ -53,6 +54,7 @@ run_step() {
             [[ $spec == *:* ]] && read -r -a args <<<"${spec#*:}"
             [[ -d $PEER ]] && args+=(--nvmath-python-path "$PEER")
             PYTHONPATH=. python3 -m benchmarks "$suite" --plain --out "$WORK/bench" "${args[@]}" >"$log" 2>&1 ;;
+        script:*) PYTHONPATH=. python3 "${step#script:}" >"$log" 2>&1 ;;
         *) echo "unknown step: $step" >"$log"; false ;;
     esac
     local rc=$?

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.context import Context, Settings, rotation_count
-from benchmarks.measure import run_one, summarize, timing
+from benchmarks.measure import device_iterations, run_one, summarize, timing
 from benchmarks.registry import Case, Prepared, Skip
 
 QUICK = Settings(warmup=1, iterations=3, host_calls=5, host_repeats=3, quick=True)
@@ -114,3 +114,17 @@ def test_device_throughput(monkeypatch):
     )
     r = run_one(case, "torch", Context(settings=QUICK))
     assert r.median == 2.0 and r.tflops == pytest.approx(2000.0) and r.gbps == pytest.approx(4000.0)
+
+
+@pytest.mark.parametrize(
+    ("probe_ms", "expected"),
+    [
+        (0.1, (5, 30)),  # fast: the configured counts
+        (100.0, (0, 30)),  # 35 calls = 3.5 s > 3 s: no warm-up, 30 fit
+        (200.0, (0, 15)),  # 15 fit in the 3 s budget
+        (1500.0, (0, 3)),  # a 1.5 s call still gets the 3-iteration floor
+    ],
+)
+def test_device_iterations_budget(probe_ms, expected):
+    """Slow device calls get fewer iterations within budget_s, never below min_iterations."""
+    assert device_iterations(probe_ms, Settings()) == expected
