@@ -47,9 +47,16 @@ def build_harness_copy(dest: Path, *, source: Path = BENCH_DIR, timing_file: Pat
 
 
 def child_env(peer_path: Path, harness_root: Path, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The child's environment: ``PYTHONPATH`` holds only the peer's dir and the harness copy."""
+    """The child's environment: ``PYTHONPATH`` holds only the peer's dir and the harness copy.
+
+    Directories in ``$NVMATH_BENCH_CHILD_PATH`` (``os.pathsep``-separated) go first: e.g. a numpy that
+    numba-cuda can compile callbacks with.
+    """
     env = dict(os.environ if base is None else base)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(peer_path).resolve()), str(Path(harness_root).resolve())])
+    extra = [p for p in env.get("NVMATH_BENCH_CHILD_PATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(
+        [*extra, str(Path(peer_path).resolve()), str(Path(harness_root).resolve())]
+    )
     env["PYTHONNOUSERSITE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("PYTHONSTARTUP", None)

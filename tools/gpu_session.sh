@@ -53,7 +53,9 @@ run_step() {
             suite=${spec%%:*}
             [[ $spec == *:* ]] && read -r -a args <<<"${spec#*:}"
             [[ -d $PEER ]] && args+=(--nvmath-python-path "$PEER")
-            PYTHONPATH=. python3 -m benchmarks "$suite" --plain --out "$WORK/bench" "${args[@]}" >"$log" 2>&1 ;;
+            # numpy 2.3.5 first (numba-cuda compiles the fused-filter callbacks with it), here and
+            # in nvmath-python's child process
+            PYTHONPATH="$NP235:." NVMATH_BENCH_CHILD_PATH="$NP235" python3 -m benchmarks "$suite" --plain --out "$WORK/bench" "${args[@]}" >"$log" 2>&1 ;;
         script:*) PYTHONPATH=. python3 "${step#script:}" >"$log" 2>&1 ;;
         *) echo "unknown step: $step" >"$log"; false ;;
     esac
@@ -65,5 +67,5 @@ run_step() {
 install_wheels
 for step in "$@"; do
     run_step "$step"
+    tar czf "$OUT/gpu-session.tgz" -C "$WORK" .  # after every step: a run cut short keeps what it did
 done
-tar czf "$OUT/gpu-session.tgz" -C "$WORK" .

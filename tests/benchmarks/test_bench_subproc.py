@@ -89,3 +89,11 @@ def test_missing_peer_dir(tmp_path):
     """A peer path that is not a directory is reported before starting a process."""
     with pytest.raises(RuntimeError, match="is not a directory"):
         subproc.run_peer("overhead", "nvmath-python", tmp_path / "missing")
+
+
+def test_child_env_extra_path_goes_first(tmp_path):
+    """$NVMATH_BENCH_CHILD_PATH entries are prepended to the child's PYTHONPATH, in order."""
+    base = {"NVMATH_BENCH_CHILD_PATH": os.pathsep.join(["/np235", "", "/x"])}
+    env = subproc.child_env(tmp_path / "peer", tmp_path / "h", base)
+    parts = env["PYTHONPATH"].split(os.pathsep)
+    assert parts[:2] == ["/np235", "/x"] and parts[2] == str((tmp_path / "peer").resolve())
