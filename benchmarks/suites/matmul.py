@@ -8,7 +8,9 @@ nvmath-python). Shapes are ``(M, N, K)``: ``a`` is ``M x K``, ``b`` is ``K x N``
 
 The epilog rows compare a fused epilog with torch's best path (``torch._addmm_activation`` where
 it applies, else the unfused expression). The host rows (``mode="host"``) measure us per call of a
-64^3 float32 product, and the cost of ``Matmul(...)`` + ``plan()``.
+64^3 float32 product, and the cost of ``Matmul(...)`` + ``plan()``. The ``green-context-latency*``
+rows (``benchmarks/suites/_green.py``) measure a small matmul's latency next to a long GEMM, with
+and without a green-context partition of the SMs.
 
 The LLM-shape sweep (M in 1..8192, (K, N) in {(4096, 14336), (14336, 4096)}, bf16/fp16/fp32/tf32;
 ``Matmul.execute`` vs torch) is registered only with ``NVMATH_BENCH_MATMUL_SWEEP=1``::
@@ -300,3 +302,8 @@ if os.environ.get(SWEEP_ENV):
                         description=f"LLM shape M={_m}, N={_n}, K={_k}, {_dtype} (Matmul.execute)",
                     )
                 )
+
+
+# --------------------------------------------------------------------------- green contexts
+# The green-context-latency* cases (a small matmul's latency next to a long GEMM) live in _green.
+from benchmarks.suites import _green  # noqa: F401 - registers its cases in this suite
