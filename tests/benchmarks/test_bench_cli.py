@@ -139,3 +139,29 @@ def test_benchmarks_are_never_collected():
         if p.name.startswith("test_") or p.name.endswith("_test.py")
     ]
     assert offenders == []
+
+
+def _row(case, lib, status="ok", median=1.0, note=""):
+    return {"case": case, "lib": lib, "status": status, "median": median, "note": note}
+
+
+def test_best_of_rounds_keeps_fastest_ok_row():
+    """Per (case, lib) the fastest ok round wins, failures never beat a success, first-round order kept."""
+    r1 = [_row("a", "nvmath", median=2.0), _row("a", "torch", median=1.0), _row("b", "torch", "error", None)]
+    r2 = [_row("b", "torch", median=3.0), _row("a", "torch", median=1.5), _row("a", "nvmath", "error", None)]
+    merged = cli.best_of_rounds([r1, r2])
+    assert [(r["case"], r["lib"]) for r in merged] == [("a", "nvmath"), ("a", "torch"), ("b", "torch")]
+    assert [r["median"] for r in merged] == [2.0, 1.0, 3.0]
+    assert all(r["status"] == "ok" and "best of 2 rounds" in r["note"] for r in merged)
+
+
+def test_best_of_one_round_is_identity():
+    """One round is returned unchanged (no note added)."""
+    rows = [_row("a", "nvmath")]
+    assert cli.best_of_rounds([rows]) is rows
+
+
+def test_rounds_must_be_positive():
+    """--rounds 0 is rejected by the parser."""
+    with pytest.raises(SystemExit):
+        cli.parse_args(["matmul", "--rounds", "0"])
