@@ -178,16 +178,18 @@ def _hit(key: tuple) -> _CachedFFT | None:
     return plan_cache.get(key, count_miss=False)
 
 
-def _plain_axes(axes: Any) -> bool:
-    """``None`` or a tuple of ``int``: axes that can key :data:`_TAILS` as given."""
+def _axes_key(axes: Any) -> Any:
+    """``axes`` as a hashable key for :data:`_TAILS` (``None`` or a tuple of ``int``; a list becomes a
+    tuple), or ``_MISSING`` when the call must take the general path."""
     if axes is None:
-        return True
-    if type(axes) is not tuple:
-        return False
+        return None
+    kind = type(axes)
+    if kind is not tuple and kind is not list:
+        return _MISSING
     for a in axes:
         if type(a) is not int:
-            return False
-    return True
+            return _MISSING
+    return axes if kind is tuple else tuple(axes)
 
 
 def _build(adapter: Any, tail: _Tail, stream: Any) -> _CachedFFT:
@@ -252,11 +254,16 @@ def _transform(
     check_dtype: str | None,
     function: str,
 ) -> Any:
+    axes_key = _axes_key(axes)
     defaults = (
-        options is None and execution is None and prolog is None and epilog is None and _plain_axes(axes)
+        options is None
+        and execution is None
+        and prolog is None
+        and epilog is None
+        and axes_key is not _MISSING
     )
     if defaults:
-        result = _fast_transform(operand, axes, direction, stream, fft_type, check_dtype, function)
+        result = _fast_transform(operand, axes_key, direction, stream, fft_type, check_dtype, function)
         if result is not _MISSING:
             return result
     adapter = wrap(operand, "operand")
@@ -274,7 +281,7 @@ def _transform(
     if defaults:
         if len(_TAILS) >= 256:
             _TAILS.clear()
-        _TAILS[(fft_type, axes, ndim, adapter.device_id)] = tail
+        _TAILS[(fft_type, axes_key, ndim, adapter.device_id)] = tail
     key = (
         adapter.package, adapter.device_id, tuple(adapter.shape), tuple(adapter.strides), adapter.dtype,
         adapter.is_conjugate, tail,

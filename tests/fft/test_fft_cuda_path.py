@@ -443,3 +443,25 @@ def test_stream_cache_follows_the_stream_argument(fake, rng):
         for s in (21, 21, None, 22, 21):
             np.testing.assert_allclose(f.execute(stream=s), np.fft.fft(x.tensor))
     assert [c[2] for c in kinds(fake, "set_stream")] == [21, 7, 22, 21]
+
+
+def test_stateless_list_axes_take_the_raw_key_path(fake, rng):
+    """axes given as a list (nvmath-python's examples do) key the fast path like the int tuple."""
+    y = dev(rng, (4, 6))
+    nf.fft(y, axes=[1])
+    assert (None, (1,), 2, y.device_id) in _stateless._TAILS
+    before = nf.plan_cache.stats
+    np.testing.assert_allclose(nf.fft(y, axes=[1]), np.fft.fft(y.tensor, axis=1))
+    np.testing.assert_allclose(nf.fft(y, axes=(1,)), np.fft.fft(y.tensor, axis=1))
+    after = nf.plan_cache.stats
+    assert (after.hits - before.hits, after.misses - before.misses) == (2, 0)
+
+
+@pytest.mark.parametrize(
+    ("axes", "key"),
+    [(None, None), ((0, 1), (0, 1)), ([1, 0], (1, 0)), ([], ()), ((0.0,), "missing"), ("01", "missing")],
+)
+def test_axes_key(axes, key):
+    """Only None and int tuples/lists key the fast path; anything else takes the general path."""
+    got = _stateless._axes_key(axes)
+    assert (got is _stateless._MISSING) if key == "missing" else (got == key and type(got) is type(key))
