@@ -10,6 +10,7 @@ and autotuning results can persist across processes (:data:`autotune_cache`).
 from __future__ import annotations
 
 from nvmath._errors import InvalidMatmulState
+from nvmath.linalg.advanced import helpers as helpers  # nvmath-python 1.0: helpers.matmul
 from nvmath.linalg.advanced._algorithm import Algorithm, AlgorithmCapabilities
 from nvmath.linalg.advanced._autotune_cache import AutotuneCache, autotune_cache
 from nvmath.linalg.advanced._options import (

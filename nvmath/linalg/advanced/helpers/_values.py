@@ -1,0 +1,119 @@
+"""Decoding block scales to numbers, and the ``output_dtype='smallest'`` rule.
+
+``'smallest'`` picks the narrowest of float16, bfloat16 (torch only), float32 and float64 that
+represents every result *exactly*. Each candidate is described by the binary powers it can hold
+(from its smallest subnormal to its largest exponent) and its significand bits; a result of
+``p``-bit values times ``2**k`` with ``k`` in ``[k_min, k_max]`` fits a candidate when its bit span
+``[lo + k_min, hi + k_max]`` lies inside the candidate's and ``p`` does not exceed its precision.
+MXFP8 scales are read on the host to find ``k_min`` / ``k_max`` (a device tensor's stream is
+synchronized); NVFP4 (UE4M3) scales always fit float16.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nvmath.linalg.advanced.helpers import _arrays
+from nvmath.linalg.advanced.helpers._geometry import BlockScalingFormat
+
+__all__ = ["FLOAT_BITS", "check_output_dtype", "decode", "mxfp8_exponents", "smallest_exact_dtype"]
+
+FLOAT_BITS: dict[str, tuple[int, int, int]] = {
+    "float8_e4m3fn": (-9, 8, 4),
+    "float8_e5m2": (-16, 15, 3),
+    "float16": (-24, 15, 11),
+    "bfloat16": (-133, 127, 8),
+    "float32": (-149, 127, 24),
+    "float64": (-1074, 1023, 53),
+}
+"""Per real floating dtype: (exponent of the smallest subnormal, largest exponent, significand bits)."""
+
+_CANDIDATES = {
+    "torch": ("float16", "bfloat16", "float32", "float64"),
+    "numpy": ("float16", "float32", "float64"),
+    "cupy": ("float16", "float32", "float64"),
+}
+_OUTPUT_NAMES = ("float16", "bfloat16", "float32", "float64")
+
+
+def check_output_dtype(output_dtype: Any, pkg: str, *, raw: str | None = None) -> str | None:
+    """Return the dtype name ``output_dtype`` asks for, or ``None`` for ``'smallest'``.
+
+    Args:
+        output_dtype: ``'smallest'``, a dtype object of the package, or a dtype name.
+        pkg: the tensors' package.
+        raw: a further allowed name (the scale dtype, for raw scale entries).
+
+    Raises:
+        ValueError: anything else (the message lists what is allowed).
+    """
+    if isinstance(output_dtype, str) and output_dtype == "smallest":
+        return None
+    if isinstance(output_dtype, str):
+        name = output_dtype
+    elif type(output_dtype).__module__.startswith("torch"):
+        name = str(output_dtype).removeprefix("torch.")
+    else:
+        try:
+            name = np.dtype(output_dtype).name
+        except TypeError:
+            name = repr(output_dtype)
+    allowed = _OUTPUT_NAMES + ((raw,) if raw else ())
+    if name not in allowed:
+        raise ValueError(
+            f"output_dtype must be 'smallest' or one of {', '.join(allowed)}; got {output_dtype!r}"
+        )
+    return name
+
+
+def smallest_exact_dtype(pkg: str, lo: int, hi: int, precision: int) -> str:
+    """The narrowest candidate dtype of ``pkg`` holding ``precision``-bit values within ``2**lo .. 2**hi``.
+
+    Args:
+        pkg: the package (bfloat16 is a candidate for torch only).
+        lo: the lowest binary power a result may need.
+        hi: the highest binary power a result may need.
+        precision: the significand bits of one result.
+    """
+    for name in _CANDIDATES[pkg]:
+        low, high, bits = FLOAT_BITS[name]
+        if low <= lo and hi <= high and precision <= bits:
+            return name
+    return "float64"
+
+
+def mxfp8_exponents(dense: Any) -> tuple[Any, Any, tuple[int, int] | None]:
+    """Split dense UE8M0 scales into ``(k, nan, (k_min, k_max))``.
+
+    ``k = x - 127`` as int32 (0 where ``x`` is 255), ``nan`` marks the 255 (NaN) entries, and the
+    range covers the non-NaN entries (``None`` when there are none).
+    """
+    if _arrays.dtype_name(dense) == "float8_e8m0fnu":
+        dense = dense.view(_arrays.as_dtype("torch", "uint8"))
+    nan = dense == 255
+    k = _arrays.astype(dense, "int32") - 127
+    k = _arrays.elementwise_where(nan, 0, k)
+    finite = k[~nan]
+    return k, nan, _arrays.min_max(finite)
+
+
+def decode(dense: Any, fmt: BlockScalingFormat, output_dtype: Any, pkg: str) -> Any:
+    """The numbers of dense scales ``dense`` in the dtype ``output_dtype`` asks for.
+
+    ``output_dtype`` may also be the scales' own dtype: the raw entries are returned then.
+    """
+    raw = _arrays.dtype_name(dense)
+    name = check_output_dtype(output_dtype, pkg, raw=raw)
+    if name == raw:
+        return dense
+    if fmt is BlockScalingFormat.NVFP4:
+        values = _arrays.astype(dense, "float32")
+        return _arrays.astype(values, name or smallest_exact_dtype(pkg, *FLOAT_BITS["float8_e4m3fn"]))
+    k, nan, span = mxfp8_exponents(dense)
+    if name is None:
+        k_min, k_max = span or (0, 0)
+        name = smallest_exact_dtype(pkg, k_min, k_max, 1)
+    values = _arrays.elementwise_where(nan, float("nan"), _arrays.exact_pow2(k))
+    return _arrays.astype(values, name)
