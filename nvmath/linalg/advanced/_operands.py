@@ -3,11 +3,14 @@
 A :class:`Slot` pairs the user's tensor (its adapter) with the tensor cuBLASLt reads: the same
 object for GPU operands, a device mirror for host operands (numpy, torch CPU, ...), which
 ``reset`` refills by copying. :class:`ScaleSlot` holds an FP8 quantization scale: a Python number
-(uploaded once to a float32 device scalar) or a float32 tensor of one element.
+(uploaded once to a float32 device scalar), a float32 tensor of one element, or an outer-vector /
+block scale (see :mod:`._scaling`), used in place when it is a GPU tensor laid out as cuBLASLt reads
+it and 16-byte aligned, else copied into that layout (when given, never in ``execute()``).
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping
 from typing import Any
@@ -18,8 +21,12 @@ from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import TensorAdapter, wrap
 from nvmath.linalg.advanced._handles import pointer_alignment
 from nvmath.linalg.advanced._layout import OperandSpec
+from nvmath.linalg.advanced._scaling import ScaleLayout
 
-__all__ = ["ScaleSlot", "Slot", "check_same_place", "spec_of", "wrap_scale"]
+__all__ = ["ScaleSlot", "Slot", "check_same_place", "spec_of", "wrap_scale", "wrap_scales"]
+
+SCALE_ALIGNMENT = 16
+"""Outer-vector and block scales are used in place only at this alignment (bytes); else copied."""
 
 
 def spec_of(adapter: TensorAdapter) -> OperandSpec:
@@ -107,33 +114,58 @@ def _is_number(value: Any) -> bool:
 
 
 class ScaleSlot:
-    """An FP8 scale: a float32 device scalar read by cuBLASLt through a descriptor pointer.
+    """An FP8 scale read by cuBLASLt through a descriptor pointer.
 
     Args:
         name: for messages (``"quantization scale 'a'"``, ...).
-        value: a Python number or a float32 tensor of one element (already wrapped, or not).
+        value: a Python number or a float32 tensor (already wrapped, or not).
         package, device_id: the operands' package and device (a tensor must share them; a host
             tensor's device is the execution device).
         exec_device: the GPU the matmul runs on.
-        stream: orders the upload of numbers and host tensors.
+        stream: orders the upload of numbers and host tensors, and layout copies.
+        layout: the :class:`~._scaling.ScaleLayout` of an outer-vector or block scale; ``None``
+            for a tensor-wide one (a float32 tensor of one element).
     """
 
-    __slots__ = ("device", "name", "number", "ptr", "user")
+    __slots__ = ("device", "layout", "name", "number", "ptr", "user")
 
     def __init__(
-        self, name: str, value: Any, package: str, device_id: Any, exec_device: int, stream: StreamHandle
-    ):
+        self, name: str, value: Any, package: str, device_id: Any, exec_device: int, stream: StreamHandle,
+        layout: ScaleLayout | None = None,
+    ):  # fmt: skip
         self.name = name
+        self.layout = layout
         self.number = float(value) if _is_number(value) else None
         if self.number is not None:
             host = wrap(np.array([self.number], dtype=np.float32))
             self.user = None
             self.device = host.to(exec_device, stream)
         else:
-            user = wrap_scale(name, value, package, device_id)
+            user = wrap_scale(name, value, package, device_id, layout)
             self.user = user
-            self.device = user.to(exec_device, stream) if user.device != "cuda" else user
+            self.device = _device_scale(user, layout, exec_device, stream)
         self.ptr = self.device.data_ptr
+
+    @property
+    def copied(self) -> bool:
+        """Whether cuBLASLt reads a copy of the user's tensor (host memory, another layout, misaligned)."""
+        return self.user is not None and self.device is not self.user
+
+    def check(self, value: Any, package: str, device_id: Any) -> Any:
+        """Validate a replacement without using it; return it (a tensor wrapped).
+
+        Raises:
+            TypeError, ValueError: another package or device, not float32, or a shape that is not the
+                planned one (a number replaces only a scale of one element).
+        """
+        if _is_number(value):
+            if self.layout is not None and math.prod(self.layout.shape) != 1:
+                raise ValueError(
+                    f"{self.name} was planned as a {self.layout.mode.name} scale of shape {self.layout.shape}; "
+                    "pass a float32 tensor of that shape (a number replaces only a tensor-wide scale)"
+                )
+            return value
+        return wrap_scale(self.name, value, package, device_id, self.layout)
 
     def replace(self, value: Any, package: str, device_id: Any, stream: StreamHandle) -> None:
         """Use a new value (a number is uploaded into the existing device scalar when there is one)."""
@@ -141,7 +173,7 @@ class ScaleSlot:
             self.number = float(value)
             self.device.copy_(wrap(np.array([self.number], dtype=np.float32)), stream)
             return
-        fresh = ScaleSlot(self.name, value, package, device_id, _device_of(self.device), stream)
+        fresh = ScaleSlot(self.name, value, package, device_id, _device_of(self.device), stream, self.layout)
         self.number, self.user, self.device, self.ptr = fresh.number, fresh.user, fresh.device, fresh.ptr
 
 
@@ -149,16 +181,62 @@ def _device_of(adapter: TensorAdapter) -> int:
     return int(adapter.device_id)  # type: ignore[arg-type]
 
 
-def wrap_scale(name: str, value: Any, package: str, device_id: Any) -> TensorAdapter:
-    """Wrap a tensor-valued scale and check it: float32, one element, the operands' package and device."""
+def _device_scale(
+    user: TensorAdapter, layout: ScaleLayout | None, exec_device: int, stream: StreamHandle
+) -> TensorAdapter:
+    """The tensor cuBLASLt reads: ``user`` itself when it can, else a device copy in ``layout``."""
+    if layout is None:
+        return user.to(exec_device, stream) if user.device != "cuda" else user
+    if user.device == "cuda" and layout.fits(tuple(user.strides)) and user.data_ptr % SCALE_ALIGNMENT == 0:
+        return user
+    out = user.empty(layout.shape, "float32", strides=layout.strides, device_id=exec_device, stream=stream)
+    return out.copy_(user, stream)
+
+
+def wrap_scale(
+    name: str, value: Any, package: str, device_id: Any, layout: ScaleLayout | None = None
+) -> TensorAdapter:
+    """Wrap a tensor-valued scale and check it: float32, the operands' package and device, and one
+    element (tensor-wide, ``layout is None``) or the shape of ``layout``."""
     adapter = wrap(value, name)
     check_same_place(name, adapter, package, device_id)
-    if adapter.dtype != "float32" or adapter.size != 1 or len(adapter.shape) > 1:
+    shape = tuple(adapter.shape)
+    if layout is None and (adapter.dtype != "float32" or adapter.size != 1 or len(shape) > 1):
         raise ValueError(
             f"{name} must be a number or a float32 tensor of shape () or (1,); "
-            f"got dtype {adapter.dtype}, shape {tuple(adapter.shape)}"
+            f"got dtype {adapter.dtype}, shape {shape}"
+        )
+    if layout is not None and (adapter.dtype != "float32" or shape != layout.shape):
+        raise ValueError(
+            f"{name} was planned as a {layout.mode.name} scale: a float32 tensor of shape {layout.shape}; "
+            f"got dtype {adapter.dtype}, shape {shape} (create a new Matmul for another scaling mode)"
         )
     return adapter
+
+
+def wrap_scales(values: Mapping[str, Any], package: str, device_id: Any) -> dict[str, Any]:
+    """Wrap tensor-valued quantization scales (numbers stay) and check dtype, package and device.
+
+    Args:
+        values: scale name -> number or tensor (the scales that are given).
+        package, device_id: the operands' package and device.
+
+    Raises:
+        TypeError: a tensor of another package (or no tensor at all).
+        ValueError: another device, or a dtype other than float32.
+    """
+    out: dict[str, Any] = {}
+    for n, value in values.items():
+        if _is_number(value):
+            out[n] = value
+            continue
+        name = f"quantization scale {n!r}"
+        adapter = wrap(value, name)
+        check_same_place(name, adapter, package, device_id)
+        if adapter.dtype != "float32":
+            raise ValueError(f"{name} must be a number or a float32 tensor; got dtype {adapter.dtype}")
+        out[n] = adapter
+    return out
 
 
 def wrap_epilog_inputs(

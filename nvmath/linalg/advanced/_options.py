@@ -379,11 +379,24 @@ def _check_scale(name: str, value: Any) -> None:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MatmulQuantizationScales:
-    """Per-tensor (or block) scales of narrow-precision (FP8) operands.
+    """Per-tensor, per-row/column or per-block scales of narrow-precision (FP8) operands.
 
-    Each of ``a``, ``b``, ``c``, ``d`` is ``None``, an int/float, or a tensor of the operands' package
-    and memory space (float32 of shape ``()``/``(1,)`` for tensor-wide scales). Which ones are required
-    depends on the dtypes (see :func:`nvmath.linalg.advanced._typemaps.check_quantization_scales`).
+    Each of ``a``, ``b``, ``c``, ``d`` is ``None``, an int/float, or a float32 tensor of the operands'
+    package and memory space. Which ones are required depends on the dtypes (see
+    :func:`nvmath.linalg.advanced._typemaps.check_quantization_scales`). ``c`` and ``d`` are
+    tensor-wide (a number, shape ``()`` or ``(1,)``). The shapes of ``a`` (M x K) and ``b`` (K x N)
+    select cuBLASLt's scaling mode (``KB = ceil(K / 128)``; see :mod:`nvmath.linalg.advanced._scaling`):
+
+    * tensor-wide: a number, ``()`` or ``(1,)``, for both;
+    * outer vectors (compute capability 9.0+): ``a`` of ``(M,)`` / ``(M, 1)``, ``b`` of ``(N,)`` / ``(1, N)``;
+    * 128-element blocks along K (VEC128) for ``a``: ``(M, KB)``, for ``b``: ``(KB, N)``; 128x128 blocks
+      for ``a``: ``(ceil(M/128), KB)``, for ``b``: ``(KB, ceil(N/128))`` (compute capability 9.0+; VEC128
+      with VEC128 or with 128x128 either way round, not 128x128 with 128x128).
+
+    Outer-vector and block scales need FP8 ``a`` / ``b``, a bf16/fp16/fp32 result and no batch. A
+    tensor not in the layout cuBLASLt reads (VEC128: contiguous along M / N; 128x128: contiguous
+    along K with rows padded to a multiple of 4 elements) is copied when given; later in-place
+    changes to it are then not seen until ``reset_operands``.
     """
 
     a: Any = None

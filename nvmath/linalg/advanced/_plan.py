@@ -28,6 +28,7 @@ from nvmath.linalg.advanced._options import (
     MatmulReductionScheme,
     workspace_limit_bytes,
 )
+from nvmath.linalg.advanced._scaling import TENSOR_WIDE, ScalingTraits
 from nvmath.linalg.advanced._traits import MatmulProblem, MMTraits, get_problem
 from nvmath.linalg.advanced._typemaps import TypeTraits
 
@@ -51,6 +52,7 @@ class Spec(NamedTuple):
         version: the cuBLASLt version.
         has_c: ``c`` was given.
         key: a hashable key of the problem's pure traits (``None``: not memoisable).
+        scaling: the scale modes of ``a`` and ``b`` (:class:`~._scaling.ScalingTraits`).
     """
 
     options: MatmulOptions
@@ -63,6 +65,7 @@ class Spec(NamedTuple):
     version: int
     has_c: bool
     key: Any = None
+    scaling: ScalingTraits = TENSOR_WIDE
 
 
 @dataclasses.dataclass
@@ -109,11 +112,13 @@ class Plan:
     def signature(self, spec: Spec) -> tuple[Any, ...]:
         """Everything that decides which algorithms are valid and fast (the autotune cache key)."""
         t, p = spec.types, self.problem
-        return (
+        parts = (
             t.a_dtype, t.b_dtype, t.c_dtype, t.d_dtype, int(t.compute_type), int(t.scale_type),
             int(p.transa), int(p.transb), p.a, p.b, p.c, p.d, self.epilog.attributes, self.alignments,
             self.workspace_cap, spec.options.sm_count_target, spec.options.fast_accumulation,
         )  # fmt: skip
+        modes = spec.scaling.descriptor_attributes(p.a_operand, p.b_operand)
+        return parts + (tuple(modes),) if modes else parts
 
 
 def _epilog(
@@ -206,6 +211,8 @@ def _descriptor(
             desc.set("SM_COUNT_TARGET", opts.sm_count_target)
         if t.narrow_inputs and opts.fast_accumulation:
             desc.set("FAST_ACCUM", 1)
+        for name, value in spec.scaling.descriptor_attributes(problem.a_operand, problem.b_operand):
+            desc.set(name, value)
         pointers = list(ep.pointer_attributes)
         if t.narrow_inputs:
             pointers += [

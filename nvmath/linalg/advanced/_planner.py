@@ -28,7 +28,7 @@ from nvmath._internal.tensors import wrap_operands
 from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _autotune, _handles
 from nvmath.linalg.advanced._algorithm import Algorithm
-from nvmath.linalg.advanced._operands import ScaleSlot
+from nvmath.linalg.advanced._operands import ScaleSlot, wrap_scales
 from nvmath.linalg.advanced._options import (
     LOGGER_NAME,
     MatmulOptions,
@@ -56,7 +56,8 @@ class Matmul:
         c: optional addend of shape ``(..., M, N)`` or ``(..., M, 1)`` (broadcast over columns).
         alpha, beta: scalars; ``beta`` is required with ``c``.
         qualifiers: a numpy array of ``matrix_qualifiers_dtype`` (conjugation of ``a`` / ``b``).
-        quantization_scales: FP8 scales (:class:`MatmulQuantizationScales` or a dict).
+        quantization_scales: FP8 scales (:class:`MatmulQuantizationScales` or a dict); tensor-wide,
+            outer-vector or block scales by shape (see :class:`MatmulQuantizationScales`).
         options: :class:`MatmulOptions` or a dict of its fields.
         stream: the stream for copies of host operands (see ``nvmath`` stream rules).
 
@@ -81,15 +82,19 @@ class Matmul:
                     MatmulQuantizationScales, quantization_scales, "quantization_scales"
                 )
             )
-            mm, types, key = specify(ops, qualifiers, scales, options)
+            first = ops["a"]
+            values = wrap_scales(
+                {n: getattr(scales, n) for n in scales.given()}, first.package, first.device_id
+            )
+            mm, types, scaling, key = specify(ops, qualifiers, values, options)
             alpha, beta = check_alpha_beta(alpha, beta, has_c=c is not None, scale_dtype=types.scale_dtype)
-            spec, slots, handle = place(ops, mm, types, key, qualifiers, options, stream)
+            spec, slots, handle = place(ops, mm, types, scaling, key, qualifiers, options, stream)
             self._scales = {
                 n: ScaleSlot(
-                    f"quantization scale {n!r}", getattr(scales, n), spec.package, spec.user_device,
-                    spec.device_id, handle,
+                    f"quantization scale {n!r}", values[n], spec.package, spec.user_device, spec.device_id,
+                    handle, scaling.layout(n),
                 )
-                for n in sorted(scales.given())
+                for n in sorted(values)
             }  # fmt: skip
         self._spec, self._options, self._log, self._slots, self._stream = spec, options, log, slots, handle
         self._host_template = ops["a"] if spec.host else None
@@ -106,6 +111,14 @@ class Matmul:
             types.d_dtype,
             spec.device_id,
         )
+        if not scaling.tensor_wide:
+            copied = [n for n, s in self._scales.items() if s.copied]
+            debug(
+                log,
+                "Matmul: FP8 scale modes %s; copied into cuBLASLt's layout: %s",
+                scaling.describe(),
+                copied,
+            )
 
     def _init_runtime(self, spec: Spec, package: str) -> None:
         """The state execute() uses: workspace, lock, plan slots, stream memo, lifecycle."""

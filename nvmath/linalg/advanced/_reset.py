@@ -130,7 +130,8 @@ def _check_scales(mm: Any, scales: Any) -> dict[str, Any]:
         raise ValueError(
             f"quantization scales {sorted(extra)} were not planned; planned: {sorted(mm._scales)}"
         )
-    return {n: getattr(obj, n) for n in obj.given()}
+    spec = mm._spec
+    return {n: mm._scales[n].check(getattr(obj, n), spec.package, spec.user_device) for n in obj.given()}
 
 
 def _check_epilog_inputs(mm: Any, epilog_inputs: Any, checked: bool) -> tuple[dict, dict]:

@@ -1,9 +1,10 @@
 """Constructor-time checks of a ``Matmul``: the pure traits (memoised per problem) and device placement.
 
-:func:`specify` runs every check that needs no GPU -- numpy.matmul traits, dtypes, scales -- and
-memoises the result per problem (shapes, strides, dtypes, conjugation and the options that decide
-types), so building planners for a recurring problem skips the trait computation. :func:`place`
-then does the first GPU work: device checks, the stream, and device copies of host operands.
+:func:`specify` runs every check that needs no GPU -- numpy.matmul traits, dtypes, scales and their
+modes -- and memoises the result per problem (shapes, strides, dtypes, conjugation, scale shapes and
+the options that decide types), so building planners for a recurring problem skips the trait
+computation. :func:`place` then does the first GPU work: device checks, the stream, and device
+copies of host operands.
 """
 
 from __future__ import annotations
@@ -17,8 +18,15 @@ from nvmath._internal import streams
 from nvmath._internal.streams import StreamHandle
 from nvmath.linalg.advanced import _handles
 from nvmath.linalg.advanced._operands import Slot, spec_of
-from nvmath.linalg.advanced._options import MatmulOptions, MatmulQuantizationScales
+from nvmath.linalg.advanced._options import MatmulOptions
 from nvmath.linalg.advanced._plan import Spec
+from nvmath.linalg.advanced._scaling import (
+    TENSOR_WIDE,
+    ScalingTraits,
+    check_scaling,
+    check_scaling_support,
+    infer_scaling,
+)
 from nvmath.linalg.advanced._traits import get_mm_traits
 from nvmath.linalg.advanced._typemaps import check_device_support, check_quantization_scales, resolve_types
 
@@ -29,8 +37,13 @@ _TRAITS: dict[Any, tuple[Any, Any]] = {}
 _TRAITS_MAX = 256
 
 
+def _scale_shapes(scales: Mapping[str, Any]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """``(name, shape)`` of each given scale (``()`` for a number), sorted by name."""
+    return tuple((n, tuple(getattr(v, "shape", ()))) for n, v in sorted(scales.items()))
+
+
 def _traits_key(
-    specs: Mapping[str, Any], qualifiers: Any, scales: MatmulQuantizationScales, options: MatmulOptions
+    specs: Mapping[str, Any], qualifiers: Any, scale_shapes: tuple, options: MatmulOptions
 ) -> Any:
     """A key for the pure traits of a problem, or ``None`` when some argument is not plain data."""
     conj = None
@@ -45,56 +58,72 @@ def _traits_key(
     o = options
     return (
         tuple(specs.items()), conj, o.inplace, o.compute_type, o.scale_type, o.result_type,
-        o.block_scaling, o.result_amax, scales.given(),
+        o.block_scaling, o.result_amax, scale_shapes,
     )  # fmt: skip
 
 
 def specify(
-    ops: Mapping[str, Any], qualifiers: Any, scales: MatmulQuantizationScales, options: MatmulOptions
-) -> tuple[Any, Any, Any]:
+    ops: Mapping[str, Any], qualifiers: Any, scales: Mapping[str, Any], options: MatmulOptions
+) -> tuple[Any, Any, ScalingTraits, Any]:
     """The pure checks of the constructor: traits, types, scales (no GPU work); memoised per problem.
 
+    Args:
+        ops: the wrapped operands.
+        qualifiers: as given to the constructor.
+        scales: the given quantization scales (numbers, or wrapped tensors: see
+            :func:`~._operands.wrap_scales`).
+        options: the options.
+
     Returns:
-        ``(mm traits, types, key)``; ``key`` is ``None`` when the result was not memoised.
+        ``(mm traits, types, scaling, key)``; ``key`` is ``None`` when the result was not memoised.
     """
     specs = {n: spec_of(op) for n, op in ops.items()}
-    key = _traits_key(specs, qualifiers, scales, options)
+    shapes = _scale_shapes(scales)
+    key = _traits_key(specs, qualifiers, shapes, options)
     hit = _TRAITS.get(key) if key is not None else None
     if hit is None:
-        hit = _compute_traits(specs, qualifiers, scales, options)
+        hit = _compute_traits(specs, qualifiers, dict(shapes), options)
         if key is not None:
             if len(_TRAITS) >= _TRAITS_MAX:
                 _TRAITS.clear()
             _TRAITS[key] = hit
-    mm, types = hit
+    mm, types, scaling = hit
     if types.narrow_inputs and ops["a"].device == "cuda":
         for name in ("a", "b"):
             if ops[name].data_ptr % 16:
                 raise ValueError(
                     f"FP8 operand {name!r} must be 16-byte aligned; its address is {ops[name].data_ptr:#x}"
                 )
-    return mm, types, key
+    return mm, types, scaling, key
 
 
 def _compute_traits(
-    specs: Mapping[str, Any], qualifiers: Any, scales: MatmulQuantizationScales, options: MatmulOptions
-) -> tuple[Any, Any]:
+    specs: Mapping[str, Any],
+    qualifiers: Any,
+    scale_shapes: Mapping[str, tuple[int, ...]],
+    options: MatmulOptions,
+) -> tuple[Any, Any, ScalingTraits]:
     a, b, c = (specs.get(n) for n in _OPERANDS)
     mm = get_mm_traits(a, b, c, qualifiers=qualifiers, inplace=options.inplace)
     types = resolve_types(
         a.dtype, b.dtype, c.dtype if c is not None else None, compute_type=options.compute_type,
         scale_type=options.scale_type, result_type=options.result_type, inplace=options.inplace,
     )  # fmt: skip
-    check_quantization_scales(scales.given(), types, block_scaling=options.block_scaling)
+    scaling = TENSOR_WIDE  # without both a and b scales check_quantization_scales allows none at all
+    if "a" in scale_shapes and "b" in scale_shapes:  # the modes' own rules first: they say more
+        scaling = infer_scaling(scale_shapes, mm.m, mm.n, mm.k)
+        check_scaling(scaling, types, batch_count=mm.batch.count, block_scaling=options.block_scaling)
+    check_quantization_scales(scale_shapes, types, block_scaling=options.block_scaling)
     if options.result_amax and not types.narrow_result:
         raise ValueError(f"result_amax=True needs an FP8 result; the result dtype is {types.d_dtype}")
-    return mm, types
+    return mm, types, scaling
 
 
 def place(
     ops: Mapping[str, Any],
     mm: Any,
     types: Any,
+    scaling: ScalingTraits,
     key: Any,
     qualifiers: Any,
     options: MatmulOptions,
@@ -111,6 +140,7 @@ def place(
     version = _handles.cublaslt_version()
     cc = _handles.device_info(device_id).compute_capability
     check_device_support(types, cc, version, block_scaling=options.block_scaling)
+    check_scaling_support(scaling, cc, version)
     handle = streams.get_stream(stream, device_id=device_id, package=first.package)
     slots = {n: Slot(n, op, device_id, handle) for n, op in ops.items()}
     if host:  # the device copies may have other strides: the traits of what cuBLASLt reads
@@ -120,6 +150,6 @@ def place(
         )  # fmt: skip
     spec = Spec(
         options, first.package, first.device_id, device_id, host, mm, types, version, "c" in ops,
-        None if host else key,
+        None if host else key, scaling,
     )  # fmt: skip
     return spec, slots, handle

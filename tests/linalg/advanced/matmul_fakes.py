@@ -7,7 +7,8 @@
   facts and the default stream available without a driver.
 
 The emulated ``cublasLtMatmul`` computes ``epilog(alpha * op(A) op(B) + beta * C)`` per batch from
-the layouts (rows, cols, ld, order, batch count and offset), in float64/complex128, including the
+the layouts (rows, cols, ld, order, batch count and offset), in float64/complex128, with the A / B
+scales of every FP8 scale mode (tensor-wide, outer-vector, VEC128, BLK128x128), including the
 bias, ReLU/GELU (tanh), aux outputs, backward and bias-gradient epilogues, and writes D through its
 layout; so tests can compare planner results with numpy.
 """
@@ -194,7 +195,8 @@ class FakeLt:
         for i in range(ld["BATCH_COUNT"]):
             A = _op(_matrix(a, la, i if la["BATCH_COUNT"] > 1 else 0), get("TRANSA")).astype(np.complex128)
             B = _op(_matrix(b, lb, i if lb["BATCH_COUNT"] > 1 else 0), get("TRANSB")).astype(np.complex128)
-            acc = complex(al) * (A @ B)
+            sa, sb = operand_scale(get, "A", *A.shape), operand_scale(get, "B", *B.T.shape).T
+            acc = complex(al) * ((A * sa) @ (B * sb))
             if be != 0:
                 acc = acc + complex(be) * _matrix(c, lc, i)
             acc = self._epilog(get, epilogue, acc, A, B, i, ld)
@@ -244,6 +246,26 @@ class FakeLt:
         if epilogue == 512:  # BGRADB: sum of B over K
             self._vector(get, "BIAS_POINTER", n, i, d_dtype)[...] = B.real.sum(axis=0)
         return acc
+
+
+def operand_scale(get, which: str, rows: int, k: int) -> np.ndarray:
+    """The scale of each element of op(A) (``rows`` x K) or op(B)^T, as cuBLASLt reads it: the
+    ``*_SCALE_MODE`` of the descriptor and the layouts of ``nvmath.linalg.advanced._scaling``
+    (outer vector: contiguous; VEC128: strides (1, rows); BLK128x128: strides (L4, 1))."""
+    ptr = get(f"{which}_SCALE_POINTER")
+    if not ptr:
+        return np.ones((1, 1))
+    mode, kb = get(f"{which}_SCALE_MODE"), -(-k // 128)
+    r, kk = np.arange(rows)[:, None], np.arange(k)[None, :]
+    if mode == 0:  # SCALAR_32F
+        return _view(ptr, (1, 1), (1, 1), "float32").astype(np.float64)
+    if mode == 3:  # OUTER_VEC_32F
+        return _view(ptr, (rows, 1), (1, 1), "float32").astype(np.float64)
+    if mode == 4:  # VEC128_32F
+        return _view(ptr, (rows, kb), (1, rows), "float32").astype(np.float64)[r, kk // 128]
+    assert mode == 5, mode  # BLK128x128_32F
+    l4 = -(-kb // 4) * 4
+    return _view(ptr, (-(-rows // 128), kb), (l4, 1), "float32").astype(np.float64)[r // 128, kk // 128]
 
 
 def ld_isz(dtype: str) -> int:
