@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks import registry, report, subproc
-from benchmarks.context import Context, Settings, make_context
+from benchmarks.context import COOLDOWN_ENV, Context, Settings, make_context
 from benchmarks.measure import Result
 from benchmarks.progress import Progress
 from benchmarks.runner import plan_runs, run_cases
@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="run every library N times, alternating which goes first, and keep each library's "
         "fastest round (evens out clock and power drift over a long run; default 1)",
+    )
+    p.add_argument(
+        "--cooldown",
+        type=float,
+        default=None,
+        help="idle seconds before each device measurement, here and in peer processes "
+        "(sets $NVMATH_BENCH_COOLDOWN; default 0)",
     )
     return p
 
@@ -183,6 +190,11 @@ def _run(args: argparse.Namespace, cases: list[registry.Case]) -> tuple[list[dic
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
     args = parse_args(argv)
+    if args.cooldown is not None:
+        if not args.cooldown >= 0:
+            print(f"--cooldown must be >= 0; got {args.cooldown}", file=sys.stderr)
+            return 2
+        os.environ[COOLDOWN_ENV] = str(args.cooldown)  # the peers' processes inherit it
     registry.load_suite(args.suite)
     cases = registry.REGISTRY.cases(args.suite, quick=args.quick, pattern=args.cases)
     if args.list:

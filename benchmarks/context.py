@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Context", "Settings", "make_context", "rotation_count"]
+__all__ = ["COOLDOWN_ENV", "Context", "Settings", "cooldown_from_env", "make_context", "rotation_count"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class Settings:
         budget_s: device time one library may spend on one case; a slow call (a solver that takes
             a second) gets fewer iterations, never fewer than ``min_iterations``.
         min_iterations: the floor for a budget-limited run.
+        cooldown_s: idle seconds before each device measurement, so that every library starts a
+            case from a similar clock and power state (``$NVMATH_BENCH_COOLDOWN``; default 0).
     """
 
     warmup: int = 5
@@ -33,15 +36,32 @@ class Settings:
     quick: bool = False
     budget_s: float = 3.0
     min_iterations: int = 3
+    cooldown_s: float = 0.0
 
     @classmethod
     def for_run(cls, *, quick: bool, seed: int = 1234) -> Settings:
-        """The default settings for a normal or a ``--quick`` run."""
+        """The default settings for a normal or a ``--quick`` run (cool-down from the environment)."""
+        cooldown = cooldown_from_env()
         if quick:
             return cls(
-                warmup=2, iterations=10, host_calls=300, host_repeats=3, seed=seed, quick=True, budget_s=1.0
-            )
-        return cls(seed=seed)
+                warmup=2, iterations=10, host_calls=300, host_repeats=3, seed=seed, quick=True, budget_s=1.0,
+                cooldown_s=cooldown,
+            )  # fmt: skip
+        return cls(seed=seed, cooldown_s=cooldown)
+
+
+COOLDOWN_ENV = "NVMATH_BENCH_COOLDOWN"
+
+
+def cooldown_from_env() -> float:
+    """``$NVMATH_BENCH_COOLDOWN`` as seconds (0 when unset); a bad value raises ``ValueError``."""
+    text = os.environ.get(COOLDOWN_ENV, "").strip()
+    if not text:
+        return 0.0
+    value = float(text)
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"${COOLDOWN_ENV} must be a finite number of seconds >= 0; got {text!r}")
+    return value
 
 
 def rotation_count(input_bytes: int, l2_bytes: int, *, max_sets: int = 64) -> int:

@@ -128,3 +128,16 @@ def test_device_throughput(monkeypatch):
 def test_device_iterations_budget(probe_ms, expected):
     """Slow device calls get fewer iterations within budget_s, never below min_iterations."""
     assert device_iterations(probe_ms, Settings()) == expected
+
+
+def test_cooldown_from_environment(monkeypatch):
+    """$NVMATH_BENCH_COOLDOWN sets Settings.cooldown_s (0 when unset); a bad value is refused."""
+    from benchmarks.context import COOLDOWN_ENV
+
+    monkeypatch.delenv(COOLDOWN_ENV, raising=False)
+    assert Settings.for_run(quick=False).cooldown_s == 0.0
+    monkeypatch.setenv(COOLDOWN_ENV, "0.5")
+    assert Settings.for_run(quick=True).cooldown_s == 0.5
+    monkeypatch.setenv(COOLDOWN_ENV, "-1")
+    with pytest.raises(ValueError, match="NVMATH_BENCH_COOLDOWN"):
+        Settings.for_run(quick=False)
