@@ -69,10 +69,11 @@ def test_kernel_modules_use_the_shared_cache(fake_core):
     from nvmath.linalg._solvers import _kernels as solver_kernels
 
     assert set(copy_kernels._kernels(0)) == {1, 2, 4, 8, 16}
-    assert set(solver_kernels._kernels(0)) == {"zero4", "zero8", "zero16", "eye"}
+    orgqr = {f"orgqr_{t}" for t in ("float32", "float64", "complex64", "complex128")}
+    assert set(solver_kernels._kernels(0)) == {"zero4", "zero8", "zero16", "eye", *orgqr}
     copy_kernels._kernels(0)
     solver_kernels._kernels(0)
     assert [c[3][-1] for c in fake_core.compiled] == [
         "nvmath_strided_copy<nvmath_b16>",
-        "nvmath_fill_identity",
+        "nvmath_orgqr_small<double, 2>",
     ]

@@ -42,7 +42,7 @@ from nvmath.linalg._solvers._common import (
     rhs_spec,
     wrap_operands,
 )
-from nvmath.linalg._solvers._dispatch import Choice, choose
+from nvmath.linalg._solvers._dispatch import Choice, choose, choose_lanes
 from nvmath.linalg._solvers._gpu import GpuContext, InfoArray, WorkMatrix
 from nvmath.linalg._solvers._options import LOGGER_NAME, SolverOptions
 
@@ -160,6 +160,23 @@ class SolverBase:
             cols=spec.cols,
             batch=spec.batch_count,
             algorithm=self.options.algorithm,
+            logger=self._log,
+        )
+
+    def _lanes(self, op: str, spec: Any, choice: Choice | None = None) -> int:
+        """The streams of the plan's loops of per-matrix calls under ``options.streams`` (logged).
+
+        ``1`` without a log when ``choice`` is a batched kernel (the plan has no loop).
+        """
+        if choice is not None and choice.algorithm == "batched":
+            return 1
+        return choose_lanes(
+            op,
+            rows=spec.rows,
+            cols=spec.cols,
+            batch=spec.batch_count,
+            streams=self.options.streams,
+            user_handle=self.options.handle is not None,
             logger=self._log,
         )
 

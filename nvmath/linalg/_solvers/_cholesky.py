@@ -9,7 +9,8 @@ minor of order k is not positive"; its factor is then incomplete.
 
 GPU: cusolverDn ``potrfBatched`` (one call for the batch, pointer array built at plan) or the 64-bit
 ``Xpotrf`` per matrix (see :mod:`~nvmath.linalg._solvers._dispatch`); solves use ``potrsBatched``
-(one right-hand side) or ``Xpotrs``.
+(one right-hand side) or ``Xpotrs``. Per-matrix loops are fanned out over several streams
+(:mod:`~nvmath.linalg._solvers._fanout`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from nvmath.linalg._solvers._base import SingleMatrixSolver, SolverBase
 from nvmath.linalg._solvers._cache import run_cached
 from nvmath.linalg._solvers._common import as_matrix_rhs, check_flag, matrix_spec, rhs_spec
 from nvmath.linalg._solvers._dispatch import Choice
-from nvmath.linalg._solvers._gpu import GpuContext, WorkMatrix, data_type, dn_function, workspace_args
+from nvmath.linalg._solvers._fanout import FanOut, Lane
+from nvmath.linalg._solvers._gpu import GpuContext, WorkMatrix, data_type, dn_function
 
 __all__ = ["Cholesky", "CholeskySolve", "cholesky", "cholesky_solve"]
 
@@ -33,9 +35,20 @@ _LOWER, _UPPER = 0, 1  # cublasFillMode_t
 
 
 def _plan_factor(
-    ctx: GpuContext, like: TensorAdapter, spec: Any, lower: bool, choice: Choice, *, factorize: bool
+    ctx: GpuContext,
+    like: TensorAdapter,
+    spec: Any,
+    lower: bool,
+    choice: Choice,
+    *,
+    factorize: bool,
+    lanes: int = 1,
 ) -> SimpleNamespace:
-    """Working buffer, pointer array / workspace and info for a batch of Cholesky factors."""
+    """Working buffer, pointer array / workspaces and info for a batch of Cholesky factors.
+
+    ``lanes`` streams run the loops of ``Xpotrf`` / ``Xpotrs`` (the latter also under a batched
+    factorization, for several right-hand sides).
+    """
     from nvmath.bindings import cusolverDn
 
     n, count = spec.rows, spec.batch_count
@@ -46,12 +59,11 @@ def _plan_factor(
     g.uplo = _LOWER if lower else _UPPER
     batched = count > 1 or g.choice.algorithm == "batched"
     g.ptrs = ctx.pointer_array(g.work.ptr, g.work.stride * g.work.itemsize, count) if batched else 0
-    g.dsize = g.hsize = 0
+    dsize = hsize = 0
     if factorize and g.choice.algorithm == "looped":
         dt = data_type(spec.dtype)
-        g.dsize, g.hsize = cusolverDn.xpotrf_buffer_size(ctx.dn, ctx.params, g.uplo, n, dt, g.work.ptr, n, dt)
-    g.dws = ctx.alloc(g.dsize)
-    g.hws = ctx.host(g.hsize)
+        dsize, hsize = cusolverDn.xpotrf_buffer_size(ctx.dn, ctx.params, g.uplo, n, dt, g.work.ptr, n, dt)
+    g.fan = FanOut(ctx, lanes, dsize=dsize, hsize=hsize)
     return g
 
 
@@ -67,9 +79,14 @@ def _gpu_potrf(ctx: GpuContext, g: SimpleNamespace, lower: bool) -> None:
         fn(ctx.dn, g.uplo, n, g.ptrs, n, g.info.ptr, count)
     else:
         dt = data_type(work.dtype)
-        ws = workspace_args(g)
-        for i in range(count):
-            cusolverDn.xpotrf(ctx.dn, ctx.params, g.uplo, n, dt, work.at(i), n, dt, *ws, g.info.at(i))
+        uplo, info = g.uplo, g.info
+
+        def job(lane: Lane, i: int) -> None:
+            cusolverDn.xpotrf(
+                lane.dn, lane.params, uplo, n, dt, work.at(i), n, dt, *lane.workspace, info.at(i)
+            )
+
+        g.fan.run(ctx, count, job)
     _kernels.zero_triangle(
         work.ptr,
         rows=n,
@@ -98,9 +115,14 @@ def _gpu_potrs(ctx: GpuContext, g: SimpleNamespace, x: WorkMatrix) -> None:
         finally:
             xptrs.free(ctx.stream)
         return
-    dt = data_type(work.dtype)
-    for i in range(count):
-        cusolverDn.xpotrs(ctx.dn, ctx.params, g.uplo, n, nrhs, dt, work.at(i), n, dt, x.at(i), n, g.scratch)
+    dt, uplo = data_type(work.dtype), g.uplo
+
+    def job(lane: Lane, i: int) -> None:
+        cusolverDn.xpotrs(
+            lane.dn, lane.params, uplo, n, nrhs, dt, work.at(i), n, dt, x.at(i), n, lane.scratch
+        )
+
+    g.fan.run(ctx, count, job)
 
 
 class Cholesky(SingleMatrixSolver):
@@ -137,7 +159,9 @@ class Cholesky(SingleMatrixSolver):
 
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         spec = self._specs["a"]
-        return _plan_factor(ctx, self._like, spec, self.lower, self._choose("cholesky", spec), factorize=True)
+        choice = self._choose("cholesky", spec)
+        lanes = self._lanes("cholesky", spec)
+        return _plan_factor(ctx, self._like, spec, self.lower, choice, factorize=True, lanes=lanes)
 
     @requires(PlannerState.PLANNED, operands=True)
     def execute(self, *, stream: Any = None) -> Any:
@@ -204,9 +228,10 @@ class CholeskySolve(SolverBase):
 
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         spec = self._specs["c"]
-        return _plan_factor(
-            ctx, self._like, spec, self.lower, self._choose("cho_solve", spec), factorize=False
-        )
+        choice = self._choose("cho_solve", spec)
+        one_call = choice.algorithm == "batched" and self._specs["b"].nrhs == 1  # potrsBatched
+        lanes = 1 if one_call else self._lanes("cho_solve", spec)
+        return _plan_factor(ctx, self._like, spec, self.lower, choice, factorize=False, lanes=lanes)
 
     @requires(PlannerState.PLANNED, operands=True)
     def execute(self, *, stream: Any = None) -> Any:

@@ -15,8 +15,9 @@ manager) releases everything; calls after it raise :class:`~nvmath.InvalidDirect
 
 Execution: the operands' memory space by default (nvmath-python 1.0 always runs on the GPU; pass
 ``execution="cuda"`` for that); host operands give host results and always block. On the GPU:
-cuSOLVER ``Xgetrf``/``Xgetrs`` per system, or cuBLAS ``getrfBatched``/``getrsBatched`` for batches
-of small systems (:mod:`~nvmath.linalg._solvers._dispatch`; ``options.algorithm`` overrides). The
+cuSOLVER ``Xgetrf``/``Xgetrs`` per system (fanned out over several streams, ``options.streams``),
+or cuBLAS ``getrfBatched``/``getrsBatched`` for batches of small systems
+(:mod:`~nvmath.linalg._solvers._dispatch`; ``options.algorithm`` overrides). The
 factors and pivots stay on the device; ``info`` is read only by ``check()`` or ``options.check``.
 """
 
@@ -153,7 +154,7 @@ class DirectSolver(SolverBase):
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         a, b = self._a, self._b
         choice = self._choose("direct", a)
-        g = plan_lu(ctx, self._like, a, choice, x64=True)
+        g = plan_lu(ctx, self._like, a, choice, x64=True, lanes=self._lanes("direct", a, choice))
         bshape = b.shape if self._count is None else (self._count, b.rows, b.nrhs)
         g.bwork = ctx.matrix(self._like, b.batch_shape, b.rows, b.nrhs, shape=bshape)
         batched = choice.algorithm == "batched"

@@ -14,12 +14,19 @@ lu / solve     cuBLAS ``getrfBatched``/``getrsBatched``       ``getrf``/``getrs`
                (n <= 256)                                     ``Xgetrf``/``Xgetrs``
 inv            cuBLAS ``getrfBatched``/``getriBatched``       ``getrf`` + ``getrs`` on identity
                (n <= 256)
-qr             cuBLAS ``geqrfBatched`` (m >= n, n <= 64)      ``Xgeqrf``; Q always by ``orgqr``
+qr             cuBLAS ``geqrfBatched`` (m >= n, n <= 64);     ``Xgeqrf``; Q by ``orgqr``
+               Q by nvmath's kernel (m <= 64), else orgqr
 eigh           ``syevjBatched`` (n <= 32), else               ``Xsyevd``
                ``XsyevBatched`` (n <= 512)
 svd            ``gesvdjBatched`` (m, n <= 32)                 ``gesvdj``
 lstsq          cuBLAS ``gelsBatched`` (always; m >= n)        --
 =============  ===========================================  ==================================
+
+A loop of per-matrix calls (the looped kernels above, the ``Xpotrs`` solves of several right-hand
+sides, and QR's ``orgqr``) is fanned out over several CUDA streams
+(:mod:`~nvmath.linalg._solvers._fanout`): :func:`choose_lanes` picks how many from
+:data:`STREAM_LANES` (``options.streams=None``) or takes ``options.streams``, and logs the choice
+at DEBUG next to the kernel choice.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from typing import Any
 
 from nvmath._internal.logging import debug
 
-__all__ = ["LIMITS", "Choice", "choose"]
+__all__ = ["LIMITS", "MAX_STREAMS", "STREAM_LANES", "Choice", "choose", "choose_lanes"]
 
 LIMITS: dict[str, int] = {
     "lu": 256,
@@ -38,8 +45,18 @@ LIMITS: dict[str, int] = {
     "eigh_jacobi": 32,
     "eigh_batched": 512,
     "svd_jacobi": 32,
+    "orgqr_kernel": 64,
 }
-"""Largest matrix order for which ``"auto"`` picks the batched kernel (tuned by the benchmarks)."""
+"""Largest matrix order for which ``"auto"`` picks the batched kernel (tuned by the benchmarks);
+``orgqr_kernel``: most rows for which ``Q`` of a batched QR is formed by nvmath's kernel, not by one
+``orgqr`` call per matrix (``0`` always uses ``orgqr``)."""
+
+STREAM_LANES: dict[str, int] = {"large_order": 128, "large": 8, "small": 4}
+"""Streams of a loop of per-matrix calls when ``options.streams`` is ``None``: ``large`` for matrices of
+order >= ``large_order``, else ``small`` (never more than the batch). Assign new values to retune."""
+
+MAX_STREAMS = 32
+"""The largest accepted ``options.streams``."""
 
 _HARD = {"eigh_jacobi": 32, "svd_jacobi": 32}  # what the batched Jacobi kernels accept at all
 
@@ -167,3 +184,40 @@ def choose(
             choice.reason,
         )
     return choice
+
+
+def choose_lanes(
+    op: str,
+    *,
+    rows: int,
+    cols: int,
+    batch: int,
+    streams: int | None = None,
+    user_handle: bool = False,
+    logger: Any = None,
+) -> int:
+    """How many streams (lanes) a plan's loops of per-matrix calls fan out to.
+
+    Args:
+        op: the operation (for the log).
+        rows, cols: the matrix size.
+        batch: the number of matrices (jobs of a loop).
+        streams: ``options.streams`` (``None``: by size, from :data:`STREAM_LANES`).
+        user_handle: whether ``options.handle`` was given (its stream only: one lane).
+        logger: where to log the choice (DEBUG).
+    """
+    n = max(rows, cols)
+    if user_handle:
+        lanes, why = 1, "options.handle given"
+    elif batch < 2:
+        lanes, why = 1, "one matrix"
+    elif streams is not None:
+        lanes, why = min(streams, batch), f"options.streams={streams}"
+    else:
+        big = n >= STREAM_LANES["large_order"]
+        lanes = min(batch, STREAM_LANES["large" if big else "small"])
+        why = f"n {'>=' if big else '<'} {STREAM_LANES['large_order']}"
+    if logger is not None:
+        size = f"{op} {rows}x{cols}, batch {batch}"
+        debug(logger, "%s: per-matrix loops on %d stream(s) (%s)", size, lanes, why)
+    return lanes

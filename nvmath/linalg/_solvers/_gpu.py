@@ -186,6 +186,11 @@ class GpuContext:
 
     # ------------------------------------------------------------------ handles
     @property
+    def user_handle(self) -> int | None:
+        """``options.handle`` (``None``: nvmath's per-thread handles are used)."""
+        return self._user_handle
+
+    @property
     def dn(self) -> int:
         """The cusolverDn handle bound to the current stream (set by :meth:`use_stream`)."""
         if self._dn is None:

@@ -42,7 +42,7 @@ class Inverse(SingleMatrixSolver):
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         spec = self._specs["a"]
         choice = self._choose("inv", spec)
-        g = plan_lu(ctx, self._like, spec, choice)
+        g = plan_lu(ctx, self._like, spec, choice, lanes=self._lanes("inv", spec, choice))
         g.out = ctx.matrix(self._like, spec.batch_shape, spec.rows, spec.rows)
         if choice.algorithm == "batched":
             g.out_ptrs = ctx.pointer_array(g.out.ptr, g.out.stride * g.out.itemsize, spec.batch_count)

@@ -1,9 +1,11 @@
-"""Two tiny device kernels the solvers need and no library offers, compiled with NVRTC on first use.
+"""Small device kernels the solvers need and no library offers, compiled with NVRTC on first use.
 
 * ``zero_triangle``: zero the strictly lower (or upper) triangle of a batch of column-major
   matrices (Cholesky factors and QR's ``R`` come back from cuSOLVER with the other triangle holding
   the input or the Householder vectors).
 * ``fill_identity``: write identity matrices (the right-hand side of an inverse on the looped path).
+* ``orgqr_small``: form ``Q`` from the Householder reflectors of a batch of small QR factorizations
+  (cuBLAS ``geqrfBatched``), one thread block per matrix -- instead of one ``orgqr`` call per matrix.
 
 Compiled once per device through :mod:`nvmath._internal.nvrtc` (like nvmath's strided-copy kernel)
 and launched on the caller's stream. Nothing is compiled or loaded at import time.
@@ -16,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal import nvrtc
+from nvmath._internal import nvrtc, streams
 from nvmath._internal.streams import StreamHandle
 
-__all__ = ["fill_identity", "zero_triangle"]
+__all__ = ["ORGQR_THREADS", "fill_identity", "orgqr_small", "zero_triangle"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,67 @@ __global__ void nvmath_zero_triangle(T* a, long long rows, long long cols, long 
   }
 }
 
+// Q = H(0) H(1) ... H(k-1) of LAPACK's org2r / ung2r, in place, for matrix b of a batch (one block per
+// matrix, grid-stride over the batch). Column i < k holds v_i below the diagonal (v_i[i] = 1 implied,
+// zero above); H(i) = I - tau_i v_i v_i^H. Columns k..qcols-1 start as identity columns; the
+// reflectors are applied backwards, H(i) to columns i+1..qcols-1 (one thread per column), then
+// column i becomes H(i) e_i. C = 2 for complex (interleaved real, imaginary parts of type R).
+template <typename R, int C>
+__global__ void nvmath_orgqr_small(R* a, const R* tau, long long m, long long qcols, long long k,
+                                   long long ld, long long stride, long long tau_stride, long long count) {
+  const long long tid = threadIdx.x, nt = blockDim.x;
+  for (long long b = blockIdx.x; b < count; b += gridDim.x) {
+    R* A = a + b * stride * C;
+    const R* T = tau + b * tau_stride * C;
+    for (long long e = tid; e < m * (qcols - k); e += nt) {
+      const long long j = k + e / m, r = e % m;
+      R* p = A + (j * ld + r) * C;
+      p[0] = (r == j) ? R(1) : R(0);
+      if (C == 2) p[C - 1] = R(0);
+    }
+    __syncthreads();
+    for (long long i = k - 1; i >= 0; --i) {
+      const R tr = T[i * C], ti = (C == 2) ? T[i * C + C - 1] : R(0);
+      const R* v = A + i * ld * C;
+      for (long long j = i + 1 + tid; j < qcols; j += nt) {
+        R* c = A + j * ld * C;
+        R sr = c[i * C], si = (C == 2) ? c[i * C + C - 1] : R(0);  // s = v^H c, with v[i] = 1
+        for (long long r = i + 1; r < m; ++r) {
+          const R vr = v[r * C], vi = (C == 2) ? v[r * C + C - 1] : R(0);
+          const R cr = c[r * C], ci = (C == 2) ? c[r * C + C - 1] : R(0);
+          sr += vr * cr + vi * ci;
+          si += vr * ci - vi * cr;
+        }
+        const R wr = tr * sr - ti * si, wi = tr * si + ti * sr;  // w = tau s; c -= v w
+        c[i * C] -= wr;
+        if (C == 2) c[i * C + C - 1] -= wi;
+        for (long long r = i + 1; r < m; ++r) {
+          const R vr = v[r * C], vi = (C == 2) ? v[r * C + C - 1] : R(0);
+          c[r * C] -= vr * wr - vi * wi;
+          if (C == 2) c[r * C + C - 1] -= vr * wi + vi * wr;
+        }
+      }
+      __syncthreads();
+      R* col = A + i * ld * C;  // column i = H(i) e_i: 0 above, 1 - tau on, -tau v below the diagonal
+      for (long long r = tid; r < m; r += nt) {
+        R* p = col + r * C;
+        const R vr = p[0], vi = (C == 2) ? p[C - 1] : R(0);
+        R xr = R(0), xi = R(0);
+        if (r == i) {
+          xr = R(1) - tr;
+          xi = -ti;
+        } else if (r > i) {
+          xr = -(tr * vr - ti * vi);
+          xi = -(tr * vi + ti * vr);
+        }
+        p[0] = xr;
+        if (C == 2) p[C - 1] = xi;
+      }
+      __syncthreads();
+    }
+  }
+}
+
 __global__ void nvmath_fill_identity(unsigned int* a, long long n, long long stride_words, long long count,
                                      int words, unsigned int w0, unsigned int w1) {
   const long long per = n * n * words;
@@ -61,6 +124,16 @@ __global__ void nvmath_fill_identity(unsigned int* a, long long n, long long str
 
 _NAMES = {f"zero{size}": f"nvmath_zero_triangle<{ctype}>" for size, ctype in _TYPES.items()}
 _NAMES["eye"] = "nvmath_fill_identity"
+_ORGQR = {
+    "float32": "nvmath_orgqr_small<float, 1>",
+    "float64": "nvmath_orgqr_small<double, 1>",
+    "complex64": "nvmath_orgqr_small<float, 2>",
+    "complex128": "nvmath_orgqr_small<double, 2>",
+}
+_NAMES.update({f"orgqr_{dtype}": name for dtype, name in _ORGQR.items()})
+
+ORGQR_THREADS = 64
+"""Threads per block of :func:`orgqr_small` (one column of ``Q`` per thread up to 64 columns)."""
 
 
 def _kernels(device_id: int) -> dict[str, Any]:
@@ -128,3 +201,46 @@ def fill_identity(
         np.uint32(w1),
     )
     nvrtc.launch_1d(kernel, n * n * count * words, stream, *args)
+
+
+def orgqr_small(
+    ptr: int,
+    tau: int,
+    *,
+    m: int,
+    qcols: int,
+    k: int,
+    ld: int,
+    stride: int,
+    count: int,
+    dtype: str,
+    device_id: int,
+    stream: StreamHandle,
+) -> None:
+    """Overwrite ``count`` QR factorizations (LAPACK ``geqrf`` layout) with the first ``qcols`` columns of Q.
+
+    Matrix ``b`` is column-major at element ``b * stride`` of ``ptr`` (leading dimension ``ld``), holding
+    ``k`` Householder vectors; its ``k`` scalars ``tau`` are at element ``b * k`` of ``tau``. Meant for
+    small matrices (the work of one matrix runs in one thread block); ``k <= qcols <= m``.
+    """
+    from cuda.core import LaunchConfig, launch
+
+    if count == 0 or m == 0 or qcols == 0:
+        return
+    kernel = _kernels(device_id)[f"orgqr_{dtype}"]
+    args = (
+        np.uintp(ptr),
+        np.uintp(tau),
+        np.int64(m),
+        np.int64(qcols),
+        np.int64(k),
+        np.int64(ld),
+        np.int64(stride),
+        np.int64(k),
+        np.int64(count),
+    )
+    config = LaunchConfig(
+        grid=min(count, nvrtc.MAX_BLOCKS), block=ORGQR_THREADS
+    )  # grid-stride over the batch
+    with streams.stream_ctx(stream):
+        launch(stream.core, config, kernel, *args)

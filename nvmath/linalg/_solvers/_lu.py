@@ -10,7 +10,8 @@ through ``info``: "singular: the pivot U[k, k] is exactly zero"; its solves cont
 
 GPU: cuBLAS ``getrfBatched`` / ``getrsBatched`` (one call, pointer arrays built at plan) for batches
 of small matrices, cuSOLVER ``getrf`` / ``getrs`` per matrix otherwise (the 64-bit ``Xgetrf`` /
-``Xgetrs`` with ``int64`` pivots for the DirectSolver).
+``Xgetrs`` with ``int64`` pivots for the DirectSolver), fanned out over several streams
+(:mod:`~nvmath.linalg._solvers._fanout`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from nvmath.linalg._solvers._base import SingleMatrixSolver, SolverBase
 from nvmath.linalg._solvers._cache import run_cached
 from nvmath.linalg._solvers._common import as_matrix_rhs, matrix_spec, rhs_spec
 from nvmath.linalg._solvers._dispatch import Choice
-from nvmath.linalg._solvers._gpu import GpuContext, WorkMatrix, data_type, prefix, workspace_args
+from nvmath.linalg._solvers._fanout import FanOut, Lane
+from nvmath.linalg._solvers._gpu import GpuContext, WorkMatrix, data_type, prefix
 
 __all__ = ["LU", "TRANS", "LUSolve", "gpu_getrf", "gpu_getrs", "lu_factor", "lu_solve", "plan_lu"]
 
@@ -45,12 +47,13 @@ def check_trans(trans: Any) -> int:
 
 # ------------------------------------------------------------------------------------ GPU engine
 def plan_lu(
-    ctx: GpuContext, like: TensorAdapter, spec: Any, choice: Choice, *, x64: bool = False
+    ctx: GpuContext, like: TensorAdapter, spec: Any, choice: Choice, *, x64: bool = False, lanes: int = 1
 ) -> SimpleNamespace:
-    """Buffers of a batched LU: factors, pivots, info, pointer array and workspace.
+    """Buffers of a batched LU: factors, pivots, info, pointer array and workspaces.
 
     Args:
         x64: use the 64-bit ``Xgetrf``/``Xgetrs`` (``int64`` pivots) on the looped path.
+        lanes: streams of the looped path (:class:`~nvmath.linalg._solvers._fanout.FanOut`).
     """
     from nvmath.bindings import cusolverDn
 
@@ -60,20 +63,18 @@ def plan_lu(
     g.piv_size = 8 if g.x64 else 4
     g.piv = ctx.vector(like, (*spec.batch_shape, n), "int64" if g.x64 else "int32")
     g.info = ctx.info(count)
-    g.scratch = ctx.alloc(4)
     g.host_info = np.zeros(1, dtype=np.int32)
     batched = choice.algorithm == "batched"
     g.ptrs = ctx.pointer_array(g.work.ptr, g.work.stride * g.work.itemsize, count) if batched else 0
-    g.dsize = g.hsize = 0
+    dsize = hsize = 0
     if not batched:
         if g.x64:
             dt = data_type(spec.dtype)
-            g.dsize, g.hsize = cusolverDn.xgetrf_buffer_size(ctx.dn, ctx.params, n, n, dt, g.work.ptr, n, dt)
+            dsize, hsize = cusolverDn.xgetrf_buffer_size(ctx.dn, ctx.params, n, n, dt, g.work.ptr, n, dt)
         else:
             fn = getattr(cusolverDn, f"{prefix(spec.dtype)}getrf_buffer_size")
-            g.dsize = fn(ctx.dn, n, n, g.work.ptr, n) * g.work.itemsize
-    g.dws = ctx.alloc(g.dsize)
-    g.hws = ctx.host(g.hsize)
+            dsize = fn(ctx.dn, n, n, g.work.ptr, n) * g.work.itemsize
+    g.fan = FanOut(ctx, 1 if batched else lanes, dsize=dsize, hsize=hsize)
     return g
 
 
@@ -85,24 +86,28 @@ def gpu_getrf(ctx: GpuContext, g: SimpleNamespace) -> None:
     """Factor ``g.work`` in place; pivots in ``g.piv``, info in ``g.info``."""
     from nvmath.bindings import cublas, cusolverDn
 
-    work = g.work
+    work, info = g.work, g.info
     n, count, p = work.rows, work.count, prefix(work.dtype)
-    g.info.zero()
+    info.zero()
     if g.choice.algorithm == "batched":
         getattr(cublas, f"{p}getrf_batched")(
-            ctx.bind_blas(), n, g.ptrs, n, int(g.piv.data_ptr), g.info.ptr, count
+            ctx.bind_blas(), n, g.ptrs, n, int(g.piv.data_ptr), info.ptr, count
         )
-    elif g.x64:
+        return
+    if g.x64:
         dt = data_type(work.dtype)
-        ws = workspace_args(g)
-        for i in range(count):
-            cusolverDn.xgetrf(
-                ctx.dn, ctx.params, n, n, dt, work.at(i), n, _piv_at(g, i), dt, *ws, g.info.at(i)
-            )
+
+        def job(lane: Lane, i: int) -> None:
+            a, piv = work.at(i), _piv_at(g, i)
+            cusolverDn.xgetrf(lane.dn, lane.params, n, n, dt, a, n, piv, dt, *lane.workspace, info.at(i))
+
     else:
         fn = getattr(cusolverDn, f"{p}getrf")
-        for i in range(count):
-            fn(ctx.dn, n, n, work.at(i), n, g.dws, _piv_at(g, i), g.info.at(i))
+
+        def job(lane: Lane, i: int) -> None:
+            fn(lane.dn, n, n, work.at(i), n, lane.dws, _piv_at(g, i), info.at(i))
+
+    g.fan.run(ctx, count, job)
 
 
 def gpu_getrs(ctx: GpuContext, g: SimpleNamespace, x: WorkMatrix, trans: int, xptrs: int = 0) -> None:
@@ -135,28 +140,21 @@ def gpu_getrs(ctx: GpuContext, g: SimpleNamespace, x: WorkMatrix, trans: int, xp
         finally:
             if temp is not None:
                 temp.free(ctx.stream)
-    elif g.x64:
+        return
+    if g.x64:
         dt = data_type(work.dtype)
-        for i in range(count):
-            cusolverDn.xgetrs(
-                ctx.dn,
-                ctx.params,
-                trans,
-                n,
-                nrhs,
-                dt,
-                work.at(i),
-                n,
-                _piv_at(g, i),
-                dt,
-                x.at(i),
-                n,
-                g.scratch,
-            )
+
+        def job(lane: Lane, i: int) -> None:
+            a, piv, b = work.at(i), _piv_at(g, i), x.at(i)
+            cusolverDn.xgetrs(lane.dn, lane.params, trans, n, nrhs, dt, a, n, piv, dt, b, n, lane.scratch)
+
     else:
         fn = getattr(cusolverDn, f"{p}getrs")
-        for i in range(count):
-            fn(ctx.dn, trans, n, nrhs, work.at(i), n, _piv_at(g, i), x.at(i), n, g.scratch)
+
+        def job(lane: Lane, i: int) -> None:
+            fn(lane.dn, trans, n, nrhs, work.at(i), n, _piv_at(g, i), x.at(i), n, lane.scratch)
+
+    g.fan.run(ctx, count, job)
 
 
 # ------------------------------------------------------------------------------------ planners
@@ -182,7 +180,8 @@ class LU(SingleMatrixSolver):
 
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         spec = self._specs["a"]
-        return plan_lu(ctx, self._like, spec, self._choose("lu", spec))
+        choice = self._choose("lu", spec)
+        return plan_lu(ctx, self._like, spec, choice, lanes=self._lanes("lu", spec, choice))
 
     @requires(PlannerState.PLANNED, operands=True)
     def execute(self, *, stream: Any = None) -> tuple[Any, Any]:
@@ -261,7 +260,8 @@ class LUSolve(SolverBase):
 
     def _plan_gpu(self, ctx: GpuContext) -> Any:
         spec = self._specs["lu"]
-        return plan_lu(ctx, self._like, spec, self._choose("lu", spec))
+        choice = self._choose("lu", spec)
+        return plan_lu(ctx, self._like, spec, choice, lanes=self._lanes("lu", spec, choice))
 
     @requires(PlannerState.PLANNED, operands=True)
     def execute(self, *, stream: Any = None) -> Any:

@@ -1,9 +1,10 @@
 """Options of the dense solvers: :class:`DirectSolverOptions` and :class:`SolverOptions`.
 
 ``DirectSolverOptions`` has the fields of nvmath-python 1.0 (``allocator``, ``blocking``, ``logger``,
-``handle``, ``inplace_a``, ``inplace_b``) plus two of ours with defaults that keep the 1.0 behaviour:
-``algorithm`` (the batched-kernel choice, see :mod:`nvmath.linalg._solvers._dispatch`) and ``check``
-(read the library's ``info`` after each call and raise :class:`nvmath.LinAlgError`). The other
+``handle``, ``inplace_a``, ``inplace_b``) plus three of ours, last, with defaults that keep the 1.0
+results: ``algorithm`` (the batched-kernel choice, see :mod:`nvmath.linalg._solvers._dispatch`),
+``check`` (read the library's ``info`` after each call and raise :class:`nvmath.LinAlgError`) and
+``streams`` (how many CUDA streams a loop of per-matrix calls fans out to). The other
 planners (Cholesky, LU, QR, eigh, SVD, least squares, inverse) share :class:`SolverOptions`.
 
 Both are frozen, slotted, keyword-only dataclasses validated in ``__post_init__``; a ``dict`` of
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nvmath._internal.memory import check_allocator
-from nvmath._internal.options import check_blocking, check_bool, check_in, check_logger
+from nvmath._internal.options import check_blocking, check_bool, check_in, check_int, check_logger
+from nvmath.linalg._solvers._dispatch import MAX_STREAMS
 
 __all__ = [
     "ALGORITHMS",
@@ -54,6 +56,13 @@ def _check_common(options: Any) -> None:
         )
     check_in("algorithm", options.algorithm, ALGORITHMS)
     check_bool("check", options.check)
+    if options.streams is not None:
+        if isinstance(options.streams, bool) or not isinstance(options.streams, int):
+            raise TypeError(
+                f"streams must be None (automatic) or an int from 1 to {MAX_STREAMS}; "
+                f"got {type(options.streams).__name__}: {options.streams!r}"
+            )
+        check_int("streams", options.streams, minimum=1, maximum=MAX_STREAMS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +82,13 @@ class DirectSolverOptions:
             or ``"looped"`` (cuSOLVER ``Xgetrf``/``Xgetrs`` per matrix). GPU only.
         check: after ``factorize()``, read ``info`` (a host sync on the GPU) and raise
             :class:`nvmath.LinAlgError` naming the singular matrices.
+        streams: how many CUDA streams a loop of per-matrix library calls (the looped kernels) fans out
+            to: ``None`` picks by size (:data:`~nvmath.linalg._solvers._dispatch.STREAM_LANES`), ``1``
+            keeps every call on the caller's stream, at most 32. The extra streams are nvmath's own,
+            forked from and joined back into the caller's stream, so the results are ordered on it as
+            with one stream. One stream is used anyway under CUDA graph capture, on green-context
+            streams and with ``handle``. Applies to the LU, solve, inverse, QR and Cholesky loops
+            (eigh's ``Xsyevd`` and the SVD's ``gesvdj`` loops stay on one stream). GPU only.
     """
 
     allocator: Any = None
@@ -83,6 +99,7 @@ class DirectSolverOptions:
     inplace_b: bool = False
     algorithm: str = "auto"
     check: bool = False
+    streams: int | None = None
 
     def __post_init__(self) -> None:
         _check_common(self)
@@ -103,6 +120,8 @@ class SolverOptions:
             or, for the SVD only, ``"gesvda"`` (approximate, tall matrices). GPU only.
         check: read ``info`` after each execution and raise :class:`nvmath.LinAlgError` for the
             matrices that failed (on the GPU this synchronizes the stream).
+        streams: how many CUDA streams a loop of per-matrix calls fans out to (see
+            :class:`DirectSolverOptions`; ``None``: by size, ``1``: the caller's stream only).
     """
 
     allocator: Any = None
@@ -111,6 +130,7 @@ class SolverOptions:
     handle: int | None = None
     algorithm: str = "auto"
     check: bool = False
+    streams: int | None = None
 
     def __post_init__(self) -> None:
         _check_common(self)

@@ -8,8 +8,11 @@ For ``a`` of shape ``(*batch, m, n)`` and ``k = min(m, n)``:
 * ``"r"``: ``R`` only (``(*batch, k, n)``), without forming ``Q``.
 
 GPU: Householder QR by cuBLAS ``geqrfBatched`` (one call, for batches of small tall matrices) or the
-64-bit cuSOLVER ``Xgeqrf`` per matrix; ``Q`` is formed by ``orgqr`` / ``ungqr`` per matrix. QR has
-no failure mode (``check()`` never raises).
+64-bit cuSOLVER ``Xgeqrf`` per matrix; ``Q`` is formed by ``orgqr`` / ``ungqr`` per matrix, or, after
+``geqrfBatched`` of matrices of at most ``LIMITS["orgqr_kernel"]`` rows, by one launch of nvmath's
+batched kernel (:func:`~nvmath.linalg._solvers._kernels.orgqr_small`). The per-matrix loops are
+fanned out over several streams (:mod:`~nvmath.linalg._solvers._fanout`). QR has no failure mode
+(``check()`` never raises).
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from typing import Any
 import numpy as np
 
 from nvmath._internal import devices
+from nvmath._internal.logging import debug
 from nvmath._internal.state import PlannerState, requires
 from nvmath.linalg._solvers import _cpu, _kernels
 from nvmath.linalg._solvers._base import SingleMatrixSolver, batch_view
 from nvmath.linalg._solvers._cache import run_cached
 from nvmath.linalg._solvers._common import colmajor_strides
-from nvmath.linalg._solvers._gpu import GpuContext, data_type, dn_function, prefix, workspace_args
+from nvmath.linalg._solvers._dispatch import LIMITS
+from nvmath.linalg._solvers._fanout import FanOut, Lane
+from nvmath.linalg._solvers._gpu import GpuContext, data_type, dn_function, prefix
 
 __all__ = ["QR", "QR_MODES", "qr"]
 
@@ -72,22 +78,28 @@ class QR(SingleMatrixSolver):
         g.info = ctx.info(count)
         g.host_info = np.zeros(1, dtype=np.int32)
         isz = g.work.itemsize
-        g.dsize = g.hsize = g.lwork = 0
+        dsize = hsize = g.lwork = 0
         if g.choice.algorithm == "batched":
             g.ptrs = ctx.pointer_array(g.work.ptr, g.work.stride * isz, count)
             g.tau_ptrs = ctx.pointer_array(int(g.tau.data_ptr), k * isz, count)
         else:
             dt = data_type(spec.dtype)
-            g.dsize, g.hsize = cusolverDn.xgeqrf_buffer_size(
+            dsize, hsize = cusolverDn.xgeqrf_buffer_size(
                 ctx.dn, ctx.params, m, n, dt, g.work.ptr, m, dt, int(g.tau.data_ptr), dt
             )
         g.qcols = m if self.mode == "complete" else k
-        if self.mode != "r":
+        # Q of a batched geqrf of small matrices: one kernel launch instead of one orgqr per matrix
+        g.q_kernel = self.mode != "r" and g.choice.algorithm == "batched" and m <= LIMITS["orgqr_kernel"]
+        if g.q_kernel:
+            debug(self._log, "qr %dx%d, batch %d: Q by the batched orgqr kernel", m, n, count)
+        elif self.mode != "r":
             g.lwork = _orgqr(spec.dtype, "_buffer_size")(
                 ctx.dn, m, g.qcols, k, g.work.ptr, m, int(g.tau.data_ptr)
             )
-        g.dws = ctx.alloc(max(g.dsize, g.lwork * isz))
-        g.hws = ctx.host(g.hsize)
+        looped = g.choice.algorithm != "batched" or (self.mode != "r" and not g.q_kernel)
+        lanes = self._lanes("qr", spec) if looped else 1
+        # Xgeqrf and orgqr run one after the other on a lane: they share its workspace slice
+        g.fan = FanOut(ctx, lanes, dsize=max(dsize, g.lwork * isz), hsize=hsize, log=self._log)
         return g
 
     def _geqrf(self, ctx: GpuContext, g: SimpleNamespace, m: int, n: int) -> None:
@@ -99,11 +111,42 @@ class QR(SingleMatrixSolver):
             fn(ctx.bind_blas(), m, n, g.ptrs, m, g.tau_ptrs, g.host_info.ctypes.data, count)
             return
         dt = data_type(work.dtype)
-        ws = workspace_args(g)
-        tau = int(g.tau.data_ptr)
-        for i in range(count):
+        tau, info = int(g.tau.data_ptr), g.info
+
+        def job(lane: Lane, i: int) -> None:
             tau_i = tau + i * k * work.itemsize
-            cusolverDn.xgeqrf(ctx.dn, ctx.params, m, n, dt, work.at(i), m, dt, tau_i, dt, *ws, g.info.at(i))
+            cusolverDn.xgeqrf(
+                lane.dn, lane.params, m, n, dt, work.at(i), m, dt, tau_i, dt, *lane.workspace, info.at(i)
+            )
+
+        g.fan.run(ctx, count, job)
+
+    def _form_q(self, ctx: GpuContext, g: SimpleNamespace, m: int, k: int) -> None:
+        """Overwrite ``g.work`` with ``Q`` (``m x g.qcols``) from the reflectors of :meth:`_geqrf`."""
+        if g.q_kernel:
+            work = g.work
+            _kernels.orgqr_small(
+                work.ptr,
+                int(g.tau.data_ptr),
+                m=m,
+                qcols=g.qcols,
+                k=k,
+                ld=work.ld,
+                stride=work.stride,
+                count=work.count,
+                dtype=work.dtype,
+                device_id=ctx.device_id,
+                stream=ctx.stream,
+            )
+            return
+        fn = _orgqr(g.work.dtype, "")
+        work, info, lwork, qcols = g.work, g.info, g.lwork, g.qcols
+        tau, isz = int(g.tau.data_ptr), g.work.itemsize
+
+        def job(lane: Lane, i: int) -> None:
+            fn(lane.dn, m, qcols, k, work.at(i), m, tau + i * k * isz, lane.dws, lwork, info.at(i))
+
+        g.fan.run(ctx, work.count, job)
 
     def _r_factor(self, ctx: GpuContext, g: SimpleNamespace, rows: int, n: int) -> Any:
         """Copy the upper triangle block out of the working buffer into a new tensor; zero below."""
@@ -143,10 +186,7 @@ class QR(SingleMatrixSolver):
             if self.mode == "r":
                 self._finish_gpu()
                 return r
-            fn = _orgqr(spec.dtype, "")
-            tau, isz = int(g.tau.data_ptr), g.work.itemsize
-            for i in range(g.work.count):
-                fn(ctx.dn, m, g.qcols, k, g.work.at(i), m, tau + i * k * isz, g.dws, g.lwork, g.info.at(i))
+            self._form_q(ctx, g, m, k)
             q = self._emit(batch_view(g.work, spec.batch_shape, m, g.qcols))
             self._finish_gpu()
         return q, r
