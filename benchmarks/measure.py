@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -136,6 +137,8 @@ def run_one(case: Case, lib: str, ctx: Context) -> Result:
     try:
         made = case.setups[lib](ctx)
         prepared = made if isinstance(made, Prepared) else Prepared(fn=made)
+        if case.mode == "device" and ctx.settings.cooldown_s > 0:
+            time.sleep(ctx.settings.cooldown_s)  # after the setup: autotuning in it heats the GPU
         samples = _measure(prepared.fn, case, ctx)
         result.samples = [float(x) for x in samples]
         stats = summarize(result.samples)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 
 from benchmarks.context import Context
@@ -27,8 +26,6 @@ def run_cases(
     for case, lib in runs:
         if progress is not None:
             progress.start(f"{case.name} [{lib}]")
-        if case.mode == "device" and ctx.settings.cooldown_s > 0 and ctx.has_gpu:
-            time.sleep(ctx.settings.cooldown_s)
         result = run_one(case, lib, ctx)
         results.append(result)
         if progress is not None:

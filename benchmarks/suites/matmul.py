@@ -101,12 +101,21 @@ def _execute(g: Gemm, autotune: bool):
         if autotune:
             mm.autotune(iterations=10)
         chosen = mm.algorithms[0]
-        note = f"algorithm {chosen.algorithm_id}" + (
-            f" (first choice {first.algorithm_id})" if autotune else ""
-        )
+        note = f"algorithm {_describe(chosen)}" + (f" (first choice {_describe(first)})" if autotune else "")
         return Prepared(fn=mm.execute, teardown=mm.free, note=note)
 
     return setup
+
+
+def _describe(algorithm: Any) -> str:
+    """The algorithm id and its configuration (the same id runs with different tiles, stages, ...)."""
+    parts = [str(algorithm.algorithm_id)]
+    for name in ("tile", "stages", "split_k", "cta_swizzling"):
+        try:
+            parts.append(f"{name}={getattr(algorithm, name)}")
+        except Exception:  # noqa: BLE001 - nvmath-python's Algorithm may lack a field
+            pass
+    return " ".join(parts)
 
 
 def _register_gemm(name: str, g: Gemm, description: str, *, quick: bool = True, tuned: bool = True) -> None:

@@ -141,3 +141,20 @@ def test_cooldown_from_environment(monkeypatch):
     monkeypatch.setenv(COOLDOWN_ENV, "-1")
     with pytest.raises(ValueError, match="NVMATH_BENCH_COOLDOWN"):
         Settings.for_run(quick=False)
+
+
+def test_cooldown_runs_between_setup_and_timing(monkeypatch):
+    """The cool-down sleep comes after the setup (which may autotune) and before the timed calls."""
+    import benchmarks.measure as measure
+
+    events = []
+    monkeypatch.setattr(measure.time, "sleep", lambda s: events.append(("sleep", s)))
+    monkeypatch.setattr(measure, "_measure", lambda fn, case, ctx: events.append(("time",)) or [1.0])
+
+    def setup(ctx):
+        events.append(("setup",))
+        return lambda: None
+
+    settings = Settings(warmup=1, iterations=3, cooldown_s=0.25)
+    r = run_one(_case(setup, mode="device"), "nvmath", Context(settings=settings))
+    assert r.status == "ok" and events == [("setup",), ("sleep", 0.25), ("time",)]
