@@ -19,11 +19,10 @@ Symbols: cuFFT links the callback by name. With no name given (``lto_callback_sy
 it calls the C++ function of ``cufftXt.h``'s ``cufftJITCallback{Load,Store}{Real,DoubleReal,Complex,
 DoubleComplex}`` type, so the LTO-IR must define that function's *mangled* C++ name, e.g.
 ``_Z28cufftJITCallbackStoreComplexPvy6float2S_S_`` (:func:`callback_symbol`): that is the name
-:func:`compile_prolog` / :func:`compile_epilog` give the numba function, and the planner then passes
-no name. A name given to cuFFT (``DeviceCallable(..., name="my_cb")``, cuFFT >= 12 or 11.4) is the
-*unmangled* name of a C++ ``__device__`` function with the ``cufftXt.h`` signature: cuFFT compiles a
-C++ shim that declares and calls it, so an ``extern "C"`` function (or any name without C++
-mangling) cannot be used that way; such LTO-IR must use the default mangled name instead.
+:func:`compile_prolog` / :func:`compile_epilog` give the numba function, and the planner passes no
+name. Other names are refused (``NotImplementedError``): on the H200 (cuFFT 12.0) a C++ callback
+passed to cuFFT under its own name failed to plan (``CUFFT_INVALID_SIZE``), so nvmath does not offer
+what it could not verify; define the callback under cuFFT's default name instead.
 """
 
 from __future__ import annotations
@@ -70,11 +69,11 @@ class DeviceCallable:
             is required).
         size: the size of the LTO-IR in bytes (required for an address; taken from ``bytes``).
         data: an int device pointer passed to the callback as ``user_info`` (0 when unused).
-        name: the name of a C++ ``__device__`` callback with the ``cufftXt.h`` signature, which
-            cuFFT is told to call (a mangled name is passed unmangled); ``None``: cuFFT's default
-            mangled name (:func:`callback_symbol`), which :func:`compile_prolog` /
-            :func:`compile_epilog`, nvmath-python and ``nvcc -dlto`` of the documented callback
-            names give. Not an nvmath-python field.
+        name: ``None`` (the default) or one of cuFFT's default callback names, plain or mangled
+            (:func:`callback_symbol`), which :func:`compile_prolog` / :func:`compile_epilog`,
+            nvmath-python and ``nvcc -dlto`` of the documented callback names give; checked against
+            the transform's kind and element type at plan time. Other names raise
+            ``NotImplementedError`` (see the module documentation). Not an nvmath-python field.
     """
 
     ltoir: bytes | int
@@ -112,6 +111,13 @@ class DeviceCallable:
         object.__setattr__(self, "data", data)
         if self.name is not None and (not isinstance(self.name, str) or not self.name):
             raise TypeError(f"DeviceCallable.name must be a non-empty str or None; got {self.name!r}")
+        if self.name is not None and not _is_cufft_name(self.name):
+            raise NotImplementedError(
+                f"DeviceCallable.name={self.name!r}: only cuFFT's default callback names are supported "
+                "(a C++ callback passed to cuFFT 12.0 under its own name failed to plan); name the "
+                "function e.g. cufftJITCallbackStoreComplex (its mangled name is "
+                "nvmath.fft._callbacks.callback_symbol('epilog', 'complex64')) and leave name=None"
+            )
 
     def key(self) -> tuple:
         """What identifies the callback in a plan key."""
@@ -201,8 +207,8 @@ def _mismatch(kind: str, dtype: str, what: str) -> ValueError:
 def find_symbol(callable_: DeviceCallable, kind: str, dtype: str) -> str | None:
     """The ``lto_callback_symbol_name`` to give ``cufftXtSetJITCallback`` for ``callable_``.
 
-    ``None`` (cuFFT's default name, :func:`callback_symbol`) unless ``callable_.name`` names another
-    function; a mangled name gives the function's unmangled name, which is what cuFFT declares.
+    Always ``None`` (cuFFT's default name, :func:`callback_symbol`): the checks are that the callback
+    fits ``kind`` and ``dtype``.
 
     Raises:
         ValueError: the callback was compiled for another kind or element type, or its name or the
@@ -225,19 +231,15 @@ def find_symbol(callable_: DeviceCallable, kind: str, dtype: str) -> str | None:
         return None
     if name in (default, _callback_name(kind, dtype)):
         return None
+    raise _mismatch(kind, dtype, f"DeviceCallable.name is {name!r}")
+
+
+def _is_cufft_name(name: str) -> bool:
+    """Whether ``name`` is one of cuFFT's default callback names, plain or mangled."""
     match = _MANGLED_NAME.fullmatch(name)
     if match and len(match.group(2)) > int(match.group(1)):
-        length = int(match.group(1))
-        base, params = match.group(2)[:length], match.group(2)[length:]
-        if base.startswith("cufftJITCallback"):
-            raise _mismatch(kind, dtype, f"DeviceCallable.name is {name!r}")
-        if params != _parameter_mangling(kind, dtype):
-            raise ValueError(
-                f"DeviceCallable.name {name!r} mangles parameters {params!r}; a {kind} on {dtype} elements "
-                f"must have cuFFT's signature ({_parameter_mangling(kind, dtype)!r}, as in {default})"
-            )
-        return base
-    return name
+        name = match.group(2)[: int(match.group(1))]
+    return name.startswith("cufftJITCallback")
 
 
 def _as_dtype_name(value: Any) -> str | None:
