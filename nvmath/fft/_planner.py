@@ -10,12 +10,11 @@ the plans launched. CPU execution goes through ``scipy.fft`` (:mod:`nvmath.fft._
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Self
 
 from nvmath._errors import InvalidFFTState
 from nvmath._internal import dtypes, streams
-from nvmath._internal.execution import ExecutionCPU, ExecutionCUDA, resolve_execution
+from nvmath._internal.execution import ExecutionCPU, resolve_execution
 from nvmath._internal.logging import debug, get_logger, log_phase
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.state import Lifecycle, PlannerState, requires
@@ -24,7 +23,17 @@ from nvmath._internal.tensors.base import TensorAdapter
 from nvmath.fft import _cpu
 from nvmath.fft._callbacks import DeviceCallable, as_device_callable
 from nvmath.fft._options import LOGGER_NAME, FFTDirection, FFTOptions, normalize_direction
-from nvmath.fft._traits import CPU_DTYPES, FFTTraits, make_traits, traits_key
+from nvmath.fft._planner_support import (
+    current_stream_getter,
+    device_package,
+    fast_torch,
+    host_array,
+    make_key,
+    operand_traits,
+    resolved,
+    torch_allocator,
+)
+from nvmath.fft._traits import CPU_DTYPES, FFTTraits, make_traits
 
 __all__ = ["FFT"]
 
@@ -43,97 +52,6 @@ _ALLOWED = {
     "R2C": (FFTDirection.FORWARD,),
     "C2R": (FFTDirection.INVERSE,),
 }
-
-
-def _device_package(adapter: TensorAdapter) -> str:
-    """The package whose allocator and streams serve the operand's device-side buffers."""
-    if adapter.device == "cuda" or adapter.package == "torch":
-        return adapter.package
-    return "cuda"
-
-
-def _resolved(adapter: TensorAdapter, inplace: bool) -> TensorAdapter:
-    """Materialize torch's lazy conjugation (a copy); refused in place."""
-    if not adapter.is_conjugate:
-        return adapter
-    if inplace:
-        raise ValueError(
-            "an in-place FFT cannot take a lazily conjugated torch tensor; call .resolve_conj() first"
-        )
-    return wrap(adapter.tensor.resolve_conj(), "operand")
-
-
-def _operand_traits(adapter: TensorAdapter, axes: Any, options: FFTOptions, execution: Any) -> FFTTraits:
-    """The traits of a transform of ``adapter`` over ``axes`` (``execution``: a resolved execution object)."""
-    return make_traits(
-        adapter.shape, adapter.strides, adapter.dtype, axes=axes, options=options,
-        execution=execution.name, package=adapter.package, operand_space=adapter.device,
-    )  # fmt: skip
-
-
-def _fast_torch(adapter: TensorAdapter, traits: FFTTraits) -> bool:
-    """Whether results can be made with ``torch.empty_strided`` directly (torch GPU, out of place)."""
-    return (
-        adapter.package == "torch"
-        and adapter.device == "cuda"
-        and not traits.inplace
-        and not traits.cross_space
-    )
-
-
-def _torch_allocator(traits: FFTTraits, device_id: int) -> Any:
-    """A function ``(stream) -> tensor | None``: the result on torch's current stream, else ``None``."""
-    torch = sys.modules["torch"]
-    current = torch._C._cuda_getCurrentRawStream
-    empty, device = torch.empty_strided, torch.device("cuda", device_id)
-    shape, strides = traits.result_shape, traits.result_strides
-    dtype = dtypes.to_torch_dtype(traits.result_dtype)
-
-    def allocate(stream: Any) -> Any:
-        if stream.ptr != current(device_id):
-            return None
-        return empty(shape, strides, dtype=dtype, device=device)
-
-    return allocate
-
-
-def _current_stream_getter(package: str) -> Any:
-    """``device_id -> current stream address`` of ``package`` (``None``: the stream for ``None`` is fixed)."""
-    if package == "torch":
-        return streams._TORCH_RAW or streams._torch_raw_getter()
-    if package == "cupy":
-        return streams._cupy_current_ptr
-    return None
-
-
-def _execution_key(execution: ExecutionCUDA | ExecutionCPU) -> tuple:
-    if isinstance(execution, ExecutionCUDA):
-        return ("cuda", execution.device_id)
-    return ("cpu", execution.num_threads)
-
-
-def _callable_key(value: Any, what: str) -> tuple | None:
-    callable_ = as_device_callable(value, what)
-    return None if callable_ is None else callable_.key()
-
-
-def _make_key(traits: FFTTraits, execution: Any, prolog: Any, epilog: Any) -> tuple:
-    return (
-        "nvmath.fft",
-        traits_key(traits),
-        _callable_key(prolog, "prolog"),
-        _callable_key(epilog, "epilog"),
-        _execution_key(execution),
-    )
-
-
-def _host_array(adapter: TensorAdapter) -> Any:
-    """A numpy view of a host adapter's data (torch CPU tensors share their memory)."""
-    if adapter.package == "torch":
-        return adapter.tensor.detach().numpy()
-    from nvmath._internal.tensors.numpy_adapter import host_view
-
-    return host_view(adapter)
 
 
 class FFT:
@@ -171,14 +89,14 @@ class FFT:
         options = check_or_create_options(FFTOptions, options, "FFT options")
         logger = get_logger(LOGGER_NAME, options.logger)
         with log_phase(logger, "FFT specification"):
-            adapter = _resolved(wrap(operand, "operand"), options.inplace)
+            adapter = resolved(wrap(operand, "operand"), options.inplace)
             execution = resolve_execution(execution, adapter.device_id)
-            traits = _operand_traits(adapter, axes, options, execution)
+            traits = operand_traits(adapter, axes, options, execution)
             debug(logger, "FFT traits: %s", traits)
         self._options, self._logger, self._traits, self._execution = options, logger, traits, execution
         self._operand: TensorAdapter | None = adapter
         self._package = adapter.package
-        self._device_package = _device_package(adapter)
+        self._device_package = device_package(adapter)
         self._operand_device = adapter.device_id
         self._cpu = isinstance(execution, ExecutionCPU)
         self._device_id = adapter.device_id if self._cpu else execution.device_id
@@ -188,14 +106,14 @@ class FFT:
         self._direction = self._allowed[0]
         self._plan: Any = None
         self._staging: TensorAdapter | None = None
-        self._fast_alloc = _torch_allocator(traits, self._device_id) if _fast_torch(adapter, traits) else None
+        self._fast_alloc = torch_allocator(traits, self._device_id) if fast_torch(adapter, traits) else None
         # GPU execution without staging: execute() only needs the operand's address (see _run_direct)
         self._direct = not self._cpu and traits.staging_strides is None and not traits.cross_space
         self._inplace = traits.inplace
         self._direction_int = int(self._direction)
         # stream normalization, cached: the handle for stream=None (checked against the package's
         # current-stream getter, if any) and the last explicit stream object with its handle
-        self._current_raw = _current_stream_getter(self._device_package) if not self._cpu else None
+        self._current_raw = current_stream_getter(self._device_package) if not self._cpu else None
         self._none_stream: Any = None
         self._last_stream: Any = None
         self._last_handle: Any = None
@@ -250,7 +168,7 @@ class FFT:
     # ------------------------------------------------------------------ keys
     def get_key(self, *, prolog: Any = None, epilog: Any = None) -> tuple:
         """A hashable key identifying this plan (with the given callbacks), as :meth:`create_key` makes."""
-        return _make_key(self._traits, self._execution, prolog, epilog)
+        return make_key(self._traits, self._execution, prolog, epilog)
 
     @staticmethod
     def create_key(
@@ -270,8 +188,8 @@ class FFT:
         options = check_or_create_options(FFTOptions, options, "FFT options")
         adapter = wrap(operand, "operand")
         execution = resolve_execution(execution, adapter.device_id)
-        traits = _operand_traits(adapter, axes, options, execution)
-        return _make_key(traits, execution, prolog, epilog)
+        traits = operand_traits(adapter, axes, options, execution)
+        return make_key(traits, execution, prolog, epilog)
 
     @staticmethod
     def create_key_from_metadata(
@@ -311,7 +229,7 @@ class FFT:
             shape, strides, name, axes=axes, options=options, execution=execution.name,
             package="torch", operand_space=memory_space,
         )  # fmt: skip
-        return _make_key(traits, execution, prolog, epilog)
+        return make_key(traits, execution, prolog, epilog)
 
     # ------------------------------------------------------------------ planning
     def _check_callbacks(self, prolog: DeviceCallable | None, epilog: DeviceCallable | None) -> None:
@@ -513,7 +431,7 @@ class FFT:
         t, op = self._traits, self._operand
         s = None if op.device == "cpu" else self._stream_of(stream)
         host = op if s is None else op.to("cpu", s)
-        x = _host_array(host)
+        x = host_array(host)
         with log_phase(self._logger, "FFT execution (CPU)"):
             y = _cpu.execute_on_host(x, t, direction, self._workers)
         if s is None:
@@ -548,7 +466,7 @@ class FFT:
         if operand is None:
             self.release_operand()
             return
-        new = _resolved(wrap(operand, "operand"), self._traits.inplace)
+        new = resolved(wrap(operand, "operand"), self._traits.inplace)
         t = self._traits
         if new.package != self._package:
             raise TypeError(
@@ -573,7 +491,7 @@ class FFT:
     @requires(_CREATED, _PLANNED)
     def reset_operand_unchecked(self, operand: Any, *, stream: Any = None) -> None:
         """Replace the operand without checks (it must match the planned one exactly)."""
-        self._operand = _resolved(wrap(operand, "operand"), self._traits.inplace)
+        self._operand = resolved(wrap(operand, "operand"), self._traits.inplace)
         self._lifecycle.mark_operands_reset()
 
     @requires(_CREATED, _PLANNED)

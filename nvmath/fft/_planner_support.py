@@ -1,0 +1,117 @@
+"""Helpers of the :class:`~nvmath.fft.FFT` planner that need no planner state: operand traits,
+result allocators, current-stream getters, plan keys and host views."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from nvmath._internal import dtypes, streams
+from nvmath._internal.execution import ExecutionCPU, ExecutionCUDA
+from nvmath._internal.tensors import wrap
+from nvmath._internal.tensors.base import TensorAdapter
+from nvmath.fft._callbacks import as_device_callable
+from nvmath.fft._options import FFTOptions
+from nvmath.fft._traits import FFTTraits, make_traits, traits_key
+
+__all__ = [
+    "current_stream_getter",
+    "device_package",
+    "fast_torch",
+    "host_array",
+    "make_key",
+    "operand_traits",
+    "resolved",
+    "torch_allocator",
+]
+
+
+def device_package(adapter: TensorAdapter) -> str:
+    """The package whose allocator and streams serve the operand's device-side buffers."""
+    if adapter.device == "cuda" or adapter.package == "torch":
+        return adapter.package
+    return "cuda"
+
+
+def resolved(adapter: TensorAdapter, inplace: bool) -> TensorAdapter:
+    """Materialize torch's lazy conjugation (a copy); refused in place."""
+    if not adapter.is_conjugate:
+        return adapter
+    if inplace:
+        raise ValueError(
+            "an in-place FFT cannot take a lazily conjugated torch tensor; call .resolve_conj() first"
+        )
+    return wrap(adapter.tensor.resolve_conj(), "operand")
+
+
+def operand_traits(adapter: TensorAdapter, axes: Any, options: FFTOptions, execution: Any) -> FFTTraits:
+    """The traits of a transform of ``adapter`` over ``axes`` (``execution``: a resolved execution object)."""
+    return make_traits(
+        adapter.shape, adapter.strides, adapter.dtype, axes=axes, options=options,
+        execution=execution.name, package=adapter.package, operand_space=adapter.device,
+    )  # fmt: skip
+
+
+def fast_torch(adapter: TensorAdapter, traits: FFTTraits) -> bool:
+    """Whether results can be made with ``torch.empty_strided`` directly (torch GPU, out of place)."""
+    return (
+        adapter.package == "torch"
+        and adapter.device == "cuda"
+        and not traits.inplace
+        and not traits.cross_space
+    )
+
+
+def torch_allocator(traits: FFTTraits, device_id: int) -> Any:
+    """A function ``(stream) -> tensor | None``: the result on torch's current stream, else ``None``."""
+    torch = sys.modules["torch"]
+    current = torch._C._cuda_getCurrentRawStream
+    empty, device = torch.empty_strided, torch.device("cuda", device_id)
+    shape, strides = traits.result_shape, traits.result_strides
+    dtype = dtypes.to_torch_dtype(traits.result_dtype)
+
+    def allocate(stream: Any) -> Any:
+        if stream.ptr != current(device_id):
+            return None
+        return empty(shape, strides, dtype=dtype, device=device)
+
+    return allocate
+
+
+def current_stream_getter(package: str) -> Any:
+    """``device_id -> current stream address`` of ``package`` (``None``: the stream for ``None`` is fixed)."""
+    if package == "torch":
+        return streams._TORCH_RAW or streams._torch_raw_getter()
+    if package == "cupy":
+        return streams._cupy_current_ptr
+    return None
+
+
+def _execution_key(execution: ExecutionCUDA | ExecutionCPU) -> tuple:
+    if isinstance(execution, ExecutionCUDA):
+        return ("cuda", execution.device_id)
+    return ("cpu", execution.num_threads)
+
+
+def _callable_key(value: Any, what: str) -> tuple | None:
+    callable_ = as_device_callable(value, what)
+    return None if callable_ is None else callable_.key()
+
+
+def make_key(traits: FFTTraits, execution: Any, prolog: Any, epilog: Any) -> tuple:
+    return (
+        "nvmath.fft",
+        traits_key(traits),
+        _callable_key(prolog, "prolog"),
+        _callable_key(epilog, "epilog"),
+        _execution_key(execution),
+    )
+
+
+def host_array(adapter: TensorAdapter) -> Any:
+    """A numpy view of a host adapter's data (torch CPU tensors share their memory)."""
+    if adapter.package == "torch":
+        return adapter.tensor.detach().numpy()
+    from nvmath._internal.tensors.numpy_adapter import host_view
+
+    return host_view(adapter)
