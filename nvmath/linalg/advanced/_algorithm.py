@@ -16,7 +16,14 @@ import numpy as np
 
 from nvmath.bindings import cublasLt as lt
 
-__all__ = ["Algorithm", "AlgorithmCapabilities", "check_algorithm", "query_heuristics"]
+__all__ = [
+    "Algorithm",
+    "AlgorithmCapabilities",
+    "check_algorithm",
+    "from_records",
+    "query_heuristics",
+    "to_records",
+]
 
 _CONFIG = lt.MatmulAlgoConfigAttribute
 _UNDEFINED, _AUTO = "UNDEFINED", "AUTO"
@@ -229,6 +236,21 @@ def query_heuristics(
         for i in range(count)
         if states[i] == 0
     ]
+
+
+def to_records(algorithms: Sequence[Algorithm]) -> np.ndarray:
+    """A standalone copy of the algorithms' heuristic records (for a memo)."""
+    records = np.empty(len(algorithms), dtype=lt.matmul_heuristic_result_dtype)
+    for i, algorithm in enumerate(algorithms):
+        records[i] = algorithm.as_numpy()
+    return records
+
+
+def from_records(records: np.ndarray) -> list[Algorithm]:
+    """New :class:`Algorithm` objects over a private copy of ``records`` (independent of the memo)."""
+    own = records.copy()
+    base, size = own.ctypes.data, own.dtype.itemsize
+    return [Algorithm(own[i : i + 1].reshape(()), base + i * size) for i in range(len(own))]
 
 
 def check_algorithm(handle: int, desc: int, layouts: Sequence[int], algorithm: Algorithm) -> None:

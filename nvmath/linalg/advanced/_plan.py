@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -32,7 +33,7 @@ from nvmath.linalg.advanced._scaling import TENSOR_WIDE, ScalingTraits
 from nvmath.linalg.advanced._traits import MatmulProblem, MMTraits, get_problem
 from nvmath.linalg.advanced._typemaps import TypeTraits
 
-__all__ = ["Plan", "Spec", "build_plan"]
+__all__ = ["HEURISTICS", "HeuristicsMemo", "Plan", "Spec", "build_plan", "signature"]
 
 RESULT_AMAX = "result_amax"
 _CAPS: dict[tuple[Any, int], int] = {}
@@ -75,7 +76,8 @@ class Plan:
     Attributes:
         problem: the cuBLASLt problem (layouts, ops, orientation, result shape).
         epilog: the validated epilog.
-        desc, layouts, preference: the RAII cuBLASLt objects.
+        desc, layouts, preference: the RAII cuBLASLt objects (no preference when the heuristic
+            result came from :data:`HEURISTICS`).
         algorithms: the candidates, best first.
         epilog_slots: epilog input tensors (bias, relu_aux, gelu_aux).
         epilog_scales: the epilog's scale inputs (``aux_quantization_scale``).
@@ -89,7 +91,7 @@ class Plan:
     epilog: EpilogTraits
     desc: MatmulDesc
     layouts: LayoutSet
-    preference: Preference
+    preference: Preference | None
     algorithms: list[_algorithm.Algorithm]
     epilog_slots: dict[str, Slot]
     epilog_scales: dict[str, ScaleSlot]
@@ -102,7 +104,8 @@ class Plan:
         """Destroy the cuBLASLt objects (idempotent)."""
         self.desc.close()
         self.layouts.close()
-        self.preference.close()
+        if self.preference is not None:
+            self.preference.close()
 
     @property
     def workspace_size(self) -> int:
@@ -111,14 +114,22 @@ class Plan:
 
     def signature(self, spec: Spec) -> tuple[Any, ...]:
         """Everything that decides which algorithms are valid and fast (the autotune cache key)."""
-        t, p = spec.types, self.problem
-        parts = (
-            t.a_dtype, t.b_dtype, t.c_dtype, t.d_dtype, int(t.compute_type), int(t.scale_type),
-            int(p.transa), int(p.transb), p.a, p.b, p.c, p.d, self.epilog.attributes, self.alignments,
-            self.workspace_cap, spec.options.sm_count_target, spec.options.fast_accumulation,
-        )  # fmt: skip
-        modes = spec.scaling.descriptor_attributes(p.a_operand, p.b_operand)
-        return parts + (tuple(modes),) if modes else parts
+        return signature(spec, self.problem, self.epilog, self.alignments, self.workspace_cap)
+
+
+def signature(
+    spec: Spec, p: MatmulProblem, ep: EpilogTraits, alignments: tuple[int, ...], cap: int
+) -> tuple[Any, ...]:
+    """The problem's signature: dtypes, compute and scale types, ops, the four layouts, the epilog's
+    descriptor attributes, the alignments, the workspace cap and the options that reach cuBLASLt."""
+    t = spec.types
+    parts = (
+        t.a_dtype, t.b_dtype, t.c_dtype, t.d_dtype, int(t.compute_type), int(t.scale_type),
+        int(p.transa), int(p.transb), p.a, p.b, p.c, p.d, ep.attributes, alignments,
+        cap, spec.options.sm_count_target, spec.options.fast_accumulation,
+    )  # fmt: skip
+    modes = spec.scaling.descriptor_attributes(p.a_operand, p.b_operand)
+    return parts + (tuple(modes),) if modes else parts
 
 
 def _epilog(
@@ -249,7 +260,10 @@ def workspace_cap(memory_limit: Any, device_id: int) -> int:
     return cap
 
 
-def _preference(spec: Spec, prefs: MatmulPlanPreferences, aligns: tuple[int, ...]) -> Preference:
+def _preference_settings(
+    spec: Spec, prefs: MatmulPlanPreferences, aligns: tuple[int, ...]
+) -> list[tuple[str, Any]]:
+    """The preference attributes to set, ``MAX_WORKSPACE_BYTES`` first."""
     cap = workspace_cap(spec.options.memory_limit, spec.device_id)
     settings: list[tuple[str, Any]] = [("MAX_WORKSPACE_BYTES", cap)]
     settings += [
@@ -261,7 +275,7 @@ def _preference(spec: Spec, prefs: MatmulPlanPreferences, aligns: tuple[int, ...
         settings.append(("MAX_WAVES_COUNT", prefs.max_waves_count))
     if prefs.numerical_impl_mask != MatmulNumericalImplFlags.ALL:
         settings.append(("IMPL_MASK", prefs.numerical_impl_mask))
-    return Preference(settings)
+    return settings
 
 
 def _alignments(spec: Spec, problem: MatmulProblem, slots: Mapping[str, Slot]) -> tuple[int, int, int, int]:
@@ -274,7 +288,7 @@ def _alignments(spec: Spec, problem: MatmulProblem, slots: Mapping[str, Slot]) -
 
 def _algorithms(
     handle: int, desc: MatmulDesc, layouts: LayoutSet, pref: Preference, prefs: MatmulPlanPreferences,
-    algorithms: Sequence[Any] | None,
+    algorithms: Sequence[Any] | None, memo_key: Any = None,
 ) -> list[_algorithm.Algorithm]:  # fmt: skip
     if algorithms is not None:
         if (
@@ -294,12 +308,62 @@ def _algorithms(
             _algorithm.check_algorithm(handle, desc.ptr, layouts.ptrs, alg)
         return found
     found = _algorithm.query_heuristics(handle, desc.ptr, layouts.ptrs, pref.ptr, prefs.limit)
+    if found and memo_key is not None:
+        HEURISTICS.put(memo_key, _algorithm.to_records(found))
     if not found:
         raise NotSupportedError(
             "cuBLASLt found no algorithm for this problem (dtypes, layouts, epilog and alignments); try a larger "
             "memory_limit, other preferences, or operands with 16-byte aligned pointers and leading dimensions"
         )
     return found
+
+
+class HeuristicsMemo:
+    """A bounded, thread-safe memo of heuristic results (numpy records) by problem signature.
+
+    cuBLASLt's heuristic is deterministic for a signature, so a second ``Matmul`` of the same problem
+    skips ``cublasLtMatmulAlgoGetHeuristic``. Only plain problems are memoised: no epilog pointer
+    inputs and tensor-wide scales (pointer values the heuristic might look at never enter the key).
+    """
+
+    def __init__(self, maxsize: int = 256):
+        self.maxsize = maxsize
+        self._entries: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        """The records stored under ``key`` (``None`` if absent)."""
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: Any, records: Any) -> None:
+        """Store ``records`` (the memo is emptied when full: entries are cheap to recompute)."""
+        with self._lock:
+            if len(self._entries) >= self.maxsize:
+                self._entries.clear()
+            self._entries[key] = records
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+HEURISTICS = HeuristicsMemo()
+"""The process-wide memo of heuristic results (see :class:`HeuristicsMemo`)."""
+
+
+def _memo_key(
+    spec: Spec, problem: MatmulProblem, ep: EpilogTraits, aligns: tuple[int, ...], cap: int,
+    prefs: MatmulPlanPreferences,
+) -> Any:  # fmt: skip
+    """The memo key of a plain problem, or ``None`` (epilog pointer inputs, non-tensor-wide scales)."""
+    if ep.pointer_attributes or not spec.scaling.tensor_wide:
+        return None
+    return (spec.device_id, spec.version, prefs, signature(spec, problem, ep, aligns, cap))
 
 
 def build_plan(
@@ -331,12 +395,18 @@ def build_plan(
         layouts = LayoutSet(problem)
         undo.callback(layouts.close)
         aligns = _alignments(spec, problem, slots)
-        pref = _preference(spec, prefs, aligns)
-        undo.callback(pref.close)
-        found = _algorithms(handle, desc, layouts, pref, prefs, algorithms)
+        settings = _preference_settings(spec, prefs, aligns)
+        cap = int(settings[0][1])
+        memo_key = _memo_key(spec, problem, ep, aligns, cap, prefs) if algorithms is None else None
+        records = None if memo_key is None else HEURISTICS.get(memo_key)
+        if records is not None:  # a problem planned before: no preference object, no heuristic query
+            pref, found = None, _algorithm.from_records(records)
+        else:
+            pref = Preference(settings)
+            undo.callback(pref.close)
+            found = _algorithms(handle, desc, layouts, pref, prefs, algorithms, memo_key)
         plan = Plan(
-            problem, ep, desc, layouts, pref, found, ep_slots, ep_scales, aux_pointers, input_pointers, aligns,
-            int(pref.settings[0][1]),
+            problem, ep, desc, layouts, pref, found, ep_slots, ep_scales, aux_pointers, input_pointers, aligns, cap,
         )  # fmt: skip
         undo.pop_all()
     debug(log, "problem: %s", lazy(_describe, plan))
@@ -352,7 +422,7 @@ def _describe(plan: Plan) -> str:
         ),
         *(f"layout {n.upper()}: {getattr(p, n)}" for n in "abcd"),
         f"descriptor: {plan.desc.attributes}; per-call pointers: {[a.name for a, _ in plan.aux]}",
-        f"preference: {plan.preference.settings}",
+        f"preference: {plan.preference.settings if plan.preference is not None else '(memoised heuristic)'}",
         f"algorithms: {plan.algorithms}",
     ]
     return "\n  ".join(lines)

@@ -27,7 +27,7 @@ from nvmath._internal.tensors import dispatch
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
 from nvmath._internal.tensors.numpy_adapter import element_strides, host_empty
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _handles
+from nvmath.linalg.advanced import _handles, _plan
 
 HEUR = lt.matmul_heuristic_result_dtype
 
@@ -279,6 +279,7 @@ def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
     monkeypatch.setattr(lt, "_p_cublasLtMatmulAlgoCheck", fake.algo_check)
     monkeypatch.setattr(lt, "_p_cublasLtMatmulAlgoGetIds", fake.get_ids)
     monkeypatch.setattr(lt, "_p_cublasLtMatmul", fake.matmul)
+    monkeypatch.setattr(_plan, "HEURISTICS", _plan.HeuristicsMemo())  # no results from another fake
     monkeypatch.setattr(_handles, "get_handle", lambda device_id: 0x1234)
     info = _handles.DeviceInfo("Fake GPU", (9, 0), 80 << 30)
     monkeypatch.setattr(_handles, "device_info", lambda device_id: info)

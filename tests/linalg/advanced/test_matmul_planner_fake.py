@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import nvmath.linalg.advanced as adv
 from nvmath._errors import InvalidMatmulState
 from nvmath.linalg.advanced import MatmulEpilog as E
+from nvmath.linalg.advanced import _plan
 
 _spec = importlib.util.spec_from_file_location(
     "matmul_fakes", pathlib.Path(__file__).with_name("matmul_fakes.py")
@@ -381,13 +382,14 @@ def test_stateless_results_follow_new_data(lt, rng):
 
 
 def test_stateless_cache_disabled_plans_every_call(lt, rng):
-    """plan_cache.enabled = False plans (and frees) on every call."""
+    """plan_cache.enabled = False plans (and frees) on every call; the heuristic result is memoised."""
     a, b = _rand(rng, (3, 3)), _rand(rng, (3, 3))
     adv.plan_cache.enabled = False
     try:
         adv.matmul(F.fake(a), F.fake(b))
         adv.matmul(F.fake(a), F.fake(b))
-        assert lt.heuristic_calls == 2 and len(adv.plan_cache) == 0
+        assert len(lt.matmul_calls) == 2 and len(adv.plan_cache) == 0
+        assert lt.heuristic_calls == 1 and len(_plan.HEURISTICS) == 1
     finally:
         adv.plan_cache.enabled = True
 
@@ -442,3 +444,59 @@ def test_autotune_orders_by_measurement_and_stores(lt, rng, tmp_path, monkeypatc
         mm.execute()
         assert lt.matmul_calls[-1]["algo"] == 101
     assert len(cache) == 1
+
+
+# ----------------------------------------------------------------------------- heuristics memo
+def test_second_planner_of_a_problem_reuses_the_heuristic(lt, rng):
+    """A second Matmul of the same plain problem skips the heuristic query and gets equal algorithms."""
+    a, b = F.fake(_rand(rng, (4, 6))), F.fake(_rand(rng, (6, 5)))
+    with adv.Matmul(a, b) as m1:
+        first = [alg.as_numpy().tobytes() for alg in m1.plan()]
+    with adv.Matmul(a, b) as m2:
+        again = [alg.as_numpy().tobytes() for alg in m2.plan()]
+        _close(m2.execute().array, a.array @ b.array)
+    assert lt.heuristic_calls == 1 and first == again
+
+
+def test_memoised_algorithms_are_independent_objects(lt, rng):
+    """Changing an algorithm of one planner (a settable config field) does not leak into the next."""
+    a, b = F.fake(_rand(rng, (4, 6))), F.fake(_rand(rng, (6, 5)))
+    with adv.Matmul(a, b) as m1:
+        m1.plan()[0].split_k = 4
+    with adv.Matmul(a, b) as m2:
+        assert m2.plan()[0].split_k != 4
+    assert lt.heuristic_calls == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["shape", "dtype", "preferences", "epilog"],
+)
+def test_memo_key_separates_what_the_heuristic_sees(lt, rng, change):
+    """Another shape, dtype or preference queries again; a bias epilog (pointer input) is never memoised."""
+    a, b = _rand(rng, (4, 6)), _rand(rng, (6, 5))
+    with adv.Matmul(F.fake(a), F.fake(b)) as m:
+        m.plan()
+    kwargs, plan_kw = {}, {}
+    if change == "shape":
+        a = _rand(rng, (8, 6))
+    elif change == "dtype":
+        a, b = a.astype(np.float64), b.astype(np.float64)
+    elif change == "preferences":
+        plan_kw["preferences"] = {"limit": 2}
+    else:
+        plan_kw = {"epilog": E.BIAS, "epilog_inputs": {"bias": F.fake(_rand(rng, (4,)))}}
+    for _ in range(2 if change == "epilog" else 1):
+        with adv.Matmul(F.fake(a), F.fake(b), **kwargs) as m:
+            m.plan(**plan_kw)
+    assert lt.heuristic_calls == (3 if change == "epilog" else 2)
+
+
+def test_memo_is_bounded_and_clearable():
+    """The memo empties itself when full and on clear()."""
+    memo = _plan.HeuristicsMemo(maxsize=2)
+    for key in range(3):
+        memo.put(key, np.zeros(1))
+    assert len(memo) == 1 and memo.get(2) is not None and memo.get(0) is None
+    memo.clear()
+    assert len(memo) == 0
