@@ -358,12 +358,16 @@ HEURISTICS = HeuristicsMemo()
 
 def _memo_key(
     spec: Spec, problem: MatmulProblem, ep: EpilogTraits, aligns: tuple[int, ...], cap: int,
-    prefs: MatmulPlanPreferences,
+    prefs: MatmulPlanPreferences, context: int | None,
 ) -> Any:  # fmt: skip
-    """The memo key of a plain problem, or ``None`` (epilog pointer inputs, non-tensor-wide scales)."""
+    """The memo key of a plain problem, or ``None`` (epilog pointer inputs, non-tensor-wide scales).
+
+    ``context`` is the planning stream's green context (``None``: the device's primary context): a
+    partition's SM count may change the heuristic's answer.
+    """
     if ep.pointer_attributes or not spec.scaling.tensor_wide:
         return None
-    return (spec.device_id, spec.version, prefs, signature(spec, problem, ep, aligns, cap))
+    return (spec.device_id, context, spec.version, prefs, signature(spec, problem, ep, aligns, cap))
 
 
 def build_plan(
@@ -397,7 +401,9 @@ def build_plan(
         aligns = _alignments(spec, problem, slots)
         settings = _preference_settings(spec, prefs, aligns)
         cap = int(settings[0][1])
-        memo_key = _memo_key(spec, problem, ep, aligns, cap, prefs) if algorithms is None else None
+        memo_key = (
+            None if algorithms is not None else _memo_key(spec, problem, ep, aligns, cap, prefs, stream.ctx)
+        )
         records = None if memo_key is None else HEURISTICS.get(memo_key)
         if records is not None:  # a problem planned before: no preference object, no heuristic query
             pref, found = None, _algorithm.from_records(records)
