@@ -38,7 +38,7 @@ __all__ = [
     "measure",
     "summarize",
     "tune",
-    "tuned_order",
+    "tuned_plan",
 ]
 
 Timing = tuple[float, float]
@@ -280,33 +280,44 @@ def decide(
     return decision
 
 
-def tuned_order(mm: Any, plan: Any, handle: Any, iterations: int) -> list[int]:
-    """The candidate order after autotuning ``mm``'s plan: from the autotune cache, or measured.
+def tuned_plan(mm: Any, plan: Any, alt: Any, handle: Any, iterations: int) -> tuple[Any, list[int]]:
+    """The winning plan and its candidate order after autotuning ``mm``: from the cache, or measured.
 
-    A cached winner is validated (``cublasLtMatmulAlgoCheck``) and put first; otherwise the
-    candidates are timed with :func:`tune` and the winner is stored when the cache is enabled.
+    ``alt`` is another formulation of the same product (``ORDER_ROW`` layouts) or ``None``; its
+    candidates are timed beside ``plan``'s, and candidate 0 (``plan``'s first choice) stays the
+    incumbent every challenger must beat (see :func:`decide`). A cached winner (of either
+    formulation) is validated (``cublasLtMatmulAlgoCheck``) and put first; otherwise the winner is
+    stored under its formulation's key when the cache is enabled.
     """
-    key = cache_key(mm, plan)
-    cached = _from_cache(mm, key, plan) if key else None
-    if cached is not None:
-        return cached
-    count = len(plan.algorithms)
-    if count < 2:
+    plans = [plan] if alt is None else [plan, alt]
+    for candidate in plans:
+        key = cache_key(mm, candidate)
+        cached = _from_cache(mm, key, candidate) if key else None
+        if cached is not None:
+            return candidate, cached
+    index = [(no, i) for no, p in enumerate(plans) for i in range(len(p.algorithms))]
+    if len(index) < 2:
         mm._log.info("Matmul: autotuning skipped: only one algorithm was planned")
-        return [0]
-    run, _keep = mm._runner(plan, handle)
-    order, timings = tune(run, count, handle, mm._spec.device_id, iterations, mm._log)
+        return plan, [0]
+    run, _keep = mm._runner(plans, handle)
+    order, timings = tune(run, len(index), handle, mm._spec.device_id, iterations, mm._log)
+    winner, _ = index[order[0]]
+    chosen = plans[winner]
+    own = [index[j][1] for j in order if index[j][0] == winner]
     mm._log.info(
-        "Matmul: autotuned %d algorithms; median ms %s; chose #%d (%.4f ms; first choice %.4f ms)",
-        count, [round(t[0], 4) for t in timings], order[0], timings[order[0]][0], timings[0][0],
+        "Matmul: autotuned %d algorithms%s; median ms %s; chose #%d (%.4f ms; first choice %.4f ms)%s",
+        len(index), "" if alt is None else f" ({len(plan.algorithms)} + {len(alt.algorithms)} ORDER_ROW)",
+        [round(t[0], 4) for t in timings], order[0], timings[order[0]][0], timings[0][0],
+        " in the ORDER_ROW formulation" if winner else "",
     )  # fmt: skip
+    key = cache_key(mm, chosen)
     if key:
-        best = plan.algorithms[order[0]]
+        best = chosen.algorithms[own[0]]
         autotune_cache.store(
             key, best.to_bytes(), algorithm_id=best.algorithm_id, median_ms=timings[order[0]][0],
             first_choice_ms=timings[0][0],
         )  # fmt: skip
-    return order
+    return chosen, own
 
 
 def _from_cache(mm: Any, key: str, plan: Any) -> list[int] | None:

@@ -23,6 +23,7 @@ from nvmath.linalg.advanced._epilogs import AUX_QUANTIZATION_SCALE, AuxOutputSpe
 from nvmath.linalg.advanced._layout import Op
 from nvmath.linalg.advanced._operands import ScaleSlot, Slot, spec_of, wrap_epilog_inputs
 from nvmath.linalg.advanced._options import (
+    MatmulEpilog,
     MatmulNumericalImplFlags,
     MatmulOptions,
     MatmulPlanPreferences,
@@ -30,10 +31,10 @@ from nvmath.linalg.advanced._options import (
     workspace_limit_bytes,
 )
 from nvmath.linalg.advanced._scaling import TENSOR_WIDE, ScalingTraits
-from nvmath.linalg.advanced._traits import MatmulProblem, MMTraits, get_problem
+from nvmath.linalg.advanced._traits import MatmulProblem, MMTraits, get_problem, row_order_problem
 from nvmath.linalg.advanced._typemaps import TypeTraits
 
-__all__ = ["HEURISTICS", "HeuristicsMemo", "Plan", "Spec", "build_plan", "signature"]
+__all__ = ["HEURISTICS", "HeuristicsMemo", "Plan", "Spec", "build_plan", "row_order_applies", "signature"]
 
 RESULT_AMAX = "result_amax"
 _CAPS: dict[tuple[Any, int], int] = {}
@@ -370,6 +371,24 @@ def _memo_key(
     return (spec.device_id, context, spec.version, prefs, signature(spec, problem, ep, aligns, cap))
 
 
+def row_order_applies(spec: Spec, plan: Plan) -> bool:
+    """Whether autotuning may also try the ``ORDER_ROW`` formulation of ``plan``'s problem."""
+    return (
+        plan.problem.transposed
+        and plan.epilog.epilog == MatmulEpilog.DEFAULT
+        and not plan.epilog.attributes[1:]
+        and not spec.options.result_amax
+        and row_order_problem(spec.mm, spec.types) is not None
+    )
+
+
+def _row_problem(spec: Spec, ep: EpilogTraits) -> MatmulProblem:
+    problem = row_order_problem(spec.mm, spec.types)
+    if problem is None or ep.epilog != MatmulEpilog.DEFAULT:
+        raise ValueError("the ORDER_ROW formulation needs row-major operands and no epilog")
+    return problem
+
+
 def build_plan(
     spec: Spec,
     slots: Mapping[str, Slot],
@@ -381,8 +400,13 @@ def build_plan(
     stream: StreamHandle,
     handle: int,
     log: logging.Logger | logging.LoggerAdapter,
+    *,
+    row_order: bool = False,
 ) -> Plan:
     """Validate the epilog, compute the cuBLASLt problem, build descriptors and find algorithms.
+
+    ``row_order=True`` builds the ``ORDER_ROW`` formulation (:func:`._traits.row_order_problem`) of
+    a problem without epilog; autotuning tries it beside the default one.
 
     Raises:
         TypeError, ValueError: bad epilog, epilog inputs or algorithms (before any cuBLASLt object exists).
@@ -390,6 +414,8 @@ def build_plan(
     """
     with contextlib.ExitStack() as undo:
         ep, problem, ep_slots, ep_scales = _epilog(spec, prefs, epilog, epilog_inputs, stream, undo)
+        if row_order:
+            problem = _row_problem(spec, ep)
         aux = _aux_specs(spec, ep)
         inputs = {n: s.ptr for n, s in ep_slots.items()}
         inputs.update({n: s.ptr for n, s in ep_scales.items()})

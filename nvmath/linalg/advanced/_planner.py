@@ -16,7 +16,7 @@ from typing import Any, Self
 
 import numpy as np
 
-from nvmath._errors import InvalidMatmulState
+from nvmath._errors import InvalidMatmulState, NotSupportedError
 from nvmath._internal import streams
 from nvmath._internal.dtypes import to_numpy_dtype
 from nvmath._internal.logging import debug, get_logger, log_phase
@@ -35,7 +35,7 @@ from nvmath.linalg.advanced._options import (
     MatmulPlanPreferences,
     MatmulQuantizationScales,
 )
-from nvmath.linalg.advanced._plan import Plan, Spec, build_plan
+from nvmath.linalg.advanced._plan import Plan, Spec, build_plan, row_order_applies
 from nvmath.linalg.advanced._reset import reset
 from nvmath.linalg.advanced._results import ResultMaker, deliver, deliver_host
 from nvmath.linalg.advanced._spec import place, specify
@@ -132,6 +132,7 @@ class Matmul:
         self._lock = threading.Lock()
         self._ws_stream: StreamHandle | None = None
         self._plan: Plan | None = None
+        self._plan_prefs: MatmulPlanPreferences | None = None
         self._static: tuple = ()
         self._algo: tuple[int, int] = (0, 0)
         self._result: ResultMaker | None = None
@@ -201,6 +202,7 @@ class Matmul:
                 self._handle(), self._log,
             )  # fmt: skip
         self._commit(plan)
+        self._plan_prefs = prefs if algorithms is None else None  # autotune may try another formulation
         self._lifecycle.mark_planned()
         self._log.info("Matmul: planned %d algorithm(s); first: %r", len(plan.algorithms), plan.algorithms[0])
         return tuple(plan.algorithms)
@@ -306,13 +308,17 @@ class Matmul:
 
     def _matmul_args(self, d_ptr: int) -> tuple:
         """The ``cublasLtMatmul`` arguments before the algorithm: handle, descriptor, scalars, A, B, C, D."""
-        slots = self._slots
-        pa, pb = slots["a"].ptr, slots["b"].ptr
-        if self._swap:
-            pa, pb = pb, pa
-        pc = slots["c"].ptr if self._spec.has_c else (d_ptr if self._c_is_d else 0)
-        desc, alpha, la, lb, beta, lc, ld = self._static
-        return (self._handle(), desc, alpha, pa, la, pb, lb, beta, pc, lc, d_ptr, ld)
+        return self._plan_args(self._plan, d_ptr)  # type: ignore[arg-type]
+
+    def _plan_args(self, plan: Plan, d_ptr: int) -> tuple:
+        """:meth:`_matmul_args` for ``plan`` (the installed plan or an alternative formulation)."""
+        slots, p, lay = self._slots, plan.problem, plan.layouts
+        pa, pb = slots[p.a_operand].ptr, slots[p.b_operand].ptr
+        pc = slots["c"].ptr if self._spec.has_c else (d_ptr if lay.c is lay.d else 0)
+        return (
+            self._handle(), plan.desc.ptr, self._scalars[0], pa, lay.a.ptr, pb, lay.b.ptr, self._scalars[1], pc,
+            lay.c.ptr, d_ptr, lay.d.ptr,
+        )  # fmt: skip
 
     def _deliver(self, out: Any, is_adapter: bool, aux: list | None, handle: StreamHandle) -> Any:
         spec = self._spec
@@ -357,6 +363,9 @@ class Matmul:
     ) -> None:
         """Time the planned algorithms and reorder them fastest first (never slower than the first choice).
 
+        For row-major operands without an epilog, the candidates of the ``ORDER_ROW`` formulation of the
+        same product (another heuristic answer) are timed too; if one wins, that formulation is installed.
+
         Args:
             iterations: timed runs per algorithm (the median decides).
             prune: keep only this many algorithms (default: all).
@@ -367,17 +376,28 @@ class Matmul:
         if prune is not None:
             check_int("prune", prune, minimum=1)
         handle = self._get_stream(stream)
-        plan = self._plan
-        assert plan is not None
-        with log_phase(self._log, "Matmul: autotuning"):
-            order = _autotune.tuned_order(self, plan, handle, iterations)
+        current = self._plan
+        assert current is not None
+        alt = self._row_plan(handle)
+        try:
+            with log_phase(self._log, "Matmul: autotuning"):
+                plan, order = _autotune.tuned_plan(self, current, alt, handle, iterations)
+        except BaseException:
+            if alt is not None:
+                alt.close()
+            raise
+        if plan is not current:
+            self._commit(plan)  # the ORDER_ROW formulation won (closes the default one)
+        elif alt is not None:
+            alt.close()
         plan.algorithms = [plan.algorithms[i] for i in order][: prune or None]
         self._select(plan.algorithms[0])
         if release_workspace:
             self._workspace.release()
 
-    def _runner(self, plan: Plan, handle: StreamHandle) -> tuple[Any, list]:
-        """A callable running candidate ``i`` with fixed buffers (in place: into a scratch copy of c)."""
+    def _runner(self, plans: Sequence[Plan], handle: StreamHandle) -> tuple[Any, list]:
+        """A callable running candidate ``i`` of the plans' algorithms, concatenated in order, with fixed
+        buffers (one result, one workspace for the largest need; in place: a scratch copy of c)."""
         slots = self._slots
         maker = self._result
         if self._spec.mm.inplace:
@@ -388,15 +408,29 @@ class Matmul:
         for _, aux_maker, attr in self._aux:
             keep.append(aux_maker.new(handle))
             attr.set(keep[-1][1])
-        ws_size = plan.workspace_size
+        ws_size = max(p.workspace_size for p in plans)
         ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
-        head = self._matmul_args(d_ptr)
-        algos = plan.algorithms
+        calls = [(self._plan_args(p, d_ptr), a.algo_ptr) for p in plans for a in p.algorithms]
 
         def run(i: int) -> None:
-            lt.matmul(*head, algos[i].algo_ptr, ws_ptr, ws_size, handle.ptr)
+            head, algo = calls[i]
+            lt.matmul(*head, algo, ws_ptr, ws_size, handle.ptr)
 
         return run, keep
+
+    def _row_plan(self, handle: StreamHandle) -> Plan | None:
+        """The ``ORDER_ROW`` formulation of the planned problem for autotuning to try, or ``None``."""
+        prefs = self._plan_prefs
+        if prefs is None or not row_order_applies(self._spec, self._plan):  # type: ignore[arg-type]
+            return None
+        try:
+            return build_plan(
+                self._spec, self._slots, self._scales, prefs, None, None, None, handle, self._handle(), self._log,
+                row_order=True,
+            )  # fmt: skip
+        except (NotSupportedError, lt.cuBLASLtError) as exc:
+            self._log.info("Matmul: autotuning tries the default formulation only: %s", exc)
+            return None
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def applicable_algorithm_ids(self, limit: int = 8) -> tuple[int, ...]:

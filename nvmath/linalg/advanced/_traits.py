@@ -53,6 +53,7 @@ __all__ = [
     "conjugation_flags",
     "get_mm_traits",
     "get_problem",
+    "row_order_problem",
 ]
 
 FP8_DIM_MULTIPLE: int = 16
@@ -288,7 +289,7 @@ def get_mm_traits(
 class MatrixLayout:
     """One ``cublasLtMatrixLayout_t``: rows, cols, ld, order, data type, batch count and offset.
 
-    ``order`` is always ``Order.COL`` (set ``CUBLASLT_MATRIX_LAYOUT_ORDER`` anyway); ``ld`` is 0 for
+    ``order`` is ``Order.COL`` except in :func:`row_order_problem`; ``ld`` is 0 for
     a ``c`` broadcast over columns (accepted by cuBLASLt 13.1 for C).
     """
 
@@ -504,3 +505,33 @@ def get_problem(
         except ValueError as exc:
             errors.append(exc)
     raise errors[0]
+
+
+def row_order_problem(mm: MMTraits, types: TypeTraits) -> MatmulProblem | None:
+    """The same product with ``ORDER_ROW`` layouts, or ``None`` where it does not apply.
+
+    ``D = A @ B`` with every matrix row-major as the user holds it (no swap, ops ``N``): the problem
+    nvmath-python hands cuBLASLt. Its heuristic may answer with other (sometimes faster) kernels than
+    for the column-major transposed problem the planner uses by default, so autotuning can try both.
+    Applies to row-major ``a``, ``b`` and result, without conjugation, FP8, a broadcast ``c`` or
+    ``inplace``; the caller also requires that the plan has no epilog.
+    """
+    if types.narrow_inputs or mm.conj_a or mm.conj_b or mm.inplace or mm.c_broadcast:
+        return None
+    a_ld, b_ld = mm.a_view.t.col_ld(), mm.b_view.t.col_ld()  # row-major: unit stride along the row
+    c_ld = mm.c_view.t.col_ld() if mm.c_view is not None else mm.n
+    if a_ld is None or b_ld is None or c_ld is None:
+        return None
+    bs, m, n, k = mm.batch, mm.m, mm.n, mm.k
+    a = MatrixLayout(m, k, a_ld, Order.ROW, types.a_dtype, bs.count, bs.stride("a"))
+    b = MatrixLayout(k, n, b_ld, Order.ROW, types.b_dtype, bs.count, bs.stride("b"))
+    d = MatrixLayout(m, n, n, Order.ROW, types.d_dtype, bs.count, m * n)
+    c = dataclasses.replace(d, dtype=types.c_dtype)
+    if mm.c_view is not None:
+        c = MatrixLayout(m, n, c_ld, Order.ROW, types.c_dtype, bs.count, bs.stride("c"))
+    shape, strides = _result(mm, True)  # the result is row-major, as in the transposed problem
+    return MatmulProblem(
+        transposed=False, m=m, n=n, k=k, transa=Op.N, transb=Op.N, a=a, b=b, c=c, d=d,
+        a_operand="a", b_operand="b", has_c=mm.c_view is not None, batch=bs,
+        result_shape=shape, result_strides=strides, result_order=Order.ROW, inplace=False,
+    )  # fmt: skip

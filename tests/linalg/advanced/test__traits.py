@@ -594,3 +594,62 @@ def test_bad_alpha_beta_raise(alpha, beta, has_c, exc, match):
     with pytest.raises(exc) as info:
         T.check_alpha_beta(alpha, beta, has_c=has_c, scale_dtype="float32")
     assert match in str(info.value)
+
+
+# ----------------------------------------------------------------------------- ORDER_ROW formulation
+F32 = resolve_types("float32", "float32")
+
+
+def test_row_order_problem_of_row_major_operands():
+    """Row-major a, b (padded a, batched b): ROW layouts, ops N, no swap, the row-major result."""
+    a = OperandSpec((2, 4, 3), (40, 10, 1), "float32")  # padded rows (ld 10), batch stride 40
+    b = OperandSpec((3, 5), (5, 1), "float32")
+    mm = T.get_mm_traits(a, b)
+    p = T.row_order_problem(mm, F32)
+    assert p is not None and not p.transposed and (p.a_operand, p.b_operand) == ("a", "b")
+    assert (p.transa, p.transb, p.m, p.n, p.k) == (Op.N, Op.N, 4, 5, 3)
+    assert (p.a.rows, p.a.cols, p.a.ld, p.a.order, p.a.batch_count, p.a.batch_offset) == (
+        4,
+        3,
+        10,
+        Order.ROW,
+        2,
+        40,
+    )
+    assert (p.b.rows, p.b.cols, p.b.ld, p.b.order, p.b.batch_offset) == (3, 5, 5, Order.ROW, 0)
+    assert (p.d.rows, p.d.cols, p.d.ld, p.d.order, p.d.batch_offset) == (4, 5, 5, Order.ROW, 20)
+    default = T.get_problem(mm, F32)
+    assert (p.result_shape, p.result_strides) == (default.result_shape, default.result_strides) == (
+        (2, 4, 5), (20, 5, 1),
+    )  # fmt: skip
+
+
+def test_row_order_problem_with_row_major_c():
+    """A full row-major c keeps its own leading dimension in a ROW layout."""
+    a, b = OperandSpec((4, 3), (3, 1), "float64"), OperandSpec((3, 5), (5, 1), "float64")
+    c = OperandSpec((4, 5), (8, 1), "float64")
+    p = T.row_order_problem(T.get_mm_traits(a, b, c), F64_C)
+    assert p is not None and p.has_c and (p.c.ld, p.c.order) == (8, Order.ROW)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["col-major a", "col-major b", "conjugated", "broadcast c", "col-major c", "inplace"],
+)
+def test_row_order_problem_does_not_apply(case):
+    """Column-major operands, conjugation, a broadcast or column-major c and in-place give None."""
+    a, b = OperandSpec((4, 3), (3, 1), "complex128"), OperandSpec((3, 5), (5, 1), "complex128")
+    c, kw, types = None, {}, C128
+    if case == "col-major a":
+        a = OperandSpec((4, 3), (1, 4), "complex128")
+    elif case == "col-major b":
+        b = OperandSpec((3, 5), (1, 3), "complex128")
+    elif case == "conjugated":
+        kw["qualifiers"] = qualifiers(ca=True)
+    elif case == "broadcast c":
+        c, types = OperandSpec((4, 1), (1, 1), "complex128"), C128_C
+    elif case == "col-major c":
+        c, types = OperandSpec((4, 5), (1, 4), "complex128"), C128_C
+    else:
+        c, types, kw["inplace"] = OperandSpec((4, 5), (5, 1), "complex128"), C128_C, True
+    assert T.row_order_problem(T.get_mm_traits(a, b, c, **kw), types) is None

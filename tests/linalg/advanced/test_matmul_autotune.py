@@ -197,8 +197,8 @@ def test_decision_is_logged_at_info(caplog):
     assert "head-to-head #1" in text and "confirmed; chose #1" in text
 
 
-def test_tuned_order_passes_the_log_and_applies_tune(monkeypatch, caplog):
-    """tuned_order() gives tune() the planner's logger and returns tune()'s order."""
+def test_tuned_plan_passes_the_log_and_applies_tune(monkeypatch, caplog):
+    """tuned_plan() gives tune() the planner's logger and returns the plan and tune()'s order."""
     seen = {}
 
     def fake_tune(run, count, handle, device_id, iterations, log):
@@ -209,10 +209,11 @@ def test_tuned_order_passes_the_log_and_applies_tune(monkeypatch, caplog):
     monkeypatch.setattr(_autotune, "tune", fake_tune)
     log = logging.getLogger("test.autotune")
     mm = SimpleNamespace(
-        _log=log, _runner=lambda plan, handle: (None, []), _spec=SimpleNamespace(device_id=0)
+        _log=log, _runner=lambda plans, handle: (None, []), _spec=SimpleNamespace(device_id=0)
     )
+    plan = SimpleNamespace(algorithms=[object()] * 3)
     with caplog.at_level(logging.INFO, logger="test.autotune"):
-        assert _autotune.tuned_order(mm, SimpleNamespace(algorithms=[object()] * 3), None, 4) == [2, 0, 1]
+        assert _autotune.tuned_plan(mm, plan, None, None, 4) == (plan, [2, 0, 1])
     assert seen["log"] is log and "chose #2 (0.5000 ms; first choice 1.0000 ms)" in caplog.text
 
 
@@ -220,3 +221,20 @@ def test_comparison_margin_property():
     """The margin is the larger of MIN_GAIN and the spread."""
     assert Comparison(0.95, 0.02).margin == 0.02 and Comparison(0.95, 0.02).wins
     assert Comparison(0.985, 0.0).margin == _autotune.MIN_GAIN and not Comparison(0.995, 0.0).wins
+
+
+def test_tuned_plan_picks_the_formulation_of_the_winner(monkeypatch):
+    """Candidates of both formulations are timed together; the winner's plan comes back with its own order."""
+    monkeypatch.setattr(_autotune, "cache_key", lambda mm, plan: None)
+    monkeypatch.setattr(
+        _autotune,
+        "tune",
+        lambda run, count, *a: ([3, 0, 4, 1, 2], [(1.0, 0.0)] * 3 + [(0.5, 0.0), (0.9, 0.0)]),
+    )
+    mm = SimpleNamespace(
+        _log=logging.getLogger("t"),
+        _runner=lambda plans, handle: (None, []),
+        _spec=SimpleNamespace(device_id=0),
+    )
+    plan, alt = SimpleNamespace(algorithms=[object()] * 3), SimpleNamespace(algorithms=[object()] * 2)
+    assert _autotune.tuned_plan(mm, plan, alt, None, 4) == (alt, [0, 1])

@@ -19,6 +19,7 @@ import nvmath.linalg.advanced as adv
 from nvmath._errors import InvalidMatmulState
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced import _plan
+from nvmath.linalg.advanced._layout import Order
 
 _spec = importlib.util.spec_from_file_location(
     "matmul_fakes", pathlib.Path(__file__).with_name("matmul_fakes.py")
@@ -500,3 +501,96 @@ def test_memo_is_bounded_and_clearable():
     assert len(memo) == 1 and memo.get(2) is not None and memo.get(0) is None
     memo.clear()
     assert len(memo) == 0
+
+
+# ----------------------------------------------------------------------------- ORDER_ROW formulation
+def _tune_picking(index, seen):
+    """A fake tune() that records the candidate count and puts candidate ``index`` first."""
+
+    def tune(run, count, *args):
+        seen.append(count)
+        for i in range(count):
+            run(i)  # every candidate must run (fixed buffers, valid arguments)
+        order = [index] + [i for i in range(count) if i != index]
+        return order, [(1.0, 0.0)] * count
+
+    return tune
+
+
+def test_autotune_can_switch_to_the_row_order_formulation(lt, rng, monkeypatch):
+    """An ORDER_ROW candidate that wins is installed: later executions use its layouts, results stay right."""
+    from nvmath.linalg.advanced import _autotune
+
+    seen: list[int] = []
+    monkeypatch.setattr(_autotune, "tune", _tune_picking(4, seen))
+    a, b = _rand(rng, (2, 5, 4)), _rand(rng, (4, 3))
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        mm.plan()
+        assert not mm._plan.problem.a.order  # the default: column-major, transposed problem
+        mm.autotune(iterations=2)
+        p = mm._plan.problem
+        assert seen == [6] and not p.transposed and (p.a.order, p.d.order) == (Order.ROW, Order.ROW)
+        assert len(mm.algorithms) == 3
+        _close(mm.execute().array, a @ b)
+        assert lt.matmul_calls[-1]["algo"] == 101  # the ORDER_ROW plan's second candidate
+        a2 = _rand(rng, (2, 5, 4))
+        mm.reset_operands(a=F.fake(a2))
+        _close(mm.execute().array, a2 @ b)
+
+
+def test_autotune_keeps_the_default_formulation_when_it_wins(lt, rng, monkeypatch):
+    """A default-formulation winner keeps the installed plan; the ORDER_ROW plan is closed."""
+    from nvmath.linalg.advanced import _autotune
+
+    seen: list[int] = []
+    monkeypatch.setattr(_autotune, "tune", _tune_picking(1, seen))
+    a, b = _rand(rng, (5, 4)), _rand(rng, (4, 3))
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        algs = mm.plan()
+        plan = mm._plan
+        mm.autotune(iterations=2)
+        assert seen == [6] and mm._plan is plan and mm.algorithms[0] is algs[1]
+        _close(mm.execute().array, a @ b)
+
+
+@pytest.mark.parametrize("case", ["bias epilog", "given algorithms", "column-major a"])
+def test_autotune_tries_only_the_default_formulation(lt, rng, monkeypatch, case):
+    """No ORDER_ROW candidates with an epilog, with algorithms given to plan(), or column-major operands."""
+    from nvmath.linalg.advanced import _autotune
+
+    seen: list[int] = []
+    monkeypatch.setattr(_autotune, "tune", _tune_picking(0, seen))
+    a, b = _rand(rng, (5, 4)), _rand(rng, (4, 3))
+    if case == "column-major a":
+        a = np.asfortranarray(a)
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        if case == "bias epilog":
+            mm.plan(epilog=E.BIAS, epilog_inputs={"bias": F.fake(_rand(rng, (5,)))})
+        elif case == "given algorithms":
+            with adv.Matmul(F.fake(a), F.fake(b)) as other:
+                mm.plan(algorithms=[adv.Algorithm.from_numpy(x.as_numpy()) for x in other.plan()])
+        else:
+            mm.plan()
+        mm.autotune(iterations=2)
+    assert seen == [3]
+
+
+def test_autotune_cache_remembers_the_row_order_winner(lt, rng, tmp_path, monkeypatch):
+    """The winner is stored under its formulation's key; a second planner takes it without timing."""
+    from nvmath.linalg.advanced import _autotune, _autotune_cache
+
+    cache = _autotune_cache.AutotuneCache(tmp_path / "tune.json")
+    monkeypatch.setattr(_autotune, "autotune_cache", cache)
+    seen: list[int] = []
+    monkeypatch.setattr(_autotune, "tune", _tune_picking(5, seen))
+    a, b = _rand(rng, (5, 4)), _rand(rng, (4, 3))
+    for _ in range(2):
+        with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+            mm.plan()
+            mm.autotune(iterations=2)
+            assert (
+                mm._plan.problem.a.order == Order.ROW
+                and mm.algorithms[0].as_numpy()["algo"]["data"][7] == 102
+            )
+            _close(mm.execute().array, a @ b)
+    assert seen == [6] and cache.hits == 1
