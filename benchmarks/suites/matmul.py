@@ -20,6 +20,7 @@ The LLM-shape sweep (M in 1..8192, (K, N) in {(4096, 14336), (14336, 4096)}, bf1
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from typing import Any
@@ -111,10 +112,8 @@ def _describe(algorithm: Any) -> str:
     """The algorithm id and its configuration (the same id runs with different tiles, stages, ...)."""
     parts = [str(algorithm.algorithm_id)]
     for name in ("tile", "stages", "split_k", "cta_swizzling"):
-        try:
+        with contextlib.suppress(Exception):  # nvmath-python's Algorithm may lack a field
             parts.append(f"{name}={getattr(algorithm, name)}")
-        except Exception:  # noqa: BLE001 - nvmath-python's Algorithm may lack a field
-            pass
     return " ".join(parts)
 
 
