@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from nvmath._errors import NotSupportedError
 from nvmath._internal.logging import debug, lazy
 from nvmath._internal.streams import StreamHandle
+from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _algorithm, _handles
 from nvmath.linalg.advanced._descriptors import LayoutSet, MatmulDesc, PointerAttribute, Preference
 from nvmath.linalg.advanced._epilogs import AUX_QUANTIZATION_SCALE, AuxOutputSpec, EpilogTraits, epilog_traits
@@ -34,7 +35,16 @@ from nvmath.linalg.advanced._scaling import TENSOR_WIDE, ScalingTraits
 from nvmath.linalg.advanced._traits import MatmulProblem, MMTraits, get_problem, row_order_problem
 from nvmath.linalg.advanced._typemaps import TypeTraits
 
-__all__ = ["HEURISTICS", "HeuristicsMemo", "Plan", "Spec", "build_plan", "row_order_applies", "signature"]
+__all__ = [
+    "HEURISTICS",
+    "HeuristicsMemo",
+    "Plan",
+    "Spec",
+    "build_plan",
+    "row_order_applies",
+    "row_plan",
+    "signature",
+]
 
 RESULT_AMAX = "result_amax"
 _CAPS: dict[tuple[Any, int], int] = {}
@@ -380,6 +390,23 @@ def row_order_applies(spec: Spec, plan: Plan) -> bool:
         and not spec.options.result_amax
         and row_order_problem(spec.mm, spec.types) is not None
     )
+
+
+def row_plan(
+    spec: Spec, slots: Mapping[str, Slot], scales: Mapping[str, ScaleSlot], prefs: MatmulPlanPreferences | None,
+    current: Plan, stream: StreamHandle, handle: int, log: logging.Logger | logging.LoggerAdapter,
+) -> Plan | None:  # fmt: skip
+    """The ``ORDER_ROW`` formulation of ``current``'s problem for autotuning to try, or ``None``.
+
+    ``prefs`` are the preferences ``current`` was planned with (``None``: it was given algorithms).
+    """
+    if prefs is None or not row_order_applies(spec, current):
+        return None
+    try:
+        return build_plan(spec, slots, scales, prefs, None, None, None, stream, handle, log, row_order=True)
+    except (NotSupportedError, lt.cuBLASLtError) as exc:
+        log.info("Matmul: autotuning tries the default formulation only: %s", exc)
+        return None
 
 
 def _row_problem(spec: Spec, ep: EpilogTraits) -> MatmulProblem:

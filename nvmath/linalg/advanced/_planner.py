@@ -16,7 +16,7 @@ from typing import Any, Self
 
 import numpy as np
 
-from nvmath._errors import InvalidMatmulState, NotSupportedError
+from nvmath._errors import InvalidMatmulState
 from nvmath._internal import streams
 from nvmath._internal.dtypes import to_numpy_dtype
 from nvmath._internal.logging import debug, get_logger, log_phase
@@ -35,7 +35,7 @@ from nvmath.linalg.advanced._options import (
     MatmulPlanPreferences,
     MatmulQuantizationScales,
 )
-from nvmath.linalg.advanced._plan import Plan, Spec, build_plan, row_order_applies
+from nvmath.linalg.advanced._plan import Plan, Spec, build_plan, row_plan
 from nvmath.linalg.advanced._reset import reset
 from nvmath.linalg.advanced._results import ResultMaker, deliver, deliver_host
 from nvmath.linalg.advanced._spec import place, specify
@@ -132,6 +132,7 @@ class Matmul:
         self._lock = threading.Lock()
         self._ws_stream: StreamHandle | None = None
         self._plan: Plan | None = None
+        self._retired: Plan | None = None  # a formulation autotuning replaced (see _commit)
         self._plan_prefs: MatmulPlanPreferences | None = None
         self._static: tuple = ()
         self._algo: tuple[int, int] = (0, 0)
@@ -207,21 +208,22 @@ class Matmul:
         self._log.info("Matmul: planned %d algorithm(s); first: %r", len(plan.algorithms), plan.algorithms[0])
         return tuple(plan.algorithms)
 
-    def _commit(self, plan: Plan) -> None:
-        """Install a new plan (closing the previous one) and precompute the execute() arguments."""
+    def _commit(self, plan: Plan, *, retire: bool = False) -> None:
+        """Install a new plan and precompute the execute() arguments. The previous plan is closed, or
+        with ``retire`` kept runnable for ``execute(algorithm=...)`` with its algorithms."""
         old, self._plan = self._plan, plan
+        if self._retired is not None:
+            self._retired.close()
+            self._retired = None
         if old is not None:
-            old.close()
+            if retire:
+                self._retired = old
+            else:
+                old.close()
         p, lay = plan.problem, plan.layouts
         self._static = (
-            plan.desc.ptr,
-            self._scalars[0],
-            lay.a.ptr,
-            lay.b.ptr,
-            self._scalars[1],
-            lay.c.ptr,
-            lay.d.ptr,
-        )
+            plan.desc.ptr, self._scalars[0], lay.a.ptr, lay.b.ptr, self._scalars[1], lay.c.ptr, lay.d.ptr,
+        )  # fmt: skip
         self._swap = p.a_operand == "b"
         self._c_is_d = lay.c is lay.d
         slots = self._slots
@@ -268,6 +270,9 @@ class Matmul:
         if algorithm is None:
             algo_ptr, ws_size = self._algo
         else:
+            retired = self._retired
+            if retired is not None and any(a is algorithm for a in retired.algorithms):
+                return self._launch_retired(retired, algorithm, handle, release_workspace, current)
             algo_ptr, ws_size = self._algorithm_args(algorithm)
         return self._launch(handle, algo_ptr, ws_size, release_workspace, current)
 
@@ -276,6 +281,20 @@ class Matmul:
             if candidate is algorithm:
                 return algorithm.algo_ptr, algorithm.workspace_size
         raise ValueError(f"{algorithm!r} is not one of this Matmul's algorithms (see .algorithms)")
+
+    def _launch_retired(
+        self, plan: Plan, algorithm: Algorithm, handle: StreamHandle, release_workspace: bool, current: bool
+    ) -> Any:
+        """Run an algorithm of the formulation autotuning replaced (kept for algorithms the caller
+        held from before; such plans have no epilog, aux outputs or in-place result)."""
+        out, d_ptr, is_adapter = self._result.new(handle, current)  # type: ignore[union-attr]
+        ws_size = max(plan.workspace_size, algorithm.workspace_size)
+        ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
+        with streams.stream_ctx(handle):
+            lt.matmul(*self._plan_args(plan, d_ptr), algorithm.algo_ptr, ws_ptr, ws_size, handle.ptr)
+        if release_workspace:
+            self._workspace.release()
+        return self._deliver(out, is_adapter, None, handle)
 
     def _launch(
         self, handle: StreamHandle, algo_ptr: int, ws_size: int, release_workspace: bool, current: bool = False,
@@ -378,7 +397,16 @@ class Matmul:
         handle = self._get_stream(stream)
         current = self._plan
         assert current is not None
-        alt = self._row_plan(handle)
+        alt = row_plan(
+            self._spec,
+            self._slots,
+            self._scales,
+            self._plan_prefs,
+            current,
+            handle,
+            self._handle(),
+            self._log,
+        )
         try:
             with log_phase(self._log, "Matmul: autotuning"):
                 plan, order = _autotune.tuned_plan(self, current, alt, handle, iterations)
@@ -387,7 +415,7 @@ class Matmul:
                 alt.close()
             raise
         if plan is not current:
-            self._commit(plan)  # the ORDER_ROW formulation won (closes the default one)
+            self._commit(plan, retire=True)  # the ORDER_ROW formulation won
         elif alt is not None:
             alt.close()
         plan.algorithms = [plan.algorithms[i] for i in order][: prune or None]
@@ -417,20 +445,6 @@ class Matmul:
             lt.matmul(*head, algo, ws_ptr, ws_size, handle.ptr)
 
         return run, keep
-
-    def _row_plan(self, handle: StreamHandle) -> Plan | None:
-        """The ``ORDER_ROW`` formulation of the planned problem for autotuning to try, or ``None``."""
-        prefs = self._plan_prefs
-        if prefs is None or not row_order_applies(self._spec, self._plan):  # type: ignore[arg-type]
-            return None
-        try:
-            return build_plan(
-                self._spec, self._slots, self._scales, prefs, None, None, None, handle, self._handle(), self._log,
-                row_order=True,
-            )  # fmt: skip
-        except (NotSupportedError, lt.cuBLASLtError) as exc:
-            self._log.info("Matmul: autotuning tries the default formulation only: %s", exc)
-            return None
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def applicable_algorithm_ids(self, limit: int = 8) -> tuple[int, ...]:
@@ -563,9 +577,10 @@ class Matmul:
     def _free(self) -> None:
         if self._owns_workspace:
             self._workspace.release()
-        if self._plan is not None:
-            self._plan.close()
-            self._plan = None
+        for plan in (self._plan, self._retired):
+            if plan is not None:
+                plan.close()
+        self._plan = self._retired = None
         for slot in self._slots.values():
             slot.release()
         self._lifecycle.mark_freed()

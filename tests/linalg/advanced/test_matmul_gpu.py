@@ -318,6 +318,38 @@ def test_autotune_never_slower_than_first_choice(torch):
     assert t_chosen <= t_first * 1.10 + 0.005, (t_chosen, t_first)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "complex64"])
+def test_row_order_formulation_computes_the_product(torch, dtype):
+    """The ORDER_ROW formulation autotuning may install gives the product (batched, padded, with c)."""
+    from nvmath.linalg.advanced import _plan
+
+    a = rand(torch, (2, 37, 19), dtype, "prow")
+    b = rand(torch, (19, 23), dtype, "row", 1)
+    c = rand(torch, (2, 37, 23), dtype, "row", 2)
+    with adv.Matmul(a, b, c, alpha=0.5, beta=2.0) as mm:
+        first = mm.plan()[0]
+        handle = mm._get_stream(None)
+        alt = _plan.row_plan(
+            mm._spec, mm._slots, mm._scales, mm._plan_prefs, mm._plan, handle, mm._handle(), mm._log
+        )
+        if alt is None:
+            pytest.skip(f"cuBLASLt has no ORDER_ROW algorithm for {dtype} here (a capability, not a bug)")
+        assert alt.problem.a.order == 1
+        mm._commit(alt, retire=True)
+        want = 0.5 * (ref(torch, a) @ ref(torch, b)) + 2.0 * ref(torch, c)
+        assert rel_err(torch, mm.execute(), want) < TOL[dtype] * 2
+        assert rel_err(torch, mm.execute(algorithm=first), want) < TOL[dtype] * 2  # the replaced one
+
+
+def test_autotune_over_both_formulations_stays_correct(torch):
+    """Autotuning a row-major fp32 skinny product (both formulations timed) still gives the product."""
+    a, b = rand(torch, (1077, 135), "float32"), rand(torch, (135, 241), "float32", seed=1)
+    with adv.Matmul(a, b) as mm:
+        mm.plan()
+        mm.autotune(iterations=3)
+        assert rel_err(torch, mm.execute(), ref(torch, a) @ ref(torch, b)) < TOL["float32"] * 4
+
+
 def test_autotune_cache_skips_tuning(torch, tmp_path):
     """With the autotune cache on, a second planner of the problem reuses the stored winner."""
     a, b = rand(torch, (256, 512), "bfloat16"), rand(torch, (512, 256), "bfloat16", seed=1)

@@ -594,3 +594,22 @@ def test_autotune_cache_remembers_the_row_order_winner(lt, rng, tmp_path, monkey
             )
             _close(mm.execute().array, a @ b)
     assert seen == [6] and cache.hits == 1
+
+
+def test_algorithms_held_from_before_a_formulation_switch_still_run(lt, rng, monkeypatch):
+    """execute(algorithm=...) with an algorithm of the replaced formulation still computes the product."""
+    from nvmath.linalg.advanced import _autotune
+
+    monkeypatch.setattr(_autotune, "tune", _tune_picking(3, []))
+    a, b = _rand(rng, (5, 4)), _rand(rng, (4, 3))
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        first = mm.plan()[0]
+        mm.autotune(iterations=2)
+        assert mm._plan.problem.a.order == Order.ROW and first not in mm.algorithms
+        _close(mm.execute(algorithm=first).array, a @ b)
+        assert lt.matmul_calls[-1]["algo"] == 100
+        _close(mm.execute(algorithm=mm.algorithms[1]).array, a @ b)
+        with pytest.raises(ValueError, match="not one of this Matmul's algorithms"):
+            mm.execute(algorithm=adv.Algorithm.from_numpy(first.as_numpy()))
+        mm.plan()  # re-planning drops the replaced formulation
+        assert mm._retired is None
