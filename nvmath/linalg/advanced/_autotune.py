@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nvmath._internal import timing
+from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _handles
 from nvmath.linalg.advanced._algorithm import Algorithm, check_algorithm
 from nvmath.linalg.advanced._autotune_cache import autotune_cache, problem_key
@@ -300,7 +301,15 @@ def tuned_plan(mm: Any, plan: Any, alt: Any, handle: Any, iterations: int) -> tu
         mm._log.info("Matmul: autotuning skipped: only one algorithm was planned")
         return plan, [0]
     run, _keep = mm._runner(plans, handle)
-    order, timings = tune(run, len(index), handle, mm._spec.device_id, iterations, mm._log)
+    try:
+        order, timings = tune(run, len(index), handle, mm._spec.device_id, iterations, mm._log)
+    except lt.cuBLASLtError as exc:
+        if alt is None:
+            raise
+        mm._log.warning(
+            "Matmul: an ORDER_ROW candidate failed (%s); autotuning the default formulation only", exc
+        )
+        return tuned_plan(mm, plan, None, handle, iterations)
     winner, _ = index[order[0]]
     chosen = plans[winner]
     own = [index[j][1] for j in order if index[j][0] == winner]

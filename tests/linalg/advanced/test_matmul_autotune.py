@@ -238,3 +238,26 @@ def test_tuned_plan_picks_the_formulation_of_the_winner(monkeypatch):
     )
     plan, alt = SimpleNamespace(algorithms=[object()] * 3), SimpleNamespace(algorithms=[object()] * 2)
     assert _autotune.tuned_plan(mm, plan, alt, None, 4) == (alt, [0, 1])
+
+
+def test_tuned_plan_falls_back_when_a_row_order_candidate_fails(monkeypatch):
+    """A cuBLASLt error while timing both formulations retries with the default formulation only."""
+    from nvmath.bindings import cublasLt as lt
+
+    calls = []
+
+    def fake_tune(run, count, *a):
+        calls.append(count)
+        if count == 5:
+            raise lt.cuBLASLtError(15)
+        return [1, 0, 2], [(1.0, 0.0)] * 3
+
+    monkeypatch.setattr(_autotune, "cache_key", lambda mm, plan: None)
+    monkeypatch.setattr(_autotune, "tune", fake_tune)
+    mm = SimpleNamespace(
+        _log=logging.getLogger("t"),
+        _runner=lambda plans, handle: (None, []),
+        _spec=SimpleNamespace(device_id=0),
+    )
+    plan, alt = SimpleNamespace(algorithms=[object()] * 3), SimpleNamespace(algorithms=[object()] * 2)
+    assert _autotune.tuned_plan(mm, plan, alt, None, 4) == (plan, [1, 0, 2]) and calls == [5, 3]
