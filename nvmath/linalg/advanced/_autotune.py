@@ -25,6 +25,7 @@ from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _handles
 from nvmath.linalg.advanced._algorithm import Algorithm, check_algorithm
 from nvmath.linalg.advanced._autotune_cache import autotune_cache, problem_key
+from nvmath.linalg.advanced._results import ResultMaker
 
 __all__ = [
     "MIN_GAIN",
@@ -37,6 +38,7 @@ __all__ = [
     "confirm",
     "decide",
     "measure",
+    "runner",
     "summarize",
     "tune",
     "tuned_plan",
@@ -327,6 +329,31 @@ def tuned_plan(mm: Any, plan: Any, alt: Any, handle: Any, iterations: int) -> tu
             first_choice_ms=timings[0][0],
         )  # fmt: skip
     return chosen, own
+
+
+def runner(mm: Any, plans: Sequence[Any], handle: Any) -> tuple[Callable[[int], None], list]:
+    """A callable running candidate ``i`` of ``mm``'s ``plans``' algorithms, concatenated in order, with
+    fixed buffers (one result, one workspace for the largest need; in place: a scratch copy of c); and
+    the buffers to keep alive while it is used. Installed as ``Matmul._runner``."""
+    slots = mm._slots
+    maker = mm._result
+    if mm._spec.mm.inplace:
+        c = slots["c"].device
+        maker = ResultMaker(c, tuple(c.shape), tuple(c.strides), mm._spec.types.d_dtype)
+    keep = [maker.new(handle)]  # type: ignore[union-attr]
+    d_ptr = keep[0][1]
+    for _, aux_maker, attr in mm._aux:
+        keep.append(aux_maker.new(handle))
+        attr.set(keep[-1][1])
+    ws_size = max(p.workspace_size for p in plans)
+    ws_ptr = mm._workspace_ptr(ws_size, handle) if ws_size else 0
+    calls = [(mm._plan_args(p, d_ptr), a.algo_ptr) for p in plans for a in p.algorithms]
+
+    def run(i: int) -> None:
+        head, algo = calls[i]
+        lt.matmul(*head, algo, ws_ptr, ws_size, handle.ptr)
+
+    return run, keep
 
 
 def _from_cache(mm: Any, key: str, plan: Any) -> list[int] | None:

@@ -42,6 +42,7 @@ __all__ = [
     "Spec",
     "build_plan",
     "row_order_applies",
+    "row_order_possible",
     "row_plan",
     "signature",
 ]
@@ -407,6 +408,16 @@ def row_plan(
     except (NotSupportedError, lt.cuBLASLtError) as exc:
         log.info("Matmul: autotuning tries the default formulation only: %s", exc)
         return None
+
+
+def row_order_possible(spec: Spec, epilog: Any, epilog_inputs: Any) -> bool:
+    """Whether the product (with this epilog request) has an ``ORDER_ROW`` formulation at all."""
+    return (
+        epilog in (None, MatmulEpilog.DEFAULT)
+        and not epilog_inputs
+        and not spec.options.result_amax
+        and row_order_problem(spec.mm, spec.types) is not None
+    )
 
 
 def _row_problem(spec: Spec, ep: EpilogTraits) -> MatmulProblem:

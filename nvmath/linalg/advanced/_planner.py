@@ -35,7 +35,7 @@ from nvmath.linalg.advanced._options import (
     MatmulPlanPreferences,
     MatmulQuantizationScales,
 )
-from nvmath.linalg.advanced._plan import Plan, Spec, build_plan, row_plan
+from nvmath.linalg.advanced._plan import Plan, Spec, build_plan, row_order_possible, row_plan
 from nvmath.linalg.advanced._reset import reset
 from nvmath.linalg.advanced._results import ResultMaker, deliver, deliver_host
 from nvmath.linalg.advanced._spec import place, specify
@@ -197,16 +197,28 @@ class Matmul:
             else check_or_create_options(MatmulPlanPreferences, preferences, "plan preferences")
         )
         handle = self._get_stream(stream)
+        args = (self._spec, self._slots, self._scales, prefs, algorithms, epilog, epilog_inputs, handle)
         with log_phase(self._log, "Matmul: planning"):
-            plan = build_plan(
-                self._spec, self._slots, self._scales, prefs, algorithms, epilog, epilog_inputs, handle,
-                self._handle(), self._log,
-            )  # fmt: skip
+            try:
+                plan = build_plan(*args, self._handle(), self._log)
+            except ValueError as exc:
+                # algorithms saved from an autotuning won by the ORDER_ROW formulation fit that one
+                if algorithms is None or not row_order_possible(self._spec, epilog, epilog_inputs):
+                    raise
+                plan = self._plan_row_or_raise(args, exc)
         self._commit(plan)
         self._plan_prefs = prefs if algorithms is None else None  # autotune may try another formulation
         self._lifecycle.mark_planned()
         self._log.info("Matmul: planned %d algorithm(s); first: %r", len(plan.algorithms), plan.algorithms[0])
         return tuple(plan.algorithms)
+
+    def _plan_row_or_raise(self, args: tuple, error: ValueError) -> Plan:
+        """The ORDER_ROW plan for given algorithms; raises ``error`` (the default formulation's) if they
+        do not fit that one either."""
+        try:
+            return build_plan(*args, self._handle(), self._log, row_order=True)
+        except ValueError:
+            raise error from None
 
     def _commit(self, plan: Plan, *, retire: bool = False) -> None:
         """Install a new plan and precompute the execute() arguments. The previous plan is closed, or
@@ -423,28 +435,7 @@ class Matmul:
         if release_workspace:
             self._workspace.release()
 
-    def _runner(self, plans: Sequence[Plan], handle: StreamHandle) -> tuple[Any, list]:
-        """A callable running candidate ``i`` of the plans' algorithms, concatenated in order, with fixed
-        buffers (one result, one workspace for the largest need; in place: a scratch copy of c)."""
-        slots = self._slots
-        maker = self._result
-        if self._spec.mm.inplace:
-            c = slots["c"].device
-            maker = ResultMaker(c, tuple(c.shape), tuple(c.strides), self._spec.types.d_dtype)
-        keep = [maker.new(handle)]  # type: ignore[union-attr]
-        d_ptr = keep[0][1]
-        for _, aux_maker, attr in self._aux:
-            keep.append(aux_maker.new(handle))
-            attr.set(keep[-1][1])
-        ws_size = max(p.workspace_size for p in plans)
-        ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
-        calls = [(self._plan_args(p, d_ptr), a.algo_ptr) for p in plans for a in p.algorithms]
-
-        def run(i: int) -> None:
-            head, algo = calls[i]
-            lt.matmul(*head, algo, ws_ptr, ws_size, handle.ptr)
-
-        return run, keep
+    _runner = _autotune.runner  # (plans, handle) -> (run(i), buffers to keep alive)
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def applicable_algorithm_ids(self, limit: int = 8) -> tuple[int, ...]:

@@ -7,6 +7,7 @@ ops, pointers, epilog attributes, aux outputs, resets, lifecycle, the plan cache
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import pathlib
 
@@ -613,3 +614,29 @@ def test_algorithms_held_from_before_a_formulation_switch_still_run(lt, rng, mon
             mm.execute(algorithm=adv.Algorithm.from_numpy(first.as_numpy()))
         mm.plan()  # re-planning drops the replaced formulation
         assert mm._retired is None
+
+
+def test_saved_row_order_winner_plans_in_its_formulation(lt, rng, monkeypatch):
+    """plan(algorithms=...) with algorithms only the ORDER_ROW formulation accepts plans that one; an
+    algorithm neither accepts keeps the default formulation's error."""
+    from nvmath.bindings import cublasLt as blt
+
+    def row_only_check(handle, desc, a, b, c, d, algo, result):
+        rec = np.frombuffer((ctypes.c_char * F.HEUR.itemsize).from_address(result), dtype=F.HEUR)
+        marker = int(np.frombuffer((ctypes.c_char * 64).from_address(algo), dtype=np.uint64)[7])
+        rec[0]["workspace_size"] = 0
+        rec[0]["state"] = 0 if F._layout(a)["ORDER"] == 1 and marker != 999 else 7
+        return 0
+
+    monkeypatch.setattr(blt, "_p_cublasLtMatmulAlgoCheck", row_only_check)
+    a, b = _rand(rng, (5, 4)), _rand(rng, (4, 3))
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        saved = [adv.Algorithm.from_numpy(x.as_numpy()) for x in mm.plan()]
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        mm.plan(algorithms=saved)
+        assert mm._plan.problem.a.order == Order.ROW
+        _close(mm.execute().array, a @ b)
+    bad = saved[0].as_numpy()
+    bad["algo"]["data"][7] = 999
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm, pytest.raises(ValueError, match="cannot run this problem"):
+        mm.plan(algorithms=[adv.Algorithm.from_numpy(bad)])
