@@ -97,6 +97,11 @@ class FFTOptions:
         layout_fallback: ``"error"`` raises :class:`~nvmath._errors.UnsupportedLayoutError` for
             layouts cuFFT cannot describe; ``"copy"`` copies the operand into a supported layout
             before each execution. Not an nvmath-python option.
+        overwrite_operand: C2R on the GPU only: let cuFFT use the operand as its scratch (it
+            overwrites a C2R's input) instead of copying it first, which saves a full pass over the
+            operand. The operand's values are undefined afterwards, and ``FFT.execute()`` refuses to run
+            again until :meth:`~nvmath.fft.FFT.reset_operand`. Other transforms and layouts cuFFT cannot
+            read in place keep the copy. Not an nvmath-python option (``scipy.fft``'s ``overwrite_x``).
     """
 
     fft_type: Literal["C2C", "C2R", "R2C"] | None = None
@@ -107,6 +112,7 @@ class FFTOptions:
     blocking: Literal[True, "auto"] = "auto"
     allocator: Any = None
     layout_fallback: Literal["error", "copy"] = "error"
+    overwrite_operand: bool = False
 
     def __post_init__(self) -> None:
         if self.fft_type is not None:
@@ -124,6 +130,7 @@ class FFTOptions:
         check_blocking(self.blocking)
         check_allocator(self.allocator, "allocator")
         check_in("layout_fallback", self.layout_fallback, LAYOUT_FALLBACKS)
+        check_bool("overwrite_operand", self.overwrite_operand)
         if self.inplace and self.fft_type in ("R2C", "C2R"):
             raise ValueError(
                 f"inplace=True is only supported for C2C transforms; got fft_type={self.fft_type!r}"

@@ -109,6 +109,9 @@ class FFT:
         self._fast_alloc = torch_allocator(traits, self._device_id) if fast_torch(adapter, traits) else None
         # GPU execution without staging: execute() only needs the operand's address (see _run_direct)
         self._direct = not self._cpu and traits.staging_strides is None and not traits.cross_space
+        # a C2R without staging (overwrite_operand=True): cuFFT overwrites the operand, once
+        self._consumes = self._direct and traits.fft_type == "C2R"
+        self._consumed = False
         self._inplace = traits.inplace
         self._direction_int = int(self._direction)
         # stream normalization, cached: the handle for stream=None (checked against the package's
@@ -304,6 +307,8 @@ class FFT:
             The result, in the operand's package and memory space. Unnormalized in both directions.
         """
         if self._direct:
+            if self._consumes:
+                self._consume()
             d = self._direction_int if direction is None else int(self._check_direction(direction))
             op = self._operand
             return self._run_direct(op.data_ptr, op, None, d, stream, release_workspace)
@@ -311,6 +316,15 @@ class FFT:
         if self._cpu:
             return self._execute_cpu(d, stream)
         return self._execute_cuda(d, stream, release_workspace)
+
+    def _consume(self) -> None:
+        """Allow one execution per operand when cuFFT overwrites it (``overwrite_operand``)."""
+        if self._consumed:
+            raise InvalidFFTState(
+                "FFT.execute(): the previous C2R execution overwrote the operand (overwrite_operand=True); "
+                "call reset_operand() with fresh data first"
+            )
+        self._consumed = True
 
     def _run_direct(
         self, ptr: int, source: Any, tensor: Any, direction: int, stream: Any, release_workspace: bool
@@ -485,13 +499,13 @@ class FFT:
                 )
         if stream is not None and self._stream is not None:
             self._stream_handle(stream)
-        self._operand = new
+        self._operand, self._consumed = new, False
         self._lifecycle.mark_operands_reset()
 
     @requires(_CREATED, _PLANNED)
     def reset_operand_unchecked(self, operand: Any, *, stream: Any = None) -> None:
         """Replace the operand without checks (it must match the planned one exactly)."""
-        self._operand = resolved(wrap(operand, "operand"), self._traits.inplace)
+        self._operand, self._consumed = resolved(wrap(operand, "operand"), self._traits.inplace), False
         self._lifecycle.mark_operands_reset()
 
     @requires(_CREATED, _PLANNED)

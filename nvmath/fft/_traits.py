@@ -329,6 +329,7 @@ class _Problem:
     result_layout: str
     fallback: str
     half: bool
+    overwrite: bool = False
 
 
 def _cuda_inplace(p: _Problem, cross: bool) -> tuple[tuple[int, ...] | None, tuple[CufftStep, ...]]:
@@ -353,10 +354,17 @@ def _cuda_out_of_place(
     staged = [("staging", p.shape, _dense(p.shape, optimized))]
     if cross and p.fft_type != "C2R":  # a host operand is copied anyway: keep its order if cuFFT can
         staged.insert(0, ("staging", p.shape, _dense(p.shape, natural)))
+    operand = ("operand", p.shape, p.strides)
+    if p.fft_type == "C2R" and p.overwrite and not cross:  # cuFFT may use the operand as scratch
+        try:
+            _, dst, steps = _first_solvable(p, [(operand, r) for r in results])
+            if len(steps) == 1:  # one cuFFT launch reads the operand (no intermediate use of it)
+                return None, dst[2], steps
+        except LayoutUnsupported:
+            pass  # keep the copy
     if p.fft_type == "C2R" or cross:
         src, dst, steps = _first_solvable(p, [(s, r) for s in staged for r in results])
         return src[2], dst[2], steps
-    operand = ("operand", p.shape, p.strides)
     try:
         _, dst, steps = _first_solvable(p, [(operand, r) for r in results])
         return None, dst[2], steps
@@ -433,7 +441,7 @@ def make_traits(
         return _cpu_traits(orders, options.result_layout, common)
     problem = _Problem(
         fft_type, shape, strides, axes, dict(zip(axes, fft_shape)), result_shape, orders,
-        options.result_layout, options.layout_fallback, dtype in _HALF,
+        options.result_layout, options.layout_fallback, dtype in _HALF, options.overwrite_operand,
     )  # fmt: skip
     return _cuda_traits(problem, options.inplace, operand_space == "cpu", common)
 

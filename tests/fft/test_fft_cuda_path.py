@@ -466,3 +466,44 @@ def test_axes_key(axes, key):
     """Only None and int tuples/lists key the fast path; anything else takes the general path."""
     got = _stateless._axes_key(axes)
     assert (got is _stateless._MISSING) if key == "missing" else (got == key and type(got) is type(key))
+
+
+# ----------------------------------------------------------------------------- overwrite_operand (C2R)
+def test_c2r_overwrite_operand_runs_once_per_operand(fake, rng):
+    """With overwrite_operand, cuFFT reads the operand directly (no copy): the result is right, the operand
+    is overwritten, a second execute() refuses until reset_operand() supplies fresh data."""
+    from nvmath._errors import InvalidFFTState
+
+    s = rng.uniform(-1, 1, (6, 10))
+    c = FakeDevice(np.fft.rfftn(s))
+    keep = c.tensor.copy()
+    with FFT(c, options={"fft_type": "C2R", "overwrite_operand": True}) as f:
+        assert f.traits.staging_strides is None
+        f.plan()
+        np.testing.assert_allclose(f.execute(), 60 * s, rtol=1e-10, atol=1e-10)
+        assert not np.array_equal(c.tensor, keep)  # cuFFT used it as scratch
+        with pytest.raises(InvalidFFTState, match="overwrote the operand.*reset_operand"):
+            f.execute()
+        fresh = FakeDevice(keep.copy())
+        f.reset_operand(fresh)
+        np.testing.assert_allclose(f.execute(), 60 * s, rtol=1e-10, atol=1e-10)
+
+
+def test_c2r_overwrite_operand_keeps_the_copy_where_needed(fake, rng):
+    """A C2R needing several launches keeps its internal copy (and stays repeatable)."""
+    s = rng.uniform(-1, 1, (3, 4, 5, 6))
+    c = FakeDevice(np.fft.rfftn(s))
+    with FFT(c, options={"fft_type": "C2R", "overwrite_operand": True}) as f:
+        assert f.traits.staging_strides is not None
+        f.plan()
+        for _ in range(2):
+            np.testing.assert_allclose(f.execute(), s * s.size, rtol=1e-10, atol=1e-10)
+
+
+def test_stateless_irfft_with_overwrite_operand(fake, rng):
+    """Stateless calls with overwrite_operand give the right result for each fresh operand."""
+    for _ in range(2):
+        s = rng.uniform(-1, 1, (4, 8))
+        c = FakeDevice(np.fft.rfftn(s))
+        out = nf.irfft(c, options={"overwrite_operand": True})
+        np.testing.assert_allclose(out, s * s.size, rtol=1e-10, atol=1e-10)

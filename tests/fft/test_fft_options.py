@@ -13,17 +13,18 @@ from nvmath.fft._options import normalize_direction
 
 
 def test_defaults_match_nvmath_python():
-    """The fields and defaults are nvmath-python 1.0's, plus layout_fallback='error' last."""
+    """The fields and defaults are nvmath-python 1.0's, plus layout_fallback='error' and
+    overwrite_operand=False last."""
     names = [f.name for f in dataclasses.fields(FFTOptions)]
     assert names == [
         "fft_type", "inplace", "last_axis_parity", "result_layout", "logger", "blocking", "allocator",
-        "layout_fallback",
+        "layout_fallback", "overwrite_operand",
     ]  # fmt: skip
     o = FFTOptions()
     assert (o.fft_type, o.inplace, o.last_axis_parity, o.result_layout, o.blocking) == (
         None, False, "even", "optimized", "auto",
     )  # fmt: skip
-    assert o.layout_fallback == "error"
+    assert o.layout_fallback == "error" and o.overwrite_operand is False
 
 
 def test_options_are_frozen_and_keyword_only():
@@ -61,6 +62,7 @@ def test_dict_options_are_accepted():
         ({"allocator": object()}, TypeError, "memalloc"),
         ({"layout_fallback": "transpose"}, ValueError, "transpose"),
         ({"inplace": True, "fft_type": "R2C"}, ValueError, "R2C"),
+        ({"overwrite_operand": "yes"}, TypeError, "overwrite_operand"),
     ],
 )
 def test_bad_options_raise(kwargs, error, text):

@@ -175,3 +175,17 @@ def test_strides_must_match_shape():
     """Mismatched strides and shape raise ValueError."""
     with pytest.raises(ValueError, match="do not match"):
         make_traits((4, 4), (1,), "complex64")
+
+
+def test_overwrite_operand_drops_the_c2r_copy_only():
+    """overwrite_operand removes the staging copy of a one-launch device C2R; nothing else changes."""
+
+    def traits(dtype, fft_type, operand_space="cuda", **opts):
+        options = FFTOptions(fft_type=fft_type, **opts)
+        return make_traits((4, 5), (5, 1), dtype, options=options, operand_space=operand_space)
+
+    assert traits("complex64", "C2R").staging_strides is not None
+    assert traits("complex64", "C2R", overwrite_operand=True).staging_strides is None
+    assert traits("complex64", "C2R", "cpu", overwrite_operand=True).staging_strides is not None  # host copy
+    assert traits("complex64", "C2C", overwrite_operand=True) == traits("complex64", "C2C")
+    assert traits("float32", "R2C", overwrite_operand=True) == traits("float32", "R2C")
