@@ -408,3 +408,26 @@ def test_gpu_create_execute_free_cycles_keep_memory_flat(torch_cuda):
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() == allocated
     assert free_before - torch.cuda.mem_get_info()[0] < 32 << 20
+
+
+@pytest.mark.parametrize("pkg", ["torch", "cupy"])
+def test_c2r_overwrite_operand_on_the_gpu(pkg):
+    """overwrite_operand: the C2R result is right without the protective copy; execute() then needs
+    reset_operand(); the stateless irfft with it matches numpy too."""
+    from nvmath._errors import InvalidFFTState
+
+    pytest.importorskip(pkg)
+    rng = np.random.default_rng(5)
+    s = rng.standard_normal((16, 64, 40))
+    spectrum = np.fft.rfftn(s, axes=(1, 2)).astype(np.complex64)
+    x = to_device(pkg, spectrum)
+    with FFT(x, axes=(1, 2), options={"fft_type": "C2R", "overwrite_operand": True}) as f:
+        assert f.traits.staging_strides is None
+        f.plan()
+        assert rel_err(to_host(f.execute()), s * 64 * 40) < 1e-5
+        with pytest.raises(InvalidFFTState, match="overwrote the operand"):
+            f.execute()
+        f.reset_operand(to_device(pkg, spectrum))
+        assert rel_err(to_host(f.execute()), s * 64 * 40) < 1e-5
+    out = nf.irfft(to_device(pkg, spectrum), axes=(1, 2), options={"overwrite_operand": True})
+    assert rel_err(to_host(out), s * 64 * 40) < 1e-5
