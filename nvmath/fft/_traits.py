@@ -18,6 +18,7 @@ transformed axes inside (cuFFT order); ``"natural"`` is dense in the operand's o
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -355,7 +356,8 @@ def _cuda_out_of_place(
     if cross and p.fft_type != "C2R":  # a host operand is copied anyway: keep its order if cuFFT can
         staged.insert(0, ("staging", p.shape, _dense(p.shape, natural)))
     operand = ("operand", p.shape, p.strides)
-    if p.fft_type == "C2R" and p.overwrite and not cross:  # cuFFT may use the operand as scratch
+    if p.fft_type == "C2R" and p.overwrite and not cross and _gap_free(p.shape, p.strides):
+        # cuFFT may use the operand as scratch: only a gap-free operand (no other data in between)
         try:
             _, dst, steps = _first_solvable(p, [(operand, r) for r in results])
             if len(steps) == 1:  # one cuFFT launch reads the operand (no intermediate use of it)
@@ -373,6 +375,12 @@ def _cuda_out_of_place(
             raise _unsupported(p.shape, p.strides, p.axes, str(exc), inplace=False) from None
     src, dst, steps = _first_solvable(p, [(staged[-1], r) for r in results])
     return src[2], dst[2], steps
+
+
+def _gap_free(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether the elements exactly fill the span they occupy (a permuted dense layout)."""
+    span = 1 + sum((n - 1) * abs(st) for n, st in zip(shape, strides))
+    return is_non_overlapping(shape, strides) and span == math.prod(shape)
 
 
 def _check_inplace(fft_type: str, shape: tuple[int, ...], strides: tuple[int, ...]) -> None:

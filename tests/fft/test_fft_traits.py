@@ -189,3 +189,11 @@ def test_overwrite_operand_drops_the_c2r_copy_only():
     assert traits("complex64", "C2R", "cpu", overwrite_operand=True).staging_strides is not None  # host copy
     assert traits("complex64", "C2C", overwrite_operand=True) == traits("complex64", "C2C")
     assert traits("float32", "R2C", overwrite_operand=True) == traits("float32", "R2C")
+
+
+def test_overwrite_operand_needs_a_gap_free_operand():
+    """A strided C2R operand with other data between its elements keeps the copy (cuFFT's scratch use
+    could touch the gaps)."""
+    options = FFTOptions(fft_type="C2R", overwrite_operand=True)
+    assert make_traits((4, 5), (10, 1), "complex64", options=options).staging_strides is not None
+    assert make_traits((2, 4, 5), (20, 5, 1), "complex64", options=options, axes=(1, 2)).staging_strides is None
