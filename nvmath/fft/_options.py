@@ -100,8 +100,9 @@ class FFTOptions:
         overwrite_operand: C2R on the GPU only: let cuFFT use the operand as its scratch (it
             overwrites a C2R's input) instead of copying it first, which saves a full pass over the
             operand. The operand's values are undefined afterwards, and ``FFT.execute()`` refuses to run
-            again until :meth:`~nvmath.fft.FFT.reset_operand`. Other transforms and layouts cuFFT cannot
-            read in place (several launches, gaps between elements) keep the copy. Not an nvmath-python option (``scipy.fft``'s ``overwrite_x``).
+            again until :meth:`~nvmath.fft.FFT.reset_operand`. Other transforms, C2Rs that need several
+            launches and operands with other data between their elements keep the copy. Not an
+            nvmath-python option (``scipy.fft``'s ``overwrite_x``).
     """
 
     fft_type: Literal["C2C", "C2R", "R2C"] | None = None
