@@ -18,13 +18,12 @@ transformed axes inside (cuFFT order); ``"natural"`` is dense in the operand's o
 from __future__ import annotations
 
 import dataclasses
-import math
 import numbers
 from collections.abc import Sequence
 from typing import Any
 
 from nvmath._errors import UnsupportedLayoutError
-from nvmath._internal.tensors.base import axis_order, dense_strides
+from nvmath._internal.tensors.base import axis_order, dense_strides, is_dense
 from nvmath.fft._layout import (
     MAX_OPERAND_LAUNCHES,
     CufftStep,
@@ -356,7 +355,7 @@ def _cuda_out_of_place(
     if cross and p.fft_type != "C2R":  # a host operand is copied anyway: keep its order if cuFFT can
         staged.insert(0, ("staging", p.shape, _dense(p.shape, natural)))
     operand = ("operand", p.shape, p.strides)
-    if p.fft_type == "C2R" and p.overwrite and not cross and _gap_free(p.shape, p.strides):
+    if p.fft_type == "C2R" and p.overwrite and not cross and is_dense(p.shape, p.strides):
         # cuFFT may use the operand as scratch: only a gap-free operand (no other data in between)
         try:
             _, dst, steps = _first_solvable(p, [(operand, r) for r in results])
@@ -375,12 +374,6 @@ def _cuda_out_of_place(
             raise _unsupported(p.shape, p.strides, p.axes, str(exc), inplace=False) from None
     src, dst, steps = _first_solvable(p, [(staged[-1], r) for r in results])
     return src[2], dst[2], steps
-
-
-def _gap_free(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    """Whether the elements exactly fill the span they occupy (a permuted dense layout)."""
-    span = 1 + sum((n - 1) * abs(st) for n, st in zip(shape, strides))
-    return is_non_overlapping(shape, strides) and span == math.prod(shape)
 
 
 def _check_inplace(fft_type: str, shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
