@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from nvmath._errors import NotSupportedError
 from nvmath._internal.logging import debug, lazy
+from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.streams import StreamHandle
 from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _algorithm, _handles
@@ -37,7 +37,6 @@ from nvmath.linalg.advanced._typemaps import TypeTraits
 
 __all__ = [
     "HEURISTICS",
-    "HeuristicsMemo",
     "Plan",
     "Spec",
     "build_plan",
@@ -330,42 +329,12 @@ def _algorithms(
     return found
 
 
-class HeuristicsMemo:
-    """A bounded, thread-safe memo of heuristic results (numpy records) by problem signature.
+HEURISTICS: PlanCache[Any] = PlanCache(256, name="matmul heuristics memo")
+"""Heuristic results (numpy records) by problem signature, process-wide and bounded (LRU).
 
-    cuBLASLt's heuristic is deterministic for a signature, so a second ``Matmul`` of the same problem
-    skips ``cublasLtMatmulAlgoGetHeuristic``. Only plain problems are memoised: no epilog pointer
-    inputs and tensor-wide scales (pointer values the heuristic might look at never enter the key).
-    """
-
-    def __init__(self, maxsize: int = 256):
-        self.maxsize = maxsize
-        self._entries: dict[Any, Any] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> Any:
-        """The records stored under ``key`` (``None`` if absent)."""
-        with self._lock:
-            return self._entries.get(key)
-
-    def put(self, key: Any, records: Any) -> None:
-        """Store ``records`` (the memo is emptied when full: entries are cheap to recompute)."""
-        with self._lock:
-            if len(self._entries) >= self.maxsize:
-                self._entries.clear()
-            self._entries[key] = records
-
-    def clear(self) -> None:
-        """Forget every entry."""
-        with self._lock:
-            self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-HEURISTICS = HeuristicsMemo()
-"""The process-wide memo of heuristic results (see :class:`HeuristicsMemo`)."""
+cuBLASLt's heuristic is deterministic for a signature, so a second ``Matmul`` of the same problem
+skips ``cublasLtMatmulAlgoGetHeuristic``. Only plain problems are memoised: no epilog pointer inputs
+and tensor-wide scales (pointer values the heuristic might look at never enter the key)."""
 
 
 def _memo_key(
@@ -468,7 +437,7 @@ def build_plan(
         memo_key = (
             None if algorithms is not None else _memo_key(spec, problem, ep, aligns, cap, prefs, stream.ctx)
         )
-        records = None if memo_key is None else HEURISTICS.get(memo_key)
+        records = None if memo_key is None else HEURISTICS.get(memo_key, count_miss=False)
         if records is not None:  # a problem planned before: no preference object, no heuristic query
             pref, found = None, _algorithm.from_records(records)
         else:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from nvmath._internal import dtypes, streams
+from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.tensors import dispatch
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
 from nvmath._internal.tensors.numpy_adapter import element_strides, host_empty
@@ -279,7 +280,7 @@ def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
     monkeypatch.setattr(lt, "_p_cublasLtMatmulAlgoCheck", fake.algo_check)
     monkeypatch.setattr(lt, "_p_cublasLtMatmulAlgoGetIds", fake.get_ids)
     monkeypatch.setattr(lt, "_p_cublasLtMatmul", fake.matmul)
-    monkeypatch.setattr(_plan, "HEURISTICS", _plan.HeuristicsMemo())  # no results from another fake
+    monkeypatch.setattr(_plan, "HEURISTICS", PlanCache(256))  # no results from another fake
     monkeypatch.setattr(_handles, "get_handle", lambda device_id: 0x1234)
     info = _handles.DeviceInfo("Fake GPU", (9, 0), 80 << 30)
     monkeypatch.setattr(_handles, "device_info", lambda device_id: info)

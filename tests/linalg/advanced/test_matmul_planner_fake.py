@@ -494,14 +494,19 @@ def test_memo_key_separates_what_the_heuristic_sees(lt, rng, change):
     assert lt.heuristic_calls == (3 if change == "epilog" else 2)
 
 
-def test_memo_is_bounded_and_clearable():
-    """The memo empties itself when full and on clear()."""
-    memo = _plan.HeuristicsMemo(maxsize=2)
-    for key in range(3):
-        memo.put(key, np.zeros(1))
-    assert len(memo) == 1 and memo.get(2) is not None and memo.get(0) is None
-    memo.clear()
-    assert len(memo) == 0
+def test_memo_is_bounded_and_clearable(lt, rng):
+    """The memo keeps its most recent problems within its size and forgets everything on clear()."""
+    assert _plan.HEURISTICS.maxsize >= 1
+    _plan.HEURISTICS.resize(2)
+    for m in (3, 4, 5):
+        with adv.Matmul(F.fake(_rand(rng, (m, 6))), F.fake(_rand(rng, (6, 5)))) as mm:
+            mm.plan()
+    assert len(_plan.HEURISTICS) == 2 and lt.heuristic_calls == 3
+    with adv.Matmul(F.fake(_rand(rng, (3, 6))), F.fake(_rand(rng, (6, 5)))) as mm:
+        mm.plan()  # the least recent problem was evicted: asked again
+    assert lt.heuristic_calls == 4
+    _plan.HEURISTICS.clear()
+    assert len(_plan.HEURISTICS) == 0
 
 
 # ----------------------------------------------------------------------------- ORDER_ROW formulation
