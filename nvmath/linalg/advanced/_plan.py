@@ -40,7 +40,6 @@ __all__ = [
     "Plan",
     "Spec",
     "build_plan",
-    "row_order_applies",
     "row_order_possible",
     "row_plan",
     "signature",
@@ -351,17 +350,6 @@ def _memo_key(
     return (spec.device_id, context, spec.version, prefs, signature(spec, problem, ep, aligns, cap))
 
 
-def row_order_applies(spec: Spec, plan: Plan) -> bool:
-    """Whether autotuning may also try the ``ORDER_ROW`` formulation of ``plan``'s problem."""
-    return (
-        plan.problem.transposed
-        and plan.epilog.epilog == MatmulEpilog.DEFAULT
-        and not plan.epilog.attributes[1:]
-        and not spec.options.result_amax
-        and row_order_problem(spec.mm, spec.types) is not None
-    )
-
-
 def row_plan(
     spec: Spec, slots: Mapping[str, Slot], scales: Mapping[str, ScaleSlot], prefs: MatmulPlanPreferences | None,
     current: Plan, stream: StreamHandle, handle: int, log: logging.Logger | logging.LoggerAdapter,
@@ -370,7 +358,8 @@ def row_plan(
 
     ``prefs`` are the preferences ``current`` was planned with (``None``: it was given algorithms).
     """
-    if prefs is None or not row_order_applies(spec, current):
+    ep = current.epilog
+    if prefs is None or not current.problem.transposed or not row_order_possible(spec, ep.epilog, ep.inputs):
         return None
     try:
         return build_plan(spec, slots, scales, prefs, None, None, None, stream, handle, log, row_order=True)
