@@ -90,6 +90,7 @@ class Context:
         gpu_name: the device name, e.g. ``"NVIDIA H200"``.
         no_gpu_reason: why there is no GPU, when there is none.
         extras: scratch space for setups (e.g. per-library stream objects).
+        mode: the mode of the case being set up (``"device"`` or ``"host"``; set by the runner).
     """
 
     settings: Settings
@@ -100,6 +101,7 @@ class Context:
     gpu_name: str | None = None
     no_gpu_reason: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
+    mode: str = "device"
 
     @property
     def has_gpu(self) -> bool:
@@ -112,7 +114,13 @@ class Context:
         return self.settings.quick
 
     def rotation(self, input_bytes: int, *, max_sets: int = 64) -> int:
-        """The number of input sets to rotate among (see :func:`rotation_count`)."""
+        """The number of input sets to rotate among (see :func:`rotation_count`).
+
+        One for host-mode cases: they time the per-call host cost, and rotating many planners (each
+        with its own library plan) would time cold CPU caches instead, not an L2 effect.
+        """
+        if self.mode == "host":
+            return 1
         return rotation_count(input_bytes, self.l2_bytes, max_sets=max_sets)
 
     def close(self) -> None:

@@ -135,6 +135,7 @@ def run_one(case: Case, lib: str, ctx: Context) -> Result:
         return result
     prepared: Prepared | None = None
     try:
+        ctx.mode = case.mode
         made = case.setups[lib](ctx)
         prepared = made if isinstance(made, Prepared) else Prepared(fn=made)
         if case.mode == "device" and ctx.settings.cooldown_s > 0:

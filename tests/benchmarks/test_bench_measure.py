@@ -35,6 +35,20 @@ def test_rotation_count(input_bytes, l2, expected):
         assert n * input_bytes > 2 * l2
 
 
+def test_host_cases_do_not_rotate_inputs():
+    """A host-mode setup sees one input set (it times host cost, not L2); a device setup rotates."""
+    seen = {}
+
+    def setup(ctx):
+        seen[ctx.mode] = ctx.rotation(1)
+        return lambda: None
+
+    ctx = Context(settings=QUICK, l2_bytes=60 << 20)
+    run_one(_case(setup, mode="host"), "nvmath", ctx)
+    assert seen == {"host": 1}
+    assert Context(settings=QUICK, l2_bytes=60 << 20).rotation(1) == 64
+
+
 def test_settings_for_run():
     """--quick settings are lighter than the defaults."""
     quick, full = Settings.for_run(quick=True), Settings.for_run(quick=False, seed=7)
