@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nvmath._internal import timing
+from nvmath._internal.logging import log_phase
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _handles
+from nvmath.linalg.advanced import _handles, _plan
 from nvmath.linalg.advanced._algorithm import Algorithm, check_algorithm
 from nvmath.linalg.advanced._autotune_cache import autotune_cache, problem_key
 from nvmath.linalg.advanced._results import ResultMaker
@@ -281,6 +282,38 @@ def decide(
             decision.describe(),
         )
     return decision
+
+
+def autotune(mm: Any, current: Any, handle: Any, iterations: int, prune: int | None) -> None:
+    """``Matmul.autotune``'s work: gather the candidates, time them, install the winner's plan.
+
+    The candidates: ``current``'s algorithms, those of the ``ORDER_ROW`` formulation where it applies
+    (:func:`._plan.row_plan`), and for each formulation those the heuristic offers with autotuning's
+    larger workspace cap (:func:`._plan.widen`). After a failure ``current`` is as it was. The winner's
+    plan keeps its candidates fastest first (``prune``: only that many), without losing wide ones.
+    """
+    spec, prefs, lt_handle, log = mm._spec, mm._plan_prefs, mm._handle(), mm._log
+    alt = _plan.row_plan(spec, mm._slots, mm._scales, prefs, current, handle, lt_handle, log)
+    planned = list(current.algorithms)
+    try:
+        for p in (current, alt):
+            if p is not None and (added := _plan.widen(p, spec, prefs, lt_handle, log)):
+                log.info("Matmul: autotuning adds %d candidates that need a larger workspace", added)
+        with log_phase(log, "Matmul: autotuning"):
+            plan, order = tuned_plan(mm, current, alt, handle, iterations)
+    except BaseException:
+        current.algorithms = planned
+        if alt is not None:
+            alt.close()
+        raise
+    if plan is not current:
+        current.algorithms = planned
+        mm._commit(plan, retire=True)  # the ORDER_ROW formulation won
+    elif alt is not None:
+        alt.close()
+    plan.algorithms = [plan.algorithms[i] for i in order][: prune or None]
+    _plan.trim_workspace(plan)
+    mm._select(plan.algorithms[0])
 
 
 def tuned_plan(mm: Any, plan: Any, alt: Any, handle: Any, iterations: int) -> tuple[Any, list[int]]:

@@ -9,7 +9,9 @@ runs unchanged. Two deliberate differences:
 * ``MatmulOptions.memory_limit`` keeps its ``"80%"`` default, but with that default the planner caps
   the cuBLASLt workspace at :data:`DEFAULT_WORKSPACE_CAP` (32 MiB, the vendor recommendation for
   Hopper and Blackwell). Any other value is used as given: ask for more to let the heuristic pick
-  algorithms that need a larger workspace. See :func:`workspace_limit_bytes`.
+  algorithms that need a larger workspace. See :func:`workspace_limit_bytes`. ``autotune()`` with the
+  default also times the algorithms cuBLASLt offers with up to :data:`AUTOTUNE_WORKSPACE_CAP`
+  (1 GiB; split-K kernels of skinny products need more than 32 MiB) and keeps one only when it wins.
 
 Enum values are those of ``cublasLt.h`` / ``cublas_api.h`` (CUDA 13); the tests check them.
 """
@@ -36,6 +38,7 @@ from nvmath._internal.options import (
 )
 
 __all__ = [
+    "AUTOTUNE_WORKSPACE_CAP",
     "DEFAULT_MEMORY_LIMIT",
     "DEFAULT_WORKSPACE_CAP",
     "LOGGER_NAME",
@@ -57,6 +60,10 @@ __all__ = [
 
 DEFAULT_WORKSPACE_CAP: int = 32 * 1024 * 1024
 """Workspace cap (bytes) used when ``memory_limit`` keeps its default: 32 MiB."""
+
+AUTOTUNE_WORKSPACE_CAP: int = 1024 * 1024 * 1024
+"""Workspace cap (bytes) of the extra candidates ``Matmul.autotune()`` times when ``memory_limit``
+keeps its default: 1 GiB (bounded by the default's 80% of the device)."""
 
 DEFAULT_MEMORY_LIMIT: str = "80%"
 """The default of ``MatmulOptions.memory_limit`` (nvmath-python's); it means "cap at 32 MiB"."""
@@ -258,22 +265,26 @@ class MatmulOptions:
         _check_allocator(self.allocator)
 
 
-def workspace_limit_bytes(memory_limit: float | str, device_memory_bytes: int) -> int:
+def workspace_limit_bytes(
+    memory_limit: float | str, device_memory_bytes: int, *, autotune: bool = False
+) -> int:
     """Return the ``MAX_WORKSPACE_BYTES`` the planner offers cuBLASLt.
 
-    The default ``"80%"`` means ``min(80% of the device, DEFAULT_WORKSPACE_CAP)``; any other value
-    is converted to bytes and used as given (so ``"1 GiB"`` lets the heuristic use up to 1 GiB).
+    The default ``"80%"`` means ``min(80% of the device, DEFAULT_WORKSPACE_CAP)`` (with ``autotune``:
+    ``AUTOTUNE_WORKSPACE_CAP``); any other value is converted to bytes and used as given (so
+    ``"1 GiB"`` lets the heuristic use up to 1 GiB).
 
     Args:
         memory_limit: ``MatmulOptions.memory_limit``.
         device_memory_bytes: the total memory of the device.
+        autotune: the cap of the extra candidates ``autotune()`` times.
 
     Raises:
         TypeError, ValueError: ``memory_limit`` is not understood.
     """
     limit = parse_memory_limit(memory_limit, device_memory_bytes)
     if isinstance(memory_limit, str) and memory_limit.strip() == DEFAULT_MEMORY_LIMIT:
-        return min(limit, DEFAULT_WORKSPACE_CAP)
+        return min(limit, AUTOTUNE_WORKSPACE_CAP if autotune else DEFAULT_WORKSPACE_CAP)
     return limit
 
 

@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 RESULT_AMAX = "result_amax"
-_CAPS: dict[tuple[Any, int], int] = {}
+_CAPS: dict[tuple[Any, int, bool], int] = {}
 
 
 class Spec(NamedTuple):
@@ -261,20 +261,23 @@ def _descriptor(
         raise
 
 
-def workspace_cap(memory_limit: Any, device_id: int) -> int:
-    """``MAX_WORKSPACE_BYTES`` for ``memory_limit`` on ``device_id`` (memoised: it parses strings)."""
-    key = (memory_limit, device_id)
+def workspace_cap(memory_limit: Any, device_id: int, *, autotune: bool = False) -> int:
+    """``MAX_WORKSPACE_BYTES`` for ``memory_limit`` on ``device_id`` (memoised: it parses strings);
+    ``autotune``: the cap of autotuning's extra candidates."""
+    key = (memory_limit, device_id, autotune)
     cap = _CAPS.get(key)
     if cap is None:
-        cap = _CAPS[key] = workspace_limit_bytes(memory_limit, _handles.device_info(device_id).total_memory)
+        total = _handles.device_info(device_id).total_memory
+        cap = _CAPS[key] = workspace_limit_bytes(memory_limit, total, autotune=autotune)
     return cap
 
 
 def _preference_settings(
-    spec: Spec, prefs: MatmulPlanPreferences, aligns: tuple[int, ...]
+    spec: Spec, prefs: MatmulPlanPreferences, aligns: tuple[int, ...], cap: int | None = None
 ) -> list[tuple[str, Any]]:
-    """The preference attributes to set, ``MAX_WORKSPACE_BYTES`` first."""
-    cap = workspace_cap(spec.options.memory_limit, spec.device_id)
+    """The preference attributes to set, ``MAX_WORKSPACE_BYTES`` (``cap``, default: the plan's) first."""
+    if cap is None:
+        cap = workspace_cap(spec.options.memory_limit, spec.device_id)
     settings: list[tuple[str, Any]] = [("MAX_WORKSPACE_BYTES", cap)]
     settings += [
         (f"MIN_ALIGNMENT_{n}_BYTES", a) for n, a in zip("ABCD", aligns) if a != _handles.MAX_ALIGNMENT
@@ -366,6 +369,47 @@ def row_plan(
     except (NotSupportedError, lt.cuBLASLtError) as exc:
         log.info("Matmul: autotuning tries the default formulation only: %s", exc)
         return None
+
+
+def widen(
+    plan: Plan, spec: Spec, prefs: MatmulPlanPreferences | None, handle: int,
+    log: logging.Logger | logging.LoggerAdapter,
+) -> int:  # fmt: skip
+    """Append to ``plan``'s candidates the algorithms cuBLASLt offers its problem with autotuning's
+    larger workspace cap (:data:`~._options.AUTOTUNE_WORKSPACE_CAP` under the default ``memory_limit``);
+    return how many were new.
+
+    The descriptor and layouts are the plan's, so the extra candidates run as its own do. Nothing is
+    added when the caps are equal (an explicit ``memory_limit``) or the plan was given its algorithms
+    (``prefs`` is ``None``).
+    """
+    if prefs is None:
+        return 0
+    cap = workspace_cap(spec.options.memory_limit, spec.device_id, autotune=True)
+    if cap <= plan.workspace_cap:
+        return 0
+    pref = Preference(_preference_settings(spec, prefs, plan.alignments, cap))
+    try:
+        found = _algorithm.query_heuristics(handle, plan.desc.ptr, plan.layouts.ptrs, pref.ptr, prefs.limit)
+    except lt.cuBLASLtError as exc:
+        log.info("Matmul: no candidates with a %d-byte workspace: %s", cap, exc)
+        return 0
+    finally:
+        pref.close()
+    seen = {a.to_bytes()[:64] for a in plan.algorithms}
+    new = [a for a in found if a.to_bytes()[:64] not in seen]
+    plan.algorithms.extend(new)
+    return len(new)
+
+
+def trim_workspace(plan: Plan) -> None:
+    """Drop the candidates after the first whose workspace exceeds both the plan's cap and the first's
+    (after autotuning: a losing wide candidate must not size the workspace every execution uses)."""
+    algorithms = plan.algorithms
+    if not algorithms:
+        return
+    limit = max(plan.workspace_cap, algorithms[0].workspace_size)
+    plan.algorithms = [algorithms[0]] + [a for a in algorithms[1:] if a.workspace_size <= limit]
 
 
 def row_order_possible(spec: Spec, epilog: Any, epilog_inputs: Any) -> bool:

@@ -35,7 +35,7 @@ from nvmath.linalg.advanced._options import (
     MatmulPlanPreferences,
     MatmulQuantizationScales,
 )
-from nvmath.linalg.advanced._plan import Plan, Spec, build_plan, row_order_possible, row_plan
+from nvmath.linalg.advanced._plan import Plan, Spec, build_plan, row_order_possible
 from nvmath.linalg.advanced._reset import reset
 from nvmath.linalg.advanced._results import ResultMaker, deliver, deliver_host
 from nvmath.linalg.advanced._spec import place, specify
@@ -396,6 +396,9 @@ class Matmul:
 
         For row-major operands without an epilog, the candidates of the ``ORDER_ROW`` formulation of the
         same product (another heuristic answer) are timed too; if one wins, that formulation is installed.
+        With the default ``memory_limit``, the algorithms cuBLASLt offers with a workspace of up to
+        1 GiB (not the plan's 32 MiB) are candidates too (split-K kernels of
+        skinny products); one that wins keeps its larger workspace.
 
         Args:
             iterations: timed runs per algorithm (the median decides).
@@ -409,31 +412,9 @@ class Matmul:
         handle = self._get_stream(stream)
         current = self._plan
         assert current is not None
-        alt = row_plan(
-            self._spec,
-            self._slots,
-            self._scales,
-            self._plan_prefs,
-            current,
-            handle,
-            self._handle(),
-            self._log,
-        )
-        try:
-            with log_phase(self._log, "Matmul: autotuning"):
-                plan, order = _autotune.tuned_plan(self, current, alt, handle, iterations)
-        except BaseException:
-            if alt is not None:
-                alt.close()
-            raise
-        if plan is not current:
-            self._commit(plan, retire=True)  # the ORDER_ROW formulation won
-        elif alt is not None:
-            alt.close()
-        plan.algorithms = [plan.algorithms[i] for i in order][: prune or None]
-        self._select(plan.algorithms[0])
-        if release_workspace:
-            self._workspace.release()
+        _autotune.autotune(self, current, handle, iterations, prune)
+        if release_workspace or self._workspace.size > self._algo[1]:
+            self._workspace.release()  # (timing wide candidates may have grown it past the need)
 
     _runner = _autotune.runner  # (plans, handle) -> (run(i), buffers to keep alive)
 

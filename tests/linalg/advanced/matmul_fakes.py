@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal import dtypes, streams
+from nvmath._internal import dtypes, memory, streams
 from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.tensors import dispatch
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
@@ -145,9 +145,11 @@ def gelu_tanh_grad(x):
 class FakeLt:
     """The emulated cuBLASLt entry points and a record of the calls."""
 
-    def __init__(self, count: int = 3, workspace: int = 0):
+    def __init__(self, count: int = 3, workspace: int = 0, wide: int = 0, wide_workspace: int = 48 << 20):
         self.count = count
         self.workspace = workspace
+        self.wide = wide  # extra candidates (markers 200, 201, ...) offered when the cap exceeds 32 MiB
+        self.wide_workspace = wide_workspace
         self.heuristic_calls = 0
         self.matmul_calls: list[dict[str, Any]] = []
         self.preferences: list[dict[str, int]] = []
@@ -159,11 +161,14 @@ class FakeLt:
         self.preferences.append(
             {n: int(lt.matmul_preference_get(pref, lt.MatmulPreferenceAttribute[n])) for n in names}
         )
-        n = min(requested, self.count)
+        extra = self.wide if self.preferences[-1]["MAX_WORKSPACE_BYTES"] > 32 << 20 else 0
+        n = min(requested, self.count + extra)
         recs = np.frombuffer((ctypes.c_char * (requested * HEUR.itemsize)).from_address(results), dtype=HEUR)
         for i in range(n):
-            recs[i]["algo"]["data"][7] = 100 + i  # a marker in an unused word
-            recs[i]["workspace_size"] = self.workspace
+            wide = i >= self.count
+            # a marker in an unused word
+            recs[i]["algo"]["data"][7] = 200 + i - self.count if wide else 100 + i
+            recs[i]["workspace_size"] = self.wide_workspace if wide else self.workspace
             recs[i]["state"] = 0
         count_ref._obj.value = n
         return 0
@@ -273,6 +278,28 @@ def ld_isz(dtype: str) -> int:
     return dtypes.itemsize(dtype)
 
 
+class _HostAllocation:
+    """Workspace memory of the fake GPU: a host buffer."""
+
+    def __init__(self, nbytes: int):
+        self.buffer = np.empty(max(nbytes, 1), dtype=np.uint8)
+        self.ptr, self.size = self.buffer.ctypes.data, nbytes
+
+    def free(self, stream) -> None:
+        self.buffer = None
+
+
+def _ensure_host_workspace(self, nbytes: int, stream) -> int:
+    """``memory.Workspace.ensure`` on the fake GPU (no driver): grows a host buffer."""
+    if self._alloc is None or self._alloc.size < nbytes:
+        self.release()
+        if nbytes == 0:
+            return 0
+        self._alloc = _HostAllocation(nbytes)
+    self._stream = stream
+    return self._alloc.ptr
+
+
 def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
     """Install the fake GPU for one test (undone by ``monkeypatch``); return the :class:`FakeLt`."""
     fake = fake or FakeLt()
@@ -286,6 +313,7 @@ def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
     monkeypatch.setattr(_handles, "device_info", lambda device_id: info)
     monkeypatch.setitem(streams._LIBRARY_STREAMS, 0, streams.StreamHandle(0, 0, "cuda"))
     monkeypatch.setattr(streams, "stream_ctx", lambda handle: contextlib.nullcontext())  # no driver here
+    monkeypatch.setattr(memory.Workspace, "ensure", _ensure_host_workspace)
     monkeypatch.setitem(dispatch._CLASSES, FakeTensor, FakeAdapter)
     monkeypatch.setitem(dispatch._CLASSES, FakeHostTensor, FakeHostAdapter)
     return fake

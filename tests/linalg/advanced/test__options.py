@@ -175,6 +175,17 @@ def test_workspace_limit(limit, device, expected):
     assert O.DEFAULT_WORKSPACE_CAP == 32 * MIB
 
 
+@pytest.mark.parametrize(
+    ("limit", "device", "expected"),
+    [("80%", 141 * 1024**3, 1024**3), ("80%", 100 * MIB, 80 * MIB), ("2 GiB", 141 * 1024**3, 2 * 1024**3)],
+)
+def test_autotune_workspace_limit(limit, device, expected):
+    """autotune's extra candidates may use up to 1 GiB under the default (within 80%); an explicit limit
+    is the same for planning and autotuning."""
+    assert O.workspace_limit_bytes(limit, device, autotune=True) == expected
+    assert O.AUTOTUNE_WORKSPACE_CAP == 1024 * MIB
+
+
 def test_plan_preferences_defaults_and_none_reset():
     """MatmulPlanPreferences has nvmath-python's fields and defaults; None fields are reset."""
     names = [f.name for f in dataclasses.fields(MatmulPlanPreferences)]

@@ -350,6 +350,28 @@ def test_autotune_over_both_formulations_stays_correct(torch):
         assert rel_err(torch, mm.execute(), ref(torch, a) @ ref(torch, b)) < TOL["float32"] * 4
 
 
+def test_wide_workspace_candidates_compute_the_product(torch):
+    """A skinny fp32 product whose split-K kernels need more than 32 MiB: the heuristic offers them
+    under autotuning's cap, each runs with its own workspace and gives the product; after autotuning,
+    every kept algorithm does too and the workspace fits the chosen one."""
+    from nvmath.linalg.advanced import _plan
+
+    a, b = rand(torch, (4096, 4096), "float32"), rand(torch, (4096, 1024), "float32", seed=1)
+    want = ref(torch, a) @ ref(torch, b)
+    with adv.Matmul(a, b) as mm:
+        mm.plan()
+        planned = len(mm.algorithms)
+        _plan.widen(mm._plan, mm._spec, mm._plan_prefs, mm._handle(), mm._log)
+        for algorithm in mm.algorithms[planned:]:
+            assert rel_err(torch, mm.execute(algorithm=algorithm), want) < TOL["float32"] * 4
+    with adv.Matmul(a, b) as mm:
+        mm.plan()
+        mm.autotune(iterations=3)
+        for algorithm in mm.algorithms:
+            assert rel_err(torch, mm.execute(algorithm=algorithm), want) < TOL["float32"] * 4
+        assert mm._algo[1] >= mm.algorithms[0].workspace_size
+
+
 def test_autotune_cache_skips_tuning(torch, tmp_path):
     """With the autotune cache on, a second planner of the problem reuses the stored winner."""
     a, b = rand(torch, (256, 512), "bfloat16"), rand(torch, (512, 256), "bfloat16", seed=1)

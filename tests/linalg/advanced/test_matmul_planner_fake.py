@@ -581,6 +581,105 @@ def test_autotune_tries_only_the_default_formulation(lt, rng, monkeypatch, case)
     assert seen == [3]
 
 
+# ----------------------------------------------------------------------------- wide-workspace candidates
+def _wide_fake(monkeypatch):
+    """The fake GPU whose heuristic offers one more algorithm (marker 200, 48 MiB) above a 32 MiB cap."""
+    return F.install(monkeypatch, F.FakeLt(wide=1))
+
+
+def test_autotune_times_the_candidates_of_a_larger_workspace(rng, monkeypatch):
+    """With the default memory_limit, autotune asks the heuristic again with a 1 GiB cap and times the
+    new candidate; when it wins it runs with its 48 MiB workspace, the product stays right."""
+    from nvmath.linalg.advanced import _autotune
+
+    fake = _wide_fake(monkeypatch)
+    seen: list[int] = []
+    monkeypatch.setattr(_autotune, "tune", _tune_picking(3, seen))
+    a, b = np.asfortranarray(_rand(rng, (5, 4))), _rand(rng, (4, 3))  # no ORDER_ROW formulation
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        mm.plan()
+        assert [a.workspace_size for a in mm.algorithms] == [0, 0, 0]
+        mm.autotune(iterations=2)
+        assert seen == [4] and [p["MAX_WORKSPACE_BYTES"] for p in fake.preferences] == [32 << 20, 1 << 30]
+        assert mm.algorithms[0].workspace_size == 48 << 20 and len(mm.algorithms) == 4
+        _close(mm.execute().array, a @ b)
+        call = fake.matmul_calls[-1]
+        assert call["algo"] == 200 and call["ws_size"] == 48 << 20 and call["ws"] != 0
+
+
+def test_autotune_drops_a_losing_wide_candidate_and_its_workspace(rng, monkeypatch):
+    """When a planned algorithm wins, the wide candidate is dropped, so executions need no 48 MiB."""
+    from nvmath.linalg.advanced import _autotune
+
+    fake = _wide_fake(monkeypatch)
+    monkeypatch.setattr(_autotune, "tune", _tune_picking(1, []))
+    a, b = np.asfortranarray(_rand(rng, (5, 4))), _rand(rng, (4, 3))
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        mm.plan()
+        mm.autotune(iterations=2)
+        assert len(mm.algorithms) == 3 and all(x.workspace_size == 0 for x in mm.algorithms)
+        assert mm._workspace.size == 0  # the tuning workspace was given back
+        _close(mm.execute().array, a @ b)
+        assert fake.matmul_calls[-1]["algo"] == 101 and fake.matmul_calls[-1]["ws_size"] == 0
+
+
+def test_autotune_adds_wide_candidates_to_both_formulations(rng, monkeypatch):
+    """Row-major operands: the default and the ORDER_ROW formulation each get their wide candidate."""
+    from nvmath.linalg.advanced import _autotune
+
+    _wide_fake(monkeypatch)
+    seen: list[int] = []
+    monkeypatch.setattr(_autotune, "tune", _tune_picking(7, seen))
+    a, b = _rand(rng, (5, 4)), _rand(rng, (4, 3))
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        mm.plan()
+        mm.autotune(iterations=2)
+        assert seen == [8] and mm._plan.problem.a.order == Order.ROW
+        assert mm.algorithms[0].workspace_size == 48 << 20
+        _close(mm.execute().array, a @ b)
+
+
+@pytest.mark.parametrize("case", ["explicit memory_limit", "given algorithms"])
+def test_autotune_asks_for_no_wide_candidates(rng, monkeypatch, case):
+    """An explicit memory_limit is the cap of planning and autotuning alike; plan(algorithms=...)
+    means no heuristic query at all."""
+    from nvmath.linalg.advanced import _autotune
+
+    fake = _wide_fake(monkeypatch)
+    seen: list[int] = []
+    monkeypatch.setattr(_autotune, "tune", _tune_picking(0, seen))
+    a, b = np.asfortranarray(_rand(rng, (5, 4))), _rand(rng, (4, 3))
+    options = {"memory_limit": 16 << 20} if case == "explicit memory_limit" else None
+    with adv.Matmul(F.fake(a), F.fake(b), options=options) as mm:
+        if case == "given algorithms":
+            with adv.Matmul(F.fake(a), F.fake(b)) as other:
+                mm.plan(algorithms=[adv.Algorithm.from_numpy(x.as_numpy()) for x in other.plan()])
+        else:
+            mm.plan()
+        calls = fake.heuristic_calls
+        mm.autotune(iterations=2)
+        assert seen == [3] and fake.heuristic_calls == calls
+
+
+def test_failed_autotune_keeps_the_planned_candidates(rng, monkeypatch):
+    """An autotune that fails leaves the planned algorithms as they were (no wide candidate stays)."""
+    from nvmath.linalg.advanced import _autotune
+
+    _wide_fake(monkeypatch)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("timing failed")
+
+    monkeypatch.setattr(_autotune, "tune", broken)
+    a, b = np.asfortranarray(_rand(rng, (5, 4))), _rand(rng, (4, 3))
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        planned = mm.plan()
+        with pytest.raises(RuntimeError, match="timing failed"):
+            mm.autotune(iterations=2)
+        assert mm.algorithms == planned
+        _close(mm.execute().array, a @ b)
+
+
 def test_autotune_cache_remembers_the_row_order_winner(lt, rng, tmp_path, monkeypatch):
     """The winner is stored under its formulation's key; a second planner takes it without timing."""
     from nvmath.linalg.advanced import _autotune, _autotune_cache
