@@ -208,6 +208,11 @@ class Algorithm:
         """The inverse of :meth:`to_bytes`."""
         return cls(np.frombuffer(data, dtype=lt.matmul_heuristic_result_dtype).reshape(()).copy())
 
+    def config_key(self) -> tuple[int, ...]:
+        """Every configuration attribute as raw ints: equal keys run the same kernel configuration
+        (records of two heuristic queries may differ in bytes that are not configuration)."""
+        return tuple(int(lt.matmul_algo_config_get(self.algo_ptr, int(code))) for code in _CONFIG)
+
     def _set_workspace_size(self, nbytes: int) -> None:
         self._record["workspace_size"] = nbytes
 

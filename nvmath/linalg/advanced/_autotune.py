@@ -110,6 +110,9 @@ class Decision:
     """Per candidate, its paired comparison with candidate 0 (candidate 0: ratio 1, spread 0)."""
     challenger: int | None = None
     """The best qualifying challenger (before confirmation), or ``None``."""
+    promising: int | None = None
+    """Without a qualifier: the fastest challenger by at least ``MIN_GAIN`` on the median ratio (its
+    rounds too noisy to qualify), which the head-to-head may still confirm; else ``None``."""
     confirmation: Comparison | None = field(default=None)
     """The head-to-head comparison of the challenger, when one was measured."""
 
@@ -123,12 +126,11 @@ class Decision:
         for i, c in enumerate(self.comparisons[1:], start=1):
             parts.append(f"#{i} x{c.ratio:.3f} (needs < x{1 - c.margin:.3f})")
         text = "; ".join(parts)
-        if self.challenger is not None and self.confirmation is not None:
+        dueled = self.challenger if self.challenger is not None else self.promising
+        if dueled is not None and self.confirmation is not None:
             c = self.confirmation
-            verdict = "confirmed" if self.chosen == self.challenger else "not confirmed"
-            text += (
-                f"; head-to-head #{self.challenger} x{c.ratio:.3f} (needs < x{1 - c.margin:.3f}): {verdict}"
-            )
+            verdict = "confirmed" if self.chosen == dueled else "not confirmed"
+            text += f"; head-to-head #{dueled} x{c.ratio:.3f} (needs < x{1 - c.margin:.3f}): {verdict}"
         return text + f"; chose #{self.chosen}"
 
 
@@ -148,7 +150,10 @@ def choose(samples: Sequence[Sequence[float]]) -> Decision:
     qualifiers = [i for i in ranked if i != 0 and comparisons[i].wins]
     best = qualifiers[0] if qualifiers else 0
     order = [best] + [i for i in ranked if i != best]
-    return Decision(order, timings, comparisons, challenger=best if best != 0 else None)
+    promising = None
+    if not qualifiers:
+        promising = next((i for i in ranked if i != 0 and comparisons[i].ratio < 1.0 - MIN_GAIN), None)
+    return Decision(order, timings, comparisons, challenger=best if best != 0 else None, promising=promising)
 
 
 def _keep_first(decision: Decision) -> None:
@@ -224,7 +229,10 @@ def tune(
     The candidates run in paired rounds with an L2 flush before each timed call (:func:`measure`);
     :func:`choose` decides. A challenger must also win a head-to-head re-measurement against
     candidate 0 (``iterations`` paired rounds of :data:`DUEL_BURST` back-to-back calls each,
-    alternating which runs first), otherwise candidate 0 stays first.
+    alternating which runs first), otherwise candidate 0 stays first. When no challenger qualifies
+    because the flushed single-call rounds are too noisy (their spread exceeds the gain), the fastest
+    one by at least ``MIN_GAIN`` gets that head-to-head, and takes first place only by winning it
+    beyond the head-to-head's own spread.
 
     Args:
         run: enqueues candidate ``i`` on the stream.
@@ -268,13 +276,18 @@ def decide(
     :func:`measure` does with the stream, flusher and device bound).
     """
     decision = choose(timer(run, count, iterations=iterations))
-    challenger = decision.challenger
+    challenger = decision.challenger if decision.challenger is not None else decision.promising
     if challenger is not None:
         pair = (0, challenger)
         duel = timer(lambda j: run(pair[j]), 2, iterations=iterations, burst=DUEL_BURST)
         decision.confirmation = compare(duel[1], duel[0])
         if not decision.confirmation.wins:
-            _keep_first(decision)
+            if decision.challenger is not None:
+                _keep_first(decision)
+        elif decision.challenger is None:  # a promising challenger won the less noisy head-to-head
+            decision.challenger = challenger
+            decision.order.remove(challenger)
+            decision.order.insert(0, challenger)
     if log is not None:
         log.info(
             "Matmul: autotune decision over %d paired rounds (x = time / first choice's time): %s",

@@ -396,8 +396,8 @@ def widen(
         return 0
     finally:
         pref.close()
-    seen = {a.to_bytes()[:64] for a in plan.algorithms}
-    new = [a for a in found if a.to_bytes()[:64] not in seen]
+    seen = {a.config_key() for a in plan.algorithms}
+    new = [a for a in found if a.config_key() not in seen]
     plan.algorithms.extend(new)
     return len(new)
 

@@ -166,8 +166,12 @@ class FakeLt:
         recs = np.frombuffer((ctypes.c_char * (requested * HEUR.itemsize)).from_address(results), dtype=HEUR)
         for i in range(n):
             wide = i >= self.count
-            # a marker in an unused word
+            # a marker in an unused word; wide candidates also differ in their configuration (split-K)
             recs[i]["algo"]["data"][7] = 200 + i - self.count if wide else 100 + i
+            if wide:
+                lt.matmul_algo_config_set(
+                    results + i * HEUR.itemsize, int(lt.MatmulAlgoConfigAttribute.SPLITK_NUM), 2 + i
+                )
             recs[i]["workspace_size"] = self.wide_workspace if wide else self.workspace
             recs[i]["state"] = 0
         count_ref._obj.value = n

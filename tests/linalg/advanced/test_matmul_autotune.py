@@ -170,6 +170,26 @@ def test_a_real_win_is_taken_despite_drift_and_noise(seed):
     assert decision.confirmation is not None and decision.confirmation.wins
 
 
+def test_noisy_rounds_send_a_promising_challenger_to_the_head_to_head():
+    """±10 % noise per flushed call hides a 7 % win from the first rounds' margin; the fastest
+    challenger by >= 1 % still gets the head-to-head (bursts: less noise) and wins it in most runs."""
+    wins = 0
+    for seed in range(10):
+        gpu = FakeGPU([1.0, 0.93], noise=0.1, seed=seed)
+        decision = decide(gpu.timer, gpu.run, 2, iterations=10)
+        if decision.challenger is None:  # not qualified in the rounds: the promising path
+            assert decision.promising == 1 and decision.confirmation is not None
+        wins += decision.chosen == 1
+    assert wins >= 8
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_noise_never_promotes_a_slower_challenger(seed):
+    """With ±10 % noise a challenger 1-3 % slower is never chosen, promising or not."""
+    gpu = FakeGPU([1.0, 1.01, 1.03], noise=0.1, seed=seed)
+    assert decide(gpu.timer, gpu.run, 3, iterations=10).chosen == 0
+
+
 def test_step_throttle_midway_does_not_decide():
     """A sudden 15 % clock drop halfway through hits every candidate of a round alike."""
     gpu = FakeGPU([1.0, 0.995], drift=lambda n: 1.0 if n < 12 else 1.15)

@@ -112,6 +112,21 @@ def test_algorithm_config_properties(cublaslt):
         alg.split_k = "four"
 
 
+def test_algorithm_config_key_ignores_non_configuration_bytes(cublaslt):
+    """config_key() is equal for records differing only outside the configuration and differs when
+    a configuration attribute (split-K) does: what autotuning deduplicates candidates by."""
+    one, two = (
+        np.zeros((), dtype=lt.matmul_heuristic_result_dtype),
+        np.zeros((), dtype=lt.matmul_heuristic_result_dtype),
+    )
+    one["algo"]["data"][7], two["algo"]["data"][7] = 1, 2
+    a, b = adv.Algorithm(one), adv.Algorithm(two)
+    a.tile = b.tile = (64, 128)
+    assert a.to_bytes() != b.to_bytes() and a.config_key() == b.config_key()
+    b.split_k = 3
+    assert a.config_key() != b.config_key() and len(a.config_key()) == len(lt.MatmulAlgoConfigAttribute)
+
+
 def test_pointer_alignment():
     """pointer_alignment is the largest power of two dividing the address, capped at 256."""
     assert [_handles.pointer_alignment(p) for p in (0, 4, 48, 256, 4096, 0x7F00_0000_0010)] == [
