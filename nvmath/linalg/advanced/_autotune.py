@@ -120,13 +120,19 @@ class Decision:
     def chosen(self) -> int:
         return self.order[0]
 
+    @property
+    def dueled(self) -> int | None:
+        """The candidate the head-to-head measures against candidate 0: the challenger, else the
+        promising one, else ``None``."""
+        return self.challenger if self.challenger is not None else self.promising
+
     def describe(self) -> str:
         """A one-line account: first choice, each challenger's ratio and margin, the winner."""
         parts = [f"first choice #0 {self.timings[0][0]:.4f} ms"]
         for i, c in enumerate(self.comparisons[1:], start=1):
             parts.append(f"#{i} x{c.ratio:.3f} (needs < x{1 - c.margin:.3f})")
         text = "; ".join(parts)
-        dueled = self.challenger if self.challenger is not None else self.promising
+        dueled = self.dueled
         if dueled is not None and self.confirmation is not None:
             c = self.confirmation
             verdict = "confirmed" if self.chosen == dueled else "not confirmed"
@@ -156,10 +162,10 @@ def choose(samples: Sequence[Sequence[float]]) -> Decision:
     return Decision(order, timings, comparisons, challenger=best if best != 0 else None, promising=promising)
 
 
-def _keep_first(decision: Decision) -> None:
-    """Put candidate 0 back first (a challenger not confirmed), the rest unchanged in order."""
-    decision.order.remove(0)
-    decision.order.insert(0, 0)
+def _put_first(decision: Decision, index: int) -> None:
+    """Move candidate ``index`` to the front (the head-to-head's verdict), the rest unchanged in order."""
+    decision.order.remove(index)
+    decision.order.insert(0, index)
 
 
 def measure(
@@ -276,18 +282,12 @@ def decide(
     :func:`measure` does with the stream, flusher and device bound).
     """
     decision = choose(timer(run, count, iterations=iterations))
-    challenger = decision.challenger if decision.challenger is not None else decision.promising
-    if challenger is not None:
-        pair = (0, challenger)
+    dueled = decision.dueled
+    if dueled is not None:
+        pair = (0, dueled)
         duel = timer(lambda j: run(pair[j]), 2, iterations=iterations, burst=DUEL_BURST)
         decision.confirmation = compare(duel[1], duel[0])
-        if not decision.confirmation.wins:
-            if decision.challenger is not None:
-                _keep_first(decision)
-        elif decision.challenger is None:  # a promising challenger won the less noisy head-to-head
-            decision.challenger = challenger
-            decision.order.remove(challenger)
-            decision.order.insert(0, challenger)
+        _put_first(decision, dueled if decision.confirmation.wins else 0)
     if log is not None:
         log.info(
             "Matmul: autotune decision over %d paired rounds (x = time / first choice's time): %s",

@@ -285,23 +285,12 @@ def ld_isz(dtype: str) -> int:
 class _HostAllocation:
     """Workspace memory of the fake GPU: a host buffer."""
 
-    def __init__(self, nbytes: int):
+    def __init__(self, nbytes: int, **kwargs):
         self.buffer = np.empty(max(nbytes, 1), dtype=np.uint8)
         self.ptr, self.size = self.buffer.ctypes.data, nbytes
 
     def free(self, stream) -> None:
         self.buffer = None
-
-
-def _ensure_host_workspace(self, nbytes: int, stream) -> int:
-    """``memory.Workspace.ensure`` on the fake GPU (no driver): grows a host buffer."""
-    if self._alloc is None or self._alloc.size < nbytes:
-        self.release()
-        if nbytes == 0:
-            return 0
-        self._alloc = _HostAllocation(nbytes)
-    self._stream = stream
-    return self._alloc.ptr
 
 
 def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
@@ -317,7 +306,7 @@ def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
     monkeypatch.setattr(_handles, "device_info", lambda device_id: info)
     monkeypatch.setitem(streams._LIBRARY_STREAMS, 0, streams.StreamHandle(0, 0, "cuda"))
     monkeypatch.setattr(streams, "stream_ctx", lambda handle: contextlib.nullcontext())  # no driver here
-    monkeypatch.setattr(memory.Workspace, "ensure", _ensure_host_workspace)
+    monkeypatch.setattr(memory, "allocate", _HostAllocation)  # what Workspace.ensure allocates with
     monkeypatch.setitem(dispatch._CLASSES, FakeTensor, FakeAdapter)
     monkeypatch.setitem(dispatch._CLASSES, FakeHostTensor, FakeHostAdapter)
     return fake
