@@ -48,16 +48,29 @@ import enum
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from nvmath._errors import InvalidPlannerState
 
-__all__ = ["Lifecycle", "PlannerState", "StateGuard", "requires"]
+__all__ = ["FreedOnExit", "Lifecycle", "PlannerState", "StateGuard", "requires"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _STATE_MASK = 0b0111
 _RELEASED = 0b1000
+
+
+class FreedOnExit:
+    """Mixin of the planners: ``with Planner(...) as p:`` calls ``p.free()`` on leaving the block."""
+
+    def free(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()
 
 
 class PlannerState(enum.Enum):

@@ -10,14 +10,14 @@ the plans launched. CPU execution goes through ``scipy.fft`` (:mod:`nvmath.fft._
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any
 
 from nvmath._errors import InvalidFFTState
 from nvmath._internal import dtypes, streams
 from nvmath._internal.execution import ExecutionCPU, resolve_execution
 from nvmath._internal.logging import debug, get_logger, log_phase
 from nvmath._internal.options import check_or_create_options
-from nvmath._internal.state import Lifecycle, PlannerState, requires
+from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.tensors import wrap
 from nvmath._internal.tensors.base import TensorAdapter
 from nvmath.fft import _cpu
@@ -54,7 +54,7 @@ _ALLOWED = {
 }
 
 
-class FFT:
+class FFT(FreedOnExit):
     """A planned N-D FFT of one operand layout, executed as often as needed.
 
     Args:
@@ -526,12 +526,6 @@ class FFT:
             free()
         self._operand = None
         self._lifecycle.mark_freed()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.free()
 
     def __repr__(self) -> str:
         t = self._traits

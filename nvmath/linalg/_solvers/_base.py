@@ -28,7 +28,7 @@ from nvmath._internal import devices, streams
 from nvmath._internal.execution import ExecutionCPU, ExecutionCUDA, resolve_execution
 from nvmath._internal.logging import get_logger, log_phase
 from nvmath._internal.options import check_or_create_options
-from nvmath._internal.state import Lifecycle, PlannerState, requires
+from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.tensors import TensorAdapter, is_dense, wrap
 from nvmath.linalg._solvers import _cpu
 from nvmath.linalg._solvers._common import (
@@ -76,7 +76,7 @@ def device_view(
     return DeviceArray(ptr, tuple(shape), tuple(strides), adapter.dtype, adapter.device_id, adapter)
 
 
-class SolverBase:
+class SolverBase(FreedOnExit):
     """Shared machinery of the dense-solver planners (see the module docstring)."""
 
     _NAME: ClassVar[str] = "Solver"
@@ -249,12 +249,6 @@ class SolverBase:
         """Release every resource (waits for the object's stream); idempotent."""
         with self._lock:
             self._free()
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.free()
 
     # ------------------------------------------------------------------ execution helpers
     def _phase(self, name: str) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from nvmath._internal.dtypes import to_numpy_dtype
 from nvmath._internal.logging import debug, get_logger, log_phase
 from nvmath._internal.memory import Workspace
 from nvmath._internal.options import check_int, check_or_create_options
-from nvmath._internal.state import Lifecycle, PlannerState, requires
+from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap_operands
 from nvmath.bindings import cublasLt as lt
@@ -47,7 +47,7 @@ _DEFAULTS = (MatmulOptions(), MatmulPlanPreferences(), MatmulQuantizationScales(
 """Default option objects (frozen), shared to skip their validation on every construction."""
 
 
-class Matmul:
+class Matmul(FreedOnExit):
     """A stateful ``epilog(alpha * a @ b + beta * c)`` on cuBLASLt: plan once, execute many times.
 
     Args:
@@ -556,12 +556,6 @@ class Matmul:
         for slot in self._slots.values():
             slot.release()
         self._lifecycle.mark_freed()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.free()
 
     def __repr__(self) -> str:
         t = self._spec.types
