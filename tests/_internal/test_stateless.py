@@ -1,0 +1,79 @@
+"""Tests of nvmath._internal.stateless: the one key -> cache -> entry -> planner path of stateless calls."""
+
+from __future__ import annotations
+
+import pytest
+
+from nvmath._internal.plan_cache import PlanCache
+from nvmath._internal.stateless import CachedPlan, call_cached
+
+
+class Planner:
+    """A fake planner: counts runs and frees; run_cached returns its arguments."""
+
+    def __init__(self):
+        self.runs, self.frees, self.is_planned = 0, 0, True
+
+    def run_cached(self, *args):
+        self.runs += 1
+        return args
+
+    def free(self):
+        self.frees += 1
+        self.is_planned = False
+
+
+def test_miss_builds_then_hit_reuses():
+    """A miss builds and caches one entry; a hit runs the same planner without building again."""
+    cache: PlanCache = PlanCache(4)
+    built = []
+
+    def build():
+        built.append(CachedPlan(Planner()))
+        return built[-1]
+
+    assert call_cached(cache, "k", build, 1, 2) == (1, 2)
+    assert call_cached(cache, "k", build, 3) == (3,)
+    assert len(built) == 1 and built[0].planner.runs == 2
+    assert cache.stats.hits == 1 and cache.stats.misses == 1
+
+
+def test_none_key_plans_runs_and_frees():
+    """An uncacheable call (key None) plans, runs and frees its planner, caching nothing."""
+    cache: PlanCache = PlanCache(4)
+    entry = CachedPlan(Planner())
+    assert call_cached(cache, None, lambda: entry, "x") == ("x",)
+    assert entry.planner.frees == 1 and len(cache) == 0
+
+
+def test_freed_entry_is_not_used():
+    """An entry whose planner was freed after the lookup is rebuilt through the cache, not run."""
+    cache: PlanCache = PlanCache(4)
+    stale = CachedPlan(Planner())
+    cache.put("k", stale)
+    stale.planner.is_planned = False
+    fresh = CachedPlan(Planner())
+    cache.discard("k")
+    assert call_cached(cache, "k", lambda: fresh, 7) == (7,)
+    assert stale.planner.runs == 0 and fresh.planner.runs == 1
+
+
+def test_failed_build_caches_nothing():
+    """A factory that raises propagates its error and leaves no entry behind."""
+    cache: PlanCache = PlanCache(4)
+
+    def build():
+        raise ValueError("bad operand")
+
+    with pytest.raises(ValueError, match="bad operand"):
+        call_cached(cache, "k", build)
+    assert len(cache) == 0
+
+
+def test_eviction_frees_under_the_lock():
+    """Evicting an entry frees its planner (through CachedPlan.free)."""
+    cache: PlanCache = PlanCache(1)
+    first = CachedPlan(Planner())
+    call_cached(cache, "a", lambda: first)
+    call_cached(cache, "b", lambda: CachedPlan(Planner()))
+    assert first.planner.frees == 1
