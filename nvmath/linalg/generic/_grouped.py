@@ -28,7 +28,7 @@ from nvmath.linalg.generic._batching import batch_plan
 from nvmath.linalg.generic._cublas import TYPES
 from nvmath.linalg.generic._traits import Traits
 
-__all__ = ["GroupedProgram", "make_grouped"]
+__all__ = ["GroupedProgram", "make_grouped", "upload"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,12 @@ def make_grouped(traits: list[Traits]) -> GroupedProgram | None:
         logger.debug("explicit batch of %d problems runs as a loop of launches", len(traits))
         return None
     return GroupedProgram(traits)
+
+
+def upload(dst: int, host: np.ndarray, stream: Any) -> None:
+    """Queue the copy of ``host`` to device address ``dst`` on ``stream`` (``host`` may be reused on return)."""
+    drv = devices.driver()
+    devices.check(drv.cuMemcpyHtoDAsync(dst, host.ctypes.data, host.nbytes, stream.ptr), "cuMemcpyHtoDAsync")
 
 
 def _ints(values: list[int]) -> Any:
@@ -103,11 +109,7 @@ class GroupedProgram:
         self._fill(ptrs)
         raw = self._pointers.tobytes()
         if self._uploaded != (scratch, raw):
-            drv = devices.driver()
-            devices.check(
-                drv.cuMemcpyHtoDAsync(scratch, self._pointers.ctypes.data, self._pointers.nbytes, stream.ptr),
-                "cuMemcpyHtoDAsync",
-            )
+            upload(scratch, self._pointers, stream)
             self._uploaded = (scratch, raw)
         for j, i in enumerate(self.live):
             self.alphas[j] = alphas[i]

@@ -199,7 +199,7 @@ class Matmul(FreedOnExit):
             handle = get_handle(dev)
             bind(handle, sh, ws, WORKSPACE_BYTES)
             if self._grouped is not None:
-                self._grouped.launch(handle, sh, [s[0] for s in staged], self._alphas, self._betas, self._has_c, scratch)
+                self._launch_grouped(handle, sh, staged, scratch)
             else:
                 for prog, s, x, y in zip(self._programs, staged, self._alphas, self._betas):
                     prog.launch(handle, sh, s[0], x, y, self._has_c, scratch)
@@ -208,6 +208,19 @@ class Matmul(FreedOnExit):
                 streams.synchronize(sh)
         self._keep = [s[2] for s in staged]
         return results
+
+    def _launch_grouped(self, handle: int, sh: Any, staged: list[Any], scratch: int) -> None:
+        from nvmath.bindings.cublas import Status, cuBLASError
+
+        try:
+            self._grouped.launch(handle, sh, [s[0] for s in staged], self._alphas, self._betas, self._has_c, scratch)
+        except cuBLASError as exc:  # this cuBLAS refuses the grouped form for these types: loop instead
+            if exc.status not in (Status.NOT_SUPPORTED, Status.INVALID_VALUE):
+                raise
+            self._logger.warning("grouped GEMM refused (%s): running the sequence as a loop of launches", exc)
+            self._grouped = None
+            for prog, s, x, y in zip(self._programs, staged, self._alphas, self._betas):
+                prog.launch(handle, sh, s[0], x, y, self._has_c, scratch)
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def reset_operands(

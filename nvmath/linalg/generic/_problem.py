@@ -28,18 +28,37 @@ from nvmath.linalg.generic._traits import CPU_DTYPES, GPU_DTYPES, OperandInfo, T
 __all__ = ["Problem", "materialize"]
 
 
-def materialize(tensor: Any, package: str, conjugate: bool, layout: str) -> Any:
-    """A copy of ``tensor`` (logical values, conjugated if asked) in ``layout`` ("row" or "col")."""
-    if package == "torch":
-        y = (tensor.conj() if conjugate else tensor).resolve_conj()
-        if layout == "col" and y.ndim >= 2:
-            return y.transpose(-1, -2).contiguous().transpose(-1, -2)
-        return y.contiguous()
-    xp = sys.modules["cupy"] if package == "cupy" else np
+def _torch_copy(tensor: Any, conjugate: bool, layout: str) -> Any:
+    y = (tensor.conj() if conjugate else tensor).resolve_conj()
+    if layout == "col" and y.ndim >= 2:
+        return y.transpose(-1, -2).contiguous().transpose(-1, -2)
+    return y.contiguous().clone() if y is tensor else y.contiguous()
+
+
+def _array_copy(xp: Any, tensor: Any, conjugate: bool, layout: str) -> Any:
     y = xp.conj(tensor) if conjugate else tensor
     if layout == "col" and y.ndim >= 2:
         return xp.ascontiguousarray(y.swapaxes(-1, -2)).swapaxes(-1, -2)
-    return xp.ascontiguousarray(y) if y is not tensor else y.copy()
+    return xp.array(y, order="C", copy=True)
+
+
+MATERIALIZERS: dict[str, Any] = {
+    "torch": _torch_copy,
+    "numpy": lambda t, conj, layout: _array_copy(np, t, conj, layout),
+    "cupy": lambda t, conj, layout: _array_copy(sys.modules["cupy"], t, conj, layout),
+}
+"""Package -> ``copy(tensor, conjugate, layout)`` making a BLAS-readable copy (see :func:`materialize`)."""
+
+
+def materialize(tensor: Any, package: str, conjugate: bool, layout: str) -> Any:
+    """A copy of ``tensor`` (its logical values, conjugated if asked) in ``layout`` ("row" or "col")."""
+    copy = MATERIALIZERS.get(package)
+    if copy is None:
+        raise ValueError(
+            f"{package} operands in this layout / conjugation need a copy that nvmath cannot make for "
+            "that package; pass a row- or column-major operand without conjugation"
+        )
+    return copy(tensor, conjugate, layout)
 
 
 def _info(op: TensorAdapter, q: Qualifier) -> OperandInfo:

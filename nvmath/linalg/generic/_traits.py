@@ -138,6 +138,8 @@ def _batch_strides(shape: tuple[int, ...], strides: tuple[int, ...], batch: tupl
 
 def _layouts(rows: int, cols: int, s0: int, s1: int) -> dict[str, int]:
     """The BLAS-readable layouts of a ``rows x cols`` matrix: ``{"row": ld, "col": ld}`` (maybe empty)."""
+    if rows == 0 or cols == 0:  # nothing is read: any layout will do
+        return {"row": max(cols, 1), "col": max(rows, 1)}
     found = {}
     if s1 == 1 or cols == 1:
         ld = s0 if rows > 1 else max(cols, 1)
