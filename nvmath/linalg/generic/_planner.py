@@ -252,9 +252,9 @@ class Matmul(FreedOnExit):
         count = len(self._problems)
         new = [dict(p.ops or {}) for p in self._problems]
         for name, value in given.items():
-            if self._sequence != is_sequence(value):
-                raise ValueError(f"reset_operands: {name} must be {'a sequence' if self._sequence else 'a tensor'} as planned")
-            values = _fit(list(value), count, name) if self._sequence else [value]
+            if not self._sequence and is_sequence(value):
+                raise ValueError(f"reset_operands: {name} is a sequence but the Matmul was planned for tensors")
+            values = _fit(_listed(value), count, name) if self._sequence else [value]
             for i, x in enumerate(values):
                 op = wrap(x, f"operand '{name}'")
                 if check and self._problems[i].ops is not None:
