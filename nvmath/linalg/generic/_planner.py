@@ -23,6 +23,7 @@ from nvmath._internal.options import check_or_create_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.tensors import TensorAdapter, check_consistent, wrap
 from nvmath.linalg.generic._batching import is_sequence, zip_broadcast
+from nvmath.linalg.generic._fast import fast_entry
 from nvmath.linalg.generic._options import MatmulOptions, get_logger
 from nvmath.linalg.generic._problem import Problem
 from nvmath.linalg.generic._qualifiers import parse_qualifiers
@@ -126,6 +127,7 @@ class Matmul(FreedOnExit):
         self._scratch: Workspace | None = None
         self._keep: list[Any] = []
         self._shared_lock: Any = None
+        self._fast: Any = None
         self._lifecycle = Lifecycle("Matmul", MatmulStateError)
         self._logger.info("= SPECIFICATION PHASE = %d problem(s), %s, on the %s", len(ops), dtype,
                           "CPU" if self._cpu else f"GPU {self._device}")  # fmt: skip
@@ -164,7 +166,16 @@ class Matmul(FreedOnExit):
             self._scratch = Workspace(device_id=self._device, package=pkg, allocator=self._options.allocator,
                                       name="generic matmul scratch")  # fmt: skip
             self._programs, self._grouped = programs, grouped
+        self._fast = fast_entry(
+            self._problems, self._programs, cpu=self._cpu, inplace=self._options.inplace, device_id=self._device,
+            num_threads=self._execution.num_threads if self._cpu else None, blocking=self._options.blocking is True,
+            workspace=lambda: (self._workspace, self._shared_lock), check=self._check_scalars,
+        )  # fmt: skip
         self._lifecycle.mark_planned()
+
+    def _check_scalars(self, alpha: Any, beta: Any) -> tuple[Any, Any]:
+        dtype = self._problems[0].traits.dtype
+        return _scalar("alpha", alpha, dtype, 1), _scalar("beta", beta, dtype, 0)
 
     @requires(PlannerState.PLANNED, operands=True)
     def execute(self, *, stream: Any = None) -> Any:
@@ -285,7 +296,7 @@ class Matmul(FreedOnExit):
             if ws is not None and self._shared_lock is None:
                 ws.release()
         self._workspace = self._scratch = None
-        self._programs, self._grouped, self._keep = [], None, []
+        self._programs, self._grouped, self._keep, self._fast = [], None, [], None
         self._lifecycle.mark_freed()
 
     # ------------------------------------------------------------------ the stateless path
@@ -306,6 +317,8 @@ class Matmul(FreedOnExit):
 
     def run_cached(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
         """One stateless call on this planned object with the call's operands (same kind, by the key)."""
+        if self._fast is not None:
+            return self._fast(a, b, c, alpha, beta, stream)
         self._reset(a, b, c, alpha if alpha is not None else 1, beta if beta is not None else 0, check=False)
         try:
             if self._shared_lock is None:
