@@ -111,11 +111,12 @@ def torch_gemm(problem: Any, program: Any, device_id: int, blocking: bool,
 
 
 def fast_entry(
-    problems: list[Any], programs: list[Any], *, cpu: bool, inplace: bool, device_id: Any, num_threads: Any,
+    problems: list[Any], programs: list[Any], *, sequence: bool, cpu: bool, inplace: bool, device_id: Any,
+    num_threads: Any,
     blocking: bool, workspace: Callable[[], tuple[Any, Any]], check: Callable[[Any, Any], tuple[Any, Any]],
 ) -> Callable[..., Any] | None:  # fmt: skip
     """The fast entry of a planned object, or ``None`` when its calls need the general path."""
-    if len(problems) != 1 or inplace:
+    if sequence or inplace:
         return None
     p = problems[0]
     if p.prep or p.traits.kind != "gemm" or p.ops is None:

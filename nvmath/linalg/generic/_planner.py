@@ -167,7 +167,7 @@ class Matmul(FreedOnExit):
                                       name="generic matmul scratch")  # fmt: skip
             self._programs, self._grouped = programs, grouped
         self._fast = fast_entry(
-            self._problems, self._programs, cpu=self._cpu, inplace=self._options.inplace, device_id=self._device,
+            self._problems, self._programs, sequence=self._sequence, cpu=self._cpu, inplace=self._options.inplace, device_id=self._device,
             num_threads=self._execution.num_threads if self._cpu else None, blocking=self._options.blocking is True,
             workspace=lambda: (self._workspace, self._shared_lock), check=self._check_scalars,
         )  # fmt: skip
