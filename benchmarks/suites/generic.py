@@ -44,8 +44,10 @@ def _gemm_data(ctx: Any, shape_a: tuple[int, ...], shape_b: tuple[int, ...], dty
     torch = torch_on_ctx_stream(ctx)
     dt = getattr(torch, dtype)
     nbytes = (_prod(shape_a) + _prod(shape_b)) * dt.itemsize
-    return torch, [(torch_random(torch, shape_a, dt), torch_random(torch, shape_b, dt))
-                   for _ in range(ctx.rotation(nbytes, max_sets=4))]  # fmt: skip
+    return torch, [
+        (torch_random(torch, shape_a, dt), torch_random(torch, shape_b, dt))
+        for _ in range(ctx.rotation(nbytes, max_sets=4))
+    ]
 
 
 def _prod(shape: tuple[int, ...]) -> int:
@@ -187,7 +189,7 @@ register(
         name="seq64-k512-f32",
         setups={"nvmath": _sequence_ours, "torch": _sequence_torch, "nvmath-python": _sequence_ours},
         flops=sum(2.0 * m * n * 512 for m, n in _sequence_shapes()),
-        description="64 float32 problems of mixed shapes (M, N in [64, 1024], K = 512): one call vs a torch loop",
+        description="64 float32 problems (M, N in [64, 1024], K = 512): one call vs a torch loop",
     )
 )
 
@@ -227,7 +229,12 @@ register(
         suite=SUITE,
         name="host-64-stateless",
         mode="host",
-        setups={"nvmath": _host_stateless, "torch": _host_torch, "cupy": _host_cupy, "nvmath-python": _host_stateless},
+        setups={
+            "nvmath": _host_stateless,
+            "torch": _host_torch,
+            "cupy": _host_cupy,
+            "nvmath-python": _host_stateless,
+        },
         description="host us per call, 64^3 float32 on the GPU: stateless matmul vs torch.matmul",
     )
 )
@@ -257,7 +264,7 @@ def _cpu_setups(shape_a: tuple[int, ...], shape_b: tuple[int, ...], dtype: str) 
         return lambda: np.matmul(a, b)
 
     def ours(ctx):
-        np, a, b = data()
+        _np, a, b = data()
         import nvmath
 
         if not hasattr(nvmath.linalg, "ExecutionCPU"):
@@ -279,6 +286,6 @@ for _name, _sa, _sb, _dt in (
             mode="host",
             needs_gpu=False,
             setups=_cpu_setups(_sa, _sb, _dt),
-            description=f"CPU us per call, {_dt} {_sa} @ {_sb}: numpy operands vs numpy.matmul (same BLAS threads)",
+            description=f"CPU us per call, {_dt} {_sa} @ {_sb} vs numpy.matmul (same BLAS threads)",
         )
     )

@@ -37,7 +37,17 @@ from nvmath.bindings.cublas import ComputeType, CudaDataType, Operation
 from nvmath.linalg.generic._batching import batch_plan
 from nvmath.linalg.generic._traits import Traits
 
-__all__ = ["MIRROR_MIN", "PROGRAMS", "TYPES", "WORKSPACE_BYTES", "GpuProgram", "TypeInfo", "bind", "get_handle", "make_program"]
+__all__ = [
+    "MIRROR_MIN",
+    "PROGRAMS",
+    "TYPES",
+    "WORKSPACE_BYTES",
+    "GpuProgram",
+    "TypeInfo",
+    "bind",
+    "get_handle",
+    "make_program",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -181,15 +191,53 @@ class GemmProgram(GpuProgram):
             q1, q2, qd = p1 + off["x1"] * isz, p2 + off["x2"] * isz, pd + off["d"] * isz
             if plan.count == 1:
                 cublas.gemm_ex(
-                    handle, l1.op, l2.op, self.m, self.n, self.k, alpha, q1, ty.data, l1.ld, q2, ty.data, l2.ld,
-                    beta, qd, ty.data, ld.ld, ty.compute, _ALGO,
-                )  # fmt: skip
+                    handle,
+                    l1.op,
+                    l2.op,
+                    self.m,
+                    self.n,
+                    self.k,
+                    alpha,
+                    q1,
+                    ty.data,
+                    l1.ld,
+                    q2,
+                    ty.data,
+                    l2.ld,
+                    beta,
+                    qd,
+                    ty.data,
+                    ld.ld,
+                    ty.compute,
+                    _ALGO,
+                )
             else:
                 st = plan.strides
                 cublas.gemm_strided_batched_ex(
-                    handle, l1.op, l2.op, self.m, self.n, self.k, alpha, q1, ty.data, l1.ld, st["x1"], q2, ty.data,
-                    l2.ld, st["x2"], beta, qd, ty.data, ld.ld, st["d"], plan.count, ty.compute, _ALGO,
-                )  # fmt: skip
+                    handle,
+                    l1.op,
+                    l2.op,
+                    self.m,
+                    self.n,
+                    self.k,
+                    alpha,
+                    q1,
+                    ty.data,
+                    l1.ld,
+                    st["x1"],
+                    q2,
+                    ty.data,
+                    l2.ld,
+                    st["x2"],
+                    beta,
+                    qd,
+                    ty.data,
+                    ld.ld,
+                    st["d"],
+                    plan.count,
+                    ty.compute,
+                    _ALGO,
+                )
 
 
 class _PerMatrix(GpuProgram):
@@ -253,8 +301,21 @@ class SymmProgram(_PerMatrix):
                 p1, p2 = (scratch, px) if t.x1 == t.structured else (px, scratch)
                 self.gemm.run(handle, p1, p2, pd, s.alpha, s.beta)
             else:
-                self.fn(handle, t.side, t.uplo, self.m, self.n, s.alpha, ps, self.ls.ld, px, self.lx.ld, s.beta, pd,
-                        self.ld.ld)  # fmt: skip
+                self.fn(
+                    handle,
+                    t.side,
+                    t.uplo,
+                    self.m,
+                    self.n,
+                    s.alpha,
+                    ps,
+                    self.ls.ld,
+                    px,
+                    self.lx.ld,
+                    s.beta,
+                    pd,
+                    self.ld.ld,
+                )
 
 
 class TrmmProgram(_PerMatrix):
@@ -272,10 +333,38 @@ class TrmmProgram(_PerMatrix):
         t, m, n = self.traits, self.m, self.n
         for ps, px, pd in self.matrices(ptrs):
             out, ldo = (scratch, max(m, 1)) if has_c else (pd, self.ld.ld)
-            self.fn(handle, t.side, t.uplo, self.ls.op, t.diag, m, n, s.alpha, ps, self.ls.ld, px, self.lx.ld, out, ldo)
+            self.fn(
+                handle,
+                t.side,
+                t.uplo,
+                self.ls.op,
+                t.diag,
+                m,
+                n,
+                s.alpha,
+                ps,
+                self.ls.ld,
+                px,
+                self.lx.ld,
+                out,
+                ldo,
+            )
             if has_c:
-                self.geam(handle, Operation.N, Operation.N, m, n, s.one, out, ldo, s.beta, pd, self.ld.ld, pd,
-                          self.ld.ld)  # fmt: skip
+                self.geam(
+                    handle,
+                    Operation.N,
+                    Operation.N,
+                    m,
+                    n,
+                    s.one,
+                    out,
+                    ldo,
+                    s.beta,
+                    pd,
+                    self.ld.ld,
+                    pd,
+                    self.ld.ld,
+                )
 
 
 class DgmmProgram(_PerMatrix):
@@ -310,14 +399,18 @@ PROGRAMS: dict[str, type[GpuProgram]] = {
 """Routine family -> program class."""
 
 
-def make_program(traits: Traits) -> GpuProgram:
-    """The program of ``traits`` (structured kinds need float32/64 or complex64/128)."""
+def make_program(traits: Traits, has_c: bool = True) -> GpuProgram:
+    """The program of ``traits`` (structured kinds need float32/64 or complex64/128); without ``c``,
+    trmm / dgmm write the result directly and need no scratch."""
     if traits.kind != "gemm" and not TYPES[traits.dtype].prefix:
         raise ValueError(
             f"{traits.kind} (a structured qualifier) supports float32, float64, complex64 and complex128; "
             f"got {traits.dtype}: use a general qualifier for float16 / bfloat16"
         )
-    return PROGRAMS[traits.kind](traits)
+    program = PROGRAMS[traits.kind](traits)
+    if not has_c and traits.kind in ("trmm", "dgmm"):
+        program.scratch_bytes = 0
+    return program
 
 
 def bind(handle: int, stream: Any, workspace: int, workspace_bytes: int) -> None:

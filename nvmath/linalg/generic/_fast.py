@@ -58,9 +58,14 @@ def cpu_gemm(problem: Any, check: Callable[[Any, Any], tuple[Any, Any]]) -> Call
     return run
 
 
-def torch_gemm(problem: Any, program: Any, device_id: int, blocking: bool,
-               workspace: Callable[[], tuple[Any, Any]], check: Callable[[Any, Any], tuple[Any, Any]]
-               ) -> Callable[..., Any]:  # fmt: skip
+def torch_gemm(
+    problem: Any,
+    program: Any,
+    device_id: int,
+    blocking: bool,
+    workspace: Callable[[], tuple[Any, Any]],
+    check: Callable[[Any, Any], tuple[Any, Any]],
+) -> Callable[..., Any]:
     """The entry of a GPU GEMM on torch CUDA operands (not in place).
 
     ``workspace()`` gives the planner's current ``(Workspace, lock or None)``.
@@ -81,8 +86,11 @@ def torch_gemm(problem: Any, program: Any, device_id: int, blocking: bool,
         alpha, beta = _checked(alpha, beta, check)
         if stream is None:
             sh = streams.current_stream(dev, "torch")
-            d = torch.empty(shape, dtype=tdt, device=device) if dense_c else torch.empty_strided(
-                shape, strides, dtype=tdt, device=device)  # fmt: skip
+            d = (
+                torch.empty(shape, dtype=tdt, device=device)
+                if dense_c
+                else torch.empty_strided(shape, strides, dtype=tdt, device=device)
+            )
             if has_c:
                 d.copy_(c)
         else:
@@ -111,10 +119,18 @@ def torch_gemm(problem: Any, program: Any, device_id: int, blocking: bool,
 
 
 def fast_entry(
-    problems: list[Any], programs: list[Any], *, sequence: bool, cpu: bool, inplace: bool, device_id: Any,
+    problems: list[Any],
+    programs: list[Any],
+    *,
+    sequence: bool,
+    cpu: bool,
+    inplace: bool,
+    device_id: Any,
     num_threads: Any,
-    blocking: bool, workspace: Callable[[], tuple[Any, Any]], check: Callable[[Any, Any], tuple[Any, Any]],
-) -> Callable[..., Any] | None:  # fmt: skip
+    blocking: bool,
+    workspace: Callable[[], tuple[Any, Any]],
+    check: Callable[[Any, Any], tuple[Any, Any]],
+) -> Callable[..., Any] | None:
     """The fast entry of a planned object, or ``None`` when its calls need the general path."""
     if sequence or inplace:
         return None

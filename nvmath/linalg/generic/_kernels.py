@@ -60,7 +60,9 @@ def mirror(dst: int, src: int, n: int, ld: int, uplo: int, hermitian: bool, dtyp
     """Queue the mirror of one matrix on ``stream`` (a ``StreamHandle``)."""
     if n == 0:
         return
-    kernels = nvrtc.compiled_kernels(_source(), _NAMES, stream.device_id, what="mirror kernels", logger=logger)
+    kernels = nvrtc.compiled_kernels(
+        _source(), _NAMES, stream.device_id, what="mirror kernels", logger=logger
+    )
     kernel = kernels[(dtype, bool(hermitian) and dtype.startswith("complex"))]
     args = (np.uintp(dst), np.uintp(src), np.int64(n), np.int64(ld), np.int32(1 if uplo == 0 else 0))
     nvrtc.launch_1d(kernel, n * n, stream, *args)

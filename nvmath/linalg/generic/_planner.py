@@ -90,9 +90,19 @@ class Matmul(FreedOnExit):
     """
 
     def __init__(
-        self, a: Any, b: Any, /, c: Any = None, *, alpha: Any = None, beta: Any = None, qualifiers: Any = None,
-        options: Any = None, execution: Any = None, stream: Any = None,
-    ):  # fmt: skip
+        self,
+        a: Any,
+        b: Any,
+        /,
+        c: Any = None,
+        *,
+        alpha: Any = None,
+        beta: Any = None,
+        qualifiers: Any = None,
+        options: Any = None,
+        execution: Any = None,
+        stream: Any = None,
+    ):
         self._options = options = check_or_create_options(MatmulOptions, options, "matmul options")
         self._logger = get_logger(options)
         self._sequence = is_sequence(a) or is_sequence(b)
@@ -105,7 +115,9 @@ class Matmul(FreedOnExit):
             raise ValueError("MatmulOptions(inplace=True) needs c: the result is written into it")
         self._has_c = c is not None
         ops = self._wrap_all(a, b, c)
-        package, device_id = check_consistent({f"{n}[{i}]": op for i, p in enumerate(ops) for n, op in p.items()})
+        package, device_id = check_consistent(
+            {f"{n}[{i}]": op for i, p in enumerate(ops) for n, op in p.items()}
+        )
         self._execution = resolve_execution(execution, device_id)
         self._cpu = isinstance(self._execution, ExecutionCPU)
         if self._cpu and device_id != "cpu":
@@ -129,15 +141,21 @@ class Matmul(FreedOnExit):
         self._shared_lock: Any = None
         self._fast: Any = None
         self._lifecycle = Lifecycle("Matmul", MatmulStateError)
-        self._logger.info("= SPECIFICATION PHASE = %d problem(s), %s, on the %s", len(ops), dtype,
-                          "CPU" if self._cpu else f"GPU {self._device}")  # fmt: skip
+        self._logger.info(
+            "= SPECIFICATION PHASE = %d problem(s), %s, on the %s",
+            len(ops),
+            dtype,
+            "CPU" if self._cpu else f"GPU {self._device}",
+        )
 
     # ------------------------------------------------------------------ construction helpers
     def _wrap_all(self, a: Any, b: Any, c: Any) -> list[dict[str, TensorAdapter]]:
         named = {"a": a, "b": b} if c is None else {"a": a, "b": b, "c": c}
         if not self._sequence:
             if is_sequence(c):
-                raise ValueError("c is a sequence but a and b are not: an explicit batch needs a and b sequences")
+                raise ValueError(
+                    "c is a sequence but a and b are not: an explicit batch needs a and b sequences"
+                )
             return [{n: wrap(x, f"operand '{n}'") for n, x in named.items()}]
         length, lists = zip_broadcast(named)
         return [{n: wrap(lists[n][i], f"operand '{n}[{i}]'") for n in named} for i in range(length)]
@@ -158,19 +176,34 @@ class Matmul(FreedOnExit):
             from nvmath.linalg.generic._cublas import make_program
             from nvmath.linalg.generic._grouped import make_grouped
 
-            programs = [make_program(p.traits) for p in self._problems]
+            programs = [make_program(p.traits, self._has_c) for p in self._problems]
             grouped = make_grouped([p.traits for p in self._problems]) if self._sequence else None
             pkg = self._package if self._device_id != "cpu" else "cuda"
-            self._workspace = Workspace(device_id=self._device, package=pkg, allocator=self._options.allocator,
-                                        name="generic matmul workspace")  # fmt: skip
-            self._scratch = Workspace(device_id=self._device, package=pkg, allocator=self._options.allocator,
-                                      name="generic matmul scratch")  # fmt: skip
+            self._workspace = Workspace(
+                device_id=self._device,
+                package=pkg,
+                allocator=self._options.allocator,
+                name="generic matmul workspace",
+            )
+            self._scratch = Workspace(
+                device_id=self._device,
+                package=pkg,
+                allocator=self._options.allocator,
+                name="generic matmul scratch",
+            )
             self._programs, self._grouped = programs, grouped
         self._fast = fast_entry(
-            self._problems, self._programs, sequence=self._sequence, cpu=self._cpu, inplace=self._options.inplace, device_id=self._device,
-            num_threads=self._execution.num_threads if self._cpu else None, blocking=self._options.blocking is True,
-            workspace=lambda: (self._workspace, self._shared_lock), check=self._check_scalars,
-        )  # fmt: skip
+            self._problems,
+            self._programs,
+            sequence=self._sequence,
+            cpu=self._cpu,
+            inplace=self._options.inplace,
+            device_id=self._device,
+            num_threads=self._execution.num_threads if self._cpu else None,
+            blocking=self._options.blocking is True,
+            workspace=lambda: (self._workspace, self._shared_lock),
+            check=self._check_scalars,
+        )
         self._lifecycle.mark_planned()
 
     def _check_scalars(self, alpha: Any, beta: Any) -> tuple[Any, Any]:
@@ -205,7 +238,9 @@ class Matmul(FreedOnExit):
                 streams.stream_wait(sh, streams.current_stream(dev, pkg))  # copies were made there
             staged = [p.stage(dev, sh) for p in self._problems]
             ws = self._workspace.ensure(WORKSPACE_BYTES, sh)
-            need = self._grouped.scratch_bytes if self._grouped else max(g.scratch_bytes for g in self._programs)
+            need = (
+                self._grouped.scratch_bytes if self._grouped else max(g.scratch_bytes for g in self._programs)
+            )
             scratch = self._scratch.ensure(need, sh) if need else 0
             handle = get_handle(dev)
             bind(handle, sh, ws, WORKSPACE_BYTES)
@@ -224,7 +259,9 @@ class Matmul(FreedOnExit):
         from nvmath.bindings.cublas import Status, cuBLASError
 
         try:
-            self._grouped.launch(handle, sh, [s[0] for s in staged], self._alphas, self._betas, self._has_c, scratch)
+            self._grouped.launch(
+                handle, sh, [s[0] for s in staged], self._alphas, self._betas, self._has_c, scratch
+            )
         except cuBLASError as exc:  # this cuBLAS refuses the grouped form for these types: loop instead
             if exc.status not in (Status.NOT_SUPPORTED, Status.INVALID_VALUE):
                 raise
@@ -235,7 +272,14 @@ class Matmul(FreedOnExit):
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def reset_operands(
-        self, *, a: Any = None, b: Any = None, c: Any = None, alpha: Any = None, beta: Any = None, stream: Any = None
+        self,
+        *,
+        a: Any = None,
+        b: Any = None,
+        c: Any = None,
+        alpha: Any = None,
+        beta: Any = None,
+        stream: Any = None,
     ) -> None:
         """Use new operands of the same kind (package, device, dtype, shape, strides) and/or new scalars.
 
@@ -246,7 +290,14 @@ class Matmul(FreedOnExit):
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def reset_operands_unchecked(
-        self, *, a: Any = None, b: Any = None, c: Any = None, alpha: Any = None, beta: Any = None, stream: Any = None
+        self,
+        *,
+        a: Any = None,
+        b: Any = None,
+        c: Any = None,
+        alpha: Any = None,
+        beta: Any = None,
+        stream: Any = None,
     ) -> None:
         """:meth:`reset_operands` without comparing the new operands with the planned ones (the caller
         guarantees they match)."""
@@ -259,12 +310,16 @@ class Matmul(FreedOnExit):
         if self._lifecycle.operands_released:
             missing = [n for n in _NAMES[: 2 + self._has_c] if n not in given]
             if missing:
-                raise ValueError(f"reset_operands after release_operands() needs every operand; missing {missing}")
+                raise ValueError(
+                    f"reset_operands after release_operands() needs every operand; missing {missing}"
+                )
         count = len(self._problems)
         new = [dict(p.ops or {}) for p in self._problems]
         for name, value in given.items():
             if not self._sequence and is_sequence(value):
-                raise ValueError(f"reset_operands: {name} is a sequence but the Matmul was planned for tensors")
+                raise ValueError(
+                    f"reset_operands: {name} is a sequence but the Matmul was planned for tensors"
+                )
             values = _fit(_listed(value), count, name) if self._sequence else [value]
             for i, x in enumerate(values):
                 op = wrap(x, f"operand '{name}'")

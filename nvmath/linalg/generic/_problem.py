@@ -77,7 +77,11 @@ class Problem:
     """
 
     def __init__(
-        self, ops: dict[str, TensorAdapter], quals: tuple[Qualifier, Qualifier, Qualifier], cpu: bool, inplace: bool
+        self,
+        ops: dict[str, TensorAdapter],
+        quals: tuple[Qualifier, Qualifier, Qualifier],
+        cpu: bool,
+        inplace: bool,
     ):
         self.quals = quals
         self.cpu = cpu
@@ -90,11 +94,15 @@ class Problem:
         traits = problem_traits(infos["a"], infos["b"], infos.get("c"), quals, inplace=inplace, dtypes=dtypes)
         self.prep: tuple[tuple[str, bool, str], ...] = ()
         if traits.copies:
-            self.prep = tuple((name, quals[_INDEX[name]].conjugate, traits.order) for name, _ in traits.copies)
+            self.prep = tuple(
+                (name, quals[_INDEX[name]].conjugate, traits.order) for name, _ in traits.copies
+            )
             for name, conjugate, layout in self.prep:
                 op = self._materialized(blas[name], name, conjugate, layout)
                 infos[name] = OperandInfo(tuple(op.shape), tuple(op.strides), op.dtype, False)
-            traits = problem_traits(infos["a"], infos["b"], infos.get("c"), quals, inplace=inplace, dtypes=dtypes)
+            traits = problem_traits(
+                infos["a"], infos["b"], infos.get("c"), quals, inplace=inplace, dtypes=dtypes
+            )
             if traits.copies:  # pragma: no cover - materialised operands are always readable
                 raise ValueError(f"operands {', '.join(n for n, _ in traits.copies)} cannot be read by BLAS")
         self.traits: Traits = traits
@@ -132,7 +140,9 @@ class Problem:
         ops = self.prepared()
         c = ops["c"].tensor if self.has_c else None
         out = c if self.inplace else host_empty(t.result_shape, t.result_strides, t.dtype)
-        result = run_cpu(t, ops["a"].tensor, ops["b"].tensor, self.kernel_quals, alpha, beta, c, out, num_threads)
+        result = run_cpu(
+            t, ops["a"].tensor, ops["b"].tensor, self.kernel_quals, alpha, beta, c, out, num_threads
+        )
         if self.inplace:
             return self.ops["c"].tensor
         return result if self.package == "numpy" else to_caller(result, self.ops["a"])

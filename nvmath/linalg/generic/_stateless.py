@@ -142,14 +142,19 @@ def _execution_key(execution: Any) -> Hashable:
     return execution
 
 
-def generic_key(a: Any, b: Any, c: Any = None, qualifiers: Any = None, options: Any = None, execution: Any = None
-                ) -> Hashable | None:  # fmt: skip
+def generic_key(
+    a: Any, b: Any, c: Any = None, qualifiers: Any = None, options: Any = None, execution: Any = None
+) -> Hashable | None:
     """The plan-cache key of one :func:`matmul` call, or ``None`` when some argument cannot be part of one."""
     try:
         key = (
-            _operands_key(a), _operands_key(b), _operands_key(c), _qualifiers_key(qualifiers), _options_key(options),
+            _operands_key(a),
+            _operands_key(b),
+            _operands_key(c),
+            _qualifiers_key(qualifiers),
+            _options_key(options),
             _execution_key(execution),
-        )  # fmt: skip
+        )
         hash(key)
     except TypeError:
         return None
@@ -158,9 +163,18 @@ def generic_key(a: Any, b: Any, c: Any = None, qualifiers: Any = None, options: 
 
 # ---------------------------------------------------------------------------------------- the call
 def matmul(
-    a: Any, b: Any, /, c: Any = None, *, alpha: Any = None, beta: Any = None, qualifiers: Any = None,
-    options: Any = None, execution: Any = None, stream: Any = None,
-) -> Any:  # fmt: skip
+    a: Any,
+    b: Any,
+    /,
+    c: Any = None,
+    *,
+    alpha: Any = None,
+    beta: Any = None,
+    qualifiers: Any = None,
+    options: Any = None,
+    execution: Any = None,
+    stream: Any = None,
+) -> Any:
     """Compute ``alpha * op(a) @ op(b) + beta * c`` (see :class:`~nvmath.linalg.generic.Matmul`), reusing
     cached plans.
 
@@ -174,15 +188,31 @@ def matmul(
             beta = None
     elif beta is None:
         raise ValueError("beta must be given when c is (alpha * a @ b + beta * c)")
-    if (plan_cache.enabled and type(a) is np.ndarray and type(b) is np.ndarray and c is None
-            and qualifiers is None and options is None and execution is None):  # fmt: skip
+    if (
+        plan_cache.enabled
+        and type(a) is np.ndarray
+        and type(b) is np.ndarray
+        and c is None
+        and qualifiers is None
+        and options is None
+        and execution is None
+    ):
         key: Hashable | None = ("np", a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype)
     else:
         key = generic_key(a, b, c, qualifiers, options, execution)
 
     def build() -> CachedPlan:
-        mm = Matmul(a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options, execution=execution,
-                    stream=stream)  # fmt: skip
+        mm = Matmul(
+            a,
+            b,
+            c,
+            alpha=alpha,
+            beta=beta,
+            qualifiers=qualifiers,
+            options=options,
+            execution=execution,
+            stream=stream,
+        )
         try:
             mm.plan(stream=stream)
             if key is not None:

@@ -94,16 +94,37 @@ class FakeCublas:
         B = cm(b, *((k, n) if tb == 0 else (n, k)), ldb, dt)
         C = cm(c, m, n, ldc, dt)
         s = _SCALE[int(at)]
-        _store(C, op(A, ta).astype(np.complex128) @ op(B, tb).astype(np.complex128)
-               if np.iscomplexobj(A) else op(A, ta).astype(np.float64) @ op(B, tb).astype(np.float64),
-               scalar(al, s), scalar(be, s))  # fmt: skip
+        _store(
+            C,
+            op(A, ta).astype(np.complex128) @ op(B, tb).astype(np.complex128)
+            if np.iscomplexobj(A)
+            else op(A, ta).astype(np.float64) @ op(B, tb).astype(np.float64),
+            scalar(al, s),
+            scalar(be, s),
+        )
 
-    def gemm_strided_batched_ex(self, h, ta, tb, m, n, k, al, a, at, lda, sa, b, bt, ldb, sb, be, c, ct, ldc, sc,
-                                count, compute, algo):  # fmt: skip
+    def gemm_strided_batched_ex(
+        self, h, ta, tb, m, n, k, al, a, at, lda, sa, b, bt, ldb, sb, be, c, ct, ldc, sc, count, compute, algo
+    ):
         self.calls.append("gemm_strided_batched_ex")
         isz = np.dtype(_DATA[int(at)]).itemsize
         for i in range(count):
-            self._gemm(ta, tb, m, n, k, al, a + i * sa * isz, at, lda, b + i * sb * isz, ldb, be, c + i * sc * isz, ldc)
+            self._gemm(
+                ta,
+                tb,
+                m,
+                n,
+                k,
+                al,
+                a + i * sa * isz,
+                at,
+                lda,
+                b + i * sb * isz,
+                ldb,
+                be,
+                c + i * sc * isz,
+                ldc,
+            )
 
     def symm(self, prefix, kind):
         def fn(h, side, uplo, m, n, al, a, lda, b, ldb, be, c, ldc):
@@ -151,9 +172,13 @@ class FakeCublas:
 
     def grouped(self, dtype, ex):
         def fn(h, ta, tb, ms, ns, ks, al, pa, *rest):
-            self.calls.append("gemm_grouped_batched_ex" if ex else ("s" if dtype is np.float32 else "d") + "gemm_grouped_batched")
+            self.calls.append(
+                "gemm_grouped_batched_ex"
+                if ex
+                else ("s" if dtype is np.float32 else "d") + "gemm_grouped_batched"
+            )
             if ex:
-                at, lda, pb, bt, ldb, be, pc, ct, ldc, count, sizes, compute = rest
+                at, lda, pb, _bt, ldb, be, pc, _ct, ldc, count, sizes, _compute = rest
                 dcode = int(at)
             else:
                 lda, pb, ldb, be, pc, ldc, count, sizes = rest
@@ -164,9 +189,26 @@ class FakeCublas:
             j = 0
             for g in range(count):
                 for _ in range(sizes[g]):
-                    one = np.array([scalar(al + g * np.dtype(s).itemsize, s), scalar(be + g * np.dtype(s).itemsize, s)], s)
-                    self._gemm(ta[g], tb[g], ms[g], ns[g], ks[g], one.ctypes.data, int(ptrs[0][j]), dcode, lda[g],
-                               int(ptrs[1][j]), ldb[g], one.ctypes.data + one.itemsize, int(ptrs[2][j]), ldc[g])  # fmt: skip
+                    one = np.array(
+                        [scalar(al + g * np.dtype(s).itemsize, s), scalar(be + g * np.dtype(s).itemsize, s)],
+                        s,
+                    )
+                    self._gemm(
+                        ta[g],
+                        tb[g],
+                        ms[g],
+                        ns[g],
+                        ks[g],
+                        one.ctypes.data,
+                        int(ptrs[0][j]),
+                        dcode,
+                        lda[g],
+                        int(ptrs[1][j]),
+                        ldb[g],
+                        one.ctypes.data + one.itemsize,
+                        int(ptrs[2][j]),
+                        ldc[g],
+                    )
                     j += 1
 
         return fn

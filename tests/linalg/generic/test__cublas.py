@@ -47,9 +47,14 @@ def test_host_operands_with_cuda_execution(fake_gpu, name):
 
 @pytest.mark.parametrize(
     ("name", "routine"),
-    [("gemm-rr", "gemm_ex"), ("batch", "gemm_strided_batched_ex"), ("symm-a-lower-row", "dsymm"),
-     ("trmm-a-lower-row", "dtrmm"), ("dgmm-a-1", "ddgmm")],
-)  # fmt: skip
+    [
+        ("gemm-rr", "gemm_ex"),
+        ("batch", "gemm_strided_batched_ex"),
+        ("symm-a-lower-row", "dsymm"),
+        ("trmm-a-lower-row", "dtrmm"),
+        ("dgmm-a-1", "ddgmm"),
+    ],
+)
 def test_routine_table(fake_gpu, name, routine):
     """Each kind runs the routine the module table names."""
     case = EVERY[name](np.random.default_rng(0), "float64")
@@ -78,7 +83,9 @@ def test_mirror_rule(fake_gpu, monkeypatch, kind):
     name = "symm-a-upper-col" if kind == "sy" else "hemm-a-upper-col"
     case = (CASES | COMPLEX_CASES)[name](np.random.default_rng(0), "complex128")
     out = la.matmul(*[fake(x) for x in case.args], **case.kwargs)
-    assert "gemm_ex" in fake_gpu.calls and not any(c.endswith("mm") and "gemm" not in c for c in fake_gpu.calls)
+    assert "gemm_ex" in fake_gpu.calls and not any(
+        c.endswith("mm") and "gemm" not in c for c in fake_gpu.calls
+    )
     assert rel_error(out.array, case.ref) < 1e-12
 
 

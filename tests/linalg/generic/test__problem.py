@@ -40,14 +40,24 @@ def test_copies_only_when_needed():
     """A conjugated column-major operand needs no copy; a conjugated symmetric one does (once per call)."""
     a = np.ones((4, 4), complex, order="F")
     b = np.ones((4, 2), complex)
-    p = Problem({"a": wrap(a), "b": wrap(b)}, (Qualifier(conjugate=True), GENERAL, GENERAL), cpu=True, inplace=False)
+    p = Problem(
+        {"a": wrap(a), "b": wrap(b)}, (Qualifier(conjugate=True), GENERAL, GENERAL), cpu=True, inplace=False
+    )
     assert p.prep == ()
-    p = Problem({"a": wrap(a), "b": wrap(b)}, (Qualifier("sy", conjugate=True), GENERAL, GENERAL), cpu=True,
-                inplace=False)  # fmt: skip
+    p = Problem(
+        {"a": wrap(a), "b": wrap(b)},
+        (Qualifier("sy", conjugate=True), GENERAL, GENERAL),
+        cpu=True,
+        inplace=False,
+    )
     assert [name for name, *_ in p.prep] == ["a"]
     assert not p.kernel_quals[0].conjugate  # the copy carries the conjugation
-    q = np.array([la.SymmetricMatrixQualifier.create(conjugate=True, uplo=la.FillMode.UPPER),
-                  la.GeneralMatrixQualifier.create()])  # fmt: skip
+    q = np.array(
+        [
+            la.SymmetricMatrixQualifier.create(conjugate=True, uplo=la.FillMode.UPPER),
+            la.GeneralMatrixQualifier.create(),
+        ]
+    )
     a = np.arange(16.0).reshape(4, 4) + 1j
     full = np.triu(a) + np.triu(a, 1).T
     np.testing.assert_allclose(la.matmul(a, b, qualifiers=q), np.conj(full) @ b)

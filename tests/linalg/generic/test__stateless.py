@@ -40,10 +40,14 @@ def test_keys_separate_kinds():
     assert base == generic_key(a.copy(), b.copy())
     q = np.array([la.SymmetricMatrixQualifier.create(), la.GeneralMatrixQualifier.create()])
     others = [
-        generic_key(np.asfortranarray(a), b), generic_key(a.astype(np.float32), b.astype(np.float32)),
-        generic_key(a, b, qualifiers=q), generic_key(a, b, options={"blocking": True}),
-        generic_key(a, b, execution="cuda"), generic_key([a], [b]), generic_key(a, b, a),
-    ]  # fmt: skip
+        generic_key(np.asfortranarray(a), b),
+        generic_key(a.astype(np.float32), b.astype(np.float32)),
+        generic_key(a, b, qualifiers=q),
+        generic_key(a, b, options={"blocking": True}),
+        generic_key(a, b, execution="cuda"),
+        generic_key([a], [b]),
+        generic_key(a, b, a),
+    ]
     assert len({base, *others}) == len(others) + 1
 
 

@@ -20,7 +20,14 @@ from nvmath.linalg.generic import _cublas
 
 pytestmark = pytest.mark.gpu
 
-TOL = {"float16": 5e-3, "bfloat16": 3e-2, "float32": 2e-5, "float64": 1e-12, "complex64": 2e-5, "complex128": 1e-12}
+TOL = {
+    "float16": 5e-3,
+    "bfloat16": 3e-2,
+    "float32": 2e-5,
+    "float64": 1e-12,
+    "complex64": 2e-5,
+    "complex128": 1e-12,
+}
 DTYPES = list(TOL)
 FULL = ["float32", "float64", "complex64", "complex128"]
 
@@ -77,7 +84,9 @@ G = GeneralMatrixQualifier.create
 
 # ---------------------------------------------------------------------------------------------- GEMM
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layouts", [("row", "row"), ("col", "row"), ("row", "col"), ("col", "col"), ("pad", "pad")])
+@pytest.mark.parametrize(
+    "layouts", [("row", "row"), ("col", "row"), ("row", "col"), ("col", "col"), ("pad", "pad")]
+)
 def test_gemm_dtypes_and_layouts(torch, dtype, layouts):
     """alpha * a @ b + beta * c matches float64 for every dtype and memory layout of a and b."""
     a = rand(torch, (65, 33), dtype, layouts[0], 1)
@@ -92,15 +101,24 @@ def test_gemm_dtypes_and_layouts(torch, dtype, layouts):
 @pytest.mark.parametrize("dtype", FULL)
 def test_gemm_batched_and_broadcast(torch, dtype):
     """N-D operands batch like numpy.matmul, broadcast batch dims included ((4, 1) with (3,))."""
-    for sa, sb in [((6, 20, 12), (6, 12, 9)), ((6, 20, 12), (12, 9)), ((20, 12), (5, 12, 9)),
-                   ((4, 1, 8, 5), (3, 5, 7)), ((2, 3, 4, 5), (1, 3, 5, 6))]:  # fmt: skip
+    for sa, sb in [
+        ((6, 20, 12), (6, 12, 9)),
+        ((6, 20, 12), (12, 9)),
+        ((20, 12), (5, 12, 9)),
+        ((4, 1, 8, 5), (3, 5, 7)),
+        ((2, 3, 4, 5), (1, 3, 5, 6)),
+    ]:
         a, b = rand(torch, sa, dtype, "row", 4), rand(torch, sb, dtype, "col", 5)
         check(la.matmul(a, b), np.matmul(host(a), host(b)), dtype)
 
 
 def test_gemm_vectors(torch):
     """1-D operands are promoted and squeezed as numpy.matmul does."""
-    a, b, v = rand(torch, (7, 5), "float64"), rand(torch, (5, 4), "float64"), rand(torch, (5, 1), "float64")[:, 0]
+    a, b, v = (
+        rand(torch, (7, 5), "float64"),
+        rand(torch, (5, 4), "float64"),
+        rand(torch, (5, 1), "float64")[:, 0],
+    )
     check(la.matmul(a, v), host(a) @ host(v), "float64")
     check(la.matmul(v, b), host(v) @ host(b), "float64")
     check(la.matmul(v, v), np.array(host(v) @ host(v)), "float64")
@@ -156,8 +174,11 @@ def _poisoned(torch, n, dtype, lower, layout, seed):
     s = rand(torch, (n, n), dtype, layout, seed)
     full = host(s)
     full = np.tril(full) + np.tril(full, -1).T if lower else np.triu(full) + np.triu(full, 1).T
-    mask = torch.triu(torch.ones(n, n, dtype=torch.bool, device="cuda"), 1) if lower else torch.tril(
-        torch.ones(n, n, dtype=torch.bool, device="cuda"), -1)  # fmt: skip
+    mask = (
+        torch.triu(torch.ones(n, n, dtype=torch.bool, device="cuda"), 1)
+        if lower
+        else torch.tril(torch.ones(n, n, dtype=torch.bool, device="cuda"), -1)
+    )
     s = s.masked_fill(mask, float("nan"))  # the other triangle must never be read
     return s, full
 
@@ -312,7 +333,7 @@ def test_sequence_mixed_large_k(torch):
         torch.testing.assert_close(o, x @ y, rtol=1e-4, atol=1e-3)
 
 
-# ---------------------------------------------------------------------------------------------- streams, state
+# ------------------------------------------------------------------------------ streams, state
 def test_user_stream(torch):
     """Work runs on the given stream; the result is ready after that stream synchronises."""
     a, b = rand(torch, (256, 128), "float32"), rand(torch, (128, 64), "float32")
@@ -329,7 +350,11 @@ def test_user_stream(torch):
 
 def test_stateful_reset(torch):
     """plan once, execute, reset operands and scalars, execute again; release and free refuse execute."""
-    a, b, c = rand(torch, (20, 10), "float64"), rand(torch, (10, 5), "float64"), rand(torch, (20, 5), "float64")
+    a, b, c = (
+        rand(torch, (20, 10), "float64"),
+        rand(torch, (10, 5), "float64"),
+        rand(torch, (20, 5), "float64"),
+    )
     with la.Matmul(a, b, c, alpha=1.0, beta=1.0) as mm:
         mm.plan()
         mm.plan()  # a second plan does nothing
