@@ -20,18 +20,20 @@ __all__ = ["mirror"]
 
 logger = logging.getLogger(__name__)
 
-_TYPES = {"float32": "float", "float64": "double", "complex64": "float2", "complex128": "double2"}
+_TYPES = {"float32": "float", "float64": "double", "complex64": "nvm_c64", "complex128": "nvm_c128"}
 
 
 @functools.cache
 def _source() -> str:
     return """
+struct __align__(8) nvm_c64 { float x, y; };
+struct __align__(16) nvm_c128 { double x, y; };
 template <typename T> __device__ __forceinline__ T nvm_conj(T x) { return x; }
-template <> __device__ __forceinline__ float2 nvm_conj(float2 x) { x.y = -x.y; return x; }
-template <> __device__ __forceinline__ double2 nvm_conj(double2 x) { x.y = -x.y; return x; }
+template <> __device__ __forceinline__ nvm_c64 nvm_conj(nvm_c64 x) { x.y = -x.y; return x; }
+template <> __device__ __forceinline__ nvm_c128 nvm_conj(nvm_c128 x) { x.y = -x.y; return x; }
 template <typename T> __device__ __forceinline__ T nvm_real(T x) { return x; }
-template <> __device__ __forceinline__ float2 nvm_real(float2 x) { x.y = 0.f; return x; }
-template <> __device__ __forceinline__ double2 nvm_real(double2 x) { x.y = 0.0; return x; }
+template <> __device__ __forceinline__ nvm_c64 nvm_real(nvm_c64 x) { x.y = 0.f; return x; }
+template <> __device__ __forceinline__ nvm_c128 nvm_real(nvm_c128 x) { x.y = 0.0; return x; }
 
 template <typename T, bool HERM>
 __global__ void nvmath_mirror(T* __restrict__ dst, const T* __restrict__ src, long long n, long long ld,
