@@ -102,8 +102,9 @@ for _name, _sa, _sb, _dt, _text in _GEMMS:
 
 
 # --------------------------------------------------------------------------- structured operands
-def _structured(kind: str, n: int, other: int):
-    """``kind`` operand ``a`` (n x n, or a length-n vector for dgmm) times ``b`` (n x other), float32."""
+def _structured(kind: str, n: int, other: int, native: bool = False):
+    """``kind`` operand ``a`` (n x n, or a length-n vector for dgmm) times ``b`` (n x other), float32;
+    ``native``: force cuBLAS symm / trmm (planned, ``execute()``) instead of the size rule's GEMM route."""
 
     def data(ctx):
         torch = torch_on_ctx_stream(ctx)
@@ -133,21 +134,52 @@ def _structured(kind: str, n: int, other: int):
 
         _, a, b = data(ctx)
         q = _qualifiers(nvmath, "a", kind)
+        if native:  # the cuBLAS routine itself, not the size rule's GEMM route
+            try:
+                from nvmath.linalg.generic import _cublas
+            except ImportError as exc:
+                raise Skip("nvmath-python has no size rule") from exc
+            saved = (_cublas.MIRROR_MIN, _cublas.TRMM_GEMM_MIN)
+            _cublas.MIRROR_MIN = _cublas.TRMM_GEMM_MIN = 1 << 40  # read when the program is built
+            try:
+                mm = nvmath.linalg.Matmul(a, b, qualifiers=q)
+                mm.plan()
+            finally:
+                _cublas.MIRROR_MIN, _cublas.TRMM_GEMM_MIN = saved
+            return Prepared(fn=mm.execute, teardown=mm.free)
         return lambda: nvmath.linalg.matmul(a, b, qualifiers=q)
 
+    if native:
+        return {"nvmath": ours, "torch": torch_}
     return {"nvmath": ours, "torch": torch_, "cupy": cupy_, "nvmath-python": ours}
 
 
-for _kind, _name, _n, _o, _text in (
-    ("sy", "symm-4096x1024-f32", 4096, 1024, "symmetric 4096 x 4096 @ 4096 x 1024 (torch/cupy: full matrix)"),
-    ("tr", "trmm-4096x1024-f32", 4096, 1024, "lower-triangular 4096 x 4096 @ 4096 x 1024 (torch/cupy: full)"),
-    ("dg", "dgmm-8192-f32", 8192, 8192, "diag(v) @ B, 8192 x 8192 (torch/cupy: broadcast multiply)"),
+for _kind, _name, _n, _o, _text, _native in (
+    (
+        "sy",
+        "symm-4096x1024-f32",
+        4096,
+        1024,
+        "symmetric 4096 x 4096 @ 4096 x 1024 (torch/cupy: full matrix)",
+        0,
+    ),
+    (
+        "tr",
+        "trmm-4096x1024-f32",
+        4096,
+        1024,
+        "lower-triangular 4096 x 4096 @ 4096 x 1024 (torch/cupy: full)",
+        0,
+    ),
+    ("dg", "dgmm-8192-f32", 8192, 8192, "diag(v) @ B, 8192 x 8192 (torch/cupy: broadcast multiply)", 0),
+    ("sy", "symm-4096x1024-f32-native", 4096, 1024, "as symm-4096x1024-f32, cuBLAS ssymm forced", 1),
+    ("tr", "trmm-4096x1024-f32-native", 4096, 1024, "as trmm-4096x1024-f32, cuBLAS strmm forced", 1),
 ):
     register(
         Case(
             suite=SUITE,
             name=_name,
-            setups=_structured(_kind, _n, _o),
+            setups=_structured(_kind, _n, _o, bool(_native)),
             flops=None if _kind == "dg" else 2.0 * _n * _n * _o,
             bytes=2.0 * 4 * _n * _o if _kind == "dg" else None,
             description=f"float32 {_text}",

@@ -1,9 +1,11 @@
-"""A device kernel for symm / hemm as GEMM: mirror a stored triangle into a full matrix (NVRTC).
+"""A device kernel for symm / hemm / trmm as GEMM: expand a stored triangle into a full matrix (NVRTC).
 
-``mirror(dst, src, n, ld, uplo, hermitian, dtype, stream)`` writes the full column-major ``n x n``
-matrix (leading dimension ``n``) whose ``uplo`` triangle is stored at ``src`` (leading dimension
-``ld``): the other triangle is the transpose (the conjugate transpose for Hermitian matrices, whose
-diagonal is taken as real, as hemm does). Compiled once per device on first use.
+``expand(dst, src, n, ld, uplo, mode, dtype, stream)`` writes the full column-major ``n x n`` matrix
+(leading dimension ``n``) that the ``uplo`` triangle stored at ``src`` (leading dimension ``ld``)
+stands for, by ``mode``: ``"sy"`` mirrors it (the transpose), ``"he"`` mirrors it conjugated with a real
+diagonal (as hemm reads it), ``"tr"`` zero-fills the other triangle and ``"tru"`` also puts ones on the
+diagonal (a unit triangular matrix; the stored diagonal is not read). Only the stored triangle is
+read. Compiled once per device on first use.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from nvmath._internal import nvrtc
 
-__all__ = ["mirror"]
+__all__ = ["MODES", "expand"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,37 +36,51 @@ template <> __device__ __forceinline__ nvm_c128 nvm_conj(nvm_c128 x) { x.y = -x.
 template <typename T> __device__ __forceinline__ T nvm_real(T x) { return x; }
 template <> __device__ __forceinline__ nvm_c64 nvm_real(nvm_c64 x) { x.y = 0.f; return x; }
 template <> __device__ __forceinline__ nvm_c128 nvm_real(nvm_c128 x) { x.y = 0.0; return x; }
+template <typename T> __device__ __forceinline__ T nvm_scalar(double v) { return T(v); }
+template <> __device__ __forceinline__ nvm_c64 nvm_scalar(double v) { return nvm_c64{(float)v, 0.f}; }
+template <> __device__ __forceinline__ nvm_c128 nvm_scalar(double v) { return nvm_c128{v, 0.0}; }
 
-template <typename T, bool HERM>
-__global__ void nvmath_mirror(T* __restrict__ dst, const T* __restrict__ src, long long n, long long ld,
+// MODE: 0 symmetric, 1 Hermitian, 2 triangular, 3 unit triangular
+template <typename T, int MODE>
+__global__ void nvmath_expand(T* __restrict__ dst, const T* __restrict__ src, long long n, long long ld,
                               int lower) {
   const long long count = n * n;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
        i += (long long)gridDim.x * blockDim.x) {
     const long long row = i % n, col = i / n;
     const bool stored = lower ? (row >= col) : (row <= col);
-    T v = stored ? src[row + col * ld] : src[col + row * ld];
-    if (HERM) v = row == col ? nvm_real(v) : (stored ? v : nvm_conj(v));
+    T v;
+    if (MODE >= 2) {
+      const T zero = nvm_scalar<T>(0.0), one = nvm_scalar<T>(1.0);
+      v = (MODE == 3 && row == col) ? one : (stored ? src[row + col * ld] : zero);
+    } else {
+      v = stored ? src[row + col * ld] : src[col + row * ld];
+      if (MODE == 1) v = row == col ? nvm_real(v) : (stored ? v : nvm_conj(v));
+    }
     dst[i] = v;
   }
 }
 """
 
 
+MODES = {"sy": 0, "he": 1, "tr": 2, "tru": 3}
+"""Expansion mode -> the kernel's template argument."""
+
 _NAMES = {
-    (dtype, herm): f"nvmath_mirror<{ctype}, {'true' if herm else 'false'}>"
+    (dtype, mode): f"nvmath_expand<{ctype}, {value}>"
     for dtype, ctype in _TYPES.items()
-    for herm in (False, True)
+    for mode, value in MODES.items()
 }
 
 
-def mirror(dst: int, src: int, n: int, ld: int, uplo: int, hermitian: bool, dtype: str, stream: Any) -> None:
-    """Queue the mirror of one matrix on ``stream`` (a ``StreamHandle``)."""
+def expand(dst: int, src: int, n: int, ld: int, uplo: int, mode: str, dtype: str, stream: Any) -> None:
+    """Queue the expansion of one matrix on ``stream`` (a ``StreamHandle``); see the module docstring."""
     if n == 0:
         return
+    if mode == "he" and not dtype.startswith("complex"):
+        mode = "sy"
     kernels = nvrtc.compiled_kernels(
-        _source(), _NAMES, stream.device_id, what="mirror kernels", logger=logger
+        _source(), _NAMES, stream.device_id, what="expand kernels", logger=logger
     )
-    kernel = kernels[(dtype, bool(hermitian) and dtype.startswith("complex"))]
     args = (np.uintp(dst), np.uintp(src), np.int64(n), np.int64(ld), np.int32(1 if uplo == 0 else 0))
-    nvrtc.launch_1d(kernel, n * n, stream, *args)
+    nvrtc.launch_1d(kernels[(dtype, mode)], n * n, stream, *args)

@@ -214,10 +214,11 @@ class FakeCublas:
         return fn
 
 
-def fake_mirror(dst, src, n, ld, uplo, hermitian, dtype, stream):
-    """The mirror kernel: the full matrix (column-major, leading dimension n) from the stored triangle."""
+def fake_expand(dst, src, n, ld, uplo, mode, dtype, stream):
+    """The expand kernel: the full matrix (column-major, leading dimension n) from the stored triangle."""
     dt = np.dtype(dtype)
-    full = triangle(cm(src, n, n, ld, dt), uplo == 0, "he" if hermitian and dt.kind == "c" else "sy")
+    kind = {"sy": "sy", "he": "he" if dt.kind == "c" else "sy", "tr": "tr", "tru": "tr"}[mode]
+    full = triangle(cm(src, n, n, ld, dt), uplo == 0, kind, mode == "tru")
     cm(dst, n, n, n, dt)[...] = full
 
 
@@ -250,7 +251,7 @@ def install(monkeypatch) -> FakeCublas:
     monkeypatch.setattr(cublas, "sgemm_grouped_batched", fake.grouped(np.float32, False))
     monkeypatch.setattr(cublas, "dgemm_grouped_batched", fake.grouped(np.float64, False))
     monkeypatch.setattr(cublas, "gemm_grouped_batched_ex", fake.grouped(np.float16, True))
-    monkeypatch.setattr(_kernels, "mirror", fake_mirror)
+    monkeypatch.setattr(_kernels, "expand", fake_expand)
     monkeypatch.setattr(_grouped, "upload", fake_upload)
     monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
     monkeypatch.setattr(streams, "synchronize", lambda handle: None)

@@ -76,12 +76,26 @@ def test_broadcast_batch_collapses(fake_gpu):
     assert fake_gpu.calls.count("gemm_strided_batched_ex") == 4
 
 
-@pytest.mark.parametrize("kind", ["sy", "he"])
-def test_mirror_rule(fake_gpu, monkeypatch, kind):
-    """From MIRROR_MIN rows on, symm / hemm mirror the stored triangle and run GEMM (same numbers)."""
+@pytest.mark.parametrize(
+    "name",
+    [
+        "symm-a-upper-col",
+        "symm-b-lower-col",
+        "hemm-a-upper-col",
+        "hemm-b-lower-row-conj",
+        "trmm-a-lower-row",
+        "trmm-a-upper-col-unit",
+        "trmm-b-lower-col-c",
+        "trmm-b-upper-row-unit-c",
+        "trmm-conj-row",
+        "trmm-conj-col",
+    ],
+)
+def test_gemm_route(fake_gpu, monkeypatch, name):
+    """From MIRROR_MIN / TRMM_GEMM_MIN rows on, the structured operand is expanded and GEMM runs."""
     monkeypatch.setattr(_cublas, "MIRROR_MIN", 4)
-    name = "symm-a-upper-col" if kind == "sy" else "hemm-a-upper-col"
-    case = (CASES | COMPLEX_CASES)[name](np.random.default_rng(0), "complex128")
+    monkeypatch.setattr(_cublas, "TRMM_GEMM_MIN", 4)
+    case = EVERY[name](np.random.default_rng(0), "complex128")
     out = la.matmul(*[fake(x) for x in case.args], **case.kwargs)
     assert "gemm_ex" in fake_gpu.calls and not any(
         c.endswith("mm") and "gemm" not in c for c in fake_gpu.calls

@@ -226,8 +226,11 @@ def test_hemm(torch, monkeypatch, dtype, lower, layout, conj, mirror):
 @pytest.mark.parametrize("unit", [False, True])
 @pytest.mark.parametrize("side", ["a", "b"])
 @pytest.mark.parametrize("layout", ["row", "col"])
-def test_trmm(torch, dtype, lower, unit, side, layout):
-    """A triangular qualifier (trmm) reads one triangle, with a unit diagonal or not, with c or not."""
+@pytest.mark.parametrize("gemm_route", [False, True])
+def test_trmm(torch, monkeypatch, dtype, lower, unit, side, layout, gemm_route):
+    """A triangular qualifier (trmm, or the zero-filled triangle + GEMM by the size rule) reads one
+    triangle, with a unit diagonal or not, with c or not."""
+    monkeypatch.setattr(_cublas, "TRMM_GEMM_MIN", 1 if gemm_route else 1 << 30)
     t = rand(torch, (12, 12), dtype, layout, 13)
     ref_t = np.tril(host(t)) if lower else np.triu(host(t))
     if unit:
@@ -245,8 +248,10 @@ def test_trmm(torch, dtype, lower, unit, side, layout):
 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
-def test_trmm_conjugate(torch, dtype):
+@pytest.mark.parametrize("gemm_route", [False, True])
+def test_trmm_conjugate(torch, monkeypatch, dtype, gemm_route):
     """A conjugated triangular operand, in both layouts."""
+    monkeypatch.setattr(_cublas, "TRMM_GEMM_MIN", 1 if gemm_route else 1 << 30)
     for layout in ("row", "col"):
         t = rand(torch, (10, 10), dtype, layout, 16)
         x = rand(torch, (10, 3), dtype, "row", 17)
