@@ -130,6 +130,11 @@ class Matmul(FreedOnExit):
         quals = self._qualifiers(qualifiers, len(ops))
         self._problems = [Problem(p, q, self._cpu, options.inplace) for p, q in zip(ops, quals)]
         dtype = self._problems[0].traits.dtype
+        mixed = sorted({p.traits.dtype for p in self._problems} - {dtype})
+        if mixed:
+            raise ValueError(
+                f"the problems of a sequence must share one dtype; got {dtype} and {', '.join(mixed)}"
+            )
         self._alphas = [_scalar("alpha", x, dtype, 1) for x in _fit(_listed(alpha), len(ops), "alpha")]
         self._betas = [_scalar("beta", x, dtype, 0) for x in _fit(_listed(beta), len(ops), "beta")]
         self._stream = stream

@@ -112,6 +112,11 @@ def test_reset_checks_the_kind(ops):
         ),
         (lambda a, b, c: la.matmul([a, a], [b, b, b]), ValueError, "one length"),
         (lambda a, b, c: la.matmul([a, a], [b], alpha=[1.0, 2.0, 3.0]), ValueError, "alpha has 3"),
+        (
+            lambda a, b, c: la.matmul([a, a.astype(np.float32)], [b, b.astype(np.float32)]),
+            ValueError,
+            "one dtype",
+        ),
     ],
 )
 def test_bad_inputs(ops, call, error, match):
