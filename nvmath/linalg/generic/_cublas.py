@@ -89,6 +89,7 @@ TYPES = {
 
 _ALGO = -1  # CUBLAS_GEMM_DEFAULT
 _LOCAL = threading.local()
+_BOUND: dict[int, tuple[int, int, int]] = {}  # handle -> (stream, workspace, bytes) it is bound to
 
 
 class _ThreadHandles:
@@ -104,6 +105,7 @@ class _ThreadHandles:
             return
         handles, self.handles = self.handles, {}
         for device_id, handle in handles.items():
+            _BOUND.pop(handle, None)
             try:
                 with devices.device_ctx(device_id):
                     cublas.destroy(handle)
@@ -121,6 +123,7 @@ def get_handle(device_id: int) -> int:
         with devices.device_ctx(device_id):
             handle = cublas.create()
         cache.handles[device_id] = handle
+        _BOUND.pop(handle, None)  # a new handle may reuse a destroyed one's address
         logger.debug("created cuBLAS handle %#x for device %d", handle, device_id)
     return handle
 
@@ -420,6 +423,13 @@ def make_program(traits: Traits, has_c: bool = True) -> GpuProgram:
 
 
 def bind(handle: int, stream: Any, workspace: int, workspace_bytes: int) -> None:
-    """Point ``handle`` at ``stream`` and the workspace (before every launch)."""
-    cublas.set_stream(handle, stream.ptr)
-    cublas.set_workspace(handle, workspace, workspace_bytes)
+    """Point ``handle`` at ``stream`` and the workspace (before every launch).
+
+    The handles are this module's own, so what each is bound to is remembered and an unchanged binding
+    costs no library call (``cublasSetStream`` resets the workspace, so both are set together).
+    """
+    bound = (stream.ptr, workspace, workspace_bytes)
+    if _BOUND.get(handle) != bound:
+        cublas.set_stream(handle, stream.ptr)
+        cublas.set_workspace(handle, workspace, workspace_bytes)
+        _BOUND[handle] = bound

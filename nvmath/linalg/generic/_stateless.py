@@ -74,15 +74,15 @@ def shared_workspaces(device_id: int, package: str) -> tuple[Workspace, Workspac
 
 # ---------------------------------------------------------------------------------------- keys
 def _torch_key(t: Any) -> tuple:
-    return (t.shape, t.stride(), t.dtype, t.is_conj(), t.device)
+    return (t.shape, t.stride(), t.dtype, t.is_conj(), t.get_device())
 
 
 def _array_key(x: Any) -> tuple:
-    return (x.shape, x.strides, x.dtype)
+    return ("numpy", x.shape, x.strides, x.dtype)
 
 
 def _cupy_key(x: Any) -> tuple:
-    return (x.shape, x.strides, x.dtype, x.device.id)
+    return ("cupy", x.shape, x.strides, x.dtype, x.device.id)
 
 
 _RAW: dict[type, Any] = {np.ndarray: _array_key}
@@ -95,7 +95,7 @@ def _operand_key(x: Any) -> Hashable:
     if keyer is None:
         keyer = _register(tp)
     if keyer is not None:
-        return tp, keyer(x)
+        return keyer(x)
     op = wrap(x, "operand")  # another producer: the adapter's metadata
     return op.package, tuple(op.shape), tuple(op.strides), op.dtype, op.is_conjugate, op.device_id
 
@@ -145,16 +145,15 @@ def _execution_key(execution: Any) -> Hashable:
 def generic_key(
     a: Any, b: Any, c: Any = None, qualifiers: Any = None, options: Any = None, execution: Any = None
 ) -> Hashable | None:
-    """The plan-cache key of one :func:`matmul` call, or ``None`` when some argument cannot be part of one."""
+    """The plan-cache key of one :func:`matmul` call, or ``None`` when some argument cannot be part of one.
+
+    A call with operands only has the key ``(key(a), key(b), key(c) or None)``, which :func:`matmul`
+    builds inline for registered tensor types.
+    """
     try:
-        key = (
-            _operands_key(a),
-            _operands_key(b),
-            _operands_key(c),
-            _qualifiers_key(qualifiers),
-            _options_key(options),
-            _execution_key(execution),
-        )
+        key: tuple = (_operands_key(a), _operands_key(b), _operands_key(c))
+        if qualifiers is not None or options is not None or execution is not None:
+            key += (_qualifiers_key(qualifiers), _options_key(options), _execution_key(execution))
         hash(key)
     except TypeError:
         return None
@@ -188,16 +187,9 @@ def matmul(
             beta = None
     elif beta is None:
         raise ValueError("beta must be given when c is (alpha * a @ b + beta * c)")
-    if (
-        plan_cache.enabled
-        and type(a) is np.ndarray
-        and type(b) is np.ndarray
-        and c is None
-        and qualifiers is None
-        and options is None
-        and execution is None
-    ):
-        key: Hashable | None = ("np", a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype)
+    keyer = _RAW.get(type(a)) if qualifiers is None and options is None and execution is None else None
+    if keyer is not None and type(b) is type(a) and (c is None or type(c) is type(a)):
+        key: Hashable | None = (keyer(a), keyer(b), None if c is None else keyer(c))  # the common call
     else:
         key = generic_key(a, b, c, qualifiers, options, execution)
 
