@@ -23,7 +23,7 @@ from nvmath._internal.options import check_or_create_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.tensors import TensorAdapter, check_consistent, wrap
 from nvmath.linalg.generic._batching import is_sequence, zip_broadcast
-from nvmath.linalg.generic._fast import fast_entry
+from nvmath.linalg.generic._fast import GroupedRefused, fast_entry
 from nvmath.linalg.generic._options import MatmulOptions, get_logger
 from nvmath.linalg.generic._problem import Problem
 from nvmath.linalg.generic._qualifiers import parse_qualifiers
@@ -200,13 +200,14 @@ class Matmul(FreedOnExit):
         self._fast = fast_entry(
             self._problems,
             self._programs,
+            self._grouped,
             sequence=self._sequence,
             cpu=self._cpu,
             inplace=self._options.inplace,
             device_id=self._device,
             num_threads=self._execution.num_threads if self._cpu else None,
             blocking=self._options.blocking is True,
-            workspace=lambda: (self._workspace, self._shared_lock),
+            workspace=lambda: (self._workspace, self._scratch, self._shared_lock),
             check=self._check_scalars,
         )
         self._lifecycle.mark_planned()
@@ -225,12 +226,33 @@ class Matmul(FreedOnExit):
         return self._run(stream)
 
     def _run(self, stream: Any) -> Any:
+        stream = stream if stream is not None else self._stream
+        if self._fast is not None:  # the planned operands through the fast entry
+            ops = [p.ops for p in self._problems]
+            a, b = [o["a"].tensor for o in ops], [o["b"].tensor for o in ops]
+            c = [o["c"].tensor for o in ops] if self._has_c else None
+            if self._sequence:
+                result = self._fast_call(a, b, c, self._alphas, self._betas, stream)
+            else:
+                result = self._fast_call(a[0], b[0], c and c[0], self._alphas[0], self._betas[0], stream)
+            if self._fast is not None:
+                return result
         if self._cpu:
             threads = self._execution.num_threads
             results = [p.run_cpu(x, y, threads) for p, x, y in zip(self._problems, self._alphas, self._betas)]
         else:
-            results = self._run_gpu(stream if stream is not None else self._stream)
+            results = self._run_gpu(stream)
         return results if self._sequence else results[0]
+
+    def _fast_call(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
+        """The fast entry; where cuBLAS refuses the grouped form, drop it (the caller then runs the general
+        path, a loop of launches)."""
+        try:
+            return self._fast(a, b, c, alpha, beta, stream)
+        except GroupedRefused as exc:
+            self._logger.warning("grouped GEMM refused (%s): running the sequence as a loop of launches", exc)
+            self._fast = self._grouped = None
+            return None
 
     def _run_gpu(self, stream: Any) -> list[Any]:
         from nvmath.linalg.generic._cublas import WORKSPACE_BYTES, bind, get_handle
@@ -378,7 +400,9 @@ class Matmul(FreedOnExit):
     def run_cached(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
         """One stateless call on this planned object with the call's operands (same kind, by the key)."""
         if self._fast is not None:
-            return self._fast(a, b, c, alpha, beta, stream)
+            result = self._fast_call(a, b, c, alpha, beta, stream)
+            if self._fast is not None:
+                return result
         self._reset(a, b, c, alpha if alpha is not None else 1, beta if beta is not None else 0, check=False)
         try:
             if self._shared_lock is None:
