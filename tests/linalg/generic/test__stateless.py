@@ -102,3 +102,14 @@ def test_fake_gpu_shared_workspace(fake_gpu):
     assert len(_stateless._SHARED) == 1
     plan_cache.clear()
     assert not _stateless._SHARED
+
+
+def test_one_plan_per_kind_torch(torch):
+    """The first torch call (type not yet registered) and later ones share one key: one cached plan."""
+    from nvmath.linalg.generic import _stateless
+
+    _stateless._RAW.pop(torch.Tensor, None)
+    a = torch.ones(3, 3)
+    for _ in range(3):
+        la.matmul(a, a)
+    assert plan_cache.stats.size == 1
