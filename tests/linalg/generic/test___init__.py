@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import nvmath.linalg as la
-import nvmath.linalg.generic as generic
+from nvmath.linalg import generic
 
 NVMATH_PYTHON_NAMES = [
     "matmul", "Matmul", "MatmulOptions", "ExecutionCPU", "ExecutionCUDA", "matrix_qualifiers_dtype",
