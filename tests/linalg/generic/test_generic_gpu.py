@@ -398,3 +398,40 @@ def test_plan_cache_hits(torch):
     for _ in range(3):
         check(la.matmul(a, b), host(a) @ host(b), "float32")
     assert plan_cache.stats.hits == hits + 3
+
+
+def test_cupy_structured_and_sequence(cupy):
+    """cupy operands: a symmetric operand, a stateful reset and a grouped sequence, on cupy's stream."""
+    g = np.random.default_rng(5)
+    s = g.standard_normal((40, 40))
+    full = np.tril(s) + np.tril(s, -1).T
+    x = g.standard_normal((40, 7))
+    q = quals(SymmetricMatrixQualifier.create(), G())
+    out = la.matmul(cupy.asarray(s), cupy.asarray(x), qualifiers=q)
+    np.testing.assert_allclose(cupy.asnumpy(out), full @ x, rtol=1e-12)
+    a = [cupy.asarray(g.standard_normal((m, 16)).astype(np.float32)) for m in (3, 9, 4)]
+    b = cupy.asarray(g.standard_normal((16, 5)).astype(np.float32))
+    with la.Matmul(a, [b]) as mm:
+        mm.plan()
+        for o, y in zip(mm.execute(), a):
+            np.testing.assert_allclose(
+                cupy.asnumpy(o), cupy.asnumpy(y) @ cupy.asnumpy(b), rtol=1e-4, atol=1e-4
+            )
+        a2 = [y * 2 for y in a]
+        mm.reset_operands(a=a2)
+        for o, y in zip(mm.execute(), a2):
+            np.testing.assert_allclose(
+                cupy.asnumpy(o), cupy.asnumpy(y) @ cupy.asnumpy(b), rtol=1e-4, atol=1e-4
+            )
+
+
+def test_conjugate_conflict_copies(torch):
+    """Two conjugated operands that no order reads without a copy: one is copied, the result is right."""
+    a = rand(torch, (6, 5), "complex64", "row", 50)
+    b = rand(torch, (5, 4), "complex64", "col", 51)
+    q = quals(G(conjugate=True), G(conjugate=True))
+    check(la.matmul(a, b, qualifiers=q), host(a).conj() @ host(b).conj(), "complex64")
+    mm = la.Matmul(a, b, qualifiers=q)
+    mm.plan()
+    check(mm.execute(), host(a).conj() @ host(b).conj(), "complex64")
+    mm.free()
