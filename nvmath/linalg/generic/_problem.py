@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from nvmath._internal.tensors import TensorAdapter, wrap
+from nvmath._internal.tensors.copy import copy_into
 from nvmath._internal.tensors.numpy_adapter import NumpyAdapter, host_empty
 from nvmath.linalg._solvers._cpu import host_array, to_caller
 from nvmath.linalg.generic._qualifiers import Qualifier
@@ -168,7 +169,7 @@ class Problem:
         else:
             d = a.empty(t.result_shape, t.dtype, strides=t.result_strides, device_id=device_id, stream=stream)
             if self.has_c:
-                d.copy_(ops["c"], stream)
+                _copy(d, ops["c"], stream)
         return {"a": a.data_ptr, "b": b.data_ptr, "d": d.data_ptr}, d, [a, b, d]
 
     def deliver(self, d: TensorAdapter, stream: Any) -> Any:
@@ -177,12 +178,21 @@ class Problem:
         if user.device != "cpu":
             return d.tensor if not self.inplace else user.tensor
         if self.inplace:
-            user.copy_(d, stream)
+            _copy(user, d, stream)
             return user.tensor
         t = self.traits
         host = user.empty(t.result_shape, t.dtype, strides=t.result_strides, device_id="cpu")
-        host.copy_(d, stream)
+        _copy(host, d, stream)
         return host.tensor
 
 
 _INDEX = {"a": 0, "b": 1, "c": 2}
+
+
+def _copy(dst: TensorAdapter, src: TensorAdapter, stream: Any) -> None:
+    """``dst[...] = src`` across packages and memory spaces (an adapter's own ``copy_`` where it has one)."""
+    own = getattr(dst, "copy_", None)
+    if own is not None:
+        own(src, stream)
+    else:
+        copy_into(dst, src, stream)
