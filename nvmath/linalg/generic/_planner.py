@@ -11,6 +11,7 @@ and ``plan()`` runs once (later calls do nothing).
 
 from __future__ import annotations
 
+import logging
 import numbers
 import warnings
 from typing import Any
@@ -237,6 +238,8 @@ class Matmul(FreedOnExit):
                 result = self._fast_call(a[0], b[0], c and c[0], self._alphas[0], self._betas[0], stream)
             if self._fast is not None:
                 return result
+        if self._logger.isEnabledFor(logging.INFO):
+            self._logger.info("= EXECUTION PHASE = %s", "CPU" if self._cpu else f"GPU {self._device}")
         if self._cpu:
             threads = self._execution.num_threads
             results = [p.run_cpu(x, y, threads) for p, x, y in zip(self._problems, self._alphas, self._betas)]
