@@ -294,14 +294,39 @@ def _choice(
     return (Operation.N, order) if order in avail else None
 
 
+def _choose_order(kind, structured, mats, avail, orders) -> tuple[str, dict, tuple]:
+    """The order needing the fewest copies: ``(order, {name: (op, layout) or None}, copies)``."""
+    best = None
+    for order in orders:
+        picks = {
+            name: _choice(kind, name == structured, order, avail[name], info[2])
+            for name, info in mats.items()
+        }
+        copies = tuple((name, mats[name][2]) for name, pick in picks.items() if pick is None)
+        if best is None or len(copies) < len(best[2]):
+            best = (order, picks, copies)
+    return best
+
+
+def _result_layout(batch, m, n, order, squeezed, d_strides, d_avail) -> tuple[Layout, tuple[int, ...]]:
+    """The result's :class:`Layout` and strides: ``c``'s own in place, else dense in ``order``."""
+    if d_strides is not None:
+        layout = Layout(
+            Operation.N, d_avail[order], _batch_strides(batch, d_strides[:-2], batch), order == "row"
+        )
+        return layout, tuple(s for i, s in enumerate(d_strides) if not _squeezed(i, len(d_strides), squeezed))
+    full = _dense(batch, m, n, order)
+    layout = Layout(Operation.N, max(n if order == "row" else m, 1), full[:-2], order == "row")
+    return layout, tuple(s for i, s in enumerate(full) if not _squeezed(i, len(full), squeezed))
+
+
 def _orient(kind, structured, mats, batch, mnk, result_shape, squeezed, d_strides, dtype) -> Traits:
     """Choose the order and each operand's op / ld; list the operands that must be copied first."""
     m, n, k = mnk
-    avail = {}
-    for name, (shape, strides, _, q) in mats.items():
-        avail[name] = (
-            _layouts(shape[-2], shape[-1], strides[-2], strides[-1]) if q.kind != "dg" else {"row": 1}
-        )
+    avail = {
+        name: _layouts(shape[-2], shape[-1], strides[-2], strides[-1]) if q.kind != "dg" else {"row": 1}
+        for name, (shape, strides, _, q) in mats.items()
+    }
     orders: tuple[str, ...] = ("row", "col")
     d_avail = None
     if d_strides is not None:
@@ -312,33 +337,13 @@ def _orient(kind, structured, mats, batch, mnk, result_shape, squeezed, d_stride
                 "with inplace=True, c must be row-major or column-major in its last two dimensions; "
                 f"got strides {d_strides}"
             )
-    best = None
-    for order in orders:
-        picks = {
-            name: _choice(kind, name == structured, order, avail[name], info[2])
-            for name, info in mats.items()
-        }
-        copies = tuple((name, mats[name][2]) for name, pick in picks.items() if pick is None)
-        if best is None or len(copies) < len(best[2]):
-            best = (order, picks, copies)
-    order, picks, copies = best
+    order, picks, copies = _choose_order(kind, structured, mats, avail, orders)
     layouts = {}
     for name, (shape, strides, _, q) in mats.items():
         op, layout = picks[name] or (Operation.N, order)
-        ld = avail[name].get(layout, 1)
-        layouts[name] = Layout(op, ld, _batch_strides(shape[:-2], strides[:-2], batch), layout == "row")
-    if d_strides is not None:
-        layouts["d"] = Layout(
-            Operation.N, d_avail[order], _batch_strides(batch, d_strides[:-2], batch), order == "row"
-        )
-        result_strides = tuple(
-            s for i, s in enumerate(d_strides) if not _squeezed(i, len(d_strides), squeezed)
-        )
-    else:
-        full = _dense(batch, m, n, order)
-        layouts["d"] = Layout(Operation.N, n if order == "row" else m, full[:-2], order == "row")
-        layouts["d"] = dataclasses.replace(layouts["d"], ld=max(layouts["d"].ld, 1))
-        result_strides = tuple(s for i, s in enumerate(full) if not _squeezed(i, len(full), squeezed))
+        batch_strides = _batch_strides(shape[:-2], strides[:-2], batch)
+        layouts[name] = Layout(op, avail[name].get(layout, 1), batch_strides, layout == "row")
+    layouts["d"], result_strides = _result_layout(batch, m, n, order, squeezed, d_strides, d_avail)
     x1 = "b" if order == "row" else "a"
     cm = (n, m, k) if order == "row" else (m, n, k)
     extra: dict = {}
@@ -352,22 +357,8 @@ def _orient(kind, structured, mats, batch, mnk, result_shape, squeezed, d_stride
             "diag": int(q.unit),
             "incx": q.incx * strides[-1] if kind == "dgmm" else 1,
         }
-    return Traits(
-        kind,
-        dtype,
-        m,
-        n,
-        k,
-        batch,
-        result_shape,
-        result_strides,
-        order,
-        cm,
-        x1,
-        layouts,
-        copies=copies,
-        **extra,
-    )
+    head = (kind, dtype, m, n, k, batch, result_shape, result_strides, order, cm, x1, layouts)
+    return Traits(*head, copies=copies, **extra)
 
 
 def _squeezed(i: int, ndim: int, squeezed: tuple[int, int]) -> bool:
