@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal.tensors import TensorAdapter, wrap
+from nvmath._internal.tensors import TensorAdapter, is_dense, wrap
 from nvmath._internal.tensors.copy import copy_into
 from nvmath._internal.tensors.numpy_adapter import NumpyAdapter, host_empty
 from nvmath.linalg._solvers._cpu import host_array, to_caller
@@ -115,9 +115,17 @@ class Problem:
 
     # ------------------------------------------------------------------ operands
     def _blas_side(self, ops: dict[str, TensorAdapter]) -> dict[str, TensorAdapter]:
-        """The operands as the executing side sees them (numpy arrays for the CPU)."""
+        """The operands as the executing side sees them: numpy arrays for the CPU; for the GPU, host
+        operands that are not dense are made dense first (the copy to the device would make them dense
+        anyway, and the traits must describe the layout BLAS reads)."""
         if not self.cpu:
-            return ops
+            if all(op.device != "cpu" or is_dense(tuple(op.shape), tuple(op.strides)) for op in ops.values()):
+                return ops
+            return {
+                n: op if op.device != "cpu" or is_dense(tuple(op.shape), tuple(op.strides))
+                else self._materialized(op, n, False, "row")
+                for n, op in ops.items()
+            }  # fmt: skip
         return {n: op if type(op) is NumpyAdapter else NumpyAdapter(host_array(op)) for n, op in ops.items()}
 
     def _materialized(self, op: TensorAdapter, name: str, conjugate: bool, layout: str) -> TensorAdapter:

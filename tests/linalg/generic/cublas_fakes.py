@@ -228,6 +228,10 @@ def _fake_copy(tensor, conjugate, layout):
     return FakeTensor(y)
 
 
+def _fake_host_copy(tensor, conjugate, layout):
+    return FakeHostTensor(_fake_copy(tensor, conjugate, layout).array)
+
+
 def fake_upload(dst, host, stream):
     ctypes.memmove(dst, host.ctypes.data, host.nbytes)
 
@@ -256,6 +260,7 @@ def install(monkeypatch) -> FakeCublas:
     monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
     monkeypatch.setattr(streams, "synchronize", lambda handle: None)
     monkeypatch.setitem(_problem.MATERIALIZERS, "fake", _fake_copy)
+    monkeypatch.setitem(_problem.MATERIALIZERS, "fakehost", _fake_host_copy)
     return fake
 
 

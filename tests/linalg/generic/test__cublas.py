@@ -36,7 +36,9 @@ def test_device_operands(fake_gpu, name, dtype):
     assert rel_error(out.array, case.ref) < TOL[dtype]
 
 
-@pytest.mark.parametrize("name", ["gemm-cr", "symm-b-lower-col", "trmm-b-lower-col-c", "dgmm-b-2-col"])
+@pytest.mark.parametrize(
+    "name", ["gemm-cr", "gemm-pad", "symm-b-lower-col", "trmm-b-lower-col-c", "dgmm-b-2-col", "batch-4x1-3"]
+)
 def test_host_operands_with_cuda_execution(fake_gpu, name):
     """Host operands with execution='cuda' are staged to the device and the result comes back to the host."""
     case = EVERY[name](np.random.default_rng(3), "float64")
@@ -129,3 +131,13 @@ def test_inplace_device(fake_gpu):
     out = la.matmul(fake(a), fake(b), fc, beta=-1.0, options={"inplace": True})
     assert out is fc
     assert rel_error(c, ref) < 2e-5
+
+
+def test_strided_host_vector_with_cuda_execution(fake_gpu):
+    """A strided host vector (diagonal) and a padded host matrix are made dense before they are staged."""
+    rng = np.random.default_rng(4)
+    v = rand(rng, (1, 12), "float64")[0][::3]  # 4 elements, stride 3
+    x = rand(rng, (4, 5), "float64", "pad")
+    q = quals(la.DiagonalMatrixQualifier.create(), la.GeneralMatrixQualifier.create())
+    out = la.matmul(FakeHostTensor(v), FakeHostTensor(x), qualifiers=q, execution="cuda")
+    assert rel_error(out.array, np.diag(v) @ x) < 1e-12
