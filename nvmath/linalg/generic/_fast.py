@@ -46,8 +46,8 @@ def cpu_gemm(problem: Any, check: Callable[[Any, Any], tuple[Any, Any]]) -> Call
     def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
         alpha, beta = _checked(alpha, beta, check)
         if torch_out:
-            a, b = a.numpy(), b.numpy()
-            c = None if c is None else c.numpy()
+            a, b = a.detach().numpy(), b.detach().numpy()
+            c = None if c is None else c.detach().numpy()
         a = np.conj(a) if conj_a else a
         b = np.conj(b) if conj_b else b
         out = np.empty(shape, dtype)

@@ -56,3 +56,12 @@ def test_fast_conjugate_and_torch(torch):
         out = la.matmul(a, a, alpha=2.0)
         assert isinstance(out, torch.Tensor)
         torch.testing.assert_close(out, 2 * (a @ a))
+
+
+def test_fast_torch_requires_grad(torch):
+    """torch CPU tensors that require grad are read without autograd (no error; a plain result)."""
+    a = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    for _ in range(2):
+        out = la.matmul(a, a)
+        torch.testing.assert_close(out, (a @ a).detach())
+        assert not out.requires_grad
