@@ -95,13 +95,13 @@ def torch_gemm(
                 else torch.empty_strided(shape, strides, dtype=tdt, device=device)
             )
             if has_c:
-                d.copy_(c)
+                d.copy_(c.detach())
         else:
             sh = streams.get_stream(stream, device_id=dev, package="torch")
             with torch.cuda.stream(streams.native_stream(sh, "torch")):
                 d = torch.empty_strided(shape, strides, dtype=tdt, device=device)
                 if has_c:
-                    d.copy_(c)
+                    d.copy_(c.detach())
         ptrs = {"a": a.data_ptr(), "b": b.data_ptr(), "d": d.data_ptr()}
         with devices.device_ctx(dev):
             ws, _, lock = workspace()
@@ -159,7 +159,7 @@ def torch_grouped(
             ds = [torch.empty_strided(shape, strides, dtype=tdt, device=device) for shape, strides in layouts]
             if has_c:
                 for d, z in zip(ds, _spread(c, count)):
-                    d.copy_(z)
+                    d.copy_(z.detach())
         ptrs = [
             {"a": x.data_ptr(), "b": y.data_ptr(), "d": d.data_ptr()}
             for x, y, d in zip(_spread(a, count), _spread(b, count), ds)
