@@ -113,3 +113,26 @@ def test_one_plan_per_kind_torch(torch):
     for _ in range(3):
         la.matmul(a, a)
     assert plan_cache.stats.size == 1
+
+
+def test_threads_share_the_cache():
+    """Concurrent stateless calls from several threads (shared and distinct kinds) all get right results."""
+    import threading
+
+    rng = np.random.default_rng(9)
+    inputs = [(rng.standard_normal((4 + i % 2, 3)), rng.standard_normal((3, 2))) for i in range(8)]
+    errors = []
+
+    def work(i: int) -> None:
+        a, b = inputs[i]
+        for _ in range(50):
+            if not np.allclose(la.matmul(a, b, alpha=2.0), 2 * a @ b):
+                errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert plan_cache.stats.size == 2
