@@ -101,6 +101,8 @@ def _symm(t: Traits, a, b, q, alpha, beta, c, out) -> np.ndarray:
     row = t.order == "row"
     if c is not None and c is not out:
         np.copyto(out, c)
+    if out.size == 0:  # BLAS wrappers refuse empty matrices; there is nothing to compute
+        return out
     b_ = beta if c is not None else 0
     for s2, x2, o2 in _pairs(t, s, x, out):
         o = _fview(o2, row)
