@@ -151,10 +151,11 @@ def generic_key(
     builds inline for registered tensor types.
     """
     try:
-        key: tuple = (_operands_key(a), _operands_key(b), _operands_key(c))
+        key: tuple = (_operands_key(a), _operands_key(b), _operands_key(c))  # hashable by construction
         if qualifiers is not None or options is not None or execution is not None:
-            key += (_qualifiers_key(qualifiers), _options_key(options), _execution_key(execution))
-        hash(key)
+            extra = (_qualifiers_key(qualifiers), _options_key(options), _execution_key(execution))
+            hash(extra)
+            key += extra
     except TypeError:
         return None
     return key
