@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import warnings
 import weakref
 from collections.abc import Callable
@@ -27,6 +28,7 @@ __all__ = [
     "BaseCUDAMemoryManager",
     "BaseCUDAMemoryManagerAsync",
     "MemoryPointer",
+    "SharedWorkspaces",
     "Workspace",
     "allocate",
     "check_allocator",
@@ -266,6 +268,8 @@ class Workspace:
         self.package = package
         self.allocator = check_allocator(allocator)
         self.name = name
+        self.lock: Any = None
+        """The lock the users of a workspace shared by several plans take (see :class:`SharedWorkspaces`)."""
         self._alloc: Allocation | None = None
         self._stream: StreamHandle | None = None
 
@@ -305,3 +309,43 @@ class Workspace:
 
     def __repr__(self) -> str:
         return f"Workspace({self.name!r}, size={self.size}, device_id={self.device_id})"
+
+
+class SharedWorkspaces:
+    """Workspaces shared by the cached plans of one stateless function: one per (device, package).
+
+    Each has a :attr:`Workspace.lock`; a cached plan that uses a shared workspace is run under that
+    lock (so calls on plans sharing it take turns). :meth:`clear` frees them all.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self._lock = threading.Lock()
+        self._workspaces: dict[tuple[int, str], Workspace] = {}
+
+    def get(self, device_id: int, package: str) -> Workspace:
+        """The shared workspace of ``device_id`` and ``package`` (created empty on first use)."""
+        key = (device_id, package)
+        with self._lock:
+            ws = self._workspaces.get(key)
+            if ws is None:
+                ws = self._workspaces[key] = Workspace(device_id=device_id, package=package, name=self.name)
+                ws.lock = threading.Lock()
+        return ws
+
+    def __len__(self) -> int:
+        return len(self._workspaces)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the shared workspaces hold now."""
+        return sum(ws.size for ws in list(self._workspaces.values()))
+
+    def clear(self) -> None:
+        """Free every shared workspace (waiting for a call that uses it)."""
+        with self._lock:
+            shared = list(self._workspaces.values())
+            self._workspaces.clear()
+        for ws in shared:
+            with ws.lock:
+                ws.release()

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal import dtypes, memory, streams
+from nvmath._internal import dtypes, memory, stateless, streams
 from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.tensors import dispatch
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
@@ -310,6 +310,24 @@ def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
     monkeypatch.setitem(dispatch._CLASSES, FakeTensor, FakeAdapter)
     monkeypatch.setitem(dispatch._CLASSES, FakeHostTensor, FakeHostAdapter)
     return fake
+
+
+def read_fake(t: FakeTensor) -> tuple:
+    """The raw reader of fake tensors (as ``nvmath._internal.stateless`` reads torch tensors): the
+    same head as :class:`FakeAdapter` / :class:`FakeHostAdapter` give, the address, the tensor."""
+    arr = t.array
+    host = type(t) is FakeHostTensor
+    head = (
+        "fakehost" if host else "fake", "cpu" if host else 0, arr.shape,
+        element_strides(arr.strides, arr.itemsize), dtypes.numpy_dtype_name(arr.dtype), False,
+    )  # fmt: skip
+    return head, arr.__array_interface__["data"][0], t
+
+
+def register_readers(monkeypatch) -> None:
+    """Let the stateless ``matmul`` read fake tensors raw (its hot path), for one test."""
+    monkeypatch.setitem(stateless.READERS, FakeTensor, read_fake)
+    monkeypatch.setitem(stateless.READERS, FakeHostTensor, read_fake)
 
 
 def fake(array) -> FakeTensor:

@@ -180,21 +180,28 @@ class _Op:
         self.package, self.device_id, self.is_conjugate = "torch", 0, False
 
 
+def _key(ops, epilog=None, options=None):
+    """The stateless key of wrapped operands (as ``matmul`` builds it from adapters)."""
+    reads = [_stateless._adapter_read(ops[n]) for n in ("a", "b")]
+    rest = None if options is None else _stateless._rest_key(None, None, None, options, None, None)
+    return _stateless.matmul_key(*reads, None, epilog, rest)
+
+
 def test_stateless_key_covers_what_decides_the_plan(cublaslt):
     """The stateless key changes with strides, alignment, dtype, epilog and options, not with data."""
     base = {"a": _Op((4, 3), (3, 1)), "b": _Op((3, 5), (5, 1))}
-    key = _stateless.stateless_key(base)
-    assert key == _stateless.stateless_key({"a": _Op((4, 3), (3, 1), ptr=8192), "b": base["b"]})
+    key = _key(base)
+    assert key == _key({"a": _Op((4, 3), (3, 1), ptr=8192), "b": base["b"]})
     variants = [
         {"a": _Op((4, 3), (1, 4)), "b": base["b"]},
         {"a": _Op((4, 3), (3, 1), ptr=4100), "b": base["b"]},
         {"a": _Op((4, 3), (3, 1), dtype="bfloat16"), "b": base["b"]},
     ]
     for ops in variants:
-        assert _stateless.stateless_key(ops) != key
-    assert _stateless.stateless_key(base, epilog=adv.MatmulEpilog.RELU) != key
-    assert _stateless.stateless_key(base, options={"compute_type": 77}) != key
-    assert _stateless.stateless_key(base, options=adv.MatmulOptions(allocator=_Unhashable())) is None
+        assert _key(ops) != key
+    assert _key(base, epilog=adv.MatmulEpilog.RELU) != key
+    assert _key(base, options={"compute_type": 77}) != key
+    assert _key(base, options=adv.MatmulOptions(allocator=_Unhashable())) is None
 
 
 class _Unhashable:
@@ -213,29 +220,17 @@ class _FakePlanner:
         type(self).made += 1
         self.serial = type(self).made
         self.freed = False
-        import threading
-
-        self._lock = threading.Lock()
-        self._options = adv.MatmulOptions()
+        self.workspaces = kw["_workspaces"]
+        self.workspace_lock = None
 
     def plan(self, **kw):
         self.plan_kwargs = kw
 
-    def _share_workspace(self, workspace, lock):
-        self._lock = lock
-
     @property
-    def _spec(self):
-        return type("S", (), {"device_id": 0})()
-
-    @property
-    def _slots(self):
-        return {"a": type("Slot", (), {"device": type("D", (), {"package": "torch"})()})()}
-
-    def _usable(self):
+    def is_planned(self):
         return not self.freed
 
-    def _run_stateless(self, ops, alpha, beta, stream, extras):
+    def run_cached(self, a, b, c, ptrs, alpha, beta, stream, extras=None):
         return self.serial
 
     def free(self):
@@ -246,7 +241,7 @@ def test_stateless_cache_logic_with_a_fake_planner(monkeypatch, cublaslt):
     """Hits reuse the plan, misses build one planned with limit=1, eviction frees, disabling frees at once."""
     from nvmath._internal.tensors import dispatch
 
-    monkeypatch.setattr(_stateless, "_PLANNER", _FakePlanner)
+    monkeypatch.setattr(_stateless, "Matmul", _FakePlanner)
     monkeypatch.setitem(dispatch._CLASSES, _Op, None)
     monkeypatch.setattr(_stateless, "wrap", lambda x, name=None: x)
     _FakePlanner.made = 0
@@ -255,7 +250,8 @@ def test_stateless_cache_logic_with_a_fake_planner(monkeypatch, cublaslt):
     a, b = _Op((4, 3), (3, 1)), _Op((3, 5), (5, 1))
     assert [_stateless.matmul(a, b) for _ in range(3)] == [1, 1, 1]
     assert cache.stats.hits == 2 and cache.stats.misses == 1
-    first = cache.get(next(iter(cache.keys())))
+    first = cache.get(next(iter(cache.keys()))).planner
+    assert first.workspaces is _stateless.workspaces
     assert first.plan_kwargs["preferences"].limit == 1
     _stateless.matmul(_Op((4, 3), (1, 4)), b)
     _stateless.matmul(_Op((4, 3), (3, 1), ptr=4100), b)
