@@ -38,6 +38,7 @@ from nvmath.fft._traits import CPU_DTYPES, FFTTraits, make_traits
 __all__ = ["FFT"]
 
 _CREATED, _PLANNED = PlannerState.CREATED, PlannerState.PLANNED
+_PLANNED_BIT = PlannerState.PLANNED.value
 _FAST_DIRECTIONS: dict[Any, FFTDirection] = {
     FFTDirection.FORWARD: FFTDirection.FORWARD,
     FFTDirection.INVERSE: FFTDirection.INVERSE,
@@ -361,13 +362,17 @@ class FFT(FreedOnExit):
             streams.synchronize(s)
         return tensor if result is None else result.unwrap(s)
 
-    def _execute_stateless(
-        self, operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any
-    ) -> Any:
+    @property
+    def is_planned(self) -> bool:
+        """Whether :meth:`plan` ran and :meth:`free` did not."""
+        return self._lifecycle.bits & _PLANNED_BIT != 0
+
+    def run_cached(self, operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
         """One stateless call on this (cached, planned) object; the operand is not kept.
 
-        With ``ptr`` (the operand's address, read without wrapping it) a plan without staging runs
-        directly; otherwise the operand is wrapped, swapped in, executed and released.
+        With ``ptr`` (the operand's address, read without wrapping it; ``tensor``: what an in-place
+        call returns) a plan without staging runs directly; otherwise the operand is wrapped, swapped
+        in, executed and released. The caller holds the cache entry's lock.
         """
         if ptr is not None and self._direct:
             if direction is None or direction is self._direction:

@@ -1,11 +1,15 @@
 """The stateless transforms :func:`fft`, :func:`ifft`, :func:`rfft`, :func:`irfft`, and their plan cache.
 
-Each call looks up a planned :class:`~nvmath.fft.FFT` in :data:`plan_cache` (a bounded, thread-safe
-LRU :class:`~nvmath._internal.plan_cache.PlanCache`) under a key made of everything that decides the
-plan -- the operand's package, device, shape, strides and dtype, the axes, the options, the
-execution space and the callbacks -- swaps the operand in, executes on the caller's stream (a cached
+Each call goes the one way of :mod:`nvmath._internal.stateless`: a key made of everything that decides
+the plan -- the operand's head (package, device, shape, strides, dtype, conjugation), then a
+:class:`_Tail` of the axes, the options, the execution space and the callbacks -- is looked up in
+:data:`plan_cache` (a bounded, thread-safe LRU :class:`~nvmath._internal.plan_cache.PlanCache`), and
+:meth:`FFT.run_cached` runs the cached plan with the call's operand on the caller's stream (a cached
 plan is re-bound to it) and drops the operand again. So a repeated call costs little more than
 :meth:`FFT.execute`. Calls sharing a cached plan from several threads take turns on it.
+
+A call with default options, execution and no callbacks reads its operand raw
+(:data:`nvmath._internal.stateless.READERS`) and finds its tail in :data:`_TAILS`: no adapter on a hit.
 
 The cache::
 
@@ -18,17 +22,13 @@ The cache::
 from __future__ import annotations
 
 import dataclasses
-import threading
 from typing import Any
 
-from nvmath._internal import dtypes
 from nvmath._internal.execution import resolve_execution
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
-from nvmath._internal.state import PlannerState
+from nvmath._internal.stateless import READERS, CachedPlan, adapter_head, call_cached, reader_for
 from nvmath._internal.tensors import wrap
-from nvmath._internal.tensors.base import TensorAdapter
-from nvmath._internal.tensors.dispatch import adapter_class
 from nvmath.fft._callbacks import as_device_callable
 from nvmath.fft._options import FFTDirection, FFTOptions
 from nvmath.fft._planner import FFT
@@ -40,22 +40,7 @@ DEFAULT_CACHE_SIZE = 32
 """How many planned transforms :data:`plan_cache` keeps by default."""
 
 
-class _CachedFFT:
-    """A cached planner and the lock that gives one caller at a time the use of it."""
-
-    __slots__ = ("fft", "lock")
-
-    def __init__(self, planner: FFT):
-        self.fft = planner
-        self.lock = threading.Lock()
-
-    def free(self) -> None:
-        """Release the planner's resources (called by the cache on eviction)."""
-        with self.lock:
-            self.fft.free()
-
-
-plan_cache: PlanCache[_CachedFFT] = PlanCache(maxsize=DEFAULT_CACHE_SIZE, name="nvmath.fft plan cache")
+plan_cache: PlanCache[CachedPlan[FFT]] = PlanCache(maxsize=DEFAULT_CACHE_SIZE, name="nvmath.fft plan cache")
 """The plan cache of the stateless FFT functions (see the module documentation)."""
 
 _COMPLEX = frozenset({"complex32", "complex64", "complex128"})
@@ -109,73 +94,10 @@ class _Tail:
         return f"_Tail{self.values!r}"
 
 
-# Raw readers: operand -> (key head, data address, the object an in-place call returns), or None
-# when the operand needs the full wrapping path (host, lazily conjugated, unknown dtype, ...).
-def _read_adapter(a: Any) -> tuple | None:
-    if a.is_conjugate:
-        return None
-    return (a.package, a.device_id, tuple(a.shape), tuple(a.strides), a.dtype, False), a.data_ptr, a.tensor
-
-
-def _read_torch(t: Any) -> tuple | None:
-    if not t.is_cuda:
-        return None
-    info = dtypes._TORCH_TO_INFO.get(t.dtype)
-    if info is None or (info[2] and t.is_conj()):
-        return None
-    return ("torch", t.get_device(), t.shape, t.stride(), info[0], False), t.data_ptr(), t
-
-
-def _read_cupy(a: Any) -> tuple | None:
-    from nvmath._internal.tensors.numpy_adapter import element_strides
-
-    name = dtypes._NUMPY_TO_NAME.get(a.dtype)
-    if name is None:
-        return None
-    try:
-        strides = element_strides(a.strides, a.itemsize)
-    except ValueError:
-        return None
-    data = a.data
-    return ("cupy", data.device_id, a.shape, strides, name, False), data.ptr, a
-
-
-_READERS: dict[type, Any] = {}
-
-
-def _reader(tp: type) -> Any:
-    """The raw reader of operands of type ``tp`` (``None``: always wrap); cached per type."""
-    reader = None
-    if issubclass(tp, TensorAdapter):
-        reader = _read_adapter
-    else:
-        cls = adapter_class(tp)
-        name = getattr(cls, "__name__", None)
-        if name == "TorchAdapter":
-            reader = _read_torch
-        elif name == "CupyAdapter":
-            reader = _read_cupy
-    if len(_READERS) >= 64:
-        _READERS.clear()
-    _READERS[tp] = reader
-    return reader
-
-
 # (fft_type, axes as given, ndim, device_id) -> _Tail, for calls with default options, execution
 # and no callbacks: such a call makes its cache key from raw reads of the operand, without wrapping it.
 _TAILS: dict[tuple, _Tail] = {}
 _MISSING = object()
-_FREED = PlannerState.FREED.value
-
-
-def _hit(key: tuple) -> _CachedFFT | None:
-    """The cached plan for ``key`` on a hit (counted, made most recent), else ``None``; not pinned.
-
-    :meth:`PlanCache.use` without its pin: the caller holds the plan's lock while using it, and an
-    eviction frees the plan under that lock, so the caller only has to check that it was not freed
-    between this lookup and taking the lock (then it goes through ``plan_cache.use``).
-    """
-    return plan_cache.get(key, count_miss=False)
 
 
 def _axes_key(axes: Any) -> Any:
@@ -192,7 +114,7 @@ def _axes_key(axes: Any) -> Any:
     return axes if kind is tuple else tuple(axes)
 
 
-def _build(adapter: Any, tail: _Tail, stream: Any) -> _CachedFFT:
+def _build(adapter: Any, tail: _Tail, stream: Any) -> CachedPlan[FFT]:
     axes, options, execution, prolog, epilog = tail.values
     planner = FFT(adapter, axes=axes, options=options, execution=execution, stream=stream)
     try:
@@ -201,7 +123,7 @@ def _build(adapter: Any, tail: _Tail, stream: Any) -> _CachedFFT:
         planner.free()
         raise
     planner.release_operand()  # a cached plan keeps no operand alive; each call supplies its own
-    return _CachedFFT(planner)
+    return CachedPlan(planner)
 
 
 def _fast_transform(
@@ -214,30 +136,21 @@ def _fast_transform(
     function: str,
 ) -> Any:
     """The stateless call keyed by raw tensor reads (default options only); ``_MISSING`` if not applicable."""
-    reader = _READERS.get(type(operand), _MISSING)
-    if reader is _MISSING:
-        reader = _reader(type(operand))
-    raw = None if reader is None else reader(operand)
+    tp = type(operand)
+    raw = (READERS.get(tp) or reader_for(tp))(operand)
     if raw is None:
         return _MISSING
     head, ptr, tensor = raw
+    if head[5]:  # lazily conjugated: the planner materializes it (wrapped path)
+        return _MISSING
     tail = _TAILS.get((fft_type, axes, len(head[2]), head[1]))
     if tail is None:
         return _MISSING
     _check_kind(head[4], check_dtype, function)
-    key = (*head, tail)
-    cached = _hit(key)
-    if cached is not None:
-        with cached.lock:
-            planner = cached.fft
-            if not planner._lifecycle.bits & _FREED:  # not freed by an eviction meanwhile
-                return planner._execute_stateless(operand, ptr, tensor, direction, stream)
-
-    def build() -> _CachedFFT:
-        return _build(wrap(operand, "operand"), tail, stream)
-
-    with plan_cache.use(key, build) as cached, cached.lock:
-        return cached.fft._execute_stateless(operand, ptr, tensor, direction, stream)
+    return call_cached(
+        plan_cache, (*head, tail), lambda: _build(wrap(operand, "operand"), tail, stream), operand, ptr, tensor,
+        direction, stream,
+    )  # fmt: skip
 
 
 def _transform(
@@ -282,12 +195,10 @@ def _transform(
         if len(_TAILS) >= 256:
             _TAILS.clear()
         _TAILS[(fft_type, axes_key, ndim, adapter.device_id)] = tail
-    key = (
-        adapter.package, adapter.device_id, tuple(adapter.shape), tuple(adapter.strides), adapter.dtype,
-        adapter.is_conjugate, tail,
+    return call_cached(
+        plan_cache, (*adapter_head(adapter), tail), lambda: _build(adapter, tail, stream), adapter, None, None,
+        direction, stream,
     )  # fmt: skip
-    with plan_cache.use(key, lambda: _build(adapter, tail, stream)) as cached, cached.lock:
-        return cached.fft._execute_stateless(adapter, None, None, direction, stream)
 
 
 def fft(

@@ -250,6 +250,23 @@ class SolverBase(FreedOnExit):
         with self._lock:
             self._free()
 
+    # ------------------------------------------------------------------ the stateless path's entry
+    @property
+    def is_planned(self) -> bool:
+        """Whether :meth:`plan` ran and :meth:`free` did not."""
+        return self._lifecycle.bits & PlannerState.PLANNED.value != 0
+
+    def run_cached(self, operands: dict[str, Any], method: str, stream: Any) -> Any:
+        """One stateless call on this cached plan: supply ``operands`` (unless the plan still holds the
+        ones it was built with), call ``method(stream=stream)``, release the operands."""
+        if self._lifecycle.operands_released:
+            self.reset_operands_unchecked(**operands, stream=stream)
+        try:
+            fn: Callable[..., Any] = getattr(self, method)
+            return fn(stream=stream)
+        finally:
+            self.release_operands()
+
     # ------------------------------------------------------------------ execution helpers
     def _phase(self, name: str) -> Any:
         """A context logging the phase ``name`` and its host time at INFO (free when disabled)."""
