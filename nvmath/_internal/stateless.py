@@ -125,7 +125,8 @@ def adapter_head(a: TensorAdapter) -> tuple:
 
 
 def _read_adapter(a: TensorAdapter) -> Read:
-    return (a.package, a.device_id, tuple(a.shape), tuple(a.strides), a.dtype, a.is_conjugate), a.data_ptr, a.tensor
+    head = (a.package, a.device_id, tuple(a.shape), tuple(a.strides), a.dtype, a.is_conjugate)
+    return head, a.data_ptr, a.tensor
 
 
 def _read_torch(t: Any) -> Read | None:
@@ -161,7 +162,7 @@ READERS: dict[type, Callable[[Any], Read | None]] = {}
 
 
 def reader_for(tp: type) -> Callable[[Any], Read | None]:
-    """The reader of operands of type ``tp`` (found once per type, then one dict lookup in :data:`READERS`)."""
+    """The reader of operands of type ``tp`` (found once per type; then one lookup in :data:`READERS`)."""
     reader: Callable[[Any], Read | None] = _unreadable
     if issubclass(tp, TensorAdapter):
         reader = _read_adapter

@@ -148,8 +148,8 @@ def _fast_transform(
         return _MISSING
     _check_kind(head[4], check_dtype, function)
     return call_cached(
-        plan_cache, (*head, tail), lambda: _build(wrap(operand, "operand"), tail, stream), operand, ptr, tensor,
-        direction, stream,
+        plan_cache, (*head, tail), lambda: _build(wrap(operand, "operand"), tail, stream),
+        operand, ptr, tensor, direction, stream,
     )  # fmt: skip
 
 
@@ -196,8 +196,8 @@ def _transform(
             _TAILS.clear()
         _TAILS[(fft_type, axes_key, ndim, adapter.device_id)] = tail
     return call_cached(
-        plan_cache, (*adapter_head(adapter), tail), lambda: _build(adapter, tail, stream), adapter, None, None,
-        direction, stream,
+        plan_cache, (*adapter_head(adapter), tail), lambda: _build(adapter, tail, stream),
+        adapter, None, None, direction, stream,
     )  # fmt: skip
 
 

@@ -420,11 +420,39 @@ class Matmul(FreedOnExit):
         handle = self._get_stream(stream)
         current = self._plan
         assert current is not None
-        _autotune.autotune(self, current, handle, iterations, prune)
+        tuning = _autotune.Tuning(
+            self._spec, self._plan_prefs, self._handle(), self._log, self._slots, self._scales, self._runner
+        )
+        plan = _autotune.autotune(tuning, current, handle, iterations, prune)
+        if plan is current:
+            self._select(plan.algorithms[0])
+        else:
+            self._commit(plan, retire=True)  # the ORDER_ROW formulation won
         if release_workspace or self._workspace.size > self._algo[1]:
             self._workspace.release()  # (timing wide candidates may have grown it past the need)
 
-    _runner = _autotune.runner  # (plans, handle) -> (run(i), buffers to keep alive)
+    def _runner(self, plans: Sequence[Plan], handle: StreamHandle) -> tuple[Any, list]:
+        """A callable running candidate ``i`` of ``plans``' algorithms, concatenated in order, with fixed
+        buffers (one result, one workspace for the largest need; in place: a scratch copy of c); and the
+        buffers to keep alive while it is used (see :class:`._autotune.Tuning`)."""
+        maker = self._result
+        if self._inplace:
+            c = self._slots["c"].device
+            maker = ResultMaker(c, tuple(c.shape), tuple(c.strides), self._spec.types.d_dtype)
+        keep = [maker.new(handle)]  # type: ignore[union-attr]
+        d_ptr = keep[0][1]
+        for _, aux_maker, attr in self._aux:
+            keep.append(aux_maker.new(handle))
+            attr.set(keep[-1][1])
+        ws_size = max(p.workspace_size for p in plans)
+        ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
+        calls = [(self._plan_args(p, d_ptr), a.algo_ptr) for p in plans for a in p.algorithms]
+
+        def run(i: int) -> None:
+            head, algo = calls[i]
+            lt.matmul(*head, algo, ws_ptr, ws_size, handle.ptr)
+
+        return run, keep
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def applicable_algorithm_ids(self, limit: int = 8) -> tuple[int, ...]:
@@ -477,7 +505,8 @@ class Matmul(FreedOnExit):
 
     # ------------------------------------------------------------------ the stateless path's entry
     def run_cached(
-        self, a: Any, b: Any, c: Any, ptrs: tuple | None, alpha: Any, beta: Any, stream: Any, extras: Any = None,
+        self, a: Any, b: Any, c: Any, ptrs: tuple | None, alpha: Any, beta: Any, stream: Any,
+        extras: Any = None,
     ) -> Any:  # fmt: skip
         """One call of the stateless ``matmul`` on this cached plan, with the call's own operands.
 

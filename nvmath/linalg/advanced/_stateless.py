@@ -10,8 +10,8 @@ and at most an epilog reads its operands raw (:data:`nvmath._internal.stateless.
 into the same key, so a repeated call costs little more than ``Matmul.execute()``.
 
 Cached plans share one workspace per device and package (not one each), given to them at
-construction; its lock is the cache entry's lock, so calls on plans sharing it take turns. ``plan_cache.clear()`` frees the plans and the shared
-workspaces; ``plan_cache.resize(n)`` bounds the number of plans; ``plan_cache.enabled = False``
+construction; its lock is the cache entry's lock, so calls on plans sharing it take turns.
+``plan_cache.clear()`` frees the plans and the shared workspaces; ``plan_cache.resize(n)`` bounds the number of plans; ``plan_cache.enabled = False``
 plans every call afresh.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -218,12 +218,11 @@ def matmul(
             epilog_inputs=epilog_inputs, qualifiers=qualifiers, quantization_scales=quantization_scales,
             options=options, preferences=preferences, algorithm=algorithm,
         )  # fmt: skip
-    key = matmul_key(
-        _adapter_read(ops["a"]), _adapter_read(ops["b"]), None if wc is None else _adapter_read(wc), epilog, rest
-    )  # fmt: skip
+    rc = None if wc is None else _adapter_read(wc)
+    key = matmul_key(_adapter_read(ops["a"]), _adapter_read(ops["b"]), rc, epilog, rest)
     return call_cached(
-        plan_cache, key, lambda: _build(ops, alpha, beta, kw, stream), ops["a"], ops["b"], wc, None, alpha, beta,
-        stream, extras,
+        plan_cache, key, lambda: _build(ops, alpha, beta, kw, stream),
+        ops["a"], ops["b"], wc, None, alpha, beta, stream, extras,
     )  # fmt: skip
 
 

@@ -333,7 +333,7 @@ def test_autotune_with_cached_winner(lt, rng, tmp_path, monkeypatch):
     a, b = _rand(rng, (4, 4)), _rand(rng, (4, 4))
     with adv.Matmul(F.fake(a), F.fake(b)) as mm:
         algs = mm.plan()
-        cache.store(adv._autotune.cache_key(mm, mm._plan), algs[2].to_bytes(), median_ms=1.0)
+        cache.store(adv._autotune.cache_key(mm._spec, mm._plan), algs[2].to_bytes(), median_ms=1.0)
         mm.autotune(iterations=3)
         assert mm.algorithms[0].to_bytes()[:64] == algs[2].to_bytes()[:64]
         mm.execute()
