@@ -34,7 +34,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from nvmath._internal import dtypes
 from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.tensors import TensorAdapter, adapter_class
-from nvmath._internal.tensors.numpy_adapter import element_strides
+from nvmath._internal.tensors.host import element_strides
 
 __all__ = [
     "READERS",

@@ -20,6 +20,8 @@ from nvmath._internal.options import check_or_create_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.tensors import wrap
 from nvmath._internal.tensors.base import TensorAdapter
+from nvmath._internal.tensors.copy import copy_into
+from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
 from nvmath.fft import _cpu
 from nvmath.fft._callbacks import DeviceCallable, as_device_callable
 from nvmath.fft._options import LOGGER_NAME, FFTDirection, FFTOptions, normalize_direction
@@ -415,7 +417,7 @@ class FFT(FreedOnExit):
                 device_id=self._device_id,
                 stream=s,
             )
-        staging.copy_(op, s)
+        copy_into(staging, op, s)
         return staging
 
     def _new_result(self, op: TensorAdapter, staging: Any, s: Any) -> tuple[Any, Any, int]:
@@ -438,7 +440,7 @@ class FFT(FreedOnExit):
         """Copy a device result back to the host operand's package (blocking)."""
         op = self._operand
         if self._traits.inplace:
-            op.copy_(result, s)
+            copy_into(op, result, s)
             return op.tensor
         host = result.to("cpu", s)
         free = getattr(result, "free", None)
@@ -462,12 +464,10 @@ class FFT(FreedOnExit):
 
                 return torch.from_numpy(y)
             return y
-        from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
-
         target = (
             op if t.inplace else op.empty(t.result_shape, t.result_dtype, strides=t.result_strides, stream=s)
         )
-        target.copy_(NumpyAdapter(y), s)
+        copy_into(target, NumpyAdapter(y), s)
         streams.synchronize(s)
         return target.tensor
 

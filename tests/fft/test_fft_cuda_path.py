@@ -19,7 +19,8 @@ import nvmath.fft as nf
 from nvmath._internal import devices, dtypes, streams
 from nvmath._internal.tensors import copy as tcopy
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
-from nvmath._internal.tensors.numpy_adapter import NumpyAdapter, host_empty, host_view, view_from_ptr
+from nvmath._internal.tensors.host import host_empty, host_view, view_from_ptr
+from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
 from nvmath.bindings import cufft as real_cufft
 from nvmath.fft import FFT, DeviceCallable, FFTDirection, UnsupportedLayoutError, _cufft_plan, _stateless
 
@@ -55,9 +56,6 @@ class FakeDevice(TensorAdapter):
     def to(self, device_id, stream=None):
         return NumpyAdapter(self.tensor.copy()) if device_id == "cpu" else self
 
-    def copy_(self, src, stream=None):
-        np.copyto(self.tensor, src.tensor if isinstance(src, FakeDevice) else host_view(src))
-        return self
 
 
 class FakeCufft:
@@ -194,7 +192,8 @@ def fake(monkeypatch):
         return original_empty(self, shape, dtype, strides=strides, device_id=device_id, stream=stream)
 
     monkeypatch.setattr(NumpyAdapter, "empty", numpy_empty)
-    monkeypatch.setattr(tcopy, "copy_into", lambda dst, src, stream=None: np.copyto(_arr(dst), _arr(src)))
+    for pair in (("fakegpu", "fakegpu"), ("fakegpu", "numpy"), ("numpy", "fakegpu")):
+        monkeypatch.setitem(tcopy.COPIERS, pair, lambda dst, src, stream: np.copyto(_arr(dst), _arr(src)))
     nf.plan_cache.clear()
     yield lib
     nf.plan_cache.clear()

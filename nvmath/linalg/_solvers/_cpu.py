@@ -25,7 +25,9 @@ import numpy as np
 
 from nvmath._errors import NotSupportedError
 from nvmath._internal.tensors import TensorAdapter, wrap
-from nvmath._internal.tensors.numpy_adapter import NumpyAdapter, element_strides, host_view
+from nvmath._internal.tensors.copy import copy_into
+from nvmath._internal.tensors.host import element_strides, host_view
+from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
 
 __all__ = [
     "cho_solve",
@@ -77,7 +79,7 @@ def to_caller(result: np.ndarray, like: TensorAdapter, stream: Any = None) -> An
         device_id=like.device_id,
         stream=stream,
     )
-    dst.copy_(src, stream)
+    copy_into(dst, src, stream)
     return dst.tensor
 
 

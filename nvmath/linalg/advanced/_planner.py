@@ -24,6 +24,7 @@ from nvmath._internal.options import check_int, check_or_create_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap, wrap_operands
+from nvmath._internal.tensors.copy import copy_into
 from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _autotune, _handles
 from nvmath.linalg.advanced._algorithm import Algorithm
@@ -365,7 +366,7 @@ class Matmul(FreedOnExit):
             template = self._host_template
             if spec.mm.inplace:
                 c = self._slots["c"]
-                c.user.copy_(c.device, handle)  # type: ignore[union-attr]
+                copy_into(c.user, c.device, handle)  # type: ignore[arg-type]
                 result = c.user.unwrap(handle)  # type: ignore[union-attr]
             else:
                 result = deliver_host(template, out, is_adapter, handle)  # type: ignore[arg-type]

@@ -24,9 +24,10 @@ import numpy as np
 
 from nvmath._internal import dtypes, memory, stateless, streams
 from nvmath._internal.plan_cache import PlanCache
+from nvmath._internal.tensors import copy as tcopy
 from nvmath._internal.tensors import dispatch
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
-from nvmath._internal.tensors.numpy_adapter import element_strides, host_empty
+from nvmath._internal.tensors.host import element_strides, host_empty
 from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _handles, _plan
 
@@ -78,9 +79,6 @@ class FakeAdapter(TensorAdapter):
             return self
         raise ValueError("the fake GPU has no host copies")
 
-    def copy_(self, src, stream=None):
-        np.copyto(self.tensor.array, src.tensor.array)
-        return self
 
 
 class FakeHostTensor(FakeTensor):
@@ -309,7 +307,14 @@ def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
     monkeypatch.setattr(memory, "allocate", _HostAllocation)  # what Workspace.ensure allocates with
     monkeypatch.setitem(dispatch._CLASSES, FakeTensor, FakeAdapter)
     monkeypatch.setitem(dispatch._CLASSES, FakeHostTensor, FakeHostAdapter)
+    for pair in (("fake", "fake"), ("fake", "fakehost"), ("fakehost", "fake"), ("fakehost", "fakehost")):
+        monkeypatch.setitem(tcopy.COPIERS, pair, _fake_copy)
     return fake
+
+
+def _fake_copy(dst: FakeAdapter, src: FakeAdapter, stream: Any) -> None:
+    """``copy_into`` between fake tensors (host memory on both sides)."""
+    np.copyto(dst.tensor.array, src.tensor.array)
 
 
 def read_fake(t: FakeTensor) -> tuple:
