@@ -57,7 +57,8 @@ class CachedPlanner(Protocol):
 
     @property
     def is_planned(self) -> bool:
-        """Whether the planner is planned and not freed (cheap: one attribute read and one ``&``)."""
+        """Whether the planner is planned and not freed (``build`` returns planned planners; a cached
+        planner is freed only through its entry, whose ``live`` flag the hot path reads instead)."""
         ...
 
     def run_cached(self, *args: Any) -> Any:
@@ -73,39 +74,43 @@ P = TypeVar("P", bound=CachedPlanner)
 
 
 class CachedPlan(Generic[P]):
-    """A cache entry: a planned planner and the lock that gives one caller at a time its use."""
+    """A cache entry: a planned planner, the lock that gives one caller at a time its use, and its
+    liveness (``live``: false once :meth:`free` ran; read on every hit, so a plain attribute)."""
 
-    __slots__ = ("lock", "planner")
+    __slots__ = ("live", "lock", "planner")
 
     def __init__(self, planner: P, lock: Any = None):
         """``lock``: the lock to use (plans sharing a resource, such as a workspace, share its lock);
         default: a new one."""
         self.planner = planner
         self.lock = threading.Lock() if lock is None else lock
+        self.live = True
 
     def free(self) -> None:
         """Release the planner (called by the cache on eviction; waits for a running call)."""
         with self.lock:
+            self.live = False
             self.planner.free()
 
 
 def call_cached(
-    cache: PlanCache[CachedPlan[Any]], key: Hashable | None, build: Callable[[], CachedPlan[Any]], *args: Any
-) -> Any:
+    cache: PlanCache[CachedPlan[Any]], key: Hashable | None, build: Callable[..., CachedPlan[Any]], *args: Any,
+    build_args: tuple = (),
+) -> Any:  # fmt: skip
     """Run one stateless call: on the plan cached under ``key``, or on a new one from ``build()``.
 
     ``key=None`` (some argument cannot be part of a key) plans, runs and frees. A factory that raises
-    caches nothing; the error propagates.
+    caches nothing; the error propagates. ``build_args``: arguments for ``build`` (a hot path passes
+    a module-level ``build`` and its arguments rather than make a closure on every call, hit or not).
     """
     if key is None:
-        return run_once(build(), *args)
+        return run_once(build(*build_args), *args)
     entry = cache.get(key, count_miss=False)
     if entry is not None:
         with entry.lock:
-            planner = entry.planner
-            if planner.is_planned:  # not freed by an eviction since the lookup
-                return planner.run_cached(*args)
-    with cache.use(key, build) as entry, entry.lock:
+            if entry.live:  # not freed by an eviction since the lookup
+                return entry.planner.run_cached(*args)
+    with cache.use(key, (lambda: build(*build_args)) if build_args else build) as entry, entry.lock:
         return entry.planner.run_cached(*args)
 
 

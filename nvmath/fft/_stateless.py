@@ -126,6 +126,10 @@ def _build(adapter: Any, tail: _Tail, stream: Any) -> CachedPlan[FFT]:
     return CachedPlan(planner)
 
 
+def _build_raw(operand: Any, tail: _Tail, stream: Any) -> CachedPlan[FFT]:
+    return _build(wrap(operand, "operand"), tail, stream)
+
+
 def _fast_transform(
     operand: Any,
     axes: Any,
@@ -148,8 +152,8 @@ def _fast_transform(
         return _MISSING
     _check_kind(head[4], check_dtype, function)
     return call_cached(
-        plan_cache, (*head, tail), lambda: _build(wrap(operand, "operand"), tail, stream),
-        operand, ptr, tensor, direction, stream,
+        plan_cache, (*head, tail), _build_raw, operand, ptr, tensor, direction, stream,
+        build_args=(operand, tail, stream),
     )  # fmt: skip
 
 
@@ -196,8 +200,8 @@ def _transform(
             _TAILS.clear()
         _TAILS[(fft_type, axes_key, ndim, adapter.device_id)] = tail
     return call_cached(
-        plan_cache, (*adapter_head(adapter), tail), lambda: _build(adapter, tail, stream),
-        adapter, None, None, direction, stream,
+        plan_cache, (*adapter_head(adapter), tail), _build, adapter, None, None, direction, stream,
+        build_args=(adapter, tail, stream),
     )  # fmt: skip
 
 

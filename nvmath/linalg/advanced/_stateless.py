@@ -172,6 +172,13 @@ def _build(
     return CachedPlan(mm, mm.workspace_lock)
 
 
+def _build_raw(
+    a: Any, b: Any, c: Any, alpha: Any, beta: Any, epilog: Any, stream: Any
+) -> CachedPlan[Matmul]:
+    """:func:`_build` for raw operands (wrapped and checked here, on a miss only)."""
+    return _build(_wrap(a, b, c), alpha, beta, {"epilog": epilog}, stream)
+
+
 def matmul(
     a: Any, b: Any, /, c: Any = None, *, alpha: Any = None, beta: Any = None, epilog: Any = None,
     epilog_inputs: Mapping[str, Any] | None = None, qualifiers: Any = None, quantization_scales: Any = None,
@@ -204,8 +211,8 @@ def matmul(
             if rb is not None and (c is None or rc is not None):
                 ptrs = (ra[1], rb[1], None if rc is None else rc[1])
                 return call_cached(
-                    plan_cache, matmul_key(ra, rb, rc, epilog), lambda: _build(_wrap(a, b, c), alpha, beta,
-                    {"epilog": epilog}, stream), a, b, c, ptrs, alpha, beta, stream,
+                    plan_cache, matmul_key(ra, rb, rc, epilog), _build_raw, a, b, c, ptrs, alpha, beta, stream,
+                    build_args=(a, b, c, alpha, beta, epilog, stream),
                 )  # fmt: skip
     ops = _wrap(a, b, c)
     wc = ops.get("c")
@@ -221,8 +228,8 @@ def matmul(
     rc = None if wc is None else _adapter_read(wc)
     key = matmul_key(_adapter_read(ops["a"]), _adapter_read(ops["b"]), rc, epilog, rest)
     return call_cached(
-        plan_cache, key, lambda: _build(ops, alpha, beta, kw, stream),
-        ops["a"], ops["b"], wc, None, alpha, beta, stream, extras,
+        plan_cache, key, _build, ops["a"], ops["b"], wc, None, alpha, beta, stream, extras,
+        build_args=(ops, alpha, beta, kw, stream),
     )  # fmt: skip
 
 
