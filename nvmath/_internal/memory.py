@@ -337,6 +337,11 @@ class SharedWorkspaces:
         return len(self._workspaces)
 
     @property
+    def stats(self) -> tuple[int, int]:
+        """``(number of workspaces, bytes they hold)``."""
+        return len(self._workspaces), self.nbytes
+
+    @property
     def nbytes(self) -> int:
         """The bytes the shared workspaces hold now."""
         return sum(ws.size for ws in list(self._workspaces.values()))

@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, Protocol, TypeVar
 
-from nvmath._internal import dtypes
+from nvmath._internal import caches, dtypes
 from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.tensors import TensorAdapter, adapter_class
 from nvmath._internal.tensors.host import element_strides
@@ -161,9 +161,9 @@ def _unreadable(obj: Any) -> None:
     return None
 
 
-READERS: dict[type, Callable[[Any], Read | None]] = {}
+READERS = caches.memo("nvmath._internal.stateless: raw readers", 64)
 """Exact operand type -> its reader (:func:`_unreadable` for types that are always wrapped); filled by
-:func:`reader_for` on first sight of a type (bounded: cleared past 64 types)."""
+:func:`reader_for` on first sight of a type."""
 
 
 def reader_for(tp: type) -> Callable[[Any], Read | None]:
@@ -183,6 +183,4 @@ def reader_for(tp: type) -> Callable[[Any], Read | None]:
 
 def register_reader(tp: type, reader: Callable[[Any], Read | None]) -> None:
     """Use ``reader`` for operands of exactly type ``tp`` (tests register their fake tensors here)."""
-    if len(READERS) >= 64:
-        READERS.clear()
-    READERS[tp] = reader
+    READERS.put(tp, reader)

@@ -365,6 +365,12 @@ class FFT(FreedOnExit):
         return tensor if result is None else result.unwrap(s)
 
     @property
+    def workspace_bytes(self) -> int:
+        """The bytes of the cuFFT workspace the plan holds once it ran (0 before ``plan()``, on the CPU)."""
+        plan = self._plan
+        return 0 if plan is None else plan.workspace_size
+
+    @property
     def is_planned(self) -> bool:
         """Whether :meth:`plan` ran and :meth:`free` did not."""
         return self._lifecycle.bits & _PLANNED_BIT != 0

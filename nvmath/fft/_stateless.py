@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from nvmath._internal import caches
 from nvmath._internal.execution import resolve_execution
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
@@ -40,8 +41,25 @@ DEFAULT_CACHE_SIZE = 32
 """How many planned transforms :data:`plan_cache` keeps by default."""
 
 
-plan_cache: PlanCache[CachedPlan[FFT]] = PlanCache(maxsize=DEFAULT_CACHE_SIZE, name="nvmath.fft plan cache")
-"""The plan cache of the stateless FFT functions (see the module documentation)."""
+DEFAULT_MAX_BYTES = 4 << 30
+"""The default byte budget of :data:`plan_cache`: the cuFFT workspaces its plans hold (4 GiB)."""
+
+
+def _workspace_bytes(entry: CachedPlan[FFT]) -> int:
+    return entry.planner.workspace_bytes
+
+
+plan_cache: PlanCache[CachedPlan[FFT]] = caches.register(
+    "nvmath.fft: plans",
+    PlanCache(
+        maxsize=DEFAULT_CACHE_SIZE, name="nvmath.fft plan cache", max_bytes=DEFAULT_MAX_BYTES,
+        nbytes=_workspace_bytes,
+    ),
+)
+"""The plan cache of the stateless FFT functions (see the module documentation). Each cached plan holds
+its cuFFT workspace (allocated at its first run) until evicted: besides the count (``maxsize``), the
+cache keeps the workspaces within ``max_bytes`` (default :data:`DEFAULT_MAX_BYTES`), releasing least
+recently used plans beyond it; ``plan_cache.max_bytes = n`` changes the budget."""
 
 _COMPLEX = frozenset({"complex32", "complex64", "complex128"})
 
@@ -54,7 +72,7 @@ def _check_kind(dtype: str, check_dtype: str | None, function: str) -> None:
 
 
 _DEFAULT_OPTIONS = {None: FFTOptions(), "R2C": FFTOptions(fft_type="R2C"), "C2R": FFTOptions(fft_type="C2R")}
-_DEFAULT_EXECUTION: dict[Any, Any] = {}
+_DEFAULT_EXECUTION = caches.memo("nvmath.fft: default executions", 64)
 
 
 def _options(options: Any, fft_type: str | None) -> FFTOptions:
@@ -71,7 +89,7 @@ def _execution(execution: Any, device_id: Any) -> Any:
         return resolve_execution(execution, device_id)
     resolved = _DEFAULT_EXECUTION.get(device_id)
     if resolved is None:
-        resolved = _DEFAULT_EXECUTION[device_id] = resolve_execution(None, device_id)
+        resolved = _DEFAULT_EXECUTION.put(device_id, resolve_execution(None, device_id))
     return resolved
 
 
@@ -96,7 +114,7 @@ class _Tail:
 
 # (fft_type, axes as given, ndim, device_id) -> _Tail, for calls with default options, execution
 # and no callbacks: such a call makes its cache key from raw reads of the operand, without wrapping it.
-_TAILS: dict[tuple, _Tail] = {}
+_TAILS = caches.memo("nvmath.fft: call tails", 256)
 _MISSING = object()
 
 
@@ -196,9 +214,7 @@ def _transform(
         as_device_callable(epilog, "epilog"),
     )
     if defaults:
-        if len(_TAILS) >= 256:
-            _TAILS.clear()
-        _TAILS[(fft_type, axes_key, ndim, adapter.device_id)] = tail
+        _TAILS.put((fft_type, axes_key, ndim, adapter.device_id), tail)
     return call_cached(
         plan_cache, (*adapter_head(adapter), tail), _build, adapter, None, None, direction, stream,
         build_args=(adapter, tail, stream),

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import nvmath.fft as nf
-from nvmath._internal import devices, dtypes, streams
+from nvmath._internal import caches, devices, dtypes, streams
 from nvmath._internal.tensors import copy as tcopy
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
 from nvmath._internal.tensors.host import host_empty, host_view, view_from_ptr
@@ -194,9 +194,9 @@ def fake(monkeypatch):
     monkeypatch.setattr(NumpyAdapter, "empty", numpy_empty)
     for pair in (("fakegpu", "fakegpu"), ("fakegpu", "numpy"), ("numpy", "fakegpu")):
         monkeypatch.setitem(tcopy.COPIERS, pair, lambda dst, src, stream: np.copyto(_arr(dst), _arr(src)))
-    nf.plan_cache.clear()
+    caches.clear_all()
     yield lib
-    nf.plan_cache.clear()
+    caches.clear_all()
     assert not lib.live or all(h in lib.live for h in lib.live)
 
 

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from nvmath._internal import dtypes
+from nvmath._internal import caches, dtypes
 from nvmath._internal.tensors.base import TensorAdapter, axis_order, is_dense, span
 
 __all__ = [
@@ -47,7 +47,8 @@ def _slow_ptr(a: np.ndarray) -> int:
     return int(a.__array_interface__["data"][0])
 
 
-_STRIDE_CACHE: dict[int, dict[tuple[int, ...], tuple[int, ...]]] = {}
+_STRIDE_CACHE = caches.memo("nvmath._internal.tensors: element strides", 32)
+"""itemsize -> {byte strides -> element strides} (each inner dict bounded by ``_STRIDE_CACHE_MAX``)."""
 _STRIDE_CACHE_MAX = 512
 
 
@@ -55,7 +56,7 @@ def element_strides(byte_strides: tuple[int, ...], itemsize: int) -> tuple[int, 
     """Convert byte strides to element strides (memoised; ``ValueError`` if not a multiple)."""
     cache = _STRIDE_CACHE.get(itemsize)
     if cache is None:
-        cache = _STRIDE_CACHE[itemsize] = {}
+        cache = _STRIDE_CACHE.put(itemsize, {})
     strides = cache.get(byte_strides)
     if strides is None:
         if any(s % itemsize for s in byte_strides):

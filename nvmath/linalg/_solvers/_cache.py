@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from nvmath._internal import caches
 from nvmath._internal.execution import resolve_execution
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
@@ -24,7 +25,9 @@ from nvmath._internal.tensors import wrap
 
 __all__ = ["run_cached", "solver_key", "solver_plan_cache"]
 
-solver_plan_cache: PlanCache[CachedPlan[Any]] = PlanCache(maxsize=16, name="dense-solver plans")
+solver_plan_cache: PlanCache[CachedPlan[Any]] = caches.register(
+    "nvmath.linalg: solver plans", PlanCache(maxsize=16, name="dense-solver plans")
+)
 """The plans of the stateless solver functions (bounded LRU; see the module docstring). Each entry holds
 its plan's device buffers and workspaces until evicted."""
 

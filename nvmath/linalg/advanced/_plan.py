@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from nvmath._errors import NotSupportedError
+from nvmath._internal import caches
 from nvmath._internal.logging import debug, lazy
 from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.streams import StreamHandle
@@ -46,7 +47,8 @@ __all__ = [
 ]
 
 RESULT_AMAX = "result_amax"
-_CAPS: dict[tuple[Any, int, bool], int] = {}
+_CAPS = caches.memo("nvmath.linalg.advanced: workspace caps", 64)
+"""(memory_limit, device_id, autotune) -> the workspace cap in bytes."""
 
 
 class Spec(NamedTuple):
@@ -173,8 +175,8 @@ def _epilog(
     return ep, problem, slots, scale_slots
 
 
-_PROBLEMS: dict[Any, tuple[EpilogTraits, MatmulProblem]] = {}
-_PROBLEMS_MAX = 256
+_PROBLEMS = caches.memo("nvmath.linalg.advanced: matmul problems", 256)
+"""(spec key, epilog, epilog input specs, epilog preferences) -> (epilog traits, problem)."""
 
 
 def epilog_and_problem(
@@ -197,9 +199,7 @@ def epilog_and_problem(
     )  # fmt: skip
     result = ep, get_problem(mm, spec.types, **ep.problem_options)
     if key is not None:
-        if len(_PROBLEMS) >= _PROBLEMS_MAX:
-            _PROBLEMS.clear()
-        _PROBLEMS[key] = result
+        _PROBLEMS.put(key, result)
     return result
 
 
@@ -268,7 +268,7 @@ def workspace_cap(memory_limit: Any, device_id: int, *, autotune: bool = False) 
     cap = _CAPS.get(key)
     if cap is None:
         total = _handles.device_info(device_id).total_memory
-        cap = _CAPS[key] = workspace_limit_bytes(memory_limit, total, autotune=autotune)
+        cap = _CAPS.put(key, workspace_limit_bytes(memory_limit, total, autotune=autotune))
     return cap
 
 
@@ -331,7 +331,9 @@ def _algorithms(
     return found
 
 
-HEURISTICS: PlanCache[Any] = PlanCache(256, name="matmul heuristics memo")
+HEURISTICS: PlanCache[Any] = caches.register(
+    "nvmath.linalg.advanced: heuristics", PlanCache(256, name="matmul heuristics memo")
+)
 """Heuristic results (numpy records) by problem signature, process-wide and bounded (LRU).
 
 cuBLASLt's heuristic is deterministic for a signature, so a second ``Matmul`` of the same problem

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal import streams
+from nvmath._internal import caches, streams
 from nvmath._internal.streams import StreamHandle
 from nvmath.linalg.advanced import _handles
 from nvmath.linalg.advanced._operands import Slot, spec_of
@@ -33,8 +33,8 @@ from nvmath.linalg.advanced._typemaps import check_device_support, check_quantiz
 __all__ = ["place", "specify"]
 
 _OPERANDS = ("a", "b", "c")
-_TRAITS: dict[Any, tuple[Any, Any]] = {}
-_TRAITS_MAX = 256
+_TRAITS = caches.memo("nvmath.linalg.advanced: matmul traits", 256)
+"""(operand specs, qualifiers, scale shapes, options) -> (mm traits, types, scaling)."""
 
 
 def _scale_shapes(scales: Mapping[str, Any]) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -84,9 +84,7 @@ def specify(
     if hit is None:
         hit = _compute_traits(specs, qualifiers, dict(shapes), options)
         if key is not None:
-            if len(_TRAITS) >= _TRAITS_MAX:
-                _TRAITS.clear()
-            _TRAITS[key] = hit
+            _TRAITS.put(key, hit)
     mm, types, scaling = hit
     if types.narrow_inputs and ops["a"].device == "cuda":
         for name in ("a", "b"):

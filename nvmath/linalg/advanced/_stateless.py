@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from nvmath._internal import caches
 from nvmath._internal.memory import SharedWorkspaces
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
@@ -39,7 +40,9 @@ __all__ = ["MatmulPlanCache", "matmul", "matmul_key", "plan_cache"]
 DEFAULT_CACHE_SIZE = 128
 """The default number of plans kept by :data:`plan_cache`."""
 
-workspaces = SharedWorkspaces("shared matmul workspace")
+workspaces = caches.register(
+    "nvmath.linalg.advanced: shared workspaces", SharedWorkspaces("shared matmul workspace")
+)
 """The workspaces the cached plans share (one per device and package)."""
 
 
@@ -52,8 +55,9 @@ class MatmulPlanCache(PlanCache):
         workspaces.clear()
 
 
-plan_cache: MatmulPlanCache = MatmulPlanCache(
-    DEFAULT_CACHE_SIZE, name="nvmath.linalg.advanced.matmul plan cache"
+plan_cache: MatmulPlanCache = caches.register(
+    "nvmath.linalg.advanced: matmul plans",
+    MatmulPlanCache(DEFAULT_CACHE_SIZE, name="nvmath.linalg.advanced.matmul plan cache"),
 )
 """The cache of :func:`matmul` (a :class:`~nvmath._internal.plan_cache.PlanCache`): ``stats``,
 ``resize(n)``, ``clear()``, ``enabled``. Its entries hold no device memory of their own (the

@@ -22,14 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal import dtypes, memory, stateless, streams
-from nvmath._internal.plan_cache import PlanCache
+from nvmath._internal import caches, dtypes, memory, stateless, streams
 from nvmath._internal.tensors import copy as tcopy
 from nvmath._internal.tensors import dispatch
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
 from nvmath._internal.tensors.host import element_strides, host_empty
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _handles, _plan
+from nvmath.linalg.advanced import _handles
 
 HEUR = lt.matmul_heuristic_result_dtype
 
@@ -294,11 +293,11 @@ class _HostAllocation:
 def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
     """Install the fake GPU for one test (undone by ``monkeypatch``); return the :class:`FakeLt`."""
     fake = fake or FakeLt()
+    caches.clear_all()  # no plans, heuristics or memos of another fake (the test's fixture clears after)
     monkeypatch.setattr(lt, "_p_cublasLtMatmulAlgoGetHeuristic", fake.get_heuristic)
     monkeypatch.setattr(lt, "_p_cublasLtMatmulAlgoCheck", fake.algo_check)
     monkeypatch.setattr(lt, "_p_cublasLtMatmulAlgoGetIds", fake.get_ids)
     monkeypatch.setattr(lt, "_p_cublasLtMatmul", fake.matmul)
-    monkeypatch.setattr(_plan, "HEURISTICS", PlanCache(256))  # no results from another fake
     monkeypatch.setattr(_handles, "get_handle", lambda device_id: 0x1234)
     info = _handles.DeviceInfo("Fake GPU", (9, 0), 80 << 30)
     monkeypatch.setattr(_handles, "device_info", lambda device_id: info)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import nvmath.linalg.advanced as adv
+from nvmath._internal import caches
 from nvmath._errors import InvalidMatmulState
 from nvmath.linalg.advanced import MatmulEpilog as E
 
@@ -133,7 +134,7 @@ def lt(monkeypatch):
     """The fake GPU (cuBLASLt calls are recorded)."""
     fake = F.install(monkeypatch)
     yield fake
-    adv.plan_cache.clear()
+    caches.clear_all()
 
 
 def _mm():

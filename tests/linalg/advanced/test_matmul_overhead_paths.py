@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import nvmath.linalg.advanced as adv
+from nvmath._internal import caches
 from nvmath.linalg.advanced import _stateless
 
 _spec = importlib.util.spec_from_file_location(
@@ -27,7 +28,7 @@ def lt(monkeypatch):
     F.register_readers(monkeypatch)
     adv.plan_cache.clear()
     yield fake
-    adv.plan_cache.clear()
+    caches.clear_all()
 
 
 def _aligned(x):

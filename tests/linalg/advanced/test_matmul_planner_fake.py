@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nvmath.linalg.advanced as adv
+from nvmath._internal import caches
 from nvmath._errors import InvalidMatmulState
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced import _plan
@@ -34,7 +35,7 @@ def lt(monkeypatch):
     """The fake GPU, installed for one test; the plan cache is emptied afterwards."""
     fake = F.install(monkeypatch)
     yield fake
-    adv.plan_cache.clear()
+    caches.clear_all()
 
 
 def _aligned(x):
@@ -582,6 +583,13 @@ def test_autotune_tries_only_the_default_formulation(lt, rng, monkeypatch, case)
 
 
 # ----------------------------------------------------------------------------- wide-workspace candidates
+@pytest.fixture(autouse=True)
+def _clear_caches_after():
+    """Tests that install the fake GPU themselves (``_wide_fake``) leave no fake plan or memo behind."""
+    yield
+    caches.clear_all()
+
+
 def _wide_fake(monkeypatch):
     """The fake GPU whose heuristic offers one more algorithm (marker 200, 48 MiB) above a 32 MiB cap."""
     return F.install(monkeypatch, F.FakeLt(wide=1))

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import nvmath.linalg.advanced as adv
+from nvmath._internal import caches
 from nvmath._internal.dtypes import CudaDataType
 from nvmath.linalg.advanced import _handles
 
@@ -53,7 +54,7 @@ def lt(monkeypatch):
     """The fake GPU, installed for one test; the plan cache is emptied afterwards."""
     fake = F.install(monkeypatch)
     yield fake
-    adv.plan_cache.clear()
+    caches.clear_all()
 
 
 def laid_out(values, strides):
