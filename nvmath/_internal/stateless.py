@@ -94,8 +94,8 @@ class CachedPlan(Generic[P]):
 
 
 def call_cached(
-    cache: PlanCache[CachedPlan[Any]], key: Hashable | None, build: Callable[..., CachedPlan[Any]], *args: Any,
-    build_args: tuple = (),
+    cache: PlanCache[CachedPlan[Any]], key: Hashable | None, build: Callable[..., CachedPlan[Any]],
+    *args: Any, build_args: tuple = (),
 ) -> Any:  # fmt: skip
     """Run one stateless call: on the plan cached under ``key``, or on a new one from ``build()``.
 

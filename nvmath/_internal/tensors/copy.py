@@ -144,6 +144,5 @@ def _device_to_device(dst: TensorAdapter, src: TensorAdapter, handle: StreamHand
 
 def _exportable(adapter: TensorAdapter) -> Any:
     """An object exporting ``adapter``'s memory through DLPack (a zero-copy DeviceArray view)."""
-    return DeviceArray(
-        adapter.data_ptr, tuple(adapter.shape), tuple(adapter.strides), adapter.dtype, adapter.device_id, adapter,
-    )  # fmt: skip
+    shape, strides = tuple(adapter.shape), tuple(adapter.strides)
+    return DeviceArray(adapter.data_ptr, shape, strides, adapter.dtype, adapter.device_id, adapter)

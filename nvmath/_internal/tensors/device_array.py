@@ -113,7 +113,8 @@ class DeviceArray(TensorAdapter):
         host = densify(host_view(src))
         strides = element_strides(host.strides, host.itemsize)
         handle = streams.get_stream(stream, device_id=device_id, package="cuda")
-        result = cls.allocate(tuple(host.shape), src.dtype, strides=strides, device_id=device_id, stream=handle)
+        shape = tuple(host.shape)
+        result = cls.allocate(shape, src.dtype, strides=strides, device_id=device_id, stream=handle)
         if result.size:
             host_to_dense_device(result, host, handle)
         result.mark_written(handle)

@@ -32,11 +32,12 @@ def stream_for(adapter: TensorAdapter, stream: Any) -> StreamHandle:
     """The :class:`StreamHandle` of ``stream`` for work on ``adapter``'s device."""
     if isinstance(stream, StreamHandle) and stream.device_id == adapter.device_id:
         return stream
-    return streams.get_stream(stream, device_id=adapter.device_id, package=adapter.package)  # type: ignore[arg-type]
+    device_id: Any = adapter.device_id
+    return streams.get_stream(stream, device_id=device_id, package=adapter.package)
 
 
 def mark_written(adapter: TensorAdapter, stream: StreamHandle) -> None:
-    """Tell an adapter whose tensor tracks its last write (a DeviceArray) that one was queued on ``stream``."""
+    """Tell an adapter whose tensor tracks its last write (a DeviceArray) of a write queued on ``stream``."""
     mark = getattr(adapter.tensor, "mark_written", None)
     if mark is not None:
         mark(stream)

@@ -11,8 +11,8 @@ into the same key, so a repeated call costs little more than ``Matmul.execute()`
 
 Cached plans share one workspace per device and package (not one each), given to them at
 construction; its lock is the cache entry's lock, so calls on plans sharing it take turns.
-``plan_cache.clear()`` frees the plans and the shared workspaces; ``plan_cache.resize(n)`` bounds the number of plans; ``plan_cache.enabled = False``
-plans every call afresh.
+``plan_cache.clear()`` frees the plans and the shared workspaces; ``plan_cache.resize(n)`` bounds the
+number of plans; ``plan_cache.enabled = False`` plans every call afresh.
 """
 
 from __future__ import annotations
@@ -215,8 +215,8 @@ def matmul(
             if rb is not None and (c is None or rc is not None):
                 ptrs = (ra[1], rb[1], None if rc is None else rc[1])
                 return call_cached(
-                    plan_cache, matmul_key(ra, rb, rc, epilog), _build_raw, a, b, c, ptrs, alpha, beta, stream,
-                    build_args=(a, b, c, alpha, beta, epilog, stream),
+                    plan_cache, matmul_key(ra, rb, rc, epilog), _build_raw,
+                    a, b, c, ptrs, alpha, beta, stream, build_args=(a, b, c, alpha, beta, epilog, stream),
                 )  # fmt: skip
     ops = _wrap(a, b, c)
     wc = ops.get("c")
