@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, Self, runtime_checkable
 
+from nvmath._errors import warn_cleanup_failure
 from nvmath._internal import devices, streams
 from nvmath._internal.streams import StreamHandle
 
@@ -108,7 +108,7 @@ def _safe_call(release: Callable[..., Any], what: str, *args: Any) -> None:
     except Exception as exc:
         if _finalizing():
             return  # the process is exiting: the driver reclaims the memory, logging may be gone
-        warnings.warn(f"freeing {what} failed: {exc}", RuntimeWarning, stacklevel=2)
+        warn_cleanup_failure(f"freeing {what}", exc)
         logger.debug("freeing %s failed", what, exc_info=True)
 
 

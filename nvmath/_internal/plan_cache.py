@@ -27,12 +27,12 @@ threads asking for the same missing key build it once, and a factory that raises
 from __future__ import annotations
 
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from nvmath._errors import warn_cleanup_failure
 from nvmath._internal.options import check_nonnegative_int
 
 __all__ = ["CacheStats", "PlanCache", "release_plan"]
@@ -360,8 +360,4 @@ class PlanCache(Generic[V]):
             try:
                 self._on_evict(entry.value)
             except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
-                warnings.warn(
-                    f"{self.name}: releasing a plan failed: {type(exc).__name__}: {exc}",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+                warn_cleanup_failure(f"{self.name}: releasing a plan", exc, stacklevel=4)

@@ -28,6 +28,7 @@ from nvmath._internal import caches
 from nvmath._internal.execution import resolve_execution
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
+from nvmath._internal.state import freed_on_error
 from nvmath._internal.stateless import READERS, CachedPlan, adapter_head, call_cached, reader_for
 from nvmath._internal.tensors import wrap
 from nvmath.fft._callbacks import as_device_callable
@@ -135,11 +136,8 @@ def _axes_key(axes: Any) -> Any:
 def _build(adapter: Any, tail: _Tail, stream: Any) -> CachedPlan[FFT]:
     axes, options, execution, prolog, epilog = tail.values
     planner = FFT(adapter, axes=axes, options=options, execution=execution, stream=stream)
-    try:
+    with freed_on_error(planner):
         planner.plan(prolog=prolog, epilog=epilog, stream=stream)
-    except BaseException:
-        planner.free()
-        raise
     planner.release_operand()  # a cached plan keeps no operand alive; each call supplies its own
     return CachedPlan(planner)
 

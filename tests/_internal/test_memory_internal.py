@@ -229,3 +229,12 @@ def test_shared_workspaces_one_per_device_and_package():
     assert w.lock is not None and w.size == 0 and pool.nbytes == 0 and len(pool) == 3
     pool.clear()
     assert len(pool) == 0 and pool.get(0, "torch") is not w
+
+
+def test_cleanup_failures_warn_with_nvmath_warning():
+    """warn_cleanup_failure warns with NvmathWarning (a RuntimeWarning), naming what and the error."""
+    from nvmath._errors import NvmathWarning, warn_cleanup_failure
+
+    assert issubclass(NvmathWarning, RuntimeWarning)
+    with pytest.warns(NvmathWarning, match="freeing a buffer failed: OSError: gone"):
+        warn_cleanup_failure("freeing a buffer", OSError("gone"), stacklevel=2)

@@ -20,6 +20,7 @@ from nvmath._internal import caches
 from nvmath._internal.execution import resolve_execution
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
+from nvmath._internal.state import freed_on_error
 from nvmath._internal.stateless import CachedPlan, call_cached
 from nvmath._internal.tensors import wrap
 
@@ -87,11 +88,8 @@ def run_cached(
 
     def build() -> CachedPlan[Any]:
         planner = cls(**operands, **kwargs, options=options, execution=execution, stream=stream)
-        try:
+        with freed_on_error(planner):
             planner.plan(stream=stream)
-        except BaseException:
-            planner.free()
-            raise
         return CachedPlan(planner)
 
     key = solver_key(cls, operands, kwargs, options, execution) if solver_plan_cache.enabled else None

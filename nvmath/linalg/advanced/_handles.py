@@ -14,9 +14,9 @@ import dataclasses
 import logging
 import sys
 import threading
-import warnings
 from typing import Any
 
+from nvmath._errors import warn_cleanup_failure
 from nvmath._internal import devices, streams
 from nvmath._internal.streams import StreamHandle
 from nvmath.bindings import cublasLt
@@ -59,7 +59,7 @@ class _ThreadHandles:
                 with devices.device_ctx(device_id):
                     cublasLt.destroy(handle)
             except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
-                warnings.warn(f"destroying a cuBLASLt handle failed: {exc}", RuntimeWarning, stacklevel=2)
+                warn_cleanup_failure("destroying a cuBLASLt handle", exc)
 
 
 def get_handle(device_id: int) -> int:

@@ -28,6 +28,7 @@ from nvmath._internal import caches
 from nvmath._internal.memory import SharedWorkspaces
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
+from nvmath._internal.state import freed_on_error
 from nvmath._internal.stateless import READERS, CachedPlan, Read, adapter_head, call_cached, reader_for
 from nvmath._internal.tensors import TensorAdapter, check_consistent, wrap
 from nvmath.linalg.advanced import _handles
@@ -158,7 +159,7 @@ def _build(
         quantization_scales=kw.get("quantization_scales"), options=kw.get("options"), stream=stream,
         _workspaces=workspaces,
     )  # fmt: skip
-    try:
+    with freed_on_error(mm):
         prefs = check_or_create_options(MatmulPlanPreferences, kw.get("preferences"), "plan preferences")
         algorithm = kw.get("algorithm")
         algorithms = None
@@ -170,9 +171,6 @@ def _build(
             preferences=dataclasses.replace(prefs, limit=1), algorithms=algorithms, epilog=kw.get("epilog"),
             epilog_inputs=kw.get("epilog_inputs"), stream=stream,
         )  # fmt: skip
-    except BaseException:
-        mm.free()
-        raise
     return CachedPlan(mm, mm.workspace_lock)
 
 
