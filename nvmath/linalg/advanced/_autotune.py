@@ -26,7 +26,8 @@ from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _handles, _plan
 from nvmath.linalg.advanced._algorithm import Algorithm, check_algorithm
 from nvmath.linalg.advanced._autotune_cache import autotune_cache, problem_key
-from nvmath.linalg.advanced._plan import Plan, Spec
+from nvmath.linalg.advanced._plan import Plan
+from nvmath.linalg.advanced._spec import Spec
 
 __all__ = [
     "MIN_GAIN",
@@ -302,7 +303,7 @@ class Tuning:
     """What autotuning reads of a :class:`~._planner.Matmul` (the planner makes one per ``autotune()``).
 
     Attributes:
-        spec: the planner's :class:`~._plan.Spec`.
+        spec: the planner's :class:`~._spec.Spec`.
         prefs: the preferences of the plan (``None``: the plan came from given algorithms).
         lt_handle: the cuBLASLt handle.
         log: the planner's logger.

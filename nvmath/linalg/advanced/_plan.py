@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from nvmath._errors import NotSupportedError
 from nvmath._internal import caches
@@ -27,14 +27,12 @@ from nvmath.linalg.advanced._operands import ScaleSlot, Slot, spec_of, wrap_epil
 from nvmath.linalg.advanced._options import (
     MatmulEpilog,
     MatmulNumericalImplFlags,
-    MatmulOptions,
     MatmulPlanPreferences,
     MatmulReductionScheme,
     workspace_limit_bytes,
 )
-from nvmath.linalg.advanced._scaling import TENSOR_WIDE, ScalingTraits
-from nvmath.linalg.advanced._traits import MatmulProblem, MMTraits, get_problem, row_order_problem
-from nvmath.linalg.advanced._typemaps import TypeTraits
+from nvmath.linalg.advanced._spec import Spec
+from nvmath.linalg.advanced._traits import MatmulProblem, get_problem, row_order_problem
 
 __all__ = [
     "HEURISTICS",
@@ -51,34 +49,6 @@ _CAPS = caches.memo("nvmath.linalg.advanced: workspace caps", 64)
 """(memory_limit, device_id, autotune) -> the workspace cap in bytes."""
 
 
-class Spec(NamedTuple):
-    """The constructor-time facts of a ``Matmul`` (fixed for its lifetime).
-
-    Attributes:
-        options: the options.
-        package: the operands' package.
-        user_device: the operands' device ("cpu" for host operands).
-        device_id: the GPU that executes.
-        host: the operands live in host memory (copied to ``device_id``, results copied back).
-        mm: the traits of the device operands.
-        types: the resolved dtypes.
-        version: the cuBLASLt version.
-        has_c: ``c`` was given.
-        key: a hashable key of the problem's pure traits (``None``: not memoisable).
-        scaling: the scale modes of ``a`` and ``b`` (:class:`~._scaling.ScalingTraits`).
-    """
-
-    options: MatmulOptions
-    package: str
-    user_device: Any
-    device_id: int
-    host: bool
-    mm: MMTraits
-    types: TypeTraits
-    version: int
-    has_c: bool
-    key: Any = None
-    scaling: ScalingTraits = TENSOR_WIDE
 
 
 @dataclasses.dataclass

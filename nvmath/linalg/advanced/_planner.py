@@ -35,10 +35,10 @@ from nvmath.linalg.advanced._options import (
     MatmulPlanPreferences,
     MatmulQuantizationScales,
 )
-from nvmath.linalg.advanced._plan import Plan, Spec, build_plan, row_order_possible
+from nvmath.linalg.advanced._plan import Plan, build_plan, row_order_possible
 from nvmath.linalg.advanced._reset import reset
 from nvmath.linalg.advanced._results import ResultMaker, deliver, deliver_host
-from nvmath.linalg.advanced._spec import place, specify
+from nvmath.linalg.advanced._spec import Spec, place, specify
 from nvmath.linalg.advanced._traits import check_alpha_beta
 
 __all__ = ["Matmul"]

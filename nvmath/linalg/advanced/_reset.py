@@ -26,7 +26,7 @@ __all__ = ["Resettable", "repoint", "reset"]
 class Resettable(Protocol):
     """What :func:`reset` reads and writes of a :class:`~._planner.Matmul` (nothing else)."""
 
-    _spec: Any  # the planner's _plan.Spec
+    _spec: Any  # the planner's _spec.Spec
     _slots: dict[str, Any]  # operand name -> _operands.Slot
     _scales: dict[str, Any]  # scale name -> _operands.ScaleSlot
     _plan: Any  # the installed _plan.Plan, or None before plan()

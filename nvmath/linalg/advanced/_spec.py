@@ -1,4 +1,5 @@
-"""Constructor-time checks of a ``Matmul``: the pure traits (memoised per problem) and device placement.
+"""A ``Matmul``'s constructor-time facts (:class:`Spec`) and the checks that make them: the pure traits
+(memoised per problem) and device placement.
 
 :func:`specify` runs every check that needs no GPU -- numpy.matmul traits, dtypes, scales and their
 modes -- and memoises the result per problem (shapes, strides, dtypes, conjugation, scale shapes and
@@ -10,7 +11,7 @@ copies of host operands.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -19,7 +20,6 @@ from nvmath._internal.streams import StreamHandle
 from nvmath.linalg.advanced import _handles
 from nvmath.linalg.advanced._operands import Slot, spec_of
 from nvmath.linalg.advanced._options import MatmulOptions
-from nvmath.linalg.advanced._plan import Spec
 from nvmath.linalg.advanced._scaling import (
     TENSOR_WIDE,
     ScalingTraits,
@@ -27,10 +27,45 @@ from nvmath.linalg.advanced._scaling import (
     check_scaling_support,
     infer_scaling,
 )
-from nvmath.linalg.advanced._traits import get_mm_traits
-from nvmath.linalg.advanced._typemaps import check_device_support, check_quantization_scales, resolve_types
+from nvmath.linalg.advanced._traits import MMTraits, get_mm_traits
+from nvmath.linalg.advanced._typemaps import (
+    TypeTraits,
+    check_device_support,
+    check_quantization_scales,
+    resolve_types,
+)
 
-__all__ = ["place", "specify"]
+__all__ = ["Spec", "place", "specify"]
+
+class Spec(NamedTuple):
+    """The constructor-time facts of a ``Matmul`` (fixed for its lifetime).
+
+    Attributes:
+        options: the options.
+        package: the operands' package.
+        user_device: the operands' device ("cpu" for host operands).
+        device_id: the GPU that executes.
+        host: the operands live in host memory (copied to ``device_id``, results copied back).
+        mm: the traits of the device operands.
+        types: the resolved dtypes.
+        version: the cuBLASLt version.
+        has_c: ``c`` was given.
+        key: a hashable key of the problem's pure traits (``None``: not memoisable).
+        scaling: the scale modes of ``a`` and ``b`` (:class:`~._scaling.ScalingTraits`).
+    """
+
+    options: MatmulOptions
+    package: str
+    user_device: Any
+    device_id: int
+    host: bool
+    mm: MMTraits
+    types: TypeTraits
+    version: int
+    has_c: bool
+    key: Any = None
+    scaling: ScalingTraits = TENSOR_WIDE
+
 
 _OPERANDS = ("a", "b", "c")
 _TRAITS = caches.memo("nvmath.linalg.advanced: matmul traits", 256)
