@@ -36,7 +36,7 @@ from nvmath.linalg.advanced._algorithm import Algorithm
 from nvmath.linalg.advanced._options import MatmulOptions, MatmulPlanPreferences, MatmulQuantizationScales
 from nvmath.linalg.advanced._planner import Matmul
 
-__all__ = ["MatmulPlanCache", "matmul", "matmul_key", "plan_cache"]
+__all__ = ["MatmulPlanCache", "matmul", "matmul_key", "plan_cache", "stateless_key"]
 
 DEFAULT_CACHE_SIZE = 128
 """The default number of plans kept by :data:`plan_cache`."""
@@ -100,6 +100,22 @@ def matmul_key(ra: Read, rb: Read, rc: Read | None, epilog: Any, rest: tuple | N
 
 def _adapter_read(op: TensorAdapter) -> Read:
     return adapter_head(op), op.data_ptr, None
+
+
+def stateless_key(
+    ops: Mapping[str, TensorAdapter], *, epilog: Any = None, epilog_inputs: Mapping[str, Any] | None = None,
+    qualifiers: Any = None, quantization_scales: Any = None, options: Any = None, preferences: Any = None,
+    algorithm: Any = None,
+) -> tuple | None:  # fmt: skip
+    """:func:`matmul_key` of a call with wrapped operands (``"a"``, ``"b"`` and maybe ``"c"``); the other
+    arguments as given to :func:`matmul`. ``None`` when some argument cannot be part of a key."""
+    extra = (epilog_inputs, qualifiers, quantization_scales, options, preferences, algorithm)
+    short = all(x is None for x in extra) and (epilog is None or isinstance(epilog, int))
+    c = ops.get("c")
+    return matmul_key(
+        _adapter_read(ops["a"]), _adapter_read(ops["b"]), None if c is None else _adapter_read(c), epilog,
+        None if short else _rest_key(*extra),
+    )  # fmt: skip
 
 
 def _value_key(value: Any) -> Any:
@@ -218,17 +234,14 @@ def matmul(
                 )  # fmt: skip
     ops = _wrap(a, b, c)
     wc = ops.get("c")
-    rest, extras, kw = None, None, {"epilog": epilog}
-    if not short:
-        rest = _rest_key(epilog_inputs, qualifiers, quantization_scales, options, preferences, algorithm)
-        if quantization_scales is not None or epilog_inputs is not None:
-            extras = (quantization_scales, epilog_inputs)
-        kw.update(
-            epilog_inputs=epilog_inputs, qualifiers=qualifiers, quantization_scales=quantization_scales,
-            options=options, preferences=preferences, algorithm=algorithm,
-        )  # fmt: skip
-    rc = None if wc is None else _adapter_read(wc)
-    key = matmul_key(_adapter_read(ops["a"]), _adapter_read(ops["b"]), rc, epilog, rest)
+    extras = None
+    kw = dict(
+        epilog=epilog, epilog_inputs=epilog_inputs, qualifiers=qualifiers, quantization_scales=quantization_scales,
+        options=options, preferences=preferences, algorithm=algorithm,
+    )  # fmt: skip
+    if quantization_scales is not None or epilog_inputs is not None:
+        extras = (quantization_scales, epilog_inputs)
+    key = stateless_key(ops, **kw)
     return call_cached(
         plan_cache, key, _build, ops["a"], ops["b"], wc, None, alpha, beta, stream, extras,
         build_args=(ops, alpha, beta, kw, stream),

@@ -180,28 +180,21 @@ class _Op:
         self.package, self.device_id, self.is_conjugate = "torch", 0, False
 
 
-def _key(ops, epilog=None, options=None):
-    """The stateless key of wrapped operands (as ``matmul`` builds it from adapters)."""
-    reads = [_stateless._adapter_read(ops[n]) for n in ("a", "b")]
-    rest = None if options is None else _stateless._rest_key(None, None, None, options, None, None)
-    return _stateless.matmul_key(*reads, None, epilog, rest)
-
-
 def test_stateless_key_covers_what_decides_the_plan(cublaslt):
     """The stateless key changes with strides, alignment, dtype, epilog and options, not with data."""
     base = {"a": _Op((4, 3), (3, 1)), "b": _Op((3, 5), (5, 1))}
-    key = _key(base)
-    assert key == _key({"a": _Op((4, 3), (3, 1), ptr=8192), "b": base["b"]})
+    key = _stateless.stateless_key(base)
+    assert key == _stateless.stateless_key({"a": _Op((4, 3), (3, 1), ptr=8192), "b": base["b"]})
     variants = [
         {"a": _Op((4, 3), (1, 4)), "b": base["b"]},
         {"a": _Op((4, 3), (3, 1), ptr=4100), "b": base["b"]},
         {"a": _Op((4, 3), (3, 1), dtype="bfloat16"), "b": base["b"]},
     ]
     for ops in variants:
-        assert _key(ops) != key
-    assert _key(base, epilog=adv.MatmulEpilog.RELU) != key
-    assert _key(base, options={"compute_type": 77}) != key
-    assert _key(base, options=adv.MatmulOptions(allocator=_Unhashable())) is None
+        assert _stateless.stateless_key(ops) != key
+    assert _stateless.stateless_key(base, epilog=adv.MatmulEpilog.RELU) != key
+    assert _stateless.stateless_key(base, options={"compute_type": 77}) != key
+    assert _stateless.stateless_key(base, options=adv.MatmulOptions(allocator=_Unhashable())) is None
 
 
 class _Unhashable:
