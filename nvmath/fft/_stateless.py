@@ -113,8 +113,9 @@ class _Tail:
         return f"_Tail{self.values!r}"
 
 
-# (fft_type, axes as given, ndim, device_id) -> _Tail, for calls with default options, execution
-# and no callbacks: such a call makes its cache key from raw reads of the operand, without wrapping it.
+# (fft_type, axes as given, ndim, device_id, dtype, check_dtype) -> _Tail, for calls with default
+# options, execution and no callbacks whose dtype passed check_dtype: such a call makes its cache key
+# from raw reads of the operand, without wrapping it.
 _TAILS = caches.memo("nvmath.fft: call tails", 256)
 _MISSING = object()
 
@@ -146,33 +147,6 @@ def _build_raw(operand: Any, tail: _Tail, stream: Any) -> CachedPlan[FFT]:
     return _build(wrap(operand, "operand"), tail, stream)
 
 
-def _fast_transform(
-    operand: Any,
-    axes: Any,
-    direction: Any,
-    stream: Any,
-    fft_type: str | None,
-    check_dtype: str | None,
-    function: str,
-) -> Any:
-    """The stateless call keyed by raw tensor reads (default options only); ``_MISSING`` if not applicable."""
-    tp = type(operand)
-    raw = (READERS.get(tp) or reader_for(tp))(operand)
-    if raw is None:
-        return _MISSING
-    head, ptr, tensor = raw
-    if head[5]:  # lazily conjugated: the planner materializes it (wrapped path)
-        return _MISSING
-    tail = _TAILS.get((fft_type, axes, len(head[2]), head[1]))
-    if tail is None:
-        return _MISSING
-    _check_kind(head[4], check_dtype, function)
-    return call_cached(
-        plan_cache, (*head, tail), _build_raw, operand, ptr, tensor, direction, stream,
-        build_args=(operand, tail, stream),
-    )  # fmt: skip
-
-
 def _transform(
     operand: Any,
     *,
@@ -187,18 +161,21 @@ def _transform(
     check_dtype: str | None,
     function: str,
 ) -> Any:
-    axes_key = _axes_key(axes)
+    axes_key = None if axes is None else _axes_key(axes)  # (the common case without a call)
     defaults = (
-        options is None
-        and execution is None
-        and prolog is None
-        and epilog is None
-        and axes_key is not _MISSING
+        options is None and execution is None and prolog is None and epilog is None and axes_key is not _MISSING
     )
-    if defaults:
-        result = _fast_transform(operand, axes_key, direction, stream, fft_type, check_dtype, function)
-        if result is not _MISSING:
-            return result
+    if defaults:  # the hot path: the operand read raw, the rest of the key from _TAILS (no adapter)
+        tp = type(operand)
+        raw = (READERS.get(tp) or reader_for(tp))(operand)
+        if raw is not None and not raw[0][5]:  # (a lazily conjugated operand is materialized: wrapped)
+            head = raw[0]
+            tail = _TAILS.get((fft_type, axes_key, len(head[2]), head[1], head[4], check_dtype))
+            if tail is not None:  # (stored once the dtype passed check_dtype)
+                return call_cached(
+                    plan_cache, (*head, tail), _build_raw, operand, raw[1], raw[2], direction, stream,
+                    build_args=(operand, tail, stream),
+                )  # fmt: skip
     adapter = wrap(operand, "operand")
     _check_kind(adapter.dtype, check_dtype, function)
     ndim = len(adapter.shape)
@@ -212,7 +189,7 @@ def _transform(
         as_device_callable(epilog, "epilog"),
     )
     if defaults:
-        _TAILS.put((fft_type, axes_key, ndim, adapter.device_id), tail)
+        _TAILS.put((fft_type, axes_key, ndim, adapter.device_id, adapter.dtype, check_dtype), tail)
     return call_cached(
         plan_cache, (*adapter_head(adapter), tail), _build, adapter, None, None, direction, stream,
         build_args=(adapter, tail, stream),

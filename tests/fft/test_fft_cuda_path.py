@@ -449,7 +449,7 @@ def test_stateless_list_axes_take_the_raw_key_path(fake, rng):
     """axes given as a list (nvmath-python's examples do) key the fast path like the int tuple."""
     y = dev(rng, (4, 6))
     nf.fft(y, axes=[1])
-    assert (None, (1,), 2, y.device_id) in _stateless._TAILS
+    assert (None, (1,), 2, y.device_id, y.dtype, "complex") in _stateless._TAILS
     before = nf.plan_cache.stats
     np.testing.assert_allclose(nf.fft(y, axes=[1]), np.fft.fft(y.tensor, axis=1))
     np.testing.assert_allclose(nf.fft(y, axes=(1,)), np.fft.fft(y.tensor, axis=1))
