@@ -13,9 +13,14 @@ cached plans, such as a workspace) and returns a :class:`CachedPlan`. The planne
 entry, :meth:`CachedPlanner.run_cached`, which runs one call on the planned object with the call's own
 operands and returns the result; the stateless module reads no private field of the planner.
 
-The entry owns the lock that gives one caller at a time the use of its planner, and the liveness check
-(a plan evicted and freed by another thread between the lookup and taking the lock is not used: the
-call then goes through :meth:`PlanCache.use`, which pins what it returns).
+The entry owns the lock that gives one caller at a time the use of its planner (plans that share a
+resource, such as matmul's shared workspace, share its lock), and the liveness check: its ``live``
+flag, cleared by :meth:`CachedPlan.free` under the lock (a plan evicted and freed by another thread
+between the lookup and taking the lock is not used: the call then goes through
+:meth:`PlanCache.use`, which pins what it returns). A hot path passes ``build`` as a module-level
+function and its arguments as ``build_args`` rather than make a closure on every call.
+
+Other helpers: :func:`run_once` (plan, run, free: a call whose key is ``None``).
 
 Key builders read tensors through :data:`READERS` (exact type -> reader): a reader gives the operand's
 *head* ``(package, device_id, shape, strides, dtype name, is_conjugate)``, its address and the object an
@@ -38,7 +43,6 @@ from nvmath._internal.tensors.host import element_strides
 
 __all__ = [
     "READERS",
-    "run_once",
     "CachedPlan",
     "CachedPlanner",
     "Read",
@@ -46,6 +50,7 @@ __all__ = [
     "call_cached",
     "reader_for",
     "register_reader",
+    "run_once",
 ]
 
 Read = tuple[tuple, int, Any]
