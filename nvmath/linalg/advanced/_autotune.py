@@ -23,7 +23,7 @@ from typing import Any
 from nvmath._internal import timing
 from nvmath._internal.logging import log_phase
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _handles, _plan
+from nvmath.linalg.advanced import _device, _plan
 from nvmath.linalg.advanced._algorithm import Algorithm, check_algorithm
 from nvmath.linalg.advanced._autotune_cache import autotune_cache, problem_key
 from nvmath.linalg.advanced._plan import Plan
@@ -428,5 +428,5 @@ def cache_key(spec: Spec, plan: Any) -> str | None:
     """The autotune-cache key of a plan of ``spec`` (GPU, cuBLASLt version, problem), or ``None`` when off."""
     if not autotune_cache.enabled:
         return None
-    info = _handles.device_info(spec.device_id)
+    info = _device.device_info(spec.device_id)
     return problem_key((info.name, info.compute_capability, spec.version, *plan.signature(spec)))

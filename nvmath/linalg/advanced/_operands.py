@@ -20,7 +20,7 @@ import numpy as np
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import TensorAdapter, wrap
 from nvmath._internal.tensors.copy import copy_into
-from nvmath.linalg.advanced._handles import pointer_alignment
+from nvmath.linalg.advanced._device import pointer_alignment
 from nvmath.linalg.advanced._layout import OperandSpec
 from nvmath.linalg.advanced._scaling import ScaleLayout
 

@@ -19,7 +19,7 @@ from nvmath._internal.logging import debug, lazy
 from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.streams import StreamHandle
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _algorithm, _handles
+from nvmath.linalg.advanced import _algorithm, _device
 from nvmath.linalg.advanced._descriptors import LayoutSet, MatmulDesc, PointerAttribute, Preference
 from nvmath.linalg.advanced._epilogs import AUX_QUANTIZATION_SCALE, AuxOutputSpec, EpilogTraits, epilog_traits
 from nvmath.linalg.advanced._layout import Op
@@ -237,7 +237,7 @@ def workspace_cap(memory_limit: Any, device_id: int, *, autotune: bool = False) 
     key = (memory_limit, device_id, autotune)
     cap = _CAPS.get(key)
     if cap is None:
-        total = _handles.device_info(device_id).total_memory
+        total = _device.device_info(device_id).total_memory
         cap = _CAPS.put(key, workspace_limit_bytes(memory_limit, total, autotune=autotune))
     return cap
 
@@ -250,7 +250,7 @@ def _preference_settings(
         cap = workspace_cap(spec.options.memory_limit, spec.device_id)
     settings: list[tuple[str, Any]] = [("MAX_WORKSPACE_BYTES", cap)]
     settings += [
-        (f"MIN_ALIGNMENT_{n}_BYTES", a) for n, a in zip("ABCD", aligns) if a != _handles.MAX_ALIGNMENT
+        (f"MIN_ALIGNMENT_{n}_BYTES", a) for n, a in zip("ABCD", aligns) if a != _device.MAX_ALIGNMENT
     ]
     if prefs.reduction_scheme_mask != MatmulReductionScheme.MASK:
         settings.append(("REDUCTION_SCHEME_MASK", prefs.reduction_scheme_mask))
@@ -264,7 +264,7 @@ def _preference_settings(
 def _alignments(spec: Spec, problem: MatmulProblem, slots: Mapping[str, Slot]) -> tuple[int, int, int, int]:
     a = slots[problem.a_operand].alignment
     b = slots[problem.b_operand].alignment
-    d = slots["c"].alignment if problem.inplace else _handles.MAX_ALIGNMENT
+    d = slots["c"].alignment if problem.inplace else _device.MAX_ALIGNMENT
     c = slots["c"].alignment if spec.has_c else d
     return a, b, c, d
 

@@ -26,7 +26,7 @@ from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap, wrap_operands
 from nvmath._internal.tensors.copy import copy_into
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _autotune, _handles
+from nvmath.linalg.advanced import _autotune, _handles, _streams
 from nvmath.linalg.advanced._algorithm import Algorithm
 from nvmath.linalg.advanced._operands import ScaleSlot, wrap_scales
 from nvmath.linalg.advanced._options import (
@@ -150,7 +150,7 @@ class Matmul(FreedOnExit):
         self._fast_deliver = not spec.host and spec.options.blocking is not True
         self._alpha_is_one = False
         self._pointer_ok = False
-        self._raw_stream = _handles.torch_raw_stream() if spec.package == "torch" else None
+        self._raw_stream = _streams.torch_raw_stream() if spec.package == "torch" else None
         self._last_stream: StreamHandle | None = None
         self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
 
@@ -183,7 +183,7 @@ class Matmul(FreedOnExit):
             handle = self._last_stream
             ptr = raw(self._device_id)
             if handle is None or handle.ptr != ptr:
-                handle = self._last_stream = _handles.stream_for(ptr, self._device_id, "torch")
+                handle = self._last_stream = _streams.stream_for(ptr, self._device_id, "torch")
             return handle, True
         return streams.get_stream(stream, device_id=self._device_id, package=self._spec.package), False
 
@@ -384,7 +384,7 @@ class Matmul(FreedOnExit):
         ws = self._workspace
         if handle is self._ws_stream and ws.size >= nbytes:
             return ws.ptr
-        if self._ws_stream is not None and ws.size >= nbytes and _handles.is_capturing(handle.ptr):
+        if self._ws_stream is not None and ws.size >= nbytes and _streams.is_capturing(handle.ptr):
             # inside a CUDA graph capture: no cross-stream event wait (illegal there); capture starts
             # after a device synchronisation (torch.cuda.graph does one)
             return ws.ptr

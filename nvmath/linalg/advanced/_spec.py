@@ -17,7 +17,7 @@ import numpy as np
 
 from nvmath._internal import caches, streams
 from nvmath._internal.streams import StreamHandle
-from nvmath.linalg.advanced import _handles
+from nvmath.linalg.advanced import _device, _handles
 from nvmath.linalg.advanced._operands import Slot, spec_of
 from nvmath.linalg.advanced._options import MatmulOptions
 from nvmath.linalg.advanced._scaling import (
@@ -171,7 +171,7 @@ def place(
     host = first.device != "cuda"
     device_id = options.device_id if host else int(first.device_id)
     version = _handles.cublaslt_version()
-    cc = _handles.device_info(device_id).compute_capability
+    cc = _device.device_info(device_id).compute_capability
     check_device_support(types, cc, version, block_scaling=options.block_scaling)
     check_scaling_support(scaling, cc, version)
     handle = streams.get_stream(stream, device_id=device_id, package=first.package)

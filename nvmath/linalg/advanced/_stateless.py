@@ -81,7 +81,7 @@ def matmul_key(ra: Read, rb: Read, rc: Read | None, epilog: Any, rest: tuple | N
     ha, hb = ra[0], rb[0]
     key: tuple = (
         _handles.cublaslt_version(), epilog,
-        ha, 0 if ha[1] == "cpu" else min(pa & -pa, 256),  # alignment: see _handles.pointer_alignment
+        ha, 0 if ha[1] == "cpu" else min(pa & -pa, 256),  # alignment: see _device.pointer_alignment
         hb, 0 if hb[1] == "cpu" else min(pb & -pb, 256),
     )  # fmt: skip
     if rc is not None:

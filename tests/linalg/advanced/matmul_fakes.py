@@ -28,7 +28,7 @@ from nvmath._internal.tensors import dispatch
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
 from nvmath._internal.tensors.host import element_strides, host_empty
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _handles
+from nvmath.linalg.advanced import _device, _handles
 
 HEUR = lt.matmul_heuristic_result_dtype
 
@@ -299,8 +299,8 @@ def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
     monkeypatch.setattr(lt, "_p_cublasLtMatmulAlgoGetIds", fake.get_ids)
     monkeypatch.setattr(lt, "_p_cublasLtMatmul", fake.matmul)
     monkeypatch.setattr(_handles, "get_handle", lambda device_id: 0x1234)
-    info = _handles.DeviceInfo("Fake GPU", (9, 0), 80 << 30)
-    monkeypatch.setattr(_handles, "device_info", lambda device_id: info)
+    info = _device.DeviceInfo("Fake GPU", (9, 0), 80 << 30)
+    monkeypatch.setattr(_device, "device_info", lambda device_id: info)
     monkeypatch.setitem(streams._LIBRARY_STREAMS, 0, streams.StreamHandle(0, 0, "cuda"))
     monkeypatch.setattr(streams, "stream_ctx", lambda handle: contextlib.nullcontext())  # no driver here
     monkeypatch.setattr(memory, "allocate", _HostAllocation)  # what Workspace.ensure allocates with

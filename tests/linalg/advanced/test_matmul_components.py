@@ -13,7 +13,7 @@ import pytest
 
 import nvmath.linalg.advanced as adv
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _autotune_cache, _handles, _stateless
+from nvmath.linalg.advanced import _autotune_cache, _device, _stateless
 from nvmath.linalg.advanced._descriptors import LayoutSet, MatmulDesc, MatrixLayout, Preference
 from nvmath.linalg.advanced._traits import MatrixLayout as Layout
 from nvmath.linalg.advanced._traits import get_mm_traits, get_problem
@@ -129,7 +129,7 @@ def test_algorithm_config_key_ignores_non_configuration_bytes(cublaslt):
 
 def test_pointer_alignment():
     """pointer_alignment is the largest power of two dividing the address, capped at 256."""
-    assert [_handles.pointer_alignment(p) for p in (0, 4, 48, 256, 4096, 0x7F00_0000_0010)] == [
+    assert [_device.pointer_alignment(p) for p in (0, 4, 48, 256, 4096, 0x7F00_0000_0010)] == [
         256,
         4,
         16,

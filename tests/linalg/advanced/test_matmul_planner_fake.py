@@ -424,10 +424,10 @@ def test_host_inplace_updates_the_callers_c(lt, rng):
 
 def test_capturing_stream_gets_a_handle_without_driver_queries(monkeypatch):
     """A stream that captures a CUDA graph gets a handle built without querying the driver."""
-    from nvmath.linalg.advanced import _handles
+    from nvmath.linalg.advanced import _streams
 
-    monkeypatch.setattr(_handles, "is_capturing", lambda ptr: True)
-    handle = _handles.stream_for(0xABC0, 0, "torch")
+    monkeypatch.setattr(_streams, "is_capturing", lambda ptr: True)
+    handle = _streams.stream_for(0xABC0, 0, "torch")
     assert (handle.ptr, handle.device_id, handle.ctx) == (0xABC0, 0, None)
 
 

@@ -19,7 +19,7 @@ import pytest
 import nvmath.linalg.advanced as adv
 from nvmath._internal import caches
 from nvmath._internal.dtypes import CudaDataType
-from nvmath.linalg.advanced import _handles
+from nvmath.linalg.advanced import _device
 
 _spec = importlib.util.spec_from_file_location(
     "matmul_fakes", pathlib.Path(__file__).with_name("matmul_fakes.py")
@@ -261,7 +261,7 @@ def test_old_device_is_rejected_before_copies(lt, rng, monkeypatch):
     """On compute capability 8.9 the planner names the device's capability (no scale is copied)."""
     a, b = fp8_operands(rng)
     _, tensors = scales_for(rng, ("vec", "blk"))
-    monkeypatch.setattr(_handles, "device_info", lambda d: _handles.DeviceInfo("Ada", (8, 9), 24 << 30))
+    monkeypatch.setattr(_device, "device_info", lambda d: _device.DeviceInfo("Ada", (8, 9), 24 << 30))
     qs = {n: F.fake(t) for n, t in tensors.items()}
     with pytest.raises(ValueError, match=r"compute capability >= 9.0 \(Hopper\); this device has 8.9"):
         adv.Matmul(F.fake(a), F.fake(b), quantization_scales=qs, options=F32_RESULT)
