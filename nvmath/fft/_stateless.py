@@ -163,8 +163,9 @@ def _transform(
 ) -> Any:
     axes_key = None if axes is None else _axes_key(axes)  # (the common case without a call)
     defaults = (
-        options is None and execution is None and prolog is None and epilog is None and axes_key is not _MISSING
-    )
+        options is None and execution is None and prolog is None and epilog is None
+        and axes_key is not _MISSING
+    )  # fmt: skip
     if defaults:  # the hot path: the operand read raw, the rest of the key from _TAILS (no adapter)
         tp = type(operand)
         raw = (READERS.get(tp) or reader_for(tp))(operand)

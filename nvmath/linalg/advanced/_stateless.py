@@ -236,8 +236,8 @@ def matmul(
     wc = ops.get("c")
     extras = None
     kw = dict(
-        epilog=epilog, epilog_inputs=epilog_inputs, qualifiers=qualifiers, quantization_scales=quantization_scales,
-        options=options, preferences=preferences, algorithm=algorithm,
+        epilog=epilog, epilog_inputs=epilog_inputs, qualifiers=qualifiers,
+        quantization_scales=quantization_scales, options=options, preferences=preferences, algorithm=algorithm,
     )  # fmt: skip
     if quantization_scales is not None or epilog_inputs is not None:
         extras = (quantization_scales, epilog_inputs)
