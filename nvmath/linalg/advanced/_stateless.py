@@ -237,7 +237,8 @@ def matmul(
     extras = None
     kw = dict(
         epilog=epilog, epilog_inputs=epilog_inputs, qualifiers=qualifiers,
-        quantization_scales=quantization_scales, options=options, preferences=preferences, algorithm=algorithm,
+        quantization_scales=quantization_scales, options=options, preferences=preferences,
+        algorithm=algorithm,
     )  # fmt: skip
     if quantization_scales is not None or epilog_inputs is not None:
         extras = (quantization_scales, epilog_inputs)
