@@ -272,16 +272,11 @@ class Workspace:
         """The lock the users of a workspace shared by several plans take (see :class:`SharedWorkspaces`)."""
         self._alloc: Allocation | None = None
         self._stream: StreamHandle | None = None
-
-    @property
-    def ptr(self) -> int:
+        # plain attributes, not properties: execute() paths read them on every launch
+        self.ptr = 0
         """The device address (0 when nothing is allocated)."""
-        return 0 if self._alloc is None else self._alloc.ptr
-
-    @property
-    def size(self) -> int:
+        self.size = 0
         """The allocated size in bytes (0 when nothing is allocated)."""
-        return 0 if self._alloc is None else self._alloc.size
 
     def ensure(self, nbytes: int, stream: StreamHandle) -> int:
         """Return a pointer to at least ``nbytes`` bytes usable on ``stream``, growing if needed."""
@@ -296,6 +291,7 @@ class Workspace:
         self._alloc = allocate(
             nbytes, device_id=self.device_id, stream=stream, package=self.package, allocator=self.allocator
         )
+        self.ptr, self.size = self._alloc.ptr, self._alloc.size
         self._stream = stream
         logger.debug("%s: allocated %d bytes at %#x", self.name, nbytes, self._alloc.ptr)
         return self._alloc.ptr
@@ -303,6 +299,7 @@ class Workspace:
     def release(self) -> None:
         """Free the memory (ordered on the stream it was last used on); idempotent."""
         alloc, self._alloc = self._alloc, None
+        self.ptr = self.size = 0
         if alloc is not None:
             alloc.free(self._stream)
             logger.debug("%s: released %d bytes", self.name, alloc.size)
