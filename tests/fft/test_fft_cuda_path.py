@@ -3,23 +3,23 @@
 The fake ``cufft`` module records every call in order and executes ``cufftXtExec`` with numpy on
 *host* memory, reading the plan's ``n``/``inembed``/``istride``/``idist``/``batch`` exactly as cuFFT
 does, at the raw addresses it is given. Operands are :class:`FakeDevice` adapters: host buffers that
-claim to live on "cuda" device 0. This checks the planner's pointers and byte offsets, staging,
-in-place and C2R handling, stream binding, workspace and callback sequencing end to end.
+claim to live on "cuda" device 0, on the device side of the fake GPU the matmul tests use too
+(``tests/fake_gpu.py``). This checks the planner's pointers and byte offsets, staging, in-place and
+C2R handling, stream binding, workspace and callback sequencing end to end.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
 import pytest
 
+import fake_gpu
 import nvmath.fft as nf
-from nvmath._internal import caches, devices, dtypes, streams
-from nvmath._internal.tensors import copy as tcopy
+from nvmath._internal import caches, dtypes, streams
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
-from nvmath._internal.tensors.host import host_empty, host_view, view_from_ptr
+from nvmath._internal.tensors.host import host_empty, view_from_ptr
 from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
 from nvmath.bindings import cufft as real_cufft
 from nvmath.fft import FFT, DeviceCallable, FFTDirection, UnsupportedLayoutError, _cufft_plan, _stateless
@@ -170,17 +170,18 @@ class FakeStream:
 
 @pytest.fixture
 def fake(monkeypatch):
-    """Install the fake cuFFT, workspace, streams and host<->'device' copies; yield the fake cuFFT."""
+    """Install the shared fake GPU (``tests/fake_gpu.py``: caches cleared, host memory as device memory,
+    host copies between fake and numpy arrays), then the fake cuFFT, its workspace and recording
+    streams; yield the fake cuFFT."""
+    fake_gpu.install(monkeypatch, packages=("fakegpu",))
     lib = FakeCufft()
     stream_objects: dict = {}
     monkeypatch.setattr(_cufft_plan, "_cufft", lambda: lib)
     monkeypatch.setattr(_cufft_plan, "Workspace", FakeWorkspace)
     monkeypatch.setattr(_cufft_plan, "_check_lto_support", lambda: {"version": "12.0.0", "path": "fake"})
-    monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
     monkeypatch.setattr(
         streams, "get_stream", lambda s, **k: stream_objects.setdefault(s, FakeStream(7 if s is None else s))
     )
-    monkeypatch.setattr(streams, "stream_ctx", lambda s: contextlib.nullcontext())
     monkeypatch.setattr(streams, "synchronize", lambda s: lib.calls.append(("sync", s.ptr)))
     monkeypatch.setattr(streams, "stream_wait", lambda a, b: lib.calls.append(("wait", a.ptr, b.ptr)))
 
@@ -192,16 +193,9 @@ def fake(monkeypatch):
         return original_empty(self, shape, dtype, strides=strides, device_id=device_id, stream=stream)
 
     monkeypatch.setattr(NumpyAdapter, "empty", numpy_empty)
-    for pair in (("fakegpu", "fakegpu"), ("fakegpu", "numpy"), ("numpy", "fakegpu")):
-        monkeypatch.setitem(tcopy.COPIERS, pair, lambda dst, src, stream: np.copyto(_arr(dst), _arr(src)))
-    caches.clear_all()
     yield lib
     caches.clear_all()
     assert not lib.live or all(h in lib.live for h in lib.live)
-
-
-def _arr(adapter):
-    return adapter.tensor if isinstance(adapter, FakeDevice) else host_view(adapter)
 
 
 def dev(rng, shape, dtype="complex128", view=None):
