@@ -290,7 +290,12 @@ class Matmul(FreedOnExit):
             release_workspace: free the workspace after the call (stream-ordered).
             stream: the stream to run on (default: the operands' package's current stream).
         """
-        handle, current = self._resolve_stream(stream)
+        handle = self._last_stream
+        raw = self._raw_stream
+        if stream is None and raw is not None and handle is not None and handle.ptr == raw(self._device_id):
+            current = True  # the memoised torch current stream: _resolve_stream's first case, inlined (hot)
+        else:
+            handle, current = self._resolve_stream(stream)
         if algorithm is None:
             algo_ptr, ws_size = self._algo
         else:
@@ -517,7 +522,12 @@ class Matmul(FreedOnExit):
         run by address, without adapters); ``extras``: ``(quantization_scales, epilog_inputs)`` or
         ``None``. No operand is kept after the call.
         """
-        handle, current = self._resolve_stream(stream)
+        handle = self._last_stream
+        raw = self._raw_stream
+        if stream is None and raw is not None and handle is not None and handle.ptr == raw(self._device_id):
+            current = True  # the memoised torch current stream: _resolve_stream's first case, inlined (hot)
+        else:
+            handle, current = self._resolve_stream(stream)
         self._set_scalars(alpha, beta)
         slots = self._slots
         if ptrs is not None and self._pointer_ok:
