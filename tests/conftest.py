@@ -44,7 +44,7 @@ def gpu_status() -> tuple[bool, str]:
         if int(err) != 0 or count == 0:
             return False, "no CUDA device found"
     except Exception as exc:
-        return False, f"no CUDA driver on this machine ({type(exc).__name__}: {exc})"
+        return False, f"no CUDA driver on this machine ({type(exc).__name__})"
     return True, ""
 
 
