@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import platform
+import subprocess
 import sys
+from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
@@ -110,13 +112,30 @@ def library_info() -> dict[str, dict[str, Any]]:
     return out
 
 
+def _git(location: str, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", location, *args], capture_output=True, text=True, timeout=5, check=True)
+    return proc.stdout.strip()
+
+
+def source_commit(location: str) -> str | None:
+    """The git commit of a source checkout at ``location`` (``+dirty`` when modified), or ``None``."""
+    if not (Path(location) / ".git").exists():
+        return None
+    try:
+        commit = _git(location, "rev-parse", "--short=12", "HEAD")
+        return commit + ("+dirty" if _git(location, "status", "--porcelain", "--untracked-files=no") else "")
+    except Exception:  # noqa: BLE001 - no git, not a repository, ...: the report leaves it out
+        return None
+
+
 def collect() -> dict[str, Any]:
     """The whole environment report as JSON-ready data."""
     import nvmath
 
+    location = nvmath.__file__.rsplit("/", 2)[0]
     return {
         "python": {"version": sys.version.split()[0], "platform": platform.platform(), "executable": sys.executable},
-        "nvmath": {"version": nvmath.__version__, "location": nvmath.__file__.rsplit("/", 2)[0]},
+        "nvmath": {"version": nvmath.__version__, "location": location, "commit": source_commit(location)},
         "packages": {dist: package_version(dist) for dist in PACKAGES},
         "cuda": driver_info(),
         "libraries": library_info(),
@@ -128,7 +147,8 @@ def format_report(data: dict[str, Any]) -> Iterator[str]:
     py, nv, cuda = data["python"], data["nvmath"], data["cuda"]
     yield "nvmath environment"
     yield f"  python     {py['version']} ({py['platform']})"
-    yield f"  nvmath     {nv['version']} ({nv['location']})"
+    commit = f", commit {nv['commit']}" if nv.get("commit") else ""
+    yield f"  nvmath     {nv['version']} ({nv['location']}{commit})"
     for dist, version in data["packages"].items():
         yield f"  {dist:<16} {version}"
     yield f"CUDA driver: {cuda['driver'] or 'none (' + str(cuda['error']) + ')'}"
