@@ -3,17 +3,12 @@
 Exits with status 77 (skipped) where cupy is missing or has no GPU.
 """
 
-import sys
+from nvmath._diagnostics.requirements import require
 
+require("gpu", "cupy")  # or exit 77 ("skipped") with a message saying what is missing
+
+import cupy as cp
 import numpy as np
-
-try:
-    import cupy as cp
-
-    cp.cuda.runtime.getDeviceCount()
-except Exception as exc:  # noqa: BLE001
-    print(f"cupy with a GPU is not available: {exc}")
-    sys.exit(77)
 
 import nvmath.linalg as la
 
