@@ -1,0 +1,137 @@
+"""A bounded cache of planned :class:`~nvmath.linalg.advanced.Matmul` objects for training loops.
+
+A training or decode loop multiplies the same few shapes again and again (each layer's forward,
+weight-gradient and input-gradient products). :class:`PlannerCache` keeps one planned ``Matmul`` per
+problem (shapes, strides, dtype, device, pointer alignment, epilog) and runs a call as
+``reset_operands_unchecked`` + ``execute`` on it: no re-planning, no heuristic query. Layers of equal
+shapes share planners (the operands are swapped in per call).
+
+Planners used while a CUDA graph was captured are pinned: a graph replays their workspace pointer,
+so they are never evicted (only :meth:`PlannerCache.clear` frees them, which must not happen while
+such a graph may still be replayed).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
+from typing import Any, NamedTuple
+
+from nvmath.linalg.advanced import Matmul
+from nvmath.torch._capture import capturing, refuse_planning
+
+__all__ = ["CacheStats", "PlannerCache", "default_cache"]
+
+
+class CacheStats(NamedTuple):
+    """Counters of a :class:`PlannerCache`."""
+
+    hits: int
+    misses: int
+    evictions: int
+    size: int
+    maxsize: int
+    pinned: int
+
+
+def _tkey(t: Any) -> tuple:
+    ptr = t.data_ptr()
+    return (tuple(t.shape), t.stride(), t.dtype, t.device, min(ptr & -ptr, 256) if ptr else 256)
+
+
+class PlannerCache:
+    """Planned ``Matmul`` objects by problem, least recently used evicted beyond ``maxsize``.
+
+    Args:
+        maxsize: the most planners kept (each may hold a cuBLASLt workspace), >= 1.
+
+    ``stats`` reports hits, misses and evictions; :meth:`clear` frees every planner;
+    :meth:`resize` changes the bound.
+    """
+
+    def __init__(self, maxsize: int = 64):
+        self._check_size(maxsize)
+        self._maxsize = maxsize
+        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+        self._pinned: set[Hashable] = set()
+        self._lock = threading.RLock()
+        self._hits = self._misses = self._evictions = 0
+
+    @staticmethod
+    def _check_size(maxsize: Any) -> None:
+        if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
+            raise ValueError(f"maxsize must be an int >= 1; got {maxsize!r}")
+
+    @property
+    def stats(self) -> CacheStats:
+        """The cache's counters and size."""
+        return CacheStats(
+            self._hits, self._misses, self._evictions, len(self._entries), self._maxsize, len(self._pinned)
+        )
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def resize(self, maxsize: int) -> None:
+        """Change the bound (evicting least recently used unpinned planners beyond it)."""
+        self._check_size(maxsize)
+        with self._lock:
+            self._maxsize = maxsize
+            self._evict()
+
+    def clear(self) -> None:
+        """Free every planner (do not call while a CUDA graph that used one may still be replayed)."""
+        with self._lock:
+            entries = list(self._entries.values())
+            self._entries.clear()
+            self._pinned.clear()
+        for mm in entries:
+            mm.free()
+
+    def run(self, a: Any, b: Any, *, epilog: Any = None, epilog_inputs: Mapping[str, Any] | None = None) -> Any:
+        """``epilog(a @ b)`` on the cached planner of this problem (planned on first use).
+
+        Returns what :meth:`Matmul.execute` returns: the result, or ``(result, aux_dict)``.
+
+        Raises:
+            CaptureError: the problem is not planned yet and a CUDA graph is being captured.
+        """
+        key = (epilog, _tkey(a), _tkey(b), *((n, _tkey(t)) for n, t in (epilog_inputs or {}).items()))
+        with self._lock:
+            mm = self._entries.get(key)
+            if mm is None:
+                return self._plan_and_run(key, a, b, epilog, epilog_inputs)
+            self._hits += 1
+            self._entries.move_to_end(key)
+            if key not in self._pinned and capturing(a):
+                self._pinned.add(key)
+            mm.reset_operands_unchecked(a=a, b=b, epilog_inputs=epilog_inputs)
+            return mm.execute()
+
+    def _plan_and_run(self, key: Hashable, a: Any, b: Any, epilog: Any, epilog_inputs: Any) -> Any:
+        refuse_planning("nvmath.torch would plan a new matmul (first use of these shapes)", a)
+        self._misses += 1
+        mm = Matmul(a, b)
+        try:
+            mm.plan(epilog=epilog, epilog_inputs=epilog_inputs)
+            out = mm.execute()
+        except BaseException:
+            mm.free()
+            raise
+        self._entries[key] = mm
+        self._evict()
+        return out
+
+    def _evict(self) -> None:
+        while len(self._entries) > self._maxsize:
+            victim = next((k for k in self._entries if k not in self._pinned), None)
+            if victim is None:
+                return
+            self._entries.pop(victim).free()
+            self._evictions += 1
+
+
+default_cache = PlannerCache()
+"""The planner cache that :class:`~nvmath.torch.Linear`, :class:`~nvmath.torch.MLP` and the autograd
+backward passes use unless given another."""
