@@ -13,7 +13,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from nvmath.torch import _kernels
-from nvmath.torch._grads import matmul_backward
+from nvmath.torch._grads import matmul_backward, preactivation_of
 from nvmath.torch._planners import PlannerCache
 
 __all__ = ["LinearFn", "MLPFn", "MatmulFn"]
@@ -73,8 +73,10 @@ class MatmulFn(torch.autograd.Function):
     ) -> Any:  # fmt: skip
         out = run()
         result, extras = out if isinstance(out, tuple) else (out, None)
-        aux = extras.get("gelu_aux") if (extras is not None and act == "gelu") else None
-        ctx.save_for_backward(a, b, c, bias, result if act == "relu" else None, aux)
+        z = None
+        if act == "gelu":
+            z = preactivation_of(extras["gelu_aux"], a, b, bias, result.shape)
+        ctx.save_for_backward(a, b, c, bias, result if act == "relu" else None, z)
         ctx.mm, ctx.act, ctx.alpha, ctx.beta = mm, act, alpha, beta
         if aux_name is None:
             return result, None
@@ -85,8 +87,8 @@ class MatmulFn(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, g: Any, _g_aux: Any = None) -> Any:  # noqa: D102
-        a, b, c, bias, result, aux = ctx.saved_tensors
+        a, b, c, bias, result, z = ctx.saved_tensors
         grads = matmul_backward(
-            ctx.mm, g, a, b, c, bias, result, aux, ctx.act, ctx.alpha, ctx.beta, tuple(ctx.needs_input_grad[:4])
+            ctx.mm, g, a, b, c, bias, result, z, ctx.act, ctx.alpha, ctx.beta, tuple(ctx.needs_input_grad[:4])
         )
         return (*grads, None, None, None, None, None, None)

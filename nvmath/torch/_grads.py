@@ -15,7 +15,7 @@ import torch
 
 from nvmath.torch._kernels import gelu_tanh_grad
 
-__all__ = ["bias_along_n", "matmul_backward", "preactivation"]
+__all__ = ["bias_along_n", "matmul_backward", "preactivation", "preactivation_of"]
 
 
 def bias_along_n(bias: torch.Tensor, m: int, n: int) -> bool:
@@ -28,6 +28,13 @@ def bias_along_n(bias: torch.Tensor, m: int, n: int) -> bool:
 def preactivation(aux: torch.Tensor, m: int, n: int, along_n: bool) -> torch.Tensor:
     """The pre-activation ``z`` (``(*batch, m, n)``) in a ``gelu_aux`` output of the advanced matmul."""
     return aux[..., :n, :].mT if along_n else aux[..., :m, :]
+
+
+def preactivation_of(aux: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, shape: Any) -> torch.Tensor:
+    """The pre-activation in the ``gelu_aux`` of ``matmul(a, b, epilog=GELU_AUX[_BIAS], bias)``, shaped ``shape``."""
+    m = 1 if a.dim() == 1 else a.shape[-2]
+    n = 1 if b.dim() == 1 else b.shape[-1]
+    return preactivation(aux, m, n, bias is not None and bias_along_n(bias, m, n)).reshape(shape)
 
 
 def _promote(a: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -47,18 +54,22 @@ def _scaled(x: torch.Tensor, s: complex | float) -> torch.Tensor:
 
 def matmul_backward(
     mm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], g: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
-    c: torch.Tensor | None, bias: torch.Tensor | None, result: torch.Tensor | None, aux: torch.Tensor | None,
+    c: torch.Tensor | None, bias: torch.Tensor | None, result: torch.Tensor | None, z: torch.Tensor | None,
     act: str | None, alpha: Any, beta: Any, needs: tuple[bool, bool, bool, bool],
 ) -> tuple[torch.Tensor | None, ...]:  # fmt: skip
-    """``(da, db, dc, dbias)`` from ``g`` = dL/d(result); ``None`` where ``needs`` says not needed."""
+    """``(da, db, dc, dbias)`` from ``g`` = dL/d(result); ``None`` where ``needs`` says not needed.
+
+    ``result`` is needed for ReLU, ``z`` (the pre-activation, shaped like the result) for GELU.
+    """
     a2, b2, g2 = _promote(a, b, g)
     m, n = a2.shape[-2], b2.shape[-1]
     if act == "relu":
         _, _, r2 = _promote(a, b, result)
         g2 = torch.where(r2 > 0, g2, torch.zeros((), dtype=g2.dtype, device=g2.device))
     elif act == "gelu":
-        z = preactivation(aux, m, n, bias is not None and bias_along_n(bias, m, n))
-        g2 = (g2 * gelu_tanh_grad(z)).to(g2.dtype)
+        _, _, z2 = _promote(a, b, z)
+        g2 = (g2 * gelu_tanh_grad(z2)).to(g2.dtype)
+    g2 = g2.contiguous()  # an incoming gradient may be expanded (stride 0), which cuBLASLt cannot read
     alpha = 1.0 if alpha is None else alpha
     da = db = dc = dbias = None
     if needs[0]:

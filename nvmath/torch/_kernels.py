@@ -8,7 +8,9 @@ Orientation. A Linear layer ``y = act(x @ w.T + b)`` (``x``: (M, K) tokens, ``w`
 the product ``y.T = act(w @ x.T + b[:, None])`` of shape (N, M): its bias runs along the rows (the
 cuBLASLt bias), and D, column-major in cuBLASLt's orientation, is ``y`` row-major. The aux output is
 that of ``y.T``: ``gelu_aux`` of shape (round_up(N, 8), M), column-major (``aux[:N].T`` is the
-pre-activation), ``relu_aux`` a bitmask of shape (round_up(ceil(N/8), 16), M).
+pre-activation; a Linear layer keeps just that view), ``relu_aux`` a bitmask of shape
+(round_up(ceil(N/8), 16), M). The MLP keeps the whole aux (the backward epilog reads it) with its
+padding zeroed, so that the output is deterministic.
 
 Backward (``g`` = dL/dy):
 
@@ -83,8 +85,9 @@ def linear_forward(
     y = yt.mT
     if not y.is_contiguous():
         y = y.contiguous()
-    aux = extras.get("gelu_aux")
-    return y.view(*x.shape[:-1], w.shape[0]), (aux if aux is not None else empty_aux(y))
+    aux = extras.get("gelu_aux")  # (round_up(N, 8), M): rows past N are padding
+    n = w.shape[0]
+    return y.view(*x.shape[:-1], n), (aux[:n] if aux is not None else empty_aux(y))
 
 
 def gelu_tanh_grad(z: torch.Tensor) -> torch.Tensor:
@@ -101,7 +104,7 @@ def activation_grad(g: torch.Tensor, act: str | None, y: torch.Tensor, aux: torc
         return g.contiguous()
     if act == "relu":
         return torch.where(y > 0, g, torch.zeros((), dtype=g.dtype, device=g.device)).contiguous()
-    z = aux[: g.shape[-1]].mT  # the pre-activation, (M, N)
+    z = aux.mT  # the pre-activation, (M, N)
     return (g * gelu_tanh_grad(z)).to(g.dtype).contiguous()
 
 
@@ -143,7 +146,17 @@ def mlp_forward(
     ht, extras = _split(cache.run(w1, x2.mT, epilog=_MLP_FORWARD[(act, b1 is not None)], epilog_inputs=inputs))
     h = ht.mT.contiguous()
     y, _ = linear_forward(cache, h, w2, b2, None, False)
-    return y.view(*x.shape[:-1], w2.shape[0]), h, extras[f"{act}_aux"]
+    return y.view(*x.shape[:-1], w2.shape[0]), h, _clear_padding(extras[f"{act}_aux"], w1.shape[0], act)
+
+
+def _clear_padding(aux: torch.Tensor, n: int, act: str) -> torch.Tensor:
+    """Zero the rows (and, for the ReLU bitmask, the bits) of an aux output past the ``n`` real rows."""
+    used = n if act == "gelu" else -(-n // 8)
+    if act == "relu" and n % 8:
+        aux[n // 8].bitwise_and_((1 << (n % 8)) - 1)
+    if aux.shape[0] > used:
+        aux[used:].zero_()
+    return aux
 
 
 def mlp_backward(

@@ -11,7 +11,8 @@ Operators (``activation`` is ``""``, ``"relu"`` or ``"gelu"``; ``keep``: save wh
 * ``nvmath::linear_backward(grad, x, weight, y, aux, activation, has_bias, needs) -> (dx, dw, db)``
 * ``nvmath::mlp(x, w1, b1?, w2, b2?, activation, keep) -> (y, hidden, aux)``
 * ``nvmath::mlp_backward(grad, x, w1, w2, hidden, aux, activation, has_b1, has_b2, needs) -> 5 grads``
-* ``nvmath::matmul(a, b, c?, bias?, epilog, alpha, beta) -> (result, aux)`` (the advanced matmul)
+* ``nvmath::matmul(a, b, c?, bias?, epilog, alpha, beta) -> (result, z)`` (the advanced matmul; ``z``:
+  the pre-activation with a GELU_AUX epilog, else empty)
 
 Gradients not needed come back as empty tensors (an operator returns tensors, never ``None``).
 """
@@ -24,7 +25,7 @@ import torch
 from torch import Tensor
 
 from nvmath.torch import _kernels
-from nvmath.torch._grads import matmul_backward
+from nvmath.torch._grads import matmul_backward, preactivation_of
 from nvmath.torch._planners import default_cache
 from nvmath.torch._rules import rule_for
 
@@ -39,9 +40,9 @@ def _act(activation: str) -> str | None:
     return activation or None
 
 
-def _gelu_aux_like(x: Tensor, n: Any, m: Any) -> Tensor:
+def _gelu_aux_like(x: Tensor, n: Any, m: Any, *, trimmed: bool = False) -> Tensor:
     rows = _round_up(n, 8)
-    return torch.empty_strided((rows, m), (1, rows), dtype=x.dtype, device=x.device)
+    return torch.empty_strided((n if trimmed else rows, m), (1, rows), dtype=x.dtype, device=x.device)
 
 
 def _tokens(x: Tensor) -> Any:
@@ -60,7 +61,7 @@ def linear_op(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str, k
 def _linear_fake(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str, keep: bool) -> tuple[Tensor, Tensor]:
     y = x.new_empty((*x.shape[:-1], weight.shape[0]))
     if activation == "gelu" and keep:
-        return y, _gelu_aux_like(x, weight.shape[0], _tokens(x))
+        return y, _gelu_aux_like(x, weight.shape[0], _tokens(x), trimmed=True)
     return y, x.new_empty((0,))
 
 
@@ -191,7 +192,9 @@ def matmul_op(
     out = _matmul_kernel(a, b, c, bias, epilog, alpha, beta)
     result, extras = out if isinstance(out, tuple) else (out, {})
     aux = extras.get("gelu_aux")
-    return result.contiguous(), (aux.contiguous() if aux is not None else a.new_empty((0,)))
+    if aux is None:
+        return result.contiguous(), a.new_empty((0,))
+    return result.contiguous(), preactivation_of(aux, a, b, bias, result.shape).contiguous()
 
 
 def _result_shape(a: Tensor, b: Tensor) -> tuple:
@@ -206,10 +209,7 @@ def _matmul_fake(a, b, c, bias, epilog, alpha, beta):  # noqa: ANN001, ANN202
     out = a.new_empty(_result_shape(a, b))
     if epilog not in (160, 164):  # GELU_AUX, GELU_AUX_BIAS
         return out, a.new_empty((0,))
-    m, n = out.shape[-2], out.shape[-1]
-    along_n = bias is not None and (bias.dim() == 1 and bias.shape[0] != m or bias.dim() > 1 and bias.shape[-1] != 1)
-    rows_of, cols = (n, m) if along_n else (m, n)
-    return out, a.new_empty((*out.shape[:-2], _round_up(rows_of, 8), cols))
+    return out, a.new_empty(out.shape)
 
 
 def _op_mm(x: Tensor, y: Tensor) -> Tensor:
