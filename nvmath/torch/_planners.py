@@ -124,8 +124,10 @@ class PlannerCache:
         return out
 
     def _evict(self) -> None:
+        """Free least recently used planners beyond the bound (never a pinned one, nor the newest)."""
         while len(self._entries) > self._maxsize:
-            victim = next((k for k in self._entries if k not in self._pinned), None)
+            newest = next(reversed(self._entries))
+            victim = next((k for k in self._entries if k not in self._pinned and k != newest), None)
             if victim is None:
                 return
             self._entries.pop(victim).free()

@@ -1,0 +1,68 @@
+"""PlannerCache: one planned Matmul per problem, reused across calls and layers, bounded, with stats."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _f64(torch, *shape):
+    return torch.randn(*shape, dtype=torch.float64)
+
+
+def test_reuse_counts_hits_and_shares_across_layers(torch, nt, fake_gpu):
+    """Equal problems hit one planner (results still right for new operands); new shapes miss."""
+    cache = nt.PlannerCache(4)
+    a, b, a2, b2 = _f64(torch, 3, 4), _f64(torch, 4, 5), _f64(torch, 3, 4), _f64(torch, 4, 5)
+    torch.testing.assert_close(cache.run(a, b), a @ b)
+    torch.testing.assert_close(cache.run(a2, b2), a2 @ b2)
+    cache.run(_f64(torch, 2, 4), b)
+    s = cache.stats
+    assert (s.hits, s.misses, s.size, s.maxsize, s.evictions) == (1, 2, 2, 4, 0)
+
+
+def test_bounded_lru_eviction_and_clear(torch, nt, fake_gpu):
+    """Beyond maxsize the least recently used planner is freed; clear() frees all; resize() shrinks."""
+    cache = nt.PlannerCache(2)
+    b = _f64(torch, 4, 2)
+    for m in (1, 2, 3):
+        cache.run(_f64(torch, m, 4), b)
+    assert len(cache) == 2 and cache.stats.evictions == 1
+    cache.resize(1)
+    assert len(cache) == 1 and cache.stats.evictions == 2
+    cache.clear()
+    assert len(cache) == 0
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "8"])
+def test_bad_maxsize_is_refused(nt, bad):
+    """maxsize must be an int >= 1; the message names the bad value."""
+    with pytest.raises(ValueError, match="maxsize must be an int >= 1"):
+        nt.PlannerCache(bad)
+
+
+def test_planning_inside_a_capture_is_refused_with_the_fix(torch, nt, fake_gpu, monkeypatch):
+    """First use of a problem while a CUDA graph is captured raises CaptureError saying to warm up first;
+    a planned problem runs (and its planner is pinned against eviction)."""
+    from nvmath.torch import _planners
+
+    cache = nt.PlannerCache(1)
+    a, b = _f64(torch, 3, 4), _f64(torch, 4, 5)
+    cache.run(a, b)  # warm-up: planned outside the capture
+    monkeypatch.setattr(_planners, "capturing", lambda t: True)
+    monkeypatch.setattr("nvmath.torch._capture.capturing", lambda t: True)
+    with pytest.raises(nt.CaptureError, match="once before the capture"):
+        cache.run(_f64(torch, 2, 4), b)
+    torch.testing.assert_close(cache.run(a, b), a @ b)
+    assert cache.stats.pinned == 1
+    monkeypatch.setattr(_planners, "capturing", lambda t: False)
+    monkeypatch.setattr("nvmath.torch._capture.capturing", lambda t: False)
+    cache.run(_f64(torch, 2, 4), b)  # over the bound, but the pinned planner stays
+    assert len(cache) == 2 and cache.stats.evictions == 0
+
+
+def test_failed_planning_caches_nothing(torch, nt, fake_gpu):
+    """A problem the planner rejects raises its error and leaves no entry behind."""
+    cache = nt.PlannerCache(2)
+    with pytest.raises(ValueError):
+        cache.run(_f64(torch, 3, 4), _f64(torch, 5, 2))
+    assert len(cache) == 0 and cache.stats.misses == 1
