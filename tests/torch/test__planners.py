@@ -6,7 +6,13 @@ import pytest
 
 
 def _f64(torch, *shape):
-    return torch.randn(*shape, dtype=torch.float64)
+    """Random float64 data at a 256-byte aligned address (the alignment is part of a planner's key)."""
+    n = 1
+    for e in shape:
+        n *= e
+    flat = torch.randn(n + 32, dtype=torch.float64)
+    skip = (-flat.data_ptr() % 256) // 8
+    return flat[skip : skip + n].view(*shape)
 
 
 def test_reuse_counts_hits_and_shares_across_layers(torch, nt, fake_gpu):
