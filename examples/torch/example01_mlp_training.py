@@ -35,7 +35,7 @@ ref = torch.nn.Sequential(*torch_layers)
 
 opt_ours = torch.optim.SGD(ours.parameters(), lr=0.05, momentum=0.9)
 opt_ref = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
-true_w = torch.randn(64, 1, device=device)
+true_w = torch.randn(64, 1, device=device, dtype=dtype)
 
 steps, worst, first = 300, 0.0, None
 for step in range(steps):
