@@ -50,7 +50,9 @@ def _step(torch: Any, module: Any, x: Any, g: Any):
 def _mlp_nvmath(ctx: Any) -> Any:
     torch, x, g = _mlp_inputs(ctx)
     nt = _nt()
-    return _step(torch, nt.MLP(D_MODEL, D_FF, D_MODEL, activation="gelu", device="cuda", dtype=torch.bfloat16), x, g)
+    return _step(
+        torch, nt.MLP(D_MODEL, D_FF, D_MODEL, activation="gelu", device="cuda", dtype=torch.bfloat16), x, g
+    )
 
 
 def _mlp_nvmath_linear(ctx: Any) -> Any:
@@ -77,7 +79,7 @@ def _mlp_torch(mode: str | None):
         block = _torch_block(torch)
         model = block if mode is None else torch.compile(block, mode=None if mode == "default" else mode)
         params = [x, *block.parameters()]
-        fn = lambda: torch.autograd.grad(model(x), params, grad_outputs=g)  # noqa: E731
+        fn = lambda: torch.autograd.grad(model(x), params, grad_outputs=g)
         fn()  # compile (not timed)
         return Prepared(fn, note=f"torch.compile mode={mode}" if mode else "eager")
 
@@ -164,8 +166,10 @@ for _m in (1, 8, 64):
                 Case(
                     suite="torch",
                     name=f"decode-m{_m}-{_k}x{_n}{'-graph' if _graph else ''}",
-                    setups={"nvmath": _decode("nvmath", _m, [(_k, _n)], _graph),
-                            "torch": _decode("torch", _m, [(_k, _n)], _graph)},  # fmt: skip
+                    setups={
+                        "nvmath": _decode("nvmath", _m, [(_k, _n)], _graph),
+                        "torch": _decode("torch", _m, [(_k, _n)], _graph),
+                    },
                     flops=2.0 * _m * _k * _n,
                     description=f"Linear {_k}->{_n} bf16 on {_m} tokens, one call"
                     + (" in a CUDA graph" if _graph else " at a time (eager)"),
@@ -177,7 +181,10 @@ for _m in (1, 8, 64):
             Case(
                 suite="torch",
                 name=f"decode32-m{_m}{'-graph' if _graph else ''}",
-                setups={"nvmath": _decode("nvmath", _m, _shapes, _graph), "torch": _decode("torch", _m, _shapes, _graph)},
+                setups={
+                    "nvmath": _decode("nvmath", _m, _shapes, _graph),
+                    "torch": _decode("torch", _m, _shapes, _graph),
+                },
                 flops=2.0 * _m * 4096 * 14336 * 32,
                 quick=_m == 8,
                 description=f"32 Linear layers 4096<->14336 bf16 on {_m} tokens back to back"
@@ -196,7 +203,7 @@ def _host_inputs(ctx: Any) -> tuple[Any, Any, Any, Any]:
 
 
 def _host_direct(ctx: Any) -> Any:
-    torch, x, w, b = _host_inputs(ctx)
+    _, x, w, b = _host_inputs(ctx)
     nt = _nt()
     nt.linear(x, w, b)
     return lambda: nt.linear(x, w, b)

@@ -30,7 +30,11 @@ torch_layers = []
 for (i, o), a, layer in zip(sizes, acts, ours):
     lin = torch.nn.Linear(i, o, device=device, dtype=dtype)
     lin.load_state_dict(layer.state_dict())  # same parameter names and layout: state dicts load both ways
-    torch_layers += [lin] + {"gelu": [torch.nn.GELU(approximate="tanh")], "relu": [torch.nn.ReLU()], None: []}[a]
+    torch_layers += [lin] + {
+        "gelu": [torch.nn.GELU(approximate="tanh")],
+        "relu": [torch.nn.ReLU()],
+        None: [],
+    }[a]
 ref = torch.nn.Sequential(*torch_layers)
 
 opt_ours = torch.optim.SGD(ours.parameters(), lr=0.05, momentum=0.9)

@@ -24,6 +24,9 @@ def wants_torch(*objs: Any) -> bool:
         if isinstance(obj, dict):
             if wants_torch(*obj.values()):
                 return True
+        elif isinstance(obj, (list, tuple)):  # explicit batches of the generic matmul
+            if wants_torch(*obj):
+                return True
         elif isinstance(obj, tensor):
             found = True
             if obj.requires_grad and torch.is_grad_enabled():
@@ -33,7 +36,7 @@ def wants_torch(*objs: Any) -> bool:
 
 def route(api: str, *args: Any, **kwargs: Any) -> Any:
     """Run ``api`` (``"advanced.matmul"``, ``"advanced.execute"``, ``"generic.matmul"``) in nvmath.torch."""
-    from nvmath.torch import _dispatch  # noqa: PLC0415 - torch is loaded: the caller saw a torch tensor
+    from nvmath.torch import _dispatch
 
     return _dispatch.ROUTES[api](*args, **kwargs)
 

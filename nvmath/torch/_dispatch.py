@@ -11,7 +11,6 @@ from typing import Any
 
 import torch
 
-from nvmath.torch import _ops
 from nvmath.torch._functions import MatmulFn
 from nvmath.torch._rules import check_dtypes, check_unsupported, rule_for
 
@@ -48,14 +47,16 @@ def advanced_matmul(
     bias = _epilog_bias(epilog_inputs)
     check_dtypes(a=a, b=b, c=c, bias=bias)
     if rule.bias != (bias is not None):
-        raise ValueError(f"epilog {getattr(epilog, 'name', epilog)} {'needs' if rule.bias else 'takes no'} a bias")
+        raise ValueError(
+            f"epilog {getattr(epilog, 'name', epilog)} {'needs' if rule.bias else 'takes no'} a bias"
+        )
     alpha_, beta_ = _number(alpha, "alpha", 1.0), _number(beta, "beta", 0.0)
     if torch.compiler.is_compiling():
         check_unsupported(None, None, {"options": options, "preferences": preferences, "algorithm": algorithm,
                                        "stream": stream})  # fmt: skip
         result, aux = torch.ops.nvmath.matmul(a, b, c, bias, int(rule.run_as), float(alpha_), float(beta_))
         return result if rule.aux_out is None else (result, {rule.aux_out: aux})
-    from nvmath.linalg.advanced import matmul as lt_matmul  # noqa: PLC0415
+    from nvmath.linalg.advanced import matmul as lt_matmul
 
     def run() -> Any:
         return lt_matmul(
@@ -70,7 +71,9 @@ def advanced_matmul(
     return result if rule.aux_out is None else (result, {rule.aux_out: aux})
 
 
-def planner_execute(planner: Any, *, algorithm: Any = None, release_workspace: bool = False, stream: Any = None) -> Any:
+def planner_execute(
+    planner: Any, *, algorithm: Any = None, release_workspace: bool = False, stream: Any = None
+) -> Any:
     """``Matmul.execute()`` with autograd when the planner's torch operands require grad."""
     plan = planner._plan
     rule = rule_for(plan.epilog.epilog)
@@ -88,7 +91,7 @@ def planner_execute(planner: Any, *, algorithm: Any = None, release_workspace: b
     check_dtypes(bias=bias, **tensors)
     alpha = planner._alpha[0].item()
     beta = planner._beta[0].item() if "c" in tensors else 0.0
-    from nvmath.linalg.advanced import matmul as lt_matmul  # noqa: PLC0415
+    from nvmath.linalg.advanced import matmul as lt_matmul
 
     def run() -> Any:
         return planner.execute(algorithm=algorithm, release_workspace=release_workspace, stream=stream)
@@ -107,6 +110,11 @@ def generic_matmul(
     options: Any = None, execution: Any = None, stream: Any = None,
 ) -> Any:  # fmt: skip
     """``nvmath.linalg.matmul`` (the generic matmul) with autograd."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        raise TypeError(
+            "explicit batches (sequences of operands) of nvmath.linalg.matmul are not differentiated by "
+            "nvmath.torch; stack them into one batched tensor, or detach the operands"
+        )
     check_unsupported(qualifiers, None)
     check_dtypes(a=a, b=b, c=c)
     if torch.compiler.is_compiling():
@@ -114,7 +122,7 @@ def generic_matmul(
             "nvmath.linalg.matmul has no custom op for torch.compile yet; use nvmath.linalg.advanced.matmul or "
             "nvmath.torch.Linear in compiled models"
         )
-    from nvmath.linalg import matmul as generic  # noqa: PLC0415
+    from nvmath.linalg import matmul as generic
 
     def run() -> Any:
         return generic(a, b, c, alpha=alpha, beta=beta, options=options, execution=execution, stream=stream)

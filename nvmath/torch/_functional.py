@@ -44,7 +44,9 @@ def _check_operands(**tensors: Any) -> None:
             )
 
 
-def _check_shapes(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, name: str = "weight") -> None:
+def _check_shapes(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, name: str = "weight"
+) -> None:
     if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1]:
         raise RuntimeError(
             f"input of shape {tuple(x.shape)} cannot be multiplied by {name}.T ({name} of shape "

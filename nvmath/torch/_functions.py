@@ -23,7 +23,7 @@ class LinearFn(torch.autograd.Function):
     """``act(x @ w.T + b)``: fused forward, BGRADB-fused weight/bias gradient."""
 
     @staticmethod
-    def forward(ctx: Any, x: Any, w: Any, b: Any, act: str | None, cache: PlannerCache) -> Any:  # noqa: D102
+    def forward(ctx: Any, x: Any, w: Any, b: Any, act: str | None, cache: PlannerCache) -> Any:
         y, aux = _kernels.linear_forward(cache, x, w, b, act, True)
         ctx.save_for_backward(x, w, y if act == "relu" else None, aux if act == "gelu" else None)
         ctx.act, ctx.has_bias, ctx.cache = act, b is not None, cache
@@ -31,7 +31,7 @@ class LinearFn(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, g: Any) -> Any:  # noqa: D102
+    def backward(ctx: Any, g: Any) -> Any:
         x, w, y, aux = ctx.saved_tensors
         grads = _kernels.linear_backward(
             ctx.cache, g, x, w, y, aux, ctx.act, ctx.has_bias, tuple(ctx.needs_input_grad[:3])
@@ -43,7 +43,7 @@ class MLPFn(torch.autograd.Function):
     """``fc2(act(fc1(x)))`` with the activation's backward fused into fc2's input-gradient GEMM."""
 
     @staticmethod
-    def forward(ctx: Any, x: Any, w1: Any, b1: Any, w2: Any, b2: Any, act: str, cache: PlannerCache) -> Any:  # noqa: D102
+    def forward(ctx: Any, x: Any, w1: Any, b1: Any, w2: Any, b2: Any, act: str, cache: PlannerCache) -> Any:
         y, h, aux = _kernels.mlp_forward(cache, x, w1, b1, w2, b2, act, True)
         ctx.save_for_backward(x, w1, w2, h, aux)
         ctx.act, ctx.has_b1, ctx.has_b2, ctx.cache = act, b1 is not None, b2 is not None, cache
@@ -51,7 +51,7 @@ class MLPFn(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, g: Any) -> Any:  # noqa: D102
+    def backward(ctx: Any, g: Any) -> Any:
         x, w1, w2, h, aux = ctx.saved_tensors
         grads = _kernels.mlp_backward(
             ctx.cache, g, x, w1, w2, h, aux, ctx.act, ctx.has_b1, ctx.has_b2, tuple(ctx.needs_input_grad[:5])
@@ -67,7 +67,7 @@ class MatmulFn(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(  # noqa: D102
+    def forward(
         ctx: Any, a: Any, b: Any, c: Any, bias: Any, run: Callable[[], Any], mm: Callable, act: str | None,
         alpha: Any, beta: Any, aux_name: str | None,
     ) -> Any:  # fmt: skip
@@ -86,7 +86,7 @@ class MatmulFn(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, g: Any, _g_aux: Any = None) -> Any:  # noqa: D102
+    def backward(ctx: Any, g: Any, _g_aux: Any = None) -> Any:
         a, b, c, bias, result, z = ctx.saved_tensors
         grads = matmul_backward(
             ctx.mm, g, a, b, c, bias, result, z, ctx.act, ctx.alpha, ctx.beta, tuple(ctx.needs_input_grad[:4])

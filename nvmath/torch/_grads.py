@@ -30,14 +30,18 @@ def preactivation(aux: torch.Tensor, m: int, n: int, along_n: bool) -> torch.Ten
     return aux[..., :n, :].mT if along_n else aux[..., :m, :]
 
 
-def preactivation_of(aux: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, shape: Any) -> torch.Tensor:
+def preactivation_of(
+    aux: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, shape: Any
+) -> torch.Tensor:
     """The pre-activation in the ``gelu_aux`` of ``matmul(a, b, epilog=GELU_AUX[_BIAS], bias)``, shaped ``shape``."""
     m = 1 if a.dim() == 1 else a.shape[-2]
     n = 1 if b.dim() == 1 else b.shape[-1]
     return preactivation(aux, m, n, bias is not None and bias_along_n(bias, m, n)).reshape(shape)
 
 
-def _promote(a: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _promote(
+    a: torch.Tensor, b: torch.Tensor, g: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``numpy.matmul``'s 1-D promotion applied to the operands and the incoming gradient."""
     if a.dim() == 1:
         a, g = a.unsqueeze(0), g.unsqueeze(-2)
@@ -46,7 +50,7 @@ def _promote(a: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> tuple[torch.T
     return a, b, g
 
 
-def _scaled(x: torch.Tensor, s: complex | float) -> torch.Tensor:
+def _scaled(x: torch.Tensor, s: complex) -> torch.Tensor:
     if s == 1:
         return x
     return x * (s.conjugate() if isinstance(s, complex) else s)

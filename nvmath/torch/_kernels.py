@@ -143,7 +143,9 @@ def mlp_forward(
         return y, empty_aux(y), empty_aux(y)
     x2 = _rows(x)
     inputs = {"bias": b1.view(-1, 1)} if b1 is not None else None
-    ht, extras = _split(cache.run(w1, x2.mT, epilog=_MLP_FORWARD[(act, b1 is not None)], epilog_inputs=inputs))
+    ht, extras = _split(
+        cache.run(w1, x2.mT, epilog=_MLP_FORWARD[(act, b1 is not None)], epilog_inputs=inputs)
+    )
     h = ht.mT.contiguous()
     y, _ = linear_forward(cache, h, w2, b2, None, False)
     return y.view(*x.shape[:-1], w2.shape[0]), h, _clear_padding(extras[f"{act}_aux"], w1.shape[0], act)
@@ -166,7 +168,9 @@ def mlp_backward(
     """``(dx, dw1, db1, dw2, db2)`` of :func:`mlp_forward` (``needs`` in that order)."""
     g2, x2 = _rows(g).contiguous(), _rows(x).contiguous()
     dw2, db2 = weight_grad(cache, g2, h, has_b2 and needs[4])
-    out, extras = _split(cache.run(w2.mT, g2.mT, epilog=_MLP_BACKWARD[(act, has_b1)], epilog_inputs={f"{act}_aux": aux}))
+    out, extras = _split(
+        cache.run(w2.mT, g2.mT, epilog=_MLP_BACKWARD[(act, has_b1)], epilog_inputs={f"{act}_aux": aux})
+    )
     dz1 = out.mT.contiguous()
     db1 = extras.get(f"d{act}_bgrad")
     dw1 = weight_grad(cache, dz1, x2, False)[0] if needs[1] else None

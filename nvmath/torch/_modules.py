@@ -34,8 +34,6 @@ class Linear(torch.nn.Module):
         cache: a :class:`PlannerCache` (default: :data:`nvmath.torch.default_cache`).
     """
 
-    __constants__ = ["in_features", "out_features", "activation"]
-
     def __init__(
         self, in_features: int, out_features: int, bias: bool = True, activation: str | None = None,
         device: Any = None, dtype: Any = None, *, cache: PlannerCache | None = None,
@@ -59,10 +57,10 @@ class Linear(torch.nn.Module):
             bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
             torch.nn.init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.weight, self.bias, self.activation, cache=self.cache)
 
-    def extra_repr(self) -> str:  # noqa: D102
+    def extra_repr(self) -> str:
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
             f"activation={self.activation!r}"
@@ -93,6 +91,6 @@ class MLP(torch.nn.Module):
         self.fc1 = Linear(in_features, hidden_features, bias, activation, device, dtype, cache=cache)
         self.fc2 = Linear(hidden_features, out_features, bias, None, device, dtype, cache=cache)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         f1, f2 = self.fc1, self.fc2
         return mlp(x, f1.weight, f1.bias, f2.weight, f2.bias, self.activation, cache=self.cache)

@@ -29,7 +29,7 @@ from nvmath.torch._grads import matmul_backward, preactivation_of
 from nvmath.torch._planners import default_cache
 from nvmath.torch._rules import rule_for
 
-__all__ = ["linear", "matmul", "mlp"]
+__all__ = ["linear", "linear_op", "matmul_op", "mlp", "mlp_op"]
 
 
 def _round_up(x: Any, q: int) -> Any:
@@ -51,14 +51,18 @@ def _tokens(x: Tensor) -> Any:
 
 # ---------------------------------------------------------------- linear
 @torch.library.custom_op("nvmath::linear", mutates_args=())
-def linear_op(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str, keep: bool) -> tuple[Tensor, Tensor]:
+def linear_op(
+    x: Tensor, weight: Tensor, bias: Tensor | None, activation: str, keep: bool
+) -> tuple[Tensor, Tensor]:
     """``act(x @ weight.T + bias)`` and the GELU pre-activation when ``keep`` (else an empty tensor)."""
     y, aux = _kernels.linear_forward(default_cache, x, weight, bias, _act(activation), keep)
     return y, aux
 
 
 @linear_op.register_fake
-def _linear_fake(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str, keep: bool) -> tuple[Tensor, Tensor]:
+def _linear_fake(
+    x: Tensor, weight: Tensor, bias: Tensor | None, activation: str, keep: bool
+) -> tuple[Tensor, Tensor]:
     y = x.new_empty((*x.shape[:-1], weight.shape[0]))
     if activation == "gelu" and keep:
         return y, _gelu_aux_like(x, weight.shape[0], _tokens(x), trimmed=True)
@@ -78,7 +82,7 @@ def linear_backward_op(
 
 
 @linear_backward_op.register_fake
-def _linear_backward_fake(grad, x, weight, y, aux, activation, has_bias, needs):  # noqa: ANN001, ANN202
+def _linear_backward_fake(grad, x, weight, y, aux, activation, has_bias, needs):
     e = x.new_empty((0,))
     return (
         x.new_empty(x.shape) if needs[0] else e,
@@ -97,7 +101,13 @@ def _linear_grad(ctx: Any, gy: Tensor, _gaux: Tensor) -> tuple:
     x, weight, y, aux = ctx.saved_tensors
     needs = [bool(n) for n in ctx.needs_input_grad[:3]]
     dx, dw, db = torch.ops.nvmath.linear_backward(gy, x, weight, y, aux, ctx.activation, ctx.has_bias, needs)
-    return (dx if needs[0] else None, dw if needs[1] else None, db if needs[2] and ctx.has_bias else None, None, None)
+    return (
+        dx if needs[0] else None,
+        dw if needs[1] else None,
+        db if needs[2] and ctx.has_bias else None,
+        None,
+        None,
+    )
 
 
 linear_op.register_autograd(_linear_grad, setup_context=_linear_setup)
@@ -118,7 +128,7 @@ def mlp_op(
 
 
 @mlp_op.register_fake
-def _mlp_fake(x, w1, b1, w2, b2, activation, keep):  # noqa: ANN001, ANN202
+def _mlp_fake(x, w1, b1, w2, b2, activation, keep):
     y = x.new_empty((*x.shape[:-1], w2.shape[0]))
     if not keep:
         return y, x.new_empty((0,)), x.new_empty((0,))
@@ -136,12 +146,14 @@ def mlp_backward_op(
     has_b2: bool, needs: list[bool],
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
     """The five gradients of ``nvmath::mlp`` (empty tensors for those not needed)."""
-    grads = _kernels.mlp_backward(default_cache, grad, x, w1, w2, hidden, aux, activation, has_b1, has_b2, tuple(needs))
+    grads = _kernels.mlp_backward(
+        default_cache, grad, x, w1, w2, hidden, aux, activation, has_b1, has_b2, tuple(needs)
+    )
     return tuple(g if g is not None else x.new_empty((0,)) for g in grads)  # type: ignore[return-value]
 
 
 @mlp_backward_op.register_fake
-def _mlp_backward_fake(grad, x, w1, w2, hidden, aux, activation, has_b1, has_b2, needs):  # noqa: ANN001, ANN202
+def _mlp_backward_fake(grad, x, w1, w2, hidden, aux, activation, has_b1, has_b2, needs):
     e = x.new_empty((0,))
     return (
         x.new_empty(x.shape) if needs[0] else e,
@@ -161,7 +173,9 @@ def _mlp_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
 def _mlp_grad(ctx: Any, gy: Tensor, _gh: Tensor, _gaux: Tensor) -> tuple:
     x, w1, w2, h, aux = ctx.saved_tensors
     needs = [bool(n) for n in ctx.needs_input_grad[:5]]
-    grads = torch.ops.nvmath.mlp_backward(gy, x, w1, w2, h, aux, ctx.activation, ctx.has_b1, ctx.has_b2, needs)
+    grads = torch.ops.nvmath.mlp_backward(
+        gy, x, w1, w2, h, aux, ctx.activation, ctx.has_b1, ctx.has_b2, needs
+    )
     has = (True, True, ctx.has_b1, True, ctx.has_b2)
     return (*(g if n and h_ else None for g, n, h_ in zip(grads, needs, has)), None, None)
 
@@ -169,14 +183,18 @@ def _mlp_grad(ctx: Any, gy: Tensor, _gh: Tensor, _gaux: Tensor) -> tuple:
 mlp_op.register_autograd(_mlp_grad, setup_context=_mlp_setup)
 
 
-def mlp(x: Tensor, w1: Tensor, b1: Tensor | None, w2: Tensor, b2: Tensor | None, activation: str, keep: bool) -> Tensor:
+def mlp(
+    x: Tensor, w1: Tensor, b1: Tensor | None, w2: Tensor, b2: Tensor | None, activation: str, keep: bool
+) -> Tensor:
     """``fc2(act(fc1(x)))`` through ``torch.ops.nvmath.mlp``."""
     return torch.ops.nvmath.mlp(x, w1, b1, w2, b2, activation, keep)[0]
 
 
 # ---------------------------------------------------------------- the advanced matmul
-def _matmul_kernel(a: Tensor, b: Tensor, c: Tensor | None, bias: Tensor | None, epilog: int, alpha: float, beta: float) -> Any:
-    from nvmath.linalg.advanced import matmul as lt_matmul  # noqa: PLC0415
+def _matmul_kernel(
+    a: Tensor, b: Tensor, c: Tensor | None, bias: Tensor | None, epilog: int, alpha: float, beta: float
+) -> Any:
+    from nvmath.linalg.advanced import matmul as lt_matmul
 
     return lt_matmul(
         a, b, c, alpha=alpha, beta=beta if c is not None else None, epilog=epilog,
@@ -205,7 +223,7 @@ def _result_shape(a: Tensor, b: Tensor) -> tuple:
 
 
 @matmul_op.register_fake
-def _matmul_fake(a, b, c, bias, epilog, alpha, beta):  # noqa: ANN001, ANN202
+def _matmul_fake(a, b, c, bias, epilog, alpha, beta):
     out = a.new_empty(_result_shape(a, b))
     if epilog not in (160, 164):  # GELU_AUX, GELU_AUX_BIAS
         return out, a.new_empty((0,))

@@ -89,7 +89,9 @@ class PlannerCache:
         for mm in entries:
             mm.free()
 
-    def run(self, a: Any, b: Any, *, epilog: Any = None, epilog_inputs: Mapping[str, Any] | None = None) -> Any:
+    def run(
+        self, a: Any, b: Any, *, epilog: Any = None, epilog_inputs: Mapping[str, Any] | None = None
+    ) -> Any:
         """``epilog(a @ b)`` on the cached planner of this problem (planned on first use).
 
         Returns what :meth:`Matmul.execute` returns: the result, or ``(result, aux_dict)``.

@@ -14,7 +14,7 @@ import torch
 
 from nvmath.linalg.advanced import MatmulEpilog as E
 
-__all__ = ["DIFFERENTIABLE", "Rule", "rule_for", "check_dtypes"]
+__all__ = ["DIFFERENTIABLE", "Rule", "check_dtypes", "rule_for"]
 
 
 class Rule(NamedTuple):

@@ -20,7 +20,9 @@ def nt(torch):
 def fake_gpu(torch, nt, monkeypatch):
     """torch CPU tensors run through the real planner on the emulated cuBLASLt; the default planner
     cache starts empty and is emptied afterwards (its planners hold fake-GPU state)."""
-    spec = importlib.util.spec_from_file_location("torch_fakes", pathlib.Path(__file__).with_name("torch_fakes.py"))
+    spec = importlib.util.spec_from_file_location(
+        "torch_fakes", pathlib.Path(__file__).with_name("torch_fakes.py")
+    )
     torch_fakes = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(torch_fakes)
     nt.default_cache.clear()

@@ -84,9 +84,12 @@ def test_first_use_inside_a_capture_is_refused(torch_cuda, nt):
     lin = nt.Linear(64, 32, device="cuda", cache=nt.PlannerCache(4))
     x = torch.randn(3, 64, device="cuda")
     graph = torch.cuda.CUDAGraph()
-    with pytest.raises(nt.CaptureError, match="once before the capture"):
-        with torch.no_grad(), torch.cuda.graph(graph):
-            lin(x)
+    with (
+        pytest.raises(nt.CaptureError, match="once before the capture"),
+        torch.no_grad(),
+        torch.cuda.graph(graph),
+    ):
+        lin(x)
     with torch.no_grad():
         torch.testing.assert_close(lin(x), torch.nn.functional.linear(x, lin.weight, lin.bias))
 

@@ -6,6 +6,7 @@ On the CPU the real planner runs on the emulated cuBLASLt (torch tensors posing 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 CASES = {
@@ -53,7 +54,7 @@ def test_advanced_matmul_gradcheck(torch, fake_gpu, name):
     args = [torch.randn(*s, dtype=torch.float64, generator=gen).requires_grad_() for s in shapes]
     if len(args) == 2:
         args.append(None)
-    fn = lambda a, b, extra: _call(adv, epilog, extra_kind, a, b, extra)  # noqa: E731
+    fn = lambda a, b, extra: _call(adv, epilog, extra_kind, a, b, extra)
     assert torch.autograd.gradcheck(fn, tuple(args))
 
 
@@ -96,13 +97,15 @@ def test_backward_epilogs_refuse_grad_at_call_time(torch, fake_gpu, epilog):
 
 def test_non_differentiable_arguments_are_refused(torch, fake_gpu):
     """Qualifiers, quantization scales and extra epilog inputs with grad raise a ValueError naming them."""
-    import numpy as np
-
     import nvmath.linalg.advanced as adv
 
     a = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     b = torch.randn(4, 3, dtype=torch.float64)
-    q = np.zeros(2, dtype=adv.matrix_qualifiers_dtype) if hasattr(adv, "matrix_qualifiers_dtype") else object()
+    q = (
+        np.zeros(2, dtype=adv.matrix_qualifiers_dtype)
+        if hasattr(adv, "matrix_qualifiers_dtype")
+        else object()
+    )
     with pytest.raises(ValueError, match="qualifiers"):
         adv.matmul(a, b, qualifiers=q)
     with pytest.raises(ValueError, match="quantization_scales"):
@@ -134,7 +137,11 @@ def test_planner_execute_is_differentiable(torch, fake_gpu, epilog):
         out = mm.execute()
     y = out[0] if isinstance(out, tuple) else out
     z = a @ b + (bias[:, None] if epilog else 0)
-    ref = {None: z, "RELU_BIAS": torch.relu(z), "GELU_AUX_BIAS": torch.nn.functional.gelu(z, approximate="tanh")}
+    ref = {
+        None: z,
+        "RELU_BIAS": torch.relu(z),
+        "GELU_AUX_BIAS": torch.nn.functional.gelu(z, approximate="tanh"),
+    }
     torch.testing.assert_close(y, ref[epilog])
     grads = torch.autograd.grad(y.sum(), [a, b])
     for g, r in zip(grads, torch.autograd.grad(ref[epilog].sum(), [a, b])):
@@ -156,7 +163,9 @@ def test_planner_planned_with_gelu_without_aux_refuses_grad(torch, fake_gpu):
 
 # ---------------------------------------------------------------- GPU
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["plain", "batched", "c-alpha-beta", "bias-N", "relu-bias", "gelu-aux-bias", "gelu-bias-N"])
+@pytest.mark.parametrize(
+    "name", ["plain", "batched", "c-alpha-beta", "bias-N", "relu-bias", "gelu-aux-bias", "gelu-bias-N"]
+)
 def test_advanced_matmul_gradcheck_gpu(torch_cuda, name):
     """On the GPU, gradcheck (float64) passes through cuBLASLt for the differentiable epilogs."""
     import nvmath.linalg.advanced as adv
@@ -164,10 +173,12 @@ def test_advanced_matmul_gradcheck_gpu(torch_cuda, name):
     torch = torch_cuda
     epilog, shapes, extra_kind = CASES[name]
     gen = torch.Generator(device="cuda").manual_seed(7)
-    args = [torch.randn(*s, dtype=torch.float64, device="cuda", generator=gen).requires_grad_() for s in shapes]
+    args = [
+        torch.randn(*s, dtype=torch.float64, device="cuda", generator=gen).requires_grad_() for s in shapes
+    ]
     if len(args) == 2:
         args.append(None)
-    fn = lambda a, b, extra: _call(adv, epilog, extra_kind, a, b, extra)  # noqa: E731
+    fn = lambda a, b, extra: _call(adv, epilog, extra_kind, a, b, extra)
     assert torch.autograd.gradcheck(fn, tuple(args))
 
 
@@ -177,7 +188,7 @@ def test_planner_execute_gradcheck_gpu(torch_cuda):
     import nvmath.linalg.advanced as adv
 
     torch = torch_cuda
-    mk = lambda *s: torch.randn(*s, dtype=torch.float64, device="cuda").requires_grad_()  # noqa: E731
+    mk = lambda *s: torch.randn(*s, dtype=torch.float64, device="cuda").requires_grad_()
     a, b, bias = mk(8, 4), mk(4, 5), mk(8)
     mm = adv.Matmul(a, b)
     mm.plan(epilog=adv.MatmulEpilog.GELU_AUX_BIAS, epilog_inputs={"bias": bias})
@@ -190,3 +201,65 @@ def test_planner_execute_gradcheck_gpu(torch_cuda):
         assert torch.autograd.gradcheck(fn, (a, b, bias))
     finally:
         mm.free()
+
+
+# ---------------------------------------------------------------- the generic matmul (CPU execution here)
+GENERIC = {
+    "plain": [(3, 4), (4, 5)],
+    "batched": [(2, 3, 4), (4, 5)],
+    "broadcast-batch": [(2, 1, 3, 4), (3, 4, 5)],
+    "vector": [(4,), (4, 5)],
+    "c": [(3, 4), (4, 5), (3, 5)],
+}
+
+
+def _generic():
+    import nvmath.linalg as la
+
+    if not hasattr(la, "matmul"):
+        pytest.skip("the generic matmul (nvmath.linalg.matmul) is not in this tree")
+    return la.matmul
+
+
+@pytest.mark.parametrize("name", sorted(GENERIC))
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_generic_matmul_gradcheck_cpu(torch, name, dtype):
+    """gradcheck passes for nvmath.linalg.matmul on torch CPU tensors (CPU execution), real and complex."""
+    matmul = _generic()
+    gen = torch.Generator().manual_seed(8)
+    dt = getattr(torch, dtype)
+    args = [torch.randn(*s, dtype=dt, generator=gen).requires_grad_() for s in GENERIC[name]]
+    if len(args) == 3:
+        fn = lambda a, b, c: matmul(a, b, c, alpha=0.5, beta=1.5)
+    else:
+        fn = lambda a, b: matmul(a, b)
+    assert torch.autograd.gradcheck(fn, tuple(args))
+
+
+def test_generic_matmul_refuses_what_it_cannot_differentiate(torch):
+    """Explicit batches and qualifiers with operands that require grad raise, naming the fix."""
+    matmul = _generic()
+    a = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(TypeError, match="explicit batches"):
+        matmul([a, a], [a, a])
+    import nvmath.linalg as la
+
+    q = np.zeros(2, dtype=la.matrix_qualifiers_dtype)
+    with pytest.raises(ValueError, match="qualifiers"):
+        matmul(a, a, qualifiers=q)
+    with torch.no_grad():
+        assert matmul(a, a).grad_fn is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["plain", "batched", "c"])
+def test_generic_matmul_gradcheck_gpu(torch_cuda, name):
+    """On the GPU (cuBLAS), gradcheck passes for nvmath.linalg.matmul in float64."""
+    torch = torch_cuda
+    matmul = _generic()
+    args = [torch.randn(*s, dtype=torch.float64, device="cuda").requires_grad_() for s in GENERIC[name]]
+    if len(args) == 3:
+        fn = lambda a, b, c: matmul(a, b, c, alpha=0.5, beta=1.5)
+    else:
+        fn = lambda a, b: matmul(a, b)
+    assert torch.autograd.gradcheck(fn, tuple(args))

@@ -47,7 +47,9 @@ def test_linear_op_gradcheck(torch, fake_gpu):
     """gradcheck passes through the custom op's registered autograd (the compiled path's backward)."""
     gen = torch.Generator().manual_seed(4)
     x, w, b = _f64(torch, 3, 4, gen=gen), _f64(torch, 5, 4, gen=gen), _f64(torch, 5, gen=gen)
-    assert torch.autograd.gradcheck(lambda x, w, b: torch.ops.nvmath.linear(x, w, b, "gelu", True)[0], (x, w, b))
+    assert torch.autograd.gradcheck(
+        lambda x, w, b: torch.ops.nvmath.linear(x, w, b, "gelu", True)[0], (x, w, b)
+    )
 
 
 class _Model:
@@ -144,8 +146,10 @@ def test_linear_op_opcheck_gpu(torch_cuda, activation):
     torch = torch_cuda
     import nvmath.torch  # noqa: F401
 
-    mk = lambda *s: torch.randn(*s, device="cuda").requires_grad_()  # noqa: E731
-    torch.library.opcheck(torch.ops.nvmath.linear.default, (mk(2, 16, 32), mk(48, 32), mk(48), activation, True))
+    mk = lambda *s: torch.randn(*s, device="cuda").requires_grad_()
+    torch.library.opcheck(
+        torch.ops.nvmath.linear.default, (mk(2, 16, 32), mk(48, 32), mk(48), activation, True)
+    )
     if activation:
         args = (mk(16, 32), mk(64, 32), mk(64), mk(24, 64), mk(24), activation, True)
         torch.library.opcheck(torch.ops.nvmath.mlp.default, args)

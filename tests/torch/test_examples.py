@@ -4,6 +4,6 @@ import pytest
 
 pytest.importorskip("torch")
 
-from example_runner import example_tests  # noqa: E402
+from example_runner import example_tests
 
 test_there_are_examples, test_example_runs = example_tests("torch", minimum=3)

@@ -44,21 +44,21 @@ class FakeTorchAdapter(TensorAdapter):
         self.itemsize = tensor.element_size()
         self.size = tensor.numel()
 
-    def empty(self, shape, dtype, *, strides=None, device_id=None, stream=None):  # noqa: ANN001, D102
+    def empty(self, shape, dtype, *, strides=None, device_id=None, stream=None):
         shape = tuple(shape)
         out = torch.empty_strided(shape, check_strides(shape, strides), dtype=dtypes.to_torch_dtype(dtype))
         if out.is_floating_point():
             out.fill_(float("nan"))  # poison
         return FakeTorchAdapter(out)
 
-    def to(self, device_id, stream=None):  # noqa: ANN001, D102
+    def to(self, device_id, stream=None):
         return self
 
-    def copy_(self, src, stream=None):  # noqa: ANN001, D102
+    def copy_(self, src, stream=None):
         self.tensor.copy_(src.tensor)
         return self
 
-    def unwrap(self, stream=None):  # noqa: ANN001, D102
+    def unwrap(self, stream=None):
         return self.tensor
 
 

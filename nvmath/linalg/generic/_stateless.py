@@ -27,6 +27,7 @@ from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.stateless import CachedPlan, call_cached
 from nvmath._internal.tensors import wrap
+from nvmath._internal.torch_bridge import route, wants_torch
 from nvmath.linalg.generic._options import MatmulOptions
 from nvmath.linalg.generic._planner import Matmul
 
@@ -174,6 +175,9 @@ def matmul(
             beta = None
     elif beta is None:
         raise ValueError("beta must be given when c is (alpha * a @ b + beta * c)")
+    if wants_torch(a, b, c):  # autograd or torch.compile: nvmath.torch builds the graph
+        return route("generic.matmul", a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options,
+                     execution=execution, stream=stream)  # fmt: skip
     if (plan_cache.enabled and type(a) is np.ndarray and type(b) is np.ndarray and c is None
             and qualifiers is None and options is None and execution is None):  # fmt: skip
         key: Hashable | None = ("np", a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype)
