@@ -12,26 +12,46 @@ from typing import Any
 
 __all__ = ["execute_wants_torch", "route", "wants_torch"]
 
+_modules = sys.modules
 
-def wants_torch(*objs: Any) -> bool:
-    """Whether a torch tensor among ``objs`` (tensors, ``None`` or a dict of tensors) needs nvmath.torch."""
-    torch = sys.modules.get("torch")
+
+def wants_torch(a: Any, b: Any, c: Any = None, inputs: Any = None) -> bool:
+    """Whether a call on ``a``, ``b``, ``c`` and ``inputs`` (``None``, a dict of tensors, or sequences of
+    operands) needs nvmath.torch: a torch tensor requires grad with grad mode on, or torch.compile traces.
+
+    The common cases cost a few attribute reads (numpy operands: two ``isinstance`` checks).
+    """
+    torch = _modules.get("torch")
     if torch is None:
         return False
     tensor = torch.Tensor
-    found = False
-    for obj in objs:
-        if isinstance(obj, dict):
-            if wants_torch(*obj.values()):
-                return True
-        elif isinstance(obj, (list, tuple)):  # explicit batches of the generic matmul
-            if wants_torch(*obj):
-                return True
-        elif isinstance(obj, tensor):
+    a_is, b_is = isinstance(a, tensor), isinstance(b, tensor)
+    if a_is or b_is:
+        if (a_is and a.requires_grad) or (b_is and b.requires_grad):
+            return torch.is_grad_enabled() or torch.compiler.is_compiling()
+        if c is None and inputs is None:
+            return torch.compiler.is_compiling()
+    elif c is None and inputs is None and not isinstance(a, (list, tuple)):
+        return False
+    return _any_torch(torch, (a, b, c, inputs))
+
+
+def _any_torch(torch: Any, objs: Any) -> bool:
+    """:func:`wants_torch` for the general case (``c``, epilog inputs, explicit batches)."""
+    found = grad = False
+    stack = list(objs)
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, torch.Tensor):
             found = True
-            if obj.requires_grad and torch.is_grad_enabled():
-                return True
-    return found and torch.compiler.is_compiling()
+            grad = grad or obj.requires_grad
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
+    if not found:
+        return False
+    return (grad and torch.is_grad_enabled()) or torch.compiler.is_compiling()
 
 
 def route(api: str, *args: Any, **kwargs: Any) -> Any:
@@ -43,15 +63,18 @@ def route(api: str, *args: Any, **kwargs: Any) -> Any:
 
 def execute_wants_torch(planner: Any) -> bool:
     """Whether a planner's operands (torch tensors) require grad with grad mode on (for ``execute``)."""
-    torch = sys.modules.get("torch")
+    torch = _modules.get("torch")
     if torch is None or not torch.is_grad_enabled():
         return False
     tensor = torch.Tensor
-    slots = list(planner._slots.values())
-    if planner._plan is not None:
-        slots += planner._plan.epilog_slots.values()
-    for slot in slots:
+    for slot in planner._slots.values():
         t = getattr(slot.user, "tensor", None)
         if isinstance(t, tensor) and t.requires_grad:
             return True
+    plan = planner._plan
+    if plan is not None and plan.epilog_slots:
+        for slot in plan.epilog_slots.values():
+            t = getattr(slot.user, "tensor", None)
+            if isinstance(t, tensor) and t.requires_grad:
+                return True
     return False
