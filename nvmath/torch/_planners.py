@@ -35,8 +35,7 @@ class CacheStats(NamedTuple):
     pinned: int
 
 
-def _tkey(t: Any) -> tuple:
-    ptr = t.data_ptr()
+def _tkey(t: Any, ptr: int) -> tuple:
     return (tuple(t.shape), t.stride(), t.dtype, t.device, min(ptr & -ptr, 256) if ptr else 256)
 
 
@@ -53,7 +52,7 @@ class PlannerCache:
     def __init__(self, maxsize: int = 64):
         self._check_size(maxsize)
         self._maxsize = maxsize
-        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+        self._entries: OrderedDict[Hashable, list] = OrderedDict()  # key -> [planner, last pointers]
         self._pinned: set[Hashable] = set()
         self._lock = threading.RLock()
         self._hits = self._misses = self._evictions = 0
@@ -86,7 +85,7 @@ class PlannerCache:
             entries = list(self._entries.values())
             self._entries.clear()
             self._pinned.clear()
-        for mm in entries:
+        for mm, _ in entries:
             mm.free()
 
     def run(
@@ -99,19 +98,36 @@ class PlannerCache:
         Raises:
             CaptureError: the problem is not planned yet and a CUDA graph is being captured.
         """
-        key = (epilog, _tkey(a), _tkey(b), *((n, _tkey(t)) for n, t in (epilog_inputs or {}).items()))
+        inputs = epilog_inputs or {}
+        pa, pb = a.data_ptr(), b.data_ptr()
+        pins = tuple(t.data_ptr() for t in inputs.values())
+        key = (
+            epilog,
+            _tkey(a, pa),
+            _tkey(b, pb),
+            *((n, _tkey(t, p)) for (n, t), p in zip(inputs.items(), pins)),
+        )
         with self._lock:
-            mm = self._entries.get(key)
-            if mm is None:
-                return self._plan_and_run(key, a, b, epilog, epilog_inputs)
+            entry = self._entries.get(key)
+            if entry is None:
+                return self._plan_and_run(key, a, b, epilog, epilog_inputs, (pa, pb, pins))
             self._hits += 1
             self._entries.move_to_end(key)
             if key not in self._pinned and capturing(a):
                 self._pinned.add(key)
-            mm.reset_operands_unchecked(a=a, b=b, epilog_inputs=epilog_inputs)
+            mm, last = entry
+            if last != (pa, pb, pins):  # swap in only what moved (a layer's weight often stays)
+                mm.reset_operands_unchecked(
+                    a=a if pa != last[0] else None,
+                    b=b if pb != last[1] else None,
+                    epilog_inputs=epilog_inputs if pins != last[2] else None,
+                )
+                entry[1] = (pa, pb, pins)
             return mm.execute()
 
-    def _plan_and_run(self, key: Hashable, a: Any, b: Any, epilog: Any, epilog_inputs: Any) -> Any:
+    def _plan_and_run(
+        self, key: Hashable, a: Any, b: Any, epilog: Any, epilog_inputs: Any, ptrs: tuple
+    ) -> Any:
         refuse_planning("nvmath.torch would plan a new matmul (first use of these shapes)", a)
         self._misses += 1
         mm = Matmul(a, b)
@@ -121,7 +137,7 @@ class PlannerCache:
         except BaseException:
             mm.free()
             raise
-        self._entries[key] = mm
+        self._entries[key] = [mm, ptrs]
         self._evict()
         return out
 
@@ -132,7 +148,7 @@ class PlannerCache:
             victim = next((k for k in self._entries if k not in self._pinned and k != newest), None)
             if victim is None:
                 return
-            self._entries.pop(victim).free()
+            self._entries.pop(victim)[0].free()
             self._evictions += 1
 
 

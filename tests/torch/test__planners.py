@@ -72,3 +72,21 @@ def test_failed_planning_caches_nothing(torch, nt, fake_gpu):
     with pytest.raises(ValueError):
         cache.run(_f64(torch, 3, 4), _f64(torch, 5, 2))
     assert len(cache) == 0 and cache.stats.misses == 1
+
+
+def test_unchanged_operands_are_not_reset_and_moved_ones_are(torch, nt, fake_gpu, monkeypatch):
+    """A hit swaps in only operands whose address moved; results follow in-place updates and new tensors."""
+    from nvmath.linalg.advanced import Matmul
+
+    cache = nt.PlannerCache(2)
+    a, b, b2 = _f64(torch, 3, 4), _f64(torch, 4, 5), _f64(torch, 4, 5)
+    cache.run(a, b)
+    calls = []
+    original = Matmul.reset_operands_unchecked
+    monkeypatch.setattr(
+        Matmul, "reset_operands_unchecked", lambda self, **kw: calls.append(kw) or original(self, **kw)
+    )
+    a.mul_(2)  # same address: no reset, new values read
+    torch.testing.assert_close(cache.run(a, b), a @ b)
+    torch.testing.assert_close(cache.run(a, b2), a @ b2)
+    assert len(calls) == 1 and calls[0]["a"] is None and calls[0]["b"] is b2
