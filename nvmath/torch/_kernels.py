@@ -4,8 +4,8 @@ No autograd here: these functions take and return plain tensors and are shared b
 autograd functions (:mod:`._functions`) and the custom ops (:mod:`._ops`). Every product runs on
 a planner of a :class:`~._planners.PlannerCache`.
 
-Orientation. A Linear layer ``y = act(x @ w.T + b)`` (``x``: (M, K) tokens, ``w``: (N, K)) runs as
-the product ``y.T = act(w @ x.T + b[:, None])`` of shape (N, M): its bias runs along the rows (the
+Orientation. A Linear layer ``y = act(x @ w.T + b)`` (``x``: (M, K) tokens, ``w``: (N, K)) with a bias
+or an aux output runs as the product ``y.T = act(w @ x.T + b[:, None])`` of shape (N, M): its bias runs along the rows (the
 cuBLASLt bias), and D, column-major in cuBLASLt's orientation, is ``y`` row-major. The aux output is
 that of ``y.T``: ``gelu_aux`` of shape (round_up(N, 8), M), column-major (``aux[:N].T`` is the
 pre-activation; a Linear layer keeps just that view), ``relu_aux`` a bitmask of shape
@@ -48,6 +48,10 @@ _FORWARD = {
 }  # fmt: skip
 """ReLU's backward needs only the output (relu'(z) = [y > 0]); GELU's needs the pre-activation."""
 
+_ROW_MAJOR = (None, E.RELU, E.GELU)
+"""Epilogs that leave D's layout free: the product is formed as ``x @ w.T`` (row-major result); the
+others need D column-major, so the product is formed as ``w @ x.T`` (whose column-major D is ``y``)."""
+
 _MLP_FORWARD = {
     ("relu", False): E.RELU_AUX, ("relu", True): E.RELU_AUX_BIAS,
     ("gelu", False): E.GELU_AUX, ("gelu", True): E.GELU_AUX_BIAS,
@@ -80,13 +84,16 @@ def linear_forward(
     """``act(x @ w.T + b)`` and the aux the backward needs (an empty tensor when none)."""
     x2 = _rows(x)
     epilog = _FORWARD[(act, b is not None, keep)]
+    n = w.shape[0]
+    if epilog in _ROW_MAJOR:  # no bias, no aux: x @ w.T comes out row-major as it is
+        y = cache.run(x2, w.mT, epilog=epilog)
+        return (y if y.is_contiguous() else y.contiguous()).view(*x.shape[:-1], n), empty_aux(x)
     inputs = {"bias": b.view(-1, 1)} if b is not None else None
     yt, extras = _split(cache.run(w, x2.mT, epilog=epilog, epilog_inputs=inputs))
     y = yt.mT
     if not y.is_contiguous():
         y = y.contiguous()
     aux = extras.get("gelu_aux")  # (round_up(N, 8), M): rows past N are padding
-    n = w.shape[0]
     return y.view(*x.shape[:-1], n), (aux[:n] if aux is not None else empty_aux(y))
 
 
