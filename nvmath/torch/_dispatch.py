@@ -117,11 +117,14 @@ def generic_matmul(
         )
     check_unsupported(qualifiers, None)
     check_dtypes(a=a, b=b, c=c)
+    alpha_, beta_ = _number(alpha, "alpha", 1.0), _number(beta, "beta", 1.0)
     if torch.compiler.is_compiling():
-        raise NotImplementedError(
-            "nvmath.linalg.matmul has no custom op for torch.compile yet; use nvmath.linalg.advanced.matmul or "
-            "nvmath.torch.Linear in compiled models"
-        )
+        check_unsupported(None, None, {"options": options, "execution": execution, "stream": stream})
+        if isinstance(alpha_, complex) or isinstance(beta_, complex):
+            raise TypeError(
+                "complex alpha / beta are not traced by torch.compile; multiply the result instead"
+            )
+        return torch.ops.nvmath.generic_matmul(a, b, c, float(alpha_), float(beta_))
     from nvmath.linalg import matmul as generic
 
     def run() -> Any:
@@ -130,7 +133,6 @@ def generic_matmul(
     def mm(x: Any, y: Any) -> Any:
         return generic(x, y, options=options, execution=execution, stream=stream)
 
-    alpha_, beta_ = _number(alpha, "alpha", 1.0), _number(beta, "beta", 1.0)
     return MatmulFn.apply(a, b, c, None, run, mm, None, alpha_, beta_, None)[0]
 
 

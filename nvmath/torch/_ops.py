@@ -13,6 +13,7 @@ Operators (``activation`` is ``""``, ``"relu"`` or ``"gelu"``; ``keep``: save wh
 * ``nvmath::mlp_backward(grad, x, w1, w2, hidden, aux, activation, has_b1, has_b2, needs) -> 5 grads``
 * ``nvmath::matmul(a, b, c?, bias?, epilog, alpha, beta) -> (result, z)`` (the advanced matmul; ``z``:
   the pre-activation with a GELU_AUX epilog, else empty)
+* ``nvmath::generic_matmul(a, b, c?, alpha, beta) -> result`` (``nvmath.linalg.matmul``)
 
 Gradients not needed come back as empty tensors (an operator returns tensors, never ``None``).
 """
@@ -29,7 +30,7 @@ from nvmath.torch._grads import matmul_backward, preactivation_of
 from nvmath.torch._planners import default_cache
 from nvmath.torch._rules import rule_for
 
-__all__ = ["linear", "linear_op", "matmul_op", "mlp", "mlp_op"]
+__all__ = ["generic_matmul_op", "linear", "linear_op", "matmul_op", "mlp", "mlp_op"]
 
 
 def _round_up(x: Any, q: int) -> Any:
@@ -248,3 +249,38 @@ def _matmul_grad(ctx: Any, g: Tensor, _gaux: Tensor) -> tuple:
 
 
 matmul_op.register_autograd(_matmul_grad, setup_context=_matmul_setup)
+
+
+# ---------------------------------------------------------------- the generic matmul
+@torch.library.custom_op("nvmath::generic_matmul", mutates_args=())
+def generic_matmul_op(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float) -> Tensor:
+    """``alpha * a @ b + beta * c`` with ``nvmath.linalg.matmul`` (cuBLAS, or the CPU for CPU tensors)."""
+    from nvmath.linalg import matmul as generic
+
+    out = generic(a, b, c, alpha=alpha, beta=beta if c is not None else None)
+    return out.contiguous()
+
+
+@generic_matmul_op.register_fake
+def _generic_matmul_fake(a, b, c, alpha, beta):
+    return a.new_empty(_result_shape(a, b))
+
+
+def _generic_op_mm(x: Tensor, y: Tensor) -> Tensor:
+    return torch.ops.nvmath.generic_matmul(x, y, None, 1.0, 0.0)
+
+
+def _generic_setup(ctx: Any, inputs: tuple, output: Tensor) -> None:
+    a, b, c, alpha, beta = inputs
+    ctx.save_for_backward(a, b, c)
+    ctx.alpha, ctx.beta = alpha, beta
+
+
+def _generic_grad(ctx: Any, g: Tensor) -> tuple:
+    a, b, c = ctx.saved_tensors
+    needs = (*(bool(n) for n in ctx.needs_input_grad[:3]), False)
+    grads = matmul_backward(_generic_op_mm, g, a, b, c, None, None, None, None, ctx.alpha, ctx.beta, needs)
+    return (*grads[:3], None, None)
+
+
+generic_matmul_op.register_autograd(_generic_grad, setup_context=_generic_setup)

@@ -114,6 +114,45 @@ def test_compile_traces_the_advanced_matmul(torch, nt, fake_gpu):
     assert _graph_breaks() == 0
 
 
+def _generic_or_skip():
+    import nvmath.linalg as la
+
+    if not hasattr(la, "matmul"):
+        pytest.skip("the generic matmul (nvmath.linalg.matmul) is not in this tree")
+    return la.matmul
+
+
+@pytest.mark.parametrize("with_c", [False, True])
+def test_generic_matmul_op_opcheck_cpu(torch, nt, with_c):
+    """opcheck passes for nvmath::generic_matmul on CPU tensors (the generic matmul's CPU execution)."""
+    _generic_or_skip()
+    gen = torch.Generator().manual_seed(7)
+    a, b = _f64(torch, 2, 3, 4, gen=gen), _f64(torch, 4, 5, gen=gen)
+    c = _f64(torch, 2, 3, 5, gen=gen) if with_c else None
+    torch.library.opcheck(torch.ops.nvmath.generic_matmul.default, (a, b, c, 0.5, 2.0 if with_c else 0.0))
+
+
+def test_compile_traces_the_generic_matmul_cpu(torch, nt):
+    """A function calling nvmath.linalg.matmul compiles fullgraph (inductor, CPU tensors) with its gradients."""
+    import torch._dynamo
+
+    matmul = _generic_or_skip()
+    torch._dynamo.reset()
+
+    def f(a, b, c):
+        return matmul(a, b, c, alpha=0.5, beta=2.0).relu().sum()
+
+    gen = torch.Generator().manual_seed(8)
+    a, b, c = _f64(torch, 3, 4, gen=gen), _f64(torch, 4, 5, gen=gen), _f64(torch, 3, 5, gen=gen)
+    out = torch.compile(f, fullgraph=True)(a, b, c)
+    grads = torch.autograd.grad(out, [a, b, c])
+    ref = (0.5 * (a @ b) + 2.0 * c).relu().sum()
+    torch.testing.assert_close(out, ref)
+    for g, r in zip(grads, torch.autograd.grad(ref, [a, b, c])):
+        torch.testing.assert_close(g, r)
+    assert _graph_breaks() == 0
+
+
 # ---------------------------------------------------------------- GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])
