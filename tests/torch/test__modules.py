@@ -83,7 +83,27 @@ def test_linear_rejects_bad_activation_and_mismatches(torch, nt, fake_gpu):
         lin(torch.randn(2, 3, dtype=torch.float32))
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         lin(torch.randn(2, 4, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="weight and input to be on the same device"):
+        lin(torch.randn(2, 3, dtype=torch.float64, device="meta"))
+    with pytest.raises(TypeError, match="input must be a torch.Tensor"):
+        lin([[1.0, 2.0, 3.0]])
+    with pytest.raises(RuntimeError, match=r"bias must have shape \(2,\)"):
+        nt.linear(torch.randn(2, 3, dtype=torch.float64), lin.weight, torch.zeros(3, dtype=torch.float64))
     assert len(nt.default_cache) == 0
+
+
+def test_fp8_and_integer_inputs_refuse_grad(torch, nt, fake_gpu):
+    """A weight that requires grad with FP8 / integer input raises a TypeError naming the dtype at call time."""
+    from nvmath.torch._rules import check_dtypes
+
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("this torch has no float8 dtypes")
+    with pytest.raises(TypeError, match="input has dtype torch.float8_e4m3fn.*no autograd"):
+        check_dtypes(input=torch.zeros(2, dtype=torch.float8_e4m3fn))
+    w = torch.zeros(2, 3, dtype=torch.float8_e4m3fn)
+    x = torch.zeros(4, 3, dtype=torch.float8_e4m3fn)
+    with pytest.raises(TypeError, match="float8_e4m3fn"):
+        nt.linear(x, torch.nn.Parameter(w.float()).to(torch.float8_e4m3fn).requires_grad_())
 
 
 @pytest.mark.parametrize("act", ["relu", "gelu"])
