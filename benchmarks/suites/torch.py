@@ -4,7 +4,8 @@
   parameters) of the MLP block Linear 4096 -> 16384 + GELU(tanh) + Linear 16384 -> 4096 on 8192 bf16
   tokens. nvmath runs ``nvmath.torch.MLP`` (bias + GELU fused forward; DGELU_BGRAD and BGRADB
   backward); ``mlp-step-linear`` runs two ``nvmath.torch.Linear`` layers instead (the GELU
-  derivative is then one elementwise pass). torch runs the same block eagerly (``mlp-step``), under
+  derivative is then one elementwise pass), ``mlp-step-autotuned`` the MLP with autotuned GEMMs
+  (``PlannerCache(autotune=True)``). torch runs the same block eagerly (``mlp-step``), under
   ``torch.compile`` (``mlp-step-compile``) and ``torch.compile(mode="max-autotune-no-cudagraphs")``
   (``mlp-step-max-autotune``; compiled in the setup, not timed).
 * ``decode-m<M>-<K>x<N>[-graph]``: one bf16 Linear layer (with bias) on M = 1, 8, 64 tokens, one call
@@ -55,6 +56,18 @@ def _mlp_nvmath(ctx: Any) -> Any:
     )
 
 
+def _mlp_nvmath_autotuned(ctx: Any) -> Any:
+    torch, x, g = _mlp_inputs(ctx)
+    nt = _nt()
+    cache = nt.PlannerCache(16, autotune=True)
+    block = nt.MLP(
+        D_MODEL, D_FF, D_MODEL, activation="gelu", device="cuda", dtype=torch.bfloat16, cache=cache
+    )
+    fn = _step(torch, block, x, g)
+    fn()  # plans and autotunes the six GEMMs (not timed)
+    return Prepared(fn, teardown=cache.clear, note="PlannerCache(autotune=True)")
+
+
 def _mlp_nvmath_linear(ctx: Any) -> Any:
     torch, x, g = _mlp_inputs(ctx)
     nt = _nt()
@@ -101,6 +114,16 @@ for _name, _torch_mode, _desc in (
             description=f"MLP 4096->16384 GELU(tanh) ->4096, 8192 bf16 tokens, fwd+bwd: nvmath.torch.MLP vs {_desc}",
         )
     )
+register(
+    Case(
+        suite="torch",
+        name="mlp-step-autotuned",
+        setups={"nvmath": _mlp_nvmath_autotuned, "torch": _mlp_torch(None)},
+        flops=MLP_FLOPS,
+        quick=False,
+        description="the MLP step with every GEMM autotuned once (PlannerCache(autotune=True)) vs torch eager",
+    )
+)
 register(
     Case(
         suite="torch",

@@ -44,13 +44,21 @@ class PlannerCache:
 
     Args:
         maxsize: the most planners kept (each may hold a cuBLASLt workspace), >= 1.
+        autotune: time the candidate algorithms of each new problem (``Matmul.autotune``) before its
+            first use; ``True`` for 10 iterations per candidate, or an int. Off by default.
 
     ``stats`` reports hits, misses and evictions; :meth:`clear` frees every planner;
     :meth:`resize` changes the bound.
     """
 
-    def __init__(self, maxsize: int = 64):
+    def __init__(self, maxsize: int = 64, *, autotune: bool | int = False):
         self._check_size(maxsize)
+        if isinstance(autotune, bool):
+            self._autotune = 10 if autotune else 0
+        elif isinstance(autotune, int) and autotune >= 1:
+            self._autotune = autotune
+        else:
+            raise ValueError(f"autotune must be a bool or an int >= 1 (iterations); got {autotune!r}")
         self._maxsize = maxsize
         self._entries: OrderedDict[Hashable, list] = OrderedDict()  # key -> [planner, last pointers]
         self._pinned: set[Hashable] = set()
@@ -133,6 +141,8 @@ class PlannerCache:
         mm = Matmul(a, b)
         try:
             mm.plan(epilog=epilog, epilog_inputs=epilog_inputs)
+            if self._autotune:
+                mm.autotune(iterations=self._autotune)
             out = mm.execute()
         except BaseException:
             mm.free()

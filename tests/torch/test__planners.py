@@ -90,3 +90,18 @@ def test_unchanged_operands_are_not_reset_and_moved_ones_are(torch, nt, fake_gpu
     torch.testing.assert_close(cache.run(a, b), a @ b)
     torch.testing.assert_close(cache.run(a, b2), a @ b2)
     assert len(calls) == 1 and calls[0]["a"] is None and calls[0]["b"] is b2
+
+
+def test_autotune_option_times_new_problems_once(torch, nt, fake_gpu, monkeypatch):
+    """autotune=N runs Matmul.autotune(iterations=N) once per new problem, never on hits; bad values raise."""
+    from nvmath.linalg.advanced import Matmul
+
+    seen = []
+    monkeypatch.setattr(Matmul, "autotune", lambda self, iterations=10, **kw: seen.append(iterations))
+    cache = nt.PlannerCache(4, autotune=3)
+    a, b = _f64(torch, 3, 4), _f64(torch, 4, 5)
+    cache.run(a, b)
+    torch.testing.assert_close(cache.run(a, b), a @ b)
+    assert seen == [3]
+    with pytest.raises(ValueError, match="autotune must be"):
+        nt.PlannerCache(4, autotune=0)
