@@ -45,7 +45,7 @@ with torch.no_grad():
         for m, (graph, static_x, static_y) in graphs.items():
             static_x.copy_(torch.randn_like(static_x) * 0.1)
             graph.replay()
-            torch.testing.assert_close(static_y, layers(static_x), rtol=0, atol=0)  # same kernels eagerly
+            torch.testing.assert_close(static_y, layers(static_x))  # the same planners, eagerly
     print("replayed", len(graphs), "graphs; planner cache:", nt.default_cache.stats)
 
     try:
