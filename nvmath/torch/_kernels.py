@@ -174,7 +174,9 @@ def mlp_backward(
 ) -> tuple[torch.Tensor | None, ...]:  # fmt: skip
     """``(dx, dw1, db1, dw2, db2)`` of :func:`mlp_forward` (``needs`` in that order)."""
     g2, x2 = _rows(g).contiguous(), _rows(x).contiguous()
-    dw2, db2 = weight_grad(cache, g2, h, has_b2 and needs[4])
+    dw2 = db2 = None
+    if needs[3] or (needs[4] and has_b2):
+        dw2, db2 = weight_grad(cache, g2, h, has_b2 and needs[4])
     out, extras = _split(
         cache.run(w2.mT, g2.mT, epilog=_MLP_BACKWARD[(act, has_b1)], epilog_inputs={f"{act}_aux": aux})
     )

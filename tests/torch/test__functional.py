@@ -24,3 +24,18 @@ def test_mlp_needs_an_activation_and_matching_shapes(torch, nt, fake_gpu):
         nt.mlp(x, w1, None, w2, None, None)
     with pytest.raises(RuntimeError, match="w2"):
         nt.mlp(x, w1, None, w2, None, "relu")
+
+
+def test_mlp_with_frozen_layers_computes_only_the_needed_gradients(torch, nt, fake_gpu):
+    """With fc2 frozen and no input grad, only fc1's gradients are formed (and match torch)."""
+    torch.manual_seed(3)
+    mlp = nt.MLP(4, 8, 3, activation="relu", dtype=torch.float64)
+    mlp.fc2.requires_grad_(False)
+    x = torch.randn(5, 4, dtype=torch.float64)
+    mlp(x).sum().backward()
+    z = x @ mlp.fc1.weight.T + mlp.fc1.bias
+    w1, b1 = mlp.fc1.weight.detach().requires_grad_(), mlp.fc1.bias.detach().requires_grad_()
+    (torch.relu(x @ w1.T + b1) @ mlp.fc2.weight.T + mlp.fc2.bias).sum().backward()
+    torch.testing.assert_close(mlp.fc1.weight.grad, w1.grad)
+    torch.testing.assert_close(mlp.fc1.bias.grad, b1.grad)
+    assert mlp.fc2.weight.grad is None and z.shape == (5, 8)
