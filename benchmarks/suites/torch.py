@@ -10,7 +10,9 @@
   (``mlp-step-max-autotune``; compiled in the setup, not timed).
 * ``decode-m<M>-<K>x<N>[-graph]``: one bf16 Linear layer (with bias) on M = 1, 8, 64 tokens, one call
   at a time as an eager model issues them (``-graph``: the call captured in a CUDA graph, timed as a
-  replay); ``decode32-m<M>[-graph]``: 32 such layers back to back (4096 <-> 14336 alternating).
+  replay); ``decode32-m<M>[-graph]``: 32 such layers back to back (4096 <-> 14336 alternating);
+  ``decode32-m8-own-caches``: the same with one ``PlannerCache`` per layer (layers of one shape then
+  keep their own planner, and only the input moves between calls). Eager rows alternate two inputs.
 * ``host-linear-direct`` / ``host-linear-custom-op`` (us per call): ``nvmath.torch.linear`` eager
   (the direct path) and ``torch.ops.nvmath.linear`` (the dispatcher path that torch.compile emits),
   each against ``torch.nn.functional.linear`` on a 64x256 @ 256x256 fp32 problem.
@@ -150,26 +152,33 @@ def _graphed(torch: Any, fn: Any) -> Any:
     return graph.replay
 
 
-def _layers(torch: Any, nt: Any, shapes: list[tuple[int, int]]) -> list[Any]:
-    make = (lambda k, n: nt.Linear(k, n, device="cuda", dtype=torch.bfloat16)) if nt else (
-        lambda k, n: torch.nn.Linear(k, n, device="cuda", dtype=torch.bfloat16)
-    )  # fmt: skip
-    return [make(k, n) for k, n in shapes]
+def _layers(torch: Any, nt: Any, shapes: list[tuple[int, int]], own: bool) -> list[Any]:
+    if nt is None:
+        return [torch.nn.Linear(k, n, device="cuda", dtype=torch.bfloat16) for k, n in shapes]
+    return [
+        nt.Linear(k, n, device="cuda", dtype=torch.bfloat16, cache=nt.PlannerCache(4) if own else None)
+        for k, n in shapes
+    ]
 
 
-def _decode(lib: str, m: int, shapes: list[tuple[int, int]], graph: bool):
+def _decode(lib: str, m: int, shapes: list[tuple[int, int]], graph: bool, own: bool = False):
+    """Setup of a decode row; eager rows alternate two inputs (a new x every call, as in a model)."""
+
     def setup(ctx: Any) -> Any:
         torch = torch_on_ctx_stream(ctx)
-        layers = _layers(torch, _nt() if lib == "nvmath" else None, shapes)
-        x = torch_random(torch, (m, shapes[0][0]), torch.bfloat16)
+        layers = _layers(torch, _nt() if lib == "nvmath" else None, shapes, own)
+        xs = [torch_random(torch, (m, shapes[0][0]), torch.bfloat16) for _ in range(2)]
+        turn = [0]
 
         def run() -> Any:
-            h = x
+            turn[0] ^= 1
+            h = xs[0 if graph else turn[0]]
             for layer in layers:
                 h = layer(h)
             return h
 
         with torch.no_grad():
+            run()
             run()
             fn = _graphed(torch, run) if graph else run
         return Prepared(lambda: fn() if graph else _no_grad(torch, fn))
@@ -214,6 +223,21 @@ for _m in (1, 8, 64):
                 + (" in a CUDA graph" if _graph else " (eager)"),
             )
         )
+
+
+register(
+    Case(
+        suite="torch",
+        name="decode32-m8-own-caches",
+        setups={
+            "nvmath": _decode("nvmath", 8, [(4096, 14336), (14336, 4096)] * 16, False, own=True),
+            "torch": _decode("torch", 8, [(4096, 14336), (14336, 4096)] * 16, False),
+        },  # fmt: skip
+        flops=2.0 * 8 * 4096 * 14336 * 32,
+        quick=False,
+        description="decode32-m8 with a PlannerCache per layer (only the input moves between calls)",
+    )
+)
 
 
 # ---------------------------------------------------------------- host cost: direct call vs custom op
