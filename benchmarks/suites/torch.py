@@ -232,7 +232,7 @@ register(
         setups={
             "nvmath": _decode("nvmath", 8, [(4096, 14336), (14336, 4096)] * 16, False, own=True),
             "torch": _decode("torch", 8, [(4096, 14336), (14336, 4096)] * 16, False),
-        },  # fmt: skip
+        },
         flops=2.0 * 8 * 4096 * 14336 * 32,
         quick=False,
         description="decode32-m8 with a PlannerCache per layer (only the input moves between calls)",
