@@ -7,7 +7,8 @@ Importing this package needs torch (``import nvmath`` never imports it). It regi
   ``"gelu"`` = tanh approximation), and :class:`MLP`, two of them with the activation's backward
   fused into a GEMM;
 * :func:`linear`, :func:`mlp` -- their functional forms;
-* :class:`PlannerCache` / :data:`default_cache` -- planned matmuls kept per problem for training loops;
+* :class:`PlannerCache` / :data:`default_cache` / :data:`compiled_cache` -- planned matmuls kept per
+  problem for training loops (eager calls and the custom ops);
 * :class:`CaptureError` -- raised for capture-unsafe work (first-time planning) inside a CUDA graph capture.
 
 Autograd for ``nvmath.linalg.advanced.matmul``, ``Matmul.execute`` and ``nvmath.linalg.matmul`` needs
@@ -26,6 +27,16 @@ from nvmath.torch import _ops  # noqa: F401  (registers torch.ops.nvmath.*)
 from nvmath.torch._capture import CaptureError
 from nvmath.torch._functional import linear, mlp
 from nvmath.torch._modules import MLP, Linear
-from nvmath.torch._planners import CacheStats, PlannerCache, default_cache
+from nvmath.torch._planners import CacheStats, PlannerCache, compiled_cache, default_cache
 
-__all__ = ["MLP", "CacheStats", "CaptureError", "Linear", "PlannerCache", "default_cache", "linear", "mlp"]
+__all__ = [
+    "MLP",
+    "CacheStats",
+    "CaptureError",
+    "Linear",
+    "PlannerCache",
+    "compiled_cache",
+    "default_cache",
+    "linear",
+    "mlp",
+]

@@ -73,7 +73,7 @@ def linear(
         activation: ``None``, ``"relu"`` or ``"gelu"`` (GELU's tanh approximation, i.e.
             ``torch.nn.functional.gelu(approximate="tanh")``).
         cache: the :class:`PlannerCache` to plan in (default :data:`default_cache`; under
-            ``torch.compile`` always the default).
+            ``torch.compile`` the custom op always uses :data:`compiled_cache`).
 
     Raises:
         RuntimeError: mismatched dtypes, devices or shapes (as ``torch.nn.functional.linear``).

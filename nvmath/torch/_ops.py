@@ -27,7 +27,7 @@ from torch import Tensor
 
 from nvmath.torch import _kernels
 from nvmath.torch._grads import matmul_backward, preactivation_of
-from nvmath.torch._planners import default_cache
+from nvmath.torch._planners import compiled_cache
 from nvmath.torch._rules import rule_for
 
 __all__ = ["generic_matmul_op", "linear", "linear_op", "matmul_op", "mlp", "mlp_op"]
@@ -56,7 +56,7 @@ def linear_op(
     x: Tensor, weight: Tensor, bias: Tensor | None, activation: str, keep: bool
 ) -> tuple[Tensor, Tensor]:
     """``act(x @ weight.T + bias)`` and the GELU pre-activation when ``keep`` (else an empty tensor)."""
-    y, aux = _kernels.linear_forward(default_cache, x, weight, bias, _act(activation), keep)
+    y, aux = _kernels.linear_forward(compiled_cache, x, weight, bias, _act(activation), keep)
     return y, aux
 
 
@@ -77,7 +77,7 @@ def linear_backward_op(
 ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     """``(dx, dw, db)`` of ``nvmath::linear`` (empty tensors for gradients not needed)."""
     grads = _kernels.linear_backward(
-        default_cache, grad, x, weight, y, aux, _act(activation), has_bias, tuple(needs)
+        compiled_cache, grad, x, weight, y, aux, _act(activation), has_bias, tuple(needs)
     )
     return tuple(g if g is not None else x.new_empty((0,)) for g in grads)  # type: ignore[return-value]
 
@@ -125,7 +125,7 @@ def mlp_op(
     x: Tensor, w1: Tensor, b1: Tensor | None, w2: Tensor, b2: Tensor | None, activation: str, keep: bool
 ) -> tuple[Tensor, Tensor, Tensor]:
     """``fc2(act(fc1(x)))``, the hidden activation and fc1's aux (empty unless ``keep``)."""
-    return _kernels.mlp_forward(default_cache, x, w1, b1, w2, b2, activation, keep)
+    return _kernels.mlp_forward(compiled_cache, x, w1, b1, w2, b2, activation, keep)
 
 
 @mlp_op.register_fake
@@ -148,7 +148,7 @@ def mlp_backward_op(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
     """The five gradients of ``nvmath::mlp`` (empty tensors for those not needed)."""
     grads = _kernels.mlp_backward(
-        default_cache, grad, x, w1, w2, hidden, aux, activation, has_b1, has_b2, tuple(needs)
+        compiled_cache, grad, x, w1, w2, hidden, aux, activation, has_b1, has_b2, tuple(needs)
     )
     return tuple(g if g is not None else x.new_empty((0,)) for g in grads)  # type: ignore[return-value]
 

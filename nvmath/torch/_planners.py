@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from nvmath.linalg.advanced import Matmul
 from nvmath.torch._capture import capturing, refuse_planning
 
-__all__ = ["CacheStats", "PlannerCache", "default_cache"]
+__all__ = ["CacheStats", "PlannerCache", "compiled_cache", "default_cache"]
 
 
 class CacheStats(NamedTuple):
@@ -46,13 +46,18 @@ class PlannerCache:
         maxsize: the most planners kept (each may hold a cuBLASLt workspace), >= 1.
         autotune: time the candidate algorithms of each new problem (``Matmul.autotune``) before its
             first use; ``True`` for 10 iterations per candidate, or an int. Off by default.
+        keep_operands: let a planner keep its last operands between calls (so a call on a layer whose
+            weight did not move swaps in the input only). ``False`` drops them after every call
+            (``release_operands``): what ``torch.compile(mode="reduce-overhead")`` needs, whose CUDA
+            graph pools must hold no tensor that is not an output (:data:`compiled_cache`).
 
     ``stats`` reports hits, misses and evictions; :meth:`clear` frees every planner;
     :meth:`resize` changes the bound.
     """
 
-    def __init__(self, maxsize: int = 64, *, autotune: bool | int = False):
+    def __init__(self, maxsize: int = 64, *, autotune: bool | int = False, keep_operands: bool = True):
         self._check_size(maxsize)
+        self._keep = bool(keep_operands)
         if isinstance(autotune, bool):
             self._autotune = 10 if autotune else 0
         elif isinstance(autotune, int) and autotune >= 1:
@@ -124,14 +129,25 @@ class PlannerCache:
             if key not in self._pinned and capturing(a):
                 self._pinned.add(key)
             mm, last = entry
-            if last != (pa, pb, pins):  # swap in only what moved (a layer's weight often stays)
+            if last is None:  # operands released after the last call: give them all
+                mm.reset_operands_unchecked(a=a, b=b, epilog_inputs=epilog_inputs)
+            elif last != (pa, pb, pins):  # swap in only what moved (a layer's weight often stays)
                 mm.reset_operands_unchecked(
                     a=a if pa != last[0] else None,
                     b=b if pb != last[1] else None,
                     epilog_inputs=epilog_inputs if pins != last[2] else None,
                 )
-                entry[1] = (pa, pb, pins)
+            return self._execute(entry, mm, (pa, pb, pins))
+
+    def _execute(self, entry: list, mm: Any, ptrs: tuple) -> Any:
+        try:
             return mm.execute()
+        finally:
+            if self._keep:
+                entry[1] = ptrs
+            else:
+                mm.release_operands()
+                entry[1] = None
 
     def _plan_and_run(
         self, key: Hashable, a: Any, b: Any, epilog: Any, epilog_inputs: Any, ptrs: tuple
@@ -143,11 +159,12 @@ class PlannerCache:
             mm.plan(epilog=epilog, epilog_inputs=epilog_inputs)
             if self._autotune:
                 mm.autotune(iterations=self._autotune)
-            out = mm.execute()
+            entry = [mm, ptrs]
+            out = self._execute(entry, mm, ptrs)
         except BaseException:
             mm.free()
             raise
-        self._entries[key] = [mm, ptrs]
+        self._entries[key] = entry
         self._evict()
         return out
 
@@ -163,5 +180,9 @@ class PlannerCache:
 
 
 default_cache = PlannerCache()
-"""The planner cache that :class:`~nvmath.torch.Linear`, :class:`~nvmath.torch.MLP` and the autograd
-backward passes use unless given another."""
+"""The planner cache that :class:`~nvmath.torch.Linear`, :class:`~nvmath.torch.MLP` and their backward
+passes use in eager mode unless given another."""
+
+compiled_cache = PlannerCache(keep_operands=False)
+"""The planner cache of the ``torch.ops.nvmath.*`` custom operators (what ``torch.compile`` runs): its
+planners keep no operand between calls, as CUDA graph trees (``mode="reduce-overhead"``) require."""

@@ -26,10 +26,12 @@ def fake_gpu(torch, nt, monkeypatch):
     torch_fakes = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(torch_fakes)
     nt.default_cache.clear()
+    nt.compiled_cache.clear()
     fake = torch_fakes.install(monkeypatch)
     from nvmath.linalg.advanced import _stateless
 
     _stateless.plan_cache.clear()
     yield fake
     nt.default_cache.clear()
+    nt.compiled_cache.clear()
     _stateless.plan_cache.clear()

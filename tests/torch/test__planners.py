@@ -105,3 +105,22 @@ def test_autotune_option_times_new_problems_once(torch, nt, fake_gpu, monkeypatc
     assert seen == [3]
     with pytest.raises(ValueError, match="autotune must be"):
         nt.PlannerCache(4, autotune=0)
+
+
+def test_keep_operands_false_holds_no_tensor_between_calls(torch, nt, fake_gpu):
+    """With keep_operands=False (the custom ops' cache) a planner drops its operands after each call
+    (CUDA graph trees need that) and the next call, moved or not, is still right."""
+    import weakref
+
+    cache = nt.PlannerCache(2, keep_operands=False)
+    a, b = _f64(torch, 3, 4), _f64(torch, 4, 5)
+    torch.testing.assert_close(cache.run(a, b), a @ b)
+    ref = weakref.ref(b)
+    a2 = _f64(torch, 3, 4)
+    torch.testing.assert_close(cache.run(a2, b), a2 @ b)
+    del b
+    assert ref() is None, "the planner still holds an operand"
+    torch.testing.assert_close(
+        cache.run(a2, _f64(torch, 4, 5) * 0 + 1), a2 @ torch.ones(4, 5, dtype=torch.float64)
+    )
+    assert nt.compiled_cache.stats.maxsize == 64 and nt.compiled_cache._keep is False
