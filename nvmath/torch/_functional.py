@@ -28,6 +28,7 @@ def check_activation(activation: Any, *, allow_none: bool = True) -> str | None:
 
 
 def _check_operands(**tensors: Any) -> None:
+    """torch's rules: tensors, one dtype, one device (messages name the tensors)."""
     first_name, first = next(iter(tensors.items()))
     for name, t in tensors.items():
         if t is None:
@@ -42,6 +43,19 @@ def _check_operands(**tensors: Any) -> None:
             raise RuntimeError(
                 f"expected {name} and {first_name} to be on the same device, but got: {t.device} != {first.device}"
             )
+
+
+def _linear_ok(x: Any, weight: Any, bias: Any) -> bool:
+    """The common case in a few attribute reads: tensors of one dtype and device, matching shapes."""
+    tensor = torch.Tensor
+    if not isinstance(x, tensor) or not isinstance(weight, tensor):
+        return False
+    dtype, device, shape = weight.dtype, weight.device, weight.shape
+    if x.dtype != dtype or x.device != device or len(shape) != 2 or not x.shape or x.shape[-1] != shape[1]:
+        return False
+    return bias is None or (
+        isinstance(bias, tensor) and bias.dtype == dtype and bias.device == device and bias.shape == shape[:1]
+    )
 
 
 def _check_shapes(
@@ -83,8 +97,9 @@ def linear(
     check_activation(activation)
     if torch.compiler.is_compiling():
         return _ops.linear(x, weight, bias, activation, _grad_needed(x, weight, bias))
-    _check_operands(input=x, weight=weight, bias=bias)
-    _check_shapes(x, weight, bias)
+    if not _linear_ok(x, weight, bias):
+        _check_operands(input=x, weight=weight, bias=bias)
+        _check_shapes(x, weight, bias)
     cache = default_cache if cache is None else cache
     if _grad_needed(x, weight, bias):
         check_dtypes(input=x)

@@ -36,7 +36,7 @@ class CacheStats(NamedTuple):
 
 
 def _tkey(t: Any, ptr: int) -> tuple:
-    return (tuple(t.shape), t.stride(), t.dtype, t.device, min(ptr & -ptr, 256) if ptr else 256)
+    return (t.shape, t.stride(), t.dtype, t.device, min(ptr & -ptr, 256) if ptr else 256)
 
 
 class PlannerCache:
