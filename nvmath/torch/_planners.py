@@ -39,6 +39,31 @@ def _tkey(t: Any, ptr: int) -> tuple:
     return (t.shape, t.stride(), t.dtype, t.device, min(ptr & -ptr, 256) if ptr else 256)
 
 
+class _Block:
+    """A workspace block of :class:`_OutsideTorchPools` (``ptr`` for nvmath, ``free()`` stream-ordered)."""
+
+    __slots__ = ("buffer", "ptr", "stream")
+
+    def __init__(self, buffer: Any, stream: Any):
+        self.buffer, self.stream, self.ptr = buffer, stream, int(buffer.handle)
+
+    def free(self) -> None:
+        self.buffer.close(self.stream)
+
+
+class _OutsideTorchPools:
+    """Workspace memory from cuda.core's stream-ordered device memory resource, not torch's caching
+    allocator: a CUDA graph tree (``mode="reduce-overhead"``) checks that its memory pool holds nothing
+    but tracked tensors, and a planner first run during its warm-up would otherwise put the workspace
+    there."""
+
+    def memalloc_async(self, size: int, stream: Any) -> _Block:
+        return _Block(stream.device.memory_resource.allocate(size, stream=stream), stream)
+
+
+_OUTSIDE_TORCH_POOLS = {"allocator": _OutsideTorchPools()}
+
+
 class PlannerCache:
     """Planned ``Matmul`` objects by problem, least recently used evicted beyond ``maxsize``.
 
@@ -48,8 +73,9 @@ class PlannerCache:
             first use; ``True`` for 10 iterations per candidate, or an int. Off by default.
         keep_operands: let a planner keep its last operands between calls (so a call on a layer whose
             weight did not move swaps in the input only). ``False`` drops them after every call
-            (``release_operands``): what ``torch.compile(mode="reduce-overhead")`` needs, whose CUDA
-            graph pools must hold no tensor that is not an output (:data:`compiled_cache`).
+            (``release_operands``) and takes the workspaces from cuda.core's memory pool instead of
+            torch's allocator: what ``torch.compile(mode="reduce-overhead")`` needs, whose CUDA graph
+            pools must hold nothing but tracked tensors (:data:`compiled_cache`).
 
     ``stats`` reports hits, misses and evictions; :meth:`clear` frees every planner;
     :meth:`resize` changes the bound.
@@ -154,7 +180,7 @@ class PlannerCache:
     ) -> Any:
         refuse_planning("nvmath.torch would plan a new matmul (first use of these shapes)", a)
         self._misses += 1
-        mm = Matmul(a, b)
+        mm = Matmul(a, b, options=None if self._keep else _OUTSIDE_TORCH_POOLS)
         try:
             mm.plan(epilog=epilog, epilog_inputs=epilog_inputs)
             if self._autotune:

@@ -124,3 +124,5 @@ def test_keep_operands_false_holds_no_tensor_between_calls(torch, nt, fake_gpu):
         cache.run(a2, _f64(torch, 4, 5) * 0 + 1), a2 @ torch.ones(4, 5, dtype=torch.float64)
     )
     assert nt.compiled_cache.stats.maxsize == 64 and nt.compiled_cache._keep is False
+    (mm, _), *_ = cache._entries.values()
+    assert type(mm._options.allocator).__name__ == "_OutsideTorchPools"  # workspaces outside torch's pools
