@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any, NamedTuple
 
+from nvmath._internal.tensors import wrap
 from nvmath.linalg.advanced import Matmul
 from nvmath.torch._capture import capturing, refuse_planning
 
@@ -175,6 +176,20 @@ class PlannerCache:
                 mm.release_operands()
                 entry[1] = None
 
+    @staticmethod
+    def _forget_planning_operands(mm: Any, a: Any) -> None:
+        """Point the planner's result makers at an empty tensor instead of the operand it was planned
+        with (they keep it only for its package and device), so that no operand outlives the call.
+
+        ``release_operands`` drops the operands themselves; the makers are the planner's only other
+        reference (a CUDA graph tree's pool must not keep tensors alive that are not outputs).
+        """
+        empty = wrap(a.new_empty((0,)))  # no storage: nothing is allocated, in any pool
+        makers = [mm._result, *(maker for _, maker, _ in getattr(mm, "_aux", ()) or ())]
+        for maker in makers:
+            if getattr(maker, "template", None) is not None:
+                maker.template = empty
+
     def _plan_and_run(
         self, key: Hashable, a: Any, b: Any, epilog: Any, epilog_inputs: Any, ptrs: tuple
     ) -> Any:
@@ -187,6 +202,8 @@ class PlannerCache:
                 mm.autotune(iterations=self._autotune)
             entry = [mm, ptrs]
             out = self._execute(entry, mm, ptrs)
+            if not self._keep:
+                self._forget_planning_operands(mm, a)
         except BaseException:
             mm.free()
             raise

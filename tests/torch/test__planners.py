@@ -115,11 +115,12 @@ def test_keep_operands_false_holds_no_tensor_between_calls(torch, nt, fake_gpu):
     cache = nt.PlannerCache(2, keep_operands=False)
     a, b = _f64(torch, 3, 4), _f64(torch, 4, 5)
     torch.testing.assert_close(cache.run(a, b), a @ b)
+    first = weakref.ref(a)  # the operand the planner was planned with
     ref = weakref.ref(b)
     a2 = _f64(torch, 3, 4)
     torch.testing.assert_close(cache.run(a2, b), a2 @ b)
-    del b
-    assert ref() is None, "the planner still holds an operand"
+    del b, a
+    assert ref() is None and first() is None, "the planner still holds an operand"
     torch.testing.assert_close(
         cache.run(a2, _f64(torch, 4, 5) * 0 + 1), a2 @ torch.ones(4, 5, dtype=torch.float64)
     )
