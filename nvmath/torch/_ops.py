@@ -195,9 +195,7 @@ def mlp(
 def _matmul_kernel(
     a: Tensor, b: Tensor, c: Tensor | None, bias: Tensor | None, epilog: int, alpha: float, beta: float
 ) -> Any:
-    from nvmath.linalg.advanced import matmul as lt_matmul
-
-    return lt_matmul(
+    return compiled_cache.run_general(
         a, b, c, alpha=alpha, beta=beta if c is not None else None, epilog=epilog,
         epilog_inputs={"bias": bias} if bias is not None else None,
     )  # fmt: skip

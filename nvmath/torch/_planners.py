@@ -190,6 +190,46 @@ class PlannerCache:
             if getattr(maker, "template", None) is not None:
                 maker.template = empty
 
+    def run_general(
+        self, a: Any, b: Any, c: Any, *, alpha: float, beta: float | None, epilog: Any = None,
+        epilog_inputs: Mapping[str, Any] | None = None,
+    ) -> Any:  # fmt: skip
+        """``epilog(alpha * a @ b + beta * c)`` on the cached planner of this problem (every operand and
+        scalar is swapped in on each call; for the ``nvmath::matmul`` custom op)."""
+        inputs = epilog_inputs or {}
+        parts = [
+            (n, _tkey(t, t.data_ptr()))
+            for n, t in (("a", a), ("b", b), ("c", c), *inputs.items())
+            if t is not None
+        ]
+        key = ("general", epilog, *parts)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                refuse_planning("nvmath.torch would plan a new matmul (first use of these shapes)", a)
+                self._misses += 1
+                options = None if self._keep else _OUTSIDE_TORCH_POOLS
+                mm = Matmul(a, b, c, alpha=alpha, beta=beta, options=options)
+                try:
+                    mm.plan(epilog=epilog, epilog_inputs=epilog_inputs)
+                    entry = [mm, None]
+                    out = self._execute(entry, mm, ())
+                    if not self._keep:
+                        self._forget_planning_operands(mm, a)
+                except BaseException:
+                    mm.free()
+                    raise
+                self._entries[key] = entry
+                self._evict()
+                return out
+            self._hits += 1
+            self._entries.move_to_end(key)
+            if key not in self._pinned and capturing(a):
+                self._pinned.add(key)
+            mm = entry[0]
+            mm.reset_operands_unchecked(a=a, b=b, c=c, alpha=alpha, beta=beta, epilog_inputs=epilog_inputs)
+            return self._execute(entry, mm, ())
+
     def _plan_and_run(
         self, key: Hashable, a: Any, b: Any, epilog: Any, epilog_inputs: Any, ptrs: tuple
     ) -> Any:

@@ -192,3 +192,34 @@ def test_linear_op_opcheck_gpu(torch_cuda, activation):
     if activation:
         args = (mk(16, 32), mk(64, 32), mk(64), mk(24, 64), mk(24), activation, True)
         torch.library.opcheck(torch.ops.nvmath.mlp.default, args)
+
+
+@pytest.mark.gpu
+def test_compile_reduce_overhead_advanced_matmul_gpu(torch_cuda, nt):
+    """A function calling nvmath.linalg.advanced.matmul (GELU_BIAS) runs under reduce-overhead (CUDA graph
+    trees) with gradients matching eager over several steps, without graph breaks."""
+    import torch._dynamo
+
+    import nvmath.linalg.advanced as adv
+
+    torch = torch_cuda
+    torch._dynamo.reset()
+
+    def f(a, b, bias):
+        return (
+            adv.matmul(a, b, epilog=adv.MatmulEpilog.GELU_BIAS, epilog_inputs={"bias": bias}).square().sum()
+        )
+
+    compiled = torch.compile(f, fullgraph=True, mode="reduce-overhead")
+    b = torch.randn(32, 48, device="cuda")
+    for _ in range(4):
+        a = torch.randn(64, 32, device="cuda", requires_grad=True)
+        bias = torch.randn(64, device="cuda", requires_grad=True)
+        out = compiled(a, b, bias)
+        grads = torch.autograd.grad(out, [a, bias])
+        ref = f(a, b, bias)
+        ref_grads = torch.autograd.grad(ref, [a, bias])
+        torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-3)
+        for g, r in zip(grads, ref_grads):
+            torch.testing.assert_close(g, r, rtol=1e-3, atol=1e-3)
+    assert _graph_breaks() == 0
