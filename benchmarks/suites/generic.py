@@ -44,8 +44,10 @@ def _gemm_data(ctx: Any, shape_a: tuple[int, ...], shape_b: tuple[int, ...], dty
     torch = torch_on_ctx_stream(ctx)
     dt = getattr(torch, dtype)
     nbytes = (_prod(shape_a) + _prod(shape_b)) * dt.itemsize
-    return torch, [(torch_random(torch, shape_a, dt), torch_random(torch, shape_b, dt))
-                   for _ in range(ctx.rotation(nbytes, max_sets=4))]  # fmt: skip
+    return torch, [
+        (torch_random(torch, shape_a, dt), torch_random(torch, shape_b, dt))
+        for _ in range(ctx.rotation(nbytes, max_sets=4))
+    ]
 
 
 def _prod(shape: tuple[int, ...]) -> int:
@@ -100,8 +102,9 @@ for _name, _sa, _sb, _dt, _text in _GEMMS:
 
 
 # --------------------------------------------------------------------------- structured operands
-def _structured(kind: str, n: int, other: int):
-    """``kind`` operand ``a`` (n x n, or a length-n vector for dgmm) times ``b`` (n x other), float32."""
+def _structured(kind: str, n: int, other: int, native: bool = False):
+    """``kind`` operand ``a`` (n x n, or a length-n vector for dgmm) times ``b`` (n x other), float32;
+    ``native``: force cuBLAS symm / trmm (planned, ``execute()``) instead of the size rule's GEMM route."""
 
     def data(ctx):
         torch = torch_on_ctx_stream(ctx)
@@ -131,21 +134,52 @@ def _structured(kind: str, n: int, other: int):
 
         _, a, b = data(ctx)
         q = _qualifiers(nvmath, "a", kind)
+        if native:  # the cuBLAS routine itself, not the size rule's GEMM route
+            try:
+                from nvmath.linalg.generic import _cublas
+            except ImportError as exc:
+                raise Skip("nvmath-python has no size rule") from exc
+            saved = (_cublas.MIRROR_MIN, _cublas.TRMM_GEMM_MIN)
+            _cublas.MIRROR_MIN = _cublas.TRMM_GEMM_MIN = 1 << 40  # read when the program is built
+            try:
+                mm = nvmath.linalg.Matmul(a, b, qualifiers=q)
+                mm.plan()
+            finally:
+                _cublas.MIRROR_MIN, _cublas.TRMM_GEMM_MIN = saved
+            return Prepared(fn=mm.execute, teardown=mm.free)
         return lambda: nvmath.linalg.matmul(a, b, qualifiers=q)
 
+    if native:
+        return {"nvmath": ours, "torch": torch_}
     return {"nvmath": ours, "torch": torch_, "cupy": cupy_, "nvmath-python": ours}
 
 
-for _kind, _name, _n, _o, _text in (
-    ("sy", "symm-4096x1024-f32", 4096, 1024, "symmetric 4096 x 4096 @ 4096 x 1024 (torch/cupy: full matrix)"),
-    ("tr", "trmm-4096x1024-f32", 4096, 1024, "lower-triangular 4096 x 4096 @ 4096 x 1024 (torch/cupy: full)"),
-    ("dg", "dgmm-8192-f32", 8192, 8192, "diag(v) @ B, 8192 x 8192 (torch/cupy: broadcast multiply)"),
+for _kind, _name, _n, _o, _text, _native in (
+    (
+        "sy",
+        "symm-4096x1024-f32",
+        4096,
+        1024,
+        "symmetric 4096 x 4096 @ 4096 x 1024 (torch/cupy: full matrix)",
+        0,
+    ),
+    (
+        "tr",
+        "trmm-4096x1024-f32",
+        4096,
+        1024,
+        "lower-triangular 4096 x 4096 @ 4096 x 1024 (torch/cupy: full)",
+        0,
+    ),
+    ("dg", "dgmm-8192-f32", 8192, 8192, "diag(v) @ B, 8192 x 8192 (torch/cupy: broadcast multiply)", 0),
+    ("sy", "symm-4096x1024-f32-native", 4096, 1024, "as symm-4096x1024-f32, cuBLAS ssymm forced", 1),
+    ("tr", "trmm-4096x1024-f32-native", 4096, 1024, "as trmm-4096x1024-f32, cuBLAS strmm forced", 1),
 ):
     register(
         Case(
             suite=SUITE,
             name=_name,
-            setups=_structured(_kind, _n, _o),
+            setups=_structured(_kind, _n, _o, bool(_native)),
             flops=None if _kind == "dg" else 2.0 * _n * _n * _o,
             bytes=2.0 * 4 * _n * _o if _kind == "dg" else None,
             description=f"float32 {_text}",
@@ -187,7 +221,7 @@ register(
         name="seq64-k512-f32",
         setups={"nvmath": _sequence_ours, "torch": _sequence_torch, "nvmath-python": _sequence_ours},
         flops=sum(2.0 * m * n * 512 for m, n in _sequence_shapes()),
-        description="64 float32 problems of mixed shapes (M, N in [64, 1024], K = 512): one call vs a torch loop",
+        description="64 float32 problems (M, N in [64, 1024], K = 512): one call vs a torch loop",
     )
 )
 
@@ -227,7 +261,12 @@ register(
         suite=SUITE,
         name="host-64-stateless",
         mode="host",
-        setups={"nvmath": _host_stateless, "torch": _host_torch, "cupy": _host_cupy, "nvmath-python": _host_stateless},
+        setups={
+            "nvmath": _host_stateless,
+            "torch": _host_torch,
+            "cupy": _host_cupy,
+            "nvmath-python": _host_stateless,
+        },
         description="host us per call, 64^3 float32 on the GPU: stateless matmul vs torch.matmul",
     )
 )
@@ -257,7 +296,7 @@ def _cpu_setups(shape_a: tuple[int, ...], shape_b: tuple[int, ...], dtype: str) 
         return lambda: np.matmul(a, b)
 
     def ours(ctx):
-        np, a, b = data()
+        _np, a, b = data()
         import nvmath
 
         if not hasattr(nvmath.linalg, "ExecutionCPU"):
@@ -279,6 +318,6 @@ for _name, _sa, _sb, _dt in (
             mode="host",
             needs_gpu=False,
             setups=_cpu_setups(_sa, _sb, _dt),
-            description=f"CPU us per call, {_dt} {_sa} @ {_sb}: numpy operands vs numpy.matmul (same BLAS threads)",
+            description=f"CPU us per call, {_dt} {_sa} @ {_sb} vs numpy.matmul (same BLAS threads)",
         )
     )

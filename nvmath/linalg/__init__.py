@@ -29,17 +29,17 @@ from nvmath.linalg.generic import (
 )
 
 __all__ = [
+    "DiagType",
+    "DiagonalMatrixQualifier",
     "ExecutionCPU",
     "ExecutionCUDA",
+    "FillMode",
+    "GeneralMatrixQualifier",
+    "HermitianMatrixQualifier",
     "InvalidDirectSolverState",
     "InvalidMatmulState",
     "InvalidSolverState",
     "LinAlgError",
-    "DiagType",
-    "DiagonalMatrixQualifier",
-    "FillMode",
-    "GeneralMatrixQualifier",
-    "HermitianMatrixQualifier",
     "Matmul",
     "MatmulOptions",
     "SideMode",

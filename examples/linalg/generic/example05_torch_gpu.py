@@ -23,7 +23,9 @@ t = torch.randn(256, 256, device="cuda", dtype=torch.float64)
 x = torch.randn(256, 64, device="cuda", dtype=torch.float64)
 
 
-quals = np.array([la.TriangularMatrixQualifier.create(uplo=la.FillMode.LOWER), la.GeneralMatrixQualifier.create()])
+quals = np.array(
+    [la.TriangularMatrixQualifier.create(uplo=la.FillMode.LOWER), la.GeneralMatrixQualifier.create()]
+)
 torch.testing.assert_close(la.matmul(t, x, qualifiers=quals), torch.tril(t) @ x)
 
 # On a user stream: the result is ready once that stream is.

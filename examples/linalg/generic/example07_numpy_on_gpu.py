@@ -20,7 +20,9 @@ out = la.matmul(a, b, execution="cuda")
 assert isinstance(out, np.ndarray) and np.allclose(out, a @ b, rtol=1e-4, atol=1e-3)
 
 # A triangular operand needs the GPU: execution=ExecutionCUDA(device_id=0).
-q = np.array([la.TriangularMatrixQualifier.create(uplo=la.FillMode.UPPER), la.GeneralMatrixQualifier.create()])
+q = np.array(
+    [la.TriangularMatrixQualifier.create(uplo=la.FillMode.UPPER), la.GeneralMatrixQualifier.create()]
+)
 t = rng.standard_normal((256, 256))
 x = rng.standard_normal((256, 8))
 assert np.allclose(la.matmul(t, x, qualifiers=q, execution=la.ExecutionCUDA(device_id=0)), np.triu(t) @ x)

@@ -33,7 +33,9 @@ class BatchPlan(NamedTuple):
     offsets: list[dict[str, int]]
 
 
-def batch_plan(batch: tuple[int, ...], strides: Mapping[str, tuple[int, ...]], strided: bool = True) -> BatchPlan:
+def batch_plan(
+    batch: tuple[int, ...], strides: Mapping[str, tuple[int, ...]], strided: bool = True
+) -> BatchPlan:
     """Split ``batch`` into an inner strided run and outer launches.
 
     Args:

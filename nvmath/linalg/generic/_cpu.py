@@ -44,7 +44,9 @@ def blas_threads(num_threads: int | None) -> Iterator[None]:
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
-        logger.debug("threadpoolctl is not installed: ExecutionCPU.num_threads=%d is not applied", num_threads)
+        logger.debug(
+            "threadpoolctl is not installed: ExecutionCPU.num_threads=%d is not applied", num_threads
+        )
         yield
         return
     with threadpool_limits(limits=num_threads, user_api="blas"):
@@ -99,11 +101,21 @@ def _symm(t: Traits, a, b, q, alpha, beta, c, out) -> np.ndarray:
     row = t.order == "row"
     if c is not None and c is not out:
         np.copyto(out, c)
+    if out.size == 0:  # BLAS wrappers refuse empty matrices; there is nothing to compute
+        return out
     b_ = beta if c is not None else 0
     for s2, x2, o2 in _pairs(t, s, x, out):
         o = _fview(o2, row)
-        res = fn(alpha, _fview(s2, ls.row_major), _fview(x2, row), b_, o, side=int(t.side),
-                 lower=int(t.uplo == 0), overwrite_c=1)  # fmt: skip
+        res = fn(
+            alpha,
+            _fview(s2, ls.row_major),
+            _fview(x2, row),
+            b_,
+            o,
+            side=int(t.side),
+            lower=int(t.uplo == 0),
+            overwrite_c=1,
+        )
         if res is not o:
             o[...] = res
     return out

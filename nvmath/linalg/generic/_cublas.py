@@ -9,7 +9,8 @@ is chosen by a table (:data:`PROGRAMS`):
 ``symm``    ``cublas<t>symm`` per matrix; from :data:`MIRROR_MIN` rows on, the stored triangle is
             mirrored into a scratch matrix and multiplied with ``GemmEx`` (faster on Hopper)
 ``hemm``    ``cublas<t>hemm`` per matrix (same size rule, mirroring with conjugation)
-``trmm``    ``cublas<t>trmm`` per matrix (out of place); with ``c``, ``geam`` adds ``beta * c``
+``trmm``    ``cublas<t>trmm`` per matrix (out of place); with ``c``, ``geam`` adds ``beta * c``; from
+            :data:`TRMM_GEMM_MIN` rows on, the zero-filled triangle in scratch and ``GemmEx``
 ``dgmm``    ``cublas<t>dgmm`` per matrix; ``geam`` applies ``alpha`` and ``beta * c``
 ==========  ===============================================================================
 
@@ -35,9 +36,19 @@ from nvmath._internal import devices
 from nvmath.bindings import cublas
 from nvmath.bindings.cublas import ComputeType, CudaDataType, Operation
 from nvmath.linalg.generic._batching import batch_plan
-from nvmath.linalg.generic._traits import Traits
+from nvmath.linalg.generic._traits import Layout, Traits
 
-__all__ = ["MIRROR_MIN", "PROGRAMS", "TYPES", "WORKSPACE_BYTES", "GpuProgram", "TypeInfo", "bind", "get_handle", "make_program"]
+__all__ = [
+    "MIRROR_MIN",
+    "PROGRAMS",
+    "TYPES",
+    "WORKSPACE_BYTES",
+    "GpuProgram",
+    "TypeInfo",
+    "bind",
+    "get_handle",
+    "make_program",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +56,11 @@ MIRROR_MIN = 1024
 """symm / hemm with a structured matrix of at least this many rows mirror its stored triangle into a
 scratch matrix and run GEMM instead (measured on H200: cuBLAS ssymm 4096 x 1024 takes twice as long
 as sgemm; the mirror pass costs one read and one write of the matrix). Smaller ones run symm/hemm."""
+
+TRMM_GEMM_MIN = 1024
+"""trmm with a triangular matrix of at least this many rows zero-fills the other triangle into a
+scratch matrix and runs GEMM instead (the same rule as :data:`MIRROR_MIN`; the benchmark suite's
+``trmm-*-native`` row measures cuBLAS trmm for comparison). Smaller ones run trmm."""
 
 WORKSPACE_BYTES = 32 * 1024 * 1024
 """The cuBLAS workspace (the vendor's recommendation for Hopper and Blackwell)."""
@@ -73,6 +89,7 @@ TYPES = {
 
 _ALGO = -1  # CUBLAS_GEMM_DEFAULT
 _LOCAL = threading.local()
+_BOUND: dict[int, tuple[int, int, int]] = {}  # handle -> (stream, workspace, bytes) it is bound to
 
 
 class _ThreadHandles:
@@ -88,6 +105,7 @@ class _ThreadHandles:
             return
         handles, self.handles = self.handles, {}
         for device_id, handle in handles.items():
+            _BOUND.pop(handle, None)
             try:
                 with devices.device_ctx(device_id):
                     cublas.destroy(handle)
@@ -105,6 +123,7 @@ def get_handle(device_id: int) -> int:
         with devices.device_ctx(device_id):
             handle = cublas.create()
         cache.handles[device_id] = handle
+        _BOUND.pop(handle, None)  # a new handle may reuse a destroyed one's address
         logger.debug("created cuBLAS handle %#x for device %d", handle, device_id)
     return handle
 
@@ -181,15 +200,53 @@ class GemmProgram(GpuProgram):
             q1, q2, qd = p1 + off["x1"] * isz, p2 + off["x2"] * isz, pd + off["d"] * isz
             if plan.count == 1:
                 cublas.gemm_ex(
-                    handle, l1.op, l2.op, self.m, self.n, self.k, alpha, q1, ty.data, l1.ld, q2, ty.data, l2.ld,
-                    beta, qd, ty.data, ld.ld, ty.compute, _ALGO,
-                )  # fmt: skip
+                    handle,
+                    l1.op,
+                    l2.op,
+                    self.m,
+                    self.n,
+                    self.k,
+                    alpha,
+                    q1,
+                    ty.data,
+                    l1.ld,
+                    q2,
+                    ty.data,
+                    l2.ld,
+                    beta,
+                    qd,
+                    ty.data,
+                    ld.ld,
+                    ty.compute,
+                    _ALGO,
+                )
             else:
                 st = plan.strides
                 cublas.gemm_strided_batched_ex(
-                    handle, l1.op, l2.op, self.m, self.n, self.k, alpha, q1, ty.data, l1.ld, st["x1"], q2, ty.data,
-                    l2.ld, st["x2"], beta, qd, ty.data, ld.ld, st["d"], plan.count, ty.compute, _ALGO,
-                )  # fmt: skip
+                    handle,
+                    l1.op,
+                    l2.op,
+                    self.m,
+                    self.n,
+                    self.k,
+                    alpha,
+                    q1,
+                    ty.data,
+                    l1.ld,
+                    st["x1"],
+                    q2,
+                    ty.data,
+                    l2.ld,
+                    st["x2"],
+                    beta,
+                    qd,
+                    ty.data,
+                    ld.ld,
+                    st["d"],
+                    plan.count,
+                    ty.compute,
+                    _ALGO,
+                )
 
 
 class _PerMatrix(GpuProgram):
@@ -219,60 +276,97 @@ class _PerMatrix(GpuProgram):
             yield ps + off["s"] * isz, px + off["x"] * isz, pd + off["d"] * isz
 
 
+class _Expanded:
+    """The GEMM route of a structured operand: expand it into a full scratch matrix, then GemmEx."""
+
+    def __init__(self, program: _PerMatrix, mode: str, op: int):
+        t = program.traits
+        self.ns = t.k if t.structured == "a" else t.n
+        self.mode, self.scratch_bytes = mode, self.ns * self.ns * program.itemsize
+        full = Layout(op, max(self.ns, 1), (), False)
+        self.first = t.x1 == t.structured
+        gemm = GemmProgram.__new__(GemmProgram)
+        GpuProgram.__init__(gemm, t)
+        gemm.l1, gemm.l2 = (full, program.lx) if self.first else (program.lx, full)
+        gemm.plan = batch_plan((), {"x1": (), "x2": (), "d": ()})
+        self.gemm, self.ld_s, self.uplo, self.dtype = gemm, program.ls.ld, t.uplo, t.dtype
+
+    def run(
+        self, handle: int, stream: Any, ps: int, px: int, pd: int, scratch: int, alpha: int, beta: int
+    ) -> None:
+        from nvmath.linalg.generic import _kernels
+
+        _kernels.expand(scratch, ps, self.ns, self.ld_s, self.uplo, self.mode, self.dtype, stream)
+        p1, p2 = (scratch, px) if self.first else (px, scratch)
+        self.gemm.run(handle, p1, p2, pd, alpha, beta)
+
+
 class SymmProgram(_PerMatrix):
-    """symm / hemm, or mirror + GEMM from :data:`MIRROR_MIN` rows on."""
+    """symm / hemm, or (from :data:`MIRROR_MIN` rows on) the mirrored triangle and GEMM."""
 
     def __init__(self, traits: Traits):
         super().__init__(traits)
-        t = traits
-        self.ns = t.k if t.structured == "a" else t.n
-        self.mirror = self.ns >= MIRROR_MIN
-        if self.mirror:
-            self.scratch_bytes = self.ns * self.ns * self.itemsize
-            dense = self.lx
-            from nvmath.linalg.generic._traits import Layout
-
-            full = Layout(Operation.N, max(self.ns, 1), (), False)
-            l1, l2 = (full, dense) if t.x1 == t.structured else (dense, full)
-            self.gemm = GemmProgram.__new__(GemmProgram)
-            GpuProgram.__init__(self.gemm, traits)
-            self.gemm.l1, self.gemm.l2 = l1, l2
-            self.gemm.plan = batch_plan((), {"x1": (), "x2": (), "d": ()})
+        ns = traits.k if traits.structured == "a" else traits.n
+        self.expanded = (
+            _Expanded(self, "he" if traits.kind == "hemm" else "sy", Operation.N)
+            if ns >= MIRROR_MIN
+            else None
+        )
+        if self.expanded is not None:
+            self.scratch_bytes = self.expanded.scratch_bytes
 
     def launch(self, handle, stream, ptrs, alpha, beta, has_c, scratch):
         if self.empty:
             return
         s = self.scalars
         s.set(alpha, beta)
-        t = self.traits
+        t, ex = self.traits, self.expanded
         for ps, px, pd in self.matrices(ptrs):
-            if self.mirror:
-                from nvmath.linalg.generic._kernels import mirror
-
-                mirror(scratch, ps, self.ns, self.ls.ld, t.uplo, t.kind == "hemm", t.dtype, stream)
-                p1, p2 = (scratch, px) if t.x1 == t.structured else (px, scratch)
-                self.gemm.run(handle, p1, p2, pd, s.alpha, s.beta)
+            if ex is not None:
+                ex.run(handle, stream, ps, px, pd, scratch, s.alpha, s.beta)
             else:
-                self.fn(handle, t.side, t.uplo, self.m, self.n, s.alpha, ps, self.ls.ld, px, self.lx.ld, s.beta, pd,
-                        self.ld.ld)  # fmt: skip
+                lds, ldx, ldd = self.ls.ld, self.lx.ld, self.ld.ld
+                self.fn(handle, t.side, t.uplo, self.m, self.n, s.alpha, ps, lds, px, ldx, s.beta, pd, ldd)
 
 
 class TrmmProgram(_PerMatrix):
-    """trmm (out of place); with ``c`` the product goes to scratch and ``geam`` adds ``beta * c``."""
+    """trmm (out of place; with ``c`` into scratch, then ``geam`` adds ``beta * c``), or (from
+    :data:`TRMM_GEMM_MIN` rows on) the zero-filled triangle and GEMM."""
 
     def __init__(self, traits: Traits):
         super().__init__(traits)
-        self.scratch_bytes = self.m * self.n * self.itemsize
+        ns = traits.k if traits.structured == "a" else traits.n
+        mode = "tru" if traits.diag else "tr"
+        self.expanded = _Expanded(self, mode, self.ls.op) if ns >= TRMM_GEMM_MIN else None
+        self.scratch_bytes = self.expanded.scratch_bytes if self.expanded else self.m * self.n * self.itemsize
 
     def launch(self, handle, stream, ptrs, alpha, beta, has_c, scratch):
         if self.empty:
             return
         s = self.scalars
         s.set(alpha, beta)
-        t, m, n = self.traits, self.m, self.n
+        t, m, n, ex = self.traits, self.m, self.n, self.expanded
         for ps, px, pd in self.matrices(ptrs):
+            if ex is not None:
+                ex.run(handle, stream, ps, px, pd, scratch, s.alpha, s.beta if has_c else s.zero)
+                continue
             out, ldo = (scratch, max(m, 1)) if has_c else (pd, self.ld.ld)
-            self.fn(handle, t.side, t.uplo, self.ls.op, t.diag, m, n, s.alpha, ps, self.ls.ld, px, self.lx.ld, out, ldo)
+            self.fn(
+                handle,
+                t.side,
+                t.uplo,
+                self.ls.op,
+                t.diag,
+                m,
+                n,
+                s.alpha,
+                ps,
+                self.ls.ld,
+                px,
+                self.lx.ld,
+                out,
+                ldo,
+            )
             if has_c:
                 self.geam(handle, Operation.N, Operation.N, m, n, s.one, out, ldo, s.beta, pd, self.ld.ld, pd,
                           self.ld.ld)  # fmt: skip
@@ -310,17 +404,32 @@ PROGRAMS: dict[str, type[GpuProgram]] = {
 """Routine family -> program class."""
 
 
-def make_program(traits: Traits) -> GpuProgram:
-    """The program of ``traits`` (structured kinds need float32/64 or complex64/128)."""
+def make_program(traits: Traits, has_c: bool = True) -> GpuProgram:
+    """The program of ``traits`` (structured kinds need float32/64 or complex64/128); without ``c``,
+    trmm / dgmm write the result directly and need no scratch."""
     if traits.kind != "gemm" and not TYPES[traits.dtype].prefix:
         raise ValueError(
             f"{traits.kind} (a structured qualifier) supports float32, float64, complex64 and complex128; "
             f"got {traits.dtype}: use a general qualifier for float16 / bfloat16"
         )
-    return PROGRAMS[traits.kind](traits)
+    program = PROGRAMS[traits.kind](traits)
+    if (
+        not has_c
+        and traits.kind == "dgmm"
+        or (traits.kind == "trmm" and not has_c and program.expanded is None)
+    ):
+        program.scratch_bytes = 0
+    return program
 
 
 def bind(handle: int, stream: Any, workspace: int, workspace_bytes: int) -> None:
-    """Point ``handle`` at ``stream`` and the workspace (before every launch)."""
-    cublas.set_stream(handle, stream.ptr)
-    cublas.set_workspace(handle, workspace, workspace_bytes)
+    """Point ``handle`` at ``stream`` and the workspace (before every launch).
+
+    The handles are this module's own, so what each is bound to is remembered and an unchanged binding
+    costs no library call (``cublasSetStream`` resets the workspace, so both are set together).
+    """
+    bound = (stream.ptr, workspace, workspace_bytes)
+    if _BOUND.get(handle) != bound:
+        cublas.set_stream(handle, stream.ptr)
+        cublas.set_workspace(handle, workspace, workspace_bytes)
+        _BOUND[handle] = bound

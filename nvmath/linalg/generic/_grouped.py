@@ -44,7 +44,7 @@ def make_grouped(traits: list[Traits]) -> GroupedProgram | None:
 
 
 def upload(dst: int, host: np.ndarray, stream: Any) -> None:
-    """Queue the copy of ``host`` to device address ``dst`` on ``stream`` (``host`` may be reused on return)."""
+    """Queue the copy of ``host`` to device address ``dst`` on ``stream`` (``host`` reusable on return)."""
     drv = devices.driver()
     devices.check(drv.cuMemcpyHtoDAsync(dst, host.ctypes.data, host.nbytes, stream.ptr), "cuMemcpyHtoDAsync")
 
@@ -69,7 +69,9 @@ class GroupedProgram:
             t = traits[i]
             x2 = "a" if t.x1 == "b" else "b"
             l1, l2, ld = t.layouts[t.x1], t.layouts[x2], t.layouts["d"]
-            plan = batch_plan(t.batch, {"1": l1.batch_strides, "2": l2.batch_strides, "d": ld.batch_strides}, False)
+            plan = batch_plan(
+                t.batch, {"1": l1.batch_strides, "2": l2.batch_strides, "d": ld.batch_strides}, False
+            )
             self.offsets.append((t.x1, x2, [(o["1"], o["2"], o["d"]) for o in plan.offsets]))
             sizes.append(len(plan.offsets))
             ta.append(int(l1.op))
@@ -101,8 +103,16 @@ class GroupedProgram:
                 out[2 * total + j] = pd + od * isz
                 j += 1
 
-    def launch(self, handle: int, stream: Any, ptrs: list[dict[str, int]], alphas: list[Any], betas: list[Any],
-               has_c: bool, scratch: int) -> None:  # fmt: skip
+    def launch(
+        self,
+        handle: int,
+        stream: Any,
+        ptrs: list[dict[str, int]],
+        alphas: list[Any],
+        betas: list[Any],
+        has_c: bool,
+        scratch: int,
+    ) -> None:
         """Upload the pointer arrays (if changed) and queue the grouped GEMM on ``stream``."""
         if not self.count:
             return
@@ -123,6 +133,24 @@ class GroupedProgram:
         else:
             dt = self.types.data
             cublas.gemm_grouped_batched_ex(
-                handle, ta, tb, ms, ns, ks, al, pa, dt, l1s, pb, dt, l2s, be, pc, dt, lds, self.count, sizes,
+                handle,
+                ta,
+                tb,
+                ms,
+                ns,
+                ks,
+                al,
+                pa,
+                dt,
+                l1s,
+                pb,
+                dt,
+                l2s,
+                be,
+                pc,
+                dt,
+                lds,
+                self.count,
+                sizes,
                 self.types.compute,
-            )  # fmt: skip
+            )

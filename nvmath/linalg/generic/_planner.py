@@ -11,6 +11,7 @@ and ``plan()`` runs once (later calls do nothing).
 
 from __future__ import annotations
 
+import logging
 import numbers
 import warnings
 from typing import Any
@@ -23,7 +24,7 @@ from nvmath._internal.options import check_or_create_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.tensors import TensorAdapter, check_consistent, wrap
 from nvmath.linalg.generic._batching import is_sequence, zip_broadcast
-from nvmath.linalg.generic._fast import fast_entry
+from nvmath.linalg.generic._fast import GroupedRefused, fast_entry
 from nvmath.linalg.generic._options import MatmulOptions, get_logger
 from nvmath.linalg.generic._problem import Problem
 from nvmath.linalg.generic._qualifiers import parse_qualifiers
@@ -90,9 +91,19 @@ class Matmul(FreedOnExit):
     """
 
     def __init__(
-        self, a: Any, b: Any, /, c: Any = None, *, alpha: Any = None, beta: Any = None, qualifiers: Any = None,
-        options: Any = None, execution: Any = None, stream: Any = None,
-    ):  # fmt: skip
+        self,
+        a: Any,
+        b: Any,
+        /,
+        c: Any = None,
+        *,
+        alpha: Any = None,
+        beta: Any = None,
+        qualifiers: Any = None,
+        options: Any = None,
+        execution: Any = None,
+        stream: Any = None,
+    ):
         self._options = options = check_or_create_options(MatmulOptions, options, "matmul options")
         self._logger = get_logger(options)
         self._sequence = is_sequence(a) or is_sequence(b)
@@ -105,7 +116,9 @@ class Matmul(FreedOnExit):
             raise ValueError("MatmulOptions(inplace=True) needs c: the result is written into it")
         self._has_c = c is not None
         ops = self._wrap_all(a, b, c)
-        package, device_id = check_consistent({f"{n}[{i}]": op for i, p in enumerate(ops) for n, op in p.items()})
+        package, device_id = check_consistent(
+            {f"{n}[{i}]": op for i, p in enumerate(ops) for n, op in p.items()}
+        )
         self._execution = resolve_execution(execution, device_id)
         self._cpu = isinstance(self._execution, ExecutionCPU)
         if self._cpu and device_id != "cpu":
@@ -118,6 +131,11 @@ class Matmul(FreedOnExit):
         quals = self._qualifiers(qualifiers, len(ops))
         self._problems = [Problem(p, q, self._cpu, options.inplace) for p, q in zip(ops, quals)]
         dtype = self._problems[0].traits.dtype
+        mixed = sorted({p.traits.dtype for p in self._problems} - {dtype})
+        if mixed:
+            raise ValueError(
+                f"the problems of a sequence must share one dtype; got {dtype} and {', '.join(mixed)}"
+            )
         self._alphas = [_scalar("alpha", x, dtype, 1) for x in _fit(_listed(alpha), len(ops), "alpha")]
         self._betas = [_scalar("beta", x, dtype, 0) for x in _fit(_listed(beta), len(ops), "beta")]
         self._stream = stream
@@ -129,15 +147,21 @@ class Matmul(FreedOnExit):
         self._shared_lock: Any = None
         self._fast: Any = None
         self._lifecycle = Lifecycle("Matmul", MatmulStateError)
-        self._logger.info("= SPECIFICATION PHASE = %d problem(s), %s, on the %s", len(ops), dtype,
-                          "CPU" if self._cpu else f"GPU {self._device}")  # fmt: skip
+        self._logger.info(
+            "= SPECIFICATION PHASE = %d problem(s), %s, on the %s",
+            len(ops),
+            dtype,
+            "CPU" if self._cpu else f"GPU {self._device}",
+        )
 
     # ------------------------------------------------------------------ construction helpers
     def _wrap_all(self, a: Any, b: Any, c: Any) -> list[dict[str, TensorAdapter]]:
         named = {"a": a, "b": b} if c is None else {"a": a, "b": b, "c": c}
         if not self._sequence:
             if is_sequence(c):
-                raise ValueError("c is a sequence but a and b are not: an explicit batch needs a and b sequences")
+                raise ValueError(
+                    "c is a sequence but a and b are not: an explicit batch needs a and b sequences"
+                )
             return [{n: wrap(x, f"operand '{n}'") for n, x in named.items()}]
         length, lists = zip_broadcast(named)
         return [{n: wrap(lists[n][i], f"operand '{n}[{i}]'") for n in named} for i in range(length)]
@@ -158,19 +182,35 @@ class Matmul(FreedOnExit):
             from nvmath.linalg.generic._cublas import make_program
             from nvmath.linalg.generic._grouped import make_grouped
 
-            programs = [make_program(p.traits) for p in self._problems]
+            programs = [make_program(p.traits, self._has_c) for p in self._problems]
             grouped = make_grouped([p.traits for p in self._problems]) if self._sequence else None
             pkg = self._package if self._device_id != "cpu" else "cuda"
-            self._workspace = Workspace(device_id=self._device, package=pkg, allocator=self._options.allocator,
-                                        name="generic matmul workspace")  # fmt: skip
-            self._scratch = Workspace(device_id=self._device, package=pkg, allocator=self._options.allocator,
-                                      name="generic matmul scratch")  # fmt: skip
+            self._workspace = Workspace(
+                device_id=self._device,
+                package=pkg,
+                allocator=self._options.allocator,
+                name="generic matmul workspace",
+            )
+            self._scratch = Workspace(
+                device_id=self._device,
+                package=pkg,
+                allocator=self._options.allocator,
+                name="generic matmul scratch",
+            )
             self._programs, self._grouped = programs, grouped
         self._fast = fast_entry(
-            self._problems, self._programs, cpu=self._cpu, inplace=self._options.inplace, device_id=self._device,
-            num_threads=self._execution.num_threads if self._cpu else None, blocking=self._options.blocking is True,
-            workspace=lambda: (self._workspace, self._shared_lock), check=self._check_scalars,
-        )  # fmt: skip
+            self._problems,
+            self._programs,
+            self._grouped,
+            sequence=self._sequence,
+            cpu=self._cpu,
+            inplace=self._options.inplace,
+            device_id=self._device,
+            num_threads=self._execution.num_threads if self._cpu else None,
+            blocking=self._options.blocking is True,
+            workspace=lambda: (self._workspace, self._scratch, self._shared_lock),
+            check=self._check_scalars,
+        )
         self._lifecycle.mark_planned()
 
     def _check_scalars(self, alpha: Any, beta: Any) -> tuple[Any, Any]:
@@ -187,12 +227,35 @@ class Matmul(FreedOnExit):
         return self._run(stream)
 
     def _run(self, stream: Any) -> Any:
+        stream = stream if stream is not None else self._stream
+        if self._fast is not None:  # the planned operands through the fast entry
+            ops = [p.ops for p in self._problems]
+            a, b = [o["a"].tensor for o in ops], [o["b"].tensor for o in ops]
+            c = [o["c"].tensor for o in ops] if self._has_c else None
+            if self._sequence:
+                result = self._fast_call(a, b, c, self._alphas, self._betas, stream)
+            else:
+                result = self._fast_call(a[0], b[0], c and c[0], self._alphas[0], self._betas[0], stream)
+            if self._fast is not None:
+                return result
+        if self._logger.isEnabledFor(logging.INFO):
+            self._logger.info("= EXECUTION PHASE = %s", "CPU" if self._cpu else f"GPU {self._device}")
         if self._cpu:
             threads = self._execution.num_threads
             results = [p.run_cpu(x, y, threads) for p, x, y in zip(self._problems, self._alphas, self._betas)]
         else:
-            results = self._run_gpu(stream if stream is not None else self._stream)
+            results = self._run_gpu(stream)
         return results if self._sequence else results[0]
+
+    def _fast_call(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
+        """The fast entry; where cuBLAS refuses the grouped form, drop it (the caller then runs the general
+        path, a loop of launches)."""
+        try:
+            return self._fast(a, b, c, alpha, beta, stream)
+        except GroupedRefused as exc:
+            self._logger.warning("grouped GEMM refused (%s): running the sequence as a loop of launches", exc)
+            self._fast = self._grouped = None
+            return None
 
     def _run_gpu(self, stream: Any) -> list[Any]:
         from nvmath.linalg.generic._cublas import WORKSPACE_BYTES, bind, get_handle
@@ -205,7 +268,9 @@ class Matmul(FreedOnExit):
                 streams.stream_wait(sh, streams.current_stream(dev, pkg))  # copies were made there
             staged = [p.stage(dev, sh) for p in self._problems]
             ws = self._workspace.ensure(WORKSPACE_BYTES, sh)
-            need = self._grouped.scratch_bytes if self._grouped else max(g.scratch_bytes for g in self._programs)
+            need = (
+                self._grouped.scratch_bytes if self._grouped else max(g.scratch_bytes for g in self._programs)
+            )
             scratch = self._scratch.ensure(need, sh) if need else 0
             handle = get_handle(dev)
             bind(handle, sh, ws, WORKSPACE_BYTES)
@@ -224,7 +289,9 @@ class Matmul(FreedOnExit):
         from nvmath.bindings.cublas import Status, cuBLASError
 
         try:
-            self._grouped.launch(handle, sh, [s[0] for s in staged], self._alphas, self._betas, self._has_c, scratch)
+            self._grouped.launch(
+                handle, sh, [s[0] for s in staged], self._alphas, self._betas, self._has_c, scratch
+            )
         except cuBLASError as exc:  # this cuBLAS refuses the grouped form for these types: loop instead
             if exc.status not in (Status.NOT_SUPPORTED, Status.INVALID_VALUE):
                 raise
@@ -235,7 +302,14 @@ class Matmul(FreedOnExit):
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def reset_operands(
-        self, *, a: Any = None, b: Any = None, c: Any = None, alpha: Any = None, beta: Any = None, stream: Any = None
+        self,
+        *,
+        a: Any = None,
+        b: Any = None,
+        c: Any = None,
+        alpha: Any = None,
+        beta: Any = None,
+        stream: Any = None,
     ) -> None:
         """Use new operands of the same kind (package, device, dtype, shape, strides) and/or new scalars.
 
@@ -246,7 +320,14 @@ class Matmul(FreedOnExit):
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def reset_operands_unchecked(
-        self, *, a: Any = None, b: Any = None, c: Any = None, alpha: Any = None, beta: Any = None, stream: Any = None
+        self,
+        *,
+        a: Any = None,
+        b: Any = None,
+        c: Any = None,
+        alpha: Any = None,
+        beta: Any = None,
+        stream: Any = None,
     ) -> None:
         """:meth:`reset_operands` without comparing the new operands with the planned ones (the caller
         guarantees they match)."""
@@ -259,12 +340,16 @@ class Matmul(FreedOnExit):
         if self._lifecycle.operands_released:
             missing = [n for n in _NAMES[: 2 + self._has_c] if n not in given]
             if missing:
-                raise ValueError(f"reset_operands after release_operands() needs every operand; missing {missing}")
+                raise ValueError(
+                    f"reset_operands after release_operands() needs every operand; missing {missing}"
+                )
         count = len(self._problems)
         new = [dict(p.ops or {}) for p in self._problems]
         for name, value in given.items():
             if not self._sequence and is_sequence(value):
-                raise ValueError(f"reset_operands: {name} is a sequence but the Matmul was planned for tensors")
+                raise ValueError(
+                    f"reset_operands: {name} is a sequence but the Matmul was planned for tensors"
+                )
             values = _fit(_listed(value), count, name) if self._sequence else [value]
             for i, x in enumerate(values):
                 op = wrap(x, f"operand '{name}'")
@@ -318,7 +403,9 @@ class Matmul(FreedOnExit):
     def run_cached(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
         """One stateless call on this planned object with the call's operands (same kind, by the key)."""
         if self._fast is not None:
-            return self._fast(a, b, c, alpha, beta, stream)
+            result = self._fast_call(a, b, c, alpha, beta, stream)
+            if self._fast is not None:
+                return result
         self._reset(a, b, c, alpha if alpha is not None else 1, beta if beta is not None else 0, check=False)
         try:
             if self._shared_lock is None:

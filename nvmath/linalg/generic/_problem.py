@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal.tensors import TensorAdapter, wrap
+from nvmath._internal.tensors import TensorAdapter, is_dense, wrap
+from nvmath._internal.tensors.copy import copy_into
 from nvmath._internal.tensors.numpy_adapter import NumpyAdapter, host_empty
 from nvmath.linalg._solvers._cpu import host_array, to_caller
 from nvmath.linalg.generic._qualifiers import Qualifier
@@ -77,7 +78,11 @@ class Problem:
     """
 
     def __init__(
-        self, ops: dict[str, TensorAdapter], quals: tuple[Qualifier, Qualifier, Qualifier], cpu: bool, inplace: bool
+        self,
+        ops: dict[str, TensorAdapter],
+        quals: tuple[Qualifier, Qualifier, Qualifier],
+        cpu: bool,
+        inplace: bool,
     ):
         self.quals = quals
         self.cpu = cpu
@@ -90,11 +95,15 @@ class Problem:
         traits = problem_traits(infos["a"], infos["b"], infos.get("c"), quals, inplace=inplace, dtypes=dtypes)
         self.prep: tuple[tuple[str, bool, str], ...] = ()
         if traits.copies:
-            self.prep = tuple((name, quals[_INDEX[name]].conjugate, traits.order) for name, _ in traits.copies)
+            self.prep = tuple(
+                (name, quals[_INDEX[name]].conjugate, traits.order) for name, _ in traits.copies
+            )
             for name, conjugate, layout in self.prep:
                 op = self._materialized(blas[name], name, conjugate, layout)
                 infos[name] = OperandInfo(tuple(op.shape), tuple(op.strides), op.dtype, False)
-            traits = problem_traits(infos["a"], infos["b"], infos.get("c"), quals, inplace=inplace, dtypes=dtypes)
+            traits = problem_traits(
+                infos["a"], infos["b"], infos.get("c"), quals, inplace=inplace, dtypes=dtypes
+            )
             if traits.copies:  # pragma: no cover - materialised operands are always readable
                 raise ValueError(f"operands {', '.join(n for n, _ in traits.copies)} cannot be read by BLAS")
         self.traits: Traits = traits
@@ -106,9 +115,17 @@ class Problem:
 
     # ------------------------------------------------------------------ operands
     def _blas_side(self, ops: dict[str, TensorAdapter]) -> dict[str, TensorAdapter]:
-        """The operands as the executing side sees them (numpy arrays for the CPU)."""
+        """The operands as the executing side sees them: numpy arrays for the CPU; for the GPU, host
+        operands that are not dense are made dense first (the copy to the device would make them dense
+        anyway, and the traits must describe the layout BLAS reads)."""
         if not self.cpu:
-            return ops
+            if all(op.device != "cpu" or is_dense(tuple(op.shape), tuple(op.strides)) for op in ops.values()):
+                return ops
+            return {
+                n: op if op.device != "cpu" or is_dense(tuple(op.shape), tuple(op.strides))
+                else self._materialized(op, n, False, "row")
+                for n, op in ops.items()
+            }  # fmt: skip
         return {n: op if type(op) is NumpyAdapter else NumpyAdapter(host_array(op)) for n, op in ops.items()}
 
     def _materialized(self, op: TensorAdapter, name: str, conjugate: bool, layout: str) -> TensorAdapter:
@@ -132,7 +149,9 @@ class Problem:
         ops = self.prepared()
         c = ops["c"].tensor if self.has_c else None
         out = c if self.inplace else host_empty(t.result_shape, t.result_strides, t.dtype)
-        result = run_cpu(t, ops["a"].tensor, ops["b"].tensor, self.kernel_quals, alpha, beta, c, out, num_threads)
+        result = run_cpu(
+            t, ops["a"].tensor, ops["b"].tensor, self.kernel_quals, alpha, beta, c, out, num_threads
+        )
         if self.inplace:
             return self.ops["c"].tensor
         return result if self.package == "numpy" else to_caller(result, self.ops["a"])
@@ -158,7 +177,7 @@ class Problem:
         else:
             d = a.empty(t.result_shape, t.dtype, strides=t.result_strides, device_id=device_id, stream=stream)
             if self.has_c:
-                d.copy_(ops["c"], stream)
+                _copy(d, ops["c"], stream)
         return {"a": a.data_ptr, "b": b.data_ptr, "d": d.data_ptr}, d, [a, b, d]
 
     def deliver(self, d: TensorAdapter, stream: Any) -> Any:
@@ -167,12 +186,21 @@ class Problem:
         if user.device != "cpu":
             return d.tensor if not self.inplace else user.tensor
         if self.inplace:
-            user.copy_(d, stream)
+            _copy(user, d, stream)
             return user.tensor
         t = self.traits
         host = user.empty(t.result_shape, t.dtype, strides=t.result_strides, device_id="cpu")
-        host.copy_(d, stream)
+        _copy(host, d, stream)
         return host.tensor
 
 
 _INDEX = {"a": 0, "b": 1, "c": 2}
+
+
+def _copy(dst: TensorAdapter, src: TensorAdapter, stream: Any) -> None:
+    """``dst[...] = src`` across packages and memory spaces (an adapter's own ``copy_`` where it has one)."""
+    own = getattr(dst, "copy_", None)
+    if own is not None:
+        own(src, stream)
+    else:
+        copy_into(dst, src, stream)

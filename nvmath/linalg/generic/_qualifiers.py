@@ -56,17 +56,23 @@ class _QualifierFactory:
     abbreviation = "ge"
 
     def __init__(self, *args: Any, **kwargs: Any):
-        raise RuntimeError(f"{type(self).__name__} cannot be instantiated; use {type(self).__name__}.create()")
+        raise RuntimeError(
+            f"{type(self).__name__} cannot be instantiated; use {type(self).__name__}.create()"
+        )
 
     @classmethod
-    def _record(cls, conjugate: Any, uplo: Any = FillMode.LOWER, diag: Any = DiagType.NON_UNIT, incx: Any = 1):
+    def _record(
+        cls, conjugate: Any, uplo: Any = FillMode.LOWER, diag: Any = DiagType.NON_UNIT, incx: Any = 1
+    ):
         if not isinstance(conjugate, (bool, np.bool_)):
             raise TypeError(f"conjugate must be True or False; got {type(conjugate).__name__}: {conjugate!r}")
         uplo = _enum("uplo", uplo, FillMode, (FillMode.LOWER, FillMode.UPPER))
         diag = _enum("diag", diag, DiagType, tuple(DiagType))
         if isinstance(incx, bool) or not isinstance(incx, numbers.Integral) or incx == 0:
             raise ValueError(f"incx must be a non-zero int; got {incx!r}")
-        return np.array((cls.abbreviation, bool(conjugate), uplo, diag, int(incx)), dtype=matrix_qualifiers_dtype)
+        return np.array(
+            (cls.abbreviation, bool(conjugate), uplo, diag, int(incx)), dtype=matrix_qualifiers_dtype
+        )
 
 
 def _enum(name: str, value: Any, cls: type, allowed: tuple) -> int:
@@ -161,7 +167,9 @@ def _record_to_qualifier(rec: Any, name: str) -> Qualifier:
         raise ValueError(f"qualifier of '{name}' has abbreviation {abbr!r}; allowed: {', '.join(KINDS)}")
     uplo, diag, incx = int(rec["uplo"]), int(rec["diag"]), int(rec["incx"])
     if abbr in ("sy", "he", "tr") and uplo not in (FillMode.LOWER, FillMode.UPPER):
-        raise ValueError(f"qualifier of '{name}' ({KINDS[abbr]}) needs uplo LOWER (0) or UPPER (1); got {uplo}")
+        raise ValueError(
+            f"qualifier of '{name}' ({KINDS[abbr]}) needs uplo LOWER (0) or UPPER (1); got {uplo}"
+        )
     if abbr == "tr" and diag not in (DiagType.NON_UNIT, DiagType.UNIT):
         raise ValueError(f"qualifier of '{name}' needs diag NON_UNIT (0) or UNIT (1); got {diag}")
     if abbr == "dg" and incx == 0:
@@ -204,7 +212,9 @@ def parse_qualifiers(qualifiers: Any, has_c: bool) -> tuple[Qualifier, Qualifier
     if len(parsed) == 2:
         parsed.append(GENERAL)
     if parsed[2].kind != "ge":
-        raise ValueError(f"c must carry a general qualifier; got {KINDS[parsed[2].kind]} ({parsed[2].kind!r})")
+        raise ValueError(
+            f"c must carry a general qualifier; got {KINDS[parsed[2].kind]} ({parsed[2].kind!r})"
+        )
     if parsed[2].conjugate:
         raise ValueError("c cannot be conjugated (its qualifier has conjugate=True)")
     structured = [n for n, q in zip(names, parsed) if q.kind != "ge"]

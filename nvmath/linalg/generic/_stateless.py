@@ -75,15 +75,15 @@ def shared_workspaces(device_id: int, package: str) -> tuple[Workspace, Workspac
 
 # ---------------------------------------------------------------------------------------- keys
 def _torch_key(t: Any) -> tuple:
-    return (t.shape, t.stride(), t.dtype, t.is_conj(), t.device)
+    return (t.shape, t.stride(), t.dtype, t.is_conj(), t.get_device())
 
 
 def _array_key(x: Any) -> tuple:
-    return (x.shape, x.strides, x.dtype)
+    return ("numpy", x.shape, x.strides, x.dtype)
 
 
 def _cupy_key(x: Any) -> tuple:
-    return (x.shape, x.strides, x.dtype, x.device.id)
+    return ("cupy", x.shape, x.strides, x.dtype, x.device.id)
 
 
 _RAW: dict[type, Any] = {np.ndarray: _array_key}
@@ -96,7 +96,7 @@ def _operand_key(x: Any) -> Hashable:
     if keyer is None:
         keyer = _register(tp)
     if keyer is not None:
-        return tp, keyer(x)
+        return keyer(x)
     op = wrap(x, "operand")  # another producer: the adapter's metadata
     return op.package, tuple(op.shape), tuple(op.strides), op.dtype, op.is_conjugate, op.device_id
 
@@ -143,14 +143,18 @@ def _execution_key(execution: Any) -> Hashable:
     return execution
 
 
-def generic_key(a: Any, b: Any, c: Any = None, qualifiers: Any = None, options: Any = None, execution: Any = None
-                ) -> Hashable | None:  # fmt: skip
-    """The plan-cache key of one :func:`matmul` call, or ``None`` when some argument cannot be part of one."""
+def generic_key(
+    a: Any, b: Any, c: Any = None, qualifiers: Any = None, options: Any = None, execution: Any = None
+) -> Hashable | None:
+    """The plan-cache key of one :func:`matmul` call, or ``None`` when some argument cannot be part of one.
+
+    A call with operands only has the key ``(key(a), key(b), key(c) or None)``, which :func:`matmul`
+    builds inline for registered tensor types.
+    """
     try:
-        key = (
-            _operands_key(a), _operands_key(b), _operands_key(c), _qualifiers_key(qualifiers), _options_key(options),
-            _execution_key(execution),
-        )  # fmt: skip
+        key: tuple = (_operands_key(a), _operands_key(b), _operands_key(c))
+        if qualifiers is not None or options is not None or execution is not None:
+            key += (_qualifiers_key(qualifiers), _options_key(options), _execution_key(execution))
         hash(key)
     except TypeError:
         return None
@@ -159,9 +163,18 @@ def generic_key(a: Any, b: Any, c: Any = None, qualifiers: Any = None, options: 
 
 # ---------------------------------------------------------------------------------------- the call
 def matmul(
-    a: Any, b: Any, /, c: Any = None, *, alpha: Any = None, beta: Any = None, qualifiers: Any = None,
-    options: Any = None, execution: Any = None, stream: Any = None,
-) -> Any:  # fmt: skip
+    a: Any,
+    b: Any,
+    /,
+    c: Any = None,
+    *,
+    alpha: Any = None,
+    beta: Any = None,
+    qualifiers: Any = None,
+    options: Any = None,
+    execution: Any = None,
+    stream: Any = None,
+) -> Any:
     """Compute ``alpha * op(a) @ op(b) + beta * c`` (see :class:`~nvmath.linalg.generic.Matmul`), reusing
     cached plans.
 
@@ -178,15 +191,24 @@ def matmul(
     if wants_torch(a, b, c):  # autograd or torch.compile: nvmath.torch builds the graph
         return route("generic.matmul", a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options,
                      execution=execution, stream=stream)  # fmt: skip
-    if (plan_cache.enabled and type(a) is np.ndarray and type(b) is np.ndarray and c is None
-            and qualifiers is None and options is None and execution is None):  # fmt: skip
-        key: Hashable | None = ("np", a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype)
+    keyer = _RAW.get(type(a)) if qualifiers is None and options is None and execution is None else None
+    if keyer is not None and type(b) is type(a) and (c is None or type(c) is type(a)):
+        key: Hashable | None = (keyer(a), keyer(b), None if c is None else keyer(c))  # the common call
     else:
         key = generic_key(a, b, c, qualifiers, options, execution)
 
     def build() -> CachedPlan:
-        mm = Matmul(a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options, execution=execution,
-                    stream=stream)  # fmt: skip
+        mm = Matmul(
+            a,
+            b,
+            c,
+            alpha=alpha,
+            beta=beta,
+            qualifiers=qualifiers,
+            options=options,
+            execution=execution,
+            stream=stream,
+        )
         try:
             mm.plan(stream=stream)
             if key is not None:

@@ -131,7 +131,9 @@ def broadcast_batch(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _batch_strides(shape: tuple[int, ...], strides: tuple[int, ...], batch: tuple[int, ...]) -> tuple[int, ...]:
+def _batch_strides(
+    shape: tuple[int, ...], strides: tuple[int, ...], batch: tuple[int, ...]
+) -> tuple[int, ...]:
     pad = len(batch) - len(shape)
     return tuple(0 if (i < pad or shape[i - pad] == 1) else strides[i - pad] for i in range(len(batch)))
 
@@ -172,7 +174,9 @@ def _check_2d(name: str, info: OperandInfo, q: Qualifier) -> None:
     elif len(info.shape) < 1:
         raise ValueError(f"operand '{name}' must have at least 1 dimension; got shape {tuple(info.shape)}")
     elif len(info.shape) == 1 and q.kind != "ge":
-        raise ValueError(f"operand '{name}' is {KINDS[q.kind]}, so it must be a matrix; got shape {info.shape}")
+        raise ValueError(
+            f"operand '{name}' is {KINDS[q.kind]}, so it must be a matrix; got shape {info.shape}"
+        )
 
 
 def _as_matrix(name: str, info: OperandInfo, q: Qualifier) -> tuple[tuple[int, ...], tuple[int, ...], int]:
@@ -211,7 +215,9 @@ def problem_traits(
     named = {"a": a, "b": b} if c is None else {"a": a, "b": b, "c": c}
     for name, info in named.items():
         if info.dtype != a.dtype:
-            raise ValueError(f"operand '{name}' has dtype {info.dtype} but 'a' has {a.dtype}: the dtypes must match")
+            raise ValueError(
+                f"operand '{name}' has dtype {info.dtype} but 'a' has {a.dtype}: the dtypes must match"
+            )
     if a.dtype not in dtypes:
         raise ValueError(f"dtype {a.dtype} is not supported here; supported: {', '.join(dtypes)}")
     _check_2d("a", a, qa)
@@ -222,7 +228,8 @@ def problem_traits(
     k2, n = shape_b[-2:]
     if k != k2:
         raise ValueError(
-            f"the inner dimensions do not match: a is {tuple(a.shape)} and b is {tuple(b.shape)} (K {k} != {k2})"
+            f"the inner dimensions do not match: a is {tuple(a.shape)} and b is {tuple(b.shape)} "
+            f"(K {k} != {k2})"
         )
     for name, q, shape in (("a", qa, shape_a), ("b", qb, shape_b)):
         if q.kind in ("sy", "he", "tr") and shape[-1] != shape[-2]:
@@ -262,7 +269,9 @@ def _full_strides(strides: tuple[int, ...], sq_a: int, sq_b: int) -> tuple[int, 
     return tuple(out)
 
 
-def _choice(kind: str, is_structured: bool, order: str, avail: dict[str, int], conj: bool) -> tuple[int, str] | None:
+def _choice(
+    kind: str, is_structured: bool, order: str, avail: dict[str, int], conj: bool
+) -> tuple[int, str] | None:
     """``(op, layout)`` reading one operand in ``order``, or ``None`` when it must be copied first."""
     if kind == "gemm" or (kind == "trmm" and is_structured):
         for layout in avail:
@@ -285,12 +294,39 @@ def _choice(kind: str, is_structured: bool, order: str, avail: dict[str, int], c
     return (Operation.N, order) if order in avail else None
 
 
+def _choose_order(kind, structured, mats, avail, orders) -> tuple[str, dict, tuple]:
+    """The order needing the fewest copies: ``(order, {name: (op, layout) or None}, copies)``."""
+    best = None
+    for order in orders:
+        picks = {
+            name: _choice(kind, name == structured, order, avail[name], info[2])
+            for name, info in mats.items()
+        }
+        copies = tuple((name, mats[name][2]) for name, pick in picks.items() if pick is None)
+        if best is None or len(copies) < len(best[2]):
+            best = (order, picks, copies)
+    return best
+
+
+def _result_layout(batch, m, n, order, squeezed, d_strides, d_avail) -> tuple[Layout, tuple[int, ...]]:
+    """The result's :class:`Layout` and strides: ``c``'s own in place, else dense in ``order``."""
+    if d_strides is not None:
+        layout = Layout(
+            Operation.N, d_avail[order], _batch_strides(batch, d_strides[:-2], batch), order == "row"
+        )
+        return layout, tuple(s for i, s in enumerate(d_strides) if not _squeezed(i, len(d_strides), squeezed))
+    full = _dense(batch, m, n, order)
+    layout = Layout(Operation.N, max(n if order == "row" else m, 1), full[:-2], order == "row")
+    return layout, tuple(s for i, s in enumerate(full) if not _squeezed(i, len(full), squeezed))
+
+
 def _orient(kind, structured, mats, batch, mnk, result_shape, squeezed, d_strides, dtype) -> Traits:
     """Choose the order and each operand's op / ld; list the operands that must be copied first."""
     m, n, k = mnk
-    avail = {}
-    for name, (shape, strides, _, q) in mats.items():
-        avail[name] = _layouts(shape[-2], shape[-1], strides[-2], strides[-1]) if q.kind != "dg" else {"row": 1}
+    avail = {
+        name: _layouts(shape[-2], shape[-1], strides[-2], strides[-1]) if q.kind != "dg" else {"row": 1}
+        for name, (shape, strides, _, q) in mats.items()
+    }
     orders: tuple[str, ...] = ("row", "col")
     d_avail = None
     if d_strides is not None:
@@ -301,43 +337,28 @@ def _orient(kind, structured, mats, batch, mnk, result_shape, squeezed, d_stride
                 "with inplace=True, c must be row-major or column-major in its last two dimensions; "
                 f"got strides {d_strides}"
             )
-    best = None
-    for order in orders:
-        picks = {
-            name: _choice(kind, name == structured, order, avail[name], info[2]) for name, info in mats.items()
-        }
-        copies = tuple((name, mats[name][2]) for name, pick in picks.items() if pick is None)
-        if best is None or len(copies) < len(best[2]):
-            best = (order, picks, copies)
-    order, picks, copies = best
+    order, picks, copies = _choose_order(kind, structured, mats, avail, orders)
     layouts = {}
     for name, (shape, strides, _, q) in mats.items():
         op, layout = picks[name] or (Operation.N, order)
-        ld = avail[name].get(layout, 1)
-        layouts[name] = Layout(op, ld, _batch_strides(shape[:-2], strides[:-2], batch), layout == "row")
-    if d_strides is not None:
-        layouts["d"] = Layout(Operation.N, d_avail[order], _batch_strides(batch, d_strides[:-2], batch), order == "row")
-        result_strides = tuple(s for i, s in enumerate(d_strides) if not _squeezed(i, len(d_strides), squeezed))
-    else:
-        full = _dense(batch, m, n, order)
-        layouts["d"] = Layout(Operation.N, n if order == "row" else m, full[:-2], order == "row")
-        layouts["d"] = dataclasses.replace(layouts["d"], ld=max(layouts["d"].ld, 1))
-        result_strides = tuple(s for i, s in enumerate(full) if not _squeezed(i, len(full), squeezed))
+        batch_strides = _batch_strides(shape[:-2], strides[:-2], batch)
+        layouts[name] = Layout(op, avail[name].get(layout, 1), batch_strides, layout == "row")
+    layouts["d"], result_strides = _result_layout(batch, m, n, order, squeezed, d_strides, d_avail)
     x1 = "b" if order == "row" else "a"
     cm = (n, m, k) if order == "row" else (m, n, k)
     extra: dict = {}
     if structured is not None:
         shape, strides, _, q = mats[structured]
         lower = q.lower != (layouts[structured].row_major and kind != "dgmm")
-        extra = dict(
-            structured=structured,
-            side=SideMode.LEFT if structured == x1 else SideMode.RIGHT,
-            uplo=FillMode.LOWER if lower else FillMode.UPPER,
-            diag=int(q.unit),
-            incx=q.incx * strides[-1] if kind == "dgmm" else 1,
-        )
-    return Traits(kind, dtype, m, n, k, batch, result_shape, result_strides, order, cm, x1, layouts,
-                  copies=copies, **extra)  # fmt: skip
+        extra = {
+            "structured": structured,
+            "side": SideMode.LEFT if structured == x1 else SideMode.RIGHT,
+            "uplo": FillMode.LOWER if lower else FillMode.UPPER,
+            "diag": int(q.unit),
+            "incx": q.incx * strides[-1] if kind == "dgmm" else 1,
+        }
+    head = (kind, dtype, m, n, k, batch, result_shape, result_strides, order, cm, x1, layouts)
+    return Traits(*head, copies=copies, **extra)
 
 
 def _squeezed(i: int, ndim: int, squeezed: tuple[int, int]) -> bool:

@@ -94,16 +94,37 @@ class FakeCublas:
         B = cm(b, *((k, n) if tb == 0 else (n, k)), ldb, dt)
         C = cm(c, m, n, ldc, dt)
         s = _SCALE[int(at)]
-        _store(C, op(A, ta).astype(np.complex128) @ op(B, tb).astype(np.complex128)
-               if np.iscomplexobj(A) else op(A, ta).astype(np.float64) @ op(B, tb).astype(np.float64),
-               scalar(al, s), scalar(be, s))  # fmt: skip
+        _store(
+            C,
+            op(A, ta).astype(np.complex128) @ op(B, tb).astype(np.complex128)
+            if np.iscomplexobj(A)
+            else op(A, ta).astype(np.float64) @ op(B, tb).astype(np.float64),
+            scalar(al, s),
+            scalar(be, s),
+        )
 
-    def gemm_strided_batched_ex(self, h, ta, tb, m, n, k, al, a, at, lda, sa, b, bt, ldb, sb, be, c, ct, ldc, sc,
-                                count, compute, algo):  # fmt: skip
+    def gemm_strided_batched_ex(
+        self, h, ta, tb, m, n, k, al, a, at, lda, sa, b, bt, ldb, sb, be, c, ct, ldc, sc, count, compute, algo
+    ):
         self.calls.append("gemm_strided_batched_ex")
         isz = np.dtype(_DATA[int(at)]).itemsize
         for i in range(count):
-            self._gemm(ta, tb, m, n, k, al, a + i * sa * isz, at, lda, b + i * sb * isz, ldb, be, c + i * sc * isz, ldc)
+            self._gemm(
+                ta,
+                tb,
+                m,
+                n,
+                k,
+                al,
+                a + i * sa * isz,
+                at,
+                lda,
+                b + i * sb * isz,
+                ldb,
+                be,
+                c + i * sc * isz,
+                ldc,
+            )
 
     def symm(self, prefix, kind):
         def fn(h, side, uplo, m, n, al, a, lda, b, ldb, be, c, ldc):
@@ -151,9 +172,13 @@ class FakeCublas:
 
     def grouped(self, dtype, ex):
         def fn(h, ta, tb, ms, ns, ks, al, pa, *rest):
-            self.calls.append("gemm_grouped_batched_ex" if ex else ("s" if dtype is np.float32 else "d") + "gemm_grouped_batched")
+            self.calls.append(
+                "gemm_grouped_batched_ex"
+                if ex
+                else ("s" if dtype is np.float32 else "d") + "gemm_grouped_batched"
+            )
             if ex:
-                at, lda, pb, bt, ldb, be, pc, ct, ldc, count, sizes, compute = rest
+                at, lda, pb, _bt, ldb, be, pc, _ct, ldc, count, sizes, _compute = rest
                 dcode = int(at)
             else:
                 lda, pb, ldb, be, pc, ldc, count, sizes = rest
@@ -164,18 +189,36 @@ class FakeCublas:
             j = 0
             for g in range(count):
                 for _ in range(sizes[g]):
-                    one = np.array([scalar(al + g * np.dtype(s).itemsize, s), scalar(be + g * np.dtype(s).itemsize, s)], s)
-                    self._gemm(ta[g], tb[g], ms[g], ns[g], ks[g], one.ctypes.data, int(ptrs[0][j]), dcode, lda[g],
-                               int(ptrs[1][j]), ldb[g], one.ctypes.data + one.itemsize, int(ptrs[2][j]), ldc[g])  # fmt: skip
+                    one = np.array(
+                        [scalar(al + g * np.dtype(s).itemsize, s), scalar(be + g * np.dtype(s).itemsize, s)],
+                        s,
+                    )
+                    self._gemm(
+                        ta[g],
+                        tb[g],
+                        ms[g],
+                        ns[g],
+                        ks[g],
+                        one.ctypes.data,
+                        int(ptrs[0][j]),
+                        dcode,
+                        lda[g],
+                        int(ptrs[1][j]),
+                        ldb[g],
+                        one.ctypes.data + one.itemsize,
+                        int(ptrs[2][j]),
+                        ldc[g],
+                    )
                     j += 1
 
         return fn
 
 
-def fake_mirror(dst, src, n, ld, uplo, hermitian, dtype, stream):
-    """The mirror kernel: the full matrix (column-major, leading dimension n) from the stored triangle."""
+def fake_expand(dst, src, n, ld, uplo, mode, dtype, stream):
+    """The expand kernel: the full matrix (column-major, leading dimension n) from the stored triangle."""
     dt = np.dtype(dtype)
-    full = triangle(cm(src, n, n, ld, dt), uplo == 0, "he" if hermitian and dt.kind == "c" else "sy")
+    kind = {"sy": "sy", "he": "he" if dt.kind == "c" else "sy", "tr": "tr", "tru": "tr"}[mode]
+    full = triangle(cm(src, n, n, ld, dt), uplo == 0, kind, mode == "tru")
     cm(dst, n, n, n, dt)[...] = full
 
 
@@ -183,6 +226,10 @@ def _fake_copy(tensor, conjugate, layout):
     y = np.conj(tensor.array) if conjugate else tensor.array
     y = np.asfortranarray(y) if layout == "col" and y.ndim == 2 else np.array(y, order="C")
     return FakeTensor(y)
+
+
+def _fake_host_copy(tensor, conjugate, layout):
+    return FakeHostTensor(_fake_copy(tensor, conjugate, layout).array)
 
 
 def fake_upload(dst, host, stream):
@@ -208,11 +255,12 @@ def install(monkeypatch) -> FakeCublas:
     monkeypatch.setattr(cublas, "sgemm_grouped_batched", fake.grouped(np.float32, False))
     monkeypatch.setattr(cublas, "dgemm_grouped_batched", fake.grouped(np.float64, False))
     monkeypatch.setattr(cublas, "gemm_grouped_batched_ex", fake.grouped(np.float16, True))
-    monkeypatch.setattr(_kernels, "mirror", fake_mirror)
+    monkeypatch.setattr(_kernels, "expand", fake_expand)
     monkeypatch.setattr(_grouped, "upload", fake_upload)
     monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
     monkeypatch.setattr(streams, "synchronize", lambda handle: None)
     monkeypatch.setitem(_problem.MATERIALIZERS, "fake", _fake_copy)
+    monkeypatch.setitem(_problem.MATERIALIZERS, "fakehost", _fake_host_copy)
     return fake
 
 

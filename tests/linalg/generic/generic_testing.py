@@ -117,7 +117,9 @@ def _symm(kind, side, lower, layout, conj=False, with_c=True):
         if not with_c:
             return Case(args, {"qualifiers": quals(*qs)}, ref)
         c = rand(rng, ref.shape, dtype)
-        return Case(args + (c,), {"alpha": 1.5, "beta": 0.5, "qualifiers": quals(*qs, G())}, 1.5 * ref + 0.5 * wide(c))
+        return Case(
+            args + (c,), {"alpha": 1.5, "beta": 0.5, "qualifiers": quals(*qs, G())}, 1.5 * ref + 0.5 * wide(c)
+        )
 
     return build
 
@@ -135,16 +137,19 @@ def _trmm(side, lower, unit, layout, conj=False, with_c=False):
             t[np.diag_indices(7)] = np.nan
         x = rand(rng, (7, 4) if side == "a" else (4, 7), dtype)
         q = la.TriangularMatrixQualifier.create(
-            conjugate=conj, uplo=la.FillMode.LOWER if lower else la.FillMode.UPPER,
+            conjugate=conj,
+            uplo=la.FillMode.LOWER if lower else la.FillMode.UPPER,
             diag=la.DiagType.UNIT if unit else la.DiagType.NON_UNIT,
-        )  # fmt: skip
+        )
         ref = tri @ wide(x) if side == "a" else wide(x) @ tri
         args = (t, x) if side == "a" else (x, t)
         qs = [q, G()] if side == "a" else [G(), q]
         if not with_c:
             return Case(args, {"alpha": 2.0, "qualifiers": quals(*qs)}, 2 * ref)
         c = rand(rng, ref.shape, dtype)
-        return Case(args + (c,), {"alpha": 2.0, "beta": -1.0, "qualifiers": quals(*qs, G())}, 2 * ref - wide(c))
+        return Case(
+            args + (c,), {"alpha": 2.0, "beta": -1.0, "qualifiers": quals(*qs, G())}, 2 * ref - wide(c)
+        )
 
     return build
 
@@ -164,7 +169,9 @@ def _dgmm(side, incx, layout, conj=False, with_c=False, alpha=1.0):
         if not with_c:
             return Case(args, {"alpha": alpha, "qualifiers": quals(*qs)}, ref)
         c = rand(rng, ref.shape, dtype)
-        return Case(args + (c,), {"alpha": alpha, "beta": 3.0, "qualifiers": quals(*qs, G())}, ref + 3 * wide(c))
+        return Case(
+            args + (c,), {"alpha": alpha, "beta": 3.0, "qualifiers": quals(*qs, G())}, ref + 3 * wide(c)
+        )
 
     return build
 

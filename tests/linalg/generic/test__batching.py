@@ -17,7 +17,12 @@ def test_mixed_broadcast_loops_the_outer_dims():
     """(4, 1) with (3,): 4 launches of 3 matrices at the right offsets."""
     plan = batch_plan((4, 3), {"a": (6, 0), "b": (0, 6), "d": (18, 6)})
     assert plan.count == 3 and plan.strides == {"a": 0, "b": 6, "d": 6}
-    assert [o["a"] for o in plan.offsets] == [0, 6, 12, 18] and [o["d"] for o in plan.offsets] == [0, 18, 36, 54]
+    assert [o["a"] for o in plan.offsets] == [0, 6, 12, 18] and [o["d"] for o in plan.offsets] == [
+        0,
+        18,
+        36,
+        54,
+    ]
 
 
 def test_per_matrix_plan():

@@ -28,7 +28,9 @@ def test_numpy_operands(name, dtype):
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.parametrize("name", ["gemm-cr", "batch-4x1-3", "symm-a-upper-col", "dgmm-b-2-col", "conj-rc-both"])
+@pytest.mark.parametrize(
+    "name", ["gemm-cr", "batch-4x1-3", "symm-a-upper-col", "dgmm-b-2-col", "conj-rc-both"]
+)
 def test_torch_cpu_operands(torch, name):
     """torch CPU tensors give torch CPU results (also with torch's lazy conjugation bit)."""
     rng = np.random.default_rng(7)
@@ -68,7 +70,11 @@ def test_inplace_cpu():
     """inplace writes the result into c (row- and column-major c) and returns c."""
     rng = np.random.default_rng(1)
     for layout in ("row", "col"):
-        a, b, c = rand(rng, (5, 4), "float64"), rand(rng, (4, 3), "float64"), rand(rng, (5, 3), "float64", layout)
+        a, b, c = (
+            rand(rng, (5, 4), "float64"),
+            rand(rng, (4, 3), "float64"),
+            rand(rng, (5, 3), "float64", layout),
+        )
         ref = 2 * a @ b + 0.5 * c
         out = la.matmul(a, b, c, alpha=2.0, beta=0.5, options={"inplace": True})
         assert out is c

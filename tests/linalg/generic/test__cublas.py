@@ -36,7 +36,9 @@ def test_device_operands(fake_gpu, name, dtype):
     assert rel_error(out.array, case.ref) < TOL[dtype]
 
 
-@pytest.mark.parametrize("name", ["gemm-cr", "symm-b-lower-col", "trmm-b-lower-col-c", "dgmm-b-2-col"])
+@pytest.mark.parametrize(
+    "name", ["gemm-cr", "gemm-pad", "symm-b-lower-col", "trmm-b-lower-col-c", "dgmm-b-2-col", "batch-4x1-3"]
+)
 def test_host_operands_with_cuda_execution(fake_gpu, name):
     """Host operands with execution='cuda' are staged to the device and the result comes back to the host."""
     case = EVERY[name](np.random.default_rng(3), "float64")
@@ -47,9 +49,14 @@ def test_host_operands_with_cuda_execution(fake_gpu, name):
 
 @pytest.mark.parametrize(
     ("name", "routine"),
-    [("gemm-rr", "gemm_ex"), ("batch", "gemm_strided_batched_ex"), ("symm-a-lower-row", "dsymm"),
-     ("trmm-a-lower-row", "dtrmm"), ("dgmm-a-1", "ddgmm")],
-)  # fmt: skip
+    [
+        ("gemm-rr", "gemm_ex"),
+        ("batch", "gemm_strided_batched_ex"),
+        ("symm-a-lower-row", "dsymm"),
+        ("trmm-a-lower-row", "dtrmm"),
+        ("dgmm-a-1", "ddgmm"),
+    ],
+)
 def test_routine_table(fake_gpu, name, routine):
     """Each kind runs the routine the module table names."""
     case = EVERY[name](np.random.default_rng(0), "float64")
@@ -71,14 +78,30 @@ def test_broadcast_batch_collapses(fake_gpu):
     assert fake_gpu.calls.count("gemm_strided_batched_ex") == 4
 
 
-@pytest.mark.parametrize("kind", ["sy", "he"])
-def test_mirror_rule(fake_gpu, monkeypatch, kind):
-    """From MIRROR_MIN rows on, symm / hemm mirror the stored triangle and run GEMM (same numbers)."""
+@pytest.mark.parametrize(
+    "name",
+    [
+        "symm-a-upper-col",
+        "symm-b-lower-col",
+        "hemm-a-upper-col",
+        "hemm-b-lower-row-conj",
+        "trmm-a-lower-row",
+        "trmm-a-upper-col-unit",
+        "trmm-b-lower-col-c",
+        "trmm-b-upper-row-unit-c",
+        "trmm-conj-row",
+        "trmm-conj-col",
+    ],
+)
+def test_gemm_route(fake_gpu, monkeypatch, name):
+    """From MIRROR_MIN / TRMM_GEMM_MIN rows on, the structured operand is expanded and GEMM runs."""
     monkeypatch.setattr(_cublas, "MIRROR_MIN", 4)
-    name = "symm-a-upper-col" if kind == "sy" else "hemm-a-upper-col"
-    case = (CASES | COMPLEX_CASES)[name](np.random.default_rng(0), "complex128")
+    monkeypatch.setattr(_cublas, "TRMM_GEMM_MIN", 4)
+    case = EVERY[name](np.random.default_rng(0), "complex128")
     out = la.matmul(*[fake(x) for x in case.args], **case.kwargs)
-    assert "gemm_ex" in fake_gpu.calls and not any(c.endswith("mm") and "gemm" not in c for c in fake_gpu.calls)
+    assert "gemm_ex" in fake_gpu.calls and not any(
+        c.endswith("mm") and "gemm" not in c for c in fake_gpu.calls
+    )
     assert rel_error(out.array, case.ref) < 1e-12
 
 
@@ -108,3 +131,13 @@ def test_inplace_device(fake_gpu):
     out = la.matmul(fake(a), fake(b), fc, beta=-1.0, options={"inplace": True})
     assert out is fc
     assert rel_error(c, ref) < 2e-5
+
+
+def test_strided_host_vector_with_cuda_execution(fake_gpu):
+    """A strided host vector (diagonal) and a padded host matrix are made dense before they are staged."""
+    rng = np.random.default_rng(4)
+    v = rand(rng, (1, 12), "float64")[0][::3]  # 4 elements, stride 3
+    x = rand(rng, (4, 5), "float64", "pad")
+    q = quals(la.DiagonalMatrixQualifier.create(), la.GeneralMatrixQualifier.create())
+    out = la.matmul(FakeHostTensor(v), FakeHostTensor(x), qualifiers=q, execution="cuda")
+    assert rel_error(out.array, np.diag(v) @ x) < 1e-12

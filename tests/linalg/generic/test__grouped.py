@@ -15,17 +15,23 @@ SHAPES = [(5, 7, 3), (16, 7, 1), (2, 7, 9), (1, 7, 1)]
 
 @pytest.mark.parametrize(
     ("dtype", "routine"),
-    [("float32", "sgemm_grouped_batched"), ("float64", "dgemm_grouped_batched"),
-     ("float16", "gemm_grouped_batched_ex"), ("complex64", "gemm_ex")],
-)  # fmt: skip
+    [
+        ("float32", "sgemm_grouped_batched"),
+        ("float64", "dgemm_grouped_batched"),
+        ("float16", "gemm_grouped_batched_ex"),
+        ("complex64", "gemm_ex"),
+    ],
+)
 def test_sequence(fake_gpu, dtype, routine):
-    """Mixed shapes and layouts with per-problem alpha / beta / c run as one grouped launch (complex: a loop)."""
+    """Mixed shapes / layouts with per-problem alpha, beta, c: one grouped launch (complex: a loop)."""
     rng = np.random.default_rng(0)
     a = [rand(rng, (m, k), dtype, "row" if i % 2 else "col") for i, (m, k, n) in enumerate(SHAPES)]
     b = [rand(rng, (k, n), dtype, "col" if i % 2 else "row") for i, (m, k, n) in enumerate(SHAPES)]
     c = [rand(rng, (m, n), dtype) for m, k, n in SHAPES]
     alphas, betas = [1.0, 2.0, -1.0, 0.5], [0.0, 1.0, 2.0, -3.0]
-    out = la.matmul([fake(x) for x in a], [fake(x) for x in b], [fake(x) for x in c], alpha=alphas, beta=betas)
+    out = la.matmul(
+        [fake(x) for x in a], [fake(x) for x in b], [fake(x) for x in c], alpha=alphas, beta=betas
+    )
     for o, x, y, z, al, be in zip(out, a, b, c, alphas, betas):
         ref = al * x.astype(np.complex128) @ y + be * z
         assert rel_error(o.array, ref) < TOL[dtype]

@@ -24,9 +24,13 @@ def test_fields_and_defaults():
 
 @pytest.mark.parametrize(
     ("kwargs", "error"),
-    [({"blocking": False}, ValueError), ({"inplace": 1}, TypeError), ({"logger": "x"}, TypeError),
-     ({"allocator": object()}, TypeError)],
-)  # fmt: skip
+    [
+        ({"blocking": False}, ValueError),
+        ({"inplace": 1}, TypeError),
+        ({"logger": "x"}, TypeError),
+        ({"allocator": object()}, TypeError),
+    ],
+)
 def test_bad_values(kwargs, error):
     """Bad field values raise the documented error type naming the field."""
     with pytest.raises(error, match=next(iter(kwargs))):

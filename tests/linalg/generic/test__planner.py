@@ -87,23 +87,38 @@ def test_reset_checks_the_kind(ops):
 
 @pytest.mark.parametrize(
     ("call", "error", "match"),
-    [(lambda a, b, c: la.matmul(a, b.astype(np.float32)), ValueError, "dtypes must match"),
-     (lambda a, b, c: la.matmul(a, a), ValueError, "inner dimensions"),
-     (lambda a, b, c: la.matmul(a, b, c[:, :2], beta=1.0), ValueError, "result's shape"),
-     (lambda a, b, c: la.matmul(a, b, c), ValueError, "beta must be given"),
-     (lambda a, b, c: la.matmul(a[::-1], b), ValueError, "negative strides"),
-     (lambda a, b, c: la.matmul(a, {"b": b}), TypeError, "not supported"),
-     (lambda a, b, c: la.matmul(a, b, alpha="2"), TypeError, "alpha must be a number"),
-     (lambda a, b, c: la.matmul(a, b, alpha=1j), ValueError, "complex"),
-     (lambda a, b, c: la.matmul(a, b, options={"nope": 1}), TypeError, "nope"),
-     (lambda a, b, c: la.matmul(a, b, execution="tpu"), ValueError, "tpu"),
-     (lambda a, b, c: la.matmul(a, b, options={"inplace": True}), ValueError, "needs c"),
-     (lambda a, b, c: la.matmul(a, b, qualifiers=np.array([la.DiagonalMatrixQualifier.create(),
-                                                            la.GeneralMatrixQualifier.create()])),
-      ValueError, "1-D vector"),
-     (lambda a, b, c: la.matmul([a, a], [b, b, b]), ValueError, "one length"),
-     (lambda a, b, c: la.matmul([a, a], [b], alpha=[1.0, 2.0, 3.0]), ValueError, "alpha has 3")],
-)  # fmt: skip
+    [
+        (lambda a, b, c: la.matmul(a, b.astype(np.float32)), ValueError, "dtypes must match"),
+        (lambda a, b, c: la.matmul(a, a), ValueError, "inner dimensions"),
+        (lambda a, b, c: la.matmul(a, b, c[:, :2], beta=1.0), ValueError, "result's shape"),
+        (lambda a, b, c: la.matmul(a, b, c), ValueError, "beta must be given"),
+        (lambda a, b, c: la.matmul(a[::-1], b), ValueError, "negative strides"),
+        (lambda a, b, c: la.matmul(a, {"b": b}), TypeError, "not supported"),
+        (lambda a, b, c: la.matmul(a, b, alpha="2"), TypeError, "alpha must be a number"),
+        (lambda a, b, c: la.matmul(a, b, alpha=1j), ValueError, "complex"),
+        (lambda a, b, c: la.matmul(a, b, options={"nope": 1}), TypeError, "nope"),
+        (lambda a, b, c: la.matmul(a, b, execution="tpu"), ValueError, "tpu"),
+        (lambda a, b, c: la.matmul(a, b, options={"inplace": True}), ValueError, "needs c"),
+        (
+            lambda a, b, c: la.matmul(
+                a,
+                b,
+                qualifiers=np.array(
+                    [la.DiagonalMatrixQualifier.create(), la.GeneralMatrixQualifier.create()]
+                ),
+            ),
+            ValueError,
+            "1-D vector",
+        ),
+        (lambda a, b, c: la.matmul([a, a], [b, b, b]), ValueError, "one length"),
+        (lambda a, b, c: la.matmul([a, a], [b], alpha=[1.0, 2.0, 3.0]), ValueError, "alpha has 3"),
+        (
+            lambda a, b, c: la.matmul([a, a.astype(np.float32)], [b, b.astype(np.float32)]),
+            ValueError,
+            "one dtype",
+        ),
+    ],
+)
 def test_bad_inputs(ops, call, error, match):
     """Each bad input is a typed error naming the value."""
     with pytest.raises(error, match=match):

@@ -19,9 +19,14 @@ def test_dtype_and_enums_match_nvmath_python():
 
 @pytest.mark.parametrize(
     ("factory", "abbr"),
-    [(la.GeneralMatrixQualifier, "ge"), (la.SymmetricMatrixQualifier, "sy"), (la.HermitianMatrixQualifier, "he"),
-     (la.TriangularMatrixQualifier, "tr"), (la.DiagonalMatrixQualifier, "dg")],
-)  # fmt: skip
+    [
+        (la.GeneralMatrixQualifier, "ge"),
+        (la.SymmetricMatrixQualifier, "sy"),
+        (la.HermitianMatrixQualifier, "he"),
+        (la.TriangularMatrixQualifier, "tr"),
+        (la.DiagonalMatrixQualifier, "dg"),
+    ],
+)
 def test_create_records(factory, abbr):
     """create() gives a record of matrix_qualifiers_dtype; the classes cannot be instantiated."""
     rec = factory.create()

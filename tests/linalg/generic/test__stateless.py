@@ -40,10 +40,14 @@ def test_keys_separate_kinds():
     assert base == generic_key(a.copy(), b.copy())
     q = np.array([la.SymmetricMatrixQualifier.create(), la.GeneralMatrixQualifier.create()])
     others = [
-        generic_key(np.asfortranarray(a), b), generic_key(a.astype(np.float32), b.astype(np.float32)),
-        generic_key(a, b, qualifiers=q), generic_key(a, b, options={"blocking": True}),
-        generic_key(a, b, execution="cuda"), generic_key([a], [b]), generic_key(a, b, a),
-    ]  # fmt: skip
+        generic_key(np.asfortranarray(a), b),
+        generic_key(a.astype(np.float32), b.astype(np.float32)),
+        generic_key(a, b, qualifiers=q),
+        generic_key(a, b, options={"blocking": True}),
+        generic_key(a, b, execution="cuda"),
+        generic_key([a], [b]),
+        generic_key(a, b, a),
+    ]
     assert len({base, *others}) == len(others) + 1
 
 
@@ -98,3 +102,37 @@ def test_fake_gpu_shared_workspace(fake_gpu):
     assert len(_stateless._SHARED) == 1
     plan_cache.clear()
     assert not _stateless._SHARED
+
+
+def test_one_plan_per_kind_torch(torch):
+    """The first torch call (type not yet registered) and later ones share one key: one cached plan."""
+    from nvmath.linalg.generic import _stateless
+
+    _stateless._RAW.pop(torch.Tensor, None)
+    a = torch.ones(3, 3)
+    for _ in range(3):
+        la.matmul(a, a)
+    assert plan_cache.stats.size == 1
+
+
+def test_threads_share_the_cache():
+    """Concurrent stateless calls from several threads (shared and distinct kinds) all get right results."""
+    import threading
+
+    rng = np.random.default_rng(9)
+    inputs = [(rng.standard_normal((4 + i % 2, 3)), rng.standard_normal((3, 2))) for i in range(8)]
+    errors = []
+
+    def work(i: int) -> None:
+        a, b = inputs[i]
+        for _ in range(50):
+            if not np.allclose(la.matmul(a, b, alpha=2.0), 2 * a @ b):
+                errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert plan_cache.stats.size == 2

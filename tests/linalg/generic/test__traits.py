@@ -79,33 +79,39 @@ def test_symmetric_row_major_flips_the_triangle():
 def test_hermitian_layout_rule():
     """A Hermitian operand read transposed is its conjugate: the layout decides which order avoids copies."""
     q = (GENERAL, Qualifier("he", conjugate=True), GENERAL)
-    t = problem_traits(info((3, 4), "row", "complex64"), info((4, 4), "col", "complex64", conj=True), qualifiers=q)
+    t = problem_traits(
+        info((3, 4), "row", "complex64"), info((4, 4), "col", "complex64", conj=True), qualifiers=q
+    )
     assert t.kind == "hemm" and t.order == "row" and not t.copies
     real = problem_traits(info((4, 4)), info((4, 2)), qualifiers=(Qualifier("he"), GENERAL, GENERAL))
     assert real.kind == "symm"  # a real Hermitian matrix is symmetric
 
 
 def test_diagonal_operand():
-    """A diagonal qualifier needs a 1-D vector; its length (with incx) sets the dimension; incx in elements."""
+    """A diagonal qualifier needs a 1-D vector; its length (with incx) sets the dimension."""
     q = (Qualifier("dg", incx=-2), GENERAL, GENERAL)
     t = problem_traits(OperandInfo((7,), (3,), "float64"), info((4, 2), dtype="float64"), qualifiers=q)
     assert t.kind == "dgmm" and t.incx == -6 and (t.m, t.k) == (4, 4)
     with pytest.raises(ValueError, match="1-D vector"):
         problem_traits(info((4, 4)), info((4, 2)), qualifiers=q)
     with pytest.raises(ValueError, match="inner dimensions"):
-        problem_traits(OperandInfo((5,), (1,), "float32"), info((4, 2)), qualifiers=(Qualifier("dg"), GENERAL, GENERAL))
+        problem_traits(
+            OperandInfo((5,), (1,), "float32"), info((4, 2)), qualifiers=(Qualifier("dg"), GENERAL, GENERAL)
+        )
 
 
 @pytest.mark.parametrize(
     ("a", "b", "c", "match"),
-    [(info((3, 4)), info((5, 2)), None, "inner dimensions"),
-     (info((3, 4)), info((4, 2), dtype="float64"), None, "dtypes must match"),
-     (info((3, 4), dtype="int8"), info((4, 2), dtype="int8"), None, "not supported"),
-     (OperandInfo((3, 4), (-4, 1), "float32"), info((4, 2)), None, "negative strides"),
-     (info((2, 3, 4)), info((3, 4, 2)), None, "do not broadcast"),
-     (info((3, 4)), info((4, 2)), info((3, 1)), "result's shape"),
-     (info((3, 4)), info((4, 2)), info((2, 3, 2)), "not broadcast")],
-)  # fmt: skip
+    [
+        (info((3, 4)), info((5, 2)), None, "inner dimensions"),
+        (info((3, 4)), info((4, 2), dtype="float64"), None, "dtypes must match"),
+        (info((3, 4), dtype="int8"), info((4, 2), dtype="int8"), None, "not supported"),
+        (OperandInfo((3, 4), (-4, 1), "float32"), info((4, 2)), None, "negative strides"),
+        (info((2, 3, 4)), info((3, 4, 2)), None, "do not broadcast"),
+        (info((3, 4)), info((4, 2)), info((3, 1)), "result's shape"),
+        (info((3, 4)), info((4, 2)), info((2, 3, 2)), "not broadcast"),
+    ],
+)
 def test_errors(a, b, c, match):
     """Bad shapes, dtypes and strides are ValueErrors naming the values."""
     with pytest.raises(ValueError, match=match):

@@ -20,7 +20,14 @@ from nvmath.linalg.generic import _cublas
 
 pytestmark = pytest.mark.gpu
 
-TOL = {"float16": 5e-3, "bfloat16": 3e-2, "float32": 2e-5, "float64": 1e-12, "complex64": 2e-5, "complex128": 1e-12}
+TOL = {
+    "float16": 5e-3,
+    "bfloat16": 3e-2,
+    "float32": 2e-5,
+    "float64": 1e-12,
+    "complex64": 2e-5,
+    "complex128": 1e-12,
+}
 DTYPES = list(TOL)
 FULL = ["float32", "float64", "complex64", "complex128"]
 
@@ -77,7 +84,9 @@ G = GeneralMatrixQualifier.create
 
 # ---------------------------------------------------------------------------------------------- GEMM
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layouts", [("row", "row"), ("col", "row"), ("row", "col"), ("col", "col"), ("pad", "pad")])
+@pytest.mark.parametrize(
+    "layouts", [("row", "row"), ("col", "row"), ("row", "col"), ("col", "col"), ("pad", "pad")]
+)
 def test_gemm_dtypes_and_layouts(torch, dtype, layouts):
     """alpha * a @ b + beta * c matches float64 for every dtype and memory layout of a and b."""
     a = rand(torch, (65, 33), dtype, layouts[0], 1)
@@ -92,15 +101,24 @@ def test_gemm_dtypes_and_layouts(torch, dtype, layouts):
 @pytest.mark.parametrize("dtype", FULL)
 def test_gemm_batched_and_broadcast(torch, dtype):
     """N-D operands batch like numpy.matmul, broadcast batch dims included ((4, 1) with (3,))."""
-    for sa, sb in [((6, 20, 12), (6, 12, 9)), ((6, 20, 12), (12, 9)), ((20, 12), (5, 12, 9)),
-                   ((4, 1, 8, 5), (3, 5, 7)), ((2, 3, 4, 5), (1, 3, 5, 6))]:  # fmt: skip
+    for sa, sb in [
+        ((6, 20, 12), (6, 12, 9)),
+        ((6, 20, 12), (12, 9)),
+        ((20, 12), (5, 12, 9)),
+        ((4, 1, 8, 5), (3, 5, 7)),
+        ((2, 3, 4, 5), (1, 3, 5, 6)),
+    ]:
         a, b = rand(torch, sa, dtype, "row", 4), rand(torch, sb, dtype, "col", 5)
         check(la.matmul(a, b), np.matmul(host(a), host(b)), dtype)
 
 
 def test_gemm_vectors(torch):
     """1-D operands are promoted and squeezed as numpy.matmul does."""
-    a, b, v = rand(torch, (7, 5), "float64"), rand(torch, (5, 4), "float64"), rand(torch, (5, 1), "float64")[:, 0]
+    a, b, v = (
+        rand(torch, (7, 5), "float64"),
+        rand(torch, (5, 4), "float64"),
+        rand(torch, (5, 1), "float64")[:, 0],
+    )
     check(la.matmul(a, v), host(a) @ host(v), "float64")
     check(la.matmul(v, b), host(v) @ host(b), "float64")
     check(la.matmul(v, v), np.array(host(v) @ host(v)), "float64")
@@ -156,8 +174,11 @@ def _poisoned(torch, n, dtype, lower, layout, seed):
     s = rand(torch, (n, n), dtype, layout, seed)
     full = host(s)
     full = np.tril(full) + np.tril(full, -1).T if lower else np.triu(full) + np.triu(full, 1).T
-    mask = torch.triu(torch.ones(n, n, dtype=torch.bool, device="cuda"), 1) if lower else torch.tril(
-        torch.ones(n, n, dtype=torch.bool, device="cuda"), -1)  # fmt: skip
+    mask = (
+        torch.triu(torch.ones(n, n, dtype=torch.bool, device="cuda"), 1)
+        if lower
+        else torch.tril(torch.ones(n, n, dtype=torch.bool, device="cuda"), -1)
+    )
     s = s.masked_fill(mask, float("nan"))  # the other triangle must never be read
     return s, full
 
@@ -205,8 +226,11 @@ def test_hemm(torch, monkeypatch, dtype, lower, layout, conj, mirror):
 @pytest.mark.parametrize("unit", [False, True])
 @pytest.mark.parametrize("side", ["a", "b"])
 @pytest.mark.parametrize("layout", ["row", "col"])
-def test_trmm(torch, dtype, lower, unit, side, layout):
-    """A triangular qualifier (trmm) reads one triangle, with a unit diagonal or not, with c or not."""
+@pytest.mark.parametrize("gemm_route", [False, True])
+def test_trmm(torch, monkeypatch, dtype, lower, unit, side, layout, gemm_route):
+    """A triangular qualifier (trmm, or the zero-filled triangle + GEMM by the size rule) reads one
+    triangle, with a unit diagonal or not, with c or not."""
+    monkeypatch.setattr(_cublas, "TRMM_GEMM_MIN", 1 if gemm_route else 1 << 30)
     t = rand(torch, (12, 12), dtype, layout, 13)
     ref_t = np.tril(host(t)) if lower else np.triu(host(t))
     if unit:
@@ -224,8 +248,10 @@ def test_trmm(torch, dtype, lower, unit, side, layout):
 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
-def test_trmm_conjugate(torch, dtype):
+@pytest.mark.parametrize("gemm_route", [False, True])
+def test_trmm_conjugate(torch, monkeypatch, dtype, gemm_route):
     """A conjugated triangular operand, in both layouts."""
+    monkeypatch.setattr(_cublas, "TRMM_GEMM_MIN", 1 if gemm_route else 1 << 30)
     for layout in ("row", "col"):
         t = rand(torch, (10, 10), dtype, layout, 16)
         x = rand(torch, (10, 3), dtype, "row", 17)
@@ -312,7 +338,7 @@ def test_sequence_mixed_large_k(torch):
         torch.testing.assert_close(o, x @ y, rtol=1e-4, atol=1e-3)
 
 
-# ---------------------------------------------------------------------------------------------- streams, state
+# ------------------------------------------------------------------------------ streams, state
 def test_user_stream(torch):
     """Work runs on the given stream; the result is ready after that stream synchronises."""
     a, b = rand(torch, (256, 128), "float32"), rand(torch, (128, 64), "float32")
@@ -329,7 +355,11 @@ def test_user_stream(torch):
 
 def test_stateful_reset(torch):
     """plan once, execute, reset operands and scalars, execute again; release and free refuse execute."""
-    a, b, c = rand(torch, (20, 10), "float64"), rand(torch, (10, 5), "float64"), rand(torch, (20, 5), "float64")
+    a, b, c = (
+        rand(torch, (20, 10), "float64"),
+        rand(torch, (10, 5), "float64"),
+        rand(torch, (20, 5), "float64"),
+    )
     with la.Matmul(a, b, c, alpha=1.0, beta=1.0) as mm:
         mm.plan()
         mm.plan()  # a second plan does nothing
@@ -368,3 +398,40 @@ def test_plan_cache_hits(torch):
     for _ in range(3):
         check(la.matmul(a, b), host(a) @ host(b), "float32")
     assert plan_cache.stats.hits == hits + 3
+
+
+def test_cupy_structured_and_sequence(cupy):
+    """cupy operands: a symmetric operand, a stateful reset and a grouped sequence, on cupy's stream."""
+    g = np.random.default_rng(5)
+    s = g.standard_normal((40, 40))
+    full = np.tril(s) + np.tril(s, -1).T
+    x = g.standard_normal((40, 7))
+    q = quals(SymmetricMatrixQualifier.create(), G())
+    out = la.matmul(cupy.asarray(s), cupy.asarray(x), qualifiers=q)
+    np.testing.assert_allclose(cupy.asnumpy(out), full @ x, rtol=1e-12)
+    a = [cupy.asarray(g.standard_normal((m, 16)).astype(np.float32)) for m in (3, 9, 4)]
+    b = cupy.asarray(g.standard_normal((16, 5)).astype(np.float32))
+    with la.Matmul(a, [b]) as mm:
+        mm.plan()
+        for o, y in zip(mm.execute(), a):
+            np.testing.assert_allclose(
+                cupy.asnumpy(o), cupy.asnumpy(y) @ cupy.asnumpy(b), rtol=1e-4, atol=1e-4
+            )
+        a2 = [y * 2 for y in a]
+        mm.reset_operands(a=a2)
+        for o, y in zip(mm.execute(), a2):
+            np.testing.assert_allclose(
+                cupy.asnumpy(o), cupy.asnumpy(y) @ cupy.asnumpy(b), rtol=1e-4, atol=1e-4
+            )
+
+
+def test_conjugate_conflict_copies(torch):
+    """Two conjugated operands that no order reads without a copy: one is copied, the result is right."""
+    a = rand(torch, (6, 5), "complex64", "row", 50)
+    b = rand(torch, (5, 4), "complex64", "col", 51)
+    q = quals(G(conjugate=True), G(conjugate=True))
+    check(la.matmul(a, b, qualifiers=q), host(a).conj() @ host(b).conj(), "complex64")
+    mm = la.Matmul(a, b, qualifiers=q)
+    mm.plan()
+    check(mm.execute(), host(a).conj() @ host(b).conj(), "complex64")
+    mm.free()
