@@ -88,7 +88,7 @@ def lapack(name: str, dtype: np.dtype) -> Callable[..., Any]:
         from scipy.linalg import lapack as _lapack
     except ImportError as exc:  # pragma: no cover - scipy is a test dependency
         raise NotSupportedError(
-            "CPU execution of the dense solvers needs scipy: pip install 'nvmath-kit[cpu]'"
+            "CPU execution of the dense solvers needs scipy: pip install scipy (the 'cpu' extra)"
         ) from exc
     prefix = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}[np.dtype(dtype).name]
     return getattr(_lapack, prefix + name)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from nvmath._errors import LibraryNotFoundError
 from nvmath._internal import streams
 from nvmath._internal.streams import StreamHandle
 from nvmath.linalg.advanced import _handles
@@ -119,6 +120,21 @@ def _compute_traits(
     return mm, types, scaling
 
 
+NO_GPU = (
+    "nvmath.linalg.advanced runs on an NVIDIA GPU (cuBLASLt), and none is usable here ({reason}); numpy "
+    "and torch-CPU operands are copied to the GPU and back. For matrix products on the CPU, use "
+    "nvmath.linalg.matmul, which executes on the CPU for CPU operands (execution='cpu')."
+)
+
+
+def _compute_capability(device_id: int) -> tuple[int, int]:
+    """The device's compute capability; without a driver or GPU, an error saying where to go instead."""
+    try:
+        return _handles.device_info(device_id).compute_capability
+    except LibraryNotFoundError as exc:
+        raise LibraryNotFoundError(NO_GPU.format(reason=exc)) from exc
+
+
 def place(
     ops: Mapping[str, Any],
     mm: Any,
@@ -138,7 +154,7 @@ def place(
     host = first.device != "cuda"
     device_id = options.device_id if host else int(first.device_id)
     version = _handles.cublaslt_version()
-    cc = _handles.device_info(device_id).compute_capability
+    cc = _compute_capability(device_id)
     check_device_support(types, cc, version, block_scaling=options.block_scaling)
     check_scaling_support(scaling, cc, version)
     handle = streams.get_stream(stream, device_id=device_id, package=first.package)

@@ -286,8 +286,6 @@ def _host_case(rng, **kw):
          "float32 tensor; got dtype float64"),
         ({"a": np.ones(M, np.float32), "b": np.ones(N, np.float32)}, {**F32_RESULT, "block_scaling": True},
          ValueError, "block_scaling=True"),
-        ({"a": np.ones(M, np.float32), "b": __import__("torch").ones(N)}, F32_RESULT, TypeError,
-         "torch tensor but the operands are numpy"),
         ({"a": np.ones(M, np.float32), "b": np.ones(N, np.float32), "d": np.ones(2, np.float32)},
          {"result_type": CudaDataType.CUDA_R_8F_E4M3}, ValueError, "scale 'd' must be a number"),
     ],
@@ -296,6 +294,13 @@ def test_constructor_errors_before_gpu_work(rng, scales, kw, exc, match):
     """Bad scales raise typed errors naming the value (on a machine without a GPU)."""
     with pytest.raises(exc, match=match):
         _host_case(rng, scales=scales, options=kw)()
+
+
+def test_scale_of_another_package_is_refused(rng, torch):
+    """A torch scale for numpy operands raises TypeError naming both packages (torch imported only here)."""
+    scales = {"a": np.ones(M, np.float32), "b": torch.ones(N)}
+    with pytest.raises(TypeError, match="torch tensor but the operands are numpy"):
+        _host_case(rng, scales=scales, options=F32_RESULT)()
 
 
 def test_batched_problem_is_rejected(rng):
