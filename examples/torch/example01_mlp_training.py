@@ -1,21 +1,18 @@
 """Train an MLP built from nvmath.torch.Linear layers; its loss follows torch.nn.Linear's step by step.
-# requires: gpu
 
 Both models start from the same weights (state dicts load both ways) and see the same batches. The
 nvmath model fuses bias + GELU(tanh) into the forward GEMM and the bias gradient into the
 weight-gradient GEMM; its planners are cached per shape, so after the first step no matmul is
-planned again (the planner cache's stats show it). Exits with status 77 where there is no GPU.
+planned again (the planner cache's stats show it).
 """
 
-import sys
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import torch
 
 import nvmath.torch as nt
-
-if not torch.cuda.is_available():
-    print("skipped: this example needs a CUDA GPU")
-    sys.exit(77)
 
 torch.manual_seed(0)
 device, dtype = "cuda", torch.float32

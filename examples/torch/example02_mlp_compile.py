@@ -1,20 +1,17 @@
 """The same kind of model under torch.compile(fullgraph=True): nvmath's custom ops trace without breaks.
-# requires: gpu
 
 ``nvmath.torch.Linear`` and ``nvmath.torch.MLP`` become ``torch.ops.nvmath.linear`` / ``mlp`` custom
 ops with fake kernels and registered autograd, so dynamo captures the whole forward and backward.
-The compiled model trains like the eager one. Exits with status 77 where there is no GPU.
+The compiled model trains like the eager one.
 """
 
-import sys
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import torch
 
 import nvmath.torch as nt
-
-if not torch.cuda.is_available():
-    print("skipped: this example needs a CUDA GPU")
-    sys.exit(77)
 
 import torch._dynamo
 from torch._dynamo.utils import counters

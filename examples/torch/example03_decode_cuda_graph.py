@@ -1,21 +1,17 @@
 """A decode loop (M = 1..64 tokens) of 32 nvmath Linear layers, captured once per M in a CUDA graph.
-# requires: gpu
 
 Every shape is planned in a warm-up pass (the planner cache keeps one planned matmul per shape), then
 captured: replays launch the 32 cuBLASLt kernels with no host work at all. Planning a new shape
 inside a capture would be refused with ``nvmath.torch.CaptureError`` (it says to warm up first).
-Exits with status 77 where there is no GPU.
 """
 
-import sys
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import torch
 
 import nvmath.torch as nt
-
-if not torch.cuda.is_available():
-    print("skipped: this example needs a CUDA GPU")
-    sys.exit(77)
 
 torch.manual_seed(0)
 device, dtype, hidden, ffn = "cuda", torch.bfloat16, 1024, 3584

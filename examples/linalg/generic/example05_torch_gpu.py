@@ -1,16 +1,13 @@
 """torch CUDA tensors on cuBLAS: dtypes (bfloat16 with float32 accumulation), a triangular operand,
 a user stream and a grouped sequence.
-# requires: gpu
 """
 
-import sys
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import numpy as np
 import torch
-
-if not torch.cuda.is_available():
-    print("no CUDA device")
-    sys.exit(77)
 
 import nvmath.linalg as la
 

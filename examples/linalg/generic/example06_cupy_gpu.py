@@ -1,19 +1,11 @@
-"""cupy operands: cupy results on the same device; a Hermitian operand and a diagonal one.
-# requires: gpu
-Exits with status 77 (skipped) where cupy is missing or has no GPU.
-"""
+"""cupy operands: cupy results on the same device; a Hermitian operand and a diagonal one."""
 
-import sys
+from nvmath._diagnostics.requirements import require
 
+require("gpu", "cupy")  # or exit 77 ("skipped") with a message saying what is missing
+
+import cupy as cp
 import numpy as np
-
-try:
-    import cupy as cp
-
-    cp.cuda.runtime.getDeviceCount()
-except Exception as exc:  # noqa: BLE001
-    print(f"cupy with a GPU is not available: {exc}")
-    sys.exit(77)
 
 import nvmath.linalg as la
 

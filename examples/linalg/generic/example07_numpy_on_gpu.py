@@ -1,17 +1,12 @@
-"""numpy operands computed on the GPU with execution="cuda": copied there and back, numpy result.
-# requires: gpu
-"""
+"""numpy operands computed on the GPU with execution="cuda": copied there and back, numpy result."""
 
-import sys
+from nvmath._diagnostics.requirements import require
+
+require("gpu")  # or exit 77 ("skipped") with a message saying what is missing
 
 import numpy as np
 
 import nvmath.linalg as la
-from nvmath._internal import devices
-
-if not devices.gpu_available():
-    print("no GPU")
-    sys.exit(77)
 
 rng = np.random.default_rng(4)
 a = rng.standard_normal((512, 256)).astype(np.float32)
