@@ -10,11 +10,10 @@ from nvmath._diagnostics.requirements import require
 require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import torch
-
-import nvmath.torch as nt
-
 import torch._dynamo
 from torch._dynamo.utils import counters
+
+import nvmath.torch as nt
 
 torch.manual_seed(0)
 device, dtype = "cuda", torch.bfloat16
