@@ -1,6 +1,5 @@
 """torch CUDA tensors on cuBLAS: dtypes (bfloat16 with float32 accumulation), a triangular operand,
 a user stream and a grouped sequence.
-# requires: gpu
 """
 
 from nvmath._diagnostics.requirements import require

@@ -1,7 +1,4 @@
-"""cupy operands: cupy results on the same device; a Hermitian operand and a diagonal one.
-# requires: gpu
-Exits with status 77 (skipped) where cupy is missing or has no GPU.
-"""
+"""cupy operands: cupy results on the same device; a Hermitian operand and a diagonal one."""
 
 from nvmath._diagnostics.requirements import require
 

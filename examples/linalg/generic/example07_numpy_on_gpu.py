@@ -1,6 +1,4 @@
-"""numpy operands computed on the GPU with execution="cuda": copied there and back, numpy result.
-# requires: gpu
-"""
+"""numpy operands computed on the GPU with execution="cuda": copied there and back, numpy result."""
 
 from nvmath._diagnostics.requirements import require
 

@@ -27,6 +27,7 @@ from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.state import freed_on_error
 from nvmath._internal.stateless import READERS, CachedPlan, adapter_head, call_cached, reader_for
 from nvmath._internal.tensors import wrap
+from nvmath._internal.torch_bridge import route, wants_torch
 from nvmath.linalg.generic._options import MatmulOptions
 from nvmath.linalg.generic._planner import Matmul
 
@@ -160,6 +161,9 @@ def matmul(
             beta = None
     elif beta is None:
         raise ValueError("beta must be given when c is (alpha * a @ b + beta * c)")
+    if wants_torch(a, b, c):  # autograd or torch.compile: nvmath.torch builds the graph
+        return route("generic.matmul", a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options,
+                     execution=execution, stream=stream)  # fmt: skip
     key = generic_key(a, b, c, qualifiers, options, execution)
     args = (a, b, c, alpha, beta, qualifiers, options, execution, stream)
     return call_cached(plan_cache, key, _build, a, b, c, alpha, beta, stream, build_args=args)

@@ -59,9 +59,14 @@ def test_fast_conjugate_and_torch(torch):
 
 
 def test_fast_torch_requires_grad(torch):
-    """torch CPU tensors that require grad are read without autograd (no error; a plain result)."""
+    """torch CPU tensors that require grad: under no_grad a plain result (the fast path); with grad mode on,
+    nvmath.torch makes the result differentiable (issue #12)."""
     a = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
     for _ in range(2):
-        out = la.matmul(a, a)
+        with torch.no_grad():
+            out = la.matmul(a, a)
         torch.testing.assert_close(out, (a @ a).detach())
         assert not out.requires_grad
+    out = la.matmul(a, a)
+    assert out.requires_grad
+    torch.testing.assert_close(out, a @ a)
