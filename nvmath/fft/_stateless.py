@@ -23,7 +23,7 @@ from typing import Any
 
 from nvmath._internal import dtypes
 from nvmath._internal.execution import resolve_execution
-from nvmath._internal.options import check_or_create_options
+from nvmath._internal.options import check_or_create_options, freeze_options
 from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.state import PlannerState
 from nvmath._internal.tensors import wrap
@@ -68,7 +68,9 @@ def _check_kind(dtype: str, check_dtype: str | None, function: str) -> None:
         raise ValueError(f"{function}() needs a real operand; got {dtype} (use fft() for complex operands)")
 
 
-_DEFAULT_OPTIONS = {None: FFTOptions(), "R2C": FFTOptions(fft_type="R2C"), "C2R": FFTOptions(fft_type="C2R")}
+_DEFAULT_OPTIONS = {
+    t: freeze_options(FFTOptions(fft_type=t)) for t in (None, "R2C", "C2R")
+}
 _DEFAULT_EXECUTION: dict[Any, Any] = {}
 
 
@@ -77,7 +79,7 @@ def _options(options: Any, fft_type: str | None) -> FFTOptions:
         return _DEFAULT_OPTIONS[fft_type]
     options = check_or_create_options(FFTOptions, options, "FFT options")
     if fft_type is not None and options.fft_type != fft_type:
-        options = dataclasses.replace(options, fft_type=fft_type)
+        options = freeze_options(dataclasses.replace(options, fft_type=fft_type))
     return options
 
 

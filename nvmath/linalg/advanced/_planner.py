@@ -21,7 +21,7 @@ from nvmath._internal import streams
 from nvmath._internal.dtypes import to_numpy_dtype
 from nvmath._internal.logging import debug, get_logger, log_phase
 from nvmath._internal.memory import Workspace
-from nvmath._internal.options import check_int, check_or_create_options
+from nvmath._internal.options import check_int, check_or_create_options, freeze_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap_operands
@@ -43,7 +43,9 @@ from nvmath.linalg.advanced._traits import check_alpha_beta
 
 __all__ = ["Matmul"]
 
-_DEFAULTS = (MatmulOptions(), MatmulPlanPreferences(), MatmulQuantizationScales())
+_DEFAULTS = tuple(
+    freeze_options(o) for o in (MatmulOptions(), MatmulPlanPreferences(), MatmulQuantizationScales())
+)
 """Default option objects (frozen), shared to skip their validation on every construction."""
 
 

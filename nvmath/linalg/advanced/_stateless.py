@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from nvmath._internal.memory import Workspace
-from nvmath._internal.options import check_or_create_options
+from nvmath._internal.options import check_or_create_options, freeze_options
 from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.state import PlannerState
 from nvmath._internal.tensors import TensorAdapter, check_consistent, wrap
@@ -136,8 +136,7 @@ def _value_key(value: Any) -> Any:
 def _options_key(cls: type, value: Any, name: str) -> Any:
     if value is None:
         return None
-    if not isinstance(value, cls):
-        value = check_or_create_options(cls, value, name)
+    value = check_or_create_options(cls, value, name)  # a frozen snapshot of a mutable object
     try:
         hash(value)
     except TypeError:
@@ -203,8 +202,8 @@ def _new_plan(
                 Algorithm.from_numpy(algorithm.as_numpy()) if isinstance(algorithm, Algorithm) else algorithm
             ]
         mm.plan(
-            preferences=dataclasses.replace(prefs, limit=1), algorithms=algorithms, epilog=kw["epilog"],
-            epilog_inputs=kw["epilog_inputs"], stream=stream,
+            preferences=freeze_options(dataclasses.replace(prefs, limit=1)), algorithms=algorithms,
+            epilog=kw["epilog"], epilog_inputs=kw["epilog_inputs"], stream=stream,
         )  # fmt: skip
         if mm._options.allocator is None:
             mm._share_workspace(*_shared_workspace(mm._spec.device_id, mm._slots["a"].device.package))
