@@ -300,7 +300,7 @@ class Workspace:
         """Free the memory (ordered on the stream it was last used on); idempotent."""
         alloc, self._alloc = self._alloc, None
         if alloc is not None:
-            alloc.free(self._stream)
+            alloc.free(streams.survivor(self._stream))  # never a destroyed stream
             logger.debug("%s: released %d bytes", self.name, alloc.size)
 
     def __repr__(self) -> str:

@@ -287,17 +287,18 @@ class CufftPlan:
         if not self._bound_workspace and self.workspace_size:
             self._bind_workspace(stream)
         single = self._single
+        ptrs = (operand, result, staging)
         if single is not None:
             handle, src, dst, i, o = single
-            ptrs = (operand, result, staging)
             self._xt_exec(handle, ptrs[src] + i, ptrs[dst] + o, direction)
-            return
-        ptrs = (operand, result, staging)
-        xt_exec = self._xt_exec
-        for handle, src, dst, offsets in self._launches:
-            src_ptr, dst_ptr = ptrs[src], ptrs[dst]
-            for i, o in offsets:
-                xt_exec(handle, src_ptr + i, dst_ptr + o, direction)
+        else:
+            xt_exec = self._xt_exec
+            for handle, src, dst, offsets in self._launches:
+                src_ptr, dst_ptr = ptrs[src], ptrs[dst]
+                for i, o in offsets:
+                    xt_exec(handle, src_ptr + i, dst_ptr + o, direction)
+        if stream.mortal:  # the stream may be gone when the plan is next bound or freed
+            streams.mark_done(stream)
 
     def release_workspace(self) -> None:
         """Free the workspace (stream-ordered); the next execution allocates it again."""
