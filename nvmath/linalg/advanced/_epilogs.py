@@ -343,7 +343,10 @@ def _gelu_aux_prefs(spec: EpilogSpec, dtype: str, prefs: MatmulEpilogPreferences
     """Extra inputs, attributes, pointer attributes and outputs for a GELU aux output's preferences."""
     extra_inputs: tuple[str, ...] = ()
     attrs, ptrs, outs = [], [], []
-    if dtype != types.d_dtype:
+    # cuBLASLt's default aux type is D's, or C's when D is FP8: an FP8 aux over an FP8 D must be
+    # named explicitly, else cuBLASLt takes the aux as C's type and refuses the AUX scale pointer
+    default = types.c_dtype if types.narrow_result else types.d_dtype
+    if dtype != default or prefs.aux_type is not None:
         attrs.append(("EPILOGUE_AUX_DATA_TYPE", _dt.cuda_data_type(dtype)))
     if is_narrow(dtype):
         extra_inputs = (AUX_QUANTIZATION_SCALE,)

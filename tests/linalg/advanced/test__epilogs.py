@@ -438,3 +438,12 @@ def test_attribute_names_are_cublaslt_matmul_desc_attributes():
     emitted |= {n for n, _ in traits(E.BIAS, {"bias": S((M,), (1,), "bfloat16")}, types=fp8_f32).attributes}
     assert emitted <= members, emitted - members
     assert {"EPILOGUE_AUX_SCALE_POINTER", "EPILOGUE_AUX_AMAX_POINTER", "BIAS_DATA_TYPE"} <= emitted
+
+
+def test_fp8_aux_over_fp8_result_names_its_type():
+    """An FP8 aux over an FP8 D sets EPILOGUE_AUX_DATA_TYPE (cuBLASLt's default would be C's type)."""
+    types = resolve_types("float8_e4m3fn", "float8_e4m3fn")
+    prefs = MatmulEpilogPreferences(aux_type=28, aux_amax=True)
+    t = traits(E.GELU_AUX, {"aux_quantization_scale": 0.1}, types=types, prefs=prefs)
+    assert dict(t.attributes)["EPILOGUE_AUX_DATA_TYPE"] == 28
+    assert t.aux_outputs[0].dtype == "float8_e4m3fn"
