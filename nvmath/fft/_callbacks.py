@@ -12,8 +12,10 @@ Signatures (``T`` is the element type, ``U`` the user-info type)::
     def epilog(data_out: CPointer(T), offset: uint64, value: T, user_info: CPointer(U), unused: voidptr)
 
 ``offset`` counts elements from the start of the buffer cuFFT reads (prolog) or writes (epilog):
-the operand (or nvmath's internal copy of it for C2R, laid out as ``"optimized"``) and the result,
-whose layout :meth:`nvmath.fft.FFT.get_output_layout` reports.
+the operand (or nvmath's internal copy of it for C2R and host operands, in the operand's axis order
+where cuFFT can read that) and the result,
+whose layouts :meth:`nvmath.fft.FFT.get_input_layout` and :meth:`~nvmath.fft.FFT.get_output_layout`
+report (``FFT.internal_operand_layout`` is the input one).
 
 Symbols: cuFFT links the callback by name. With no name given (``lto_callback_symbol_name`` NULL)
 it calls the C++ function of ``cufftXt.h``'s ``cufftJITCallback{Load,Store}{Real,DoubleReal,Complex,

@@ -21,6 +21,7 @@ from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, require
 from nvmath._internal.tensors import wrap
 from nvmath._internal.tensors.base import TensorAdapter
 from nvmath.fft import _cpu
+from nvmath.fft._attributes import FFTAttributes
 from nvmath.fft._callbacks import DeviceCallable, as_device_callable
 from nvmath.fft._options import LOGGER_NAME, FFTDirection, FFTOptions, normalize_direction
 from nvmath.fft._planner_support import (
@@ -54,7 +55,7 @@ _ALLOWED = {
 }
 
 
-class FFT(FreedOnExit):
+class FFT(FFTAttributes, FreedOnExit):
     """A planned N-D FFT of one operand layout, executed as often as needed.
 
     Args:
@@ -159,14 +160,6 @@ class FFT(FreedOnExit):
     def traits(self) -> FFTTraits:
         """The transform's :class:`~nvmath.fft._traits.FFTTraits` (read-only)."""
         return self._traits
-
-    def get_input_layout(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """``(shape, strides)`` of the operand, strides in elements."""
-        return self._traits.operand_shape, self._traits.operand_strides
-
-    def get_output_layout(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """``(shape, strides)`` of the result, strides in elements."""
-        return self._traits.result_shape, self._traits.result_strides
 
     # ------------------------------------------------------------------ keys
     def get_key(self, *, prolog: Any = None, epilog: Any = None) -> tuple:

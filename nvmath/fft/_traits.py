@@ -352,7 +352,8 @@ def _cuda_out_of_place(
     layouts = [natural, optimized] if p.result_layout == "natural" else [optimized]
     results = [("result", p.result_shape, _dense(p.result_shape, o)) for o in layouts]
     staged = [("staging", p.shape, _dense(p.shape, optimized))]
-    if cross and p.fft_type != "C2R":  # a host operand is copied anyway: keep its order if cuFFT can
+    if natural != optimized:  # a copy keeps the operand's axis order where cuFFT can read it, as
+        # nvmath-python's copies do: callbacks index by offsets into this buffer (get_input_layout)
         staged.insert(0, ("staging", p.shape, _dense(p.shape, natural)))
     operand = ("operand", p.shape, p.strides)
     if p.fft_type == "C2R" and p.overwrite and not cross and is_dense(p.shape, p.strides):
