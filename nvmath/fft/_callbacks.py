@@ -34,8 +34,11 @@ import re
 from collections.abc import Mapping
 from typing import Any, Self
 
+from nvmath.bindings.cufft import cuFFTError
+
 __all__ = [
     "CALLBACK_DTYPES",
+    "CallbackMismatchError",
     "CompiledCallback",
     "DeviceCallable",
     "as_device_callable",
@@ -197,9 +200,26 @@ def callback_symbol(kind: str, dtype: str) -> str:
     return f"_Z{len(name)}{name}{_parameter_mangling(kind, dtype)}"
 
 
-def _mismatch(kind: str, dtype: str, what: str) -> ValueError:
+class CallbackMismatchError(cuFFTError, ValueError):
+    """A prolog / epilog compiled for another kind or element type than the transform's.
+
+    A :class:`~nvmath.bindings.cufft.cuFFTError` (what nvmath-python raises: cuFFT fails to link such
+    a callback, ``CUFFT_NVJITLINK_FAILURE``) and a ``ValueError``; raised before cuFFT is called.
+    """
+
+    def __init__(self, detail: str = ""):
+        super().__init__(_NVJITLINK_FAILURE, "CUFFT_NVJITLINK_FAILURE", detail)
+
+    def __reduce__(self):
+        return (type(self), (self.args[0] if self.args else "",))
+
+
+_NVJITLINK_FAILURE = 19
+
+
+def _mismatch(kind: str, dtype: str, what: str) -> CallbackMismatchError:
     make = f"compile_{kind}(function, {dtype!r}, ...)"
-    return ValueError(
+    return CallbackMismatchError(
         f"the {kind} must be a callback for {dtype} elements (cuFFT links it as {callback_symbol(kind, dtype)}), "
         f"but {what}; compile it with {make}. A prolog's elements have the operand's dtype, an epilog's the "
         "result's (complex for rfft, real for irfft)"
@@ -213,8 +233,9 @@ def find_symbol(callable_: DeviceCallable, kind: str, dtype: str) -> str | None:
     fits ``kind`` and ``dtype``.
 
     Raises:
-        ValueError: the callback was compiled for another kind or element type, or its name or the
-            cuFFT-style names visible in its LTO-IR do not fit ``kind`` / ``dtype``.
+        CallbackMismatchError: (a ``cuFFTError`` and a ``ValueError``) the callback was compiled for
+            another kind or element type, or its name or the cuFFT-style names visible in its LTO-IR
+            do not fit ``kind`` / ``dtype``.
     """
     default = callback_symbol(kind, dtype)
     ltoir = callable_.ltoir

@@ -222,6 +222,9 @@ class CufftPlan:
                     except Exception as exc:
                         if not attached:
                             raise
+                        if isinstance(exc, cufft.cuFFTError):  # e.g. CUFFT_NOT_SUPPORTED: keep the status
+                            exc.add_note(str(_callback_error(attached, exc)))
+                            raise
                         raise _callback_error(attached, exc) from exc
         except BaseException:
             self.close()
