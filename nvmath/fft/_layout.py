@@ -261,12 +261,34 @@ def chunk_axes(axes: Sequence[int], fft_type: str) -> list[tuple[int, ...]]:
     return groups
 
 
+_EXACT_OVERLAP_LIMIT = 1 << 22
+"""Up to this many elements, a layout whose strides do not nest is checked element by element."""
+
+
 def is_non_overlapping(extents: Sequence[int], strides: Sequence[int]) -> bool:
-    """Whether no two elements of the layout share memory (sufficient check: nested positive strides)."""
-    live = sorted((strides[a], extents[a]) for a in range(len(extents)) if extents[a] > 1)
+    """Whether no two elements of the layout share memory.
+
+    Nested strides (each at least the reach of the smaller ones) never overlap; other layouts of a
+    sliced or reshaped operand may still not overlap, and are checked exactly up to
+    :data:`_EXACT_OVERLAP_LIMIT` elements (beyond, they count as overlapping).
+    """
+    live = sorted((abs(strides[a]), extents[a]) for a in range(len(extents)) if extents[a] > 1)
     reach = 1
+    nested = True
     for stride, extent in live:
-        if stride < reach:
+        if stride == 0:
             return False
-        reach = stride * extent
-    return True
+        if stride < reach:
+            nested = False
+        reach = max(reach, stride * extent)
+    if nested:
+        return True
+    count = math.prod(extent for _, extent in live)
+    if count > _EXACT_OVERLAP_LIMIT:
+        return False
+    import numpy as np
+
+    offsets = np.zeros(1, dtype=np.int64)
+    for stride, extent in live:
+        offsets = (offsets[:, None] + np.arange(extent, dtype=np.int64)[None, :] * stride).ravel()
+    return int(np.unique(offsets).size) == count

@@ -31,6 +31,7 @@ from nvmath.fft._planner_support import (
     host_array,
     make_key,
     operand_traits,
+    same_plan_traits,
     resolved,
     torch_allocator,
 )
@@ -462,13 +463,15 @@ class FFT(FFTAttributes, FreedOnExit):
     # ------------------------------------------------------------------ operands
     @requires(_CREATED, _PLANNED)
     def reset_operand(self, operand: Any = None, *, stream: Any = None) -> None:
-        """Replace the operand with one of the same package, device, dtype, shape and strides.
+        """Replace the operand with one of the same package, device and dtype that the planned cuFFT
+        plan runs: the same shape and strides, or another arrangement with equal :meth:`create_key`
+        (rearranged batch dimensions, transposed batch strides).
 
         ``operand=None`` releases the operand (as :meth:`release_operand`).
 
         Raises:
             TypeError: another package.
-            ValueError: another device, dtype, shape or strides (the message shows both).
+            ValueError: another device or dtype, or a layout that needs another plan (the message shows both).
         """
         if operand is None:
             self.release_operand()
@@ -479,19 +482,20 @@ class FFT(FFTAttributes, FreedOnExit):
             raise TypeError(
                 f"reset_operand: the new operand is a {new.package} tensor; the FFT was planned for {self._package}"
             )
-        checks = (
-            ("device", new.device_id, self._operand_device),
-            ("dtype", new.dtype, t.operand_dtype),
-            ("shape", tuple(new.shape), t.operand_shape),
-            ("strides", tuple(new.strides), t.operand_strides),
-        )
+        checks = (("device", new.device_id, self._operand_device), ("dtype", new.dtype, t.operand_dtype))
         for what, got, planned in checks:
             if got != planned:
                 raise ValueError(
                     f"reset_operand: the new operand's {what} is {got!r}; the FFT was planned for {planned!r}"
                 )
+        traits = t
+        if (tuple(new.shape), tuple(new.strides)) != (t.operand_shape, t.operand_strides):
+            traits = same_plan_traits(new, t, self._options, self._execution)
         if stream is not None and self._stream is not None:
             self._stream_handle(stream)
+        if traits is not t:  # another shape or batch layout the same cuFFT plan runs
+            self._traits, self._staging = traits, None
+            self._fast_alloc = torch_allocator(traits, self._device_id) if fast_torch(new, traits) else None
         self._operand, self._consumed = new, False
         self._lifecycle.mark_operands_reset()
 

@@ -38,10 +38,12 @@ __all__ = [
     "CPU_DTYPES",
     "SUPPORTED_DTYPES",
     "FFTTraits",
+    "PlanKey",
     "cufft_order",
     "logical_shapes",
     "make_traits",
     "normalize_axes",
+    "plan_key",
     "resolve_fft_type",
     "suggest_permutation",
 ]
@@ -467,3 +469,41 @@ def _cuda_traits(problem: _Problem, inplace: bool, cross: bool, common: dict[str
 def traits_key(traits: FFTTraits) -> tuple:
     """A hashable summary of everything in ``traits`` that decides a plan."""
     return tuple(getattr(traits, f.name) for f in dataclasses.fields(traits))
+
+
+class PlanKey:
+    """The traits part of an FFT key: equal (and hashing equal) when :func:`plan_key` is, while
+    keeping the traits it was made from (``estimate_workspace_size`` plans from them)."""
+
+    __slots__ = ("_hash", "_key", "traits")
+
+    def __init__(self, traits: FFTTraits):
+        self.traits = traits
+        self._key = plan_key(traits)
+        self._hash = hash(self._key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PlanKey) and self._key == other._key
+
+    def __repr__(self) -> str:
+        return f"PlanKey{self._key!r}"
+
+
+def plan_key(traits: FFTTraits) -> tuple:
+    """A hashable summary of what decides the cuFFT plan (nvmath-python's ``create_key`` semantics).
+
+    Operands that need the same cuFFT plans -- same transform sizes, total batch count and distance
+    between consecutive transforms, e.g. shapes ``(2, 3, 64)`` and ``(3, 2, 64)`` over ``axes=(2,)``
+    -- have equal keys, whatever their shapes and batch strides; an :class:`~nvmath.fft.FFT` planned
+    for one accepts the other in ``reset_operand``. CPU transforms key on the whole traits.
+    """
+    if traits.execution != "cuda":
+        return traits_key(traits)
+    steps = tuple((s.kind, s.plan_args(), s.src, s.dst, s.offsets) for s in traits.steps)
+    return (
+        "cuda", traits.fft_type, traits.operand_dtype, traits.result_dtype, traits.inplace,
+        traits.cross_space, traits.staging_strides is not None, steps,
+    )  # fmt: skip

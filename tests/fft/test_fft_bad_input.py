@@ -126,7 +126,7 @@ CASES = [
         "reset shape",
         lambda: _planned(C).reset_operand(np.ones((4, 4), np.complex64)),
         ValueError,
-        r"shape is \(4, 4\)",
+        r"shape \(4, 4\)",
     ),
     (
         "reset dtype",
@@ -138,7 +138,7 @@ CASES = [
         "reset strides",
         lambda: _planned(C).reset_operand(np.asfortranarray(C)),
         ValueError,
-        r"strides is \(1, 4\)",
+        r"strides \(1, 4\)",
     ),
     (
         "reset package",
