@@ -248,7 +248,10 @@ class Matmul(FreedOnExit):
             and not self._scales
         )  # fmt: skip
         self._select(plan.algorithms[0])
-        template = self._slots["a"].device
+        first = self._slots["a"]  # outputs follow a's package and device; the makers keep an empty
+        template = first.device  # sibling, never the caller's tensor (release_operands drops them all)
+        if not first.host:
+            template = template.empty((0,), template.dtype)
         self._result = ResultMaker(template, p.result_shape, p.result_strides, self._spec.types.d_dtype)
         self._aux = [
             (spec.name, ResultMaker(template, spec.shape, spec.strides, spec.dtype), ptr)

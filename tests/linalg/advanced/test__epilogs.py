@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from nvmath.linalg.advanced import _epilogs as EP
 from nvmath.linalg.advanced import _traits as T
-from nvmath.linalg.advanced._layout import Op, OperandSpec, collapse_batch
+from nvmath.linalg.advanced._layout import Op, OperandSpec, Order, collapse_batch
 from nvmath.linalg.advanced._options import MatmulEpilog as E
 from nvmath.linalg.advanced._options import MatmulEpilogPreferences
 from nvmath.linalg.advanced._typemaps import resolve_types
@@ -383,7 +383,8 @@ def test_bias_epilog_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, alon
 @given(m=st.integers(1, 6), n=st.integers(1, 6), k=st.integers(1, 4), nb=st.integers(0, 2),
        a_row=st.booleans(), b_row=st.booleans(), epilog=st.sampled_from([E.BGRADA, E.BGRADB]))  # fmt: skip
 def test_bgrad_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, epilog):
-    """BGRADA reduces a over K (length M) and BGRADB reduces b over K (length N), read back via the output spec."""
+    """BGRADA reduces a over K (length M) and BGRADB reduces b over K (length N), read back via the output spec;
+    operands in either memory order (the caller never reorders)."""
     rng = np.random.default_rng(8)
     batch = (2, 3)[:nb]
     a = (
@@ -400,12 +401,13 @@ def test_bgrad_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, epilog):
     types = resolve_types("float64", "float64")
     et = EP.epilog_traits(epilog, {}, m=m, n=n, k=k, batch=mm.batch, types=types)
     strictly_row_a, strictly_col_b = a_row and m > 1 and k > 1, (not b_row) and k > 1 and n > 1
-    if (epilog == E.BGRADA and strictly_row_a) or (epilog == E.BGRADB and strictly_col_b):
-        with pytest.raises(ValueError, match="this epilog needs operand"):
-            T.get_problem(mm, types, **et.problem_options)
-        return
     problem = T.get_problem(mm, types, **et.problem_options)
     assert not problem.transposed
+    # an operand in the other memory order is read as ORDER_ROW with the op the epilog needs
+    if epilog == E.BGRADA and strictly_row_a:
+        assert (problem.transa, problem.a.order) == (Op.N, Order.ROW)
+    if epilog == E.BGRADB and strictly_col_b:
+        assert (problem.transb, problem.b.order) == (Op.T, Order.ROW)
     flats = {"a": np.ascontiguousarray(a if a_row else np.swapaxes(a, -1, -2)).reshape(-1),
              "b": np.ascontiguousarray(b if b_row else np.swapaxes(b, -1, -2)).reshape(-1)}  # fmt: skip
     _, aux = _emulate_epilog(lt, problem, et, flats, None)
