@@ -111,7 +111,7 @@ def test_fft_options_mutated_between_calls(rng):
 
 
 def test_callback_of_another_dtype_is_cufft_error():
-    """A prolog compiled for complex128 on a complex64 transform: cuFFTError (nvmath-python) and ValueError."""
+    """A prolog compiled for complex128 on a complex64 transform: cuFFTError (as nvmath-python), a ValueError."""
     from nvmath.fft._callbacks import CompiledCallback
 
     wrong = CompiledCallback(
@@ -124,7 +124,7 @@ def test_callback_of_another_dtype_is_cufft_error():
 
 
 def test_get_nvrtc_version():
-    """nvmath._utils.get_nvrtc_version() returns (major, minor, patch) ints (the published examples use it)."""
+    """nvmath._utils.get_nvrtc_version() gives (major, minor, patch) ints (the published examples use it)."""
     from nvmath._utils import get_nvrtc_version
 
     try:

@@ -59,7 +59,7 @@ def test_matmul_options_assigned_after_construction():
     ],
 )
 def test_bad_assignment_is_refused_and_leaves_the_field(obj, field, value, exc):
-    """A bad value is reported where it is assigned (type and value in the message); the field keeps its value."""
+    """A bad value is reported where it is assigned (the value in the message); the field keeps its value."""
     before = getattr(obj, field)
     with pytest.raises(exc, match=repr(value).strip("'")):
         setattr(obj, field, value)

@@ -34,7 +34,8 @@ def test_streams_destroyed_around_cached_plans_do_not_crash(kind, mode):
         _needs("cuda.core")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), kind, mode], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, str(SCRIPT), kind, mode],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, f"rc={proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert "ok" in proc.stdout
