@@ -111,7 +111,7 @@ def test_fft_options_mutated_between_calls(rng):
 
 
 def test_callback_of_another_dtype_is_cufft_error():
-    """A prolog compiled for complex128 used on complex64: a cuFFTError (as nvmath-python) and a ValueError."""
+    """A prolog compiled for complex128 used on complex64: cuFFTError (as nvmath-python) and ValueError."""
     from nvmath.fft._callbacks import CompiledCallback
 
     wrong = CompiledCallback(
