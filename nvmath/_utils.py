@@ -1,21 +1,41 @@
 """Small utilities nvmath-python 1.0 keeps under ``nvmath._utils`` that its published examples import.
 
 * :func:`get_nvrtc_version` -- the NVRTC version as ``(major, minor, patch)``;
-* the enums ``ComputeType``, ``CudaDataType`` and ``LibraryPropertyType`` (also ``nvmath.*``).
+* the enums ``ComputeType`` (the general CUDA compute types of cuTENSOR / cuStateVec, as
+  ``nvmath.ComputeType`` is in nvmath-python; cuBLAS's is ``nvmath.linalg.advanced.MatmulComputeType``),
+  ``CudaDataType`` and ``LibraryPropertyType`` (also ``nvmath.*``).
 
 Nothing here touches a GPU or loads a library at import time.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import importlib.metadata
 import re
 
 from nvmath._internal.dtypes import CudaDataType
-from nvmath.bindings.cublas import ComputeType, LibraryPropertyType
+from nvmath.bindings.cublas import LibraryPropertyType
 
 __all__ = ["ComputeType", "CudaDataType", "LibraryPropertyType", "get_nvrtc_version"]
+
+
+
+class ComputeType(enum.IntEnum):
+    """CUDA compute types (``cutensorComputeType_t`` bits, shared by cuTensorNet and cuStateVec)."""
+
+    COMPUTE_DEFAULT = 0
+    COMPUTE_16F = 1 << 0
+    COMPUTE_32F = 1 << 2
+    COMPUTE_64F = 1 << 4
+    COMPUTE_8U = 1 << 6
+    COMPUTE_8I = 1 << 8
+    COMPUTE_32U = 1 << 7
+    COMPUTE_32I = 1 << 9
+    COMPUTE_16BF = 1 << 10
+    COMPUTE_TF32 = 1 << 12
+
 
 _WHEELS = ("nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu13", "nvidia-cuda-nvrtc-cu12")
 

@@ -71,7 +71,8 @@ class DeviceCallable:
 
     Attributes:
         ltoir: the LTO-IR as ``bytes``, or the int address of it in host memory (then ``size``
-            is required).
+            is required); ``None`` (nvmath-python's default) makes an empty callable that plans and
+            keys as no callback.
         size: the size of the LTO-IR in bytes (required for an address; taken from ``bytes``).
         data: an int device pointer passed to the callback as ``user_info`` (0 when unused).
         name: ``None`` (the default) or one of cuFFT's default callback names, plain or mangled
@@ -81,13 +82,15 @@ class DeviceCallable:
             ``NotImplementedError`` (see the module documentation). Not an nvmath-python field.
     """
 
-    ltoir: bytes | int
+    ltoir: bytes | int | None = None
     size: int | None = None
     data: int | None = 0
     name: str | None = None
 
     def __post_init__(self) -> None:
         ltoir = self.ltoir
+        if ltoir is None:
+            return
         if isinstance(ltoir, (bytearray, memoryview)):
             ltoir = bytes(ltoir)
             object.__setattr__(self, "ltoir", ltoir)
@@ -136,7 +139,7 @@ def as_device_callable(value: Any, what: str) -> DeviceCallable | None:
         TypeError: ``value`` is of another kind, or a dict has unknown fields.
     """
     if value is None or isinstance(value, DeviceCallable):
-        return value
+        return None if value is None or value.ltoir is None else value
     if isinstance(value, Mapping):
         fields = {f.name for f in dataclasses.fields(DeviceCallable)}
         unknown = sorted(str(k) for k in value if k not in fields)
@@ -144,7 +147,8 @@ def as_device_callable(value: Any, what: str) -> DeviceCallable | None:
             raise TypeError(
                 f"{what}: unknown DeviceCallable field(s) {unknown}; the fields are {sorted(fields)}"
             )
-        return DeviceCallable(**value)
+        callable_ = DeviceCallable(**value)
+        return None if callable_.ltoir is None else callable_
     if isinstance(value, (bytes, bytearray)):
         return DeviceCallable(value if isinstance(value, bytes) else bytes(value))  # keeps a CompiledCallback
     raise TypeError(
