@@ -1,8 +1,13 @@
 """Option objects: creation from instances or dicts, reusable validators, ``memory_limit`` parsing.
 
-Every options class of nvmath is a ``@dataclass(frozen=True, kw_only=True)`` that validates its
-fields in ``__post_init__`` with the small validators below, so a bad value is reported when the
-options object is built, with the offending value and the allowed set in the message::
+Options classes have the mutability and argument order of their nvmath-python 1.0 counterparts:
+plain mutable dataclasses built on :class:`MutableOptions` (advanced ``MatmulOptions`` and its
+preferences, ``FFTOptions``), or ``@dataclass(frozen=True, kw_only=True)`` (``Execution*``,
+``DirectSolverOptions``, the generic ``MatmulOptions``). Either way one function per class validates
+the fields with the small validators below -- ``__post_init__`` for frozen classes,
+``_check_field`` / ``_check_together`` for mutable ones (on assignment and when a planner takes the
+object) -- with the offending value and the allowed set in the message, and planners take options
+through :func:`check_or_create_options`, which returns a frozen snapshot of a mutable object::
 
     @dataclass(frozen=True, kw_only=True)
     class FFTOptions:
