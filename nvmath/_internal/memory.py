@@ -167,6 +167,7 @@ class Allocation:
         release, self._release = self._release, None
         owner, self._owner = self._owner, None
         if release is not None:
+            stream = streams.survivor(stream)  # never order on a stream that may be destroyed
             _safe_call(release, f"{self.size} bytes at {self.ptr:#x} ({self.package})", owner, stream)
 
     def __enter__(self) -> Self:
@@ -300,7 +301,7 @@ class Workspace:
         """Free the memory (ordered on the stream it was last used on); idempotent."""
         alloc, self._alloc = self._alloc, None
         if alloc is not None:
-            alloc.free(streams.survivor(self._stream))  # never a destroyed stream
+            alloc.free(self._stream)
             logger.debug("%s: released %d bytes", self.name, alloc.size)
 
     def __repr__(self) -> str:

@@ -80,17 +80,20 @@ else:
             return torch.cuda.stream(s)
     elif KIND == "torch-external":
 
+        RAW = {}  # id(external stream) -> the CUstream it wraps
+
         def make():
             raw = _driver_stream()
             ext = torch.cuda.ExternalStream(int(raw))
-            ext._raw = raw
+            RAW[id(ext)] = raw
             return ext
 
         def destroy(s):
             from cuda.bindings import driver as drv
 
             sync()
-            drv.cuStreamDestroy(s._raw)
+            (err,) = drv.cuStreamDestroy(RAW.pop(id(s)))
+            assert int(err) == 0, err
 
         def current(s):
             return torch.cuda.stream(s)
