@@ -138,3 +138,38 @@ def test_algorithm_constructed_from_a_heuristic_record():
     assert adv.Algorithm(algorithm=rec.reshape(())).workspace_size == 4096
     with pytest.raises(TypeError):
         adv.Algorithm(np.zeros(2, dtype=lt.matmul_heuristic_result_dtype))
+
+
+def test_lifecycle_misuse_exception_types(fake_gpu, rng):
+    """execute() before plan() and after release_operands() raise RuntimeError; after free(),
+    InvalidMatmulState (nvmath-python's types; ours subclass RuntimeError)."""
+    from nvmath._errors import InvalidMatmulState
+
+    a, b = fake_gpu.fake(_rand(rng, (6, 4))), fake_gpu.fake(_rand(rng, (4, 5)))
+    mm = adv.Matmul(a, b)
+    with pytest.raises(RuntimeError):
+        mm.execute()
+    mm.plan()
+    mm.release_operands()
+    with pytest.raises(RuntimeError):
+        mm.execute()
+    mm.free()
+    with pytest.raises(InvalidMatmulState):
+        mm.plan()
+
+
+def test_beta_without_c_warns_and_c_without_beta_raises(fake_gpu, rng):
+    """beta without c is ignored with a warning; c without beta is a ValueError (nvmath-python)."""
+    a, b = fake_gpu.fake(_rand(rng, (6, 4))), fake_gpu.fake(_rand(rng, (4, 5)))
+    with pytest.warns(UserWarning, match="beta"):
+        adv.Matmul(a, b, beta=2.0).free()
+    with pytest.raises(ValueError, match="beta"):
+        adv.Matmul(a, b, fake_gpu.fake(_rand(rng, (6, 5))))
+
+
+def test_execute_with_foreign_algorithm_is_value_error(fake_gpu, rng):
+    """execute(algorithm=...) with an algorithm not in .algorithms raises ValueError."""
+    with _planned(fake_gpu, rng) as mm:
+        stranger = adv.Algorithm(np.zeros((), dtype=lt.matmul_heuristic_result_dtype))
+        with pytest.raises(ValueError):
+            mm.execute(algorithm=stranger)
