@@ -142,3 +142,39 @@ def test_fft_logger_option_is_used(rng, caplog):
     with caplog.at_level(logging.INFO, logger="compat.fft"):
         nf.fft(x, axes=(1,), options={"logger": log}, execution="cpu")
     assert any(r.name == "compat.fft" for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides", "axes"),
+    [((4, 64), (32, 1), (0, 1)), ((4, 64), (32, 1), (1,)), ((3, 4, 64), (1024, 32, 1), (1, 2))],
+)
+def test_overlapping_operand_read_as_nvmath_python_does(shape, strides, axes):
+    """Out of place, an operand whose transformed rows overlap (as nvmath-python accepts, also with
+    callbacks) is read directly: cuFFT's addressing of the plan visits exactly the operand's elements."""
+    import math
+
+    from nvmath.fft._traits import make_traits
+
+    t = make_traits(shape, strides, "complex64", axes=axes, package="torch", operand_space="cuda")
+    assert t.staging_strides is None and len(t.steps) == 1 and t.launches == 1
+    step = t.steps[0]
+    embed_strides = [step.istride * math.prod(step.inembed[k + 1 :]) for k in range(step.rank)]
+    cufft = np.add.outer(np.arange(step.batch) * step.idist, 0)
+    for n, s in zip(step.n, embed_strides):
+        cufft = np.add.outer(cufft, np.arange(n) * s)
+    batch_axes = [a for a in range(len(shape)) if a not in step.axes]
+    order = batch_axes + list(step.axes)
+    ours = np.zeros([shape[a] for a in order], dtype=np.int64)
+    for i, a in enumerate(order):
+        axis_offsets = np.arange(shape[a]) * strides[a]
+        ours = ours + axis_offsets.reshape([-1 if j == i else 1 for j in range(len(order))])
+    np.testing.assert_array_equal(np.sort(cufft.ravel()), np.sort(ours.ravel()))
+    assert np.array_equal(cufft.reshape(ours.shape), ours)
+
+
+def test_overlapping_operand_refused_in_place():
+    """In place, overlapping rows stay refused (ValueError)."""
+    from nvmath.fft._traits import make_traits
+
+    with pytest.raises(ValueError):
+        make_traits((4, 64), (32, 1), "complex64", axes=(1,), options=nf.FFTOptions(inplace=True))

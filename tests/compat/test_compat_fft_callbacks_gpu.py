@@ -169,3 +169,13 @@ def test_callback_for_another_dtype_is_refused_as_cufft_error(torch_cuda):
         nf.fft(x, axes=(1,), prolog=prolog)
     with pytest.raises(ValueError):
         nf.fft(x, axes=(1,), prolog=prolog)
+
+
+@pytest.mark.parametrize("axes", [(1,), (0, 1)], ids=["1d", "2d"])
+def test_callback_on_overlapping_operand(torch_cuda, axes):
+    """An operand whose rows overlap ((4, 64) with strides (32, 1)), accepted with a prolog and an
+    epilog as nvmath-python does; offsets index the operand's own layout."""
+    torch = torch_cuda
+    base = torch.randn(4 * 32 + 32, dtype=torch.complex64, device="cuda")
+    x = base.as_strided((4, 64), (32, 1))
+    check_weighted(torch, x, axes, None, "cuda", True, True)
