@@ -32,7 +32,7 @@ from nvmath._internal.tensors.dispatch import adapter_class
 from nvmath.fft._callbacks import as_device_callable
 from nvmath.fft._options import FFTDirection, FFTOptions
 from nvmath.fft._planner import FFT
-from nvmath.fft._traits import normalize_axes
+from nvmath.fft._traits import RealOperandRequired, normalize_axes
 
 __all__ = ["DEFAULT_CACHE_SIZE", "fft", "ifft", "irfft", "plan_cache", "rfft"]
 
@@ -65,7 +65,9 @@ def _check_kind(dtype: str, check_dtype: str | None, function: str) -> None:
     if check_dtype == "complex" and dtype not in _COMPLEX:
         raise ValueError(f"{function}() needs a complex operand; got {dtype} (use rfft() for real operands)")
     if check_dtype == "real" and dtype in _COMPLEX:
-        raise ValueError(f"{function}() needs a real operand; got {dtype} (use fft() for complex operands)")
+        raise RealOperandRequired(
+            f"{function}() needs a real operand; got {dtype} (use fft() for complex operands)"
+        )
 
 
 _DEFAULT_OPTIONS = {

@@ -39,6 +39,7 @@ __all__ = [
     "SUPPORTED_DTYPES",
     "FFTTraits",
     "PlanKey",
+    "RealOperandRequired",
     "cufft_order",
     "logical_shapes",
     "make_traits",
@@ -57,6 +58,13 @@ CPU_DTYPES: tuple[str, ...] = ("float32", "float64", "complex64", "complex128")
 _HALF = ("float16", "complex32")
 _TO_COMPLEX = {"float16": "complex32", "float32": "complex64", "float64": "complex128"}
 _TO_REAL = {v: k for k, v in _TO_COMPLEX.items()}
+
+
+class RealOperandRequired(ValueError, RuntimeError):
+    """A complex operand given to a real-to-complex transform (``rfft``, ``fft_type="R2C"``).
+
+    A ``RuntimeError`` as nvmath-python raises it, and a ``ValueError`` as the other dtype errors.
+    """
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +154,9 @@ def resolve_fft_type(dtype: str, fft_type: str | None) -> tuple[str, str]:
             "or convert the operand to complex)"
         )
     if not real and fft_type == "R2C":
-        raise ValueError(f"an R2C transform needs a real operand; got {dtype} (use fft_type='C2C' / fft)")
+        raise RealOperandRequired(
+            f"an R2C transform needs a real operand; got {dtype} (use fft_type='C2C' / fft)"
+        )
     if fft_type == "C2C":
         return fft_type, dtype
     return fft_type, (_TO_COMPLEX[dtype] if real else _TO_REAL[dtype])

@@ -178,3 +178,14 @@ def test_overlapping_operand_refused_in_place():
 
     with pytest.raises(ValueError):
         make_traits((4, 64), (32, 1), "complex64", axes=(1,), options=nf.FFTOptions(inplace=True))
+
+
+def test_rfft_of_complex_is_runtime_error(rng):
+    """rfft() of a complex operand raises RuntimeError as nvmath-python (and ValueError as before)."""
+    x = _c64(rng, (4, 8))
+    with pytest.raises(RuntimeError, match="real operand"):
+        nf.rfft(x, execution="cpu")
+    with pytest.raises(ValueError, match="real operand"):
+        nf.rfft(x, execution="cpu")
+    with pytest.raises(RuntimeError):
+        FFT(x, options={"fft_type": "R2C"}, execution="cpu")
