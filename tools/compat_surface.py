@@ -389,6 +389,9 @@ def compare_class(scope: str, name: str, theirs: TheirClass, ours: Any) -> list[
             ok = kind == "property" or settable
             items.append(Item(scope, label, ok, "" if ok else "read-only here, settable there"))
             continue
+        if meth in ("__enter__", "__exit__"):  # the with-statement calls them positionally
+            items.append(Item(scope, label, callable(static), "" if callable(static) else "not callable"))
+            continue
         if isinstance(static, staticmethod):
             ours_params = _our_params(static.__func__)
         elif isinstance(static, classmethod):
@@ -431,7 +434,10 @@ def measure(wheel_path: Path, include_all: bool) -> tuple[list[Item], set[str]]:
                     zf.extract(info, tmp)
         wheel = Wheel(Path(tmp))
         for scope, module, in_scope in SCOPES:
-            ours_mod = importlib.import_module(module)
+            try:
+                ours_mod: Any = importlib.import_module(module)
+            except ImportError:  # every name of the scope counts as missing
+                ours_mod = None
             if in_scope or include_all:
                 counted.add(scope)
             if module == "nvmath._utils":

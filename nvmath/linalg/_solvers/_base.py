@@ -236,7 +236,7 @@ class SolverBase(FreedOnExit):
         self._lifecycle.mark_freed()
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED, operands=True)
-    def plan(self, *, stream: Any = None) -> None:
+    def plan(self, stream: Any = None) -> None:
         """Plan the computation (GPU: handles, working buffers, workspaces, pointer arrays)."""
         self._plan(stream)
 
