@@ -176,7 +176,8 @@ def current_stream(device_id: int, package: str) -> StreamHandle:
         handle = cache.get(ptr)
         if handle is not None and handle.device_id == device_id:
             return handle
-    return _handle_from_int(ptr, device_id, package, ptr, mortal=package != "torch")
+    # torch's current stream may be an external one (torch.cuda.ExternalStream) that its owner destroys
+    return _handle_from_int(ptr, device_id, package, ptr)
 
 
 def library_stream(device_id: int) -> StreamHandle:
@@ -331,8 +332,9 @@ def _new_handle(ptr: int, device_id: int, package: str, obj: Any, mortal: bool |
     status, capture = drv.cuStreamIsCapturing(ptr)
     if status == 0 and int(capture) != 0:
         # Querying a capturing stream's device or context invalidates the capture (seen with
-        # torch.cuda.graph): trust the operands' device and assume the primary context.
-        return StreamHandle(ptr, device_id, package, obj, None, mortal)
+        # torch.cuda.graph): trust the operands' device and assume the primary context. No events
+        # are recorded on it (mortal=False): a wait on an event of a capture would break it.
+        return StreamHandle(ptr, device_id, package, obj, None)
     status, dev = drv.cuStreamGetDevice(ptr)
     if status != 0:
         raise ValueError(f"{ptr:#x} is not a usable CUDA stream ({getattr(status, 'name', status)})")
