@@ -3,7 +3,8 @@
 Reads nvmath-python 1.0's public names and signatures from its wheel (``ast`` over the unzipped
 ``.py`` sources and ``.pyi`` stubs: nothing of it is imported or run) and compares them with ours
 (``inspect`` on the imported package). Printed: per module, the share of compatible constructors,
-methods / properties / functions and enum members, and every incompatibility found.
+methods / properties / functions, enum members and the instance attributes users read (``FFT``'s),
+and every incompatibility found.
 
 Compatible means a call written for nvmath-python binds the same way here: each of its positional
 parameters is accepted at the same position (by the same name where it can be passed by keyword),
@@ -44,6 +45,14 @@ SCOPES = [
     ("nvmath.linalg (generic)", "nvmath.linalg", False),
 ]
 _ENUM_BASES = {"IntEnum", "Enum", "IntFlag", "StrEnum"}
+# instance attributes nvmath-python sets in __init__ that its users read (issue #16); the others it
+# sets there are implementation details
+_READ_ATTRIBUTES = {
+    ("nvmath.fft", "FFT"): (
+        "options", "execution_options", "axes", "inplace", "package", "memory_space", "execution_space",
+        "device_id", "operand_data_type", "result_data_type", "fft_abstract_type", "internal_operand_layout",
+    ),
+}
 _SKIP_LINALG = {"advanced"}
 
 
@@ -412,7 +421,11 @@ def compare_name(wheel: Wheel, scope: str, module: str, name: str, ours_mod: Any
         return [Item(scope, name, True, "(definition not found in the wheel; name present)")]
     where, node = found
     if isinstance(node, ast.ClassDef):
-        return compare_class(scope, name, TheirClass(wheel, where, node), ours)
+        items = compare_class(scope, name, TheirClass(wheel, where, node), ours)
+        for attr in _READ_ATTRIBUTES.get((module, name), ()):
+            present = inspect.getattr_static(ours, attr, None) is not None
+            items.append(Item(scope, f"{name}.{attr} (attribute)", present, "" if present else "missing"))
+        return items
     if isinstance(node, (ast.FunctionDef, _Partial)):
         func = node.func if isinstance(node, _Partial) else node
         fixed = node.fixed if isinstance(node, _Partial) else set()
