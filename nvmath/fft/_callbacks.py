@@ -39,6 +39,7 @@ from nvmath.bindings.cufft import cuFFTError
 __all__ = [
     "CALLBACK_DTYPES",
     "CallbackMismatchError",
+    "CallbackPlanError",
     "CompiledCallback",
     "DeviceCallable",
     "as_device_callable",
@@ -219,6 +220,16 @@ class CallbackMismatchError(cuFFTError, ValueError):
 
 
 _NVJITLINK_FAILURE = 19
+
+
+class CallbackPlanError(cuFFTError, RuntimeError):
+    """cuFFT refused to make a plan with the callbacks attached (e.g. ``CUFFT_NOT_SUPPORTED`` for
+    sizes with prime factors above 127): the :class:`~nvmath.bindings.cufft.cuFFTError` with cuFFT's
+    status (as nvmath-python raises it), whose message names the callbacks and cuFFT's version and
+    path; also a ``RuntimeError``."""
+
+    def __reduce__(self):
+        return (type(self), (self.status, self.status_name, ""))
 
 
 def _mismatch(kind: str, dtype: str, what: str) -> CallbackMismatchError:

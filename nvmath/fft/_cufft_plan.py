@@ -23,7 +23,7 @@ from typing import Any
 from nvmath._internal import devices, dtypes, streams
 from nvmath._internal.memory import Workspace
 from nvmath._internal.streams import StreamHandle
-from nvmath.fft._callbacks import DeviceCallable, callback_symbol, find_symbol
+from nvmath.fft._callbacks import CallbackPlanError, DeviceCallable, callback_symbol, find_symbol
 from nvmath.fft._layout import CufftStep
 from nvmath.fft._traits import FFTTraits
 
@@ -223,8 +223,8 @@ class CufftPlan:
                         if not attached:
                             raise
                         if isinstance(exc, cufft.cuFFTError):  # e.g. CUFFT_NOT_SUPPORTED: keep the status
-                            exc.add_note(str(_callback_error(attached, exc)))
-                            raise
+                            detail = str(_callback_error(attached, exc))
+                            raise CallbackPlanError(exc.status, exc.status_name, detail) from exc
                         raise _callback_error(attached, exc) from exc
         except BaseException:
             self.close()

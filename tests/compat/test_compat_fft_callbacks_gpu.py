@@ -126,13 +126,20 @@ def test_callback_c2r_permuted_operand_optimized(torch_cuda, cbs):
     check_weighted(torch, x, (0, 1), {"fft_type": "C2R", "result_layout": "optimized"}, "cuda", *cbs)
 
 
+@pytest.mark.parametrize("m", [4952, 4097])
 @pytest.mark.parametrize("cbs", [(True, False), (True, True)], ids=["prolog", "prolog-epilog"])
-def test_callback_c2r_transposed_operand_optimized(torch_cuda, cbs):
-    """C2R inverse, shape (4952, 3) transposed, axis 0, complex64, optimized result."""
+def test_callback_c2r_transposed_operand_optimized(torch_cuda, cbs, m):
+    """C2R inverse, shape (m, 3) transposed, axis 0, complex64, optimized result. For m = 4952 the
+    size 9902 = 2 x 4951 (a prime above 127) makes cuFFT refuse callback plans: cuFFTError with
+    CUFFT_NOT_SUPPORTED, as nvmath-python raises; 4097 (size 8192) runs and must be right."""
     torch = torch_cuda
     g = torch.Generator().manual_seed(4)
-    x = torch.randn(3, 4952, dtype=torch.complex64, generator=g).cuda().T
-    check_weighted(torch, x, (0,), {"fft_type": "C2R", "result_layout": "optimized"}, "cuda", *cbs)
+    x = torch.randn(3, m, dtype=torch.complex64, generator=g).cuda().T
+    try:
+        check_weighted(torch, x, (0,), {"fft_type": "C2R", "result_layout": "optimized"}, "cuda", *cbs)
+    except cuFFTError as exc:
+        assert m == 4952 and exc.status_name == "CUFFT_NOT_SUPPORTED", exc
+        assert isinstance(exc, RuntimeError)
 
 
 @pytest.mark.parametrize("shape", [(44100, 49, 15), (1, 17775, 3), (4, 17775, 3)], ids=str)
