@@ -24,6 +24,7 @@ import numpy as np
 from nvmath._internal import devices
 from nvmath._internal.state import PlannerState, requires
 from nvmath._internal.tensors import TensorAdapter
+from nvmath._internal.tensors.copy import copy_into
 from nvmath.linalg._solvers import _cpu
 from nvmath.linalg._solvers._base import SingleMatrixSolver, SolverBase
 from nvmath.linalg._solvers._cache import run_cached
@@ -274,7 +275,7 @@ class LUSolve(SolverBase):
                 return self._out(_cpu.lu_solve(lu, piv, b, self.trans).reshape(bspec.shape), stream)
             with devices.device_ctx(self._device_id):
                 ctx, g = self._gpu_load(stream, "lu")
-                g.piv.copy_(self._operand("piv"), ctx.stream)
+                copy_into(g.piv, self._operand("piv"), ctx.stream)
                 x = self._fresh(self._operand("b"), bspec)
                 gpu_getrs(ctx, g, x, self.trans)
                 result = self._give(x.adapter)
