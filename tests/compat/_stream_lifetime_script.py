@@ -12,6 +12,7 @@ import sys
 import numpy as np
 
 import nvmath.fft as nf
+import nvmath.linalg as la
 from nvmath.fft import FFT
 from nvmath.linalg import advanced
 
@@ -21,6 +22,8 @@ rng = np.random.default_rng(7)
 HOST = (rng.standard_normal((4, 64)) + 1j * rng.standard_normal((4, 64)) + 0.1).astype(np.complex64)
 A = rng.standard_normal((32, 16)).astype(np.float32) + 0.1
 B = rng.standard_normal((16, 8)).astype(np.float32) + 0.1
+S = (rng.standard_normal((16, 16)) + 16 * np.eye(16)).astype(np.float32)  # a well-conditioned system
+R = rng.standard_normal((16, 3)).astype(np.float32)
 
 
 def _driver_stream():
@@ -120,6 +123,13 @@ def check_fft(y):
     assert err < 1e-5, err
 
 
+def check_solve(x):
+    sync()
+    ref = np.linalg.solve(S.astype(np.float64), R.astype(np.float64))
+    err = np.linalg.norm(host(x) - ref) / np.linalg.norm(ref)
+    assert err < 1e-4, err
+
+
 def check_mm(d):
     sync()
     ref = A.astype(np.float64) @ B.astype(np.float64)
@@ -128,6 +138,7 @@ def check_mm(d):
 
 
 x, a, b = dev(HOST), dev(A), dev(B)
+sa, sr = dev(S), dev(R)
 for round_ in range(4):
     s = make()
     check_fft_y = nf.fft(x, axes=(1,), stream=s)  # a cached plan bound to s
@@ -142,6 +153,10 @@ for round_ in range(4):
         sync()
         check_fft(y)
         check_mm(d)
+    solver = la.DirectSolver(sa, sr, stream=s)  # a solver planned and run on s, reused after s is gone
+    solver.plan(stream=s)
+    solver.factorize(stream=s)
+    check_solve(solver.solve(stream=s))
     f = FFT(x, axes=(1,), stream=s)
     f.plan(stream=s)
     y = f.execute(stream=s)
@@ -152,6 +167,8 @@ for round_ in range(4):
     gc.collect()
     s2 = make()
     check_fft(f.execute(stream=s2))  # rebinding from a destroyed stream
+    check_solve(solver.solve(stream=s2))
+    solver.free()
     f.free()
     check_fft(nf.fft(x, axes=(1,)))  # the cached plan, last bound to the destroyed stream
     check_mm(advanced.matmul(a, b))
