@@ -85,15 +85,27 @@ def test_matmul_c_vector_on_gpu(torch_cuda):
     ("epilog", "name"), [(adv.MatmulEpilog.BGRADA, "bgrada"), (adv.MatmulEpilog.BGRADB, "bgradb")]
 )
 def test_bias_gradients_any_operand_order(torch_cuda, a_order, b_order, epilog, name):
-    """BGRADA / BGRADB on row- or column-major operands: the library handles the layout."""
+    """BGRADA / BGRADB with the reduced operand in either memory order: the library handles it
+    (ORDER_ROW). The other operand in the other order (BGRADA with a row-major b, BGRADB with a
+    column-major a) is cuBLASLt's to run: right values, or (xfail) its typed NOT_SUPPORTED."""
+    from nvmath._errors import CudaLibraryError
+
     torch = torch_cuda
+    other_order = (epilog == adv.MatmulEpilog.BGRADA and b_order == "row") or (
+        epilog == adv.MatmulEpilog.BGRADB and a_order == "col"
+    )
     a = torch.randn(64, 32, device="cuda")
     b = torch.randn(32, 48, device="cuda")
     if a_order == "col":
         a = a.T.contiguous().T
     if b_order == "col":
         b = b.T.contiguous().T
-    out, aux = adv.matmul(a, b, epilog=epilog)
+    try:
+        out, aux = adv.matmul(a, b, epilog=epilog)
+    except CudaLibraryError as exc:
+        if not other_order:
+            raise
+        pytest.xfail(f"cuBLASLt does not run this layout: {exc}")
     want = a.double() @ b.double()
     assert float(torch.linalg.norm(out.double() - want) / torch.linalg.norm(want)) < 1e-5
     grad = a.double().sum(dim=1) if epilog == adv.MatmulEpilog.BGRADA else b.double().sum(dim=0)

@@ -46,7 +46,9 @@ def test_c_vector_of_wrong_length_is_value_error(fake_gpu, rng):
 @pytest.mark.parametrize(("epilog", "name"), [(E.BGRADA, "bgrada"), (E.BGRADB, "bgradb")])
 @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
 def test_bias_gradient_epilogs_take_either_memory_order(fake_gpu, rng, epilog, name, orders):
-    """BGRADA / BGRADB run on row- or column-major operands; the caller never reorders them."""
+    """BGRADA / BGRADB: the planner's formulation (ORDER_ROW for a reduced operand in the other memory
+    order) gives the right values for every memory order (on the GPU cuBLASLt may refuse some layouts
+    of the other operand: see test_compat_gpu)."""
     a, b = _rand(rng, (6, 4), orders[0]), _rand(rng, (4, 5), orders[1])
     out, aux = adv.matmul(fake_gpu.fake(a), fake_gpu.fake(b), epilog=epilog)
     _close(out.array, a.astype(np.float64) @ b)

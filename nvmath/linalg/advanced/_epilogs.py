@@ -26,11 +26,13 @@ along M, as in nvmath-python.
 
 Measured on H200 with cuBLASLt 13.1 (and encoded here): every epilog but DEFAULT is NOT_SUPPORTED for
 complex dtypes; a bias dtype other than D's is INVALID_VALUE for regular GEMMs (FP8 GEMMs follow
-their own table, :func:`._typemaps.bias_dtypes`); BGRADA needs ``transa = transb = N`` and BGRADB
-``transa = transb = T`` (NOT_SUPPORTED otherwise, whatever the orders): an operand whose memory order
-gives the other op is described as ``ORDER_ROW`` with the required op (same memory, read the other
-way), which cuBLASLt runs, so the caller never reorders; DRELU/DGELU work with K = 1 (nvmath-python
-rejects K = 1; we do not).
+their own table, :func:`._typemaps.bias_dtypes`); BGRADA needs ``transa = N`` (``a`` with unit
+stride along M) and BGRADB ``transb = T`` (``b`` with unit stride along N). A reduced operand in the
+other memory order is described as ``ORDER_ROW`` with the op the epilog needs (the same memory read
+the other way; measured to run on H200), so the caller does not reorder it. The other operand's
+memory order is left to cuBLASLt (measured: BGRADA with a row-major ``b`` and BGRADB with a
+column-major ``a`` are NOT_SUPPORTED for some shapes, whether described as ``ORDER_ROW`` or
+transposed). DRELU/DGELU work with K = 1 (nvmath-python rejects K = 1; we do not).
 """
 
 from __future__ import annotations
@@ -118,8 +120,8 @@ EPILOG_SPECS: dict[E, EpilogSpec] = dict(
         _spec(E.DGELU, inputs=("gelu_aux",), aux="gelu", aux_is_input=True, min_version=_BWD),
         _spec(E.DGELU_BGRAD, inputs=("gelu_aux",), aux_output="dgelu_bgrad", bias="out", aux="gelu",
               aux_is_input=True, min_version=_BWD),
-        _spec(E.BGRADA, aux_output="bgrada", bias="out", required_ops=(Op.N, Op.N), min_version=_BWD),
-        _spec(E.BGRADB, aux_output="bgradb", bias="out", required_ops=(Op.T, Op.T), min_version=_BWD),
+        _spec(E.BGRADA, aux_output="bgrada", bias="out", required_ops=(Op.N, None), min_version=_BWD),
+        _spec(E.BGRADB, aux_output="bgradb", bias="out", required_ops=(None, Op.T), min_version=_BWD),
     ]
 )  # fmt: skip
 """Every epilog's :class:`EpilogSpec`."""

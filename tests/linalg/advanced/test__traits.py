@@ -577,8 +577,6 @@ def test_required_ops_checked():
     assert (p.transa, p.a.order) == (Op.N, T.Order.ROW)
     p = T.get_problem(mm, ty, forces_col=True, required_ops=(None, Op.T))
     assert p.transb == Op.T
-    p = T.get_problem(mm, ty, forces_col=True, required_ops=(Op.T, Op.T))  # a row-major: COL with T
-    assert (p.transa, p.a.order, p.transb) == (Op.T, T.Order.COL, Op.T)
 
 
 @pytest.mark.parametrize(
