@@ -282,8 +282,8 @@ class MutableOptions:
         d = self.__dict__
         if d.get(_FROZEN):
             raise dataclasses.FrozenInstanceError(
-                f"cannot assign to field {name!r}: this {type(self).__name__} is the snapshot a planner took; "
-                "change the object you passed and pass it again"
+                f"cannot assign to field {name!r}: this {type(self).__name__} is the snapshot a planner "
+                "took; change the object you passed and pass it again"
             )
         if name in self.__dataclass_fields__:
             value = self._check_field(name, value)

@@ -117,7 +117,9 @@ def host_array(adapter: TensorAdapter) -> Any:
     return host_view(adapter)
 
 
-def same_plan_traits(adapter: TensorAdapter, planned: FFTTraits, options: FFTOptions, execution: Any) -> FFTTraits:
+def same_plan_traits(
+    adapter: TensorAdapter, planned: FFTTraits, options: FFTOptions, execution: Any
+) -> FFTTraits:
     """The traits of ``adapter`` when the plan made for ``planned`` runs it (equal :func:`plan_key`).
 
     Raises:
@@ -129,8 +131,9 @@ def same_plan_traits(adapter: TensorAdapter, planned: FFTTraits, options: FFTOpt
         raise ValueError(f"reset_operand: the new operand does not fit the planned FFT: {exc}") from exc
     if plan_key(traits) != plan_key(planned):
         raise ValueError(
-            f"reset_operand: the new operand (shape {traits.operand_shape}, strides {traits.operand_strides}) "
-            f"needs another cuFFT plan than the planned one (shape {planned.operand_shape}, strides "
-            f"{planned.operand_strides}): transform sizes, batch count and distance must match"
+            f"reset_operand: the new operand (shape {traits.operand_shape}, strides "
+            f"{traits.operand_strides}) needs another cuFFT plan than the planned one (shape "
+            f"{planned.operand_shape}, strides {planned.operand_strides}): transform sizes, batch count "
+            "and distance must match"
         )
     return traits

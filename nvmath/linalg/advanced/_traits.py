@@ -266,7 +266,9 @@ def get_mm_traits(
     a_view, b_view = _view("a", a2), _view("b", b2)
     if c is not None and len(c.shape) == 1:  # a length-M vector: one value per row, broadcast over N
         if c.shape[0] != m:
-            raise ValueError(f"a 1-D c must have length M = {m} (broadcast over the N columns); got {c.shape}")
+            raise ValueError(
+                f"a 1-D c must have length M = {m} (broadcast over the N columns); got {c.shape}"
+            )
         c = OperandSpec((m, 1), (c.strides[0], max(1, m * c.strides[0])), c.dtype, c.is_conjugate)
     c_view = _c_view(c, m, n) if c is not None else None
     batch_ops = [("a", a2.shape[:-2], a2.strides[:-2]), ("b", b2.shape[:-2], b2.strides[:-2])]

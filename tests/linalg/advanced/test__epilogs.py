@@ -383,8 +383,8 @@ def test_bias_epilog_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, alon
 @given(m=st.integers(1, 6), n=st.integers(1, 6), k=st.integers(1, 4), nb=st.integers(0, 2),
        a_row=st.booleans(), b_row=st.booleans(), epilog=st.sampled_from([E.BGRADA, E.BGRADB]))  # fmt: skip
 def test_bgrad_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, epilog):
-    """BGRADA reduces a over K (length M) and BGRADB reduces b over K (length N), read back via the output spec;
-    operands in either memory order (the caller never reorders)."""
+    """BGRADA reduces a over K (length M) and BGRADB reduces b over K (length N), read back via the
+    output spec; operands in either memory order (the caller never reorders)."""
     rng = np.random.default_rng(8)
     batch = (2, 3)[:nb]
     a = (
