@@ -21,8 +21,7 @@ from nvmath._errors import (  # noqa: E402
 )
 
 from nvmath import bindings, fft, linalg, memory  # noqa: E402
-from nvmath._internal.dtypes import CudaDataType  # noqa: E402  (CUDA_R_* names, as nvmath-python 1.0)
-from nvmath.bindings.cublas import ComputeType, LibraryPropertyType  # noqa: E402
+from nvmath._utils import ComputeType, CudaDataType, LibraryPropertyType  # noqa: E402  (as nvmath-python 1.0)
 from nvmath.memory import BaseCUDAMemoryManager, BaseCUDAMemoryManagerAsync, MemoryPointer  # noqa: E402
 
 __all__ = [

@@ -47,7 +47,7 @@ run_step() {
         selftest) PYTHONPATH=. python3 -m nvmath >"$log" 2>&1 ;;
         tests) PYTHONPATH=. python3 -X faulthandler -m pytest tests -q -p no:cacheprovider -m "not slow" >"$log" 2>&1 ;;
         slow) PYTHONPATH=. python3 -X faulthandler -m pytest tests -q -p no:cacheprovider -m slow >"$log" 2>&1 ;;
-        callbacks) PYTHONPATH="$NP235:." python3 -m pytest tests/fft -q -p no:cacheprovider -k "callback or example" >"$log" 2>&1 ;;
+        callbacks) PYTHONPATH="$NP235:." python3 -m pytest tests/fft tests/compat -q -p no:cacheprovider -k "callback or example" >"$log" 2>&1 ;;
         bench:*)
             local spec=${step#bench:} suite args=()
             suite=${spec%%:*}

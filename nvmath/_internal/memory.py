@@ -169,6 +169,7 @@ class Allocation:
         release, self._release = self._release, None
         owner, self._owner = self._owner, None
         if release is not None:
+            stream = streams.survivor(stream)  # never order on a stream that may be destroyed
             _safe_call(release, f"{self.size} bytes at {self.ptr:#x} ({self.package})", owner, stream)
 
     def __enter__(self) -> Self:

@@ -1,8 +1,13 @@
 """Option objects: creation from instances or dicts, reusable validators, ``memory_limit`` parsing.
 
-Every options class of nvmath is a ``@dataclass(frozen=True, kw_only=True)`` that validates its
-fields in ``__post_init__`` with the small validators below, so a bad value is reported when the
-options object is built, with the offending value and the allowed set in the message::
+Options classes have the mutability and argument order of their nvmath-python 1.0 counterparts:
+plain mutable dataclasses built on :class:`MutableOptions` (advanced ``MatmulOptions`` and its
+preferences, ``FFTOptions``), or ``@dataclass(frozen=True, kw_only=True)`` (``Execution*``,
+``DirectSolverOptions``, the generic ``MatmulOptions``). Either way one function per class validates
+the fields with the small validators below -- ``__post_init__`` for frozen classes,
+``_check_field`` / ``_check_together`` for mutable ones (on assignment and when a planner takes the
+object) -- with the offending value and the allowed set in the message, and planners take options
+through :func:`check_or_create_options`, which returns a frozen snapshot of a mutable object::
 
     @dataclass(frozen=True, kw_only=True)
     class FFTOptions:
@@ -41,6 +46,8 @@ __all__ = [
     "check_or_create_options",
     "check_positive_int",
     "check_type",
+    "freeze_options",
+    "MutableOptions",
     "parse_memory_limit",
 ]
 
@@ -66,16 +73,18 @@ def check_or_create_options(cls: type[T], value: T | Mapping[str, Any] | None, n
         name: what the object is called in messages, e.g. ``"matmul options"``.
 
     Returns:
-        An instance of ``cls``.
+        An instance of ``cls``; for a :class:`MutableOptions` class, its validated frozen snapshot
+        (:func:`freeze_options`), so a later change to the caller's object never reaches a planner
+        or a cache key.
 
     Raises:
         TypeError: ``value`` is of another kind, or the dict has keys that are not fields of ``cls``.
         ValueError: a field value is rejected by the class's own validation.
     """
     if value is None:
-        return cls()
+        return freeze_options(cls())
     if isinstance(value, cls):
-        return value
+        return freeze_options(value)
     if isinstance(value, Mapping):
         fields = _field_names(cls)
         unknown = sorted(str(k) for k in value if fields and k not in fields)
@@ -84,7 +93,7 @@ def check_or_create_options(cls: type[T], value: T | Mapping[str, Any] | None, n
                 f"{name}: unknown field(s) {', '.join(map(repr, unknown))} for {cls.__name__}; "
                 f"the fields are {', '.join(fields)}"
             )
-        return cls(**value)
+        return freeze_options(cls(**value))
     raise TypeError(
         f"{name} must be a {cls.__name__} object, a dict of its fields or None; "
         f"got {type(value).__name__}: {value!r}"
@@ -233,3 +242,77 @@ def parse_memory_limit(value: float | str, total_bytes: int) -> int:
         return int(amount)
     check_positive_int("total_bytes", total_bytes)
     return max(1, int(amount * total_bytes))
+
+
+_FROZEN = "_nvmath_frozen"
+_SNAPSHOT = "_nvmath_snapshot"
+
+
+class MutableOptions:
+    """Base of the options dataclasses that nvmath-python 1.0 has mutable and positional.
+
+    Subclasses are plain ``@dataclass(unsafe_hash=True)`` classes (advanced ``MatmulOptions``,
+    ``MatmulPlanPreferences``, ``MatmulEpilogPreferences``, ``MatmulQuantizationScales``,
+    ``FFTOptions``). Validation is the same as for the frozen classes, in one place per class:
+
+    * :meth:`_check_field` checks and normalizes one field; it runs on construction and on every
+      assignment (``o.result_type = ...``), so a bad value is reported where it is set;
+    * :meth:`_check_together` checks rules across fields; it runs on construction and when a planner
+      takes the object (:func:`freeze_options`), so fields can be changed in any order.
+
+    A planner never keeps the caller's object: it takes a frozen, validated snapshot (an instance of
+    the same class whose assignment raises ``dataclasses.FrozenInstanceError``), made once per state of
+    the object, so stateless plan caches can key on it safely.
+    """
+
+    _nested_fields: tuple[str, ...] = ()
+    """The fields that hold another :class:`MutableOptions` object (snapshotted with their parent)."""
+
+    def _check_field(self, name: str, value: Any) -> Any:
+        """Check one field's value; return it normalized (override per class)."""
+        return value
+
+    def _check_together(self) -> None:
+        """Check the rules that span several fields (override per class)."""
+
+    def __post_init__(self) -> None:
+        self._check_together()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        d = self.__dict__
+        if d.get(_FROZEN):
+            raise dataclasses.FrozenInstanceError(
+                f"cannot assign to field {name!r}: this {type(self).__name__} is the snapshot a planner "
+                "took; change the object you passed and pass it again"
+            )
+        if name in self.__dataclass_fields__:
+            value = self._check_field(name, value)
+        object.__setattr__(self, name, value)
+        d.pop(_SNAPSHOT, None)
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r} of {type(self).__name__}")
+
+    def _snapshot(self) -> Any:
+        d = self.__dict__
+        if d.get(_FROZEN):
+            return self
+        snap = d.get(_SNAPSHOT)
+        if snap is not None and all(
+            freeze_options(getattr(self, n)) is getattr(snap, n) for n in self._nested_fields
+        ):
+            return snap
+        self._check_together()
+        values = {name: freeze_options(getattr(self, name)) for name in self.__dataclass_fields__}
+        snap = object.__new__(type(self))
+        snap.__dict__.update(values)
+        snap.__dict__[_FROZEN] = True
+        d[_SNAPSHOT] = snap
+        return snap
+
+
+def freeze_options(value: T) -> T:
+    """Return the validated frozen snapshot of a :class:`MutableOptions` object (else ``value``)."""
+    if isinstance(value, MutableOptions):
+        return value._snapshot()
+    return value

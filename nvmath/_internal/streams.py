@@ -11,6 +11,12 @@
 
 Handles are cached (bounded) per stream object and per raw pointer, so a repeated call with the
 same stream costs a dictionary lookup. A handle keeps the user's stream object alive.
+
+Stream lifetime: a plan or workspace bound to a stream may outlive it (a cached plan, a stream closed
+or collected by its owner). Handles of streams that can be destroyed behind our back (raw ints other
+than the default streams, ``cuda.core`` streams, external and cupy streams) are *mortal*: planners
+call :func:`mark_done` after enqueueing work on them, and :func:`stream_wait` / :func:`survivor`
+order later work after that recorded event instead of touching the (maybe destroyed) stream.
 """
 
 from __future__ import annotations
@@ -30,9 +36,11 @@ __all__ = [
     "current_stream",
     "get_stream",
     "library_stream",
+    "mark_done",
     "native_stream",
     "stream_ctx",
     "stream_wait",
+    "survivor",
     "synchronize",
     "wait_on_ptr",
 ]
@@ -60,18 +68,24 @@ class StreamHandle:
         ctx: the stream's ``CUcontext`` (int) when it is not the device's primary context (a green
             context, say), else ``None``.
         native: a package-native stream object for ``ptr`` (torch / cupy), made lazily by adapters.
+        mortal: the stream may be destroyed while a plan still refers to it (see the module notes).
     """
 
-    __slots__ = ("_core", "ctx", "device_id", "native", "obj", "package", "ptr")
+    __slots__ = ("_core", "_done", "ctx", "device_id", "mortal", "native", "obj", "package", "ptr")
 
-    def __init__(self, ptr: int, device_id: int, package: str, obj: Any = None, ctx: int | None = None):
+    def __init__(
+        self, ptr: int, device_id: int, package: str, obj: Any = None, ctx: int | None = None,
+        mortal: bool = False,
+    ):  # fmt: skip
         self.ptr = ptr
         self.device_id = device_id
         self.package = package
         self.obj = ptr if obj is None else obj
         self.ctx = ctx
+        self.mortal = mortal and ptr not in _SPECIAL
         self.native: Any = None
         self._core: Any = None
+        self._done: Any = None  # the event mark_done() records on a mortal stream
 
     @property
     def core(self) -> Any:
@@ -162,6 +176,7 @@ def current_stream(device_id: int, package: str) -> StreamHandle:
         handle = cache.get(ptr)
         if handle is not None and handle.device_id == device_id:
             return handle
+    # torch's current stream may be an external one (torch.cuda.ExternalStream) that its owner destroys
     return _handle_from_int(ptr, device_id, package, ptr)
 
 
@@ -189,11 +204,49 @@ def stream_ctx(handle: StreamHandle) -> devices.context_ctx:
 
 
 def stream_wait(waiter: StreamHandle, signaler: StreamHandle) -> None:
-    """Make ``waiter`` wait (on the device, not the host) for the work queued so far on ``signaler``."""
+    """Make ``waiter`` wait (on the device, not the host) for the work queued so far on ``signaler``.
+
+    For a mortal ``signaler`` with a :func:`mark_done` event, the wait is on that event, so a
+    destroyed ``signaler`` is never touched.
+    """
     if waiter.ptr == signaler.ptr and waiter.ctx == signaler.ctx:
         return
     ctx = signaler.ctx or devices.primary_context(signaler.device_id)
+    done = signaler._done
+    if signaler.mortal and done is not None:
+        drv = devices.driver()
+        with devices.context_ctx(ctx):
+            devices.check(drv.cuStreamWaitEvent(waiter.ptr, done, 0), "cuStreamWaitEvent")
+        return
     _record_and_wait(ctx, signaler.ptr, waiter.ptr)
+
+
+def mark_done(handle: StreamHandle) -> None:
+    """Record, on a mortal stream, the event that later waits use instead of the stream itself.
+
+    Planners that keep a stream bound beyond a call (cached plans, workspaces) call this after
+    enqueueing their work; it does nothing for streams that cannot vanish (default, library, torch).
+    """
+    if not handle.mortal:
+        return
+    drv = devices.driver()
+    with stream_ctx(handle):
+        done = handle._done
+        if done is None:
+            done = handle._done = devices.check(
+                drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate"
+            )
+        devices.check(drv.cuEventRecord(done, handle.ptr), "cuEventRecord")
+
+
+def survivor(handle: StreamHandle | None) -> StreamHandle | None:
+    """A stream to order a late release on: ``handle`` itself, or for a mortal one with a
+    :func:`mark_done` event, the library stream made to wait on that event."""
+    if handle is None or not handle.mortal or handle._done is None:
+        return handle
+    lib = library_stream(handle.device_id)
+    stream_wait(lib, handle)
+    return lib
 
 
 def wait_on_ptr(waiter: StreamHandle, producer_ptr: int) -> None:
@@ -251,15 +304,27 @@ def _check_ptr(ptr: int) -> int:
     return ptr
 
 
-def _handle_from_int(ptr: int, device_id: int, package: str, obj: Any) -> StreamHandle:
-    handle = _new_handle(_check_ptr(ptr), device_id, package, obj)
+def _handle_from_int(ptr: int, device_id: int, package: str, obj: Any, mortal: bool = True) -> StreamHandle:
+    handle = _new_handle(_check_ptr(ptr), device_id, package, obj, mortal)
     cache = _INT_CACHE.setdefault(package, {})
     _remember(cache, ptr, handle)
     return handle
 
 
-def _new_handle(ptr: int, device_id: int, package: str, obj: Any) -> StreamHandle:
+def _is_mortal(obj: Any) -> bool:
+    """Whether the stream behind ``obj`` may be destroyed while we still refer to it."""
+    if isinstance(obj, int):
+        return True
+    top = type(obj).__module__.split(".", 1)[0]
+    if top in ("torch", "cupy"):  # torch's pooled streams live as long as the process, and a cupy
+        return "External" in type(obj).__name__  # stream as long as its object (the handle holds it)
+    return True  # cuda.core streams can be closed, raw CUstream objects destroyed
+
+
+def _new_handle(ptr: int, device_id: int, package: str, obj: Any, mortal: bool | None = None) -> StreamHandle:
     """Query the stream's device and context once, and build its handle."""
+    if mortal is None:
+        mortal = _is_mortal(obj)
     if ptr in _SPECIAL:
         return StreamHandle(ptr, device_id, package, obj, None)
     devices.init_driver()
@@ -267,7 +332,8 @@ def _new_handle(ptr: int, device_id: int, package: str, obj: Any) -> StreamHandl
     status, capture = drv.cuStreamIsCapturing(ptr)
     if status == 0 and int(capture) != 0:
         # Querying a capturing stream's device or context invalidates the capture (seen with
-        # torch.cuda.graph): trust the operands' device and assume the primary context.
+        # torch.cuda.graph): trust the operands' device and assume the primary context. No events
+        # are recorded on it (mortal=False): a wait on an event of a capture would break it.
         return StreamHandle(ptr, device_id, package, obj, None)
     status, dev = drv.cuStreamGetDevice(ptr)
     if status != 0:
@@ -279,7 +345,7 @@ def _new_handle(ptr: int, device_id: int, package: str, obj: Any) -> StreamHandl
         )
     ctx = int(devices.check(drv.cuStreamGetCtx(ptr), "cuStreamGetCtx"))
     green = ctx if ctx and ctx != devices.primary_context(device_id) else None
-    return StreamHandle(ptr, device_id, package, obj, green)
+    return StreamHandle(ptr, device_id, package, obj, green, mortal)
 
 
 def _remember(cache: dict, key: int, handle: StreamHandle) -> None:

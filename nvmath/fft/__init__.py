@@ -69,9 +69,9 @@ def estimate_workspace_size(key: tuple, *, technique: str = "default", handle: i
     if technique not in _TECHNIQUES:
         raise ValueError(f"technique must be one of {', '.join(map(repr, _TECHNIQUES))}; got {technique!r}")
     from nvmath.fft._cufft_plan import workspace_size
-    from nvmath.fft._traits import FFTTraits
+    from nvmath.fft._traits import FFTTraits, PlanKey
 
-    traits = FFTTraits(*key[1])
+    traits = key[1].traits if isinstance(key[1], PlanKey) else FFTTraits(*key[1])
     execution: Any = key[4]
     if execution[0] != "cuda":
         return 0

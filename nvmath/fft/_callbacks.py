@@ -12,8 +12,10 @@ Signatures (``T`` is the element type, ``U`` the user-info type)::
     def epilog(data_out: CPointer(T), offset: uint64, value: T, user_info: CPointer(U), unused: voidptr)
 
 ``offset`` counts elements from the start of the buffer cuFFT reads (prolog) or writes (epilog):
-the operand (or nvmath's internal copy of it for C2R, laid out as ``"optimized"``) and the result,
-whose layout :meth:`nvmath.fft.FFT.get_output_layout` reports.
+the operand (or nvmath's internal copy of it for C2R and host operands, in the operand's axis order
+where cuFFT can read that) and the result,
+whose layouts :meth:`nvmath.fft.FFT.get_input_layout` and :meth:`~nvmath.fft.FFT.get_output_layout`
+report (``FFT.internal_operand_layout`` is the input one).
 
 Symbols: cuFFT links the callback by name. With no name given (``lto_callback_symbol_name`` NULL)
 it calls the C++ function of ``cufftXt.h``'s ``cufftJITCallback{Load,Store}{Real,DoubleReal,Complex,
@@ -32,8 +34,12 @@ import re
 from collections.abc import Mapping
 from typing import Any, Self
 
+from nvmath.bindings.cufft import cuFFTError
+
 __all__ = [
     "CALLBACK_DTYPES",
+    "CallbackMismatchError",
+    "CallbackPlanError",
     "CompiledCallback",
     "DeviceCallable",
     "as_device_callable",
@@ -66,7 +72,8 @@ class DeviceCallable:
 
     Attributes:
         ltoir: the LTO-IR as ``bytes``, or the int address of it in host memory (then ``size``
-            is required).
+            is required); ``None`` (nvmath-python's default) makes an empty callable that plans and
+            keys as no callback.
         size: the size of the LTO-IR in bytes (required for an address; taken from ``bytes``).
         data: an int device pointer passed to the callback as ``user_info`` (0 when unused).
         name: ``None`` (the default) or one of cuFFT's default callback names, plain or mangled
@@ -76,13 +83,15 @@ class DeviceCallable:
             ``NotImplementedError`` (see the module documentation). Not an nvmath-python field.
     """
 
-    ltoir: bytes | int
+    ltoir: bytes | int | None = None
     size: int | None = None
     data: int | None = 0
     name: str | None = None
 
     def __post_init__(self) -> None:
         ltoir = self.ltoir
+        if ltoir is None:
+            return
         if isinstance(ltoir, (bytearray, memoryview)):
             ltoir = bytes(ltoir)
             object.__setattr__(self, "ltoir", ltoir)
@@ -131,7 +140,7 @@ def as_device_callable(value: Any, what: str) -> DeviceCallable | None:
         TypeError: ``value`` is of another kind, or a dict has unknown fields.
     """
     if value is None or isinstance(value, DeviceCallable):
-        return value
+        return None if value is None or value.ltoir is None else value
     if isinstance(value, Mapping):
         fields = {f.name for f in dataclasses.fields(DeviceCallable)}
         unknown = sorted(str(k) for k in value if k not in fields)
@@ -139,7 +148,8 @@ def as_device_callable(value: Any, what: str) -> DeviceCallable | None:
             raise TypeError(
                 f"{what}: unknown DeviceCallable field(s) {unknown}; the fields are {sorted(fields)}"
             )
-        return DeviceCallable(**value)
+        callable_ = DeviceCallable(**value)
+        return None if callable_.ltoir is None else callable_
     if isinstance(value, (bytes, bytearray)):
         return DeviceCallable(value if isinstance(value, bytes) else bytes(value))  # keeps a CompiledCallback
     raise TypeError(
@@ -195,9 +205,36 @@ def callback_symbol(kind: str, dtype: str) -> str:
     return f"_Z{len(name)}{name}{_parameter_mangling(kind, dtype)}"
 
 
-def _mismatch(kind: str, dtype: str, what: str) -> ValueError:
+class CallbackMismatchError(cuFFTError, ValueError):
+    """A prolog / epilog compiled for another kind or element type than the transform's.
+
+    A :class:`~nvmath.bindings.cufft.cuFFTError` (what nvmath-python raises: cuFFT fails to link such
+    a callback, ``CUFFT_NVJITLINK_FAILURE``) and a ``ValueError``; raised before cuFFT is called.
+    """
+
+    def __init__(self, detail: str = ""):
+        super().__init__(_NVJITLINK_FAILURE, "CUFFT_NVJITLINK_FAILURE", detail)
+
+    def __reduce__(self):
+        return (type(self), (self.args[0] if self.args else "",))
+
+
+_NVJITLINK_FAILURE = 19
+
+
+class CallbackPlanError(cuFFTError, RuntimeError):
+    """cuFFT refused to make a plan with the callbacks attached (e.g. ``CUFFT_NOT_SUPPORTED`` for
+    sizes with prime factors above 127): the :class:`~nvmath.bindings.cufft.cuFFTError` with cuFFT's
+    status (as nvmath-python raises it), whose message names the callbacks and cuFFT's version and
+    path; also a ``RuntimeError``."""
+
+    def __reduce__(self):
+        return (type(self), (self.status, self.status_name, ""))
+
+
+def _mismatch(kind: str, dtype: str, what: str) -> CallbackMismatchError:
     make = f"compile_{kind}(function, {dtype!r}, ...)"
-    return ValueError(
+    return CallbackMismatchError(
         f"the {kind} must be a callback for {dtype} elements (cuFFT links it as {callback_symbol(kind, dtype)}), "
         f"but {what}; compile it with {make}. A prolog's elements have the operand's dtype, an epilog's the "
         "result's (complex for rfft, real for irfft)"
@@ -211,8 +248,9 @@ def find_symbol(callable_: DeviceCallable, kind: str, dtype: str) -> str | None:
     fits ``kind`` and ``dtype``.
 
     Raises:
-        ValueError: the callback was compiled for another kind or element type, or its name or the
-            cuFFT-style names visible in its LTO-IR do not fit ``kind`` / ``dtype``.
+        CallbackMismatchError: (a ``cuFFTError`` and a ``ValueError``) the callback was compiled for
+            another kind or element type, or its name or the cuFFT-style names visible in its LTO-IR
+            do not fit ``kind`` / ``dtype``.
     """
     default = callback_symbol(kind, dtype)
     ltoir = callable_.ltoir

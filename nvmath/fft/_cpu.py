@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal.tensors.base import axis_order
+from nvmath._internal.tensors.base import axis_order, span
 from nvmath.fft._traits import FFTTraits
 
 __all__ = ["default_threads", "execute_on_host", "scipy_fft"]
@@ -68,7 +68,11 @@ def _with_strides(y: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...
         return y
     if all(a == b or n == 1 for a, b, n in zip(y.strides, wanted, shape)):
         return np.lib.stride_tricks.as_strided(y, shape=shape, strides=wanted)
-    out = np.lib.stride_tricks.as_strided(np.empty(y.size, dtype=y.dtype), shape=shape, strides=wanted)
+    # the buffer covers every offset the strides reach (in-place layouts of sliced operands may
+    # leave gaps, so y.size elements can be too few)
+    _, hi = span(tuple(shape), tuple(strides))
+    buffer = np.empty(max(hi + 1, 1), dtype=y.dtype)
+    out = np.lib.stride_tricks.as_strided(buffer, shape=shape, strides=wanted)
     np.copyto(out, y)
     return out
 

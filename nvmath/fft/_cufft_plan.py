@@ -23,7 +23,7 @@ from nvmath._errors import warn_cleanup_failure
 from nvmath._internal import devices, dtypes, streams
 from nvmath._internal.memory import Workspace
 from nvmath._internal.streams import StreamHandle
-from nvmath.fft._callbacks import DeviceCallable, callback_symbol, find_symbol
+from nvmath.fft._callbacks import CallbackPlanError, DeviceCallable, callback_symbol, find_symbol
 from nvmath.fft._layout import CufftStep
 from nvmath.fft._traits import FFTTraits
 
@@ -222,6 +222,9 @@ class CufftPlan:
                     except Exception as exc:
                         if not attached:
                             raise
+                        if isinstance(exc, cufft.cuFFTError):  # e.g. CUFFT_NOT_SUPPORTED: keep the status
+                            detail = str(_callback_error(attached, exc))
+                            raise CallbackPlanError(exc.status, exc.status_name, detail) from exc
                         raise _callback_error(attached, exc) from exc
         except BaseException:
             self.close()
@@ -287,17 +290,18 @@ class CufftPlan:
         if not self._bound_workspace and self.workspace_size:
             self._bind_workspace(stream)
         single = self._single
+        ptrs = (operand, result, staging)
         if single is not None:
             handle, src, dst, i, o = single
-            ptrs = (operand, result, staging)
             self._xt_exec(handle, ptrs[src] + i, ptrs[dst] + o, direction)
-            return
-        ptrs = (operand, result, staging)
-        xt_exec = self._xt_exec
-        for handle, src, dst, offsets in self._launches:
-            src_ptr, dst_ptr = ptrs[src], ptrs[dst]
-            for i, o in offsets:
-                xt_exec(handle, src_ptr + i, dst_ptr + o, direction)
+        else:
+            xt_exec = self._xt_exec
+            for handle, src, dst, offsets in self._launches:
+                src_ptr, dst_ptr = ptrs[src], ptrs[dst]
+                for i, o in offsets:
+                    xt_exec(handle, src_ptr + i, dst_ptr + o, direction)
+        if stream.mortal:  # the stream may be gone when the plan is next bound or freed
+            streams.mark_done(stream)
 
     def release_workspace(self) -> None:
         """Free the workspace (stream-ordered); the next execution allocates it again."""

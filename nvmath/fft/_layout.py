@@ -109,15 +109,23 @@ class CufftStep:
 
 
 def fft_embedding(
-    strides: Sequence[int], extents: Sequence[int], axes: Sequence[int], side: str = "input"
+    strides: Sequence[int],
+    extents: Sequence[int],
+    axes: Sequence[int],
+    side: str = "input",
+    *,
+    overlap_ok: bool = False,
 ) -> tuple[tuple[int, ...], int]:
     """Return ``(embed, stride)`` describing the transformed ``axes`` (outer to inner) of a buffer.
 
     Only the innermost axis may have extent 1 (its stride is then irrelevant and taken as 1).
+    ``overlap_ok`` (a buffer only read): an outer stride may be a smaller multiple of the inner one
+    than the inner extent, i.e. the transformed rows overlap (an embedding smaller than the size, as
+    nvmath-python passes cuFFT for such operands).
 
     Raises:
         LayoutUnsupported: a stride is not positive, or does not divide the next outer one with a
-            quotient at least the inner extent.
+            quotient at least the inner extent (at least 1 with ``overlap_ok``).
     """
     inner = axes[-1]
     stride = strides[inner] if extents[inner] > 1 else 1
@@ -127,7 +135,7 @@ def fft_embedding(
     for outer, inner in itertools.pairwise(axes):
         so = strides[outer]
         si = strides[inner] if extents[inner] > 1 else 1
-        if so <= 0 or so % si or so // si < extents[inner]:
+        if so <= 0 or so % si or (so // si < extents[inner] and not overlap_ok):
             raise LayoutUnsupported(
                 f"{side} strides of transformed axes {outer} and {inner} ({so} and {si}) do not nest: "
                 f"cuFFT needs the outer stride to be a multiple of the inner one by at least {extents[inner]}"
@@ -222,7 +230,9 @@ def solve_step(
         LayoutUnsupported: the layout cannot be described.
     """
     (src_name, in_ext, in_str), (dst_name, out_ext, out_str) = src, dst
-    inembed, istride = fft_embedding(in_str, in_ext, axes, "input")
+    # an operand only read may overlap along the transformed axes (an overlapping view)
+    read_only = src_name == "operand" != dst_name
+    inembed, istride = fft_embedding(in_str, in_ext, axes, "input", overlap_ok=read_only)
     onembed, ostride = fft_embedding(out_str, out_ext, axes, "output")
     transformed = set(axes)
     batch_axes = [a for a in range(len(in_ext)) if a not in transformed]
@@ -261,12 +271,34 @@ def chunk_axes(axes: Sequence[int], fft_type: str) -> list[tuple[int, ...]]:
     return groups
 
 
+_EXACT_OVERLAP_LIMIT = 1 << 22
+"""Up to this many elements, a layout whose strides do not nest is checked element by element."""
+
+
 def is_non_overlapping(extents: Sequence[int], strides: Sequence[int]) -> bool:
-    """Whether no two elements of the layout share memory (sufficient check: nested positive strides)."""
-    live = sorted((strides[a], extents[a]) for a in range(len(extents)) if extents[a] > 1)
+    """Whether no two elements of the layout share memory.
+
+    Nested strides (each at least the reach of the smaller ones) never overlap; other layouts of a
+    sliced or reshaped operand may still not overlap, and are checked exactly up to
+    :data:`_EXACT_OVERLAP_LIMIT` elements (beyond, they count as overlapping).
+    """
+    live = sorted((abs(strides[a]), extents[a]) for a in range(len(extents)) if extents[a] > 1)
     reach = 1
+    nested = True
     for stride, extent in live:
-        if stride < reach:
+        if stride == 0:
             return False
-        reach = stride * extent
-    return True
+        if stride < reach:
+            nested = False
+        reach = max(reach, stride * extent)
+    if nested:
+        return True
+    count = math.prod(extent for _, extent in live)
+    if count > _EXACT_OVERLAP_LIMIT:
+        return False
+    import numpy as np
+
+    offsets = np.zeros(1, dtype=np.int64)
+    for stride, extent in live:
+        offsets = (offsets[:, None] + np.arange(extent, dtype=np.int64)[None, :] * stride).ravel()
+    return int(np.unique(offsets).size) == count

@@ -4,9 +4,11 @@ Field names, order and defaults follow nvmath-python 1.0, so ``FFTOptions(fft_ty
 last_axis_parity="odd")`` written for it runs unchanged. Differences, all compatible with code
 written for nvmath-python:
 
-* :class:`FFTOptions` is a frozen, keyword-only dataclass validated in ``__post_init__`` (a ``dict``
-  of its fields is accepted wherever an options object is). :func:`nvmath.fft.irfft` therefore never
-  mutates the caller's options object.
+* :class:`FFTOptions` is a plain mutable dataclass as nvmath-python's (positional fields, assignment
+  after construction). Fields are checked where they are set, the rules across fields when a planner
+  takes the object, and the planner keeps a frozen snapshot
+  (:class:`nvmath._internal.options.MutableOptions`). A ``dict`` of its fields is accepted wherever
+  an options object is. :func:`nvmath.fft.irfft` never mutates the caller's options object.
 * One extra field, ``layout_fallback``: ``"error"`` (the default, as nvmath-python) raises
   :class:`~nvmath._errors.UnsupportedLayoutError` for operand layouts cuFFT cannot describe;
   ``"copy"`` copies such operands into an internal buffer of a supported layout before each
@@ -20,7 +22,7 @@ import enum
 from typing import Any, Literal
 
 from nvmath._internal.memory import check_allocator
-from nvmath._internal.options import check_blocking, check_bool, check_in, check_logger
+from nvmath._internal.options import MutableOptions, check_blocking, check_bool, check_in, check_logger
 
 __all__ = [
     "FFT_TYPES",
@@ -77,8 +79,8 @@ def normalize_direction(value: Any) -> FFTDirection:
     return direction
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class FFTOptions:
+@dataclasses.dataclass(unsafe_hash=True)
+class FFTOptions(MutableOptions):
     """Options of :class:`nvmath.fft.FFT` and of the stateless FFT functions.
 
     Attributes:
@@ -115,24 +117,40 @@ class FFTOptions:
     layout_fallback: Literal["error", "copy"] = "error"
     overwrite_operand: bool = False
 
-    def __post_init__(self) -> None:
-        if self.fft_type is not None:
-            if not isinstance(self.fft_type, str):
-                raise TypeError(
-                    f"fft_type must be one of {', '.join(map(repr, FFT_TYPES))} or None; "
-                    f"got {type(self.fft_type).__name__}: {self.fft_type!r}"
-                )
-            check_in("fft_type", self.fft_type.upper(), FFT_TYPES)
-            object.__setattr__(self, "fft_type", self.fft_type.upper())
-        check_bool("inplace", self.inplace)
-        check_in("last_axis_parity", self.last_axis_parity, ("even", "odd"))
-        check_in("result_layout", self.result_layout, ("optimized", "natural"))
-        check_logger(self.logger)
-        check_blocking(self.blocking)
-        check_allocator(self.allocator, "allocator")
-        check_in("layout_fallback", self.layout_fallback, LAYOUT_FALLBACKS)
-        check_bool("overwrite_operand", self.overwrite_operand)
+    def _check_field(self, name: str, value: Any) -> Any:
+        return _check_fft_option(name, value)
+
+    def _check_together(self) -> None:
         if self.inplace and self.fft_type in ("R2C", "C2R"):
             raise ValueError(
                 f"inplace=True is only supported for C2C transforms; got fft_type={self.fft_type!r}"
             )
+
+
+def _check_fft_option(name: str, value: Any) -> Any:
+    """Check and normalize one field of :class:`FFTOptions`."""
+    if name == "fft_type":
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise TypeError(
+                f"fft_type must be one of {', '.join(map(repr, FFT_TYPES))} or None; "
+                f"got {type(value).__name__}: {value!r}"
+            )
+        check_in("fft_type", value.upper(), FFT_TYPES)
+        return value.upper()
+    if name in ("inplace", "overwrite_operand"):
+        check_bool(name, value)
+    elif name == "last_axis_parity":
+        check_in(name, value, ("even", "odd"))
+    elif name == "result_layout":
+        check_in(name, value, ("optimized", "natural"))
+    elif name == "logger":
+        check_logger(value)
+    elif name == "blocking":
+        check_blocking(value)
+    elif name == "allocator":
+        check_allocator(value, "allocator")
+    elif name == "layout_fallback":
+        check_in(name, value, LAYOUT_FALLBACKS)
+    return value

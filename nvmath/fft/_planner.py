@@ -23,6 +23,7 @@ from nvmath._internal.tensors.base import TensorAdapter
 from nvmath._internal.tensors.copy import copy_into
 from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
 from nvmath.fft import _cpu
+from nvmath.fft._attributes import FFTAttributes
 from nvmath.fft._callbacks import DeviceCallable, as_device_callable
 from nvmath.fft._options import LOGGER_NAME, FFTDirection, FFTOptions, normalize_direction
 from nvmath.fft._planner_support import (
@@ -32,6 +33,7 @@ from nvmath.fft._planner_support import (
     host_array,
     make_key,
     operand_traits,
+    same_plan_traits,
     resolved,
     torch_allocator,
 )
@@ -57,7 +59,7 @@ _ALLOWED = {
 }
 
 
-class FFT(FreedOnExit):
+class FFT(FFTAttributes, FreedOnExit):
     """A planned N-D FFT of one operand layout, executed as often as needed.
 
     Args:
@@ -162,14 +164,6 @@ class FFT(FreedOnExit):
     def traits(self) -> FFTTraits:
         """The transform's :class:`~nvmath.fft._traits.FFTTraits` (read-only)."""
         return self._traits
-
-    def get_input_layout(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """``(shape, strides)`` of the operand, strides in elements."""
-        return self._traits.operand_shape, self._traits.operand_strides
-
-    def get_output_layout(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """``(shape, strides)`` of the result, strides in elements."""
-        return self._traits.result_shape, self._traits.result_strides
 
     # ------------------------------------------------------------------ keys
     def get_key(self, *, prolog: Any = None, epilog: Any = None) -> tuple:
@@ -480,13 +474,15 @@ class FFT(FreedOnExit):
     # ------------------------------------------------------------------ operands
     @requires(_CREATED, _PLANNED)
     def reset_operand(self, operand: Any = None, *, stream: Any = None) -> None:
-        """Replace the operand with one of the same package, device, dtype, shape and strides.
+        """Replace the operand with one of the same package, device and dtype that the planned cuFFT
+        plan runs: the same shape and strides, or another arrangement with equal :meth:`create_key`
+        (rearranged batch dimensions, transposed batch strides).
 
         ``operand=None`` releases the operand (as :meth:`release_operand`).
 
         Raises:
             TypeError: another package.
-            ValueError: another device, dtype, shape or strides (the message shows both).
+            ValueError: another device or dtype, or a layout that needs another plan (the message shows both).
         """
         if operand is None:
             self.release_operand()
@@ -497,19 +493,20 @@ class FFT(FreedOnExit):
             raise TypeError(
                 f"reset_operand: the new operand is a {new.package} tensor; the FFT was planned for {self._package}"
             )
-        checks = (
-            ("device", new.device_id, self._operand_device),
-            ("dtype", new.dtype, t.operand_dtype),
-            ("shape", tuple(new.shape), t.operand_shape),
-            ("strides", tuple(new.strides), t.operand_strides),
-        )
+        checks = (("device", new.device_id, self._operand_device), ("dtype", new.dtype, t.operand_dtype))
         for what, got, planned in checks:
             if got != planned:
                 raise ValueError(
                     f"reset_operand: the new operand's {what} is {got!r}; the FFT was planned for {planned!r}"
                 )
+        traits = t
+        if (tuple(new.shape), tuple(new.strides)) != (t.operand_shape, t.operand_strides):
+            traits = same_plan_traits(new, t, self._options, self._execution)
         if stream is not None and self._stream is not None:
             self._stream_handle(stream)
+        if traits is not t:  # another shape or batch layout the same cuFFT plan runs
+            self._traits, self._staging = traits, None
+            self._fast_alloc = torch_allocator(traits, self._device_id) if fast_torch(new, traits) else None
         self._operand, self._consumed = new, False
         self._lifecycle.mark_operands_reset()
 

@@ -13,7 +13,7 @@ from nvmath._internal.tensors.base import TensorAdapter
 from nvmath._internal.tensors.host import host_view
 from nvmath.fft._callbacks import as_device_callable
 from nvmath.fft._options import FFTOptions
-from nvmath.fft._traits import FFTTraits, make_traits, traits_key
+from nvmath.fft._traits import FFTTraits, PlanKey, make_traits, plan_key
 
 __all__ = [
     "current_stream_getter",
@@ -23,6 +23,7 @@ __all__ = [
     "make_key",
     "operand_traits",
     "resolved",
+    "same_plan_traits",
     "torch_allocator",
 ]
 
@@ -102,7 +103,7 @@ def _callable_key(value: Any, what: str) -> tuple | None:
 def make_key(traits: FFTTraits, execution: Any, prolog: Any, epilog: Any) -> tuple:
     return (
         "nvmath.fft",
-        traits_key(traits),
+        PlanKey(traits),
         _callable_key(prolog, "prolog"),
         _callable_key(epilog, "epilog"),
         _execution_key(execution),
@@ -114,3 +115,25 @@ def host_array(adapter: TensorAdapter) -> Any:
     if adapter.package == "torch":
         return adapter.tensor.detach().numpy()
     return host_view(adapter)
+
+
+def same_plan_traits(
+    adapter: TensorAdapter, planned: FFTTraits, options: FFTOptions, execution: Any
+) -> FFTTraits:
+    """The traits of ``adapter`` when the plan made for ``planned`` runs it (equal :func:`plan_key`).
+
+    Raises:
+        ValueError: the new operand's layout needs another plan (or none at all).
+    """
+    try:
+        traits = operand_traits(adapter, planned.axes, options, execution)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"reset_operand: the new operand does not fit the planned FFT: {exc}") from exc
+    if plan_key(traits) != plan_key(planned):
+        raise ValueError(
+            f"reset_operand: the new operand (shape {traits.operand_shape}, strides "
+            f"{traits.operand_strides}) needs another cuFFT plan than the planned one (shape "
+            f"{planned.operand_shape}, strides {planned.operand_strides}): transform sizes, batch count "
+            "and distance must match"
+        )
+    return traits

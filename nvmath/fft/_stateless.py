@@ -26,7 +26,7 @@ from typing import Any
 
 from nvmath._internal import caches
 from nvmath._internal.execution import resolve_execution
-from nvmath._internal.options import check_or_create_options
+from nvmath._internal.options import check_or_create_options, freeze_options
 from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.state import freed_on_error
 from nvmath._internal.stateless import READERS, CachedPlan, adapter_head, call_cached, reader_for
@@ -34,7 +34,7 @@ from nvmath._internal.tensors import wrap
 from nvmath.fft._callbacks import as_device_callable
 from nvmath.fft._options import FFTDirection, FFTOptions
 from nvmath.fft._planner import FFT
-from nvmath.fft._traits import normalize_axes
+from nvmath.fft._traits import RealOperandRequired, normalize_axes
 
 __all__ = ["DEFAULT_CACHE_SIZE", "fft", "ifft", "irfft", "plan_cache", "rfft"]
 
@@ -69,10 +69,12 @@ def _check_kind(dtype: str, check_dtype: str | None, function: str) -> None:
     if check_dtype == "complex" and dtype not in _COMPLEX:
         raise ValueError(f"{function}() needs a complex operand; got {dtype} (use rfft() for real operands)")
     if check_dtype == "real" and dtype in _COMPLEX:
-        raise ValueError(f"{function}() needs a real operand; got {dtype} (use fft() for complex operands)")
+        raise RealOperandRequired(
+            f"{function}() needs a real operand; got {dtype} (use fft() for complex operands)"
+        )
 
 
-_DEFAULT_OPTIONS = {None: FFTOptions(), "R2C": FFTOptions(fft_type="R2C"), "C2R": FFTOptions(fft_type="C2R")}
+_DEFAULT_OPTIONS = {t: freeze_options(FFTOptions(fft_type=t)) for t in (None, "R2C", "C2R")}
 _DEFAULT_EXECUTION = caches.memo("nvmath.fft: default executions", 64)
 
 
@@ -81,7 +83,7 @@ def _options(options: Any, fft_type: str | None) -> FFTOptions:
         return _DEFAULT_OPTIONS[fft_type]
     options = check_or_create_options(FFTOptions, options, "FFT options")
     if fft_type is not None and options.fft_type != fft_type:
-        options = dataclasses.replace(options, fft_type=fft_type)
+        options = freeze_options(dataclasses.replace(options, fft_type=fft_type))
     return options
 
 

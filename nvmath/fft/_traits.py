@@ -38,10 +38,13 @@ __all__ = [
     "CPU_DTYPES",
     "SUPPORTED_DTYPES",
     "FFTTraits",
+    "PlanKey",
+    "RealOperandRequired",
     "cufft_order",
     "logical_shapes",
     "make_traits",
     "normalize_axes",
+    "plan_key",
     "resolve_fft_type",
     "suggest_permutation",
 ]
@@ -55,6 +58,13 @@ CPU_DTYPES: tuple[str, ...] = ("float32", "float64", "complex64", "complex128")
 _HALF = ("float16", "complex32")
 _TO_COMPLEX = {"float16": "complex32", "float32": "complex64", "float64": "complex128"}
 _TO_REAL = {v: k for k, v in _TO_COMPLEX.items()}
+
+
+class RealOperandRequired(ValueError, RuntimeError):
+    """A complex operand given to a real-to-complex transform (``rfft``, ``fft_type="R2C"``).
+
+    A ``RuntimeError`` as nvmath-python raises it, and a ``ValueError`` as the other dtype errors.
+    """
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,7 +154,9 @@ def resolve_fft_type(dtype: str, fft_type: str | None) -> tuple[str, str]:
             "or convert the operand to complex)"
         )
     if not real and fft_type == "R2C":
-        raise ValueError(f"an R2C transform needs a real operand; got {dtype} (use fft_type='C2C' / fft)")
+        raise RealOperandRequired(
+            f"an R2C transform needs a real operand; got {dtype} (use fft_type='C2C' / fft)"
+        )
     if fft_type == "C2C":
         return fft_type, dtype
     return fft_type, (_TO_COMPLEX[dtype] if real else _TO_REAL[dtype])
@@ -352,7 +364,8 @@ def _cuda_out_of_place(
     layouts = [natural, optimized] if p.result_layout == "natural" else [optimized]
     results = [("result", p.result_shape, _dense(p.result_shape, o)) for o in layouts]
     staged = [("staging", p.shape, _dense(p.shape, optimized))]
-    if cross and p.fft_type != "C2R":  # a host operand is copied anyway: keep its order if cuFFT can
+    if natural != optimized:  # a copy keeps the operand's axis order where cuFFT can read it, as
+        # nvmath-python's copies do: callbacks index by offsets into this buffer (get_input_layout)
         staged.insert(0, ("staging", p.shape, _dense(p.shape, natural)))
     operand = ("operand", p.shape, p.strides)
     if p.fft_type == "C2R" and p.overwrite and not cross and is_dense(p.shape, p.strides):
@@ -466,3 +479,41 @@ def _cuda_traits(problem: _Problem, inplace: bool, cross: bool, common: dict[str
 def traits_key(traits: FFTTraits) -> tuple:
     """A hashable summary of everything in ``traits`` that decides a plan."""
     return tuple(getattr(traits, f.name) for f in dataclasses.fields(traits))
+
+
+class PlanKey:
+    """The traits part of an FFT key: equal (and hashing equal) when :func:`plan_key` is, while
+    keeping the traits it was made from (``estimate_workspace_size`` plans from them)."""
+
+    __slots__ = ("_hash", "_key", "traits")
+
+    def __init__(self, traits: FFTTraits):
+        self.traits = traits
+        self._key = plan_key(traits)
+        self._hash = hash(self._key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PlanKey) and self._key == other._key
+
+    def __repr__(self) -> str:
+        return f"PlanKey{self._key!r}"
+
+
+def plan_key(traits: FFTTraits) -> tuple:
+    """A hashable summary of what decides the cuFFT plan (nvmath-python's ``create_key`` semantics).
+
+    Operands that need the same cuFFT plans -- same transform sizes, total batch count and distance
+    between consecutive transforms, e.g. shapes ``(2, 3, 64)`` and ``(3, 2, 64)`` over ``axes=(2,)``
+    -- have equal keys, whatever their shapes and batch strides; an :class:`~nvmath.fft.FFT` planned
+    for one accepts the other in ``reset_operand``. CPU transforms key on the whole traits.
+    """
+    if traits.execution != "cuda":
+        return traits_key(traits)
+    steps = tuple((s.kind, s.plan_args(), s.src, s.dst, s.offsets) for s in traits.steps)
+    return (
+        "cuda", traits.fft_type, traits.operand_dtype, traits.result_dtype, traits.inplace,
+        traits.cross_space, traits.staging_strides is not None, steps,
+    )  # fmt: skip

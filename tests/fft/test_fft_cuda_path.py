@@ -165,7 +165,7 @@ class FakeWorkspace:
 
 class FakeStream:
     def __init__(self, ptr):
-        self.ptr, self.device_id, self.ctx = ptr, 0, None
+        self.ptr, self.device_id, self.ctx, self.mortal, self._done = ptr, 0, None, False, None
 
 
 @pytest.fixture

@@ -120,12 +120,17 @@ def test_callback_for_another_dtype_is_a_value_error(torch_cuda):
 
 
 def test_bad_ltoir_names_the_library(torch_cuda):
-    """LTO-IR cuFFT cannot link raises RuntimeError naming cuFFT's version and path."""
+    """LTO-IR cuFFT cannot link raises cuFFT's error (a cuFFTError, as nvmath-python, and a
+    RuntimeError) with its status, naming cuFFT's version and path."""
+    from nvmath.bindings.cufft import cuFFTError
+
     torch = torch_cuda
     x = torch.randn(64, dtype=torch.complex64, device="cuda")
     f = FFT(x)
-    with pytest.raises(RuntimeError, match=r"cuFFT \d+\.\d+.*refused the LTO callback.*prolog on complex64"):
+    expected = r"cuFFT \d+\.\d+.*refused the LTO callback.*prolog on complex64"
+    with pytest.raises(RuntimeError, match=expected) as info:
         f.plan(prolog=DeviceCallable(b"not LTO-IR" * 8))
+    assert isinstance(info.value, cuFFTError) and info.value.status != 0
     f.free()
 
 

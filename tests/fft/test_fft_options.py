@@ -27,13 +27,15 @@ def test_defaults_match_nvmath_python():
     assert o.layout_fallback == "error" and o.overwrite_operand is False
 
 
-def test_options_are_frozen_and_keyword_only():
-    """FFTOptions is immutable and takes keyword arguments only."""
-    o = FFTOptions(fft_type="C2C")
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        o.inplace = True  # type: ignore[misc]
-    with pytest.raises(TypeError):
-        FFTOptions("C2C")  # type: ignore[misc]
+def test_options_are_mutable_and_positional():
+    """FFTOptions is a plain mutable dataclass as nvmath-python's: positional fields, checked assignment."""
+    o = FFTOptions("c2c", True)
+    assert (o.fft_type, o.inplace) == ("C2C", True)
+    o.inplace = False
+    assert o.inplace is False
+    with pytest.raises(ValueError):
+        o.result_layout = "sideways"  # type: ignore[assignment]
+    assert o.result_layout == "optimized"
 
 
 def test_fft_type_is_case_insensitive():

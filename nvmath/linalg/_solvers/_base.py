@@ -199,6 +199,8 @@ class SolverBase(FreedOnExit):
                 with devices.device_ctx(self._device_id):
                     ctx.use_stream(handle)
                     state = self._plan_gpu(ctx)
+                    if handle.mortal:  # planning queued work there; see _finish_gpu
+                        streams.mark_done(handle)
             except BaseException:
                 ctx.close()
                 raise
@@ -237,7 +239,7 @@ class SolverBase(FreedOnExit):
         self._lifecycle.mark_freed()
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED, operands=True)
-    def plan(self, *, stream: Any = None) -> None:
+    def plan(self, stream: Any = None) -> None:
         """Plan the computation (GPU: handles, working buffers, workspaces, pointer arrays)."""
         self._plan(stream)
 
@@ -340,8 +342,15 @@ class SolverBase(FreedOnExit):
         return adapter.unwrap(ctx.stream)
 
     def _finish_gpu(self) -> None:
-        """Block when ``blocking=True`` or the operands are in host memory (nvmath-python semantics)."""
+        """Block when ``blocking=True`` or the operands are in host memory (nvmath-python semantics).
+
+        On a stream that may be destroyed later (see :func:`nvmath._internal.streams.mark_done`), first
+        record the event the next stream switch waits on instead of touching this stream again.
+        """
         assert self._ctx is not None
+        stream = self._ctx.stream
+        if stream.mortal:
+            streams.mark_done(stream)
         if self.options.blocking is True or self._host_operands:
             self._ctx.synchronize()
 

@@ -95,7 +95,7 @@ class DirectSolver(SolverBase):
     _OPTIONS = DirectSolverOptions
     _OP = "factorize"
 
-    def __init__(self, a: Any, b: Any, *, options: Any = None, execution: Any = None, stream: Any = None):
+    def __init__(self, a: Any, b: Any, options: Any = None, execution: Any = None, stream: Any = None):
         operands, self._count = _flatten(a, b)
         self._factored = False
         self._cpu_factors: tuple[np.ndarray, np.ndarray] | None = None

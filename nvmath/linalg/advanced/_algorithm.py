@@ -89,6 +89,21 @@ def _encode(enum_cls: type, prefix: str, value: Any, what: str) -> int:
         raise ValueError(f"{what}={value!r} is not a {enum_cls.__name__} value") from None
 
 
+def _as_record(value: Any) -> np.ndarray:
+    """The numpy record behind a struct wrapper (``__array__`` / ``_data``), or a ``TypeError``."""
+    for get in (lambda v: v._data, np.asarray):
+        try:
+            arr = get(value)
+        except Exception:  # noqa: BLE001 - try the next way
+            continue
+        if isinstance(arr, np.ndarray) and arr.dtype == lt.matmul_heuristic_result_dtype:
+            return arr
+    raise TypeError(
+        "Algorithm takes a cublasLt.matmul_heuristic_result_dtype record (e.g. Algorithm.as_numpy()); "
+        f"got {type(value).__name__}"
+    )
+
+
 def _config_property(attr: str, doc: str, enum_cls: type | None = None, prefix: str = "") -> property:
     code = int(_CONFIG[attr])
 
@@ -106,7 +121,14 @@ def _config_property(attr: str, doc: str, enum_cls: type | None = None, prefix: 
 
 
 class Algorithm:
-    """A cuBLASLt algorithm for one planned problem (returned by ``Matmul.plan()``; do not construct).
+    """A cuBLASLt algorithm for one planned problem (returned by ``Matmul.plan()``).
+
+    Args:
+        algorithm: one ``cublasLtMatmulHeuristicResult_t`` record, as nvmath-python's constructor
+            takes it: a numpy array of ``cublasLt.matmul_heuristic_result_dtype`` with one element
+            (0-d or shape ``(1,)``, e.g. what :meth:`as_numpy` returns), or an object exposing one
+            through ``__array__`` (a bindings struct wrapper). The record is used in place.
+        ptr: the address of the record's ``algo`` field (internal; defaults to the record's own).
 
     The settable properties change the algorithm's configuration in place; call
     ``Matmul.plan(algorithms=[...])`` again afterwards so that the configuration is checked and its
@@ -115,9 +137,14 @@ class Algorithm:
 
     __slots__ = ("_record", "algo_ptr")
 
-    def __init__(self, record: np.ndarray, ptr: int | None = None):
-        if record.dtype != lt.matmul_heuristic_result_dtype or record.shape != ():
-            raise TypeError("Algorithm wraps a 0-d record of cublasLt.matmul_heuristic_result_dtype")
+    def __init__(self, algorithm: Any, ptr: int | None = None):
+        record = algorithm if isinstance(algorithm, np.ndarray) else _as_record(algorithm)
+        if record.dtype != lt.matmul_heuristic_result_dtype or record.size != 1:
+            raise TypeError(
+                "Algorithm wraps one record of cublasLt.matmul_heuristic_result_dtype (0-d or shape (1,)); "
+                f"got {type(algorithm).__name__} of dtype {record.dtype} and shape {record.shape}"
+            )
+        record = record.reshape(())
         self._record = record
         self.algo_ptr: int = record.ctypes.data if ptr is None else ptr
 

@@ -27,8 +27,12 @@ along M, as in nvmath-python.
 Measured on H200 with cuBLASLt 13.1 (and encoded here): every epilog but DEFAULT is NOT_SUPPORTED for
 complex dtypes; a bias dtype other than D's is INVALID_VALUE for regular GEMMs (FP8 GEMMs follow
 their own table, :func:`._typemaps.bias_dtypes`); BGRADA needs ``transa = N`` (``a`` with unit
-stride along M) and BGRADB ``transb = T`` (``b`` with unit stride along N); DRELU/DGELU work with
-K = 1 (nvmath-python rejects K = 1; we do not).
+stride along M) and BGRADB ``transb = T`` (``b`` with unit stride along N). A reduced operand in the
+other memory order is described as ``ORDER_ROW`` with the op the epilog needs (the same memory read
+the other way; measured to run on H200), so the caller does not reorder it. The other operand's
+memory order is left to cuBLASLt (measured: BGRADA with a row-major ``b`` and BGRADB with a
+column-major ``a`` are NOT_SUPPORTED for some shapes, whether described as ``ORDER_ROW`` or
+transposed). DRELU/DGELU work with K = 1 (nvmath-python rejects K = 1; we do not).
 """
 
 from __future__ import annotations
@@ -343,7 +347,10 @@ def _gelu_aux_prefs(spec: EpilogSpec, dtype: str, prefs: MatmulEpilogPreferences
     """Extra inputs, attributes, pointer attributes and outputs for a GELU aux output's preferences."""
     extra_inputs: tuple[str, ...] = ()
     attrs, ptrs, outs = [], [], []
-    if dtype != types.d_dtype:
+    # cuBLASLt's default aux type is D's, or C's when D is FP8: an FP8 aux over an FP8 D must be
+    # named explicitly, else cuBLASLt takes the aux as C's type and refuses the AUX scale pointer
+    default = types.c_dtype if types.narrow_result else types.d_dtype
+    if dtype != default or prefs.aux_type is not None:
         attrs.append(("EPILOGUE_AUX_DATA_TYPE", _dt.cuda_data_type(dtype)))
     if is_narrow(dtype):
         extra_inputs = (AUX_QUANTIZATION_SCALE,)

@@ -3,9 +3,11 @@
 The field names, their order and their defaults follow nvmath-python 1.0, so code written for it
 runs unchanged. Two deliberate differences:
 
-* The classes are ``frozen=True, kw_only=True`` dataclasses validated in ``__post_init__``. A ``dict``
-  of fields is accepted wherever an options object is (the planner converts it with
-  :func:`nvmath._internal.options.check_or_create_options`).
+* The classes are plain mutable dataclasses, as nvmath-python's (fields can be given positionally
+  and assigned after construction). Each field is checked where it is set (construction or
+  assignment), the rules across fields when a planner takes the object; the planner keeps a frozen
+  snapshot (:class:`nvmath._internal.options.MutableOptions`), so changing the object later never
+  reaches a plan or a cache key. A ``dict`` of fields is accepted wherever an options object is.
 * ``MatmulOptions.memory_limit`` keeps its ``"80%"`` default, but with that default the planner caps
   the cuBLASLt workspace at :data:`DEFAULT_WORKSPACE_CAP` (32 MiB, the vendor recommendation for
   Hopper and Blackwell). Any other value is used as given: ask for more to let the heuristic pick
@@ -36,6 +38,7 @@ from nvmath._internal.options import (
     check_memory_limit,
     parse_memory_limit,
 )
+from nvmath._internal.options import MutableOptions
 
 __all__ = [
     "AUTOTUNE_WORKSPACE_CAP",
@@ -124,6 +127,16 @@ class MatmulNumericalImplFlags(enum.IntEnum):
     ACCUMULATOR_64F = 0x04 << 8
     ACCUMULATOR_32I = 0x08 << 8
     ACCUMULATOR_TYPE_MASK = 0xFF << 8
+    INPUT_TYPE_16F = 0x01 << 16
+    INPUT_TYPE_16BF = 0x02 << 16
+    INPUT_TYPE_TF32 = 0x04 << 16
+    INPUT_TYPE_32F = 0x08 << 16
+    INPUT_TYPE_64F = 0x10 << 16
+    INPUT_TYPE_8I = 0x20 << 16
+    INPUT_TYPE_8F_E4M3 = 0x40 << 16
+    INPUT_TYPE_8F_E5M2 = 0x80 << 16
+    INPUT_TYPE_MASK = 0xFF << 16
+    # the names of cublasLt.h (CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_*), kept as aliases
     INPUT_16F = 0x01 << 16
     INPUT_16BF = 0x02 << 16
     INPUT_TF32 = 0x04 << 16
@@ -184,11 +197,6 @@ def to_data_type(value: Any, name: str) -> CudaDataType | None:
     return _enum_member(name, value, CudaDataType, "cudaDataType value")
 
 
-def _set(obj: Any, name: str, value: Any) -> None:
-    """Normalize a field of a frozen dataclass inside ``__post_init__``."""
-    object.__setattr__(obj, name, value)
-
-
 def _check_allocator(value: Any) -> None:
     if value is None:
         return
@@ -199,8 +207,8 @@ def _check_allocator(value: Any) -> None:
         )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class MatmulOptions:
+@dataclasses.dataclass(unsafe_hash=True)
+class MatmulOptions(MutableOptions):
     """Options of :class:`Matmul` / :func:`matmul` (fields, order and defaults as nvmath-python 1.0).
 
     Attributes:
@@ -236,27 +244,39 @@ class MatmulOptions:
     blocking: Literal[True, "auto"] = "auto"
     allocator: Any = None
 
-    def __post_init__(self) -> None:
-        for name in ("inplace", "result_amax", "block_scaling"):
-            check_bool(name, getattr(self, name))
-        if self.fast_accumulation is None:
-            _set(self, "fast_accumulation", False)
-        check_bool("fast_accumulation", self.fast_accumulation)
-        _set(self, "compute_type", to_compute_type(self.compute_type))
-        _set(self, "scale_type", to_data_type(self.scale_type, "scale_type"))
-        _set(self, "result_type", to_data_type(self.result_type, "result_type"))
-        if self.sm_count_target is None:
-            _set(self, "sm_count_target", 0)
-        check_int("sm_count_target", self.sm_count_target, minimum=0)
-        check_int("device_id", self.device_id, minimum=0)
-        if self.handle is not None:
-            check_int("handle", self.handle, minimum=0)
-        check_logger(self.logger)
-        if self.memory_limit is None:
-            _set(self, "memory_limit", DEFAULT_MEMORY_LIMIT)
-        check_memory_limit(self.memory_limit)
-        check_blocking(self.blocking)
-        _check_allocator(self.allocator)
+    def _check_field(self, name: str, value: Any) -> Any:
+        return _check_matmul_option(name, value)
+
+
+def _check_matmul_option(name: str, value: Any) -> Any:
+    """Check and normalize one field of :class:`MatmulOptions`."""
+    if name in ("inplace", "result_amax", "block_scaling"):
+        check_bool(name, value)
+    elif name == "fast_accumulation":
+        value = False if value is None else value
+        check_bool(name, value)
+    elif name == "compute_type":
+        value = to_compute_type(value)
+    elif name in ("scale_type", "result_type"):
+        value = to_data_type(value, name)
+    elif name == "sm_count_target":
+        value = 0 if value is None else value
+        check_int(name, value, minimum=0)
+    elif name == "device_id":
+        check_int(name, value, minimum=0)
+    elif name == "handle":
+        if value is not None:
+            check_int(name, value, minimum=0)
+    elif name == "logger":
+        check_logger(value)
+    elif name == "memory_limit":
+        value = DEFAULT_MEMORY_LIMIT if value is None else value
+        check_memory_limit(value)
+    elif name == "blocking":
+        check_blocking(value)
+    elif name == "allocator":
+        _check_allocator(value)
+    return value
 
 
 def workspace_limit_bytes(
@@ -282,8 +302,8 @@ def workspace_limit_bytes(
     return limit
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class MatmulEpilogPreferences:
+@dataclasses.dataclass(unsafe_hash=True)
+class MatmulEpilogPreferences(MutableOptions):
     """Epilog preferences.
 
     Attributes:
@@ -296,16 +316,18 @@ class MatmulEpilogPreferences:
     aux_type: int | None = None
     aux_amax: bool = False
 
-    def __post_init__(self) -> None:
-        _set(self, "aux_type", to_data_type(self.aux_type, "aux_type"))
-        check_bool("aux_amax", self.aux_amax)
+    def _check_field(self, name: str, value: Any) -> Any:
+        if name == "aux_type":
+            return to_data_type(value, "aux_type")
+        check_bool(name, value)
+        return value
 
 
 _MAX_U64 = (1 << 64) - 1
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class MatmulPlanPreferences:
+@dataclasses.dataclass(unsafe_hash=True)
+class MatmulPlanPreferences(MutableOptions):
     """Preferences of ``plan()`` (fields, order and defaults as nvmath-python 1.0).
 
     ``None`` for a field means its default.
@@ -324,19 +346,31 @@ class MatmulPlanPreferences:
     limit: int | None = 8
     epilog: MatmulEpilogPreferences | dict | None = None
 
-    def __post_init__(self) -> None:
-        defaults = {f.name: f.default for f in dataclasses.fields(self)}
-        for name in ("reduction_scheme_mask", "max_waves_count", "numerical_impl_mask", "limit"):
-            if getattr(self, name) is None:
-                _set(self, name, defaults[name])
-        check_int(
-            "reduction_scheme_mask", self.reduction_scheme_mask, minimum=0, maximum=MatmulReductionScheme.MASK
-        )
-        _check_waves(self.max_waves_count)
-        _set(self, "max_waves_count", float(self.max_waves_count))
-        check_int("numerical_impl_mask", self.numerical_impl_mask, minimum=0, maximum=_MAX_U64)
-        check_int("limit", self.limit, minimum=1)
-        _set(self, "epilog", _epilog_preferences(self.epilog))
+    _nested_fields = ("epilog",)
+
+    def _check_field(self, name: str, value: Any) -> Any:
+        if name == "epilog":
+            return _epilog_preferences(value)
+        if value is None:
+            value = _PLAN_DEFAULTS[name]
+        if name == "reduction_scheme_mask":
+            check_int(name, value, minimum=0, maximum=MatmulReductionScheme.MASK)
+        elif name == "max_waves_count":
+            _check_waves(value)
+            value = float(value)
+        elif name == "numerical_impl_mask":
+            check_int(name, value, minimum=0, maximum=_MAX_U64)
+        elif name == "limit":
+            check_int(name, value, minimum=1)
+        return value
+
+
+_PLAN_DEFAULTS: dict[str, Any] = {
+    "reduction_scheme_mask": MatmulReductionScheme.MASK,
+    "max_waves_count": 0.0,
+    "numerical_impl_mask": MatmulNumericalImplFlags.ALL,
+    "limit": 8,
+}
 
 
 def _check_waves(value: Any) -> None:
@@ -382,8 +416,8 @@ def _check_scale(name: str, value: Any) -> None:
         )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class MatmulQuantizationScales:
+@dataclasses.dataclass(unsafe_hash=True)
+class MatmulQuantizationScales(MutableOptions):
     """Per-tensor, per-row/column or per-block scales of narrow-precision (FP8) operands.
 
     Each of ``a``, ``b``, ``c``, ``d`` is ``None``, an int/float, or a float32 tensor of the operands'
@@ -409,9 +443,9 @@ class MatmulQuantizationScales:
     c: Any = None
     d: Any = None
 
-    def __post_init__(self) -> None:
-        for name in ("a", "b", "c", "d"):
-            _check_scale(name, getattr(self, name))
+    def _check_field(self, name: str, value: Any) -> Any:
+        _check_scale(name, value)
+        return value
 
     def given(self) -> frozenset[str]:
         """Return the names of the scales that are set."""

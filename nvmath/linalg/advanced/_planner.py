@@ -20,7 +20,7 @@ from nvmath._internal import streams
 from nvmath._internal.dtypes import to_numpy_dtype
 from nvmath._internal.logging import debug, get_logger, log_phase
 from nvmath._internal.memory import SharedWorkspaces, Workspace
-from nvmath._internal.options import check_int, check_or_create_options
+from nvmath._internal.options import check_int, check_or_create_options, freeze_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap, wrap_operands
@@ -44,7 +44,9 @@ from nvmath.linalg.advanced._traits import check_alpha_beta
 
 __all__ = ["Matmul"]
 
-_DEFAULTS = (MatmulOptions(), MatmulPlanPreferences(), MatmulQuantizationScales())
+_DEFAULTS = tuple(
+    freeze_options(o) for o in (MatmulOptions(), MatmulPlanPreferences(), MatmulQuantizationScales())
+)
 """Default option objects (frozen), shared to skip their validation on every construction."""
 _PLANNED = PlannerState.PLANNED.value
 
@@ -102,7 +104,9 @@ class Matmul(FreedOnExit):
                 for n in sorted(values)
             }  # fmt: skip
         self._spec, self._options, self._log, self._slots, self._stream = spec, options, log, slots, handle
-        self._host_template = ops["a"] if spec.host else None
+        # host results are made like an empty sibling of a, never a itself (release_operands)
+        first = ops["a"]
+        self._host_template = first.empty((0,), first.dtype, device_id="cpu") if spec.host else None
         self._scalar_buf = np.array([alpha, beta], dtype=to_numpy_dtype(types.scale_dtype))  # host pointers
         self._alpha, self._beta = self._scalar_buf[0:1], self._scalar_buf[1:2]
         base = self._scalar_buf.ctypes.data
@@ -268,7 +272,10 @@ class Matmul(FreedOnExit):
             and not self._scales
         )  # fmt: skip
         self._select(plan.algorithms[0])
-        template = self._slots["a"].device
+        first = self._slots["a"]  # outputs follow a's package and device; the makers keep an empty
+        template = first.device  # sibling, never the caller's tensor (release_operands drops them all)
+        if not first.host:
+            template = template.empty((0,), template.dtype)
         self._result = ResultMaker(template, p.result_shape, p.result_strides, self._spec.types.d_dtype)
         self._aux = [
             (spec.name, ResultMaker(template, spec.shape, spec.strides, spec.dtype), ptr)
@@ -324,6 +331,7 @@ class Matmul(FreedOnExit):
         ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
         with streams.stream_ctx(handle):
             lt.matmul(*self._plan_args(plan, d_ptr), algorithm.algo_ptr, ws_ptr, ws_size, handle.ptr)
+        streams.mark_done(handle)
         if release_workspace:
             self._workspace.release()
         return self._deliver(out, is_adapter, None, handle)
@@ -351,6 +359,8 @@ class Matmul(FreedOnExit):
         )  # fmt: skip
         with streams.stream_ctx(handle):  # the caller's thread may have another device current
             lt.matmul(*args)
+        if handle.mortal:  # the stream may be gone when the workspace is next used or freed
+            streams.mark_done(handle)
         if release_workspace:
             self._workspace.release()
         if self._fast_deliver and aux is None:  # GPU operands, non-blocking, no aux outputs

@@ -26,7 +26,7 @@ import numpy as np
 
 from nvmath._internal import caches
 from nvmath._internal.memory import SharedWorkspaces
-from nvmath._internal.options import check_or_create_options
+from nvmath._internal.options import check_or_create_options, freeze_options
 from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.state import freed_on_error
 from nvmath._internal.stateless import READERS, CachedPlan, Read, adapter_head, call_cached, reader_for
@@ -131,8 +131,7 @@ def _value_key(value: Any) -> Any:
 def _options_key(cls: type, value: Any, name: str) -> Any:
     if value is None:
         return None
-    if not isinstance(value, cls):
-        value = check_or_create_options(cls, value, name)
+    value = check_or_create_options(cls, value, name)  # a frozen snapshot of a mutable object
     try:
         hash(value)
     except TypeError:
@@ -185,8 +184,8 @@ def _build(
                 Algorithm.from_numpy(algorithm.as_numpy()) if isinstance(algorithm, Algorithm) else algorithm
             ]
         mm.plan(
-            preferences=dataclasses.replace(prefs, limit=1), algorithms=algorithms, epilog=kw.get("epilog"),
-            epilog_inputs=kw.get("epilog_inputs"), stream=stream,
+            preferences=freeze_options(dataclasses.replace(prefs, limit=1)), algorithms=algorithms,
+            epilog=kw.get("epilog"), epilog_inputs=kw.get("epilog_inputs"), stream=stream,
         )  # fmt: skip
     return CachedPlan(mm, mm.workspace_lock)
 

@@ -209,9 +209,7 @@ def _view(name: str, spec: OperandSpec, *, allow_zero_ld: bool = False) -> Matri
 
 def _c_view(c: OperandSpec, m: int, n: int) -> MatrixView:
     if len(c.shape) < 2:
-        raise ValueError(
-            f"c must have at least 2 dimensions, (M, N) or (M, 1) = ({m}, {n}) or ({m}, 1); got {c.shape}"
-        )
+        raise ValueError(f"c must be (M,), (M, N) or (M, 1) = ({m},), ({m}, {n}) or ({m}, 1); got {c.shape}")
     if c.shape[-2] != m or c.shape[-1] not in (n, 1):
         raise ValueError(
             f"c must have shape (..., {m}, {n}) or (..., {m}, 1) (broadcast over columns); got {c.shape}"
@@ -266,6 +264,12 @@ def get_mm_traits(
             f"a and b do not contract: a has K={k} (shape {a.shape}), b has K={kb} (shape {b.shape})"
         )
     a_view, b_view = _view("a", a2), _view("b", b2)
+    if c is not None and len(c.shape) == 1:  # a length-M vector: one value per row, broadcast over N
+        if c.shape[0] != m:
+            raise ValueError(
+                f"a 1-D c must have length M = {m} (broadcast over the N columns); got {c.shape}"
+            )
+        c = OperandSpec((m, 1), (c.strides[0], max(1, m * c.strides[0])), c.dtype, c.is_conjugate)
     c_view = _c_view(c, m, n) if c is not None else None
     batch_ops = [("a", a2.shape[:-2], a2.strides[:-2]), ("b", b2.shape[:-2], b2.strides[:-2])]
     if c is not None:
@@ -289,7 +293,8 @@ def get_mm_traits(
 class MatrixLayout:
     """One ``cublasLtMatrixLayout_t``: rows, cols, ld, order, data type, batch count and offset.
 
-    ``order`` is ``Order.COL`` except in :func:`row_order_problem`; ``ld`` is 0 for
+    ``order`` is ``Order.COL`` except in :func:`row_order_problem` and for an operand an epilog needs
+    read the other way (BGRADA, BGRADB); ``ld`` is 0 for
     a ``c`` broadcast over columns (accepted by cuBLASLt 13.1 for C).
     """
 
@@ -365,13 +370,27 @@ def _orientations(mm: MMTraits, forces_col: bool, transpose_problem: bool) -> li
     return [preferred, not preferred]
 
 
-def _operand_layout(name: str, view: MatrixView, conj: bool, prefer: Op) -> tuple[int, int, int, Op]:
-    """Describe ``op(L) == view`` with L column-major: ``(rows, cols, ld, op)`` of L.
+def _operand_layout(
+    name: str, view: MatrixView, conj: bool, prefer: Op, required: Op | None = None
+) -> tuple[int, int, int, Op, Order]:
+    """Describe ``op(L) == view``: ``(rows, cols, ld, op, order)`` of L (column-major unless an epilog
+    requires an op the column-major description cannot give: then L is ``ORDER_ROW`` with that op,
+    the same memory read the other way, so the caller never reorders its operand).
 
     A conjugated operand needs ``OP_C``, i.e. a view that is column-major once transposed
     (cuBLASLt does not support ``ORDER_ROW`` with ``OP_C``).
     """
     n_ld, t_ld = view.col_ld(), view.t.col_ld()
+    if not conj and required == Op.N and n_ld is None and t_ld is not None:
+        return view.rows, view.cols, t_ld, Op.N, Order.ROW
+    if not conj and required == Op.T and t_ld is None and n_ld is not None:
+        return view.cols, view.rows, n_ld, Op.T, Order.ROW
+    return (*_col_layout(name, view, conj, prefer, n_ld, t_ld), Order.COL)
+
+
+def _col_layout(
+    name: str, view: MatrixView, conj: bool, prefer: Op, n_ld: int | None, t_ld: int | None
+) -> tuple[int, int, int, Op]:
     if conj:
         if t_ld is None:
             raise ValueError(
@@ -447,10 +466,10 @@ def _build_problem(
     dt = {"a": types.a_dtype, "b": types.b_dtype}
     prefer_a = Op.T if required[0] is None else required[0]  # Op.N is falsy: no `or` here
     prefer_b = Op.N if required[1] is None else required[1]
-    ar, ac, ald, transa = _operand_layout(an, av, ca, prefer_a)
-    br, bc, bld, transb = _operand_layout(bn, bv, cb, prefer_b)
-    a = MatrixLayout(ar, ac, ald, Order.COL, dt[an], bs.count, bs.stride(an))
-    b = MatrixLayout(br, bc, bld, Order.COL, dt[bn], bs.count, bs.stride(bn))
+    ar, ac, ald, transa, a_order = _operand_layout(an, av, ca, prefer_a, required[0])
+    br, bc, bld, transb, b_order = _operand_layout(bn, bv, cb, prefer_b, required[1])
+    a = MatrixLayout(ar, ac, ald, a_order, dt[an], bs.count, bs.stride(an))
+    b = MatrixLayout(br, bc, bld, b_order, dt[bn], bs.count, bs.stride(bn))
     d = MatrixLayout(m, n, m, Order.COL, types.d_dtype, bs.count, m * n)
     c = dataclasses.replace(d, dtype=types.c_dtype)
     if mm.c_view is not None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from nvmath.linalg.advanced import _epilogs as EP
 from nvmath.linalg.advanced import _traits as T
-from nvmath.linalg.advanced._layout import Op, OperandSpec, collapse_batch
+from nvmath.linalg.advanced._layout import Op, OperandSpec, Order, collapse_batch
 from nvmath.linalg.advanced._options import MatmulEpilog as E
 from nvmath.linalg.advanced._options import MatmulEpilogPreferences
 from nvmath.linalg.advanced._typemaps import resolve_types
@@ -383,7 +383,8 @@ def test_bias_epilog_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, alon
 @given(m=st.integers(1, 6), n=st.integers(1, 6), k=st.integers(1, 4), nb=st.integers(0, 2),
        a_row=st.booleans(), b_row=st.booleans(), epilog=st.sampled_from([E.BGRADA, E.BGRADB]))  # fmt: skip
 def test_bgrad_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, epilog):
-    """BGRADA reduces a over K (length M) and BGRADB reduces b over K (length N), read back via the output spec."""
+    """BGRADA reduces a over K (length M) and BGRADB reduces b over K (length N), read back via the
+    output spec; operands in either memory order (the caller never reorders)."""
     rng = np.random.default_rng(8)
     batch = (2, 3)[:nb]
     a = (
@@ -400,12 +401,18 @@ def test_bgrad_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, epilog):
     types = resolve_types("float64", "float64")
     et = EP.epilog_traits(epilog, {}, m=m, n=n, k=k, batch=mm.batch, types=types)
     strictly_row_a, strictly_col_b = a_row and m > 1 and k > 1, (not b_row) and k > 1 and n > 1
-    if (epilog == E.BGRADA and strictly_row_a) or (epilog == E.BGRADB and strictly_col_b):
-        with pytest.raises(ValueError, match="this epilog needs operand"):
-            T.get_problem(mm, types, **et.problem_options)
-        return
     problem = T.get_problem(mm, types, **et.problem_options)
     assert not problem.transposed
+    # an operand in the other memory order is read as ORDER_ROW with the op the epilog needs
+    # the reduced operand in the other memory order is read as ORDER_ROW with the op the epilog needs
+    if epilog == E.BGRADA:
+        assert problem.transa == Op.N
+        if strictly_row_a:
+            assert problem.a.order == Order.ROW
+    if epilog == E.BGRADB:
+        assert problem.transb == Op.T
+        if strictly_col_b:
+            assert problem.b.order == Order.ROW
     flats = {"a": np.ascontiguousarray(a if a_row else np.swapaxes(a, -1, -2)).reshape(-1),
              "b": np.ascontiguousarray(b if b_row else np.swapaxes(b, -1, -2)).reshape(-1)}  # fmt: skip
     _, aux = _emulate_epilog(lt, problem, et, flats, None)
@@ -438,3 +445,12 @@ def test_attribute_names_are_cublaslt_matmul_desc_attributes():
     emitted |= {n for n, _ in traits(E.BIAS, {"bias": S((M,), (1,), "bfloat16")}, types=fp8_f32).attributes}
     assert emitted <= members, emitted - members
     assert {"EPILOGUE_AUX_SCALE_POINTER", "EPILOGUE_AUX_AMAX_POINTER", "BIAS_DATA_TYPE"} <= emitted
+
+
+def test_fp8_aux_over_fp8_result_names_its_type():
+    """An FP8 aux over an FP8 D sets EPILOGUE_AUX_DATA_TYPE (cuBLASLt's default would be C's type)."""
+    types = resolve_types("float8_e4m3fn", "float8_e4m3fn")
+    prefs = MatmulEpilogPreferences(aux_type=28, aux_amax=True)
+    t = traits(E.GELU_AUX, {"aux_quantization_scale": 0.1}, types=types, prefs=prefs)
+    assert dict(t.attributes)["EPILOGUE_AUX_DATA_TYPE"] == 28
+    assert t.aux_outputs[0].dtype == "float8_e4m3fn"

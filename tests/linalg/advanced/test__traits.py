@@ -570,11 +570,11 @@ def test_fp8_row_count_rule_picks_orientation():
 
 
 def test_required_ops_checked():
-    """An epilog's required op (BGRADA: transa=N) rejects a row-major a, naming it and the axis."""
+    """An epilog's required op (BGRADA: transa=N) on a row-major a is met by reading it as ORDER_ROW."""
     mm = T.get_mm_traits(A, B)
     ty = resolve_types("float32", "float32")
-    with pytest.raises(ValueError, match="operand 'a' with unit stride along M"):
-        T.get_problem(mm, ty, forces_col=True, required_ops=(Op.N, None))
+    p = T.get_problem(mm, ty, forces_col=True, required_ops=(Op.N, None))
+    assert (p.transa, p.a.order) == (Op.N, T.Order.ROW)
     p = T.get_problem(mm, ty, forces_col=True, required_ops=(None, Op.T))
     assert p.transb == Op.T
 

@@ -43,7 +43,7 @@ CONSTRUCTOR_CASES = [
     ("integer dtype", lambda: adv.Matmul(A.astype(np.int32), B.astype(np.int32)), ValueError, "supported"),
     ("mixed dtypes", lambda: adv.Matmul(A, B.astype(np.float64)), ValueError, "supported"),
     ("c of wrong shape", lambda: adv.Matmul(A, B, np.ones((4, 4), np.float32), beta=1), ValueError, "c must"),
-    ("c 1-D", lambda: adv.Matmul(A, B, np.ones(5, np.float32), beta=1), ValueError, "2 dimensions"),
+    ("c 1-D of length N", lambda: adv.Matmul(A, B, np.ones(5, np.float32), beta=1), ValueError, "length M"),
     ("c without beta", lambda: adv.Matmul(A, B, np.ones((4, 5), np.float32)), ValueError, "beta is required"),
     ("alpha a string", lambda: adv.Matmul(A, B, alpha="2"), TypeError, "alpha"),
     ("complex alpha, real scale", lambda: adv.Matmul(A, B, alpha=1j), ValueError, "complex"),

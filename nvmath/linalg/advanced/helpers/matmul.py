@@ -56,7 +56,11 @@ __all__ = [
 
 
 def get_block_scale_offset(
-    index: Any, operand_or_shape: Any, fmt: BlockScalingFormat | str, *, axis: int | None = None
+    index: Any,
+    operand_or_shape: Any,
+    block_scaling_format: BlockScalingFormat | str,
+    *,
+    axis: int | None = None,
 ) -> Any:
     """The position, in the 1-D block-scale tensor, of the scale of operand element ``index``.
 
@@ -69,17 +73,19 @@ def get_block_scale_offset(
             from the end) or integer tensors, broadcast together (not range-checked).
         operand_or_shape: the operand (torch / numpy / cupy tensor) or its logical shape, at least
             2-D, with a block-axis extent that is a multiple of the block size.
-        fmt: :class:`BlockScalingFormat` (or its name): MXFP8 (blocks of 32) or NVFP4 (blocks of 16).
+        block_scaling_format: :class:`BlockScalingFormat` (or its name): MXFP8 (blocks of 32) or
+            NVFP4 (blocks of 16).
         axis: the block axis, one of the last two (see the module docstring for ``None``).
 
     Returns:
         An int, or an integer tensor of the broadcast index shape.
 
     Raises:
-        TypeError: a bad type of ``index``, ``operand_or_shape``, ``fmt`` or ``axis``.
-        ValueError: a bad ``fmt`` or ``axis``, fewer than 2 dimensions, a non-positive extent, a
-            block-axis extent that is not a multiple of the block size, or an index of the wrong
-            length.
+        TypeError: a bad type of ``index``, ``operand_or_shape``, ``block_scaling_format`` or
+            ``axis``.
+        ValueError: a bad ``block_scaling_format`` or ``axis``, fewer than 2 dimensions, a
+            non-positive extent, a block-axis extent that is not a multiple of the block size, or an
+            index of the wrong length.
         IndexError: an int index entry out of range.
 
     Example:
@@ -89,13 +95,13 @@ def get_block_scale_offset(
         >>> get_block_scale_offset((33, 160), (256, 256), "MXFP8")  # block 5: the next tile
         533
     """
-    return scale_offset(index, resolve_geometry(operand_or_shape, fmt, axis))
+    return scale_offset(index, resolve_geometry(operand_or_shape, block_scaling_format, axis))
 
 
 def to_block_scale(
     scale_tensor: Any,
     operand_or_shape: Any,
-    fmt: BlockScalingFormat | str,
+    block_scaling_format: BlockScalingFormat | str,
     *,
     axis: int | None = None,
     out: Any = None,
@@ -110,7 +116,7 @@ def to_block_scale(
             an NVFP4 ``b``). dtype ``uint8`` (UE8M0, or torch ``float8_e8m0fnu``) for MXFP8,
             ``float8_e4m3fn`` (UE4M3) for NVFP4. torch, numpy or cupy.
         operand_or_shape: the operand or its logical shape (see :func:`get_block_scale_offset`).
-        fmt: :class:`BlockScalingFormat` or its name.
+        block_scaling_format: :class:`BlockScalingFormat` or its name.
         axis: the block axis (see the module docstring for ``None``).
         out: a contiguous 1-D tensor to write into (``scale_tensor``'s package, dtype and device).
 
@@ -124,7 +130,7 @@ def to_block_scale(
         ValueError: a bad dtype or shape of ``scale_tensor`` or ``out``, or see
             :func:`get_block_scale_offset`.
     """
-    fmt = check_format(fmt)
+    fmt = check_format(block_scaling_format)
     check_scales(scale_tensor, fmt, "scale_tensor")
     geom = resolve_geometry(operand_or_shape, fmt, axis)
     with _arrays.device_ctx(scale_tensor):
@@ -134,7 +140,7 @@ def to_block_scale(
 def expand_block_scale(
     scales_1d: Any,
     operand_or_shape: Any,
-    fmt: BlockScalingFormat | str,
+    block_scaling_format: BlockScalingFormat | str,
     *,
     axis: int | None = None,
     output_dtype: Any = "smallest",
@@ -148,7 +154,7 @@ def expand_block_scale(
         scales_1d: the 1-D scales in cuBLASLt's tiled layout (``uint8`` / torch ``float8_e8m0fnu``
             for MXFP8, ``float8_e4m3fn`` for NVFP4), torch, numpy or cupy.
         operand_or_shape: the operand or its logical shape (see :func:`get_block_scale_offset`).
-        fmt: :class:`BlockScalingFormat` or its name.
+        block_scaling_format: :class:`BlockScalingFormat` or its name.
         axis: the block axis (see the module docstring for ``None``).
         output_dtype: ``'smallest'``: the narrowest of float16, bfloat16 (torch only), float32
             and float64 holding every scale exactly (float16 for NVFP4; for MXFP8 judged from the
@@ -166,7 +172,7 @@ def expand_block_scale(
         ValueError: a bad dtype or length of ``scales_1d``, a bad ``output_dtype`` or ``device``,
             or see :func:`get_block_scale_offset`.
     """
-    fmt = check_format(fmt)
+    fmt = check_format(block_scaling_format)
     pkg = check_scales(scales_1d, fmt, "scales_1d")
     geom = resolve_geometry(operand_or_shape, fmt, axis)
     scales = _arrays.to_device(scales_1d, device)

@@ -19,10 +19,11 @@ REFERENCE = {
     "apply_mxfp8_scale": "(x, scales_1d, output_dtype='smallest')",
     "quantize_to_fp4": "(x, axis)",
     "unpack_fp4": "(fp4_tensor, axis)",
-    "get_block_scale_offset": "(index, operand_or_shape, fmt, *, axis=None)",
-    "to_block_scale": "(scale_tensor, operand_or_shape, fmt, *, axis=None, out=None)",
+    "get_block_scale_offset": "(index, operand_or_shape, block_scaling_format, *, axis=None)",
+    "to_block_scale": "(scale_tensor, operand_or_shape, block_scaling_format, *, axis=None, out=None)",
     "expand_block_scale": (
-        "(scales_1d, operand_or_shape, fmt, *, axis=None, output_dtype='smallest', device=None)"
+        "(scales_1d, operand_or_shape, block_scaling_format, *, axis=None, output_dtype='smallest', "
+        "device=None)"
     ),
 }
 
