@@ -340,8 +340,19 @@ class SolverBase(FreedOnExit):
     # ------------------------------------------------------------------ info
     def _record_info(self, kind: str, info: np.ndarray | InfoArray, batch_shape: tuple[int, ...]) -> None:
         self._last_info = (self._OP, kind, info, batch_shape)
-        if self.options.check:
+        if self._checks_now(kind):
             self.check()
+
+    def _checks_now(self, kind: str) -> bool:
+        """``options.check``: ``"auto"`` checks where reading ``info`` adds no synchronization (CPU
+        execution, host operands, ``blocking=True``) -- except an LU factorization, which is valid for
+        a singular matrix (as in LAPACK and scipy) and is checked only with ``check=True``."""
+        check = self.options.check
+        if check == "auto":
+            if kind == "getrf" and self._OP == "lu_factor":
+                return False
+            return not self.on_gpu or self._host_operands or self.options.blocking is True
+        return bool(check)
 
     def check(self) -> None:
         """Raise :class:`nvmath.LinAlgError` if the last factorization or execution failed for any matrix.
