@@ -1,0 +1,313 @@
+"""Stress on the GPU: long create/plan/execute/free loops, threads, stream ordering, dead streams and
+failed plans, for the three planner families (cuBLASLt Matmul, cuFFT FFT, cuSOLVER Cholesky).
+
+Every test is ``gpu`` and ``slow`` (the default GPU run deselects them: ``-m "not slow"``). Each prints
+its figures on lines starting with ``STRESS`` (run with ``-s`` to see them):
+
+    PYTHONPATH=. python -m pytest tests/stress -m slow -s -p no:cacheprovider
+
+* Memory: ``torch.cuda.memory_allocated()`` (the caching allocator nvmath draws torch operands'
+  memory from) and the device's free memory (``cuMemGetInfo``), after a warm-up and after the loop.
+* Handles: every ``create``/``destroy`` pair of the bindings (cuBLASLt descriptors, layouts and
+  preferences, cuFFT plans, cuSOLVER handles and params, ...) is counted while the test runs; the
+  live count must not grow.
+* File descriptors: the entries of ``/proc/self/fd``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+CYCLES = 10_000
+WARMUP = 50
+
+
+@pytest.fixture(scope="module")
+def torch():
+    """torch with CUDA (skip otherwise)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device")
+    return torch
+
+
+# ----------------------------------------------------------------------------- the three families
+class Case:
+    """One small problem of a family: its operands, a planner factory, the stateless call, a reference."""
+
+    def __init__(self, operands: list[Any], make: Callable, stateless: Callable, reference: Callable):
+        self.operands, self.make, self.stateless, self.reference = operands, make, stateless, reference
+
+
+def _matmul_case(torch, seed: int = 0) -> Case:
+    """A 96x64 @ 64x80 float32 matmul (cuBLASLt)."""
+    import nvmath.linalg.advanced as adv
+
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.rand(96, 64, device="cuda", generator=g) + 0.5
+    b = torch.rand(64, 80, device="cuda", generator=g) + 0.5
+    return Case(
+        [a, b],
+        lambda: adv.Matmul(a, b),
+        lambda stream=None: adv.matmul(a, b, stream=stream),
+        lambda: (a.double() @ b.double()).float(),
+    )
+
+
+def _fft_case(torch, seed: int = 0) -> Case:
+    """A batch of 32 complex64 FFTs of length 256 (cuFFT)."""
+    import nvmath.fft as nf
+
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(32, 256, device="cuda", generator=g, dtype=torch.complex64)
+    return Case(
+        [x],
+        lambda: nf.FFT(x, axes=[1]),
+        lambda stream=None: nf.fft(x, axes=[1], stream=stream),
+        lambda: torch.fft.fft(x.to(torch.complex128), dim=1).to(torch.complex64),
+    )
+
+
+def _solver_case(torch, seed: int = 0) -> Case:
+    """Cholesky of a batch of 4 SPD float64 matrices of order 32 (cuSOLVER)."""
+    from nvmath import linalg
+
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    m = torch.randn(4, 32, 32, device="cuda", generator=g, dtype=torch.float64)
+    a = m @ m.transpose(-1, -2) + 32 * torch.eye(32, device="cuda", dtype=torch.float64)
+    return Case(
+        [a],
+        lambda: linalg.Cholesky(a, lower=True),
+        lambda stream=None: linalg.cholesky(a, lower=True, stream=stream),
+        lambda: torch.linalg.cholesky(a),
+    )
+
+
+CASES = {"matmul": _matmul_case, "fft": _fft_case, "cholesky": _solver_case}
+
+
+def _close(torch, got, want) -> None:
+    tol = 1e-10 if want.dtype == torch.float64 else 1e-4
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+
+
+# ----------------------------------------------------------------------------- counters
+class HandleCounter:
+    """Counts the live library objects: +1 per ``*create*`` call, -1 per matching ``*destroy*``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        from nvmath.bindings import cublas, cublasLt, cufft, cusolverDn
+
+        self.live: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        for module in (cublasLt, cufft, cusolverDn, cublas):
+            names = set(module.__all__)
+            for name in names:
+                if "create" not in name or not callable(getattr(module, name)):
+                    continue
+                destroy = name.replace("create", "destroy")
+                if destroy in names:
+                    key = f"{module.__name__.rsplit('.', 1)[1]}.{name}"
+                    monkeypatch.setattr(module, name, self._wrap(getattr(module, name), key, +1))
+                    monkeypatch.setattr(module, destroy, self._wrap(getattr(module, destroy), key, -1))
+
+    def _wrap(self, function: Callable, key: str, step: int) -> Callable:
+        def counted(*args: Any) -> Any:
+            result = function(*args)
+            with self.lock:
+                self.live[key] += step
+            return result
+
+        return counted
+
+    def snapshot(self) -> dict[str, int]:
+        with self.lock:
+            return {k: v for k, v in self.live.items() if v}
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _memory(torch) -> tuple[int, int]:
+    torch.cuda.synchronize()
+    return torch.cuda.memory_allocated(), torch.cuda.mem_get_info()[0]
+
+
+# ----------------------------------------------------------------------------- tests
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_create_plan_execute_free_cycles_stay_flat(torch, monkeypatch, family):
+    """10,000 create/plan/execute/free cycles leave GPU memory, live library handles and open file
+    descriptors where they were after a short warm-up, and the last result is still right."""
+    case = CASES[family](torch)
+    make, reference = case.make, case.reference
+    counter = HandleCounter(monkeypatch)
+
+    def cycle():
+        with make() as planner:
+            planner.plan()
+            return planner.execute()
+
+    for _ in range(WARMUP):
+        cycle()
+    allocated0, free0 = _memory(torch)
+    handles0, fds0 = counter.snapshot(), _fds()
+    start = time.perf_counter()
+    for _ in range(CYCLES):
+        out = cycle()
+        del out
+    elapsed = time.perf_counter() - start
+    allocated1, free1 = _memory(torch)
+    handles1, fds1 = counter.snapshot(), _fds()
+    print(
+        f"\nSTRESS {family}: {CYCLES} cycles in {elapsed:.1f} s ({elapsed / CYCLES * 1e6:.0f} us/cycle); "
+        f"torch allocated {allocated0} -> {allocated1} B; device free {free0 >> 20} -> {free1 >> 20} MiB; "
+        f"live handles {handles0} -> {handles1}; fds {fds0} -> {fds1}"
+    )
+    _close(torch, cycle(), reference())
+    assert allocated1 == allocated0
+    assert free0 - free1 < 32 << 20
+    assert handles1 == handles0
+    assert fds1 <= fds0
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_eight_threads_with_own_planners_and_streams_match_serial_bit_for_bit(torch, family):
+    """8 threads, each with its own planner, inputs and stream, repeating execute(): every result is
+    bit-identical to the same problem run serially on the main thread."""
+    threads, repeats = 8, 25
+    cases = [CASES[family](torch, seed) for seed in range(threads)]
+    serial = []
+    for case in cases:
+        with case.make() as planner:
+            planner.plan()
+            serial.append(planner.execute().clone())
+    torch.cuda.synchronize()
+    results: list[list[Any]] = [[] for _ in range(threads)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(threads)
+
+    def work(i: int) -> None:
+        try:
+            stream = torch.cuda.Stream()
+            make = cases[i].make
+            barrier.wait()
+            with torch.cuda.stream(stream), make() as planner:
+                planner.plan(stream=stream)
+                for _ in range(repeats):
+                    results[i].append(planner.execute(stream=stream))
+            stream.synchronize()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    assert not errors, errors
+    mismatches = sum(not torch.equal(r, serial[i]) for i in range(threads) for r in results[i])
+    print(f"\nSTRESS {family}: {threads} threads x {repeats} executions, {mismatches} differ from serial")
+    assert mismatches == 0
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_work_is_ordered_after_a_long_producer_on_the_callers_stream(torch, family):
+    """A ~50 ms producer kernel, then the operand written on the caller's stream, then our call on
+    that stream with no host synchronization in between: the result uses the written operand."""
+    case = CASES[family](torch, seed=7)
+    want = case.reference()
+    saved = [t.clone() for t in case.operands]
+    for t in case.operands:
+        t.zero_()
+    stream = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(50_000_000)  # ~50 ms on the caller's stream
+        for t, s in zip(case.operands, saved):
+            t.copy_(s)  # the operands are right only after the sleep
+        got = case.stateless(stream=stream)
+    stream.synchronize()
+    _close(torch, got, want)
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_destroyed_streams_do_not_poison_cached_plans(torch, family):
+    """Stateless calls on raw streams that are destroyed right after (the cached plan outlives them;
+    the driver may hand the same handle to the next stream): every later call is right."""
+    from cuda.bindings import driver
+
+    case = CASES[family](torch)
+    stateless, want = case.stateless, case.reference()
+    torch.cuda.synchronize()
+    for _ in range(50):
+        err, handle = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        assert int(err) == 0
+        got = stateless(stream=int(handle))
+        (err,) = driver.cuStreamSynchronize(handle)
+        assert int(err) == 0
+        _close(torch, got, want)
+        (err,) = driver.cuStreamDestroy(handle)
+        assert int(err) == 0
+    _close(torch, stateless(), want)  # the current stream, after all the dead ones
+    torch.cuda.synchronize()
+
+
+FAILURE_POINTS = {
+    "matmul": ("cublasLt", "matrix_layout_create"),  # after the descriptor exists
+    "fft": ("cufft", "xt_make_plan_many"),  # after cufftCreate
+    "cholesky": ("cusolverDn", "xpotrf_buffer_size"),
+}
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_failed_plan_leaves_the_planner_usable(torch, monkeypatch, family):
+    """A library failure in the middle of plan() raises, leaks no handle, and the same planner then
+    plans and executes correctly."""
+    import importlib
+
+    case = CASES[family](torch)
+    module_name, function = FAILURE_POINTS[family]
+    module = importlib.import_module(f"nvmath.bindings.{module_name}")
+    real = getattr(module, function)
+    errors = {"cublasLt": "cuBLASLtError", "cufft": "cuFFTError", "cusolverDn": "cuSOLVERError"}
+    error = getattr(module, errors[module_name])
+    counter = HandleCounter(monkeypatch)
+    with case.make() as warm:  # per-thread handles and caches exist before the count starts
+        warm.plan()
+        warm.execute()
+    torch.cuda.synchronize()
+    calls = {"n": 0}
+
+    def failing(*args: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise error(13)  # an internal error of the library, once
+        return real(*args)
+
+    monkeypatch.setattr(module, function, failing)
+    before = counter.snapshot()
+    planner = case.make()
+    with pytest.raises(error):
+        planner.plan()
+    after_failure = counter.snapshot()
+    planner.plan()
+    _close(torch, planner.execute(), case.reference())
+    planner.free()
+    torch.cuda.synchronize()
+    after = counter.snapshot()
+    print(
+        f"\nSTRESS {family}: live handles before {before}, after the failed plan {after_failure}, "
+        f"after free {after}"
+    )
+    assert calls["n"] >= 2
+    assert after == before
