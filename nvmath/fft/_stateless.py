@@ -33,6 +33,7 @@ from nvmath.fft._callbacks import as_device_callable
 from nvmath.fft._options import FFTDirection, FFTOptions
 from nvmath.fft._planner import FFT
 from nvmath.fft._traits import normalize_axes
+from nvmath.fft._validation import check_kind as _check_kind
 
 __all__ = ["DEFAULT_CACHE_SIZE", "fft", "ifft", "irfft", "plan_cache", "rfft"]
 
@@ -58,14 +59,6 @@ class _CachedFFT:
 plan_cache: PlanCache[_CachedFFT] = PlanCache(maxsize=DEFAULT_CACHE_SIZE, name="nvmath.fft plan cache")
 """The plan cache of the stateless FFT functions (see the module documentation)."""
 
-_COMPLEX = frozenset({"complex32", "complex64", "complex128"})
-
-
-def _check_kind(dtype: str, check_dtype: str | None, function: str) -> None:
-    if check_dtype == "complex" and dtype not in _COMPLEX:
-        raise ValueError(f"{function}() needs a complex operand; got {dtype} (use rfft() for real operands)")
-    if check_dtype == "real" and dtype in _COMPLEX:
-        raise ValueError(f"{function}() needs a real operand; got {dtype} (use fft() for complex operands)")
 
 
 _DEFAULT_OPTIONS = {None: FFTOptions(), "R2C": FFTOptions(fft_type="R2C"), "C2R": FFTOptions(fft_type="C2R")}
@@ -330,7 +323,6 @@ def ifft(
     /,
     *,
     axes: Any = None,
-    direction: Any = FFTDirection.INVERSE,
     options: Any = None,
     execution: Any = None,
     prolog: Any = None,
@@ -340,10 +332,11 @@ def ifft(
 ) -> Any:
     """N-D inverse complex-to-complex FFT, unnormalized: ``ifft(fft(x)) == N * x``.
 
-    Arguments as for :func:`fft` (``direction`` defaults to INVERSE).
+    Arguments as for :func:`fft`, without ``direction`` (as in nvmath-python: an inverse transform
+    has no direction to choose; ``ifft(x, direction=...)`` is a ``TypeError``).
     """
     return _transform(
-        operand, axes=axes, direction=direction, options=options, execution=execution, prolog=prolog,
+        operand, axes=axes, direction=FFTDirection.INVERSE, options=options, execution=execution, prolog=prolog,
         epilog=epilog, stream=stream, fft_type=None, check_dtype=check_dtype, function="ifft",
     )  # fmt: skip
 

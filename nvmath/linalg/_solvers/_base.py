@@ -97,6 +97,7 @@ class SolverBase(FreedOnExit):
             self.execution: ExecutionCUDA | ExecutionCPU = resolve_execution(execution, gpu)
         self._package, self._operand_device = first.package, first.device_id
         self._operands: dict[str, TensorAdapter] = wrapped
+        streams.check_stream(stream)  # one rule everywhere: refused even where it would be unused (CPU)
         self._init_stream = stream
         self._ctx: GpuContext | None = None
         self._gpu: Any = None
@@ -149,6 +150,8 @@ class SolverBase(FreedOnExit):
     def _operand_stream(self, stream: Any) -> streams.StreamHandle | None:
         """The stream for copying GPU operands to the host (CPU execution), else ``None``."""
         if self._host_operands:
+            if stream is not None:
+                streams.check_stream(stream)
             return None
         return streams.get_stream(stream, device_id=self._operand_device, package=self._package)
 

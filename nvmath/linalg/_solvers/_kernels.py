@@ -160,7 +160,6 @@ _ORGQR = {
     "complex64": "nvmath_orgqr_small<float, 2>",
     "complex128": "nvmath_orgqr_small<double, 2>",
 }
-_NAMES.update({f"orgqr_{dtype}": name for dtype, name in _ORGQR.items()})
 _NAMES.update(
     {
         f"pivots{p}_{w}": f"nvmath_check_pivots<{pt}, {wt}>"
@@ -168,6 +167,7 @@ _NAMES.update(
         for w, wt in ((4, "unsigned int"), (8, "unsigned long long"))
     }
 )
+_NAMES.update({f"orgqr_{dtype}": name for dtype, name in _ORGQR.items()})
 # The quiet NaN of the 32- and 64-bit words of each dtype, and the words per element.
 _NAN_WORDS = {
     "float32": (4, 0x7FC00000, 1),

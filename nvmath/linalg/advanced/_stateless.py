@@ -33,6 +33,7 @@ from nvmath.linalg.advanced import _handles
 from nvmath.linalg.advanced._algorithm import Algorithm
 from nvmath.linalg.advanced._options import MatmulOptions, MatmulPlanPreferences, MatmulQuantizationScales
 from nvmath.linalg.advanced._planner import Matmul
+from nvmath.linalg.advanced._validation import check_call
 
 __all__ = ["MatmulPlanCache", "matmul", "plan_cache", "stateless_key"]
 
@@ -249,6 +250,7 @@ def matmul(
                                 return mm._run_pointers(*raw_key[1], alpha, beta, stream)
                             ops = _wrap(a, b, c)
                             return mm._run_stateless(ops, alpha, beta, stream, None)
+    check_call(epilog=epilog, stream=stream)  # before anything is wrapped or loaded
     ops = _wrap(a, b, c)
     if raw_key is not None:  # a miss: plan under the raw key (the operands are checked while planning)
         kw = _keywords(epilog, None, None, None, None, None, None)
