@@ -1,12 +1,15 @@
 """Shared helpers for the ``test_*_examples.py`` modules: run each example script in a subprocess.
 
 An example whose first lines hold ``# requires: gpu`` is parametrized with ``pytest.mark.gpu``;
-an example that exits with code 77 skipped itself (e.g. numba cannot compile callbacks).
+other names on that line are packages (``# requires: torch``): without them the example is skipped
+with the reason. An example that exits with code 77 skipped itself (e.g. numba cannot compile
+callbacks).
 :func:`example_tests` makes the two tests of one examples folder.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -34,10 +37,15 @@ def _requires(path: Path) -> set[str]:
 
 
 def example_params(paths: list[Path]) -> list:
-    """One ``pytest.param`` per example, id'd by its stem and marked ``gpu`` where it requires one."""
+    """One ``pytest.param`` per example, id'd by its stem, marked ``gpu`` where it requires one and
+    skipped (with the reason) where a package it requires (``# requires: torch``) is not installed."""
     params = []
     for path in paths:
-        marks = [pytest.mark.gpu] if "gpu" in _requires(path) else []
+        requires = _requires(path)
+        marks = [pytest.mark.gpu] if "gpu" in requires else []
+        for module in sorted(requires - {"gpu"}):
+            if importlib.util.find_spec(module) is None:
+                marks.append(pytest.mark.skip(reason=f"{path.name} needs {module}, which is not installed"))
         params.append(pytest.param(path, id=path.stem, marks=marks))
     return params
 

@@ -1,5 +1,7 @@
 """Eigenvalues of Hermitian matrices, the SVD and QR, on torch tensors (CPU here; CUDA tensors run on the GPU)."""
 
+# requires: torch
+
 import torch
 
 from nvmath import linalg
