@@ -134,6 +134,7 @@ def test_singular_solve_raises_by_default_where_free(space, solvers):
     for call in (
         lambda: solvers.solve(space.put(a), space.put(np.ones((2, 1))), **space.kwargs()),
         lambda: solvers.inv(space.put(a), **space.kwargs()),
+        lambda: solvers.direct_solver(space.put(a), space.put(np.ones(2)), **space.kwargs()),
     ):
         if free:
             with pytest.raises(LinAlgError, match="singular"):
