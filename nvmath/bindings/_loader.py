@@ -188,11 +188,13 @@ class Binder:
         self.namespace = namespace
         self.declared_by = declared_by
         self.stubs: dict[str, Callable] = {}
+        self.prototypes: dict[str, tuple[Any, Sequence[Any]]] = {}
 
     def __call__(self, symbol: str, restype: Any, argtypes: Sequence[Any]) -> Callable:
         """A stub that resolves ``symbol`` on first call and installs it as ``_p_<symbol>``."""
         key = "_p_" + symbol
         namespace = self.namespace
+        self.prototypes[symbol] = (restype, tuple(argtypes))
 
         def stub(*args: Any) -> Any:
             _precheck(symbol, argtypes, args)  # a refused argument never loads the library
@@ -207,6 +209,22 @@ class Binder:
         stub.__name__ = stub.__qualname__ = key
         self.stubs[key] = stub
         return stub
+
+    def resolve(self, symbol: str) -> Callable:
+        """Load the library now and install (and return) the ctypes function of ``symbol``.
+
+        For tools and tests that wrap ``_p_<symbol>`` (a wrapper installed over a stub would be
+        replaced by the resolved function on its first call).
+        """
+        key = "_p_" + symbol
+        library = _library(self.library)
+        with library.lock:
+            function = self.namespace.get(key)
+            if function is None or function is self.stubs.get(key):
+                restype, argtypes = self.prototypes[symbol]
+                function = library.resolve(symbol, restype, argtypes, self.declared_by)
+                self.namespace[key] = function
+        return function
 
     def unresolve(self) -> None:
         """Put every stub back (the next call of each function resolves it again); for tests."""

@@ -8,9 +8,9 @@ its figures on lines starting with ``STRESS`` (run with ``-s`` to see them):
 
 * Memory: ``torch.cuda.memory_allocated()`` (the caching allocator nvmath draws torch operands'
   memory from) and the device's free memory (``cuMemGetInfo``), after a warm-up and after the loop.
-* Handles: every ``create``/``destroy`` pair of the bindings (cuBLASLt descriptors, layouts and
-  preferences, cuFFT plans, cuSOLVER handles and params, ...) is counted while the test runs; the
-  live count must not grow.
+* Handles: every ``Create``/``Destroy`` pair of the C functions (cuBLASLt descriptors, layouts and
+  preferences, cuFFT plans, cuSOLVER handles and params, ...) is counted while the test runs
+  (``tests/handle_counter.py``); the live count must not grow.
 * File descriptors: the entries of ``/proc/self/fd``.
 """
 
@@ -19,11 +19,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from handle_counter import HandleCounter
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -101,39 +101,6 @@ def _close(torch, got, want) -> None:
 
 
 # ----------------------------------------------------------------------------- counters
-class HandleCounter:
-    """Counts the live library objects: +1 per ``*create*`` call, -1 per matching ``*destroy*``."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch):
-        from nvmath.bindings import cublas, cublasLt, cufft, cusolverDn
-
-        self.live: Counter[str] = Counter()
-        self.lock = threading.Lock()
-        for module in (cublasLt, cufft, cusolverDn, cublas):
-            names = set(module.__all__)
-            for name in names:
-                if "create" not in name or not callable(getattr(module, name)):
-                    continue
-                destroy = name.replace("create", "destroy")
-                if destroy in names:
-                    key = f"{module.__name__.rsplit('.', 1)[1]}.{name}"
-                    monkeypatch.setattr(module, name, self._wrap(getattr(module, name), key, +1))
-                    monkeypatch.setattr(module, destroy, self._wrap(getattr(module, destroy), key, -1))
-
-    def _wrap(self, function: Callable, key: str, step: int) -> Callable:
-        def counted(*args: Any) -> Any:
-            result = function(*args)
-            with self.lock:
-                self.live[key] += step
-            return result
-
-        return counted
-
-    def snapshot(self) -> dict[str, int]:
-        with self.lock:
-            return {k: v for k, v in self.live.items() if v}
-
-
 def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
