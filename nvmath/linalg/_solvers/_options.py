@@ -56,8 +56,10 @@ def _check_common(options: Any) -> None:
             f"algorithm must be a str; got {type(options.algorithm).__name__}: {options.algorithm!r}"
         )
     check_in("algorithm", options.algorithm, ALGORITHMS)
-    if options.check != "auto":
-        check_bool("check", options.check)
+    if not (options.check is True or options.check is False or options.check == "auto"):
+        raise TypeError(
+            f"check must be True, False or 'auto'; got {type(options.check).__name__}: {options.check!r}"
+        )
     if options.streams is not None:
         if isinstance(options.streams, bool) or not isinstance(options.streams, int):
             raise TypeError(

@@ -167,7 +167,8 @@ CASES = [
         TypeError,
         r"algorithm must be a str; got int",
     ),
-    ("check-not-bool", lambda: S.SolverOptions(check=1), TypeError, r"check must be True or False; got int"),
+    ("check-not-bool", lambda: S.SolverOptions(check=1), TypeError, r"check must be True, False or 'auto'; got int"),
+    ("check-other-str", lambda: S.SolverOptions(check="maybe"), TypeError, r"check must be True, False or 'auto'; got str: 'maybe'"),
     (
         "inplace-not-bool",
         lambda: S.DirectSolverOptions(inplace_b="yes"),
