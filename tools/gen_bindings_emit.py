@@ -72,11 +72,31 @@ def _wrap_call(head: str, items: list[str], close: str, indent: str = "") -> str
 
 # ctypes alias -> the check kind of an argument passed by value (see nvmath/bindings/_loader.py).
 VALUE_KINDS = {
-    "_int": "i32", "_uint": "u32", "_short": "i16", "_ushort": "u16", "_long": "i64", "_ulong": "u64",
-    "_longlong": "i64", "_ulonglong": "u64", "_byte": "i8", "_ubyte": "u8", "_bool": "bool",
-    "_size": "u64", "_uintptr": "u64", "_i8": "i8", "_u8": "u8", "_i16": "i16", "_u16": "u16",
-    "_i32": "i32", "_u32": "u32", "_i64": "i64", "_u64": "u64", "_char": "char",
-    "_float": "f32", "_double": "f64", "_vp": "ptr",
+    "_int": "i32",
+    "_uint": "u32",
+    "_short": "i16",
+    "_ushort": "u16",
+    "_long": "i64",
+    "_ulong": "u64",
+    "_longlong": "i64",
+    "_ulonglong": "u64",
+    "_byte": "i8",
+    "_ubyte": "u8",
+    "_bool": "bool",
+    "_size": "u64",
+    "_uintptr": "u64",
+    "_i8": "i8",
+    "_u8": "u8",
+    "_i16": "i16",
+    "_u16": "u16",
+    "_i32": "i32",
+    "_u32": "u32",
+    "_i64": "i64",
+    "_u64": "u64",
+    "_char": "char",
+    "_float": "f32",
+    "_double": "f64",
+    "_vp": "ptr",
 }
 
 
@@ -344,9 +364,13 @@ class ModuleEmitter:
             body.append(f"    if _ok is not True:\n{retry}\n")
         for p in func.params:
             if p.kind == "in_array":
-                body.append(f"    {p.name} = _array_of{p.ctype}({p.name}, {self.spec.module + '.' + func.name!r}, {p.name!r})\n")
+                body.append(
+                    f"    {p.name} = _array_of{p.ctype}({p.name}, {self.spec.module + '.' + func.name!r}, {p.name!r})\n"
+                )
             elif p.kind == "str":
-                body.append(f"    {p.name} = _cstr({p.name}, {self.spec.module + '.' + func.name!r}, {p.name!r})\n")
+                body.append(
+                    f"    {p.name} = _cstr({p.name}, {self.spec.module + '.' + func.name!r}, {p.name!r})\n"
+                )
             elif p.kind == "out":
                 body.append(f"    {p.name} = {p.ctype}()\n")
         args = [f"_byref({p.name})" if p.kind == "out" else p.name for p in func.params]
@@ -490,7 +514,8 @@ class ModuleEmitter:
     def emit_arg_kinds(self) -> str:
         """The table the slow path (and the generated bad-argument test) reads the parameter kinds from."""
         rows = "".join(
-            _wrap_call(f"{name!r}: (", [repr(k) for k in kinds], ",)," if len(kinds) == 1 else "),", "    ") + "\n"
+            _wrap_call(f"{name!r}: (", [repr(k) for k in kinds], ",)," if len(kinds) == 1 else "),", "    ")
+            + "\n"
             for name, kinds in sorted(self.arg_kinds.items())
         )
         return (

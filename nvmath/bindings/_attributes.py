@@ -105,7 +105,7 @@ def attribute_buffer(where: str, value: Any, dtype: Any) -> Any:
 
     try:
         given = np.asarray(value)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any conversion failure is the caller's wrong value
         raise TypeError(f"{where}: cannot convert {type(value).__name__} to {dtype}: {exc}") from None
     kind = given.dtype.kind
     if dtype.kind in "iu":

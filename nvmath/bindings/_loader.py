@@ -169,8 +169,10 @@ def _precheck(symbol: str, argtypes: Sequence[Any], args: Sequence[Any]) -> None
     for position, (argtype, arg) in enumerate(zip(argtypes, args), 1):
         try:
             argtype.from_param(arg)
-        except Exception as exc:
-            raise ctypes.ArgumentError(f"argument {position} of {symbol}: {type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - re-raised as the ArgumentError ctypes would raise
+            raise ctypes.ArgumentError(
+                f"argument {position} of {symbol}: {type(exc).__name__}: {exc}"
+            ) from None
 
 
 class Binder:
@@ -391,4 +393,6 @@ def c_string(value: Any, function: str = "?", parameter: str = "?") -> Any:
         return value.encode()
     if value is None or isinstance(value, bytes):
         return value
-    raise TypeError(f"{function}(): parameter {parameter} must be a str, bytes or None, not {_type_name(value)}")
+    raise TypeError(
+        f"{function}(): parameter {parameter} must be a str, bytes or None, not {_type_name(value)}"
+    )

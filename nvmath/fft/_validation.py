@@ -23,9 +23,13 @@ def check_kind(dtype: str, check_dtype: str | None, function: str) -> None:
     """
     if check_dtype == "complex":
         if dtype not in _COMPLEX:
-            raise ValueError(f"{function}() needs a complex operand; got {dtype} (use rfft() for real operands)")
+            raise ValueError(
+                f"{function}() needs a complex operand; got {dtype} (use rfft() for real operands)"
+            )
     elif check_dtype == "real":
         if dtype in _COMPLEX:
-            raise ValueError(f"{function}() needs a real operand; got {dtype} (use fft() for complex operands)")
+            raise ValueError(
+                f"{function}() needs a real operand; got {dtype} (use fft() for complex operands)"
+            )
     elif check_dtype is not None:
         raise ValueError(f"{function}(): check_dtype={check_dtype!r} is not one of {list(CHECK_DTYPES)}")

@@ -20,6 +20,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -173,7 +174,7 @@ def test_eight_threads_with_own_planners_and_streams_match_serial_bit_for_bit(to
                 for _ in range(repeats):
                     results[i].append(planner.execute(stream=stream))
             stream.synchronize()
-        except BaseException as exc:  # reported below
+        except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
     pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
@@ -207,26 +208,66 @@ def test_work_is_ordered_after_a_long_producer_on_the_callers_stream(torch, fami
     _close(torch, got, want)
 
 
+_DEAD_STREAMS_SCRIPT = """
+import sys
+sys.path[:0] = [{tests!r}, {root!r}]
+import torch
+from cuda.bindings import driver
+import test_stress_gpu as T
+
+torch.cuda.init()
+case = T.CASES[{family!r}](torch)
+want = case.reference()
+torch.cuda.synchronize()
+for i in range(50):
+    err, handle = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+    assert int(err) == 0, err
+    got = case.stateless(stream=int(handle))
+    (err,) = driver.cuStreamSynchronize(handle)
+    assert int(err) == 0, err
+    T._close(torch, got, want)
+    (err,) = driver.cuStreamDestroy(handle)
+    assert int(err) == 0, err
+T._close(torch, case.stateless(), want)  # the current stream, after all the dead ones
+with case.make() as planner:
+    err, first = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+    planner.plan(stream=int(first))
+    out = planner.execute(stream=int(first))
+    driver.cuStreamSynchronize(first)
+    T._close(torch, out, want)
+    driver.cuStreamDestroy(first)
+    err, second = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+    out = planner.execute(stream=int(second))  # re-bound from a destroyed stream
+    driver.cuStreamSynchronize(second)
+    T._close(torch, out, want)
+    driver.cuStreamDestroy(second)
+torch.cuda.synchronize()
+print("ok")
+"""
+
+
 @pytest.mark.parametrize("family", sorted(CASES))
 def test_destroyed_streams_do_not_poison_cached_plans(torch, family):
-    """Stateless calls on raw streams that are destroyed right after (the cached plan outlives them;
-    the driver may hand the same handle to the next stream): every later call is right."""
-    from cuda.bindings import driver
+    """Stateless calls on raw streams destroyed right after each call (the cached plan outlives them;
+    the driver may hand the same handle to the next stream), then a planner moved from a destroyed
+    stream to a new one: every result is right and nothing touches a dead stream. Runs in a
+    subprocess, so a use of a destroyed stream (undefined behaviour: an error or a crash) fails this
+    test instead of ending the whole run."""
+    import subprocess
+    import sys
 
-    case = CASES[family](torch)
-    stateless, want = case.stateless, case.reference()
-    torch.cuda.synchronize()
-    for _ in range(50):
-        err, handle = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
-        assert int(err) == 0
-        got = stateless(stream=int(handle))
-        (err,) = driver.cuStreamSynchronize(handle)
-        assert int(err) == 0
-        _close(torch, got, want)
-        (err,) = driver.cuStreamDestroy(handle)
-        assert int(err) == 0
-    _close(torch, stateless(), want)  # the current stream, after all the dead ones
-    torch.cuda.synchronize()
+    here = Path(__file__).resolve().parent
+    script = _DEAD_STREAMS_SCRIPT.format(tests=str(here), root=str(here.parent), family=family)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(here.parents[1]), os.environ.get("PYTHONPATH", "")])
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+    print(f"\nSTRESS {family}: dead streams subprocess exit {proc.returncode}")
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), (
+        f"exit {proc.returncode}: {proc.stdout[-1000:]}{proc.stderr[-3000:]}"
+    )
 
 
 FAILURE_POINTS = {

@@ -158,7 +158,9 @@ def test_four_processes_storing_at_once_lose_nothing_and_never_tear_the_file(tmp
     """4 processes store 25 entries each into one file at the same time while a fifth reads it in a
     loop: all 100 entries are there at the end and no read ever saw a torn file."""
     path = str(tmp_path / "tune.json")
-    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    ctx = multiprocessing.get_context(
+        "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    )
     stop, torn = ctx.Event(), ctx.Value("i", 0)
     reader = ctx.Process(target=_reader, args=(path, stop, torn))
     reader.start()
