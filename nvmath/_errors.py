@@ -9,10 +9,14 @@ Policy (see ``docs/errors.rst``):
   message names the method, the state the object is in and the call that fixes it.
 * A CUDA math library that reports a failure raises a :class:`CudaLibraryError` subclass carrying
   ``.status`` and the status name.
-* A call that fails creates nothing; cleanup failures warn, they never raise.
+* A call that fails creates nothing; cleanup failures warn (:class:`NvmathWarning`, through
+  :func:`warn_cleanup_failure`), they never raise.
 """
 
 from __future__ import annotations
+
+import sys
+import warnings
 
 __all__ = [
     "NvmathError",
@@ -27,6 +31,8 @@ __all__ = [
     "CudaLibraryError",
     "UnsupportedLayoutError",
     "LinAlgError",
+    "NvmathWarning",
+    "warn_cleanup_failure",
 ]
 
 
@@ -115,3 +121,16 @@ class LinAlgError(NvmathError, ValueError):
         super().__init__(message)
         self.indices = tuple(indices)
         self.info = tuple(info)
+
+
+class NvmathWarning(RuntimeWarning):
+    """A problem nvmath recovered from, such as a failure while releasing a resource (cleanup never
+    raises). A ``RuntimeWarning``, so filters for those keep working."""
+
+
+def warn_cleanup_failure(what: str, exc: BaseException, *, stacklevel: int = 3) -> None:
+    """Warn (:class:`NvmathWarning`) that releasing ``what`` failed with ``exc``; silent while the
+    interpreter shuts down (the driver reclaims everything, and modules may be gone)."""
+    if sys.is_finalizing():
+        return
+    warnings.warn(f"{what} failed: {type(exc).__name__}: {exc}", NvmathWarning, stacklevel=stacklevel)

@@ -1,12 +1,14 @@
 """Test-suite wide markers and fixtures.
 
 * ``@pytest.mark.gpu`` tests run only where an NVIDIA GPU and driver are present; elsewhere they
-  are skipped with a visible reason (``pytest -ra`` lists it).
+  are skipped with a visible reason: the summary ends with one line per skip reason and its count
+  (``pytest -rs`` lists every skipped test).
 * ``@pytest.mark.slow`` marks long sweeps; deselect them with ``-m "not slow"``.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import importlib
 import os
@@ -42,7 +44,7 @@ def gpu_status() -> tuple[bool, str]:
         if int(err) != 0 or count == 0:
             return False, "no CUDA device found"
     except Exception as exc:
-        return False, f"no CUDA driver on this machine ({type(exc).__name__}: {exc})"
+        return False, f"no CUDA driver on this machine ({type(exc).__name__})"
     return True, ""
 
 
@@ -54,6 +56,30 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _skip_reason(report) -> str:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def skip_tally(reports) -> list[tuple[int, str]]:
+    """``(count, reason)`` per distinct skip reason, the most frequent first."""
+    counts = collections.Counter(_skip_reason(r) for r in reports)
+    return sorted(((n, reason) for reason, n in counts.items()), key=lambda item: (-item[0], item[1]))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line per skip reason with its count, instead of one line per skipped test."""
+    tally = skip_tally(terminalreporter.stats.get("skipped", []))
+    if not tally or "s" in (config.getoption("reportchars", "") or ""):
+        return
+    total = sum(n for n, _ in tally)
+    terminalreporter.section(f"{total} skipped, by reason (pytest -rs lists each test)", sep="-")
+    width = 110
+    for n, reason in tally:
+        line = " ".join(reason.split())
+        terminalreporter.write_line(f"{n:5d}  {line if len(line) <= width else line[: width - 3] + '...'}")
 
 
 def _optional(module: str):

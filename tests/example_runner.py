@@ -1,15 +1,16 @@
 """Shared helpers for the ``test_*_examples.py`` modules: run each example script in a subprocess.
 
-An example whose first lines hold ``# requires: gpu`` is parametrized with ``pytest.mark.gpu``;
-other names on that line are packages (``# requires: torch``): without them the example is skipped
-with the reason. An example that exits with code 77 skipped itself (e.g. numba cannot compile
-callbacks).
+An example states what it needs once, in code, before importing it:
+``require("gpu", "torch")`` (:func:`nvmath._diagnostics.requirements.require`) exits with code 77
+and a message where a need is not met. An example needing ``gpu`` is parametrized with
+``pytest.mark.gpu`` (a ``# requires: gpu`` line among its first lines is read too); an example that
+exits with code 77 skipped itself (e.g. numba cannot compile callbacks).
 :func:`example_tests` makes the two tests of one examples folder.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import ast
 import os
 import subprocess
 import sys
@@ -29,33 +30,41 @@ def example_paths(*folder: str) -> list[Path]:
     return sorted(ROOT.joinpath("examples", *folder).glob("*.py"))
 
 
-def _requires(path: Path) -> set[str]:
+def require_calls(path: Path) -> list[tuple[int, set[str]]]:
+    """``(line, needs)`` of each top-level ``require(...)`` call of the example at ``path``."""
+    calls = []
+    for node in ast.parse(path.read_text()).body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "require":
+            calls.append((node.lineno, {a.value for a in call.args if isinstance(a, ast.Constant)}))
+    return calls
+
+
+def requires(path: Path) -> set[str]:
+    """What the example needs: the arguments of its ``require(...)`` calls and any ``# requires:`` line."""
+    needs = set().union(*(n for _, n in require_calls(path)))
     for line in path.read_text().splitlines()[:12]:
         if line.strip().startswith("# requires:"):
-            return {w.strip() for w in line.split(":", 1)[1].split(",")}
-    return set()
+            needs |= {w.strip() for w in line.split(":", 1)[1].split(",")}
+    return needs
 
 
 def example_params(paths: list[Path]) -> list:
-    """One ``pytest.param`` per example, id'd by its stem, marked ``gpu`` where it requires one and
-    skipped (with the reason) where a package it requires (``# requires: torch``) is not installed."""
+    """One ``pytest.param`` per example, id'd by its stem and marked ``gpu`` where it requires one."""
     params = []
     for path in paths:
-        requires = _requires(path)
-        marks = [pytest.mark.gpu] if "gpu" in requires else []
-        for module in sorted(requires - {"gpu"}):
-            if importlib.util.find_spec(module) is None:
-                marks.append(pytest.mark.skip(reason=f"{path.name} needs {module}, which is not installed"))
+        marks = [pytest.mark.gpu] if "gpu" in requires(path) else []
         params.append(pytest.param(path, id=path.stem, marks=marks))
     return params
 
 
-def run_example(path: Path) -> None:
-    """Run the example; skip the test on exit code 77, fail it on any other non-zero exit."""
+def run_script(path: Path, **env_overrides: str) -> subprocess.CompletedProcess:
+    """Run the example in a fresh interpreter from the repository root, the checkout on PYTHONPATH."""
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     )
-    proc = subprocess.run(
+    env.update(env_overrides)
+    return subprocess.run(
         [sys.executable, str(path)],
         cwd=ROOT,
         env=env,
@@ -64,6 +73,11 @@ def run_example(path: Path) -> None:
         timeout=300,
         check=False,
     )
+
+
+def run_example(path: Path) -> None:
+    """Run the example; skip the test on exit code 77, fail it on any other non-zero exit."""
+    proc = run_script(path)
     if proc.returncode == SKIP_EXIT_CODE:
         pytest.skip(proc.stdout.strip()[-500:])
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

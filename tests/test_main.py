@@ -20,6 +20,16 @@ def test_main_runs_report_and_selftest_and_passes():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
+def test_main_rejects_an_unknown_flag_with_status_2():
+    """``python -m nvmath --bogus`` is a usage error (exit 2, message on stderr), not a report run."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvmath", "--bogus"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "unrecognized arguments: --bogus" in proc.stderr
+
+
 def test_import_makes_no_driver_call():
     """Importing nvmath and every public subpackage never initializes the CUDA driver."""
     code = (

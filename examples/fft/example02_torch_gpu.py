@@ -1,6 +1,9 @@
 """FFTs of torch CUDA tensors: results are torch tensors on the same device and stream.
-# requires: gpu
 """
+
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import torch
 

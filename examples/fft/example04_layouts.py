@@ -1,6 +1,9 @@
 """Operand layouts cuFFT cannot describe: the error says which transpose works; or let nvmath copy.
-# requires: gpu
 """
+
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import torch
 

@@ -1,6 +1,9 @@
 """A fused 1/N normalization: an LTO epilog scales each output element as cuFFT stores it.
-# requires: gpu, numba
 """
+
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch", "numba")  # or exit 77 ("skipped") with a message saying what is missing
 
 import sys
 

@@ -1,8 +1,11 @@
 """A fused Gaussian low-pass filter: R2C with the filter in its epilog, then C2R with 1/N in its epilog.
 
 Two passes over memory instead of three (forward, multiply, inverse).
-# requires: gpu, numba
 """
+
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch", "numba")  # or exit 77 ("skipped") with a message saying what is missing
 
 import sys
 

@@ -23,7 +23,7 @@ def _expect(err: float, tol: float, what: str) -> str:
     return f"rel. error {err:.1e}"
 
 
-@check("fft: C2C on the CPU matches numpy")
+@check("fft: C2C on the CPU matches numpy", requires=("scipy",))
 def _cpu_c2c(ctx: Context) -> str:
     import nvmath.fft as nf
 
@@ -31,7 +31,7 @@ def _cpu_c2c(ctx: Context) -> str:
     return _expect(_rel(nf.fft(x, axes=[0, 1]), np.fft.fft2(x)), 1e-12, "fft")
 
 
-@check("fft: R2C/C2R round trip on the CPU (float32)")
+@check("fft: R2C/C2R round trip on the CPU (float32)", requires=("scipy",))
 def _cpu_real(ctx: Context) -> str:
     import nvmath.fft as nf
 

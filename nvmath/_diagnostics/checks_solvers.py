@@ -42,12 +42,12 @@ def _residuals(execution: str | None, algorithm: str = "auto") -> str:
     return ", ".join(out)
 
 
-@check("solvers: solve, cholesky, eigh, qr, svd on the CPU match their definitions")
+@check("solvers: solve, cholesky, eigh, qr, svd on the CPU match their definitions", requires=("scipy",))
 def _cpu_solvers(ctx: Context) -> str:
     return _residuals("cpu")
 
 
-@check("solvers: a non-positive-definite matrix is named by LinAlgError")
+@check("solvers: a non-positive-definite matrix is named by LinAlgError", requires=("scipy",))
 def _cpu_info(ctx: Context) -> str:
     import nvmath
     import nvmath.linalg._solvers as S

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 import sys
-import warnings
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, Self, runtime_checkable
 
+from nvmath._errors import warn_cleanup_failure
 from nvmath._internal import devices, streams
 from nvmath._internal.streams import StreamHandle
 
@@ -27,6 +28,7 @@ __all__ = [
     "BaseCUDAMemoryManager",
     "BaseCUDAMemoryManagerAsync",
     "MemoryPointer",
+    "SharedWorkspaces",
     "Workspace",
     "allocate",
     "check_allocator",
@@ -106,7 +108,7 @@ def _safe_call(release: Callable[..., Any], what: str, *args: Any) -> None:
     except Exception as exc:
         if _finalizing():
             return  # the process is exiting: the driver reclaims the memory, logging may be gone
-        warnings.warn(f"freeing {what} failed: {exc}", RuntimeWarning, stacklevel=2)
+        warn_cleanup_failure(f"freeing {what}", exc)
         logger.debug("freeing %s failed", what, exc_info=True)
 
 
@@ -266,18 +268,15 @@ class Workspace:
         self.package = package
         self.allocator = check_allocator(allocator)
         self.name = name
+        self.lock: Any = None
+        """The lock the users of a workspace shared by several plans take (see :class:`SharedWorkspaces`)."""
         self._alloc: Allocation | None = None
         self._stream: StreamHandle | None = None
-
-    @property
-    def ptr(self) -> int:
+        # plain attributes, not properties: execute() paths read them on every launch
+        self.ptr = 0
         """The device address (0 when nothing is allocated)."""
-        return 0 if self._alloc is None else self._alloc.ptr
-
-    @property
-    def size(self) -> int:
+        self.size = 0
         """The allocated size in bytes (0 when nothing is allocated)."""
-        return 0 if self._alloc is None else self._alloc.size
 
     def ensure(self, nbytes: int, stream: StreamHandle) -> int:
         """Return a pointer to at least ``nbytes`` bytes usable on ``stream``, growing if needed."""
@@ -292,6 +291,7 @@ class Workspace:
         self._alloc = allocate(
             nbytes, device_id=self.device_id, stream=stream, package=self.package, allocator=self.allocator
         )
+        self.ptr, self.size = self._alloc.ptr, self._alloc.size
         self._stream = stream
         logger.debug("%s: allocated %d bytes at %#x", self.name, nbytes, self._alloc.ptr)
         return self._alloc.ptr
@@ -299,9 +299,55 @@ class Workspace:
     def release(self) -> None:
         """Free the memory (ordered on the stream it was last used on); idempotent."""
         alloc, self._alloc = self._alloc, None
+        self.ptr = self.size = 0
         if alloc is not None:
             alloc.free(self._stream)
             logger.debug("%s: released %d bytes", self.name, alloc.size)
 
     def __repr__(self) -> str:
         return f"Workspace({self.name!r}, size={self.size}, device_id={self.device_id})"
+
+
+class SharedWorkspaces:
+    """Workspaces shared by the cached plans of one stateless function: one per (device, package).
+
+    Each has a :attr:`Workspace.lock`; a cached plan that uses a shared workspace is run under that
+    lock (so calls on plans sharing it take turns). :meth:`clear` frees them all.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self._lock = threading.Lock()
+        self._workspaces: dict[tuple[int, str], Workspace] = {}
+
+    def get(self, device_id: int, package: str) -> Workspace:
+        """The shared workspace of ``device_id`` and ``package`` (created empty on first use)."""
+        key = (device_id, package)
+        with self._lock:
+            ws = self._workspaces.get(key)
+            if ws is None:
+                ws = self._workspaces[key] = Workspace(device_id=device_id, package=package, name=self.name)
+                ws.lock = threading.Lock()
+        return ws
+
+    def __len__(self) -> int:
+        return len(self._workspaces)
+
+    @property
+    def stats(self) -> tuple[int, int]:
+        """``(number of workspaces, bytes they hold)``."""
+        return len(self._workspaces), self.nbytes
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the shared workspaces hold now."""
+        return sum(ws.size for ws in list(self._workspaces.values()))
+
+    def clear(self) -> None:
+        """Free every shared workspace (waiting for a call that uses it)."""
+        with self._lock:
+            shared = list(self._workspaces.values())
+            self._workspaces.clear()
+        for ws in shared:
+            with ws.lock:
+                ws.release()

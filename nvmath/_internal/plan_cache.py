@@ -12,6 +12,11 @@ device, ...), so that a repeated call costs little more than ``execute()``.
 * ``cache.enabled = False`` or ``cache.resize(0)`` -- stop caching: every call plans from scratch and
   frees its plan afterwards.
 
+**Byte budget.** A cache whose plans hold device memory of their own (a cuFFT plan holds its
+workspace) can be given ``max_bytes`` and ``nbytes(plan)``: least recently used plans are released
+while the plans' bytes exceed the budget (the newest plan is always kept); ``cache.max_bytes = n``
+changes it, ``stats.nbytes`` reports the bytes held.
+
 A plan leaving the cache is released with ``on_evict(plan)`` if given, else ``plan.free()`` (or
 ``plan.close()``) if it has one. Release failures are reported as warnings, never raised. A plan in use
 (see :meth:`PlanCache.use`) is released only after its last user is done, so another thread's eviction
@@ -22,12 +27,12 @@ threads asking for the same missing key build it once, and a factory that raises
 from __future__ import annotations
 
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from nvmath._errors import warn_cleanup_failure
 from nvmath._internal.options import check_nonnegative_int
 
 __all__ = ["CacheStats", "PlanCache", "release_plan"]
@@ -45,6 +50,8 @@ class CacheStats:
         evictions: plans pushed out by the size limit (``resize`` included; ``clear`` not counted).
         size: plans held now.
         maxsize: the size limit (0 = disabled).
+        nbytes: the device bytes the plans hold (0 when the cache does not measure them).
+        max_bytes: the byte budget (``None``: none).
     """
 
     hits: int
@@ -52,6 +59,8 @@ class CacheStats:
     evictions: int
     size: int
     maxsize: int
+    nbytes: int = 0
+    max_bytes: int | None = None
 
 
 def release_plan(plan: Any) -> None:
@@ -64,10 +73,10 @@ def release_plan(plan: Any) -> None:
 
 
 class _Entry:
-    __slots__ = ("evicted", "pins", "value")
+    __slots__ = ("evicted", "nbytes", "pins", "value")
 
     def __init__(self, value: Any):
-        self.value, self.pins, self.evicted = value, 0, False
+        self.value, self.pins, self.evicted, self.nbytes = value, 0, False, 0
 
 
 class _Use:
@@ -92,12 +101,19 @@ class PlanCache(Generic[V]):
         maxsize: the most plans kept; 0 disables caching.
         name: a name for messages and ``repr``.
         on_evict: called with each plan that leaves the cache; default :func:`release_plan`.
+        max_bytes: a budget for the device bytes the plans hold (``None``: none); needs ``nbytes``.
+        nbytes: ``plan -> bytes of device memory it holds`` (measured when it is cached).
     """
 
     def __init__(
-        self, maxsize: int = 128, name: str = "plan cache", on_evict: Callable[[V], Any] | None = None
-    ):
+        self, maxsize: int = 128, name: str = "plan cache", on_evict: Callable[[V], Any] | None = None, *,
+        max_bytes: int | None = None, nbytes: Callable[[V], int] | None = None,
+    ):  # fmt: skip
         check_nonnegative_int("maxsize", maxsize)
+        if max_bytes is not None:
+            check_nonnegative_int("max_bytes", max_bytes)
+        if nbytes is not None and not callable(nbytes):
+            raise TypeError(f"nbytes must be callable or None; got {nbytes!r}")
         if on_evict is not None and not callable(on_evict):
             raise TypeError(f"on_evict must be callable or None; got {on_evict!r}")
         self.name = name
@@ -108,6 +124,9 @@ class PlanCache(Generic[V]):
         self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
         self._building: dict[Hashable, threading.Event] = {}
         self._hits = self._misses = self._evictions = 0
+        self._max_bytes = max_bytes
+        self._nbytes_of = nbytes
+        self._bytes = 0
 
     # ----------------------------------------------------------------- properties
     @property
@@ -129,10 +148,27 @@ class PlanCache(Generic[V]):
             self.clear()
 
     @property
+    def max_bytes(self) -> int | None:
+        """The byte budget of the plans' device memory (``None``: none)."""
+        return self._max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int | None) -> None:
+        if value is not None:
+            check_nonnegative_int("max_bytes", value)
+        with self._lock:
+            self._max_bytes = value
+            victims = self._shrink()
+        self._release(victims)
+
+    @property
     def stats(self) -> CacheStats:
         """A :class:`CacheStats` snapshot."""
         with self._lock:
-            return CacheStats(self._hits, self._misses, self._evictions, len(self._entries), self._maxsize)
+            return CacheStats(
+                self._hits, self._misses, self._evictions, len(self._entries), self._maxsize, self._bytes,
+                self._max_bytes,
+            )  # fmt: skip
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -171,8 +207,9 @@ class PlanCache(Generic[V]):
         """
         if not self.enabled:
             return False
+        entry = self._new_entry(value)
         with self._lock:
-            victims = self._insert(key, _Entry(value))
+            victims = self._insert(key, entry)
         self._release(victims)
         return True
 
@@ -220,7 +257,7 @@ class PlanCache(Generic[V]):
         self, key: Hashable, factory: Callable[[], V], pin: bool, done: threading.Event | None
     ) -> _Entry:
         try:
-            entry = _Entry(factory())
+            entry = self._new_entry(factory())
         except BaseException:
             if done is not None:
                 with self._lock:
@@ -247,6 +284,8 @@ class PlanCache(Generic[V]):
         """Remove and release the plan for ``key``; return whether there was one."""
         with self._lock:
             entry = self._entries.pop(key, None)
+            if entry is not None:
+                self._bytes -= entry.nbytes
             victims = self._retire([entry]) if entry is not None else []
         self._release(victims)
         return entry is not None
@@ -256,6 +295,7 @@ class PlanCache(Generic[V]):
         with self._lock:
             entries = list(self._entries.values())
             self._entries.clear()
+            self._bytes = 0
             victims = self._retire(entries)
         self._release(victims)
 
@@ -273,17 +313,30 @@ class PlanCache(Generic[V]):
             return iter(list(self._entries))
 
     # ----------------------------------------------------------------- internals (lock held)
+    def _new_entry(self, value: V) -> _Entry:  # (no lock needed)
+        entry = _Entry(value)
+        if self._nbytes_of is not None:
+            entry.nbytes = int(self._nbytes_of(value))
+        return entry
+
     def _insert(self, key: Hashable, entry: _Entry) -> list[_Entry]:
         old = self._entries.pop(key, None)
+        if old is not None:
+            self._bytes -= old.nbytes
         self._entries[key] = entry
+        self._bytes += entry.nbytes
         victims = self._retire([old]) if old is not None and old.value is not entry.value else []
         return victims + self._shrink()
+
+    def _over_budget(self) -> bool:
+        return self._max_bytes is not None and self._bytes > self._max_bytes and len(self._entries) > 1
 
     def _shrink(self) -> list[_Entry]:
         evicted = []
         limit = self._maxsize if self._enabled else 0
-        while len(self._entries) > limit:
+        while len(self._entries) > limit or self._over_budget():
             _, entry = self._entries.popitem(last=False)
+            self._bytes -= entry.nbytes
             evicted.append(entry)
         self._evictions += len(evicted)
         return self._retire(evicted)
@@ -307,8 +360,4 @@ class PlanCache(Generic[V]):
             try:
                 self._on_evict(entry.value)
             except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
-                warnings.warn(
-                    f"{self.name}: releasing a plan failed: {type(exc).__name__}: {exc}",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+                warn_cleanup_failure(f"{self.name}: releasing a plan", exc, stacklevel=4)

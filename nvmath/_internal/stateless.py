@@ -13,9 +13,21 @@ cached plans, such as a workspace) and returns a :class:`CachedPlan`. The planne
 entry, :meth:`CachedPlanner.run_cached`, which runs one call on the planned object with the call's own
 operands and returns the result; the stateless module reads no private field of the planner.
 
-The entry owns the lock that gives one caller at a time the use of its planner, and the liveness check
-(a plan evicted and freed by another thread between the lookup and taking the lock is not used: the
-call then goes through :meth:`PlanCache.use`, which pins what it returns).
+The entry owns the lock that gives one caller at a time the use of its planner (plans that share a
+resource, such as matmul's shared workspace, share its lock), and the liveness check: its ``live``
+flag, cleared by :meth:`CachedPlan.free` under the lock (a plan evicted and freed by another thread
+between the lookup and taking the lock is not used: the call then goes through
+:meth:`PlanCache.use`, which pins what it returns). A hot path passes ``build`` as a module-level
+function and its arguments as ``build_args`` rather than make a closure on every call.
+
+Other helpers: :func:`run_once` (plan, run, free: a call whose key is ``None``).
+
+Key builders read tensors through :data:`READERS` (exact type -> reader): a reader gives the operand's
+*head* ``(package, device_id, shape, strides, dtype name, is_conjugate)``, its address and the object an
+in-place call returns, from cheap reads of the raw tensor (torch, cupy) or of an adapter; the head is
+equal to :func:`adapter_head` of the operand's adapter, so a key built from raw reads (the hot path: no
+adapter) is the key built from adapters. A reader answers ``None`` for an operand it cannot describe
+(the caller then wraps it).
 """
 
 from __future__ import annotations
@@ -24,9 +36,25 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, Protocol, TypeVar
 
+from nvmath._internal import caches, dtypes
 from nvmath._internal.plan_cache import PlanCache
+from nvmath._internal.tensors import TensorAdapter, adapter_class
+from nvmath._internal.tensors.host import element_strides
 
-__all__ = ["CachedPlan", "CachedPlanner", "call_cached"]
+__all__ = [
+    "READERS",
+    "CachedPlan",
+    "CachedPlanner",
+    "Read",
+    "adapter_head",
+    "call_cached",
+    "reader_for",
+    "register_reader",
+    "run_once",
+]
+
+Read = tuple[tuple, int, Any]
+"""What a reader returns: ``(head, data address, the object an in-place call returns)``."""
 
 
 class CachedPlanner(Protocol):
@@ -34,7 +62,8 @@ class CachedPlanner(Protocol):
 
     @property
     def is_planned(self) -> bool:
-        """Whether the planner is planned and not freed (cheap: one attribute read and one ``&``)."""
+        """Whether the planner is planned and not freed (``build`` returns planned planners; a cached
+        planner is freed only through its entry, whose ``live`` flag the hot path reads instead)."""
         ...
 
     def run_cached(self, *args: Any) -> Any:
@@ -50,40 +79,113 @@ P = TypeVar("P", bound=CachedPlanner)
 
 
 class CachedPlan(Generic[P]):
-    """A cache entry: a planned planner and the lock that gives one caller at a time its use."""
+    """A cache entry: a planned planner, the lock that gives one caller at a time its use, and its
+    liveness (``live``: false once :meth:`free` ran; read on every hit, so a plain attribute)."""
 
-    __slots__ = ("lock", "planner")
+    __slots__ = ("live", "lock", "planner")
 
-    def __init__(self, planner: P):
+    def __init__(self, planner: P, lock: Any = None):
+        """``lock``: the lock to use (plans sharing a resource, such as a workspace, share its lock);
+        default: a new one."""
         self.planner = planner
-        self.lock = threading.Lock()
+        self.lock = threading.Lock() if lock is None else lock
+        self.live = True
 
     def free(self) -> None:
         """Release the planner (called by the cache on eviction; waits for a running call)."""
         with self.lock:
+            self.live = False
             self.planner.free()
 
 
 def call_cached(
-    cache: PlanCache[CachedPlan[Any]], key: Hashable | None, build: Callable[[], CachedPlan[Any]], *args: Any
-) -> Any:
+    cache: PlanCache[CachedPlan[Any]], key: Hashable | None, build: Callable[..., CachedPlan[Any]],
+    *args: Any, build_args: tuple = (),
+) -> Any:  # fmt: skip
     """Run one stateless call: on the plan cached under ``key``, or on a new one from ``build()``.
 
     ``key=None`` (some argument cannot be part of a key) plans, runs and frees. A factory that raises
-    caches nothing; the error propagates.
+    caches nothing; the error propagates. ``build_args``: arguments for ``build`` (a hot path passes
+    a module-level ``build`` and its arguments rather than make a closure on every call, hit or not).
     """
     if key is None:
-        entry = build()
-        try:
-            with entry.lock:
-                return entry.planner.run_cached(*args)
-        finally:
-            entry.free()
+        return run_once(build(*build_args), *args)
     entry = cache.get(key, count_miss=False)
     if entry is not None:
         with entry.lock:
-            planner = entry.planner
-            if planner.is_planned:  # not freed by an eviction since the lookup
-                return planner.run_cached(*args)
-    with cache.use(key, build) as entry, entry.lock:
+            if entry.live:  # not freed by an eviction since the lookup
+                return entry.planner.run_cached(*args)
+    with cache.use(key, (lambda: build(*build_args)) if build_args else build) as entry, entry.lock:
         return entry.planner.run_cached(*args)
+
+
+def run_once(entry: CachedPlan[Any], *args: Any) -> Any:
+    """Run one call on a planned entry that is not cached, then free it (the ``key=None`` path)."""
+    try:
+        with entry.lock:
+            return entry.planner.run_cached(*args)
+    finally:
+        entry.free()
+
+
+# ---------------------------------------------------------------------------------------- raw readers
+def adapter_head(a: TensorAdapter) -> tuple:
+    """The head of a wrapped operand: ``(package, device_id, shape, strides, dtype, is_conjugate)``."""
+    return (a.package, a.device_id, tuple(a.shape), tuple(a.strides), a.dtype, a.is_conjugate)
+
+
+def _read_adapter(a: TensorAdapter) -> Read:
+    head = (a.package, a.device_id, tuple(a.shape), tuple(a.strides), a.dtype, a.is_conjugate)
+    return head, a.data_ptr, a.tensor
+
+
+def _read_torch(t: Any) -> Read | None:
+    info = dtypes._TORCH_TO_INFO.get(t.dtype)  # filled when the first tensor of the dtype is wrapped
+    if info is None:
+        return None
+    try:
+        device = t.get_device() if t.is_cuda else "cpu"
+        return ("torch", device, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
+    except (RuntimeError, TypeError):  # sparse, nested, ...: the adapter judges it
+        return None
+
+
+def _read_cupy(a: Any) -> Read | None:
+    name = dtypes._NUMPY_TO_NAME.get(a.dtype)
+    if name is None:
+        return None
+    try:
+        strides = element_strides(a.strides, a.itemsize)
+    except ValueError:
+        return None
+    data = a.data
+    return ("cupy", data.device_id, a.shape, strides, name, False), data.ptr, a
+
+
+def _unreadable(obj: Any) -> None:
+    return None
+
+
+READERS = caches.memo("nvmath._internal.stateless: raw readers", 64)
+"""Exact operand type -> its reader (:func:`_unreadable` for types that are always wrapped); filled by
+:func:`reader_for` on first sight of a type."""
+
+
+def reader_for(tp: type) -> Callable[[Any], Read | None]:
+    """The reader of operands of type ``tp`` (found once per type; then one lookup in :data:`READERS`)."""
+    reader: Callable[[Any], Read | None] = _unreadable
+    if issubclass(tp, TensorAdapter):
+        reader = _read_adapter
+    else:
+        name = getattr(adapter_class(tp), "__name__", None)
+        if name == "TorchAdapter":
+            reader = _read_torch
+        elif name == "CupyAdapter":
+            reader = _read_cupy
+    register_reader(tp, reader)
+    return reader
+
+
+def register_reader(tp: type, reader: Callable[[Any], Read | None]) -> None:
+    """Use ``reader`` for operands of exactly type ``tp`` (tests register their fake tensors here)."""
+    READERS.put(tp, reader)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import warnings
 import weakref
 from typing import Any
 
+from nvmath._errors import warn_cleanup_failure
 from nvmath._internal import devices, dtypes, streams
 from nvmath._internal.memory import Workspace
 from nvmath._internal.streams import StreamHandle
@@ -86,7 +86,7 @@ def _destroy(handles: list[int]) -> None:
         try:
             cufft.destroy(handle)
         except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
-            warnings.warn(f"cufftDestroy({handle}) failed: {exc}", RuntimeWarning, stacklevel=2)
+            warn_cleanup_failure(f"cufftDestroy({handle})", exc)
 
 
 def _check_lto_support() -> dict[str, Any]:

@@ -20,6 +20,8 @@ from nvmath._internal.options import check_or_create_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.tensors import wrap
 from nvmath._internal.tensors.base import TensorAdapter
+from nvmath._internal.tensors.copy import copy_into
+from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
 from nvmath.fft import _cpu
 from nvmath.fft._callbacks import DeviceCallable, as_device_callable
 from nvmath.fft._options import LOGGER_NAME, FFTDirection, FFTOptions, normalize_direction
@@ -38,6 +40,7 @@ from nvmath.fft._traits import CPU_DTYPES, FFTTraits, make_traits
 __all__ = ["FFT"]
 
 _CREATED, _PLANNED = PlannerState.CREATED, PlannerState.PLANNED
+_PLANNED_BIT = PlannerState.PLANNED.value
 _FAST_DIRECTIONS: dict[Any, FFTDirection] = {
     FFTDirection.FORWARD: FFTDirection.FORWARD,
     FFTDirection.INVERSE: FFTDirection.INVERSE,
@@ -365,13 +368,23 @@ class FFT(FreedOnExit):
             streams.synchronize(s)
         return tensor if result is None else result.unwrap(s)
 
-    def _execute_stateless(
-        self, operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any
-    ) -> Any:
+    @property
+    def workspace_bytes(self) -> int:
+        """The bytes of the cuFFT workspace the plan holds once it ran (0 before ``plan()``, on the CPU)."""
+        plan = self._plan
+        return 0 if plan is None else plan.workspace_size
+
+    @property
+    def is_planned(self) -> bool:
+        """Whether :meth:`plan` ran and :meth:`free` did not."""
+        return self._lifecycle.bits & _PLANNED_BIT != 0
+
+    def run_cached(self, operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
         """One stateless call on this (cached, planned) object; the operand is not kept.
 
-        With ``ptr`` (the operand's address, read without wrapping it) a plan without staging runs
-        directly; otherwise the operand is wrapped, swapped in, executed and released.
+        With ``ptr`` (the operand's address, read without wrapping it; ``tensor``: what an in-place
+        call returns) a plan without staging runs directly; otherwise the operand is wrapped, swapped
+        in, executed and released. The caller holds the cache entry's lock.
         """
         if ptr is not None and self._direct:
             if direction is None or direction is self._direction:
@@ -414,7 +427,7 @@ class FFT(FreedOnExit):
                 device_id=self._device_id,
                 stream=s,
             )
-        staging.copy_(op, s)
+        copy_into(staging, op, s)
         return staging
 
     def _new_result(self, op: TensorAdapter, staging: Any, s: Any) -> tuple[Any, Any, int]:
@@ -437,7 +450,7 @@ class FFT(FreedOnExit):
         """Copy a device result back to the host operand's package (blocking)."""
         op = self._operand
         if self._traits.inplace:
-            op.copy_(result, s)
+            copy_into(op, result, s)
             return op.tensor
         host = result.to("cpu", s)
         free = getattr(result, "free", None)
@@ -461,12 +474,10 @@ class FFT(FreedOnExit):
 
                 return torch.from_numpy(y)
             return y
-        from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
-
         target = (
             op if t.inplace else op.empty(t.result_shape, t.result_dtype, strides=t.result_strides, stream=s)
         )
-        target.copy_(NumpyAdapter(y), s)
+        copy_into(target, NumpyAdapter(y), s)
         streams.synchronize(s)
         return target.tensor
 

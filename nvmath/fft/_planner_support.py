@@ -10,6 +10,7 @@ from nvmath._internal import dtypes, streams
 from nvmath._internal.execution import ExecutionCPU, ExecutionCUDA
 from nvmath._internal.tensors import wrap
 from nvmath._internal.tensors.base import TensorAdapter
+from nvmath._internal.tensors.host import host_view
 from nvmath.fft._callbacks import as_device_callable
 from nvmath.fft._options import FFTOptions
 from nvmath.fft._traits import FFTTraits, make_traits, traits_key
@@ -128,6 +129,4 @@ def host_array(adapter: TensorAdapter) -> Any:
     """A numpy view of a host adapter's data (torch CPU tensors share their memory)."""
     if adapter.package == "torch":
         return adapter.tensor.detach().numpy()
-    from nvmath._internal.tensors.numpy_adapter import host_view
-
     return host_view(adapter)

@@ -1,11 +1,15 @@
 """The stateless transforms :func:`fft`, :func:`ifft`, :func:`rfft`, :func:`irfft`, and their plan cache.
 
-Each call looks up a planned :class:`~nvmath.fft.FFT` in :data:`plan_cache` (a bounded, thread-safe
-LRU :class:`~nvmath._internal.plan_cache.PlanCache`) under a key made of everything that decides the
-plan -- the operand's package, device, shape, strides and dtype, the axes, the options, the
-execution space and the callbacks -- swaps the operand in, executes on the caller's stream (a cached
+Each call goes the one way of :mod:`nvmath._internal.stateless`: a key made of everything that decides
+the plan -- the operand's head (package, device, shape, strides, dtype, conjugation), then a
+:class:`_Tail` of the axes, the options, the execution space and the callbacks -- is looked up in
+:data:`plan_cache` (a bounded, thread-safe LRU :class:`~nvmath._internal.plan_cache.PlanCache`), and
+:meth:`FFT.run_cached` runs the cached plan with the call's operand on the caller's stream (a cached
 plan is re-bound to it) and drops the operand again. So a repeated call costs little more than
 :meth:`FFT.execute`. Calls sharing a cached plan from several threads take turns on it.
+
+A call with default options, execution and no callbacks reads its operand raw
+(:data:`nvmath._internal.stateless.READERS`) and finds its tail in :data:`_TAILS`: no adapter on a hit.
 
 The cache::
 
@@ -18,17 +22,15 @@ The cache::
 from __future__ import annotations
 
 import dataclasses
-import threading
 from typing import Any
 
-from nvmath._internal import dtypes
+from nvmath._internal import caches
 from nvmath._internal.execution import resolve_execution
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
-from nvmath._internal.state import PlannerState
+from nvmath._internal.state import freed_on_error
+from nvmath._internal.stateless import READERS, CachedPlan, adapter_head, call_cached, reader_for
 from nvmath._internal.tensors import wrap
-from nvmath._internal.tensors.base import TensorAdapter
-from nvmath._internal.tensors.dispatch import adapter_class
 from nvmath.fft._callbacks import as_device_callable
 from nvmath.fft._options import FFTDirection, FFTOptions
 from nvmath.fft._planner import FFT
@@ -41,28 +43,30 @@ DEFAULT_CACHE_SIZE = 32
 """How many planned transforms :data:`plan_cache` keeps by default."""
 
 
-class _CachedFFT:
-    """A cached planner and the lock that gives one caller at a time the use of it."""
-
-    __slots__ = ("fft", "lock")
-
-    def __init__(self, planner: FFT):
-        self.fft = planner
-        self.lock = threading.Lock()
-
-    def free(self) -> None:
-        """Release the planner's resources (called by the cache on eviction)."""
-        with self.lock:
-            self.fft.free()
+DEFAULT_MAX_BYTES = 4 << 30
+"""The default byte budget of :data:`plan_cache`: the cuFFT workspaces its plans hold (4 GiB)."""
 
 
-plan_cache: PlanCache[_CachedFFT] = PlanCache(maxsize=DEFAULT_CACHE_SIZE, name="nvmath.fft plan cache")
-"""The plan cache of the stateless FFT functions (see the module documentation)."""
+def _workspace_bytes(entry: CachedPlan[FFT]) -> int:
+    return entry.planner.workspace_bytes
+
+
+plan_cache: PlanCache[CachedPlan[FFT]] = caches.register(
+    "nvmath.fft: plans",
+    PlanCache(
+        maxsize=DEFAULT_CACHE_SIZE, name="nvmath.fft plan cache", max_bytes=DEFAULT_MAX_BYTES,
+        nbytes=_workspace_bytes,
+    ),
+)
+"""The plan cache of the stateless FFT functions (see the module documentation). Each cached plan holds
+its cuFFT workspace (allocated at its first run) until evicted: besides the count (``maxsize``), the
+cache keeps the workspaces within ``max_bytes`` (default :data:`DEFAULT_MAX_BYTES`), releasing least
+recently used plans beyond it; ``plan_cache.max_bytes = n`` changes the budget."""
 
 
 
 _DEFAULT_OPTIONS = {None: FFTOptions(), "R2C": FFTOptions(fft_type="R2C"), "C2R": FFTOptions(fft_type="C2R")}
-_DEFAULT_EXECUTION: dict[Any, Any] = {}
+_DEFAULT_EXECUTION = caches.memo("nvmath.fft: default executions", 64)
 
 
 def _options(options: Any, fft_type: str | None) -> FFTOptions:
@@ -79,7 +83,7 @@ def _execution(execution: Any, device_id: Any) -> Any:
         return resolve_execution(execution, device_id)
     resolved = _DEFAULT_EXECUTION.get(device_id)
     if resolved is None:
-        resolved = _DEFAULT_EXECUTION[device_id] = resolve_execution(None, device_id)
+        resolved = _DEFAULT_EXECUTION.put(device_id, resolve_execution(None, device_id))
     return resolved
 
 
@@ -102,73 +106,11 @@ class _Tail:
         return f"_Tail{self.values!r}"
 
 
-# Raw readers: operand -> (key head, data address, the object an in-place call returns), or None
-# when the operand needs the full wrapping path (host, lazily conjugated, unknown dtype, ...).
-def _read_adapter(a: Any) -> tuple | None:
-    if a.is_conjugate:
-        return None
-    return (a.package, a.device_id, tuple(a.shape), tuple(a.strides), a.dtype, False), a.data_ptr, a.tensor
-
-
-def _read_torch(t: Any) -> tuple | None:
-    if not t.is_cuda:
-        return None
-    info = dtypes._TORCH_TO_INFO.get(t.dtype)
-    if info is None or (info[2] and t.is_conj()):
-        return None
-    return ("torch", t.get_device(), t.shape, t.stride(), info[0], False), t.data_ptr(), t
-
-
-def _read_cupy(a: Any) -> tuple | None:
-    from nvmath._internal.tensors.numpy_adapter import element_strides
-
-    name = dtypes._NUMPY_TO_NAME.get(a.dtype)
-    if name is None:
-        return None
-    try:
-        strides = element_strides(a.strides, a.itemsize)
-    except ValueError:
-        return None
-    data = a.data
-    return ("cupy", data.device_id, a.shape, strides, name, False), data.ptr, a
-
-
-_READERS: dict[type, Any] = {}
-
-
-def _reader(tp: type) -> Any:
-    """The raw reader of operands of type ``tp`` (``None``: always wrap); cached per type."""
-    reader = None
-    if issubclass(tp, TensorAdapter):
-        reader = _read_adapter
-    else:
-        cls = adapter_class(tp)
-        name = getattr(cls, "__name__", None)
-        if name == "TorchAdapter":
-            reader = _read_torch
-        elif name == "CupyAdapter":
-            reader = _read_cupy
-    if len(_READERS) >= 64:
-        _READERS.clear()
-    _READERS[tp] = reader
-    return reader
-
-
-# (fft_type, axes as given, ndim, device_id) -> _Tail, for calls with default options, execution
-# and no callbacks: such a call makes its cache key from raw reads of the operand, without wrapping it.
-_TAILS: dict[tuple, _Tail] = {}
+# (fft_type, axes as given, ndim, device_id, dtype, check_dtype) -> _Tail, for calls with default
+# options, execution and no callbacks whose dtype passed check_dtype: such a call makes its cache key
+# from raw reads of the operand, without wrapping it.
+_TAILS = caches.memo("nvmath.fft: call tails", 256)
 _MISSING = object()
-_FREED = PlannerState.FREED.value
-
-
-def _hit(key: tuple) -> _CachedFFT | None:
-    """The cached plan for ``key`` on a hit (counted, made most recent), else ``None``; not pinned.
-
-    :meth:`PlanCache.use` without its pin: the caller holds the plan's lock while using it, and an
-    eviction frees the plan under that lock, so the caller only has to check that it was not freed
-    between this lookup and taking the lock (then it goes through ``plan_cache.use``).
-    """
-    return plan_cache.get(key, count_miss=False)
 
 
 def _axes_key(axes: Any) -> Any:
@@ -185,52 +127,17 @@ def _axes_key(axes: Any) -> Any:
     return axes if kind is tuple else tuple(axes)
 
 
-def _build(adapter: Any, tail: _Tail, stream: Any) -> _CachedFFT:
+def _build(adapter: Any, tail: _Tail, stream: Any) -> CachedPlan[FFT]:
     axes, options, execution, prolog, epilog = tail.values
     planner = FFT(adapter, axes=axes, options=options, execution=execution, stream=stream)
-    try:
+    with freed_on_error(planner):
         planner.plan(prolog=prolog, epilog=epilog, stream=stream)
-    except BaseException:
-        planner.free()
-        raise
     planner.release_operand()  # a cached plan keeps no operand alive; each call supplies its own
-    return _CachedFFT(planner)
+    return CachedPlan(planner)
 
 
-def _fast_transform(
-    operand: Any,
-    axes: Any,
-    direction: Any,
-    stream: Any,
-    fft_type: str | None,
-    check_dtype: str | None,
-    function: str,
-) -> Any:
-    """The stateless call keyed by raw tensor reads (default options only); ``_MISSING`` if not applicable."""
-    reader = _READERS.get(type(operand), _MISSING)
-    if reader is _MISSING:
-        reader = _reader(type(operand))
-    raw = None if reader is None else reader(operand)
-    if raw is None:
-        return _MISSING
-    head, ptr, tensor = raw
-    tail = _TAILS.get((fft_type, axes, len(head[2]), head[1]))
-    if tail is None:
-        return _MISSING
-    _check_kind(head[4], check_dtype, function)
-    key = (*head, tail)
-    cached = _hit(key)
-    if cached is not None:
-        with cached.lock:
-            planner = cached.fft
-            if not planner._lifecycle.bits & _FREED:  # not freed by an eviction meanwhile
-                return planner._execute_stateless(operand, ptr, tensor, direction, stream)
-
-    def build() -> _CachedFFT:
-        return _build(wrap(operand, "operand"), tail, stream)
-
-    with plan_cache.use(key, build) as cached, cached.lock:
-        return cached.fft._execute_stateless(operand, ptr, tensor, direction, stream)
+def _build_raw(operand: Any, tail: _Tail, stream: Any) -> CachedPlan[FFT]:
+    return _build(wrap(operand, "operand"), tail, stream)
 
 
 def _transform(
@@ -247,18 +154,22 @@ def _transform(
     check_dtype: str | None,
     function: str,
 ) -> Any:
-    axes_key = _axes_key(axes)
+    axes_key = None if axes is None else _axes_key(axes)  # (the common case without a call)
     defaults = (
-        options is None
-        and execution is None
-        and prolog is None
-        and epilog is None
+        options is None and execution is None and prolog is None and epilog is None
         and axes_key is not _MISSING
-    )
-    if defaults:
-        result = _fast_transform(operand, axes_key, direction, stream, fft_type, check_dtype, function)
-        if result is not _MISSING:
-            return result
+    )  # fmt: skip
+    if defaults:  # the hot path: the operand read raw, the rest of the key from _TAILS (no adapter)
+        tp = type(operand)
+        raw = (READERS.get(tp) or reader_for(tp))(operand)
+        if raw is not None and not raw[0][5]:  # (a lazily conjugated operand is materialized: wrapped)
+            head = raw[0]
+            tail = _TAILS.get((fft_type, axes_key, len(head[2]), head[1], head[4], check_dtype))
+            if tail is not None:  # (stored once the dtype passed check_dtype)
+                return call_cached(
+                    plan_cache, (*head, tail), _build_raw, operand, raw[1], raw[2], direction, stream,
+                    build_args=(operand, tail, stream),
+                )  # fmt: skip
     adapter = wrap(operand, "operand")
     _check_kind(adapter.dtype, check_dtype, function)
     ndim = len(adapter.shape)
@@ -272,15 +183,11 @@ def _transform(
         as_device_callable(epilog, "epilog"),
     )
     if defaults:
-        if len(_TAILS) >= 256:
-            _TAILS.clear()
-        _TAILS[(fft_type, axes_key, ndim, adapter.device_id)] = tail
-    key = (
-        adapter.package, adapter.device_id, tuple(adapter.shape), tuple(adapter.strides), adapter.dtype,
-        adapter.is_conjugate, tail,
+        _TAILS.put((fft_type, axes_key, ndim, adapter.device_id, adapter.dtype, check_dtype), tail)
+    return call_cached(
+        plan_cache, (*adapter_head(adapter), tail), _build, adapter, None, None, direction, stream,
+        build_args=(adapter, tail, stream),
     )  # fmt: skip
-    with plan_cache.use(key, lambda: _build(adapter, tail, stream)) as cached, cached.lock:
-        return cached.fft._execute_stateless(adapter, None, None, direction, stream)
 
 
 def fft(

@@ -23,3 +23,15 @@ def test_driver_probe_never_raises():
     """Probing the driver returns a version string and a device list even without a GPU."""
     version, devices = report.driver_and_devices()
     assert isinstance(version, str) and isinstance(devices, list)
+
+
+def test_source_commit_of_a_checkout_and_of_a_plain_folder(tmp_path):
+    """A git checkout reports its commit (12 hex digits, maybe +dirty); a plain folder reports None."""
+    import nvmath
+
+    assert report.source_commit(str(tmp_path)) is None
+    location = nvmath.__file__.rsplit("/", 2)[0]
+    commit = report.source_commit(location)
+    if commit is not None:  # a checkout with git available
+        assert len(commit.removesuffix("+dirty")) == 12
+        assert commit in "\n".join(report.report_lines())

@@ -45,3 +45,18 @@ def test_decorator_registers_check(monkeypatch):
     selftest.check("demo", gpu=True)(_ok)
     (item,) = selftest.registered()
     assert (item.name, item.needs_gpu, item.fn) == ("demo", True, _ok)
+
+
+def test_check_missing_an_optional_package_is_skipped_with_the_hint():
+    """A check requiring an absent package is SKIP (never FAIL) with the install hint, and is not run."""
+    (outcome,) = run_checks(Context(gpu=False), (Check("needs pkg", _boom, False, ("surely_not_a_module_xyz",)),))
+    assert outcome.status == "SKIP"
+    assert "pip install surely_not_a_module_xyz" in outcome.detail
+
+
+def test_cpu_checks_declare_scipy():
+    """The CPU FFT and solver checks declare scipy, so a plain install reports SKIP, not FAIL."""
+    from nvmath._diagnostics import checks_fft, checks_solvers  # noqa: F401 - registers the checks
+
+    cpu = [c for c in selftest.registered() if c.name.startswith(("fft:", "solvers:")) and not c.needs_gpu]
+    assert cpu and all("scipy" in c.requires for c in cpu)

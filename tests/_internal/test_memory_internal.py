@@ -217,3 +217,24 @@ def test_workspace_on_second_device():
     assert ws.ensure(1 << 16, stream) != 0
     ws.release()
     assert ws.size == 0
+
+
+def test_shared_workspaces_one_per_device_and_package():
+    """SharedWorkspaces hands out one workspace (with a lock) per (device, package); clear() forgets them."""
+    from nvmath._internal.memory import SharedWorkspaces
+
+    pool = SharedWorkspaces("test shared")
+    w = pool.get(0, "torch")
+    assert pool.get(0, "torch") is w and pool.get(1, "torch") is not w and pool.get(0, "cupy") is not w
+    assert w.lock is not None and w.size == 0 and pool.nbytes == 0 and len(pool) == 3
+    pool.clear()
+    assert len(pool) == 0 and pool.get(0, "torch") is not w
+
+
+def test_cleanup_failures_warn_with_nvmath_warning():
+    """warn_cleanup_failure warns with NvmathWarning (a RuntimeWarning), naming what and the error."""
+    from nvmath._errors import NvmathWarning, warn_cleanup_failure
+
+    assert issubclass(NvmathWarning, RuntimeWarning)
+    with pytest.warns(NvmathWarning, match="freeing a buffer failed: OSError: gone"):
+        warn_cleanup_failure("freeing a buffer", OSError("gone"), stacklevel=2)

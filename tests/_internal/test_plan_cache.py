@@ -277,3 +277,31 @@ def test_get_can_leave_a_miss_uncounted():
     cache.put("k", 1)
     assert cache.get("k", count_miss=False) == 1
     assert (cache.stats.hits, cache.stats.misses) == (1, 0)
+
+
+def test_byte_budget_releases_least_recently_used_plans():
+    """With max_bytes, plans beyond the budget are released oldest first; the newest always stays."""
+    released = []
+    cache = PlanCache(10, on_evict=released.append, max_bytes=100, nbytes=lambda p: p[1])
+    cache.put("a", ("a", 40))
+    cache.put("b", ("b", 40))
+    cache.get("a")  # a is now the most recent
+    cache.put("c", ("c", 40))
+    assert released == [("b", 40)] and cache.stats.nbytes == 80 and cache.stats.max_bytes == 100
+    cache.put("huge", ("huge", 500))
+    assert "huge" in cache and len(cache) == 1 and cache.stats.nbytes == 500
+    cache.max_bytes = None
+    cache.put("d", ("d", 1))
+    assert len(cache) == 2
+    cache.discard("d")
+    assert cache.stats.nbytes == 500
+    cache.clear()
+    assert cache.stats.nbytes == 0
+
+
+def test_byte_budget_arguments_are_checked():
+    """max_bytes must be a non-negative int and nbytes a callable."""
+    with pytest.raises(ValueError):
+        PlanCache(4, max_bytes=-1, nbytes=len)
+    with pytest.raises(TypeError):
+        PlanCache(4, max_bytes=10, nbytes=3)

@@ -239,3 +239,41 @@ def test_guard_cost_is_small():
     bare = min(timeit.repeat(lambda: p.bare(stream=1), number=n, repeat=5)) / n
     guarded = min(timeit.repeat(lambda: p.guarded(stream=1), number=n, repeat=5)) / n
     assert guarded - bare < 0.2e-6, f"guard costs {(guarded - bare) * 1e9:.0f} ns"
+
+
+def test_freed_on_error_releases_only_on_failure():
+    """freed_on_error frees the object when the block raises (and re-raises), and keeps it otherwise."""
+    from nvmath._internal.state import freed_on_error
+
+    class Thing:
+        freed = 0
+
+        def free(self):
+            self.freed += 1
+
+    kept, lost = Thing(), Thing()
+    with freed_on_error(kept):
+        pass
+    with pytest.raises(ValueError, match="boom"), freed_on_error(lost):
+        raise ValueError("boom")
+    assert (kept.freed, lost.freed) == (0, 1)
+
+
+def test_guard_frames_show_their_source():
+    """A refused call's traceback shows the guard's line (its generated source is in linecache)."""
+    import linecache
+    import traceback
+
+    class Planner:
+        def __init__(self):
+            self._lifecycle = Lifecycle("Planner", InvalidMatmulState)
+
+        @requires(PlannerState.PLANNED)
+        def execute(self, *, stream=None):
+            return stream
+
+    with pytest.raises(InvalidMatmulState) as info:
+        Planner().execute()
+    frames = traceback.extract_tb(info.value.__traceback__)
+    guard = [f for f in frames if f.filename.startswith("<state guard of")]
+    assert guard and "raise" in guard[0].line and linecache.getline(guard[0].filename, guard[0].lineno)

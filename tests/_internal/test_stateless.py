@@ -77,3 +77,65 @@ def test_eviction_frees_under_the_lock():
     call_cached(cache, "a", lambda: first)
     call_cached(cache, "b", lambda: CachedPlan(Planner()))
     assert first.planner.frees == 1
+
+
+def test_entry_freed_after_the_lookup_is_rebuilt(monkeypatch):
+    """A hit on an entry freed between the lookup and its lock (an eviction) runs a new plan instead."""
+    cache: PlanCache = PlanCache(4)
+    stale = CachedPlan(Planner())
+    stale.free()
+    assert not stale.live and stale.planner.frees == 1
+    monkeypatch.setattr(cache, "get", lambda key, default=None, count_miss=True: stale)
+    fresh = CachedPlan(Planner())
+    assert call_cached(cache, "k", lambda: fresh, 1) == (1,)
+    assert stale.planner.runs == 0 and fresh.planner.runs == 1
+
+
+def test_build_args_are_given_to_build_on_a_miss_only():
+    """build(*build_args) runs on a miss; a hit neither builds nor needs a closure."""
+    cache: PlanCache = PlanCache(4)
+    calls = []
+
+    def build(x, y):
+        calls.append((x, y))
+        return CachedPlan(Planner())
+
+    assert call_cached(cache, "k", build, 5, build_args=(1, 2)) == (5,)
+    assert call_cached(cache, "k", build, 6, build_args=(3, 4)) == (6,)
+    assert calls == [(1, 2)]
+    assert call_cached(cache, None, build, 7, build_args=(8, 9)) == (7,) and calls[-1] == (8, 9)
+
+
+def test_shared_lock_is_the_entry_lock():
+    """An entry built with a lock (one shared by several plans) uses it; free() takes it."""
+    import threading
+
+    lock = threading.Lock()
+    entry = CachedPlan(Planner(), lock)
+    assert entry.lock is lock
+    entry.free()
+    assert not lock.locked() and entry.planner.frees == 1
+
+
+def test_raw_reader_gives_the_adapter_head(torch):
+    """A torch tensor read raw gives the head its adapter gives, its address and the tensor itself."""
+    from nvmath._internal.stateless import READERS, adapter_head, reader_for
+    from nvmath._internal.tensors import wrap
+
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4)[:, 1:]
+    adapter = wrap(t)  # registers the dtype the reader looks up
+    read = READERS.get(type(t)) or reader_for(type(t))
+    head, ptr, obj = read(t)
+    assert head == adapter_head(adapter) and hash(head) == hash(adapter_head(adapter))
+    assert ptr == adapter.data_ptr and obj is t
+    assert reader_for(type(adapter))(adapter)[0] == head
+
+
+def test_unreadable_types_answer_none():
+    """Types without a raw reader (numpy arrays, plain objects) answer None: the caller wraps them."""
+    import numpy as np
+
+    from nvmath._internal.stateless import reader_for
+
+    assert reader_for(np.ndarray)(np.zeros(3)) is None
+    assert reader_for(object)(object()) is None

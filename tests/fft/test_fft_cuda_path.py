@@ -3,23 +3,24 @@
 The fake ``cufft`` module records every call in order and executes ``cufftXtExec`` with numpy on
 *host* memory, reading the plan's ``n``/``inembed``/``istride``/``idist``/``batch`` exactly as cuFFT
 does, at the raw addresses it is given. Operands are :class:`FakeDevice` adapters: host buffers that
-claim to live on "cuda" device 0. This checks the planner's pointers and byte offsets, staging,
-in-place and C2R handling, stream binding, workspace and callback sequencing end to end.
+claim to live on "cuda" device 0, on the device side of the fake GPU the matmul tests use too
+(``tests/fake_gpu.py``). This checks the planner's pointers and byte offsets, staging, in-place and
+C2R handling, stream binding, workspace and callback sequencing end to end.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
 import pytest
 
+import fake_gpu
 import nvmath.fft as nf
-from nvmath._internal import devices, dtypes, streams
-from nvmath._internal.tensors import copy as tcopy
+from nvmath._internal import caches, dtypes, streams
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
-from nvmath._internal.tensors.numpy_adapter import NumpyAdapter, host_empty, host_view, view_from_ptr
+from nvmath._internal.tensors.host import host_empty, view_from_ptr
+from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
 from nvmath.bindings import cufft as real_cufft
 from nvmath.fft import FFT, DeviceCallable, FFTDirection, UnsupportedLayoutError, _cufft_plan, _stateless
 
@@ -55,9 +56,6 @@ class FakeDevice(TensorAdapter):
     def to(self, device_id, stream=None):
         return NumpyAdapter(self.tensor.copy()) if device_id == "cpu" else self
 
-    def copy_(self, src, stream=None):
-        np.copyto(self.tensor, src.tensor if isinstance(src, FakeDevice) else host_view(src))
-        return self
 
 
 class FakeCufft:
@@ -172,17 +170,18 @@ class FakeStream:
 
 @pytest.fixture
 def fake(monkeypatch):
-    """Install the fake cuFFT, workspace, streams and host<->'device' copies; yield the fake cuFFT."""
+    """Install the shared fake GPU (``tests/fake_gpu.py``: caches cleared, host memory as device memory,
+    host copies between fake and numpy arrays), then the fake cuFFT, its workspace and recording
+    streams; yield the fake cuFFT."""
+    fake_gpu.install(monkeypatch, packages=("fakegpu",))
     lib = FakeCufft()
     stream_objects: dict = {}
     monkeypatch.setattr(_cufft_plan, "_cufft", lambda: lib)
     monkeypatch.setattr(_cufft_plan, "Workspace", FakeWorkspace)
     monkeypatch.setattr(_cufft_plan, "_check_lto_support", lambda: {"version": "12.0.0", "path": "fake"})
-    monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
     monkeypatch.setattr(
         streams, "get_stream", lambda s, **k: stream_objects.setdefault(s, FakeStream(7 if s is None else s))
     )
-    monkeypatch.setattr(streams, "stream_ctx", lambda s: contextlib.nullcontext())
     monkeypatch.setattr(streams, "synchronize", lambda s: lib.calls.append(("sync", s.ptr)))
     monkeypatch.setattr(streams, "stream_wait", lambda a, b: lib.calls.append(("wait", a.ptr, b.ptr)))
 
@@ -194,15 +193,9 @@ def fake(monkeypatch):
         return original_empty(self, shape, dtype, strides=strides, device_id=device_id, stream=stream)
 
     monkeypatch.setattr(NumpyAdapter, "empty", numpy_empty)
-    monkeypatch.setattr(tcopy, "copy_into", lambda dst, src, stream=None: np.copyto(_arr(dst), _arr(src)))
-    nf.plan_cache.clear()
     yield lib
-    nf.plan_cache.clear()
+    caches.clear_all()
     assert not lib.live or all(h in lib.live for h in lib.live)
-
-
-def _arr(adapter):
-    return adapter.tensor if isinstance(adapter, FakeDevice) else host_view(adapter)
 
 
 def dev(rng, shape, dtype="complex128", view=None):
@@ -407,7 +400,7 @@ def test_stateless_hits_reuse_one_plan_and_keep_no_operand(fake, rng):
     assert (after.hits - before.hits, after.misses - before.misses, after.size) == (6, 0, 1)
     assert len(kinds(fake, "make_plan")) == 1
     (key,) = list(nf.plan_cache.keys())
-    assert nf.plan_cache.get(key).fft._operand is None
+    assert nf.plan_cache.get(key).planner._operand is None
 
 
 def test_stateless_inplace_and_axes(fake, rng):
@@ -431,7 +424,7 @@ def test_stateless_hit_after_eviction_replans(fake, rng, monkeypatch):
     (key,) = list(nf.plan_cache.keys())
     stale = nf.plan_cache.get(key)
     nf.plan_cache.clear()  # frees the planner
-    monkeypatch.setattr(_stateless, "_hit", lambda k: stale)
+    monkeypatch.setattr(nf.plan_cache, "get", lambda k, default=None, count_miss=True: stale)
     np.testing.assert_allclose(nf.fft(x), np.fft.fft(x.tensor))
     assert len(kinds(fake, "make_plan")) == 2
 
@@ -450,7 +443,7 @@ def test_stateless_list_axes_take_the_raw_key_path(fake, rng):
     """axes given as a list (nvmath-python's examples do) key the fast path like the int tuple."""
     y = dev(rng, (4, 6))
     nf.fft(y, axes=[1])
-    assert (None, (1,), 2, y.device_id) in _stateless._TAILS
+    assert (None, (1,), 2, y.device_id, y.dtype, "complex") in _stateless._TAILS
     before = nf.plan_cache.stats
     np.testing.assert_allclose(nf.fft(y, axes=[1]), np.fft.fft(y.tensor, axis=1))
     np.testing.assert_allclose(nf.fft(y, axes=(1,)), np.fft.fft(y.tensor, axis=1))

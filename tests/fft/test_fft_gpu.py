@@ -334,6 +334,29 @@ def test_gpu_workspace_release_and_estimate(torch_cuda):
     assert nf.estimate_workspace_size(key) >= 0
 
 
+def test_gpu_plan_cache_counts_and_bounds_workspace_bytes(torch_cuda):
+    """The FFT plan cache counts the cuFFT workspace bytes its plans hold and keeps them within max_bytes
+    (the newest plan always stays)."""
+    torch = torch_cuda
+    nf.plan_cache.clear()
+    budget = nf.plan_cache.max_bytes
+    try:
+        shapes = [(64, 4096), (32, 2048, 3), (4096, 96)]
+        for shape in shapes:
+            x = torch.randn(*shape, dtype=torch.complex64, device="cuda")
+            got = nf.fft(x, axes=[0])
+            torch.testing.assert_close(got, torch.fft.fft(x, dim=0), rtol=1e-4, atol=1e-3)
+        held = [nf.plan_cache.get(k).planner.workspace_bytes for k in nf.plan_cache.keys()]
+        stats = nf.plan_cache.stats
+        assert stats.nbytes == sum(held) and stats.max_bytes == budget
+        nf.plan_cache.max_bytes = 0
+        assert len(nf.plan_cache) == 1 or nf.plan_cache.stats.nbytes == 0
+        assert sum(held) == 0 or len(nf.plan_cache) < len(shapes)
+    finally:
+        nf.plan_cache.max_bytes = budget
+        nf.plan_cache.clear()
+
+
 def test_gpu_plan_cache_threads(torch_cuda):
     """Threads on their own streams share one cached plan and get correct results."""
     torch = torch_cuda

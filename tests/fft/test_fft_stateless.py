@@ -83,7 +83,7 @@ def test_clear_frees_plans(rng, fresh_cache):
     """clear() releases every cached plan."""
     nf.fft(cplx(rng, (4,)))
     (key,) = list(fresh_cache.keys())
-    planner = fresh_cache.get(key).fft
+    planner = fresh_cache.get(key).planner
     fresh_cache.clear()
     assert fresh_cache.stats.size == 0
     assert planner._lifecycle.state.name == "FREED"

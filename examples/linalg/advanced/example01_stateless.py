@@ -1,6 +1,9 @@
 """Stateless matmul on torch, cupy-free numpy and batched operands; the plan cache at work.
-# requires: gpu
 """
+
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import numpy as np
 import torch

@@ -1,6 +1,9 @@
 """A stateful Matmul with a fused bias + ReLU epilog, reused for new data with reset_operands().
-# requires: gpu
 """
+
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import torch
 

@@ -3,8 +3,11 @@
 The bias runs along the output features (``x @ W.T + b``, torch.nn.Linear's convention); nvmath
 fuses it by planning the transposed product, so the aux output and bias gradient are those of
 ``(x @ W.T).T``.
-# requires: gpu
 """
+
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import torch
 

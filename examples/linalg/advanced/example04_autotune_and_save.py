@@ -1,7 +1,10 @@
 """Autotuning (never slower than the heuristic's first choice), a persistent autotune cache, and
 saving an algorithm with numpy for later runs.
-# requires: gpu
 """
+
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import io
 import tempfile

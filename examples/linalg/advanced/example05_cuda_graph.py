@@ -1,6 +1,9 @@
 """Capture Matmul.execute() in a CUDA graph and replay it on new data.
-# requires: gpu
 """
+
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import torch
 

@@ -1,5 +1,4 @@
 """A latency-sensitive small matmul keeps its latency next to a long GEMM: green contexts.
-# requires: gpu
 
 cuda.core (1.0+) splits the GPU's SMs into green contexts. Here a small partition serves a small
 bf16 matmul (a decode-step projection, 64 x 4096 x 4096) and the rest of the GPU a long GEMM
@@ -14,6 +13,10 @@ than twice the L2 cache), so they read them from memory as a real model's layers
 Exits with status 77 (skipped) where there is no GPU or no green-context support (cuda.core older
 than 1.0, or a driver without them).
 """
+
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import collections
 import itertools
@@ -36,8 +39,6 @@ def skip(reason: str) -> None:
     sys.exit(77)
 
 
-if not torch.cuda.is_available():
-    skip("no CUDA device")
 if not all(hasattr(cc, name) for name in ("ContextOptions", "SMResourceOptions")):
     skip(f"cuda.core {getattr(cc, '__version__', '?')} has no green contexts (they came with 1.0)")
 

@@ -3,8 +3,11 @@
 The scaling mode comes from the scale shapes: ``a``'s scale ``(M, K/128)`` is VEC128_32F, ``b``'s
 ``(K/128, N/128)`` is BLK128x128_32F. Scales in cuBLASLt's own layout are used in place (so
 updating them in place is seen by the next ``execute()``); others are copied when given.
-# requires: gpu
 """
+
+from nvmath._diagnostics.requirements import require
+
+require("gpu", "torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import sys
 

@@ -1,6 +1,8 @@
 """Eigenvalues of Hermitian matrices, the SVD and QR, on torch tensors (CPU here; CUDA tensors run on the GPU)."""
 
-# requires: torch
+from nvmath._diagnostics.requirements import require
+
+require("torch")  # or exit 77 ("skipped") with a message saying what is missing
 
 import torch
 

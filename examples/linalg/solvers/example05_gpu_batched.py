@@ -1,22 +1,16 @@
 """Batched solvers on the GPU with cupy arrays; the kernel choice is logged at DEBUG.
-# requires: gpu
-Exits with status 77 (skipped) where cupy has no GPU.
 """
 
-import logging
-import sys
+from nvmath._diagnostics.requirements import require
 
+require("gpu", "cupy")  # or exit 77 ("skipped") with a message saying what is missing
+
+import logging
+
+import cupy as xp
 import numpy as np
 
 from nvmath import linalg
-
-try:
-    import cupy as xp
-
-    xp.cuda.runtime.getDeviceCount()
-except Exception:  # noqa: BLE001
-    print("no cupy GPU available: skipping this example")
-    sys.exit(77)
 
 logging.basicConfig(level=logging.DEBUG, format="%(name)s %(message)s")
 

@@ -4,11 +4,15 @@ Entry points: :func:`wrap` (one object), :func:`wrap_operands` (named operands, 
 package and one device), :func:`check_consistent`, and :class:`DeviceArray` (nvmath's own device
 array, exported through DLPack and the CUDA array interface). Adapter modules for torch / cupy are
 imported only when such a tensor is wrapped.
+
+The modules form one chain, each importing only those before it: :mod:`.base` (the protocol) ->
+:mod:`.host` (numpy views and arrays) -> :mod:`.transfers` (raw host/device memcpy) ->
+:mod:`.device_array` -> the package adapters (:mod:`.numpy_adapter`, :mod:`.torch_adapter`,
+:mod:`.cupy_adapter`, :mod:`.generic_adapter`; found by :mod:`.dispatch`) -> :mod:`.copy`
+(:func:`~.copy.copy_into`, which knows them all).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from nvmath._internal.tensors.base import (
     TensorAdapter,
@@ -18,10 +22,8 @@ from nvmath._internal.tensors.base import (
     is_dense,
     span,
 )
+from nvmath._internal.tensors.device_array import DeviceArray
 from nvmath._internal.tensors.dispatch import adapter_class, check_consistent, wrap, wrap_operands
-
-if TYPE_CHECKING:
-    from nvmath._internal.tensors.device_array import DeviceArray
 
 __all__ = [
     "DeviceArray",
@@ -37,10 +39,3 @@ __all__ = [
     "wrap_operands",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name == "DeviceArray":  # lazy: it pulls in cuda-side modules
-        from nvmath._internal.tensors.device_array import DeviceArray
-
-        return DeviceArray
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

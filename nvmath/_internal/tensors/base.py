@@ -69,17 +69,6 @@ class TensorAdapter(abc.ABC):
         return without waiting.
         """
 
-    def copy_(self, src: TensorAdapter, stream: Any = None) -> TensorAdapter:
-        """Copy ``src`` (same shape and dtype, any package and memory space) into ``self``.
-
-        Blocking when ``self`` is in host memory; otherwise ordered on ``stream`` and returns
-        without waiting. Returns ``self``.
-        """
-        from nvmath._internal.tensors.copy import copy_into
-
-        copy_into(self, src, stream)
-        return self
-
     def unwrap(self, stream: Any = None) -> Any:
         """Return the user-facing object (a result becomes a tensor of the producer's package)."""
         return self.tensor

@@ -8,7 +8,9 @@ from typing import Any
 
 from nvmath._internal import dtypes, streams
 from nvmath._internal.tensors.base import TensorAdapter, check_strides, span
-from nvmath._internal.tensors.numpy_adapter import NumpyAdapter, element_strides, host_empty
+from nvmath._internal.tensors.host import element_strides, host_empty
+from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
+from nvmath._internal.tensors.transfers import new_host_copy
 
 __all__ = ["CupyAdapter"]
 
@@ -73,6 +75,4 @@ class CupyAdapter(TensorAdapter):
             raise ValueError(
                 f"copies between GPUs are not supported (array on device {self.device_id}, asked for {device_id})"
             )
-        from nvmath._internal.tensors.copy import device_to_new_host
-
-        return device_to_new_host(self, stream)
+        return NumpyAdapter(new_host_copy(self, stream))

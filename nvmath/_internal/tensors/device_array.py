@@ -1,5 +1,9 @@
 """``DeviceArray``: nvmath's own strided array over device memory.
 
+The link of the tensors chain after :mod:`.transfers` (``base -> host -> transfers -> device_array ->
+the package adapters -> copy``). Host results it makes (``to("cpu")``, ``empty(device_id="cpu")``) are
+numpy arrays wrapped through :func:`.dispatch.wrap`, which finds the numpy adapter.
+
 It is at once a tensor adapter (``package == "cuda"``, ``tensor is self``) and an array object that
 any DLPack or ``__cuda_array_interface__`` consumer can import without a copy. It serves as the
 GPU mirror of numpy operands and as result storage for producers nvmath has no adapter for.
@@ -18,6 +22,9 @@ from nvmath._internal import dtypes, memory, streams
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import dlpack
 from nvmath._internal.tensors.base import TensorAdapter, check_strides, dense_strides, span
+from nvmath._internal.tensors.dispatch import wrap
+from nvmath._internal.tensors.host import densify, element_strides, host_empty, host_view
+from nvmath._internal.tensors.transfers import host_to_dense_device, new_host_copy
 
 __all__ = ["DeviceArray"]
 
@@ -97,6 +104,22 @@ class DeviceArray(TensorAdapter):
         )
         return cls(alloc.ptr - lo * isz, shape, strides, dtype, device_id, alloc, stream)
 
+    @classmethod
+    def from_host(cls, src: TensorAdapter, device_id: int | str, stream: Any) -> DeviceArray:
+        """A copy of a host adapter on GPU ``device_id``: dense, in the source's axis order; ordered on
+        ``stream`` (the package's current stream for ``None``), returns without waiting."""
+        if not isinstance(device_id, int) or isinstance(device_id, bool):
+            raise TypeError(f"device_id must be 'cpu' or a CUDA device ordinal; got {device_id!r}")
+        host = densify(host_view(src))
+        strides = element_strides(host.strides, host.itemsize)
+        handle = streams.get_stream(stream, device_id=device_id, package="cuda")
+        shape = tuple(host.shape)
+        result = cls.allocate(shape, src.dtype, strides=strides, device_id=device_id, stream=handle)
+        if result.size:
+            host_to_dense_device(result, host, handle)
+        result.mark_written(handle)
+        return result
+
     def mark_written(self, stream: StreamHandle) -> None:
         """Record that the latest write to this array was queued on ``stream``."""
         self.stream = stream
@@ -112,10 +135,8 @@ class DeviceArray(TensorAdapter):
     ) -> TensorAdapter:
         """A new DeviceArray; a numpy array for ``device_id="cpu"``."""
         if device_id == "cpu":
-            from nvmath._internal.tensors.numpy_adapter import NumpyAdapter, host_empty
-
             shape = tuple(shape)
-            return NumpyAdapter(host_empty(shape, check_strides(shape, strides), dtype))
+            return wrap(host_empty(shape, check_strides(shape, strides), dtype))
         return DeviceArray.allocate(
             shape,
             dtype,
@@ -132,9 +153,7 @@ class DeviceArray(TensorAdapter):
             raise ValueError(
                 f"copies between GPUs are not supported (array on device {self.device_id}, asked for {device_id})"
             )
-        from nvmath._internal.tensors.copy import device_to_new_host
-
-        return device_to_new_host(self, stream or self.stream)
+        return wrap(new_host_copy(self, stream or self.stream))
 
     def free(self) -> None:
         """Release the memory now, ordered on :attr:`stream` (the array must not be used after)."""

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from nvmath._internal import caches
 from nvmath._internal.tensors.base import TensorAdapter
 
 __all__ = ["adapter_class", "check_consistent", "wrap", "wrap_operands"]
@@ -28,7 +29,8 @@ _NATIVE = {
     "torch": ("torch", "Tensor", "torch_adapter", "TorchAdapter"),
     "cupy": ("cupy", "ndarray", "cupy_adapter", "CupyAdapter"),
 }
-_CLASSES: dict[type, type[TensorAdapter] | None] = {}
+_CLASSES = caches.memo("nvmath._internal.tensors: adapter classes", 256)
+"""Exact type -> its adapter class (``None``: unsupported)."""
 
 
 def _load(module: str, name: str) -> type[TensorAdapter]:
@@ -56,8 +58,7 @@ def adapter_class(tp: type) -> type[TensorAdapter] | None:
         or hasattr(tp, "__cuda_array_interface__")
     ):
         cls = _load("generic_adapter", "GenericAdapter")
-    _CLASSES[tp] = cls
-    return cls
+    return _CLASSES.put(tp, cls)
 
 
 def wrap(obj: Any, name: str = "operand", *, stream: Any = None) -> TensorAdapter:

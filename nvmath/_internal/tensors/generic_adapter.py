@@ -20,6 +20,10 @@ from nvmath._internal import devices, dtypes, streams
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import dlpack
 from nvmath._internal.tensors.base import TensorAdapter, check_strides, dense_strides
+from nvmath._internal.tensors.device_array import DeviceArray
+from nvmath._internal.tensors.host import host_empty
+from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
+from nvmath._internal.tensors.transfers import new_host_copy
 
 __all__ = ["GenericAdapter", "producer_converter", "producer_package"]
 
@@ -171,12 +175,8 @@ class GenericAdapter(TensorAdapter):
         shape = tuple(shape)
         strides = check_strides(shape, strides)
         if device_id == "cpu":
-            from nvmath._internal.tensors.numpy_adapter import NumpyAdapter, host_empty
-
             storage: TensorAdapter = NumpyAdapter(host_empty(shape, strides, dtype))
         else:
-            from nvmath._internal.tensors.device_array import DeviceArray
-
             if stream is None and self._stream is not None and self._stream.device_id == device_id:
                 stream = self._stream
             storage = DeviceArray.allocate(shape, dtype, strides=strides, device_id=device_id, stream=stream)
@@ -186,12 +186,10 @@ class GenericAdapter(TensorAdapter):
         """A numpy copy (blocking) for "cpu", a DeviceArray copy for a GPU; ``self`` if already there."""
         if device_id == self.device_id:
             return self
-        from nvmath._internal.tensors import copy
-
         if self.device == "cpu":
-            return copy.host_to_new_device(self, device_id, stream)
+            return DeviceArray.from_host(self, device_id, stream)
         if device_id != "cpu":
             raise ValueError(
                 f"copies between GPUs are not supported (array on device {self.device_id}, asked for {device_id})"
             )
-        return copy.device_to_new_host(self, stream or self._stream)
+        return NumpyAdapter(new_host_copy(self, stream or self._stream))

@@ -30,6 +30,7 @@ from nvmath._internal.logging import get_logger, log_phase
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.tensors import TensorAdapter, is_dense, wrap
+from nvmath._internal.tensors.copy import copy_into
 from nvmath.linalg._solvers import _cpu
 from nvmath.linalg._solvers._common import (
     RhsSpec,
@@ -253,6 +254,23 @@ class SolverBase(FreedOnExit):
         with self._lock:
             self._free()
 
+    # ------------------------------------------------------------------ the stateless path's entry
+    @property
+    def is_planned(self) -> bool:
+        """Whether :meth:`plan` ran and :meth:`free` did not."""
+        return self._lifecycle.bits & PlannerState.PLANNED.value != 0
+
+    def run_cached(self, operands: dict[str, Any], method: str, stream: Any) -> Any:
+        """One stateless call on this cached plan: supply ``operands`` (unless the plan still holds the
+        ones it was built with), call ``method(stream=stream)``, release the operands."""
+        if self._lifecycle.operands_released:
+            self.reset_operands_unchecked(**operands, stream=stream)
+        try:
+            fn: Callable[..., Any] = getattr(self, method)
+            return fn(stream=stream)
+        finally:
+            self.release_operands()
+
     # ------------------------------------------------------------------ execution helpers
     def _phase(self, name: str) -> Any:
         """A context logging the phase ``name`` and its host time at INFO (free when disabled)."""
@@ -268,7 +286,7 @@ class SolverBase(FreedOnExit):
     def _load(self, dst: TensorAdapter, name: str) -> None:
         """Queue the copy of operand ``name`` into a working buffer."""
         assert self._ctx is not None
-        dst.copy_(self._operand(name), self._ctx.stream)
+        copy_into(dst, self._operand(name), self._ctx.stream)
 
     def _emit_device(self, view: TensorAdapter) -> TensorAdapter:
         """Copy a working-buffer view into a new device tensor of the operands' package (not handed out)."""
@@ -279,7 +297,7 @@ class SolverBase(FreedOnExit):
         result = self._like.empty(
             shape, view.dtype, strides=strides, device_id=ctx.device_id, stream=ctx.stream
         )
-        result.copy_(view, ctx.stream)
+        copy_into(result, view, ctx.stream)
         return result
 
     def _emit(self, view: TensorAdapter) -> Any:
@@ -309,7 +327,7 @@ class SolverBase(FreedOnExit):
         x = src.empty(
             shape, src.dtype, strides=colmajor_strides(shape), device_id=ctx.device_id, stream=ctx.stream
         )
-        x.copy_(src, ctx.stream)
+        copy_into(x, src, ctx.stream)
         return WorkMatrix(x, spec.rows, spec.nrhs, spec.batch_count)
 
     def _give(self, adapter: TensorAdapter, like: TensorAdapter | None = None) -> Any:

@@ -13,18 +13,24 @@ unhashable allocator, say) plan and free every time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Any
 
+from nvmath._internal import caches
 from nvmath._internal.execution import resolve_execution
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
+from nvmath._internal.state import freed_on_error
+from nvmath._internal.stateless import CachedPlan, call_cached
 from nvmath._internal.tensors import wrap
 
-__all__ = ["run_cached", "solver_plan_cache"]
+__all__ = ["run_cached", "solver_key", "solver_plan_cache"]
 
-solver_plan_cache: PlanCache[Any] = PlanCache(maxsize=16, name="dense-solver plans")
-"""The plans of the stateless solver functions (bounded LRU; see the module docstring)."""
+solver_plan_cache: PlanCache[CachedPlan[Any]] = caches.register(
+    "nvmath.linalg: solver plans", PlanCache(maxsize=16, name="dense-solver plans")
+)
+"""The plans of the stateless solver functions (bounded LRU; see the module docstring). Each entry holds
+its plan's device buffers and workspaces until evicted."""
 
 
 def _operand_key(obj: Any) -> Hashable:
@@ -34,9 +40,11 @@ def _operand_key(obj: Any) -> Hashable:
     return (adapter.package, adapter.device_id, adapter.dtype, tuple(adapter.shape))
 
 
-def _key(
+def solver_key(
     cls: type, operands: dict[str, Any], kwargs: dict[str, Any], options: Any, execution: Any
 ) -> Hashable | None:
+    """The plan-cache key of one stateless solver call (the one key builder), or ``None`` when some
+    argument cannot be part of a key."""
     first = next(iter(operands.values()))
     if isinstance(first, (list, tuple)):
         first = first[0] if first else None
@@ -78,30 +86,11 @@ def run_cached(
         method: the planner method that computes the result.
     """
 
-    def build() -> Any:
+    def build() -> CachedPlan[Any]:
         planner = cls(**operands, **kwargs, options=options, execution=execution, stream=stream)
-        try:
+        with freed_on_error(planner):
             planner.plan(stream=stream)
-        except BaseException:
-            planner.free()
-            raise
-        return planner
+        return CachedPlan(planner)
 
-    key = _key(cls, operands, kwargs, options, execution)
-    if key is None or not solver_plan_cache.enabled:
-        planner = build()
-        try:
-            return getattr(planner, method)(stream=stream)
-        finally:
-            planner.free()
-    with solver_plan_cache.use(key, build) as planner, planner._lock:
-        planner.reset_operands_unchecked(**operands, stream=stream)
-        try:
-            return _call(planner, method, stream)
-        finally:
-            planner.release_operands()
-
-
-def _call(planner: Any, method: str, stream: Any) -> Any:
-    fn: Callable[..., Any] = getattr(planner, method)
-    return fn(stream=stream)
+    key = solver_key(cls, operands, kwargs, options, execution) if solver_plan_cache.enabled else None
+    return call_cached(solver_plan_cache, key, build, operands, method, stream)

@@ -25,7 +25,9 @@ import numpy as np
 
 from nvmath._errors import NotSupportedError
 from nvmath._internal.tensors import TensorAdapter, wrap
-from nvmath._internal.tensors.numpy_adapter import NumpyAdapter, element_strides, host_view
+from nvmath._internal.tensors.copy import copy_into
+from nvmath._internal.tensors.host import element_strides, host_view
+from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
 
 __all__ = [
     "cho_solve",
@@ -77,7 +79,7 @@ def to_caller(result: np.ndarray, like: TensorAdapter, stream: Any = None) -> An
         device_id=like.device_id,
         stream=stream,
     )
-    dst.copy_(src, stream)
+    copy_into(dst, src, stream)
     return dst.tensor
 
 
@@ -88,7 +90,7 @@ def lapack(name: str, dtype: np.dtype) -> Callable[..., Any]:
         from scipy.linalg import lapack as _lapack
     except ImportError as exc:  # pragma: no cover - scipy is a test dependency
         raise NotSupportedError(
-            "CPU execution of the dense solvers needs scipy: pip install 'nvmath-kit[cpu]'"
+            "CPU execution of the dense solvers needs scipy: pip install scipy (the 'cpu' extra)"
         ) from exc
     prefix = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}[np.dtype(dtype).name]
     return getattr(_lapack, prefix + name)

@@ -31,6 +31,7 @@ from nvmath._errors import InvalidDirectSolverState
 from nvmath._internal import devices
 from nvmath._internal.state import PlannerState, requires
 from nvmath._internal.tensors import TensorAdapter
+from nvmath._internal.tensors.copy import copy_into
 from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
 from nvmath.linalg._solvers import _cpu
 from nvmath.linalg._solvers._base import SolverBase, device_view
@@ -179,10 +180,10 @@ class DirectSolver(SolverBase):
         """Write a working buffer back into the user's operand(s) (``inplace_a`` / ``inplace_b``)."""
         stream = self._ctx.stream  # type: ignore[union-attr]
         if self._count is None:
-            self._operand(which).copy_(work.adapter, stream)
+            copy_into(self._operand(which), work.adapter, stream)
             return
         for i, name in enumerate(self._names(which)):
-            self._operand(name).copy_(self._slot(work, i, self._specs[name]), stream)
+            copy_into(self._operand(name), self._slot(work, i, self._specs[name]), stream)
 
     # ------------------------------------------------------------------ CPU helpers
     def _host_stack(self, which: str, stream: Any) -> np.ndarray:
@@ -196,7 +197,8 @@ class DirectSolver(SolverBase):
         parts = [values] if self._count is None else list(values)
         for name, part in zip(names, parts):
             dst = self._operand(name)
-            dst.copy_(
+            copy_into(
+                dst,
                 NumpyAdapter(np.ascontiguousarray(part.reshape(tuple(dst.shape)))),
                 self._operand_stream(stream),
             )

@@ -24,6 +24,7 @@ import numpy as np
 from nvmath._internal import devices
 from nvmath._internal.state import PlannerState, requires
 from nvmath._internal.tensors import TensorAdapter
+from nvmath._internal.tensors.copy import copy_into
 from nvmath.linalg._solvers import _cpu, _kernels
 from nvmath.linalg._solvers._base import SingleMatrixSolver, SolverBase
 from nvmath.linalg._solvers._cache import run_cached
@@ -277,7 +278,7 @@ class LUSolve(SolverBase):
                 check_pivots_host(self._host("piv", stream), self._specs["lu"].rows)
             with devices.device_ctx(self._device_id):
                 ctx, g = self._gpu_load(stream, "lu")
-                g.piv.copy_(self._operand("piv"), ctx.stream)
+                copy_into(g.piv, self._operand("piv"), ctx.stream)
                 x = self._fresh(self._operand("b"), bspec)
                 if not self._host_operands:  # on the device, no sync: bad pivots -> info, NaN solution
                     g.info.zero()

@@ -25,6 +25,7 @@ import numpy as np
 from nvmath._internal import devices
 from nvmath._internal.logging import debug
 from nvmath._internal.state import PlannerState, requires
+from nvmath._internal.tensors.copy import copy_into
 from nvmath.linalg._solvers import _cpu, _kernels
 from nvmath.linalg._solvers._base import SingleMatrixSolver, batch_view
 from nvmath.linalg._solvers._cache import run_cached
@@ -156,7 +157,7 @@ class QR(SingleMatrixSolver):
         r = self._like.empty(
             shape, spec.dtype, strides=colmajor_strides(shape), device_id=ctx.device_id, stream=ctx.stream
         )
-        r.copy_(view, ctx.stream)
+        copy_into(r, view, ctx.stream)
         _kernels.zero_triangle(
             int(r.data_ptr),
             rows=rows,

@@ -23,10 +23,11 @@ from typing import Any
 from nvmath._internal import timing
 from nvmath._internal.logging import log_phase
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _handles, _plan
+from nvmath.linalg.advanced import _device, _plan
 from nvmath.linalg.advanced._algorithm import Algorithm, check_algorithm
 from nvmath.linalg.advanced._autotune_cache import autotune_cache, problem_key
-from nvmath.linalg.advanced._results import ResultMaker
+from nvmath.linalg.advanced._plan import Plan
+from nvmath.linalg.advanced._spec import Spec
 
 __all__ = [
     "MIN_GAIN",
@@ -297,40 +298,63 @@ def decide(
     return decision
 
 
-def autotune(mm: Any, current: Any, handle: Any, iterations: int, prune: int | None) -> None:
-    """``Matmul.autotune``'s work: gather the candidates, time them, install the winner's plan.
+@dataclass(frozen=True)
+class Tuning:
+    """What autotuning reads of a :class:`~._planner.Matmul` (the planner makes one per ``autotune()``).
+
+    Attributes:
+        spec: the planner's :class:`~._spec.Spec`.
+        prefs: the preferences of the plan (``None``: the plan came from given algorithms).
+        lt_handle: the cuBLASLt handle.
+        log: the planner's logger.
+        slots, scales: the operand and scale slots (for another formulation's plan).
+        runner: ``(plans, stream handle) -> (run(i), buffers to keep alive)``: runs candidate ``i`` of
+            the plans' algorithms, concatenated in order.
+    """
+
+    spec: Spec
+    prefs: Any
+    lt_handle: int
+    log: logging.Logger
+    slots: Any
+    scales: Any
+    runner: Callable[[Sequence[Plan], Any], tuple[Callable[[int], None], list]]
+
+
+def autotune(t: Tuning, current: Plan, handle: Any, iterations: int, prune: int | None) -> Plan:
+    """``Matmul.autotune``'s work: gather the candidates, time them; return the winner's plan.
 
     The candidates: ``current``'s algorithms, those of the ``ORDER_ROW`` formulation where it applies
     (:func:`._plan.row_plan`), and for each formulation those the heuristic offers with autotuning's
     larger workspace cap (:func:`._plan.widen`). After a failure ``current`` is as it was. The winner's
-    plan keeps its candidates fastest first (``prune``: only that many), without losing wide ones.
+    plan (``current`` or the other formulation's, which the planner then installs) keeps its candidates
+    fastest first (``prune``: only that many), without losing wide ones.
     """
-    spec, prefs, lt_handle, log = mm._spec, mm._plan_prefs, mm._handle(), mm._log
-    alt = _plan.row_plan(spec, mm._slots, mm._scales, prefs, current, handle, lt_handle, log)
+    spec, prefs, lt_handle, log = t.spec, t.prefs, t.lt_handle, t.log
+    alt = _plan.row_plan(spec, t.slots, t.scales, prefs, current, handle, lt_handle, log)
     planned = list(current.algorithms)
     try:
         for p in (current, alt):
             if p is not None and (added := _plan.widen(p, spec, prefs, lt_handle, log)):
                 log.info("Matmul: autotuning adds %d candidates that need a larger workspace", added)
         with log_phase(log, "Matmul: autotuning"):
-            plan, order = tuned_plan(mm, current, alt, handle, iterations)
+            plan, order = tuned_plan(t, current, alt, handle, iterations)
     except BaseException:
         current.algorithms = planned
         if alt is not None:
             alt.close()
         raise
     if plan is not current:
-        current.algorithms = planned
-        mm._commit(plan, retire=True)  # the ORDER_ROW formulation won
+        current.algorithms = planned  # the ORDER_ROW formulation won
     elif alt is not None:
         alt.close()
     plan.algorithms = [plan.algorithms[i] for i in order][: prune or None]
     _plan.trim_workspace(plan)
-    mm._select(plan.algorithms[0])
+    return plan
 
 
-def tuned_plan(mm: Any, plan: Any, alt: Any, handle: Any, iterations: int) -> tuple[Any, list[int]]:
-    """The winning plan and its candidate order after autotuning ``mm``: from the cache, or measured.
+def tuned_plan(t: Tuning, plan: Any, alt: Any, handle: Any, iterations: int) -> tuple[Any, list[int]]:
+    """The winning plan and its candidate order: from the cache, or measured.
 
     ``alt`` is another formulation of the same product (``ORDER_ROW`` layouts) or ``None``; its
     candidates are timed beside ``plan``'s, and candidate 0 (``plan``'s first choice) stays the
@@ -340,34 +364,34 @@ def tuned_plan(mm: Any, plan: Any, alt: Any, handle: Any, iterations: int) -> tu
     """
     plans = [plan] if alt is None else [plan, alt]
     for candidate in plans:
-        key = cache_key(mm, candidate)
-        cached = _from_cache(mm, key, candidate) if key else None
+        key = cache_key(t.spec, candidate)
+        cached = _from_cache(t, key, candidate) if key else None
         if cached is not None:
             return candidate, cached
     index = [(no, i) for no, p in enumerate(plans) for i in range(len(p.algorithms))]
     if len(index) < 2:
-        mm._log.info("Matmul: autotuning skipped: only one algorithm was planned")
+        t.log.info("Matmul: autotuning skipped: only one algorithm was planned")
         return plan, [0]
-    run, _keep = mm._runner(plans, handle)
+    run, _keep = t.runner(plans, handle)
     try:
-        order, timings = tune(run, len(index), handle, mm._spec.device_id, iterations, mm._log)
+        order, timings = tune(run, len(index), handle, t.spec.device_id, iterations, t.log)
     except lt.cuBLASLtError as exc:
         if alt is None:
             raise
-        mm._log.warning(
+        t.log.warning(
             "Matmul: an ORDER_ROW candidate failed (%s); autotuning the default formulation only", exc
         )
-        return tuned_plan(mm, plan, None, handle, iterations)
+        return tuned_plan(t, plan, None, handle, iterations)
     winner, _ = index[order[0]]
     chosen = plans[winner]
     own = [index[j][1] for j in order if index[j][0] == winner]
-    mm._log.info(
+    t.log.info(
         "Matmul: autotuned %d algorithms%s; median ms %s; chose #%d (%.4f ms; first choice %.4f ms)%s",
         len(index), "" if alt is None else f" ({len(plan.algorithms)} + {len(alt.algorithms)} ORDER_ROW)",
         [round(t[0], 4) for t in timings], order[0], timings[order[0]][0], timings[0][0],
         " in the ORDER_ROW formulation" if winner else "",
     )  # fmt: skip
-    key = cache_key(mm, chosen)
+    key = cache_key(t.spec, chosen)
     if key:
         best = chosen.algorithms[own[0]]
         autotune_cache.store(
@@ -377,47 +401,22 @@ def tuned_plan(mm: Any, plan: Any, alt: Any, handle: Any, iterations: int) -> tu
     return chosen, own
 
 
-def runner(mm: Any, plans: Sequence[Any], handle: Any) -> tuple[Callable[[int], None], list]:
-    """A callable running candidate ``i`` of ``mm``'s ``plans``' algorithms, concatenated in order, with
-    fixed buffers (one result, one workspace for the largest need; in place: a scratch copy of c); and
-    the buffers to keep alive while it is used. Installed as ``Matmul._runner``."""
-    slots = mm._slots
-    maker = mm._result
-    if mm._spec.mm.inplace:
-        c = slots["c"].device
-        maker = ResultMaker(c, tuple(c.shape), tuple(c.strides), mm._spec.types.d_dtype)
-    keep = [maker.new(handle)]  # type: ignore[union-attr]
-    d_ptr = keep[0][1]
-    for _, aux_maker, attr in mm._aux:
-        keep.append(aux_maker.new(handle))
-        attr.set(keep[-1][1])
-    ws_size = max(p.workspace_size for p in plans)
-    ws_ptr = mm._workspace_ptr(ws_size, handle) if ws_size else 0
-    calls = [(mm._plan_args(p, d_ptr), a.algo_ptr) for p in plans for a in p.algorithms]
-
-    def run(i: int) -> None:
-        head, algo = calls[i]
-        lt.matmul(*head, algo, ws_ptr, ws_size, handle.ptr)
-
-    return run, keep
-
-
-def _from_cache(mm: Any, key: str, plan: Any) -> list[int] | None:
+def _from_cache(t: Tuning, key: str, plan: Any) -> list[int] | None:
     entry = autotune_cache.lookup(key)
     if entry is None:
         return None
     algorithm = Algorithm.from_bytes(entry["algorithm"])
     try:
-        check_algorithm(mm._handle(), plan.desc.ptr, plan.layouts.ptrs, algorithm)
+        check_algorithm(t.lt_handle, plan.desc.ptr, plan.layouts.ptrs, algorithm)
     except ValueError as exc:
-        mm._log.warning("Matmul: ignoring a cached autotuning result: %s", exc)
+        t.log.warning("Matmul: ignoring a cached autotuning result: %s", exc)
         return None
     raw = algorithm.to_bytes()[:64]
     index = next((i for i, a in enumerate(plan.algorithms) if a.to_bytes()[:64] == raw), None)
     if index is None:
         plan.algorithms.append(algorithm)
         index = len(plan.algorithms) - 1
-    mm._log.info(
+    t.log.info(
         "Matmul: autotuning result from the cache (%s): algorithm %d",
         autotune_cache.path,
         algorithm.algorithm_id,
@@ -425,10 +424,9 @@ def _from_cache(mm: Any, key: str, plan: Any) -> list[int] | None:
     return [index] + [i for i in range(len(plan.algorithms)) if i != index]
 
 
-def cache_key(mm: Any, plan: Any) -> str | None:
-    """The autotune-cache key of ``mm``'s plan (GPU, cuBLASLt version, problem), or ``None`` when off."""
+def cache_key(spec: Spec, plan: Any) -> str | None:
+    """The autotune-cache key of a plan of ``spec`` (GPU, cuBLASLt version, problem), or ``None`` when off."""
     if not autotune_cache.enabled:
         return None
-    spec = mm._spec
-    info = _handles.device_info(spec.device_id)
+    info = _device.device_info(spec.device_id)
     return problem_key((info.name, info.compute_capability, spec.version, *plan.signature(spec)))

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import sys
-import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, Self
 
+from nvmath._errors import warn_cleanup_failure
+from nvmath._internal.state import freed_on_error
 from nvmath._internal import dtypes as _dt
 from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _traits
@@ -84,8 +84,7 @@ class _LtObject:
             try:
                 type(self)._destroy(ptr)
             except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
-                if not sys.is_finalizing():
-                    warnings.warn(f"destroying a {self.kind} failed: {exc}", RuntimeWarning, stacklevel=2)
+                warn_cleanup_failure(f"destroying a {self.kind}", exc)
 
     def __enter__(self) -> Self:
         return self
@@ -172,15 +171,12 @@ class MatrixLayout(_LtObject):
             lt.matrix_layout_create(_dt.cuda_data_type(layout.dtype), layout.rows, layout.cols, layout.ld)
         )
         self.layout = layout
-        try:
+        with freed_on_error(self):
             if layout.order != lt.Order.COL:
                 self._set("ORDER", int(layout.order))
             if layout.batch_count > 1:
                 self._set("BATCH_COUNT", layout.batch_count)
                 self._set("STRIDED_BATCH_OFFSET", layout.batch_offset)
-        except BaseException:
-            self.close()
-            raise
 
     def _set(self, name: str, value: int) -> None:
         attr = int(lt.MatrixLayoutAttribute[name])
@@ -229,7 +225,7 @@ class Preference(_LtObject):
     def __init__(self, settings: Iterable[tuple[str, Any]]):
         super().__init__(lt.matmul_preference_create())
         self.settings = tuple(settings)
-        try:
+        with freed_on_error(self):
             for name, value in self.settings:
                 attr = int(lt.MatmulPreferenceAttribute[name])
                 _set(
@@ -239,9 +235,6 @@ class Preference(_LtObject):
                     attr,
                     value,
                 )
-        except BaseException:
-            self.close()
-            raise
 
     def get(self, name: str) -> Any:
         """Read an attribute back (for tests and logging)."""

@@ -19,7 +19,8 @@ import numpy as np
 
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import TensorAdapter, wrap
-from nvmath.linalg.advanced._handles import pointer_alignment
+from nvmath._internal.tensors.copy import copy_into
+from nvmath.linalg.advanced._device import pointer_alignment
 from nvmath.linalg.advanced._layout import OperandSpec
 from nvmath.linalg.advanced._scaling import ScaleLayout
 
@@ -99,7 +100,7 @@ class Slot:
         elif self.device is None:  # released: a new mirror (same layout rules as the first one)
             self.device = new.to(self.exec_device, stream)
         else:
-            self.device.copy_(new, stream)
+            copy_into(self.device, new, stream)
         self.ptr = self.device.data_ptr
         self.user = new
 
@@ -171,7 +172,7 @@ class ScaleSlot:
         """Use a new value (a number is uploaded into the existing device scalar when there is one)."""
         if _is_number(value) and self.number is not None and self.user is None:
             self.number = float(value)
-            self.device.copy_(wrap(np.array([self.number], dtype=np.float32)), stream)
+            copy_into(self.device, wrap(np.array([self.number], dtype=np.float32)), stream)
             return
         fresh = ScaleSlot(self.name, value, package, device_id, _device_of(self.device), stream, self.layout)
         self.number, self.user, self.device, self.ptr = fresh.number, fresh.user, fresh.device, fresh.ptr
@@ -190,7 +191,7 @@ def _device_scale(
     if user.device == "cuda" and layout.fits(tuple(user.strides)) and user.data_ptr % SCALE_ALIGNMENT == 0:
         return user
     out = user.empty(layout.shape, "float32", strides=layout.strides, device_id=exec_device, stream=stream)
-    return out.copy_(user, stream)
+    return copy_into(out, user, stream)
 
 
 def wrap_scale(

@@ -51,7 +51,6 @@ __all__ = [
     "MatmulPlanPreferences",
     "MatmulQuantizationScales",
     "MatmulReductionScheme",
-    "get_logger",
     "matrix_qualifiers_dtype",
     "to_compute_type",
     "to_data_type",
@@ -160,11 +159,6 @@ class MatmulInnerShape(enum.IntEnum):
 
 matrix_qualifiers_dtype = np.dtype([("structure", object), ("is_conjugate", "<i4")])
 """Per-operand qualifiers (a, b, c); only ``is_conjugate`` is used by the cuBLASLt matmul."""
-
-
-def get_logger(logger: logging.Logger | logging.LoggerAdapter | None) -> Any:
-    """Return ``logger``, or the ``nvmath.linalg.advanced`` logger when it is ``None``."""
-    return logging.getLogger(LOGGER_NAME) if logger is None else logger
 
 
 def _enum_member(name: str, value: Any, enum_cls: type[enum.IntEnum], what: str) -> Any:

@@ -11,14 +11,15 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from nvmath._errors import NotSupportedError
+from nvmath._internal import caches
 from nvmath._internal.logging import debug, lazy
 from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.streams import StreamHandle
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _algorithm, _handles
+from nvmath.linalg.advanced import _algorithm, _device
 from nvmath.linalg.advanced._descriptors import LayoutSet, MatmulDesc, PointerAttribute, Preference
 from nvmath.linalg.advanced._epilogs import AUX_QUANTIZATION_SCALE, AuxOutputSpec, EpilogTraits, epilog_traits
 from nvmath.linalg.advanced._layout import Op
@@ -26,14 +27,12 @@ from nvmath.linalg.advanced._operands import ScaleSlot, Slot, spec_of, wrap_epil
 from nvmath.linalg.advanced._options import (
     MatmulEpilog,
     MatmulNumericalImplFlags,
-    MatmulOptions,
     MatmulPlanPreferences,
     MatmulReductionScheme,
     workspace_limit_bytes,
 )
-from nvmath.linalg.advanced._scaling import TENSOR_WIDE, ScalingTraits
-from nvmath.linalg.advanced._traits import MatmulProblem, MMTraits, get_problem, row_order_problem
-from nvmath.linalg.advanced._typemaps import TypeTraits
+from nvmath.linalg.advanced._spec import Spec
+from nvmath.linalg.advanced._traits import MatmulProblem, get_problem, row_order_problem
 
 __all__ = [
     "HEURISTICS",
@@ -46,37 +45,10 @@ __all__ = [
 ]
 
 RESULT_AMAX = "result_amax"
-_CAPS: dict[tuple[Any, int, bool], int] = {}
+_CAPS = caches.memo("nvmath.linalg.advanced: workspace caps", 64)
+"""(memory_limit, device_id, autotune) -> the workspace cap in bytes."""
 
 
-class Spec(NamedTuple):
-    """The constructor-time facts of a ``Matmul`` (fixed for its lifetime).
-
-    Attributes:
-        options: the options.
-        package: the operands' package.
-        user_device: the operands' device ("cpu" for host operands).
-        device_id: the GPU that executes.
-        host: the operands live in host memory (copied to ``device_id``, results copied back).
-        mm: the traits of the device operands.
-        types: the resolved dtypes.
-        version: the cuBLASLt version.
-        has_c: ``c`` was given.
-        key: a hashable key of the problem's pure traits (``None``: not memoisable).
-        scaling: the scale modes of ``a`` and ``b`` (:class:`~._scaling.ScalingTraits`).
-    """
-
-    options: MatmulOptions
-    package: str
-    user_device: Any
-    device_id: int
-    host: bool
-    mm: MMTraits
-    types: TypeTraits
-    version: int
-    has_c: bool
-    key: Any = None
-    scaling: ScalingTraits = TENSOR_WIDE
 
 
 @dataclasses.dataclass
@@ -173,8 +145,8 @@ def _epilog(
     return ep, problem, slots, scale_slots
 
 
-_PROBLEMS: dict[Any, tuple[EpilogTraits, MatmulProblem]] = {}
-_PROBLEMS_MAX = 256
+_PROBLEMS = caches.memo("nvmath.linalg.advanced: matmul problems", 256)
+"""(spec key, epilog, epilog input specs, epilog preferences) -> (epilog traits, problem)."""
 
 
 def epilog_and_problem(
@@ -197,9 +169,7 @@ def epilog_and_problem(
     )  # fmt: skip
     result = ep, get_problem(mm, spec.types, **ep.problem_options)
     if key is not None:
-        if len(_PROBLEMS) >= _PROBLEMS_MAX:
-            _PROBLEMS.clear()
-        _PROBLEMS[key] = result
+        _PROBLEMS.put(key, result)
     return result
 
 
@@ -267,8 +237,8 @@ def workspace_cap(memory_limit: Any, device_id: int, *, autotune: bool = False) 
     key = (memory_limit, device_id, autotune)
     cap = _CAPS.get(key)
     if cap is None:
-        total = _handles.device_info(device_id).total_memory
-        cap = _CAPS[key] = workspace_limit_bytes(memory_limit, total, autotune=autotune)
+        total = _device.device_info(device_id).total_memory
+        cap = _CAPS.put(key, workspace_limit_bytes(memory_limit, total, autotune=autotune))
     return cap
 
 
@@ -280,7 +250,7 @@ def _preference_settings(
         cap = workspace_cap(spec.options.memory_limit, spec.device_id)
     settings: list[tuple[str, Any]] = [("MAX_WORKSPACE_BYTES", cap)]
     settings += [
-        (f"MIN_ALIGNMENT_{n}_BYTES", a) for n, a in zip("ABCD", aligns) if a != _handles.MAX_ALIGNMENT
+        (f"MIN_ALIGNMENT_{n}_BYTES", a) for n, a in zip("ABCD", aligns) if a != _device.MAX_ALIGNMENT
     ]
     if prefs.reduction_scheme_mask != MatmulReductionScheme.MASK:
         settings.append(("REDUCTION_SCHEME_MASK", prefs.reduction_scheme_mask))
@@ -294,7 +264,7 @@ def _preference_settings(
 def _alignments(spec: Spec, problem: MatmulProblem, slots: Mapping[str, Slot]) -> tuple[int, int, int, int]:
     a = slots[problem.a_operand].alignment
     b = slots[problem.b_operand].alignment
-    d = slots["c"].alignment if problem.inplace else _handles.MAX_ALIGNMENT
+    d = slots["c"].alignment if problem.inplace else _device.MAX_ALIGNMENT
     c = slots["c"].alignment if spec.has_c else d
     return a, b, c, d
 
@@ -331,7 +301,9 @@ def _algorithms(
     return found
 
 
-HEURISTICS: PlanCache[Any] = PlanCache(256, name="matmul heuristics memo")
+HEURISTICS: PlanCache[Any] = caches.register(
+    "nvmath.linalg.advanced: heuristics", PlanCache(256, name="matmul heuristics memo")
+)
 """Heuristic results (numpy records) by problem signature, process-wide and bounded (LRU).
 
 cuBLASLt's heuristic is deterministic for a signature, so a second ``Matmul`` of the same problem

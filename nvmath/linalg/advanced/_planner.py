@@ -10,7 +10,6 @@ CREATED -> PLANNED -> FREED through one :class:`~nvmath._internal.state.Lifecycl
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,13 +19,14 @@ from nvmath._errors import InvalidMatmulState
 from nvmath._internal import streams
 from nvmath._internal.dtypes import to_numpy_dtype
 from nvmath._internal.logging import debug, get_logger, log_phase
-from nvmath._internal.memory import Workspace
+from nvmath._internal.memory import SharedWorkspaces, Workspace
 from nvmath._internal.options import check_int, check_or_create_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.streams import StreamHandle
-from nvmath._internal.tensors import wrap_operands
+from nvmath._internal.tensors import wrap, wrap_operands
+from nvmath._internal.tensors.copy import copy_into
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _autotune, _handles
+from nvmath.linalg.advanced import _autotune, _handles, _streams
 from nvmath.linalg.advanced._algorithm import Algorithm
 from nvmath.linalg.advanced._operands import ScaleSlot, wrap_scales
 from nvmath.linalg.advanced._options import (
@@ -35,16 +35,17 @@ from nvmath.linalg.advanced._options import (
     MatmulPlanPreferences,
     MatmulQuantizationScales,
 )
-from nvmath.linalg.advanced._plan import Plan, Spec, build_plan, row_order_possible
+from nvmath.linalg.advanced._plan import Plan, build_plan, row_order_possible
 from nvmath.linalg.advanced._reset import reset
 from nvmath.linalg.advanced._results import ResultMaker, deliver, deliver_host
-from nvmath.linalg.advanced._spec import place, specify
+from nvmath.linalg.advanced._spec import Spec, place, specify
 from nvmath.linalg.advanced._traits import check_alpha_beta
 
 __all__ = ["Matmul"]
 
 _DEFAULTS = (MatmulOptions(), MatmulPlanPreferences(), MatmulQuantizationScales())
 """Default option objects (frozen), shared to skip their validation on every construction."""
+_PLANNED = PlannerState.PLANNED.value
 
 
 class Matmul(FreedOnExit):
@@ -60,6 +61,8 @@ class Matmul(FreedOnExit):
             outer-vector or block scales by shape (see :class:`MatmulQuantizationScales`).
         options: :class:`MatmulOptions` or a dict of its fields.
         stream: the stream for copies of host operands (see ``nvmath`` stream rules).
+        _workspaces: internal (the stateless ``matmul``'s cache): take the workspace from this pool,
+            shared with other cached plans, unless ``options.allocator`` is given.
 
     Raises:
         TypeError, ValueError: a bad operand, shape, layout, dtype, scale or option (before any GPU work).
@@ -68,6 +71,7 @@ class Matmul(FreedOnExit):
     def __init__(
         self, a: Any, b: Any, /, c: Any = None, *, alpha: Any = None, beta: Any = None, qualifiers: Any = None,
         quantization_scales: Any = None, options: Any = None, stream: Any = None,
+        _workspaces: SharedWorkspaces | None = None,
     ):  # fmt: skip
         options = (
             _DEFAULTS[0] if options is None else check_or_create_options(MatmulOptions, options, "options")
@@ -102,7 +106,7 @@ class Matmul(FreedOnExit):
         self._alpha, self._beta = self._scalar_buf[0:1], self._scalar_buf[1:2]
         base = self._scalar_buf.ctypes.data
         self._scalars = (base, base + self._scalar_buf.itemsize)
-        self._init_runtime(spec, slots["a"].device.package)
+        self._init_runtime(spec, slots["a"].device.package, _workspaces)
         debug(
             log,
             "Matmul: %s @ %s -> %s on device %d",
@@ -120,16 +124,16 @@ class Matmul(FreedOnExit):
                 copied,
             )
 
-    def _init_runtime(self, spec: Spec, package: str) -> None:
-        """The state execute() uses: workspace, lock, plan slots, stream memo, lifecycle."""
-        self._workspace = Workspace(
-            device_id=spec.device_id,
-            package=package,
-            allocator=spec.options.allocator,
-            name="matmul workspace",
-        )
-        self._owns_workspace = True
-        self._lock = threading.Lock()
+    def _init_runtime(self, spec: Spec, package: str, shared: SharedWorkspaces | None) -> None:
+        """The state execute() uses: workspace, plan slots, stream memo, lifecycle."""
+        self._owns_workspace = shared is None or spec.options.allocator is not None
+        if self._owns_workspace:
+            self._workspace = Workspace(
+                device_id=spec.device_id, package=package, allocator=spec.options.allocator,
+                name="matmul workspace",
+            )  # fmt: skip
+        else:
+            self._workspace = shared.get(spec.device_id, package)  # type: ignore[union-attr]
         self._ws_stream: StreamHandle | None = None
         self._plan: Plan | None = None
         self._retired: Plan | None = None  # a formulation autotuning replaced (see _commit)
@@ -146,7 +150,7 @@ class Matmul(FreedOnExit):
         self._fast_deliver = not spec.host and spec.options.blocking is not True
         self._alpha_is_one = False
         self._pointer_ok = False
-        self._raw_stream = _handles.torch_raw_stream() if spec.package == "torch" else None
+        self._raw_stream = _streams.torch_raw_stream() if spec.package == "torch" else None
         self._last_stream: StreamHandle | None = None
         self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
 
@@ -156,19 +160,36 @@ class Matmul(FreedOnExit):
         """The planned (or autotuned) algorithms, best first; empty before ``plan()``."""
         return tuple(self._plan.algorithms) if self._plan is not None else ()
 
-    def _get_stream(self, stream: Any) -> StreamHandle:
-        """The :class:`StreamHandle` of ``stream``.
+    @property
+    def is_planned(self) -> bool:
+        """Whether :meth:`plan` ran and :meth:`free` did not."""
+        return self._lifecycle.bits & _PLANNED != 0
+
+    @property
+    def workspace_lock(self) -> Any:
+        """The lock of the workspace this plan shares with other cached plans (``None``: its own)."""
+        return None if self._owns_workspace else self._workspace.lock
+
+    def _resolve_stream(self, stream: Any) -> tuple[StreamHandle, bool]:
+        """``(handle, current)``: the :class:`StreamHandle` of a caller's ``stream`` (the one way every
+        method resolves it); ``current``: it is torch's current stream (checked, so results can be
+        allocated on it directly).
 
         torch's current stream (``stream=None``) is memoised per planner and, while it captures a CUDA
         graph, never queried from the driver (that would invalidate the capture).
         """
-        if stream is None and self._raw_stream is not None:
-            ptr = self._raw_stream(self._spec.device_id)
-            last = self._last_stream
-            if last is None or last.ptr != ptr:
-                last = self._last_stream = _handles.stream_for(ptr, self._spec.device_id, self._spec.package)
-            return last
-        return streams.get_stream(stream, device_id=self._spec.device_id, package=self._spec.package)
+        raw = self._raw_stream
+        if stream is None and raw is not None:
+            handle = self._last_stream
+            ptr = raw(self._device_id)
+            if handle is None or handle.ptr != ptr:
+                handle = self._last_stream = _streams.stream_for(ptr, self._device_id, "torch")
+            return handle, True
+        return streams.get_stream(stream, device_id=self._device_id, package=self._spec.package), False
+
+    def _get_stream(self, stream: Any) -> StreamHandle:
+        """The :class:`StreamHandle` of ``stream`` (see :meth:`_resolve_stream`)."""
+        return self._resolve_stream(stream)[0]
 
     def _handle(self) -> int:
         return self._options.handle or _handles.get_handle(self._spec.device_id)
@@ -269,16 +290,12 @@ class Matmul(FreedOnExit):
             release_workspace: free the workspace after the call (stream-ordered).
             stream: the stream to run on (default: the operands' package's current stream).
         """
+        handle = self._last_stream
         raw = self._raw_stream
-        if stream is None and raw is not None:  # torch's current stream: memoised per planner
-            handle = self._last_stream
-            ptr = raw(self._device_id)
-            if handle is None or handle.ptr != ptr:
-                handle = self._last_stream = _handles.stream_for(ptr, self._device_id, "torch")
-            current = True
+        if stream is None and raw is not None and handle is not None and handle.ptr == raw(self._device_id):
+            current = True  # the memoised torch current stream: _resolve_stream's first case, inlined (hot)
         else:
-            handle = self._get_stream(stream)
-            current = False
+            handle, current = self._resolve_stream(stream)
         if algorithm is None:
             algo_ptr, ws_size = self._algo
         else:
@@ -337,12 +354,9 @@ class Matmul(FreedOnExit):
             return out.unwrap(handle) if is_adapter else out
         return self._deliver(out, is_adapter, aux, handle)
 
-    def _matmul_args(self, d_ptr: int) -> tuple:
-        """The ``cublasLtMatmul`` arguments before the algorithm: handle, descriptor, scalars, A, B, C, D."""
-        return self._plan_args(self._plan, d_ptr)  # type: ignore[arg-type]
-
     def _plan_args(self, plan: Plan, d_ptr: int) -> tuple:
-        """:meth:`_matmul_args` for ``plan`` (the installed plan or an alternative formulation)."""
+        """The ``cublasLtMatmul`` arguments before the algorithm (handle, descriptor, scalars, A, B, C, D)
+        for ``plan`` (the installed plan or an alternative formulation)."""
         slots, p, lay = self._slots, plan.problem, plan.layouts
         pa, pb = slots[p.a_operand].ptr, slots[p.b_operand].ptr
         pc = slots["c"].ptr if self._spec.has_c else (d_ptr if lay.c is lay.d else 0)
@@ -357,7 +371,7 @@ class Matmul(FreedOnExit):
             template = self._host_template
             if spec.mm.inplace:
                 c = self._slots["c"]
-                c.user.copy_(c.device, handle)  # type: ignore[union-attr]
+                copy_into(c.user, c.device, handle)  # type: ignore[arg-type]
                 result = c.user.unwrap(handle)  # type: ignore[union-attr]
             else:
                 result = deliver_host(template, out, is_adapter, handle)  # type: ignore[arg-type]
@@ -375,7 +389,7 @@ class Matmul(FreedOnExit):
         ws = self._workspace
         if handle is self._ws_stream and ws.size >= nbytes:
             return ws.ptr
-        if self._ws_stream is not None and ws.size >= nbytes and _handles.is_capturing(handle.ptr):
+        if self._ws_stream is not None and ws.size >= nbytes and _streams.is_capturing(handle.ptr):
             # inside a CUDA graph capture: no cross-stream event wait (illegal there); capture starts
             # after a device synchronisation (torch.cuda.graph does one)
             return ws.ptr
@@ -412,11 +426,39 @@ class Matmul(FreedOnExit):
         handle = self._get_stream(stream)
         current = self._plan
         assert current is not None
-        _autotune.autotune(self, current, handle, iterations, prune)
+        tuning = _autotune.Tuning(
+            self._spec, self._plan_prefs, self._handle(), self._log, self._slots, self._scales, self._runner
+        )
+        plan = _autotune.autotune(tuning, current, handle, iterations, prune)
+        if plan is current:
+            self._select(plan.algorithms[0])
+        else:
+            self._commit(plan, retire=True)  # the ORDER_ROW formulation won
         if release_workspace or self._workspace.size > self._algo[1]:
             self._workspace.release()  # (timing wide candidates may have grown it past the need)
 
-    _runner = _autotune.runner  # (plans, handle) -> (run(i), buffers to keep alive)
+    def _runner(self, plans: Sequence[Plan], handle: StreamHandle) -> tuple[Any, list]:
+        """A callable running candidate ``i`` of ``plans``' algorithms, concatenated in order, with fixed
+        buffers (one result, one workspace for the largest need; in place: a scratch copy of c); and the
+        buffers to keep alive while it is used (see :class:`._autotune.Tuning`)."""
+        maker = self._result
+        if self._inplace:
+            c = self._slots["c"].device
+            maker = ResultMaker(c, tuple(c.shape), tuple(c.strides), self._spec.types.d_dtype)
+        keep = [maker.new(handle)]  # type: ignore[union-attr]
+        d_ptr = keep[0][1]
+        for _, aux_maker, attr in self._aux:
+            keep.append(aux_maker.new(handle))
+            attr.set(keep[-1][1])
+        ws_size = max(p.workspace_size for p in plans)
+        ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
+        calls = [(self._plan_args(p, d_ptr), a.algo_ptr) for p in plans for a in p.algorithms]
+
+        def run(i: int) -> None:
+            head, algo = calls[i]
+            lt.matmul(*head, algo, ws_ptr, ws_size, handle.ptr)
+
+        return run, keep
 
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def applicable_algorithm_ids(self, limit: int = 8) -> tuple[int, ...]:
@@ -467,14 +509,36 @@ class Matmul(FreedOnExit):
                 slot.release()
         self._lifecycle.mark_operands_released()
 
-    # ------------------------------------------------------------------ stateless support
-    def _run_stateless(self, ops: Mapping[str, Any], alpha: Any, beta: Any, stream: Any, extras: Any) -> Any:
-        """One call of the stateless ``matmul`` on a cached plan (caller holds ``self._lock``)."""
-        handle, current = self._stateless_stream(stream)
+    # ------------------------------------------------------------------ the stateless path's entry
+    def run_cached(
+        self, a: Any, b: Any, c: Any, ptrs: tuple | None, alpha: Any, beta: Any, stream: Any,
+        extras: Any = None,
+    ) -> Any:  # fmt: skip
+        """One call of the stateless ``matmul`` on this cached plan, with the call's own operands.
+
+        The caller holds the cache entry's lock, and the cache key vouches that the operands have the
+        planned package, device, shapes, strides, dtypes and alignment. ``ptrs``: the operands'
+        addresses read with the key (GPU operands of a plan without copies or epilog inputs then
+        run by address, without adapters); ``extras``: ``(quantization_scales, epilog_inputs)`` or
+        ``None``. No operand is kept after the call.
+        """
+        handle = self._last_stream
+        raw = self._raw_stream
+        if stream is None and raw is not None and handle is not None and handle.ptr == raw(self._device_id):
+            current = True  # the memoised torch current stream: _resolve_stream's first case, inlined (hot)
+        else:
+            handle, current = self._resolve_stream(stream)
         self._set_scalars(alpha, beta)
         slots = self._slots
-        for n, op in ops.items():
-            slots[n].replace(op, handle)
+        if ptrs is not None and self._pointer_ok:
+            slots["a"].ptr, slots["b"].ptr = ptrs[0], ptrs[1]
+            if c is not None:
+                slots["c"].ptr = ptrs[2]
+            return self._launch(handle, *self._algo, False, current)
+        slots["a"].replace(wrap(a, "operand 'a'"), handle)
+        slots["b"].replace(wrap(b, "operand 'b'"), handle)
+        if c is not None:
+            slots["c"].replace(wrap(c, "operand 'c'"), handle)
         if extras is not None:
             scales, epilog_inputs = extras
             reset(self, {}, None, None, scales, epilog_inputs, handle, checked=False)
@@ -482,28 +546,6 @@ class Matmul(FreedOnExit):
             return self._launch(handle, *self._algo, False, current)
         finally:
             self._forget()
-
-    def _run_pointers(self, pa: int, pb: int, pc: int, alpha: Any, beta: Any, stream: Any) -> Any:
-        """A stateless call on GPU operands given by address only (the plan's key vouches for the rest;
-        the caller holds ``self._lock`` and checked ``self._pointer_ok``)."""
-        handle, current = self._stateless_stream(stream)
-        self._set_scalars(alpha, beta)
-        slots = self._slots
-        slots["a"].ptr = pa
-        slots["b"].ptr = pb
-        if pc is not None:
-            slots["c"].ptr = pc
-        return self._launch(handle, *self._algo, False, current)
-
-    def _stateless_stream(self, stream: Any) -> tuple[StreamHandle, bool]:
-        raw = self._raw_stream
-        if stream is None and raw is not None:
-            handle = self._last_stream
-            ptr = raw(self._device_id)
-            if handle is None or handle.ptr != ptr:
-                handle = self._last_stream = _handles.stream_for(ptr, self._device_id, "torch")
-            return handle, True
-        return self._get_stream(stream), False
 
     def _set_scalars(self, alpha: Any, beta: Any) -> None:
         if alpha is None and beta is None and not self._spec.has_c:
@@ -517,10 +559,6 @@ class Matmul(FreedOnExit):
             )
             self._alpha_is_one = False
 
-    def _usable(self) -> bool:
-        """Whether the plan can still run (not freed by a cache eviction meanwhile)."""
-        return self._lifecycle.bits & PlannerState.PLANNED.value != 0
-
     def _forget(self) -> None:
         """Drop the caller's tensors after a stateless call (device copies of host tensors stay)."""
         for slot in self._slots.values():
@@ -533,20 +571,11 @@ class Matmul(FreedOnExit):
                 if not slot.host:
                     slot.device = None
 
-    def _share_workspace(self, workspace: Workspace, lock: Any) -> None:
-        """Use a workspace (and its lock) shared with other cached plans of the stateless ``matmul``."""
-        self._workspace.release()
-        self._workspace, self._lock, self._owns_workspace, self._ws_stream = workspace, lock, False, None
-
     # ------------------------------------------------------------------ lifetime
     def free(self) -> None:
         """Release the workspace, the cuBLASLt objects and the operands; idempotent."""
         if self._lifecycle.state is PlannerState.FREED:
             return
-        with self._lock:  # a stateless call in flight on this plan finishes first
-            self._free()
-
-    def _free(self) -> None:
         if self._owns_workspace:
             self._workspace.release()
         for plan in (self._plan, self._retired):

@@ -8,21 +8,39 @@ the device copies, and descriptor pointers (bias, aux, scales) re-pointed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
+
+import numpy as np
 
 from nvmath._internal.options import check_or_create_options
-from nvmath._internal.state import _RELEASED  # the operands-released bit of a Lifecycle
+from nvmath._internal.state import _RELEASED, Lifecycle  # _RELEASED: the operands-released bit
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap
 from nvmath.linalg.advanced._operands import check_same_place, wrap_epilog_inputs
 from nvmath.linalg.advanced._options import MatmulQuantizationScales
 from nvmath.linalg.advanced._traits import check_alpha_beta
 
-__all__ = ["repoint", "reset"]
+__all__ = ["Resettable", "repoint", "reset"]
+
+
+class Resettable(Protocol):
+    """What :func:`reset` reads and writes of a :class:`~._planner.Matmul` (nothing else)."""
+
+    _spec: Any  # the planner's _spec.Spec
+    _slots: dict[str, Any]  # operand name -> _operands.Slot
+    _scales: dict[str, Any]  # scale name -> _operands.ScaleSlot
+    _plan: Any  # the installed _plan.Plan, or None before plan()
+    _lifecycle: Lifecycle
+    _alpha: np.ndarray  # the host scalars cuBLASLt reads (length-1 views)
+    _beta: np.ndarray
+    _alpha_is_one: bool
+
+    def _get_stream(self, stream: Any) -> StreamHandle: ...
 
 
 def reset(
-    mm: Any, ops: dict, alpha: Any, beta: Any, scales: Any, epilog_inputs: Any, stream: Any, *, checked: bool
+    mm: Resettable, ops: dict, alpha: Any, beta: Any, scales: Any, epilog_inputs: Any, stream: Any, *,
+    checked: bool,
 ) -> None:
     """Validate every replacement first, then commit them all (a failing call changes nothing).
 
@@ -73,7 +91,7 @@ def reset(
 _NAMES = {n: f"operand {n!r}" for n in "abc"}
 
 
-def _swap_gpu_operands(mm: Any, spec: Any, ops: Mapping[str, Any], checked: bool) -> bool:
+def _swap_gpu_operands(mm: Resettable, spec: Any, ops: Mapping[str, Any], checked: bool) -> bool:
     """The common reset: GPU operands only, swapped by pointer after the same checks as :func:`reset`.
 
     Returns ``False`` (nothing done) when no operand is given, leaving the error to :func:`reset`.
@@ -101,7 +119,7 @@ def _swap_gpu_operands(mm: Any, spec: Any, ops: Mapping[str, Any], checked: bool
     return True
 
 
-def _require_all(mm: Any, given: Mapping[str, Any], scales: Any, epilog_inputs: Any) -> None:
+def _require_all(mm: Resettable, given: Mapping[str, Any], scales: Any, epilog_inputs: Any) -> None:
     needed = [n for n in mm._slots if n not in given]
     if mm._scales and scales is None:
         needed.append("quantization_scales")
@@ -113,7 +131,7 @@ def _require_all(mm: Any, given: Mapping[str, Any], scales: Any, epilog_inputs: 
         )
 
 
-def _new_scalars(mm: Any, alpha: Any, beta: Any) -> tuple[Any, Any]:
+def _new_scalars(mm: Resettable, alpha: Any, beta: Any) -> tuple[Any, Any]:
     alpha = mm._alpha[0].item() if alpha is None else alpha
     if not mm._spec.has_c:
         return check_alpha_beta(alpha, beta, has_c=False, scale_dtype=mm._spec.types.scale_dtype)
@@ -121,7 +139,7 @@ def _new_scalars(mm: Any, alpha: Any, beta: Any) -> tuple[Any, Any]:
     return check_alpha_beta(alpha, beta, has_c=True, scale_dtype=mm._spec.types.scale_dtype)
 
 
-def _check_scales(mm: Any, scales: Any) -> dict[str, Any]:
+def _check_scales(mm: Resettable, scales: Any) -> dict[str, Any]:
     if scales is None:
         return {}
     obj = check_or_create_options(MatmulQuantizationScales, scales, "quantization_scales")
@@ -134,7 +152,7 @@ def _check_scales(mm: Any, scales: Any) -> dict[str, Any]:
     return {n: mm._scales[n].check(getattr(obj, n), spec.package, spec.user_device) for n in obj.given()}
 
 
-def _check_epilog_inputs(mm: Any, epilog_inputs: Any, checked: bool) -> tuple[dict, dict]:
+def _check_epilog_inputs(mm: Resettable, epilog_inputs: Any, checked: bool) -> tuple[dict, dict]:
     if epilog_inputs is None:
         return {}, {}
     if mm._plan is None:
@@ -154,7 +172,7 @@ def _check_epilog_inputs(mm: Any, epilog_inputs: Any, checked: bool) -> tuple[di
 
 
 def _replace_epilog_inputs(
-    mm: Any, tensors: Mapping[str, Any], scales: Mapping[str, Any], handle: StreamHandle
+    mm: Resettable, tensors: Mapping[str, Any], scales: Mapping[str, Any], handle: StreamHandle
 ) -> None:
     plan, spec = mm._plan, mm._spec
     if plan is None:
@@ -167,7 +185,7 @@ def _replace_epilog_inputs(
         repoint(mm, n, plan.epilog_scales[n].ptr)
 
 
-def repoint(mm: Any, source: str, ptr: int) -> None:
+def repoint(mm: Resettable, source: str, ptr: int) -> None:
     """Point the descriptor attributes fed by ``source`` (an epilog input or ``"scale:<n>"``) at ``ptr``."""
     if mm._plan is not None:
         for attr in mm._plan.input_pointers.get(source, ()):

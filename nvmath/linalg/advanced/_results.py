@@ -14,6 +14,7 @@ from typing import Any
 from nvmath._internal import dtypes
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import TensorAdapter, wrap
+from nvmath._internal.tensors.copy import copy_into
 
 __all__ = ["ResultMaker", "deliver", "deliver_host"]
 
@@ -61,5 +62,5 @@ def deliver_host(host_template: TensorAdapter, obj: Any, is_adapter: bool, strea
     """Copy a device output to a new host tensor of the caller's package (blocking) and return it."""
     src = obj if is_adapter else wrap(obj)
     dst = host_template.empty(tuple(src.shape), src.dtype, strides=tuple(src.strides), device_id="cpu")
-    dst.copy_(src, stream)
+    copy_into(dst, src, stream)
     return dst.unwrap(stream)

@@ -1,4 +1,5 @@
-"""Constructor-time checks of a ``Matmul``: the pure traits (memoised per problem) and device placement.
+"""A ``Matmul``'s constructor-time facts (:class:`Spec`) and the checks that make them: the pure traits
+(memoised per problem) and device placement.
 
 :func:`specify` runs every check that needs no GPU -- numpy.matmul traits, dtypes, scales and their
 modes -- and memoises the result per problem (shapes, strides, dtypes, conjugation, scale shapes and
@@ -10,16 +11,16 @@ copies of host operands.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from nvmath._internal import streams
+from nvmath._errors import LibraryNotFoundError
+from nvmath._internal import caches, streams
 from nvmath._internal.streams import StreamHandle
-from nvmath.linalg.advanced import _handles
+from nvmath.linalg.advanced import _device, _handles
 from nvmath.linalg.advanced._operands import Slot, spec_of
 from nvmath.linalg.advanced._options import MatmulOptions
-from nvmath.linalg.advanced._plan import Spec
 from nvmath.linalg.advanced._scaling import (
     TENSOR_WIDE,
     ScalingTraits,
@@ -27,14 +28,49 @@ from nvmath.linalg.advanced._scaling import (
     check_scaling_support,
     infer_scaling,
 )
-from nvmath.linalg.advanced._traits import get_mm_traits
-from nvmath.linalg.advanced._typemaps import check_device_support, check_quantization_scales, resolve_types
+from nvmath.linalg.advanced._traits import MMTraits, get_mm_traits
+from nvmath.linalg.advanced._typemaps import (
+    TypeTraits,
+    check_device_support,
+    check_quantization_scales,
+    resolve_types,
+)
 
-__all__ = ["place", "specify"]
+__all__ = ["Spec", "place", "specify"]
+
+class Spec(NamedTuple):
+    """The constructor-time facts of a ``Matmul`` (fixed for its lifetime).
+
+    Attributes:
+        options: the options.
+        package: the operands' package.
+        user_device: the operands' device ("cpu" for host operands).
+        device_id: the GPU that executes.
+        host: the operands live in host memory (copied to ``device_id``, results copied back).
+        mm: the traits of the device operands.
+        types: the resolved dtypes.
+        version: the cuBLASLt version.
+        has_c: ``c`` was given.
+        key: a hashable key of the problem's pure traits (``None``: not memoisable).
+        scaling: the scale modes of ``a`` and ``b`` (:class:`~._scaling.ScalingTraits`).
+    """
+
+    options: MatmulOptions
+    package: str
+    user_device: Any
+    device_id: int
+    host: bool
+    mm: MMTraits
+    types: TypeTraits
+    version: int
+    has_c: bool
+    key: Any = None
+    scaling: ScalingTraits = TENSOR_WIDE
+
 
 _OPERANDS = ("a", "b", "c")
-_TRAITS: dict[Any, tuple[Any, Any]] = {}
-_TRAITS_MAX = 256
+_TRAITS = caches.memo("nvmath.linalg.advanced: matmul traits", 256)
+"""(operand specs, qualifiers, scale shapes, options) -> (mm traits, types, scaling)."""
 
 
 def _scale_shapes(scales: Mapping[str, Any]) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -84,9 +120,7 @@ def specify(
     if hit is None:
         hit = _compute_traits(specs, qualifiers, dict(shapes), options)
         if key is not None:
-            if len(_TRAITS) >= _TRAITS_MAX:
-                _TRAITS.clear()
-            _TRAITS[key] = hit
+            _TRAITS.put(key, hit)
     mm, types, scaling = hit
     if types.narrow_inputs and ops["a"].device == "cuda":
         for name in ("a", "b"):
@@ -119,6 +153,21 @@ def _compute_traits(
     return mm, types, scaling
 
 
+NO_GPU = (
+    "nvmath.linalg.advanced runs on an NVIDIA GPU (cuBLASLt), and none is usable here ({reason}); numpy "
+    "and torch-CPU operands are copied to the GPU and back. For matrix products on the CPU, use "
+    "nvmath.linalg.matmul, which executes on the CPU for CPU operands (execution='cpu')."
+)
+
+
+def _compute_capability(device_id: int) -> tuple[int, int]:
+    """The device's compute capability; without a driver or GPU, an error saying where to go instead."""
+    try:
+        return _device.device_info(device_id).compute_capability
+    except LibraryNotFoundError as exc:
+        raise LibraryNotFoundError(NO_GPU.format(reason=exc)) from exc
+
+
 def place(
     ops: Mapping[str, Any],
     mm: Any,
@@ -138,7 +187,7 @@ def place(
     host = first.device != "cuda"
     device_id = options.device_id if host else int(first.device_id)
     version = _handles.cublaslt_version()
-    cc = _handles.device_info(device_id).compute_capability
+    cc = _compute_capability(device_id)
     check_device_support(types, cc, version, block_scaling=options.block_scaling)
     check_scaling_support(scaling, cc, version)
     handle = streams.get_stream(stream, device_id=device_id, package=first.package)

@@ -7,6 +7,7 @@ import pytest
 
 from nvmath._internal import streams
 from nvmath._internal.tensors import wrap, wrap_operands
+from nvmath._internal.tensors.copy import copy_into
 
 
 @pytest.mark.gpu
@@ -43,13 +44,13 @@ def test_empty_uses_pool_and_honours_strides(cupy):
 
 @pytest.mark.gpu
 def test_round_trip_and_copies(cupy):
-    """cupy -> numpy (blocking) and numpy -> cupy copy_ keep the values."""
+    """cupy -> numpy (blocking) and numpy -> cupy copy_into keep the values."""
     a = cupy.arange(12, dtype=cupy.float64).reshape(3, 4)[:, ::-1]
     handle = streams.get_stream(None, device_id=0, package="cupy")
     host = wrap(a).to("cpu", handle)
     assert np.array_equal(host.tensor, cupy.asnumpy(a))
     dst = wrap(cupy.zeros((3, 4)))
-    dst.copy_(host, handle)
+    copy_into(dst, host, handle)
     handle.core.sync()
     assert cupy.array_equal(dst.tensor, a)
 

@@ -11,6 +11,7 @@ from nvmath._internal import streams
 from nvmath._internal.tensors import wrap, wrap_operands
 from nvmath._internal.tensors.generic_adapter import GenericAdapter, producer_converter, producer_package
 from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
+from nvmath._internal.tensors.copy import copy_into
 
 
 class OnlyDLPack:
@@ -123,7 +124,7 @@ def test_jax_operand_and_result_round_trip():
     assert (w.shape, w.strides, w.dtype) == ((3, 4), (4, 1), "float32")
     handle = streams.get_stream(None, device_id=w.device_id, package="jax")
     r = w.empty((3, 4), "float32", stream=handle)
-    r.copy_(w, handle)
+    copy_into(r, w, handle)
     out = r.unwrap(handle)
     assert type(out).__module__.split(".")[0] in ("jax", "jaxlib")
     assert np.array_equal(np.asarray(out), np.arange(12, dtype=np.float32).reshape(3, 4))
@@ -156,7 +157,7 @@ def test_numba_cuda_array_interface():
     assert w.package == "numba" and w.device == "cuda" and w.shape == (10,) and w.dtype == "float64"
     handle = streams.get_stream(None, device_id=w.device_id, package="numba")
     r = w.empty((10,), "float64", stream=handle)
-    r.copy_(w, handle)
+    copy_into(r, w, handle)
     out = r.unwrap(handle)
     streams.synchronize(handle)
     assert np.array_equal(np.asarray(out.copy_to_host()), np.arange(10.0))

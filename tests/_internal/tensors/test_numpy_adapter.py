@@ -8,13 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nvmath._internal.tensors import wrap
-from nvmath._internal.tensors.numpy_adapter import (
-    NumpyAdapter,
-    densify,
-    element_strides,
-    host_empty,
-    view_from_ptr,
-)
+from nvmath._internal.tensors.host import densify, element_strides, host_empty, view_from_ptr
+from nvmath._internal.tensors.numpy_adapter import NumpyAdapter
 
 
 def _ptr(a: np.ndarray) -> int:

@@ -1,4 +1,4 @@
-"""Tests of tensors.copy (copy_ / to across packages and memory spaces)."""
+"""Tests of tensors.copy (copy_into / to across packages and memory spaces)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ BASE = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 
 
 def test_numpy_to_numpy_across_layouts():
-    """copy_ between host arrays of different layouts copies the values."""
+    """copy_into between host arrays of different layouts copies the values."""
     dst = wrap(np.zeros((4, 3, 2), dtype=np.float32, order="F"))
-    dst.copy_(wrap(BASE.transpose(2, 1, 0)))
+    copy_into(dst, wrap(BASE.transpose(2, 1, 0)))
     assert np.array_equal(dst.tensor, BASE.transpose(2, 1, 0))
 
 
 def test_numpy_into_torch_cpu(torch):
-    """copy_ from numpy into a strided CPU torch tensor goes through host views."""
+    """copy_into from numpy into a strided CPU torch tensor goes through host views."""
     t = torch.zeros(4, 6)[:, ::2]
-    wrap(t).copy_(wrap(BASE.reshape(4, 6)[:, 1::2].copy()))
+    copy_into(wrap(t), wrap(BASE.reshape(4, 6)[:, 1::2].copy()))
     assert np.array_equal(t.numpy(), BASE.reshape(4, 6)[:, 1::2])
 
 
@@ -30,7 +30,7 @@ def test_conjugated_torch_source_is_resolved(torch):
     """Copying a lazily conjugated torch tensor into numpy gives the conjugated values."""
     z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
     out = wrap(np.zeros(2, dtype=np.complex64))
-    out.copy_(wrap(z.conj()))
+    copy_into(out, wrap(z.conj()))
     assert np.array_equal(out.tensor, np.array([1 - 2j, 3 + 4j], dtype=np.complex64))
 
 
@@ -38,7 +38,7 @@ def test_torch_to_torch_cpu(torch):
     """torch-to-torch copies use torch's own copy (conjugation included)."""
     dst = wrap(torch.zeros(2, 3))
     src = torch.arange(6.0).reshape(3, 2).T
-    dst.copy_(wrap(src))
+    copy_into(dst, wrap(src))
     assert torch.equal(dst.tensor, src)
 
 
@@ -55,7 +55,7 @@ def test_mismatch_errors():
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout", ["c", "f", "sliced", "negative"])
 def test_host_device_copies_into_existing(layout):
-    """copy_ numpy -> DeviceArray -> numpy into existing arrays of another layout keeps values."""
+    """copy_into numpy -> DeviceArray -> numpy into existing arrays of another layout keeps values."""
     from nvmath._internal.tensors.device_array import DeviceArray
 
     src = {"c": BASE, "f": np.asfortranarray(BASE), "sliced": BASE[:, ::2], "negative": BASE[::-1, :, ::-1]}[
@@ -69,9 +69,9 @@ def test_host_device_copies_into_existing(layout):
         device_id=0,
         stream=handle,
     )
-    dev.copy_(wrap(src), handle)
+    copy_into(dev, wrap(src), handle)
     out = wrap(np.zeros(src.shape, dtype=np.float32))
-    out.copy_(dev, handle)
+    copy_into(out, dev, handle)
     assert np.array_equal(out.tensor, src)
 
 
@@ -83,18 +83,18 @@ def test_device_to_device_strided_copy():
     handle = streams.get_stream(None, device_id=0, package="numpy")
     src = wrap(BASE).to(0, handle)
     dst = DeviceArray.allocate(BASE.shape, "float32", strides=(1, 2, 6), device_id=0, stream=handle)
-    dst.copy_(src, handle)
+    copy_into(dst, src, handle)
     assert np.array_equal(dst.to("cpu", handle).tensor, BASE)
 
 
 @pytest.mark.gpu
 def test_numpy_into_sliced_torch_cuda(torch_cuda):
-    """copy_ from numpy into a sliced CUDA tensor leaves the gaps untouched."""
+    """copy_into from numpy into a sliced CUDA tensor leaves the gaps untouched."""
     torch = torch_cuda
     full = torch.full((4, 6), -1.0, device="cuda")
     view = full[:, ::2]
     handle = streams.get_stream(None, device_id=0, package="torch")
-    wrap(view).copy_(wrap(np.ones((4, 3), dtype=np.float32)), handle)
+    copy_into(wrap(view), wrap(np.ones((4, 3), dtype=np.float32)), handle)
     torch.cuda.synchronize()
     assert full[:, ::2].eq(1).all() and full[:, 1::2].eq(-1).all()
 
@@ -110,7 +110,7 @@ def test_copy_is_ordered_after_producer_work(torch_cuda):
         torch.cuda._sleep(100_000_000)
         x.fill_(7.0)
     out = wrap(np.zeros(1 << 22, dtype=np.float32))
-    out.copy_(wrap(x), handle)  # blocking into host memory, ordered on `side`
+    copy_into(out, wrap(x), handle)  # blocking into host memory, ordered on `side`
     assert (out.tensor == 7.0).all()
 
 
@@ -121,6 +121,6 @@ def test_numpy_result_flow_matches_planner_use():
     a = wrap(np.asfortranarray(BASE))
     dev = a.to(0, handle)
     result = a.empty(BASE.shape, "float32", device_id=0, stream=handle)
-    result.copy_(dev, handle)
+    copy_into(result, dev, handle)
     host = result.to("cpu", handle)
     assert np.array_equal(host.tensor, BASE)

@@ -1,10 +1,11 @@
 """A fake GPU for CPU tests of the matmul planner (loaded by path from the test modules).
 
 * :class:`FakeTensor`: a "device tensor" whose memory is a numpy array (package ``"fake"``, device 0).
-* :func:`install`: routes cuBLASLt's heuristic, algorithm-check and matmul entry points to numpy
-  emulations that read the real cuBLASLt descriptors (creating and querying descriptors, layouts
-  and preferences is host-only work that cuBLASLt does without a GPU), and makes handles, device
-  facts and the default stream available without a driver.
+* :func:`install`: installs the device side of the shared fake GPU (``tests/fake_gpu.py``), then
+  routes cuBLASLt's heuristic, algorithm-check and matmul entry points to numpy emulations that read
+  the real cuBLASLt descriptors (creating and querying descriptors, layouts and preferences is
+  host-only work that cuBLASLt does without a GPU), and makes handles and device facts available
+  without a driver.
 
 The emulated ``cublasLtMatmul`` computes ``epilog(alpha * op(A) op(B) + beta * C)`` per batch from
 the layouts (rows, cols, ld, order, batch count and offset), in float64/complex128, with the A / B
@@ -15,20 +16,19 @@ layout; so tests can compare planner results with numpy.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import math
 from typing import Any
 
 import numpy as np
 
-from nvmath._internal import dtypes, memory, streams
-from nvmath._internal.plan_cache import PlanCache
+import fake_gpu
+from nvmath._internal import dtypes, stateless
 from nvmath._internal.tensors import dispatch
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
-from nvmath._internal.tensors.numpy_adapter import element_strides, host_empty
+from nvmath._internal.tensors.host import element_strides, host_empty
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _handles, _plan
+from nvmath.linalg.advanced import _device, _handles
 
 HEUR = lt.matmul_heuristic_result_dtype
 
@@ -78,9 +78,6 @@ class FakeAdapter(TensorAdapter):
             return self
         raise ValueError("the fake GPU has no host copies")
 
-    def copy_(self, src, stream=None):
-        np.copyto(self.tensor.array, src.tensor.array)
-        return self
 
 
 class FakeHostTensor(FakeTensor):
@@ -282,34 +279,38 @@ def ld_isz(dtype: str) -> int:
     return dtypes.itemsize(dtype)
 
 
-class _HostAllocation:
-    """Workspace memory of the fake GPU: a host buffer."""
-
-    def __init__(self, nbytes: int, **kwargs):
-        self.buffer = np.empty(max(nbytes, 1), dtype=np.uint8)
-        self.ptr, self.size = self.buffer.ctypes.data, nbytes
-
-    def free(self, stream) -> None:
-        self.buffer = None
-
-
 def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
     """Install the fake GPU for one test (undone by ``monkeypatch``); return the :class:`FakeLt`."""
     fake = fake or FakeLt()
+    fake_gpu.install(monkeypatch, packages=("fake", "fakehost"))  # the device side: tests/fake_gpu.py
     monkeypatch.setattr(lt, "_p_cublasLtMatmulAlgoGetHeuristic", fake.get_heuristic)
     monkeypatch.setattr(lt, "_p_cublasLtMatmulAlgoCheck", fake.algo_check)
     monkeypatch.setattr(lt, "_p_cublasLtMatmulAlgoGetIds", fake.get_ids)
     monkeypatch.setattr(lt, "_p_cublasLtMatmul", fake.matmul)
-    monkeypatch.setattr(_plan, "HEURISTICS", PlanCache(256))  # no results from another fake
     monkeypatch.setattr(_handles, "get_handle", lambda device_id: 0x1234)
-    info = _handles.DeviceInfo("Fake GPU", (9, 0), 80 << 30)
-    monkeypatch.setattr(_handles, "device_info", lambda device_id: info)
-    monkeypatch.setitem(streams._LIBRARY_STREAMS, 0, streams.StreamHandle(0, 0, "cuda"))
-    monkeypatch.setattr(streams, "stream_ctx", lambda handle: contextlib.nullcontext())  # no driver here
-    monkeypatch.setattr(memory, "allocate", _HostAllocation)  # what Workspace.ensure allocates with
+    info = _device.DeviceInfo("Fake GPU", (9, 0), 80 << 30)
+    monkeypatch.setattr(_device, "device_info", lambda device_id: info)
     monkeypatch.setitem(dispatch._CLASSES, FakeTensor, FakeAdapter)
     monkeypatch.setitem(dispatch._CLASSES, FakeHostTensor, FakeHostAdapter)
     return fake
+
+
+def read_fake(t: FakeTensor) -> tuple:
+    """The raw reader of fake tensors (as ``nvmath._internal.stateless`` reads torch tensors): the
+    same head as :class:`FakeAdapter` / :class:`FakeHostAdapter` give, the address, the tensor."""
+    arr = t.array
+    host = type(t) is FakeHostTensor
+    head = (
+        "fakehost" if host else "fake", "cpu" if host else 0, arr.shape,
+        element_strides(arr.strides, arr.itemsize), dtypes.numpy_dtype_name(arr.dtype), False,
+    )  # fmt: skip
+    return head, arr.__array_interface__["data"][0], t
+
+
+def register_readers(monkeypatch) -> None:
+    """Let the stateless ``matmul`` read fake tensors raw (its hot path), for one test."""
+    monkeypatch.setitem(stateless.READERS, FakeTensor, read_fake)
+    monkeypatch.setitem(stateless.READERS, FakeHostTensor, read_fake)
 
 
 def fake(array) -> FakeTensor:

@@ -151,10 +151,12 @@ def test_dict_equivalence():
 
 def test_default_logger_is_package_logger():
     """logger=None means the 'nvmath.linalg.advanced' logger, never the root logger."""
-    logger = O.get_logger(MatmulOptions().logger)
+    from nvmath._internal.logging import get_logger
+
+    logger = get_logger(O.LOGGER_NAME, MatmulOptions().logger)  # what Matmul does with its options
     assert logger.name == "nvmath.linalg.advanced" and logger is not logging.getLogger()
     mine = logging.getLogger("mine")
-    assert O.get_logger(mine) is mine
+    assert get_logger(O.LOGGER_NAME, mine) is mine
 
 
 @pytest.mark.parametrize(

@@ -225,12 +225,10 @@ def test_tuned_plan_passes_the_log_and_applies_tune(monkeypatch, caplog):
         seen["log"] = log
         return [2, 0, 1], [(1.0, 0.0), (1.2, 0.0), (0.5, 0.0)]
 
-    monkeypatch.setattr(_autotune, "cache_key", lambda mm, plan: None)
+    monkeypatch.setattr(_autotune, "cache_key", lambda spec, plan: None)
     monkeypatch.setattr(_autotune, "tune", fake_tune)
     log = logging.getLogger("test.autotune")
-    mm = SimpleNamespace(
-        _log=log, _runner=lambda plans, handle: (None, []), _spec=SimpleNamespace(device_id=0)
-    )
+    mm = SimpleNamespace(log=log, runner=lambda plans, handle: (None, []), spec=SimpleNamespace(device_id=0))
     plan = SimpleNamespace(algorithms=[object()] * 3)
     with caplog.at_level(logging.INFO, logger="test.autotune"):
         assert _autotune.tuned_plan(mm, plan, None, None, 4) == (plan, [2, 0, 1])
@@ -245,16 +243,14 @@ def test_comparison_margin_property():
 
 def test_tuned_plan_picks_the_formulation_of_the_winner(monkeypatch):
     """Candidates of both formulations are timed together; the winner's plan comes back with its own order."""
-    monkeypatch.setattr(_autotune, "cache_key", lambda mm, plan: None)
+    monkeypatch.setattr(_autotune, "cache_key", lambda spec, plan: None)
     monkeypatch.setattr(
         _autotune,
         "tune",
         lambda run, count, *a: ([3, 0, 4, 1, 2], [(1.0, 0.0)] * 3 + [(0.5, 0.0), (0.9, 0.0)]),
     )
     mm = SimpleNamespace(
-        _log=logging.getLogger("t"),
-        _runner=lambda plans, handle: (None, []),
-        _spec=SimpleNamespace(device_id=0),
+        log=logging.getLogger("t"), runner=lambda plans, handle: (None, []), spec=SimpleNamespace(device_id=0)
     )
     plan, alt = SimpleNamespace(algorithms=[object()] * 3), SimpleNamespace(algorithms=[object()] * 2)
     assert _autotune.tuned_plan(mm, plan, alt, None, 4) == (alt, [0, 1])
@@ -272,12 +268,10 @@ def test_tuned_plan_falls_back_when_a_row_order_candidate_fails(monkeypatch):
             raise lt.cuBLASLtError(15)
         return [1, 0, 2], [(1.0, 0.0)] * 3
 
-    monkeypatch.setattr(_autotune, "cache_key", lambda mm, plan: None)
+    monkeypatch.setattr(_autotune, "cache_key", lambda spec, plan: None)
     monkeypatch.setattr(_autotune, "tune", fake_tune)
     mm = SimpleNamespace(
-        _log=logging.getLogger("t"),
-        _runner=lambda plans, handle: (None, []),
-        _spec=SimpleNamespace(device_id=0),
+        log=logging.getLogger("t"), runner=lambda plans, handle: (None, []), spec=SimpleNamespace(device_id=0)
     )
     plan, alt = SimpleNamespace(algorithms=[object()] * 3), SimpleNamespace(algorithms=[object()] * 2)
     assert _autotune.tuned_plan(mm, plan, alt, None, 4) == (plan, [1, 0, 2]) and calls == [5, 3]

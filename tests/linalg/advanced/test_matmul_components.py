@@ -13,7 +13,7 @@ import pytest
 
 import nvmath.linalg.advanced as adv
 from nvmath.bindings import cublasLt as lt
-from nvmath.linalg.advanced import _autotune_cache, _handles, _stateless
+from nvmath.linalg.advanced import _autotune_cache, _device, _stateless
 from nvmath.linalg.advanced._descriptors import LayoutSet, MatmulDesc, MatrixLayout, Preference
 from nvmath.linalg.advanced._traits import MatrixLayout as Layout
 from nvmath.linalg.advanced._traits import get_mm_traits, get_problem
@@ -129,7 +129,7 @@ def test_algorithm_config_key_ignores_non_configuration_bytes(cublaslt):
 
 def test_pointer_alignment():
     """pointer_alignment is the largest power of two dividing the address, capped at 256."""
-    assert [_handles.pointer_alignment(p) for p in (0, 4, 48, 256, 4096, 0x7F00_0000_0010)] == [
+    assert [_device.pointer_alignment(p) for p in (0, 4, 48, 256, 4096, 0x7F00_0000_0010)] == [
         256,
         4,
         16,
@@ -214,29 +214,17 @@ class _FakePlanner:
         type(self).made += 1
         self.serial = type(self).made
         self.freed = False
-        import threading
-
-        self._lock = threading.Lock()
-        self._options = adv.MatmulOptions()
+        self.workspaces = kw["_workspaces"]
+        self.workspace_lock = None
 
     def plan(self, **kw):
         self.plan_kwargs = kw
 
-    def _share_workspace(self, workspace, lock):
-        self._lock = lock
-
     @property
-    def _spec(self):
-        return type("S", (), {"device_id": 0})()
-
-    @property
-    def _slots(self):
-        return {"a": type("Slot", (), {"device": type("D", (), {"package": "torch"})()})()}
-
-    def _usable(self):
+    def is_planned(self):
         return not self.freed
 
-    def _run_stateless(self, ops, alpha, beta, stream, extras):
+    def run_cached(self, a, b, c, ptrs, alpha, beta, stream, extras=None):
         return self.serial
 
     def free(self):
@@ -247,7 +235,7 @@ def test_stateless_cache_logic_with_a_fake_planner(monkeypatch, cublaslt):
     """Hits reuse the plan, misses build one planned with limit=1, eviction frees, disabling frees at once."""
     from nvmath._internal.tensors import dispatch
 
-    monkeypatch.setattr(_stateless, "_PLANNER", _FakePlanner)
+    monkeypatch.setattr(_stateless, "Matmul", _FakePlanner)
     monkeypatch.setitem(dispatch._CLASSES, _Op, None)
     monkeypatch.setattr(_stateless, "wrap", lambda x, name=None: x)
     _FakePlanner.made = 0
@@ -256,7 +244,8 @@ def test_stateless_cache_logic_with_a_fake_planner(monkeypatch, cublaslt):
     a, b = _Op((4, 3), (3, 1)), _Op((3, 5), (5, 1))
     assert [_stateless.matmul(a, b) for _ in range(3)] == [1, 1, 1]
     assert cache.stats.hits == 2 and cache.stats.misses == 1
-    first = cache.get(next(iter(cache.keys())))
+    first = cache.get(next(iter(cache.keys()))).planner
+    assert first.workspaces is _stateless.workspaces
     assert first.plan_kwargs["preferences"].limit == 1
     _stateless.matmul(_Op((4, 3), (1, 4)), b)
     _stateless.matmul(_Op((4, 3), (3, 1), ptr=4100), b)

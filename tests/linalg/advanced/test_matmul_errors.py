@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import nvmath.linalg.advanced as adv
+from nvmath._internal import caches
 from nvmath._errors import InvalidMatmulState
 from nvmath.linalg.advanced import MatmulEpilog as E
 
@@ -133,7 +134,7 @@ def lt(monkeypatch):
     """The fake GPU (cuBLASLt calls are recorded)."""
     fake = F.install(monkeypatch)
     yield fake
-    adv.plan_cache.clear()
+    caches.clear_all()
 
 
 def _mm():
@@ -283,3 +284,27 @@ def test_stateless_arguments_are_checked_before_anything_is_loaded():
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=root, env={"PYTHONPATH": str(root)}
     )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("package", ["numpy", "torch"])
+def test_without_a_gpu_the_error_says_this_api_needs_one_and_where_to_go(package, monkeypatch, request):
+    """Without a usable driver, numpy / torch-CPU operands get an error naming the GPU requirement and
+    nvmath.linalg.matmul's CPU execution, not only "the CUDA driver could not be loaded"."""
+    from nvmath._errors import LibraryNotFoundError
+    from nvmath.linalg.advanced import _device
+
+    def no_driver(device_id):
+        raise LibraryNotFoundError("the CUDA driver could not be loaded: libcuda.so not found")
+
+    monkeypatch.setattr(_device, "device_info", no_driver)
+    adv.plan_cache.clear()  # on a GPU machine a cached plan of these shapes would skip the device query
+    a, b = np.ones((7, 3)), np.ones((3, 11))
+    if package == "torch":
+        torch = request.getfixturevalue("torch")
+        a, b = torch.from_numpy(a), torch.from_numpy(b)
+    for call in (lambda: adv.Matmul(a, b), lambda: adv.matmul(a, b)):
+        with pytest.raises(LibraryNotFoundError) as info:
+            call()
+        message = str(info.value)
+        assert "runs on an NVIDIA GPU" in message and "nvmath.linalg.matmul" in message
+        assert "execution='cpu'" in message and "libcuda.so not found" in message

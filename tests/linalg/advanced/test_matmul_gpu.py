@@ -478,6 +478,28 @@ def test_stateless_cache_hits(torch):
     assert stats.size == 1 and stats.hits >= 4
 
 
+def test_stateless_plans_share_one_workspace_and_raw_keys_find_adapter_plans(torch):
+    """Cached plans of two problems share the one workspace of the device (given at construction, its
+    lock is their entries' lock); a call with wrapped operands finds the plan a raw call made."""
+    from nvmath._internal.tensors import wrap
+    from nvmath.linalg.advanced import _stateless
+
+    adv.plan_cache.clear()
+    a, b = rand(torch, (64, 32), "float32"), rand(torch, (32, 48), "float32", seed=1)
+    c, d = rand(torch, (16, 16), "float32", seed=2), rand(torch, (16, 8), "float32", seed=3)
+    assert rel_err(torch, adv.matmul(a, b), ref(torch, a) @ ref(torch, b)) < 1e-5
+    assert rel_err(torch, adv.matmul(c, d), ref(torch, c) @ ref(torch, d)) < 1e-5
+    entries = [adv.plan_cache.get(k) for k in adv.plan_cache.keys()]
+    assert len(entries) == 2 and entries[0].lock is entries[1].lock is not None
+    assert len(_stateless.workspaces) == 1
+    before = adv.plan_cache.stats
+    assert rel_err(torch, adv.matmul(wrap(a), wrap(b)), ref(torch, a) @ ref(torch, b)) < 1e-5
+    after = adv.plan_cache.stats
+    assert (after.hits - before.hits, after.size) == (1, 2)
+    adv.plan_cache.clear()
+    assert len(_stateless.workspaces) == 0
+
+
 @pytest.mark.slow
 def test_create_execute_free_does_not_leak(torch):
     """1,000 create/plan/execute/free cycles leave no device memory behind."""

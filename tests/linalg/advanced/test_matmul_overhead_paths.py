@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import nvmath.linalg.advanced as adv
+from nvmath._internal import caches
 from nvmath.linalg.advanced import _stateless
 
 _spec = importlib.util.spec_from_file_location(
@@ -21,22 +22,13 @@ F = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(F)
 
 
-def _fake_key(t):
-    """Like ``_stateless._torch_key`` for the fake GPU tensors: key part and address, no adapter."""
-    arr = t.array
-    ptr = arr.__array_interface__["data"][0]
-    cuda = type(t) is F.FakeTensor
-    return (arr.shape, arr.strides, arr.dtype.str, cuda, min(ptr & -ptr, 256) if cuda else 0), ptr
-
-
 @pytest.fixture
 def lt(monkeypatch):
     fake = F.install(monkeypatch)
-    monkeypatch.setitem(_stateless._RAW_KEYS, F.FakeTensor, _fake_key)
-    monkeypatch.setitem(_stateless._RAW_KEYS, F.FakeHostTensor, _fake_key)
+    F.register_readers(monkeypatch)
     adv.plan_cache.clear()
     yield fake
-    adv.plan_cache.clear()
+    caches.clear_all()
 
 
 def _aligned(x):

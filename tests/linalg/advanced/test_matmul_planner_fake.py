@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nvmath.linalg.advanced as adv
+from nvmath._internal import caches
 from nvmath._errors import InvalidMatmulState
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced import _plan
@@ -34,7 +35,7 @@ def lt(monkeypatch):
     """The fake GPU, installed for one test; the plan cache is emptied afterwards."""
     fake = F.install(monkeypatch)
     yield fake
-    adv.plan_cache.clear()
+    caches.clear_all()
 
 
 def _aligned(x):
@@ -364,7 +365,7 @@ def test_autotune_with_cached_winner(lt, rng, tmp_path, monkeypatch):
     a, b = _rand(rng, (4, 4)), _rand(rng, (4, 4))
     with adv.Matmul(F.fake(a), F.fake(b)) as mm:
         algs = mm.plan()
-        cache.store(adv._autotune.cache_key(mm, mm._plan), algs[2].to_bytes(), median_ms=1.0)
+        cache.store(adv._autotune.cache_key(mm._spec, mm._plan), algs[2].to_bytes(), median_ms=1.0)
         mm.autotune(iterations=3)
         assert mm.algorithms[0].to_bytes()[:64] == algs[2].to_bytes()[:64]
         mm.execute()
@@ -454,10 +455,10 @@ def test_host_inplace_updates_the_callers_c(lt, rng):
 
 def test_capturing_stream_gets_a_handle_without_driver_queries(monkeypatch):
     """A stream that captures a CUDA graph gets a handle built without querying the driver."""
-    from nvmath.linalg.advanced import _handles
+    from nvmath.linalg.advanced import _streams
 
-    monkeypatch.setattr(_handles, "is_capturing", lambda ptr: True)
-    handle = _handles.stream_for(0xABC0, 0, "torch")
+    monkeypatch.setattr(_streams, "is_capturing", lambda ptr: True)
+    handle = _streams.stream_for(0xABC0, 0, "torch")
     assert (handle.ptr, handle.device_id, handle.ctx) == (0xABC0, 0, None)
 
 
@@ -613,6 +614,13 @@ def test_autotune_tries_only_the_default_formulation(lt, rng, monkeypatch, case)
 
 
 # ----------------------------------------------------------------------------- wide-workspace candidates
+@pytest.fixture(autouse=True)
+def _clear_caches_after():
+    """Tests that install the fake GPU themselves (``_wide_fake``) leave no fake plan or memo behind."""
+    yield
+    caches.clear_all()
+
+
 def _wide_fake(monkeypatch):
     """The fake GPU whose heuristic offers one more algorithm (marker 200, 48 MiB) above a 32 MiB cap."""
     return F.install(monkeypatch, F.FakeLt(wide=1))

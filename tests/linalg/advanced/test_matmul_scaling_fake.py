@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 import nvmath.linalg.advanced as adv
+from nvmath._internal import caches
 from nvmath._internal.dtypes import CudaDataType
-from nvmath.linalg.advanced import _handles
+from nvmath.linalg.advanced import _device
 
 _spec = importlib.util.spec_from_file_location(
     "matmul_fakes", pathlib.Path(__file__).with_name("matmul_fakes.py")
@@ -53,7 +54,7 @@ def lt(monkeypatch):
     """The fake GPU, installed for one test; the plan cache is emptied afterwards."""
     fake = F.install(monkeypatch)
     yield fake
-    adv.plan_cache.clear()
+    caches.clear_all()
 
 
 def laid_out(values, strides):
@@ -260,7 +261,7 @@ def test_old_device_is_rejected_before_copies(lt, rng, monkeypatch):
     """On compute capability 8.9 the planner names the device's capability (no scale is copied)."""
     a, b = fp8_operands(rng)
     _, tensors = scales_for(rng, ("vec", "blk"))
-    monkeypatch.setattr(_handles, "device_info", lambda d: _handles.DeviceInfo("Ada", (8, 9), 24 << 30))
+    monkeypatch.setattr(_device, "device_info", lambda d: _device.DeviceInfo("Ada", (8, 9), 24 << 30))
     qs = {n: F.fake(t) for n, t in tensors.items()}
     with pytest.raises(ValueError, match=r"compute capability >= 9.0 \(Hopper\); this device has 8.9"):
         adv.Matmul(F.fake(a), F.fake(b), quantization_scales=qs, options=F32_RESULT)
@@ -272,16 +273,6 @@ def _host_case(rng, **kw):
     a, b = fp8_operands(rng)
     scales = kw.pop("scales")
     return lambda: adv.Matmul(a, b, quantization_scales=scales, **kw)
-
-
-class _TorchOnes:
-    """A torch tensor of ones made when the case runs: collecting the module must not need torch."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def make(self):
-        return pytest.importorskip("torch").ones(self.n)
 
 
 @pytest.mark.parametrize(
@@ -296,17 +287,21 @@ class _TorchOnes:
          "float32 tensor; got dtype float64"),
         ({"a": np.ones(M, np.float32), "b": np.ones(N, np.float32)}, {**F32_RESULT, "block_scaling": True},
          ValueError, "block_scaling=True"),
-        ({"a": np.ones(M, np.float32), "b": _TorchOnes(N)}, F32_RESULT, TypeError,
-         "torch tensor but the operands are numpy"),
         ({"a": np.ones(M, np.float32), "b": np.ones(N, np.float32), "d": np.ones(2, np.float32)},
          {"result_type": CudaDataType.CUDA_R_8F_E4M3}, ValueError, "scale 'd' must be a number"),
     ],
 )  # fmt: skip
 def test_constructor_errors_before_gpu_work(rng, scales, kw, exc, match):
     """Bad scales raise typed errors naming the value (on a machine without a GPU)."""
-    scales = {k: v.make() if isinstance(v, _TorchOnes) else v for k, v in scales.items()}
     with pytest.raises(exc, match=match):
         _host_case(rng, scales=scales, options=kw)()
+
+
+def test_scale_of_another_package_is_refused(rng, torch):
+    """A torch scale for numpy operands raises TypeError naming both packages (torch imported only here)."""
+    scales = {"a": np.ones(M, np.float32), "b": torch.ones(N)}
+    with pytest.raises(TypeError, match="torch tensor but the operands are numpy"):
+        _host_case(rng, scales=scales, options=F32_RESULT)()
 
 
 def test_batched_problem_is_rejected(rng):

@@ -150,7 +150,7 @@ def test_plan_cache_reuses_and_releases_operands():
     stats = S.solver_plan_cache.stats
     assert stats.misses == before.misses + 1 and stats.hits == before.hits + 1
     key = next(iter(S.solver_plan_cache._entries))
-    plan = S.solver_plan_cache.get(key)
+    plan = S.solver_plan_cache.get(key).planner
     assert plan._operands == {} and plan._lifecycle.operands_released
 
 
