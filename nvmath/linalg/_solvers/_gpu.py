@@ -239,7 +239,7 @@ class GpuContext:
             package=self.package,
             allocator=self.allocator,
         )
-        self._closers.append(lambda: allocation.free(self.stream))
+        self._closers.append(lambda: allocation.free(self.release_stream()))
         return allocation.ptr
 
     def host(self, nbytes: int) -> np.ndarray:
@@ -347,6 +347,24 @@ class GpuContext:
         """Wait for everything queued on the current stream."""
         streams.synchronize(self.stream)
 
+    # ------------------------------------------------------------------ streams that can vanish
+    # A plan outlives the calls that used it: the caller may destroy their stream (a raw int, a
+    # cuda.core stream, an external one) while the plan stays cached. Touching it afterwards (the
+    # wait of :meth:`use_stream`, the sync and frees of :meth:`close`) is undefined behaviour, a
+    # crash at worst. ``nvmath._internal.streams`` marks such streams ``mortal`` and records a done
+    # event after our work on them (``mark_done``); later waits use that event, late releases go to
+    # a stream that survives (``survivor``). Both are no-ops for streams that cannot vanish.
+    def mark_done(self) -> None:
+        """Record, on a mortal stream, the event later calls wait on instead of the stream (end of a call)."""
+        mark = getattr(streams, "mark_done", None)
+        if mark is not None and getattr(self.stream, "mortal", False):
+            mark(self.stream)
+
+    def release_stream(self) -> StreamHandle:
+        """The stream to order releases on: the current one, or a survivor of a mortal one."""
+        survivor = getattr(streams, "survivor", None)
+        return self.stream if survivor is None else survivor(self.stream)
+
     # ------------------------------------------------------------------ release
     def defer(self, closer: Callable[[], Any]) -> None:
         """Run ``closer`` at :meth:`close` (library objects such as ``syevjInfo_t``)."""
@@ -358,7 +376,7 @@ class GpuContext:
             return
         self.closed = True
         try:
-            self.synchronize()
+            streams.synchronize(self.release_stream())  # never a destroyed stream
         except Exception as exc:  # noqa: BLE001 - cleanup failures warn
             warnings.warn(
                 f"dense solver: synchronizing before release failed: {exc}", RuntimeWarning, stacklevel=2
