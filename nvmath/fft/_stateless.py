@@ -35,6 +35,7 @@ from nvmath.fft._callbacks import as_device_callable
 from nvmath.fft._options import FFTDirection, FFTOptions
 from nvmath.fft._planner import FFT
 from nvmath.fft._traits import normalize_axes
+from nvmath.fft._validation import check_inverse
 from nvmath.fft._validation import check_kind as _check_kind
 
 __all__ = ["DEFAULT_CACHE_SIZE", "fft", "ifft", "irfft", "plan_cache", "rfft"]
@@ -230,6 +231,7 @@ def ifft(
     /,
     *,
     axes: Any = None,
+    direction: Any = FFTDirection.INVERSE,
     options: Any = None,
     execution: Any = None,
     prolog: Any = None,
@@ -239,11 +241,13 @@ def ifft(
 ) -> Any:
     """N-D inverse complex-to-complex FFT, unnormalized: ``ifft(fft(x)) == N * x``.
 
-    Arguments as for :func:`fft`, without ``direction`` (as in nvmath-python: an inverse transform
-    has no direction to choose; ``ifft(x, direction=...)`` is a ``TypeError``).
+    Arguments as for :func:`fft`; ``direction`` is accepted for nvmath-python compatibility but must
+    be INVERSE (a forward direction is a ``ValueError``, never a forward transform named ifft).
     """
+    if direction is not FFTDirection.INVERSE:
+        direction = check_inverse(direction)
     return _transform(
-        operand, axes=axes, direction=FFTDirection.INVERSE, options=options, execution=execution, prolog=prolog,
+        operand, axes=axes, direction=direction, options=options, execution=execution, prolog=prolog,
         epilog=epilog, stream=stream, fft_type=None, check_dtype=check_dtype, function="ifft",
     )  # fmt: skip
 

@@ -165,7 +165,9 @@ CASES = [
     ("check_dtype banana on real", lambda: nf.fft(R, check_dtype="banana"), ValueError, "check_dtype='banana'"),
     ("check_dtype banana on complex", lambda: nf.fft(C, check_dtype="banana"), ValueError, "'banana'"),
     ("check_dtype of ifft", lambda: nf.ifft(C, check_dtype=1), ValueError, "check_dtype=1"),
-    ("ifft has no direction", lambda: nf.ifft(C, direction="forward"), TypeError, "direction"),
+    ("ifft forward direction", lambda: nf.ifft(C, direction="forward"), ValueError, "inverse transform"),
+    ("ifft FORWARD enum", lambda: nf.ifft(C, direction=nf.FFTDirection.FORWARD), ValueError, "call fft"),
+    ("ifft -1 direction", lambda: nf.ifft(C, direction=-1), ValueError, "direction=-1"),
     (
         "read-only operand in place",
         lambda: FFT(_read_only(C), options={"inplace": True}),
