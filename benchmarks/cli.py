@@ -16,7 +16,7 @@ from benchmarks.runner import plan_runs, run_cases
 
 __all__ = ["DEFAULT_LIBS", "best_of_rounds", "build_parser", "main", "parse_args"]
 
-DEFAULT_LIBS = ("nvmath", "torch", "cupy", "cuda.core", "nvmath-python")
+DEFAULT_LIBS = ("nvmath", "torch", "cupy", "cuda.core", "nvmath-python", "numpy")
 RESULTS_BASE = Path(__file__).resolve().parent / "results"
 
 

@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 OURS = "nvmath"
-LIBRARIES: tuple[str, ...] = ("nvmath", "torch", "cupy", "cuda.core", "nvmath-python", "python")
+LIBRARIES: tuple[str, ...] = ("nvmath", "torch", "cupy", "cuda.core", "nvmath-python", "numpy", "python")
 """Every library name a case may have a setup for, in table order."""
 SUBPROCESS_LIBRARIES = frozenset({"nvmath-python"})
 """Libraries that run in their own process (they share the import name ``nvmath``)."""

@@ -59,7 +59,7 @@ def results_dir(base: Path, gpu_name: str | None, day: _dt.date | None = None) -
 
 def library_versions(libs: Sequence[str]) -> dict[str, str]:
     """Versions of the libraries already imported in this process (never imports one)."""
-    modules = {"nvmath": "nvmath", "torch": "torch", "cupy": "cupy", "cuda.core": "cuda.core"}
+    modules = {lib: lib for lib in ("nvmath", "torch", "cupy", "cuda.core", "numpy")}
     versions = {}
     for lib in libs:
         module = sys.modules.get(modules.get(lib, ""))

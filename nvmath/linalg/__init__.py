@@ -1,4 +1,5 @@
-"""Linear algebra: matrix multiplication on cuBLASLt (:mod:`nvmath.linalg.advanced`) and dense solvers
+"""Linear algebra: the generic matrix multiplication (``matmul`` / ``Matmul`` with qualifiers, on cuBLAS or
+the CPU BLAS, :mod:`nvmath.linalg.generic`), matrix multiplication on cuBLASLt (:mod:`nvmath.linalg.advanced`) and dense solvers
 (``DirectSolver`` / ``direct_solver`` as in nvmath-python 1.0, plus Cholesky, LU, QR, eigh, SVD,
 least squares, inverse and solve on cuSOLVER / cuBLAS, or LAPACK for host operands).
 
@@ -10,16 +11,43 @@ from __future__ import annotations
 
 from nvmath._errors import InvalidDirectSolverState, InvalidMatmulState, InvalidSolverState, LinAlgError
 from nvmath._internal.execution import ExecutionCPU, ExecutionCUDA
-from nvmath.linalg import _solvers, advanced
+from nvmath.linalg import _solvers, advanced, generic
 from nvmath.linalg._solvers import *  # the solvers' public names, listed once (in _solvers.__all__)
+from nvmath.linalg.generic import (
+    DiagonalMatrixQualifier,
+    DiagType,
+    FillMode,
+    GeneralMatrixQualifier,
+    HermitianMatrixQualifier,
+    Matmul,
+    MatmulOptions,
+    SideMode,
+    SymmetricMatrixQualifier,
+    TriangularMatrixQualifier,
+    matmul,
+    matrix_qualifiers_dtype,
+)
 
 __all__ = [
+    "DiagType",
+    "DiagonalMatrixQualifier",
     "ExecutionCPU",
     "ExecutionCUDA",
+    "FillMode",
+    "GeneralMatrixQualifier",
+    "HermitianMatrixQualifier",
     "InvalidDirectSolverState",
     "InvalidMatmulState",
     "InvalidSolverState",
     "LinAlgError",
+    "Matmul",
+    "MatmulOptions",
+    "SideMode",
+    "SymmetricMatrixQualifier",
+    "TriangularMatrixQualifier",
     "advanced",
+    "generic",
+    "matmul",
+    "matrix_qualifiers_dtype",
 ]
 __all__ += _solvers.__all__

@@ -25,6 +25,7 @@ from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, require
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap, wrap_operands
 from nvmath._internal.tensors.copy import copy_into
+from nvmath._internal.torch_bridge import execute_wants_torch, route
 from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _autotune, _handles, _streams
 from nvmath.linalg.advanced._algorithm import Algorithm
@@ -290,6 +291,8 @@ class Matmul(FreedOnExit):
             release_workspace: free the workspace after the call (stream-ordered).
             stream: the stream to run on (default: the operands' package's current stream).
         """
+        if execute_wants_torch(self):  # torch operands that require grad: nvmath.torch builds the graph
+            return route("advanced.execute", self, algorithm=algorithm, release_workspace=release_workspace, stream=stream)
         handle = self._last_stream
         raw = self._raw_stream
         if stream is None and raw is not None and handle is not None and handle.ptr == raw(self._device_id):

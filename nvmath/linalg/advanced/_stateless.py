@@ -31,6 +31,7 @@ from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.state import freed_on_error
 from nvmath._internal.stateless import READERS, CachedPlan, Read, adapter_head, call_cached, reader_for
 from nvmath._internal.tensors import TensorAdapter, check_consistent, wrap
+from nvmath._internal.torch_bridge import route, wants_torch
 from nvmath.linalg.advanced import _handles
 from nvmath.linalg.advanced._algorithm import Algorithm
 from nvmath.linalg.advanced._options import MatmulOptions, MatmulPlanPreferences, MatmulQuantizationScales
@@ -214,6 +215,10 @@ def matmul(
         The result in the operands' package and on their device, or ``(result, aux_dict)`` when the
         epilog (or ``result_amax``) produces aux outputs.
     """
+    if wants_torch(a, b, c, epilog_inputs):  # autograd or torch.compile: nvmath.torch builds the graph
+        return route("advanced.matmul", a, b, c, alpha=alpha, beta=beta, epilog=epilog, epilog_inputs=epilog_inputs,
+                     qualifiers=qualifiers, quantization_scales=quantization_scales, options=options,
+                     preferences=preferences, algorithm=algorithm, stream=stream)  # fmt: skip
     if c is None and beta is not None:
         warnings.warn(f"beta={beta!r} is ignored because c is not given", UserWarning, stacklevel=2)
         beta = None

@@ -1,0 +1,80 @@
+"""The one cheap question a planner asks before running: does this call belong to :mod:`nvmath.torch`?
+
+A call belongs there when a torch operand requires grad (with grad mode on) or when ``torch.compile``
+is tracing it; :mod:`nvmath.torch` then builds the autograd graph or emits its custom op. The check
+never imports torch: without torch loaded it is one dict lookup.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+__all__ = ["execute_wants_torch", "route", "wants_torch"]
+
+_modules = sys.modules
+
+
+def wants_torch(a: Any, b: Any, c: Any = None, inputs: Any = None) -> bool:
+    """Whether a call on ``a``, ``b``, ``c`` and ``inputs`` (``None``, a dict of tensors, or sequences of
+    operands) needs nvmath.torch: a torch tensor requires grad with grad mode on, or torch.compile traces.
+
+    The common cases cost a few attribute reads (numpy operands: two ``isinstance`` checks).
+    """
+    torch = _modules.get("torch")
+    if torch is None:
+        return False
+    tensor = torch.Tensor
+    a_is, b_is = isinstance(a, tensor), isinstance(b, tensor)
+    if a_is or b_is:
+        if (a_is and a.requires_grad) or (b_is and b.requires_grad):
+            return torch.is_grad_enabled() or torch.compiler.is_compiling()
+        if c is None and inputs is None:
+            return torch.compiler.is_compiling()
+    elif c is None and inputs is None and not isinstance(a, (list, tuple)):
+        return False
+    return _any_torch(torch, (a, b, c, inputs))
+
+
+def _any_torch(torch: Any, objs: Any) -> bool:
+    """:func:`wants_torch` for the general case (``c``, epilog inputs, explicit batches)."""
+    found = grad = False
+    stack = list(objs)
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, torch.Tensor):
+            found = True
+            grad = grad or obj.requires_grad
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
+    if not found:
+        return False
+    return (grad and torch.is_grad_enabled()) or torch.compiler.is_compiling()
+
+
+def route(api: str, *args: Any, **kwargs: Any) -> Any:
+    """Run ``api`` (``"advanced.matmul"``, ``"advanced.execute"``, ``"generic.matmul"``) in nvmath.torch."""
+    from nvmath.torch import _dispatch
+
+    return _dispatch.ROUTES[api](*args, **kwargs)
+
+
+def execute_wants_torch(planner: Any) -> bool:
+    """Whether a planner's operands (torch tensors) require grad with grad mode on (for ``execute``)."""
+    torch = _modules.get("torch")
+    if torch is None or not torch.is_grad_enabled():
+        return False
+    tensor = torch.Tensor
+    for slot in planner._slots.values():
+        t = getattr(slot.user, "tensor", None)
+        if isinstance(t, tensor) and t.requires_grad:
+            return True
+    plan = planner._plan
+    if plan is not None and plan.epilog_slots:
+        for slot in plan.epilog_slots.values():
+            t = getattr(slot.user, "tensor", None)
+            if isinstance(t, tensor) and t.requires_grad:
+                return True
+    return False

@@ -1,0 +1,435 @@
+"""GPU execution of one generic matmul problem on cuBLAS: a small program per routine family.
+
+A program is built once from the :class:`~nvmath.linalg.generic._traits.Traits` (every integer
+argument precomputed) and launched with the call's pointers, scalars and stream. The routine family
+is chosen by a table (:data:`PROGRAMS`):
+
+==========  ===============================================================================
+``gemm``    ``cublasGemmEx`` / ``cublasGemmStridedBatchedEx`` (one launch per strided run)
+``symm``    ``cublas<t>symm`` per matrix; from :data:`MIRROR_MIN` rows on, the stored triangle is
+            mirrored into a scratch matrix and multiplied with ``GemmEx`` (faster on Hopper)
+``hemm``    ``cublas<t>hemm`` per matrix (same size rule, mirroring with conjugation)
+``trmm``    ``cublas<t>trmm`` per matrix (out of place); with ``c``, ``geam`` adds ``beta * c``; from
+            :data:`TRMM_GEMM_MIN` rows on, the zero-filled triangle in scratch and ``GemmEx``
+``dgmm``    ``cublas<t>dgmm`` per matrix; ``geam`` applies ``alpha`` and ``beta * c``
+==========  ===============================================================================
+
+Compute types (:data:`TYPES`): float16 / bfloat16 / float32 / complex64 accumulate in float32
+(``CUBLAS_COMPUTE_32F``), float64 / complex128 in float64; float32 never uses TF32.
+
+Handles: one cuBLAS handle per (thread, device), created on first use; every launch sets the stream
+and the workspace (memory from the package allocator, :data:`WORKSPACE_BYTES`) first, so two
+planners sharing a thread's handle never see each other's workspace.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import warnings
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from nvmath._internal import devices
+from nvmath.bindings import cublas
+from nvmath.bindings.cublas import ComputeType, CudaDataType, Operation
+from nvmath.linalg.generic._batching import batch_plan
+from nvmath.linalg.generic._traits import Layout, Traits
+
+__all__ = [
+    "MIRROR_MIN",
+    "PROGRAMS",
+    "TYPES",
+    "WORKSPACE_BYTES",
+    "GpuProgram",
+    "TypeInfo",
+    "bind",
+    "get_handle",
+    "make_program",
+]
+
+logger = logging.getLogger(__name__)
+
+MIRROR_MIN = 1024
+"""symm / hemm with a structured matrix of at least this many rows mirror its stored triangle into a
+scratch matrix and run GEMM instead (measured on H200: cuBLAS ssymm 4096 x 1024 takes twice as long
+as sgemm; the mirror pass costs one read and one write of the matrix). Smaller ones run symm/hemm."""
+
+TRMM_GEMM_MIN = 1024
+"""trmm with a triangular matrix of at least this many rows zero-fills the other triangle into a
+scratch matrix and runs GEMM instead (the same rule as :data:`MIRROR_MIN`; the benchmark suite's
+``trmm-*-native`` row measures cuBLAS trmm for comparison). Smaller ones run trmm."""
+
+WORKSPACE_BYTES = 32 * 1024 * 1024
+"""The cuBLAS workspace (the vendor's recommendation for Hopper and Blackwell)."""
+
+
+class TypeInfo(NamedTuple):
+    """cuBLAS types of one dtype."""
+
+    data: int
+    compute: int
+    scale: Any
+    """numpy dtype of alpha / beta."""
+    prefix: str
+    """BLAS letter (``""`` where cuBLAS has no typed routine)."""
+
+
+TYPES = {
+    "float16": TypeInfo(CudaDataType.R_16F, ComputeType.COMPUTE_32F, np.float32, ""),
+    "bfloat16": TypeInfo(CudaDataType.R_16BF, ComputeType.COMPUTE_32F, np.float32, ""),
+    "float32": TypeInfo(CudaDataType.R_32F, ComputeType.COMPUTE_32F, np.float32, "s"),
+    "float64": TypeInfo(CudaDataType.R_64F, ComputeType.COMPUTE_64F, np.float64, "d"),
+    "complex64": TypeInfo(CudaDataType.C_32F, ComputeType.COMPUTE_32F, np.complex64, "c"),
+    "complex128": TypeInfo(CudaDataType.C_64F, ComputeType.COMPUTE_64F, np.complex128, "z"),
+}
+"""dtype -> cuBLAS data type, compute type, scalar type and routine prefix."""
+
+_ALGO = -1  # CUBLAS_GEMM_DEFAULT
+_LOCAL = threading.local()
+_BOUND: dict[int, tuple[int, int, int]] = {}  # handle -> (stream, workspace, bytes) it is bound to
+
+
+class _ThreadHandles:
+    """This thread's cuBLAS handles; destroyed with the thread's storage (never at shutdown)."""
+
+    __slots__ = ("handles",)
+
+    def __init__(self) -> None:
+        self.handles: dict[int, int] = {}
+
+    def __del__(self) -> None:
+        if sys.is_finalizing():
+            return
+        handles, self.handles = self.handles, {}
+        for device_id, handle in handles.items():
+            _BOUND.pop(handle, None)
+            try:
+                with devices.device_ctx(device_id):
+                    cublas.destroy(handle)
+            except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
+                warnings.warn(f"destroying a cuBLAS handle failed: {exc}", RuntimeWarning, stacklevel=2)
+
+
+def get_handle(device_id: int) -> int:
+    """This thread's cuBLAS handle on ``device_id`` (created on first use)."""
+    cache = getattr(_LOCAL, "cache", None)
+    if cache is None:
+        cache = _LOCAL.cache = _ThreadHandles()
+    handle = cache.handles.get(device_id)
+    if handle is None:
+        with devices.device_ctx(device_id):
+            handle = cublas.create()
+        cache.handles[device_id] = handle
+        _BOUND.pop(handle, None)  # a new handle may reuse a destroyed one's address
+        logger.debug("created cuBLAS handle %#x for device %d", handle, device_id)
+    return handle
+
+
+class Scalars:
+    """Host alpha / beta (and 1, 0) in the scale type; their addresses are passed to cuBLAS."""
+
+    __slots__ = ("alpha", "beta", "buf", "one", "zero")
+
+    def __init__(self, scale: Any):
+        self.buf = np.zeros(4, dtype=scale)
+        self.buf[2] = 1
+        base, size = self.buf.ctypes.data, self.buf.itemsize
+        self.alpha, self.beta, self.one, self.zero = base, base + size, base + 2 * size, base + 3 * size
+
+    def set(self, alpha: Any, beta: Any) -> None:
+        self.buf[0] = alpha
+        self.buf[1] = beta
+
+
+class GpuProgram:
+    """Base of the routine programs: pointers in, launches on the handle's current stream.
+
+    Attributes:
+        scratch_bytes: device scratch the program needs besides the cuBLAS workspace.
+    """
+
+    scratch_bytes = 0
+
+    def __init__(self, traits: Traits):
+        self.traits = traits
+        self.types = TYPES[traits.dtype]
+        self.itemsize = _ITEMSIZE[traits.dtype]
+        self.scalars = Scalars(self.types.scale)
+        t = traits
+        self.x2 = "a" if t.x1 == "b" else "b"
+        self.l1, self.l2, self.ld = t.layouts[t.x1], t.layouts[self.x2], t.layouts["d"]
+        self.m, self.n, self.k = t.cm
+        self.empty = self.m == 0 or self.n == 0
+
+    def launch(
+        self, handle: int, stream: Any, ptrs: dict[str, int], alpha: Any, beta: Any, has_c: bool, scratch: int
+    ) -> None:
+        """Queue the product on ``stream`` (bound to ``handle``); ``ptrs`` holds ``a``, ``b`` and ``d``
+        (``d`` already holds ``c`` when ``has_c``); ``scratch`` has :attr:`scratch_bytes`."""
+        raise NotImplementedError
+
+
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
+
+
+class GemmProgram(GpuProgram):
+    """``GemmEx`` / ``GemmStridedBatchedEx`` over the collapsed batch."""
+
+    def __init__(self, traits: Traits):
+        super().__init__(traits)
+        t = traits
+        self.plan = batch_plan(
+            t.batch, {"x1": self.l1.batch_strides, "x2": self.l2.batch_strides, "d": self.ld.batch_strides}
+        )
+
+    def launch(self, handle, stream, ptrs, alpha, beta, has_c, scratch):
+        if self.empty:
+            return
+        s = self.scalars
+        s.set(alpha, beta)
+        self.run(handle, ptrs[self.traits.x1], ptrs[self.x2], ptrs["d"], s.alpha, s.beta)
+
+    def run(self, handle: int, p1: int, p2: int, pd: int, alpha: int, beta: int) -> None:
+        """The launches with pointers to matrix 0 and host scalar addresses."""
+        ty, isz, l1, l2, ld = self.types, self.itemsize, self.l1, self.l2, self.ld
+        plan = self.plan
+        for off in plan.offsets:
+            q1, q2, qd = p1 + off["x1"] * isz, p2 + off["x2"] * isz, pd + off["d"] * isz
+            if plan.count == 1:
+                cublas.gemm_ex(
+                    handle,
+                    l1.op,
+                    l2.op,
+                    self.m,
+                    self.n,
+                    self.k,
+                    alpha,
+                    q1,
+                    ty.data,
+                    l1.ld,
+                    q2,
+                    ty.data,
+                    l2.ld,
+                    beta,
+                    qd,
+                    ty.data,
+                    ld.ld,
+                    ty.compute,
+                    _ALGO,
+                )
+            else:
+                st = plan.strides
+                cublas.gemm_strided_batched_ex(
+                    handle,
+                    l1.op,
+                    l2.op,
+                    self.m,
+                    self.n,
+                    self.k,
+                    alpha,
+                    q1,
+                    ty.data,
+                    l1.ld,
+                    st["x1"],
+                    q2,
+                    ty.data,
+                    l2.ld,
+                    st["x2"],
+                    beta,
+                    qd,
+                    ty.data,
+                    ld.ld,
+                    st["d"],
+                    plan.count,
+                    ty.compute,
+                    _ALGO,
+                )
+
+
+class _PerMatrix(GpuProgram):
+    """Structured routines: one launch per matrix of the batch."""
+
+    def __init__(self, traits: Traits):
+        super().__init__(traits)
+        t = traits
+        self.s_name = t.structured
+        self.dense = "b" if t.structured == "a" else "a"
+        self.ls, self.lx = t.layouts[t.structured], t.layouts[self.dense]
+        self.plan = batch_plan(
+            t.batch,
+            {"s": self.ls.batch_strides, "x": self.lx.batch_strides, "d": self.ld.batch_strides},
+            strided=False,
+        )
+        self.fn = getattr(cublas, f"{self.types.prefix}{self._routine()}", None)
+        self.geam = getattr(cublas, f"{self.types.prefix}geam", None)
+
+    def _routine(self) -> str:
+        return self.traits.kind
+
+    def matrices(self, ptrs: dict[str, int]):
+        isz = self.itemsize
+        ps, px, pd = ptrs[self.s_name], ptrs[self.dense], ptrs["d"]
+        for off in self.plan.offsets:
+            yield ps + off["s"] * isz, px + off["x"] * isz, pd + off["d"] * isz
+
+
+class _Expanded:
+    """The GEMM route of a structured operand: expand it into a full scratch matrix, then GemmEx."""
+
+    def __init__(self, program: _PerMatrix, mode: str, op: int):
+        t = program.traits
+        self.ns = t.k if t.structured == "a" else t.n
+        self.mode, self.scratch_bytes = mode, self.ns * self.ns * program.itemsize
+        full = Layout(op, max(self.ns, 1), (), False)
+        self.first = t.x1 == t.structured
+        gemm = GemmProgram.__new__(GemmProgram)
+        GpuProgram.__init__(gemm, t)
+        gemm.l1, gemm.l2 = (full, program.lx) if self.first else (program.lx, full)
+        gemm.plan = batch_plan((), {"x1": (), "x2": (), "d": ()})
+        self.gemm, self.ld_s, self.uplo, self.dtype = gemm, program.ls.ld, t.uplo, t.dtype
+
+    def run(
+        self, handle: int, stream: Any, ps: int, px: int, pd: int, scratch: int, alpha: int, beta: int
+    ) -> None:
+        from nvmath.linalg.generic import _kernels
+
+        _kernels.expand(scratch, ps, self.ns, self.ld_s, self.uplo, self.mode, self.dtype, stream)
+        p1, p2 = (scratch, px) if self.first else (px, scratch)
+        self.gemm.run(handle, p1, p2, pd, alpha, beta)
+
+
+class SymmProgram(_PerMatrix):
+    """symm / hemm, or (from :data:`MIRROR_MIN` rows on) the mirrored triangle and GEMM."""
+
+    def __init__(self, traits: Traits):
+        super().__init__(traits)
+        ns = traits.k if traits.structured == "a" else traits.n
+        self.expanded = (
+            _Expanded(self, "he" if traits.kind == "hemm" else "sy", Operation.N)
+            if ns >= MIRROR_MIN
+            else None
+        )
+        if self.expanded is not None:
+            self.scratch_bytes = self.expanded.scratch_bytes
+
+    def launch(self, handle, stream, ptrs, alpha, beta, has_c, scratch):
+        if self.empty:
+            return
+        s = self.scalars
+        s.set(alpha, beta)
+        t, ex = self.traits, self.expanded
+        for ps, px, pd in self.matrices(ptrs):
+            if ex is not None:
+                ex.run(handle, stream, ps, px, pd, scratch, s.alpha, s.beta)
+            else:
+                lds, ldx, ldd = self.ls.ld, self.lx.ld, self.ld.ld
+                self.fn(handle, t.side, t.uplo, self.m, self.n, s.alpha, ps, lds, px, ldx, s.beta, pd, ldd)
+
+
+class TrmmProgram(_PerMatrix):
+    """trmm (out of place; with ``c`` into scratch, then ``geam`` adds ``beta * c``), or (from
+    :data:`TRMM_GEMM_MIN` rows on) the zero-filled triangle and GEMM."""
+
+    def __init__(self, traits: Traits):
+        super().__init__(traits)
+        ns = traits.k if traits.structured == "a" else traits.n
+        mode = "tru" if traits.diag else "tr"
+        self.expanded = _Expanded(self, mode, self.ls.op) if ns >= TRMM_GEMM_MIN else None
+        self.scratch_bytes = self.expanded.scratch_bytes if self.expanded else self.m * self.n * self.itemsize
+
+    def launch(self, handle, stream, ptrs, alpha, beta, has_c, scratch):
+        if self.empty:
+            return
+        s = self.scalars
+        s.set(alpha, beta)
+        t, m, n, ex = self.traits, self.m, self.n, self.expanded
+        for ps, px, pd in self.matrices(ptrs):
+            if ex is not None:
+                ex.run(handle, stream, ps, px, pd, scratch, s.alpha, s.beta if has_c else s.zero)
+                continue
+            out, ldo = (scratch, max(m, 1)) if has_c else (pd, self.ld.ld)
+            self.fn(
+                handle,
+                t.side,
+                t.uplo,
+                self.ls.op,
+                t.diag,
+                m,
+                n,
+                s.alpha,
+                ps,
+                self.ls.ld,
+                px,
+                self.lx.ld,
+                out,
+                ldo,
+            )
+            if has_c:
+                self.geam(handle, Operation.N, Operation.N, m, n, s.one, out, ldo, s.beta, pd, self.ld.ld, pd,
+                          self.ld.ld)  # fmt: skip
+
+
+class DgmmProgram(_PerMatrix):
+    """dgmm; ``geam`` applies ``alpha`` (when not 1) and adds ``beta * c``."""
+
+    def __init__(self, traits: Traits):
+        super().__init__(traits)
+        self.scratch_bytes = self.m * self.n * self.itemsize
+
+    def launch(self, handle, stream, ptrs, alpha, beta, has_c, scratch):
+        if self.empty:
+            return
+        s = self.scalars
+        s.set(alpha, beta)
+        t, m, n, ldd = self.traits, self.m, self.n, self.ld.ld
+        for ps, px, pd in self.matrices(ptrs):
+            out, ldo = (scratch, max(m, 1)) if has_c else (pd, ldd)
+            self.fn(handle, t.side, m, n, px, self.lx.ld, ps, t.incx, out, ldo)
+            if has_c:
+                self.geam(handle, Operation.N, Operation.N, m, n, s.alpha, out, ldo, s.beta, pd, ldd, pd, ldd)
+            elif alpha != 1:
+                self.geam(handle, Operation.N, Operation.N, m, n, s.alpha, pd, ldd, s.zero, pd, ldd, pd, ldd)
+
+
+PROGRAMS: dict[str, type[GpuProgram]] = {
+    "gemm": GemmProgram,
+    "symm": SymmProgram,
+    "hemm": SymmProgram,
+    "trmm": TrmmProgram,
+    "dgmm": DgmmProgram,
+}
+"""Routine family -> program class."""
+
+
+def make_program(traits: Traits, has_c: bool = True) -> GpuProgram:
+    """The program of ``traits`` (structured kinds need float32/64 or complex64/128); without ``c``,
+    trmm / dgmm write the result directly and need no scratch."""
+    if traits.kind != "gemm" and not TYPES[traits.dtype].prefix:
+        raise ValueError(
+            f"{traits.kind} (a structured qualifier) supports float32, float64, complex64 and complex128; "
+            f"got {traits.dtype}: use a general qualifier for float16 / bfloat16"
+        )
+    program = PROGRAMS[traits.kind](traits)
+    if (
+        not has_c
+        and traits.kind == "dgmm"
+        or (traits.kind == "trmm" and not has_c and program.expanded is None)
+    ):
+        program.scratch_bytes = 0
+    return program
+
+
+def bind(handle: int, stream: Any, workspace: int, workspace_bytes: int) -> None:
+    """Point ``handle`` at ``stream`` and the workspace (before every launch).
+
+    The handles are this module's own, so what each is bound to is remembered and an unchanged binding
+    costs no library call (``cublasSetStream`` resets the workspace, so both are set together).
+    """
+    bound = (stream.ptr, workspace, workspace_bytes)
+    if _BOUND.get(handle) != bound:
+        cublas.set_stream(handle, stream.ptr)
+        cublas.set_workspace(handle, workspace, workspace_bytes)
+        _BOUND[handle] = bound

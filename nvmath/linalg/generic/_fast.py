@@ -1,0 +1,236 @@
+"""Fast entries of a planned single GEMM for the stateless hit path: no adapters, no dictionaries.
+
+The plan-cache key already guarantees that a call's operands are of the planned kind (type, shape,
+strides, dtype, device, conjugation bit), so a cached plan of the common kinds runs the call straight
+from raw attribute reads:
+
+* :func:`cpu_gemm` -- numpy (or torch CPU) operands on the CPU: ``numpy.matmul`` into a new array;
+* :func:`torch_gemm` -- torch CUDA operands: ``torch.empty`` for the result and the precomputed
+  cuBLAS program;
+* :func:`torch_grouped` -- an explicit batch of torch CUDA GEMMs: the results, the pointer arrays and
+  one grouped launch.
+
+Everything else (structured kinds, copies, looped sequences, in place, other packages) goes
+through :meth:`Matmul.execute`'s general path. :func:`fast_entry` picks the entry for a planner.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from nvmath._internal import devices, streams
+from nvmath.bindings import cublas
+
+__all__ = ["GroupedRefused", "cpu_gemm", "fast_entry", "torch_gemm", "torch_grouped"]
+
+_REAL = (int, float)
+
+
+def _checked(alpha: Any, beta: Any, check: Callable[[Any, Any], tuple[Any, Any]]) -> tuple[Any, Any]:
+    if (alpha is None or type(alpha) in _REAL) and (beta is None or type(beta) in _REAL):
+        return (1 if alpha is None else alpha), (0 if beta is None else beta)
+    return check(alpha, beta)
+
+
+def cpu_gemm(problem: Any, check: Callable[[Any, Any], tuple[Any, Any]]) -> Callable[..., Any]:
+    """The entry of a CPU GEMM on numpy / torch-CPU operands (no copies, no threads limit, not in place)."""
+    t = problem.traits
+    shape, dtype = t.result_shape, np.dtype(t.dtype)
+    conj_a, conj_b = problem.kernel_quals[0].conjugate, problem.kernel_quals[1].conjugate
+    torch_out = problem.package == "torch"
+
+    def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
+        alpha, beta = _checked(alpha, beta, check)
+        if torch_out:
+            a, b = a.detach().numpy(), b.detach().numpy()
+            c = None if c is None else c.detach().numpy()
+        a = np.conj(a) if conj_a else a
+        b = np.conj(b) if conj_b else b
+        out = np.empty(shape, dtype)
+        np.matmul(a, b, out=out)
+        if alpha != 1:
+            out *= alpha
+        if c is not None and beta != 0:
+            out += beta * c if beta != 1 else c
+        return sys.modules["torch"].from_numpy(out) if torch_out else out
+
+    return run
+
+
+def torch_gemm(
+    problem: Any,
+    program: Any,
+    device_id: int,
+    blocking: bool,
+    workspace: Callable[[], tuple[Any, Any, Any]],
+    check: Callable[[Any, Any], tuple[Any, Any]],
+) -> Callable[..., Any]:
+    """The entry of a GPU GEMM on torch CUDA operands (not in place).
+
+    ``workspace()`` gives the planner's current ``(workspace, scratch, lock or None)``.
+    """
+    from nvmath.linalg.generic._cublas import WORKSPACE_BYTES, bind, get_handle
+
+    torch = sys.modules["torch"]
+    t = problem.traits
+    dev = device_id
+    device = torch.device("cuda", dev)
+    tdt = getattr(torch, t.dtype)
+    shape, strides = tuple(t.result_shape), tuple(t.result_strides)
+    dense_c = t.order == "row"
+    has_c = problem.has_c
+    launch = program.launch
+
+    def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
+        alpha, beta = _checked(alpha, beta, check)
+        if stream is None:
+            sh = streams.current_stream(dev, "torch")
+            d = (
+                torch.empty(shape, dtype=tdt, device=device)
+                if dense_c
+                else torch.empty_strided(shape, strides, dtype=tdt, device=device)
+            )
+            if has_c:
+                d.copy_(c.detach())
+        else:
+            sh = streams.get_stream(stream, device_id=dev, package="torch")
+            with torch.cuda.stream(streams.native_stream(sh, "torch")):
+                d = torch.empty_strided(shape, strides, dtype=tdt, device=device)
+                if has_c:
+                    d.copy_(c.detach())
+        ptrs = {"a": a.data_ptr(), "b": b.data_ptr(), "d": d.data_ptr()}
+        with devices.device_ctx(dev):
+            ws, _, lock = workspace()
+            if lock is not None:
+                lock.acquire()
+            try:
+                handle = get_handle(dev)
+                bind(handle, sh, ws.ensure(WORKSPACE_BYTES, sh), WORKSPACE_BYTES)
+                launch(handle, sh, ptrs, alpha, beta, has_c, 0)
+            finally:
+                if lock is not None:
+                    lock.release()
+            if blocking:
+                streams.synchronize(sh)
+        return d
+
+    return run
+
+
+class GroupedRefused(Exception):
+    """cuBLAS refused the grouped form for these types: the caller runs the general path (a loop)."""
+
+
+def _spread(value: Any, count: int) -> list[Any]:
+    """A call's operand or scalar argument as one entry per problem (length-1 sequences repeat)."""
+    if isinstance(value, (list, tuple)):
+        return list(value) * count if len(value) == 1 else list(value)
+    return [value] * count
+
+
+def torch_grouped(
+    problems: list[Any],
+    grouped: Any,
+    device_id: int,
+    blocking: bool,
+    workspace: Callable[[], tuple[Any, Any, Any]],
+    check: Callable[[Any, Any], tuple[Any, Any]],
+) -> Callable[..., Any]:
+    """The entry of an explicit batch of torch CUDA GEMMs run as one grouped launch (not in place)."""
+    from nvmath.linalg.generic._cublas import WORKSPACE_BYTES, bind, get_handle
+
+    torch = sys.modules["torch"]
+    dev = device_id
+    device = torch.device("cuda", dev)
+    tdt = getattr(torch, problems[0].traits.dtype)
+    layouts = [(tuple(p.traits.result_shape), tuple(p.traits.result_strides)) for p in problems]
+    count, has_c, need = len(problems), problems[0].has_c, grouped.scratch_bytes
+    launch = grouped.launch
+
+    def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
+        scalars = [_checked(x, y, check) for x, y in zip(_spread(alpha, count), _spread(beta, count))]
+        sh = streams.current_stream(dev, "torch") if stream is None else streams.get_stream(
+            stream, device_id=dev, package="torch")  # fmt: skip
+        with torch.cuda.stream(streams.native_stream(sh, "torch")) if stream is not None else _NULL:
+            ds = [torch.empty_strided(shape, strides, dtype=tdt, device=device) for shape, strides in layouts]
+            if has_c:
+                for d, z in zip(ds, _spread(c, count)):
+                    d.copy_(z.detach())
+        ptrs = [
+            {"a": x.data_ptr(), "b": y.data_ptr(), "d": d.data_ptr()}
+            for x, y, d in zip(_spread(a, count), _spread(b, count), ds)
+        ]
+        with devices.device_ctx(dev):
+            ws, scratch, lock = workspace()
+            if lock is not None:
+                lock.acquire()
+            try:
+                handle = get_handle(dev)
+                bind(handle, sh, ws.ensure(WORKSPACE_BYTES, sh), WORKSPACE_BYTES)
+                alphas, betas = [x for x, _ in scalars], [y for _, y in scalars]
+                launch(handle, sh, ptrs, alphas, betas, has_c, scratch.ensure(need, sh))
+            except cublas.cuBLASError as exc:
+                if exc.status in (cublas.Status.NOT_SUPPORTED, cublas.Status.INVALID_VALUE):
+                    raise GroupedRefused(str(exc)) from exc
+                raise
+            finally:
+                if lock is not None:
+                    lock.release()
+            if blocking:
+                streams.synchronize(sh)
+        return ds
+
+    return run
+
+
+class _Null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NULL = _Null()
+
+
+def fast_entry(
+    problems: list[Any],
+    programs: list[Any],
+    grouped: Any,
+    *,
+    sequence: bool,
+    cpu: bool,
+    inplace: bool,
+    device_id: Any,
+    num_threads: Any,
+    blocking: bool,
+    workspace: Callable[[], tuple[Any, Any, Any]],
+    check: Callable[[Any, Any], tuple[Any, Any]],
+) -> Callable[..., Any] | None:
+    """The fast entry of a planned object, or ``None`` when its calls need the general path."""
+    if inplace or any(p.prep for p in problems) or any(p.ops is None for p in problems):
+        return None
+    if sequence:
+        torch_gpu = all(
+            p.package == "torch" and op.device == "cuda" for p in problems for op in p.ops.values()
+        )
+        if grouped is None or cpu or not torch_gpu:
+            return None
+        return torch_grouped(problems, grouped, device_id, blocking, workspace, check)
+    p = problems[0]
+    if p.prep or p.traits.kind != "gemm" or p.ops is None:
+        return None
+    if cpu:
+        if p.package not in ("numpy", "torch") or num_threads is not None or p.traits.order != "row":
+            return None
+        if any(op.is_conjugate for op in p.ops.values()):
+            return None
+        return cpu_gemm(p, check)
+    if p.package == "torch" and all(op.device == "cuda" for op in p.ops.values()):
+        return torch_gemm(p, programs[0], device_id, blocking, workspace, check)
+    return None

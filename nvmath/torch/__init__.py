@@ -1,0 +1,42 @@
+"""nvmath in PyTorch pipelines: autograd, ``torch.compile`` custom ops, CUDA graphs, fused modules.
+
+Importing this package needs torch (``import nvmath`` never imports it). It registers the
+``torch.ops.nvmath.*`` custom operators and provides:
+
+* :class:`Linear` -- a drop-in ``torch.nn.Linear`` with a fused activation (``None``, ``"relu"``,
+  ``"gelu"`` = tanh approximation), and :class:`MLP`, two of them with the activation's backward
+  fused into a GEMM;
+* :func:`linear`, :func:`mlp` -- their functional forms;
+* :class:`PlannerCache` / :data:`default_cache` / :data:`compiled_cache` -- planned matmuls kept per
+  problem for training loops (eager calls and the custom ops);
+* :class:`CaptureError` -- raised for capture-unsafe work (first-time planning) inside a CUDA graph capture.
+
+Autograd for ``nvmath.linalg.advanced.matmul``, ``Matmul.execute`` and ``nvmath.linalg.matmul`` needs
+no import: those calls route here by themselves when a torch operand requires grad or when
+``torch.compile`` traces them.
+"""
+
+from __future__ import annotations
+
+try:
+    import torch  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without torch
+    raise ImportError("nvmath.torch needs PyTorch (pip install torch)") from exc
+
+from nvmath.torch import _ops  # noqa: F401  (registers torch.ops.nvmath.*)
+from nvmath.torch._capture import CaptureError
+from nvmath.torch._functional import linear, mlp
+from nvmath.torch._modules import MLP, Linear
+from nvmath.torch._planners import CacheStats, PlannerCache, compiled_cache, default_cache
+
+__all__ = [
+    "MLP",
+    "CacheStats",
+    "CaptureError",
+    "Linear",
+    "PlannerCache",
+    "compiled_cache",
+    "default_cache",
+    "linear",
+    "mlp",
+]

@@ -1,0 +1,136 @@
+"""``nvmath.torch.linear`` and ``nvmath.torch.mlp``: the functional forms the modules call.
+
+Eager calls go straight to the autograd functions (or, without grad, to the kernels); under
+``torch.compile`` they become ``torch.ops.nvmath.*`` custom ops. Operands are checked with torch's
+rules (one dtype, one device), naming the tensors, before anything runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from nvmath.torch import _kernels, _ops
+from nvmath.torch._functions import LinearFn, MLPFn
+from nvmath.torch._planners import PlannerCache, default_cache
+from nvmath.torch._rules import check_dtypes
+
+__all__ = ["check_activation", "linear", "mlp"]
+
+
+def check_activation(activation: Any, *, allow_none: bool = True) -> str | None:
+    """Validate an activation name (``None``, ``"relu"`` or ``"gelu"``, the tanh approximation)."""
+    allowed = _kernels.ACTIVATIONS if allow_none else ("relu", "gelu")
+    if activation not in allowed:
+        raise ValueError(f"activation must be one of {allowed}; got {activation!r}")
+    return activation
+
+
+def _check_operands(**tensors: Any) -> None:
+    """torch's rules: tensors, one dtype, one device (messages name the tensors)."""
+    first_name, first = next(iter(tensors.items()))
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
+        if t.dtype != first.dtype:
+            raise RuntimeError(
+                f"expected {name} and {first_name} to have the same dtype, but got: {t.dtype} != {first.dtype}"
+            )
+        if t.device != first.device:
+            raise RuntimeError(
+                f"expected {name} and {first_name} to be on the same device, but got: {t.device} != {first.device}"
+            )
+
+
+def _linear_ok(x: Any, weight: Any, bias: Any) -> bool:
+    """The common case in a few attribute reads: tensors of one dtype and device, matching shapes."""
+    tensor = torch.Tensor
+    if not isinstance(x, tensor) or not isinstance(weight, tensor):
+        return False
+    dtype, device, shape = weight.dtype, weight.device, weight.shape
+    if x.dtype != dtype or x.device != device or len(shape) != 2 or not x.shape or x.shape[-1] != shape[1]:
+        return False
+    return bias is None or (
+        isinstance(bias, tensor) and bias.dtype == dtype and bias.device == device and bias.shape == shape[:1]
+    )
+
+
+def _check_shapes(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, name: str = "weight"
+) -> None:
+    if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1]:
+        raise RuntimeError(
+            f"input of shape {tuple(x.shape)} cannot be multiplied by {name}.T ({name} of shape "
+            f"{tuple(weight.shape)}: (out_features, in_features), in_features must equal input.shape[-1])"
+        )
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise RuntimeError(f"bias must have shape ({weight.shape[0]},); got {tuple(bias.shape)}")
+
+
+def _grad_needed(*tensors: Any) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, activation: str | None = None, *,
+    cache: PlannerCache | None = None,
+) -> torch.Tensor:  # fmt: skip
+    """``activation(x @ weight.T + bias)`` with the bias and activation fused into the matmul.
+
+    Args:
+        x: input, ``(*, in_features)``.
+        weight: ``(out_features, in_features)``, as ``torch.nn.Linear.weight``.
+        bias: ``(out_features,)`` or ``None``.
+        activation: ``None``, ``"relu"`` or ``"gelu"`` (GELU's tanh approximation, i.e.
+            ``torch.nn.functional.gelu(approximate="tanh")``).
+        cache: the :class:`PlannerCache` to plan in (default :data:`default_cache`; under
+            ``torch.compile`` the custom op always uses :data:`compiled_cache`).
+
+    Raises:
+        RuntimeError: mismatched dtypes, devices or shapes (as ``torch.nn.functional.linear``).
+        TypeError: a dtype without autograd (FP8, integers) when a gradient is needed.
+        CaptureError: first use of a shape inside a CUDA graph capture.
+    """
+    check_activation(activation)
+    if torch.compiler.is_compiling():
+        return _ops.linear(x, weight, bias, activation, _grad_needed(x, weight, bias))
+    if not _linear_ok(x, weight, bias):
+        _check_operands(input=x, weight=weight, bias=bias)
+        _check_shapes(x, weight, bias)
+    cache = default_cache if cache is None else cache
+    if _grad_needed(x, weight, bias):
+        check_dtypes(input=x)
+        return LinearFn.apply(x, weight, bias, activation, cache)
+    return _kernels.linear_forward(cache, x, weight, bias, activation, False)[0]
+
+
+def mlp(
+    x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor | None, w2: torch.Tensor, b2: torch.Tensor | None,
+    activation: str = "gelu", *, cache: PlannerCache | None = None,
+) -> torch.Tensor:  # fmt: skip
+    """``fc2(activation(fc1(x)))`` with fc1's bias and activation fused forward and backward.
+
+    The backward computes fc2's input gradient with ``DGELU_BGRAD`` / ``DRELU_BGRAD`` (fc1's saved
+    aux), which yields fc1's pre-activation gradient and bias gradient in the same GEMM, and fc2's
+    bias gradient with ``BGRADB``: no elementwise pass at all.
+
+    Args:
+        x: ``(*, in_features)``; w1 ``(hidden, in_features)``, b1 ``(hidden,)``; w2 ``(out, hidden)``,
+            b2 ``(out,)``.
+        activation: ``"relu"`` or ``"gelu"`` (tanh approximation).
+        cache: as for :func:`linear`.
+    """
+    check_activation(activation, allow_none=False)
+    if torch.compiler.is_compiling():
+        return _ops.mlp(x, w1, b1, w2, b2, activation, _grad_needed(x, w1, b1, w2, b2))
+    _check_operands(input=x, w1=w1, b1=b1, w2=w2, b2=b2)
+    _check_shapes(x, w1, b1, "w1")
+    _check_shapes(x.new_empty((0, w1.shape[0])), w2, b2, "w2")
+    cache = default_cache if cache is None else cache
+    if _grad_needed(x, w1, b1, w2, b2):
+        check_dtypes(input=x)
+        return MLPFn.apply(x, w1, b1, w2, b2, activation, cache)
+    return _kernels.mlp_forward(cache, x, w1, b1, w2, b2, activation, False)[0]

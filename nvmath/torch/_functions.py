@@ -1,0 +1,94 @@
+"""Eager autograd: ``torch.autograd.Function`` subclasses that call nvmath directly (no dispatcher).
+
+Under ``torch.compile`` the same computations run as the custom ops of :mod:`._ops` instead; both
+share the compute of :mod:`._kernels` and :mod:`._grads`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from nvmath.torch import _kernels
+from nvmath.torch._grads import matmul_backward, preactivation_of
+from nvmath.torch._planners import PlannerCache
+
+__all__ = ["LinearFn", "MLPFn", "MatmulFn"]
+
+
+class LinearFn(torch.autograd.Function):
+    """``act(x @ w.T + b)``: fused forward, BGRADB-fused weight/bias gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, w: Any, b: Any, act: str | None, cache: PlannerCache) -> Any:
+        y, aux = _kernels.linear_forward(cache, x, w, b, act, True)
+        ctx.save_for_backward(x, w, y if act == "relu" else None, aux if act == "gelu" else None)
+        ctx.act, ctx.has_bias, ctx.cache = act, b is not None, cache
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, g: Any) -> Any:
+        x, w, y, aux = ctx.saved_tensors
+        grads = _kernels.linear_backward(
+            ctx.cache, g, x, w, y, aux, ctx.act, ctx.has_bias, tuple(ctx.needs_input_grad[:3])
+        )
+        return (*grads, None, None)
+
+
+class MLPFn(torch.autograd.Function):
+    """``fc2(act(fc1(x)))`` with the activation's backward fused into fc2's input-gradient GEMM."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, w1: Any, b1: Any, w2: Any, b2: Any, act: str, cache: PlannerCache) -> Any:
+        y, h, aux = _kernels.mlp_forward(cache, x, w1, b1, w2, b2, act, True)
+        ctx.save_for_backward(x, w1, w2, h, aux)
+        ctx.act, ctx.has_b1, ctx.has_b2, ctx.cache = act, b1 is not None, b2 is not None, cache
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, g: Any) -> Any:
+        x, w1, w2, h, aux = ctx.saved_tensors
+        grads = _kernels.mlp_backward(
+            ctx.cache, g, x, w1, w2, h, aux, ctx.act, ctx.has_b1, ctx.has_b2, tuple(ctx.needs_input_grad[:5])
+        )
+        return (*grads, None, None)
+
+
+class MatmulFn(torch.autograd.Function):
+    """A differentiable call of nvmath's advanced or generic matmul (or a planner's ``execute``).
+
+    ``run()`` computes the forward with grad mode off (so nvmath's own torch hook stays out of the
+    way) and returns what the API returns; ``mm`` multiplies in the backward.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any, a: Any, b: Any, c: Any, bias: Any, run: Callable[[], Any], mm: Callable, act: str | None,
+        alpha: Any, beta: Any, aux_name: str | None,
+    ) -> Any:  # fmt: skip
+        out = run()
+        result, extras = out if isinstance(out, tuple) else (out, None)
+        z = None
+        if act == "gelu":
+            z = preactivation_of(extras["gelu_aux"], a, b, bias, result.shape)
+        ctx.save_for_backward(a, b, c, bias, result if act == "relu" else None, z)
+        ctx.mm, ctx.act, ctx.alpha, ctx.beta = mm, act, alpha, beta
+        if aux_name is None:
+            return result, None
+        given = extras[aux_name]
+        ctx.mark_non_differentiable(given)
+        return result, given
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, g: Any, _g_aux: Any = None) -> Any:
+        a, b, c, bias, result, z = ctx.saved_tensors
+        grads = matmul_backward(
+            ctx.mm, g, a, b, c, bias, result, z, ctx.act, ctx.alpha, ctx.beta, tuple(ctx.needs_input_grad[:4])
+        )
+        return (*grads, None, None, None, None, None, None)

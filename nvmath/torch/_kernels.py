@@ -1,0 +1,187 @@
+"""The compute of nvmath.torch: forward and backward passes as cuBLASLt calls on torch tensors.
+
+No autograd here: these functions take and return plain tensors and are shared by the eager
+autograd functions (:mod:`._functions`) and the custom ops (:mod:`._ops`). Every product runs on
+a planner of a :class:`~._planners.PlannerCache`.
+
+Orientation. A Linear layer ``y = act(x @ w.T + b)`` (``x``: (M, K) tokens, ``w``: (N, K)) with a bias
+or an aux output runs as the product ``y.T = act(w @ x.T + b[:, None])`` of shape (N, M): its bias runs along the rows (the
+cuBLASLt bias), and D, column-major in cuBLASLt's orientation, is ``y`` row-major. The aux output is
+that of ``y.T``: ``gelu_aux`` of shape (round_up(N, 8), M), column-major (``aux[:N].T`` is the
+pre-activation; a Linear layer keeps just that view), ``relu_aux`` a bitmask of shape
+(round_up(ceil(N/8), 16), M). The MLP keeps the whole aux (the backward epilog reads it) with its
+padding zeroed, so that the output is deterministic.
+
+Backward (``g`` = dL/dy):
+
+* a Linear layer: ``dz = g * act'(z)`` (one elementwise pass; ReLU's from the saved output, GELU's
+  from the saved pre-activation), ``dw.T, db = x.T @ dz`` with **BGRADB** (the bias gradient comes
+  out of the weight-gradient GEMM), ``dx = dz @ w``.
+* an MLP block (``fc2(act(fc1(x)))``): the input gradient of fc2, ``dh.T = w2.T @ g.T``, carries
+  **DGELU_BGRAD** / **DRELU_BGRAD** with fc1's saved aux, so it yields fc1's pre-activation
+  gradient and fc1's bias gradient in one GEMM; fc2's bias gradient comes from BGRADB.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from nvmath.linalg.advanced import MatmulEpilog as E
+from nvmath.torch._planners import PlannerCache
+
+__all__ = ["ACTIVATIONS", "gelu_tanh_grad", "linear_backward", "linear_forward", "mlp_backward"]
+
+ACTIVATIONS = (None, "relu", "gelu")
+"""The activations a Linear layer fuses (GELU is the tanh approximation)."""
+
+_FORWARD = {
+    # (activation, bias, keep aux for backward) -> epilog
+    (None, False, False): None, (None, False, True): None,
+    (None, True, False): E.BIAS, (None, True, True): E.BIAS,
+    ("relu", False, False): E.RELU, ("relu", False, True): E.RELU,
+    ("relu", True, False): E.RELU_BIAS, ("relu", True, True): E.RELU_BIAS,
+    ("gelu", False, False): E.GELU, ("gelu", False, True): E.GELU_AUX,
+    ("gelu", True, False): E.GELU_BIAS, ("gelu", True, True): E.GELU_AUX_BIAS,
+}  # fmt: skip
+"""ReLU's backward needs only the output (relu'(z) = [y > 0]); GELU's needs the pre-activation."""
+
+_ROW_MAJOR = (None, E.RELU, E.GELU)
+"""Epilogs that leave D's layout free: the product is formed as ``x @ w.T`` (row-major result); the
+others need D column-major, so the product is formed as ``w @ x.T`` (whose column-major D is ``y``)."""
+
+_MLP_FORWARD = {
+    ("relu", False): E.RELU_AUX, ("relu", True): E.RELU_AUX_BIAS,
+    ("gelu", False): E.GELU_AUX, ("gelu", True): E.GELU_AUX_BIAS,
+}  # fmt: skip
+_MLP_BACKWARD = {
+    ("relu", False): E.DRELU, ("relu", True): E.DRELU_BGRAD,
+    ("gelu", False): E.DGELU, ("gelu", True): E.DGELU_BGRAD,
+}  # fmt: skip
+
+_EMPTY: dict[Any, torch.Tensor] = {}
+
+
+def empty_aux(ref: torch.Tensor) -> torch.Tensor:
+    """The placeholder for "no aux" (custom ops return tensors, never ``None``)."""
+    return ref.new_empty((0,))
+
+
+def _split(out: Any) -> tuple[torch.Tensor, dict]:
+    return out if isinstance(out, tuple) else (out, _EMPTY)
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a 2-D (tokens, features) view."""
+    return t if t.dim() == 2 else t.reshape(-1, t.shape[-1])
+
+
+def linear_forward(
+    cache: PlannerCache, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, act: str | None, keep: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``act(x @ w.T + b)`` and the aux the backward needs (an empty tensor when none)."""
+    x2 = _rows(x)
+    epilog = _FORWARD[(act, b is not None, keep)]
+    n = w.shape[0]
+    if epilog in _ROW_MAJOR:  # no bias, no aux: x @ w.T comes out row-major as it is
+        y = cache.run(x2, w.mT, epilog=epilog)
+        return (y if y.is_contiguous() else y.contiguous()).view(*x.shape[:-1], n), empty_aux(x)
+    inputs = {"bias": b.view(-1, 1)} if b is not None else None
+    yt, extras = _split(cache.run(w, x2.mT, epilog=epilog, epilog_inputs=inputs))
+    y = yt.mT
+    if not y.is_contiguous():
+        y = y.contiguous()
+    aux = extras.get("gelu_aux")  # (round_up(N, 8), M): rows past N are padding
+    return y.view(*x.shape[:-1], n), (aux[:n] if aux is not None else empty_aux(y))
+
+
+def gelu_tanh_grad(z: torch.Tensor) -> torch.Tensor:
+    """d/dz of GELU's tanh approximation (computed in float32 at least)."""
+    z = z.float() if z.dtype in (torch.float16, torch.bfloat16) else z
+    k = math.sqrt(2.0 / math.pi)
+    t = torch.tanh(k * (z + 0.044715 * z**3))
+    return 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * k * (1 + 3 * 0.044715 * z * z)
+
+
+def activation_grad(g: torch.Tensor, act: str | None, y: torch.Tensor, aux: torch.Tensor) -> torch.Tensor:
+    """dL/dz of ``y = act(z)`` from ``g`` = dL/dy, contiguous, in ``g``'s dtype."""
+    if act is None:
+        return g.contiguous()
+    if act == "relu":
+        return torch.where(y > 0, g, torch.zeros((), dtype=g.dtype, device=g.device)).contiguous()
+    z = aux.mT  # the pre-activation, (M, N)
+    return (g * gelu_tanh_grad(z)).to(g.dtype).contiguous()
+
+
+def weight_grad(
+    cache: PlannerCache, dz: torch.Tensor, x: torch.Tensor, bias: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``dz.T @ x`` (the weight gradient, (N, K)) and, with ``bias``, ``dz.sum(0)`` from BGRADB."""
+    out, extras = _split(cache.run(x.mT, dz, epilog=E.BGRADB if bias else None))
+    return out.mT.contiguous(), extras.get("bgradb")
+
+
+def linear_backward(
+    cache: PlannerCache, g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, aux: torch.Tensor,
+    act: str | None, has_bias: bool, needs: tuple[bool, bool, bool],
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
+    """``(dx, dw, db)`` of :func:`linear_forward` (``None`` where ``needs`` says not needed)."""
+    g2, x2 = _rows(g), _rows(x)
+    dz = activation_grad(g2, act, _rows(y) if act == "relu" else y, aux)
+    dx = dw = db = None
+    if needs[1] or (needs[2] and has_bias):
+        dw, db = weight_grad(cache, dz, x2.contiguous(), has_bias and needs[2])
+        dw = dw if needs[1] else None
+    if needs[0]:
+        dx = cache.run(dz, w).contiguous().view(*x.shape)
+    return dx, dw, db
+
+
+def mlp_forward(
+    cache: PlannerCache, x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor | None, w2: torch.Tensor,
+    b2: torch.Tensor | None, act: str, keep: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """``fc2(act(fc1(x)))`` and, with ``keep``, the hidden activation and fc1's aux for the backward."""
+    if not keep:
+        h, _ = linear_forward(cache, x, w1, b1, act, False)
+        y, _ = linear_forward(cache, h, w2, b2, None, False)
+        return y, empty_aux(y), empty_aux(y)
+    x2 = _rows(x)
+    inputs = {"bias": b1.view(-1, 1)} if b1 is not None else None
+    ht, extras = _split(
+        cache.run(w1, x2.mT, epilog=_MLP_FORWARD[(act, b1 is not None)], epilog_inputs=inputs)
+    )
+    h = ht.mT.contiguous()
+    y, _ = linear_forward(cache, h, w2, b2, None, False)
+    return y.view(*x.shape[:-1], w2.shape[0]), h, _clear_padding(extras[f"{act}_aux"], w1.shape[0], act)
+
+
+def _clear_padding(aux: torch.Tensor, n: int, act: str) -> torch.Tensor:
+    """Zero the rows (and, for the ReLU bitmask, the bits) of an aux output past the ``n`` real rows."""
+    used = n if act == "gelu" else -(-n // 8)
+    if act == "relu" and n % 8:
+        aux[n // 8].bitwise_and_((1 << (n % 8)) - 1)
+    if aux.shape[0] > used:
+        aux[used:].zero_()
+    return aux
+
+
+def mlp_backward(
+    cache: PlannerCache, g: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, h: torch.Tensor,
+    aux: torch.Tensor, act: str, has_b1: bool, has_b2: bool, needs: tuple[bool, ...],
+) -> tuple[torch.Tensor | None, ...]:  # fmt: skip
+    """``(dx, dw1, db1, dw2, db2)`` of :func:`mlp_forward` (``needs`` in that order)."""
+    g2, x2 = _rows(g).contiguous(), _rows(x).contiguous()
+    dw2 = db2 = None
+    if needs[3] or (needs[4] and has_b2):
+        dw2, db2 = weight_grad(cache, g2, h, has_b2 and needs[4])
+    out, extras = _split(
+        cache.run(w2.mT, g2.mT, epilog=_MLP_BACKWARD[(act, has_b1)], epilog_inputs={f"{act}_aux": aux})
+    )
+    dz1 = out.mT.contiguous()
+    db1 = extras.get(f"d{act}_bgrad")
+    dw1 = weight_grad(cache, dz1, x2, False)[0] if needs[1] else None
+    dx = cache.run(dz1, w1).contiguous().view(*x.shape) if needs[0] else None
+    return dx, dw1, db1 if needs[2] else None, dw2 if needs[3] else None, db2

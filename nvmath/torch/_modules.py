@@ -1,0 +1,96 @@
+"""``nvmath.torch.Linear`` and ``nvmath.torch.MLP``: drop-in modules with fused bias and activation.
+
+Parameters have ``torch.nn.Linear``'s names, shapes and initialisation (``weight``: (out, in),
+``bias``: (out,)), so state dicts load both ways.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from nvmath.torch._functional import check_activation, linear, mlp
+from nvmath.torch._planners import PlannerCache
+
+__all__ = ["MLP", "Linear"]
+
+
+class Linear(torch.nn.Module):
+    """``activation(x @ weight.T + bias)`` on cuBLASLt: a drop-in for ``torch.nn.Linear`` (+ activation).
+
+    Training (grad enabled) runs the ``*_AUX_BIAS`` epilog where the backward needs it (GELU keeps its
+    pre-activation); inference runs ``RELU_BIAS`` / ``GELU_BIAS`` / ``BIAS``. The backward fuses the
+    bias gradient into the weight-gradient GEMM (``BGRADB``). One planned ``Matmul`` per problem is kept
+    in ``cache`` (bounded; layers of equal shapes share it).
+
+    Args:
+        in_features, out_features: sizes, as ``torch.nn.Linear``.
+        bias: learn an additive bias.
+        activation: ``None``, ``"relu"`` or ``"gelu"`` (the tanh approximation: compare with
+            ``torch.nn.functional.gelu(x, approximate="tanh")``).
+        device, dtype: of the parameters.
+        cache: a :class:`PlannerCache` (default: :data:`nvmath.torch.default_cache`).
+    """
+
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, activation: str | None = None,
+        device: Any = None, dtype: Any = None, *, cache: PlannerCache | None = None,
+    ):  # fmt: skip
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.activation = check_activation(activation)
+        self.cache = cache
+        kw = {"device": device, "dtype": dtype}
+        self.weight = torch.nn.Parameter(torch.empty((out_features, in_features), **kw))
+        if bias:
+            self.bias = torch.nn.Parameter(torch.empty(out_features, **kw))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """``torch.nn.Linear``'s initialisation (Kaiming-uniform weight, uniform bias)."""
+        torch.nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
+            torch.nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias, self.activation, cache=self.cache)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
+            f"activation={self.activation!r}"
+        )
+
+
+class MLP(torch.nn.Module):
+    """``fc2(activation(fc1(x)))`` as one fused operation (forward and backward).
+
+    ``fc1`` and ``fc2`` are :class:`Linear` submodules (state-dict keys ``fc1.weight``, ``fc1.bias``,
+    ``fc2.weight``, ``fc2.bias``). The backward runs fc2's input-gradient GEMM with ``DGELU_BGRAD`` /
+    ``DRELU_BGRAD``, producing fc1's pre-activation and bias gradients in the same kernel.
+
+    Args:
+        in_features, hidden_features, out_features: sizes.
+        bias: learn biases in both layers.
+        activation: ``"relu"`` or ``"gelu"`` (tanh approximation).
+        device, dtype, cache: as :class:`Linear`.
+    """
+
+    def __init__(
+        self, in_features: int, hidden_features: int, out_features: int, bias: bool = True,
+        activation: str = "gelu", device: Any = None, dtype: Any = None, *, cache: PlannerCache | None = None,
+    ):  # fmt: skip
+        super().__init__()
+        self.activation = check_activation(activation, allow_none=False)
+        self.cache = cache
+        self.fc1 = Linear(in_features, hidden_features, bias, activation, device, dtype, cache=cache)
+        self.fc2 = Linear(hidden_features, out_features, bias, None, device, dtype, cache=cache)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f1, f2 = self.fc1, self.fc2
+        return mlp(x, f1.weight, f1.bias, f2.weight, f2.bias, self.activation, cache=self.cache)

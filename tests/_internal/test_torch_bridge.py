@@ -1,0 +1,32 @@
+"""torch_bridge: the planners' cheap check for calls that belong to nvmath.torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+
+from nvmath._internal import torch_bridge
+
+
+def test_import_nvmath_does_not_import_torch():
+    """``import nvmath`` (and the advanced matmul module with its hook) leaves torch unimported."""
+    code = "import sys, nvmath, nvmath.linalg.advanced; assert sys.modules.get('torch') is None, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_non_torch_operands_never_route():
+    """numpy operands, None and dicts of numpy arrays do not route, with or without torch loaded."""
+    a = np.ones((2, 2))
+    assert not torch_bridge.wants_torch(a, a, None, {"bias": a})
+
+
+def test_torch_operands_route_only_for_grad(torch):
+    """A torch tensor requiring grad routes (also inside epilog_inputs); no_grad or plain tensors do not."""
+    t, g = torch.ones(2, 2), torch.ones(2, 2, requires_grad=True)
+    assert not torch_bridge.wants_torch(t, t, None, None)
+    assert torch_bridge.wants_torch(t, g)
+    assert torch_bridge.wants_torch(t, t, None, {"bias": torch.ones(2, requires_grad=True)})
+    with torch.no_grad():
+        assert not torch_bridge.wants_torch(g, g)

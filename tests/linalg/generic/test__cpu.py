@@ -1,0 +1,117 @@
+"""CPU execution of the generic matmul (numpy / scipy BLAS): numerics against float64 for every dtype,
+structured kind and batching form, with numpy and torch-CPU operands; what the CPU refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from generic_testing import CASES, COMPLEX_CASES, FULL, TOL, TRMM_CASES, quals, rand, rel_error
+
+import nvmath.linalg as la
+from nvmath.linalg.generic import _cpu
+
+ALL = [(name, dtype) for name in CASES for dtype in FULL]
+ALL += [(name, dtype) for name in COMPLEX_CASES for dtype in ("complex64", "complex128")]
+
+
+@pytest.mark.parametrize(("name", "dtype"), ALL)
+def test_numpy_operands(name, dtype):
+    """numpy operands run on the CPU by default and match the float64 reference; the inputs are unchanged."""
+    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    case = (CASES | COMPLEX_CASES)[name](rng, dtype)
+    before = [x.copy() for x in case.args]
+    out = la.matmul(*case.args, **case.kwargs)
+    assert isinstance(out, np.ndarray) and out.dtype == np.dtype(dtype)
+    assert out.shape == case.ref.shape
+    assert rel_error(out, case.ref) < TOL[dtype]
+    for x, y in zip(before, case.args):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize(
+    "name", ["gemm-cr", "batch-4x1-3", "symm-a-upper-col", "dgmm-b-2-col", "conj-rc-both"]
+)
+def test_torch_cpu_operands(torch, name):
+    """torch CPU tensors give torch CPU results (also with torch's lazy conjugation bit)."""
+    rng = np.random.default_rng(7)
+    case = (CASES | COMPLEX_CASES)[name](rng, "complex128")
+    args = [torch.from_numpy(x) for x in case.args]
+    out = la.matmul(*args, **case.kwargs)
+    assert isinstance(out, torch.Tensor) and out.device.type == "cpu"
+    assert rel_error(out.numpy(), case.ref) < 1e-12
+
+
+def test_torch_conj_bit(torch):
+    """torch's lazy conjugation bit is honoured (and cancels a conjugate qualifier)."""
+    a = torch.randn(5, 4, dtype=torch.complex128)
+    b = torch.randn(4, 3, dtype=torch.complex128)
+    torch.testing.assert_close(la.matmul(a.conj(), b), a.conj().resolve_conj() @ b)
+    q = quals(la.GeneralMatrixQualifier.create(conjugate=True), la.GeneralMatrixQualifier.create())
+    torch.testing.assert_close(la.matmul(a.conj(), b, qualifiers=q), a @ b)
+
+
+@pytest.mark.parametrize("name", list(TRMM_CASES))
+def test_trmm_not_on_cpu(name):
+    """A triangular qualifier is refused on the CPU (as nvmath-python), naming the GPU alternative."""
+    case = TRMM_CASES[name](np.random.default_rng(0), "float64")
+    with pytest.raises(NotImplementedError, match="execution='cuda'"):
+        la.matmul(*case.args, **case.kwargs)
+
+
+@pytest.mark.parametrize("dtype", ["float16"])
+def test_half_not_on_cpu(dtype):
+    """float16 runs on the GPU only: a typed error names the supported dtypes."""
+    a = np.ones((3, 3), dtype)
+    with pytest.raises(ValueError, match="float16 is not supported"):
+        la.matmul(a, a)
+
+
+def test_inplace_cpu():
+    """inplace writes the result into c (row- and column-major c) and returns c."""
+    rng = np.random.default_rng(1)
+    for layout in ("row", "col"):
+        a, b, c = (
+            rand(rng, (5, 4), "float64"),
+            rand(rng, (4, 3), "float64"),
+            rand(rng, (5, 3), "float64", layout),
+        )
+        ref = 2 * a @ b + 0.5 * c
+        out = la.matmul(a, b, c, alpha=2.0, beta=0.5, options={"inplace": True})
+        assert out is c
+        np.testing.assert_allclose(c, ref, rtol=1e-12)
+
+
+def test_sequences_cpu():
+    """Explicit batches on the CPU: different shapes, per-problem scalars, a broadcast operand."""
+    rng = np.random.default_rng(2)
+    a = [rand(rng, (m, 6), "float32") for m in (2, 5, 3)]
+    b = rand(rng, (6, 4), "float32")
+    out = la.matmul(a, [b], alpha=[1.0, 2.0, 3.0])
+    assert isinstance(out, list) and len(out) == 3
+    for i, (o, x) in enumerate(zip(out, a)):
+        np.testing.assert_allclose(o, (i + 1) * x @ b, rtol=1e-5)
+
+
+def test_num_threads(monkeypatch):
+    """ExecutionCPU(num_threads=n) limits the BLAS threads inside the call (threadpoolctl when present)."""
+    seen = []
+    real = _cpu.blas_threads
+
+    def spy(n):
+        seen.append(n)
+        return real(n)
+
+    monkeypatch.setattr(_cpu, "blas_threads", spy)
+    a = np.ones((4, 4))
+    np.testing.assert_array_equal(la.matmul(a, a, execution=la.ExecutionCPU(num_threads=1)), a @ a)
+    np.testing.assert_array_equal(la.matmul(a, a, execution={"name": "cpu", "num_threads": 2}), a @ a)
+    assert seen == [1, 2]
+
+
+def test_zero_sizes():
+    """Empty results and K = 0 behave as numpy.matmul (zeros, or beta * c)."""
+    a, b = np.ones((0, 3)), np.ones((3, 4))
+    assert la.matmul(a, b).shape == (0, 4)
+    a, b, c = np.ones((2, 0)), np.ones((0, 3)), np.full((2, 3), 2.0)
+    np.testing.assert_array_equal(la.matmul(a, b), np.zeros((2, 3)))
+    np.testing.assert_array_equal(la.matmul(a, b, c, beta=1.5), np.full((2, 3), 3.0))

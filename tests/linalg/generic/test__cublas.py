@@ -1,0 +1,143 @@
+"""The cuBLAS programs on the fake GPU (numpy emulation of the cuBLAS calls, see ``cublas_fakes.py``):
+every routine family, layout, conjugation and batching form gives the float64 reference, and the
+routine the module table promises is the one called."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cublas_fakes import FakeHostTensor, fake
+from generic_testing import (
+    CASES,
+    COMPLEX_CASES,
+    COMPLEX_TRMM_CASES,
+    FULL,
+    TOL,
+    TRMM_CASES,
+    quals,
+    rand,
+    rel_error,
+)
+
+import nvmath.linalg as la
+from nvmath.linalg.generic import _cublas
+
+ALL = [(n, d) for n in (CASES | TRMM_CASES) for d in FULL]
+ALL += [(n, d) for n in (COMPLEX_CASES | COMPLEX_TRMM_CASES) for d in ("complex64", "complex128")]
+EVERY = CASES | COMPLEX_CASES | TRMM_CASES | COMPLEX_TRMM_CASES
+
+
+@pytest.mark.parametrize(("name", "dtype"), ALL)
+def test_device_operands(fake_gpu, name, dtype):
+    """Device operands run on cuBLAS and match the float64 reference (results are device tensors)."""
+    case = EVERY[name](np.random.default_rng(abs(hash(name)) % 2**32), dtype)
+    out = la.matmul(*[fake(x) for x in case.args], **case.kwargs)
+    assert out.array.shape == case.ref.shape
+    assert rel_error(out.array, case.ref) < TOL[dtype]
+
+
+@pytest.mark.parametrize(
+    "name", ["gemm-cr", "gemm-pad", "symm-b-lower-col", "trmm-b-lower-col-c", "dgmm-b-2-col", "batch-4x1-3"]
+)
+def test_host_operands_with_cuda_execution(fake_gpu, name):
+    """Host operands with execution='cuda' are staged to the device and the result comes back to the host."""
+    case = EVERY[name](np.random.default_rng(3), "float64")
+    out = la.matmul(*[FakeHostTensor(x) for x in case.args], **case.kwargs, execution="cuda")
+    assert isinstance(out, FakeHostTensor)
+    assert rel_error(out.array, case.ref) < 1e-12
+
+
+@pytest.mark.parametrize(
+    ("name", "routine"),
+    [
+        ("gemm-rr", "gemm_ex"),
+        ("batch", "gemm_strided_batched_ex"),
+        ("symm-a-lower-row", "dsymm"),
+        ("trmm-a-lower-row", "dtrmm"),
+        ("dgmm-a-1", "ddgmm"),
+    ],
+)
+def test_routine_table(fake_gpu, name, routine):
+    """Each kind runs the routine the module table names."""
+    case = EVERY[name](np.random.default_rng(0), "float64")
+    la.matmul(*[fake(x) for x in case.args], **case.kwargs)
+    assert routine in fake_gpu.calls
+
+
+def test_hemm_routine(fake_gpu):
+    """A Hermitian qualifier runs hemm (for complex dtypes)."""
+    case = COMPLEX_CASES["hemm-a-lower-row"](np.random.default_rng(0), "complex64")
+    la.matmul(*[fake(x) for x in case.args], **case.kwargs)
+    assert "chemm" in fake_gpu.calls
+
+
+def test_broadcast_batch_collapses(fake_gpu):
+    """(4, 1) with (3,) batch dims: one strided-batched launch per outer index, not one per matrix."""
+    case = CASES["batch-4x1-3"](np.random.default_rng(0), "float32")
+    la.matmul(*[fake(x) for x in case.args], **case.kwargs)
+    assert fake_gpu.calls.count("gemm_strided_batched_ex") == 4
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "symm-a-upper-col",
+        "symm-b-lower-col",
+        "hemm-a-upper-col",
+        "hemm-b-lower-row-conj",
+        "trmm-a-lower-row",
+        "trmm-a-upper-col-unit",
+        "trmm-b-lower-col-c",
+        "trmm-b-upper-row-unit-c",
+        "trmm-conj-row",
+        "trmm-conj-col",
+    ],
+)
+def test_gemm_route(fake_gpu, monkeypatch, name):
+    """From MIRROR_MIN / TRMM_GEMM_MIN rows on, the structured operand is expanded and GEMM runs."""
+    monkeypatch.setattr(_cublas, "MIRROR_MIN", 4)
+    monkeypatch.setattr(_cublas, "TRMM_GEMM_MIN", 4)
+    case = EVERY[name](np.random.default_rng(0), "complex128")
+    out = la.matmul(*[fake(x) for x in case.args], **case.kwargs)
+    assert "gemm_ex" in fake_gpu.calls and not any(
+        c.endswith("mm") and "gemm" not in c for c in fake_gpu.calls
+    )
+    assert rel_error(out.array, case.ref) < 1e-12
+
+
+def test_half_precision(fake_gpu):
+    """float16 runs GemmEx (float32 accumulation)."""
+    rng = np.random.default_rng(0)
+    a, b = rand(rng, (16, 8), "float16"), rand(rng, (8, 4), "float16", "col")
+    out = la.matmul(fake(a), fake(b))
+    assert out.array.dtype == np.float16
+    assert rel_error(out.array, a.astype(np.float64) @ b.astype(np.float64)) < 5e-3
+
+
+def test_structured_half_refused(fake_gpu):
+    """Structured qualifiers need float32/64 or complex: float16 gets a typed error naming the dtypes."""
+    s = np.ones((4, 4), np.float16)
+    q = quals(la.SymmetricMatrixQualifier.create(), la.GeneralMatrixQualifier.create())
+    with pytest.raises(ValueError, match="float16"):
+        la.matmul(fake(s), fake(s), qualifiers=q)
+
+
+def test_inplace_device(fake_gpu):
+    """inplace writes into a device c and returns it."""
+    rng = np.random.default_rng(0)
+    a, b, c = rand(rng, (5, 4), "float32"), rand(rng, (4, 3), "float32"), rand(rng, (5, 3), "float32", "col")
+    ref = a.astype(np.float64) @ b - c
+    fc = fake(c)
+    out = la.matmul(fake(a), fake(b), fc, beta=-1.0, options={"inplace": True})
+    assert out is fc
+    assert rel_error(c, ref) < 2e-5
+
+
+def test_strided_host_vector_with_cuda_execution(fake_gpu):
+    """A strided host vector (diagonal) and a padded host matrix are made dense before they are staged."""
+    rng = np.random.default_rng(4)
+    v = rand(rng, (1, 12), "float64")[0][::3]  # 4 elements, stride 3
+    x = rand(rng, (4, 5), "float64", "pad")
+    q = quals(la.DiagonalMatrixQualifier.create(), la.GeneralMatrixQualifier.create())
+    out = la.matmul(FakeHostTensor(v), FakeHostTensor(x), qualifiers=q, execution="cuda")
+    assert rel_error(out.array, np.diag(v) @ x) < 1e-12

@@ -1,0 +1,138 @@
+"""The stateless matmul: one cached plan per kind of call (key from raw tensor reads), per-call scalars
+and streams, a bounded cache that can be cleared and disabled, shared workspaces on the GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nvmath.linalg as la
+from nvmath.linalg.generic import generic_key, plan_cache
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    plan_cache.clear()
+    plan_cache.enabled = True
+    yield
+    plan_cache.clear()
+    plan_cache.enabled = True
+
+
+def test_repeated_calls_hit():
+    """Same shapes / strides / dtypes hit the cached plan; alpha and beta are per call."""
+    rng = np.random.default_rng(0)
+    a, b, c = rng.standard_normal((5, 4)), rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
+    la.matmul(a, b)
+    hits = plan_cache.stats.hits
+    for alpha in (1.0, 2.0, -1.0):
+        np.testing.assert_allclose(la.matmul(a + alpha, b, alpha=alpha), alpha * (a + alpha) @ b)
+    assert plan_cache.stats.hits == hits + 3 and plan_cache.stats.size == 1
+    for beta in (0.0, 2.0):
+        np.testing.assert_allclose(la.matmul(a, b, c, beta=beta), a @ b + beta * c)
+    assert plan_cache.stats.size == 2
+
+
+def test_keys_separate_kinds():
+    """Different layouts, dtypes, qualifiers, options and execution give different keys; equal ones match."""
+    a, b = np.ones((4, 4)), np.ones((4, 4))
+    base = generic_key(a, b)
+    assert base == generic_key(a.copy(), b.copy())
+    q = np.array([la.SymmetricMatrixQualifier.create(), la.GeneralMatrixQualifier.create()])
+    others = [
+        generic_key(np.asfortranarray(a), b),
+        generic_key(a.astype(np.float32), b.astype(np.float32)),
+        generic_key(a, b, qualifiers=q),
+        generic_key(a, b, options={"blocking": True}),
+        generic_key(a, b, execution="cuda"),
+        generic_key([a], [b]),
+        generic_key(a, b, a),
+    ]
+    assert len({base, *others}) == len(others) + 1
+
+
+def test_torch_key_has_conjugation(torch):
+    """torch keys include the lazy conjugation bit and the device."""
+    x = torch.ones(3, 3, dtype=torch.complex64)
+    assert generic_key(x, x) != generic_key(x.conj(), x)
+
+
+def test_uncacheable_arguments_still_run():
+    """An argument that cannot be keyed (unhashable qualifiers container) plans, runs and frees."""
+    a = np.ones((3, 3))
+    q = [la.GeneralMatrixQualifier.create(), {"not": "hashable"}]
+    assert generic_key(a, a, qualifiers=q) is None
+
+
+def test_disabled_cache():
+    """plan_cache.enabled = False plans every call afresh (and still computes)."""
+    plan_cache.enabled = False
+    a = np.eye(3)
+    np.testing.assert_array_equal(la.matmul(a, a), a)
+    assert plan_cache.stats.size == 0
+
+
+def test_failed_build_caches_nothing():
+    """A call that fails while planning leaves nothing in the cache."""
+    with pytest.raises(ValueError):
+        la.matmul(np.ones((2, 3)), np.ones((2, 3)))
+    assert plan_cache.stats.size == 0
+
+
+def test_sequence_calls_hit():
+    """Explicit batches are cached too (one key per list of kinds)."""
+    xs = [np.ones((2, 3)), np.ones((4, 3))]
+    w = np.ones((3, 5))
+    la.matmul(xs, [w])
+    hits = plan_cache.stats.hits
+    out = la.matmul(xs, [w], alpha=2.0)
+    assert plan_cache.stats.hits == hits + 1
+    np.testing.assert_allclose(out[1], 2 * xs[1] @ w)
+
+
+def test_fake_gpu_shared_workspace(fake_gpu):
+    """Cached GPU plans share one workspace per device and package; clear() releases it."""
+    from cublas_fakes import fake
+
+    from nvmath.linalg.generic import _stateless
+
+    a = fake(np.ones((4, 4), np.float32))
+    la.matmul(a, a)
+    la.matmul(fake(np.ones((2, 4), np.float32)), a)
+    assert len(_stateless._SHARED) == 1
+    plan_cache.clear()
+    assert not _stateless._SHARED
+
+
+def test_one_plan_per_kind_torch(torch):
+    """The first torch call (type not yet registered) and later ones share one key: one cached plan."""
+    from nvmath.linalg.generic import _stateless
+
+    _stateless._RAW.pop(torch.Tensor, None)
+    a = torch.ones(3, 3)
+    for _ in range(3):
+        la.matmul(a, a)
+    assert plan_cache.stats.size == 1
+
+
+def test_threads_share_the_cache():
+    """Concurrent stateless calls from several threads (shared and distinct kinds) all get right results."""
+    import threading
+
+    rng = np.random.default_rng(9)
+    inputs = [(rng.standard_normal((4 + i % 2, 3)), rng.standard_normal((3, 2))) for i in range(8)]
+    errors = []
+
+    def work(i: int) -> None:
+        a, b = inputs[i]
+        for _ in range(50):
+            if not np.allclose(la.matmul(a, b, alpha=2.0), 2 * a @ b):
+                errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert plan_cache.stats.size == 2

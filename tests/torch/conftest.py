@@ -1,0 +1,37 @@
+"""Fixtures of the nvmath.torch tests: the fake GPU over torch CPU tensors, a fresh planner cache."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+
+
+@pytest.fixture
+def nt(torch):
+    """``nvmath.torch`` (skips without torch)."""
+    import nvmath.torch
+
+    return nvmath.torch
+
+
+@pytest.fixture
+def fake_gpu(torch, nt, monkeypatch):
+    """torch CPU tensors run through the real planner on the emulated cuBLASLt; the default planner
+    cache starts empty and is emptied afterwards (its planners hold fake-GPU state)."""
+    spec = importlib.util.spec_from_file_location(
+        "torch_fakes", pathlib.Path(__file__).with_name("torch_fakes.py")
+    )
+    torch_fakes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(torch_fakes)
+    nt.default_cache.clear()
+    nt.compiled_cache.clear()
+    fake = torch_fakes.install(monkeypatch)
+    from nvmath.linalg.advanced import _stateless
+
+    _stateless.plan_cache.clear()
+    yield fake
+    nt.default_cache.clear()
+    nt.compiled_cache.clear()
+    _stateless.plan_cache.clear()

@@ -1,0 +1,70 @@
+"""torch CPU tensors as "GPU" tensors of the fake cuBLASLt (``tests/linalg/advanced/matmul_fakes.py``).
+
+:func:`install` routes cuBLASLt to the numpy emulator and wraps ``torch.Tensor`` with
+:class:`FakeTorchAdapter`: a CPU tensor posing as a tensor on GPU 0 (package ``"faketorch"``), whose
+memory the emulator reads and writes through its address. So the whole of nvmath.torch -- autograd,
+custom ops, planner cache, Linear -- runs through the real advanced-matmul planner on the CPU, and
+``gradcheck`` / ``opcheck`` compare it with torch in float64.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+from typing import Any
+
+import torch
+
+from nvmath._internal import dtypes
+from nvmath._internal.tensors import dispatch
+from nvmath._internal.tensors.base import TensorAdapter, check_strides
+
+_spec = importlib.util.spec_from_file_location(
+    "matmul_fakes_for_torch", pathlib.Path(__file__).parents[1] / "linalg" / "advanced" / "matmul_fakes.py"
+)
+F = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(F)
+
+
+class FakeTorchAdapter(TensorAdapter):
+    """A torch CPU tensor that the planner takes for a tensor on (fake) GPU 0."""
+
+    __slots__ = ()
+    package = "faketorch"
+    device = "cuda"
+    device_id = 0
+    is_conjugate = False
+
+    def __init__(self, tensor: Any, stream: Any = None):
+        self.tensor = tensor
+        self.data_ptr = tensor.data_ptr()
+        self.shape = tuple(tensor.shape)
+        self.strides = tensor.stride()
+        self.dtype = dtypes.torch_dtype_info(tensor.dtype)[0]
+        self.itemsize = tensor.element_size()
+        self.size = tensor.numel()
+
+    def empty(self, shape, dtype, *, strides=None, device_id=None, stream=None):
+        shape = tuple(shape)
+        out = torch.empty_strided(shape, check_strides(shape, strides), dtype=dtypes.to_torch_dtype(dtype))
+        if out.is_floating_point():
+            out.fill_(float("nan"))  # poison
+        return FakeTorchAdapter(out)
+
+    def to(self, device_id, stream=None):
+        return self
+
+    def copy_(self, src, stream=None):
+        self.tensor.copy_(src.tensor)
+        return self
+
+    def unwrap(self, stream=None):
+        return self.tensor
+
+
+def install(monkeypatch: Any) -> Any:
+    """Install the fake GPU and the torch-as-GPU adapter for one test; return the ``FakeLt``."""
+    fake = F.install(monkeypatch)
+    monkeypatch.setitem(dispatch._CLASSES, torch.Tensor, FakeTorchAdapter)
+    monkeypatch.setitem(dispatch._CLASSES, torch.nn.Parameter, FakeTorchAdapter)
+    return fake
