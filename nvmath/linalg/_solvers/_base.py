@@ -202,7 +202,6 @@ class SolverBase(FreedOnExit):
                 with devices.device_ctx(self._device_id):
                     ctx.use_stream(handle)
                     state = self._plan_gpu(ctx)
-                    ctx.mark_done()  # planning enqueues copies too
             except BaseException:
                 ctx.close()
                 raise
@@ -344,10 +343,8 @@ class SolverBase(FreedOnExit):
         return adapter.unwrap(ctx.stream)
 
     def _finish_gpu(self) -> None:
-        """End a GPU call: mark the stream done (see :meth:`GpuContext.mark_done`); block when
-        ``blocking=True`` or the operands are in host memory (nvmath-python semantics)."""
+        """Block when ``blocking=True`` or the operands are in host memory (nvmath-python semantics)."""
         assert self._ctx is not None
-        self._ctx.mark_done()  # a mortal caller stream may be destroyed before the next call
         if self.options.blocking is True or self._host_operands:
             self._ctx.synchronize()
 

@@ -350,16 +350,9 @@ class GpuContext:
     # ------------------------------------------------------------------ streams that can vanish
     # A plan outlives the calls that used it: the caller may destroy their stream (a raw int, a
     # cuda.core stream, an external one) while the plan stays cached. Touching it afterwards (the
-    # wait of :meth:`use_stream`, the sync and frees of :meth:`close`) is undefined behaviour, a
-    # crash at worst. ``nvmath._internal.streams`` marks such streams ``mortal`` and records a done
-    # event after our work on them (``mark_done``); later waits use that event, late releases go to
-    # a stream that survives (``survivor``). Both are no-ops for streams that cannot vanish.
-    def mark_done(self) -> None:
-        """Record, on a mortal stream, the event later calls wait on instead of the stream (end of a call)."""
-        mark = getattr(streams, "mark_done", None)
-        if mark is not None and getattr(self.stream, "mortal", False):
-            mark(self.stream)
-
+    # sync and frees of :meth:`close`) is undefined behaviour, a crash at worst. The planners record
+    # a done event after their work on such ``mortal`` streams (``streams.mark_done``, see
+    # ``SolverBase._finish_gpu``); late releases go to a stream that survives (``streams.survivor``).
     def release_stream(self) -> StreamHandle:
         """The stream to order releases on: the current one, or a survivor of a mortal one."""
         survivor = getattr(streams, "survivor", None)
