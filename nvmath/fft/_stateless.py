@@ -35,8 +35,6 @@ from nvmath.fft._callbacks import as_device_callable
 from nvmath.fft._options import FFTDirection, FFTOptions
 from nvmath.fft._planner import FFT
 from nvmath.fft._traits import normalize_axes
-from nvmath.fft._validation import check_inverse
-from nvmath.fft._validation import check_kind as _check_kind
 
 __all__ = ["DEFAULT_CACHE_SIZE", "fft", "ifft", "irfft", "plan_cache", "rfft"]
 
@@ -64,6 +62,14 @@ its cuFFT workspace (allocated at its first run) until evicted: besides the coun
 cache keeps the workspaces within ``max_bytes`` (default :data:`DEFAULT_MAX_BYTES`), releasing least
 recently used plans beyond it; ``plan_cache.max_bytes = n`` changes the budget."""
 
+_COMPLEX = frozenset({"complex32", "complex64", "complex128"})
+
+
+def _check_kind(dtype: str, check_dtype: str | None, function: str) -> None:
+    if check_dtype == "complex" and dtype not in _COMPLEX:
+        raise ValueError(f"{function}() needs a complex operand; got {dtype} (use rfft() for real operands)")
+    if check_dtype == "real" and dtype in _COMPLEX:
+        raise ValueError(f"{function}() needs a real operand; got {dtype} (use fft() for complex operands)")
 
 
 _DEFAULT_OPTIONS = {None: FFTOptions(), "R2C": FFTOptions(fft_type="R2C"), "C2R": FFTOptions(fft_type="C2R")}
@@ -172,6 +178,10 @@ def _transform(
                     build_args=(operand, tail, stream),
                 )  # fmt: skip
     adapter = wrap(operand, "operand")
+    if check_dtype != "complex" and check_dtype != "real" and check_dtype is not None:
+        from nvmath.fft._validation import check_dtype_option
+
+        check_dtype_option(check_dtype, function)  # an unknown value never turns the check off
     _check_kind(adapter.dtype, check_dtype, function)
     ndim = len(adapter.shape)
     normalized = normalize_axes(axes, ndim)
@@ -245,6 +255,8 @@ def ifft(
     be INVERSE (a forward direction is a ``ValueError``, never a forward transform named ifft).
     """
     if direction is not FFTDirection.INVERSE:
+        from nvmath.fft._validation import check_inverse
+
         direction = check_inverse(direction)
     return _transform(
         operand, axes=axes, direction=direction, options=options, execution=execution, prolog=prolog,
