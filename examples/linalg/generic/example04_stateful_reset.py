@@ -3,13 +3,11 @@
 Uses torch CPU tensors (exits with status 77, skipped, without torch).
 """
 
-import sys
+from nvmath._diagnostics.requirements import require
 
-try:
-    import torch
-except ImportError:
-    print("torch is not installed")
-    sys.exit(77)
+require("torch")  # or exit 77 ("skipped") with a message saying what is missing
+
+import torch
 
 import nvmath.linalg as la
 

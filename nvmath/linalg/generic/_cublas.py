@@ -27,12 +27,12 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from nvmath._internal import devices
+from nvmath._errors import warn_cleanup_failure
+from nvmath._internal import caches, devices
 from nvmath.bindings import cublas
 from nvmath.bindings.cublas import ComputeType, CudaDataType, Operation
 from nvmath.linalg.generic._batching import batch_plan
@@ -89,7 +89,8 @@ TYPES = {
 
 _ALGO = -1  # CUBLAS_GEMM_DEFAULT
 _LOCAL = threading.local()
-_BOUND: dict[int, tuple[int, int, int]] = {}  # handle -> (stream, workspace, bytes) it is bound to
+_BOUND = caches.memo("nvmath.linalg.generic: cuBLAS handle bindings", 1024)
+"""Handle -> the (stream, workspace, bytes) it is bound to (see :func:`bind`)."""
 
 
 class _ThreadHandles:
@@ -110,7 +111,7 @@ class _ThreadHandles:
                 with devices.device_ctx(device_id):
                     cublas.destroy(handle)
             except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
-                warnings.warn(f"destroying a cuBLAS handle failed: {exc}", RuntimeWarning, stacklevel=2)
+                warn_cleanup_failure("destroying a cuBLAS handle", exc)
 
 
 def get_handle(device_id: int) -> int:
@@ -432,4 +433,4 @@ def bind(handle: int, stream: Any, workspace: int, workspace_bytes: int) -> None
     if _BOUND.get(handle) != bound:
         cublas.set_stream(handle, stream.ptr)
         cublas.set_workspace(handle, workspace, workspace_bytes)
-        _BOUND[handle] = bound
+        _BOUND.put(handle, bound)

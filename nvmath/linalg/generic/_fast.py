@@ -66,12 +66,13 @@ def torch_gemm(
     program: Any,
     device_id: int,
     blocking: bool,
-    workspace: Callable[[], tuple[Any, Any, Any]],
+    workspace: Callable[[], tuple[Any, Any]],
     check: Callable[[Any, Any], tuple[Any, Any]],
 ) -> Callable[..., Any]:
     """The entry of a GPU GEMM on torch CUDA operands (not in place).
 
-    ``workspace()`` gives the planner's current ``(workspace, scratch, lock or None)``.
+    ``workspace()`` gives the planner's current ``(workspace, scratch)`` (a cached plan's caller holds
+    the lock of shared ones).
     """
     from nvmath.linalg.generic._cublas import WORKSPACE_BYTES, bind, get_handle
 
@@ -104,16 +105,10 @@ def torch_gemm(
                     d.copy_(c.detach())
         ptrs = {"a": a.data_ptr(), "b": b.data_ptr(), "d": d.data_ptr()}
         with devices.device_ctx(dev):
-            ws, _, lock = workspace()
-            if lock is not None:
-                lock.acquire()
-            try:
-                handle = get_handle(dev)
-                bind(handle, sh, ws.ensure(WORKSPACE_BYTES, sh), WORKSPACE_BYTES)
-                launch(handle, sh, ptrs, alpha, beta, has_c, 0)
-            finally:
-                if lock is not None:
-                    lock.release()
+            ws, _ = workspace()
+            handle = get_handle(dev)
+            bind(handle, sh, ws.ensure(WORKSPACE_BYTES, sh), WORKSPACE_BYTES)
+            launch(handle, sh, ptrs, alpha, beta, has_c, 0)
             if blocking:
                 streams.synchronize(sh)
         return d
@@ -137,7 +132,7 @@ def torch_grouped(
     grouped: Any,
     device_id: int,
     blocking: bool,
-    workspace: Callable[[], tuple[Any, Any, Any]],
+    workspace: Callable[[], tuple[Any, Any]],
     check: Callable[[Any, Any], tuple[Any, Any]],
 ) -> Callable[..., Any]:
     """The entry of an explicit batch of torch CUDA GEMMs run as one grouped launch (not in place)."""
@@ -165,21 +160,16 @@ def torch_grouped(
             for x, y, d in zip(_spread(a, count), _spread(b, count), ds)
         ]
         with devices.device_ctx(dev):
-            ws, scratch, lock = workspace()
-            if lock is not None:
-                lock.acquire()
+            ws, scratch = workspace()
+            handle = get_handle(dev)
+            bind(handle, sh, ws.ensure(WORKSPACE_BYTES, sh), WORKSPACE_BYTES)
+            alphas, betas = [x for x, _ in scalars], [y for _, y in scalars]
             try:
-                handle = get_handle(dev)
-                bind(handle, sh, ws.ensure(WORKSPACE_BYTES, sh), WORKSPACE_BYTES)
-                alphas, betas = [x for x, _ in scalars], [y for _, y in scalars]
                 launch(handle, sh, ptrs, alphas, betas, has_c, scratch.ensure(need, sh))
             except cublas.cuBLASError as exc:
                 if exc.status in (cublas.Status.NOT_SUPPORTED, cublas.Status.INVALID_VALUE):
                     raise GroupedRefused(str(exc)) from exc
                 raise
-            finally:
-                if lock is not None:
-                    lock.release()
             if blocking:
                 streams.synchronize(sh)
         return ds
@@ -209,7 +199,7 @@ def fast_entry(
     device_id: Any,
     num_threads: Any,
     blocking: bool,
-    workspace: Callable[[], tuple[Any, Any, Any]],
+    workspace: Callable[[], tuple[Any, Any]],
     check: Callable[[Any, Any], tuple[Any, Any]],
 ) -> Callable[..., Any] | None:
     """The fast entry of a planned object, or ``None`` when its calls need the general path."""

@@ -144,7 +144,7 @@ class Matmul(FreedOnExit):
         self._workspace: Workspace | None = None
         self._scratch: Workspace | None = None
         self._keep: list[Any] = []
-        self._shared_lock: Any = None
+        self._shared = False
         self._fast: Any = None
         self._lifecycle = Lifecycle("Matmul", MatmulStateError)
         self._logger.info(
@@ -208,7 +208,7 @@ class Matmul(FreedOnExit):
             device_id=self._device,
             num_threads=self._execution.num_threads if self._cpu else None,
             blocking=self._options.blocking is True,
-            workspace=lambda: (self._workspace, self._scratch, self._shared_lock),
+            workspace=lambda: (self._workspace, self._scratch),
             check=self._check_scalars,
         )
         self._lifecycle.mark_planned()
@@ -378,7 +378,7 @@ class Matmul(FreedOnExit):
     def free(self) -> None:
         """Release the workspaces and everything planned; idempotent. The object cannot be used again."""
         for ws in (self._workspace, self._scratch):
-            if ws is not None and self._shared_lock is None:
+            if ws is not None and not self._shared:
                 ws.release()
         self._workspace = self._scratch = None
         self._programs, self._grouped, self._keep, self._fast = [], None, [], None
@@ -390,15 +390,23 @@ class Matmul(FreedOnExit):
         """Planned and not freed (the plan cache's liveness check)."""
         return bool(self._lifecycle.bits & PlannerState.PLANNED.value)
 
-    def share_workspaces(self, shared: Any) -> None:
-        """Use the plan cache's workspaces: ``shared(device_id, package)`` gives ``(workspace, scratch,
-        lock)``; :meth:`run_cached` then runs under the lock. No effect on the CPU or with an allocator."""
+    def share_workspaces(self, workspaces: Any, scratches: Any) -> None:
+        """Use the plan cache's workspace and scratch for this device and package (two
+        :class:`~nvmath._internal.memory.SharedWorkspaces`); the caller runs this plan under
+        :attr:`workspace_lock`. No effect on the CPU or with a user allocator."""
         if self._cpu or self._options.allocator is not None:
             return
-        workspace, scratch, lock = shared(self._device, self._workspace.package)
+        package = self._workspace.package
         self._workspace.release()
         self._scratch.release()
-        self._workspace, self._scratch, self._shared_lock = workspace, scratch, lock
+        self._workspace = workspaces.get(self._device, package)
+        self._scratch = scratches.get(self._device, package)
+        self._shared = True
+
+    @property
+    def workspace_lock(self) -> Any:
+        """The lock of the shared workspace this plan uses (``None`` when it owns its workspaces)."""
+        return self._workspace.lock if self._shared else None
 
     def run_cached(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
         """One stateless call on this planned object with the call's operands (same kind, by the key)."""
@@ -408,10 +416,7 @@ class Matmul(FreedOnExit):
                 return result
         self._reset(a, b, c, alpha if alpha is not None else 1, beta if beta is not None else 0, check=False)
         try:
-            if self._shared_lock is None:
-                return self._run(stream)
-            with self._shared_lock:
-                return self._run(stream)
+            return self._run(stream)
         finally:
             for p in self._problems:
                 p.ops = None

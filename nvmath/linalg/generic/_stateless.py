@@ -14,30 +14,38 @@ costs; a miss plans and caches. ``alpha``, ``beta`` and ``stream`` are per call,
 
 from __future__ import annotations
 
-import sys
-import threading
 import warnings
 from collections.abc import Hashable, Mapping
 from typing import Any
 
 import numpy as np
 
-from nvmath._internal.memory import Workspace
+from nvmath._internal import caches
+from nvmath._internal.memory import SharedWorkspaces
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
-from nvmath._internal.stateless import CachedPlan, call_cached
+from nvmath._internal.state import freed_on_error
+from nvmath._internal.stateless import READERS, CachedPlan, adapter_head, call_cached, reader_for
 from nvmath._internal.tensors import wrap
 from nvmath._internal.torch_bridge import route, wants_torch
 from nvmath.linalg.generic._options import MatmulOptions
 from nvmath.linalg.generic._planner import Matmul
 
-__all__ = ["GenericPlanCache", "generic_key", "matmul", "plan_cache"]
+__all__ = ["GenericPlanCache", "generic_key", "matmul", "plan_cache", "scratches", "workspaces"]
 
 DEFAULT_CACHE_SIZE = 128
 """The default number of plans kept by :data:`plan_cache`."""
 
-_SHARED: dict[tuple[int, str], tuple[Workspace, Workspace, threading.Lock]] = {}
-_SHARED_LOCK = threading.Lock()
+workspaces = caches.register(
+    "nvmath.linalg.generic: shared workspaces", SharedWorkspaces("shared generic matmul workspace")
+)
+"""The cuBLAS workspaces the cached plans share (one per device and package); a plan using one runs
+under its lock (the cache entry's lock)."""
+scratches = caches.register(
+    "nvmath.linalg.generic: shared scratch", SharedWorkspaces("shared generic matmul scratch")
+)
+"""The scratch buffers (expanded triangles, grouped pointer arrays) the cached plans share; used only
+under the lock of the same device's and package's workspace."""
 
 
 class GenericPlanCache(PlanCache):
@@ -46,68 +54,31 @@ class GenericPlanCache(PlanCache):
     def clear(self) -> None:
         """Free every cached plan and the workspaces they share."""
         super().clear()
-        with _SHARED_LOCK:
-            shared = list(_SHARED.values())
-            _SHARED.clear()
-        for workspace, scratch, lock in shared:
-            with lock:
-                workspace.release()
-                scratch.release()
+        workspaces.clear()
+        scratches.clear()
 
 
-plan_cache: GenericPlanCache = GenericPlanCache(DEFAULT_CACHE_SIZE, name="nvmath.linalg.matmul plan cache")
+plan_cache: GenericPlanCache = caches.register(
+    "nvmath.linalg.generic: matmul plans",
+    GenericPlanCache(DEFAULT_CACHE_SIZE, name="nvmath.linalg.matmul plan cache"),
+)
 """The cache of :func:`matmul`: ``stats``, ``resize(n)``, ``clear()``, ``enabled``."""
 
 
-def shared_workspaces(device_id: int, package: str) -> tuple[Workspace, Workspace, threading.Lock]:
-    """The workspace, scratch and lock shared by the cached plans of ``(device_id, package)``."""
-    key = (device_id, package)
-    with _SHARED_LOCK:
-        entry = _SHARED.get(key)
-        if entry is None:
-            entry = _SHARED[key] = (
-                Workspace(device_id=device_id, package=package, name="shared generic matmul workspace"),
-                Workspace(device_id=device_id, package=package, name="shared generic matmul scratch"),
-                threading.Lock(),
-            )
-    return entry
-
-
 # ---------------------------------------------------------------------------------------- keys
-def _torch_key(t: Any) -> tuple:
-    return (t.shape, t.stride(), t.dtype, t.is_conj(), t.get_device())
-
-
-def _array_key(x: Any) -> tuple:
+def _numpy_key(x: np.ndarray) -> tuple:
     return ("numpy", x.shape, x.strides, x.dtype)
 
 
-def _cupy_key(x: Any) -> tuple:
-    return ("cupy", x.shape, x.strides, x.dtype, x.device.id)
-
-
-_RAW: dict[type, Any] = {np.ndarray: _array_key}
-"""Exact tensor type -> a key from cheap attribute reads (filled as torch / cupy tensors show up)."""
+def _shared_reader_key(x: Any) -> Hashable:
+    """The head of ``x`` from :data:`nvmath._internal.stateless.READERS` (its adapter's when unreadable)."""
+    tp = type(x)
+    read = (READERS.get(tp) or reader_for(tp))(x)
+    return read[0] if read is not None else adapter_head(wrap(x, "operand"))
 
 
 def _operand_key(x: Any) -> Hashable:
-    tp = type(x)
-    keyer = _RAW.get(tp)
-    if keyer is None:
-        keyer = _register(tp)
-    if keyer is not None:
-        return keyer(x)
-    op = wrap(x, "operand")  # another producer: the adapter's metadata
-    return op.package, tuple(op.shape), tuple(op.strides), op.dtype, op.is_conjugate, op.device_id
-
-
-def _register(tp: type) -> Any:
-    torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
-    if torch is not None and tp is torch.Tensor:
-        _RAW[tp] = _torch_key
-    elif cupy is not None and tp is cupy.ndarray:
-        _RAW[tp] = _cupy_key
-    return _RAW.get(tp)
+    return _numpy_key(x) if type(x) is np.ndarray else _shared_reader_key(x)
 
 
 def _operands_key(x: Any) -> Hashable:
@@ -148,14 +119,16 @@ def generic_key(
 ) -> Hashable | None:
     """The plan-cache key of one :func:`matmul` call, or ``None`` when some argument cannot be part of one.
 
-    A call with operands only has the key ``(key(a), key(b), key(c) or None)``, which :func:`matmul`
-    builds inline for registered tensor types.
+    A call with operands only has the key ``(key(a), key(b), key(c) or None)``: numpy arrays by their
+    shape, strides and dtype, other tensors by their head from :data:`nvmath._internal.stateless.READERS`
+    (torch and cupy read raw, others through their adapter); a sequence by its elements' keys.
     """
     try:
-        key: tuple = (_operands_key(a), _operands_key(b), _operands_key(c))
+        key: tuple = (_operands_key(a), _operands_key(b), _operands_key(c))  # hashable by construction
         if qualifiers is not None or options is not None or execution is not None:
-            key += (_qualifiers_key(qualifiers), _options_key(options), _execution_key(execution))
-        hash(key)
+            extra = (_qualifiers_key(qualifiers), _options_key(options), _execution_key(execution))
+            hash(extra)
+            key += extra
     except TypeError:
         return None
     return key
@@ -191,31 +164,27 @@ def matmul(
     if wants_torch(a, b, c):  # autograd or torch.compile: nvmath.torch builds the graph
         return route("generic.matmul", a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options,
                      execution=execution, stream=stream)  # fmt: skip
-    keyer = _RAW.get(type(a)) if qualifiers is None and options is None and execution is None else None
-    if keyer is not None and type(b) is type(a) and (c is None or type(c) is type(a)):
-        key: Hashable | None = (keyer(a), keyer(b), None if c is None else keyer(c))  # the common call
-    else:
-        key = generic_key(a, b, c, qualifiers, options, execution)
+    key = generic_key(a, b, c, qualifiers, options, execution)
+    args = (a, b, c, alpha, beta, qualifiers, options, execution, stream)
+    return call_cached(plan_cache, key, _build, a, b, c, alpha, beta, stream, build_args=args)
 
-    def build() -> CachedPlan:
-        mm = Matmul(
-            a,
-            b,
-            c,
-            alpha=alpha,
-            beta=beta,
-            qualifiers=qualifiers,
-            options=options,
-            execution=execution,
-            stream=stream,
-        )
-        try:
-            mm.plan(stream=stream)
-            if key is not None:
-                mm.share_workspaces(shared_workspaces)
-        except BaseException:
-            mm.free()
-            raise
-        return CachedPlan(mm)
 
-    return call_cached(plan_cache, key, build, a, b, c, alpha, beta, stream)
+def _build(
+    a: Any, b: Any, c: Any, alpha: Any, beta: Any, qualifiers: Any, options: Any, execution: Any, stream: Any
+) -> CachedPlan:
+    """Plan a :class:`Matmul` for a cache miss on the shared workspaces; nothing is left if it fails."""
+    mm = Matmul(
+        a,
+        b,
+        c,
+        alpha=alpha,
+        beta=beta,
+        qualifiers=qualifiers,
+        options=options,
+        execution=execution,
+        stream=stream,
+    )
+    with freed_on_error(mm):
+        mm.plan(stream=stream)
+        mm.share_workspaces(workspaces, scratches)
+    return CachedPlan(mm, mm.workspace_lock)

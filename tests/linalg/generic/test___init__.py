@@ -8,11 +8,23 @@ import sys
 import nvmath.linalg as la
 from nvmath.linalg import generic
 
-NVMATH_PYTHON_NAMES = [
-    "matmul", "Matmul", "MatmulOptions", "ExecutionCPU", "ExecutionCUDA", "matrix_qualifiers_dtype",
-    "GeneralMatrixQualifier", "SymmetricMatrixQualifier", "HermitianMatrixQualifier", "TriangularMatrixQualifier",
-    "DiagonalMatrixQualifier", "FillMode", "DiagType", "SideMode", "InvalidMatmulState",
-]  # fmt: skip
+NVMATH_PYTHON_NAMES = (
+    "matmul",
+    "Matmul",
+    "MatmulOptions",
+    "ExecutionCPU",
+    "ExecutionCUDA",
+    "matrix_qualifiers_dtype",
+    "GeneralMatrixQualifier",
+    "SymmetricMatrixQualifier",
+    "HermitianMatrixQualifier",
+    "TriangularMatrixQualifier",
+    "DiagonalMatrixQualifier",
+    "FillMode",
+    "DiagType",
+    "SideMode",
+    "InvalidMatmulState",
+)
 
 
 def test_all_lists_existing_names():

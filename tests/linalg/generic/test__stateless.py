@@ -99,17 +99,17 @@ def test_fake_gpu_shared_workspace(fake_gpu):
     a = fake(np.ones((4, 4), np.float32))
     la.matmul(a, a)
     la.matmul(fake(np.ones((2, 4), np.float32)), a)
-    assert len(_stateless._SHARED) == 1
+    assert len(_stateless.workspaces) == 1
     plan_cache.clear()
-    assert not _stateless._SHARED
+    assert not len(_stateless.workspaces)
 
 
 def test_one_plan_per_kind_torch(torch):
-    """The first torch call (type not yet registered) and later ones share one key: one cached plan."""
-    from nvmath.linalg.generic import _stateless
+    """The first torch call (its reader not yet found) and later ones share one key: one cached plan."""
+    from nvmath._internal import stateless
 
-    _stateless._RAW.pop(torch.Tensor, None)
-    a = torch.ones(3, 3)
+    stateless.READERS.pop(torch.Tensor, None)
+    a = torch.ones(3, 3, dtype=torch.float16).float()
     for _ in range(3):
         la.matmul(a, a)
     assert plan_cache.stats.size == 1
