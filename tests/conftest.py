@@ -11,9 +11,12 @@ from __future__ import annotations
 import collections
 import functools
 import importlib
+import importlib.abc
+import importlib.machinery
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,6 +28,29 @@ _TESTS_DIR = str(Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 pytest.register_assert_rewrite("example_runner")
+
+
+class _NoTestFolderPackages(importlib.abc.MetaPathFinder):
+    """Keep the test folders on ``sys.path`` from posing as packages of the same name.
+
+    ``tests/torch`` (no ``__init__.py``) would otherwise be imported as a namespace package
+    ``torch`` where torch is not installed: ``pytest.importorskip("torch")`` then "succeeds" and
+    the tests fail with AttributeErrors instead of being skipped. A top-level import named like a
+    test folder is resolved without this folder; nothing found is a ``ModuleNotFoundError``.
+    """
+
+    names = frozenset(p.name for p in Path(_TESTS_DIR).iterdir() if p.is_dir() and p.name.isidentifier())
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if path is not None or name not in self.names:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, [p for p in sys.path if p != _TESTS_DIR])
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return spec
+
+
+sys.meta_path.insert(0, _NoTestFolderPackages())
 
 
 @functools.cache

@@ -29,9 +29,18 @@ How C parameters become Python parameters (first matching rule wins):
       in C order; after the C return value when the function returns something besides a status).
 
 5. Any other pointer (``void*``, ``float*``, ``cuComplex*``, struct pointers, ``T* const x[]``):
-   an address, ``int``. Numpy arrays (``.ctypes.data``), ``__cuda_array_interface__`` objects,
-   ``cuda.core`` buffers/streams and other objects with ``__int__`` are also accepted.
+   an address, ``int``.
 6. ``T**`` without ``[]``: an output pointer (returned as ``int``).
+
+Argument checks (emitted into every wrapper; a Python call never reaches C with a value C would
+mangle): handles, streams and pointers take ``int`` or an object with ``__index__`` in
+``[0, 2**64)`` (``None`` is NULL); strings, bytes, floats, numpy arrays and other objects are a
+``TypeError``. Integer parameters take ``int``/``__index__`` objects inside their C type's range
+(``OverflowError`` otherwise, never a wrap-around or a truncated float). Every error names the
+function and the parameter. The fast path is one inline boolean expression of range comparisons
+plus ctypes' own conversion; a failure of either goes to ``_loader.retry_call``, which checks each
+argument against the module's generated ``_ARG_KINDS`` table. The first call of each function checks
+its arguments before the library is loaded.
 
 Return values: the library status type is checked (``if status: raise <Lib>Error``); ``const char*``
 becomes ``str``; other scalars are returned. Enum classes are ``IntEnum``s named after the C type

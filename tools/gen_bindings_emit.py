@@ -70,6 +70,84 @@ def _wrap_call(head: str, items: list[str], close: str, indent: str = "") -> str
     return f"{indent}{head}\n" + "\n".join(lines) + f"\n{indent}{close}"
 
 
+# ctypes alias -> the check kind of an argument passed by value (see nvmath/bindings/_loader.py).
+VALUE_KINDS = {
+    "_int": "i32",
+    "_uint": "u32",
+    "_short": "i16",
+    "_ushort": "u16",
+    "_long": "i64",
+    "_ulong": "u64",
+    "_longlong": "i64",
+    "_ulonglong": "u64",
+    "_byte": "i8",
+    "_ubyte": "u8",
+    "_bool": "bool",
+    "_size": "u64",
+    "_uintptr": "u64",
+    "_i8": "i8",
+    "_u8": "u8",
+    "_i16": "i16",
+    "_u16": "u16",
+    "_i32": "i32",
+    "_u32": "u32",
+    "_i64": "i64",
+    "_u64": "u64",
+    "_char": "char",
+    "_float": "f32",
+    "_double": "f64",
+    "_vp": "ptr",
+}
+
+
+def check_kind(p: Any) -> str:
+    """How the argument of one input parameter is checked: ``ptr``, ``i32``... ``f64``, ``str``, ``array:i32``."""
+    if p.kind == "ptr":
+        return "ptr"
+    if p.kind == "str":
+        return "str"
+    if p.kind == "in_array":
+        return "array:" + VALUE_KINDS[p.ctype]
+    return VALUE_KINDS[p.ctype]
+
+
+def int_range(kind: str) -> tuple[int, int]:
+    """The C range of an integer check kind (``ptr`` is an unsigned 64-bit address)."""
+    if kind in ("ptr", "bool"):
+        return (0, 2**64 - 1) if kind == "ptr" else (0, 1)
+    bits = int(kind[1:])
+    return (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if kind[0] == "i" else (0, 2**bits - 1)
+
+
+def range_test(name: str, kind: str) -> str:
+    """The fast-path test of one argument ('' when ctypes' own conversion is check enough).
+
+    A wrong type either makes the comparison raise (str, bytes, None), or gives something other than
+    ``True`` (numpy arrays and scalars), or passes it and is refused by ctypes (float for an integer).
+    """
+    if kind == "ptr" or kind[0] in "iu" or kind == "bool":
+        lo, hi = int_range(kind)
+        return f"{lo} <= {name} <= {hi}"
+    return ""
+
+
+def _wrap_bool(head: str, tests: list[str], indent: str) -> str:
+    """``head a and b and c`` on one line, or in parentheses over several lines when too long."""
+    line = f"{indent}{head}{' and '.join(tests)}"
+    if len(line) <= LINE:
+        return line
+    inner = indent + "    "
+    lines, current = [], inner
+    for i, test in enumerate(tests):
+        piece = test if i == len(tests) - 1 else test + " and"
+        if current != inner and len(current) + 1 + len(piece) > LINE:
+            lines.append(current)
+            current = inner
+        current += piece if current == inner else " " + piece
+    lines.append(current)
+    return f"{indent}{head}(\n" + "\n".join(lines) + f"\n{indent})"
+
+
 def _docstring(text: str, indent: str) -> str:
     lines = []
     for paragraph in text.split("\n\n"):
@@ -119,6 +197,7 @@ class ModuleEmitter:
         self.snake_case = snake_case
         self.excluded = excluded
         self.public: list[str] = []
+        self.arg_kinds: dict[str, tuple[str, ...]] = {}  # Python function -> check kind per parameter
         self.classes: dict[str, str] = {}  # C enum name -> Python class name available in this module
 
     # -- enums -------------------------------------------------------------------------------
@@ -270,21 +349,38 @@ class ModuleEmitter:
         returns = self.describe_returns(func, outputs)
         doc = f"``{func.c.name}`` ({func.c.header}){returns}.\n\nC: ``{func.c.signature()}``"
         body = [sig + "\n", _docstring(doc, "    ")]
+        self.arg_kinds[func.name] = tuple(check_kind(p) for p in inputs)
+        retry = f"        return _retry({func.name}, locals(), _ARG_KINDS[{func.name!r}])"
+        kinds = self.arg_kinds[func.name]
+        # Fast path: one boolean expression range-checks every integer, handle and pointer argument
+        # (a wrong type makes a comparison raise, or ctypes refuse the value below); anything else
+        # takes the slow path, which names the function and the parameter in its error.
+        tests = [range_test(p.name, k) for p, k in zip(inputs, kinds)]
+        tests = [t for t in tests if t]
+        if tests:
+            body.append("    try:\n")
+            body.append(_wrap_bool("_ok = ", tests, "        ") + "\n")
+            body.append("    except Exception:\n        _ok = False\n")
+            body.append(f"    if _ok is not True:\n{retry}\n")
         for p in func.params:
             if p.kind == "in_array":
-                body.append(f"    {p.name} = _array_of{p.ctype}({p.name})\n")
+                body.append(
+                    f"    {p.name} = _array_of{p.ctype}({p.name}, {self.spec.module + '.' + func.name!r}, {p.name!r})\n"
+                )
             elif p.kind == "str":
-                body.append(f"    {p.name} = _cstr({p.name})\n")
+                body.append(
+                    f"    {p.name} = _cstr({p.name}, {self.spec.module + '.' + func.name!r}, {p.name!r})\n"
+                )
             elif p.kind == "out":
                 body.append(f"    {p.name} = {p.ctype}()\n")
         args = [f"_byref({p.name})" if p.kind == "out" else p.name for p in func.params]
         target = {"status": "_s = ", "str": "_r = ", "value": "_r = ", "none": ""}[func.returns]
         symbol = f"_p_{func.c.name}"
-        if func.retry:
+        if inputs:
             body.append("    try:\n")
             body.append(_wrap_call(f"{target}{symbol}(", args, ")", "        ") + "\n")
             body.append("    except _ArgumentError:\n")
-            body.append(f"        return _retry({func.name}, locals())\n")
+            body.append(f"{retry}\n")
         else:
             body.append(_wrap_call(f"{target}{symbol}(", args, ")", "    ") + "\n")
         if func.returns == "status":
@@ -412,7 +508,20 @@ class ModuleEmitter:
         parts += ["\n\n" + f for f in functions]
         if attributes:
             parts.append("\n\n" + attributes)
+        parts.append("\n\n" + self.emit_arg_kinds())
         return "".join(parts)
+
+    def emit_arg_kinds(self) -> str:
+        """The table the slow path (and the generated bad-argument test) reads the parameter kinds from."""
+        rows = "".join(
+            _wrap_call(f"{name!r}: (", [repr(k) for k in kinds], ",)," if len(kinds) == 1 else "),", "    ")
+            + "\n"
+            for name, kinds in sorted(self.arg_kinds.items())
+        )
+        return (
+            "# Check kind of every parameter, per function (see nvmath/bindings/_loader.py: retry_call).\n"
+            "_ARG_KINDS = {\n" + rows + "}\n"
+        )
 
 
 def _import_line(module: str, names: list[str]) -> str:

@@ -32,6 +32,7 @@ from nvmath._internal import devices
 __all__ = [
     "STREAM_CACHE_SIZE",
     "StreamHandle",
+    "check_stream",
     "clear_stream_cache",
     "current_stream",
     "get_stream",
@@ -158,6 +159,23 @@ def get_stream(stream: Any, *, device_id: int, package: str) -> StreamHandle:
     handle = _new_handle(ptr, device_id, package, stream)
     _remember(_OBJ_CACHE, id(stream), handle)
     return handle
+
+
+def check_stream(stream: Any) -> None:
+    """Refuse a ``stream`` argument of no accepted kind, without any driver call.
+
+    For paths that do not use the stream (CPU execution) and for checks before anything is loaded,
+    so that one rule holds everywhere: what :func:`get_stream` would refuse for its kind is refused.
+
+    Raises:
+        TypeError: not a stream (the message lists the accepted kinds); ValueError: a negative handle.
+    """
+    if stream is None or type(stream) is StreamHandle:
+        return
+    if type(stream) is int:
+        _check_ptr(stream)
+        return
+    _stream_ptr(stream)
 
 
 def current_stream(device_id: int, package: str) -> StreamHandle:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["attribute_getter", "attribute_setter", "dtype_getter", "struct_dtype"]
+__all__ = ["attribute_buffer", "attribute_getter", "attribute_setter", "dtype_getter", "struct_dtype"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,14 +84,50 @@ def attribute_setter(
     """
 
     def set_value(obj: int, attr: int, value: Any) -> None:
-        import numpy as np
-
-        buffer = np.ascontiguousarray(np.asarray(value, dtype=get_dtype(attr)).reshape(-1))
+        buffer = attribute_buffer(f"{name}(): attribute {attr!r}", value, get_dtype(attr))
         set_attribute(obj, attr, buffer.ctypes.data, buffer.nbytes)
 
     set_value.__name__ = set_value.__qualname__ = name
     set_value.__doc__ = f"Set an attribute from a Python value (wraps ``{set_attribute.__name__}``)."
     return set_value
+
+
+def attribute_buffer(where: str, value: Any, dtype: Any) -> Any:
+    """``value`` as a contiguous 1-D numpy array of ``dtype``, refusing what C would silently mangle.
+
+    Integer attributes take ints (or ``__index__`` objects, numpy integer arrays) inside the type's
+    range: a float is never truncated, a negative never wrapped. Float attributes take real numbers.
+
+    Raises:
+        TypeError: a value of the wrong kind; OverflowError: an integer outside the type's range.
+    """
+    import numpy as np
+
+    try:
+        given = np.asarray(value)
+    except Exception as exc:  # noqa: BLE001 - any conversion failure is the caller's wrong value
+        raise TypeError(f"{where}: cannot convert {type(value).__name__} to {dtype}: {exc}") from None
+    kind = given.dtype.kind
+    if dtype.kind in "iu":
+        if kind == "O":
+            given = np.asarray([_index(where, v) for v in given.reshape(-1)], dtype=object)
+        elif kind not in "iub":
+            raise TypeError(f"{where} takes integers ({dtype}), not {given.dtype} ({value!r})")
+        info = np.iinfo(dtype)
+        if given.size and (int(given.min()) < info.min or int(given.max()) > info.max):
+            raise OverflowError(f"{where}: {value!r} is out of range for {dtype} [{info.min}, {info.max}]")
+    elif kind not in "iubf":
+        raise TypeError(f"{where} takes real numbers ({dtype}), not {given.dtype} ({value!r})")
+    return np.ascontiguousarray(given.astype(dtype).reshape(-1))
+
+
+def _index(where: str, item: Any) -> int:
+    import operator
+
+    try:
+        return operator.index(item)
+    except TypeError:
+        raise TypeError(f"{where} takes integers, not {type(item).__name__} ({item!r})") from None
 
 
 def attribute_getter(name: str, get_attribute: Callable, get_dtype: Callable) -> Callable[[int, int], Any]:

@@ -17,13 +17,14 @@ from __future__ import annotations
 import ctypes
 import logging
 import numbers
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from nvmath._errors import FunctionNotFoundError, LibraryNotFoundError
 
-__all__ = ["Binder", "binder", "library_info", "loaded_libraries"]
+__all__ = ["Binder", "binder", "check_argument", "check_integer", "library_info", "loaded_libraries"]
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +127,6 @@ class _Library:
         return function
 
 
-_CArgObject = type(ctypes.byref(ctypes.c_int()))
-
 _LIBRARIES: dict[str, _Library] = {name: _Library(spec) for name, spec in _SPECS.items()}
 
 
@@ -160,6 +159,22 @@ def loaded_libraries() -> dict[str, dict[str, str | None]]:
     return {name: library_info(name) for name, lib in _LIBRARIES.items() if lib._cdll is not None}
 
 
+def _precheck(symbol: str, argtypes: Sequence[Any], args: Sequence[Any]) -> None:
+    """Convert the arguments as the ctypes function will, before the library is loaded.
+
+    Raises:
+        ctypes.ArgumentError: as the resolved function would (the wrapper's slow path then names
+            the parameter).
+    """
+    for position, (argtype, arg) in enumerate(zip(argtypes, args), 1):
+        try:
+            argtype.from_param(arg)
+        except Exception as exc:  # noqa: BLE001 - re-raised as the ArgumentError ctypes would raise
+            raise ctypes.ArgumentError(
+                f"argument {position} of {symbol}: {type(exc).__name__}: {exc}"
+            ) from None
+
+
 class Binder:
     """Creates the lazy ``_p_<symbol>`` stubs of one generated module.
 
@@ -175,13 +190,16 @@ class Binder:
         self.namespace = namespace
         self.declared_by = declared_by
         self.stubs: dict[str, Callable] = {}
+        self.prototypes: dict[str, tuple[Any, Sequence[Any]]] = {}
 
     def __call__(self, symbol: str, restype: Any, argtypes: Sequence[Any]) -> Callable:
         """A stub that resolves ``symbol`` on first call and installs it as ``_p_<symbol>``."""
         key = "_p_" + symbol
         namespace = self.namespace
+        self.prototypes[symbol] = (restype, tuple(argtypes))
 
         def stub(*args: Any) -> Any:
+            _precheck(symbol, argtypes, args)  # a refused argument never loads the library
             library = _library(self.library)
             with library.lock:
                 function = namespace.get(key)
@@ -194,6 +212,22 @@ class Binder:
         self.stubs[key] = stub
         return stub
 
+    def resolve(self, symbol: str) -> Callable:
+        """Load the library now and install (and return) the ctypes function of ``symbol``.
+
+        For tools and tests that wrap ``_p_<symbol>`` (a wrapper installed over a stub would be
+        replaced by the resolved function on its first call).
+        """
+        key = "_p_" + symbol
+        library = _library(self.library)
+        with library.lock:
+            function = self.namespace.get(key)
+            if function is None or function is self.stubs.get(key):
+                restype, argtypes = self.prototypes[symbol]
+                function = library.resolve(symbol, restype, argtypes, self.declared_by)
+                self.namespace[key] = function
+        return function
+
     def unresolve(self) -> None:
         """Put every stub back (the next call of each function resolves it again); for tests."""
         self.namespace.update(self.stubs)
@@ -204,72 +238,161 @@ def binder(library: str, namespace: dict[str, Any], declared_by: str) -> Binder:
     return Binder(library, namespace, declared_by)
 
 
-def as_pointer(value: Any) -> Any:
-    """An address for a pointer argument: ints, ``None`` and ctypes objects pass unchanged.
+# Argument checks. The generated wrappers range-check their integer, handle and pointer arguments
+# inline (one boolean expression) and let ctypes refuse wrong types; whatever fails either test comes
+# here, where each argument is checked on its own so the error names the function and the parameter.
 
-    Also accepted: numpy arrays (``.ctypes.data``), objects with ``__cuda_array_interface__`` or
-    ``__array_interface__``, ``__cuda_stream__`` objects, objects with a ``handle`` or with
-    ``__int__`` (``cuda.core`` buffers and streams, ``cuda.bindings`` handles, numpy integers).
+_FLOAT_KINDS = frozenset({"f32", "f64"})
+
+
+def _int_range(kind: str) -> tuple[int, int, str]:
+    """(lowest, highest, C type name) of an integer check kind."""
+    if kind == "ptr":
+        return 0, 2**64 - 1, "an address or handle (uintptr_t)"
+    if kind == "bool":
+        return 0, 1, "bool"
+    bits = int(kind[1:])
+    if kind[0] == "i":
+        return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1, f"int{bits}_t"
+    return 0, 2**bits - 1, f"uint{bits}_t"
+
+
+def _type_name(value: Any) -> str:
+    cls = type(value)
+    return cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def check_integer(value: Any, kind: str, where: str) -> int:
+    """``value`` as a Python int in the range of the C integer type ``kind``.
+
+    Accepts ``int`` (``bool`` included) and objects with ``__index__`` (numpy integers, IntEnum
+    members); ``None`` is NULL (0) for ``ptr``. Floats, strings, bytes, arrays and other objects are
+    refused, never truncated or passed by address.
+
+    Raises:
+        TypeError: not an integer; OverflowError: outside the C type's range. Both name ``where``.
     """
-    if value is None or isinstance(
-        value, (int, bytes, _CArgObject, ctypes._SimpleCData, ctypes.Array, ctypes._Pointer)
-    ):
-        return value
-    if isinstance(value, numbers.Integral):  # numpy integers
-        return int(value)
-    ctypes_info = getattr(value, "ctypes", None)
-    if ctypes_info is not None and hasattr(ctypes_info, "data"):
-        return ctypes_info.data
-    if hasattr(value, "__cuda_stream__"):
-        return int(value.__cuda_stream__()[1])
-    for protocol in ("__cuda_array_interface__", "__array_interface__"):
-        interface = getattr(value, protocol, None)
-        if interface is not None:
-            return int(interface["data"][0])
-    handle = getattr(value, "handle", None)
-    if handle is not None:
-        return int(handle)
-    if hasattr(value, "__int__") or hasattr(value, "__index__"):
-        return int(value)
+    if value is None and kind == "ptr":
+        return 0
+    if isinstance(value, (str, bytes, bytearray, memoryview, float, complex)):
+        index = None
+    else:
+        try:
+            index = operator.index(value)
+        except TypeError:
+            index = None
+    lo, hi, c_name = _int_range(kind)
+    if index is None:
+        what = "an int (an address or handle)" if kind == "ptr" else f"an int ({c_name})"
+        raise TypeError(f"{where} must be {what} or an object with __index__, not {_type_name(value)}")
+    if not lo <= index <= hi:
+        raise OverflowError(f"{where}={index} is out of range for {c_name} [{lo}, {hi}]")
+    return index
+
+
+def _check_float(value: Any, where: str) -> Any:
+    if isinstance(value, (str, bytes, bytearray, complex)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{where} must be a real number (int or float), not {_type_name(value)}")
     return value
 
 
-def retry_call(wrapper: Callable, frame_locals: dict[str, Any]) -> Any:
-    """Call ``wrapper`` again after a ctypes ``ArgumentError``, its arguments passed through :func:`as_pointer`.
+def _check_string(value: Any, where: str) -> Any:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    raise TypeError(f"{where} must be a str, bytes or None, not {_type_name(value)}")
 
-    The generated wrappers call this from their ``except ctypes.ArgumentError`` clause with
-    ``locals()``: the wrapper's parameters are read back by name, so the fast path carries no
-    conversion code at all.
+
+def check_argument(value: Any, kind: str, where: str) -> Any:
+    """One argument checked (and normalized) for its check kind; see :func:`retry_call`."""
+    if kind == "str":
+        return _check_string(value, where)
+    if kind in _FLOAT_KINDS:
+        return _check_float(value, where)
+    if kind == "char":
+        if isinstance(value, bytes) and len(value) == 1:
+            return value
+        return check_integer(value, "i8", where)
+    if kind.startswith("array:"):
+        if isinstance(value, (ctypes.Array, ctypes._Pointer)):
+            return value
+        return _check_array(value, _ARRAY_CTYPES[kind[6:]], where)
+    return check_integer(value, kind, where)
+
+
+def retry_call(wrapper: Callable, frame_locals: dict[str, Any], kinds: Sequence[str]) -> Any:
+    """The slow path of a generated wrapper: check every argument, then call again with clean values.
+
+    ``kinds`` gives, per Python parameter, its check kind: ``ptr`` (address or handle), ``i8`` ...
+    ``u64`` (C integer types), ``bool``, ``char``, ``f32``/``f64``, ``str``, ``array:<int kind>``.
+    The wrapper's arguments are read back from ``locals()`` by name, so the fast path carries no
+    conversion code.
 
     Raises:
-        TypeError: an argument has a type that cannot be passed; the message names the C function.
+        TypeError: an argument of the wrong type; OverflowError: an integer outside its C type's
+            range. The message names the function and the parameter.
     """
     code = wrapper.__code__
     names = code.co_varnames[: code.co_argcount]
+    qualified = f"{wrapper.__module__.rsplit('.', 1)[-1]}.{wrapper.__name__}"
     args = [frame_locals[name] for name in names]
-    converted = [as_pointer(arg) for arg in args]
+    converted = [
+        check_argument(arg, kind, f"{qualified}(): parameter {name}")
+        for name, arg, kind in zip(names, args, kinds)
+    ]
     if all(new is old for new, old in zip(converted, args)):
-        bad = ", ".join(f"{name}={type(arg).__name__}" for name, arg in zip(names, args))
-        raise TypeError(
-            f"{wrapper.__name__}: an argument cannot be passed to C ({bad}); see {wrapper.__doc__.split(chr(10))[0]}"
-        )
+        bad = ", ".join(f"{name}={_type_name(arg)}" for name, arg in zip(names, args))
+        raise TypeError(f"{qualified}(): ctypes refused the arguments ({bad})")
     return wrapper(*converted)
 
 
-def int_array(ctype: Any) -> Callable[[Any], Any]:
-    """A converter for an input array of integers: a sequence, or an address passed as is."""
+def _check_array(value: Any, ctype: Any, where: str) -> Any:
+    """An input integer array: a sequence of ints (copied into a C array), an address, or ``None``."""
+    if value is None or isinstance(value, (ctypes.Array, ctypes._Pointer)):
+        return value
+    if isinstance(value, (str, bytes, bytearray)) or not hasattr(value, "__iter__"):
+        if hasattr(value, "__index__"):
+            return check_integer(value, "ptr", where)
+        raise TypeError(f"{where} must be a sequence of ints or an address (int), not {_type_name(value)}")
+    kind = _CTYPE_KINDS[ctype]
+    values = [check_integer(v, kind, f"{where}[{i}]") for i, v in enumerate(value)]
+    return (ctype * len(values))(*values)
 
-    def convert(value: Any) -> Any:
-        if value is None or type(value) is int:
-            return value
-        if isinstance(value, (ctypes.Array, ctypes._Pointer)):
-            return value
-        values = [int(v) for v in value]
-        return (ctype * len(values))(*values)
+
+def int_array(ctype: Any) -> Callable[..., Any]:
+    """A converter for an input array of integers: a sequence of ints, or an address (int).
+
+    Called as ``convert(value, function, parameter)``; elements are checked like integer arguments
+    (no floats, no wrap-around) and errors name the function and the parameter.
+    """
+
+    def convert(value: Any, function: str = "?", parameter: str = "?") -> Any:
+        return _check_array(value, ctype, f"{function}(): parameter {parameter}")
 
     return convert
 
 
-def c_string(value: Any) -> Any:
-    """``str`` encoded to UTF-8 for a ``const char*`` argument; bytes and ``None`` pass unchanged."""
-    return value.encode() if isinstance(value, str) else value
+_CTYPE_KINDS = {
+    ctypes.c_int8: "i8", ctypes.c_uint8: "u8", ctypes.c_int16: "i16", ctypes.c_uint16: "u16",
+    ctypes.c_int32: "i32", ctypes.c_uint32: "u32", ctypes.c_int64: "i64", ctypes.c_uint64: "u64",
+}  # fmt: skip
+for _t in (ctypes.c_byte, ctypes.c_ubyte, ctypes.c_short, ctypes.c_ushort, ctypes.c_int, ctypes.c_uint,
+           ctypes.c_long, ctypes.c_ulong, ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_size_t):  # fmt: skip
+    _CTYPE_KINDS.setdefault(_t, ("u" if _t(-1).value > 0 else "i") + str(8 * ctypes.sizeof(_t)))
+_ARRAY_CTYPES = {kind: ctype for ctype, kind in reversed(list(_CTYPE_KINDS.items()))}
+
+
+def c_string(value: Any, function: str = "?", parameter: str = "?") -> Any:
+    """``str`` encoded to UTF-8 for a ``const char*`` argument; bytes and ``None`` pass unchanged.
+
+    Raises:
+        TypeError: anything else (an int would be taken by ctypes as an address).
+    """
+    if isinstance(value, str):
+        return value.encode()
+    if value is None or isinstance(value, bytes):
+        return value
+    raise TypeError(
+        f"{function}(): parameter {parameter} must be a str, bytes or None, not {_type_name(value)}"
+    )

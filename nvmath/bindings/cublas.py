@@ -1955,9 +1955,20 @@ def asum_ex(handle, n, x, x_type, incx, result, result_type, executiontype):
     incx, void* result, cudaDataType resultType, cudaDataType executiontype)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -2147483648 <= incx <= 2147483647 and 0 <= result <= 18446744073709551615 and
+            -2147483648 <= result_type <= 2147483647 and -2147483648 <= executiontype <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(asum_ex, locals(), _ARG_KINDS['asum_ex'])
+    try:
         _s = _p_cublasAsumEx(handle, n, x, x_type, incx, result, result_type, executiontype)
     except _ArgumentError:
-        return _retry(asum_ex, locals())
+        return _retry(asum_ex, locals(), _ARG_KINDS['asum_ex'])
     if _s:
         _raise(_s)
 
@@ -1969,9 +1980,20 @@ def asum_ex_64(handle, n, x, x_type, incx, result, result_type, executiontype):
     xType, int64_t incx, void* result, cudaDataType resultType, cudaDataType executiontype)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= result <= 18446744073709551615 and
+            -2147483648 <= result_type <= 2147483647 and -2147483648 <= executiontype <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(asum_ex_64, locals(), _ARG_KINDS['asum_ex_64'])
+    try:
         _s = _p_cublasAsumEx_64(handle, n, x, x_type, incx, result, result_type, executiontype)
     except _ArgumentError:
-        return _retry(asum_ex_64, locals())
+        return _retry(asum_ex_64, locals(), _ARG_KINDS['asum_ex_64'])
     if _s:
         _raise(_s)
 
@@ -1984,9 +2006,22 @@ def axpy_ex(handle, n, alpha, alpha_type, x, x_type, incx, y, y_type, incy, exec
     cudaDataType executiontype)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and -2147483648 <= alpha_type <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -2147483648 <= incx <= 2147483647 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -2147483648 <= incy <= 2147483647 and
+            -2147483648 <= executiontype <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(axpy_ex, locals(), _ARG_KINDS['axpy_ex'])
+    try:
         _s = _p_cublasAxpyEx(handle, n, alpha, alpha_type, x, x_type, incx, y, y_type, incy, executiontype)
     except _ArgumentError:
-        return _retry(axpy_ex, locals())
+        return _retry(axpy_ex, locals(), _ARG_KINDS['axpy_ex'])
     if _s:
         _raise(_s)
 
@@ -1999,9 +2034,22 @@ def axpy_ex_64(handle, n, alpha, alpha_type, x, x_type, incx, y, y_type, incy, e
     cudaDataType executiontype)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= alpha <= 18446744073709551615 and -2147483648 <= alpha_type <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            -2147483648 <= executiontype <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(axpy_ex_64, locals(), _ARG_KINDS['axpy_ex_64'])
+    try:
         _s = _p_cublasAxpyEx_64(handle, n, alpha, alpha_type, x, x_type, incx, y, y_type, incy, executiontype)
     except _ArgumentError:
-        return _retry(axpy_ex_64, locals())
+        return _retry(axpy_ex_64, locals(), _ARG_KINDS['axpy_ex_64'])
     if _s:
         _raise(_s)
 
@@ -2013,9 +2061,20 @@ def caxpy(handle, n, alpha, x, incx, y, incy):
     cuComplex* x, int incx, cuComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(caxpy, locals(), _ARG_KINDS['caxpy'])
+    try:
         _s = _p_cublasCaxpy_v2(handle, n, alpha, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(caxpy, locals())
+        return _retry(caxpy, locals(), _ARG_KINDS['caxpy'])
     if _s:
         _raise(_s)
 
@@ -2027,9 +2086,20 @@ def caxpy_64(handle, n, alpha, x, incx, y, incy):
     cuComplex* x, int64_t incx, cuComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(caxpy_64, locals(), _ARG_KINDS['caxpy_64'])
+    try:
         _s = _p_cublasCaxpy_v2_64(handle, n, alpha, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(caxpy_64, locals())
+        return _retry(caxpy_64, locals(), _ARG_KINDS['caxpy_64'])
     if _s:
         _raise(_s)
 
@@ -2041,9 +2111,19 @@ def ccopy(handle, n, x, incx, y, incy):
     cuComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ccopy, locals(), _ARG_KINDS['ccopy'])
+    try:
         _s = _p_cublasCcopy_v2(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(ccopy, locals())
+        return _retry(ccopy, locals(), _ARG_KINDS['ccopy'])
     if _s:
         _raise(_s)
 
@@ -2055,9 +2135,19 @@ def ccopy_64(handle, n, x, incx, y, incy):
     incx, cuComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ccopy_64, locals(), _ARG_KINDS['ccopy_64'])
+    try:
         _s = _p_cublasCcopy_v2_64(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(ccopy_64, locals())
+        return _retry(ccopy_64, locals(), _ARG_KINDS['ccopy_64'])
     if _s:
         _raise(_s)
 
@@ -2069,9 +2159,21 @@ def cdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc):
     cuComplex* A, int lda, const cuComplex* x, int incx, cuComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cdgmm, locals(), _ARG_KINDS['cdgmm'])
+    try:
         _s = _p_cublasCdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc)
     except _ArgumentError:
-        return _retry(cdgmm, locals())
+        return _retry(cdgmm, locals(), _ARG_KINDS['cdgmm'])
     if _s:
         _raise(_s)
 
@@ -2083,9 +2185,22 @@ def cdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc):
     const cuComplex* A, int64_t lda, const cuComplex* x, int64_t incx, cuComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cdgmm_64, locals(), _ARG_KINDS['cdgmm_64'])
+    try:
         _s = _p_cublasCdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc)
     except _ArgumentError:
-        return _retry(cdgmm_64, locals())
+        return _retry(cdgmm_64, locals(), _ARG_KINDS['cdgmm_64'])
     if _s:
         _raise(_s)
 
@@ -2097,9 +2212,20 @@ def cdotc(handle, n, x, incx, y, incy, result):
     cuComplex* y, int incy, cuComplex* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cdotc, locals(), _ARG_KINDS['cdotc'])
+    try:
         _s = _p_cublasCdotc_v2(handle, n, x, incx, y, incy, result)
     except _ArgumentError:
-        return _retry(cdotc, locals())
+        return _retry(cdotc, locals(), _ARG_KINDS['cdotc'])
     if _s:
         _raise(_s)
 
@@ -2111,9 +2237,20 @@ def cdotc_64(handle, n, x, incx, y, incy, result):
     incx, const cuComplex* y, int64_t incy, cuComplex* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cdotc_64, locals(), _ARG_KINDS['cdotc_64'])
+    try:
         _s = _p_cublasCdotc_v2_64(handle, n, x, incx, y, incy, result)
     except _ArgumentError:
-        return _retry(cdotc_64, locals())
+        return _retry(cdotc_64, locals(), _ARG_KINDS['cdotc_64'])
     if _s:
         _raise(_s)
 
@@ -2125,9 +2262,20 @@ def cdotu(handle, n, x, incx, y, incy, result):
     cuComplex* y, int incy, cuComplex* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cdotu, locals(), _ARG_KINDS['cdotu'])
+    try:
         _s = _p_cublasCdotu_v2(handle, n, x, incx, y, incy, result)
     except _ArgumentError:
-        return _retry(cdotu, locals())
+        return _retry(cdotu, locals(), _ARG_KINDS['cdotu'])
     if _s:
         _raise(_s)
 
@@ -2139,9 +2287,20 @@ def cdotu_64(handle, n, x, incx, y, incy, result):
     incx, const cuComplex* y, int64_t incy, cuComplex* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cdotu_64, locals(), _ARG_KINDS['cdotu_64'])
+    try:
         _s = _p_cublasCdotu_v2_64(handle, n, x, incx, y, incy, result)
     except _ArgumentError:
-        return _retry(cdotu_64, locals())
+        return _retry(cdotu_64, locals(), _ARG_KINDS['cdotu_64'])
     if _s:
         _raise(_s)
 
@@ -2154,9 +2313,23 @@ def cgbmv(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy):
     cuComplex* beta, cuComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= kl <= 2147483647 and -2147483648 <= ku <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgbmv, locals(), _ARG_KINDS['cgbmv'])
+    try:
         _s = _p_cublasCgbmv_v2(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(cgbmv, locals())
+        return _retry(cgbmv, locals(), _ARG_KINDS['cgbmv'])
     if _s:
         _raise(_s)
 
@@ -2169,9 +2342,25 @@ def cgbmv_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
     cuComplex* x, int64_t incx, const cuComplex* beta, cuComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= kl <= 9223372036854775807 and
+            -9223372036854775808 <= ku <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgbmv_64, locals(), _ARG_KINDS['cgbmv_64'])
+    try:
         _s = _p_cublasCgbmv_v2_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(cgbmv_64, locals())
+        return _retry(cgbmv_64, locals(), _ARG_KINDS['cgbmv_64'])
     if _s:
         _raise(_s)
 
@@ -2184,9 +2373,23 @@ def cgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
     const cuComplex* B, int ldb, cuComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgeam, locals(), _ARG_KINDS['cgeam'])
+    try:
         _s = _p_cublasCgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(cgeam, locals())
+        return _retry(cgeam, locals(), _ARG_KINDS['cgeam'])
     if _s:
         _raise(_s)
 
@@ -2199,9 +2402,23 @@ def cgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
     cuComplex* beta, const cuComplex* B, int64_t ldb, cuComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgeam_64, locals(), _ARG_KINDS['cgeam_64'])
+    try:
         _s = _p_cublasCgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(cgeam_64, locals())
+        return _retry(cgeam_64, locals(), _ARG_KINDS['cgeam_64'])
     if _s:
         _raise(_s)
 
@@ -2214,11 +2431,24 @@ def cgels_batched(handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev
     int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= carray <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= dev_info_array <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgels_batched, locals(), _ARG_KINDS['cgels_batched'])
+    try:
         _s = _p_cublasCgelsBatched(
             handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size,
         )
     except _ArgumentError:
-        return _retry(cgels_batched, locals())
+        return _retry(cgels_batched, locals(), _ARG_KINDS['cgels_batched'])
     if _s:
         _raise(_s)
 
@@ -2231,9 +2461,23 @@ def cgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     int ldb, const cuComplex* beta, cuComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm, locals(), _ARG_KINDS['cgemm'])
+    try:
         _s = _p_cublasCgemm_v2(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(cgemm, locals())
+        return _retry(cgemm, locals(), _ARG_KINDS['cgemm'])
     if _s:
         _raise(_s)
 
@@ -2246,9 +2490,23 @@ def cgemm3m(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
     int ldb, const cuComplex* beta, cuComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm3m, locals(), _ARG_KINDS['cgemm3m'])
+    try:
         _s = _p_cublasCgemm3m(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(cgemm3m, locals())
+        return _retry(cgemm3m, locals(), _ARG_KINDS['cgemm3m'])
     if _s:
         _raise(_s)
 
@@ -2261,9 +2519,24 @@ def cgemm3m_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, 
     int64_t lda, const cuComplex* B, int64_t ldb, const cuComplex* beta, cuComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm3m_64, locals(), _ARG_KINDS['cgemm3m_64'])
+    try:
         _s = _p_cublasCgemm3m_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(cgemm3m_64, locals())
+        return _retry(cgemm3m_64, locals(), _ARG_KINDS['cgemm3m_64'])
     if _s:
         _raise(_s)
 
@@ -2279,11 +2552,26 @@ def cgemm3m_batched(
     batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= barray <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= carray <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm3m_batched, locals(), _ARG_KINDS['cgemm3m_batched'])
+    try:
         _s = _p_cublasCgemm3mBatched(
             handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
         )
     except _ArgumentError:
-        return _retry(cgemm3m_batched, locals())
+        return _retry(cgemm3m_batched, locals(), _ARG_KINDS['cgemm3m_batched'])
     if _s:
         _raise(_s)
 
@@ -2299,11 +2587,27 @@ def cgemm3m_batched_64(
     Carray, int64_t ldc, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= barray <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= carray <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm3m_batched_64, locals(), _ARG_KINDS['cgemm3m_batched_64'])
+    try:
         _s = _p_cublasCgemm3mBatched_64(
             handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
         )
     except _ArgumentError:
-        return _retry(cgemm3m_batched_64, locals())
+        return _retry(cgemm3m_batched_64, locals(), _ARG_KINDS['cgemm3m_batched_64'])
     if _s:
         _raise(_s)
 
@@ -2316,11 +2620,27 @@ def cgemm3m_ex(handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, 
     void* B, cudaDataType Btype, int ldb, const cuComplex* beta, void* C, cudaDataType Ctype, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= atype <= 2147483647 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= btype <= 2147483647 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm3m_ex, locals(), _ARG_KINDS['cgemm3m_ex'])
+    try:
         _s = _p_cublasCgemm3mEx(
             handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
         )
     except _ArgumentError:
-        return _retry(cgemm3m_ex, locals())
+        return _retry(cgemm3m_ex, locals(), _ARG_KINDS['cgemm3m_ex'])
     if _s:
         _raise(_s)
 
@@ -2334,11 +2654,27 @@ def cgemm3m_ex_64(handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btyp
     beta, void* C, cudaDataType Ctype, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= btype <= 2147483647 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ctype <= 2147483647 and -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm3m_ex_64, locals(), _ARG_KINDS['cgemm3m_ex_64'])
+    try:
         _s = _p_cublasCgemm3mEx_64(
             handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
         )
     except _ArgumentError:
-        return _retry(cgemm3m_ex_64, locals())
+        return _retry(cgemm3m_ex_64, locals(), _ARG_KINDS['cgemm3m_ex_64'])
     if _s:
         _raise(_s)
 
@@ -2355,12 +2691,29 @@ def cgemm3m_strided_batched(
     C, int ldc, long long strideC, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647 and
+            -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm3m_strided_batched, locals(), _ARG_KINDS['cgemm3m_strided_batched'])
+    try:
         _s = _p_cublasCgemm3mStridedBatched(
             handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
             stride_c, batch_count,
         )
     except _ArgumentError:
-        return _retry(cgemm3m_strided_batched, locals())
+        return _retry(cgemm3m_strided_batched, locals(), _ARG_KINDS['cgemm3m_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -2377,12 +2730,30 @@ def cgemm3m_strided_batched_64(
     beta, cuComplex* C, int64_t ldc, long long strideC, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm3m_strided_batched_64, locals(), _ARG_KINDS['cgemm3m_strided_batched_64'])
+    try:
         _s = _p_cublasCgemm3mStridedBatched_64(
             handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
             stride_c, batch_count,
         )
     except _ArgumentError:
-        return _retry(cgemm3m_strided_batched_64, locals())
+        return _retry(cgemm3m_strided_batched_64, locals(), _ARG_KINDS['cgemm3m_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -2395,9 +2766,24 @@ def cgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ld
     int64_t lda, const cuComplex* B, int64_t ldb, const cuComplex* beta, cuComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm_64, locals(), _ARG_KINDS['cgemm_64'])
+    try:
         _s = _p_cublasCgemm_v2_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(cgemm_64, locals())
+        return _retry(cgemm_64, locals(), _ARG_KINDS['cgemm_64'])
     if _s:
         _raise(_s)
 
@@ -2413,11 +2799,26 @@ def cgemm_batched(
     batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= barray <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= carray <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm_batched, locals(), _ARG_KINDS['cgemm_batched'])
+    try:
         _s = _p_cublasCgemmBatched(
             handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
         )
     except _ArgumentError:
-        return _retry(cgemm_batched, locals())
+        return _retry(cgemm_batched, locals(), _ARG_KINDS['cgemm_batched'])
     if _s:
         _raise(_s)
 
@@ -2433,11 +2834,27 @@ def cgemm_batched_64(
     Carray, int64_t ldc, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= barray <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= carray <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm_batched_64, locals(), _ARG_KINDS['cgemm_batched_64'])
+    try:
         _s = _p_cublasCgemmBatched_64(
             handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
         )
     except _ArgumentError:
-        return _retry(cgemm_batched_64, locals())
+        return _retry(cgemm_batched_64, locals(), _ARG_KINDS['cgemm_batched_64'])
     if _s:
         _raise(_s)
 
@@ -2450,11 +2867,27 @@ def cgemm_ex(handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ld
     void* B, cudaDataType Btype, int ldb, const cuComplex* beta, void* C, cudaDataType Ctype, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= atype <= 2147483647 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= btype <= 2147483647 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm_ex, locals(), _ARG_KINDS['cgemm_ex'])
+    try:
         _s = _p_cublasCgemmEx(
             handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
         )
     except _ArgumentError:
-        return _retry(cgemm_ex, locals())
+        return _retry(cgemm_ex, locals(), _ARG_KINDS['cgemm_ex'])
     if _s:
         _raise(_s)
 
@@ -2468,11 +2901,27 @@ def cgemm_ex_64(handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype,
     beta, void* C, cudaDataType Ctype, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= btype <= 2147483647 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ctype <= 2147483647 and -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm_ex_64, locals(), _ARG_KINDS['cgemm_ex_64'])
+    try:
         _s = _p_cublasCgemmEx_64(
             handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
         )
     except _ArgumentError:
-        return _retry(cgemm_ex_64, locals())
+        return _retry(cgemm_ex_64, locals(), _ARG_KINDS['cgemm_ex_64'])
     if _s:
         _raise(_s)
 
@@ -2489,12 +2938,29 @@ def cgemm_strided_batched(
     C, int ldc, long long strideC, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647 and
+            -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm_strided_batched, locals(), _ARG_KINDS['cgemm_strided_batched'])
+    try:
         _s = _p_cublasCgemmStridedBatched(
             handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
             stride_c, batch_count,
         )
     except _ArgumentError:
-        return _retry(cgemm_strided_batched, locals())
+        return _retry(cgemm_strided_batched, locals(), _ARG_KINDS['cgemm_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -2511,12 +2977,30 @@ def cgemm_strided_batched_64(
     beta, cuComplex* C, int64_t ldc, long long strideC, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemm_strided_batched_64, locals(), _ARG_KINDS['cgemm_strided_batched_64'])
+    try:
         _s = _p_cublasCgemmStridedBatched_64(
             handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
             stride_c, batch_count,
         )
     except _ArgumentError:
-        return _retry(cgemm_strided_batched_64, locals())
+        return _retry(cgemm_strided_batched_64, locals(), _ARG_KINDS['cgemm_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -2529,9 +3013,22 @@ def cgemv(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
     cuComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemv, locals(), _ARG_KINDS['cgemv'])
+    try:
         _s = _p_cublasCgemv_v2(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(cgemv, locals())
+        return _retry(cgemv, locals(), _ARG_KINDS['cgemv'])
     if _s:
         _raise(_s)
 
@@ -2544,9 +3041,23 @@ def cgemv_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
     const cuComplex* beta, cuComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemv_64, locals(), _ARG_KINDS['cgemv_64'])
+    try:
         _s = _p_cublasCgemv_v2_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(cgemv_64, locals())
+        return _retry(cgemv_64, locals(), _ARG_KINDS['cgemv_64'])
     if _s:
         _raise(_s)
 
@@ -2559,11 +3070,25 @@ def cgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, y
     const cuComplex* beta, cuComplex**[] yarray, int incy, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= xarray <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= yarray <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemv_batched, locals(), _ARG_KINDS['cgemv_batched'])
+    try:
         _s = _p_cublasCgemvBatched(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(cgemv_batched, locals())
+        return _retry(cgemv_batched, locals(), _ARG_KINDS['cgemv_batched'])
     if _s:
         _raise(_s)
 
@@ -2576,11 +3101,26 @@ def cgemv_batched_64(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta
     xarray, int64_t incx, const cuComplex* beta, cuComplex**[] yarray, int64_t incy, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= xarray <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= yarray <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemv_batched_64, locals(), _ARG_KINDS['cgemv_batched_64'])
+    try:
         _s = _p_cublasCgemvBatched_64(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(cgemv_batched_64, locals())
+        return _retry(cgemv_batched_64, locals(), _ARG_KINDS['cgemv_batched_64'])
     if _s:
         _raise(_s)
 
@@ -2596,12 +3136,28 @@ def cgemv_strided_batched(
     batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemv_strided_batched, locals(), _ARG_KINDS['cgemv_strided_batched'])
+    try:
         _s = _p_cublasCgemvStridedBatched(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(cgemv_strided_batched, locals())
+        return _retry(cgemv_strided_batched, locals(), _ARG_KINDS['cgemv_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -2617,12 +3173,29 @@ def cgemv_strided_batched_64(
     incy, long long stridey, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgemv_strided_batched_64, locals(), _ARG_KINDS['cgemv_strided_batched_64'])
+    try:
         _s = _p_cublasCgemvStridedBatched_64(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(cgemv_strided_batched_64, locals())
+        return _retry(cgemv_strided_batched_64, locals(), _ARG_KINDS['cgemv_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -2634,9 +3207,20 @@ def cgeqrf_batched(handle, m, n, aarray, lda, tau_array, info, batch_size):
     lda, cuComplex**[] TauArray, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau_array <= 18446744073709551615 and
+            0 <= info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgeqrf_batched, locals(), _ARG_KINDS['cgeqrf_batched'])
+    try:
         _s = _p_cublasCgeqrfBatched(handle, m, n, aarray, lda, tau_array, info, batch_size)
     except _ArgumentError:
-        return _retry(cgeqrf_batched, locals())
+        return _retry(cgeqrf_batched, locals(), _ARG_KINDS['cgeqrf_batched'])
     if _s:
         _raise(_s)
 
@@ -2648,9 +3232,21 @@ def cgerc(handle, m, n, alpha, x, incx, y, incy, a, lda):
     cuComplex* x, int incx, const cuComplex* y, int incy, cuComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgerc, locals(), _ARG_KINDS['cgerc'])
+    try:
         _s = _p_cublasCgerc_v2(handle, m, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(cgerc, locals())
+        return _retry(cgerc, locals(), _ARG_KINDS['cgerc'])
     if _s:
         _raise(_s)
 
@@ -2663,9 +3259,21 @@ def cgerc_64(handle, m, n, alpha, x, incx, y, incy, a, lda):
     lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgerc_64, locals(), _ARG_KINDS['cgerc_64'])
+    try:
         _s = _p_cublasCgerc_v2_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(cgerc_64, locals())
+        return _retry(cgerc_64, locals(), _ARG_KINDS['cgerc_64'])
     if _s:
         _raise(_s)
 
@@ -2677,9 +3285,21 @@ def cgeru(handle, m, n, alpha, x, incx, y, incy, a, lda):
     cuComplex* x, int incx, const cuComplex* y, int incy, cuComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgeru, locals(), _ARG_KINDS['cgeru'])
+    try:
         _s = _p_cublasCgeru_v2(handle, m, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(cgeru, locals())
+        return _retry(cgeru, locals(), _ARG_KINDS['cgeru'])
     if _s:
         _raise(_s)
 
@@ -2692,9 +3312,21 @@ def cgeru_64(handle, m, n, alpha, x, incx, y, incy, a, lda):
     lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgeru_64, locals(), _ARG_KINDS['cgeru_64'])
+    try:
         _s = _p_cublasCgeru_v2_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(cgeru_64, locals())
+        return _retry(cgeru_64, locals(), _ARG_KINDS['cgeru_64'])
     if _s:
         _raise(_s)
 
@@ -2706,9 +3338,20 @@ def cgetrf_batched(handle, n, a, lda, p, info, batch_size):
     P, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= p <= 18446744073709551615 and 0 <= info <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgetrf_batched, locals(), _ARG_KINDS['cgetrf_batched'])
+    try:
         _s = _p_cublasCgetrfBatched(handle, n, a, lda, p, info, batch_size)
     except _ArgumentError:
-        return _retry(cgetrf_batched, locals())
+        return _retry(cgetrf_batched, locals(), _ARG_KINDS['cgetrf_batched'])
     if _s:
         _raise(_s)
 
@@ -2720,9 +3363,21 @@ def cgetri_batched(handle, n, a, lda, p, c, ldc, info, batch_size):
     const int* P, cuComplex**[] C, int ldc, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= p <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgetri_batched, locals(), _ARG_KINDS['cgetri_batched'])
+    try:
         _s = _p_cublasCgetriBatched(handle, n, a, lda, p, c, ldc, info, batch_size)
     except _ArgumentError:
-        return _retry(cgetri_batched, locals())
+        return _retry(cgetri_batched, locals(), _ARG_KINDS['cgetri_batched'])
     if _s:
         _raise(_s)
 
@@ -2735,11 +3390,24 @@ def cgetrs_batched(handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, i
     info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= aarray <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= dev_ipiv <= 18446744073709551615 and 0 <= barray <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgetrs_batched, locals(), _ARG_KINDS['cgetrs_batched'])
+    try:
         _s = _p_cublasCgetrsBatched(
             handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size,
         )
     except _ArgumentError:
-        return _retry(cgetrs_batched, locals())
+        return _retry(cgetrs_batched, locals(), _ARG_KINDS['cgetrs_batched'])
     if _s:
         _raise(_s)
 
@@ -2752,9 +3420,22 @@ def chbmv(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
     cuComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chbmv, locals(), _ARG_KINDS['chbmv'])
+    try:
         _s = _p_cublasChbmv_v2(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(chbmv, locals())
+        return _retry(chbmv, locals(), _ARG_KINDS['chbmv'])
     if _s:
         _raise(_s)
 
@@ -2767,9 +3448,23 @@ def chbmv_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
     cuComplex* beta, cuComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chbmv_64, locals(), _ARG_KINDS['chbmv_64'])
+    try:
         _s = _p_cublasChbmv_v2_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(chbmv_64, locals())
+        return _retry(chbmv_64, locals(), _ARG_KINDS['chbmv_64'])
     if _s:
         _raise(_s)
 
@@ -2782,9 +3477,23 @@ def chemm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
     const cuComplex* beta, cuComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chemm, locals(), _ARG_KINDS['chemm'])
+    try:
         _s = _p_cublasChemm_v2(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(chemm, locals())
+        return _retry(chemm, locals(), _ARG_KINDS['chemm'])
     if _s:
         _raise(_s)
 
@@ -2797,9 +3506,23 @@ def chemm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
     B, int64_t ldb, const cuComplex* beta, cuComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chemm_64, locals(), _ARG_KINDS['chemm_64'])
+    try:
         _s = _p_cublasChemm_v2_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(chemm_64, locals())
+        return _retry(chemm_64, locals(), _ARG_KINDS['chemm_64'])
     if _s:
         _raise(_s)
 
@@ -2812,9 +3535,22 @@ def chemv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
     cuComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chemv, locals(), _ARG_KINDS['chemv'])
+    try:
         _s = _p_cublasChemv_v2(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(chemv, locals())
+        return _retry(chemv, locals(), _ARG_KINDS['chemv'])
     if _s:
         _raise(_s)
 
@@ -2827,9 +3563,22 @@ def chemv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
     beta, cuComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chemv_64, locals(), _ARG_KINDS['chemv_64'])
+    try:
         _s = _p_cublasChemv_v2_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(chemv_64, locals())
+        return _retry(chemv_64, locals(), _ARG_KINDS['chemv_64'])
     if _s:
         _raise(_s)
 
@@ -2841,9 +3590,20 @@ def cher(handle, uplo, n, alpha, x, incx, a, lda):
     alpha, const cuComplex* x, int incx, cuComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cher, locals(), _ARG_KINDS['cher'])
+    try:
         _s = _p_cublasCher_v2(handle, uplo, n, alpha, x, incx, a, lda)
     except _ArgumentError:
-        return _retry(cher, locals())
+        return _retry(cher, locals(), _ARG_KINDS['cher'])
     if _s:
         _raise(_s)
 
@@ -2855,9 +3615,21 @@ def cher2(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
     cuComplex* alpha, const cuComplex* x, int incx, const cuComplex* y, int incy, cuComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cher2, locals(), _ARG_KINDS['cher2'])
+    try:
         _s = _p_cublasCher2_v2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(cher2, locals())
+        return _retry(cher2, locals(), _ARG_KINDS['cher2'])
     if _s:
         _raise(_s)
 
@@ -2870,9 +3642,21 @@ def cher2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
     int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cher2_64, locals(), _ARG_KINDS['cher2_64'])
+    try:
         _s = _p_cublasCher2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(cher2_64, locals())
+        return _retry(cher2_64, locals(), _ARG_KINDS['cher2_64'])
     if _s:
         _raise(_s)
 
@@ -2885,9 +3669,23 @@ def cher2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     const float* beta, cuComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cher2k, locals(), _ARG_KINDS['cher2k'])
+    try:
         _s = _p_cublasCher2k_v2(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(cher2k, locals())
+        return _retry(cher2k, locals(), _ARG_KINDS['cher2k'])
     if _s:
         _raise(_s)
 
@@ -2900,9 +3698,23 @@ def cher2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     B, int64_t ldb, const float* beta, cuComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cher2k_64, locals(), _ARG_KINDS['cher2k_64'])
+    try:
         _s = _p_cublasCher2k_v2_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(cher2k_64, locals())
+        return _retry(cher2k_64, locals(), _ARG_KINDS['cher2k_64'])
     if _s:
         _raise(_s)
 
@@ -2914,9 +3726,20 @@ def cher_64(handle, uplo, n, alpha, x, incx, a, lda):
     float* alpha, const cuComplex* x, int64_t incx, cuComplex* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cher_64, locals(), _ARG_KINDS['cher_64'])
+    try:
         _s = _p_cublasCher_v2_64(handle, uplo, n, alpha, x, incx, a, lda)
     except _ArgumentError:
-        return _retry(cher_64, locals())
+        return _retry(cher_64, locals(), _ARG_KINDS['cher_64'])
     if _s:
         _raise(_s)
 
@@ -2929,9 +3752,22 @@ def cherk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
     int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cherk, locals(), _ARG_KINDS['cherk'])
+    try:
         _s = _p_cublasCherk_v2(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
     except _ArgumentError:
-        return _retry(cherk, locals())
+        return _retry(cherk, locals(), _ARG_KINDS['cherk'])
     if _s:
         _raise(_s)
 
@@ -2944,9 +3780,23 @@ def cherk3m_ex(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, 
     beta, void* C, cudaDataType Ctype, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -2147483648 <= lda <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cherk3m_ex, locals(), _ARG_KINDS['cherk3m_ex'])
+    try:
         _s = _p_cublasCherk3mEx(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
     except _ArgumentError:
-        return _retry(cherk3m_ex, locals())
+        return _retry(cherk3m_ex, locals(), _ARG_KINDS['cherk3m_ex'])
     if _s:
         _raise(_s)
 
@@ -2959,9 +3809,23 @@ def cherk3m_ex_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctyp
     float* beta, void* C, cudaDataType Ctype, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cherk3m_ex_64, locals(), _ARG_KINDS['cherk3m_ex_64'])
+    try:
         _s = _p_cublasCherk3mEx_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
     except _ArgumentError:
-        return _retry(cherk3m_ex_64, locals())
+        return _retry(cherk3m_ex_64, locals(), _ARG_KINDS['cherk3m_ex_64'])
     if _s:
         _raise(_s)
 
@@ -2974,9 +3838,22 @@ def cherk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
     cuComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cherk_64, locals(), _ARG_KINDS['cherk_64'])
+    try:
         _s = _p_cublasCherk_v2_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
     except _ArgumentError:
-        return _retry(cherk_64, locals())
+        return _retry(cherk_64, locals(), _ARG_KINDS['cherk_64'])
     if _s:
         _raise(_s)
 
@@ -2989,9 +3866,23 @@ def cherk_ex(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ld
     beta, void* C, cudaDataType Ctype, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -2147483648 <= lda <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cherk_ex, locals(), _ARG_KINDS['cherk_ex'])
+    try:
         _s = _p_cublasCherkEx(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
     except _ArgumentError:
-        return _retry(cherk_ex, locals())
+        return _retry(cherk_ex, locals(), _ARG_KINDS['cherk_ex'])
     if _s:
         _raise(_s)
 
@@ -3004,9 +3895,23 @@ def cherk_ex_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype,
     float* beta, void* C, cudaDataType Ctype, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cherk_ex_64, locals(), _ARG_KINDS['cherk_ex_64'])
+    try:
         _s = _p_cublasCherkEx_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
     except _ArgumentError:
-        return _retry(cherk_ex_64, locals())
+        return _retry(cherk_ex_64, locals(), _ARG_KINDS['cherk_ex_64'])
     if _s:
         _raise(_s)
 
@@ -3019,9 +3924,23 @@ def cherkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     const float* beta, cuComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cherkx, locals(), _ARG_KINDS['cherkx'])
+    try:
         _s = _p_cublasCherkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(cherkx, locals())
+        return _retry(cherkx, locals(), _ARG_KINDS['cherkx'])
     if _s:
         _raise(_s)
 
@@ -3034,9 +3953,23 @@ def cherkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     B, int64_t ldb, const float* beta, cuComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cherkx_64, locals(), _ARG_KINDS['cherkx_64'])
+    try:
         _s = _p_cublasCherkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(cherkx_64, locals())
+        return _retry(cherkx_64, locals(), _ARG_KINDS['cherkx_64'])
     if _s:
         _raise(_s)
 
@@ -3049,9 +3982,21 @@ def chpmv(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
     y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= ap <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chpmv, locals(), _ARG_KINDS['chpmv'])
+    try:
         _s = _p_cublasChpmv_v2(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(chpmv, locals())
+        return _retry(chpmv, locals(), _ARG_KINDS['chpmv'])
     if _s:
         _raise(_s)
 
@@ -3064,9 +4009,21 @@ def chpmv_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
     cuComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= ap <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chpmv_64, locals(), _ARG_KINDS['chpmv_64'])
+    try:
         _s = _p_cublasChpmv_v2_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(chpmv_64, locals())
+        return _retry(chpmv_64, locals(), _ARG_KINDS['chpmv_64'])
     if _s:
         _raise(_s)
 
@@ -3078,9 +4035,20 @@ def chpr(handle, uplo, n, alpha, x, incx, ap):
     alpha, const cuComplex* x, int incx, cuComplex* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chpr, locals(), _ARG_KINDS['chpr'])
+    try:
         _s = _p_cublasChpr_v2(handle, uplo, n, alpha, x, incx, ap)
     except _ArgumentError:
-        return _retry(chpr, locals())
+        return _retry(chpr, locals(), _ARG_KINDS['chpr'])
     if _s:
         _raise(_s)
 
@@ -3092,9 +4060,21 @@ def chpr2(handle, uplo, n, alpha, x, incx, y, incy, ap):
     cuComplex* alpha, const cuComplex* x, int incx, const cuComplex* y, int incy, cuComplex* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chpr2, locals(), _ARG_KINDS['chpr2'])
+    try:
         _s = _p_cublasChpr2_v2(handle, uplo, n, alpha, x, incx, y, incy, ap)
     except _ArgumentError:
-        return _retry(chpr2, locals())
+        return _retry(chpr2, locals(), _ARG_KINDS['chpr2'])
     if _s:
         _raise(_s)
 
@@ -3106,9 +4086,21 @@ def chpr2_64(handle, uplo, n, alpha, x, incx, y, incy, ap):
     cuComplex* alpha, const cuComplex* x, int64_t incx, const cuComplex* y, int64_t incy, cuComplex* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chpr2_64, locals(), _ARG_KINDS['chpr2_64'])
+    try:
         _s = _p_cublasChpr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, ap)
     except _ArgumentError:
-        return _retry(chpr2_64, locals())
+        return _retry(chpr2_64, locals(), _ARG_KINDS['chpr2_64'])
     if _s:
         _raise(_s)
 
@@ -3120,9 +4112,20 @@ def chpr_64(handle, uplo, n, alpha, x, incx, ap):
     float* alpha, const cuComplex* x, int64_t incx, cuComplex* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chpr_64, locals(), _ARG_KINDS['chpr_64'])
+    try:
         _s = _p_cublasChpr_v2_64(handle, uplo, n, alpha, x, incx, ap)
     except _ArgumentError:
-        return _retry(chpr_64, locals())
+        return _retry(chpr_64, locals(), _ARG_KINDS['chpr_64'])
     if _s:
         _raise(_s)
 
@@ -3134,9 +4137,20 @@ def cmatinv_batched(handle, n, a, lda, ainv, lda_inv, info, batch_size):
     cuComplex**[] Ainv, int lda_inv, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= ainv <= 18446744073709551615 and -2147483648 <= lda_inv <= 2147483647 and
+            0 <= info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cmatinv_batched, locals(), _ARG_KINDS['cmatinv_batched'])
+    try:
         _s = _p_cublasCmatinvBatched(handle, n, a, lda, ainv, lda_inv, info, batch_size)
     except _ArgumentError:
-        return _retry(cmatinv_batched, locals())
+        return _retry(cmatinv_batched, locals(), _ARG_KINDS['cmatinv_batched'])
     if _s:
         _raise(_s)
 
@@ -3148,9 +4162,20 @@ def copy_ex(handle, n, x, x_type, incx, y, y_type, incy):
     incx, void* y, cudaDataType yType, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -2147483648 <= incx <= 2147483647 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(copy_ex, locals(), _ARG_KINDS['copy_ex'])
+    try:
         _s = _p_cublasCopyEx(handle, n, x, x_type, incx, y, y_type, incy)
     except _ArgumentError:
-        return _retry(copy_ex, locals())
+        return _retry(copy_ex, locals(), _ARG_KINDS['copy_ex'])
     if _s:
         _raise(_s)
 
@@ -3162,9 +4187,20 @@ def copy_ex_64(handle, n, x, x_type, incx, y, y_type, incy):
     xType, int64_t incx, void* y, cudaDataType yType, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(copy_ex_64, locals(), _ARG_KINDS['copy_ex_64'])
+    try:
         _s = _p_cublasCopyEx_64(handle, n, x, x_type, incx, y, y_type, incy)
     except _ArgumentError:
-        return _retry(copy_ex_64, locals())
+        return _retry(copy_ex_64, locals(), _ARG_KINDS['copy_ex_64'])
     if _s:
         _raise(_s)
 
@@ -3188,9 +4224,20 @@ def crot(handle, n, x, incx, y, incy, c, s):
     int incy, const float* c, const cuComplex* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(crot, locals(), _ARG_KINDS['crot'])
+    try:
         _s = _p_cublasCrot_v2(handle, n, x, incx, y, incy, c, s)
     except _ArgumentError:
-        return _retry(crot, locals())
+        return _retry(crot, locals(), _ARG_KINDS['crot'])
     if _s:
         _raise(_s)
 
@@ -3202,9 +4249,20 @@ def crot_64(handle, n, x, incx, y, incy, c, s):
     cuComplex* y, int64_t incy, const float* c, const cuComplex* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(crot_64, locals(), _ARG_KINDS['crot_64'])
+    try:
         _s = _p_cublasCrot_v2_64(handle, n, x, incx, y, incy, c, s)
     except _ArgumentError:
-        return _retry(crot_64, locals())
+        return _retry(crot_64, locals(), _ARG_KINDS['crot_64'])
     if _s:
         _raise(_s)
 
@@ -3216,9 +4274,19 @@ def crotg(handle, a, b, c, s):
     cuComplex* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            0 <= b <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(crotg, locals(), _ARG_KINDS['crotg'])
+    try:
         _s = _p_cublasCrotg_v2(handle, a, b, c, s)
     except _ArgumentError:
-        return _retry(crotg, locals())
+        return _retry(crotg, locals(), _ARG_KINDS['crotg'])
     if _s:
         _raise(_s)
 
@@ -3230,9 +4298,19 @@ def cscal(handle, n, alpha, x, incx):
     int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cscal, locals(), _ARG_KINDS['cscal'])
+    try:
         _s = _p_cublasCscal_v2(handle, n, alpha, x, incx)
     except _ArgumentError:
-        return _retry(cscal, locals())
+        return _retry(cscal, locals(), _ARG_KINDS['cscal'])
     if _s:
         _raise(_s)
 
@@ -3244,9 +4322,19 @@ def cscal_64(handle, n, alpha, x, incx):
     cuComplex* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cscal_64, locals(), _ARG_KINDS['cscal_64'])
+    try:
         _s = _p_cublasCscal_v2_64(handle, n, alpha, x, incx)
     except _ArgumentError:
-        return _retry(cscal_64, locals())
+        return _retry(cscal_64, locals(), _ARG_KINDS['cscal_64'])
     if _s:
         _raise(_s)
 
@@ -3258,9 +4346,20 @@ def csrot(handle, n, x, incx, y, incy, c, s):
     int incy, const float* c, const float* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csrot, locals(), _ARG_KINDS['csrot'])
+    try:
         _s = _p_cublasCsrot_v2(handle, n, x, incx, y, incy, c, s)
     except _ArgumentError:
-        return _retry(csrot, locals())
+        return _retry(csrot, locals(), _ARG_KINDS['csrot'])
     if _s:
         _raise(_s)
 
@@ -3272,9 +4371,20 @@ def csrot_64(handle, n, x, incx, y, incy, c, s):
     cuComplex* y, int64_t incy, const float* c, const float* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csrot_64, locals(), _ARG_KINDS['csrot_64'])
+    try:
         _s = _p_cublasCsrot_v2_64(handle, n, x, incx, y, incy, c, s)
     except _ArgumentError:
-        return _retry(csrot_64, locals())
+        return _retry(csrot_64, locals(), _ARG_KINDS['csrot_64'])
     if _s:
         _raise(_s)
 
@@ -3286,9 +4396,19 @@ def csscal(handle, n, alpha, x, incx):
     int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csscal, locals(), _ARG_KINDS['csscal'])
+    try:
         _s = _p_cublasCsscal_v2(handle, n, alpha, x, incx)
     except _ArgumentError:
-        return _retry(csscal, locals())
+        return _retry(csscal, locals(), _ARG_KINDS['csscal'])
     if _s:
         _raise(_s)
 
@@ -3300,9 +4420,19 @@ def csscal_64(handle, n, alpha, x, incx):
     cuComplex* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csscal_64, locals(), _ARG_KINDS['csscal_64'])
+    try:
         _s = _p_cublasCsscal_v2_64(handle, n, alpha, x, incx)
     except _ArgumentError:
-        return _retry(csscal_64, locals())
+        return _retry(csscal_64, locals(), _ARG_KINDS['csscal_64'])
     if _s:
         _raise(_s)
 
@@ -3314,9 +4444,19 @@ def cswap(handle, n, x, incx, y, incy):
     int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cswap, locals(), _ARG_KINDS['cswap'])
+    try:
         _s = _p_cublasCswap_v2(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(cswap, locals())
+        return _retry(cswap, locals(), _ARG_KINDS['cswap'])
     if _s:
         _raise(_s)
 
@@ -3328,9 +4468,19 @@ def cswap_64(handle, n, x, incx, y, incy):
     cuComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cswap_64, locals(), _ARG_KINDS['cswap_64'])
+    try:
         _s = _p_cublasCswap_v2_64(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(cswap_64, locals())
+        return _retry(cswap_64, locals(), _ARG_KINDS['cswap_64'])
     if _s:
         _raise(_s)
 
@@ -3343,9 +4493,23 @@ def csymm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
     const cuComplex* beta, cuComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csymm, locals(), _ARG_KINDS['csymm'])
+    try:
         _s = _p_cublasCsymm_v2(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(csymm, locals())
+        return _retry(csymm, locals(), _ARG_KINDS['csymm'])
     if _s:
         _raise(_s)
 
@@ -3358,9 +4522,23 @@ def csymm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
     B, int64_t ldb, const cuComplex* beta, cuComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csymm_64, locals(), _ARG_KINDS['csymm_64'])
+    try:
         _s = _p_cublasCsymm_v2_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(csymm_64, locals())
+        return _retry(csymm_64, locals(), _ARG_KINDS['csymm_64'])
     if _s:
         _raise(_s)
 
@@ -3373,9 +4551,22 @@ def csymv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
     cuComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csymv, locals(), _ARG_KINDS['csymv'])
+    try:
         _s = _p_cublasCsymv_v2(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(csymv, locals())
+        return _retry(csymv, locals(), _ARG_KINDS['csymv'])
     if _s:
         _raise(_s)
 
@@ -3388,9 +4579,22 @@ def csymv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
     beta, cuComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csymv_64, locals(), _ARG_KINDS['csymv_64'])
+    try:
         _s = _p_cublasCsymv_v2_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(csymv_64, locals())
+        return _retry(csymv_64, locals(), _ARG_KINDS['csymv_64'])
     if _s:
         _raise(_s)
 
@@ -3402,9 +4606,20 @@ def csyr(handle, uplo, n, alpha, x, incx, a, lda):
     cuComplex* alpha, const cuComplex* x, int incx, cuComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyr, locals(), _ARG_KINDS['csyr'])
+    try:
         _s = _p_cublasCsyr_v2(handle, uplo, n, alpha, x, incx, a, lda)
     except _ArgumentError:
-        return _retry(csyr, locals())
+        return _retry(csyr, locals(), _ARG_KINDS['csyr'])
     if _s:
         _raise(_s)
 
@@ -3416,9 +4631,21 @@ def csyr2(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
     cuComplex* alpha, const cuComplex* x, int incx, const cuComplex* y, int incy, cuComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyr2, locals(), _ARG_KINDS['csyr2'])
+    try:
         _s = _p_cublasCsyr2_v2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(csyr2, locals())
+        return _retry(csyr2, locals(), _ARG_KINDS['csyr2'])
     if _s:
         _raise(_s)
 
@@ -3431,9 +4658,21 @@ def csyr2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
     int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyr2_64, locals(), _ARG_KINDS['csyr2_64'])
+    try:
         _s = _p_cublasCsyr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(csyr2_64, locals())
+        return _retry(csyr2_64, locals(), _ARG_KINDS['csyr2_64'])
     if _s:
         _raise(_s)
 
@@ -3446,9 +4685,23 @@ def csyr2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     const cuComplex* beta, cuComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyr2k, locals(), _ARG_KINDS['csyr2k'])
+    try:
         _s = _p_cublasCsyr2k_v2(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(csyr2k, locals())
+        return _retry(csyr2k, locals(), _ARG_KINDS['csyr2k'])
     if _s:
         _raise(_s)
 
@@ -3461,9 +4714,23 @@ def csyr2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     B, int64_t ldb, const cuComplex* beta, cuComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyr2k_64, locals(), _ARG_KINDS['csyr2k_64'])
+    try:
         _s = _p_cublasCsyr2k_v2_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(csyr2k_64, locals())
+        return _retry(csyr2k_64, locals(), _ARG_KINDS['csyr2k_64'])
     if _s:
         _raise(_s)
 
@@ -3475,9 +4742,20 @@ def csyr_64(handle, uplo, n, alpha, x, incx, a, lda):
     cuComplex* alpha, const cuComplex* x, int64_t incx, cuComplex* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyr_64, locals(), _ARG_KINDS['csyr_64'])
+    try:
         _s = _p_cublasCsyr_v2_64(handle, uplo, n, alpha, x, incx, a, lda)
     except _ArgumentError:
-        return _retry(csyr_64, locals())
+        return _retry(csyr_64, locals(), _ARG_KINDS['csyr_64'])
     if _s:
         _raise(_s)
 
@@ -3490,9 +4768,22 @@ def csyrk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
     cuComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyrk, locals(), _ARG_KINDS['csyrk'])
+    try:
         _s = _p_cublasCsyrk_v2(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
     except _ArgumentError:
-        return _retry(csyrk, locals())
+        return _retry(csyrk, locals(), _ARG_KINDS['csyrk'])
     if _s:
         _raise(_s)
 
@@ -3505,9 +4796,23 @@ def csyrk3m_ex(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, 
     cuComplex* beta, void* C, cudaDataType Ctype, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -2147483648 <= lda <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyrk3m_ex, locals(), _ARG_KINDS['csyrk3m_ex'])
+    try:
         _s = _p_cublasCsyrk3mEx(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
     except _ArgumentError:
-        return _retry(csyrk3m_ex, locals())
+        return _retry(csyrk3m_ex, locals(), _ARG_KINDS['csyrk3m_ex'])
     if _s:
         _raise(_s)
 
@@ -3520,9 +4825,23 @@ def csyrk3m_ex_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctyp
     const cuComplex* beta, void* C, cudaDataType Ctype, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyrk3m_ex_64, locals(), _ARG_KINDS['csyrk3m_ex_64'])
+    try:
         _s = _p_cublasCsyrk3mEx_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
     except _ArgumentError:
-        return _retry(csyrk3m_ex_64, locals())
+        return _retry(csyrk3m_ex_64, locals(), _ARG_KINDS['csyrk3m_ex_64'])
     if _s:
         _raise(_s)
 
@@ -3535,9 +4854,22 @@ def csyrk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
     beta, cuComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyrk_64, locals(), _ARG_KINDS['csyrk_64'])
+    try:
         _s = _p_cublasCsyrk_v2_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
     except _ArgumentError:
-        return _retry(csyrk_64, locals())
+        return _retry(csyrk_64, locals(), _ARG_KINDS['csyrk_64'])
     if _s:
         _raise(_s)
 
@@ -3550,9 +4882,23 @@ def csyrk_ex(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ld
     cuComplex* beta, void* C, cudaDataType Ctype, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -2147483648 <= lda <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyrk_ex, locals(), _ARG_KINDS['csyrk_ex'])
+    try:
         _s = _p_cublasCsyrkEx(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
     except _ArgumentError:
-        return _retry(csyrk_ex, locals())
+        return _retry(csyrk_ex, locals(), _ARG_KINDS['csyrk_ex'])
     if _s:
         _raise(_s)
 
@@ -3565,9 +4911,23 @@ def csyrk_ex_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype,
     const cuComplex* beta, void* C, cudaDataType Ctype, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyrk_ex_64, locals(), _ARG_KINDS['csyrk_ex_64'])
+    try:
         _s = _p_cublasCsyrkEx_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
     except _ArgumentError:
-        return _retry(csyrk_ex_64, locals())
+        return _retry(csyrk_ex_64, locals(), _ARG_KINDS['csyrk_ex_64'])
     if _s:
         _raise(_s)
 
@@ -3580,9 +4940,23 @@ def csyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     const cuComplex* beta, cuComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyrkx, locals(), _ARG_KINDS['csyrkx'])
+    try:
         _s = _p_cublasCsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(csyrkx, locals())
+        return _retry(csyrkx, locals(), _ARG_KINDS['csyrkx'])
     if _s:
         _raise(_s)
 
@@ -3595,9 +4969,23 @@ def csyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     B, int64_t ldb, const cuComplex* beta, cuComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csyrkx_64, locals(), _ARG_KINDS['csyrkx_64'])
+    try:
         _s = _p_cublasCsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(csyrkx_64, locals())
+        return _retry(csyrkx_64, locals(), _ARG_KINDS['csyrkx_64'])
     if _s:
         _raise(_s)
 
@@ -3609,9 +4997,21 @@ def ctbmv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     trans, cublasDiagType_t diag, int n, int k, const cuComplex* A, int lda, cuComplex* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctbmv, locals(), _ARG_KINDS['ctbmv'])
+    try:
         _s = _p_cublasCtbmv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ctbmv, locals())
+        return _retry(ctbmv, locals(), _ARG_KINDS['ctbmv'])
     if _s:
         _raise(_s)
 
@@ -3624,9 +5024,22 @@ def ctbmv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctbmv_64, locals(), _ARG_KINDS['ctbmv_64'])
+    try:
         _s = _p_cublasCtbmv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ctbmv_64, locals())
+        return _retry(ctbmv_64, locals(), _ARG_KINDS['ctbmv_64'])
     if _s:
         _raise(_s)
 
@@ -3638,9 +5051,21 @@ def ctbsv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     trans, cublasDiagType_t diag, int n, int k, const cuComplex* A, int lda, cuComplex* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctbsv, locals(), _ARG_KINDS['ctbsv'])
+    try:
         _s = _p_cublasCtbsv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ctbsv, locals())
+        return _retry(ctbsv, locals(), _ARG_KINDS['ctbsv'])
     if _s:
         _raise(_s)
 
@@ -3653,9 +5078,22 @@ def ctbsv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctbsv_64, locals(), _ARG_KINDS['ctbsv_64'])
+    try:
         _s = _p_cublasCtbsv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ctbsv_64, locals())
+        return _retry(ctbsv_64, locals(), _ARG_KINDS['ctbsv_64'])
     if _s:
         _raise(_s)
 
@@ -3667,9 +5105,20 @@ def ctpmv(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int n, const cuComplex* AP, cuComplex* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctpmv, locals(), _ARG_KINDS['ctpmv'])
+    try:
         _s = _p_cublasCtpmv_v2(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(ctpmv, locals())
+        return _retry(ctpmv, locals(), _ARG_KINDS['ctpmv'])
     if _s:
         _raise(_s)
 
@@ -3681,9 +5130,20 @@ def ctpmv_64(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int64_t n, const cuComplex* AP, cuComplex* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctpmv_64, locals(), _ARG_KINDS['ctpmv_64'])
+    try:
         _s = _p_cublasCtpmv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(ctpmv_64, locals())
+        return _retry(ctpmv_64, locals(), _ARG_KINDS['ctpmv_64'])
     if _s:
         _raise(_s)
 
@@ -3695,9 +5155,20 @@ def ctpsv(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int n, const cuComplex* AP, cuComplex* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctpsv, locals(), _ARG_KINDS['ctpsv'])
+    try:
         _s = _p_cublasCtpsv_v2(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(ctpsv, locals())
+        return _retry(ctpsv, locals(), _ARG_KINDS['ctpsv'])
     if _s:
         _raise(_s)
 
@@ -3709,9 +5180,20 @@ def ctpsv_64(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int64_t n, const cuComplex* AP, cuComplex* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctpsv_64, locals(), _ARG_KINDS['ctpsv_64'])
+    try:
         _s = _p_cublasCtpsv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(ctpsv_64, locals())
+        return _retry(ctpsv_64, locals(), _ARG_KINDS['ctpsv_64'])
     if _s:
         _raise(_s)
 
@@ -3723,9 +5205,19 @@ def ctpttr(handle, uplo, n, ap, a, lda):
     AP, cuComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= ap <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctpttr, locals(), _ARG_KINDS['ctpttr'])
+    try:
         _s = _p_cublasCtpttr(handle, uplo, n, ap, a, lda)
     except _ArgumentError:
-        return _retry(ctpttr, locals())
+        return _retry(ctpttr, locals(), _ARG_KINDS['ctpttr'])
     if _s:
         _raise(_s)
 
@@ -3738,9 +5230,23 @@ def ctrmm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc):
     cuComplex* A, int lda, const cuComplex* B, int ldb, cuComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctrmm, locals(), _ARG_KINDS['ctrmm'])
+    try:
         _s = _p_cublasCtrmm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(ctrmm, locals())
+        return _retry(ctrmm, locals(), _ARG_KINDS['ctrmm'])
     if _s:
         _raise(_s)
 
@@ -3753,9 +5259,23 @@ def ctrmm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ld
     const cuComplex* A, int64_t lda, const cuComplex* B, int64_t ldb, cuComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= c <= 18446744073709551615 and -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctrmm_64, locals(), _ARG_KINDS['ctrmm_64'])
+    try:
         _s = _p_cublasCtrmm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(ctrmm_64, locals())
+        return _retry(ctrmm_64, locals(), _ARG_KINDS['ctrmm_64'])
     if _s:
         _raise(_s)
 
@@ -3767,9 +5287,21 @@ def ctrmv(handle, uplo, trans, diag, n, a, lda, x, incx):
     trans, cublasDiagType_t diag, int n, const cuComplex* A, int lda, cuComplex* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctrmv, locals(), _ARG_KINDS['ctrmv'])
+    try:
         _s = _p_cublasCtrmv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ctrmv, locals())
+        return _retry(ctrmv, locals(), _ARG_KINDS['ctrmv'])
     if _s:
         _raise(_s)
 
@@ -3782,9 +5314,21 @@ def ctrmv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctrmv_64, locals(), _ARG_KINDS['ctrmv_64'])
+    try:
         _s = _p_cublasCtrmv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ctrmv_64, locals())
+        return _retry(ctrmv_64, locals(), _ARG_KINDS['ctrmv_64'])
     if _s:
         _raise(_s)
 
@@ -3797,9 +5341,22 @@ def ctrsm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
     cuComplex* A, int lda, cuComplex* B, int ldb)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctrsm, locals(), _ARG_KINDS['ctrsm'])
+    try:
         _s = _p_cublasCtrsm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
     except _ArgumentError:
-        return _retry(ctrsm, locals())
+        return _retry(ctrsm, locals(), _ARG_KINDS['ctrsm'])
     if _s:
         _raise(_s)
 
@@ -3812,9 +5369,22 @@ def ctrsm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
     const cuComplex* A, int64_t lda, cuComplex* B, int64_t ldb)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctrsm_64, locals(), _ARG_KINDS['ctrsm_64'])
+    try:
         _s = _p_cublasCtrsm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
     except _ArgumentError:
-        return _retry(ctrsm_64, locals())
+        return _retry(ctrsm_64, locals(), _ARG_KINDS['ctrsm_64'])
     if _s:
         _raise(_s)
 
@@ -3827,9 +5397,23 @@ def ctrsm_batched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, 
     cuComplex**[] A, int lda, cuComplex**[] B, int ldb, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctrsm_batched, locals(), _ARG_KINDS['ctrsm_batched'])
+    try:
         _s = _p_cublasCtrsmBatched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count)
     except _ArgumentError:
-        return _retry(ctrsm_batched, locals())
+        return _retry(ctrsm_batched, locals(), _ARG_KINDS['ctrsm_batched'])
     if _s:
         _raise(_s)
 
@@ -3843,11 +5427,25 @@ def ctrsm_batched_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ld
     batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctrsm_batched_64, locals(), _ARG_KINDS['ctrsm_batched_64'])
+    try:
         _s = _p_cublasCtrsmBatched_64(
             handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count,
         )
     except _ArgumentError:
-        return _retry(ctrsm_batched_64, locals())
+        return _retry(ctrsm_batched_64, locals(), _ARG_KINDS['ctrsm_batched_64'])
     if _s:
         _raise(_s)
 
@@ -3859,9 +5457,21 @@ def ctrsv(handle, uplo, trans, diag, n, a, lda, x, incx):
     trans, cublasDiagType_t diag, int n, const cuComplex* A, int lda, cuComplex* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctrsv, locals(), _ARG_KINDS['ctrsv'])
+    try:
         _s = _p_cublasCtrsv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ctrsv, locals())
+        return _retry(ctrsv, locals(), _ARG_KINDS['ctrsv'])
     if _s:
         _raise(_s)
 
@@ -3874,9 +5484,21 @@ def ctrsv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctrsv_64, locals(), _ARG_KINDS['ctrsv_64'])
+    try:
         _s = _p_cublasCtrsv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ctrsv_64, locals())
+        return _retry(ctrsv_64, locals(), _ARG_KINDS['ctrsv_64'])
     if _s:
         _raise(_s)
 
@@ -3888,9 +5510,19 @@ def ctrttp(handle, uplo, n, a, lda, ap):
     A, int lda, cuComplex* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ctrttp, locals(), _ARG_KINDS['ctrttp'])
+    try:
         _s = _p_cublasCtrttp(handle, uplo, n, a, lda, ap)
     except _ArgumentError:
-        return _retry(ctrttp, locals())
+        return _retry(ctrttp, locals(), _ARG_KINDS['ctrttp'])
     if _s:
         _raise(_s)
 
@@ -3902,9 +5534,19 @@ def dasum(handle, n, x, incx, result):
     result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dasum, locals(), _ARG_KINDS['dasum'])
+    try:
         _s = _p_cublasDasum_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(dasum, locals())
+        return _retry(dasum, locals(), _ARG_KINDS['dasum'])
     if _s:
         _raise(_s)
 
@@ -3916,9 +5558,19 @@ def dasum_64(handle, n, x, incx, result):
     double* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dasum_64, locals(), _ARG_KINDS['dasum_64'])
+    try:
         _s = _p_cublasDasum_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(dasum_64, locals())
+        return _retry(dasum_64, locals(), _ARG_KINDS['dasum_64'])
     if _s:
         _raise(_s)
 
@@ -3930,9 +5582,20 @@ def daxpy(handle, n, alpha, x, incx, y, incy):
     int incx, double* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(daxpy, locals(), _ARG_KINDS['daxpy'])
+    try:
         _s = _p_cublasDaxpy_v2(handle, n, alpha, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(daxpy, locals())
+        return _retry(daxpy, locals(), _ARG_KINDS['daxpy'])
     if _s:
         _raise(_s)
 
@@ -3944,9 +5607,20 @@ def daxpy_64(handle, n, alpha, x, incx, y, incy):
     double* x, int64_t incx, double* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(daxpy_64, locals(), _ARG_KINDS['daxpy_64'])
+    try:
         _s = _p_cublasDaxpy_v2_64(handle, n, alpha, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(daxpy_64, locals())
+        return _retry(daxpy_64, locals(), _ARG_KINDS['daxpy_64'])
     if _s:
         _raise(_s)
 
@@ -3958,9 +5632,19 @@ def dcopy(handle, n, x, incx, y, incy):
     int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dcopy, locals(), _ARG_KINDS['dcopy'])
+    try:
         _s = _p_cublasDcopy_v2(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(dcopy, locals())
+        return _retry(dcopy, locals(), _ARG_KINDS['dcopy'])
     if _s:
         _raise(_s)
 
@@ -3972,9 +5656,19 @@ def dcopy_64(handle, n, x, incx, y, incy):
     double* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dcopy_64, locals(), _ARG_KINDS['dcopy_64'])
+    try:
         _s = _p_cublasDcopy_v2_64(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(dcopy_64, locals())
+        return _retry(dcopy_64, locals(), _ARG_KINDS['dcopy_64'])
     if _s:
         _raise(_s)
 
@@ -3986,9 +5680,21 @@ def ddgmm(handle, mode, m, n, a, lda, x, incx, c, ldc):
     double* A, int lda, const double* x, int incx, double* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ddgmm, locals(), _ARG_KINDS['ddgmm'])
+    try:
         _s = _p_cublasDdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc)
     except _ArgumentError:
-        return _retry(ddgmm, locals())
+        return _retry(ddgmm, locals(), _ARG_KINDS['ddgmm'])
     if _s:
         _raise(_s)
 
@@ -4000,9 +5706,22 @@ def ddgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc):
     const double* A, int64_t lda, const double* x, int64_t incx, double* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ddgmm_64, locals(), _ARG_KINDS['ddgmm_64'])
+    try:
         _s = _p_cublasDdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc)
     except _ArgumentError:
-        return _retry(ddgmm_64, locals())
+        return _retry(ddgmm_64, locals(), _ARG_KINDS['ddgmm_64'])
     if _s:
         _raise(_s)
 
@@ -4014,9 +5733,20 @@ def ddot(handle, n, x, incx, y, incy, result):
     double* y, int incy, double* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ddot, locals(), _ARG_KINDS['ddot'])
+    try:
         _s = _p_cublasDdot_v2(handle, n, x, incx, y, incy, result)
     except _ArgumentError:
-        return _retry(ddot, locals())
+        return _retry(ddot, locals(), _ARG_KINDS['ddot'])
     if _s:
         _raise(_s)
 
@@ -4028,9 +5758,20 @@ def ddot_64(handle, n, x, incx, y, incy, result):
     const double* y, int64_t incy, double* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ddot_64, locals(), _ARG_KINDS['ddot_64'])
+    try:
         _s = _p_cublasDdot_v2_64(handle, n, x, incx, y, incy, result)
     except _ArgumentError:
-        return _retry(ddot_64, locals())
+        return _retry(ddot_64, locals(), _ARG_KINDS['ddot_64'])
     if _s:
         _raise(_s)
 
@@ -4041,9 +5782,15 @@ def destroy(handle):
     C: ``cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(destroy, locals(), _ARG_KINDS['destroy'])
+    try:
         _s = _p_cublasDestroy_v2(handle)
     except _ArgumentError:
-        return _retry(destroy, locals())
+        return _retry(destroy, locals(), _ARG_KINDS['destroy'])
     if _s:
         _raise(_s)
 
@@ -4056,9 +5803,23 @@ def dgbmv(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy):
     beta, double* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= kl <= 2147483647 and -2147483648 <= ku <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgbmv, locals(), _ARG_KINDS['dgbmv'])
+    try:
         _s = _p_cublasDgbmv_v2(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(dgbmv, locals())
+        return _retry(dgbmv, locals(), _ARG_KINDS['dgbmv'])
     if _s:
         _raise(_s)
 
@@ -4071,9 +5832,25 @@ def dgbmv_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
     int64_t incx, const double* beta, double* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= kl <= 9223372036854775807 and
+            -9223372036854775808 <= ku <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgbmv_64, locals(), _ARG_KINDS['dgbmv_64'])
+    try:
         _s = _p_cublasDgbmv_v2_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(dgbmv_64, locals())
+        return _retry(dgbmv_64, locals(), _ARG_KINDS['dgbmv_64'])
     if _s:
         _raise(_s)
 
@@ -4086,9 +5863,23 @@ def dgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
     B, int ldb, double* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgeam, locals(), _ARG_KINDS['dgeam'])
+    try:
         _s = _p_cublasDgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(dgeam, locals())
+        return _retry(dgeam, locals(), _ARG_KINDS['dgeam'])
     if _s:
         _raise(_s)
 
@@ -4101,9 +5892,23 @@ def dgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
     const double* B, int64_t ldb, double* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgeam_64, locals(), _ARG_KINDS['dgeam_64'])
+    try:
         _s = _p_cublasDgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(dgeam_64, locals())
+        return _retry(dgeam_64, locals(), _ARG_KINDS['dgeam_64'])
     if _s:
         _raise(_s)
 
@@ -4116,11 +5921,24 @@ def dgels_batched(handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev
     batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= carray <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= dev_info_array <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgels_batched, locals(), _ARG_KINDS['dgels_batched'])
+    try:
         _s = _p_cublasDgelsBatched(
             handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size,
         )
     except _ArgumentError:
-        return _retry(dgels_batched, locals())
+        return _retry(dgels_batched, locals(), _ARG_KINDS['dgels_batched'])
     if _s:
         _raise(_s)
 
@@ -4133,9 +5951,23 @@ def dgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     const double* beta, double* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemm, locals(), _ARG_KINDS['dgemm'])
+    try:
         _s = _p_cublasDgemm_v2(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(dgemm, locals())
+        return _retry(dgemm, locals(), _ARG_KINDS['dgemm'])
     if _s:
         _raise(_s)
 
@@ -4148,9 +5980,24 @@ def dgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ld
     int64_t lda, const double* B, int64_t ldb, const double* beta, double* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemm_64, locals(), _ARG_KINDS['dgemm_64'])
+    try:
         _s = _p_cublasDgemm_v2_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(dgemm_64, locals())
+        return _retry(dgemm_64, locals(), _ARG_KINDS['dgemm_64'])
     if _s:
         _raise(_s)
 
@@ -4165,11 +6012,26 @@ def dgemm_batched(
     const double**[] Barray, int ldb, const double* beta, double**[] Carray, int ldc, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= barray <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= carray <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemm_batched, locals(), _ARG_KINDS['dgemm_batched'])
+    try:
         _s = _p_cublasDgemmBatched(
             handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
         )
     except _ArgumentError:
-        return _retry(dgemm_batched, locals())
+        return _retry(dgemm_batched, locals(), _ARG_KINDS['dgemm_batched'])
     if _s:
         _raise(_s)
 
@@ -4185,11 +6047,27 @@ def dgemm_batched_64(
     int64_t ldc, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= barray <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= carray <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemm_batched_64, locals(), _ARG_KINDS['dgemm_batched_64'])
+    try:
         _s = _p_cublasDgemmBatched_64(
             handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
         )
     except _ArgumentError:
-        return _retry(dgemm_batched_64, locals())
+        return _retry(dgemm_batched_64, locals(), _ARG_KINDS['dgemm_batched_64'])
     if _s:
         _raise(_s)
 
@@ -4206,22 +6084,33 @@ def dgemm_grouped_batched(
     const double**[] Barray, const int*[] ldb_array, const double*[] beta_array, double**[] Carray, const
     int*[] ldc_array, int group_count, const int*[] group_size)``
     """
-    transa_array = _array_of_int(transa_array)
-    transb_array = _array_of_int(transb_array)
-    m_array = _array_of_int(m_array)
-    n_array = _array_of_int(n_array)
-    k_array = _array_of_int(k_array)
-    lda_array = _array_of_int(lda_array)
-    ldb_array = _array_of_int(ldb_array)
-    ldc_array = _array_of_int(ldc_array)
-    group_size = _array_of_int(group_size)
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= alpha_array <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and 0 <= barray <= 18446744073709551615 and
+            0 <= beta_array <= 18446744073709551615 and 0 <= carray <= 18446744073709551615 and
+            -2147483648 <= group_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemm_grouped_batched, locals(), _ARG_KINDS['dgemm_grouped_batched'])
+    transa_array = _array_of_int(transa_array, 'cublas.dgemm_grouped_batched', 'transa_array')
+    transb_array = _array_of_int(transb_array, 'cublas.dgemm_grouped_batched', 'transb_array')
+    m_array = _array_of_int(m_array, 'cublas.dgemm_grouped_batched', 'm_array')
+    n_array = _array_of_int(n_array, 'cublas.dgemm_grouped_batched', 'n_array')
+    k_array = _array_of_int(k_array, 'cublas.dgemm_grouped_batched', 'k_array')
+    lda_array = _array_of_int(lda_array, 'cublas.dgemm_grouped_batched', 'lda_array')
+    ldb_array = _array_of_int(ldb_array, 'cublas.dgemm_grouped_batched', 'ldb_array')
+    ldc_array = _array_of_int(ldc_array, 'cublas.dgemm_grouped_batched', 'ldc_array')
+    group_size = _array_of_int(group_size, 'cublas.dgemm_grouped_batched', 'group_size')
     try:
         _s = _p_cublasDgemmGroupedBatched(
             handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array,
             barray, ldb_array, beta_array, carray, ldc_array, group_count, group_size,
         )
     except _ArgumentError:
-        return _retry(dgemm_grouped_batched, locals())
+        return _retry(dgemm_grouped_batched, locals(), _ARG_KINDS['dgemm_grouped_batched'])
     if _s:
         _raise(_s)
 
@@ -4238,22 +6127,33 @@ def dgemm_grouped_batched_64(
     int64_t*[] lda_array, const double**[] Barray, const int64_t*[] ldb_array, const double*[] beta_array,
     double**[] Carray, const int64_t*[] ldc_array, int64_t group_count, const int64_t*[] group_size)``
     """
-    transa_array = _array_of_int(transa_array)
-    transb_array = _array_of_int(transb_array)
-    m_array = _array_of_i64(m_array)
-    n_array = _array_of_i64(n_array)
-    k_array = _array_of_i64(k_array)
-    lda_array = _array_of_i64(lda_array)
-    ldb_array = _array_of_i64(ldb_array)
-    ldc_array = _array_of_i64(ldc_array)
-    group_size = _array_of_i64(group_size)
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= alpha_array <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and 0 <= barray <= 18446744073709551615 and
+            0 <= beta_array <= 18446744073709551615 and 0 <= carray <= 18446744073709551615 and
+            -9223372036854775808 <= group_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemm_grouped_batched_64, locals(), _ARG_KINDS['dgemm_grouped_batched_64'])
+    transa_array = _array_of_int(transa_array, 'cublas.dgemm_grouped_batched_64', 'transa_array')
+    transb_array = _array_of_int(transb_array, 'cublas.dgemm_grouped_batched_64', 'transb_array')
+    m_array = _array_of_i64(m_array, 'cublas.dgemm_grouped_batched_64', 'm_array')
+    n_array = _array_of_i64(n_array, 'cublas.dgemm_grouped_batched_64', 'n_array')
+    k_array = _array_of_i64(k_array, 'cublas.dgemm_grouped_batched_64', 'k_array')
+    lda_array = _array_of_i64(lda_array, 'cublas.dgemm_grouped_batched_64', 'lda_array')
+    ldb_array = _array_of_i64(ldb_array, 'cublas.dgemm_grouped_batched_64', 'ldb_array')
+    ldc_array = _array_of_i64(ldc_array, 'cublas.dgemm_grouped_batched_64', 'ldc_array')
+    group_size = _array_of_i64(group_size, 'cublas.dgemm_grouped_batched_64', 'group_size')
     try:
         _s = _p_cublasDgemmGroupedBatched_64(
             handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array,
             barray, ldb_array, beta_array, carray, ldc_array, group_count, group_size,
         )
     except _ArgumentError:
-        return _retry(dgemm_grouped_batched_64, locals())
+        return _retry(dgemm_grouped_batched_64, locals(), _ARG_KINDS['dgemm_grouped_batched_64'])
     if _s:
         _raise(_s)
 
@@ -4270,12 +6170,29 @@ def dgemm_strided_batched(
     long long strideC, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647 and
+            -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemm_strided_batched, locals(), _ARG_KINDS['dgemm_strided_batched'])
+    try:
         _s = _p_cublasDgemmStridedBatched(
             handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
             stride_c, batch_count,
         )
     except _ArgumentError:
-        return _retry(dgemm_strided_batched, locals())
+        return _retry(dgemm_strided_batched, locals(), _ARG_KINDS['dgemm_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -4292,12 +6209,30 @@ def dgemm_strided_batched_64(
     double* C, int64_t ldc, long long strideC, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemm_strided_batched_64, locals(), _ARG_KINDS['dgemm_strided_batched_64'])
+    try:
         _s = _p_cublasDgemmStridedBatched_64(
             handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
             stride_c, batch_count,
         )
     except _ArgumentError:
-        return _retry(dgemm_strided_batched_64, locals())
+        return _retry(dgemm_strided_batched_64, locals(), _ARG_KINDS['dgemm_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -4310,9 +6245,22 @@ def dgemv(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
     incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemv, locals(), _ARG_KINDS['dgemv'])
+    try:
         _s = _p_cublasDgemv_v2(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(dgemv, locals())
+        return _retry(dgemv, locals(), _ARG_KINDS['dgemv'])
     if _s:
         _raise(_s)
 
@@ -4325,9 +6273,23 @@ def dgemv_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
     double* beta, double* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemv_64, locals(), _ARG_KINDS['dgemv_64'])
+    try:
         _s = _p_cublasDgemv_v2_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(dgemv_64, locals())
+        return _retry(dgemv_64, locals(), _ARG_KINDS['dgemv_64'])
     if _s:
         _raise(_s)
 
@@ -4340,11 +6302,25 @@ def dgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, y
     double* beta, double**[] yarray, int incy, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= xarray <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= yarray <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemv_batched, locals(), _ARG_KINDS['dgemv_batched'])
+    try:
         _s = _p_cublasDgemvBatched(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(dgemv_batched, locals())
+        return _retry(dgemv_batched, locals(), _ARG_KINDS['dgemv_batched'])
     if _s:
         _raise(_s)
 
@@ -4357,11 +6333,26 @@ def dgemv_batched_64(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta
     incx, const double* beta, double**[] yarray, int64_t incy, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= xarray <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= yarray <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemv_batched_64, locals(), _ARG_KINDS['dgemv_batched_64'])
+    try:
         _s = _p_cublasDgemvBatched_64(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(dgemv_batched_64, locals())
+        return _retry(dgemv_batched_64, locals(), _ARG_KINDS['dgemv_batched_64'])
     if _s:
         _raise(_s)
 
@@ -4376,12 +6367,28 @@ def dgemv_strided_batched(
     long long stridex, const double* beta, double* y, int incy, long long stridey, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemv_strided_batched, locals(), _ARG_KINDS['dgemv_strided_batched'])
+    try:
         _s = _p_cublasDgemvStridedBatched(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(dgemv_strided_batched, locals())
+        return _retry(dgemv_strided_batched, locals(), _ARG_KINDS['dgemv_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -4397,12 +6404,29 @@ def dgemv_strided_batched_64(
     stridey, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgemv_strided_batched_64, locals(), _ARG_KINDS['dgemv_strided_batched_64'])
+    try:
         _s = _p_cublasDgemvStridedBatched_64(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(dgemv_strided_batched_64, locals())
+        return _retry(dgemv_strided_batched_64, locals(), _ARG_KINDS['dgemv_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -4414,9 +6438,20 @@ def dgeqrf_batched(handle, m, n, aarray, lda, tau_array, info, batch_size):
     lda, double**[] TauArray, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau_array <= 18446744073709551615 and
+            0 <= info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgeqrf_batched, locals(), _ARG_KINDS['dgeqrf_batched'])
+    try:
         _s = _p_cublasDgeqrfBatched(handle, m, n, aarray, lda, tau_array, info, batch_size)
     except _ArgumentError:
-        return _retry(dgeqrf_batched, locals())
+        return _retry(dgeqrf_batched, locals(), _ARG_KINDS['dgeqrf_batched'])
     if _s:
         _raise(_s)
 
@@ -4428,9 +6463,21 @@ def dger(handle, m, n, alpha, x, incx, y, incy, a, lda):
     double* x, int incx, const double* y, int incy, double* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dger, locals(), _ARG_KINDS['dger'])
+    try:
         _s = _p_cublasDger_v2(handle, m, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(dger, locals())
+        return _retry(dger, locals(), _ARG_KINDS['dger'])
     if _s:
         _raise(_s)
 
@@ -4442,9 +6489,21 @@ def dger_64(handle, m, n, alpha, x, incx, y, incy, a, lda):
     const double* x, int64_t incx, const double* y, int64_t incy, double* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dger_64, locals(), _ARG_KINDS['dger_64'])
+    try:
         _s = _p_cublasDger_v2_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(dger_64, locals())
+        return _retry(dger_64, locals(), _ARG_KINDS['dger_64'])
     if _s:
         _raise(_s)
 
@@ -4456,9 +6515,20 @@ def dgetrf_batched(handle, n, a, lda, p, info, batch_size):
     int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= p <= 18446744073709551615 and 0 <= info <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgetrf_batched, locals(), _ARG_KINDS['dgetrf_batched'])
+    try:
         _s = _p_cublasDgetrfBatched(handle, n, a, lda, p, info, batch_size)
     except _ArgumentError:
-        return _retry(dgetrf_batched, locals())
+        return _retry(dgetrf_batched, locals(), _ARG_KINDS['dgetrf_batched'])
     if _s:
         _raise(_s)
 
@@ -4470,9 +6540,21 @@ def dgetri_batched(handle, n, a, lda, p, c, ldc, info, batch_size):
     const int* P, double**[] C, int ldc, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= p <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgetri_batched, locals(), _ARG_KINDS['dgetri_batched'])
+    try:
         _s = _p_cublasDgetriBatched(handle, n, a, lda, p, c, ldc, info, batch_size)
     except _ArgumentError:
-        return _retry(dgetri_batched, locals())
+        return _retry(dgetri_batched, locals(), _ARG_KINDS['dgetri_batched'])
     if _s:
         _raise(_s)
 
@@ -4485,11 +6567,24 @@ def dgetrs_batched(handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, i
     batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= aarray <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= dev_ipiv <= 18446744073709551615 and 0 <= barray <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgetrs_batched, locals(), _ARG_KINDS['dgetrs_batched'])
+    try:
         _s = _p_cublasDgetrsBatched(
             handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size,
         )
     except _ArgumentError:
-        return _retry(dgetrs_batched, locals())
+        return _retry(dgetrs_batched, locals(), _ARG_KINDS['dgetrs_batched'])
     if _s:
         _raise(_s)
 
@@ -4501,9 +6596,20 @@ def dmatinv_batched(handle, n, a, lda, ainv, lda_inv, info, batch_size):
     double**[] Ainv, int lda_inv, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= ainv <= 18446744073709551615 and -2147483648 <= lda_inv <= 2147483647 and
+            0 <= info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dmatinv_batched, locals(), _ARG_KINDS['dmatinv_batched'])
+    try:
         _s = _p_cublasDmatinvBatched(handle, n, a, lda, ainv, lda_inv, info, batch_size)
     except _ArgumentError:
-        return _retry(dmatinv_batched, locals())
+        return _retry(dmatinv_batched, locals(), _ARG_KINDS['dmatinv_batched'])
     if _s:
         _raise(_s)
 
@@ -4515,9 +6621,19 @@ def dnrm2(handle, n, x, incx, result):
     result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dnrm2, locals(), _ARG_KINDS['dnrm2'])
+    try:
         _s = _p_cublasDnrm2_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(dnrm2, locals())
+        return _retry(dnrm2, locals(), _ARG_KINDS['dnrm2'])
     if _s:
         _raise(_s)
 
@@ -4529,9 +6645,19 @@ def dnrm2_64(handle, n, x, incx, result):
     double* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dnrm2_64, locals(), _ARG_KINDS['dnrm2_64'])
+    try:
         _s = _p_cublasDnrm2_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(dnrm2_64, locals())
+        return _retry(dnrm2_64, locals(), _ARG_KINDS['dnrm2_64'])
     if _s:
         _raise(_s)
 
@@ -4544,9 +6670,22 @@ def dot_ex(handle, n, x, x_type, incx, y, y_type, incy, result, result_type, exe
     executionType)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -2147483648 <= incx <= 2147483647 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -2147483648 <= incy <= 2147483647 and
+            0 <= result <= 18446744073709551615 and -2147483648 <= result_type <= 2147483647 and
+            -2147483648 <= execution_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dot_ex, locals(), _ARG_KINDS['dot_ex'])
+    try:
         _s = _p_cublasDotEx(handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type)
     except _ArgumentError:
-        return _retry(dot_ex, locals())
+        return _retry(dot_ex, locals(), _ARG_KINDS['dot_ex'])
     if _s:
         _raise(_s)
 
@@ -4559,11 +6698,24 @@ def dot_ex_64(handle, n, x, x_type, incx, y, y_type, incy, result, result_type, 
     resultType, cudaDataType executionType)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615 and -2147483648 <= result_type <= 2147483647 and
+            -2147483648 <= execution_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dot_ex_64, locals(), _ARG_KINDS['dot_ex_64'])
+    try:
         _s = _p_cublasDotEx_64(
             handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type,
         )
     except _ArgumentError:
-        return _retry(dot_ex_64, locals())
+        return _retry(dot_ex_64, locals(), _ARG_KINDS['dot_ex_64'])
     if _s:
         _raise(_s)
 
@@ -4576,9 +6728,22 @@ def dotc_ex(handle, n, x, x_type, incx, y, y_type, incy, result, result_type, ex
     executionType)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -2147483648 <= incx <= 2147483647 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -2147483648 <= incy <= 2147483647 and
+            0 <= result <= 18446744073709551615 and -2147483648 <= result_type <= 2147483647 and
+            -2147483648 <= execution_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dotc_ex, locals(), _ARG_KINDS['dotc_ex'])
+    try:
         _s = _p_cublasDotcEx(handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type)
     except _ArgumentError:
-        return _retry(dotc_ex, locals())
+        return _retry(dotc_ex, locals(), _ARG_KINDS['dotc_ex'])
     if _s:
         _raise(_s)
 
@@ -4591,11 +6756,24 @@ def dotc_ex_64(handle, n, x, x_type, incx, y, y_type, incy, result, result_type,
     resultType, cudaDataType executionType)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615 and -2147483648 <= result_type <= 2147483647 and
+            -2147483648 <= execution_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dotc_ex_64, locals(), _ARG_KINDS['dotc_ex_64'])
+    try:
         _s = _p_cublasDotcEx_64(
             handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type,
         )
     except _ArgumentError:
-        return _retry(dotc_ex_64, locals())
+        return _retry(dotc_ex_64, locals(), _ARG_KINDS['dotc_ex_64'])
     if _s:
         _raise(_s)
 
@@ -4607,9 +6785,20 @@ def drot(handle, n, x, incx, y, incy, c, s):
     incy, const double* c, const double* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(drot, locals(), _ARG_KINDS['drot'])
+    try:
         _s = _p_cublasDrot_v2(handle, n, x, incx, y, incy, c, s)
     except _ArgumentError:
-        return _retry(drot, locals())
+        return _retry(drot, locals(), _ARG_KINDS['drot'])
     if _s:
         _raise(_s)
 
@@ -4621,9 +6810,20 @@ def drot_64(handle, n, x, incx, y, incy, c, s):
     double* y, int64_t incy, const double* c, const double* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(drot_64, locals(), _ARG_KINDS['drot_64'])
+    try:
         _s = _p_cublasDrot_v2_64(handle, n, x, incx, y, incy, c, s)
     except _ArgumentError:
-        return _retry(drot_64, locals())
+        return _retry(drot_64, locals(), _ARG_KINDS['drot_64'])
     if _s:
         _raise(_s)
 
@@ -4635,9 +6835,19 @@ def drotg(handle, a, b, c, s):
     s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            0 <= b <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(drotg, locals(), _ARG_KINDS['drotg'])
+    try:
         _s = _p_cublasDrotg_v2(handle, a, b, c, s)
     except _ArgumentError:
-        return _retry(drotg, locals())
+        return _retry(drotg, locals(), _ARG_KINDS['drotg'])
     if _s:
         _raise(_s)
 
@@ -4649,9 +6859,20 @@ def drotm(handle, n, x, incx, y, incy, param):
     incy, const double* param)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= param <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(drotm, locals(), _ARG_KINDS['drotm'])
+    try:
         _s = _p_cublasDrotm_v2(handle, n, x, incx, y, incy, param)
     except _ArgumentError:
-        return _retry(drotm, locals())
+        return _retry(drotm, locals(), _ARG_KINDS['drotm'])
     if _s:
         _raise(_s)
 
@@ -4663,9 +6884,20 @@ def drotm_64(handle, n, x, incx, y, incy, param):
     double* y, int64_t incy, const double* param)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= param <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(drotm_64, locals(), _ARG_KINDS['drotm_64'])
+    try:
         _s = _p_cublasDrotm_v2_64(handle, n, x, incx, y, incy, param)
     except _ArgumentError:
-        return _retry(drotm_64, locals())
+        return _retry(drotm_64, locals(), _ARG_KINDS['drotm_64'])
     if _s:
         _raise(_s)
 
@@ -4677,9 +6909,19 @@ def drotmg(handle, d1, d2, x1, y1, param):
     double* y1, double* param)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= d1 <= 18446744073709551615 and
+            0 <= d2 <= 18446744073709551615 and 0 <= x1 <= 18446744073709551615 and
+            0 <= y1 <= 18446744073709551615 and 0 <= param <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(drotmg, locals(), _ARG_KINDS['drotmg'])
+    try:
         _s = _p_cublasDrotmg_v2(handle, d1, d2, x1, y1, param)
     except _ArgumentError:
-        return _retry(drotmg, locals())
+        return _retry(drotmg, locals(), _ARG_KINDS['drotmg'])
     if _s:
         _raise(_s)
 
@@ -4692,9 +6934,22 @@ def dsbmv(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
     incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsbmv, locals(), _ARG_KINDS['dsbmv'])
+    try:
         _s = _p_cublasDsbmv_v2(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(dsbmv, locals())
+        return _retry(dsbmv, locals(), _ARG_KINDS['dsbmv'])
     if _s:
         _raise(_s)
 
@@ -4707,9 +6962,23 @@ def dsbmv_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
     beta, double* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsbmv_64, locals(), _ARG_KINDS['dsbmv_64'])
+    try:
         _s = _p_cublasDsbmv_v2_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(dsbmv_64, locals())
+        return _retry(dsbmv_64, locals(), _ARG_KINDS['dsbmv_64'])
     if _s:
         _raise(_s)
 
@@ -4721,9 +6990,19 @@ def dscal(handle, n, alpha, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dscal, locals(), _ARG_KINDS['dscal'])
+    try:
         _s = _p_cublasDscal_v2(handle, n, alpha, x, incx)
     except _ArgumentError:
-        return _retry(dscal, locals())
+        return _retry(dscal, locals(), _ARG_KINDS['dscal'])
     if _s:
         _raise(_s)
 
@@ -4735,9 +7014,19 @@ def dscal_64(handle, n, alpha, x, incx):
     x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dscal_64, locals(), _ARG_KINDS['dscal_64'])
+    try:
         _s = _p_cublasDscal_v2_64(handle, n, alpha, x, incx)
     except _ArgumentError:
-        return _retry(dscal_64, locals())
+        return _retry(dscal_64, locals(), _ARG_KINDS['dscal_64'])
     if _s:
         _raise(_s)
 
@@ -4749,9 +7038,21 @@ def dspmv(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
     alpha, const double* AP, const double* x, int incx, const double* beta, double* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= ap <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dspmv, locals(), _ARG_KINDS['dspmv'])
+    try:
         _s = _p_cublasDspmv_v2(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(dspmv, locals())
+        return _retry(dspmv, locals(), _ARG_KINDS['dspmv'])
     if _s:
         _raise(_s)
 
@@ -4764,9 +7065,21 @@ def dspmv_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
     incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= ap <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dspmv_64, locals(), _ARG_KINDS['dspmv_64'])
+    try:
         _s = _p_cublasDspmv_v2_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(dspmv_64, locals())
+        return _retry(dspmv_64, locals(), _ARG_KINDS['dspmv_64'])
     if _s:
         _raise(_s)
 
@@ -4778,9 +7091,20 @@ def dspr(handle, uplo, n, alpha, x, incx, ap):
     alpha, const double* x, int incx, double* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dspr, locals(), _ARG_KINDS['dspr'])
+    try:
         _s = _p_cublasDspr_v2(handle, uplo, n, alpha, x, incx, ap)
     except _ArgumentError:
-        return _retry(dspr, locals())
+        return _retry(dspr, locals(), _ARG_KINDS['dspr'])
     if _s:
         _raise(_s)
 
@@ -4792,9 +7116,21 @@ def dspr2(handle, uplo, n, alpha, x, incx, y, incy, ap):
     alpha, const double* x, int incx, const double* y, int incy, double* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dspr2, locals(), _ARG_KINDS['dspr2'])
+    try:
         _s = _p_cublasDspr2_v2(handle, uplo, n, alpha, x, incx, y, incy, ap)
     except _ArgumentError:
-        return _retry(dspr2, locals())
+        return _retry(dspr2, locals(), _ARG_KINDS['dspr2'])
     if _s:
         _raise(_s)
 
@@ -4806,9 +7142,21 @@ def dspr2_64(handle, uplo, n, alpha, x, incx, y, incy, ap):
     double* alpha, const double* x, int64_t incx, const double* y, int64_t incy, double* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dspr2_64, locals(), _ARG_KINDS['dspr2_64'])
+    try:
         _s = _p_cublasDspr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, ap)
     except _ArgumentError:
-        return _retry(dspr2_64, locals())
+        return _retry(dspr2_64, locals(), _ARG_KINDS['dspr2_64'])
     if _s:
         _raise(_s)
 
@@ -4820,9 +7168,20 @@ def dspr_64(handle, uplo, n, alpha, x, incx, ap):
     double* alpha, const double* x, int64_t incx, double* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dspr_64, locals(), _ARG_KINDS['dspr_64'])
+    try:
         _s = _p_cublasDspr_v2_64(handle, uplo, n, alpha, x, incx, ap)
     except _ArgumentError:
-        return _retry(dspr_64, locals())
+        return _retry(dspr_64, locals(), _ARG_KINDS['dspr_64'])
     if _s:
         _raise(_s)
 
@@ -4834,9 +7193,19 @@ def dswap(handle, n, x, incx, y, incy):
     incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dswap, locals(), _ARG_KINDS['dswap'])
+    try:
         _s = _p_cublasDswap_v2(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(dswap, locals())
+        return _retry(dswap, locals(), _ARG_KINDS['dswap'])
     if _s:
         _raise(_s)
 
@@ -4848,9 +7217,19 @@ def dswap_64(handle, n, x, incx, y, incy):
     double* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dswap_64, locals(), _ARG_KINDS['dswap_64'])
+    try:
         _s = _p_cublasDswap_v2_64(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(dswap_64, locals())
+        return _retry(dswap_64, locals(), _ARG_KINDS['dswap_64'])
     if _s:
         _raise(_s)
 
@@ -4863,9 +7242,23 @@ def dsymm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
     double* beta, double* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsymm, locals(), _ARG_KINDS['dsymm'])
+    try:
         _s = _p_cublasDsymm_v2(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(dsymm, locals())
+        return _retry(dsymm, locals(), _ARG_KINDS['dsymm'])
     if _s:
         _raise(_s)
 
@@ -4878,9 +7271,23 @@ def dsymm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
     int64_t ldb, const double* beta, double* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsymm_64, locals(), _ARG_KINDS['dsymm_64'])
+    try:
         _s = _p_cublasDsymm_v2_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(dsymm_64, locals())
+        return _retry(dsymm_64, locals(), _ARG_KINDS['dsymm_64'])
     if _s:
         _raise(_s)
 
@@ -4892,9 +7299,22 @@ def dsymv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
     alpha, const double* A, int lda, const double* x, int incx, const double* beta, double* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsymv, locals(), _ARG_KINDS['dsymv'])
+    try:
         _s = _p_cublasDsymv_v2(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(dsymv, locals())
+        return _retry(dsymv, locals(), _ARG_KINDS['dsymv'])
     if _s:
         _raise(_s)
 
@@ -4907,9 +7327,22 @@ def dsymv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
     double* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsymv_64, locals(), _ARG_KINDS['dsymv_64'])
+    try:
         _s = _p_cublasDsymv_v2_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(dsymv_64, locals())
+        return _retry(dsymv_64, locals(), _ARG_KINDS['dsymv_64'])
     if _s:
         _raise(_s)
 
@@ -4921,9 +7354,20 @@ def dsyr(handle, uplo, n, alpha, x, incx, a, lda):
     alpha, const double* x, int incx, double* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyr, locals(), _ARG_KINDS['dsyr'])
+    try:
         _s = _p_cublasDsyr_v2(handle, uplo, n, alpha, x, incx, a, lda)
     except _ArgumentError:
-        return _retry(dsyr, locals())
+        return _retry(dsyr, locals(), _ARG_KINDS['dsyr'])
     if _s:
         _raise(_s)
 
@@ -4935,9 +7379,21 @@ def dsyr2(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
     alpha, const double* x, int incx, const double* y, int incy, double* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyr2, locals(), _ARG_KINDS['dsyr2'])
+    try:
         _s = _p_cublasDsyr2_v2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(dsyr2, locals())
+        return _retry(dsyr2, locals(), _ARG_KINDS['dsyr2'])
     if _s:
         _raise(_s)
 
@@ -4949,9 +7405,21 @@ def dsyr2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
     double* alpha, const double* x, int64_t incx, const double* y, int64_t incy, double* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyr2_64, locals(), _ARG_KINDS['dsyr2_64'])
+    try:
         _s = _p_cublasDsyr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(dsyr2_64, locals())
+        return _retry(dsyr2_64, locals(), _ARG_KINDS['dsyr2_64'])
     if _s:
         _raise(_s)
 
@@ -4964,9 +7432,23 @@ def dsyr2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     double* beta, double* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyr2k, locals(), _ARG_KINDS['dsyr2k'])
+    try:
         _s = _p_cublasDsyr2k_v2(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(dsyr2k, locals())
+        return _retry(dsyr2k, locals(), _ARG_KINDS['dsyr2k'])
     if _s:
         _raise(_s)
 
@@ -4979,9 +7461,23 @@ def dsyr2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     int64_t ldb, const double* beta, double* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyr2k_64, locals(), _ARG_KINDS['dsyr2k_64'])
+    try:
         _s = _p_cublasDsyr2k_v2_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(dsyr2k_64, locals())
+        return _retry(dsyr2k_64, locals(), _ARG_KINDS['dsyr2k_64'])
     if _s:
         _raise(_s)
 
@@ -4993,9 +7489,20 @@ def dsyr_64(handle, uplo, n, alpha, x, incx, a, lda):
     double* alpha, const double* x, int64_t incx, double* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyr_64, locals(), _ARG_KINDS['dsyr_64'])
+    try:
         _s = _p_cublasDsyr_v2_64(handle, uplo, n, alpha, x, incx, a, lda)
     except _ArgumentError:
-        return _retry(dsyr_64, locals())
+        return _retry(dsyr_64, locals(), _ARG_KINDS['dsyr_64'])
     if _s:
         _raise(_s)
 
@@ -5008,9 +7515,22 @@ def dsyrk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
     ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyrk, locals(), _ARG_KINDS['dsyrk'])
+    try:
         _s = _p_cublasDsyrk_v2(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
     except _ArgumentError:
-        return _retry(dsyrk, locals())
+        return _retry(dsyrk, locals(), _ARG_KINDS['dsyrk'])
     if _s:
         _raise(_s)
 
@@ -5023,9 +7543,22 @@ def dsyrk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
     double* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyrk_64, locals(), _ARG_KINDS['dsyrk_64'])
+    try:
         _s = _p_cublasDsyrk_v2_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
     except _ArgumentError:
-        return _retry(dsyrk_64, locals())
+        return _retry(dsyrk_64, locals(), _ARG_KINDS['dsyrk_64'])
     if _s:
         _raise(_s)
 
@@ -5038,9 +7571,23 @@ def dsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     double* beta, double* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyrkx, locals(), _ARG_KINDS['dsyrkx'])
+    try:
         _s = _p_cublasDsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(dsyrkx, locals())
+        return _retry(dsyrkx, locals(), _ARG_KINDS['dsyrkx'])
     if _s:
         _raise(_s)
 
@@ -5053,9 +7600,23 @@ def dsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     int64_t ldb, const double* beta, double* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyrkx_64, locals(), _ARG_KINDS['dsyrkx_64'])
+    try:
         _s = _p_cublasDsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(dsyrkx_64, locals())
+        return _retry(dsyrkx_64, locals(), _ARG_KINDS['dsyrkx_64'])
     if _s:
         _raise(_s)
 
@@ -5067,9 +7628,21 @@ def dtbmv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     trans, cublasDiagType_t diag, int n, int k, const double* A, int lda, double* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtbmv, locals(), _ARG_KINDS['dtbmv'])
+    try:
         _s = _p_cublasDtbmv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(dtbmv, locals())
+        return _retry(dtbmv, locals(), _ARG_KINDS['dtbmv'])
     if _s:
         _raise(_s)
 
@@ -5082,9 +7655,22 @@ def dtbmv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtbmv_64, locals(), _ARG_KINDS['dtbmv_64'])
+    try:
         _s = _p_cublasDtbmv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(dtbmv_64, locals())
+        return _retry(dtbmv_64, locals(), _ARG_KINDS['dtbmv_64'])
     if _s:
         _raise(_s)
 
@@ -5096,9 +7682,21 @@ def dtbsv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     trans, cublasDiagType_t diag, int n, int k, const double* A, int lda, double* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtbsv, locals(), _ARG_KINDS['dtbsv'])
+    try:
         _s = _p_cublasDtbsv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(dtbsv, locals())
+        return _retry(dtbsv, locals(), _ARG_KINDS['dtbsv'])
     if _s:
         _raise(_s)
 
@@ -5111,9 +7709,22 @@ def dtbsv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtbsv_64, locals(), _ARG_KINDS['dtbsv_64'])
+    try:
         _s = _p_cublasDtbsv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(dtbsv_64, locals())
+        return _retry(dtbsv_64, locals(), _ARG_KINDS['dtbsv_64'])
     if _s:
         _raise(_s)
 
@@ -5125,9 +7736,20 @@ def dtpmv(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int n, const double* AP, double* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtpmv, locals(), _ARG_KINDS['dtpmv'])
+    try:
         _s = _p_cublasDtpmv_v2(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(dtpmv, locals())
+        return _retry(dtpmv, locals(), _ARG_KINDS['dtpmv'])
     if _s:
         _raise(_s)
 
@@ -5139,9 +7761,20 @@ def dtpmv_64(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int64_t n, const double* AP, double* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtpmv_64, locals(), _ARG_KINDS['dtpmv_64'])
+    try:
         _s = _p_cublasDtpmv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(dtpmv_64, locals())
+        return _retry(dtpmv_64, locals(), _ARG_KINDS['dtpmv_64'])
     if _s:
         _raise(_s)
 
@@ -5153,9 +7786,20 @@ def dtpsv(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int n, const double* AP, double* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtpsv, locals(), _ARG_KINDS['dtpsv'])
+    try:
         _s = _p_cublasDtpsv_v2(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(dtpsv, locals())
+        return _retry(dtpsv, locals(), _ARG_KINDS['dtpsv'])
     if _s:
         _raise(_s)
 
@@ -5167,9 +7811,20 @@ def dtpsv_64(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int64_t n, const double* AP, double* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtpsv_64, locals(), _ARG_KINDS['dtpsv_64'])
+    try:
         _s = _p_cublasDtpsv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(dtpsv_64, locals())
+        return _retry(dtpsv_64, locals(), _ARG_KINDS['dtpsv_64'])
     if _s:
         _raise(_s)
 
@@ -5181,9 +7836,19 @@ def dtpttr(handle, uplo, n, ap, a, lda):
     AP, double* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= ap <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtpttr, locals(), _ARG_KINDS['dtpttr'])
+    try:
         _s = _p_cublasDtpttr(handle, uplo, n, ap, a, lda)
     except _ArgumentError:
-        return _retry(dtpttr, locals())
+        return _retry(dtpttr, locals(), _ARG_KINDS['dtpttr'])
     if _s:
         _raise(_s)
 
@@ -5196,9 +7861,23 @@ def dtrmm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc):
     A, int lda, const double* B, int ldb, double* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtrmm, locals(), _ARG_KINDS['dtrmm'])
+    try:
         _s = _p_cublasDtrmm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(dtrmm, locals())
+        return _retry(dtrmm, locals(), _ARG_KINDS['dtrmm'])
     if _s:
         _raise(_s)
 
@@ -5211,9 +7890,23 @@ def dtrmm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ld
     double* A, int64_t lda, const double* B, int64_t ldb, double* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= c <= 18446744073709551615 and -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtrmm_64, locals(), _ARG_KINDS['dtrmm_64'])
+    try:
         _s = _p_cublasDtrmm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(dtrmm_64, locals())
+        return _retry(dtrmm_64, locals(), _ARG_KINDS['dtrmm_64'])
     if _s:
         _raise(_s)
 
@@ -5225,9 +7918,21 @@ def dtrmv(handle, uplo, trans, diag, n, a, lda, x, incx):
     trans, cublasDiagType_t diag, int n, const double* A, int lda, double* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtrmv, locals(), _ARG_KINDS['dtrmv'])
+    try:
         _s = _p_cublasDtrmv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(dtrmv, locals())
+        return _retry(dtrmv, locals(), _ARG_KINDS['dtrmv'])
     if _s:
         _raise(_s)
 
@@ -5239,9 +7944,21 @@ def dtrmv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
     trans, cublasDiagType_t diag, int64_t n, const double* A, int64_t lda, double* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtrmv_64, locals(), _ARG_KINDS['dtrmv_64'])
+    try:
         _s = _p_cublasDtrmv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(dtrmv_64, locals())
+        return _retry(dtrmv_64, locals(), _ARG_KINDS['dtrmv_64'])
     if _s:
         _raise(_s)
 
@@ -5254,9 +7971,22 @@ def dtrsm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
     A, int lda, double* B, int ldb)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtrsm, locals(), _ARG_KINDS['dtrsm'])
+    try:
         _s = _p_cublasDtrsm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
     except _ArgumentError:
-        return _retry(dtrsm, locals())
+        return _retry(dtrsm, locals(), _ARG_KINDS['dtrsm'])
     if _s:
         _raise(_s)
 
@@ -5269,9 +7999,22 @@ def dtrsm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
     double* A, int64_t lda, double* B, int64_t ldb)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtrsm_64, locals(), _ARG_KINDS['dtrsm_64'])
+    try:
         _s = _p_cublasDtrsm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
     except _ArgumentError:
-        return _retry(dtrsm_64, locals())
+        return _retry(dtrsm_64, locals(), _ARG_KINDS['dtrsm_64'])
     if _s:
         _raise(_s)
 
@@ -5284,9 +8027,23 @@ def dtrsm_batched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, 
     double**[] A, int lda, double**[] B, int ldb, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtrsm_batched, locals(), _ARG_KINDS['dtrsm_batched'])
+    try:
         _s = _p_cublasDtrsmBatched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count)
     except _ArgumentError:
-        return _retry(dtrsm_batched, locals())
+        return _retry(dtrsm_batched, locals(), _ARG_KINDS['dtrsm_batched'])
     if _s:
         _raise(_s)
 
@@ -5299,11 +8056,25 @@ def dtrsm_batched_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ld
     double* alpha, const double**[] A, int64_t lda, double**[] B, int64_t ldb, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtrsm_batched_64, locals(), _ARG_KINDS['dtrsm_batched_64'])
+    try:
         _s = _p_cublasDtrsmBatched_64(
             handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count,
         )
     except _ArgumentError:
-        return _retry(dtrsm_batched_64, locals())
+        return _retry(dtrsm_batched_64, locals(), _ARG_KINDS['dtrsm_batched_64'])
     if _s:
         _raise(_s)
 
@@ -5315,9 +8086,21 @@ def dtrsv(handle, uplo, trans, diag, n, a, lda, x, incx):
     trans, cublasDiagType_t diag, int n, const double* A, int lda, double* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtrsv, locals(), _ARG_KINDS['dtrsv'])
+    try:
         _s = _p_cublasDtrsv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(dtrsv, locals())
+        return _retry(dtrsv, locals(), _ARG_KINDS['dtrsv'])
     if _s:
         _raise(_s)
 
@@ -5329,9 +8112,21 @@ def dtrsv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
     trans, cublasDiagType_t diag, int64_t n, const double* A, int64_t lda, double* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtrsv_64, locals(), _ARG_KINDS['dtrsv_64'])
+    try:
         _s = _p_cublasDtrsv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(dtrsv_64, locals())
+        return _retry(dtrsv_64, locals(), _ARG_KINDS['dtrsv_64'])
     if _s:
         _raise(_s)
 
@@ -5343,9 +8138,19 @@ def dtrttp(handle, uplo, n, a, lda, ap):
     int lda, double* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dtrttp, locals(), _ARG_KINDS['dtrttp'])
+    try:
         _s = _p_cublasDtrttp(handle, uplo, n, a, lda, ap)
     except _ArgumentError:
-        return _retry(dtrttp, locals())
+        return _retry(dtrttp, locals(), _ARG_KINDS['dtrttp'])
     if _s:
         _raise(_s)
 
@@ -5357,9 +8162,19 @@ def dzasum(handle, n, x, incx, result):
     double* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dzasum, locals(), _ARG_KINDS['dzasum'])
+    try:
         _s = _p_cublasDzasum_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(dzasum, locals())
+        return _retry(dzasum, locals(), _ARG_KINDS['dzasum'])
     if _s:
         _raise(_s)
 
@@ -5371,9 +8186,19 @@ def dzasum_64(handle, n, x, incx, result):
     int64_t incx, double* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dzasum_64, locals(), _ARG_KINDS['dzasum_64'])
+    try:
         _s = _p_cublasDzasum_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(dzasum_64, locals())
+        return _retry(dzasum_64, locals(), _ARG_KINDS['dzasum_64'])
     if _s:
         _raise(_s)
 
@@ -5385,9 +8210,19 @@ def dznrm2(handle, n, x, incx, result):
     double* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dznrm2, locals(), _ARG_KINDS['dznrm2'])
+    try:
         _s = _p_cublasDznrm2_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(dznrm2, locals())
+        return _retry(dznrm2, locals(), _ARG_KINDS['dznrm2'])
     if _s:
         _raise(_s)
 
@@ -5399,9 +8234,19 @@ def dznrm2_64(handle, n, x, incx, result):
     int64_t incx, double* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dznrm2_64, locals(), _ARG_KINDS['dznrm2_64'])
+    try:
         _s = _p_cublasDznrm2_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(dznrm2_64, locals())
+        return _retry(dznrm2_64, locals(), _ARG_KINDS['dznrm2_64'])
     if _s:
         _raise(_s)
 
@@ -5418,12 +8263,29 @@ def gemm_batched_ex(
     cudaDataType Ctype, int ldc, int batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= atype <= 2147483647 and -2147483648 <= lda <= 2147483647 and
+            0 <= barray <= 18446744073709551615 and -2147483648 <= btype <= 2147483647 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= carray <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -2147483648 <= ldc <= 2147483647 and -2147483648 <= batch_count <= 2147483647 and
+            -2147483648 <= compute_type <= 2147483647 and -2147483648 <= algo <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(gemm_batched_ex, locals(), _ARG_KINDS['gemm_batched_ex'])
+    try:
         _s = _p_cublasGemmBatchedEx(
             handle, transa, transb, m, n, k, alpha, aarray, atype, lda, barray, btype, ldb, beta, carray,
             ctype, ldc, batch_count, compute_type, algo,
         )
     except _ArgumentError:
-        return _retry(gemm_batched_ex, locals())
+        return _retry(gemm_batched_ex, locals(), _ARG_KINDS['gemm_batched_ex'])
     if _s:
         _raise(_s)
 
@@ -5441,12 +8303,30 @@ def gemm_batched_ex_64(
     computeType, cublasGemmAlgo_t algo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= barray <= 18446744073709551615 and
+            -2147483648 <= btype <= 2147483647 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= carray <= 18446744073709551615 and
+            -2147483648 <= ctype <= 2147483647 and -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647 and -2147483648 <= algo <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(gemm_batched_ex_64, locals(), _ARG_KINDS['gemm_batched_ex_64'])
+    try:
         _s = _p_cublasGemmBatchedEx_64(
             handle, transa, transb, m, n, k, alpha, aarray, atype, lda, barray, btype, ldb, beta, carray,
             ctype, ldc, batch_count, compute_type, algo,
         )
     except _ArgumentError:
-        return _retry(gemm_batched_ex_64, locals())
+        return _retry(gemm_batched_ex_64, locals(), _ARG_KINDS['gemm_batched_ex_64'])
     if _s:
         _raise(_s)
 
@@ -5463,12 +8343,29 @@ def gemm_ex(
     cublasComputeType_t computeType, cublasGemmAlgo_t algo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= atype <= 2147483647 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= btype <= 2147483647 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -2147483648 <= ldc <= 2147483647 and -2147483648 <= compute_type <= 2147483647 and
+            -2147483648 <= algo <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(gemm_ex, locals(), _ARG_KINDS['gemm_ex'])
+    try:
         _s = _p_cublasGemmEx(
             handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
             compute_type, algo,
         )
     except _ArgumentError:
-        return _retry(gemm_ex, locals())
+        return _retry(gemm_ex, locals(), _ARG_KINDS['gemm_ex'])
     if _s:
         _raise(_s)
 
@@ -5485,12 +8382,29 @@ def gemm_ex_64(
     int64_t ldc, cublasComputeType_t computeType, cublasGemmAlgo_t algo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= btype <= 2147483647 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ctype <= 2147483647 and -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647 and -2147483648 <= algo <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(gemm_ex_64, locals(), _ARG_KINDS['gemm_ex_64'])
+    try:
         _s = _p_cublasGemmEx_64(
             handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
             compute_type, algo,
         )
     except _ArgumentError:
-        return _retry(gemm_ex_64, locals())
+        return _retry(gemm_ex_64, locals(), _ARG_KINDS['gemm_ex_64'])
     if _s:
         _raise(_s)
 
@@ -5508,15 +8422,28 @@ def gemm_grouped_batched_ex(
     beta_array, void**[] Carray, cudaDataType_t Ctype, const int*[] ldc_array, int group_count, const
     int*[] group_size, cublasComputeType_t computeType)``
     """
-    transa_array = _array_of_int(transa_array)
-    transb_array = _array_of_int(transb_array)
-    m_array = _array_of_int(m_array)
-    n_array = _array_of_int(n_array)
-    k_array = _array_of_int(k_array)
-    lda_array = _array_of_int(lda_array)
-    ldb_array = _array_of_int(ldb_array)
-    ldc_array = _array_of_int(ldc_array)
-    group_size = _array_of_int(group_size)
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= alpha_array <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            0 <= barray <= 18446744073709551615 and -2147483648 <= btype <= 2147483647 and
+            0 <= beta_array <= 18446744073709551615 and 0 <= carray <= 18446744073709551615 and
+            -2147483648 <= ctype <= 2147483647 and -2147483648 <= group_count <= 2147483647 and
+            -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(gemm_grouped_batched_ex, locals(), _ARG_KINDS['gemm_grouped_batched_ex'])
+    transa_array = _array_of_int(transa_array, 'cublas.gemm_grouped_batched_ex', 'transa_array')
+    transb_array = _array_of_int(transb_array, 'cublas.gemm_grouped_batched_ex', 'transb_array')
+    m_array = _array_of_int(m_array, 'cublas.gemm_grouped_batched_ex', 'm_array')
+    n_array = _array_of_int(n_array, 'cublas.gemm_grouped_batched_ex', 'n_array')
+    k_array = _array_of_int(k_array, 'cublas.gemm_grouped_batched_ex', 'k_array')
+    lda_array = _array_of_int(lda_array, 'cublas.gemm_grouped_batched_ex', 'lda_array')
+    ldb_array = _array_of_int(ldb_array, 'cublas.gemm_grouped_batched_ex', 'ldb_array')
+    ldc_array = _array_of_int(ldc_array, 'cublas.gemm_grouped_batched_ex', 'ldc_array')
+    group_size = _array_of_int(group_size, 'cublas.gemm_grouped_batched_ex', 'group_size')
     try:
         _s = _p_cublasGemmGroupedBatchedEx(
             handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, atype,
@@ -5524,7 +8451,7 @@ def gemm_grouped_batched_ex(
             group_size, compute_type,
         )
     except _ArgumentError:
-        return _retry(gemm_grouped_batched_ex, locals())
+        return _retry(gemm_grouped_batched_ex, locals(), _ARG_KINDS['gemm_grouped_batched_ex'])
     if _s:
         _raise(_s)
 
@@ -5542,15 +8469,29 @@ def gemm_grouped_batched_ex_64(
     ldb_array, const void* beta_array, void**[] Carray, cudaDataType_t Ctype, const int64_t*[] ldc_array,
     int64_t group_count, const int64_t*[] group_size, cublasComputeType_t computeType)``
     """
-    transa_array = _array_of_int(transa_array)
-    transb_array = _array_of_int(transb_array)
-    m_array = _array_of_i64(m_array)
-    n_array = _array_of_i64(n_array)
-    k_array = _array_of_i64(k_array)
-    lda_array = _array_of_i64(lda_array)
-    ldb_array = _array_of_i64(ldb_array)
-    ldc_array = _array_of_i64(ldc_array)
-    group_size = _array_of_i64(group_size)
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= alpha_array <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            0 <= barray <= 18446744073709551615 and -2147483648 <= btype <= 2147483647 and
+            0 <= beta_array <= 18446744073709551615 and 0 <= carray <= 18446744073709551615 and
+            -2147483648 <= ctype <= 2147483647 and
+            -9223372036854775808 <= group_count <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(gemm_grouped_batched_ex_64, locals(), _ARG_KINDS['gemm_grouped_batched_ex_64'])
+    transa_array = _array_of_int(transa_array, 'cublas.gemm_grouped_batched_ex_64', 'transa_array')
+    transb_array = _array_of_int(transb_array, 'cublas.gemm_grouped_batched_ex_64', 'transb_array')
+    m_array = _array_of_i64(m_array, 'cublas.gemm_grouped_batched_ex_64', 'm_array')
+    n_array = _array_of_i64(n_array, 'cublas.gemm_grouped_batched_ex_64', 'n_array')
+    k_array = _array_of_i64(k_array, 'cublas.gemm_grouped_batched_ex_64', 'k_array')
+    lda_array = _array_of_i64(lda_array, 'cublas.gemm_grouped_batched_ex_64', 'lda_array')
+    ldb_array = _array_of_i64(ldb_array, 'cublas.gemm_grouped_batched_ex_64', 'ldb_array')
+    ldc_array = _array_of_i64(ldc_array, 'cublas.gemm_grouped_batched_ex_64', 'ldc_array')
+    group_size = _array_of_i64(group_size, 'cublas.gemm_grouped_batched_ex_64', 'group_size')
     try:
         _s = _p_cublasGemmGroupedBatchedEx_64(
             handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, atype,
@@ -5558,7 +8499,7 @@ def gemm_grouped_batched_ex_64(
             group_size, compute_type,
         )
     except _ArgumentError:
-        return _retry(gemm_grouped_batched_ex_64, locals())
+        return _retry(gemm_grouped_batched_ex_64, locals(), _ARG_KINDS['gemm_grouped_batched_ex_64'])
     if _s:
         _raise(_s)
 
@@ -5576,12 +8517,31 @@ def gemm_strided_batched_ex(
     computeType, cublasGemmAlgo_t algo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= atype <= 2147483647 and -2147483648 <= lda <= 2147483647 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= btype <= 2147483647 and -2147483648 <= ldb <= 2147483647 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -2147483648 <= ldc <= 2147483647 and -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647 and -2147483648 <= compute_type <= 2147483647 and
+            -2147483648 <= algo <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(gemm_strided_batched_ex, locals(), _ARG_KINDS['gemm_strided_batched_ex'])
+    try:
         _s = _p_cublasGemmStridedBatchedEx(
             handle, transa, transb, m, n, k, alpha, a, atype, lda, stride_a, b, btype, ldb, stride_b, beta, c,
             ctype, ldc, stride_c, batch_count, compute_type, algo,
         )
     except _ArgumentError:
-        return _retry(gemm_strided_batched_ex, locals())
+        return _retry(gemm_strided_batched_ex, locals(), _ARG_KINDS['gemm_strided_batched_ex'])
     if _s:
         _raise(_s)
 
@@ -5599,12 +8559,33 @@ def gemm_strided_batched_ex_64(
     int64_t batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= btype <= 2147483647 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647 and -2147483648 <= algo <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(gemm_strided_batched_ex_64, locals(), _ARG_KINDS['gemm_strided_batched_ex_64'])
+    try:
         _s = _p_cublasGemmStridedBatchedEx_64(
             handle, transa, transb, m, n, k, alpha, a, atype, lda, stride_a, b, btype, ldb, stride_b, beta, c,
             ctype, ldc, stride_c, batch_count, compute_type, algo,
         )
     except _ArgumentError:
-        return _retry(gemm_strided_batched_ex_64, locals())
+        return _retry(gemm_strided_batched_ex_64, locals(), _ARG_KINDS['gemm_strided_batched_ex_64'])
     if _s:
         _raise(_s)
 
@@ -5614,11 +8595,17 @@ def get_atomics_mode(handle):
 
     C: ``cublasStatus_t cublasGetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t* mode)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_atomics_mode, locals(), _ARG_KINDS['get_atomics_mode'])
     mode = _int()
     try:
         _s = _p_cublasGetAtomicsMode(handle, _byref(mode))
     except _ArgumentError:
-        return _retry(get_atomics_mode, locals())
+        return _retry(get_atomics_mode, locals(), _ARG_KINDS['get_atomics_mode'])
     if _s:
         _raise(_s)
     return mode.value
@@ -5639,11 +8626,17 @@ def get_emulation_special_values_support(handle):
     C: ``cublasStatus_t cublasGetEmulationSpecialValuesSupport(cublasHandle_t handle,
     cudaEmulationSpecialValuesSupport* mask)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_emulation_special_values_support, locals(), _ARG_KINDS['get_emulation_special_values_support'])
     mask = _int()
     try:
         _s = _p_cublasGetEmulationSpecialValuesSupport(handle, _byref(mask))
     except _ArgumentError:
-        return _retry(get_emulation_special_values_support, locals())
+        return _retry(get_emulation_special_values_support, locals(), _ARG_KINDS['get_emulation_special_values_support'])
     if _s:
         _raise(_s)
     return mask.value
@@ -5655,11 +8648,17 @@ def get_emulation_strategy(handle):
     C: ``cublasStatus_t cublasGetEmulationStrategy(cublasHandle_t handle, cublasEmulationStrategy_t*
     emulationStrategy)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_emulation_strategy, locals(), _ARG_KINDS['get_emulation_strategy'])
     emulation_strategy = _int()
     try:
         _s = _p_cublasGetEmulationStrategy(handle, _byref(emulation_strategy))
     except _ArgumentError:
-        return _retry(get_emulation_strategy, locals())
+        return _retry(get_emulation_strategy, locals(), _ARG_KINDS['get_emulation_strategy'])
     if _s:
         _raise(_s)
     return emulation_strategy.value
@@ -5671,11 +8670,17 @@ def get_fixed_point_emulation_mantissa_bit_count_pointer(handle):
     C: ``cublasStatus_t cublasGetFixedPointEmulationMantissaBitCountPointer(cublasHandle_t handle, int**
     mantissaBitCount)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_fixed_point_emulation_mantissa_bit_count_pointer, locals(), _ARG_KINDS['get_fixed_point_emulation_mantissa_bit_count_pointer'])
     mantissa_bit_count = _uintptr()
     try:
         _s = _p_cublasGetFixedPointEmulationMantissaBitCountPointer(handle, _byref(mantissa_bit_count))
     except _ArgumentError:
-        return _retry(get_fixed_point_emulation_mantissa_bit_count_pointer, locals())
+        return _retry(get_fixed_point_emulation_mantissa_bit_count_pointer, locals(), _ARG_KINDS['get_fixed_point_emulation_mantissa_bit_count_pointer'])
     if _s:
         _raise(_s)
     return mantissa_bit_count.value
@@ -5687,11 +8692,17 @@ def get_fixed_point_emulation_mantissa_bit_offset(handle):
     C: ``cublasStatus_t cublasGetFixedPointEmulationMantissaBitOffset(cublasHandle_t handle, int*
     mantissaBitOffset)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_fixed_point_emulation_mantissa_bit_offset, locals(), _ARG_KINDS['get_fixed_point_emulation_mantissa_bit_offset'])
     mantissa_bit_offset = _int()
     try:
         _s = _p_cublasGetFixedPointEmulationMantissaBitOffset(handle, _byref(mantissa_bit_offset))
     except _ArgumentError:
-        return _retry(get_fixed_point_emulation_mantissa_bit_offset, locals())
+        return _retry(get_fixed_point_emulation_mantissa_bit_offset, locals(), _ARG_KINDS['get_fixed_point_emulation_mantissa_bit_offset'])
     if _s:
         _raise(_s)
     return mantissa_bit_offset.value
@@ -5703,11 +8714,17 @@ def get_fixed_point_emulation_mantissa_control(handle):
     C: ``cublasStatus_t cublasGetFixedPointEmulationMantissaControl(cublasHandle_t handle,
     cudaEmulationMantissaControl* mantissaControl)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_fixed_point_emulation_mantissa_control, locals(), _ARG_KINDS['get_fixed_point_emulation_mantissa_control'])
     mantissa_control = _int()
     try:
         _s = _p_cublasGetFixedPointEmulationMantissaControl(handle, _byref(mantissa_control))
     except _ArgumentError:
-        return _retry(get_fixed_point_emulation_mantissa_control, locals())
+        return _retry(get_fixed_point_emulation_mantissa_control, locals(), _ARG_KINDS['get_fixed_point_emulation_mantissa_control'])
     if _s:
         _raise(_s)
     return mantissa_control.value
@@ -5719,11 +8736,17 @@ def get_fixed_point_emulation_max_mantissa_bit_count(handle):
     C: ``cublasStatus_t cublasGetFixedPointEmulationMaxMantissaBitCount(cublasHandle_t handle, int*
     maxMantissaBitCount)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_fixed_point_emulation_max_mantissa_bit_count, locals(), _ARG_KINDS['get_fixed_point_emulation_max_mantissa_bit_count'])
     max_mantissa_bit_count = _int()
     try:
         _s = _p_cublasGetFixedPointEmulationMaxMantissaBitCount(handle, _byref(max_mantissa_bit_count))
     except _ArgumentError:
-        return _retry(get_fixed_point_emulation_max_mantissa_bit_count, locals())
+        return _retry(get_fixed_point_emulation_max_mantissa_bit_count, locals(), _ARG_KINDS['get_fixed_point_emulation_max_mantissa_bit_count'])
     if _s:
         _raise(_s)
     return max_mantissa_bit_count.value
@@ -5746,11 +8769,17 @@ def get_math_mode(handle):
 
     C: ``cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_math_mode, locals(), _ARG_KINDS['get_math_mode'])
     mode = _int()
     try:
         _s = _p_cublasGetMathMode(handle, _byref(mode))
     except _ArgumentError:
-        return _retry(get_math_mode, locals())
+        return _retry(get_math_mode, locals(), _ARG_KINDS['get_math_mode'])
     if _s:
         _raise(_s)
     return mode.value
@@ -5763,9 +8792,20 @@ def get_matrix(rows, cols, elem_size, a, lda, b, ldb):
     int ldb)``
     """
     try:
+        _ok = (
+            -2147483648 <= rows <= 2147483647 and -2147483648 <= cols <= 2147483647 and
+            -2147483648 <= elem_size <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_matrix, locals(), _ARG_KINDS['get_matrix'])
+    try:
         _s = _p_cublasGetMatrix(rows, cols, elem_size, a, lda, b, ldb)
     except _ArgumentError:
-        return _retry(get_matrix, locals())
+        return _retry(get_matrix, locals(), _ARG_KINDS['get_matrix'])
     if _s:
         _raise(_s)
 
@@ -5777,9 +8817,21 @@ def get_matrix_64(rows, cols, elem_size, a, lda, b, ldb):
     int64_t lda, void* B, int64_t ldb)``
     """
     try:
+        _ok = (
+            -9223372036854775808 <= rows <= 9223372036854775807 and
+            -9223372036854775808 <= cols <= 9223372036854775807 and
+            -9223372036854775808 <= elem_size <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_matrix_64, locals(), _ARG_KINDS['get_matrix_64'])
+    try:
         _s = _p_cublasGetMatrix_64(rows, cols, elem_size, a, lda, b, ldb)
     except _ArgumentError:
-        return _retry(get_matrix_64, locals())
+        return _retry(get_matrix_64, locals(), _ARG_KINDS['get_matrix_64'])
     if _s:
         _raise(_s)
 
@@ -5791,9 +8843,20 @@ def get_matrix_async(rows, cols, elem_size, a, lda, b, ldb, stream):
     void* B, int ldb, cudaStream_t stream)``
     """
     try:
+        _ok = (
+            -2147483648 <= rows <= 2147483647 and -2147483648 <= cols <= 2147483647 and
+            -2147483648 <= elem_size <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= stream <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_matrix_async, locals(), _ARG_KINDS['get_matrix_async'])
+    try:
         _s = _p_cublasGetMatrixAsync(rows, cols, elem_size, a, lda, b, ldb, stream)
     except _ArgumentError:
-        return _retry(get_matrix_async, locals())
+        return _retry(get_matrix_async, locals(), _ARG_KINDS['get_matrix_async'])
     if _s:
         _raise(_s)
 
@@ -5805,9 +8868,21 @@ def get_matrix_async_64(rows, cols, elem_size, a, lda, b, ldb, stream):
     A, int64_t lda, void* B, int64_t ldb, cudaStream_t stream)``
     """
     try:
+        _ok = (
+            -9223372036854775808 <= rows <= 9223372036854775807 and
+            -9223372036854775808 <= cols <= 9223372036854775807 and
+            -9223372036854775808 <= elem_size <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= stream <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_matrix_async_64, locals(), _ARG_KINDS['get_matrix_async_64'])
+    try:
         _s = _p_cublasGetMatrixAsync_64(rows, cols, elem_size, a, lda, b, ldb, stream)
     except _ArgumentError:
-        return _retry(get_matrix_async_64, locals())
+        return _retry(get_matrix_async_64, locals(), _ARG_KINDS['get_matrix_async_64'])
     if _s:
         _raise(_s)
 
@@ -5817,11 +8892,17 @@ def get_pointer_mode(handle):
 
     C: ``cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t* mode)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_pointer_mode, locals(), _ARG_KINDS['get_pointer_mode'])
     mode = _int()
     try:
         _s = _p_cublasGetPointerMode_v2(handle, _byref(mode))
     except _ArgumentError:
-        return _retry(get_pointer_mode, locals())
+        return _retry(get_pointer_mode, locals(), _ARG_KINDS['get_pointer_mode'])
     if _s:
         _raise(_s)
     return mode.value
@@ -5832,8 +8913,17 @@ def get_property(type):
 
     C: ``cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value)``
     """
+    try:
+        _ok = -2147483648 <= type <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_property, locals(), _ARG_KINDS['get_property'])
     value = _int()
-    _s = _p_cublasGetProperty(type, _byref(value))
+    try:
+        _s = _p_cublasGetProperty(type, _byref(value))
+    except _ArgumentError:
+        return _retry(get_property, locals(), _ARG_KINDS['get_property'])
     if _s:
         _raise(_s)
     return value.value
@@ -5844,11 +8934,17 @@ def get_sm_count_target(handle):
 
     C: ``cublasStatus_t cublasGetSmCountTarget(cublasHandle_t handle, int* smCountTarget)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_sm_count_target, locals(), _ARG_KINDS['get_sm_count_target'])
     sm_count_target = _int()
     try:
         _s = _p_cublasGetSmCountTarget(handle, _byref(sm_count_target))
     except _ArgumentError:
-        return _retry(get_sm_count_target, locals())
+        return _retry(get_sm_count_target, locals(), _ARG_KINDS['get_sm_count_target'])
     if _s:
         _raise(_s)
     return sm_count_target.value
@@ -5859,7 +8955,16 @@ def get_status_name(status):
 
     C: ``const char* cublasGetStatusName(cublasStatus_t status)``
     """
-    _r = _p_cublasGetStatusName(status)
+    try:
+        _ok = -2147483648 <= status <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_status_name, locals(), _ARG_KINDS['get_status_name'])
+    try:
+        _r = _p_cublasGetStatusName(status)
+    except _ArgumentError:
+        return _retry(get_status_name, locals(), _ARG_KINDS['get_status_name'])
     return _r.decode() if _r is not None else None
 
 
@@ -5868,7 +8973,16 @@ def get_status_string(status):
 
     C: ``const char* cublasGetStatusString(cublasStatus_t status)``
     """
-    _r = _p_cublasGetStatusString(status)
+    try:
+        _ok = -2147483648 <= status <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_status_string, locals(), _ARG_KINDS['get_status_string'])
+    try:
+        _r = _p_cublasGetStatusString(status)
+    except _ArgumentError:
+        return _retry(get_status_string, locals(), _ARG_KINDS['get_status_string'])
     return _r.decode() if _r is not None else None
 
 
@@ -5877,11 +8991,17 @@ def get_stream(handle):
 
     C: ``cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t* streamId)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_stream, locals(), _ARG_KINDS['get_stream'])
     stream_id = _uintptr()
     try:
         _s = _p_cublasGetStream_v2(handle, _byref(stream_id))
     except _ArgumentError:
-        return _retry(get_stream, locals())
+        return _retry(get_stream, locals(), _ARG_KINDS['get_stream'])
     if _s:
         _raise(_s)
     return stream_id.value
@@ -5893,9 +9013,19 @@ def get_vector(n, elem_size, x, incx, y, incy):
     C: ``cublasStatus_t cublasGetVector(int n, int elemSize, const void* x, int incx, void* y, int incy)``
     """
     try:
+        _ok = (
+            -2147483648 <= n <= 2147483647 and -2147483648 <= elem_size <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_vector, locals(), _ARG_KINDS['get_vector'])
+    try:
         _s = _p_cublasGetVector(n, elem_size, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(get_vector, locals())
+        return _retry(get_vector, locals(), _ARG_KINDS['get_vector'])
     if _s:
         _raise(_s)
 
@@ -5907,9 +9037,20 @@ def get_vector_64(n, elem_size, x, incx, y, incy):
     y, int64_t incy)``
     """
     try:
+        _ok = (
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= elem_size <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_vector_64, locals(), _ARG_KINDS['get_vector_64'])
+    try:
         _s = _p_cublasGetVector_64(n, elem_size, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(get_vector_64, locals())
+        return _retry(get_vector_64, locals(), _ARG_KINDS['get_vector_64'])
     if _s:
         _raise(_s)
 
@@ -5921,9 +9062,20 @@ def get_vector_async(n, elem_size, device_ptr, incx, host_ptr, incy, stream):
     hostPtr, int incy, cudaStream_t stream)``
     """
     try:
+        _ok = (
+            -2147483648 <= n <= 2147483647 and -2147483648 <= elem_size <= 2147483647 and
+            0 <= device_ptr <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= host_ptr <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= stream <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_vector_async, locals(), _ARG_KINDS['get_vector_async'])
+    try:
         _s = _p_cublasGetVectorAsync(n, elem_size, device_ptr, incx, host_ptr, incy, stream)
     except _ArgumentError:
-        return _retry(get_vector_async, locals())
+        return _retry(get_vector_async, locals(), _ARG_KINDS['get_vector_async'])
     if _s:
         _raise(_s)
 
@@ -5935,9 +9087,21 @@ def get_vector_async_64(n, elem_size, device_ptr, incx, host_ptr, incy, stream):
     int64_t incx, void* hostPtr, int64_t incy, cudaStream_t stream)``
     """
     try:
+        _ok = (
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= elem_size <= 9223372036854775807 and
+            0 <= device_ptr <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= host_ptr <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807 and 0 <= stream <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_vector_async_64, locals(), _ARG_KINDS['get_vector_async_64'])
+    try:
         _s = _p_cublasGetVectorAsync_64(n, elem_size, device_ptr, incx, host_ptr, incy, stream)
     except _ArgumentError:
-        return _retry(get_vector_async_64, locals())
+        return _retry(get_vector_async_64, locals(), _ARG_KINDS['get_vector_async_64'])
     if _s:
         _raise(_s)
 
@@ -5947,11 +9111,17 @@ def get_version(handle):
 
     C: ``cublasStatus_t cublasGetVersion_v2(cublasHandle_t handle, int* version)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_version, locals(), _ARG_KINDS['get_version'])
     version = _int()
     try:
         _s = _p_cublasGetVersion_v2(handle, _byref(version))
     except _ArgumentError:
-        return _retry(get_version, locals())
+        return _retry(get_version, locals(), _ARG_KINDS['get_version'])
     if _s:
         _raise(_s)
     return version.value
@@ -5965,9 +9135,23 @@ def hgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     const __half* beta, __half* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hgemm, locals(), _ARG_KINDS['hgemm'])
+    try:
         _s = _p_cublasHgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(hgemm, locals())
+        return _retry(hgemm, locals(), _ARG_KINDS['hgemm'])
     if _s:
         _raise(_s)
 
@@ -5980,9 +9164,24 @@ def hgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ld
     __half* B, int64_t ldb, const __half* beta, __half* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hgemm_64, locals(), _ARG_KINDS['hgemm_64'])
+    try:
         _s = _p_cublasHgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(hgemm_64, locals())
+        return _retry(hgemm_64, locals(), _ARG_KINDS['hgemm_64'])
     if _s:
         _raise(_s)
 
@@ -5997,11 +9196,26 @@ def hgemm_batched(
     const __half**[] Barray, int ldb, const __half* beta, __half**[] Carray, int ldc, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= barray <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= carray <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hgemm_batched, locals(), _ARG_KINDS['hgemm_batched'])
+    try:
         _s = _p_cublasHgemmBatched(
             handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
         )
     except _ArgumentError:
-        return _retry(hgemm_batched, locals())
+        return _retry(hgemm_batched, locals(), _ARG_KINDS['hgemm_batched'])
     if _s:
         _raise(_s)
 
@@ -6017,11 +9231,27 @@ def hgemm_batched_64(
     int64_t ldc, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= barray <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= carray <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hgemm_batched_64, locals(), _ARG_KINDS['hgemm_batched_64'])
+    try:
         _s = _p_cublasHgemmBatched_64(
             handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
         )
     except _ArgumentError:
-        return _retry(hgemm_batched_64, locals())
+        return _retry(hgemm_batched_64, locals(), _ARG_KINDS['hgemm_batched_64'])
     if _s:
         _raise(_s)
 
@@ -6038,12 +9268,29 @@ def hgemm_strided_batched(
     long long strideC, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647 and
+            -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hgemm_strided_batched, locals(), _ARG_KINDS['hgemm_strided_batched'])
+    try:
         _s = _p_cublasHgemmStridedBatched(
             handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
             stride_c, batch_count,
         )
     except _ArgumentError:
-        return _retry(hgemm_strided_batched, locals())
+        return _retry(hgemm_strided_batched, locals(), _ARG_KINDS['hgemm_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -6060,12 +9307,30 @@ def hgemm_strided_batched_64(
     __half* C, int64_t ldc, long long strideC, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hgemm_strided_batched_64, locals(), _ARG_KINDS['hgemm_strided_batched_64'])
+    try:
         _s = _p_cublasHgemmStridedBatched_64(
             handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
             stride_c, batch_count,
         )
     except _ArgumentError:
-        return _retry(hgemm_strided_batched_64, locals())
+        return _retry(hgemm_strided_batched_64, locals(), _ARG_KINDS['hgemm_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -6078,11 +9343,25 @@ def hshgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta,
     beta, __half**[] yarray, int incy, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= xarray <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= yarray <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hshgemv_batched, locals(), _ARG_KINDS['hshgemv_batched'])
+    try:
         _s = _p_cublasHSHgemvBatched(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(hshgemv_batched, locals())
+        return _retry(hshgemv_batched, locals(), _ARG_KINDS['hshgemv_batched'])
     if _s:
         _raise(_s)
 
@@ -6097,11 +9376,26 @@ def hshgemv_batched_64(
     incx, const float* beta, __half**[] yarray, int64_t incy, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= xarray <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= yarray <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hshgemv_batched_64, locals(), _ARG_KINDS['hshgemv_batched_64'])
+    try:
         _s = _p_cublasHSHgemvBatched_64(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(hshgemv_batched_64, locals())
+        return _retry(hshgemv_batched_64, locals(), _ARG_KINDS['hshgemv_batched_64'])
     if _s:
         _raise(_s)
 
@@ -6116,12 +9410,28 @@ def hshgemv_strided_batched(
     long long stridex, const float* beta, __half* y, int incy, long long stridey, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hshgemv_strided_batched, locals(), _ARG_KINDS['hshgemv_strided_batched'])
+    try:
         _s = _p_cublasHSHgemvStridedBatched(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(hshgemv_strided_batched, locals())
+        return _retry(hshgemv_strided_batched, locals(), _ARG_KINDS['hshgemv_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -6137,12 +9447,29 @@ def hshgemv_strided_batched_64(
     stridey, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hshgemv_strided_batched_64, locals(), _ARG_KINDS['hshgemv_strided_batched_64'])
+    try:
         _s = _p_cublasHSHgemvStridedBatched_64(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(hshgemv_strided_batched_64, locals())
+        return _retry(hshgemv_strided_batched_64, locals(), _ARG_KINDS['hshgemv_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -6155,11 +9482,25 @@ def hssgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta,
     beta, float**[] yarray, int incy, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= xarray <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= yarray <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hssgemv_batched, locals(), _ARG_KINDS['hssgemv_batched'])
+    try:
         _s = _p_cublasHSSgemvBatched(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(hssgemv_batched, locals())
+        return _retry(hssgemv_batched, locals(), _ARG_KINDS['hssgemv_batched'])
     if _s:
         _raise(_s)
 
@@ -6174,11 +9515,26 @@ def hssgemv_batched_64(
     incx, const float* beta, float**[] yarray, int64_t incy, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= xarray <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= yarray <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hssgemv_batched_64, locals(), _ARG_KINDS['hssgemv_batched_64'])
+    try:
         _s = _p_cublasHSSgemvBatched_64(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(hssgemv_batched_64, locals())
+        return _retry(hssgemv_batched_64, locals(), _ARG_KINDS['hssgemv_batched_64'])
     if _s:
         _raise(_s)
 
@@ -6193,12 +9549,28 @@ def hssgemv_strided_batched(
     long long stridex, const float* beta, float* y, int incy, long long stridey, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hssgemv_strided_batched, locals(), _ARG_KINDS['hssgemv_strided_batched'])
+    try:
         _s = _p_cublasHSSgemvStridedBatched(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(hssgemv_strided_batched, locals())
+        return _retry(hssgemv_strided_batched, locals(), _ARG_KINDS['hssgemv_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -6214,12 +9586,29 @@ def hssgemv_strided_batched_64(
     stridey, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(hssgemv_strided_batched_64, locals(), _ARG_KINDS['hssgemv_strided_batched_64'])
+    try:
         _s = _p_cublasHSSgemvStridedBatched_64(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(hssgemv_strided_batched_64, locals())
+        return _retry(hssgemv_strided_batched_64, locals(), _ARG_KINDS['hssgemv_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -6231,9 +9620,19 @@ def iamax_ex(handle, n, x, x_type, incx, result):
     incx, int* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -2147483648 <= incx <= 2147483647 and 0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(iamax_ex, locals(), _ARG_KINDS['iamax_ex'])
+    try:
         _s = _p_cublasIamaxEx(handle, n, x, x_type, incx, result)
     except _ArgumentError:
-        return _retry(iamax_ex, locals())
+        return _retry(iamax_ex, locals(), _ARG_KINDS['iamax_ex'])
     if _s:
         _raise(_s)
 
@@ -6245,9 +9644,19 @@ def iamax_ex_64(handle, n, x, x_type, incx, result):
     xType, int64_t incx, int64_t* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(iamax_ex_64, locals(), _ARG_KINDS['iamax_ex_64'])
+    try:
         _s = _p_cublasIamaxEx_64(handle, n, x, x_type, incx, result)
     except _ArgumentError:
-        return _retry(iamax_ex_64, locals())
+        return _retry(iamax_ex_64, locals(), _ARG_KINDS['iamax_ex_64'])
     if _s:
         _raise(_s)
 
@@ -6259,9 +9668,19 @@ def iamin_ex(handle, n, x, x_type, incx, result):
     incx, int* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -2147483648 <= incx <= 2147483647 and 0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(iamin_ex, locals(), _ARG_KINDS['iamin_ex'])
+    try:
         _s = _p_cublasIaminEx(handle, n, x, x_type, incx, result)
     except _ArgumentError:
-        return _retry(iamin_ex, locals())
+        return _retry(iamin_ex, locals(), _ARG_KINDS['iamin_ex'])
     if _s:
         _raise(_s)
 
@@ -6273,9 +9692,19 @@ def iamin_ex_64(handle, n, x, x_type, incx, result):
     xType, int64_t incx, int64_t* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(iamin_ex_64, locals(), _ARG_KINDS['iamin_ex_64'])
+    try:
         _s = _p_cublasIaminEx_64(handle, n, x, x_type, incx, result)
     except _ArgumentError:
-        return _retry(iamin_ex_64, locals())
+        return _retry(iamin_ex_64, locals(), _ARG_KINDS['iamin_ex_64'])
     if _s:
         _raise(_s)
 
@@ -6287,9 +9716,19 @@ def icamax(handle, n, x, incx, result):
     result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(icamax, locals(), _ARG_KINDS['icamax'])
+    try:
         _s = _p_cublasIcamax_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(icamax, locals())
+        return _retry(icamax, locals(), _ARG_KINDS['icamax'])
     if _s:
         _raise(_s)
 
@@ -6301,9 +9740,19 @@ def icamax_64(handle, n, x, incx, result):
     incx, int64_t* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(icamax_64, locals(), _ARG_KINDS['icamax_64'])
+    try:
         _s = _p_cublasIcamax_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(icamax_64, locals())
+        return _retry(icamax_64, locals(), _ARG_KINDS['icamax_64'])
     if _s:
         _raise(_s)
 
@@ -6315,9 +9764,19 @@ def icamin(handle, n, x, incx, result):
     result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(icamin, locals(), _ARG_KINDS['icamin'])
+    try:
         _s = _p_cublasIcamin_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(icamin, locals())
+        return _retry(icamin, locals(), _ARG_KINDS['icamin'])
     if _s:
         _raise(_s)
 
@@ -6329,9 +9788,19 @@ def icamin_64(handle, n, x, incx, result):
     incx, int64_t* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(icamin_64, locals(), _ARG_KINDS['icamin_64'])
+    try:
         _s = _p_cublasIcamin_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(icamin_64, locals())
+        return _retry(icamin_64, locals(), _ARG_KINDS['icamin_64'])
     if _s:
         _raise(_s)
 
@@ -6343,9 +9812,19 @@ def idamax(handle, n, x, incx, result):
     result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(idamax, locals(), _ARG_KINDS['idamax'])
+    try:
         _s = _p_cublasIdamax_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(idamax, locals())
+        return _retry(idamax, locals(), _ARG_KINDS['idamax'])
     if _s:
         _raise(_s)
 
@@ -6357,9 +9836,19 @@ def idamax_64(handle, n, x, incx, result):
     incx, int64_t* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(idamax_64, locals(), _ARG_KINDS['idamax_64'])
+    try:
         _s = _p_cublasIdamax_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(idamax_64, locals())
+        return _retry(idamax_64, locals(), _ARG_KINDS['idamax_64'])
     if _s:
         _raise(_s)
 
@@ -6371,9 +9860,19 @@ def idamin(handle, n, x, incx, result):
     result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(idamin, locals(), _ARG_KINDS['idamin'])
+    try:
         _s = _p_cublasIdamin_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(idamin, locals())
+        return _retry(idamin, locals(), _ARG_KINDS['idamin'])
     if _s:
         _raise(_s)
 
@@ -6385,9 +9884,19 @@ def idamin_64(handle, n, x, incx, result):
     incx, int64_t* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(idamin_64, locals(), _ARG_KINDS['idamin_64'])
+    try:
         _s = _p_cublasIdamin_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(idamin_64, locals())
+        return _retry(idamin_64, locals(), _ARG_KINDS['idamin_64'])
     if _s:
         _raise(_s)
 
@@ -6399,9 +9908,19 @@ def isamax(handle, n, x, incx, result):
     result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(isamax, locals(), _ARG_KINDS['isamax'])
+    try:
         _s = _p_cublasIsamax_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(isamax, locals())
+        return _retry(isamax, locals(), _ARG_KINDS['isamax'])
     if _s:
         _raise(_s)
 
@@ -6413,9 +9932,19 @@ def isamax_64(handle, n, x, incx, result):
     int64_t* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(isamax_64, locals(), _ARG_KINDS['isamax_64'])
+    try:
         _s = _p_cublasIsamax_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(isamax_64, locals())
+        return _retry(isamax_64, locals(), _ARG_KINDS['isamax_64'])
     if _s:
         _raise(_s)
 
@@ -6427,9 +9956,19 @@ def isamin(handle, n, x, incx, result):
     result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(isamin, locals(), _ARG_KINDS['isamin'])
+    try:
         _s = _p_cublasIsamin_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(isamin, locals())
+        return _retry(isamin, locals(), _ARG_KINDS['isamin'])
     if _s:
         _raise(_s)
 
@@ -6441,9 +9980,19 @@ def isamin_64(handle, n, x, incx, result):
     int64_t* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(isamin_64, locals(), _ARG_KINDS['isamin_64'])
+    try:
         _s = _p_cublasIsamin_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(isamin_64, locals())
+        return _retry(isamin_64, locals(), _ARG_KINDS['isamin_64'])
     if _s:
         _raise(_s)
 
@@ -6455,9 +10004,19 @@ def izamax(handle, n, x, incx, result):
     int* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(izamax, locals(), _ARG_KINDS['izamax'])
+    try:
         _s = _p_cublasIzamax_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(izamax, locals())
+        return _retry(izamax, locals(), _ARG_KINDS['izamax'])
     if _s:
         _raise(_s)
 
@@ -6469,9 +10028,19 @@ def izamax_64(handle, n, x, incx, result):
     int64_t incx, int64_t* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(izamax_64, locals(), _ARG_KINDS['izamax_64'])
+    try:
         _s = _p_cublasIzamax_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(izamax_64, locals())
+        return _retry(izamax_64, locals(), _ARG_KINDS['izamax_64'])
     if _s:
         _raise(_s)
 
@@ -6483,9 +10052,19 @@ def izamin(handle, n, x, incx, result):
     int* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(izamin, locals(), _ARG_KINDS['izamin'])
+    try:
         _s = _p_cublasIzamin_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(izamin, locals())
+        return _retry(izamin, locals(), _ARG_KINDS['izamin'])
     if _s:
         _raise(_s)
 
@@ -6497,9 +10076,19 @@ def izamin_64(handle, n, x, incx, result):
     int64_t incx, int64_t* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(izamin_64, locals(), _ARG_KINDS['izamin_64'])
+    try:
         _s = _p_cublasIzamin_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(izamin_64, locals())
+        return _retry(izamin_64, locals(), _ARG_KINDS['izamin_64'])
     if _s:
         _raise(_s)
 
@@ -6510,8 +10099,20 @@ def logger_configure(log_is_on, log_to_std_out, log_to_std_err, log_file_name):
     C: ``cublasStatus_t cublasLoggerConfigure(int logIsOn, int logToStdOut, int logToStdErr, const char*
     logFileName)``
     """
-    log_file_name = _cstr(log_file_name)
-    _s = _p_cublasLoggerConfigure(log_is_on, log_to_std_out, log_to_std_err, log_file_name)
+    try:
+        _ok = (
+            -2147483648 <= log_is_on <= 2147483647 and -2147483648 <= log_to_std_out <= 2147483647 and
+            -2147483648 <= log_to_std_err <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(logger_configure, locals(), _ARG_KINDS['logger_configure'])
+    log_file_name = _cstr(log_file_name, 'cublas.logger_configure', 'log_file_name')
+    try:
+        _s = _p_cublasLoggerConfigure(log_is_on, log_to_std_out, log_to_std_err, log_file_name)
+    except _ArgumentError:
+        return _retry(logger_configure, locals(), _ARG_KINDS['logger_configure'])
     if _s:
         _raise(_s)
 
@@ -6523,9 +10124,20 @@ def nrm2_ex(handle, n, x, x_type, incx, result, result_type, execution_type):
     incx, void* result, cudaDataType resultType, cudaDataType executionType)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -2147483648 <= incx <= 2147483647 and 0 <= result <= 18446744073709551615 and
+            -2147483648 <= result_type <= 2147483647 and -2147483648 <= execution_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(nrm2_ex, locals(), _ARG_KINDS['nrm2_ex'])
+    try:
         _s = _p_cublasNrm2Ex(handle, n, x, x_type, incx, result, result_type, execution_type)
     except _ArgumentError:
-        return _retry(nrm2_ex, locals())
+        return _retry(nrm2_ex, locals(), _ARG_KINDS['nrm2_ex'])
     if _s:
         _raise(_s)
 
@@ -6537,9 +10149,20 @@ def nrm2_ex_64(handle, n, x, x_type, incx, result, result_type, execution_type):
     xType, int64_t incx, void* result, cudaDataType resultType, cudaDataType executionType)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= result <= 18446744073709551615 and
+            -2147483648 <= result_type <= 2147483647 and -2147483648 <= execution_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(nrm2_ex_64, locals(), _ARG_KINDS['nrm2_ex_64'])
+    try:
         _s = _p_cublasNrm2Ex_64(handle, n, x, x_type, incx, result, result_type, execution_type)
     except _ArgumentError:
-        return _retry(nrm2_ex_64, locals())
+        return _retry(nrm2_ex_64, locals(), _ARG_KINDS['nrm2_ex_64'])
     if _s:
         _raise(_s)
 
@@ -6552,9 +10175,22 @@ def rot_ex(handle, n, x, x_type, incx, y, y_type, incy, c, s, cs_type, execution
     executiontype)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -2147483648 <= incx <= 2147483647 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -2147483648 <= incy <= 2147483647 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615 and
+            -2147483648 <= cs_type <= 2147483647 and -2147483648 <= executiontype <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(rot_ex, locals(), _ARG_KINDS['rot_ex'])
+    try:
         _s = _p_cublasRotEx(handle, n, x, x_type, incx, y, y_type, incy, c, s, cs_type, executiontype)
     except _ArgumentError:
-        return _retry(rot_ex, locals())
+        return _retry(rot_ex, locals(), _ARG_KINDS['rot_ex'])
     if _s:
         _raise(_s)
 
@@ -6567,9 +10203,22 @@ def rot_ex_64(handle, n, x, x_type, incx, y, y_type, incy, c, s, cs_type, execut
     csType, cudaDataType executiontype)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615 and
+            -2147483648 <= cs_type <= 2147483647 and -2147483648 <= executiontype <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(rot_ex_64, locals(), _ARG_KINDS['rot_ex_64'])
+    try:
         _s = _p_cublasRotEx_64(handle, n, x, x_type, incx, y, y_type, incy, c, s, cs_type, executiontype)
     except _ArgumentError:
-        return _retry(rot_ex_64, locals())
+        return _retry(rot_ex_64, locals(), _ARG_KINDS['rot_ex_64'])
     if _s:
         _raise(_s)
 
@@ -6581,9 +10230,20 @@ def rotg_ex(handle, a, b, ab_type, c, s, cs_type, executiontype):
     c, void* s, cudaDataType csType, cudaDataType executiontype)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ab_type <= 2147483647 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615 and
+            -2147483648 <= cs_type <= 2147483647 and -2147483648 <= executiontype <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(rotg_ex, locals(), _ARG_KINDS['rotg_ex'])
+    try:
         _s = _p_cublasRotgEx(handle, a, b, ab_type, c, s, cs_type, executiontype)
     except _ArgumentError:
-        return _retry(rotg_ex, locals())
+        return _retry(rotg_ex, locals(), _ARG_KINDS['rotg_ex'])
     if _s:
         _raise(_s)
 
@@ -6596,9 +10256,22 @@ def rotm_ex(handle, n, x, x_type, incx, y, y_type, incy, param, param_type, exec
     executiontype)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -2147483648 <= incx <= 2147483647 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -2147483648 <= incy <= 2147483647 and
+            0 <= param <= 18446744073709551615 and -2147483648 <= param_type <= 2147483647 and
+            -2147483648 <= executiontype <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(rotm_ex, locals(), _ARG_KINDS['rotm_ex'])
+    try:
         _s = _p_cublasRotmEx(handle, n, x, x_type, incx, y, y_type, incy, param, param_type, executiontype)
     except _ArgumentError:
-        return _retry(rotm_ex, locals())
+        return _retry(rotm_ex, locals(), _ARG_KINDS['rotm_ex'])
     if _s:
         _raise(_s)
 
@@ -6611,9 +10284,22 @@ def rotm_ex_64(handle, n, x, x_type, incx, y, y_type, incy, param, param_type, e
     cudaDataType executiontype)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= param <= 18446744073709551615 and -2147483648 <= param_type <= 2147483647 and
+            -2147483648 <= executiontype <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(rotm_ex_64, locals(), _ARG_KINDS['rotm_ex_64'])
+    try:
         _s = _p_cublasRotmEx_64(handle, n, x, x_type, incx, y, y_type, incy, param, param_type, executiontype)
     except _ArgumentError:
-        return _retry(rotm_ex_64, locals())
+        return _retry(rotm_ex_64, locals(), _ARG_KINDS['rotm_ex_64'])
     if _s:
         _raise(_s)
 
@@ -6626,11 +10312,24 @@ def rotmg_ex(handle, d1, d1_type, d2, d2_type, x1, x1_type, y1, y1_type, param, 
     cudaDataType paramType, cudaDataType executiontype)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= d1 <= 18446744073709551615 and
+            -2147483648 <= d1_type <= 2147483647 and 0 <= d2 <= 18446744073709551615 and
+            -2147483648 <= d2_type <= 2147483647 and 0 <= x1 <= 18446744073709551615 and
+            -2147483648 <= x1_type <= 2147483647 and 0 <= y1 <= 18446744073709551615 and
+            -2147483648 <= y1_type <= 2147483647 and 0 <= param <= 18446744073709551615 and
+            -2147483648 <= param_type <= 2147483647 and -2147483648 <= executiontype <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(rotmg_ex, locals(), _ARG_KINDS['rotmg_ex'])
+    try:
         _s = _p_cublasRotmgEx(
             handle, d1, d1_type, d2, d2_type, x1, x1_type, y1, y1_type, param, param_type, executiontype,
         )
     except _ArgumentError:
-        return _retry(rotmg_ex, locals())
+        return _retry(rotmg_ex, locals(), _ARG_KINDS['rotmg_ex'])
     if _s:
         _raise(_s)
 
@@ -6642,9 +10341,19 @@ def sasum(handle, n, x, incx, result):
     result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sasum, locals(), _ARG_KINDS['sasum'])
+    try:
         _s = _p_cublasSasum_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(sasum, locals())
+        return _retry(sasum, locals(), _ARG_KINDS['sasum'])
     if _s:
         _raise(_s)
 
@@ -6656,9 +10365,19 @@ def sasum_64(handle, n, x, incx, result):
     float* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sasum_64, locals(), _ARG_KINDS['sasum_64'])
+    try:
         _s = _p_cublasSasum_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(sasum_64, locals())
+        return _retry(sasum_64, locals(), _ARG_KINDS['sasum_64'])
     if _s:
         _raise(_s)
 
@@ -6670,9 +10389,20 @@ def saxpy(handle, n, alpha, x, incx, y, incy):
     int incx, float* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(saxpy, locals(), _ARG_KINDS['saxpy'])
+    try:
         _s = _p_cublasSaxpy_v2(handle, n, alpha, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(saxpy, locals())
+        return _retry(saxpy, locals(), _ARG_KINDS['saxpy'])
     if _s:
         _raise(_s)
 
@@ -6684,9 +10414,20 @@ def saxpy_64(handle, n, alpha, x, incx, y, incy):
     float* x, int64_t incx, float* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(saxpy_64, locals(), _ARG_KINDS['saxpy_64'])
+    try:
         _s = _p_cublasSaxpy_v2_64(handle, n, alpha, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(saxpy_64, locals())
+        return _retry(saxpy_64, locals(), _ARG_KINDS['saxpy_64'])
     if _s:
         _raise(_s)
 
@@ -6698,9 +10439,20 @@ def scal_ex(handle, n, alpha, alpha_type, x, x_type, incx, execution_type):
     alphaType, void* x, cudaDataType xType, int incx, cudaDataType executionType)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and -2147483648 <= alpha_type <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -2147483648 <= incx <= 2147483647 and -2147483648 <= execution_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(scal_ex, locals(), _ARG_KINDS['scal_ex'])
+    try:
         _s = _p_cublasScalEx(handle, n, alpha, alpha_type, x, x_type, incx, execution_type)
     except _ArgumentError:
-        return _retry(scal_ex, locals())
+        return _retry(scal_ex, locals(), _ARG_KINDS['scal_ex'])
     if _s:
         _raise(_s)
 
@@ -6712,9 +10464,21 @@ def scal_ex_64(handle, n, alpha, alpha_type, x, x_type, incx, execution_type):
     alphaType, void* x, cudaDataType xType, int64_t incx, cudaDataType executionType)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= alpha <= 18446744073709551615 and -2147483648 <= alpha_type <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and
+            -2147483648 <= execution_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(scal_ex_64, locals(), _ARG_KINDS['scal_ex_64'])
+    try:
         _s = _p_cublasScalEx_64(handle, n, alpha, alpha_type, x, x_type, incx, execution_type)
     except _ArgumentError:
-        return _retry(scal_ex_64, locals())
+        return _retry(scal_ex_64, locals(), _ARG_KINDS['scal_ex_64'])
     if _s:
         _raise(_s)
 
@@ -6726,9 +10490,19 @@ def scasum(handle, n, x, incx, result):
     result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(scasum, locals(), _ARG_KINDS['scasum'])
+    try:
         _s = _p_cublasScasum_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(scasum, locals())
+        return _retry(scasum, locals(), _ARG_KINDS['scasum'])
     if _s:
         _raise(_s)
 
@@ -6740,9 +10514,19 @@ def scasum_64(handle, n, x, incx, result):
     incx, float* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(scasum_64, locals(), _ARG_KINDS['scasum_64'])
+    try:
         _s = _p_cublasScasum_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(scasum_64, locals())
+        return _retry(scasum_64, locals(), _ARG_KINDS['scasum_64'])
     if _s:
         _raise(_s)
 
@@ -6754,9 +10538,19 @@ def scnrm2(handle, n, x, incx, result):
     result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(scnrm2, locals(), _ARG_KINDS['scnrm2'])
+    try:
         _s = _p_cublasScnrm2_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(scnrm2, locals())
+        return _retry(scnrm2, locals(), _ARG_KINDS['scnrm2'])
     if _s:
         _raise(_s)
 
@@ -6768,9 +10562,19 @@ def scnrm2_64(handle, n, x, incx, result):
     incx, float* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(scnrm2_64, locals(), _ARG_KINDS['scnrm2_64'])
+    try:
         _s = _p_cublasScnrm2_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(scnrm2_64, locals())
+        return _retry(scnrm2_64, locals(), _ARG_KINDS['scnrm2_64'])
     if _s:
         _raise(_s)
 
@@ -6782,9 +10586,19 @@ def scopy(handle, n, x, incx, y, incy):
     int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(scopy, locals(), _ARG_KINDS['scopy'])
+    try:
         _s = _p_cublasScopy_v2(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(scopy, locals())
+        return _retry(scopy, locals(), _ARG_KINDS['scopy'])
     if _s:
         _raise(_s)
 
@@ -6796,9 +10610,19 @@ def scopy_64(handle, n, x, incx, y, incy):
     float* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(scopy_64, locals(), _ARG_KINDS['scopy_64'])
+    try:
         _s = _p_cublasScopy_v2_64(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(scopy_64, locals())
+        return _retry(scopy_64, locals(), _ARG_KINDS['scopy_64'])
     if _s:
         _raise(_s)
 
@@ -6810,9 +10634,21 @@ def sdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc):
     float* A, int lda, const float* x, int incx, float* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sdgmm, locals(), _ARG_KINDS['sdgmm'])
+    try:
         _s = _p_cublasSdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc)
     except _ArgumentError:
-        return _retry(sdgmm, locals())
+        return _retry(sdgmm, locals(), _ARG_KINDS['sdgmm'])
     if _s:
         _raise(_s)
 
@@ -6824,9 +10660,22 @@ def sdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc):
     const float* A, int64_t lda, const float* x, int64_t incx, float* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sdgmm_64, locals(), _ARG_KINDS['sdgmm_64'])
+    try:
         _s = _p_cublasSdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc)
     except _ArgumentError:
-        return _retry(sdgmm_64, locals())
+        return _retry(sdgmm_64, locals(), _ARG_KINDS['sdgmm_64'])
     if _s:
         _raise(_s)
 
@@ -6838,9 +10687,20 @@ def sdot(handle, n, x, incx, y, incy, result):
     y, int incy, float* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sdot, locals(), _ARG_KINDS['sdot'])
+    try:
         _s = _p_cublasSdot_v2(handle, n, x, incx, y, incy, result)
     except _ArgumentError:
-        return _retry(sdot, locals())
+        return _retry(sdot, locals(), _ARG_KINDS['sdot'])
     if _s:
         _raise(_s)
 
@@ -6852,9 +10712,20 @@ def sdot_64(handle, n, x, incx, y, incy, result):
     const float* y, int64_t incy, float* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sdot_64, locals(), _ARG_KINDS['sdot_64'])
+    try:
         _s = _p_cublasSdot_v2_64(handle, n, x, incx, y, incy, result)
     except _ArgumentError:
-        return _retry(sdot_64, locals())
+        return _retry(sdot_64, locals(), _ARG_KINDS['sdot_64'])
     if _s:
         _raise(_s)
 
@@ -6865,9 +10736,15 @@ def set_atomics_mode(handle, mode):
     C: ``cublasStatus_t cublasSetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t mode)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_atomics_mode, locals(), _ARG_KINDS['set_atomics_mode'])
+    try:
         _s = _p_cublasSetAtomicsMode(handle, mode)
     except _ArgumentError:
-        return _retry(set_atomics_mode, locals())
+        return _retry(set_atomics_mode, locals(), _ARG_KINDS['set_atomics_mode'])
     if _s:
         _raise(_s)
 
@@ -6879,9 +10756,15 @@ def set_emulation_special_values_support(handle, mask):
     cudaEmulationSpecialValuesSupport mask)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mask <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_emulation_special_values_support, locals(), _ARG_KINDS['set_emulation_special_values_support'])
+    try:
         _s = _p_cublasSetEmulationSpecialValuesSupport(handle, mask)
     except _ArgumentError:
-        return _retry(set_emulation_special_values_support, locals())
+        return _retry(set_emulation_special_values_support, locals(), _ARG_KINDS['set_emulation_special_values_support'])
     if _s:
         _raise(_s)
 
@@ -6893,9 +10776,15 @@ def set_emulation_strategy(handle, emulation_strategy):
     emulationStrategy)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= emulation_strategy <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_emulation_strategy, locals(), _ARG_KINDS['set_emulation_strategy'])
+    try:
         _s = _p_cublasSetEmulationStrategy(handle, emulation_strategy)
     except _ArgumentError:
-        return _retry(set_emulation_strategy, locals())
+        return _retry(set_emulation_strategy, locals(), _ARG_KINDS['set_emulation_strategy'])
     if _s:
         _raise(_s)
 
@@ -6907,9 +10796,15 @@ def set_fixed_point_emulation_mantissa_bit_count_pointer(handle, mantissa_bit_co
     mantissaBitCount)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and 0 <= mantissa_bit_count <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_fixed_point_emulation_mantissa_bit_count_pointer, locals(), _ARG_KINDS['set_fixed_point_emulation_mantissa_bit_count_pointer'])
+    try:
         _s = _p_cublasSetFixedPointEmulationMantissaBitCountPointer(handle, mantissa_bit_count)
     except _ArgumentError:
-        return _retry(set_fixed_point_emulation_mantissa_bit_count_pointer, locals())
+        return _retry(set_fixed_point_emulation_mantissa_bit_count_pointer, locals(), _ARG_KINDS['set_fixed_point_emulation_mantissa_bit_count_pointer'])
     if _s:
         _raise(_s)
 
@@ -6921,9 +10816,15 @@ def set_fixed_point_emulation_mantissa_bit_offset(handle, mantissa_bit_offset):
     mantissaBitOffset)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mantissa_bit_offset <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_fixed_point_emulation_mantissa_bit_offset, locals(), _ARG_KINDS['set_fixed_point_emulation_mantissa_bit_offset'])
+    try:
         _s = _p_cublasSetFixedPointEmulationMantissaBitOffset(handle, mantissa_bit_offset)
     except _ArgumentError:
-        return _retry(set_fixed_point_emulation_mantissa_bit_offset, locals())
+        return _retry(set_fixed_point_emulation_mantissa_bit_offset, locals(), _ARG_KINDS['set_fixed_point_emulation_mantissa_bit_offset'])
     if _s:
         _raise(_s)
 
@@ -6935,9 +10836,15 @@ def set_fixed_point_emulation_mantissa_control(handle, mantissa_control):
     cudaEmulationMantissaControl mantissaControl)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mantissa_control <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_fixed_point_emulation_mantissa_control, locals(), _ARG_KINDS['set_fixed_point_emulation_mantissa_control'])
+    try:
         _s = _p_cublasSetFixedPointEmulationMantissaControl(handle, mantissa_control)
     except _ArgumentError:
-        return _retry(set_fixed_point_emulation_mantissa_control, locals())
+        return _retry(set_fixed_point_emulation_mantissa_control, locals(), _ARG_KINDS['set_fixed_point_emulation_mantissa_control'])
     if _s:
         _raise(_s)
 
@@ -6949,9 +10856,15 @@ def set_fixed_point_emulation_max_mantissa_bit_count(handle, max_mantissa_bit_co
     maxMantissaBitCount)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= max_mantissa_bit_count <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_fixed_point_emulation_max_mantissa_bit_count, locals(), _ARG_KINDS['set_fixed_point_emulation_max_mantissa_bit_count'])
+    try:
         _s = _p_cublasSetFixedPointEmulationMaxMantissaBitCount(handle, max_mantissa_bit_count)
     except _ArgumentError:
-        return _retry(set_fixed_point_emulation_max_mantissa_bit_count, locals())
+        return _retry(set_fixed_point_emulation_max_mantissa_bit_count, locals(), _ARG_KINDS['set_fixed_point_emulation_max_mantissa_bit_count'])
     if _s:
         _raise(_s)
 
@@ -6962,9 +10875,15 @@ def set_logger_callback(user_callback):
     C: ``cublasStatus_t cublasSetLoggerCallback(cublasLogCallback userCallback)``
     """
     try:
+        _ok = 0 <= user_callback <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_logger_callback, locals(), _ARG_KINDS['set_logger_callback'])
+    try:
         _s = _p_cublasSetLoggerCallback(user_callback)
     except _ArgumentError:
-        return _retry(set_logger_callback, locals())
+        return _retry(set_logger_callback, locals(), _ARG_KINDS['set_logger_callback'])
     if _s:
         _raise(_s)
 
@@ -6975,9 +10894,15 @@ def set_math_mode(handle, mode):
     C: ``cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_math_mode, locals(), _ARG_KINDS['set_math_mode'])
+    try:
         _s = _p_cublasSetMathMode(handle, mode)
     except _ArgumentError:
-        return _retry(set_math_mode, locals())
+        return _retry(set_math_mode, locals(), _ARG_KINDS['set_math_mode'])
     if _s:
         _raise(_s)
 
@@ -6989,9 +10914,20 @@ def set_matrix(rows, cols, elem_size, a, lda, b, ldb):
     int ldb)``
     """
     try:
+        _ok = (
+            -2147483648 <= rows <= 2147483647 and -2147483648 <= cols <= 2147483647 and
+            -2147483648 <= elem_size <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_matrix, locals(), _ARG_KINDS['set_matrix'])
+    try:
         _s = _p_cublasSetMatrix(rows, cols, elem_size, a, lda, b, ldb)
     except _ArgumentError:
-        return _retry(set_matrix, locals())
+        return _retry(set_matrix, locals(), _ARG_KINDS['set_matrix'])
     if _s:
         _raise(_s)
 
@@ -7003,9 +10939,21 @@ def set_matrix_64(rows, cols, elem_size, a, lda, b, ldb):
     int64_t lda, void* B, int64_t ldb)``
     """
     try:
+        _ok = (
+            -9223372036854775808 <= rows <= 9223372036854775807 and
+            -9223372036854775808 <= cols <= 9223372036854775807 and
+            -9223372036854775808 <= elem_size <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_matrix_64, locals(), _ARG_KINDS['set_matrix_64'])
+    try:
         _s = _p_cublasSetMatrix_64(rows, cols, elem_size, a, lda, b, ldb)
     except _ArgumentError:
-        return _retry(set_matrix_64, locals())
+        return _retry(set_matrix_64, locals(), _ARG_KINDS['set_matrix_64'])
     if _s:
         _raise(_s)
 
@@ -7017,9 +10965,20 @@ def set_matrix_async(rows, cols, elem_size, a, lda, b, ldb, stream):
     void* B, int ldb, cudaStream_t stream)``
     """
     try:
+        _ok = (
+            -2147483648 <= rows <= 2147483647 and -2147483648 <= cols <= 2147483647 and
+            -2147483648 <= elem_size <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= stream <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_matrix_async, locals(), _ARG_KINDS['set_matrix_async'])
+    try:
         _s = _p_cublasSetMatrixAsync(rows, cols, elem_size, a, lda, b, ldb, stream)
     except _ArgumentError:
-        return _retry(set_matrix_async, locals())
+        return _retry(set_matrix_async, locals(), _ARG_KINDS['set_matrix_async'])
     if _s:
         _raise(_s)
 
@@ -7031,9 +10990,21 @@ def set_matrix_async_64(rows, cols, elem_size, a, lda, b, ldb, stream):
     A, int64_t lda, void* B, int64_t ldb, cudaStream_t stream)``
     """
     try:
+        _ok = (
+            -9223372036854775808 <= rows <= 9223372036854775807 and
+            -9223372036854775808 <= cols <= 9223372036854775807 and
+            -9223372036854775808 <= elem_size <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= stream <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_matrix_async_64, locals(), _ARG_KINDS['set_matrix_async_64'])
+    try:
         _s = _p_cublasSetMatrixAsync_64(rows, cols, elem_size, a, lda, b, ldb, stream)
     except _ArgumentError:
-        return _retry(set_matrix_async_64, locals())
+        return _retry(set_matrix_async_64, locals(), _ARG_KINDS['set_matrix_async_64'])
     if _s:
         _raise(_s)
 
@@ -7044,9 +11015,15 @@ def set_pointer_mode(handle, mode):
     C: ``cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_pointer_mode, locals(), _ARG_KINDS['set_pointer_mode'])
+    try:
         _s = _p_cublasSetPointerMode_v2(handle, mode)
     except _ArgumentError:
-        return _retry(set_pointer_mode, locals())
+        return _retry(set_pointer_mode, locals(), _ARG_KINDS['set_pointer_mode'])
     if _s:
         _raise(_s)
 
@@ -7057,9 +11034,15 @@ def set_sm_count_target(handle, sm_count_target):
     C: ``cublasStatus_t cublasSetSmCountTarget(cublasHandle_t handle, int smCountTarget)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= sm_count_target <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_sm_count_target, locals(), _ARG_KINDS['set_sm_count_target'])
+    try:
         _s = _p_cublasSetSmCountTarget(handle, sm_count_target)
     except _ArgumentError:
-        return _retry(set_sm_count_target, locals())
+        return _retry(set_sm_count_target, locals(), _ARG_KINDS['set_sm_count_target'])
     if _s:
         _raise(_s)
 
@@ -7070,9 +11053,15 @@ def set_stream(handle, stream_id):
     C: ``cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and 0 <= stream_id <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_stream, locals(), _ARG_KINDS['set_stream'])
+    try:
         _s = _p_cublasSetStream_v2(handle, stream_id)
     except _ArgumentError:
-        return _retry(set_stream, locals())
+        return _retry(set_stream, locals(), _ARG_KINDS['set_stream'])
     if _s:
         _raise(_s)
 
@@ -7084,9 +11073,19 @@ def set_vector(n, elem_size, x, incx, device_ptr, incy):
     incy)``
     """
     try:
+        _ok = (
+            -2147483648 <= n <= 2147483647 and -2147483648 <= elem_size <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= device_ptr <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_vector, locals(), _ARG_KINDS['set_vector'])
+    try:
         _s = _p_cublasSetVector(n, elem_size, x, incx, device_ptr, incy)
     except _ArgumentError:
-        return _retry(set_vector, locals())
+        return _retry(set_vector, locals(), _ARG_KINDS['set_vector'])
     if _s:
         _raise(_s)
 
@@ -7098,9 +11097,20 @@ def set_vector_64(n, elem_size, x, incx, device_ptr, incy):
     devicePtr, int64_t incy)``
     """
     try:
+        _ok = (
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= elem_size <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= device_ptr <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_vector_64, locals(), _ARG_KINDS['set_vector_64'])
+    try:
         _s = _p_cublasSetVector_64(n, elem_size, x, incx, device_ptr, incy)
     except _ArgumentError:
-        return _retry(set_vector_64, locals())
+        return _retry(set_vector_64, locals(), _ARG_KINDS['set_vector_64'])
     if _s:
         _raise(_s)
 
@@ -7112,9 +11122,20 @@ def set_vector_async(n, elem_size, host_ptr, incx, device_ptr, incy, stream):
     devicePtr, int incy, cudaStream_t stream)``
     """
     try:
+        _ok = (
+            -2147483648 <= n <= 2147483647 and -2147483648 <= elem_size <= 2147483647 and
+            0 <= host_ptr <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= device_ptr <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= stream <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_vector_async, locals(), _ARG_KINDS['set_vector_async'])
+    try:
         _s = _p_cublasSetVectorAsync(n, elem_size, host_ptr, incx, device_ptr, incy, stream)
     except _ArgumentError:
-        return _retry(set_vector_async, locals())
+        return _retry(set_vector_async, locals(), _ARG_KINDS['set_vector_async'])
     if _s:
         _raise(_s)
 
@@ -7126,9 +11147,21 @@ def set_vector_async_64(n, elem_size, host_ptr, incx, device_ptr, incy, stream):
     incx, void* devicePtr, int64_t incy, cudaStream_t stream)``
     """
     try:
+        _ok = (
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= elem_size <= 9223372036854775807 and
+            0 <= host_ptr <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= device_ptr <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807 and 0 <= stream <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_vector_async_64, locals(), _ARG_KINDS['set_vector_async_64'])
+    try:
         _s = _p_cublasSetVectorAsync_64(n, elem_size, host_ptr, incx, device_ptr, incy, stream)
     except _ArgumentError:
-        return _retry(set_vector_async_64, locals())
+        return _retry(set_vector_async_64, locals(), _ARG_KINDS['set_vector_async_64'])
     if _s:
         _raise(_s)
 
@@ -7140,9 +11173,18 @@ def set_workspace(handle, workspace, workspace_size_in_bytes):
     workspaceSizeInBytes)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= workspace <= 18446744073709551615 and
+            0 <= workspace_size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_workspace, locals(), _ARG_KINDS['set_workspace'])
+    try:
         _s = _p_cublasSetWorkspace_v2(handle, workspace, workspace_size_in_bytes)
     except _ArgumentError:
-        return _retry(set_workspace, locals())
+        return _retry(set_workspace, locals(), _ARG_KINDS['set_workspace'])
     if _s:
         _raise(_s)
 
@@ -7155,9 +11197,23 @@ def sgbmv(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy):
     float* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= kl <= 2147483647 and -2147483648 <= ku <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgbmv, locals(), _ARG_KINDS['sgbmv'])
+    try:
         _s = _p_cublasSgbmv_v2(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(sgbmv, locals())
+        return _retry(sgbmv, locals(), _ARG_KINDS['sgbmv'])
     if _s:
         _raise(_s)
 
@@ -7170,9 +11226,25 @@ def sgbmv_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
     int64_t incx, const float* beta, float* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= kl <= 9223372036854775807 and
+            -9223372036854775808 <= ku <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgbmv_64, locals(), _ARG_KINDS['sgbmv_64'])
+    try:
         _s = _p_cublasSgbmv_v2_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(sgbmv_64, locals())
+        return _retry(sgbmv_64, locals(), _ARG_KINDS['sgbmv_64'])
     if _s:
         _raise(_s)
 
@@ -7185,9 +11257,23 @@ def sgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
     int ldb, float* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgeam, locals(), _ARG_KINDS['sgeam'])
+    try:
         _s = _p_cublasSgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(sgeam, locals())
+        return _retry(sgeam, locals(), _ARG_KINDS['sgeam'])
     if _s:
         _raise(_s)
 
@@ -7200,9 +11286,23 @@ def sgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
     const float* B, int64_t ldb, float* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgeam_64, locals(), _ARG_KINDS['sgeam_64'])
+    try:
         _s = _p_cublasSgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(sgeam_64, locals())
+        return _retry(sgeam_64, locals(), _ARG_KINDS['sgeam_64'])
     if _s:
         _raise(_s)
 
@@ -7215,11 +11315,24 @@ def sgels_batched(handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev
     batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= carray <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= dev_info_array <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgels_batched, locals(), _ARG_KINDS['sgels_batched'])
+    try:
         _s = _p_cublasSgelsBatched(
             handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size,
         )
     except _ArgumentError:
-        return _retry(sgels_batched, locals())
+        return _retry(sgels_batched, locals(), _ARG_KINDS['sgels_batched'])
     if _s:
         _raise(_s)
 
@@ -7232,9 +11345,23 @@ def sgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     const float* beta, float* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemm, locals(), _ARG_KINDS['sgemm'])
+    try:
         _s = _p_cublasSgemm_v2(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(sgemm, locals())
+        return _retry(sgemm, locals(), _ARG_KINDS['sgemm'])
     if _s:
         _raise(_s)
 
@@ -7247,9 +11374,24 @@ def sgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ld
     lda, const float* B, int64_t ldb, const float* beta, float* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemm_64, locals(), _ARG_KINDS['sgemm_64'])
+    try:
         _s = _p_cublasSgemm_v2_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(sgemm_64, locals())
+        return _retry(sgemm_64, locals(), _ARG_KINDS['sgemm_64'])
     if _s:
         _raise(_s)
 
@@ -7264,11 +11406,26 @@ def sgemm_batched(
     const float**[] Barray, int ldb, const float* beta, float**[] Carray, int ldc, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= barray <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= carray <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemm_batched, locals(), _ARG_KINDS['sgemm_batched'])
+    try:
         _s = _p_cublasSgemmBatched(
             handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
         )
     except _ArgumentError:
-        return _retry(sgemm_batched, locals())
+        return _retry(sgemm_batched, locals(), _ARG_KINDS['sgemm_batched'])
     if _s:
         _raise(_s)
 
@@ -7284,11 +11441,27 @@ def sgemm_batched_64(
     int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= barray <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= carray <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemm_batched_64, locals(), _ARG_KINDS['sgemm_batched_64'])
+    try:
         _s = _p_cublasSgemmBatched_64(
             handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
         )
     except _ArgumentError:
-        return _retry(sgemm_batched_64, locals())
+        return _retry(sgemm_batched_64, locals(), _ARG_KINDS['sgemm_batched_64'])
     if _s:
         _raise(_s)
 
@@ -7301,11 +11474,27 @@ def sgemm_ex(handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ld
     void* B, cudaDataType Btype, int ldb, const float* beta, void* C, cudaDataType Ctype, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= atype <= 2147483647 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= btype <= 2147483647 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ctype <= 2147483647 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemm_ex, locals(), _ARG_KINDS['sgemm_ex'])
+    try:
         _s = _p_cublasSgemmEx(
             handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
         )
     except _ArgumentError:
-        return _retry(sgemm_ex, locals())
+        return _retry(sgemm_ex, locals(), _ARG_KINDS['sgemm_ex'])
     if _s:
         _raise(_s)
 
@@ -7319,11 +11508,27 @@ def sgemm_ex_64(handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype,
     void* C, cudaDataType Ctype, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= atype <= 2147483647 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= btype <= 2147483647 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ctype <= 2147483647 and -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemm_ex_64, locals(), _ARG_KINDS['sgemm_ex_64'])
+    try:
         _s = _p_cublasSgemmEx_64(
             handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
         )
     except _ArgumentError:
-        return _retry(sgemm_ex_64, locals())
+        return _retry(sgemm_ex_64, locals(), _ARG_KINDS['sgemm_ex_64'])
     if _s:
         _raise(_s)
 
@@ -7340,22 +11545,33 @@ def sgemm_grouped_batched(
     const float**[] Barray, const int*[] ldb_array, const float*[] beta_array, float**[] Carray, const
     int*[] ldc_array, int group_count, const int*[] group_size)``
     """
-    transa_array = _array_of_int(transa_array)
-    transb_array = _array_of_int(transb_array)
-    m_array = _array_of_int(m_array)
-    n_array = _array_of_int(n_array)
-    k_array = _array_of_int(k_array)
-    lda_array = _array_of_int(lda_array)
-    ldb_array = _array_of_int(ldb_array)
-    ldc_array = _array_of_int(ldc_array)
-    group_size = _array_of_int(group_size)
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= alpha_array <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and 0 <= barray <= 18446744073709551615 and
+            0 <= beta_array <= 18446744073709551615 and 0 <= carray <= 18446744073709551615 and
+            -2147483648 <= group_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemm_grouped_batched, locals(), _ARG_KINDS['sgemm_grouped_batched'])
+    transa_array = _array_of_int(transa_array, 'cublas.sgemm_grouped_batched', 'transa_array')
+    transb_array = _array_of_int(transb_array, 'cublas.sgemm_grouped_batched', 'transb_array')
+    m_array = _array_of_int(m_array, 'cublas.sgemm_grouped_batched', 'm_array')
+    n_array = _array_of_int(n_array, 'cublas.sgemm_grouped_batched', 'n_array')
+    k_array = _array_of_int(k_array, 'cublas.sgemm_grouped_batched', 'k_array')
+    lda_array = _array_of_int(lda_array, 'cublas.sgemm_grouped_batched', 'lda_array')
+    ldb_array = _array_of_int(ldb_array, 'cublas.sgemm_grouped_batched', 'ldb_array')
+    ldc_array = _array_of_int(ldc_array, 'cublas.sgemm_grouped_batched', 'ldc_array')
+    group_size = _array_of_int(group_size, 'cublas.sgemm_grouped_batched', 'group_size')
     try:
         _s = _p_cublasSgemmGroupedBatched(
             handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array,
             barray, ldb_array, beta_array, carray, ldc_array, group_count, group_size,
         )
     except _ArgumentError:
-        return _retry(sgemm_grouped_batched, locals())
+        return _retry(sgemm_grouped_batched, locals(), _ARG_KINDS['sgemm_grouped_batched'])
     if _s:
         _raise(_s)
 
@@ -7372,22 +11588,33 @@ def sgemm_grouped_batched_64(
     int64_t*[] lda_array, const float**[] Barray, const int64_t*[] ldb_array, const float*[] beta_array,
     float**[] Carray, const int64_t*[] ldc_array, int64_t group_count, const int64_t*[] group_size)``
     """
-    transa_array = _array_of_int(transa_array)
-    transb_array = _array_of_int(transb_array)
-    m_array = _array_of_i64(m_array)
-    n_array = _array_of_i64(n_array)
-    k_array = _array_of_i64(k_array)
-    lda_array = _array_of_i64(lda_array)
-    ldb_array = _array_of_i64(ldb_array)
-    ldc_array = _array_of_i64(ldc_array)
-    group_size = _array_of_i64(group_size)
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= alpha_array <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and 0 <= barray <= 18446744073709551615 and
+            0 <= beta_array <= 18446744073709551615 and 0 <= carray <= 18446744073709551615 and
+            -9223372036854775808 <= group_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemm_grouped_batched_64, locals(), _ARG_KINDS['sgemm_grouped_batched_64'])
+    transa_array = _array_of_int(transa_array, 'cublas.sgemm_grouped_batched_64', 'transa_array')
+    transb_array = _array_of_int(transb_array, 'cublas.sgemm_grouped_batched_64', 'transb_array')
+    m_array = _array_of_i64(m_array, 'cublas.sgemm_grouped_batched_64', 'm_array')
+    n_array = _array_of_i64(n_array, 'cublas.sgemm_grouped_batched_64', 'n_array')
+    k_array = _array_of_i64(k_array, 'cublas.sgemm_grouped_batched_64', 'k_array')
+    lda_array = _array_of_i64(lda_array, 'cublas.sgemm_grouped_batched_64', 'lda_array')
+    ldb_array = _array_of_i64(ldb_array, 'cublas.sgemm_grouped_batched_64', 'ldb_array')
+    ldc_array = _array_of_i64(ldc_array, 'cublas.sgemm_grouped_batched_64', 'ldc_array')
+    group_size = _array_of_i64(group_size, 'cublas.sgemm_grouped_batched_64', 'group_size')
     try:
         _s = _p_cublasSgemmGroupedBatched_64(
             handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array,
             barray, ldb_array, beta_array, carray, ldc_array, group_count, group_size,
         )
     except _ArgumentError:
-        return _retry(sgemm_grouped_batched_64, locals())
+        return _retry(sgemm_grouped_batched_64, locals(), _ARG_KINDS['sgemm_grouped_batched_64'])
     if _s:
         _raise(_s)
 
@@ -7404,12 +11631,29 @@ def sgemm_strided_batched(
     strideC, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647 and
+            -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemm_strided_batched, locals(), _ARG_KINDS['sgemm_strided_batched'])
+    try:
         _s = _p_cublasSgemmStridedBatched(
             handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
             stride_c, batch_count,
         )
     except _ArgumentError:
-        return _retry(sgemm_strided_batched, locals())
+        return _retry(sgemm_strided_batched, locals(), _ARG_KINDS['sgemm_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -7426,12 +11670,30 @@ def sgemm_strided_batched_64(
     int64_t ldc, long long strideC, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemm_strided_batched_64, locals(), _ARG_KINDS['sgemm_strided_batched_64'])
+    try:
         _s = _p_cublasSgemmStridedBatched_64(
             handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
             stride_c, batch_count,
         )
     except _ArgumentError:
-        return _retry(sgemm_strided_batched_64, locals())
+        return _retry(sgemm_strided_batched_64, locals(), _ARG_KINDS['sgemm_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -7444,9 +11706,22 @@ def sgemv(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
     incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemv, locals(), _ARG_KINDS['sgemv'])
+    try:
         _s = _p_cublasSgemv_v2(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(sgemv, locals())
+        return _retry(sgemv, locals(), _ARG_KINDS['sgemv'])
     if _s:
         _raise(_s)
 
@@ -7459,9 +11734,23 @@ def sgemv_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
     beta, float* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemv_64, locals(), _ARG_KINDS['sgemv_64'])
+    try:
         _s = _p_cublasSgemv_v2_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(sgemv_64, locals())
+        return _retry(sgemv_64, locals(), _ARG_KINDS['sgemv_64'])
     if _s:
         _raise(_s)
 
@@ -7474,11 +11763,25 @@ def sgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, y
     beta, float**[] yarray, int incy, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= xarray <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= yarray <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemv_batched, locals(), _ARG_KINDS['sgemv_batched'])
+    try:
         _s = _p_cublasSgemvBatched(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(sgemv_batched, locals())
+        return _retry(sgemv_batched, locals(), _ARG_KINDS['sgemv_batched'])
     if _s:
         _raise(_s)
 
@@ -7491,11 +11794,26 @@ def sgemv_batched_64(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta
     incx, const float* beta, float**[] yarray, int64_t incy, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= xarray <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= yarray <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemv_batched_64, locals(), _ARG_KINDS['sgemv_batched_64'])
+    try:
         _s = _p_cublasSgemvBatched_64(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(sgemv_batched_64, locals())
+        return _retry(sgemv_batched_64, locals(), _ARG_KINDS['sgemv_batched_64'])
     if _s:
         _raise(_s)
 
@@ -7510,12 +11828,28 @@ def sgemv_strided_batched(
     long stridex, const float* beta, float* y, int incy, long long stridey, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemv_strided_batched, locals(), _ARG_KINDS['sgemv_strided_batched'])
+    try:
         _s = _p_cublasSgemvStridedBatched(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(sgemv_strided_batched, locals())
+        return _retry(sgemv_strided_batched, locals(), _ARG_KINDS['sgemv_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -7531,12 +11865,29 @@ def sgemv_strided_batched_64(
     int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgemv_strided_batched_64, locals(), _ARG_KINDS['sgemv_strided_batched_64'])
+    try:
         _s = _p_cublasSgemvStridedBatched_64(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(sgemv_strided_batched_64, locals())
+        return _retry(sgemv_strided_batched_64, locals(), _ARG_KINDS['sgemv_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -7548,9 +11899,20 @@ def sgeqrf_batched(handle, m, n, aarray, lda, tau_array, info, batch_size):
     lda, float**[] TauArray, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau_array <= 18446744073709551615 and
+            0 <= info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgeqrf_batched, locals(), _ARG_KINDS['sgeqrf_batched'])
+    try:
         _s = _p_cublasSgeqrfBatched(handle, m, n, aarray, lda, tau_array, info, batch_size)
     except _ArgumentError:
-        return _retry(sgeqrf_batched, locals())
+        return _retry(sgeqrf_batched, locals(), _ARG_KINDS['sgeqrf_batched'])
     if _s:
         _raise(_s)
 
@@ -7562,9 +11924,21 @@ def sger(handle, m, n, alpha, x, incx, y, incy, a, lda):
     float* x, int incx, const float* y, int incy, float* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sger, locals(), _ARG_KINDS['sger'])
+    try:
         _s = _p_cublasSger_v2(handle, m, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(sger, locals())
+        return _retry(sger, locals(), _ARG_KINDS['sger'])
     if _s:
         _raise(_s)
 
@@ -7576,9 +11950,21 @@ def sger_64(handle, m, n, alpha, x, incx, y, incy, a, lda):
     const float* x, int64_t incx, const float* y, int64_t incy, float* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sger_64, locals(), _ARG_KINDS['sger_64'])
+    try:
         _s = _p_cublasSger_v2_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(sger_64, locals())
+        return _retry(sger_64, locals(), _ARG_KINDS['sger_64'])
     if _s:
         _raise(_s)
 
@@ -7590,9 +11976,20 @@ def sgetrf_batched(handle, n, a, lda, p, info, batch_size):
     int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= p <= 18446744073709551615 and 0 <= info <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgetrf_batched, locals(), _ARG_KINDS['sgetrf_batched'])
+    try:
         _s = _p_cublasSgetrfBatched(handle, n, a, lda, p, info, batch_size)
     except _ArgumentError:
-        return _retry(sgetrf_batched, locals())
+        return _retry(sgetrf_batched, locals(), _ARG_KINDS['sgetrf_batched'])
     if _s:
         _raise(_s)
 
@@ -7604,9 +12001,21 @@ def sgetri_batched(handle, n, a, lda, p, c, ldc, info, batch_size):
     const int* P, float**[] C, int ldc, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= p <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgetri_batched, locals(), _ARG_KINDS['sgetri_batched'])
+    try:
         _s = _p_cublasSgetriBatched(handle, n, a, lda, p, c, ldc, info, batch_size)
     except _ArgumentError:
-        return _retry(sgetri_batched, locals())
+        return _retry(sgetri_batched, locals(), _ARG_KINDS['sgetri_batched'])
     if _s:
         _raise(_s)
 
@@ -7619,11 +12028,24 @@ def sgetrs_batched(handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, i
     batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= aarray <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= dev_ipiv <= 18446744073709551615 and 0 <= barray <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgetrs_batched, locals(), _ARG_KINDS['sgetrs_batched'])
+    try:
         _s = _p_cublasSgetrsBatched(
             handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size,
         )
     except _ArgumentError:
-        return _retry(sgetrs_batched, locals())
+        return _retry(sgetrs_batched, locals(), _ARG_KINDS['sgetrs_batched'])
     if _s:
         _raise(_s)
 
@@ -7635,9 +12057,20 @@ def smatinv_batched(handle, n, a, lda, ainv, lda_inv, info, batch_size):
     float**[] Ainv, int lda_inv, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= ainv <= 18446744073709551615 and -2147483648 <= lda_inv <= 2147483647 and
+            0 <= info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(smatinv_batched, locals(), _ARG_KINDS['smatinv_batched'])
+    try:
         _s = _p_cublasSmatinvBatched(handle, n, a, lda, ainv, lda_inv, info, batch_size)
     except _ArgumentError:
-        return _retry(smatinv_batched, locals())
+        return _retry(smatinv_batched, locals(), _ARG_KINDS['smatinv_batched'])
     if _s:
         _raise(_s)
 
@@ -7649,9 +12082,19 @@ def snrm2(handle, n, x, incx, result):
     result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(snrm2, locals(), _ARG_KINDS['snrm2'])
+    try:
         _s = _p_cublasSnrm2_v2(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(snrm2, locals())
+        return _retry(snrm2, locals(), _ARG_KINDS['snrm2'])
     if _s:
         _raise(_s)
 
@@ -7663,9 +12106,19 @@ def snrm2_64(handle, n, x, incx, result):
     float* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(snrm2_64, locals(), _ARG_KINDS['snrm2_64'])
+    try:
         _s = _p_cublasSnrm2_v2_64(handle, n, x, incx, result)
     except _ArgumentError:
-        return _retry(snrm2_64, locals())
+        return _retry(snrm2_64, locals(), _ARG_KINDS['snrm2_64'])
     if _s:
         _raise(_s)
 
@@ -7677,9 +12130,20 @@ def srot(handle, n, x, incx, y, incy, c, s):
     incy, const float* c, const float* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(srot, locals(), _ARG_KINDS['srot'])
+    try:
         _s = _p_cublasSrot_v2(handle, n, x, incx, y, incy, c, s)
     except _ArgumentError:
-        return _retry(srot, locals())
+        return _retry(srot, locals(), _ARG_KINDS['srot'])
     if _s:
         _raise(_s)
 
@@ -7691,9 +12155,20 @@ def srot_64(handle, n, x, incx, y, incy, c, s):
     y, int64_t incy, const float* c, const float* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(srot_64, locals(), _ARG_KINDS['srot_64'])
+    try:
         _s = _p_cublasSrot_v2_64(handle, n, x, incx, y, incy, c, s)
     except _ArgumentError:
-        return _retry(srot_64, locals())
+        return _retry(srot_64, locals(), _ARG_KINDS['srot_64'])
     if _s:
         _raise(_s)
 
@@ -7704,9 +12179,19 @@ def srotg(handle, a, b, c, s):
     C: ``cublasStatus_t cublasSrotg_v2(cublasHandle_t handle, float* a, float* b, float* c, float* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            0 <= b <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(srotg, locals(), _ARG_KINDS['srotg'])
+    try:
         _s = _p_cublasSrotg_v2(handle, a, b, c, s)
     except _ArgumentError:
-        return _retry(srotg, locals())
+        return _retry(srotg, locals(), _ARG_KINDS['srotg'])
     if _s:
         _raise(_s)
 
@@ -7718,9 +12203,20 @@ def srotm(handle, n, x, incx, y, incy, param):
     incy, const float* param)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= param <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(srotm, locals(), _ARG_KINDS['srotm'])
+    try:
         _s = _p_cublasSrotm_v2(handle, n, x, incx, y, incy, param)
     except _ArgumentError:
-        return _retry(srotm, locals())
+        return _retry(srotm, locals(), _ARG_KINDS['srotm'])
     if _s:
         _raise(_s)
 
@@ -7732,9 +12228,20 @@ def srotm_64(handle, n, x, incx, y, incy, param):
     y, int64_t incy, const float* param)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= param <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(srotm_64, locals(), _ARG_KINDS['srotm_64'])
+    try:
         _s = _p_cublasSrotm_v2_64(handle, n, x, incx, y, incy, param)
     except _ArgumentError:
-        return _retry(srotm_64, locals())
+        return _retry(srotm_64, locals(), _ARG_KINDS['srotm_64'])
     if _s:
         _raise(_s)
 
@@ -7746,9 +12253,19 @@ def srotmg(handle, d1, d2, x1, y1, param):
     float* y1, float* param)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= d1 <= 18446744073709551615 and
+            0 <= d2 <= 18446744073709551615 and 0 <= x1 <= 18446744073709551615 and
+            0 <= y1 <= 18446744073709551615 and 0 <= param <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(srotmg, locals(), _ARG_KINDS['srotmg'])
+    try:
         _s = _p_cublasSrotmg_v2(handle, d1, d2, x1, y1, param)
     except _ArgumentError:
-        return _retry(srotmg, locals())
+        return _retry(srotmg, locals(), _ARG_KINDS['srotmg'])
     if _s:
         _raise(_s)
 
@@ -7761,9 +12278,22 @@ def ssbmv(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
     incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssbmv, locals(), _ARG_KINDS['ssbmv'])
+    try:
         _s = _p_cublasSsbmv_v2(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(ssbmv, locals())
+        return _retry(ssbmv, locals(), _ARG_KINDS['ssbmv'])
     if _s:
         _raise(_s)
 
@@ -7776,9 +12306,23 @@ def ssbmv_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
     float* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssbmv_64, locals(), _ARG_KINDS['ssbmv_64'])
+    try:
         _s = _p_cublasSsbmv_v2_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(ssbmv_64, locals())
+        return _retry(ssbmv_64, locals(), _ARG_KINDS['ssbmv_64'])
     if _s:
         _raise(_s)
 
@@ -7790,9 +12334,19 @@ def sscal(handle, n, alpha, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sscal, locals(), _ARG_KINDS['sscal'])
+    try:
         _s = _p_cublasSscal_v2(handle, n, alpha, x, incx)
     except _ArgumentError:
-        return _retry(sscal, locals())
+        return _retry(sscal, locals(), _ARG_KINDS['sscal'])
     if _s:
         _raise(_s)
 
@@ -7804,9 +12358,19 @@ def sscal_64(handle, n, alpha, x, incx):
     int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sscal_64, locals(), _ARG_KINDS['sscal_64'])
+    try:
         _s = _p_cublasSscal_v2_64(handle, n, alpha, x, incx)
     except _ArgumentError:
-        return _retry(sscal_64, locals())
+        return _retry(sscal_64, locals(), _ARG_KINDS['sscal_64'])
     if _s:
         _raise(_s)
 
@@ -7818,9 +12382,21 @@ def sspmv(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
     alpha, const float* AP, const float* x, int incx, const float* beta, float* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= ap <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sspmv, locals(), _ARG_KINDS['sspmv'])
+    try:
         _s = _p_cublasSspmv_v2(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(sspmv, locals())
+        return _retry(sspmv, locals(), _ARG_KINDS['sspmv'])
     if _s:
         _raise(_s)
 
@@ -7833,9 +12409,21 @@ def sspmv_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
     incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= ap <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sspmv_64, locals(), _ARG_KINDS['sspmv_64'])
+    try:
         _s = _p_cublasSspmv_v2_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(sspmv_64, locals())
+        return _retry(sspmv_64, locals(), _ARG_KINDS['sspmv_64'])
     if _s:
         _raise(_s)
 
@@ -7847,9 +12435,20 @@ def sspr(handle, uplo, n, alpha, x, incx, ap):
     alpha, const float* x, int incx, float* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sspr, locals(), _ARG_KINDS['sspr'])
+    try:
         _s = _p_cublasSspr_v2(handle, uplo, n, alpha, x, incx, ap)
     except _ArgumentError:
-        return _retry(sspr, locals())
+        return _retry(sspr, locals(), _ARG_KINDS['sspr'])
     if _s:
         _raise(_s)
 
@@ -7861,9 +12460,21 @@ def sspr2(handle, uplo, n, alpha, x, incx, y, incy, ap):
     alpha, const float* x, int incx, const float* y, int incy, float* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sspr2, locals(), _ARG_KINDS['sspr2'])
+    try:
         _s = _p_cublasSspr2_v2(handle, uplo, n, alpha, x, incx, y, incy, ap)
     except _ArgumentError:
-        return _retry(sspr2, locals())
+        return _retry(sspr2, locals(), _ARG_KINDS['sspr2'])
     if _s:
         _raise(_s)
 
@@ -7875,9 +12486,21 @@ def sspr2_64(handle, uplo, n, alpha, x, incx, y, incy, ap):
     float* alpha, const float* x, int64_t incx, const float* y, int64_t incy, float* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sspr2_64, locals(), _ARG_KINDS['sspr2_64'])
+    try:
         _s = _p_cublasSspr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, ap)
     except _ArgumentError:
-        return _retry(sspr2_64, locals())
+        return _retry(sspr2_64, locals(), _ARG_KINDS['sspr2_64'])
     if _s:
         _raise(_s)
 
@@ -7889,9 +12512,20 @@ def sspr_64(handle, uplo, n, alpha, x, incx, ap):
     float* alpha, const float* x, int64_t incx, float* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sspr_64, locals(), _ARG_KINDS['sspr_64'])
+    try:
         _s = _p_cublasSspr_v2_64(handle, uplo, n, alpha, x, incx, ap)
     except _ArgumentError:
-        return _retry(sspr_64, locals())
+        return _retry(sspr_64, locals(), _ARG_KINDS['sspr_64'])
     if _s:
         _raise(_s)
 
@@ -7903,9 +12537,19 @@ def sswap(handle, n, x, incx, y, incy):
     incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sswap, locals(), _ARG_KINDS['sswap'])
+    try:
         _s = _p_cublasSswap_v2(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(sswap, locals())
+        return _retry(sswap, locals(), _ARG_KINDS['sswap'])
     if _s:
         _raise(_s)
 
@@ -7917,9 +12561,19 @@ def sswap_64(handle, n, x, incx, y, incy):
     y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sswap_64, locals(), _ARG_KINDS['sswap_64'])
+    try:
         _s = _p_cublasSswap_v2_64(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(sswap_64, locals())
+        return _retry(sswap_64, locals(), _ARG_KINDS['sswap_64'])
     if _s:
         _raise(_s)
 
@@ -7932,9 +12586,23 @@ def ssymm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
     beta, float* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssymm, locals(), _ARG_KINDS['ssymm'])
+    try:
         _s = _p_cublasSsymm_v2(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(ssymm, locals())
+        return _retry(ssymm, locals(), _ARG_KINDS['ssymm'])
     if _s:
         _raise(_s)
 
@@ -7947,9 +12615,23 @@ def ssymm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
     ldb, const float* beta, float* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssymm_64, locals(), _ARG_KINDS['ssymm_64'])
+    try:
         _s = _p_cublasSsymm_v2_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(ssymm_64, locals())
+        return _retry(ssymm_64, locals(), _ARG_KINDS['ssymm_64'])
     if _s:
         _raise(_s)
 
@@ -7961,9 +12643,22 @@ def ssymv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
     alpha, const float* A, int lda, const float* x, int incx, const float* beta, float* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssymv, locals(), _ARG_KINDS['ssymv'])
+    try:
         _s = _p_cublasSsymv_v2(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(ssymv, locals())
+        return _retry(ssymv, locals(), _ARG_KINDS['ssymv'])
     if _s:
         _raise(_s)
 
@@ -7976,9 +12671,22 @@ def ssymv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
     int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssymv_64, locals(), _ARG_KINDS['ssymv_64'])
+    try:
         _s = _p_cublasSsymv_v2_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(ssymv_64, locals())
+        return _retry(ssymv_64, locals(), _ARG_KINDS['ssymv_64'])
     if _s:
         _raise(_s)
 
@@ -7990,9 +12698,20 @@ def ssyr(handle, uplo, n, alpha, x, incx, a, lda):
     alpha, const float* x, int incx, float* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyr, locals(), _ARG_KINDS['ssyr'])
+    try:
         _s = _p_cublasSsyr_v2(handle, uplo, n, alpha, x, incx, a, lda)
     except _ArgumentError:
-        return _retry(ssyr, locals())
+        return _retry(ssyr, locals(), _ARG_KINDS['ssyr'])
     if _s:
         _raise(_s)
 
@@ -8004,9 +12723,21 @@ def ssyr2(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
     alpha, const float* x, int incx, const float* y, int incy, float* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyr2, locals(), _ARG_KINDS['ssyr2'])
+    try:
         _s = _p_cublasSsyr2_v2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(ssyr2, locals())
+        return _retry(ssyr2, locals(), _ARG_KINDS['ssyr2'])
     if _s:
         _raise(_s)
 
@@ -8018,9 +12749,21 @@ def ssyr2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
     float* alpha, const float* x, int64_t incx, const float* y, int64_t incy, float* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyr2_64, locals(), _ARG_KINDS['ssyr2_64'])
+    try:
         _s = _p_cublasSsyr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(ssyr2_64, locals())
+        return _retry(ssyr2_64, locals(), _ARG_KINDS['ssyr2_64'])
     if _s:
         _raise(_s)
 
@@ -8033,9 +12776,23 @@ def ssyr2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     float* beta, float* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyr2k, locals(), _ARG_KINDS['ssyr2k'])
+    try:
         _s = _p_cublasSsyr2k_v2(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(ssyr2k, locals())
+        return _retry(ssyr2k, locals(), _ARG_KINDS['ssyr2k'])
     if _s:
         _raise(_s)
 
@@ -8048,9 +12805,23 @@ def ssyr2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     ldb, const float* beta, float* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyr2k_64, locals(), _ARG_KINDS['ssyr2k_64'])
+    try:
         _s = _p_cublasSsyr2k_v2_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(ssyr2k_64, locals())
+        return _retry(ssyr2k_64, locals(), _ARG_KINDS['ssyr2k_64'])
     if _s:
         _raise(_s)
 
@@ -8062,9 +12833,20 @@ def ssyr_64(handle, uplo, n, alpha, x, incx, a, lda):
     float* alpha, const float* x, int64_t incx, float* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyr_64, locals(), _ARG_KINDS['ssyr_64'])
+    try:
         _s = _p_cublasSsyr_v2_64(handle, uplo, n, alpha, x, incx, a, lda)
     except _ArgumentError:
-        return _retry(ssyr_64, locals())
+        return _retry(ssyr_64, locals(), _ARG_KINDS['ssyr_64'])
     if _s:
         _raise(_s)
 
@@ -8077,9 +12859,22 @@ def ssyrk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
     ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyrk, locals(), _ARG_KINDS['ssyrk'])
+    try:
         _s = _p_cublasSsyrk_v2(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
     except _ArgumentError:
-        return _retry(ssyrk, locals())
+        return _retry(ssyrk, locals(), _ARG_KINDS['ssyrk'])
     if _s:
         _raise(_s)
 
@@ -8092,9 +12887,22 @@ def ssyrk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
     float* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyrk_64, locals(), _ARG_KINDS['ssyrk_64'])
+    try:
         _s = _p_cublasSsyrk_v2_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
     except _ArgumentError:
-        return _retry(ssyrk_64, locals())
+        return _retry(ssyrk_64, locals(), _ARG_KINDS['ssyrk_64'])
     if _s:
         _raise(_s)
 
@@ -8107,9 +12915,23 @@ def ssyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     float* beta, float* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyrkx, locals(), _ARG_KINDS['ssyrkx'])
+    try:
         _s = _p_cublasSsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(ssyrkx, locals())
+        return _retry(ssyrkx, locals(), _ARG_KINDS['ssyrkx'])
     if _s:
         _raise(_s)
 
@@ -8122,9 +12944,23 @@ def ssyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     ldb, const float* beta, float* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyrkx_64, locals(), _ARG_KINDS['ssyrkx_64'])
+    try:
         _s = _p_cublasSsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(ssyrkx_64, locals())
+        return _retry(ssyrkx_64, locals(), _ARG_KINDS['ssyrkx_64'])
     if _s:
         _raise(_s)
 
@@ -8136,9 +12972,21 @@ def stbmv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     trans, cublasDiagType_t diag, int n, int k, const float* A, int lda, float* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(stbmv, locals(), _ARG_KINDS['stbmv'])
+    try:
         _s = _p_cublasStbmv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(stbmv, locals())
+        return _retry(stbmv, locals(), _ARG_KINDS['stbmv'])
     if _s:
         _raise(_s)
 
@@ -8151,9 +12999,22 @@ def stbmv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(stbmv_64, locals(), _ARG_KINDS['stbmv_64'])
+    try:
         _s = _p_cublasStbmv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(stbmv_64, locals())
+        return _retry(stbmv_64, locals(), _ARG_KINDS['stbmv_64'])
     if _s:
         _raise(_s)
 
@@ -8165,9 +13026,21 @@ def stbsv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     trans, cublasDiagType_t diag, int n, int k, const float* A, int lda, float* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(stbsv, locals(), _ARG_KINDS['stbsv'])
+    try:
         _s = _p_cublasStbsv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(stbsv, locals())
+        return _retry(stbsv, locals(), _ARG_KINDS['stbsv'])
     if _s:
         _raise(_s)
 
@@ -8180,9 +13053,22 @@ def stbsv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(stbsv_64, locals(), _ARG_KINDS['stbsv_64'])
+    try:
         _s = _p_cublasStbsv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(stbsv_64, locals())
+        return _retry(stbsv_64, locals(), _ARG_KINDS['stbsv_64'])
     if _s:
         _raise(_s)
 
@@ -8194,9 +13080,20 @@ def stpmv(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int n, const float* AP, float* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(stpmv, locals(), _ARG_KINDS['stpmv'])
+    try:
         _s = _p_cublasStpmv_v2(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(stpmv, locals())
+        return _retry(stpmv, locals(), _ARG_KINDS['stpmv'])
     if _s:
         _raise(_s)
 
@@ -8208,9 +13105,20 @@ def stpmv_64(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int64_t n, const float* AP, float* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(stpmv_64, locals(), _ARG_KINDS['stpmv_64'])
+    try:
         _s = _p_cublasStpmv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(stpmv_64, locals())
+        return _retry(stpmv_64, locals(), _ARG_KINDS['stpmv_64'])
     if _s:
         _raise(_s)
 
@@ -8222,9 +13130,20 @@ def stpsv(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int n, const float* AP, float* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(stpsv, locals(), _ARG_KINDS['stpsv'])
+    try:
         _s = _p_cublasStpsv_v2(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(stpsv, locals())
+        return _retry(stpsv, locals(), _ARG_KINDS['stpsv'])
     if _s:
         _raise(_s)
 
@@ -8236,9 +13155,20 @@ def stpsv_64(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int64_t n, const float* AP, float* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(stpsv_64, locals(), _ARG_KINDS['stpsv_64'])
+    try:
         _s = _p_cublasStpsv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(stpsv_64, locals())
+        return _retry(stpsv_64, locals(), _ARG_KINDS['stpsv_64'])
     if _s:
         _raise(_s)
 
@@ -8250,9 +13180,19 @@ def stpttr(handle, uplo, n, ap, a, lda):
     float* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= ap <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(stpttr, locals(), _ARG_KINDS['stpttr'])
+    try:
         _s = _p_cublasStpttr(handle, uplo, n, ap, a, lda)
     except _ArgumentError:
-        return _retry(stpttr, locals())
+        return _retry(stpttr, locals(), _ARG_KINDS['stpttr'])
     if _s:
         _raise(_s)
 
@@ -8265,9 +13205,23 @@ def strmm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc):
     A, int lda, const float* B, int ldb, float* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(strmm, locals(), _ARG_KINDS['strmm'])
+    try:
         _s = _p_cublasStrmm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(strmm, locals())
+        return _retry(strmm, locals(), _ARG_KINDS['strmm'])
     if _s:
         _raise(_s)
 
@@ -8280,9 +13234,23 @@ def strmm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ld
     float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= c <= 18446744073709551615 and -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(strmm_64, locals(), _ARG_KINDS['strmm_64'])
+    try:
         _s = _p_cublasStrmm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(strmm_64, locals())
+        return _retry(strmm_64, locals(), _ARG_KINDS['strmm_64'])
     if _s:
         _raise(_s)
 
@@ -8294,9 +13262,21 @@ def strmv(handle, uplo, trans, diag, n, a, lda, x, incx):
     trans, cublasDiagType_t diag, int n, const float* A, int lda, float* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(strmv, locals(), _ARG_KINDS['strmv'])
+    try:
         _s = _p_cublasStrmv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(strmv, locals())
+        return _retry(strmv, locals(), _ARG_KINDS['strmv'])
     if _s:
         _raise(_s)
 
@@ -8308,9 +13288,21 @@ def strmv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
     trans, cublasDiagType_t diag, int64_t n, const float* A, int64_t lda, float* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(strmv_64, locals(), _ARG_KINDS['strmv_64'])
+    try:
         _s = _p_cublasStrmv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(strmv_64, locals())
+        return _retry(strmv_64, locals(), _ARG_KINDS['strmv_64'])
     if _s:
         _raise(_s)
 
@@ -8323,9 +13315,22 @@ def strsm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
     A, int lda, float* B, int ldb)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(strsm, locals(), _ARG_KINDS['strsm'])
+    try:
         _s = _p_cublasStrsm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
     except _ArgumentError:
-        return _retry(strsm, locals())
+        return _retry(strsm, locals(), _ARG_KINDS['strsm'])
     if _s:
         _raise(_s)
 
@@ -8338,9 +13343,22 @@ def strsm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
     float* A, int64_t lda, float* B, int64_t ldb)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(strsm_64, locals(), _ARG_KINDS['strsm_64'])
+    try:
         _s = _p_cublasStrsm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
     except _ArgumentError:
-        return _retry(strsm_64, locals())
+        return _retry(strsm_64, locals(), _ARG_KINDS['strsm_64'])
     if _s:
         _raise(_s)
 
@@ -8353,9 +13371,23 @@ def strsm_batched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, 
     float**[] A, int lda, float**[] B, int ldb, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(strsm_batched, locals(), _ARG_KINDS['strsm_batched'])
+    try:
         _s = _p_cublasStrsmBatched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count)
     except _ArgumentError:
-        return _retry(strsm_batched, locals())
+        return _retry(strsm_batched, locals(), _ARG_KINDS['strsm_batched'])
     if _s:
         _raise(_s)
 
@@ -8368,11 +13400,25 @@ def strsm_batched_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ld
     float* alpha, const float**[] A, int64_t lda, float**[] B, int64_t ldb, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(strsm_batched_64, locals(), _ARG_KINDS['strsm_batched_64'])
+    try:
         _s = _p_cublasStrsmBatched_64(
             handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count,
         )
     except _ArgumentError:
-        return _retry(strsm_batched_64, locals())
+        return _retry(strsm_batched_64, locals(), _ARG_KINDS['strsm_batched_64'])
     if _s:
         _raise(_s)
 
@@ -8384,9 +13430,21 @@ def strsv(handle, uplo, trans, diag, n, a, lda, x, incx):
     trans, cublasDiagType_t diag, int n, const float* A, int lda, float* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(strsv, locals(), _ARG_KINDS['strsv'])
+    try:
         _s = _p_cublasStrsv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(strsv, locals())
+        return _retry(strsv, locals(), _ARG_KINDS['strsv'])
     if _s:
         _raise(_s)
 
@@ -8398,9 +13456,21 @@ def strsv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
     trans, cublasDiagType_t diag, int64_t n, const float* A, int64_t lda, float* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(strsv_64, locals(), _ARG_KINDS['strsv_64'])
+    try:
         _s = _p_cublasStrsv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(strsv_64, locals())
+        return _retry(strsv_64, locals(), _ARG_KINDS['strsv_64'])
     if _s:
         _raise(_s)
 
@@ -8412,9 +13482,19 @@ def strttp(handle, uplo, n, a, lda, ap):
     int lda, float* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(strttp, locals(), _ARG_KINDS['strttp'])
+    try:
         _s = _p_cublasStrttp(handle, uplo, n, a, lda, ap)
     except _ArgumentError:
-        return _retry(strttp, locals())
+        return _retry(strttp, locals(), _ARG_KINDS['strttp'])
     if _s:
         _raise(_s)
 
@@ -8426,9 +13506,20 @@ def swap_ex(handle, n, x, x_type, incx, y, y_type, incy):
     void* y, cudaDataType yType, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -2147483648 <= incx <= 2147483647 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(swap_ex, locals(), _ARG_KINDS['swap_ex'])
+    try:
         _s = _p_cublasSwapEx(handle, n, x, x_type, incx, y, y_type, incy)
     except _ArgumentError:
-        return _retry(swap_ex, locals())
+        return _retry(swap_ex, locals(), _ARG_KINDS['swap_ex'])
     if _s:
         _raise(_s)
 
@@ -8440,9 +13531,20 @@ def swap_ex_64(handle, n, x, x_type, incx, y, y_type, incy):
     int64_t incx, void* y, cudaDataType yType, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= x_type <= 2147483647 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= y_type <= 2147483647 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(swap_ex_64, locals(), _ARG_KINDS['swap_ex_64'])
+    try:
         _s = _p_cublasSwapEx_64(handle, n, x, x_type, incx, y, y_type, incy)
     except _ArgumentError:
-        return _retry(swap_ex_64, locals())
+        return _retry(swap_ex_64, locals(), _ARG_KINDS['swap_ex_64'])
     if _s:
         _raise(_s)
 
@@ -8455,11 +13557,25 @@ def tssgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta,
     const float* beta, float**[] yarray, int incy, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= xarray <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= yarray <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(tssgemv_batched, locals(), _ARG_KINDS['tssgemv_batched'])
+    try:
         _s = _p_cublasTSSgemvBatched(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(tssgemv_batched, locals())
+        return _retry(tssgemv_batched, locals(), _ARG_KINDS['tssgemv_batched'])
     if _s:
         _raise(_s)
 
@@ -8474,11 +13590,26 @@ def tssgemv_batched_64(
     xarray, int64_t incx, const float* beta, float**[] yarray, int64_t incy, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= xarray <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= yarray <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(tssgemv_batched_64, locals(), _ARG_KINDS['tssgemv_batched_64'])
+    try:
         _s = _p_cublasTSSgemvBatched_64(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(tssgemv_batched_64, locals())
+        return _retry(tssgemv_batched_64, locals(), _ARG_KINDS['tssgemv_batched_64'])
     if _s:
         _raise(_s)
 
@@ -8494,12 +13625,28 @@ def tssgemv_strided_batched(
     batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(tssgemv_strided_batched, locals(), _ARG_KINDS['tssgemv_strided_batched'])
+    try:
         _s = _p_cublasTSSgemvStridedBatched(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(tssgemv_strided_batched, locals())
+        return _retry(tssgemv_strided_batched, locals(), _ARG_KINDS['tssgemv_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -8515,12 +13662,29 @@ def tssgemv_strided_batched_64(
     long long stridey, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(tssgemv_strided_batched_64, locals(), _ARG_KINDS['tssgemv_strided_batched_64'])
+    try:
         _s = _p_cublasTSSgemvStridedBatched_64(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(tssgemv_strided_batched_64, locals())
+        return _retry(tssgemv_strided_batched_64, locals(), _ARG_KINDS['tssgemv_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -8533,11 +13697,25 @@ def tstgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta,
     const float* beta, __nv_bfloat16**[] yarray, int incy, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= xarray <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= yarray <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(tstgemv_batched, locals(), _ARG_KINDS['tstgemv_batched'])
+    try:
         _s = _p_cublasTSTgemvBatched(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(tstgemv_batched, locals())
+        return _retry(tstgemv_batched, locals(), _ARG_KINDS['tstgemv_batched'])
     if _s:
         _raise(_s)
 
@@ -8552,11 +13730,26 @@ def tstgemv_batched_64(
     xarray, int64_t incx, const float* beta, __nv_bfloat16**[] yarray, int64_t incy, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= xarray <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= yarray <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(tstgemv_batched_64, locals(), _ARG_KINDS['tstgemv_batched_64'])
+    try:
         _s = _p_cublasTSTgemvBatched_64(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(tstgemv_batched_64, locals())
+        return _retry(tstgemv_batched_64, locals(), _ARG_KINDS['tstgemv_batched_64'])
     if _s:
         _raise(_s)
 
@@ -8572,12 +13765,28 @@ def tstgemv_strided_batched(
     batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(tstgemv_strided_batched, locals(), _ARG_KINDS['tstgemv_strided_batched'])
+    try:
         _s = _p_cublasTSTgemvStridedBatched(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(tstgemv_strided_batched, locals())
+        return _retry(tstgemv_strided_batched, locals(), _ARG_KINDS['tstgemv_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -8593,12 +13802,29 @@ def tstgemv_strided_batched_64(
     incy, long long stridey, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(tstgemv_strided_batched_64, locals(), _ARG_KINDS['tstgemv_strided_batched_64'])
+    try:
         _s = _p_cublasTSTgemvStridedBatched_64(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(tstgemv_strided_batched_64, locals())
+        return _retry(tstgemv_strided_batched_64, locals(), _ARG_KINDS['tstgemv_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -8613,8 +13839,23 @@ def uint8gemm_bias(
     A_bias, int lda, const unsigned char* B, int B_bias, int ldb, unsigned char* C, int C_bias, int ldc,
     int C_mult, int C_shift)``
     """
-    a = _array_of_ubyte(a)
-    b = _array_of_ubyte(b)
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= transc <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and -2147483648 <= a_bias <= 2147483647 and
+            -2147483648 <= lda <= 2147483647 and -2147483648 <= b_bias <= 2147483647 and
+            -2147483648 <= ldb <= 2147483647 and -2147483648 <= c_bias <= 2147483647 and
+            -2147483648 <= ldc <= 2147483647 and -2147483648 <= c_mult <= 2147483647 and
+            -2147483648 <= c_shift <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(uint8gemm_bias, locals(), _ARG_KINDS['uint8gemm_bias'])
+    a = _array_of_ubyte(a, 'cublas.uint8gemm_bias', 'a')
+    b = _array_of_ubyte(b, 'cublas.uint8gemm_bias', 'b')
     c = _ubyte()
     try:
         _s = _p_cublasUint8gemmBias(
@@ -8622,7 +13863,7 @@ def uint8gemm_bias(
             c_mult, c_shift,
         )
     except _ArgumentError:
-        return _retry(uint8gemm_bias, locals())
+        return _retry(uint8gemm_bias, locals(), _ARG_KINDS['uint8gemm_bias'])
     if _s:
         _raise(_s)
     return c.value
@@ -8633,8 +13874,17 @@ def xerbla(sr_name, info):
 
     C: ``void cublasXerbla(const char* srName, int info)``
     """
-    sr_name = _cstr(sr_name)
-    _p_cublasXerbla(sr_name, info)
+    try:
+        _ok = -2147483648 <= info <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xerbla, locals(), _ARG_KINDS['xerbla'])
+    sr_name = _cstr(sr_name, 'cublas.xerbla', 'sr_name')
+    try:
+        _p_cublasXerbla(sr_name, info)
+    except _ArgumentError:
+        return _retry(xerbla, locals(), _ARG_KINDS['xerbla'])
 
 
 def zaxpy(handle, n, alpha, x, incx, y, incy):
@@ -8644,9 +13894,20 @@ def zaxpy(handle, n, alpha, x, incx, y, incy):
     cuDoubleComplex* x, int incx, cuDoubleComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zaxpy, locals(), _ARG_KINDS['zaxpy'])
+    try:
         _s = _p_cublasZaxpy_v2(handle, n, alpha, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(zaxpy, locals())
+        return _retry(zaxpy, locals(), _ARG_KINDS['zaxpy'])
     if _s:
         _raise(_s)
 
@@ -8658,9 +13919,20 @@ def zaxpy_64(handle, n, alpha, x, incx, y, incy):
     const cuDoubleComplex* x, int64_t incx, cuDoubleComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zaxpy_64, locals(), _ARG_KINDS['zaxpy_64'])
+    try:
         _s = _p_cublasZaxpy_v2_64(handle, n, alpha, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(zaxpy_64, locals())
+        return _retry(zaxpy_64, locals(), _ARG_KINDS['zaxpy_64'])
     if _s:
         _raise(_s)
 
@@ -8672,9 +13944,19 @@ def zcopy(handle, n, x, incx, y, incy):
     cuDoubleComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zcopy, locals(), _ARG_KINDS['zcopy'])
+    try:
         _s = _p_cublasZcopy_v2(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(zcopy, locals())
+        return _retry(zcopy, locals(), _ARG_KINDS['zcopy'])
     if _s:
         _raise(_s)
 
@@ -8686,9 +13968,19 @@ def zcopy_64(handle, n, x, incx, y, incy):
     int64_t incx, cuDoubleComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zcopy_64, locals(), _ARG_KINDS['zcopy_64'])
+    try:
         _s = _p_cublasZcopy_v2_64(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(zcopy_64, locals())
+        return _retry(zcopy_64, locals(), _ARG_KINDS['zcopy_64'])
     if _s:
         _raise(_s)
 
@@ -8700,9 +13992,21 @@ def zdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc):
     cuDoubleComplex* A, int lda, const cuDoubleComplex* x, int incx, cuDoubleComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zdgmm, locals(), _ARG_KINDS['zdgmm'])
+    try:
         _s = _p_cublasZdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc)
     except _ArgumentError:
-        return _retry(zdgmm, locals())
+        return _retry(zdgmm, locals(), _ARG_KINDS['zdgmm'])
     if _s:
         _raise(_s)
 
@@ -8715,9 +14019,22 @@ def zdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc):
     int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zdgmm_64, locals(), _ARG_KINDS['zdgmm_64'])
+    try:
         _s = _p_cublasZdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc)
     except _ArgumentError:
-        return _retry(zdgmm_64, locals())
+        return _retry(zdgmm_64, locals(), _ARG_KINDS['zdgmm_64'])
     if _s:
         _raise(_s)
 
@@ -8729,9 +14046,20 @@ def zdotc(handle, n, x, incx, y, incy, result):
     const cuDoubleComplex* y, int incy, cuDoubleComplex* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zdotc, locals(), _ARG_KINDS['zdotc'])
+    try:
         _s = _p_cublasZdotc_v2(handle, n, x, incx, y, incy, result)
     except _ArgumentError:
-        return _retry(zdotc, locals())
+        return _retry(zdotc, locals(), _ARG_KINDS['zdotc'])
     if _s:
         _raise(_s)
 
@@ -8743,9 +14071,20 @@ def zdotc_64(handle, n, x, incx, y, incy, result):
     int64_t incx, const cuDoubleComplex* y, int64_t incy, cuDoubleComplex* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zdotc_64, locals(), _ARG_KINDS['zdotc_64'])
+    try:
         _s = _p_cublasZdotc_v2_64(handle, n, x, incx, y, incy, result)
     except _ArgumentError:
-        return _retry(zdotc_64, locals())
+        return _retry(zdotc_64, locals(), _ARG_KINDS['zdotc_64'])
     if _s:
         _raise(_s)
 
@@ -8757,9 +14096,20 @@ def zdotu(handle, n, x, incx, y, incy, result):
     const cuDoubleComplex* y, int incy, cuDoubleComplex* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zdotu, locals(), _ARG_KINDS['zdotu'])
+    try:
         _s = _p_cublasZdotu_v2(handle, n, x, incx, y, incy, result)
     except _ArgumentError:
-        return _retry(zdotu, locals())
+        return _retry(zdotu, locals(), _ARG_KINDS['zdotu'])
     if _s:
         _raise(_s)
 
@@ -8771,9 +14121,20 @@ def zdotu_64(handle, n, x, incx, y, incy, result):
     int64_t incx, const cuDoubleComplex* y, int64_t incy, cuDoubleComplex* result)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zdotu_64, locals(), _ARG_KINDS['zdotu_64'])
+    try:
         _s = _p_cublasZdotu_v2_64(handle, n, x, incx, y, incy, result)
     except _ArgumentError:
-        return _retry(zdotu_64, locals())
+        return _retry(zdotu_64, locals(), _ARG_KINDS['zdotu_64'])
     if _s:
         _raise(_s)
 
@@ -8785,9 +14146,20 @@ def zdrot(handle, n, x, incx, y, incy, c, s):
     cuDoubleComplex* y, int incy, const double* c, const double* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zdrot, locals(), _ARG_KINDS['zdrot'])
+    try:
         _s = _p_cublasZdrot_v2(handle, n, x, incx, y, incy, c, s)
     except _ArgumentError:
-        return _retry(zdrot, locals())
+        return _retry(zdrot, locals(), _ARG_KINDS['zdrot'])
     if _s:
         _raise(_s)
 
@@ -8799,9 +14171,20 @@ def zdrot_64(handle, n, x, incx, y, incy, c, s):
     incx, cuDoubleComplex* y, int64_t incy, const double* c, const double* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zdrot_64, locals(), _ARG_KINDS['zdrot_64'])
+    try:
         _s = _p_cublasZdrot_v2_64(handle, n, x, incx, y, incy, c, s)
     except _ArgumentError:
-        return _retry(zdrot_64, locals())
+        return _retry(zdrot_64, locals(), _ARG_KINDS['zdrot_64'])
     if _s:
         _raise(_s)
 
@@ -8813,9 +14196,19 @@ def zdscal(handle, n, alpha, x, incx):
     cuDoubleComplex* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zdscal, locals(), _ARG_KINDS['zdscal'])
+    try:
         _s = _p_cublasZdscal_v2(handle, n, alpha, x, incx)
     except _ArgumentError:
-        return _retry(zdscal, locals())
+        return _retry(zdscal, locals(), _ARG_KINDS['zdscal'])
     if _s:
         _raise(_s)
 
@@ -8827,9 +14220,19 @@ def zdscal_64(handle, n, alpha, x, incx):
     cuDoubleComplex* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zdscal_64, locals(), _ARG_KINDS['zdscal_64'])
+    try:
         _s = _p_cublasZdscal_v2_64(handle, n, alpha, x, incx)
     except _ArgumentError:
-        return _retry(zdscal_64, locals())
+        return _retry(zdscal_64, locals(), _ARG_KINDS['zdscal_64'])
     if _s:
         _raise(_s)
 
@@ -8842,9 +14245,23 @@ def zgbmv(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy):
     int incx, const cuDoubleComplex* beta, cuDoubleComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= kl <= 2147483647 and -2147483648 <= ku <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgbmv, locals(), _ARG_KINDS['zgbmv'])
+    try:
         _s = _p_cublasZgbmv_v2(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(zgbmv, locals())
+        return _retry(zgbmv, locals(), _ARG_KINDS['zgbmv'])
     if _s:
         _raise(_s)
 
@@ -8858,9 +14275,25 @@ def zgbmv_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
     incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= kl <= 9223372036854775807 and
+            -9223372036854775808 <= ku <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgbmv_64, locals(), _ARG_KINDS['zgbmv_64'])
+    try:
         _s = _p_cublasZgbmv_v2_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(zgbmv_64, locals())
+        return _retry(zgbmv_64, locals(), _ARG_KINDS['zgbmv_64'])
     if _s:
         _raise(_s)
 
@@ -8873,9 +14306,23 @@ def zgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
     cuDoubleComplex* beta, const cuDoubleComplex* B, int ldb, cuDoubleComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgeam, locals(), _ARG_KINDS['zgeam'])
+    try:
         _s = _p_cublasZgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(zgeam, locals())
+        return _retry(zgeam, locals(), _ARG_KINDS['zgeam'])
     if _s:
         _raise(_s)
 
@@ -8888,9 +14335,23 @@ def zgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
     const cuDoubleComplex* beta, const cuDoubleComplex* B, int64_t ldb, cuDoubleComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgeam_64, locals(), _ARG_KINDS['zgeam_64'])
+    try:
         _s = _p_cublasZgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(zgeam_64, locals())
+        return _retry(zgeam_64, locals(), _ARG_KINDS['zgeam_64'])
     if _s:
         _raise(_s)
 
@@ -8903,11 +14364,24 @@ def zgels_batched(handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev
     devInfoArray, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= carray <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= dev_info_array <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgels_batched, locals(), _ARG_KINDS['zgels_batched'])
+    try:
         _s = _p_cublasZgelsBatched(
             handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size,
         )
     except _ArgumentError:
-        return _retry(zgels_batched, locals())
+        return _retry(zgels_batched, locals(), _ARG_KINDS['zgels_batched'])
     if _s:
         _raise(_s)
 
@@ -8920,9 +14394,23 @@ def zgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     cuDoubleComplex* B, int ldb, const cuDoubleComplex* beta, cuDoubleComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemm, locals(), _ARG_KINDS['zgemm'])
+    try:
         _s = _p_cublasZgemm_v2(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zgemm, locals())
+        return _retry(zgemm, locals(), _ARG_KINDS['zgemm'])
     if _s:
         _raise(_s)
 
@@ -8935,9 +14423,23 @@ def zgemm3m(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
     cuDoubleComplex* B, int ldb, const cuDoubleComplex* beta, cuDoubleComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemm3m, locals(), _ARG_KINDS['zgemm3m'])
+    try:
         _s = _p_cublasZgemm3m(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zgemm3m, locals())
+        return _retry(zgemm3m, locals(), _ARG_KINDS['zgemm3m'])
     if _s:
         _raise(_s)
 
@@ -8951,9 +14453,24 @@ def zgemm3m_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, 
     cuDoubleComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemm3m_64, locals(), _ARG_KINDS['zgemm3m_64'])
+    try:
         _s = _p_cublasZgemm3m_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zgemm3m_64, locals())
+        return _retry(zgemm3m_64, locals(), _ARG_KINDS['zgemm3m_64'])
     if _s:
         _raise(_s)
 
@@ -8967,9 +14484,24 @@ def zgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ld
     cuDoubleComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemm_64, locals(), _ARG_KINDS['zgemm_64'])
+    try:
         _s = _p_cublasZgemm_v2_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zgemm_64, locals())
+        return _retry(zgemm_64, locals(), _ARG_KINDS['zgemm_64'])
     if _s:
         _raise(_s)
 
@@ -8985,11 +14517,26 @@ def zgemm_batched(
     cuDoubleComplex**[] Carray, int ldc, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= barray <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= carray <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemm_batched, locals(), _ARG_KINDS['zgemm_batched'])
+    try:
         _s = _p_cublasZgemmBatched(
             handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
         )
     except _ArgumentError:
-        return _retry(zgemm_batched, locals())
+        return _retry(zgemm_batched, locals(), _ARG_KINDS['zgemm_batched'])
     if _s:
         _raise(_s)
 
@@ -9005,11 +14552,27 @@ def zgemm_batched_64(
     cuDoubleComplex* beta, cuDoubleComplex**[] Carray, int64_t ldc, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= barray <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= carray <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemm_batched_64, locals(), _ARG_KINDS['zgemm_batched_64'])
+    try:
         _s = _p_cublasZgemmBatched_64(
             handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
         )
     except _ArgumentError:
-        return _retry(zgemm_batched_64, locals())
+        return _retry(zgemm_batched_64, locals(), _ARG_KINDS['zgemm_batched_64'])
     if _s:
         _raise(_s)
 
@@ -9026,12 +14589,29 @@ def zgemm_strided_batched(
     cuDoubleComplex* beta, cuDoubleComplex* C, int ldc, long long strideC, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647 and
+            -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemm_strided_batched, locals(), _ARG_KINDS['zgemm_strided_batched'])
+    try:
         _s = _p_cublasZgemmStridedBatched(
             handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
             stride_c, batch_count,
         )
     except _ArgumentError:
-        return _retry(zgemm_strided_batched, locals())
+        return _retry(zgemm_strided_batched, locals(), _ARG_KINDS['zgemm_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -9049,12 +14629,30 @@ def zgemm_strided_batched_64(
     batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= transa <= 2147483647 and
+            -2147483648 <= transb <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and -9223372036854775808 <= ldc <= 9223372036854775807 and
+            -9223372036854775808 <= stride_c <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemm_strided_batched_64, locals(), _ARG_KINDS['zgemm_strided_batched_64'])
+    try:
         _s = _p_cublasZgemmStridedBatched_64(
             handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
             stride_c, batch_count,
         )
     except _ArgumentError:
-        return _retry(zgemm_strided_batched_64, locals())
+        return _retry(zgemm_strided_batched_64, locals(), _ARG_KINDS['zgemm_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -9067,9 +14665,22 @@ def zgemv(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
     cuDoubleComplex* beta, cuDoubleComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemv, locals(), _ARG_KINDS['zgemv'])
+    try:
         _s = _p_cublasZgemv_v2(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(zgemv, locals())
+        return _retry(zgemv, locals(), _ARG_KINDS['zgemv'])
     if _s:
         _raise(_s)
 
@@ -9082,9 +14693,23 @@ def zgemv_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
     x, int64_t incx, const cuDoubleComplex* beta, cuDoubleComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemv_64, locals(), _ARG_KINDS['zgemv_64'])
+    try:
         _s = _p_cublasZgemv_v2_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(zgemv_64, locals())
+        return _retry(zgemv_64, locals(), _ARG_KINDS['zgemv_64'])
     if _s:
         _raise(_s)
 
@@ -9097,11 +14722,25 @@ def zgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, y
     xarray, int incx, const cuDoubleComplex* beta, cuDoubleComplex**[] yarray, int incy, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= xarray <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= yarray <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemv_batched, locals(), _ARG_KINDS['zgemv_batched'])
+    try:
         _s = _p_cublasZgemvBatched(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(zgemv_batched, locals())
+        return _retry(zgemv_batched, locals(), _ARG_KINDS['zgemv_batched'])
     if _s:
         _raise(_s)
 
@@ -9115,11 +14754,26 @@ def zgemv_batched_64(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta
     int64_t incy, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= aarray <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= xarray <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= yarray <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemv_batched_64, locals(), _ARG_KINDS['zgemv_batched_64'])
+    try:
         _s = _p_cublasZgemvBatched_64(
             handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
         )
     except _ArgumentError:
-        return _retry(zgemv_batched_64, locals())
+        return _retry(zgemv_batched_64, locals(), _ARG_KINDS['zgemv_batched_64'])
     if _s:
         _raise(_s)
 
@@ -9135,12 +14789,28 @@ def zgemv_strided_batched(
     incy, long long stridey, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemv_strided_batched, locals(), _ARG_KINDS['zgemv_strided_batched'])
+    try:
         _s = _p_cublasZgemvStridedBatched(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(zgemv_strided_batched, locals())
+        return _retry(zgemv_strided_batched, locals(), _ARG_KINDS['zgemv_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -9156,12 +14826,29 @@ def zgemv_strided_batched_64(
     cuDoubleComplex* y, int64_t incy, long long stridey, int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and
+            -9223372036854775808 <= stridex <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            -9223372036854775808 <= stridey <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgemv_strided_batched_64, locals(), _ARG_KINDS['zgemv_strided_batched_64'])
+    try:
         _s = _p_cublasZgemvStridedBatched_64(
             handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
             batch_count,
         )
     except _ArgumentError:
-        return _retry(zgemv_strided_batched_64, locals())
+        return _retry(zgemv_strided_batched_64, locals(), _ARG_KINDS['zgemv_strided_batched_64'])
     if _s:
         _raise(_s)
 
@@ -9173,9 +14860,20 @@ def zgeqrf_batched(handle, m, n, aarray, lda, tau_array, info, batch_size):
     Aarray, int lda, cuDoubleComplex**[] TauArray, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau_array <= 18446744073709551615 and
+            0 <= info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgeqrf_batched, locals(), _ARG_KINDS['zgeqrf_batched'])
+    try:
         _s = _p_cublasZgeqrfBatched(handle, m, n, aarray, lda, tau_array, info, batch_size)
     except _ArgumentError:
-        return _retry(zgeqrf_batched, locals())
+        return _retry(zgeqrf_batched, locals(), _ARG_KINDS['zgeqrf_batched'])
     if _s:
         _raise(_s)
 
@@ -9187,9 +14885,21 @@ def zgerc(handle, m, n, alpha, x, incx, y, incy, a, lda):
     const cuDoubleComplex* x, int incx, const cuDoubleComplex* y, int incy, cuDoubleComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgerc, locals(), _ARG_KINDS['zgerc'])
+    try:
         _s = _p_cublasZgerc_v2(handle, m, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(zgerc, locals())
+        return _retry(zgerc, locals(), _ARG_KINDS['zgerc'])
     if _s:
         _raise(_s)
 
@@ -9202,9 +14912,21 @@ def zgerc_64(handle, m, n, alpha, x, incx, y, incy, a, lda):
     incy, cuDoubleComplex* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgerc_64, locals(), _ARG_KINDS['zgerc_64'])
+    try:
         _s = _p_cublasZgerc_v2_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(zgerc_64, locals())
+        return _retry(zgerc_64, locals(), _ARG_KINDS['zgerc_64'])
     if _s:
         _raise(_s)
 
@@ -9216,9 +14938,21 @@ def zgeru(handle, m, n, alpha, x, incx, y, incy, a, lda):
     const cuDoubleComplex* x, int incx, const cuDoubleComplex* y, int incy, cuDoubleComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgeru, locals(), _ARG_KINDS['zgeru'])
+    try:
         _s = _p_cublasZgeru_v2(handle, m, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(zgeru, locals())
+        return _retry(zgeru, locals(), _ARG_KINDS['zgeru'])
     if _s:
         _raise(_s)
 
@@ -9231,9 +14965,21 @@ def zgeru_64(handle, m, n, alpha, x, incx, y, incy, a, lda):
     incy, cuDoubleComplex* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgeru_64, locals(), _ARG_KINDS['zgeru_64'])
+    try:
         _s = _p_cublasZgeru_v2_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(zgeru_64, locals())
+        return _retry(zgeru_64, locals(), _ARG_KINDS['zgeru_64'])
     if _s:
         _raise(_s)
 
@@ -9245,9 +14991,20 @@ def zgetrf_batched(handle, n, a, lda, p, info, batch_size):
     int* P, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= p <= 18446744073709551615 and 0 <= info <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgetrf_batched, locals(), _ARG_KINDS['zgetrf_batched'])
+    try:
         _s = _p_cublasZgetrfBatched(handle, n, a, lda, p, info, batch_size)
     except _ArgumentError:
-        return _retry(zgetrf_batched, locals())
+        return _retry(zgetrf_batched, locals(), _ARG_KINDS['zgetrf_batched'])
     if _s:
         _raise(_s)
 
@@ -9259,9 +15016,21 @@ def zgetri_batched(handle, n, a, lda, p, c, ldc, info, batch_size):
     lda, const int* P, cuDoubleComplex**[] C, int ldc, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= p <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgetri_batched, locals(), _ARG_KINDS['zgetri_batched'])
+    try:
         _s = _p_cublasZgetriBatched(handle, n, a, lda, p, c, ldc, info, batch_size)
     except _ArgumentError:
-        return _retry(zgetri_batched, locals())
+        return _retry(zgetri_batched, locals(), _ARG_KINDS['zgetri_batched'])
     if _s:
         _raise(_s)
 
@@ -9274,11 +15043,24 @@ def zgetrs_batched(handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, i
     ldb, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= aarray <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= dev_ipiv <= 18446744073709551615 and 0 <= barray <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgetrs_batched, locals(), _ARG_KINDS['zgetrs_batched'])
+    try:
         _s = _p_cublasZgetrsBatched(
             handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size,
         )
     except _ArgumentError:
-        return _retry(zgetrs_batched, locals())
+        return _retry(zgetrs_batched, locals(), _ARG_KINDS['zgetrs_batched'])
     if _s:
         _raise(_s)
 
@@ -9291,9 +15073,22 @@ def zhbmv(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
     cuDoubleComplex* beta, cuDoubleComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhbmv, locals(), _ARG_KINDS['zhbmv'])
+    try:
         _s = _p_cublasZhbmv_v2(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(zhbmv, locals())
+        return _retry(zhbmv, locals(), _ARG_KINDS['zhbmv'])
     if _s:
         _raise(_s)
 
@@ -9306,9 +15101,23 @@ def zhbmv_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
     int64_t incx, const cuDoubleComplex* beta, cuDoubleComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhbmv_64, locals(), _ARG_KINDS['zhbmv_64'])
+    try:
         _s = _p_cublasZhbmv_v2_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(zhbmv_64, locals())
+        return _retry(zhbmv_64, locals(), _ARG_KINDS['zhbmv_64'])
     if _s:
         _raise(_s)
 
@@ -9321,9 +15130,23 @@ def zhemm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
     cuDoubleComplex* B, int ldb, const cuDoubleComplex* beta, cuDoubleComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhemm, locals(), _ARG_KINDS['zhemm'])
+    try:
         _s = _p_cublasZhemm_v2(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zhemm, locals())
+        return _retry(zhemm, locals(), _ARG_KINDS['zhemm'])
     if _s:
         _raise(_s)
 
@@ -9336,9 +15159,23 @@ def zhemm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
     cuDoubleComplex* B, int64_t ldb, const cuDoubleComplex* beta, cuDoubleComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhemm_64, locals(), _ARG_KINDS['zhemm_64'])
+    try:
         _s = _p_cublasZhemm_v2_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zhemm_64, locals())
+        return _retry(zhemm_64, locals(), _ARG_KINDS['zhemm_64'])
     if _s:
         _raise(_s)
 
@@ -9351,9 +15188,22 @@ def zhemv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
     cuDoubleComplex* beta, cuDoubleComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhemv, locals(), _ARG_KINDS['zhemv'])
+    try:
         _s = _p_cublasZhemv_v2(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(zhemv, locals())
+        return _retry(zhemv, locals(), _ARG_KINDS['zhemv'])
     if _s:
         _raise(_s)
 
@@ -9366,9 +15216,22 @@ def zhemv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
     const cuDoubleComplex* beta, cuDoubleComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhemv_64, locals(), _ARG_KINDS['zhemv_64'])
+    try:
         _s = _p_cublasZhemv_v2_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(zhemv_64, locals())
+        return _retry(zhemv_64, locals(), _ARG_KINDS['zhemv_64'])
     if _s:
         _raise(_s)
 
@@ -9380,9 +15243,20 @@ def zher(handle, uplo, n, alpha, x, incx, a, lda):
     alpha, const cuDoubleComplex* x, int incx, cuDoubleComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zher, locals(), _ARG_KINDS['zher'])
+    try:
         _s = _p_cublasZher_v2(handle, uplo, n, alpha, x, incx, a, lda)
     except _ArgumentError:
-        return _retry(zher, locals())
+        return _retry(zher, locals(), _ARG_KINDS['zher'])
     if _s:
         _raise(_s)
 
@@ -9395,9 +15269,21 @@ def zher2(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
     cuDoubleComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zher2, locals(), _ARG_KINDS['zher2'])
+    try:
         _s = _p_cublasZher2_v2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(zher2, locals())
+        return _retry(zher2, locals(), _ARG_KINDS['zher2'])
     if _s:
         _raise(_s)
 
@@ -9410,9 +15296,21 @@ def zher2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
     incy, cuDoubleComplex* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zher2_64, locals(), _ARG_KINDS['zher2_64'])
+    try:
         _s = _p_cublasZher2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(zher2_64, locals())
+        return _retry(zher2_64, locals(), _ARG_KINDS['zher2_64'])
     if _s:
         _raise(_s)
 
@@ -9425,9 +15323,23 @@ def zher2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     cuDoubleComplex* B, int ldb, const double* beta, cuDoubleComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zher2k, locals(), _ARG_KINDS['zher2k'])
+    try:
         _s = _p_cublasZher2k_v2(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zher2k, locals())
+        return _retry(zher2k, locals(), _ARG_KINDS['zher2k'])
     if _s:
         _raise(_s)
 
@@ -9440,9 +15352,23 @@ def zher2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     const cuDoubleComplex* B, int64_t ldb, const double* beta, cuDoubleComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zher2k_64, locals(), _ARG_KINDS['zher2k_64'])
+    try:
         _s = _p_cublasZher2k_v2_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zher2k_64, locals())
+        return _retry(zher2k_64, locals(), _ARG_KINDS['zher2k_64'])
     if _s:
         _raise(_s)
 
@@ -9454,9 +15380,20 @@ def zher_64(handle, uplo, n, alpha, x, incx, a, lda):
     double* alpha, const cuDoubleComplex* x, int64_t incx, cuDoubleComplex* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zher_64, locals(), _ARG_KINDS['zher_64'])
+    try:
         _s = _p_cublasZher_v2_64(handle, uplo, n, alpha, x, incx, a, lda)
     except _ArgumentError:
-        return _retry(zher_64, locals())
+        return _retry(zher_64, locals(), _ARG_KINDS['zher_64'])
     if _s:
         _raise(_s)
 
@@ -9469,9 +15406,22 @@ def zherk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
     cuDoubleComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zherk, locals(), _ARG_KINDS['zherk'])
+    try:
         _s = _p_cublasZherk_v2(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zherk, locals())
+        return _retry(zherk, locals(), _ARG_KINDS['zherk'])
     if _s:
         _raise(_s)
 
@@ -9484,9 +15434,22 @@ def zherk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
     beta, cuDoubleComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zherk_64, locals(), _ARG_KINDS['zherk_64'])
+    try:
         _s = _p_cublasZherk_v2_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zherk_64, locals())
+        return _retry(zherk_64, locals(), _ARG_KINDS['zherk_64'])
     if _s:
         _raise(_s)
 
@@ -9499,9 +15462,23 @@ def zherkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     cuDoubleComplex* B, int ldb, const double* beta, cuDoubleComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zherkx, locals(), _ARG_KINDS['zherkx'])
+    try:
         _s = _p_cublasZherkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zherkx, locals())
+        return _retry(zherkx, locals(), _ARG_KINDS['zherkx'])
     if _s:
         _raise(_s)
 
@@ -9514,9 +15491,23 @@ def zherkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     const cuDoubleComplex* B, int64_t ldb, const double* beta, cuDoubleComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zherkx_64, locals(), _ARG_KINDS['zherkx_64'])
+    try:
         _s = _p_cublasZherkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zherkx_64, locals())
+        return _retry(zherkx_64, locals(), _ARG_KINDS['zherkx_64'])
     if _s:
         _raise(_s)
 
@@ -9529,9 +15520,21 @@ def zhpmv(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
     cuDoubleComplex* beta, cuDoubleComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= ap <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhpmv, locals(), _ARG_KINDS['zhpmv'])
+    try:
         _s = _p_cublasZhpmv_v2(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(zhpmv, locals())
+        return _retry(zhpmv, locals(), _ARG_KINDS['zhpmv'])
     if _s:
         _raise(_s)
 
@@ -9544,9 +15547,21 @@ def zhpmv_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
     cuDoubleComplex* beta, cuDoubleComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= ap <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807 and 0 <= beta <= 18446744073709551615 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhpmv_64, locals(), _ARG_KINDS['zhpmv_64'])
+    try:
         _s = _p_cublasZhpmv_v2_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(zhpmv_64, locals())
+        return _retry(zhpmv_64, locals(), _ARG_KINDS['zhpmv_64'])
     if _s:
         _raise(_s)
 
@@ -9558,9 +15573,20 @@ def zhpr(handle, uplo, n, alpha, x, incx, ap):
     alpha, const cuDoubleComplex* x, int incx, cuDoubleComplex* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhpr, locals(), _ARG_KINDS['zhpr'])
+    try:
         _s = _p_cublasZhpr_v2(handle, uplo, n, alpha, x, incx, ap)
     except _ArgumentError:
-        return _retry(zhpr, locals())
+        return _retry(zhpr, locals(), _ARG_KINDS['zhpr'])
     if _s:
         _raise(_s)
 
@@ -9573,9 +15599,21 @@ def zhpr2(handle, uplo, n, alpha, x, incx, y, incy, ap):
     cuDoubleComplex* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhpr2, locals(), _ARG_KINDS['zhpr2'])
+    try:
         _s = _p_cublasZhpr2_v2(handle, uplo, n, alpha, x, incx, y, incy, ap)
     except _ArgumentError:
-        return _retry(zhpr2, locals())
+        return _retry(zhpr2, locals(), _ARG_KINDS['zhpr2'])
     if _s:
         _raise(_s)
 
@@ -9588,9 +15626,21 @@ def zhpr2_64(handle, uplo, n, alpha, x, incx, y, incy, ap):
     incy, cuDoubleComplex* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhpr2_64, locals(), _ARG_KINDS['zhpr2_64'])
+    try:
         _s = _p_cublasZhpr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, ap)
     except _ArgumentError:
-        return _retry(zhpr2_64, locals())
+        return _retry(zhpr2_64, locals(), _ARG_KINDS['zhpr2_64'])
     if _s:
         _raise(_s)
 
@@ -9602,9 +15652,20 @@ def zhpr_64(handle, uplo, n, alpha, x, incx, ap):
     double* alpha, const cuDoubleComplex* x, int64_t incx, cuDoubleComplex* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhpr_64, locals(), _ARG_KINDS['zhpr_64'])
+    try:
         _s = _p_cublasZhpr_v2_64(handle, uplo, n, alpha, x, incx, ap)
     except _ArgumentError:
-        return _retry(zhpr_64, locals())
+        return _retry(zhpr_64, locals(), _ARG_KINDS['zhpr_64'])
     if _s:
         _raise(_s)
 
@@ -9616,9 +15677,20 @@ def zmatinv_batched(handle, n, a, lda, ainv, lda_inv, info, batch_size):
     int lda, cuDoubleComplex**[] Ainv, int lda_inv, int* info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= ainv <= 18446744073709551615 and -2147483648 <= lda_inv <= 2147483647 and
+            0 <= info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zmatinv_batched, locals(), _ARG_KINDS['zmatinv_batched'])
+    try:
         _s = _p_cublasZmatinvBatched(handle, n, a, lda, ainv, lda_inv, info, batch_size)
     except _ArgumentError:
-        return _retry(zmatinv_batched, locals())
+        return _retry(zmatinv_batched, locals(), _ARG_KINDS['zmatinv_batched'])
     if _s:
         _raise(_s)
 
@@ -9630,9 +15702,20 @@ def zrot(handle, n, x, incx, y, incy, c, s):
     cuDoubleComplex* y, int incy, const double* c, const cuDoubleComplex* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zrot, locals(), _ARG_KINDS['zrot'])
+    try:
         _s = _p_cublasZrot_v2(handle, n, x, incx, y, incy, c, s)
     except _ArgumentError:
-        return _retry(zrot, locals())
+        return _retry(zrot, locals(), _ARG_KINDS['zrot'])
     if _s:
         _raise(_s)
 
@@ -9644,9 +15727,20 @@ def zrot_64(handle, n, x, incx, y, incy, c, s):
     incx, cuDoubleComplex* y, int64_t incy, const double* c, const cuDoubleComplex* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= c <= 18446744073709551615 and 0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zrot_64, locals(), _ARG_KINDS['zrot_64'])
+    try:
         _s = _p_cublasZrot_v2_64(handle, n, x, incx, y, incy, c, s)
     except _ArgumentError:
-        return _retry(zrot_64, locals())
+        return _retry(zrot_64, locals(), _ARG_KINDS['zrot_64'])
     if _s:
         _raise(_s)
 
@@ -9658,9 +15752,19 @@ def zrotg(handle, a, b, c, s):
     double* c, cuDoubleComplex* s)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            0 <= b <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            0 <= s <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zrotg, locals(), _ARG_KINDS['zrotg'])
+    try:
         _s = _p_cublasZrotg_v2(handle, a, b, c, s)
     except _ArgumentError:
-        return _retry(zrotg, locals())
+        return _retry(zrotg, locals(), _ARG_KINDS['zrotg'])
     if _s:
         _raise(_s)
 
@@ -9672,9 +15776,19 @@ def zscal(handle, n, alpha, x, incx):
     cuDoubleComplex* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zscal, locals(), _ARG_KINDS['zscal'])
+    try:
         _s = _p_cublasZscal_v2(handle, n, alpha, x, incx)
     except _ArgumentError:
-        return _retry(zscal, locals())
+        return _retry(zscal, locals(), _ARG_KINDS['zscal'])
     if _s:
         _raise(_s)
 
@@ -9686,9 +15800,19 @@ def zscal_64(handle, n, alpha, x, incx):
     cuDoubleComplex* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= alpha <= 18446744073709551615 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zscal_64, locals(), _ARG_KINDS['zscal_64'])
+    try:
         _s = _p_cublasZscal_v2_64(handle, n, alpha, x, incx)
     except _ArgumentError:
-        return _retry(zscal_64, locals())
+        return _retry(zscal_64, locals(), _ARG_KINDS['zscal_64'])
     if _s:
         _raise(_s)
 
@@ -9700,9 +15824,19 @@ def zswap(handle, n, x, incx, y, incy):
     cuDoubleComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zswap, locals(), _ARG_KINDS['zswap'])
+    try:
         _s = _p_cublasZswap_v2(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(zswap, locals())
+        return _retry(zswap, locals(), _ARG_KINDS['zswap'])
     if _s:
         _raise(_s)
 
@@ -9714,9 +15848,19 @@ def zswap_64(handle, n, x, incx, y, incy):
     incx, cuDoubleComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -9223372036854775808 <= n <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zswap_64, locals(), _ARG_KINDS['zswap_64'])
+    try:
         _s = _p_cublasZswap_v2_64(handle, n, x, incx, y, incy)
     except _ArgumentError:
-        return _retry(zswap_64, locals())
+        return _retry(zswap_64, locals(), _ARG_KINDS['zswap_64'])
     if _s:
         _raise(_s)
 
@@ -9729,9 +15873,23 @@ def zsymm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
     cuDoubleComplex* B, int ldb, const cuDoubleComplex* beta, cuDoubleComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsymm, locals(), _ARG_KINDS['zsymm'])
+    try:
         _s = _p_cublasZsymm_v2(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zsymm, locals())
+        return _retry(zsymm, locals(), _ARG_KINDS['zsymm'])
     if _s:
         _raise(_s)
 
@@ -9744,9 +15902,23 @@ def zsymm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
     cuDoubleComplex* B, int64_t ldb, const cuDoubleComplex* beta, cuDoubleComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsymm_64, locals(), _ARG_KINDS['zsymm_64'])
+    try:
         _s = _p_cublasZsymm_v2_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zsymm_64, locals())
+        return _retry(zsymm_64, locals(), _ARG_KINDS['zsymm_64'])
     if _s:
         _raise(_s)
 
@@ -9759,9 +15931,22 @@ def zsymv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
     cuDoubleComplex* beta, cuDoubleComplex* y, int incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -2147483648 <= incy <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsymv, locals(), _ARG_KINDS['zsymv'])
+    try:
         _s = _p_cublasZsymv_v2(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(zsymv, locals())
+        return _retry(zsymv, locals(), _ARG_KINDS['zsymv'])
     if _s:
         _raise(_s)
 
@@ -9774,9 +15959,22 @@ def zsymv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
     const cuDoubleComplex* beta, cuDoubleComplex* y, int64_t incy)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= y <= 18446744073709551615 and
+            -9223372036854775808 <= incy <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsymv_64, locals(), _ARG_KINDS['zsymv_64'])
+    try:
         _s = _p_cublasZsymv_v2_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
     except _ArgumentError:
-        return _retry(zsymv_64, locals())
+        return _retry(zsymv_64, locals(), _ARG_KINDS['zsymv_64'])
     if _s:
         _raise(_s)
 
@@ -9788,9 +15986,20 @@ def zsyr(handle, uplo, n, alpha, x, incx, a, lda):
     cuDoubleComplex* alpha, const cuDoubleComplex* x, int incx, cuDoubleComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsyr, locals(), _ARG_KINDS['zsyr'])
+    try:
         _s = _p_cublasZsyr_v2(handle, uplo, n, alpha, x, incx, a, lda)
     except _ArgumentError:
-        return _retry(zsyr, locals())
+        return _retry(zsyr, locals(), _ARG_KINDS['zsyr'])
     if _s:
         _raise(_s)
 
@@ -9803,9 +16012,21 @@ def zsyr2(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
     cuDoubleComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647 and
+            0 <= y <= 18446744073709551615 and -2147483648 <= incy <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsyr2, locals(), _ARG_KINDS['zsyr2'])
+    try:
         _s = _p_cublasZsyr2_v2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(zsyr2, locals())
+        return _retry(zsyr2, locals(), _ARG_KINDS['zsyr2'])
     if _s:
         _raise(_s)
 
@@ -9818,9 +16039,21 @@ def zsyr2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
     incy, cuDoubleComplex* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= y <= 18446744073709551615 and -9223372036854775808 <= incy <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsyr2_64, locals(), _ARG_KINDS['zsyr2_64'])
+    try:
         _s = _p_cublasZsyr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
     except _ArgumentError:
-        return _retry(zsyr2_64, locals())
+        return _retry(zsyr2_64, locals(), _ARG_KINDS['zsyr2_64'])
     if _s:
         _raise(_s)
 
@@ -9833,9 +16066,23 @@ def zsyr2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     cuDoubleComplex* B, int ldb, const cuDoubleComplex* beta, cuDoubleComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsyr2k, locals(), _ARG_KINDS['zsyr2k'])
+    try:
         _s = _p_cublasZsyr2k_v2(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zsyr2k, locals())
+        return _retry(zsyr2k, locals(), _ARG_KINDS['zsyr2k'])
     if _s:
         _raise(_s)
 
@@ -9848,9 +16095,23 @@ def zsyr2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     const cuDoubleComplex* B, int64_t ldb, const cuDoubleComplex* beta, cuDoubleComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsyr2k_64, locals(), _ARG_KINDS['zsyr2k_64'])
+    try:
         _s = _p_cublasZsyr2k_v2_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zsyr2k_64, locals())
+        return _retry(zsyr2k_64, locals(), _ARG_KINDS['zsyr2k_64'])
     if _s:
         _raise(_s)
 
@@ -9862,9 +16123,20 @@ def zsyr_64(handle, uplo, n, alpha, x, incx, a, lda):
     cuDoubleComplex* alpha, const cuDoubleComplex* x, int64_t incx, cuDoubleComplex* A, int64_t lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsyr_64, locals(), _ARG_KINDS['zsyr_64'])
+    try:
         _s = _p_cublasZsyr_v2_64(handle, uplo, n, alpha, x, incx, a, lda)
     except _ArgumentError:
-        return _retry(zsyr_64, locals())
+        return _retry(zsyr_64, locals(), _ARG_KINDS['zsyr_64'])
     if _s:
         _raise(_s)
 
@@ -9877,9 +16149,22 @@ def zsyrk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
     cuDoubleComplex* beta, cuDoubleComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsyrk, locals(), _ARG_KINDS['zsyrk'])
+    try:
         _s = _p_cublasZsyrk_v2(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zsyrk, locals())
+        return _retry(zsyrk, locals(), _ARG_KINDS['zsyrk'])
     if _s:
         _raise(_s)
 
@@ -9892,9 +16177,22 @@ def zsyrk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
     const cuDoubleComplex* beta, cuDoubleComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsyrk_64, locals(), _ARG_KINDS['zsyrk_64'])
+    try:
         _s = _p_cublasZsyrk_v2_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zsyrk_64, locals())
+        return _retry(zsyrk_64, locals(), _ARG_KINDS['zsyrk_64'])
     if _s:
         _raise(_s)
 
@@ -9907,9 +16205,23 @@ def zsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     cuDoubleComplex* B, int ldb, const cuDoubleComplex* beta, cuDoubleComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsyrkx, locals(), _ARG_KINDS['zsyrkx'])
+    try:
         _s = _p_cublasZsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zsyrkx, locals())
+        return _retry(zsyrkx, locals(), _ARG_KINDS['zsyrkx'])
     if _s:
         _raise(_s)
 
@@ -9922,9 +16234,23 @@ def zsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     const cuDoubleComplex* B, int64_t ldb, const cuDoubleComplex* beta, cuDoubleComplex* C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsyrkx_64, locals(), _ARG_KINDS['zsyrkx_64'])
+    try:
         _s = _p_cublasZsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     except _ArgumentError:
-        return _retry(zsyrkx_64, locals())
+        return _retry(zsyrkx_64, locals(), _ARG_KINDS['zsyrkx_64'])
     if _s:
         _raise(_s)
 
@@ -9937,9 +16263,21 @@ def ztbmv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztbmv, locals(), _ARG_KINDS['ztbmv'])
+    try:
         _s = _p_cublasZtbmv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ztbmv, locals())
+        return _retry(ztbmv, locals(), _ARG_KINDS['ztbmv'])
     if _s:
         _raise(_s)
 
@@ -9952,9 +16290,22 @@ def ztbmv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     cuDoubleComplex* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztbmv_64, locals(), _ARG_KINDS['ztbmv_64'])
+    try:
         _s = _p_cublasZtbmv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ztbmv_64, locals())
+        return _retry(ztbmv_64, locals(), _ARG_KINDS['ztbmv_64'])
     if _s:
         _raise(_s)
 
@@ -9967,9 +16318,21 @@ def ztbsv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztbsv, locals(), _ARG_KINDS['ztbsv'])
+    try:
         _s = _p_cublasZtbsv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ztbsv, locals())
+        return _retry(ztbsv, locals(), _ARG_KINDS['ztbsv'])
     if _s:
         _raise(_s)
 
@@ -9982,9 +16345,22 @@ def ztbsv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
     cuDoubleComplex* x, int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztbsv_64, locals(), _ARG_KINDS['ztbsv_64'])
+    try:
         _s = _p_cublasZtbsv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ztbsv_64, locals())
+        return _retry(ztbsv_64, locals(), _ARG_KINDS['ztbsv_64'])
     if _s:
         _raise(_s)
 
@@ -9996,9 +16372,20 @@ def ztpmv(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int n, const cuDoubleComplex* AP, cuDoubleComplex* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztpmv, locals(), _ARG_KINDS['ztpmv'])
+    try:
         _s = _p_cublasZtpmv_v2(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(ztpmv, locals())
+        return _retry(ztpmv, locals(), _ARG_KINDS['ztpmv'])
     if _s:
         _raise(_s)
 
@@ -10011,9 +16398,20 @@ def ztpmv_64(handle, uplo, trans, diag, n, ap, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztpmv_64, locals(), _ARG_KINDS['ztpmv_64'])
+    try:
         _s = _p_cublasZtpmv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(ztpmv_64, locals())
+        return _retry(ztpmv_64, locals(), _ARG_KINDS['ztpmv_64'])
     if _s:
         _raise(_s)
 
@@ -10025,9 +16423,20 @@ def ztpsv(handle, uplo, trans, diag, n, ap, x, incx):
     trans, cublasDiagType_t diag, int n, const cuDoubleComplex* AP, cuDoubleComplex* x, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztpsv, locals(), _ARG_KINDS['ztpsv'])
+    try:
         _s = _p_cublasZtpsv_v2(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(ztpsv, locals())
+        return _retry(ztpsv, locals(), _ARG_KINDS['ztpsv'])
     if _s:
         _raise(_s)
 
@@ -10040,9 +16449,20 @@ def ztpsv_64(handle, uplo, trans, diag, n, ap, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= ap <= 18446744073709551615 and
+            0 <= x <= 18446744073709551615 and -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztpsv_64, locals(), _ARG_KINDS['ztpsv_64'])
+    try:
         _s = _p_cublasZtpsv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
     except _ArgumentError:
-        return _retry(ztpsv_64, locals())
+        return _retry(ztpsv_64, locals(), _ARG_KINDS['ztpsv_64'])
     if _s:
         _raise(_s)
 
@@ -10054,9 +16474,19 @@ def ztpttr(handle, uplo, n, ap, a, lda):
     cuDoubleComplex* AP, cuDoubleComplex* A, int lda)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= ap <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztpttr, locals(), _ARG_KINDS['ztpttr'])
+    try:
         _s = _p_cublasZtpttr(handle, uplo, n, ap, a, lda)
     except _ArgumentError:
-        return _retry(ztpttr, locals())
+        return _retry(ztpttr, locals(), _ARG_KINDS['ztpttr'])
     if _s:
         _raise(_s)
 
@@ -10069,9 +16499,23 @@ def ztrmm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc):
     const cuDoubleComplex* A, int lda, const cuDoubleComplex* B, int ldb, cuDoubleComplex* C, int ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= c <= 18446744073709551615 and -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztrmm, locals(), _ARG_KINDS['ztrmm'])
+    try:
         _s = _p_cublasZtrmm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(ztrmm, locals())
+        return _retry(ztrmm, locals(), _ARG_KINDS['ztrmm'])
     if _s:
         _raise(_s)
 
@@ -10085,9 +16529,23 @@ def ztrmm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ld
     C, int64_t ldc)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= c <= 18446744073709551615 and -9223372036854775808 <= ldc <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztrmm_64, locals(), _ARG_KINDS['ztrmm_64'])
+    try:
         _s = _p_cublasZtrmm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
     except _ArgumentError:
-        return _retry(ztrmm_64, locals())
+        return _retry(ztrmm_64, locals(), _ARG_KINDS['ztrmm_64'])
     if _s:
         _raise(_s)
 
@@ -10100,9 +16558,21 @@ def ztrmv(handle, uplo, trans, diag, n, a, lda, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztrmv, locals(), _ARG_KINDS['ztrmv'])
+    try:
         _s = _p_cublasZtrmv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ztrmv, locals())
+        return _retry(ztrmv, locals(), _ARG_KINDS['ztrmv'])
     if _s:
         _raise(_s)
 
@@ -10115,9 +16585,21 @@ def ztrmv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
     int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztrmv_64, locals(), _ARG_KINDS['ztrmv_64'])
+    try:
         _s = _p_cublasZtrmv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ztrmv_64, locals())
+        return _retry(ztrmv_64, locals(), _ARG_KINDS['ztrmv_64'])
     if _s:
         _raise(_s)
 
@@ -10130,9 +16612,22 @@ def ztrsm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
     const cuDoubleComplex* A, int lda, cuDoubleComplex* B, int ldb)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztrsm, locals(), _ARG_KINDS['ztrsm'])
+    try:
         _s = _p_cublasZtrsm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
     except _ArgumentError:
-        return _retry(ztrsm, locals())
+        return _retry(ztrsm, locals(), _ARG_KINDS['ztrsm'])
     if _s:
         _raise(_s)
 
@@ -10145,9 +16640,22 @@ def ztrsm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
     alpha, const cuDoubleComplex* A, int64_t lda, cuDoubleComplex* B, int64_t ldb)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztrsm_64, locals(), _ARG_KINDS['ztrsm_64'])
+    try:
         _s = _p_cublasZtrsm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
     except _ArgumentError:
-        return _retry(ztrsm_64, locals())
+        return _retry(ztrsm_64, locals(), _ARG_KINDS['ztrsm_64'])
     if _s:
         _raise(_s)
 
@@ -10160,9 +16668,23 @@ def ztrsm_batched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, 
     const cuDoubleComplex**[] A, int lda, cuDoubleComplex**[] B, int ldb, int batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -2147483648 <= batch_count <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztrsm_batched, locals(), _ARG_KINDS['ztrsm_batched'])
+    try:
         _s = _p_cublasZtrsmBatched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count)
     except _ArgumentError:
-        return _retry(ztrsm_batched, locals())
+        return _retry(ztrsm_batched, locals(), _ARG_KINDS['ztrsm_batched'])
     if _s:
         _raise(_s)
 
@@ -10176,11 +16698,25 @@ def ztrsm_batched_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ld
     int64_t batchCount)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -9223372036854775808 <= batch_count <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztrsm_batched_64, locals(), _ARG_KINDS['ztrsm_batched_64'])
+    try:
         _s = _p_cublasZtrsmBatched_64(
             handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count,
         )
     except _ArgumentError:
-        return _retry(ztrsm_batched_64, locals())
+        return _retry(ztrsm_batched_64, locals(), _ARG_KINDS['ztrsm_batched_64'])
     if _s:
         _raise(_s)
 
@@ -10193,9 +16729,21 @@ def ztrsv(handle, uplo, trans, diag, n, a, lda, x, incx):
     incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= x <= 18446744073709551615 and
+            -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztrsv, locals(), _ARG_KINDS['ztrsv'])
+    try:
         _s = _p_cublasZtrsv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ztrsv, locals())
+        return _retry(ztrsv, locals(), _ARG_KINDS['ztrsv'])
     if _s:
         _raise(_s)
 
@@ -10208,9 +16756,21 @@ def ztrsv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
     int64_t incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= diag <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= x <= 18446744073709551615 and
+            -9223372036854775808 <= incx <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztrsv_64, locals(), _ARG_KINDS['ztrsv_64'])
+    try:
         _s = _p_cublasZtrsv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
     except _ArgumentError:
-        return _retry(ztrsv_64, locals())
+        return _retry(ztrsv_64, locals(), _ARG_KINDS['ztrsv_64'])
     if _s:
         _raise(_s)
 
@@ -10222,8 +16782,855 @@ def ztrttp(handle, uplo, n, a, lda, ap):
     cuDoubleComplex* A, int lda, cuDoubleComplex* AP)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ap <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ztrttp, locals(), _ARG_KINDS['ztrttp'])
+    try:
         _s = _p_cublasZtrttp(handle, uplo, n, a, lda, ap)
     except _ArgumentError:
-        return _retry(ztrttp, locals())
+        return _retry(ztrttp, locals(), _ARG_KINDS['ztrttp'])
     if _s:
         _raise(_s)
+
+
+# Check kind of every parameter, per function (see nvmath/bindings/_loader.py: retry_call).
+_ARG_KINDS = {
+    'asum_ex': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32'),
+    'asum_ex_64': ('ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i32'),
+    'axpy_ex': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32', 'i32'),
+    'axpy_ex_64': ('ptr', 'i64', 'ptr', 'i32', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'i32'),
+    'caxpy': ('ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'caxpy_64': ('ptr', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'ccopy': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'ccopy_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'cdgmm': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'cdgmm_64': ('ptr', 'i32', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'cdotc': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'cdotc_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'cdotu': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'cdotu_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'cgbmv': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'cgbmv_64': (
+        'ptr', 'i32', 'i64', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+    ),
+    'cgeam': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'cgeam_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'cgels_batched': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'cgemm': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'cgemm3m': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'cgemm3m_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+    ),
+    'cgemm3m_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+        'i32',
+    ),
+    'cgemm3m_batched_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+        'i64',
+    ),
+    'cgemm3m_ex': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32', 'ptr',
+        'ptr', 'i32', 'i32',
+    ),
+    'cgemm3m_ex_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'ptr', 'i32', 'i64',
+    ),
+    'cgemm3m_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'ptr', 'i32', 'i64', 'i32',
+    ),
+    'cgemm3m_strided_batched_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr',
+        'ptr', 'i64', 'i64', 'i64',
+    ),
+    'cgemm_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+    ),
+    'cgemm_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+        'i32',
+    ),
+    'cgemm_batched_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+        'i64',
+    ),
+    'cgemm_ex': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32', 'ptr',
+        'ptr', 'i32', 'i32',
+    ),
+    'cgemm_ex_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'ptr', 'i32', 'i64',
+    ),
+    'cgemm_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'ptr', 'i32', 'i64', 'i32',
+    ),
+    'cgemm_strided_batched_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr',
+        'ptr', 'i64', 'i64', 'i64',
+    ),
+    'cgemv': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'cgemv_64': ('ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'cgemv_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'i32',
+    ),
+    'cgemv_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'i64',
+    ),
+    'cgemv_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'ptr', 'i32',
+        'i64', 'i32',
+    ),
+    'cgemv_strided_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64',
+        'i64', 'i64',
+    ),
+    'cgeqrf_batched': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'cgerc': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'cgerc_64': ('ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'cgeru': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'cgeru_64': ('ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'cgetrf_batched': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'cgetri_batched': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'cgetrs_batched': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'chbmv': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'chbmv_64': ('ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'chemm': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'chemm_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'chemv': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'chemv_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'cher': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'cher2': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'cher2_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'cher2k': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'cher2k_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'cher_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'cherk': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'cherk3m_ex': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32'),
+    'cherk3m_ex_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'ptr', 'i32', 'i64',
+    ),
+    'cherk_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'cherk_ex': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32'),
+    'cherk_ex_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'ptr', 'i32', 'i64',
+    ),
+    'cherkx': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'cherkx_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'chpmv': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'chpmv_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'chpr': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'chpr2': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'chpr2_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'chpr_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr'),
+    'cmatinv_batched': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'copy_ex': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32'),
+    'copy_ex_64': ('ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64'),
+    'create': (),
+    'crot': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'crot_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr'),
+    'crotg': ('ptr', 'ptr', 'ptr', 'ptr', 'ptr'),
+    'cscal': ('ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'cscal_64': ('ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'csrot': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'csrot_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr'),
+    'csscal': ('ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'csscal_64': ('ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'cswap': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'cswap_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'csymm': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'csymm_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'csymv': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'csymv_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'csyr': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'csyr2': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'csyr2_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'csyr2k': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'csyr2k_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'csyr_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'csyrk': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'csyrk3m_ex': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32'),
+    'csyrk3m_ex_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'ptr', 'i32', 'i64',
+    ),
+    'csyrk_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'csyrk_ex': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32'),
+    'csyrk_ex_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'ptr', 'i32', 'i64',
+    ),
+    'csyrkx': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'csyrkx_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'ctbmv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'ctbmv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'ctbsv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'ctbsv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'ctpmv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32'),
+    'ctpmv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'ptr', 'i64'),
+    'ctpsv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32'),
+    'ctpsv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'ptr', 'i64'),
+    'ctpttr': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32'),
+    'ctrmm': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32',
+    ),
+    'ctrmm_64': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64',
+    ),
+    'ctrmv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'ctrmv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'ctrsm': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'ctrsm_64': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'ctrsm_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'i32',
+    ),
+    'ctrsm_batched_64': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'i64',
+    ),
+    'ctrsv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'ctrsv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'ctrttp': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'dasum': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dasum_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'daxpy': ('ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'daxpy_64': ('ptr', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'dcopy': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'dcopy_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'ddgmm': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'ddgmm_64': ('ptr', 'i32', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'ddot': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'ddot_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'destroy': ('ptr',),
+    'dgbmv': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'dgbmv_64': (
+        'ptr', 'i32', 'i64', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+    ),
+    'dgeam': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'dgeam_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'dgels_batched': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dgemm': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'dgemm_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+    ),
+    'dgemm_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+        'i32',
+    ),
+    'dgemm_batched_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+        'i64',
+    ),
+    'dgemm_grouped_batched': (
+        'ptr', 'array:i32', 'array:i32', 'array:i32', 'array:i32', 'array:i32', 'ptr', 'ptr', 'array:i32',
+        'ptr', 'array:i32', 'ptr', 'ptr', 'array:i32', 'i32', 'array:i32',
+    ),
+    'dgemm_grouped_batched_64': (
+        'ptr', 'array:i32', 'array:i32', 'array:i64', 'array:i64', 'array:i64', 'ptr', 'ptr', 'array:i64',
+        'ptr', 'array:i64', 'ptr', 'ptr', 'array:i64', 'i64', 'array:i64',
+    ),
+    'dgemm_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'ptr', 'i32', 'i64', 'i32',
+    ),
+    'dgemm_strided_batched_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr',
+        'ptr', 'i64', 'i64', 'i64',
+    ),
+    'dgemv': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dgemv_64': ('ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'dgemv_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'i32',
+    ),
+    'dgemv_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'i64',
+    ),
+    'dgemv_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'ptr', 'i32',
+        'i64', 'i32',
+    ),
+    'dgemv_strided_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64',
+        'i64', 'i64',
+    ),
+    'dgeqrf_batched': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dger': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'dger_64': ('ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'dgetrf_batched': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dgetri_batched': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'dgetrs_batched': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'dmatinv_batched': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'dnrm2': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dnrm2_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'dot_ex': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32'),
+    'dot_ex_64': ('ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i32'),
+    'dotc_ex': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32'),
+    'dotc_ex_64': ('ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i32'),
+    'drot': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'drot_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr'),
+    'drotg': ('ptr', 'ptr', 'ptr', 'ptr', 'ptr'),
+    'drotm': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'drotm_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'drotmg': ('ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr'),
+    'dsbmv': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dsbmv_64': ('ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'dscal': ('ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dscal_64': ('ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'dspmv': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dspmv_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'dspr': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'dspr2': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dspr2_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'dspr_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr'),
+    'dswap': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'dswap_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'dsymm': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dsymm_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'dsymv': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dsymv_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'dsyr': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'dsyr2': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'dsyr2_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'dsyr2k': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dsyr2k_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'dsyr_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'dsyrk': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dsyrk_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'dsyrkx': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dsyrkx_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'dtbmv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'dtbmv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'dtbsv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'dtbsv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'dtpmv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32'),
+    'dtpmv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'ptr', 'i64'),
+    'dtpsv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32'),
+    'dtpsv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'ptr', 'i64'),
+    'dtpttr': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32'),
+    'dtrmm': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32',
+    ),
+    'dtrmm_64': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64',
+    ),
+    'dtrmv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'dtrmv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'dtrsm': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'dtrsm_64': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'dtrsm_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'i32',
+    ),
+    'dtrsm_batched_64': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'i64',
+    ),
+    'dtrsv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'dtrsv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'dtrttp': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'dzasum': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dzasum_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'dznrm2': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dznrm2_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'gemm_batched_ex': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32', 'ptr',
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32',
+    ),
+    'gemm_batched_ex_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'ptr', 'i32', 'i64', 'i64', 'i32', 'i32',
+    ),
+    'gemm_ex': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32', 'ptr',
+        'ptr', 'i32', 'i32', 'i32', 'i32',
+    ),
+    'gemm_ex_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'ptr', 'i32', 'i64', 'i32', 'i32',
+    ),
+    'gemm_grouped_batched_ex': (
+        'ptr', 'array:i32', 'array:i32', 'array:i32', 'array:i32', 'array:i32', 'ptr', 'ptr', 'i32',
+        'array:i32', 'ptr', 'i32', 'array:i32', 'ptr', 'ptr', 'i32', 'array:i32', 'i32', 'array:i32', 'i32',
+    ),
+    'gemm_grouped_batched_ex_64': (
+        'ptr', 'array:i32', 'array:i32', 'array:i64', 'array:i64', 'array:i64', 'ptr', 'ptr', 'i32',
+        'array:i64', 'ptr', 'i32', 'array:i64', 'ptr', 'ptr', 'i32', 'array:i64', 'i64', 'array:i64', 'i32',
+    ),
+    'gemm_strided_batched_ex': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32', 'i64', 'ptr', 'i32', 'i32',
+        'i64', 'ptr', 'ptr', 'i32', 'i32', 'i64', 'i32', 'i32', 'i32',
+    ),
+    'gemm_strided_batched_ex_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i32', 'i64', 'i64', 'ptr', 'i32', 'i64',
+        'i64', 'ptr', 'ptr', 'i32', 'i64', 'i64', 'i64', 'i32', 'i32',
+    ),
+    'get_atomics_mode': ('ptr',),
+    'get_cudart_version': (),
+    'get_emulation_special_values_support': ('ptr',),
+    'get_emulation_strategy': ('ptr',),
+    'get_fixed_point_emulation_mantissa_bit_count_pointer': ('ptr',),
+    'get_fixed_point_emulation_mantissa_bit_offset': ('ptr',),
+    'get_fixed_point_emulation_mantissa_control': ('ptr',),
+    'get_fixed_point_emulation_max_mantissa_bit_count': ('ptr',),
+    'get_logger_callback': (),
+    'get_math_mode': ('ptr',),
+    'get_matrix': ('i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'get_matrix_64': ('i64', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'get_matrix_async': ('i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'get_matrix_async_64': ('i64', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'get_pointer_mode': ('ptr',),
+    'get_property': ('i32',),
+    'get_sm_count_target': ('ptr',),
+    'get_status_name': ('i32',),
+    'get_status_string': ('i32',),
+    'get_stream': ('ptr',),
+    'get_vector': ('i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'get_vector_64': ('i64', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'get_vector_async': ('i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'get_vector_async_64': ('i64', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'get_version': ('ptr',),
+    'hgemm': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'hgemm_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+    ),
+    'hgemm_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+        'i32',
+    ),
+    'hgemm_batched_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+        'i64',
+    ),
+    'hgemm_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'ptr', 'i32', 'i64', 'i32',
+    ),
+    'hgemm_strided_batched_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr',
+        'ptr', 'i64', 'i64', 'i64',
+    ),
+    'hshgemv_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'i32',
+    ),
+    'hshgemv_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'i64',
+    ),
+    'hshgemv_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'ptr', 'i32',
+        'i64', 'i32',
+    ),
+    'hshgemv_strided_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64',
+        'i64', 'i64',
+    ),
+    'hssgemv_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'i32',
+    ),
+    'hssgemv_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'i64',
+    ),
+    'hssgemv_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'ptr', 'i32',
+        'i64', 'i32',
+    ),
+    'hssgemv_strided_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64',
+        'i64', 'i64',
+    ),
+    'iamax_ex': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'ptr'),
+    'iamax_ex_64': ('ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr'),
+    'iamin_ex': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'ptr'),
+    'iamin_ex_64': ('ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr'),
+    'icamax': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'icamax_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'icamin': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'icamin_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'idamax': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'idamax_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'idamin': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'idamin_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'isamax': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'isamax_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'isamin': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'isamin_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'izamax': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'izamax_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'izamin': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'izamin_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'logger_configure': ('i32', 'i32', 'i32', 'str'),
+    'nrm2_ex': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32'),
+    'nrm2_ex_64': ('ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i32'),
+    'rot_ex': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32'),
+    'rot_ex_64': ('ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'ptr', 'i32', 'i32'),
+    'rotg_ex': ('ptr', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'i32'),
+    'rotm_ex': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32'),
+    'rotm_ex_64': ('ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i32'),
+    'rotmg_ex': ('ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'i32'),
+    'sasum': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'sasum_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'saxpy': ('ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'saxpy_64': ('ptr', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'scal_ex': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'i32', 'i32'),
+    'scal_ex_64': ('ptr', 'i64', 'ptr', 'i32', 'ptr', 'i32', 'i64', 'i32'),
+    'scasum': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'scasum_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'scnrm2': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'scnrm2_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'scopy': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'scopy_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'sdgmm': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'sdgmm_64': ('ptr', 'i32', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'sdot': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'sdot_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'set_atomics_mode': ('ptr', 'i32'),
+    'set_emulation_special_values_support': ('ptr', 'i32'),
+    'set_emulation_strategy': ('ptr', 'i32'),
+    'set_fixed_point_emulation_mantissa_bit_count_pointer': ('ptr', 'ptr'),
+    'set_fixed_point_emulation_mantissa_bit_offset': ('ptr', 'i32'),
+    'set_fixed_point_emulation_mantissa_control': ('ptr', 'i32'),
+    'set_fixed_point_emulation_max_mantissa_bit_count': ('ptr', 'i32'),
+    'set_logger_callback': ('ptr',),
+    'set_math_mode': ('ptr', 'i32'),
+    'set_matrix': ('i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'set_matrix_64': ('i64', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'set_matrix_async': ('i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'set_matrix_async_64': ('i64', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'set_pointer_mode': ('ptr', 'i32'),
+    'set_sm_count_target': ('ptr', 'i32'),
+    'set_stream': ('ptr', 'ptr'),
+    'set_vector': ('i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'set_vector_64': ('i64', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'set_vector_async': ('i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'set_vector_async_64': ('i64', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'set_workspace': ('ptr', 'ptr', 'u64'),
+    'sgbmv': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'sgbmv_64': (
+        'ptr', 'i32', 'i64', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+    ),
+    'sgeam': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'sgeam_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'sgels_batched': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'sgemm': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'sgemm_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+    ),
+    'sgemm_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+        'i32',
+    ),
+    'sgemm_batched_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+        'i64',
+    ),
+    'sgemm_ex': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32', 'ptr',
+        'ptr', 'i32', 'i32',
+    ),
+    'sgemm_ex_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'ptr', 'i32', 'i64',
+    ),
+    'sgemm_grouped_batched': (
+        'ptr', 'array:i32', 'array:i32', 'array:i32', 'array:i32', 'array:i32', 'ptr', 'ptr', 'array:i32',
+        'ptr', 'array:i32', 'ptr', 'ptr', 'array:i32', 'i32', 'array:i32',
+    ),
+    'sgemm_grouped_batched_64': (
+        'ptr', 'array:i32', 'array:i32', 'array:i64', 'array:i64', 'array:i64', 'ptr', 'ptr', 'array:i64',
+        'ptr', 'array:i64', 'ptr', 'ptr', 'array:i64', 'i64', 'array:i64',
+    ),
+    'sgemm_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'ptr', 'i32', 'i64', 'i32',
+    ),
+    'sgemm_strided_batched_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr',
+        'ptr', 'i64', 'i64', 'i64',
+    ),
+    'sgemv': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'sgemv_64': ('ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'sgemv_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'i32',
+    ),
+    'sgemv_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'i64',
+    ),
+    'sgemv_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'ptr', 'i32',
+        'i64', 'i32',
+    ),
+    'sgemv_strided_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64',
+        'i64', 'i64',
+    ),
+    'sgeqrf_batched': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'sger': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'sger_64': ('ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'sgetrf_batched': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'sgetri_batched': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'sgetrs_batched': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'smatinv_batched': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'snrm2': ('ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'snrm2_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'srot': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'srot_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr'),
+    'srotg': ('ptr', 'ptr', 'ptr', 'ptr', 'ptr'),
+    'srotm': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'srotm_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'srotmg': ('ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr'),
+    'ssbmv': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'ssbmv_64': ('ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'sscal': ('ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'sscal_64': ('ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'sspmv': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'sspmv_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'sspr': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'sspr2': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'sspr2_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'sspr_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr'),
+    'sswap': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'sswap_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'ssymm': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'ssymm_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'ssymv': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'ssymv_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'ssyr': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'ssyr2': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'ssyr2_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'ssyr2k': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'ssyr2k_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'ssyr_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'ssyrk': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'ssyrk_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'ssyrkx': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'ssyrkx_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'stbmv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'stbmv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'stbsv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'stbsv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'stpmv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32'),
+    'stpmv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'ptr', 'i64'),
+    'stpsv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32'),
+    'stpsv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'ptr', 'i64'),
+    'stpttr': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32'),
+    'strmm': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32',
+    ),
+    'strmm_64': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64',
+    ),
+    'strmv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'strmv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'strsm': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'strsm_64': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'strsm_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'i32',
+    ),
+    'strsm_batched_64': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'i64',
+    ),
+    'strsv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'strsv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'strttp': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'swap_ex': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'i32'),
+    'swap_ex_64': ('ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64'),
+    'tssgemv_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'i32',
+    ),
+    'tssgemv_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'i64',
+    ),
+    'tssgemv_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'ptr', 'i32',
+        'i64', 'i32',
+    ),
+    'tssgemv_strided_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64',
+        'i64', 'i64',
+    ),
+    'tstgemv_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'i32',
+    ),
+    'tstgemv_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'i64',
+    ),
+    'tstgemv_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'ptr', 'i32',
+        'i64', 'i32',
+    ),
+    'tstgemv_strided_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64',
+        'i64', 'i64',
+    ),
+    'uint8gemm_bias': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'array:u8', 'i32', 'i32', 'array:u8', 'i32', 'i32',
+        'i32', 'i32', 'i32', 'i32',
+    ),
+    'xerbla': ('str', 'i32'),
+    'zaxpy': ('ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'zaxpy_64': ('ptr', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'zcopy': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'zcopy_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'zdgmm': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'zdgmm_64': ('ptr', 'i32', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'zdotc': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zdotc_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'zdotu': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zdotu_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'zdrot': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'zdrot_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr'),
+    'zdscal': ('ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zdscal_64': ('ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zgbmv': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'zgbmv_64': (
+        'ptr', 'i32', 'i64', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+    ),
+    'zgeam': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'zgeam_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'zgels_batched': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zgemm': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'zgemm3m': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'zgemm3m_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+    ),
+    'zgemm_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+    ),
+    'zgemm_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+        'i32',
+    ),
+    'zgemm_batched_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64',
+        'i64',
+    ),
+    'zgemm_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'ptr', 'i32', 'i64', 'i32',
+    ),
+    'zgemm_strided_batched_64': (
+        'ptr', 'i32', 'i32', 'i64', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr',
+        'ptr', 'i64', 'i64', 'i64',
+    ),
+    'zgemv': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zgemv_64': ('ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zgemv_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'i32',
+    ),
+    'zgemv_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'i64',
+    ),
+    'zgemv_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'i64', 'ptr', 'i32', 'i64', 'ptr', 'ptr', 'i32',
+        'i64', 'i32',
+    ),
+    'zgemv_strided_batched_64': (
+        'ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64',
+        'i64', 'i64',
+    ),
+    'zgeqrf_batched': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zgerc': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'zgerc_64': ('ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'zgeru': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'zgeru_64': ('ptr', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'zgetrf_batched': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zgetri_batched': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'zgetrs_batched': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'zhbmv': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zhbmv_64': ('ptr', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zhemm': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zhemm_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zhemv': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zhemv_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zher': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'zher2': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'zher2_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'zher2k': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zher2k_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zher_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'zherk': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zherk_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zherkx': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zherkx_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zhpmv': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zhpmv_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zhpr': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'zhpr2': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zhpr2_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr'),
+    'zhpr_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr'),
+    'zmatinv_batched': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'zrot': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'zrot_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr'),
+    'zrotg': ('ptr', 'ptr', 'ptr', 'ptr', 'ptr'),
+    'zscal': ('ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zscal_64': ('ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zswap': ('ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'zswap_64': ('ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'zsymm': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zsymm_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zsymv': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zsymv_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zsyr': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'zsyr2': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'zsyr2_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'zsyr2k': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zsyr2k_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zsyr_64': ('ptr', 'i32', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'zsyrk': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zsyrk_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'zsyrkx': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zsyrkx_64': ('ptr', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i64'),
+    'ztbmv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'ztbmv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'ztbsv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'ztbsv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'ztpmv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32'),
+    'ztpmv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'ptr', 'i64'),
+    'ztpsv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32'),
+    'ztpsv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'ptr', 'i64'),
+    'ztpttr': ('ptr', 'i32', 'i32', 'ptr', 'ptr', 'i32'),
+    'ztrmm': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32',
+    ),
+    'ztrmm_64': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'i64',
+    ),
+    'ztrmv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'ztrmv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'ztrsm': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32'),
+    'ztrsm_64': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64'),
+    'ztrsm_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'i32',
+    ),
+    'ztrsm_batched_64': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'i64',
+    ),
+    'ztrsv': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'ztrsv_64': ('ptr', 'i32', 'i32', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i64'),
+    'ztrttp': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+}

@@ -1388,9 +1388,15 @@ def destroy(light_handle):
     C: ``cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle)``
     """
     try:
+        _ok = 0 <= light_handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(destroy, locals(), _ARG_KINDS['destroy'])
+    try:
         _s = _p_cublasLtDestroy(light_handle)
     except _ArgumentError:
-        return _retry(destroy, locals())
+        return _retry(destroy, locals(), _ARG_KINDS['destroy'])
     if _s:
         _raise(_s)
 
@@ -1413,9 +1419,15 @@ def emulation_desc_destroy(emulation_desc):
     C: ``cublasStatus_t cublasLtEmulationDescDestroy(cublasLtEmulationDesc_t emulationDesc)``
     """
     try:
+        _ok = 0 <= emulation_desc <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(emulation_desc_destroy, locals(), _ARG_KINDS['emulation_desc_destroy'])
+    try:
         _s = _p_cublasLtEmulationDescDestroy(emulation_desc)
     except _ArgumentError:
-        return _retry(emulation_desc_destroy, locals())
+        return _retry(emulation_desc_destroy, locals(), _ARG_KINDS['emulation_desc_destroy'])
     if _s:
         _raise(_s)
 
@@ -1426,13 +1438,22 @@ def emulation_desc_get_attribute(emulation_desc, attr, buf, size_in_bytes):
     C: ``cublasStatus_t cublasLtEmulationDescGetAttribute(cublasLtEmulationDesc_t emulationDesc,
     cublasLtEmulationDescAttributes_t attr, void* buf, size_t sizeInBytes, size_t* sizeWritten)``
     """
+    try:
+        _ok = (
+            0 <= emulation_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
+            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(emulation_desc_get_attribute, locals(), _ARG_KINDS['emulation_desc_get_attribute'])
     size_written = _size()
     try:
         _s = _p_cublasLtEmulationDescGetAttribute(
             emulation_desc, attr, buf, size_in_bytes, _byref(size_written),
         )
     except _ArgumentError:
-        return _retry(emulation_desc_get_attribute, locals())
+        return _retry(emulation_desc_get_attribute, locals(), _ARG_KINDS['emulation_desc_get_attribute'])
     if _s:
         _raise(_s)
     return size_written.value
@@ -1445,9 +1466,15 @@ def emulation_desc_init_internal(emulation_desc, size):
     size)``
     """
     try:
+        _ok = 0 <= emulation_desc <= 18446744073709551615 and 0 <= size <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(emulation_desc_init_internal, locals(), _ARG_KINDS['emulation_desc_init_internal'])
+    try:
         _s = _p_cublasLtEmulationDescInit_internal(emulation_desc, size)
     except _ArgumentError:
-        return _retry(emulation_desc_init_internal, locals())
+        return _retry(emulation_desc_init_internal, locals(), _ARG_KINDS['emulation_desc_init_internal'])
     if _s:
         _raise(_s)
 
@@ -1459,9 +1486,18 @@ def emulation_desc_set_attribute(emulation_desc, attr, buf, size_in_bytes):
     cublasLtEmulationDescAttributes_t attr, const void* buf, size_t sizeInBytes)``
     """
     try:
+        _ok = (
+            0 <= emulation_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
+            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(emulation_desc_set_attribute, locals(), _ARG_KINDS['emulation_desc_set_attribute'])
+    try:
         _s = _p_cublasLtEmulationDescSetAttribute(emulation_desc, attr, buf, size_in_bytes)
     except _ArgumentError:
-        return _retry(emulation_desc_set_attribute, locals())
+        return _retry(emulation_desc_set_attribute, locals(), _ARG_KINDS['emulation_desc_set_attribute'])
     if _s:
         _raise(_s)
 
@@ -1480,8 +1516,17 @@ def get_property(type):
 
     C: ``cublasStatus_t cublasLtGetProperty(libraryPropertyType type, int* value)``
     """
+    try:
+        _ok = -2147483648 <= type <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_property, locals(), _ARG_KINDS['get_property'])
     value = _int()
-    _s = _p_cublasLtGetProperty(type, _byref(value))
+    try:
+        _s = _p_cublasLtGetProperty(type, _byref(value))
+    except _ArgumentError:
+        return _retry(get_property, locals(), _ARG_KINDS['get_property'])
     if _s:
         _raise(_s)
     return value.value
@@ -1492,7 +1537,16 @@ def get_status_name(status):
 
     C: ``const char* cublasLtGetStatusName(cublasStatus_t status)``
     """
-    _r = _p_cublasLtGetStatusName(status)
+    try:
+        _ok = -2147483648 <= status <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_status_name, locals(), _ARG_KINDS['get_status_name'])
+    try:
+        _r = _p_cublasLtGetStatusName(status)
+    except _ArgumentError:
+        return _retry(get_status_name, locals(), _ARG_KINDS['get_status_name'])
     return _r.decode() if _r is not None else None
 
 
@@ -1501,7 +1555,16 @@ def get_status_string(status):
 
     C: ``const char* cublasLtGetStatusString(cublasStatus_t status)``
     """
-    _r = _p_cublasLtGetStatusString(status)
+    try:
+        _ok = -2147483648 <= status <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_status_string, locals(), _ARG_KINDS['get_status_string'])
+    try:
+        _r = _p_cublasLtGetStatusString(status)
+    except _ArgumentError:
+        return _retry(get_status_string, locals(), _ARG_KINDS['get_status_string'])
     return _r.decode() if _r is not None else None
 
 
@@ -1520,13 +1583,23 @@ def grouped_matrix_layout_create(type, group_count, rows_array, cols_array, ld_a
     C: ``cublasStatus_t cublasLtGroupedMatrixLayoutCreate(cublasLtMatrixLayout_t* matLayout, cudaDataType
     type, int groupCount, const void* rows_array, const void* cols_array, const void* ld_array)``
     """
+    try:
+        _ok = (
+            -2147483648 <= type <= 2147483647 and -2147483648 <= group_count <= 2147483647 and
+            0 <= rows_array <= 18446744073709551615 and 0 <= cols_array <= 18446744073709551615 and
+            0 <= ld_array <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(grouped_matrix_layout_create, locals(), _ARG_KINDS['grouped_matrix_layout_create'])
     mat_layout = _uintptr()
     try:
         _s = _p_cublasLtGroupedMatrixLayoutCreate(
             _byref(mat_layout), type, group_count, rows_array, cols_array, ld_array,
         )
     except _ArgumentError:
-        return _retry(grouped_matrix_layout_create, locals())
+        return _retry(grouped_matrix_layout_create, locals(), _ARG_KINDS['grouped_matrix_layout_create'])
     if _s:
         _raise(_s)
     return mat_layout.value
@@ -1542,11 +1615,22 @@ def grouped_matrix_layout_init_internal(
     ld_array)``
     """
     try:
+        _ok = (
+            0 <= mat_layout <= 18446744073709551615 and 0 <= size <= 18446744073709551615 and
+            -2147483648 <= type <= 2147483647 and -2147483648 <= group_count <= 2147483647 and
+            0 <= rows_array <= 18446744073709551615 and 0 <= cols_array <= 18446744073709551615 and
+            0 <= ld_array <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(grouped_matrix_layout_init_internal, locals(), _ARG_KINDS['grouped_matrix_layout_init_internal'])
+    try:
         _s = _p_cublasLtGroupedMatrixLayoutInit_internal(
             mat_layout, size, type, group_count, rows_array, cols_array, ld_array,
         )
     except _ArgumentError:
-        return _retry(grouped_matrix_layout_init_internal, locals())
+        return _retry(grouped_matrix_layout_init_internal, locals(), _ARG_KINDS['grouped_matrix_layout_init_internal'])
     if _s:
         _raise(_s)
 
@@ -1568,7 +1652,16 @@ def heuristics_cache_set_capacity(capacity):
 
     C: ``cublasStatus_t cublasLtHeuristicsCacheSetCapacity(size_t capacity)``
     """
-    _s = _p_cublasLtHeuristicsCacheSetCapacity(capacity)
+    try:
+        _ok = 0 <= capacity <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(heuristics_cache_set_capacity, locals(), _ARG_KINDS['heuristics_cache_set_capacity'])
+    try:
+        _s = _p_cublasLtHeuristicsCacheSetCapacity(capacity)
+    except _ArgumentError:
+        return _retry(heuristics_cache_set_capacity, locals(), _ARG_KINDS['heuristics_cache_set_capacity'])
     if _s:
         _raise(_s)
 
@@ -1588,8 +1681,11 @@ def logger_open_file(log_file):
 
     C: ``cublasStatus_t cublasLtLoggerOpenFile(const char* logFile)``
     """
-    log_file = _cstr(log_file)
-    _s = _p_cublasLtLoggerOpenFile(log_file)
+    log_file = _cstr(log_file, 'cublasLt.logger_open_file', 'log_file')
+    try:
+        _s = _p_cublasLtLoggerOpenFile(log_file)
+    except _ArgumentError:
+        return _retry(logger_open_file, locals(), _ARG_KINDS['logger_open_file'])
     if _s:
         _raise(_s)
 
@@ -1600,9 +1696,15 @@ def logger_set_callback(callback):
     C: ``cublasStatus_t cublasLtLoggerSetCallback(cublasLtLoggerCallback_t callback)``
     """
     try:
+        _ok = 0 <= callback <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(logger_set_callback, locals(), _ARG_KINDS['logger_set_callback'])
+    try:
         _s = _p_cublasLtLoggerSetCallback(callback)
     except _ArgumentError:
-        return _retry(logger_set_callback, locals())
+        return _retry(logger_set_callback, locals(), _ARG_KINDS['logger_set_callback'])
     if _s:
         _raise(_s)
 
@@ -1613,9 +1715,15 @@ def logger_set_file(file):
     C: ``cublasStatus_t cublasLtLoggerSetFile(FILE* file)``
     """
     try:
+        _ok = 0 <= file <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(logger_set_file, locals(), _ARG_KINDS['logger_set_file'])
+    try:
         _s = _p_cublasLtLoggerSetFile(file)
     except _ArgumentError:
-        return _retry(logger_set_file, locals())
+        return _retry(logger_set_file, locals(), _ARG_KINDS['logger_set_file'])
     if _s:
         _raise(_s)
 
@@ -1625,7 +1733,16 @@ def logger_set_level(level):
 
     C: ``cublasStatus_t cublasLtLoggerSetLevel(int level)``
     """
-    _s = _p_cublasLtLoggerSetLevel(level)
+    try:
+        _ok = -2147483648 <= level <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(logger_set_level, locals(), _ARG_KINDS['logger_set_level'])
+    try:
+        _s = _p_cublasLtLoggerSetLevel(level)
+    except _ArgumentError:
+        return _retry(logger_set_level, locals(), _ARG_KINDS['logger_set_level'])
     if _s:
         _raise(_s)
 
@@ -1635,7 +1752,16 @@ def logger_set_mask(mask):
 
     C: ``cublasStatus_t cublasLtLoggerSetMask(int mask)``
     """
-    _s = _p_cublasLtLoggerSetMask(mask)
+    try:
+        _ok = -2147483648 <= mask <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(logger_set_mask, locals(), _ARG_KINDS['logger_set_mask'])
+    try:
+        _s = _p_cublasLtLoggerSetMask(mask)
+    except _ArgumentError:
+        return _retry(logger_set_mask, locals(), _ARG_KINDS['logger_set_mask'])
     if _s:
         _raise(_s)
 
@@ -1653,12 +1779,27 @@ def matmul(
     stream)``
     """
     try:
+        _ok = (
+            0 <= light_handle <= 18446744073709551615 and 0 <= compute_desc <= 18446744073709551615 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            0 <= adesc <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
+            0 <= bdesc <= 18446744073709551615 and 0 <= beta <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and 0 <= cdesc <= 18446744073709551615 and
+            0 <= d <= 18446744073709551615 and 0 <= ddesc <= 18446744073709551615 and
+            0 <= algo <= 18446744073709551615 and 0 <= workspace <= 18446744073709551615 and
+            0 <= workspace_size_in_bytes <= 18446744073709551615 and 0 <= stream <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul, locals(), _ARG_KINDS['matmul'])
+    try:
         _s = _p_cublasLtMatmul(
             light_handle, compute_desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, workspace,
             workspace_size_in_bytes, stream,
         )
     except _ArgumentError:
-        return _retry(matmul, locals())
+        return _retry(matmul, locals(), _ARG_KINDS['matmul'])
     if _s:
         _raise(_s)
 
@@ -1669,11 +1810,20 @@ def matmul_algo_cap_get_attribute(algo, attr, buf, size_in_bytes):
     C: ``cublasStatus_t cublasLtMatmulAlgoCapGetAttribute(const cublasLtMatmulAlgo_t* algo,
     cublasLtMatmulAlgoCapAttributes_t attr, void* buf, size_t sizeInBytes, size_t* sizeWritten)``
     """
+    try:
+        _ok = (
+            0 <= algo <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
+            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_algo_cap_get_attribute, locals(), _ARG_KINDS['matmul_algo_cap_get_attribute'])
     size_written = _size()
     try:
         _s = _p_cublasLtMatmulAlgoCapGetAttribute(algo, attr, buf, size_in_bytes, _byref(size_written))
     except _ArgumentError:
-        return _retry(matmul_algo_cap_get_attribute, locals())
+        return _retry(matmul_algo_cap_get_attribute, locals(), _ARG_KINDS['matmul_algo_cap_get_attribute'])
     if _s:
         _raise(_s)
     return size_written.value
@@ -1688,11 +1838,22 @@ def matmul_algo_check(light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, 
     cublasLtMatmulHeuristicResult_t* result)``
     """
     try:
+        _ok = (
+            0 <= light_handle <= 18446744073709551615 and 0 <= operation_desc <= 18446744073709551615 and
+            0 <= adesc <= 18446744073709551615 and 0 <= bdesc <= 18446744073709551615 and
+            0 <= cdesc <= 18446744073709551615 and 0 <= ddesc <= 18446744073709551615 and
+            0 <= algo <= 18446744073709551615 and 0 <= result <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_algo_check, locals(), _ARG_KINDS['matmul_algo_check'])
+    try:
         _s = _p_cublasLtMatmulAlgoCheck(
             light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, algo, result,
         )
     except _ArgumentError:
-        return _retry(matmul_algo_check, locals())
+        return _retry(matmul_algo_check, locals(), _ARG_KINDS['matmul_algo_check'])
     if _s:
         _raise(_s)
 
@@ -1708,11 +1869,23 @@ def matmul_algo_check_for_stream(
     cublasLtMatmulHeuristicResult_t* result, cudaStream_t stream)``
     """
     try:
+        _ok = (
+            0 <= light_handle <= 18446744073709551615 and 0 <= operation_desc <= 18446744073709551615 and
+            0 <= adesc <= 18446744073709551615 and 0 <= bdesc <= 18446744073709551615 and
+            0 <= cdesc <= 18446744073709551615 and 0 <= ddesc <= 18446744073709551615 and
+            0 <= algo <= 18446744073709551615 and 0 <= result <= 18446744073709551615 and
+            0 <= stream <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_algo_check_for_stream, locals(), _ARG_KINDS['matmul_algo_check_for_stream'])
+    try:
         _s = _p_cublasLtMatmulAlgoCheckForStream(
             light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, algo, result, stream,
         )
     except _ArgumentError:
-        return _retry(matmul_algo_check_for_stream, locals())
+        return _retry(matmul_algo_check_for_stream, locals(), _ARG_KINDS['matmul_algo_check_for_stream'])
     if _s:
         _raise(_s)
 
@@ -1723,11 +1896,20 @@ def matmul_algo_config_get_attribute(algo, attr, buf, size_in_bytes):
     C: ``cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo,
     cublasLtMatmulAlgoConfigAttributes_t attr, void* buf, size_t sizeInBytes, size_t* sizeWritten)``
     """
+    try:
+        _ok = (
+            0 <= algo <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
+            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_algo_config_get_attribute, locals(), _ARG_KINDS['matmul_algo_config_get_attribute'])
     size_written = _size()
     try:
         _s = _p_cublasLtMatmulAlgoConfigGetAttribute(algo, attr, buf, size_in_bytes, _byref(size_written))
     except _ArgumentError:
-        return _retry(matmul_algo_config_get_attribute, locals())
+        return _retry(matmul_algo_config_get_attribute, locals(), _ARG_KINDS['matmul_algo_config_get_attribute'])
     if _s:
         _raise(_s)
     return size_written.value
@@ -1740,9 +1922,18 @@ def matmul_algo_config_set_attribute(algo, attr, buf, size_in_bytes):
     cublasLtMatmulAlgoConfigAttributes_t attr, const void* buf, size_t sizeInBytes)``
     """
     try:
+        _ok = (
+            0 <= algo <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
+            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_algo_config_set_attribute, locals(), _ARG_KINDS['matmul_algo_config_set_attribute'])
+    try:
         _s = _p_cublasLtMatmulAlgoConfigSetAttribute(algo, attr, buf, size_in_bytes)
     except _ArgumentError:
-        return _retry(matmul_algo_config_set_attribute, locals())
+        return _retry(matmul_algo_config_set_attribute, locals(), _ARG_KINDS['matmul_algo_config_set_attribute'])
     if _s:
         _raise(_s)
 
@@ -1758,6 +1949,18 @@ def matmul_algo_get_heuristic(
     Cdesc, cublasLtMatrixLayout_t Ddesc, cublasLtMatmulPreference_t preference, int requestedAlgoCount,
     cublasLtMatmulHeuristicResult_t*[] heuristicResultsArray, int* returnAlgoCount)``
     """
+    try:
+        _ok = (
+            0 <= light_handle <= 18446744073709551615 and 0 <= operation_desc <= 18446744073709551615 and
+            0 <= adesc <= 18446744073709551615 and 0 <= bdesc <= 18446744073709551615 and
+            0 <= cdesc <= 18446744073709551615 and 0 <= ddesc <= 18446744073709551615 and
+            0 <= preference <= 18446744073709551615 and -2147483648 <= requested_algo_count <= 2147483647 and
+            0 <= heuristic_results_array <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_algo_get_heuristic, locals(), _ARG_KINDS['matmul_algo_get_heuristic'])
     return_algo_count = _int()
     try:
         _s = _p_cublasLtMatmulAlgoGetHeuristic(
@@ -1765,7 +1968,7 @@ def matmul_algo_get_heuristic(
             heuristic_results_array, _byref(return_algo_count),
         )
     except _ArgumentError:
-        return _retry(matmul_algo_get_heuristic, locals())
+        return _retry(matmul_algo_get_heuristic, locals(), _ARG_KINDS['matmul_algo_get_heuristic'])
     if _s:
         _raise(_s)
     return return_algo_count.value
@@ -1783,6 +1986,18 @@ def matmul_algo_get_heuristic_for_stream(
     requestedAlgoCount, cublasLtMatmulHeuristicResult_t*[] heuristicResultsArray, int* returnAlgoCount,
     cudaStream_t stream)``
     """
+    try:
+        _ok = (
+            0 <= light_handle <= 18446744073709551615 and 0 <= operation_desc <= 18446744073709551615 and
+            0 <= adesc <= 18446744073709551615 and 0 <= bdesc <= 18446744073709551615 and
+            0 <= cdesc <= 18446744073709551615 and 0 <= ddesc <= 18446744073709551615 and
+            0 <= preference <= 18446744073709551615 and -2147483648 <= requested_algo_count <= 2147483647 and
+            0 <= heuristic_results_array <= 18446744073709551615 and 0 <= stream <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_algo_get_heuristic_for_stream, locals(), _ARG_KINDS['matmul_algo_get_heuristic_for_stream'])
     return_algo_count = _int()
     try:
         _s = _p_cublasLtMatmulAlgoGetHeuristicForStream(
@@ -1790,7 +2005,7 @@ def matmul_algo_get_heuristic_for_stream(
             heuristic_results_array, _byref(return_algo_count), stream,
         )
     except _ArgumentError:
-        return _retry(matmul_algo_get_heuristic_for_stream, locals())
+        return _retry(matmul_algo_get_heuristic_for_stream, locals(), _ARG_KINDS['matmul_algo_get_heuristic_for_stream'])
     if _s:
         _raise(_s)
     return return_algo_count.value
@@ -1805,6 +2020,18 @@ def matmul_algo_get_ids(
     computeType, cudaDataType_t scaleType, cudaDataType_t Atype, cudaDataType_t Btype, cudaDataType_t
     Ctype, cudaDataType_t Dtype, int requestedAlgoCount, int*[] algoIdsArray, int* returnAlgoCount)``
     """
+    try:
+        _ok = (
+            0 <= light_handle <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647 and
+            -2147483648 <= scale_type <= 2147483647 and -2147483648 <= atype <= 2147483647 and
+            -2147483648 <= btype <= 2147483647 and -2147483648 <= ctype <= 2147483647 and
+            -2147483648 <= dtype <= 2147483647 and -2147483648 <= requested_algo_count <= 2147483647 and
+            0 <= algo_ids_array <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_algo_get_ids, locals(), _ARG_KINDS['matmul_algo_get_ids'])
     return_algo_count = _int()
     try:
         _s = _p_cublasLtMatmulAlgoGetIds(
@@ -1812,7 +2039,7 @@ def matmul_algo_get_ids(
             algo_ids_array, _byref(return_algo_count),
         )
     except _ArgumentError:
-        return _retry(matmul_algo_get_ids, locals())
+        return _retry(matmul_algo_get_ids, locals(), _ARG_KINDS['matmul_algo_get_ids'])
     if _s:
         _raise(_s)
     return return_algo_count.value
@@ -1826,11 +2053,23 @@ def matmul_algo_init(light_handle, compute_type, scale_type, atype, btype, ctype
     Ctype, cudaDataType_t Dtype, int algoId, cublasLtMatmulAlgo_t* algo)``
     """
     try:
+        _ok = (
+            0 <= light_handle <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647 and
+            -2147483648 <= scale_type <= 2147483647 and -2147483648 <= atype <= 2147483647 and
+            -2147483648 <= btype <= 2147483647 and -2147483648 <= ctype <= 2147483647 and
+            -2147483648 <= dtype <= 2147483647 and -2147483648 <= algo_id <= 2147483647 and
+            0 <= algo <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_algo_init, locals(), _ARG_KINDS['matmul_algo_init'])
+    try:
         _s = _p_cublasLtMatmulAlgoInit(
             light_handle, compute_type, scale_type, atype, btype, ctype, dtype, algo_id, algo,
         )
     except _ArgumentError:
-        return _retry(matmul_algo_init, locals())
+        return _retry(matmul_algo_init, locals(), _ARG_KINDS['matmul_algo_init'])
     if _s:
         _raise(_s)
 
@@ -1841,8 +2080,17 @@ def matmul_desc_create(compute_type, scale_type):
     C: ``cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* matmulDesc, cublasComputeType_t
     computeType, cudaDataType_t scaleType)``
     """
+    try:
+        _ok = -2147483648 <= compute_type <= 2147483647 and -2147483648 <= scale_type <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_desc_create, locals(), _ARG_KINDS['matmul_desc_create'])
     matmul_desc = _uintptr()
-    _s = _p_cublasLtMatmulDescCreate(_byref(matmul_desc), compute_type, scale_type)
+    try:
+        _s = _p_cublasLtMatmulDescCreate(_byref(matmul_desc), compute_type, scale_type)
+    except _ArgumentError:
+        return _retry(matmul_desc_create, locals(), _ARG_KINDS['matmul_desc_create'])
     if _s:
         _raise(_s)
     return matmul_desc.value
@@ -1854,9 +2102,15 @@ def matmul_desc_destroy(matmul_desc):
     C: ``cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc)``
     """
     try:
+        _ok = 0 <= matmul_desc <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_desc_destroy, locals(), _ARG_KINDS['matmul_desc_destroy'])
+    try:
         _s = _p_cublasLtMatmulDescDestroy(matmul_desc)
     except _ArgumentError:
-        return _retry(matmul_desc_destroy, locals())
+        return _retry(matmul_desc_destroy, locals(), _ARG_KINDS['matmul_desc_destroy'])
     if _s:
         _raise(_s)
 
@@ -1867,11 +2121,20 @@ def matmul_desc_get_attribute(matmul_desc, attr, buf, size_in_bytes):
     C: ``cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t matmulDesc,
     cublasLtMatmulDescAttributes_t attr, void* buf, size_t sizeInBytes, size_t* sizeWritten)``
     """
+    try:
+        _ok = (
+            0 <= matmul_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
+            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_desc_get_attribute, locals(), _ARG_KINDS['matmul_desc_get_attribute'])
     size_written = _size()
     try:
         _s = _p_cublasLtMatmulDescGetAttribute(matmul_desc, attr, buf, size_in_bytes, _byref(size_written))
     except _ArgumentError:
-        return _retry(matmul_desc_get_attribute, locals())
+        return _retry(matmul_desc_get_attribute, locals(), _ARG_KINDS['matmul_desc_get_attribute'])
     if _s:
         _raise(_s)
     return size_written.value
@@ -1884,9 +2147,18 @@ def matmul_desc_init_internal(matmul_desc, size, compute_type, scale_type):
     cublasComputeType_t computeType, cudaDataType_t scaleType)``
     """
     try:
+        _ok = (
+            0 <= matmul_desc <= 18446744073709551615 and 0 <= size <= 18446744073709551615 and
+            -2147483648 <= compute_type <= 2147483647 and -2147483648 <= scale_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_desc_init_internal, locals(), _ARG_KINDS['matmul_desc_init_internal'])
+    try:
         _s = _p_cublasLtMatmulDescInit_internal(matmul_desc, size, compute_type, scale_type)
     except _ArgumentError:
-        return _retry(matmul_desc_init_internal, locals())
+        return _retry(matmul_desc_init_internal, locals(), _ARG_KINDS['matmul_desc_init_internal'])
     if _s:
         _raise(_s)
 
@@ -1898,9 +2170,18 @@ def matmul_desc_set_attribute(matmul_desc, attr, buf, size_in_bytes):
     cublasLtMatmulDescAttributes_t attr, const void* buf, size_t sizeInBytes)``
     """
     try:
+        _ok = (
+            0 <= matmul_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
+            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_desc_set_attribute, locals(), _ARG_KINDS['matmul_desc_set_attribute'])
+    try:
         _s = _p_cublasLtMatmulDescSetAttribute(matmul_desc, attr, buf, size_in_bytes)
     except _ArgumentError:
-        return _retry(matmul_desc_set_attribute, locals())
+        return _retry(matmul_desc_set_attribute, locals(), _ARG_KINDS['matmul_desc_set_attribute'])
     if _s:
         _raise(_s)
 
@@ -1923,9 +2204,15 @@ def matmul_preference_destroy(pref):
     C: ``cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)``
     """
     try:
+        _ok = 0 <= pref <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_preference_destroy, locals(), _ARG_KINDS['matmul_preference_destroy'])
+    try:
         _s = _p_cublasLtMatmulPreferenceDestroy(pref)
     except _ArgumentError:
-        return _retry(matmul_preference_destroy, locals())
+        return _retry(matmul_preference_destroy, locals(), _ARG_KINDS['matmul_preference_destroy'])
     if _s:
         _raise(_s)
 
@@ -1936,11 +2223,20 @@ def matmul_preference_get_attribute(pref, attr, buf, size_in_bytes):
     C: ``cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref,
     cublasLtMatmulPreferenceAttributes_t attr, void* buf, size_t sizeInBytes, size_t* sizeWritten)``
     """
+    try:
+        _ok = (
+            0 <= pref <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
+            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_preference_get_attribute, locals(), _ARG_KINDS['matmul_preference_get_attribute'])
     size_written = _size()
     try:
         _s = _p_cublasLtMatmulPreferenceGetAttribute(pref, attr, buf, size_in_bytes, _byref(size_written))
     except _ArgumentError:
-        return _retry(matmul_preference_get_attribute, locals())
+        return _retry(matmul_preference_get_attribute, locals(), _ARG_KINDS['matmul_preference_get_attribute'])
     if _s:
         _raise(_s)
     return size_written.value
@@ -1953,9 +2249,15 @@ def matmul_preference_init_internal(pref, size):
     size)``
     """
     try:
+        _ok = 0 <= pref <= 18446744073709551615 and 0 <= size <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_preference_init_internal, locals(), _ARG_KINDS['matmul_preference_init_internal'])
+    try:
         _s = _p_cublasLtMatmulPreferenceInit_internal(pref, size)
     except _ArgumentError:
-        return _retry(matmul_preference_init_internal, locals())
+        return _retry(matmul_preference_init_internal, locals(), _ARG_KINDS['matmul_preference_init_internal'])
     if _s:
         _raise(_s)
 
@@ -1967,9 +2269,18 @@ def matmul_preference_set_attribute(pref, attr, buf, size_in_bytes):
     cublasLtMatmulPreferenceAttributes_t attr, const void* buf, size_t sizeInBytes)``
     """
     try:
+        _ok = (
+            0 <= pref <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
+            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matmul_preference_set_attribute, locals(), _ARG_KINDS['matmul_preference_set_attribute'])
+    try:
         _s = _p_cublasLtMatmulPreferenceSetAttribute(pref, attr, buf, size_in_bytes)
     except _ArgumentError:
-        return _retry(matmul_preference_set_attribute, locals())
+        return _retry(matmul_preference_set_attribute, locals(), _ARG_KINDS['matmul_preference_set_attribute'])
     if _s:
         _raise(_s)
 
@@ -1980,8 +2291,20 @@ def matrix_layout_create(type, rows, cols, ld):
     C: ``cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* matLayout, cudaDataType type,
     uint64_t rows, uint64_t cols, int64_t ld)``
     """
+    try:
+        _ok = (
+            -2147483648 <= type <= 2147483647 and 0 <= rows <= 18446744073709551615 and
+            0 <= cols <= 18446744073709551615 and -9223372036854775808 <= ld <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matrix_layout_create, locals(), _ARG_KINDS['matrix_layout_create'])
     mat_layout = _uintptr()
-    _s = _p_cublasLtMatrixLayoutCreate(_byref(mat_layout), type, rows, cols, ld)
+    try:
+        _s = _p_cublasLtMatrixLayoutCreate(_byref(mat_layout), type, rows, cols, ld)
+    except _ArgumentError:
+        return _retry(matrix_layout_create, locals(), _ARG_KINDS['matrix_layout_create'])
     if _s:
         _raise(_s)
     return mat_layout.value
@@ -1993,9 +2316,15 @@ def matrix_layout_destroy(mat_layout):
     C: ``cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout)``
     """
     try:
+        _ok = 0 <= mat_layout <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matrix_layout_destroy, locals(), _ARG_KINDS['matrix_layout_destroy'])
+    try:
         _s = _p_cublasLtMatrixLayoutDestroy(mat_layout)
     except _ArgumentError:
-        return _retry(matrix_layout_destroy, locals())
+        return _retry(matrix_layout_destroy, locals(), _ARG_KINDS['matrix_layout_destroy'])
     if _s:
         _raise(_s)
 
@@ -2006,11 +2335,20 @@ def matrix_layout_get_attribute(mat_layout, attr, buf, size_in_bytes):
     C: ``cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t matLayout,
     cublasLtMatrixLayoutAttribute_t attr, void* buf, size_t sizeInBytes, size_t* sizeWritten)``
     """
+    try:
+        _ok = (
+            0 <= mat_layout <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
+            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matrix_layout_get_attribute, locals(), _ARG_KINDS['matrix_layout_get_attribute'])
     size_written = _size()
     try:
         _s = _p_cublasLtMatrixLayoutGetAttribute(mat_layout, attr, buf, size_in_bytes, _byref(size_written))
     except _ArgumentError:
-        return _retry(matrix_layout_get_attribute, locals())
+        return _retry(matrix_layout_get_attribute, locals(), _ARG_KINDS['matrix_layout_get_attribute'])
     if _s:
         _raise(_s)
     return size_written.value
@@ -2023,9 +2361,19 @@ def matrix_layout_init_internal(mat_layout, size, type, rows, cols, ld):
     cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld)``
     """
     try:
+        _ok = (
+            0 <= mat_layout <= 18446744073709551615 and 0 <= size <= 18446744073709551615 and
+            -2147483648 <= type <= 2147483647 and 0 <= rows <= 18446744073709551615 and
+            0 <= cols <= 18446744073709551615 and -9223372036854775808 <= ld <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matrix_layout_init_internal, locals(), _ARG_KINDS['matrix_layout_init_internal'])
+    try:
         _s = _p_cublasLtMatrixLayoutInit_internal(mat_layout, size, type, rows, cols, ld)
     except _ArgumentError:
-        return _retry(matrix_layout_init_internal, locals())
+        return _retry(matrix_layout_init_internal, locals(), _ARG_KINDS['matrix_layout_init_internal'])
     if _s:
         _raise(_s)
 
@@ -2037,9 +2385,18 @@ def matrix_layout_set_attribute(mat_layout, attr, buf, size_in_bytes):
     cublasLtMatrixLayoutAttribute_t attr, const void* buf, size_t sizeInBytes)``
     """
     try:
+        _ok = (
+            0 <= mat_layout <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
+            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matrix_layout_set_attribute, locals(), _ARG_KINDS['matrix_layout_set_attribute'])
+    try:
         _s = _p_cublasLtMatrixLayoutSetAttribute(mat_layout, attr, buf, size_in_bytes)
     except _ArgumentError:
-        return _retry(matrix_layout_set_attribute, locals())
+        return _retry(matrix_layout_set_attribute, locals(), _ARG_KINDS['matrix_layout_set_attribute'])
     if _s:
         _raise(_s)
 
@@ -2053,11 +2410,24 @@ def matrix_transform(light_handle, transform_desc, alpha, a, adesc, beta, b, bde
     Cdesc, cudaStream_t stream)``
     """
     try:
+        _ok = (
+            0 <= light_handle <= 18446744073709551615 and 0 <= transform_desc <= 18446744073709551615 and
+            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
+            0 <= adesc <= 18446744073709551615 and 0 <= beta <= 18446744073709551615 and
+            0 <= b <= 18446744073709551615 and 0 <= bdesc <= 18446744073709551615 and
+            0 <= c <= 18446744073709551615 and 0 <= cdesc <= 18446744073709551615 and
+            0 <= stream <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matrix_transform, locals(), _ARG_KINDS['matrix_transform'])
+    try:
         _s = _p_cublasLtMatrixTransform(
             light_handle, transform_desc, alpha, a, adesc, beta, b, bdesc, c, cdesc, stream,
         )
     except _ArgumentError:
-        return _retry(matrix_transform, locals())
+        return _retry(matrix_transform, locals(), _ARG_KINDS['matrix_transform'])
     if _s:
         _raise(_s)
 
@@ -2068,8 +2438,17 @@ def matrix_transform_desc_create(scale_type):
     C: ``cublasStatus_t cublasLtMatrixTransformDescCreate(cublasLtMatrixTransformDesc_t* transformDesc,
     cudaDataType scaleType)``
     """
+    try:
+        _ok = -2147483648 <= scale_type <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matrix_transform_desc_create, locals(), _ARG_KINDS['matrix_transform_desc_create'])
     transform_desc = _uintptr()
-    _s = _p_cublasLtMatrixTransformDescCreate(_byref(transform_desc), scale_type)
+    try:
+        _s = _p_cublasLtMatrixTransformDescCreate(_byref(transform_desc), scale_type)
+    except _ArgumentError:
+        return _retry(matrix_transform_desc_create, locals(), _ARG_KINDS['matrix_transform_desc_create'])
     if _s:
         _raise(_s)
     return transform_desc.value
@@ -2081,9 +2460,15 @@ def matrix_transform_desc_destroy(transform_desc):
     C: ``cublasStatus_t cublasLtMatrixTransformDescDestroy(cublasLtMatrixTransformDesc_t transformDesc)``
     """
     try:
+        _ok = 0 <= transform_desc <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matrix_transform_desc_destroy, locals(), _ARG_KINDS['matrix_transform_desc_destroy'])
+    try:
         _s = _p_cublasLtMatrixTransformDescDestroy(transform_desc)
     except _ArgumentError:
-        return _retry(matrix_transform_desc_destroy, locals())
+        return _retry(matrix_transform_desc_destroy, locals(), _ARG_KINDS['matrix_transform_desc_destroy'])
     if _s:
         _raise(_s)
 
@@ -2095,13 +2480,22 @@ def matrix_transform_desc_get_attribute(transform_desc, attr, buf, size_in_bytes
     transformDesc, cublasLtMatrixTransformDescAttributes_t attr, void* buf, size_t sizeInBytes, size_t*
     sizeWritten)``
     """
+    try:
+        _ok = (
+            0 <= transform_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
+            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matrix_transform_desc_get_attribute, locals(), _ARG_KINDS['matrix_transform_desc_get_attribute'])
     size_written = _size()
     try:
         _s = _p_cublasLtMatrixTransformDescGetAttribute(
             transform_desc, attr, buf, size_in_bytes, _byref(size_written),
         )
     except _ArgumentError:
-        return _retry(matrix_transform_desc_get_attribute, locals())
+        return _retry(matrix_transform_desc_get_attribute, locals(), _ARG_KINDS['matrix_transform_desc_get_attribute'])
     if _s:
         _raise(_s)
     return size_written.value
@@ -2114,9 +2508,18 @@ def matrix_transform_desc_init_internal(transform_desc, size, scale_type):
     transformDesc, size_t size, cudaDataType scaleType)``
     """
     try:
+        _ok = (
+            0 <= transform_desc <= 18446744073709551615 and 0 <= size <= 18446744073709551615 and
+            -2147483648 <= scale_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matrix_transform_desc_init_internal, locals(), _ARG_KINDS['matrix_transform_desc_init_internal'])
+    try:
         _s = _p_cublasLtMatrixTransformDescInit_internal(transform_desc, size, scale_type)
     except _ArgumentError:
-        return _retry(matrix_transform_desc_init_internal, locals())
+        return _retry(matrix_transform_desc_init_internal, locals(), _ARG_KINDS['matrix_transform_desc_init_internal'])
     if _s:
         _raise(_s)
 
@@ -2128,9 +2531,18 @@ def matrix_transform_desc_set_attribute(transform_desc, attr, buf, size_in_bytes
     transformDesc, cublasLtMatrixTransformDescAttributes_t attr, const void* buf, size_t sizeInBytes)``
     """
     try:
+        _ok = (
+            0 <= transform_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
+            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(matrix_transform_desc_set_attribute, locals(), _ARG_KINDS['matrix_transform_desc_set_attribute'])
+    try:
         _s = _p_cublasLtMatrixTransformDescSetAttribute(transform_desc, attr, buf, size_in_bytes)
     except _ArgumentError:
-        return _retry(matrix_transform_desc_set_attribute, locals())
+        return _retry(matrix_transform_desc_set_attribute, locals(), _ARG_KINDS['matrix_transform_desc_set_attribute'])
     if _s:
         _raise(_s)
 
@@ -2341,3 +2753,66 @@ matrix_transform_desc_get = _attributes.attribute_getter(
     'matrix_transform_desc_get', matrix_transform_desc_get_attribute,
     get_matrix_transform_desc_attribute_dtype,
 )
+
+
+# Check kind of every parameter, per function (see nvmath/bindings/_loader.py: retry_call).
+_ARG_KINDS = {
+    'create': (),
+    'destroy': ('ptr',),
+    'emulation_desc_create': (),
+    'emulation_desc_destroy': ('ptr',),
+    'emulation_desc_get_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+    'emulation_desc_init_internal': ('ptr', 'u64'),
+    'emulation_desc_set_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+    'get_cudart_version': (),
+    'get_property': ('i32',),
+    'get_status_name': ('i32',),
+    'get_status_string': ('i32',),
+    'get_version': (),
+    'grouped_matrix_layout_create': ('i32', 'i32', 'ptr', 'ptr', 'ptr'),
+    'grouped_matrix_layout_init_internal': ('ptr', 'u64', 'i32', 'i32', 'ptr', 'ptr', 'ptr'),
+    'heuristics_cache_get_capacity': (),
+    'heuristics_cache_set_capacity': ('u64',),
+    'logger_force_disable': (),
+    'logger_open_file': ('str',),
+    'logger_set_callback': ('ptr',),
+    'logger_set_file': ('ptr',),
+    'logger_set_level': ('i32',),
+    'logger_set_mask': ('i32',),
+    'matmul': (
+        'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr',
+        'u64', 'ptr',
+    ),
+    'matmul_algo_cap_get_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+    'matmul_algo_check': ('ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr'),
+    'matmul_algo_check_for_stream': ('ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr'),
+    'matmul_algo_config_get_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+    'matmul_algo_config_set_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+    'matmul_algo_get_heuristic': ('ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'ptr'),
+    'matmul_algo_get_heuristic_for_stream': (
+        'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'ptr', 'ptr',
+    ),
+    'matmul_algo_get_ids': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr'),
+    'matmul_algo_init': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr'),
+    'matmul_desc_create': ('i32', 'i32'),
+    'matmul_desc_destroy': ('ptr',),
+    'matmul_desc_get_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+    'matmul_desc_init_internal': ('ptr', 'u64', 'i32', 'i32'),
+    'matmul_desc_set_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+    'matmul_preference_create': (),
+    'matmul_preference_destroy': ('ptr',),
+    'matmul_preference_get_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+    'matmul_preference_init_internal': ('ptr', 'u64'),
+    'matmul_preference_set_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+    'matrix_layout_create': ('i32', 'u64', 'u64', 'i64'),
+    'matrix_layout_destroy': ('ptr',),
+    'matrix_layout_get_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+    'matrix_layout_init_internal': ('ptr', 'u64', 'i32', 'u64', 'u64', 'i64'),
+    'matrix_layout_set_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+    'matrix_transform': ('ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr'),
+    'matrix_transform_desc_create': ('i32',),
+    'matrix_transform_desc_destroy': ('ptr',),
+    'matrix_transform_desc_get_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+    'matrix_transform_desc_init_internal': ('ptr', 'u64', 'i32'),
+    'matrix_transform_desc_set_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+}

@@ -467,7 +467,16 @@ def destroy(plan):
 
     C: ``cufftResult cufftDestroy(cufftHandle plan)``
     """
-    _s = _p_cufftDestroy(plan)
+    try:
+        _ok = -2147483648 <= plan <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(destroy, locals(), _ARG_KINDS['destroy'])
+    try:
+        _s = _p_cufftDestroy(plan)
+    except _ArgumentError:
+        return _retry(destroy, locals(), _ARG_KINDS['destroy'])
     if _s:
         _raise(_s)
 
@@ -477,8 +486,20 @@ def estimate1d(nx, type, batch):
 
     C: ``cufftResult cufftEstimate1d(int nx, cufftType type, int batch, size_t* workSize)``
     """
+    try:
+        _ok = (
+            -2147483648 <= nx <= 2147483647 and -2147483648 <= type <= 2147483647 and
+            -2147483648 <= batch <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(estimate1d, locals(), _ARG_KINDS['estimate1d'])
     work_size = _size()
-    _s = _p_cufftEstimate1d(nx, type, batch, _byref(work_size))
+    try:
+        _s = _p_cufftEstimate1d(nx, type, batch, _byref(work_size))
+    except _ArgumentError:
+        return _retry(estimate1d, locals(), _ARG_KINDS['estimate1d'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -489,8 +510,20 @@ def estimate2d(nx, ny, type):
 
     C: ``cufftResult cufftEstimate2d(int nx, int ny, cufftType type, size_t* workSize)``
     """
+    try:
+        _ok = (
+            -2147483648 <= nx <= 2147483647 and -2147483648 <= ny <= 2147483647 and
+            -2147483648 <= type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(estimate2d, locals(), _ARG_KINDS['estimate2d'])
     work_size = _size()
-    _s = _p_cufftEstimate2d(nx, ny, type, _byref(work_size))
+    try:
+        _s = _p_cufftEstimate2d(nx, ny, type, _byref(work_size))
+    except _ArgumentError:
+        return _retry(estimate2d, locals(), _ARG_KINDS['estimate2d'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -501,8 +534,20 @@ def estimate3d(nx, ny, nz, type):
 
     C: ``cufftResult cufftEstimate3d(int nx, int ny, int nz, cufftType type, size_t* workSize)``
     """
+    try:
+        _ok = (
+            -2147483648 <= nx <= 2147483647 and -2147483648 <= ny <= 2147483647 and
+            -2147483648 <= nz <= 2147483647 and -2147483648 <= type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(estimate3d, locals(), _ARG_KINDS['estimate3d'])
     work_size = _size()
-    _s = _p_cufftEstimate3d(nx, ny, nz, type, _byref(work_size))
+    try:
+        _s = _p_cufftEstimate3d(nx, ny, nz, type, _byref(work_size))
+    except _ArgumentError:
+        return _retry(estimate3d, locals(), _ARG_KINDS['estimate3d'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -514,13 +559,27 @@ def estimate_many(rank, n, inembed, istride, idist, onembed, ostride, odist, typ
     C: ``cufftResult cufftEstimateMany(int rank, int* n, int* inembed, int istride, int idist, int*
     onembed, int ostride, int odist, cufftType type, int batch, size_t* workSize)``
     """
-    n = _array_of_int(n)
-    inembed = _array_of_int(inembed)
-    onembed = _array_of_int(onembed)
+    try:
+        _ok = (
+            -2147483648 <= rank <= 2147483647 and -2147483648 <= istride <= 2147483647 and
+            -2147483648 <= idist <= 2147483647 and -2147483648 <= ostride <= 2147483647 and
+            -2147483648 <= odist <= 2147483647 and -2147483648 <= type <= 2147483647 and
+            -2147483648 <= batch <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(estimate_many, locals(), _ARG_KINDS['estimate_many'])
+    n = _array_of_int(n, 'cufft.estimate_many', 'n')
+    inembed = _array_of_int(inembed, 'cufft.estimate_many', 'inembed')
+    onembed = _array_of_int(onembed, 'cufft.estimate_many', 'onembed')
     work_size = _size()
-    _s = _p_cufftEstimateMany(
-        rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_size),
-    )
+    try:
+        _s = _p_cufftEstimateMany(
+            rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_size),
+        )
+    except _ArgumentError:
+        return _retry(estimate_many, locals(), _ARG_KINDS['estimate_many'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -533,9 +592,18 @@ def exec_c2c(plan, idata, odata, direction):
     direction)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
+            0 <= odata <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(exec_c2c, locals(), _ARG_KINDS['exec_c2c'])
+    try:
         _s = _p_cufftExecC2C(plan, idata, odata, direction)
     except _ArgumentError:
-        return _retry(exec_c2c, locals())
+        return _retry(exec_c2c, locals(), _ARG_KINDS['exec_c2c'])
     if _s:
         _raise(_s)
 
@@ -546,9 +614,18 @@ def exec_c2r(plan, idata, odata):
     C: ``cufftResult cufftExecC2R(cufftHandle plan, cufftComplex* idata, cufftReal* odata)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
+            0 <= odata <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(exec_c2r, locals(), _ARG_KINDS['exec_c2r'])
+    try:
         _s = _p_cufftExecC2R(plan, idata, odata)
     except _ArgumentError:
-        return _retry(exec_c2r, locals())
+        return _retry(exec_c2r, locals(), _ARG_KINDS['exec_c2r'])
     if _s:
         _raise(_s)
 
@@ -559,9 +636,18 @@ def exec_d2z(plan, idata, odata):
     C: ``cufftResult cufftExecD2Z(cufftHandle plan, cufftDoubleReal* idata, cufftDoubleComplex* odata)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
+            0 <= odata <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(exec_d2z, locals(), _ARG_KINDS['exec_d2z'])
+    try:
         _s = _p_cufftExecD2Z(plan, idata, odata)
     except _ArgumentError:
-        return _retry(exec_d2z, locals())
+        return _retry(exec_d2z, locals(), _ARG_KINDS['exec_d2z'])
     if _s:
         _raise(_s)
 
@@ -572,9 +658,18 @@ def exec_r2c(plan, idata, odata):
     C: ``cufftResult cufftExecR2C(cufftHandle plan, cufftReal* idata, cufftComplex* odata)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
+            0 <= odata <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(exec_r2c, locals(), _ARG_KINDS['exec_r2c'])
+    try:
         _s = _p_cufftExecR2C(plan, idata, odata)
     except _ArgumentError:
-        return _retry(exec_r2c, locals())
+        return _retry(exec_r2c, locals(), _ARG_KINDS['exec_r2c'])
     if _s:
         _raise(_s)
 
@@ -585,9 +680,18 @@ def exec_z2d(plan, idata, odata):
     C: ``cufftResult cufftExecZ2D(cufftHandle plan, cufftDoubleComplex* idata, cufftDoubleReal* odata)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
+            0 <= odata <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(exec_z2d, locals(), _ARG_KINDS['exec_z2d'])
+    try:
         _s = _p_cufftExecZ2D(plan, idata, odata)
     except _ArgumentError:
-        return _retry(exec_z2d, locals())
+        return _retry(exec_z2d, locals(), _ARG_KINDS['exec_z2d'])
     if _s:
         _raise(_s)
 
@@ -599,9 +703,18 @@ def exec_z2z(plan, idata, odata, direction):
     int direction)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
+            0 <= odata <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(exec_z2z, locals(), _ARG_KINDS['exec_z2z'])
+    try:
         _s = _p_cufftExecZ2Z(plan, idata, odata, direction)
     except _ArgumentError:
-        return _retry(exec_z2z, locals())
+        return _retry(exec_z2z, locals(), _ARG_KINDS['exec_z2z'])
     if _s:
         _raise(_s)
 
@@ -612,8 +725,17 @@ def get_plan_property_int64(plan, property):
     C: ``cufftResult cufftGetPlanPropertyInt64(cufftHandle plan, cufftProperty property, long long*
     returnPtrValue)``
     """
+    try:
+        _ok = -2147483648 <= plan <= 2147483647 and -2147483648 <= property <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_plan_property_int64, locals(), _ARG_KINDS['get_plan_property_int64'])
     return_ptr_value = _longlong()
-    _s = _p_cufftGetPlanPropertyInt64(plan, property, _byref(return_ptr_value))
+    try:
+        _s = _p_cufftGetPlanPropertyInt64(plan, property, _byref(return_ptr_value))
+    except _ArgumentError:
+        return _retry(get_plan_property_int64, locals(), _ARG_KINDS['get_plan_property_int64'])
     if _s:
         _raise(_s)
     return return_ptr_value.value
@@ -624,8 +746,17 @@ def get_property(type):
 
     C: ``cufftResult cufftGetProperty(libraryPropertyType type, int* value)``
     """
+    try:
+        _ok = -2147483648 <= type <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_property, locals(), _ARG_KINDS['get_property'])
     value = _int()
-    _s = _p_cufftGetProperty(type, _byref(value))
+    try:
+        _s = _p_cufftGetProperty(type, _byref(value))
+    except _ArgumentError:
+        return _retry(get_property, locals(), _ARG_KINDS['get_property'])
     if _s:
         _raise(_s)
     return value.value
@@ -636,8 +767,17 @@ def get_size(handle):
 
     C: ``cufftResult cufftGetSize(cufftHandle handle, size_t* workSize)``
     """
+    try:
+        _ok = -2147483648 <= handle <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_size, locals(), _ARG_KINDS['get_size'])
     work_size = _size()
-    _s = _p_cufftGetSize(handle, _byref(work_size))
+    try:
+        _s = _p_cufftGetSize(handle, _byref(work_size))
+    except _ArgumentError:
+        return _retry(get_size, locals(), _ARG_KINDS['get_size'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -649,8 +789,20 @@ def get_size1d(handle, nx, type, batch):
     C: ``cufftResult cufftGetSize1d(cufftHandle handle, int nx, cufftType type, int batch, size_t*
     workSize)``
     """
+    try:
+        _ok = (
+            -2147483648 <= handle <= 2147483647 and -2147483648 <= nx <= 2147483647 and
+            -2147483648 <= type <= 2147483647 and -2147483648 <= batch <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_size1d, locals(), _ARG_KINDS['get_size1d'])
     work_size = _size()
-    _s = _p_cufftGetSize1d(handle, nx, type, batch, _byref(work_size))
+    try:
+        _s = _p_cufftGetSize1d(handle, nx, type, batch, _byref(work_size))
+    except _ArgumentError:
+        return _retry(get_size1d, locals(), _ARG_KINDS['get_size1d'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -662,8 +814,20 @@ def get_size2d(handle, nx, ny, type):
     C: ``cufftResult cufftGetSize2d(cufftHandle handle, int nx, int ny, cufftType type, size_t*
     workSize)``
     """
+    try:
+        _ok = (
+            -2147483648 <= handle <= 2147483647 and -2147483648 <= nx <= 2147483647 and
+            -2147483648 <= ny <= 2147483647 and -2147483648 <= type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_size2d, locals(), _ARG_KINDS['get_size2d'])
     work_size = _size()
-    _s = _p_cufftGetSize2d(handle, nx, ny, type, _byref(work_size))
+    try:
+        _s = _p_cufftGetSize2d(handle, nx, ny, type, _byref(work_size))
+    except _ArgumentError:
+        return _retry(get_size2d, locals(), _ARG_KINDS['get_size2d'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -675,8 +839,21 @@ def get_size3d(handle, nx, ny, nz, type):
     C: ``cufftResult cufftGetSize3d(cufftHandle handle, int nx, int ny, int nz, cufftType type, size_t*
     workSize)``
     """
+    try:
+        _ok = (
+            -2147483648 <= handle <= 2147483647 and -2147483648 <= nx <= 2147483647 and
+            -2147483648 <= ny <= 2147483647 and -2147483648 <= nz <= 2147483647 and
+            -2147483648 <= type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_size3d, locals(), _ARG_KINDS['get_size3d'])
     work_size = _size()
-    _s = _p_cufftGetSize3d(handle, nx, ny, nz, type, _byref(work_size))
+    try:
+        _s = _p_cufftGetSize3d(handle, nx, ny, nz, type, _byref(work_size))
+    except _ArgumentError:
+        return _retry(get_size3d, locals(), _ARG_KINDS['get_size3d'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -688,13 +865,27 @@ def get_size_many(handle, rank, n, inembed, istride, idist, onembed, ostride, od
     C: ``cufftResult cufftGetSizeMany(cufftHandle handle, int rank, int* n, int* inembed, int istride, int
     idist, int* onembed, int ostride, int odist, cufftType type, int batch, size_t* workArea)``
     """
-    n = _array_of_int(n)
-    inembed = _array_of_int(inembed)
-    onembed = _array_of_int(onembed)
+    try:
+        _ok = (
+            -2147483648 <= handle <= 2147483647 and -2147483648 <= rank <= 2147483647 and
+            -2147483648 <= istride <= 2147483647 and -2147483648 <= idist <= 2147483647 and
+            -2147483648 <= ostride <= 2147483647 and -2147483648 <= odist <= 2147483647 and
+            -2147483648 <= type <= 2147483647 and -2147483648 <= batch <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_size_many, locals(), _ARG_KINDS['get_size_many'])
+    n = _array_of_int(n, 'cufft.get_size_many', 'n')
+    inembed = _array_of_int(inembed, 'cufft.get_size_many', 'inembed')
+    onembed = _array_of_int(onembed, 'cufft.get_size_many', 'onembed')
     work_area = _size()
-    _s = _p_cufftGetSizeMany(
-        handle, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_area),
-    )
+    try:
+        _s = _p_cufftGetSizeMany(
+            handle, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_area),
+        )
+    except _ArgumentError:
+        return _retry(get_size_many, locals(), _ARG_KINDS['get_size_many'])
     if _s:
         _raise(_s)
     return work_area.value
@@ -707,13 +898,29 @@ def get_size_many64(plan, rank, n, inembed, istride, idist, onembed, ostride, od
     long istride, long long idist, long long* onembed, long long ostride, long long odist, cufftType type,
     long long batch, size_t* workSize)``
     """
-    n = _array_of_longlong(n)
-    inembed = _array_of_longlong(inembed)
-    onembed = _array_of_longlong(onembed)
+    try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and -2147483648 <= rank <= 2147483647 and
+            -9223372036854775808 <= istride <= 9223372036854775807 and
+            -9223372036854775808 <= idist <= 9223372036854775807 and
+            -9223372036854775808 <= ostride <= 9223372036854775807 and
+            -9223372036854775808 <= odist <= 9223372036854775807 and -2147483648 <= type <= 2147483647 and
+            -9223372036854775808 <= batch <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_size_many64, locals(), _ARG_KINDS['get_size_many64'])
+    n = _array_of_longlong(n, 'cufft.get_size_many64', 'n')
+    inembed = _array_of_longlong(inembed, 'cufft.get_size_many64', 'inembed')
+    onembed = _array_of_longlong(onembed, 'cufft.get_size_many64', 'onembed')
     work_size = _size()
-    _s = _p_cufftGetSizeMany64(
-        plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_size),
-    )
+    try:
+        _s = _p_cufftGetSizeMany64(
+            plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_size),
+        )
+    except _ArgumentError:
+        return _retry(get_size_many64, locals(), _ARG_KINDS['get_size_many64'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -737,8 +944,20 @@ def make_plan1d(plan, nx, type, batch):
     C: ``cufftResult cufftMakePlan1d(cufftHandle plan, int nx, cufftType type, int batch, size_t*
     workSize)``
     """
+    try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and -2147483648 <= nx <= 2147483647 and
+            -2147483648 <= type <= 2147483647 and -2147483648 <= batch <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(make_plan1d, locals(), _ARG_KINDS['make_plan1d'])
     work_size = _size()
-    _s = _p_cufftMakePlan1d(plan, nx, type, batch, _byref(work_size))
+    try:
+        _s = _p_cufftMakePlan1d(plan, nx, type, batch, _byref(work_size))
+    except _ArgumentError:
+        return _retry(make_plan1d, locals(), _ARG_KINDS['make_plan1d'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -749,8 +968,20 @@ def make_plan2d(plan, nx, ny, type):
 
     C: ``cufftResult cufftMakePlan2d(cufftHandle plan, int nx, int ny, cufftType type, size_t* workSize)``
     """
+    try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and -2147483648 <= nx <= 2147483647 and
+            -2147483648 <= ny <= 2147483647 and -2147483648 <= type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(make_plan2d, locals(), _ARG_KINDS['make_plan2d'])
     work_size = _size()
-    _s = _p_cufftMakePlan2d(plan, nx, ny, type, _byref(work_size))
+    try:
+        _s = _p_cufftMakePlan2d(plan, nx, ny, type, _byref(work_size))
+    except _ArgumentError:
+        return _retry(make_plan2d, locals(), _ARG_KINDS['make_plan2d'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -762,8 +993,21 @@ def make_plan3d(plan, nx, ny, nz, type):
     C: ``cufftResult cufftMakePlan3d(cufftHandle plan, int nx, int ny, int nz, cufftType type, size_t*
     workSize)``
     """
+    try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and -2147483648 <= nx <= 2147483647 and
+            -2147483648 <= ny <= 2147483647 and -2147483648 <= nz <= 2147483647 and
+            -2147483648 <= type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(make_plan3d, locals(), _ARG_KINDS['make_plan3d'])
     work_size = _size()
-    _s = _p_cufftMakePlan3d(plan, nx, ny, nz, type, _byref(work_size))
+    try:
+        _s = _p_cufftMakePlan3d(plan, nx, ny, nz, type, _byref(work_size))
+    except _ArgumentError:
+        return _retry(make_plan3d, locals(), _ARG_KINDS['make_plan3d'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -775,13 +1019,27 @@ def make_plan_many(plan, rank, n, inembed, istride, idist, onembed, ostride, odi
     C: ``cufftResult cufftMakePlanMany(cufftHandle plan, int rank, int* n, int* inembed, int istride, int
     idist, int* onembed, int ostride, int odist, cufftType type, int batch, size_t* workSize)``
     """
-    n = _array_of_int(n)
-    inembed = _array_of_int(inembed)
-    onembed = _array_of_int(onembed)
+    try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and -2147483648 <= rank <= 2147483647 and
+            -2147483648 <= istride <= 2147483647 and -2147483648 <= idist <= 2147483647 and
+            -2147483648 <= ostride <= 2147483647 and -2147483648 <= odist <= 2147483647 and
+            -2147483648 <= type <= 2147483647 and -2147483648 <= batch <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(make_plan_many, locals(), _ARG_KINDS['make_plan_many'])
+    n = _array_of_int(n, 'cufft.make_plan_many', 'n')
+    inembed = _array_of_int(inembed, 'cufft.make_plan_many', 'inembed')
+    onembed = _array_of_int(onembed, 'cufft.make_plan_many', 'onembed')
     work_size = _size()
-    _s = _p_cufftMakePlanMany(
-        plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_size),
-    )
+    try:
+        _s = _p_cufftMakePlanMany(
+            plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_size),
+        )
+    except _ArgumentError:
+        return _retry(make_plan_many, locals(), _ARG_KINDS['make_plan_many'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -794,13 +1052,29 @@ def make_plan_many64(plan, rank, n, inembed, istride, idist, onembed, ostride, o
     long long istride, long long idist, long long* onembed, long long ostride, long long odist, cufftType
     type, long long batch, size_t* workSize)``
     """
-    n = _array_of_longlong(n)
-    inembed = _array_of_longlong(inembed)
-    onembed = _array_of_longlong(onembed)
+    try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and -2147483648 <= rank <= 2147483647 and
+            -9223372036854775808 <= istride <= 9223372036854775807 and
+            -9223372036854775808 <= idist <= 9223372036854775807 and
+            -9223372036854775808 <= ostride <= 9223372036854775807 and
+            -9223372036854775808 <= odist <= 9223372036854775807 and -2147483648 <= type <= 2147483647 and
+            -9223372036854775808 <= batch <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(make_plan_many64, locals(), _ARG_KINDS['make_plan_many64'])
+    n = _array_of_longlong(n, 'cufft.make_plan_many64', 'n')
+    inembed = _array_of_longlong(inembed, 'cufft.make_plan_many64', 'inembed')
+    onembed = _array_of_longlong(onembed, 'cufft.make_plan_many64', 'onembed')
     work_size = _size()
-    _s = _p_cufftMakePlanMany64(
-        plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_size),
-    )
+    try:
+        _s = _p_cufftMakePlanMany64(
+            plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_size),
+        )
+    except _ArgumentError:
+        return _retry(make_plan_many64, locals(), _ARG_KINDS['make_plan_many64'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -811,8 +1085,20 @@ def plan1d(nx, type, batch):
 
     C: ``cufftResult cufftPlan1d(cufftHandle* plan, int nx, cufftType type, int batch)``
     """
+    try:
+        _ok = (
+            -2147483648 <= nx <= 2147483647 and -2147483648 <= type <= 2147483647 and
+            -2147483648 <= batch <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(plan1d, locals(), _ARG_KINDS['plan1d'])
     plan = _int()
-    _s = _p_cufftPlan1d(_byref(plan), nx, type, batch)
+    try:
+        _s = _p_cufftPlan1d(_byref(plan), nx, type, batch)
+    except _ArgumentError:
+        return _retry(plan1d, locals(), _ARG_KINDS['plan1d'])
     if _s:
         _raise(_s)
     return plan.value
@@ -823,8 +1109,20 @@ def plan2d(nx, ny, type):
 
     C: ``cufftResult cufftPlan2d(cufftHandle* plan, int nx, int ny, cufftType type)``
     """
+    try:
+        _ok = (
+            -2147483648 <= nx <= 2147483647 and -2147483648 <= ny <= 2147483647 and
+            -2147483648 <= type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(plan2d, locals(), _ARG_KINDS['plan2d'])
     plan = _int()
-    _s = _p_cufftPlan2d(_byref(plan), nx, ny, type)
+    try:
+        _s = _p_cufftPlan2d(_byref(plan), nx, ny, type)
+    except _ArgumentError:
+        return _retry(plan2d, locals(), _ARG_KINDS['plan2d'])
     if _s:
         _raise(_s)
     return plan.value
@@ -835,8 +1133,20 @@ def plan3d(nx, ny, nz, type):
 
     C: ``cufftResult cufftPlan3d(cufftHandle* plan, int nx, int ny, int nz, cufftType type)``
     """
+    try:
+        _ok = (
+            -2147483648 <= nx <= 2147483647 and -2147483648 <= ny <= 2147483647 and
+            -2147483648 <= nz <= 2147483647 and -2147483648 <= type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(plan3d, locals(), _ARG_KINDS['plan3d'])
     plan = _int()
-    _s = _p_cufftPlan3d(_byref(plan), nx, ny, nz, type)
+    try:
+        _s = _p_cufftPlan3d(_byref(plan), nx, ny, nz, type)
+    except _ArgumentError:
+        return _retry(plan3d, locals(), _ARG_KINDS['plan3d'])
     if _s:
         _raise(_s)
     return plan.value
@@ -848,13 +1158,27 @@ def plan_many(rank, n, inembed, istride, idist, onembed, ostride, odist, type, b
     C: ``cufftResult cufftPlanMany(cufftHandle* plan, int rank, int* n, int* inembed, int istride, int
     idist, int* onembed, int ostride, int odist, cufftType type, int batch)``
     """
+    try:
+        _ok = (
+            -2147483648 <= rank <= 2147483647 and -2147483648 <= istride <= 2147483647 and
+            -2147483648 <= idist <= 2147483647 and -2147483648 <= ostride <= 2147483647 and
+            -2147483648 <= odist <= 2147483647 and -2147483648 <= type <= 2147483647 and
+            -2147483648 <= batch <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(plan_many, locals(), _ARG_KINDS['plan_many'])
     plan = _int()
-    n = _array_of_int(n)
-    inembed = _array_of_int(inembed)
-    onembed = _array_of_int(onembed)
-    _s = _p_cufftPlanMany(
-        _byref(plan), rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch,
-    )
+    n = _array_of_int(n, 'cufft.plan_many', 'n')
+    inembed = _array_of_int(inembed, 'cufft.plan_many', 'inembed')
+    onembed = _array_of_int(onembed, 'cufft.plan_many', 'onembed')
+    try:
+        _s = _p_cufftPlanMany(
+            _byref(plan), rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch,
+        )
+    except _ArgumentError:
+        return _retry(plan_many, locals(), _ARG_KINDS['plan_many'])
     if _s:
         _raise(_s)
     return plan.value
@@ -865,7 +1189,16 @@ def reset_plan_property(plan, property):
 
     C: ``cufftResult cufftResetPlanProperty(cufftHandle plan, cufftProperty property)``
     """
-    _s = _p_cufftResetPlanProperty(plan, property)
+    try:
+        _ok = -2147483648 <= plan <= 2147483647 and -2147483648 <= property <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(reset_plan_property, locals(), _ARG_KINDS['reset_plan_property'])
+    try:
+        _s = _p_cufftResetPlanProperty(plan, property)
+    except _ArgumentError:
+        return _retry(reset_plan_property, locals(), _ARG_KINDS['reset_plan_property'])
     if _s:
         _raise(_s)
 
@@ -875,7 +1208,16 @@ def set_auto_allocation(plan, auto_allocate):
 
     C: ``cufftResult cufftSetAutoAllocation(cufftHandle plan, int autoAllocate)``
     """
-    _s = _p_cufftSetAutoAllocation(plan, auto_allocate)
+    try:
+        _ok = -2147483648 <= plan <= 2147483647 and -2147483648 <= auto_allocate <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_auto_allocation, locals(), _ARG_KINDS['set_auto_allocation'])
+    try:
+        _s = _p_cufftSetAutoAllocation(plan, auto_allocate)
+    except _ArgumentError:
+        return _retry(set_auto_allocation, locals(), _ARG_KINDS['set_auto_allocation'])
     if _s:
         _raise(_s)
 
@@ -886,7 +1228,19 @@ def set_plan_property_int64(plan, property, input_value_int):
     C: ``cufftResult cufftSetPlanPropertyInt64(cufftHandle plan, cufftProperty property, const long long
     inputValueInt)``
     """
-    _s = _p_cufftSetPlanPropertyInt64(plan, property, input_value_int)
+    try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and -2147483648 <= property <= 2147483647 and
+            -9223372036854775808 <= input_value_int <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_plan_property_int64, locals(), _ARG_KINDS['set_plan_property_int64'])
+    try:
+        _s = _p_cufftSetPlanPropertyInt64(plan, property, input_value_int)
+    except _ArgumentError:
+        return _retry(set_plan_property_int64, locals(), _ARG_KINDS['set_plan_property_int64'])
     if _s:
         _raise(_s)
 
@@ -897,9 +1251,15 @@ def set_stream(plan, stream):
     C: ``cufftResult cufftSetStream(cufftHandle plan, cudaStream_t stream)``
     """
     try:
+        _ok = -2147483648 <= plan <= 2147483647 and 0 <= stream <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_stream, locals(), _ARG_KINDS['set_stream'])
+    try:
         _s = _p_cufftSetStream(plan, stream)
     except _ArgumentError:
-        return _retry(set_stream, locals())
+        return _retry(set_stream, locals(), _ARG_KINDS['set_stream'])
     if _s:
         _raise(_s)
 
@@ -910,9 +1270,15 @@ def set_work_area(plan, work_area):
     C: ``cufftResult cufftSetWorkArea(cufftHandle plan, void* workArea)``
     """
     try:
+        _ok = -2147483648 <= plan <= 2147483647 and 0 <= work_area <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_work_area, locals(), _ARG_KINDS['set_work_area'])
+    try:
         _s = _p_cufftSetWorkArea(plan, work_area)
     except _ArgumentError:
-        return _retry(set_work_area, locals())
+        return _retry(set_work_area, locals(), _ARG_KINDS['set_work_area'])
     if _s:
         _raise(_s)
 
@@ -922,7 +1288,16 @@ def xt_clear_callback(plan, cb_type):
 
     C: ``cufftResult cufftXtClearCallback(cufftHandle plan, cufftXtCallbackType cbType)``
     """
-    _s = _p_cufftXtClearCallback(plan, cb_type)
+    try:
+        _ok = -2147483648 <= plan <= 2147483647 and -2147483648 <= cb_type <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_clear_callback, locals(), _ARG_KINDS['xt_clear_callback'])
+    try:
+        _s = _p_cufftXtClearCallback(plan, cb_type)
+    except _ArgumentError:
+        return _retry(xt_clear_callback, locals(), _ARG_KINDS['xt_clear_callback'])
     if _s:
         _raise(_s)
 
@@ -933,9 +1308,18 @@ def xt_exec(plan, input, output, direction):
     C: ``cufftResult cufftXtExec(cufftHandle plan, void* input, void* output, int direction)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
+            0 <= output <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_exec, locals(), _ARG_KINDS['xt_exec'])
+    try:
         _s = _p_cufftXtExec(plan, input, output, direction)
     except _ArgumentError:
-        return _retry(xt_exec, locals())
+        return _retry(xt_exec, locals(), _ARG_KINDS['xt_exec'])
     if _s:
         _raise(_s)
 
@@ -947,9 +1331,18 @@ def xt_exec_descriptor(plan, input, output, direction):
     int direction)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
+            0 <= output <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_exec_descriptor, locals(), _ARG_KINDS['xt_exec_descriptor'])
+    try:
         _s = _p_cufftXtExecDescriptor(plan, input, output, direction)
     except _ArgumentError:
-        return _retry(xt_exec_descriptor, locals())
+        return _retry(xt_exec_descriptor, locals(), _ARG_KINDS['xt_exec_descriptor'])
     if _s:
         _raise(_s)
 
@@ -961,9 +1354,18 @@ def xt_exec_descriptor_c2c(plan, input, output, direction):
     output, int direction)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
+            0 <= output <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_exec_descriptor_c2c, locals(), _ARG_KINDS['xt_exec_descriptor_c2c'])
+    try:
         _s = _p_cufftXtExecDescriptorC2C(plan, input, output, direction)
     except _ArgumentError:
-        return _retry(xt_exec_descriptor_c2c, locals())
+        return _retry(xt_exec_descriptor_c2c, locals(), _ARG_KINDS['xt_exec_descriptor_c2c'])
     if _s:
         _raise(_s)
 
@@ -975,9 +1377,18 @@ def xt_exec_descriptor_c2r(plan, input, output):
     output)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
+            0 <= output <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_exec_descriptor_c2r, locals(), _ARG_KINDS['xt_exec_descriptor_c2r'])
+    try:
         _s = _p_cufftXtExecDescriptorC2R(plan, input, output)
     except _ArgumentError:
-        return _retry(xt_exec_descriptor_c2r, locals())
+        return _retry(xt_exec_descriptor_c2r, locals(), _ARG_KINDS['xt_exec_descriptor_c2r'])
     if _s:
         _raise(_s)
 
@@ -989,9 +1400,18 @@ def xt_exec_descriptor_d2z(plan, input, output):
     output)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
+            0 <= output <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_exec_descriptor_d2z, locals(), _ARG_KINDS['xt_exec_descriptor_d2z'])
+    try:
         _s = _p_cufftXtExecDescriptorD2Z(plan, input, output)
     except _ArgumentError:
-        return _retry(xt_exec_descriptor_d2z, locals())
+        return _retry(xt_exec_descriptor_d2z, locals(), _ARG_KINDS['xt_exec_descriptor_d2z'])
     if _s:
         _raise(_s)
 
@@ -1003,9 +1423,18 @@ def xt_exec_descriptor_r2c(plan, input, output):
     output)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
+            0 <= output <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_exec_descriptor_r2c, locals(), _ARG_KINDS['xt_exec_descriptor_r2c'])
+    try:
         _s = _p_cufftXtExecDescriptorR2C(plan, input, output)
     except _ArgumentError:
-        return _retry(xt_exec_descriptor_r2c, locals())
+        return _retry(xt_exec_descriptor_r2c, locals(), _ARG_KINDS['xt_exec_descriptor_r2c'])
     if _s:
         _raise(_s)
 
@@ -1017,9 +1446,18 @@ def xt_exec_descriptor_z2d(plan, input, output):
     output)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
+            0 <= output <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_exec_descriptor_z2d, locals(), _ARG_KINDS['xt_exec_descriptor_z2d'])
+    try:
         _s = _p_cufftXtExecDescriptorZ2D(plan, input, output)
     except _ArgumentError:
-        return _retry(xt_exec_descriptor_z2d, locals())
+        return _retry(xt_exec_descriptor_z2d, locals(), _ARG_KINDS['xt_exec_descriptor_z2d'])
     if _s:
         _raise(_s)
 
@@ -1031,9 +1469,18 @@ def xt_exec_descriptor_z2z(plan, input, output, direction):
     output, int direction)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
+            0 <= output <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_exec_descriptor_z2z, locals(), _ARG_KINDS['xt_exec_descriptor_z2z'])
+    try:
         _s = _p_cufftXtExecDescriptorZ2Z(plan, input, output, direction)
     except _ArgumentError:
-        return _retry(xt_exec_descriptor_z2z, locals())
+        return _retry(xt_exec_descriptor_z2z, locals(), _ARG_KINDS['xt_exec_descriptor_z2z'])
     if _s:
         _raise(_s)
 
@@ -1044,9 +1491,15 @@ def xt_free(descriptor):
     C: ``cufftResult cufftXtFree(cudaLibXtDesc* descriptor)``
     """
     try:
+        _ok = 0 <= descriptor <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_free, locals(), _ARG_KINDS['xt_free'])
+    try:
         _s = _p_cufftXtFree(descriptor)
     except _ArgumentError:
-        return _retry(xt_free, locals())
+        return _retry(xt_free, locals(), _ARG_KINDS['xt_free'])
     if _s:
         _raise(_s)
 
@@ -1061,14 +1514,33 @@ def xt_get_size_many(
     long istride, long long idist, cudaDataType inputtype, long long* onembed, long long ostride, long
     long odist, cudaDataType outputtype, long long batch, size_t* workSize, cudaDataType executiontype)``
     """
-    n = _array_of_longlong(n)
-    inembed = _array_of_longlong(inembed)
-    onembed = _array_of_longlong(onembed)
+    try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and -2147483648 <= rank <= 2147483647 and
+            -9223372036854775808 <= istride <= 9223372036854775807 and
+            -9223372036854775808 <= idist <= 9223372036854775807 and
+            -2147483648 <= inputtype <= 2147483647 and
+            -9223372036854775808 <= ostride <= 9223372036854775807 and
+            -9223372036854775808 <= odist <= 9223372036854775807 and
+            -2147483648 <= outputtype <= 2147483647 and
+            -9223372036854775808 <= batch <= 9223372036854775807 and
+            -2147483648 <= executiontype <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_get_size_many, locals(), _ARG_KINDS['xt_get_size_many'])
+    n = _array_of_longlong(n, 'cufft.xt_get_size_many', 'n')
+    inembed = _array_of_longlong(inembed, 'cufft.xt_get_size_many', 'inembed')
+    onembed = _array_of_longlong(onembed, 'cufft.xt_get_size_many', 'onembed')
     work_size = _size()
-    _s = _p_cufftXtGetSizeMany(
-        plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype, batch,
-        _byref(work_size), executiontype,
-    )
+    try:
+        _s = _p_cufftXtGetSizeMany(
+            plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype, batch,
+            _byref(work_size), executiontype,
+        )
+    except _ArgumentError:
+        return _retry(xt_get_size_many, locals(), _ARG_KINDS['xt_get_size_many'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -1085,14 +1557,33 @@ def xt_make_plan_many(
     long long odist, cudaDataType outputtype, long long batch, size_t* workSize, cudaDataType
     executiontype)``
     """
-    n = _array_of_longlong(n)
-    inembed = _array_of_longlong(inembed)
-    onembed = _array_of_longlong(onembed)
+    try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and -2147483648 <= rank <= 2147483647 and
+            -9223372036854775808 <= istride <= 9223372036854775807 and
+            -9223372036854775808 <= idist <= 9223372036854775807 and
+            -2147483648 <= inputtype <= 2147483647 and
+            -9223372036854775808 <= ostride <= 9223372036854775807 and
+            -9223372036854775808 <= odist <= 9223372036854775807 and
+            -2147483648 <= outputtype <= 2147483647 and
+            -9223372036854775808 <= batch <= 9223372036854775807 and
+            -2147483648 <= executiontype <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_make_plan_many, locals(), _ARG_KINDS['xt_make_plan_many'])
+    n = _array_of_longlong(n, 'cufft.xt_make_plan_many', 'n')
+    inembed = _array_of_longlong(inembed, 'cufft.xt_make_plan_many', 'inembed')
+    onembed = _array_of_longlong(onembed, 'cufft.xt_make_plan_many', 'onembed')
     work_size = _size()
-    _s = _p_cufftXtMakePlanMany(
-        plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype, batch,
-        _byref(work_size), executiontype,
-    )
+    try:
+        _s = _p_cufftXtMakePlanMany(
+            plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype, batch,
+            _byref(work_size), executiontype,
+        )
+    except _ArgumentError:
+        return _retry(xt_make_plan_many, locals(), _ARG_KINDS['xt_make_plan_many'])
     if _s:
         _raise(_s)
     return work_size.value
@@ -1104,8 +1595,17 @@ def xt_malloc(plan, format):
     C: ``cufftResult cufftXtMalloc(cufftHandle plan, cudaLibXtDesc** descriptor, cufftXtSubFormat
     format)``
     """
+    try:
+        _ok = -2147483648 <= plan <= 2147483647 and -2147483648 <= format <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_malloc, locals(), _ARG_KINDS['xt_malloc'])
     descriptor = _uintptr()
-    _s = _p_cufftXtMalloc(plan, _byref(descriptor), format)
+    try:
+        _s = _p_cufftXtMalloc(plan, _byref(descriptor), format)
+    except _ArgumentError:
+        return _retry(xt_malloc, locals(), _ARG_KINDS['xt_malloc'])
     if _s:
         _raise(_s)
     return descriptor.value
@@ -1118,9 +1618,18 @@ def xt_memcpy(plan, dst_pointer, src_pointer, type):
     type)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= dst_pointer <= 18446744073709551615 and
+            0 <= src_pointer <= 18446744073709551615 and -2147483648 <= type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_memcpy, locals(), _ARG_KINDS['xt_memcpy'])
+    try:
         _s = _p_cufftXtMemcpy(plan, dst_pointer, src_pointer, type)
     except _ArgumentError:
-        return _retry(xt_memcpy, locals())
+        return _retry(xt_memcpy, locals(), _ARG_KINDS['xt_memcpy'])
     if _s:
         _raise(_s)
 
@@ -1131,9 +1640,18 @@ def xt_query_plan(plan, query_struct, query_type):
     C: ``cufftResult cufftXtQueryPlan(cufftHandle plan, void* queryStruct, cufftXtQueryType queryType)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= query_struct <= 18446744073709551615 and
+            -2147483648 <= query_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_query_plan, locals(), _ARG_KINDS['xt_query_plan'])
+    try:
         _s = _p_cufftXtQueryPlan(plan, query_struct, query_type)
     except _ArgumentError:
-        return _retry(xt_query_plan, locals())
+        return _retry(xt_query_plan, locals(), _ARG_KINDS['xt_query_plan'])
     if _s:
         _raise(_s)
 
@@ -1145,9 +1663,18 @@ def xt_set_callback(plan, callback_routine, cb_type, caller_info):
     cbType, void** caller_info)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= callback_routine <= 18446744073709551615 and
+            -2147483648 <= cb_type <= 2147483647 and 0 <= caller_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_set_callback, locals(), _ARG_KINDS['xt_set_callback'])
+    try:
         _s = _p_cufftXtSetCallback(plan, callback_routine, cb_type, caller_info)
     except _ArgumentError:
-        return _retry(xt_set_callback, locals())
+        return _retry(xt_set_callback, locals(), _ARG_KINDS['xt_set_callback'])
     if _s:
         _raise(_s)
 
@@ -1158,7 +1685,19 @@ def xt_set_callback_shared_size(plan, cb_type, shared_size):
     C: ``cufftResult cufftXtSetCallbackSharedSize(cufftHandle plan, cufftXtCallbackType cbType, size_t
     sharedSize)``
     """
-    _s = _p_cufftXtSetCallbackSharedSize(plan, cb_type, shared_size)
+    try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and -2147483648 <= cb_type <= 2147483647 and
+            0 <= shared_size <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_set_callback_shared_size, locals(), _ARG_KINDS['xt_set_callback_shared_size'])
+    try:
+        _s = _p_cufftXtSetCallbackSharedSize(plan, cb_type, shared_size)
+    except _ArgumentError:
+        return _retry(xt_set_callback_shared_size, locals(), _ARG_KINDS['xt_set_callback_shared_size'])
     if _s:
         _raise(_s)
 
@@ -1168,8 +1707,17 @@ def xt_set_gpus(handle, n_gpus, which_gpus):
 
     C: ``cufftResult cufftXtSetGPUs(cufftHandle handle, int nGPUs, int* whichGPUs)``
     """
-    which_gpus = _array_of_int(which_gpus)
-    _s = _p_cufftXtSetGPUs(handle, n_gpus, which_gpus)
+    try:
+        _ok = -2147483648 <= handle <= 2147483647 and -2147483648 <= n_gpus <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_set_gpus, locals(), _ARG_KINDS['xt_set_gpus'])
+    which_gpus = _array_of_int(which_gpus, 'cufft.xt_set_gpus', 'which_gpus')
+    try:
+        _s = _p_cufftXtSetGPUs(handle, n_gpus, which_gpus)
+    except _ArgumentError:
+        return _retry(xt_set_gpus, locals(), _ARG_KINDS['xt_set_gpus'])
     if _s:
         _raise(_s)
 
@@ -1183,13 +1731,23 @@ def xt_set_jit_callback(
     void* lto_callback_fatbin, size_t lto_callback_fatbin_size, cufftXtCallbackType type, void**
     caller_info)``
     """
-    lto_callback_symbol_name = _cstr(lto_callback_symbol_name)
+    try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and 0 <= lto_callback_fatbin <= 18446744073709551615 and
+            0 <= lto_callback_fatbin_size <= 18446744073709551615 and -2147483648 <= type <= 2147483647 and
+            0 <= caller_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_set_jit_callback, locals(), _ARG_KINDS['xt_set_jit_callback'])
+    lto_callback_symbol_name = _cstr(lto_callback_symbol_name, 'cufft.xt_set_jit_callback', 'lto_callback_symbol_name')
     try:
         _s = _p_cufftXtSetJITCallback(
             plan, lto_callback_symbol_name, lto_callback_fatbin, lto_callback_fatbin_size, type, caller_info,
         )
     except _ArgumentError:
-        return _retry(xt_set_jit_callback, locals())
+        return _retry(xt_set_jit_callback, locals(), _ARG_KINDS['xt_set_jit_callback'])
     if _s:
         _raise(_s)
 
@@ -1200,9 +1758,15 @@ def xt_set_work_area(plan, work_area):
     C: ``cufftResult cufftXtSetWorkArea(cufftHandle plan, void** workArea)``
     """
     try:
+        _ok = -2147483648 <= plan <= 2147483647 and 0 <= work_area <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_set_work_area, locals(), _ARG_KINDS['xt_set_work_area'])
+    try:
         _s = _p_cufftXtSetWorkArea(plan, work_area)
     except _ArgumentError:
-        return _retry(xt_set_work_area, locals())
+        return _retry(xt_set_work_area, locals(), _ARG_KINDS['xt_set_work_area'])
     if _s:
         _raise(_s)
 
@@ -1214,8 +1778,92 @@ def xt_set_work_area_policy(plan, policy, work_size):
     workSize)``
     """
     try:
+        _ok = (
+            -2147483648 <= plan <= 2147483647 and -2147483648 <= policy <= 2147483647 and
+            0 <= work_size <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xt_set_work_area_policy, locals(), _ARG_KINDS['xt_set_work_area_policy'])
+    try:
         _s = _p_cufftXtSetWorkAreaPolicy(plan, policy, work_size)
     except _ArgumentError:
-        return _retry(xt_set_work_area_policy, locals())
+        return _retry(xt_set_work_area_policy, locals(), _ARG_KINDS['xt_set_work_area_policy'])
     if _s:
         _raise(_s)
+
+
+# Check kind of every parameter, per function (see nvmath/bindings/_loader.py: retry_call).
+_ARG_KINDS = {
+    'create': (),
+    'destroy': ('i32',),
+    'estimate1d': ('i32', 'i32', 'i32'),
+    'estimate2d': ('i32', 'i32', 'i32'),
+    'estimate3d': ('i32', 'i32', 'i32', 'i32'),
+    'estimate_many': ('i32', 'array:i32', 'array:i32', 'i32', 'i32', 'array:i32', 'i32', 'i32', 'i32', 'i32'),
+    'exec_c2c': ('i32', 'ptr', 'ptr', 'i32'),
+    'exec_c2r': ('i32', 'ptr', 'ptr'),
+    'exec_d2z': ('i32', 'ptr', 'ptr'),
+    'exec_r2c': ('i32', 'ptr', 'ptr'),
+    'exec_z2d': ('i32', 'ptr', 'ptr'),
+    'exec_z2z': ('i32', 'ptr', 'ptr', 'i32'),
+    'get_plan_property_int64': ('i32', 'i32'),
+    'get_property': ('i32',),
+    'get_size': ('i32',),
+    'get_size1d': ('i32', 'i32', 'i32', 'i32'),
+    'get_size2d': ('i32', 'i32', 'i32', 'i32'),
+    'get_size3d': ('i32', 'i32', 'i32', 'i32', 'i32'),
+    'get_size_many': (
+        'i32', 'i32', 'array:i32', 'array:i32', 'i32', 'i32', 'array:i32', 'i32', 'i32', 'i32', 'i32',
+    ),
+    'get_size_many64': (
+        'i32', 'i32', 'array:i64', 'array:i64', 'i64', 'i64', 'array:i64', 'i64', 'i64', 'i32', 'i64',
+    ),
+    'get_version': (),
+    'make_plan1d': ('i32', 'i32', 'i32', 'i32'),
+    'make_plan2d': ('i32', 'i32', 'i32', 'i32'),
+    'make_plan3d': ('i32', 'i32', 'i32', 'i32', 'i32'),
+    'make_plan_many': (
+        'i32', 'i32', 'array:i32', 'array:i32', 'i32', 'i32', 'array:i32', 'i32', 'i32', 'i32', 'i32',
+    ),
+    'make_plan_many64': (
+        'i32', 'i32', 'array:i64', 'array:i64', 'i64', 'i64', 'array:i64', 'i64', 'i64', 'i32', 'i64',
+    ),
+    'plan1d': ('i32', 'i32', 'i32'),
+    'plan2d': ('i32', 'i32', 'i32'),
+    'plan3d': ('i32', 'i32', 'i32', 'i32'),
+    'plan_many': ('i32', 'array:i32', 'array:i32', 'i32', 'i32', 'array:i32', 'i32', 'i32', 'i32', 'i32'),
+    'reset_plan_property': ('i32', 'i32'),
+    'set_auto_allocation': ('i32', 'i32'),
+    'set_plan_property_int64': ('i32', 'i32', 'i64'),
+    'set_stream': ('i32', 'ptr'),
+    'set_work_area': ('i32', 'ptr'),
+    'xt_clear_callback': ('i32', 'i32'),
+    'xt_exec': ('i32', 'ptr', 'ptr', 'i32'),
+    'xt_exec_descriptor': ('i32', 'ptr', 'ptr', 'i32'),
+    'xt_exec_descriptor_c2c': ('i32', 'ptr', 'ptr', 'i32'),
+    'xt_exec_descriptor_c2r': ('i32', 'ptr', 'ptr'),
+    'xt_exec_descriptor_d2z': ('i32', 'ptr', 'ptr'),
+    'xt_exec_descriptor_r2c': ('i32', 'ptr', 'ptr'),
+    'xt_exec_descriptor_z2d': ('i32', 'ptr', 'ptr'),
+    'xt_exec_descriptor_z2z': ('i32', 'ptr', 'ptr', 'i32'),
+    'xt_free': ('ptr',),
+    'xt_get_size_many': (
+        'i32', 'i32', 'array:i64', 'array:i64', 'i64', 'i64', 'i32', 'array:i64', 'i64', 'i64', 'i32', 'i64',
+        'i32',
+    ),
+    'xt_make_plan_many': (
+        'i32', 'i32', 'array:i64', 'array:i64', 'i64', 'i64', 'i32', 'array:i64', 'i64', 'i64', 'i32', 'i64',
+        'i32',
+    ),
+    'xt_malloc': ('i32', 'i32'),
+    'xt_memcpy': ('i32', 'ptr', 'ptr', 'i32'),
+    'xt_query_plan': ('i32', 'ptr', 'i32'),
+    'xt_set_callback': ('i32', 'ptr', 'i32', 'ptr'),
+    'xt_set_callback_shared_size': ('i32', 'i32', 'u64'),
+    'xt_set_gpus': ('i32', 'i32', 'array:i32'),
+    'xt_set_jit_callback': ('i32', 'str', 'ptr', 'u64', 'i32', 'ptr'),
+    'xt_set_work_area': ('i32', 'ptr'),
+    'xt_set_work_area_policy': ('i32', 'i32', 'ptr'),
+}

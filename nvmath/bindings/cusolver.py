@@ -277,8 +277,17 @@ def get_property(type):
 
     C: ``cusolverStatus_t cusolverGetProperty(libraryPropertyType type, int* value)``
     """
+    try:
+        _ok = -2147483648 <= type <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_property, locals(), _ARG_KINDS['get_property'])
     value = _int()
-    _s = _p_cusolverGetProperty(type, _byref(value))
+    try:
+        _s = _p_cusolverGetProperty(type, _byref(value))
+    except _ArgumentError:
+        return _retry(get_property, locals(), _ARG_KINDS['get_property'])
     if _s:
         _raise(_s)
     return value.value
@@ -294,3 +303,10 @@ def get_version():
     if _s:
         _raise(_s)
     return version.value
+
+
+# Check kind of every parameter, per function (see nvmath/bindings/_loader.py: retry_call).
+_ARG_KINDS = {
+    'get_property': ('i32',),
+    'get_version': (),
+}

@@ -1463,6 +1463,20 @@ def ccgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter,
     cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ccgels, locals(), _ARG_KINDS['ccgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnCCgels(
@@ -1470,7 +1484,7 @@ def ccgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(ccgels, locals())
+        return _retry(ccgels, locals(), _ARG_KINDS['ccgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -1483,13 +1497,26 @@ def ccgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t n, cusolver_int_t nrhs, cuComplex* dA, cusolver_int_t ldda, cuComplex* dB,
     cusolver_int_t lddb, cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ccgels_buffer_size, locals(), _ARG_KINDS['ccgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnCCgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(ccgels_buffer_size, locals())
+        return _retry(ccgels_buffer_size, locals(), _ARG_KINDS['ccgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -1503,6 +1530,20 @@ def ccgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter,
     cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ccgesv, locals(), _ARG_KINDS['ccgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnCCgesv(
@@ -1510,7 +1551,7 @@ def ccgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(ccgesv, locals())
+        return _retry(ccgesv, locals(), _ARG_KINDS['ccgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -1523,13 +1564,26 @@ def ccgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     cusolver_int_t nrhs, cuComplex* dA, cusolver_int_t ldda, cusolver_int_t* dipiv, cuComplex* dB,
     cusolver_int_t lddb, cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ccgesv_buffer_size, locals(), _ARG_KINDS['ccgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnCCgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(ccgesv_buffer_size, locals())
+        return _retry(ccgesv_buffer_size, locals(), _ARG_KINDS['ccgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -1543,6 +1597,20 @@ def cegels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter,
     cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cegels, locals(), _ARG_KINDS['cegels'])
     iter = _int()
     try:
         _s = _p_cusolverDnCEgels(
@@ -1550,7 +1618,7 @@ def cegels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(cegels, locals())
+        return _retry(cegels, locals(), _ARG_KINDS['cegels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -1563,13 +1631,26 @@ def cegels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t n, cusolver_int_t nrhs, cuComplex* dA, cusolver_int_t ldda, cuComplex* dB,
     cusolver_int_t lddb, cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cegels_buffer_size, locals(), _ARG_KINDS['cegels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnCEgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(cegels_buffer_size, locals())
+        return _retry(cegels_buffer_size, locals(), _ARG_KINDS['cegels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -1583,6 +1664,20 @@ def cegesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter,
     cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cegesv, locals(), _ARG_KINDS['cegesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnCEgesv(
@@ -1590,7 +1685,7 @@ def cegesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(cegesv, locals())
+        return _retry(cegesv, locals(), _ARG_KINDS['cegesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -1603,13 +1698,26 @@ def cegesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     cusolver_int_t nrhs, cuComplex* dA, cusolver_int_t ldda, cusolver_int_t* dipiv, cuComplex* dB,
     cusolver_int_t lddb, cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cegesv_buffer_size, locals(), _ARG_KINDS['cegesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnCEgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(cegesv_buffer_size, locals())
+        return _retry(cegesv_buffer_size, locals(), _ARG_KINDS['cegesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -1622,9 +1730,22 @@ def cgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info):
     float* D, float* E, cuComplex* TAUQ, cuComplex* TAUP, cuComplex* Work, int Lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and 0 <= tauq <= 18446744073709551615 and
+            0 <= taup <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgebrd, locals(), _ARG_KINDS['cgebrd'])
+    try:
         _s = _p_cusolverDnCgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(cgebrd, locals())
+        return _retry(cgebrd, locals(), _ARG_KINDS['cgebrd'])
     if _s:
         _raise(_s)
 
@@ -1635,11 +1756,20 @@ def cgebrd_buffer_size(handle, m, n):
     C: ``cusolverStatus_t cusolverDnCgebrd_bufferSize(cusolverDnHandle_t handle, int m, int n, int*
     Lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgebrd_buffer_size, locals(), _ARG_KINDS['cgebrd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCgebrd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _retry(cgebrd_buffer_size, locals())
+        return _retry(cgebrd_buffer_size, locals(), _ARG_KINDS['cgebrd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -1652,9 +1782,21 @@ def cgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info):
     cuComplex* TAU, cuComplex* Workspace, int Lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            0 <= workspace <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgeqrf, locals(), _ARG_KINDS['cgeqrf'])
+    try:
         _s = _p_cusolverDnCgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info)
     except _ArgumentError:
-        return _retry(cgeqrf, locals())
+        return _retry(cgeqrf, locals(), _ARG_KINDS['cgeqrf'])
     if _s:
         _raise(_s)
 
@@ -1665,11 +1807,21 @@ def cgeqrf_buffer_size(handle, m, n, a, lda):
     C: ``cusolverStatus_t cusolverDnCgeqrf_bufferSize(cusolverDnHandle_t handle, int m, int n, cuComplex*
     A, int lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgeqrf_buffer_size, locals(), _ARG_KINDS['cgeqrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCgeqrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(cgeqrf_buffer_size, locals())
+        return _retry(cgeqrf_buffer_size, locals(), _ARG_KINDS['cgeqrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -1683,11 +1835,26 @@ def cgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, 
     cuComplex* work, int lwork, float* rwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -128 <= jobu <= 127 and -128 <= jobvt <= 127 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
+            -2147483648 <= ldu <= 2147483647 and 0 <= vt <= 18446744073709551615 and
+            -2147483648 <= ldvt <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= rwork <= 18446744073709551615 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgesvd, locals(), _ARG_KINDS['cgesvd'])
+    try:
         _s = _p_cusolverDnCgesvd(
             handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info,
         )
     except _ArgumentError:
-        return _retry(cgesvd, locals())
+        return _retry(cgesvd, locals(), _ARG_KINDS['cgesvd'])
     if _s:
         _raise(_s)
 
@@ -1698,11 +1865,20 @@ def cgesvd_buffer_size(handle, m, n):
     C: ``cusolverStatus_t cusolverDnCgesvd_bufferSize(cusolverDnHandle_t handle, int m, int n, int*
     lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgesvd_buffer_size, locals(), _ARG_KINDS['cgesvd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCgesvd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _retry(cgesvd_buffer_size, locals())
+        return _retry(cgesvd_buffer_size, locals(), _ARG_KINDS['cgesvd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -1720,12 +1896,30 @@ def cgesvda_strided_batched(
     cuComplex* d_work, int lwork, int* d_info, double* h_R_nrmF, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
+            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
+            0 <= d_work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= d_info <= 18446744073709551615 and 0 <= h_r_nrm_f <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgesvda_strided_batched, locals(), _ARG_KINDS['cgesvda_strided_batched'])
+    try:
         _s = _p_cusolverDnCgesvdaStridedBatched(
             handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
             stride_v, d_work, lwork, d_info, h_r_nrm_f, batch_size,
         )
     except _ArgumentError:
-        return _retry(cgesvda_strided_batched, locals())
+        return _retry(cgesvda_strided_batched, locals(), _ARG_KINDS['cgesvda_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -1741,6 +1935,22 @@ def cgesvda_strided_batched_buffer_size(
     const float* d_S, long long strideS, const cuComplex* d_U, int ldu, long long strideU, const
     cuComplex* d_V, int ldv, long long strideV, int* lwork, int batchSize)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
+            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgesvda_strided_batched_buffer_size, locals(), _ARG_KINDS['cgesvda_strided_batched_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCgesvdaStridedBatched_bufferSize(
@@ -1748,7 +1958,7 @@ def cgesvda_strided_batched_buffer_size(
             stride_v, _byref(lwork), batch_size,
         )
     except _ArgumentError:
-        return _retry(cgesvda_strided_batched_buffer_size, locals())
+        return _retry(cgesvda_strided_batched_buffer_size, locals(), _ARG_KINDS['cgesvda_strided_batched_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -1762,11 +1972,26 @@ def cgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, in
     cuComplex* work, int lwork, int* info, gesvdjInfo_t params)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
+            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgesvdj, locals(), _ARG_KINDS['cgesvdj'])
+    try:
         _s = _p_cusolverDnCgesvdj(
             handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params,
         )
     except _ArgumentError:
-        return _retry(cgesvdj, locals())
+        return _retry(cgesvdj, locals(), _ARG_KINDS['cgesvdj'])
     if _s:
         _raise(_s)
 
@@ -1779,11 +2004,26 @@ def cgesvdj_batched(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, 
     work, int lwork, int* info, gesvdjInfo_t params, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
+            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgesvdj_batched, locals(), _ARG_KINDS['cgesvdj_batched'])
+    try:
         _s = _p_cusolverDnCgesvdjBatched(
             handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size,
         )
     except _ArgumentError:
-        return _retry(cgesvdj_batched, locals())
+        return _retry(cgesvdj_batched, locals(), _ARG_KINDS['cgesvdj_batched'])
     if _s:
         _raise(_s)
 
@@ -1795,13 +2035,27 @@ def cgesvdj_batched_buffer_size(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, p
     jobz, int m, int n, const cuComplex* A, int lda, const float* S, const cuComplex* U, int ldu, const
     cuComplex* V, int ldv, int* lwork, gesvdjInfo_t params, int batchSize)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
+            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgesvdj_batched_buffer_size, locals(), _ARG_KINDS['cgesvdj_batched_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCgesvdjBatched_bufferSize(
             handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _retry(cgesvdj_batched_buffer_size, locals())
+        return _retry(cgesvdj_batched_buffer_size, locals(), _ARG_KINDS['cgesvdj_batched_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -1814,13 +2068,27 @@ def cgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, par
     int econ, int m, int n, const cuComplex* A, int lda, const float* S, const cuComplex* U, int ldu,
     const cuComplex* V, int ldv, int* lwork, gesvdjInfo_t params)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
+            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
+            0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgesvdj_buffer_size, locals(), _ARG_KINDS['cgesvdj_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCgesvdj_bufferSize(
             handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _retry(cgesvdj_buffer_size, locals())
+        return _retry(cgesvdj_buffer_size, locals(), _ARG_KINDS['cgesvdj_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -1833,9 +2101,20 @@ def cgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info):
     cuComplex* Workspace, int* devIpiv, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
+            0 <= dev_ipiv <= 18446744073709551615 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgetrf, locals(), _ARG_KINDS['cgetrf'])
+    try:
         _s = _p_cusolverDnCgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info)
     except _ArgumentError:
-        return _retry(cgetrf, locals())
+        return _retry(cgetrf, locals(), _ARG_KINDS['cgetrf'])
     if _s:
         _raise(_s)
 
@@ -1846,11 +2125,21 @@ def cgetrf_buffer_size(handle, m, n, a, lda):
     C: ``cusolverStatus_t cusolverDnCgetrf_bufferSize(cusolverDnHandle_t handle, int m, int n, cuComplex*
     A, int lda, int* Lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgetrf_buffer_size, locals(), _ARG_KINDS['cgetrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCgetrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(cgetrf_buffer_size, locals())
+        return _retry(cgetrf_buffer_size, locals(), _ARG_KINDS['cgetrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -1863,9 +2152,21 @@ def cgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info):
     nrhs, const cuComplex* A, int lda, const int* devIpiv, cuComplex* B, int ldb, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= dev_ipiv <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cgetrs, locals(), _ARG_KINDS['cgetrs'])
+    try:
         _s = _p_cusolverDnCgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info)
     except _ArgumentError:
-        return _retry(cgetrs, locals())
+        return _retry(cgetrs, locals(), _ARG_KINDS['cgetrs'])
     if _s:
         _raise(_s)
 
@@ -1878,9 +2179,21 @@ def cheevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info):
     info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cheevd, locals(), _ARG_KINDS['cheevd'])
+    try:
         _s = _p_cusolverDnCheevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info)
     except _ArgumentError:
-        return _retry(cheevd, locals())
+        return _retry(cheevd, locals(), _ARG_KINDS['cheevd'])
     if _s:
         _raise(_s)
 
@@ -1891,11 +2204,22 @@ def cheevd_buffer_size(handle, jobz, uplo, n, a, lda, w):
     C: ``cusolverStatus_t cusolverDnCheevd_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz,
     cublasFillMode_t uplo, int n, const cuComplex* A, int lda, const float* W, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cheevd_buffer_size, locals(), _ARG_KINDS['cheevd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCheevd_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork))
     except _ArgumentError:
-        return _retry(cheevd_buffer_size, locals())
+        return _retry(cheevd_buffer_size, locals(), _ARG_KINDS['cheevd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -1908,13 +2232,27 @@ def cheevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork
     cusolverEigRange_t range, cublasFillMode_t uplo, int n, cuComplex* A, int lda, float vl, float vu, int
     il, int iu, int* meig, float* W, cuComplex* work, int lwork, int* info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
+            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cheevdx, locals(), _ARG_KINDS['cheevdx'])
     meig = _int()
     try:
         _s = _p_cusolverDnCheevdx(
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, work, lwork, info,
         )
     except _ArgumentError:
-        return _retry(cheevdx, locals())
+        return _retry(cheevdx, locals(), _ARG_KINDS['cheevdx'])
     if _s:
         _raise(_s)
     return meig.value
@@ -1927,6 +2265,18 @@ def cheevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
     cusolverEigRange_t range, cublasFillMode_t uplo, int n, const cuComplex* A, int lda, float vl, float
     vu, int il, int iu, int* meig, const float* W, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
+            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cheevdx_buffer_size, locals(), _ARG_KINDS['cheevdx_buffer_size'])
     meig = _int()
     lwork = _int()
     try:
@@ -1934,7 +2284,7 @@ def cheevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, _byref(lwork),
         )
     except _ArgumentError:
-        return _retry(cheevdx_buffer_size, locals())
+        return _retry(cheevdx_buffer_size, locals(), _ARG_KINDS['cheevdx_buffer_size'])
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
@@ -1948,9 +2298,22 @@ def cheevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params):
     syevjInfo_t params)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cheevj, locals(), _ARG_KINDS['cheevj'])
+    try:
         _s = _p_cusolverDnCheevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params)
     except _ArgumentError:
-        return _retry(cheevj, locals())
+        return _retry(cheevj, locals(), _ARG_KINDS['cheevj'])
     if _s:
         _raise(_s)
 
@@ -1963,11 +2326,24 @@ def cheevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, 
     syevjInfo_t params, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cheevj_batched, locals(), _ARG_KINDS['cheevj_batched'])
+    try:
         _s = _p_cusolverDnCheevjBatched(
             handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size,
         )
     except _ArgumentError:
-        return _retry(cheevj_batched, locals())
+        return _retry(cheevj_batched, locals(), _ARG_KINDS['cheevj_batched'])
     if _s:
         _raise(_s)
 
@@ -1979,13 +2355,25 @@ def cheevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_s
     jobz, cublasFillMode_t uplo, int n, const cuComplex* A, int lda, const float* W, int* lwork,
     syevjInfo_t params, int batchSize)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cheevj_batched_buffer_size, locals(), _ARG_KINDS['cheevj_batched_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCheevjBatched_bufferSize(
             handle, jobz, uplo, n, a, lda, w, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _retry(cheevj_batched_buffer_size, locals())
+        return _retry(cheevj_batched_buffer_size, locals(), _ARG_KINDS['cheevj_batched_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -1998,11 +2386,22 @@ def cheevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params):
     cublasFillMode_t uplo, int n, const cuComplex* A, int lda, const float* W, int* lwork, syevjInfo_t
     params)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cheevj_buffer_size, locals(), _ARG_KINDS['cheevj_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCheevj_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork), params)
     except _ArgumentError:
-        return _retry(cheevj_buffer_size, locals())
+        return _retry(cheevj_buffer_size, locals(), _ARG_KINDS['cheevj_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2016,9 +2415,23 @@ def chegvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info):
     float* W, cuComplex* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chegvd, locals(), _ARG_KINDS['chegvd'])
+    try:
         _s = _p_cusolverDnChegvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info)
     except _ArgumentError:
-        return _retry(chegvd, locals())
+        return _retry(chegvd, locals(), _ARG_KINDS['chegvd'])
     if _s:
         _raise(_s)
 
@@ -2030,11 +2443,23 @@ def chegvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w):
     cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuComplex* A, int lda, const cuComplex* B,
     int ldb, const float* W, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chegvd_buffer_size, locals(), _ARG_KINDS['chegvd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnChegvd_bufferSize(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork))
     except _ArgumentError:
-        return _retry(chegvd_buffer_size, locals())
+        return _retry(chegvd_buffer_size, locals(), _ARG_KINDS['chegvd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2048,6 +2473,21 @@ def chegvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
     cuComplex* B, int ldb, float vl, float vu, int il, int iu, int* meig, float* W, cuComplex* work, int
     lwork, int* info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chegvdx, locals(), _ARG_KINDS['chegvdx'])
     meig = _int()
     try:
         _s = _p_cusolverDnChegvdx(
@@ -2055,7 +2495,7 @@ def chegvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
             info,
         )
     except _ArgumentError:
-        return _retry(chegvdx, locals())
+        return _retry(chegvdx, locals(), _ARG_KINDS['chegvdx'])
     if _s:
         _raise(_s)
     return meig.value
@@ -2069,6 +2509,20 @@ def chegvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl,
     int lda, const cuComplex* B, int ldb, float vl, float vu, int il, int iu, int* meig, const float* W,
     int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
+            0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chegvdx_buffer_size, locals(), _ARG_KINDS['chegvdx_buffer_size'])
     meig = _int()
     lwork = _int()
     try:
@@ -2077,7 +2531,7 @@ def chegvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl,
             _byref(lwork),
         )
     except _ArgumentError:
-        return _retry(chegvdx_buffer_size, locals())
+        return _retry(chegvdx_buffer_size, locals(), _ARG_KINDS['chegvdx_buffer_size'])
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
@@ -2091,9 +2545,23 @@ def chegvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, p
     float* W, cuComplex* work, int lwork, int* info, syevjInfo_t params)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chegvj, locals(), _ARG_KINDS['chegvj'])
+    try:
         _s = _p_cusolverDnChegvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params)
     except _ArgumentError:
-        return _retry(chegvj, locals())
+        return _retry(chegvj, locals(), _ARG_KINDS['chegvj'])
     if _s:
         _raise(_s)
 
@@ -2105,13 +2573,26 @@ def chegvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params):
     cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuComplex* A, int lda, const cuComplex* B,
     int ldb, const float* W, int* lwork, syevjInfo_t params)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chegvj_buffer_size, locals(), _ARG_KINDS['chegvj_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnChegvj_bufferSize(
             handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _retry(chegvj_buffer_size, locals())
+        return _retry(chegvj_buffer_size, locals(), _ARG_KINDS['chegvj_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2124,9 +2605,22 @@ def chetrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info):
     cuComplex* A, int lda, float* d, float* e, cuComplex* tau, cuComplex* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chetrd, locals(), _ARG_KINDS['chetrd'])
+    try:
         _s = _p_cusolverDnChetrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(chetrd, locals())
+        return _retry(chetrd, locals(), _ARG_KINDS['chetrd'])
     if _s:
         _raise(_s)
 
@@ -2138,11 +2632,22 @@ def chetrd_buffer_size(handle, uplo, n, a, lda, d, e, tau):
     int n, const cuComplex* A, int lda, const float* d, const float* e, const cuComplex* tau, int*
     lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(chetrd_buffer_size, locals(), _ARG_KINDS['chetrd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnChetrd_bufferSize(handle, uplo, n, a, lda, d, e, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(chetrd_buffer_size, locals())
+        return _retry(chetrd_buffer_size, locals(), _ARG_KINDS['chetrd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2156,6 +2661,20 @@ def ckgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter,
     cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ckgels, locals(), _ARG_KINDS['ckgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnCKgels(
@@ -2163,7 +2682,7 @@ def ckgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(ckgels, locals())
+        return _retry(ckgels, locals(), _ARG_KINDS['ckgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -2176,13 +2695,26 @@ def ckgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t n, cusolver_int_t nrhs, cuComplex* dA, cusolver_int_t ldda, cuComplex* dB,
     cusolver_int_t lddb, cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ckgels_buffer_size, locals(), _ARG_KINDS['ckgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnCKgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(ckgels_buffer_size, locals())
+        return _retry(ckgels_buffer_size, locals(), _ARG_KINDS['ckgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -2196,6 +2728,20 @@ def ckgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter,
     cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ckgesv, locals(), _ARG_KINDS['ckgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnCKgesv(
@@ -2203,7 +2749,7 @@ def ckgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(ckgesv, locals())
+        return _retry(ckgesv, locals(), _ARG_KINDS['ckgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -2216,13 +2762,26 @@ def ckgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     cusolver_int_t nrhs, cuComplex* dA, cusolver_int_t ldda, cusolver_int_t* dipiv, cuComplex* dB,
     cusolver_int_t lddb, cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ckgesv_buffer_size, locals(), _ARG_KINDS['ckgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnCKgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(ckgesv_buffer_size, locals())
+        return _retry(ckgesv_buffer_size, locals(), _ARG_KINDS['ckgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -2235,9 +2794,20 @@ def claswp(handle, n, a, lda, k1, k2, dev_ipiv, incx):
     k1, int k2, const int* devIpiv, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            -2147483648 <= k1 <= 2147483647 and -2147483648 <= k2 <= 2147483647 and
+            0 <= dev_ipiv <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(claswp, locals(), _ARG_KINDS['claswp'])
+    try:
         _s = _p_cusolverDnClaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx)
     except _ArgumentError:
-        return _retry(claswp, locals())
+        return _retry(claswp, locals(), _ARG_KINDS['claswp'])
     if _s:
         _raise(_s)
 
@@ -2249,9 +2819,20 @@ def clauum(handle, uplo, n, a, lda, work, lwork, dev_info):
     cuComplex* A, int lda, cuComplex* work, int lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(clauum, locals(), _ARG_KINDS['clauum'])
+    try:
         _s = _p_cusolverDnClauum(handle, uplo, n, a, lda, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(clauum, locals())
+        return _retry(clauum, locals(), _ARG_KINDS['clauum'])
     if _s:
         _raise(_s)
 
@@ -2262,11 +2843,21 @@ def clauum_buffer_size(handle, uplo, n, a, lda):
     C: ``cusolverStatus_t cusolverDnClauum_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, cuComplex* A, int lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(clauum_buffer_size, locals(), _ARG_KINDS['clauum_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnClauum_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(clauum_buffer_size, locals())
+        return _retry(clauum_buffer_size, locals(), _ARG_KINDS['clauum_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2279,9 +2870,20 @@ def cpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info):
     cuComplex* A, int lda, cuComplex* Workspace, int Lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cpotrf, locals(), _ARG_KINDS['cpotrf'])
+    try:
         _s = _p_cusolverDnCpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info)
     except _ArgumentError:
-        return _retry(cpotrf, locals())
+        return _retry(cpotrf, locals(), _ARG_KINDS['cpotrf'])
     if _s:
         _raise(_s)
 
@@ -2293,9 +2895,20 @@ def cpotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size):
     cuComplex**[] Aarray, int lda, int* infoArray, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= info_array <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cpotrf_batched, locals(), _ARG_KINDS['cpotrf_batched'])
+    try:
         _s = _p_cusolverDnCpotrfBatched(handle, uplo, n, aarray, lda, info_array, batch_size)
     except _ArgumentError:
-        return _retry(cpotrf_batched, locals())
+        return _retry(cpotrf_batched, locals(), _ARG_KINDS['cpotrf_batched'])
     if _s:
         _raise(_s)
 
@@ -2306,11 +2919,21 @@ def cpotrf_buffer_size(handle, uplo, n, a, lda):
     C: ``cusolverStatus_t cusolverDnCpotrf_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, cuComplex* A, int lda, int* Lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cpotrf_buffer_size, locals(), _ARG_KINDS['cpotrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCpotrf_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(cpotrf_buffer_size, locals())
+        return _retry(cpotrf_buffer_size, locals(), _ARG_KINDS['cpotrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2323,9 +2946,20 @@ def cpotri(handle, uplo, n, a, lda, work, lwork, dev_info):
     cuComplex* A, int lda, cuComplex* work, int lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cpotri, locals(), _ARG_KINDS['cpotri'])
+    try:
         _s = _p_cusolverDnCpotri(handle, uplo, n, a, lda, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(cpotri, locals())
+        return _retry(cpotri, locals(), _ARG_KINDS['cpotri'])
     if _s:
         _raise(_s)
 
@@ -2336,11 +2970,21 @@ def cpotri_buffer_size(handle, uplo, n, a, lda):
     C: ``cusolverStatus_t cusolverDnCpotri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, cuComplex* A, int lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cpotri_buffer_size, locals(), _ARG_KINDS['cpotri_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCpotri_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(cpotri_buffer_size, locals())
+        return _retry(cpotri_buffer_size, locals(), _ARG_KINDS['cpotri_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2353,9 +2997,21 @@ def cpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info):
     nrhs, const cuComplex* A, int lda, cuComplex* B, int ldb, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cpotrs, locals(), _ARG_KINDS['cpotrs'])
+    try:
         _s = _p_cusolverDnCpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)
     except _ArgumentError:
-        return _retry(cpotrs, locals())
+        return _retry(cpotrs, locals(), _ARG_KINDS['cpotrs'])
     if _s:
         _raise(_s)
 
@@ -2367,9 +3023,21 @@ def cpotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size):
     int nrhs, cuComplex**[] A, int lda, cuComplex**[] B, int ldb, int* d_info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= d_info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cpotrs_batched, locals(), _ARG_KINDS['cpotrs_batched'])
+    try:
         _s = _p_cusolverDnCpotrsBatched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size)
     except _ArgumentError:
-        return _retry(cpotrs_batched, locals())
+        return _retry(cpotrs_batched, locals(), _ARG_KINDS['cpotrs_batched'])
     if _s:
         _raise(_s)
 
@@ -2429,9 +3097,21 @@ def csytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     cuComplex* A, int lda, int* ipiv, cuComplex* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csytrf, locals(), _ARG_KINDS['csytrf'])
+    try:
         _s = _p_cusolverDnCsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info)
     except _ArgumentError:
-        return _retry(csytrf, locals())
+        return _retry(csytrf, locals(), _ARG_KINDS['csytrf'])
     if _s:
         _raise(_s)
 
@@ -2442,11 +3122,20 @@ def csytrf_buffer_size(handle, n, a, lda):
     C: ``cusolverStatus_t cusolverDnCsytrf_bufferSize(cusolverDnHandle_t handle, int n, cuComplex* A, int
     lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csytrf_buffer_size, locals(), _ARG_KINDS['csytrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCsytrf_bufferSize(handle, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(csytrf_buffer_size, locals())
+        return _retry(csytrf_buffer_size, locals(), _ARG_KINDS['csytrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2459,9 +3148,21 @@ def csytri(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     cuComplex* A, int lda, const int* ipiv, cuComplex* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csytri, locals(), _ARG_KINDS['csytri'])
+    try:
         _s = _p_cusolverDnCsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info)
     except _ArgumentError:
-        return _retry(csytri, locals())
+        return _retry(csytri, locals(), _ARG_KINDS['csytri'])
     if _s:
         _raise(_s)
 
@@ -2472,11 +3173,21 @@ def csytri_buffer_size(handle, uplo, n, a, lda, ipiv):
     C: ``cusolverStatus_t cusolverDnCsytri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, cuComplex* A, int lda, const int* ipiv, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(csytri_buffer_size, locals(), _ARG_KINDS['csytri_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCsytri_bufferSize(handle, uplo, n, a, lda, ipiv, _byref(lwork))
     except _ArgumentError:
-        return _retry(csytri_buffer_size, locals())
+        return _retry(csytri_buffer_size, locals(), _ARG_KINDS['csytri_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2489,9 +3200,22 @@ def cungbr(handle, side, m, n, k, a, lda, tau, work, lwork, info):
     int k, cuComplex* A, int lda, const cuComplex* tau, cuComplex* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cungbr, locals(), _ARG_KINDS['cungbr'])
+    try:
         _s = _p_cusolverDnCungbr(handle, side, m, n, k, a, lda, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(cungbr, locals())
+        return _retry(cungbr, locals(), _ARG_KINDS['cungbr'])
     if _s:
         _raise(_s)
 
@@ -2502,11 +3226,22 @@ def cungbr_buffer_size(handle, side, m, n, k, a, lda, tau):
     C: ``cusolverStatus_t cusolverDnCungbr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side,
     int m, int n, int k, const cuComplex* A, int lda, const cuComplex* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cungbr_buffer_size, locals(), _ARG_KINDS['cungbr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCungbr_bufferSize(handle, side, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(cungbr_buffer_size, locals())
+        return _retry(cungbr_buffer_size, locals(), _ARG_KINDS['cungbr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2519,9 +3254,21 @@ def cungqr(handle, m, n, k, a, lda, tau, work, lwork, info):
     int lda, const cuComplex* tau, cuComplex* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cungqr, locals(), _ARG_KINDS['cungqr'])
+    try:
         _s = _p_cusolverDnCungqr(handle, m, n, k, a, lda, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(cungqr, locals())
+        return _retry(cungqr, locals(), _ARG_KINDS['cungqr'])
     if _s:
         _raise(_s)
 
@@ -2532,11 +3279,22 @@ def cungqr_buffer_size(handle, m, n, k, a, lda, tau):
     C: ``cusolverStatus_t cusolverDnCungqr_bufferSize(cusolverDnHandle_t handle, int m, int n, int k,
     const cuComplex* A, int lda, const cuComplex* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cungqr_buffer_size, locals(), _ARG_KINDS['cungqr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCungqr_bufferSize(handle, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(cungqr_buffer_size, locals())
+        return _retry(cungqr_buffer_size, locals(), _ARG_KINDS['cungqr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2549,9 +3307,21 @@ def cungtr(handle, uplo, n, a, lda, tau, work, lwork, info):
     cuComplex* A, int lda, const cuComplex* tau, cuComplex* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cungtr, locals(), _ARG_KINDS['cungtr'])
+    try:
         _s = _p_cusolverDnCungtr(handle, uplo, n, a, lda, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(cungtr, locals())
+        return _retry(cungtr, locals(), _ARG_KINDS['cungtr'])
     if _s:
         _raise(_s)
 
@@ -2562,11 +3332,21 @@ def cungtr_buffer_size(handle, uplo, n, a, lda, tau):
     C: ``cusolverStatus_t cusolverDnCungtr_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, const cuComplex* A, int lda, const cuComplex* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cungtr_buffer_size, locals(), _ARG_KINDS['cungtr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCungtr_bufferSize(handle, uplo, n, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(cungtr_buffer_size, locals())
+        return _retry(cungtr_buffer_size, locals(), _ARG_KINDS['cungtr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2580,9 +3360,23 @@ def cunmqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_i
     cuComplex* C, int ldc, cuComplex* work, int lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cunmqr, locals(), _ARG_KINDS['cunmqr'])
+    try:
         _s = _p_cusolverDnCunmqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(cunmqr, locals())
+        return _retry(cunmqr, locals(), _ARG_KINDS['cunmqr'])
     if _s:
         _raise(_s)
 
@@ -2594,11 +3388,24 @@ def cunmqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc):
     cublasOperation_t trans, int m, int n, int k, const cuComplex* A, int lda, const cuComplex* tau, const
     cuComplex* C, int ldc, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cunmqr_buffer_size, locals(), _ARG_KINDS['cunmqr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCunmqr_bufferSize(handle, side, trans, m, n, k, a, lda, tau, c, ldc, _byref(lwork))
     except _ArgumentError:
-        return _retry(cunmqr_buffer_size, locals())
+        return _retry(cunmqr_buffer_size, locals(), _ARG_KINDS['cunmqr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2612,9 +3419,23 @@ def cunmtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, in
     cuComplex* C, int ldc, cuComplex* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cunmtr, locals(), _ARG_KINDS['cunmtr'])
+    try:
         _s = _p_cusolverDnCunmtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info)
     except _ArgumentError:
-        return _retry(cunmtr, locals())
+        return _retry(cunmtr, locals(), _ARG_KINDS['cunmtr'])
     if _s:
         _raise(_s)
 
@@ -2626,13 +3447,26 @@ def cunmtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc):
     cublasFillMode_t uplo, cublasOperation_t trans, int m, int n, const cuComplex* A, int lda, const
     cuComplex* tau, const cuComplex* C, int ldc, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cunmtr_buffer_size, locals(), _ARG_KINDS['cunmtr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnCunmtr_bufferSize(
             handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, _byref(lwork),
         )
     except _ArgumentError:
-        return _retry(cunmtr_buffer_size, locals())
+        return _retry(cunmtr_buffer_size, locals(), _ARG_KINDS['cunmtr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2646,6 +3480,20 @@ def cygels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter,
     cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cygels, locals(), _ARG_KINDS['cygels'])
     iter = _int()
     try:
         _s = _p_cusolverDnCYgels(
@@ -2653,7 +3501,7 @@ def cygels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(cygels, locals())
+        return _retry(cygels, locals(), _ARG_KINDS['cygels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -2666,13 +3514,26 @@ def cygels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t n, cusolver_int_t nrhs, cuComplex* dA, cusolver_int_t ldda, cuComplex* dB,
     cusolver_int_t lddb, cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cygels_buffer_size, locals(), _ARG_KINDS['cygels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnCYgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(cygels_buffer_size, locals())
+        return _retry(cygels_buffer_size, locals(), _ARG_KINDS['cygels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -2686,6 +3547,20 @@ def cygesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter,
     cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cygesv, locals(), _ARG_KINDS['cygesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnCYgesv(
@@ -2693,7 +3568,7 @@ def cygesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(cygesv, locals())
+        return _retry(cygesv, locals(), _ARG_KINDS['cygesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -2706,13 +3581,26 @@ def cygesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     cusolver_int_t nrhs, cuComplex* dA, cusolver_int_t ldda, cusolver_int_t* dipiv, cuComplex* dB,
     cusolver_int_t lddb, cuComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(cygesv_buffer_size, locals(), _ARG_KINDS['cygesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnCYgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(cygesv_buffer_size, locals())
+        return _retry(cygesv_buffer_size, locals(), _ARG_KINDS['cygesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -2726,6 +3614,20 @@ def dbgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dbgels, locals(), _ARG_KINDS['dbgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnDBgels(
@@ -2733,7 +3635,7 @@ def dbgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(dbgels, locals())
+        return _retry(dbgels, locals(), _ARG_KINDS['dbgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -2746,13 +3648,26 @@ def dbgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t n, cusolver_int_t nrhs, double* dA, cusolver_int_t ldda, double* dB, cusolver_int_t
     lddb, double* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dbgels_buffer_size, locals(), _ARG_KINDS['dbgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnDBgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(dbgels_buffer_size, locals())
+        return _retry(dbgels_buffer_size, locals(), _ARG_KINDS['dbgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -2766,6 +3681,20 @@ def dbgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dbgesv, locals(), _ARG_KINDS['dbgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnDBgesv(
@@ -2773,7 +3702,7 @@ def dbgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(dbgesv, locals())
+        return _retry(dbgesv, locals(), _ARG_KINDS['dbgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -2786,13 +3715,26 @@ def dbgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     cusolver_int_t nrhs, double* dA, cusolver_int_t ldda, cusolver_int_t* dipiv, double* dB,
     cusolver_int_t lddb, double* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dbgesv_buffer_size, locals(), _ARG_KINDS['dbgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnDBgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(dbgesv_buffer_size, locals())
+        return _retry(dbgesv_buffer_size, locals(), _ARG_KINDS['dbgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -2806,6 +3748,20 @@ def ddgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ddgels, locals(), _ARG_KINDS['ddgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnDDgels(
@@ -2813,7 +3769,7 @@ def ddgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(ddgels, locals())
+        return _retry(ddgels, locals(), _ARG_KINDS['ddgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -2826,13 +3782,26 @@ def ddgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t n, cusolver_int_t nrhs, double* dA, cusolver_int_t ldda, double* dB, cusolver_int_t
     lddb, double* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ddgels_buffer_size, locals(), _ARG_KINDS['ddgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnDDgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(ddgels_buffer_size, locals())
+        return _retry(ddgels_buffer_size, locals(), _ARG_KINDS['ddgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -2846,6 +3815,20 @@ def ddgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ddgesv, locals(), _ARG_KINDS['ddgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnDDgesv(
@@ -2853,7 +3836,7 @@ def ddgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(ddgesv, locals())
+        return _retry(ddgesv, locals(), _ARG_KINDS['ddgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -2866,13 +3849,26 @@ def ddgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     cusolver_int_t nrhs, double* dA, cusolver_int_t ldda, cusolver_int_t* dipiv, double* dB,
     cusolver_int_t lddb, double* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ddgesv_buffer_size, locals(), _ARG_KINDS['ddgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnDDgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(ddgesv_buffer_size, locals())
+        return _retry(ddgesv_buffer_size, locals(), _ARG_KINDS['ddgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -2884,9 +3880,15 @@ def destroy(handle):
     C: ``cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t handle)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(destroy, locals(), _ARG_KINDS['destroy'])
+    try:
         _s = _p_cusolverDnDestroy(handle)
     except _ArgumentError:
-        return _retry(destroy, locals())
+        return _retry(destroy, locals(), _ARG_KINDS['destroy'])
     if _s:
         _raise(_s)
 
@@ -2897,9 +3899,15 @@ def destroy_gesvdj_info(info):
     C: ``cusolverStatus_t cusolverDnDestroyGesvdjInfo(gesvdjInfo_t info)``
     """
     try:
+        _ok = 0 <= info <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(destroy_gesvdj_info, locals(), _ARG_KINDS['destroy_gesvdj_info'])
+    try:
         _s = _p_cusolverDnDestroyGesvdjInfo(info)
     except _ArgumentError:
-        return _retry(destroy_gesvdj_info, locals())
+        return _retry(destroy_gesvdj_info, locals(), _ARG_KINDS['destroy_gesvdj_info'])
     if _s:
         _raise(_s)
 
@@ -2910,9 +3918,15 @@ def destroy_params(params):
     C: ``cusolverStatus_t cusolverDnDestroyParams(cusolverDnParams_t params)``
     """
     try:
+        _ok = 0 <= params <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(destroy_params, locals(), _ARG_KINDS['destroy_params'])
+    try:
         _s = _p_cusolverDnDestroyParams(params)
     except _ArgumentError:
-        return _retry(destroy_params, locals())
+        return _retry(destroy_params, locals(), _ARG_KINDS['destroy_params'])
     if _s:
         _raise(_s)
 
@@ -2923,9 +3937,15 @@ def destroy_syevj_info(info):
     C: ``cusolverStatus_t cusolverDnDestroySyevjInfo(syevjInfo_t info)``
     """
     try:
+        _ok = 0 <= info <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(destroy_syevj_info, locals(), _ARG_KINDS['destroy_syevj_info'])
+    try:
         _s = _p_cusolverDnDestroySyevjInfo(info)
     except _ArgumentError:
-        return _retry(destroy_syevj_info, locals())
+        return _retry(destroy_syevj_info, locals(), _ARG_KINDS['destroy_syevj_info'])
     if _s:
         _raise(_s)
 
@@ -2937,9 +3957,22 @@ def dgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info):
     double* D, double* E, double* TAUQ, double* TAUP, double* Work, int Lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and 0 <= tauq <= 18446744073709551615 and
+            0 <= taup <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgebrd, locals(), _ARG_KINDS['dgebrd'])
+    try:
         _s = _p_cusolverDnDgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(dgebrd, locals())
+        return _retry(dgebrd, locals(), _ARG_KINDS['dgebrd'])
     if _s:
         _raise(_s)
 
@@ -2950,11 +3983,20 @@ def dgebrd_buffer_size(handle, m, n):
     C: ``cusolverStatus_t cusolverDnDgebrd_bufferSize(cusolverDnHandle_t handle, int m, int n, int*
     Lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgebrd_buffer_size, locals(), _ARG_KINDS['dgebrd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDgebrd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _retry(dgebrd_buffer_size, locals())
+        return _retry(dgebrd_buffer_size, locals(), _ARG_KINDS['dgebrd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2967,9 +4009,21 @@ def dgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info):
     double* TAU, double* Workspace, int Lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            0 <= workspace <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgeqrf, locals(), _ARG_KINDS['dgeqrf'])
+    try:
         _s = _p_cusolverDnDgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info)
     except _ArgumentError:
-        return _retry(dgeqrf, locals())
+        return _retry(dgeqrf, locals(), _ARG_KINDS['dgeqrf'])
     if _s:
         _raise(_s)
 
@@ -2980,11 +4034,21 @@ def dgeqrf_buffer_size(handle, m, n, a, lda):
     C: ``cusolverStatus_t cusolverDnDgeqrf_bufferSize(cusolverDnHandle_t handle, int m, int n, double* A,
     int lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgeqrf_buffer_size, locals(), _ARG_KINDS['dgeqrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDgeqrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(dgeqrf_buffer_size, locals())
+        return _retry(dgeqrf_buffer_size, locals(), _ARG_KINDS['dgeqrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -2998,11 +4062,26 @@ def dgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, 
     int lwork, double* rwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -128 <= jobu <= 127 and -128 <= jobvt <= 127 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
+            -2147483648 <= ldu <= 2147483647 and 0 <= vt <= 18446744073709551615 and
+            -2147483648 <= ldvt <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= rwork <= 18446744073709551615 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgesvd, locals(), _ARG_KINDS['dgesvd'])
+    try:
         _s = _p_cusolverDnDgesvd(
             handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info,
         )
     except _ArgumentError:
-        return _retry(dgesvd, locals())
+        return _retry(dgesvd, locals(), _ARG_KINDS['dgesvd'])
     if _s:
         _raise(_s)
 
@@ -3013,11 +4092,20 @@ def dgesvd_buffer_size(handle, m, n):
     C: ``cusolverStatus_t cusolverDnDgesvd_bufferSize(cusolverDnHandle_t handle, int m, int n, int*
     lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgesvd_buffer_size, locals(), _ARG_KINDS['dgesvd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDgesvd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _retry(dgesvd_buffer_size, locals())
+        return _retry(dgesvd_buffer_size, locals(), _ARG_KINDS['dgesvd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3035,12 +4123,30 @@ def dgesvda_strided_batched(
     d_work, int lwork, int* d_info, double* h_R_nrmF, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
+            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
+            0 <= d_work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= d_info <= 18446744073709551615 and 0 <= h_r_nrm_f <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgesvda_strided_batched, locals(), _ARG_KINDS['dgesvda_strided_batched'])
+    try:
         _s = _p_cusolverDnDgesvdaStridedBatched(
             handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
             stride_v, d_work, lwork, d_info, h_r_nrm_f, batch_size,
         )
     except _ArgumentError:
-        return _retry(dgesvda_strided_batched, locals())
+        return _retry(dgesvda_strided_batched, locals(), _ARG_KINDS['dgesvda_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -3056,6 +4162,22 @@ def dgesvda_strided_batched_buffer_size(
     double* d_S, long long strideS, const double* d_U, int ldu, long long strideU, const double* d_V, int
     ldv, long long strideV, int* lwork, int batchSize)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
+            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgesvda_strided_batched_buffer_size, locals(), _ARG_KINDS['dgesvda_strided_batched_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDgesvdaStridedBatched_bufferSize(
@@ -3063,7 +4185,7 @@ def dgesvda_strided_batched_buffer_size(
             stride_v, _byref(lwork), batch_size,
         )
     except _ArgumentError:
-        return _retry(dgesvda_strided_batched_buffer_size, locals())
+        return _retry(dgesvda_strided_batched_buffer_size, locals(), _ARG_KINDS['dgesvda_strided_batched_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3077,11 +4199,26 @@ def dgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, in
     lwork, int* info, gesvdjInfo_t params)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
+            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgesvdj, locals(), _ARG_KINDS['dgesvdj'])
+    try:
         _s = _p_cusolverDnDgesvdj(
             handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params,
         )
     except _ArgumentError:
-        return _retry(dgesvdj, locals())
+        return _retry(dgesvdj, locals(), _ARG_KINDS['dgesvdj'])
     if _s:
         _raise(_s)
 
@@ -3094,11 +4231,26 @@ def dgesvdj_batched(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, 
     lwork, int* info, gesvdjInfo_t params, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
+            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgesvdj_batched, locals(), _ARG_KINDS['dgesvdj_batched'])
+    try:
         _s = _p_cusolverDnDgesvdjBatched(
             handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size,
         )
     except _ArgumentError:
-        return _retry(dgesvdj_batched, locals())
+        return _retry(dgesvdj_batched, locals(), _ARG_KINDS['dgesvdj_batched'])
     if _s:
         _raise(_s)
 
@@ -3110,13 +4262,27 @@ def dgesvdj_batched_buffer_size(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, p
     jobz, int m, int n, const double* A, int lda, const double* S, const double* U, int ldu, const double*
     V, int ldv, int* lwork, gesvdjInfo_t params, int batchSize)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
+            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgesvdj_batched_buffer_size, locals(), _ARG_KINDS['dgesvdj_batched_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDgesvdjBatched_bufferSize(
             handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _retry(dgesvdj_batched_buffer_size, locals())
+        return _retry(dgesvdj_batched_buffer_size, locals(), _ARG_KINDS['dgesvdj_batched_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3129,13 +4295,27 @@ def dgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, par
     int econ, int m, int n, const double* A, int lda, const double* S, const double* U, int ldu, const
     double* V, int ldv, int* lwork, gesvdjInfo_t params)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
+            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
+            0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgesvdj_buffer_size, locals(), _ARG_KINDS['dgesvdj_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDgesvdj_bufferSize(
             handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _retry(dgesvdj_buffer_size, locals())
+        return _retry(dgesvdj_buffer_size, locals(), _ARG_KINDS['dgesvdj_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3148,9 +4328,20 @@ def dgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info):
     double* Workspace, int* devIpiv, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
+            0 <= dev_ipiv <= 18446744073709551615 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgetrf, locals(), _ARG_KINDS['dgetrf'])
+    try:
         _s = _p_cusolverDnDgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info)
     except _ArgumentError:
-        return _retry(dgetrf, locals())
+        return _retry(dgetrf, locals(), _ARG_KINDS['dgetrf'])
     if _s:
         _raise(_s)
 
@@ -3161,11 +4352,21 @@ def dgetrf_buffer_size(handle, m, n, a, lda):
     C: ``cusolverStatus_t cusolverDnDgetrf_bufferSize(cusolverDnHandle_t handle, int m, int n, double* A,
     int lda, int* Lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgetrf_buffer_size, locals(), _ARG_KINDS['dgetrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDgetrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(dgetrf_buffer_size, locals())
+        return _retry(dgetrf_buffer_size, locals(), _ARG_KINDS['dgetrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3178,9 +4379,21 @@ def dgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info):
     nrhs, const double* A, int lda, const int* devIpiv, double* B, int ldb, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= dev_ipiv <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dgetrs, locals(), _ARG_KINDS['dgetrs'])
+    try:
         _s = _p_cusolverDnDgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info)
     except _ArgumentError:
-        return _retry(dgetrs, locals())
+        return _retry(dgetrs, locals(), _ARG_KINDS['dgetrs'])
     if _s:
         _raise(_s)
 
@@ -3193,6 +4406,20 @@ def dhgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dhgels, locals(), _ARG_KINDS['dhgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnDHgels(
@@ -3200,7 +4427,7 @@ def dhgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(dhgels, locals())
+        return _retry(dhgels, locals(), _ARG_KINDS['dhgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -3213,13 +4440,26 @@ def dhgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t n, cusolver_int_t nrhs, double* dA, cusolver_int_t ldda, double* dB, cusolver_int_t
     lddb, double* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dhgels_buffer_size, locals(), _ARG_KINDS['dhgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnDHgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(dhgels_buffer_size, locals())
+        return _retry(dhgels_buffer_size, locals(), _ARG_KINDS['dhgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -3233,6 +4473,20 @@ def dhgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dhgesv, locals(), _ARG_KINDS['dhgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnDHgesv(
@@ -3240,7 +4494,7 @@ def dhgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(dhgesv, locals())
+        return _retry(dhgesv, locals(), _ARG_KINDS['dhgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -3253,13 +4507,26 @@ def dhgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     cusolver_int_t nrhs, double* dA, cusolver_int_t ldda, cusolver_int_t* dipiv, double* dB,
     cusolver_int_t lddb, double* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dhgesv_buffer_size, locals(), _ARG_KINDS['dhgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnDHgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(dhgesv_buffer_size, locals())
+        return _retry(dhgesv_buffer_size, locals(), _ARG_KINDS['dhgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -3272,9 +4539,20 @@ def dlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx):
     int k2, const int* devIpiv, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            -2147483648 <= k1 <= 2147483647 and -2147483648 <= k2 <= 2147483647 and
+            0 <= dev_ipiv <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dlaswp, locals(), _ARG_KINDS['dlaswp'])
+    try:
         _s = _p_cusolverDnDlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx)
     except _ArgumentError:
-        return _retry(dlaswp, locals())
+        return _retry(dlaswp, locals(), _ARG_KINDS['dlaswp'])
     if _s:
         _raise(_s)
 
@@ -3286,9 +4564,20 @@ def dlauum(handle, uplo, n, a, lda, work, lwork, dev_info):
     double* A, int lda, double* work, int lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dlauum, locals(), _ARG_KINDS['dlauum'])
+    try:
         _s = _p_cusolverDnDlauum(handle, uplo, n, a, lda, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(dlauum, locals())
+        return _retry(dlauum, locals(), _ARG_KINDS['dlauum'])
     if _s:
         _raise(_s)
 
@@ -3299,11 +4588,21 @@ def dlauum_buffer_size(handle, uplo, n, a, lda):
     C: ``cusolverStatus_t cusolverDnDlauum_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, double* A, int lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dlauum_buffer_size, locals(), _ARG_KINDS['dlauum_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDlauum_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(dlauum_buffer_size, locals())
+        return _retry(dlauum_buffer_size, locals(), _ARG_KINDS['dlauum_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3316,9 +4615,22 @@ def dorgbr(handle, side, m, n, k, a, lda, tau, work, lwork, info):
     int k, double* A, int lda, const double* tau, double* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dorgbr, locals(), _ARG_KINDS['dorgbr'])
+    try:
         _s = _p_cusolverDnDorgbr(handle, side, m, n, k, a, lda, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(dorgbr, locals())
+        return _retry(dorgbr, locals(), _ARG_KINDS['dorgbr'])
     if _s:
         _raise(_s)
 
@@ -3329,11 +4641,22 @@ def dorgbr_buffer_size(handle, side, m, n, k, a, lda, tau):
     C: ``cusolverStatus_t cusolverDnDorgbr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side,
     int m, int n, int k, const double* A, int lda, const double* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dorgbr_buffer_size, locals(), _ARG_KINDS['dorgbr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDorgbr_bufferSize(handle, side, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(dorgbr_buffer_size, locals())
+        return _retry(dorgbr_buffer_size, locals(), _ARG_KINDS['dorgbr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3346,9 +4669,21 @@ def dorgqr(handle, m, n, k, a, lda, tau, work, lwork, info):
     lda, const double* tau, double* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dorgqr, locals(), _ARG_KINDS['dorgqr'])
+    try:
         _s = _p_cusolverDnDorgqr(handle, m, n, k, a, lda, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(dorgqr, locals())
+        return _retry(dorgqr, locals(), _ARG_KINDS['dorgqr'])
     if _s:
         _raise(_s)
 
@@ -3359,11 +4694,22 @@ def dorgqr_buffer_size(handle, m, n, k, a, lda, tau):
     C: ``cusolverStatus_t cusolverDnDorgqr_bufferSize(cusolverDnHandle_t handle, int m, int n, int k,
     const double* A, int lda, const double* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dorgqr_buffer_size, locals(), _ARG_KINDS['dorgqr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDorgqr_bufferSize(handle, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(dorgqr_buffer_size, locals())
+        return _retry(dorgqr_buffer_size, locals(), _ARG_KINDS['dorgqr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3376,9 +4722,21 @@ def dorgtr(handle, uplo, n, a, lda, tau, work, lwork, info):
     double* A, int lda, const double* tau, double* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dorgtr, locals(), _ARG_KINDS['dorgtr'])
+    try:
         _s = _p_cusolverDnDorgtr(handle, uplo, n, a, lda, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(dorgtr, locals())
+        return _retry(dorgtr, locals(), _ARG_KINDS['dorgtr'])
     if _s:
         _raise(_s)
 
@@ -3389,11 +4747,21 @@ def dorgtr_buffer_size(handle, uplo, n, a, lda, tau):
     C: ``cusolverStatus_t cusolverDnDorgtr_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, const double* A, int lda, const double* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dorgtr_buffer_size, locals(), _ARG_KINDS['dorgtr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDorgtr_bufferSize(handle, uplo, n, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(dorgtr_buffer_size, locals())
+        return _retry(dorgtr_buffer_size, locals(), _ARG_KINDS['dorgtr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3407,9 +4775,23 @@ def dormqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_i
     int ldc, double* work, int lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dormqr, locals(), _ARG_KINDS['dormqr'])
+    try:
         _s = _p_cusolverDnDormqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(dormqr, locals())
+        return _retry(dormqr, locals(), _ARG_KINDS['dormqr'])
     if _s:
         _raise(_s)
 
@@ -3421,11 +4803,24 @@ def dormqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc):
     cublasOperation_t trans, int m, int n, int k, const double* A, int lda, const double* tau, const
     double* C, int ldc, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dormqr_buffer_size, locals(), _ARG_KINDS['dormqr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDormqr_bufferSize(handle, side, trans, m, n, k, a, lda, tau, c, ldc, _byref(lwork))
     except _ArgumentError:
-        return _retry(dormqr_buffer_size, locals())
+        return _retry(dormqr_buffer_size, locals(), _ARG_KINDS['dormqr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3439,9 +4834,23 @@ def dormtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, in
     C, int ldc, double* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dormtr, locals(), _ARG_KINDS['dormtr'])
+    try:
         _s = _p_cusolverDnDormtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info)
     except _ArgumentError:
-        return _retry(dormtr, locals())
+        return _retry(dormtr, locals(), _ARG_KINDS['dormtr'])
     if _s:
         _raise(_s)
 
@@ -3453,13 +4862,26 @@ def dormtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc):
     cublasFillMode_t uplo, cublasOperation_t trans, int m, int n, const double* A, int lda, const double*
     tau, const double* C, int ldc, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dormtr_buffer_size, locals(), _ARG_KINDS['dormtr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDormtr_bufferSize(
             handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, _byref(lwork),
         )
     except _ArgumentError:
-        return _retry(dormtr_buffer_size, locals())
+        return _retry(dormtr_buffer_size, locals(), _ARG_KINDS['dormtr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3472,9 +4894,20 @@ def dpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info):
     double* A, int lda, double* Workspace, int Lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dpotrf, locals(), _ARG_KINDS['dpotrf'])
+    try:
         _s = _p_cusolverDnDpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info)
     except _ArgumentError:
-        return _retry(dpotrf, locals())
+        return _retry(dpotrf, locals(), _ARG_KINDS['dpotrf'])
     if _s:
         _raise(_s)
 
@@ -3486,9 +4919,20 @@ def dpotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size):
     double**[] Aarray, int lda, int* infoArray, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= info_array <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dpotrf_batched, locals(), _ARG_KINDS['dpotrf_batched'])
+    try:
         _s = _p_cusolverDnDpotrfBatched(handle, uplo, n, aarray, lda, info_array, batch_size)
     except _ArgumentError:
-        return _retry(dpotrf_batched, locals())
+        return _retry(dpotrf_batched, locals(), _ARG_KINDS['dpotrf_batched'])
     if _s:
         _raise(_s)
 
@@ -3499,11 +4943,21 @@ def dpotrf_buffer_size(handle, uplo, n, a, lda):
     C: ``cusolverStatus_t cusolverDnDpotrf_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, double* A, int lda, int* Lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dpotrf_buffer_size, locals(), _ARG_KINDS['dpotrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDpotrf_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(dpotrf_buffer_size, locals())
+        return _retry(dpotrf_buffer_size, locals(), _ARG_KINDS['dpotrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3516,9 +4970,20 @@ def dpotri(handle, uplo, n, a, lda, work, lwork, dev_info):
     double* A, int lda, double* work, int lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dpotri, locals(), _ARG_KINDS['dpotri'])
+    try:
         _s = _p_cusolverDnDpotri(handle, uplo, n, a, lda, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(dpotri, locals())
+        return _retry(dpotri, locals(), _ARG_KINDS['dpotri'])
     if _s:
         _raise(_s)
 
@@ -3529,11 +4994,21 @@ def dpotri_buffer_size(handle, uplo, n, a, lda):
     C: ``cusolverStatus_t cusolverDnDpotri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, double* A, int lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dpotri_buffer_size, locals(), _ARG_KINDS['dpotri_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDpotri_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(dpotri_buffer_size, locals())
+        return _retry(dpotri_buffer_size, locals(), _ARG_KINDS['dpotri_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3546,9 +5021,21 @@ def dpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info):
     nrhs, const double* A, int lda, double* B, int ldb, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dpotrs, locals(), _ARG_KINDS['dpotrs'])
+    try:
         _s = _p_cusolverDnDpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)
     except _ArgumentError:
-        return _retry(dpotrs, locals())
+        return _retry(dpotrs, locals(), _ARG_KINDS['dpotrs'])
     if _s:
         _raise(_s)
 
@@ -3560,9 +5047,21 @@ def dpotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size):
     int nrhs, double**[] A, int lda, double**[] B, int ldb, int* d_info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= d_info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dpotrs_batched, locals(), _ARG_KINDS['dpotrs_batched'])
+    try:
         _s = _p_cusolverDnDpotrsBatched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size)
     except _ArgumentError:
-        return _retry(dpotrs_batched, locals())
+        return _retry(dpotrs_batched, locals(), _ARG_KINDS['dpotrs_batched'])
     if _s:
         _raise(_s)
 
@@ -3575,6 +5074,20 @@ def dsgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsgels, locals(), _ARG_KINDS['dsgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnDSgels(
@@ -3582,7 +5095,7 @@ def dsgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(dsgels, locals())
+        return _retry(dsgels, locals(), _ARG_KINDS['dsgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -3595,13 +5108,26 @@ def dsgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t n, cusolver_int_t nrhs, double* dA, cusolver_int_t ldda, double* dB, cusolver_int_t
     lddb, double* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsgels_buffer_size, locals(), _ARG_KINDS['dsgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnDSgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(dsgels_buffer_size, locals())
+        return _retry(dsgels_buffer_size, locals(), _ARG_KINDS['dsgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -3615,6 +5141,20 @@ def dsgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsgesv, locals(), _ARG_KINDS['dsgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnDSgesv(
@@ -3622,7 +5162,7 @@ def dsgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(dsgesv, locals())
+        return _retry(dsgesv, locals(), _ARG_KINDS['dsgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -3635,13 +5175,26 @@ def dsgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     cusolver_int_t nrhs, double* dA, cusolver_int_t ldda, cusolver_int_t* dipiv, double* dB,
     cusolver_int_t lddb, double* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsgesv_buffer_size, locals(), _ARG_KINDS['dsgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnDSgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(dsgesv_buffer_size, locals())
+        return _retry(dsgesv_buffer_size, locals(), _ARG_KINDS['dsgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -3654,9 +5207,21 @@ def dsyevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info):
     cublasFillMode_t uplo, int n, double* A, int lda, double* W, double* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyevd, locals(), _ARG_KINDS['dsyevd'])
+    try:
         _s = _p_cusolverDnDsyevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info)
     except _ArgumentError:
-        return _retry(dsyevd, locals())
+        return _retry(dsyevd, locals(), _ARG_KINDS['dsyevd'])
     if _s:
         _raise(_s)
 
@@ -3667,11 +5232,22 @@ def dsyevd_buffer_size(handle, jobz, uplo, n, a, lda, w):
     C: ``cusolverStatus_t cusolverDnDsyevd_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz,
     cublasFillMode_t uplo, int n, const double* A, int lda, const double* W, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyevd_buffer_size, locals(), _ARG_KINDS['dsyevd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDsyevd_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork))
     except _ArgumentError:
-        return _retry(dsyevd_buffer_size, locals())
+        return _retry(dsyevd_buffer_size, locals(), _ARG_KINDS['dsyevd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3684,13 +5260,27 @@ def dsyevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork
     cusolverEigRange_t range, cublasFillMode_t uplo, int n, double* A, int lda, double vl, double vu, int
     il, int iu, int* meig, double* W, double* work, int lwork, int* info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
+            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyevdx, locals(), _ARG_KINDS['dsyevdx'])
     meig = _int()
     try:
         _s = _p_cusolverDnDsyevdx(
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, work, lwork, info,
         )
     except _ArgumentError:
-        return _retry(dsyevdx, locals())
+        return _retry(dsyevdx, locals(), _ARG_KINDS['dsyevdx'])
     if _s:
         _raise(_s)
     return meig.value
@@ -3703,6 +5293,18 @@ def dsyevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
     cusolverEigRange_t range, cublasFillMode_t uplo, int n, const double* A, int lda, double vl, double
     vu, int il, int iu, int* meig, const double* W, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
+            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyevdx_buffer_size, locals(), _ARG_KINDS['dsyevdx_buffer_size'])
     meig = _int()
     lwork = _int()
     try:
@@ -3710,7 +5312,7 @@ def dsyevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, _byref(lwork),
         )
     except _ArgumentError:
-        return _retry(dsyevdx_buffer_size, locals())
+        return _retry(dsyevdx_buffer_size, locals(), _ARG_KINDS['dsyevdx_buffer_size'])
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
@@ -3724,9 +5326,22 @@ def dsyevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params):
     syevjInfo_t params)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyevj, locals(), _ARG_KINDS['dsyevj'])
+    try:
         _s = _p_cusolverDnDsyevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params)
     except _ArgumentError:
-        return _retry(dsyevj, locals())
+        return _retry(dsyevj, locals(), _ARG_KINDS['dsyevj'])
     if _s:
         _raise(_s)
 
@@ -3739,11 +5354,24 @@ def dsyevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, 
     syevjInfo_t params, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyevj_batched, locals(), _ARG_KINDS['dsyevj_batched'])
+    try:
         _s = _p_cusolverDnDsyevjBatched(
             handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size,
         )
     except _ArgumentError:
-        return _retry(dsyevj_batched, locals())
+        return _retry(dsyevj_batched, locals(), _ARG_KINDS['dsyevj_batched'])
     if _s:
         _raise(_s)
 
@@ -3755,13 +5383,25 @@ def dsyevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_s
     jobz, cublasFillMode_t uplo, int n, const double* A, int lda, const double* W, int* lwork, syevjInfo_t
     params, int batchSize)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyevj_batched_buffer_size, locals(), _ARG_KINDS['dsyevj_batched_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDsyevjBatched_bufferSize(
             handle, jobz, uplo, n, a, lda, w, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _retry(dsyevj_batched_buffer_size, locals())
+        return _retry(dsyevj_batched_buffer_size, locals(), _ARG_KINDS['dsyevj_batched_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3774,11 +5414,22 @@ def dsyevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params):
     cublasFillMode_t uplo, int n, const double* A, int lda, const double* W, int* lwork, syevjInfo_t
     params)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsyevj_buffer_size, locals(), _ARG_KINDS['dsyevj_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDsyevj_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork), params)
     except _ArgumentError:
-        return _retry(dsyevj_buffer_size, locals())
+        return _retry(dsyevj_buffer_size, locals(), _ARG_KINDS['dsyevj_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3792,9 +5443,23 @@ def dsygvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info):
     W, double* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsygvd, locals(), _ARG_KINDS['dsygvd'])
+    try:
         _s = _p_cusolverDnDsygvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info)
     except _ArgumentError:
-        return _retry(dsygvd, locals())
+        return _retry(dsygvd, locals(), _ARG_KINDS['dsygvd'])
     if _s:
         _raise(_s)
 
@@ -3806,11 +5471,23 @@ def dsygvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w):
     cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const double* A, int lda, const double* B, int
     ldb, const double* W, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsygvd_buffer_size, locals(), _ARG_KINDS['dsygvd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDsygvd_bufferSize(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork))
     except _ArgumentError:
-        return _retry(dsygvd_buffer_size, locals())
+        return _retry(dsygvd_buffer_size, locals(), _ARG_KINDS['dsygvd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3824,6 +5501,21 @@ def dsygvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
     double* B, int ldb, double vl, double vu, int il, int iu, int* meig, double* W, double* work, int
     lwork, int* info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsygvdx, locals(), _ARG_KINDS['dsygvdx'])
     meig = _int()
     try:
         _s = _p_cusolverDnDsygvdx(
@@ -3831,7 +5523,7 @@ def dsygvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
             info,
         )
     except _ArgumentError:
-        return _retry(dsygvdx, locals())
+        return _retry(dsygvdx, locals(), _ARG_KINDS['dsygvdx'])
     if _s:
         _raise(_s)
     return meig.value
@@ -3845,6 +5537,20 @@ def dsygvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl,
     lda, const double* B, int ldb, double vl, double vu, int il, int iu, int* meig, const double* W, int*
     lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
+            0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsygvdx_buffer_size, locals(), _ARG_KINDS['dsygvdx_buffer_size'])
     meig = _int()
     lwork = _int()
     try:
@@ -3853,7 +5559,7 @@ def dsygvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl,
             _byref(lwork),
         )
     except _ArgumentError:
-        return _retry(dsygvdx_buffer_size, locals())
+        return _retry(dsygvdx_buffer_size, locals(), _ARG_KINDS['dsygvdx_buffer_size'])
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
@@ -3867,9 +5573,23 @@ def dsygvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, p
     W, double* work, int lwork, int* info, syevjInfo_t params)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsygvj, locals(), _ARG_KINDS['dsygvj'])
+    try:
         _s = _p_cusolverDnDsygvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params)
     except _ArgumentError:
-        return _retry(dsygvj, locals())
+        return _retry(dsygvj, locals(), _ARG_KINDS['dsygvj'])
     if _s:
         _raise(_s)
 
@@ -3881,13 +5601,26 @@ def dsygvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params):
     cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const double* A, int lda, const double* B, int
     ldb, const double* W, int* lwork, syevjInfo_t params)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsygvj_buffer_size, locals(), _ARG_KINDS['dsygvj_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDsygvj_bufferSize(
             handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _retry(dsygvj_buffer_size, locals())
+        return _retry(dsygvj_buffer_size, locals(), _ARG_KINDS['dsygvj_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3900,9 +5633,22 @@ def dsytrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info):
     double* A, int lda, double* d, double* e, double* tau, double* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsytrd, locals(), _ARG_KINDS['dsytrd'])
+    try:
         _s = _p_cusolverDnDsytrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(dsytrd, locals())
+        return _retry(dsytrd, locals(), _ARG_KINDS['dsytrd'])
     if _s:
         _raise(_s)
 
@@ -3913,11 +5659,22 @@ def dsytrd_buffer_size(handle, uplo, n, a, lda, d, e, tau):
     C: ``cusolverStatus_t cusolverDnDsytrd_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, const double* A, int lda, const double* d, const double* e, const double* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsytrd_buffer_size, locals(), _ARG_KINDS['dsytrd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDsytrd_bufferSize(handle, uplo, n, a, lda, d, e, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(dsytrd_buffer_size, locals())
+        return _retry(dsytrd_buffer_size, locals(), _ARG_KINDS['dsytrd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3930,9 +5687,21 @@ def dsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     double* A, int lda, int* ipiv, double* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsytrf, locals(), _ARG_KINDS['dsytrf'])
+    try:
         _s = _p_cusolverDnDsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info)
     except _ArgumentError:
-        return _retry(dsytrf, locals())
+        return _retry(dsytrf, locals(), _ARG_KINDS['dsytrf'])
     if _s:
         _raise(_s)
 
@@ -3943,11 +5712,20 @@ def dsytrf_buffer_size(handle, n, a, lda):
     C: ``cusolverStatus_t cusolverDnDsytrf_bufferSize(cusolverDnHandle_t handle, int n, double* A, int
     lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsytrf_buffer_size, locals(), _ARG_KINDS['dsytrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDsytrf_bufferSize(handle, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(dsytrf_buffer_size, locals())
+        return _retry(dsytrf_buffer_size, locals(), _ARG_KINDS['dsytrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3960,9 +5738,21 @@ def dsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     double* A, int lda, const int* ipiv, double* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsytri, locals(), _ARG_KINDS['dsytri'])
+    try:
         _s = _p_cusolverDnDsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info)
     except _ArgumentError:
-        return _retry(dsytri, locals())
+        return _retry(dsytri, locals(), _ARG_KINDS['dsytri'])
     if _s:
         _raise(_s)
 
@@ -3973,11 +5763,21 @@ def dsytri_buffer_size(handle, uplo, n, a, lda, ipiv):
     C: ``cusolverStatus_t cusolverDnDsytri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, double* A, int lda, const int* ipiv, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dsytri_buffer_size, locals(), _ARG_KINDS['dsytri_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnDsytri_bufferSize(handle, uplo, n, a, lda, ipiv, _byref(lwork))
     except _ArgumentError:
-        return _retry(dsytri_buffer_size, locals())
+        return _retry(dsytri_buffer_size, locals(), _ARG_KINDS['dsytri_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -3991,6 +5791,20 @@ def dxgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dxgels, locals(), _ARG_KINDS['dxgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnDXgels(
@@ -3998,7 +5812,7 @@ def dxgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(dxgels, locals())
+        return _retry(dxgels, locals(), _ARG_KINDS['dxgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -4011,13 +5825,26 @@ def dxgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t n, cusolver_int_t nrhs, double* dA, cusolver_int_t ldda, double* dB, cusolver_int_t
     lddb, double* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dxgels_buffer_size, locals(), _ARG_KINDS['dxgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnDXgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(dxgels_buffer_size, locals())
+        return _retry(dxgels_buffer_size, locals(), _ARG_KINDS['dxgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -4031,6 +5858,20 @@ def dxgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dxgesv, locals(), _ARG_KINDS['dxgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnDXgesv(
@@ -4038,7 +5879,7 @@ def dxgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(dxgesv, locals())
+        return _retry(dxgesv, locals(), _ARG_KINDS['dxgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -4051,13 +5892,26 @@ def dxgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     cusolver_int_t nrhs, double* dA, cusolver_int_t ldda, cusolver_int_t* dipiv, double* dB,
     cusolver_int_t lddb, double* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(dxgesv_buffer_size, locals(), _ARG_KINDS['dxgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnDXgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(dxgesv_buffer_size, locals())
+        return _retry(dxgesv_buffer_size, locals(), _ARG_KINDS['dxgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -4069,11 +5923,17 @@ def get_deterministic_mode(handle):
     C: ``cusolverStatus_t cusolverDnGetDeterministicMode(cusolverDnHandle_t handle,
     cusolverDeterministicMode_t* mode)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_deterministic_mode, locals(), _ARG_KINDS['get_deterministic_mode'])
     mode = _int()
     try:
         _s = _p_cusolverDnGetDeterministicMode(handle, _byref(mode))
     except _ArgumentError:
-        return _retry(get_deterministic_mode, locals())
+        return _retry(get_deterministic_mode, locals(), _ARG_KINDS['get_deterministic_mode'])
     if _s:
         _raise(_s)
     return mode.value
@@ -4085,11 +5945,17 @@ def get_emulation_special_values_support(handle):
     C: ``cusolverStatus_t cusolverDnGetEmulationSpecialValuesSupport(cusolverDnHandle_t handle,
     cudaEmulationSpecialValuesSupport_t* mask)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_emulation_special_values_support, locals(), _ARG_KINDS['get_emulation_special_values_support'])
     mask = _int()
     try:
         _s = _p_cusolverDnGetEmulationSpecialValuesSupport(handle, _byref(mask))
     except _ArgumentError:
-        return _retry(get_emulation_special_values_support, locals())
+        return _retry(get_emulation_special_values_support, locals(), _ARG_KINDS['get_emulation_special_values_support'])
     if _s:
         _raise(_s)
     return mask.value
@@ -4101,11 +5967,17 @@ def get_emulation_strategy(handle):
     C: ``cusolverStatus_t cusolverDnGetEmulationStrategy(cusolverDnHandle_t handle,
     cudaEmulationStrategy_t* strategy)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_emulation_strategy, locals(), _ARG_KINDS['get_emulation_strategy'])
     strategy = _int()
     try:
         _s = _p_cusolverDnGetEmulationStrategy(handle, _byref(strategy))
     except _ArgumentError:
-        return _retry(get_emulation_strategy, locals())
+        return _retry(get_emulation_strategy, locals(), _ARG_KINDS['get_emulation_strategy'])
     if _s:
         _raise(_s)
     return strategy.value
@@ -4117,11 +5989,17 @@ def get_fixed_point_emulation_mantissa_bit_offset(handle):
     C: ``cusolverStatus_t cusolverDnGetFixedPointEmulationMantissaBitOffset(cusolverDnHandle_t handle,
     int* mantissaBitOffset)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_fixed_point_emulation_mantissa_bit_offset, locals(), _ARG_KINDS['get_fixed_point_emulation_mantissa_bit_offset'])
     mantissa_bit_offset = _int()
     try:
         _s = _p_cusolverDnGetFixedPointEmulationMantissaBitOffset(handle, _byref(mantissa_bit_offset))
     except _ArgumentError:
-        return _retry(get_fixed_point_emulation_mantissa_bit_offset, locals())
+        return _retry(get_fixed_point_emulation_mantissa_bit_offset, locals(), _ARG_KINDS['get_fixed_point_emulation_mantissa_bit_offset'])
     if _s:
         _raise(_s)
     return mantissa_bit_offset.value
@@ -4133,11 +6011,17 @@ def get_fixed_point_emulation_mantissa_control(handle):
     C: ``cusolverStatus_t cusolverDnGetFixedPointEmulationMantissaControl(cusolverDnHandle_t handle,
     cudaEmulationMantissaControl_t* control)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_fixed_point_emulation_mantissa_control, locals(), _ARG_KINDS['get_fixed_point_emulation_mantissa_control'])
     control = _int()
     try:
         _s = _p_cusolverDnGetFixedPointEmulationMantissaControl(handle, _byref(control))
     except _ArgumentError:
-        return _retry(get_fixed_point_emulation_mantissa_control, locals())
+        return _retry(get_fixed_point_emulation_mantissa_control, locals(), _ARG_KINDS['get_fixed_point_emulation_mantissa_control'])
     if _s:
         _raise(_s)
     return control.value
@@ -4149,11 +6033,17 @@ def get_fixed_point_emulation_max_mantissa_bit_count(handle):
     C: ``cusolverStatus_t cusolverDnGetFixedPointEmulationMaxMantissaBitCount(cusolverDnHandle_t handle,
     int* mantissaBitCount)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_fixed_point_emulation_max_mantissa_bit_count, locals(), _ARG_KINDS['get_fixed_point_emulation_max_mantissa_bit_count'])
     mantissa_bit_count = _int()
     try:
         _s = _p_cusolverDnGetFixedPointEmulationMaxMantissaBitCount(handle, _byref(mantissa_bit_count))
     except _ArgumentError:
-        return _retry(get_fixed_point_emulation_max_mantissa_bit_count, locals())
+        return _retry(get_fixed_point_emulation_max_mantissa_bit_count, locals(), _ARG_KINDS['get_fixed_point_emulation_max_mantissa_bit_count'])
     if _s:
         _raise(_s)
     return mantissa_bit_count.value
@@ -4164,11 +6054,17 @@ def get_math_mode(handle):
 
     C: ``cusolverStatus_t cusolverDnGetMathMode(cusolverDnHandle_t handle, cusolverMathMode_t* mode)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_math_mode, locals(), _ARG_KINDS['get_math_mode'])
     mode = _int()
     try:
         _s = _p_cusolverDnGetMathMode(handle, _byref(mode))
     except _ArgumentError:
-        return _retry(get_math_mode, locals())
+        return _retry(get_math_mode, locals(), _ARG_KINDS['get_math_mode'])
     if _s:
         _raise(_s)
     return mode.value
@@ -4179,11 +6075,17 @@ def get_stream(handle):
 
     C: ``cusolverStatus_t cusolverDnGetStream(cusolverDnHandle_t handle, cudaStream_t* streamId)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(get_stream, locals(), _ARG_KINDS['get_stream'])
     stream_id = _uintptr()
     try:
         _s = _p_cusolverDnGetStream(handle, _byref(stream_id))
     except _ArgumentError:
-        return _retry(get_stream, locals())
+        return _retry(get_stream, locals(), _ARG_KINDS['get_stream'])
     if _s:
         _raise(_s)
     return stream_id.value
@@ -4207,9 +6109,15 @@ def irs_infos_destroy(infos):
     C: ``cusolverStatus_t cusolverDnIRSInfosDestroy(cusolverDnIRSInfos_t infos)``
     """
     try:
+        _ok = 0 <= infos <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_infos_destroy, locals(), _ARG_KINDS['irs_infos_destroy'])
+    try:
         _s = _p_cusolverDnIRSInfosDestroy(infos)
     except _ArgumentError:
-        return _retry(irs_infos_destroy, locals())
+        return _retry(irs_infos_destroy, locals(), _ARG_KINDS['irs_infos_destroy'])
     if _s:
         _raise(_s)
 
@@ -4220,11 +6128,17 @@ def irs_infos_get_max_iters(infos):
     C: ``cusolverStatus_t cusolverDnIRSInfosGetMaxIters(cusolverDnIRSInfos_t infos, cusolver_int_t*
     maxiters)``
     """
+    try:
+        _ok = 0 <= infos <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_infos_get_max_iters, locals(), _ARG_KINDS['irs_infos_get_max_iters'])
     maxiters = _int()
     try:
         _s = _p_cusolverDnIRSInfosGetMaxIters(infos, _byref(maxiters))
     except _ArgumentError:
-        return _retry(irs_infos_get_max_iters, locals())
+        return _retry(irs_infos_get_max_iters, locals(), _ARG_KINDS['irs_infos_get_max_iters'])
     if _s:
         _raise(_s)
     return maxiters.value
@@ -4236,11 +6150,17 @@ def irs_infos_get_niters(infos):
     C: ``cusolverStatus_t cusolverDnIRSInfosGetNiters(cusolverDnIRSInfos_t infos, cusolver_int_t*
     niters)``
     """
+    try:
+        _ok = 0 <= infos <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_infos_get_niters, locals(), _ARG_KINDS['irs_infos_get_niters'])
     niters = _int()
     try:
         _s = _p_cusolverDnIRSInfosGetNiters(infos, _byref(niters))
     except _ArgumentError:
-        return _retry(irs_infos_get_niters, locals())
+        return _retry(irs_infos_get_niters, locals(), _ARG_KINDS['irs_infos_get_niters'])
     if _s:
         _raise(_s)
     return niters.value
@@ -4252,11 +6172,17 @@ def irs_infos_get_outer_niters(infos):
     C: ``cusolverStatus_t cusolverDnIRSInfosGetOuterNiters(cusolverDnIRSInfos_t infos, cusolver_int_t*
     outer_niters)``
     """
+    try:
+        _ok = 0 <= infos <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_infos_get_outer_niters, locals(), _ARG_KINDS['irs_infos_get_outer_niters'])
     outer_niters = _int()
     try:
         _s = _p_cusolverDnIRSInfosGetOuterNiters(infos, _byref(outer_niters))
     except _ArgumentError:
-        return _retry(irs_infos_get_outer_niters, locals())
+        return _retry(irs_infos_get_outer_niters, locals(), _ARG_KINDS['irs_infos_get_outer_niters'])
     if _s:
         _raise(_s)
     return outer_niters.value
@@ -4268,11 +6194,17 @@ def irs_infos_get_residual_history(infos):
     C: ``cusolverStatus_t cusolverDnIRSInfosGetResidualHistory(cusolverDnIRSInfos_t infos, void**
     residual_history)``
     """
+    try:
+        _ok = 0 <= infos <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_infos_get_residual_history, locals(), _ARG_KINDS['irs_infos_get_residual_history'])
     residual_history = _uintptr()
     try:
         _s = _p_cusolverDnIRSInfosGetResidualHistory(infos, _byref(residual_history))
     except _ArgumentError:
-        return _retry(irs_infos_get_residual_history, locals())
+        return _retry(irs_infos_get_residual_history, locals(), _ARG_KINDS['irs_infos_get_residual_history'])
     if _s:
         _raise(_s)
     return residual_history.value
@@ -4284,9 +6216,15 @@ def irs_infos_request_residual(infos):
     C: ``cusolverStatus_t cusolverDnIRSInfosRequestResidual(cusolverDnIRSInfos_t infos)``
     """
     try:
+        _ok = 0 <= infos <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_infos_request_residual, locals(), _ARG_KINDS['irs_infos_request_residual'])
+    try:
         _s = _p_cusolverDnIRSInfosRequestResidual(infos)
     except _ArgumentError:
-        return _retry(irs_infos_request_residual, locals())
+        return _retry(irs_infos_request_residual, locals(), _ARG_KINDS['irs_infos_request_residual'])
     if _s:
         _raise(_s)
 
@@ -4309,9 +6247,15 @@ def irs_params_destroy(params):
     C: ``cusolverStatus_t cusolverDnIRSParamsDestroy(cusolverDnIRSParams_t params)``
     """
     try:
+        _ok = 0 <= params <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_params_destroy, locals(), _ARG_KINDS['irs_params_destroy'])
+    try:
         _s = _p_cusolverDnIRSParamsDestroy(params)
     except _ArgumentError:
-        return _retry(irs_params_destroy, locals())
+        return _retry(irs_params_destroy, locals(), _ARG_KINDS['irs_params_destroy'])
     if _s:
         _raise(_s)
 
@@ -4322,9 +6266,15 @@ def irs_params_disable_fallback(params):
     C: ``cusolverStatus_t cusolverDnIRSParamsDisableFallback(cusolverDnIRSParams_t params)``
     """
     try:
+        _ok = 0 <= params <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_params_disable_fallback, locals(), _ARG_KINDS['irs_params_disable_fallback'])
+    try:
         _s = _p_cusolverDnIRSParamsDisableFallback(params)
     except _ArgumentError:
-        return _retry(irs_params_disable_fallback, locals())
+        return _retry(irs_params_disable_fallback, locals(), _ARG_KINDS['irs_params_disable_fallback'])
     if _s:
         _raise(_s)
 
@@ -4335,9 +6285,15 @@ def irs_params_enable_fallback(params):
     C: ``cusolverStatus_t cusolverDnIRSParamsEnableFallback(cusolverDnIRSParams_t params)``
     """
     try:
+        _ok = 0 <= params <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_params_enable_fallback, locals(), _ARG_KINDS['irs_params_enable_fallback'])
+    try:
         _s = _p_cusolverDnIRSParamsEnableFallback(params)
     except _ArgumentError:
-        return _retry(irs_params_enable_fallback, locals())
+        return _retry(irs_params_enable_fallback, locals(), _ARG_KINDS['irs_params_enable_fallback'])
     if _s:
         _raise(_s)
 
@@ -4348,11 +6304,17 @@ def irs_params_get_max_iters(params):
     C: ``cusolverStatus_t cusolverDnIRSParamsGetMaxIters(cusolverDnIRSParams_t params, cusolver_int_t*
     maxiters)``
     """
+    try:
+        _ok = 0 <= params <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_params_get_max_iters, locals(), _ARG_KINDS['irs_params_get_max_iters'])
     maxiters = _int()
     try:
         _s = _p_cusolverDnIRSParamsGetMaxIters(params, _byref(maxiters))
     except _ArgumentError:
-        return _retry(irs_params_get_max_iters, locals())
+        return _retry(irs_params_get_max_iters, locals(), _ARG_KINDS['irs_params_get_max_iters'])
     if _s:
         _raise(_s)
     return maxiters.value
@@ -4365,9 +6327,15 @@ def irs_params_set_max_iters(params, maxiters):
     maxiters)``
     """
     try:
+        _ok = 0 <= params <= 18446744073709551615 and -2147483648 <= maxiters <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_params_set_max_iters, locals(), _ARG_KINDS['irs_params_set_max_iters'])
+    try:
         _s = _p_cusolverDnIRSParamsSetMaxIters(params, maxiters)
     except _ArgumentError:
-        return _retry(irs_params_set_max_iters, locals())
+        return _retry(irs_params_set_max_iters, locals(), _ARG_KINDS['irs_params_set_max_iters'])
     if _s:
         _raise(_s)
 
@@ -4379,9 +6347,15 @@ def irs_params_set_max_iters_inner(params, maxiters_inner):
     maxiters_inner)``
     """
     try:
+        _ok = 0 <= params <= 18446744073709551615 and -2147483648 <= maxiters_inner <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_params_set_max_iters_inner, locals(), _ARG_KINDS['irs_params_set_max_iters_inner'])
+    try:
         _s = _p_cusolverDnIRSParamsSetMaxItersInner(params, maxiters_inner)
     except _ArgumentError:
-        return _retry(irs_params_set_max_iters_inner, locals())
+        return _retry(irs_params_set_max_iters_inner, locals(), _ARG_KINDS['irs_params_set_max_iters_inner'])
     if _s:
         _raise(_s)
 
@@ -4393,9 +6367,15 @@ def irs_params_set_refinement_solver(params, refinement_solver):
     cusolverIRSRefinement_t refinement_solver)``
     """
     try:
+        _ok = 0 <= params <= 18446744073709551615 and -2147483648 <= refinement_solver <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_params_set_refinement_solver, locals(), _ARG_KINDS['irs_params_set_refinement_solver'])
+    try:
         _s = _p_cusolverDnIRSParamsSetRefinementSolver(params, refinement_solver)
     except _ArgumentError:
-        return _retry(irs_params_set_refinement_solver, locals())
+        return _retry(irs_params_set_refinement_solver, locals(), _ARG_KINDS['irs_params_set_refinement_solver'])
     if _s:
         _raise(_s)
 
@@ -4407,9 +6387,15 @@ def irs_params_set_solver_lowest_precision(params, solver_lowest_precision):
     cusolverPrecType_t solver_lowest_precision)``
     """
     try:
+        _ok = 0 <= params <= 18446744073709551615 and -2147483648 <= solver_lowest_precision <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_params_set_solver_lowest_precision, locals(), _ARG_KINDS['irs_params_set_solver_lowest_precision'])
+    try:
         _s = _p_cusolverDnIRSParamsSetSolverLowestPrecision(params, solver_lowest_precision)
     except _ArgumentError:
-        return _retry(irs_params_set_solver_lowest_precision, locals())
+        return _retry(irs_params_set_solver_lowest_precision, locals(), _ARG_KINDS['irs_params_set_solver_lowest_precision'])
     if _s:
         _raise(_s)
 
@@ -4421,9 +6407,15 @@ def irs_params_set_solver_main_precision(params, solver_main_precision):
     cusolverPrecType_t solver_main_precision)``
     """
     try:
+        _ok = 0 <= params <= 18446744073709551615 and -2147483648 <= solver_main_precision <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_params_set_solver_main_precision, locals(), _ARG_KINDS['irs_params_set_solver_main_precision'])
+    try:
         _s = _p_cusolverDnIRSParamsSetSolverMainPrecision(params, solver_main_precision)
     except _ArgumentError:
-        return _retry(irs_params_set_solver_main_precision, locals())
+        return _retry(irs_params_set_solver_main_precision, locals(), _ARG_KINDS['irs_params_set_solver_main_precision'])
     if _s:
         _raise(_s)
 
@@ -4435,9 +6427,18 @@ def irs_params_set_solver_precisions(params, solver_main_precision, solver_lowes
     cusolverPrecType_t solver_main_precision, cusolverPrecType_t solver_lowest_precision)``
     """
     try:
+        _ok = (
+            0 <= params <= 18446744073709551615 and -2147483648 <= solver_main_precision <= 2147483647 and
+            -2147483648 <= solver_lowest_precision <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_params_set_solver_precisions, locals(), _ARG_KINDS['irs_params_set_solver_precisions'])
+    try:
         _s = _p_cusolverDnIRSParamsSetSolverPrecisions(params, solver_main_precision, solver_lowest_precision)
     except _ArgumentError:
-        return _retry(irs_params_set_solver_precisions, locals())
+        return _retry(irs_params_set_solver_precisions, locals(), _ARG_KINDS['irs_params_set_solver_precisions'])
     if _s:
         _raise(_s)
 
@@ -4448,9 +6449,15 @@ def irs_params_set_tol(params, val):
     C: ``cusolverStatus_t cusolverDnIRSParamsSetTol(cusolverDnIRSParams_t params, double val)``
     """
     try:
+        _ok = 0 <= params <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_params_set_tol, locals(), _ARG_KINDS['irs_params_set_tol'])
+    try:
         _s = _p_cusolverDnIRSParamsSetTol(params, val)
     except _ArgumentError:
-        return _retry(irs_params_set_tol, locals())
+        return _retry(irs_params_set_tol, locals(), _ARG_KINDS['irs_params_set_tol'])
     if _s:
         _raise(_s)
 
@@ -4461,9 +6468,15 @@ def irs_params_set_tol_inner(params, val):
     C: ``cusolverStatus_t cusolverDnIRSParamsSetTolInner(cusolverDnIRSParams_t params, double val)``
     """
     try:
+        _ok = 0 <= params <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_params_set_tol_inner, locals(), _ARG_KINDS['irs_params_set_tol_inner'])
+    try:
         _s = _p_cusolverDnIRSParamsSetTolInner(params, val)
     except _ArgumentError:
-        return _retry(irs_params_set_tol_inner, locals())
+        return _retry(irs_params_set_tol_inner, locals(), _ARG_KINDS['irs_params_set_tol_inner'])
     if _s:
         _raise(_s)
 
@@ -4480,6 +6493,21 @@ def irs_xgels(
     cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* niters, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= gels_irs_params <= 18446744073709551615 and
+            0 <= gels_irs_infos <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_xgels, locals(), _ARG_KINDS['irs_xgels'])
     niters = _int()
     try:
         _s = _p_cusolverDnIRSXgels(
@@ -4487,7 +6515,7 @@ def irs_xgels(
             lwork_bytes, _byref(niters), d_info,
         )
     except _ArgumentError:
-        return _retry(irs_xgels, locals())
+        return _retry(irs_xgels, locals(), _ARG_KINDS['irs_xgels'])
     if _s:
         _raise(_s)
     return niters.value
@@ -4499,11 +6527,21 @@ def irs_xgels_buffer_size(handle, params, m, n, nrhs):
     C: ``cusolverStatus_t cusolverDnIRSXgels_bufferSize(cusolverDnHandle_t handle, cusolverDnIRSParams_t
     params, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_xgels_buffer_size, locals(), _ARG_KINDS['irs_xgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnIRSXgels_bufferSize(handle, params, m, n, nrhs, _byref(lwork_bytes))
     except _ArgumentError:
-        return _retry(irs_xgels_buffer_size, locals())
+        return _retry(irs_xgels_buffer_size, locals(), _ARG_KINDS['irs_xgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -4520,6 +6558,20 @@ def irs_xgesv(
     cusolver_int_t ldda, void* dB, cusolver_int_t lddb, void* dX, cusolver_int_t lddx, void* dWorkspace,
     size_t lwork_bytes, cusolver_int_t* niters, cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= gesv_irs_params <= 18446744073709551615 and
+            0 <= gesv_irs_infos <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= d_b <= 18446744073709551615 and
+            -2147483648 <= lddb <= 2147483647 and 0 <= d_x <= 18446744073709551615 and
+            -2147483648 <= lddx <= 2147483647 and 0 <= d_workspace <= 18446744073709551615 and
+            0 <= lwork_bytes <= 18446744073709551615 and 0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_xgesv, locals(), _ARG_KINDS['irs_xgesv'])
     niters = _int()
     try:
         _s = _p_cusolverDnIRSXgesv(
@@ -4527,7 +6579,7 @@ def irs_xgesv(
             lwork_bytes, _byref(niters), d_info,
         )
     except _ArgumentError:
-        return _retry(irs_xgesv, locals())
+        return _retry(irs_xgesv, locals(), _ARG_KINDS['irs_xgesv'])
     if _s:
         _raise(_s)
     return niters.value
@@ -4539,11 +6591,20 @@ def irs_xgesv_buffer_size(handle, params, n, nrhs):
     C: ``cusolverStatus_t cusolverDnIRSXgesv_bufferSize(cusolverDnHandle_t handle, cusolverDnIRSParams_t
     params, cusolver_int_t n, cusolver_int_t nrhs, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(irs_xgesv_buffer_size, locals(), _ARG_KINDS['irs_xgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnIRSXgesv_bufferSize(handle, params, n, nrhs, _byref(lwork_bytes))
     except _ArgumentError:
-        return _retry(irs_xgesv_buffer_size, locals())
+        return _retry(irs_xgesv_buffer_size, locals(), _ARG_KINDS['irs_xgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -4557,6 +6618,20 @@ def sbgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sbgels, locals(), _ARG_KINDS['sbgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnSBgels(
@@ -4564,7 +6639,7 @@ def sbgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(sbgels, locals())
+        return _retry(sbgels, locals(), _ARG_KINDS['sbgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -4577,13 +6652,26 @@ def sbgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t n, cusolver_int_t nrhs, float* dA, cusolver_int_t ldda, float* dB, cusolver_int_t lddb,
     float* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sbgels_buffer_size, locals(), _ARG_KINDS['sbgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnSBgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(sbgels_buffer_size, locals())
+        return _retry(sbgels_buffer_size, locals(), _ARG_KINDS['sbgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -4597,6 +6685,20 @@ def sbgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sbgesv, locals(), _ARG_KINDS['sbgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnSBgesv(
@@ -4604,7 +6706,7 @@ def sbgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(sbgesv, locals())
+        return _retry(sbgesv, locals(), _ARG_KINDS['sbgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -4617,13 +6719,26 @@ def sbgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     cusolver_int_t nrhs, float* dA, cusolver_int_t ldda, cusolver_int_t* dipiv, float* dB, cusolver_int_t
     lddb, float* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sbgesv_buffer_size, locals(), _ARG_KINDS['sbgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnSBgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(sbgesv_buffer_size, locals())
+        return _retry(sbgesv_buffer_size, locals(), _ARG_KINDS['sbgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -4636,9 +6751,18 @@ def set_adv_options(params, function, algo):
     function, cusolverAlgMode_t algo)``
     """
     try:
+        _ok = (
+            0 <= params <= 18446744073709551615 and -2147483648 <= function <= 2147483647 and
+            -2147483648 <= algo <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_adv_options, locals(), _ARG_KINDS['set_adv_options'])
+    try:
         _s = _p_cusolverDnSetAdvOptions(params, function, algo)
     except _ArgumentError:
-        return _retry(set_adv_options, locals())
+        return _retry(set_adv_options, locals(), _ARG_KINDS['set_adv_options'])
     if _s:
         _raise(_s)
 
@@ -4650,9 +6774,15 @@ def set_deterministic_mode(handle, mode):
     cusolverDeterministicMode_t mode)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_deterministic_mode, locals(), _ARG_KINDS['set_deterministic_mode'])
+    try:
         _s = _p_cusolverDnSetDeterministicMode(handle, mode)
     except _ArgumentError:
-        return _retry(set_deterministic_mode, locals())
+        return _retry(set_deterministic_mode, locals(), _ARG_KINDS['set_deterministic_mode'])
     if _s:
         _raise(_s)
 
@@ -4664,9 +6794,15 @@ def set_emulation_special_values_support(handle, mask):
     cudaEmulationSpecialValuesSupport_t mask)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mask <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_emulation_special_values_support, locals(), _ARG_KINDS['set_emulation_special_values_support'])
+    try:
         _s = _p_cusolverDnSetEmulationSpecialValuesSupport(handle, mask)
     except _ArgumentError:
-        return _retry(set_emulation_special_values_support, locals())
+        return _retry(set_emulation_special_values_support, locals(), _ARG_KINDS['set_emulation_special_values_support'])
     if _s:
         _raise(_s)
 
@@ -4678,9 +6814,15 @@ def set_emulation_strategy(handle, strategy):
     cudaEmulationStrategy_t strategy)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= strategy <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_emulation_strategy, locals(), _ARG_KINDS['set_emulation_strategy'])
+    try:
         _s = _p_cusolverDnSetEmulationStrategy(handle, strategy)
     except _ArgumentError:
-        return _retry(set_emulation_strategy, locals())
+        return _retry(set_emulation_strategy, locals(), _ARG_KINDS['set_emulation_strategy'])
     if _s:
         _raise(_s)
 
@@ -4692,9 +6834,15 @@ def set_fixed_point_emulation_mantissa_bit_offset(handle, mantissa_bit_offset):
     mantissaBitOffset)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mantissa_bit_offset <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_fixed_point_emulation_mantissa_bit_offset, locals(), _ARG_KINDS['set_fixed_point_emulation_mantissa_bit_offset'])
+    try:
         _s = _p_cusolverDnSetFixedPointEmulationMantissaBitOffset(handle, mantissa_bit_offset)
     except _ArgumentError:
-        return _retry(set_fixed_point_emulation_mantissa_bit_offset, locals())
+        return _retry(set_fixed_point_emulation_mantissa_bit_offset, locals(), _ARG_KINDS['set_fixed_point_emulation_mantissa_bit_offset'])
     if _s:
         _raise(_s)
 
@@ -4706,9 +6854,15 @@ def set_fixed_point_emulation_mantissa_control(handle, control):
     cudaEmulationMantissaControl_t control)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= control <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_fixed_point_emulation_mantissa_control, locals(), _ARG_KINDS['set_fixed_point_emulation_mantissa_control'])
+    try:
         _s = _p_cusolverDnSetFixedPointEmulationMantissaControl(handle, control)
     except _ArgumentError:
-        return _retry(set_fixed_point_emulation_mantissa_control, locals())
+        return _retry(set_fixed_point_emulation_mantissa_control, locals(), _ARG_KINDS['set_fixed_point_emulation_mantissa_control'])
     if _s:
         _raise(_s)
 
@@ -4720,9 +6874,15 @@ def set_fixed_point_emulation_max_mantissa_bit_count(handle, mantissa_bit_count)
     int mantissaBitCount)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mantissa_bit_count <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_fixed_point_emulation_max_mantissa_bit_count, locals(), _ARG_KINDS['set_fixed_point_emulation_max_mantissa_bit_count'])
+    try:
         _s = _p_cusolverDnSetFixedPointEmulationMaxMantissaBitCount(handle, mantissa_bit_count)
     except _ArgumentError:
-        return _retry(set_fixed_point_emulation_max_mantissa_bit_count, locals())
+        return _retry(set_fixed_point_emulation_max_mantissa_bit_count, locals(), _ARG_KINDS['set_fixed_point_emulation_max_mantissa_bit_count'])
     if _s:
         _raise(_s)
 
@@ -4733,9 +6893,15 @@ def set_math_mode(handle, mode):
     C: ``cusolverStatus_t cusolverDnSetMathMode(cusolverDnHandle_t handle, cusolverMathMode_t mode)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_math_mode, locals(), _ARG_KINDS['set_math_mode'])
+    try:
         _s = _p_cusolverDnSetMathMode(handle, mode)
     except _ArgumentError:
-        return _retry(set_math_mode, locals())
+        return _retry(set_math_mode, locals(), _ARG_KINDS['set_math_mode'])
     if _s:
         _raise(_s)
 
@@ -4746,9 +6912,15 @@ def set_stream(handle, stream_id):
     C: ``cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t handle, cudaStream_t streamId)``
     """
     try:
+        _ok = 0 <= handle <= 18446744073709551615 and 0 <= stream_id <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(set_stream, locals(), _ARG_KINDS['set_stream'])
+    try:
         _s = _p_cusolverDnSetStream(handle, stream_id)
     except _ArgumentError:
-        return _retry(set_stream, locals())
+        return _retry(set_stream, locals(), _ARG_KINDS['set_stream'])
     if _s:
         _raise(_s)
 
@@ -4760,9 +6932,22 @@ def sgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info):
     float* D, float* E, float* TAUQ, float* TAUP, float* Work, int Lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and 0 <= tauq <= 18446744073709551615 and
+            0 <= taup <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgebrd, locals(), _ARG_KINDS['sgebrd'])
+    try:
         _s = _p_cusolverDnSgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(sgebrd, locals())
+        return _retry(sgebrd, locals(), _ARG_KINDS['sgebrd'])
     if _s:
         _raise(_s)
 
@@ -4773,11 +6958,20 @@ def sgebrd_buffer_size(handle, m, n):
     C: ``cusolverStatus_t cusolverDnSgebrd_bufferSize(cusolverDnHandle_t handle, int m, int n, int*
     Lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgebrd_buffer_size, locals(), _ARG_KINDS['sgebrd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSgebrd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _retry(sgebrd_buffer_size, locals())
+        return _retry(sgebrd_buffer_size, locals(), _ARG_KINDS['sgebrd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -4790,9 +6984,21 @@ def sgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info):
     float* TAU, float* Workspace, int Lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            0 <= workspace <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgeqrf, locals(), _ARG_KINDS['sgeqrf'])
+    try:
         _s = _p_cusolverDnSgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info)
     except _ArgumentError:
-        return _retry(sgeqrf, locals())
+        return _retry(sgeqrf, locals(), _ARG_KINDS['sgeqrf'])
     if _s:
         _raise(_s)
 
@@ -4803,11 +7009,21 @@ def sgeqrf_buffer_size(handle, m, n, a, lda):
     C: ``cusolverStatus_t cusolverDnSgeqrf_bufferSize(cusolverDnHandle_t handle, int m, int n, float* A,
     int lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgeqrf_buffer_size, locals(), _ARG_KINDS['sgeqrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSgeqrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(sgeqrf_buffer_size, locals())
+        return _retry(sgeqrf_buffer_size, locals(), _ARG_KINDS['sgeqrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -4821,11 +7037,26 @@ def sgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, 
     lwork, float* rwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -128 <= jobu <= 127 and -128 <= jobvt <= 127 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
+            -2147483648 <= ldu <= 2147483647 and 0 <= vt <= 18446744073709551615 and
+            -2147483648 <= ldvt <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= rwork <= 18446744073709551615 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgesvd, locals(), _ARG_KINDS['sgesvd'])
+    try:
         _s = _p_cusolverDnSgesvd(
             handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info,
         )
     except _ArgumentError:
-        return _retry(sgesvd, locals())
+        return _retry(sgesvd, locals(), _ARG_KINDS['sgesvd'])
     if _s:
         _raise(_s)
 
@@ -4836,11 +7067,20 @@ def sgesvd_buffer_size(handle, m, n):
     C: ``cusolverStatus_t cusolverDnSgesvd_bufferSize(cusolverDnHandle_t handle, int m, int n, int*
     lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgesvd_buffer_size, locals(), _ARG_KINDS['sgesvd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSgesvd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _retry(sgesvd_buffer_size, locals())
+        return _retry(sgesvd_buffer_size, locals(), _ARG_KINDS['sgesvd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -4858,12 +7098,30 @@ def sgesvda_strided_batched(
     d_work, int lwork, int* d_info, double* h_R_nrmF, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
+            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
+            0 <= d_work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= d_info <= 18446744073709551615 and 0 <= h_r_nrm_f <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgesvda_strided_batched, locals(), _ARG_KINDS['sgesvda_strided_batched'])
+    try:
         _s = _p_cusolverDnSgesvdaStridedBatched(
             handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
             stride_v, d_work, lwork, d_info, h_r_nrm_f, batch_size,
         )
     except _ArgumentError:
-        return _retry(sgesvda_strided_batched, locals())
+        return _retry(sgesvda_strided_batched, locals(), _ARG_KINDS['sgesvda_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -4879,6 +7137,22 @@ def sgesvda_strided_batched_buffer_size(
     float* d_S, long long strideS, const float* d_U, int ldu, long long strideU, const float* d_V, int
     ldv, long long strideV, int* lwork, int batchSize)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
+            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgesvda_strided_batched_buffer_size, locals(), _ARG_KINDS['sgesvda_strided_batched_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSgesvdaStridedBatched_bufferSize(
@@ -4886,7 +7160,7 @@ def sgesvda_strided_batched_buffer_size(
             stride_v, _byref(lwork), batch_size,
         )
     except _ArgumentError:
-        return _retry(sgesvda_strided_batched_buffer_size, locals())
+        return _retry(sgesvda_strided_batched_buffer_size, locals(), _ARG_KINDS['sgesvda_strided_batched_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -4900,11 +7174,26 @@ def sgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, in
     lwork, int* info, gesvdjInfo_t params)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
+            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgesvdj, locals(), _ARG_KINDS['sgesvdj'])
+    try:
         _s = _p_cusolverDnSgesvdj(
             handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params,
         )
     except _ArgumentError:
-        return _retry(sgesvdj, locals())
+        return _retry(sgesvdj, locals(), _ARG_KINDS['sgesvdj'])
     if _s:
         _raise(_s)
 
@@ -4917,11 +7206,26 @@ def sgesvdj_batched(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, 
     int* info, gesvdjInfo_t params, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
+            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgesvdj_batched, locals(), _ARG_KINDS['sgesvdj_batched'])
+    try:
         _s = _p_cusolverDnSgesvdjBatched(
             handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size,
         )
     except _ArgumentError:
-        return _retry(sgesvdj_batched, locals())
+        return _retry(sgesvdj_batched, locals(), _ARG_KINDS['sgesvdj_batched'])
     if _s:
         _raise(_s)
 
@@ -4933,13 +7237,27 @@ def sgesvdj_batched_buffer_size(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, p
     jobz, int m, int n, const float* A, int lda, const float* S, const float* U, int ldu, const float* V,
     int ldv, int* lwork, gesvdjInfo_t params, int batchSize)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
+            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgesvdj_batched_buffer_size, locals(), _ARG_KINDS['sgesvdj_batched_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSgesvdjBatched_bufferSize(
             handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _retry(sgesvdj_batched_buffer_size, locals())
+        return _retry(sgesvdj_batched_buffer_size, locals(), _ARG_KINDS['sgesvdj_batched_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -4952,13 +7270,27 @@ def sgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, par
     int econ, int m, int n, const float* A, int lda, const float* S, const float* U, int ldu, const float*
     V, int ldv, int* lwork, gesvdjInfo_t params)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
+            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
+            0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgesvdj_buffer_size, locals(), _ARG_KINDS['sgesvdj_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSgesvdj_bufferSize(
             handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _retry(sgesvdj_buffer_size, locals())
+        return _retry(sgesvdj_buffer_size, locals(), _ARG_KINDS['sgesvdj_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -4971,9 +7303,20 @@ def sgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info):
     float* Workspace, int* devIpiv, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
+            0 <= dev_ipiv <= 18446744073709551615 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgetrf, locals(), _ARG_KINDS['sgetrf'])
+    try:
         _s = _p_cusolverDnSgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info)
     except _ArgumentError:
-        return _retry(sgetrf, locals())
+        return _retry(sgetrf, locals(), _ARG_KINDS['sgetrf'])
     if _s:
         _raise(_s)
 
@@ -4984,11 +7327,21 @@ def sgetrf_buffer_size(handle, m, n, a, lda):
     C: ``cusolverStatus_t cusolverDnSgetrf_bufferSize(cusolverDnHandle_t handle, int m, int n, float* A,
     int lda, int* Lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgetrf_buffer_size, locals(), _ARG_KINDS['sgetrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSgetrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(sgetrf_buffer_size, locals())
+        return _retry(sgetrf_buffer_size, locals(), _ARG_KINDS['sgetrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5001,9 +7354,21 @@ def sgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info):
     nrhs, const float* A, int lda, const int* devIpiv, float* B, int ldb, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= dev_ipiv <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sgetrs, locals(), _ARG_KINDS['sgetrs'])
+    try:
         _s = _p_cusolverDnSgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info)
     except _ArgumentError:
-        return _retry(sgetrs, locals())
+        return _retry(sgetrs, locals(), _ARG_KINDS['sgetrs'])
     if _s:
         _raise(_s)
 
@@ -5016,6 +7381,20 @@ def shgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(shgels, locals(), _ARG_KINDS['shgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnSHgels(
@@ -5023,7 +7402,7 @@ def shgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(shgels, locals())
+        return _retry(shgels, locals(), _ARG_KINDS['shgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -5036,13 +7415,26 @@ def shgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t n, cusolver_int_t nrhs, float* dA, cusolver_int_t ldda, float* dB, cusolver_int_t lddb,
     float* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(shgels_buffer_size, locals(), _ARG_KINDS['shgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnSHgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(shgels_buffer_size, locals())
+        return _retry(shgels_buffer_size, locals(), _ARG_KINDS['shgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -5056,6 +7448,20 @@ def shgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(shgesv, locals(), _ARG_KINDS['shgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnSHgesv(
@@ -5063,7 +7469,7 @@ def shgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(shgesv, locals())
+        return _retry(shgesv, locals(), _ARG_KINDS['shgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -5076,13 +7482,26 @@ def shgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     cusolver_int_t nrhs, float* dA, cusolver_int_t ldda, cusolver_int_t* dipiv, float* dB, cusolver_int_t
     lddb, float* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(shgesv_buffer_size, locals(), _ARG_KINDS['shgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnSHgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(shgesv_buffer_size, locals())
+        return _retry(shgesv_buffer_size, locals(), _ARG_KINDS['shgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -5095,9 +7514,20 @@ def slaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx):
     int k2, const int* devIpiv, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            -2147483648 <= k1 <= 2147483647 and -2147483648 <= k2 <= 2147483647 and
+            0 <= dev_ipiv <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(slaswp, locals(), _ARG_KINDS['slaswp'])
+    try:
         _s = _p_cusolverDnSlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx)
     except _ArgumentError:
-        return _retry(slaswp, locals())
+        return _retry(slaswp, locals(), _ARG_KINDS['slaswp'])
     if _s:
         _raise(_s)
 
@@ -5109,9 +7539,20 @@ def slauum(handle, uplo, n, a, lda, work, lwork, dev_info):
     A, int lda, float* work, int lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(slauum, locals(), _ARG_KINDS['slauum'])
+    try:
         _s = _p_cusolverDnSlauum(handle, uplo, n, a, lda, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(slauum, locals())
+        return _retry(slauum, locals(), _ARG_KINDS['slauum'])
     if _s:
         _raise(_s)
 
@@ -5122,11 +7563,21 @@ def slauum_buffer_size(handle, uplo, n, a, lda):
     C: ``cusolverStatus_t cusolverDnSlauum_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, float* A, int lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(slauum_buffer_size, locals(), _ARG_KINDS['slauum_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSlauum_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(slauum_buffer_size, locals())
+        return _retry(slauum_buffer_size, locals(), _ARG_KINDS['slauum_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5139,9 +7590,22 @@ def sorgbr(handle, side, m, n, k, a, lda, tau, work, lwork, info):
     int k, float* A, int lda, const float* tau, float* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sorgbr, locals(), _ARG_KINDS['sorgbr'])
+    try:
         _s = _p_cusolverDnSorgbr(handle, side, m, n, k, a, lda, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(sorgbr, locals())
+        return _retry(sorgbr, locals(), _ARG_KINDS['sorgbr'])
     if _s:
         _raise(_s)
 
@@ -5152,11 +7616,22 @@ def sorgbr_buffer_size(handle, side, m, n, k, a, lda, tau):
     C: ``cusolverStatus_t cusolverDnSorgbr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side,
     int m, int n, int k, const float* A, int lda, const float* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sorgbr_buffer_size, locals(), _ARG_KINDS['sorgbr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSorgbr_bufferSize(handle, side, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(sorgbr_buffer_size, locals())
+        return _retry(sorgbr_buffer_size, locals(), _ARG_KINDS['sorgbr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5169,9 +7644,21 @@ def sorgqr(handle, m, n, k, a, lda, tau, work, lwork, info):
     lda, const float* tau, float* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sorgqr, locals(), _ARG_KINDS['sorgqr'])
+    try:
         _s = _p_cusolverDnSorgqr(handle, m, n, k, a, lda, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(sorgqr, locals())
+        return _retry(sorgqr, locals(), _ARG_KINDS['sorgqr'])
     if _s:
         _raise(_s)
 
@@ -5182,11 +7669,22 @@ def sorgqr_buffer_size(handle, m, n, k, a, lda, tau):
     C: ``cusolverStatus_t cusolverDnSorgqr_bufferSize(cusolverDnHandle_t handle, int m, int n, int k,
     const float* A, int lda, const float* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sorgqr_buffer_size, locals(), _ARG_KINDS['sorgqr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSorgqr_bufferSize(handle, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(sorgqr_buffer_size, locals())
+        return _retry(sorgqr_buffer_size, locals(), _ARG_KINDS['sorgqr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5199,9 +7697,21 @@ def sorgtr(handle, uplo, n, a, lda, tau, work, lwork, info):
     A, int lda, const float* tau, float* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sorgtr, locals(), _ARG_KINDS['sorgtr'])
+    try:
         _s = _p_cusolverDnSorgtr(handle, uplo, n, a, lda, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(sorgtr, locals())
+        return _retry(sorgtr, locals(), _ARG_KINDS['sorgtr'])
     if _s:
         _raise(_s)
 
@@ -5212,11 +7722,21 @@ def sorgtr_buffer_size(handle, uplo, n, a, lda, tau):
     C: ``cusolverStatus_t cusolverDnSorgtr_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, const float* A, int lda, const float* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sorgtr_buffer_size, locals(), _ARG_KINDS['sorgtr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSorgtr_bufferSize(handle, uplo, n, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(sorgtr_buffer_size, locals())
+        return _retry(sorgtr_buffer_size, locals(), _ARG_KINDS['sorgtr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5230,9 +7750,23 @@ def sormqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_i
     ldc, float* work, int lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sormqr, locals(), _ARG_KINDS['sormqr'])
+    try:
         _s = _p_cusolverDnSormqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(sormqr, locals())
+        return _retry(sormqr, locals(), _ARG_KINDS['sormqr'])
     if _s:
         _raise(_s)
 
@@ -5244,11 +7778,24 @@ def sormqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc):
     cublasOperation_t trans, int m, int n, int k, const float* A, int lda, const float* tau, const float*
     C, int ldc, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sormqr_buffer_size, locals(), _ARG_KINDS['sormqr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSormqr_bufferSize(handle, side, trans, m, n, k, a, lda, tau, c, ldc, _byref(lwork))
     except _ArgumentError:
-        return _retry(sormqr_buffer_size, locals())
+        return _retry(sormqr_buffer_size, locals(), _ARG_KINDS['sormqr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5262,9 +7809,23 @@ def sormtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, in
     int ldc, float* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sormtr, locals(), _ARG_KINDS['sormtr'])
+    try:
         _s = _p_cusolverDnSormtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info)
     except _ArgumentError:
-        return _retry(sormtr, locals())
+        return _retry(sormtr, locals(), _ARG_KINDS['sormtr'])
     if _s:
         _raise(_s)
 
@@ -5276,13 +7837,26 @@ def sormtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc):
     cublasFillMode_t uplo, cublasOperation_t trans, int m, int n, const float* A, int lda, const float*
     tau, const float* C, int ldc, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sormtr_buffer_size, locals(), _ARG_KINDS['sormtr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSormtr_bufferSize(
             handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, _byref(lwork),
         )
     except _ArgumentError:
-        return _retry(sormtr_buffer_size, locals())
+        return _retry(sormtr_buffer_size, locals(), _ARG_KINDS['sormtr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5295,9 +7869,20 @@ def spotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info):
     A, int lda, float* Workspace, int Lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(spotrf, locals(), _ARG_KINDS['spotrf'])
+    try:
         _s = _p_cusolverDnSpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info)
     except _ArgumentError:
-        return _retry(spotrf, locals())
+        return _retry(spotrf, locals(), _ARG_KINDS['spotrf'])
     if _s:
         _raise(_s)
 
@@ -5309,9 +7894,20 @@ def spotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size):
     float**[] Aarray, int lda, int* infoArray, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= info_array <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(spotrf_batched, locals(), _ARG_KINDS['spotrf_batched'])
+    try:
         _s = _p_cusolverDnSpotrfBatched(handle, uplo, n, aarray, lda, info_array, batch_size)
     except _ArgumentError:
-        return _retry(spotrf_batched, locals())
+        return _retry(spotrf_batched, locals(), _ARG_KINDS['spotrf_batched'])
     if _s:
         _raise(_s)
 
@@ -5322,11 +7918,21 @@ def spotrf_buffer_size(handle, uplo, n, a, lda):
     C: ``cusolverStatus_t cusolverDnSpotrf_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, float* A, int lda, int* Lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(spotrf_buffer_size, locals(), _ARG_KINDS['spotrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSpotrf_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(spotrf_buffer_size, locals())
+        return _retry(spotrf_buffer_size, locals(), _ARG_KINDS['spotrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5339,9 +7945,20 @@ def spotri(handle, uplo, n, a, lda, work, lwork, dev_info):
     A, int lda, float* work, int lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(spotri, locals(), _ARG_KINDS['spotri'])
+    try:
         _s = _p_cusolverDnSpotri(handle, uplo, n, a, lda, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(spotri, locals())
+        return _retry(spotri, locals(), _ARG_KINDS['spotri'])
     if _s:
         _raise(_s)
 
@@ -5352,11 +7969,21 @@ def spotri_buffer_size(handle, uplo, n, a, lda):
     C: ``cusolverStatus_t cusolverDnSpotri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, float* A, int lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(spotri_buffer_size, locals(), _ARG_KINDS['spotri_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSpotri_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(spotri_buffer_size, locals())
+        return _retry(spotri_buffer_size, locals(), _ARG_KINDS['spotri_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5369,9 +7996,21 @@ def spotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info):
     nrhs, const float* A, int lda, float* B, int ldb, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(spotrs, locals(), _ARG_KINDS['spotrs'])
+    try:
         _s = _p_cusolverDnSpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)
     except _ArgumentError:
-        return _retry(spotrs, locals())
+        return _retry(spotrs, locals(), _ARG_KINDS['spotrs'])
     if _s:
         _raise(_s)
 
@@ -5383,9 +8022,21 @@ def spotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size):
     int nrhs, float**[] A, int lda, float**[] B, int ldb, int* d_info, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= d_info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(spotrs_batched, locals(), _ARG_KINDS['spotrs_batched'])
+    try:
         _s = _p_cusolverDnSpotrsBatched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size)
     except _ArgumentError:
-        return _retry(spotrs_batched, locals())
+        return _retry(spotrs_batched, locals(), _ARG_KINDS['spotrs_batched'])
     if _s:
         _raise(_s)
 
@@ -5398,6 +8049,20 @@ def ssgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssgels, locals(), _ARG_KINDS['ssgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnSSgels(
@@ -5405,7 +8070,7 @@ def ssgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(ssgels, locals())
+        return _retry(ssgels, locals(), _ARG_KINDS['ssgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -5418,13 +8083,26 @@ def ssgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t n, cusolver_int_t nrhs, float* dA, cusolver_int_t ldda, float* dB, cusolver_int_t lddb,
     float* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssgels_buffer_size, locals(), _ARG_KINDS['ssgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnSSgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(ssgels_buffer_size, locals())
+        return _retry(ssgels_buffer_size, locals(), _ARG_KINDS['ssgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -5438,6 +8116,20 @@ def ssgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssgesv, locals(), _ARG_KINDS['ssgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnSSgesv(
@@ -5445,7 +8137,7 @@ def ssgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(ssgesv, locals())
+        return _retry(ssgesv, locals(), _ARG_KINDS['ssgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -5458,13 +8150,26 @@ def ssgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     cusolver_int_t nrhs, float* dA, cusolver_int_t ldda, cusolver_int_t* dipiv, float* dB, cusolver_int_t
     lddb, float* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssgesv_buffer_size, locals(), _ARG_KINDS['ssgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnSSgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(ssgesv_buffer_size, locals())
+        return _retry(ssgesv_buffer_size, locals(), _ARG_KINDS['ssgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -5477,9 +8182,21 @@ def ssyevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info):
     cublasFillMode_t uplo, int n, float* A, int lda, float* W, float* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyevd, locals(), _ARG_KINDS['ssyevd'])
+    try:
         _s = _p_cusolverDnSsyevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info)
     except _ArgumentError:
-        return _retry(ssyevd, locals())
+        return _retry(ssyevd, locals(), _ARG_KINDS['ssyevd'])
     if _s:
         _raise(_s)
 
@@ -5490,11 +8207,22 @@ def ssyevd_buffer_size(handle, jobz, uplo, n, a, lda, w):
     C: ``cusolverStatus_t cusolverDnSsyevd_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz,
     cublasFillMode_t uplo, int n, const float* A, int lda, const float* W, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyevd_buffer_size, locals(), _ARG_KINDS['ssyevd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSsyevd_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork))
     except _ArgumentError:
-        return _retry(ssyevd_buffer_size, locals())
+        return _retry(ssyevd_buffer_size, locals(), _ARG_KINDS['ssyevd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5507,13 +8235,27 @@ def ssyevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork
     cusolverEigRange_t range, cublasFillMode_t uplo, int n, float* A, int lda, float vl, float vu, int il,
     int iu, int* meig, float* W, float* work, int lwork, int* info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
+            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyevdx, locals(), _ARG_KINDS['ssyevdx'])
     meig = _int()
     try:
         _s = _p_cusolverDnSsyevdx(
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, work, lwork, info,
         )
     except _ArgumentError:
-        return _retry(ssyevdx, locals())
+        return _retry(ssyevdx, locals(), _ARG_KINDS['ssyevdx'])
     if _s:
         _raise(_s)
     return meig.value
@@ -5526,6 +8268,18 @@ def ssyevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
     cusolverEigRange_t range, cublasFillMode_t uplo, int n, const float* A, int lda, float vl, float vu,
     int il, int iu, int* meig, const float* W, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
+            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyevdx_buffer_size, locals(), _ARG_KINDS['ssyevdx_buffer_size'])
     meig = _int()
     lwork = _int()
     try:
@@ -5533,7 +8287,7 @@ def ssyevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, _byref(lwork),
         )
     except _ArgumentError:
-        return _retry(ssyevdx_buffer_size, locals())
+        return _retry(ssyevdx_buffer_size, locals(), _ARG_KINDS['ssyevdx_buffer_size'])
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
@@ -5547,9 +8301,22 @@ def ssyevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params):
     syevjInfo_t params)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyevj, locals(), _ARG_KINDS['ssyevj'])
+    try:
         _s = _p_cusolverDnSsyevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params)
     except _ArgumentError:
-        return _retry(ssyevj, locals())
+        return _retry(ssyevj, locals(), _ARG_KINDS['ssyevj'])
     if _s:
         _raise(_s)
 
@@ -5562,11 +8329,24 @@ def ssyevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, 
     syevjInfo_t params, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyevj_batched, locals(), _ARG_KINDS['ssyevj_batched'])
+    try:
         _s = _p_cusolverDnSsyevjBatched(
             handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size,
         )
     except _ArgumentError:
-        return _retry(ssyevj_batched, locals())
+        return _retry(ssyevj_batched, locals(), _ARG_KINDS['ssyevj_batched'])
     if _s:
         _raise(_s)
 
@@ -5578,13 +8358,25 @@ def ssyevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_s
     jobz, cublasFillMode_t uplo, int n, const float* A, int lda, const float* W, int* lwork, syevjInfo_t
     params, int batchSize)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyevj_batched_buffer_size, locals(), _ARG_KINDS['ssyevj_batched_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSsyevjBatched_bufferSize(
             handle, jobz, uplo, n, a, lda, w, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _retry(ssyevj_batched_buffer_size, locals())
+        return _retry(ssyevj_batched_buffer_size, locals(), _ARG_KINDS['ssyevj_batched_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5597,11 +8389,22 @@ def ssyevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params):
     cublasFillMode_t uplo, int n, const float* A, int lda, const float* W, int* lwork, syevjInfo_t
     params)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssyevj_buffer_size, locals(), _ARG_KINDS['ssyevj_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSsyevj_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork), params)
     except _ArgumentError:
-        return _retry(ssyevj_buffer_size, locals())
+        return _retry(ssyevj_buffer_size, locals(), _ARG_KINDS['ssyevj_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5615,9 +8418,23 @@ def ssygvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info):
     float* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssygvd, locals(), _ARG_KINDS['ssygvd'])
+    try:
         _s = _p_cusolverDnSsygvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info)
     except _ArgumentError:
-        return _retry(ssygvd, locals())
+        return _retry(ssygvd, locals(), _ARG_KINDS['ssygvd'])
     if _s:
         _raise(_s)
 
@@ -5629,11 +8446,23 @@ def ssygvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w):
     cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const float* A, int lda, const float* B, int
     ldb, const float* W, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssygvd_buffer_size, locals(), _ARG_KINDS['ssygvd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSsygvd_bufferSize(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork))
     except _ArgumentError:
-        return _retry(ssygvd_buffer_size, locals())
+        return _retry(ssygvd_buffer_size, locals(), _ARG_KINDS['ssygvd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5647,6 +8476,21 @@ def ssygvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
     float* B, int ldb, float vl, float vu, int il, int iu, int* meig, float* W, float* work, int lwork,
     int* info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssygvdx, locals(), _ARG_KINDS['ssygvdx'])
     meig = _int()
     try:
         _s = _p_cusolverDnSsygvdx(
@@ -5654,7 +8498,7 @@ def ssygvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
             info,
         )
     except _ArgumentError:
-        return _retry(ssygvdx, locals())
+        return _retry(ssygvdx, locals(), _ARG_KINDS['ssygvdx'])
     if _s:
         _raise(_s)
     return meig.value
@@ -5668,6 +8512,20 @@ def ssygvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl,
     lda, const float* B, int ldb, float vl, float vu, int il, int iu, int* meig, const float* W, int*
     lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
+            0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssygvdx_buffer_size, locals(), _ARG_KINDS['ssygvdx_buffer_size'])
     meig = _int()
     lwork = _int()
     try:
@@ -5676,7 +8534,7 @@ def ssygvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl,
             _byref(lwork),
         )
     except _ArgumentError:
-        return _retry(ssygvdx_buffer_size, locals())
+        return _retry(ssygvdx_buffer_size, locals(), _ARG_KINDS['ssygvdx_buffer_size'])
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
@@ -5690,9 +8548,23 @@ def ssygvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, p
     float* work, int lwork, int* info, syevjInfo_t params)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssygvj, locals(), _ARG_KINDS['ssygvj'])
+    try:
         _s = _p_cusolverDnSsygvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params)
     except _ArgumentError:
-        return _retry(ssygvj, locals())
+        return _retry(ssygvj, locals(), _ARG_KINDS['ssygvj'])
     if _s:
         _raise(_s)
 
@@ -5704,13 +8576,26 @@ def ssygvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params):
     cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const float* A, int lda, const float* B, int
     ldb, const float* W, int* lwork, syevjInfo_t params)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssygvj_buffer_size, locals(), _ARG_KINDS['ssygvj_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSsygvj_bufferSize(
             handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _retry(ssygvj_buffer_size, locals())
+        return _retry(ssygvj_buffer_size, locals(), _ARG_KINDS['ssygvj_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5723,9 +8608,22 @@ def ssytrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info):
     A, int lda, float* d, float* e, float* tau, float* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssytrd, locals(), _ARG_KINDS['ssytrd'])
+    try:
         _s = _p_cusolverDnSsytrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(ssytrd, locals())
+        return _retry(ssytrd, locals(), _ARG_KINDS['ssytrd'])
     if _s:
         _raise(_s)
 
@@ -5736,11 +8634,22 @@ def ssytrd_buffer_size(handle, uplo, n, a, lda, d, e, tau):
     C: ``cusolverStatus_t cusolverDnSsytrd_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, const float* A, int lda, const float* d, const float* e, const float* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssytrd_buffer_size, locals(), _ARG_KINDS['ssytrd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSsytrd_bufferSize(handle, uplo, n, a, lda, d, e, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(ssytrd_buffer_size, locals())
+        return _retry(ssytrd_buffer_size, locals(), _ARG_KINDS['ssytrd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5753,9 +8662,21 @@ def ssytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     A, int lda, int* ipiv, float* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssytrf, locals(), _ARG_KINDS['ssytrf'])
+    try:
         _s = _p_cusolverDnSsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info)
     except _ArgumentError:
-        return _retry(ssytrf, locals())
+        return _retry(ssytrf, locals(), _ARG_KINDS['ssytrf'])
     if _s:
         _raise(_s)
 
@@ -5766,11 +8687,20 @@ def ssytrf_buffer_size(handle, n, a, lda):
     C: ``cusolverStatus_t cusolverDnSsytrf_bufferSize(cusolverDnHandle_t handle, int n, float* A, int lda,
     int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssytrf_buffer_size, locals(), _ARG_KINDS['ssytrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSsytrf_bufferSize(handle, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(ssytrf_buffer_size, locals())
+        return _retry(ssytrf_buffer_size, locals(), _ARG_KINDS['ssytrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5783,9 +8713,21 @@ def ssytri(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     A, int lda, const int* ipiv, float* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssytri, locals(), _ARG_KINDS['ssytri'])
+    try:
         _s = _p_cusolverDnSsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info)
     except _ArgumentError:
-        return _retry(ssytri, locals())
+        return _retry(ssytri, locals(), _ARG_KINDS['ssytri'])
     if _s:
         _raise(_s)
 
@@ -5796,11 +8738,21 @@ def ssytri_buffer_size(handle, uplo, n, a, lda, ipiv):
     C: ``cusolverStatus_t cusolverDnSsytri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, float* A, int lda, const int* ipiv, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(ssytri_buffer_size, locals(), _ARG_KINDS['ssytri_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnSsytri_bufferSize(handle, uplo, n, a, lda, ipiv, _byref(lwork))
     except _ArgumentError:
-        return _retry(ssytri_buffer_size, locals())
+        return _retry(ssytri_buffer_size, locals(), _ARG_KINDS['ssytri_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -5814,6 +8766,20 @@ def sxgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sxgels, locals(), _ARG_KINDS['sxgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnSXgels(
@@ -5821,7 +8787,7 @@ def sxgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(sxgels, locals())
+        return _retry(sxgels, locals(), _ARG_KINDS['sxgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -5834,13 +8800,26 @@ def sxgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t n, cusolver_int_t nrhs, float* dA, cusolver_int_t ldda, float* dB, cusolver_int_t lddb,
     float* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sxgels_buffer_size, locals(), _ARG_KINDS['sxgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnSXgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(sxgels_buffer_size, locals())
+        return _retry(sxgels_buffer_size, locals(), _ARG_KINDS['sxgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -5854,6 +8833,20 @@ def sxgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t* iter, cusolver_int_t*
     d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sxgesv, locals(), _ARG_KINDS['sxgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnSXgesv(
@@ -5861,7 +8854,7 @@ def sxgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(sxgesv, locals())
+        return _retry(sxgesv, locals(), _ARG_KINDS['sxgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -5874,13 +8867,26 @@ def sxgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     cusolver_int_t nrhs, float* dA, cusolver_int_t ldda, cusolver_int_t* dipiv, float* dB, cusolver_int_t
     lddb, float* dX, cusolver_int_t lddx, void* dWorkspace, size_t* lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(sxgesv_buffer_size, locals(), _ARG_KINDS['sxgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnSXgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(sxgesv_buffer_size, locals())
+        return _retry(sxgesv_buffer_size, locals(), _ARG_KINDS['sxgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -5900,13 +8906,33 @@ def xgeev(
     workspaceInBytesOnDevice, void* bufferOnHost, size_t workspaceInBytesOnHost, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= jobvl <= 2147483647 and -2147483648 <= jobvr <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            -2147483648 <= data_type_vl <= 2147483647 and 0 <= vl <= 18446744073709551615 and
+            -9223372036854775808 <= ldvl <= 9223372036854775807 and
+            -2147483648 <= data_type_vr <= 2147483647 and 0 <= vr <= 18446744073709551615 and
+            -9223372036854775808 <= ldvr <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgeev, locals(), _ARG_KINDS['xgeev'])
+    try:
         _s = _p_cusolverDnXgeev(
             handle, params, jobvl, jobvr, n, data_type_a, a, lda, data_type_w, w, data_type_vl, vl, ldvl,
             data_type_vr, vr, ldvr, compute_type, buffer_on_device, workspace_in_bytes_on_device,
             buffer_on_host, workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _retry(xgeev, locals())
+        return _retry(xgeev, locals(), _ARG_KINDS['xgeev'])
     if _s:
         _raise(_s)
 
@@ -5924,6 +8950,22 @@ def xgeev_buffer_size(
     ldvl, cudaDataType dataTypeVR, const void* VR, int64_t ldvr, cudaDataType computeType, size_t*
     workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= jobvl <= 2147483647 and -2147483648 <= jobvr <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            -2147483648 <= data_type_vl <= 2147483647 and 0 <= vl <= 18446744073709551615 and
+            -9223372036854775808 <= ldvl <= 9223372036854775807 and
+            -2147483648 <= data_type_vr <= 2147483647 and 0 <= vr <= 18446744073709551615 and
+            -9223372036854775808 <= ldvr <= 9223372036854775807 and -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgeev_buffer_size, locals(), _ARG_KINDS['xgeev_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -5933,7 +8975,7 @@ def xgeev_buffer_size(
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xgeev_buffer_size, locals())
+        return _retry(xgeev_buffer_size, locals(), _ARG_KINDS['xgeev_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -5951,12 +8993,28 @@ def xgeqrf(
     size_t workspaceInBytesOnHost, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_tau <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgeqrf, locals(), _ARG_KINDS['xgeqrf'])
+    try:
         _s = _p_cusolverDnXgeqrf(
             handle, params, m, n, data_type_a, a, lda, data_type_tau, tau, compute_type, buffer_on_device,
             workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _retry(xgeqrf, locals())
+        return _retry(xgeqrf, locals(), _ARG_KINDS['xgeqrf'])
     if _s:
         _raise(_s)
 
@@ -5970,6 +9028,19 @@ def xgeqrf_buffer_size(handle, params, m, n, data_type_a, a, lda, data_type_tau,
     dataTypeTau, const void* tau, cudaDataType computeType, size_t* workspaceInBytesOnDevice, size_t*
     workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_tau <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgeqrf_buffer_size, locals(), _ARG_KINDS['xgeqrf_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -5978,7 +9049,7 @@ def xgeqrf_buffer_size(handle, params, m, n, data_type_a, a, lda, data_type_tau,
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xgeqrf_buffer_size, locals())
+        return _retry(xgeqrf_buffer_size, locals(), _ARG_KINDS['xgeqrf_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -5998,13 +9069,34 @@ def xgesvd(
     workspaceInBytesOnDevice, void* bufferOnHost, size_t workspaceInBytesOnHost, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -128 <= jobu <= 127 and -128 <= jobvt <= 127 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_s <= 2147483647 and 0 <= s <= 18446744073709551615 and
+            -2147483648 <= data_type_u <= 2147483647 and 0 <= u <= 18446744073709551615 and
+            -9223372036854775808 <= ldu <= 9223372036854775807 and
+            -2147483648 <= data_type_vt <= 2147483647 and 0 <= vt <= 18446744073709551615 and
+            -9223372036854775808 <= ldvt <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgesvd, locals(), _ARG_KINDS['xgesvd'])
+    try:
         _s = _p_cusolverDnXgesvd(
             handle, params, jobu, jobvt, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu,
             data_type_vt, vt, ldvt, compute_type, buffer_on_device, workspace_in_bytes_on_device,
             buffer_on_host, workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _retry(xgesvd, locals())
+        return _retry(xgesvd, locals(), _ARG_KINDS['xgesvd'])
     if _s:
         _raise(_s)
 
@@ -6022,6 +9114,23 @@ def xgesvd_buffer_size(
     ldu, cudaDataType dataTypeVT, const void* VT, int64_t ldvt, cudaDataType computeType, size_t*
     workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -128 <= jobu <= 127 and -128 <= jobvt <= 127 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_s <= 2147483647 and 0 <= s <= 18446744073709551615 and
+            -2147483648 <= data_type_u <= 2147483647 and 0 <= u <= 18446744073709551615 and
+            -9223372036854775808 <= ldu <= 9223372036854775807 and
+            -2147483648 <= data_type_vt <= 2147483647 and 0 <= vt <= 18446744073709551615 and
+            -9223372036854775808 <= ldvt <= 9223372036854775807 and -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgesvd_buffer_size, locals(), _ARG_KINDS['xgesvd_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6031,7 +9140,7 @@ def xgesvd_buffer_size(
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xgesvd_buffer_size, locals())
+        return _retry(xgesvd_buffer_size, locals(), _ARG_KINDS['xgesvd_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6043,11 +9152,17 @@ def xgesvdj_get_residual(handle, info):
     C: ``cusolverStatus_t cusolverDnXgesvdjGetResidual(cusolverDnHandle_t handle, gesvdjInfo_t info,
     double* residual)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgesvdj_get_residual, locals(), _ARG_KINDS['xgesvdj_get_residual'])
     residual = _double()
     try:
         _s = _p_cusolverDnXgesvdjGetResidual(handle, info, _byref(residual))
     except _ArgumentError:
-        return _retry(xgesvdj_get_residual, locals())
+        return _retry(xgesvdj_get_residual, locals(), _ARG_KINDS['xgesvdj_get_residual'])
     if _s:
         _raise(_s)
     return residual.value
@@ -6059,11 +9174,17 @@ def xgesvdj_get_sweeps(handle, info):
     C: ``cusolverStatus_t cusolverDnXgesvdjGetSweeps(cusolverDnHandle_t handle, gesvdjInfo_t info, int*
     executed_sweeps)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgesvdj_get_sweeps, locals(), _ARG_KINDS['xgesvdj_get_sweeps'])
     executed_sweeps = _int()
     try:
         _s = _p_cusolverDnXgesvdjGetSweeps(handle, info, _byref(executed_sweeps))
     except _ArgumentError:
-        return _retry(xgesvdj_get_sweeps, locals())
+        return _retry(xgesvdj_get_sweeps, locals(), _ARG_KINDS['xgesvdj_get_sweeps'])
     if _s:
         _raise(_s)
     return executed_sweeps.value
@@ -6075,9 +9196,15 @@ def xgesvdj_set_max_sweeps(info, max_sweeps):
     C: ``cusolverStatus_t cusolverDnXgesvdjSetMaxSweeps(gesvdjInfo_t info, int max_sweeps)``
     """
     try:
+        _ok = 0 <= info <= 18446744073709551615 and -2147483648 <= max_sweeps <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgesvdj_set_max_sweeps, locals(), _ARG_KINDS['xgesvdj_set_max_sweeps'])
+    try:
         _s = _p_cusolverDnXgesvdjSetMaxSweeps(info, max_sweeps)
     except _ArgumentError:
-        return _retry(xgesvdj_set_max_sweeps, locals())
+        return _retry(xgesvdj_set_max_sweeps, locals(), _ARG_KINDS['xgesvdj_set_max_sweeps'])
     if _s:
         _raise(_s)
 
@@ -6088,9 +9215,15 @@ def xgesvdj_set_sort_eig(info, sort_svd):
     C: ``cusolverStatus_t cusolverDnXgesvdjSetSortEig(gesvdjInfo_t info, int sort_svd)``
     """
     try:
+        _ok = 0 <= info <= 18446744073709551615 and -2147483648 <= sort_svd <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgesvdj_set_sort_eig, locals(), _ARG_KINDS['xgesvdj_set_sort_eig'])
+    try:
         _s = _p_cusolverDnXgesvdjSetSortEig(info, sort_svd)
     except _ArgumentError:
-        return _retry(xgesvdj_set_sort_eig, locals())
+        return _retry(xgesvdj_set_sort_eig, locals(), _ARG_KINDS['xgesvdj_set_sort_eig'])
     if _s:
         _raise(_s)
 
@@ -6101,9 +9234,15 @@ def xgesvdj_set_tolerance(info, tolerance):
     C: ``cusolverStatus_t cusolverDnXgesvdjSetTolerance(gesvdjInfo_t info, double tolerance)``
     """
     try:
+        _ok = 0 <= info <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgesvdj_set_tolerance, locals(), _ARG_KINDS['xgesvdj_set_tolerance'])
+    try:
         _s = _p_cusolverDnXgesvdjSetTolerance(info, tolerance)
     except _ArgumentError:
-        return _retry(xgesvdj_set_tolerance, locals())
+        return _retry(xgesvdj_set_tolerance, locals(), _ARG_KINDS['xgesvdj_set_tolerance'])
     if _s:
         _raise(_s)
 
@@ -6122,13 +9261,35 @@ def xgesvdp(
     void* bufferOnHost, size_t workspaceInBytesOnHost, int* d_info, double* h_err_sigma)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= econ <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_s <= 2147483647 and 0 <= s <= 18446744073709551615 and
+            -2147483648 <= data_type_u <= 2147483647 and 0 <= u <= 18446744073709551615 and
+            -9223372036854775808 <= ldu <= 9223372036854775807 and
+            -2147483648 <= data_type_v <= 2147483647 and 0 <= v <= 18446744073709551615 and
+            -9223372036854775808 <= ldv <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615 and 0 <= h_err_sigma <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgesvdp, locals(), _ARG_KINDS['xgesvdp'])
+    try:
         _s = _p_cusolverDnXgesvdp(
             handle, params, jobz, econ, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu,
             data_type_v, v, ldv, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
             workspace_in_bytes_on_host, d_info, h_err_sigma,
         )
     except _ArgumentError:
-        return _retry(xgesvdp, locals())
+        return _retry(xgesvdp, locals(), _ARG_KINDS['xgesvdp'])
     if _s:
         _raise(_s)
 
@@ -6146,6 +9307,23 @@ def xgesvdp_buffer_size(
     ldu, cudaDataType dataTypeV, const void* V, int64_t ldv, cudaDataType computeType, size_t*
     workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= econ <= 2147483647 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_s <= 2147483647 and 0 <= s <= 18446744073709551615 and
+            -2147483648 <= data_type_u <= 2147483647 and 0 <= u <= 18446744073709551615 and
+            -9223372036854775808 <= ldu <= 9223372036854775807 and
+            -2147483648 <= data_type_v <= 2147483647 and 0 <= v <= 18446744073709551615 and
+            -9223372036854775808 <= ldv <= 9223372036854775807 and -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgesvdp_buffer_size, locals(), _ARG_KINDS['xgesvdp_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6155,7 +9333,7 @@ def xgesvdp_buffer_size(
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xgesvdp_buffer_size, locals())
+        return _retry(xgesvdp_buffer_size, locals(), _ARG_KINDS['xgesvdp_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6176,6 +9354,31 @@ def xgesvdr(
     workspaceInBytesOnHost, int* d_info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -128 <= jobu <= 127 and -128 <= jobv <= 127 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and
+            -9223372036854775808 <= p <= 9223372036854775807 and
+            -9223372036854775808 <= niters <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_srand <= 2147483647 and 0 <= srand <= 18446744073709551615 and
+            -2147483648 <= data_type_urand <= 2147483647 and 0 <= urand <= 18446744073709551615 and
+            -9223372036854775808 <= ld_urand <= 9223372036854775807 and
+            -2147483648 <= data_type_vrand <= 2147483647 and 0 <= vrand <= 18446744073709551615 and
+            -9223372036854775808 <= ld_vrand <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgesvdr, locals(), _ARG_KINDS['xgesvdr'])
+    try:
         _s = _p_cusolverDnXgesvdr(
             handle, params, jobu, jobv, m, n, k, p, niters, data_type_a, a, lda, data_type_srand, srand,
             data_type_urand, urand, ld_urand, data_type_vrand, vrand, ld_vrand, compute_type,
@@ -6183,7 +9386,7 @@ def xgesvdr(
             d_info,
         )
     except _ArgumentError:
-        return _retry(xgesvdr, locals())
+        return _retry(xgesvdr, locals(), _ARG_KINDS['xgesvdr'])
     if _s:
         _raise(_s)
 
@@ -6202,6 +9405,28 @@ def xgesvdr_buffer_size(
     const void* Vrand, int64_t ldVrand, cudaDataType computeType, size_t* workspaceInBytesOnDevice,
     size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -128 <= jobu <= 127 and -128 <= jobv <= 127 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and
+            -9223372036854775808 <= p <= 9223372036854775807 and
+            -9223372036854775808 <= niters <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_srand <= 2147483647 and 0 <= srand <= 18446744073709551615 and
+            -2147483648 <= data_type_urand <= 2147483647 and 0 <= urand <= 18446744073709551615 and
+            -9223372036854775808 <= ld_urand <= 9223372036854775807 and
+            -2147483648 <= data_type_vrand <= 2147483647 and 0 <= vrand <= 18446744073709551615 and
+            -9223372036854775808 <= ld_vrand <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgesvdr_buffer_size, locals(), _ARG_KINDS['xgesvdr_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6211,7 +9436,7 @@ def xgesvdr_buffer_size(
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xgesvdr_buffer_size, locals())
+        return _retry(xgesvdr_buffer_size, locals(), _ARG_KINDS['xgesvdr_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6229,12 +9454,28 @@ def xgetrf(
     workspaceInBytesOnHost, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= ipiv <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647 and
+            0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgetrf, locals(), _ARG_KINDS['xgetrf'])
+    try:
         _s = _p_cusolverDnXgetrf(
             handle, params, m, n, data_type_a, a, lda, ipiv, compute_type, buffer_on_device,
             workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _retry(xgetrf, locals())
+        return _retry(xgetrf, locals(), _ARG_KINDS['xgetrf'])
     if _s:
         _raise(_s)
 
@@ -6247,6 +9488,18 @@ def xgetrf_buffer_size(handle, params, m, n, data_type_a, a, lda, compute_type):
     params, int64_t m, int64_t n, cudaDataType dataTypeA, const void* A, int64_t lda, cudaDataType
     computeType, size_t* workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgetrf_buffer_size, locals(), _ARG_KINDS['xgetrf_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6255,7 +9508,7 @@ def xgetrf_buffer_size(handle, params, m, n, data_type_a, a, lda, compute_type):
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xgetrf_buffer_size, locals())
+        return _retry(xgetrf_buffer_size, locals(), _ARG_KINDS['xgetrf_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6269,11 +9522,25 @@ def xgetrs(handle, params, trans, n, nrhs, data_type_a, a, lda, ipiv, data_type_
     const int64_t* ipiv, cudaDataType dataTypeB, void* B, int64_t ldb, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= nrhs <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
+            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xgetrs, locals(), _ARG_KINDS['xgetrs'])
+    try:
         _s = _p_cusolverDnXgetrs(
             handle, params, trans, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, info,
         )
     except _ArgumentError:
-        return _retry(xgetrs, locals())
+        return _retry(xgetrs, locals(), _ARG_KINDS['xgetrs'])
     if _s:
         _raise(_s)
 
@@ -6290,12 +9557,27 @@ def xhetrf(
     size_t workspaceInBytesOnHost, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xhetrf, locals(), _ARG_KINDS['xhetrf'])
+    try:
         _s = _p_cusolverDnXhetrf(
             handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type, buffer_on_device,
             workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _retry(xhetrf, locals())
+        return _retry(xhetrf, locals(), _ARG_KINDS['xhetrf'])
     if _s:
         _raise(_s)
 
@@ -6309,6 +9591,18 @@ def xhetrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, ipiv, compu
     int64_t* ipiv, cudaDataType computeType, size_t* workspaceInBytesOnDevice, size_t*
     workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
+            -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xhetrf_buffer_size, locals(), _ARG_KINDS['xhetrf_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6317,7 +9611,7 @@ def xhetrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, ipiv, compu
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xhetrf_buffer_size, locals())
+        return _retry(xhetrf_buffer_size, locals(), _ARG_KINDS['xhetrf_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6335,12 +9629,30 @@ def xhetrs(
     workspaceInBytesOnDevice, void* bufferOnHost, size_t workspaceInBytesOnHost, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= nrhs <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
+            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xhetrs, locals(), _ARG_KINDS['xhetrs'])
+    try:
         _s = _p_cusolverDnXhetrs(
             handle, params, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, buffer_on_device,
             workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _retry(xhetrs, locals())
+        return _retry(xhetrs, locals(), _ARG_KINDS['xhetrs'])
     if _s:
         _raise(_s)
 
@@ -6354,6 +9666,20 @@ def xhetrs_buffer_size(handle, params, uplo, n, nrhs, data_type_a, a, lda, ipiv,
     lda, const int64_t* ipiv, cudaDataType dataTypeB, void* B, int64_t ldb, size_t*
     workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= nrhs <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
+            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xhetrs_buffer_size, locals(), _ARG_KINDS['xhetrs_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6362,7 +9688,7 @@ def xhetrs_buffer_size(handle, params, uplo, n, nrhs, data_type_a, a, lda, ipiv,
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xhetrs_buffer_size, locals())
+        return _retry(xhetrs_buffer_size, locals(), _ARG_KINDS['xhetrs_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6381,13 +9707,32 @@ def xlarft(
     workspaceInBytesOnDevice, void* bufferOnHost, size_t workspaceInBytesOnHost)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= direct <= 2147483647 and -2147483648 <= storev <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and -2147483648 <= data_type_v <= 2147483647 and
+            0 <= v <= 18446744073709551615 and -9223372036854775808 <= ldv <= 9223372036854775807 and
+            -2147483648 <= data_type_tau <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            -2147483648 <= data_type_t <= 2147483647 and 0 <= t <= 18446744073709551615 and
+            -9223372036854775808 <= ldt <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xlarft, locals(), _ARG_KINDS['xlarft'])
+    try:
         _s = _p_cusolverDnXlarft(
             handle, params, direct, storev, n, k, data_type_v, v, ldv, data_type_tau, tau, data_type_t, t,
             ldt, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
             workspace_in_bytes_on_host,
         )
     except _ArgumentError:
-        return _retry(xlarft, locals())
+        return _retry(xlarft, locals(), _ARG_KINDS['xlarft'])
     if _s:
         _raise(_s)
 
@@ -6405,6 +9750,21 @@ def xlarft_buffer_size(
     dataTypeT, void* T, int64_t ldt, cudaDataType computeType, size_t* workspaceInBytesOnDevice, size_t*
     workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= direct <= 2147483647 and -2147483648 <= storev <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= k <= 9223372036854775807 and -2147483648 <= data_type_v <= 2147483647 and
+            0 <= v <= 18446744073709551615 and -9223372036854775808 <= ldv <= 9223372036854775807 and
+            -2147483648 <= data_type_tau <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            -2147483648 <= data_type_t <= 2147483647 and 0 <= t <= 18446744073709551615 and
+            -9223372036854775808 <= ldt <= 9223372036854775807 and -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xlarft_buffer_size, locals(), _ARG_KINDS['xlarft_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6413,7 +9773,7 @@ def xlarft_buffer_size(
             ldt, compute_type, _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xlarft_buffer_size, locals())
+        return _retry(xlarft_buffer_size, locals(), _ARG_KINDS['xlarft_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6433,13 +9793,32 @@ def xpolar(
     double* d_A_nrmF, double* d_rcond, int* d_info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_h <= 2147483647 and 0 <= h <= 18446744073709551615 and
+            -9223372036854775808 <= ldh <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and
+            0 <= d_res_nrm <= 18446744073709551615 and 0 <= d_a_nrm_f <= 18446744073709551615 and
+            0 <= d_rcond <= 18446744073709551615 and 0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xpolar, locals(), _ARG_KINDS['xpolar'])
+    try:
         _s = _p_cusolverDnXpolar(
             handle, params, uplo, m, n, data_type_a, a, lda, data_type_h, h, ldh, compute_type,
             buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host,
             d_res_nrm, d_a_nrm_f, d_rcond, d_info,
         )
     except _ArgumentError:
-        return _retry(xpolar, locals())
+        return _retry(xpolar, locals(), _ARG_KINDS['xpolar'])
     if _s:
         _raise(_s)
 
@@ -6453,6 +9832,19 @@ def xpolar_buffer_size(handle, params, uplo, m, n, data_type_a, a, lda, data_typ
     lda, cudaDataType dataTypeH, const void* H, int64_t ldh, cudaDataType computeType, size_t*
     workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_h <= 2147483647 and 0 <= h <= 18446744073709551615 and
+            -9223372036854775808 <= ldh <= 9223372036854775807 and -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xpolar_buffer_size, locals(), _ARG_KINDS['xpolar_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6461,7 +9853,7 @@ def xpolar_buffer_size(handle, params, uplo, m, n, data_type_a, a, lda, data_typ
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xpolar_buffer_size, locals())
+        return _retry(xpolar_buffer_size, locals(), _ARG_KINDS['xpolar_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6479,12 +9871,27 @@ def xpotrf(
     workspaceInBytesOnHost, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xpotrf, locals(), _ARG_KINDS['xpotrf'])
+    try:
         _s = _p_cusolverDnXpotrf(
             handle, params, uplo, n, data_type_a, a, lda, compute_type, buffer_on_device,
             workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _retry(xpotrf, locals())
+        return _retry(xpotrf, locals(), _ARG_KINDS['xpotrf'])
     if _s:
         _raise(_s)
 
@@ -6497,6 +9904,17 @@ def xpotrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, compute_typ
     params, cublasFillMode_t uplo, int64_t n, cudaDataType dataTypeA, const void* A, int64_t lda,
     cudaDataType computeType, size_t* workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xpotrf_buffer_size, locals(), _ARG_KINDS['xpotrf_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6505,7 +9923,7 @@ def xpotrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, compute_typ
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xpotrf_buffer_size, locals())
+        return _retry(xpotrf_buffer_size, locals(), _ARG_KINDS['xpotrf_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6519,11 +9937,25 @@ def xpotrs(handle, params, uplo, n, nrhs, data_type_a, a, lda, data_type_b, b, l
     cudaDataType dataTypeB, void* B, int64_t ldb, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= nrhs <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xpotrs, locals(), _ARG_KINDS['xpotrs'])
+    try:
         _s = _p_cusolverDnXpotrs(
             handle, params, uplo, n, nrhs, data_type_a, a, lda, data_type_b, b, ldb, info,
         )
     except _ArgumentError:
-        return _retry(xpotrs, locals())
+        return _retry(xpotrs, locals(), _ARG_KINDS['xpotrs'])
     if _s:
         _raise(_s)
 
@@ -6540,12 +9972,28 @@ def xstedc(
     void* bufferOnHost, size_t workspaceInBytesOnHost, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= compz <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_de <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and -2147483648 <= data_type_z <= 2147483647 and
+            0 <= z <= 18446744073709551615 and -9223372036854775808 <= ldz <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xstedc, locals(), _ARG_KINDS['xstedc'])
+    try:
         _s = _p_cusolverDnXstedc(
             handle, params, compz, n, data_type_de, d, e, data_type_z, z, ldz, compute_type, buffer_on_device,
             workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _retry(xstedc, locals())
+        return _retry(xstedc, locals(), _ARG_KINDS['xstedc'])
     if _s:
         _raise(_s)
 
@@ -6559,6 +10007,19 @@ def xstedc_buffer_size(handle, params, compz, n, data_type_de, d, e, data_type_z
     cudaDataType dataTypeZ, const void* Z, int64_t ldz, cudaDataType computeType, size_t*
     workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= compz <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_de <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and -2147483648 <= data_type_z <= 2147483647 and
+            0 <= z <= 18446744073709551615 and -9223372036854775808 <= ldz <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xstedc_buffer_size, locals(), _ARG_KINDS['xstedc_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6567,7 +10028,7 @@ def xstedc_buffer_size(handle, params, compz, n, data_type_de, d, e, data_type_z
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xstedc_buffer_size, locals())
+        return _retry(xstedc_buffer_size, locals(), _ARG_KINDS['xstedc_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6586,13 +10047,30 @@ def xsyev_batched(
     batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615 and
+            -9223372036854775808 <= batch_size <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsyev_batched, locals(), _ARG_KINDS['xsyev_batched'])
+    try:
         _s = _p_cusolverDnXsyevBatched(
             handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type,
             buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
             batch_size,
         )
     except _ArgumentError:
-        return _retry(xsyev_batched, locals())
+        return _retry(xsyev_batched, locals(), _ARG_KINDS['xsyev_batched'])
     if _s:
         _raise(_s)
 
@@ -6608,6 +10086,20 @@ def xsyev_batched_buffer_size(
     A, int64_t lda, cudaDataType dataTypeW, const void* W, cudaDataType computeType, size_t*
     workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost, int64_t batchSize)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            -2147483648 <= compute_type <= 2147483647 and
+            -9223372036854775808 <= batch_size <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsyev_batched_buffer_size, locals(), _ARG_KINDS['xsyev_batched_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6616,7 +10108,7 @@ def xsyev_batched_buffer_size(
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host), batch_size,
         )
     except _ArgumentError:
-        return _retry(xsyev_batched_buffer_size, locals())
+        return _retry(xsyev_batched_buffer_size, locals(), _ARG_KINDS['xsyev_batched_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6634,12 +10126,28 @@ def xsyevd(
     workspaceInBytesOnDevice, void* bufferOnHost, size_t workspaceInBytesOnHost, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsyevd, locals(), _ARG_KINDS['xsyevd'])
+    try:
         _s = _p_cusolverDnXsyevd(
             handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type,
             buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _retry(xsyevd, locals())
+        return _retry(xsyevd, locals(), _ARG_KINDS['xsyevd'])
     if _s:
         _raise(_s)
 
@@ -6653,6 +10161,19 @@ def xsyevd_buffer_size(handle, params, jobz, uplo, n, data_type_a, a, lda, data_
     A, int64_t lda, cudaDataType dataTypeW, const void* W, cudaDataType computeType, size_t*
     workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsyevd_buffer_size, locals(), _ARG_KINDS['xsyevd_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6661,7 +10182,7 @@ def xsyevd_buffer_size(handle, params, jobz, uplo, n, data_type_a, a, lda, data_
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xsyevd_buffer_size, locals())
+        return _retry(xsyevd_buffer_size, locals(), _ARG_KINDS['xsyevd_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6679,6 +10200,25 @@ def xsyevdx(
     cudaDataType dataTypeW, void* W, cudaDataType computeType, void* bufferOnDevice, size_t
     workspaceInBytesOnDevice, void* bufferOnHost, size_t workspaceInBytesOnHost, int* info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= vl <= 18446744073709551615 and
+            0 <= vu <= 18446744073709551615 and -9223372036854775808 <= il <= 9223372036854775807 and
+            -9223372036854775808 <= iu <= 9223372036854775807 and -2147483648 <= data_type_w <= 2147483647 and
+            0 <= w <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647 and
+            0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsyevdx, locals(), _ARG_KINDS['xsyevdx'])
     meig64 = _i64()
     try:
         _s = _p_cusolverDnXsyevdx(
@@ -6687,7 +10227,7 @@ def xsyevdx(
             workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _retry(xsyevdx, locals())
+        return _retry(xsyevdx, locals(), _ARG_KINDS['xsyevdx'])
     if _s:
         _raise(_s)
     return meig64.value
@@ -6705,6 +10245,21 @@ def xsyevdx_buffer_size(
     int64_t* h_meig, cudaDataType dataTypeW, const void* W, cudaDataType computeType, size_t*
     workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= vl <= 18446744073709551615 and
+            0 <= vu <= 18446744073709551615 and -9223372036854775808 <= il <= 9223372036854775807 and
+            -9223372036854775808 <= iu <= 9223372036854775807 and -2147483648 <= data_type_w <= 2147483647 and
+            0 <= w <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsyevdx_buffer_size, locals(), _ARG_KINDS['xsyevdx_buffer_size'])
     h_meig = _i64()
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
@@ -6715,7 +10270,7 @@ def xsyevdx_buffer_size(
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xsyevdx_buffer_size, locals())
+        return _retry(xsyevdx_buffer_size, locals(), _ARG_KINDS['xsyevdx_buffer_size'])
     if _s:
         _raise(_s)
     return (h_meig.value, workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6727,11 +10282,17 @@ def xsyevj_get_residual(handle, info):
     C: ``cusolverStatus_t cusolverDnXsyevjGetResidual(cusolverDnHandle_t handle, syevjInfo_t info, double*
     residual)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsyevj_get_residual, locals(), _ARG_KINDS['xsyevj_get_residual'])
     residual = _double()
     try:
         _s = _p_cusolverDnXsyevjGetResidual(handle, info, _byref(residual))
     except _ArgumentError:
-        return _retry(xsyevj_get_residual, locals())
+        return _retry(xsyevj_get_residual, locals(), _ARG_KINDS['xsyevj_get_residual'])
     if _s:
         _raise(_s)
     return residual.value
@@ -6743,11 +10304,17 @@ def xsyevj_get_sweeps(handle, info):
     C: ``cusolverStatus_t cusolverDnXsyevjGetSweeps(cusolverDnHandle_t handle, syevjInfo_t info, int*
     executed_sweeps)``
     """
+    try:
+        _ok = 0 <= handle <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsyevj_get_sweeps, locals(), _ARG_KINDS['xsyevj_get_sweeps'])
     executed_sweeps = _int()
     try:
         _s = _p_cusolverDnXsyevjGetSweeps(handle, info, _byref(executed_sweeps))
     except _ArgumentError:
-        return _retry(xsyevj_get_sweeps, locals())
+        return _retry(xsyevj_get_sweeps, locals(), _ARG_KINDS['xsyevj_get_sweeps'])
     if _s:
         _raise(_s)
     return executed_sweeps.value
@@ -6759,9 +10326,15 @@ def xsyevj_set_max_sweeps(info, max_sweeps):
     C: ``cusolverStatus_t cusolverDnXsyevjSetMaxSweeps(syevjInfo_t info, int max_sweeps)``
     """
     try:
+        _ok = 0 <= info <= 18446744073709551615 and -2147483648 <= max_sweeps <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsyevj_set_max_sweeps, locals(), _ARG_KINDS['xsyevj_set_max_sweeps'])
+    try:
         _s = _p_cusolverDnXsyevjSetMaxSweeps(info, max_sweeps)
     except _ArgumentError:
-        return _retry(xsyevj_set_max_sweeps, locals())
+        return _retry(xsyevj_set_max_sweeps, locals(), _ARG_KINDS['xsyevj_set_max_sweeps'])
     if _s:
         _raise(_s)
 
@@ -6772,9 +10345,15 @@ def xsyevj_set_sort_eig(info, sort_eig):
     C: ``cusolverStatus_t cusolverDnXsyevjSetSortEig(syevjInfo_t info, int sort_eig)``
     """
     try:
+        _ok = 0 <= info <= 18446744073709551615 and -2147483648 <= sort_eig <= 2147483647
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsyevj_set_sort_eig, locals(), _ARG_KINDS['xsyevj_set_sort_eig'])
+    try:
         _s = _p_cusolverDnXsyevjSetSortEig(info, sort_eig)
     except _ArgumentError:
-        return _retry(xsyevj_set_sort_eig, locals())
+        return _retry(xsyevj_set_sort_eig, locals(), _ARG_KINDS['xsyevj_set_sort_eig'])
     if _s:
         _raise(_s)
 
@@ -6785,9 +10364,15 @@ def xsyevj_set_tolerance(info, tolerance):
     C: ``cusolverStatus_t cusolverDnXsyevjSetTolerance(syevjInfo_t info, double tolerance)``
     """
     try:
+        _ok = 0 <= info <= 18446744073709551615
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsyevj_set_tolerance, locals(), _ARG_KINDS['xsyevj_set_tolerance'])
+    try:
         _s = _p_cusolverDnXsyevjSetTolerance(info, tolerance)
     except _ArgumentError:
-        return _retry(xsyevj_set_tolerance, locals())
+        return _retry(xsyevj_set_tolerance, locals(), _ARG_KINDS['xsyevj_set_tolerance'])
     if _s:
         _raise(_s)
 
@@ -6807,13 +10392,37 @@ def xsygv_strided_batched(
     bufferOnHost, size_t workspaceInBytesOnHost, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= itype <= 2147483647 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and
+            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            -9223372036854775808 <= stride_w <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647 and
+            -9223372036854775808 <= batch_size <= 9223372036854775807 and
+            0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsygv_strided_batched, locals(), _ARG_KINDS['xsygv_strided_batched'])
+    try:
         _s = _p_cusolverDnXsygvStridedBatched(
             handle, params, itype, jobz, uplo, n, data_type_a, a, lda, stride_a, data_type_b, b, ldb,
             stride_b, data_type_w, w, stride_w, compute_type, batch_size, buffer_on_device,
             workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _retry(xsygv_strided_batched, locals())
+        return _retry(xsygv_strided_batched, locals(), _ARG_KINDS['xsygv_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -6832,6 +10441,26 @@ def xsygv_strided_batched_buffer_size(
     strideW, cudaDataType computeType, int64_t batchSize, size_t* workspaceInBytesOnDevice, size_t*
     workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= itype <= 2147483647 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and
+            -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -9223372036854775808 <= stride_b <= 9223372036854775807 and
+            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            -9223372036854775808 <= stride_w <= 9223372036854775807 and
+            -2147483648 <= compute_type <= 2147483647 and
+            -9223372036854775808 <= batch_size <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsygv_strided_batched_buffer_size, locals(), _ARG_KINDS['xsygv_strided_batched_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6841,7 +10470,7 @@ def xsygv_strided_batched_buffer_size(
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xsygv_strided_batched_buffer_size, locals())
+        return _retry(xsygv_strided_batched_buffer_size, locals(), _ARG_KINDS['xsygv_strided_batched_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6861,13 +10490,32 @@ def xsygvd(
     void* bufferOnHost, size_t workspaceInBytesOnHost, int* d_info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= itype <= 2147483647 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_b <= 2147483647 and 0 <= d_b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -2147483648 <= data_type_w <= 2147483647 and 0 <= d_w <= 18446744073709551615 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsygvd, locals(), _ARG_KINDS['xsygvd'])
+    try:
         _s = _p_cusolverDnXsygvd(
             handle, params, itype, jobz, uplo, n, data_type_a, d_a, lda, data_type_b, d_b, ldb, data_type_w,
             d_w, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
             workspace_in_bytes_on_host, d_info,
         )
     except _ArgumentError:
-        return _retry(xsygvd, locals())
+        return _retry(xsygvd, locals(), _ARG_KINDS['xsygvd'])
     if _s:
         _raise(_s)
 
@@ -6885,6 +10533,22 @@ def xsygvd_buffer_size(
     ldb, cudaDataType dataTypeW, const void* d_W, cudaDataType computeType, size_t*
     workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= itype <= 2147483647 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_b <= 2147483647 and 0 <= d_b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and
+            -2147483648 <= data_type_w <= 2147483647 and 0 <= d_w <= 18446744073709551615 and
+            -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsygvd_buffer_size, locals(), _ARG_KINDS['xsygvd_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6893,7 +10557,7 @@ def xsygvd_buffer_size(
             d_w, compute_type, _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xsygvd_buffer_size, locals())
+        return _retry(xsygvd_buffer_size, locals(), _ARG_KINDS['xsygvd_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6913,6 +10577,27 @@ def xsygvdx(
     cudaDataType computeType, void* bufferOnDevice, size_t workspaceInBytesOnDevice, void* bufferOnHost,
     size_t workspaceInBytesOnHost, int* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= itype <= 2147483647 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_b <= 2147483647 and 0 <= d_b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= vl <= 18446744073709551615 and
+            0 <= vu <= 18446744073709551615 and -9223372036854775808 <= il <= 9223372036854775807 and
+            -9223372036854775808 <= iu <= 9223372036854775807 and -2147483648 <= data_type_w <= 2147483647 and
+            0 <= d_w <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647 and
+            0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsygvdx, locals(), _ARG_KINDS['xsygvdx'])
     meig = _i64()
     try:
         _s = _p_cusolverDnXsygvdx(
@@ -6921,7 +10606,7 @@ def xsygvdx(
             workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, d_info,
         )
     except _ArgumentError:
-        return _retry(xsygvdx, locals())
+        return _retry(xsygvdx, locals(), _ARG_KINDS['xsygvdx'])
     if _s:
         _raise(_s)
     return meig.value
@@ -6940,6 +10625,23 @@ def xsygvdx_buffer_size(
     ldb, void* vl, void* vu, int64_t il, int64_t iu, int64_t* meig, cudaDataType dataTypeW, const void*
     d_W, cudaDataType computeType, size_t* workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= itype <= 2147483647 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and
+            -2147483648 <= data_type_b <= 2147483647 and 0 <= d_b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= vl <= 18446744073709551615 and
+            0 <= vu <= 18446744073709551615 and -9223372036854775808 <= il <= 9223372036854775807 and
+            -9223372036854775808 <= iu <= 9223372036854775807 and -2147483648 <= data_type_w <= 2147483647 and
+            0 <= d_w <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsygvdx_buffer_size, locals(), _ARG_KINDS['xsygvdx_buffer_size'])
     meig = _i64()
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
@@ -6950,7 +10652,7 @@ def xsygvdx_buffer_size(
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xsygvdx_buffer_size, locals())
+        return _retry(xsygvdx_buffer_size, locals(), _ARG_KINDS['xsygvdx_buffer_size'])
     if _s:
         _raise(_s)
     return (meig.value, workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -6968,12 +10670,27 @@ def xsytrf(
     size_t workspaceInBytesOnHost, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
+            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsytrf, locals(), _ARG_KINDS['xsytrf'])
+    try:
         _s = _p_cusolverDnXsytrf(
             handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type, buffer_on_device,
             workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _retry(xsytrf, locals())
+        return _retry(xsytrf, locals(), _ARG_KINDS['xsytrf'])
     if _s:
         _raise(_s)
 
@@ -6987,6 +10704,18 @@ def xsytrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, ipiv, compu
     int64_t* ipiv, cudaDataType computeType, size_t* workspaceInBytesOnDevice, size_t*
     workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
+            -2147483648 <= compute_type <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsytrf_buffer_size, locals(), _ARG_KINDS['xsytrf_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -6995,7 +10724,7 @@ def xsytrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, ipiv, compu
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xsytrf_buffer_size, locals())
+        return _retry(xsytrf_buffer_size, locals(), _ARG_KINDS['xsytrf_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -7013,12 +10742,30 @@ def xsytrs(
     bufferOnHost, size_t workspaceInBytesOnHost, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= nrhs <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
+            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807 and
+            0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsytrs, locals(), _ARG_KINDS['xsytrs'])
+    try:
         _s = _p_cusolverDnXsytrs(
             handle, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, buffer_on_device,
             workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _retry(xsytrs, locals())
+        return _retry(xsytrs, locals(), _ARG_KINDS['xsytrs'])
     if _s:
         _raise(_s)
 
@@ -7032,6 +10779,20 @@ def xsytrs_buffer_size(handle, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_ty
     cudaDataType dataTypeB, void* B, int64_t ldb, size_t* workspaceInBytesOnDevice, size_t*
     workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -9223372036854775808 <= n <= 9223372036854775807 and
+            -9223372036854775808 <= nrhs <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
+            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -9223372036854775808 <= ldb <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xsytrs_buffer_size, locals(), _ARG_KINDS['xsytrs_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -7040,7 +10801,7 @@ def xsytrs_buffer_size(handle, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_ty
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xsytrs_buffer_size, locals())
+        return _retry(xsytrs_buffer_size, locals(), _ARG_KINDS['xsytrs_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -7057,12 +10818,27 @@ def xtrtri(
     size_t workspaceInBytesOnDevice, void* bufferOnHost, size_t workspaceInBytesOnHost, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807 and
+            0 <= buffer_on_device <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
+            0 <= buffer_on_host <= 18446744073709551615 and
+            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xtrtri, locals(), _ARG_KINDS['xtrtri'])
+    try:
         _s = _p_cusolverDnXtrtri(
             handle, uplo, diag, n, data_type_a, a, lda, buffer_on_device, workspace_in_bytes_on_device,
             buffer_on_host, workspace_in_bytes_on_host, dev_info,
         )
     except _ArgumentError:
-        return _retry(xtrtri, locals())
+        return _retry(xtrtri, locals(), _ARG_KINDS['xtrtri'])
     if _s:
         _raise(_s)
 
@@ -7075,6 +10851,17 @@ def xtrtri_buffer_size(handle, uplo, diag, n, data_type_a, a, lda):
     cublasDiagType_t diag, int64_t n, cudaDataType dataTypeA, void* A, int64_t lda, size_t*
     workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
+            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -9223372036854775808 <= lda <= 9223372036854775807
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(xtrtri_buffer_size, locals(), _ARG_KINDS['xtrtri_buffer_size'])
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
@@ -7083,7 +10870,7 @@ def xtrtri_buffer_size(handle, uplo, diag, n, data_type_a, a, lda):
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _retry(xtrtri_buffer_size, locals())
+        return _retry(xtrtri_buffer_size, locals(), _ARG_KINDS['xtrtri_buffer_size'])
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -7097,6 +10884,20 @@ def zcgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t*
     iter, cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zcgels, locals(), _ARG_KINDS['zcgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnZCgels(
@@ -7104,7 +10905,7 @@ def zcgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(zcgels, locals())
+        return _retry(zcgels, locals(), _ARG_KINDS['zcgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -7118,13 +10919,26 @@ def zcgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t*
     lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zcgels_buffer_size, locals(), _ARG_KINDS['zcgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnZCgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(zcgels_buffer_size, locals())
+        return _retry(zcgels_buffer_size, locals(), _ARG_KINDS['zcgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -7138,6 +10952,20 @@ def zcgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes,
     cusolver_int_t* iter, cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zcgesv, locals(), _ARG_KINDS['zcgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnZCgesv(
@@ -7145,7 +10973,7 @@ def zcgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(zcgesv, locals())
+        return _retry(zcgesv, locals(), _ARG_KINDS['zcgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -7159,13 +10987,26 @@ def zcgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     dB, cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t*
     lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zcgesv_buffer_size, locals(), _ARG_KINDS['zcgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnZCgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(zcgesv_buffer_size, locals())
+        return _retry(zcgesv_buffer_size, locals(), _ARG_KINDS['zcgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -7179,6 +11020,20 @@ def zegels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t*
     iter, cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zegels, locals(), _ARG_KINDS['zegels'])
     iter = _int()
     try:
         _s = _p_cusolverDnZEgels(
@@ -7186,7 +11041,7 @@ def zegels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(zegels, locals())
+        return _retry(zegels, locals(), _ARG_KINDS['zegels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -7200,13 +11055,26 @@ def zegels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t*
     lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zegels_buffer_size, locals(), _ARG_KINDS['zegels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnZEgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(zegels_buffer_size, locals())
+        return _retry(zegels_buffer_size, locals(), _ARG_KINDS['zegels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -7220,6 +11088,20 @@ def zegesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes,
     cusolver_int_t* iter, cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zegesv, locals(), _ARG_KINDS['zegesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnZEgesv(
@@ -7227,7 +11109,7 @@ def zegesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(zegesv, locals())
+        return _retry(zegesv, locals(), _ARG_KINDS['zegesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -7241,13 +11123,26 @@ def zegesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     dB, cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t*
     lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zegesv_buffer_size, locals(), _ARG_KINDS['zegesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnZEgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(zegesv_buffer_size, locals())
+        return _retry(zegesv_buffer_size, locals(), _ARG_KINDS['zegesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -7261,9 +11156,22 @@ def zgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info):
     int Lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and 0 <= tauq <= 18446744073709551615 and
+            0 <= taup <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgebrd, locals(), _ARG_KINDS['zgebrd'])
+    try:
         _s = _p_cusolverDnZgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(zgebrd, locals())
+        return _retry(zgebrd, locals(), _ARG_KINDS['zgebrd'])
     if _s:
         _raise(_s)
 
@@ -7274,11 +11182,20 @@ def zgebrd_buffer_size(handle, m, n):
     C: ``cusolverStatus_t cusolverDnZgebrd_bufferSize(cusolverDnHandle_t handle, int m, int n, int*
     Lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgebrd_buffer_size, locals(), _ARG_KINDS['zgebrd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZgebrd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _retry(zgebrd_buffer_size, locals())
+        return _retry(zgebrd_buffer_size, locals(), _ARG_KINDS['zgebrd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7291,9 +11208,21 @@ def zgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info):
     int lda, cuDoubleComplex* TAU, cuDoubleComplex* Workspace, int Lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            0 <= workspace <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgeqrf, locals(), _ARG_KINDS['zgeqrf'])
+    try:
         _s = _p_cusolverDnZgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info)
     except _ArgumentError:
-        return _retry(zgeqrf, locals())
+        return _retry(zgeqrf, locals(), _ARG_KINDS['zgeqrf'])
     if _s:
         _raise(_s)
 
@@ -7304,11 +11233,21 @@ def zgeqrf_buffer_size(handle, m, n, a, lda):
     C: ``cusolverStatus_t cusolverDnZgeqrf_bufferSize(cusolverDnHandle_t handle, int m, int n,
     cuDoubleComplex* A, int lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgeqrf_buffer_size, locals(), _ARG_KINDS['zgeqrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZgeqrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(zgeqrf_buffer_size, locals())
+        return _retry(zgeqrf_buffer_size, locals(), _ARG_KINDS['zgeqrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7322,11 +11261,26 @@ def zgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, 
     VT, int ldvt, cuDoubleComplex* work, int lwork, double* rwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -128 <= jobu <= 127 and -128 <= jobvt <= 127 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
+            -2147483648 <= ldu <= 2147483647 and 0 <= vt <= 18446744073709551615 and
+            -2147483648 <= ldvt <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= rwork <= 18446744073709551615 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgesvd, locals(), _ARG_KINDS['zgesvd'])
+    try:
         _s = _p_cusolverDnZgesvd(
             handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info,
         )
     except _ArgumentError:
-        return _retry(zgesvd, locals())
+        return _retry(zgesvd, locals(), _ARG_KINDS['zgesvd'])
     if _s:
         _raise(_s)
 
@@ -7337,11 +11291,20 @@ def zgesvd_buffer_size(handle, m, n):
     C: ``cusolverStatus_t cusolverDnZgesvd_bufferSize(cusolverDnHandle_t handle, int m, int n, int*
     lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgesvd_buffer_size, locals(), _ARG_KINDS['zgesvd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZgesvd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _retry(zgesvd_buffer_size, locals())
+        return _retry(zgesvd_buffer_size, locals(), _ARG_KINDS['zgesvd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7359,12 +11322,30 @@ def zgesvda_strided_batched(
     long long strideV, cuDoubleComplex* d_work, int lwork, int* d_info, double* h_R_nrmF, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
+            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
+            0 <= d_work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= d_info <= 18446744073709551615 and 0 <= h_r_nrm_f <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgesvda_strided_batched, locals(), _ARG_KINDS['zgesvda_strided_batched'])
+    try:
         _s = _p_cusolverDnZgesvdaStridedBatched(
             handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
             stride_v, d_work, lwork, d_info, h_r_nrm_f, batch_size,
         )
     except _ArgumentError:
-        return _retry(zgesvda_strided_batched, locals())
+        return _retry(zgesvda_strided_batched, locals(), _ARG_KINDS['zgesvda_strided_batched'])
     if _s:
         _raise(_s)
 
@@ -7380,6 +11361,22 @@ def zgesvda_strided_batched_buffer_size(
     strideA, const double* d_S, long long strideS, const cuDoubleComplex* d_U, int ldu, long long strideU,
     const cuDoubleComplex* d_V, int ldv, long long strideV, int* lwork, int batchSize)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
+            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
+            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgesvda_strided_batched_buffer_size, locals(), _ARG_KINDS['zgesvda_strided_batched_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZgesvdaStridedBatched_bufferSize(
@@ -7387,7 +11384,7 @@ def zgesvda_strided_batched_buffer_size(
             stride_v, _byref(lwork), batch_size,
         )
     except _ArgumentError:
-        return _retry(zgesvda_strided_batched_buffer_size, locals())
+        return _retry(zgesvda_strided_batched_buffer_size, locals(), _ARG_KINDS['zgesvda_strided_batched_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7401,11 +11398,26 @@ def zgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, in
     int ldv, cuDoubleComplex* work, int lwork, int* info, gesvdjInfo_t params)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
+            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgesvdj, locals(), _ARG_KINDS['zgesvdj'])
+    try:
         _s = _p_cusolverDnZgesvdj(
             handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params,
         )
     except _ArgumentError:
-        return _retry(zgesvdj, locals())
+        return _retry(zgesvdj, locals(), _ARG_KINDS['zgesvdj'])
     if _s:
         _raise(_s)
 
@@ -7418,11 +11430,26 @@ def zgesvdj_batched(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, 
     ldv, cuDoubleComplex* work, int lwork, int* info, gesvdjInfo_t params, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
+            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgesvdj_batched, locals(), _ARG_KINDS['zgesvdj_batched'])
+    try:
         _s = _p_cusolverDnZgesvdjBatched(
             handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size,
         )
     except _ArgumentError:
-        return _retry(zgesvdj_batched, locals())
+        return _retry(zgesvdj_batched, locals(), _ARG_KINDS['zgesvdj_batched'])
     if _s:
         _raise(_s)
 
@@ -7434,13 +11461,27 @@ def zgesvdj_batched_buffer_size(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, p
     jobz, int m, int n, const cuDoubleComplex* A, int lda, const double* S, const cuDoubleComplex* U, int
     ldu, const cuDoubleComplex* V, int ldv, int* lwork, gesvdjInfo_t params, int batchSize)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
+            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
+            -2147483648 <= ldv <= 2147483647 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgesvdj_batched_buffer_size, locals(), _ARG_KINDS['zgesvdj_batched_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZgesvdjBatched_bufferSize(
             handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _retry(zgesvdj_batched_buffer_size, locals())
+        return _retry(zgesvdj_batched_buffer_size, locals(), _ARG_KINDS['zgesvdj_batched_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7453,13 +11494,27 @@ def zgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, par
     int econ, int m, int n, const cuDoubleComplex* A, int lda, const double* S, const cuDoubleComplex* U,
     int ldu, const cuDoubleComplex* V, int ldv, int* lwork, gesvdjInfo_t params)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
+            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
+            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
+            0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgesvdj_buffer_size, locals(), _ARG_KINDS['zgesvdj_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZgesvdj_bufferSize(
             handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _retry(zgesvdj_buffer_size, locals())
+        return _retry(zgesvdj_buffer_size, locals(), _ARG_KINDS['zgesvdj_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7472,9 +11527,20 @@ def zgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info):
     int lda, cuDoubleComplex* Workspace, int* devIpiv, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
+            0 <= dev_ipiv <= 18446744073709551615 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgetrf, locals(), _ARG_KINDS['zgetrf'])
+    try:
         _s = _p_cusolverDnZgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info)
     except _ArgumentError:
-        return _retry(zgetrf, locals())
+        return _retry(zgetrf, locals(), _ARG_KINDS['zgetrf'])
     if _s:
         _raise(_s)
 
@@ -7485,11 +11551,21 @@ def zgetrf_buffer_size(handle, m, n, a, lda):
     C: ``cusolverStatus_t cusolverDnZgetrf_bufferSize(cusolverDnHandle_t handle, int m, int n,
     cuDoubleComplex* A, int lda, int* Lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgetrf_buffer_size, locals(), _ARG_KINDS['zgetrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZgetrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(zgetrf_buffer_size, locals())
+        return _retry(zgetrf_buffer_size, locals(), _ARG_KINDS['zgetrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7503,9 +11579,21 @@ def zgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info):
     devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= dev_ipiv <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zgetrs, locals(), _ARG_KINDS['zgetrs'])
+    try:
         _s = _p_cusolverDnZgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info)
     except _ArgumentError:
-        return _retry(zgetrs, locals())
+        return _retry(zgetrs, locals(), _ARG_KINDS['zgetrs'])
     if _s:
         _raise(_s)
 
@@ -7518,9 +11606,21 @@ def zheevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info):
     lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zheevd, locals(), _ARG_KINDS['zheevd'])
+    try:
         _s = _p_cusolverDnZheevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info)
     except _ArgumentError:
-        return _retry(zheevd, locals())
+        return _retry(zheevd, locals(), _ARG_KINDS['zheevd'])
     if _s:
         _raise(_s)
 
@@ -7531,11 +11631,22 @@ def zheevd_buffer_size(handle, jobz, uplo, n, a, lda, w):
     C: ``cusolverStatus_t cusolverDnZheevd_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz,
     cublasFillMode_t uplo, int n, const cuDoubleComplex* A, int lda, const double* W, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zheevd_buffer_size, locals(), _ARG_KINDS['zheevd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZheevd_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork))
     except _ArgumentError:
-        return _retry(zheevd_buffer_size, locals())
+        return _retry(zheevd_buffer_size, locals(), _ARG_KINDS['zheevd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7548,13 +11659,27 @@ def zheevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork
     cusolverEigRange_t range, cublasFillMode_t uplo, int n, cuDoubleComplex* A, int lda, double vl, double
     vu, int il, int iu, int* meig, double* W, cuDoubleComplex* work, int lwork, int* info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
+            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zheevdx, locals(), _ARG_KINDS['zheevdx'])
     meig = _int()
     try:
         _s = _p_cusolverDnZheevdx(
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, work, lwork, info,
         )
     except _ArgumentError:
-        return _retry(zheevdx, locals())
+        return _retry(zheevdx, locals(), _ARG_KINDS['zheevdx'])
     if _s:
         _raise(_s)
     return meig.value
@@ -7567,6 +11692,18 @@ def zheevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
     cusolverEigRange_t range, cublasFillMode_t uplo, int n, const cuDoubleComplex* A, int lda, double vl,
     double vu, int il, int iu, int* meig, const double* W, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
+            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zheevdx_buffer_size, locals(), _ARG_KINDS['zheevdx_buffer_size'])
     meig = _int()
     lwork = _int()
     try:
@@ -7574,7 +11711,7 @@ def zheevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, _byref(lwork),
         )
     except _ArgumentError:
-        return _retry(zheevdx_buffer_size, locals())
+        return _retry(zheevdx_buffer_size, locals(), _ARG_KINDS['zheevdx_buffer_size'])
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
@@ -7588,9 +11725,22 @@ def zheevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params):
     lwork, int* info, syevjInfo_t params)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zheevj, locals(), _ARG_KINDS['zheevj'])
+    try:
         _s = _p_cusolverDnZheevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params)
     except _ArgumentError:
-        return _retry(zheevj, locals())
+        return _retry(zheevj, locals(), _ARG_KINDS['zheevj'])
     if _s:
         _raise(_s)
 
@@ -7603,11 +11753,24 @@ def zheevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, 
     lwork, int* info, syevjInfo_t params, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zheevj_batched, locals(), _ARG_KINDS['zheevj_batched'])
+    try:
         _s = _p_cusolverDnZheevjBatched(
             handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size,
         )
     except _ArgumentError:
-        return _retry(zheevj_batched, locals())
+        return _retry(zheevj_batched, locals(), _ARG_KINDS['zheevj_batched'])
     if _s:
         _raise(_s)
 
@@ -7619,13 +11782,25 @@ def zheevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_s
     jobz, cublasFillMode_t uplo, int n, const cuDoubleComplex* A, int lda, const double* W, int* lwork,
     syevjInfo_t params, int batchSize)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zheevj_batched_buffer_size, locals(), _ARG_KINDS['zheevj_batched_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZheevjBatched_bufferSize(
             handle, jobz, uplo, n, a, lda, w, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _retry(zheevj_batched_buffer_size, locals())
+        return _retry(zheevj_batched_buffer_size, locals(), _ARG_KINDS['zheevj_batched_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7638,11 +11813,22 @@ def zheevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params):
     cublasFillMode_t uplo, int n, const cuDoubleComplex* A, int lda, const double* W, int* lwork,
     syevjInfo_t params)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zheevj_buffer_size, locals(), _ARG_KINDS['zheevj_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZheevj_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork), params)
     except _ArgumentError:
-        return _retry(zheevj_buffer_size, locals())
+        return _retry(zheevj_buffer_size, locals(), _ARG_KINDS['zheevj_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7656,9 +11842,23 @@ def zhegvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info):
     int ldb, double* W, cuDoubleComplex* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhegvd, locals(), _ARG_KINDS['zhegvd'])
+    try:
         _s = _p_cusolverDnZhegvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info)
     except _ArgumentError:
-        return _retry(zhegvd, locals())
+        return _retry(zhegvd, locals(), _ARG_KINDS['zhegvd'])
     if _s:
         _raise(_s)
 
@@ -7670,11 +11870,23 @@ def zhegvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w):
     cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuDoubleComplex* A, int lda, const
     cuDoubleComplex* B, int ldb, const double* W, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhegvd_buffer_size, locals(), _ARG_KINDS['zhegvd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZhegvd_bufferSize(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork))
     except _ArgumentError:
-        return _retry(zhegvd_buffer_size, locals())
+        return _retry(zhegvd_buffer_size, locals(), _ARG_KINDS['zhegvd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7688,6 +11900,21 @@ def zhegvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
     int lda, cuDoubleComplex* B, int ldb, double vl, double vu, int il, int iu, int* meig, double* W,
     cuDoubleComplex* work, int lwork, int* info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
+            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhegvdx, locals(), _ARG_KINDS['zhegvdx'])
     meig = _int()
     try:
         _s = _p_cusolverDnZhegvdx(
@@ -7695,7 +11922,7 @@ def zhegvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
             info,
         )
     except _ArgumentError:
-        return _retry(zhegvdx, locals())
+        return _retry(zhegvdx, locals(), _ARG_KINDS['zhegvdx'])
     if _s:
         _raise(_s)
     return meig.value
@@ -7709,6 +11936,20 @@ def zhegvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl,
     A, int lda, const cuDoubleComplex* B, int ldb, double vl, double vu, int il, int iu, int* meig, const
     double* W, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
+            0 <= w <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhegvdx_buffer_size, locals(), _ARG_KINDS['zhegvdx_buffer_size'])
     meig = _int()
     lwork = _int()
     try:
@@ -7717,7 +11958,7 @@ def zhegvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl,
             _byref(lwork),
         )
     except _ArgumentError:
-        return _retry(zhegvdx_buffer_size, locals())
+        return _retry(zhegvdx_buffer_size, locals(), _ARG_KINDS['zhegvdx_buffer_size'])
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
@@ -7731,9 +11972,23 @@ def zhegvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, p
     int ldb, double* W, cuDoubleComplex* work, int lwork, int* info, syevjInfo_t params)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhegvj, locals(), _ARG_KINDS['zhegvj'])
+    try:
         _s = _p_cusolverDnZhegvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params)
     except _ArgumentError:
-        return _retry(zhegvj, locals())
+        return _retry(zhegvj, locals(), _ARG_KINDS['zhegvj'])
     if _s:
         _raise(_s)
 
@@ -7745,13 +12000,26 @@ def zhegvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params):
     cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuDoubleComplex* A, int lda, const
     cuDoubleComplex* B, int ldb, const double* W, int* lwork, syevjInfo_t params)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
+            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
+            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
+            0 <= params <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhegvj_buffer_size, locals(), _ARG_KINDS['zhegvj_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZhegvj_bufferSize(
             handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _retry(zhegvj_buffer_size, locals())
+        return _retry(zhegvj_buffer_size, locals(), _ARG_KINDS['zhegvj_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7765,9 +12033,22 @@ def zhetrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info):
     lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhetrd, locals(), _ARG_KINDS['zhetrd'])
+    try:
         _s = _p_cusolverDnZhetrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(zhetrd, locals())
+        return _retry(zhetrd, locals(), _ARG_KINDS['zhetrd'])
     if _s:
         _raise(_s)
 
@@ -7779,11 +12060,22 @@ def zhetrd_buffer_size(handle, uplo, n, a, lda, d, e, tau):
     int n, const cuDoubleComplex* A, int lda, const double* d, const double* e, const cuDoubleComplex*
     tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
+            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zhetrd_buffer_size, locals(), _ARG_KINDS['zhetrd_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZhetrd_bufferSize(handle, uplo, n, a, lda, d, e, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(zhetrd_buffer_size, locals())
+        return _retry(zhetrd_buffer_size, locals(), _ARG_KINDS['zhetrd_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7797,6 +12089,20 @@ def zkgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t*
     iter, cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zkgels, locals(), _ARG_KINDS['zkgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnZKgels(
@@ -7804,7 +12110,7 @@ def zkgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(zkgels, locals())
+        return _retry(zkgels, locals(), _ARG_KINDS['zkgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -7818,13 +12124,26 @@ def zkgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t*
     lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zkgels_buffer_size, locals(), _ARG_KINDS['zkgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnZKgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(zkgels_buffer_size, locals())
+        return _retry(zkgels_buffer_size, locals(), _ARG_KINDS['zkgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -7838,6 +12157,20 @@ def zkgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes,
     cusolver_int_t* iter, cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zkgesv, locals(), _ARG_KINDS['zkgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnZKgesv(
@@ -7845,7 +12178,7 @@ def zkgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(zkgesv, locals())
+        return _retry(zkgesv, locals(), _ARG_KINDS['zkgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -7859,13 +12192,26 @@ def zkgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     dB, cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t*
     lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zkgesv_buffer_size, locals(), _ARG_KINDS['zkgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnZKgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(zkgesv_buffer_size, locals())
+        return _retry(zkgesv_buffer_size, locals(), _ARG_KINDS['zkgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -7878,9 +12224,20 @@ def zlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx):
     int k1, int k2, const int* devIpiv, int incx)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            -2147483648 <= k1 <= 2147483647 and -2147483648 <= k2 <= 2147483647 and
+            0 <= dev_ipiv <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zlaswp, locals(), _ARG_KINDS['zlaswp'])
+    try:
         _s = _p_cusolverDnZlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx)
     except _ArgumentError:
-        return _retry(zlaswp, locals())
+        return _retry(zlaswp, locals(), _ARG_KINDS['zlaswp'])
     if _s:
         _raise(_s)
 
@@ -7892,9 +12249,20 @@ def zlauum(handle, uplo, n, a, lda, work, lwork, dev_info):
     cuDoubleComplex* A, int lda, cuDoubleComplex* work, int lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zlauum, locals(), _ARG_KINDS['zlauum'])
+    try:
         _s = _p_cusolverDnZlauum(handle, uplo, n, a, lda, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(zlauum, locals())
+        return _retry(zlauum, locals(), _ARG_KINDS['zlauum'])
     if _s:
         _raise(_s)
 
@@ -7905,11 +12273,21 @@ def zlauum_buffer_size(handle, uplo, n, a, lda):
     C: ``cusolverStatus_t cusolverDnZlauum_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, cuDoubleComplex* A, int lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zlauum_buffer_size, locals(), _ARG_KINDS['zlauum_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZlauum_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(zlauum_buffer_size, locals())
+        return _retry(zlauum_buffer_size, locals(), _ARG_KINDS['zlauum_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7922,9 +12300,20 @@ def zpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info):
     cuDoubleComplex* A, int lda, cuDoubleComplex* Workspace, int Lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zpotrf, locals(), _ARG_KINDS['zpotrf'])
+    try:
         _s = _p_cusolverDnZpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info)
     except _ArgumentError:
-        return _retry(zpotrf, locals())
+        return _retry(zpotrf, locals(), _ARG_KINDS['zpotrf'])
     if _s:
         _raise(_s)
 
@@ -7936,9 +12325,20 @@ def zpotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size):
     cuDoubleComplex**[] Aarray, int lda, int* infoArray, int batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= info_array <= 18446744073709551615 and
+            -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zpotrf_batched, locals(), _ARG_KINDS['zpotrf_batched'])
+    try:
         _s = _p_cusolverDnZpotrfBatched(handle, uplo, n, aarray, lda, info_array, batch_size)
     except _ArgumentError:
-        return _retry(zpotrf_batched, locals())
+        return _retry(zpotrf_batched, locals(), _ARG_KINDS['zpotrf_batched'])
     if _s:
         _raise(_s)
 
@@ -7949,11 +12349,21 @@ def zpotrf_buffer_size(handle, uplo, n, a, lda):
     C: ``cusolverStatus_t cusolverDnZpotrf_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, cuDoubleComplex* A, int lda, int* Lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zpotrf_buffer_size, locals(), _ARG_KINDS['zpotrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZpotrf_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(zpotrf_buffer_size, locals())
+        return _retry(zpotrf_buffer_size, locals(), _ARG_KINDS['zpotrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7966,9 +12376,20 @@ def zpotri(handle, uplo, n, a, lda, work, lwork, dev_info):
     cuDoubleComplex* A, int lda, cuDoubleComplex* work, int lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zpotri, locals(), _ARG_KINDS['zpotri'])
+    try:
         _s = _p_cusolverDnZpotri(handle, uplo, n, a, lda, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(zpotri, locals())
+        return _retry(zpotri, locals(), _ARG_KINDS['zpotri'])
     if _s:
         _raise(_s)
 
@@ -7979,11 +12400,21 @@ def zpotri_buffer_size(handle, uplo, n, a, lda):
     C: ``cusolverStatus_t cusolverDnZpotri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, cuDoubleComplex* A, int lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zpotri_buffer_size, locals(), _ARG_KINDS['zpotri_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZpotri_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(zpotri_buffer_size, locals())
+        return _retry(zpotri_buffer_size, locals(), _ARG_KINDS['zpotri_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -7996,9 +12427,21 @@ def zpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info):
     nrhs, const cuDoubleComplex* A, int lda, cuDoubleComplex* B, int ldb, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zpotrs, locals(), _ARG_KINDS['zpotrs'])
+    try:
         _s = _p_cusolverDnZpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)
     except _ArgumentError:
-        return _retry(zpotrs, locals())
+        return _retry(zpotrs, locals(), _ARG_KINDS['zpotrs'])
     if _s:
         _raise(_s)
 
@@ -8011,9 +12454,21 @@ def zpotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size):
     batchSize)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
+            0 <= d_info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zpotrs_batched, locals(), _ARG_KINDS['zpotrs_batched'])
+    try:
         _s = _p_cusolverDnZpotrsBatched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size)
     except _ArgumentError:
-        return _retry(zpotrs_batched, locals())
+        return _retry(zpotrs_batched, locals(), _ARG_KINDS['zpotrs_batched'])
     if _s:
         _raise(_s)
 
@@ -8025,9 +12480,21 @@ def zsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     cuDoubleComplex* A, int lda, int* ipiv, cuDoubleComplex* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsytrf, locals(), _ARG_KINDS['zsytrf'])
+    try:
         _s = _p_cusolverDnZsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info)
     except _ArgumentError:
-        return _retry(zsytrf, locals())
+        return _retry(zsytrf, locals(), _ARG_KINDS['zsytrf'])
     if _s:
         _raise(_s)
 
@@ -8038,11 +12505,20 @@ def zsytrf_buffer_size(handle, n, a, lda):
     C: ``cusolverStatus_t cusolverDnZsytrf_bufferSize(cusolverDnHandle_t handle, int n, cuDoubleComplex*
     A, int lda, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsytrf_buffer_size, locals(), _ARG_KINDS['zsytrf_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZsytrf_bufferSize(handle, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _retry(zsytrf_buffer_size, locals())
+        return _retry(zsytrf_buffer_size, locals(), _ARG_KINDS['zsytrf_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -8055,9 +12531,21 @@ def zsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     cuDoubleComplex* A, int lda, const int* ipiv, cuDoubleComplex* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsytri, locals(), _ARG_KINDS['zsytri'])
+    try:
         _s = _p_cusolverDnZsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info)
     except _ArgumentError:
-        return _retry(zsytri, locals())
+        return _retry(zsytri, locals(), _ARG_KINDS['zsytri'])
     if _s:
         _raise(_s)
 
@@ -8068,11 +12556,21 @@ def zsytri_buffer_size(handle, uplo, n, a, lda, ipiv):
     C: ``cusolverStatus_t cusolverDnZsytri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, cuDoubleComplex* A, int lda, const int* ipiv, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zsytri_buffer_size, locals(), _ARG_KINDS['zsytri_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZsytri_bufferSize(handle, uplo, n, a, lda, ipiv, _byref(lwork))
     except _ArgumentError:
-        return _retry(zsytri_buffer_size, locals())
+        return _retry(zsytri_buffer_size, locals(), _ARG_KINDS['zsytri_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -8086,9 +12584,22 @@ def zungbr(handle, side, m, n, k, a, lda, tau, work, lwork, info):
     info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zungbr, locals(), _ARG_KINDS['zungbr'])
+    try:
         _s = _p_cusolverDnZungbr(handle, side, m, n, k, a, lda, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(zungbr, locals())
+        return _retry(zungbr, locals(), _ARG_KINDS['zungbr'])
     if _s:
         _raise(_s)
 
@@ -8099,11 +12610,22 @@ def zungbr_buffer_size(handle, side, m, n, k, a, lda, tau):
     C: ``cusolverStatus_t cusolverDnZungbr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side,
     int m, int n, int k, const cuDoubleComplex* A, int lda, const cuDoubleComplex* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zungbr_buffer_size, locals(), _ARG_KINDS['zungbr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZungbr_bufferSize(handle, side, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(zungbr_buffer_size, locals())
+        return _retry(zungbr_buffer_size, locals(), _ARG_KINDS['zungbr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -8117,9 +12639,21 @@ def zungqr(handle, m, n, k, a, lda, tau, work, lwork, info):
     info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zungqr, locals(), _ARG_KINDS['zungqr'])
+    try:
         _s = _p_cusolverDnZungqr(handle, m, n, k, a, lda, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(zungqr, locals())
+        return _retry(zungqr, locals(), _ARG_KINDS['zungqr'])
     if _s:
         _raise(_s)
 
@@ -8130,11 +12664,22 @@ def zungqr_buffer_size(handle, m, n, k, a, lda, tau):
     C: ``cusolverStatus_t cusolverDnZungqr_bufferSize(cusolverDnHandle_t handle, int m, int n, int k,
     const cuDoubleComplex* A, int lda, const cuDoubleComplex* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zungqr_buffer_size, locals(), _ARG_KINDS['zungqr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZungqr_bufferSize(handle, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(zungqr_buffer_size, locals())
+        return _retry(zungqr_buffer_size, locals(), _ARG_KINDS['zungqr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -8148,9 +12693,21 @@ def zungtr(handle, uplo, n, a, lda, tau, work, lwork, info):
     info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
+            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
+            0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zungtr, locals(), _ARG_KINDS['zungtr'])
+    try:
         _s = _p_cusolverDnZungtr(handle, uplo, n, a, lda, tau, work, lwork, info)
     except _ArgumentError:
-        return _retry(zungtr, locals())
+        return _retry(zungtr, locals(), _ARG_KINDS['zungtr'])
     if _s:
         _raise(_s)
 
@@ -8161,11 +12718,21 @@ def zungtr_buffer_size(handle, uplo, n, a, lda, tau):
     C: ``cusolverStatus_t cusolverDnZungtr_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo,
     int n, const cuDoubleComplex* A, int lda, const cuDoubleComplex* tau, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
+            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zungtr_buffer_size, locals(), _ARG_KINDS['zungtr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZungtr_bufferSize(handle, uplo, n, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _retry(zungtr_buffer_size, locals())
+        return _retry(zungtr_buffer_size, locals(), _ARG_KINDS['zungtr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -8179,9 +12746,23 @@ def zunmqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_i
     cuDoubleComplex* tau, cuDoubleComplex* C, int ldc, cuDoubleComplex* work, int lwork, int* devInfo)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zunmqr, locals(), _ARG_KINDS['zunmqr'])
+    try:
         _s = _p_cusolverDnZunmqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info)
     except _ArgumentError:
-        return _retry(zunmqr, locals())
+        return _retry(zunmqr, locals(), _ARG_KINDS['zunmqr'])
     if _s:
         _raise(_s)
 
@@ -8193,11 +12774,24 @@ def zunmqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc):
     cublasOperation_t trans, int m, int n, int k, const cuDoubleComplex* A, int lda, const
     cuDoubleComplex* tau, const cuDoubleComplex* C, int ldc, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zunmqr_buffer_size, locals(), _ARG_KINDS['zunmqr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZunmqr_bufferSize(handle, side, trans, m, n, k, a, lda, tau, c, ldc, _byref(lwork))
     except _ArgumentError:
-        return _retry(zunmqr_buffer_size, locals())
+        return _retry(zunmqr_buffer_size, locals(), _ARG_KINDS['zunmqr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -8211,9 +12805,23 @@ def zunmtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, in
     cuDoubleComplex* tau, cuDoubleComplex* C, int ldc, cuDoubleComplex* work, int lwork, int* info)``
     """
     try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
+            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zunmtr, locals(), _ARG_KINDS['zunmtr'])
+    try:
         _s = _p_cusolverDnZunmtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info)
     except _ArgumentError:
-        return _retry(zunmtr, locals())
+        return _retry(zunmtr, locals(), _ARG_KINDS['zunmtr'])
     if _s:
         _raise(_s)
 
@@ -8225,13 +12833,26 @@ def zunmtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc):
     cublasFillMode_t uplo, cublasOperation_t trans, int m, int n, const cuDoubleComplex* A, int lda, const
     cuDoubleComplex* tau, const cuDoubleComplex* C, int ldc, int* lwork)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
+            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
+            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
+            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
+            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
+            -2147483648 <= ldc <= 2147483647
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zunmtr_buffer_size, locals(), _ARG_KINDS['zunmtr_buffer_size'])
     lwork = _int()
     try:
         _s = _p_cusolverDnZunmtr_bufferSize(
             handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, _byref(lwork),
         )
     except _ArgumentError:
-        return _retry(zunmtr_buffer_size, locals())
+        return _retry(zunmtr_buffer_size, locals(), _ARG_KINDS['zunmtr_buffer_size'])
     if _s:
         _raise(_s)
     return lwork.value
@@ -8245,6 +12866,20 @@ def zygels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t*
     iter, cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zygels, locals(), _ARG_KINDS['zygels'])
     iter = _int()
     try:
         _s = _p_cusolverDnZYgels(
@@ -8252,7 +12887,7 @@ def zygels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(zygels, locals())
+        return _retry(zygels, locals(), _ARG_KINDS['zygels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -8266,13 +12901,26 @@ def zygels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t*
     lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zygels_buffer_size, locals(), _ARG_KINDS['zygels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnZYgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(zygels_buffer_size, locals())
+        return _retry(zygels_buffer_size, locals(), _ARG_KINDS['zygels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -8286,6 +12934,20 @@ def zygesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes,
     cusolver_int_t* iter, cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zygesv, locals(), _ARG_KINDS['zygesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnZYgesv(
@@ -8293,7 +12955,7 @@ def zygesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(zygesv, locals())
+        return _retry(zygesv, locals(), _ARG_KINDS['zygesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -8307,13 +12969,26 @@ def zygesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     dB, cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t*
     lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zygesv_buffer_size, locals(), _ARG_KINDS['zygesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnZYgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(zygesv_buffer_size, locals())
+        return _retry(zygesv_buffer_size, locals(), _ARG_KINDS['zygesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -8327,6 +13002,20 @@ def zzgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes, cusolver_int_t*
     iter, cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zzgels, locals(), _ARG_KINDS['zzgels'])
     iter = _int()
     try:
         _s = _p_cusolverDnZZgels(
@@ -8334,7 +13023,7 @@ def zzgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
             d_info,
         )
     except _ArgumentError:
-        return _retry(zzgels, locals())
+        return _retry(zzgels, locals(), _ARG_KINDS['zzgels'])
     if _s:
         _raise(_s)
     return iter.value
@@ -8348,13 +13037,26 @@ def zzgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t*
     lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
+            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
+            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zzgels_buffer_size, locals(), _ARG_KINDS['zzgels_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnZZgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(zzgels_buffer_size, locals())
+        return _retry(zzgels_buffer_size, locals(), _ARG_KINDS['zzgels_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -8368,6 +13070,20 @@ def zzgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t lwork_bytes,
     cusolver_int_t* iter, cusolver_int_t* d_info)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
+            0 <= d_info <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zzgesv, locals(), _ARG_KINDS['zzgesv'])
     iter = _int()
     try:
         _s = _p_cusolverDnZZgesv(
@@ -8375,7 +13091,7 @@ def zzgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
             d_info,
         )
     except _ArgumentError:
-        return _retry(zzgesv, locals())
+        return _retry(zzgesv, locals(), _ARG_KINDS['zzgesv'])
     if _s:
         _raise(_s)
     return iter.value
@@ -8389,13 +13105,662 @@ def zzgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     dB, cusolver_int_t lddb, cuDoubleComplex* dX, cusolver_int_t lddx, void* dWorkspace, size_t*
     lwork_bytes)``
     """
+    try:
+        _ok = (
+            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
+            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
+            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
+            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
+            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
+            0 <= d_workspace <= 18446744073709551615
+        )
+    except Exception:
+        _ok = False
+    if _ok is not True:
+        return _retry(zzgesv_buffer_size, locals(), _ARG_KINDS['zzgesv_buffer_size'])
     lwork_bytes = _size()
     try:
         _s = _p_cusolverDnZZgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _retry(zzgesv_buffer_size, locals())
+        return _retry(zzgesv_buffer_size, locals(), _ARG_KINDS['zzgesv_buffer_size'])
     if _s:
         _raise(_s)
     return lwork_bytes.value
+
+
+# Check kind of every parameter, per function (see nvmath/bindings/_loader.py: retry_call).
+_ARG_KINDS = {
+    'ccgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'ccgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'ccgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'ccgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'cegels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'cegels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'cegesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'cegesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'cgebrd': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'ptr'),
+    'cgebrd_buffer_size': ('ptr', 'i32', 'i32'),
+    'cgeqrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'cgeqrf_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'cgesvd': (
+        'ptr', 'i8', 'i8', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+        'ptr',
+    ),
+    'cgesvd_buffer_size': ('ptr', 'i32', 'i32'),
+    'cgesvda_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'i32', 'i64', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'cgesvda_strided_batched_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'i32', 'i64', 'i32',
+    ),
+    'cgesvdj': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32',
+        'ptr', 'ptr',
+    ),
+    'cgesvdj_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+        'ptr', 'i32',
+    ),
+    'cgesvdj_batched_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32',
+    ),
+    'cgesvdj_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+    ),
+    'cgetrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr'),
+    'cgetrf_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'cgetrs': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'cheevd': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'cheevd_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'cheevdx': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'f32', 'f32', 'i32', 'i32', 'ptr', 'ptr', 'i32',
+        'ptr',
+    ),
+    'cheevdx_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'f32', 'f32', 'i32', 'i32', 'ptr',
+    ),
+    'cheevj': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr'),
+    'cheevj_batched': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'cheevj_batched_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'cheevj_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'chegvd': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'chegvd_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'chegvdx': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'f32', 'f32', 'i32', 'i32',
+        'ptr', 'ptr', 'i32', 'ptr',
+    ),
+    'chegvdx_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'f32', 'f32', 'i32', 'i32',
+        'ptr',
+    ),
+    'chegvj': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr',
+    ),
+    'chegvj_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'chetrd': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'ptr'),
+    'chetrd_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr'),
+    'ckgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'ckgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'ckgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'ckgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'claswp': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'i32', 'ptr', 'i32'),
+    'clauum': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'clauum_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'cpotrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'cpotrf_batched': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'cpotrf_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'cpotri': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'cpotri_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'cpotrs': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'cpotrs_batched': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'create': (),
+    'create_gesvdj_info': (),
+    'create_params': (),
+    'create_syevj_info': (),
+    'csytrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'csytrf_buffer_size': ('ptr', 'i32', 'ptr', 'i32'),
+    'csytri': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'csytri_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'cungbr': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'cungbr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'cungqr': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'cungqr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'cungtr': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'cungtr_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'cunmqr': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+    ),
+    'cunmqr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'cunmtr': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+    ),
+    'cunmtr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'cygels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'cygels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'cygesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'cygesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dbgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'dbgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dbgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'dbgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'ddgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'ddgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'ddgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'ddgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'destroy': ('ptr',),
+    'destroy_gesvdj_info': ('ptr',),
+    'destroy_params': ('ptr',),
+    'destroy_syevj_info': ('ptr',),
+    'dgebrd': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'ptr'),
+    'dgebrd_buffer_size': ('ptr', 'i32', 'i32'),
+    'dgeqrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'dgeqrf_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'dgesvd': (
+        'ptr', 'i8', 'i8', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+        'ptr',
+    ),
+    'dgesvd_buffer_size': ('ptr', 'i32', 'i32'),
+    'dgesvda_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'i32', 'i64', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'dgesvda_strided_batched_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'i32', 'i64', 'i32',
+    ),
+    'dgesvdj': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32',
+        'ptr', 'ptr',
+    ),
+    'dgesvdj_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+        'ptr', 'i32',
+    ),
+    'dgesvdj_batched_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32',
+    ),
+    'dgesvdj_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+    ),
+    'dgetrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr'),
+    'dgetrf_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'dgetrs': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'dhgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'dhgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dhgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'dhgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dlaswp': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'i32', 'ptr', 'i32'),
+    'dlauum': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dlauum_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'dorgbr': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'dorgbr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'dorgqr': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'dorgqr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'dorgtr': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'dorgtr_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'dormqr': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+    ),
+    'dormqr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dormtr': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+    ),
+    'dormtr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dpotrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dpotrf_batched': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'dpotrf_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'dpotri': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dpotri_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'dpotrs': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dpotrs_batched': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'dsgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'dsgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dsgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'dsgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dsyevd': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'dsyevd_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'dsyevdx': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'f64', 'f64', 'i32', 'i32', 'ptr', 'ptr', 'i32',
+        'ptr',
+    ),
+    'dsyevdx_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'f64', 'f64', 'i32', 'i32', 'ptr',
+    ),
+    'dsyevj': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr'),
+    'dsyevj_batched': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dsyevj_batched_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'dsyevj_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'dsygvd': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'dsygvd_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dsygvdx': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'f64', 'f64', 'i32', 'i32',
+        'ptr', 'ptr', 'i32', 'ptr',
+    ),
+    'dsygvdx_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'f64', 'f64', 'i32', 'i32',
+        'ptr',
+    ),
+    'dsygvj': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr',
+    ),
+    'dsygvj_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'dsytrd': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'ptr'),
+    'dsytrd_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr'),
+    'dsytrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'dsytrf_buffer_size': ('ptr', 'i32', 'ptr', 'i32'),
+    'dsytri': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'dsytri_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'dxgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'dxgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'dxgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'dxgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'get_deterministic_mode': ('ptr',),
+    'get_emulation_special_values_support': ('ptr',),
+    'get_emulation_strategy': ('ptr',),
+    'get_fixed_point_emulation_mantissa_bit_offset': ('ptr',),
+    'get_fixed_point_emulation_mantissa_control': ('ptr',),
+    'get_fixed_point_emulation_max_mantissa_bit_count': ('ptr',),
+    'get_math_mode': ('ptr',),
+    'get_stream': ('ptr',),
+    'irs_infos_create': (),
+    'irs_infos_destroy': ('ptr',),
+    'irs_infos_get_max_iters': ('ptr',),
+    'irs_infos_get_niters': ('ptr',),
+    'irs_infos_get_outer_niters': ('ptr',),
+    'irs_infos_get_residual_history': ('ptr',),
+    'irs_infos_request_residual': ('ptr',),
+    'irs_params_create': (),
+    'irs_params_destroy': ('ptr',),
+    'irs_params_disable_fallback': ('ptr',),
+    'irs_params_enable_fallback': ('ptr',),
+    'irs_params_get_max_iters': ('ptr',),
+    'irs_params_set_max_iters': ('ptr', 'i32'),
+    'irs_params_set_max_iters_inner': ('ptr', 'i32'),
+    'irs_params_set_refinement_solver': ('ptr', 'i32'),
+    'irs_params_set_solver_lowest_precision': ('ptr', 'i32'),
+    'irs_params_set_solver_main_precision': ('ptr', 'i32'),
+    'irs_params_set_solver_precisions': ('ptr', 'i32', 'i32'),
+    'irs_params_set_tol': ('ptr', 'f64'),
+    'irs_params_set_tol_inner': ('ptr', 'f64'),
+    'irs_xgels': (
+        'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64',
+        'ptr',
+    ),
+    'irs_xgels_buffer_size': ('ptr', 'ptr', 'i32', 'i32', 'i32'),
+    'irs_xgesv': (
+        'ptr', 'ptr', 'ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr',
+    ),
+    'irs_xgesv_buffer_size': ('ptr', 'ptr', 'i32', 'i32'),
+    'sbgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'sbgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'sbgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'sbgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'set_adv_options': ('ptr', 'i32', 'i32'),
+    'set_deterministic_mode': ('ptr', 'i32'),
+    'set_emulation_special_values_support': ('ptr', 'i32'),
+    'set_emulation_strategy': ('ptr', 'i32'),
+    'set_fixed_point_emulation_mantissa_bit_offset': ('ptr', 'i32'),
+    'set_fixed_point_emulation_mantissa_control': ('ptr', 'i32'),
+    'set_fixed_point_emulation_max_mantissa_bit_count': ('ptr', 'i32'),
+    'set_math_mode': ('ptr', 'i32'),
+    'set_stream': ('ptr', 'ptr'),
+    'sgebrd': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'ptr'),
+    'sgebrd_buffer_size': ('ptr', 'i32', 'i32'),
+    'sgeqrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'sgeqrf_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'sgesvd': (
+        'ptr', 'i8', 'i8', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+        'ptr',
+    ),
+    'sgesvd_buffer_size': ('ptr', 'i32', 'i32'),
+    'sgesvda_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'i32', 'i64', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'sgesvda_strided_batched_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'i32', 'i64', 'i32',
+    ),
+    'sgesvdj': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32',
+        'ptr', 'ptr',
+    ),
+    'sgesvdj_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+        'ptr', 'i32',
+    ),
+    'sgesvdj_batched_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32',
+    ),
+    'sgesvdj_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+    ),
+    'sgetrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr'),
+    'sgetrf_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'sgetrs': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'shgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'shgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'shgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'shgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'slaswp': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'i32', 'ptr', 'i32'),
+    'slauum': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'slauum_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'sorgbr': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'sorgbr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'sorgqr': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'sorgqr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'sorgtr': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'sorgtr_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'sormqr': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+    ),
+    'sormqr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'sormtr': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+    ),
+    'sormtr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'spotrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'spotrf_batched': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'spotrf_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'spotri': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'spotri_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'spotrs': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'spotrs_batched': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'ssgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'ssgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'ssgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'ssgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'ssyevd': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'ssyevd_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'ssyevdx': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'f32', 'f32', 'i32', 'i32', 'ptr', 'ptr', 'i32',
+        'ptr',
+    ),
+    'ssyevdx_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'f32', 'f32', 'i32', 'i32', 'ptr',
+    ),
+    'ssyevj': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr'),
+    'ssyevj_batched': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'ssyevj_batched_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'ssyevj_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'ssygvd': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'ssygvd_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'ssygvdx': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'f32', 'f32', 'i32', 'i32',
+        'ptr', 'ptr', 'i32', 'ptr',
+    ),
+    'ssygvdx_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'f32', 'f32', 'i32', 'i32',
+        'ptr',
+    ),
+    'ssygvj': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr',
+    ),
+    'ssygvj_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'ssytrd': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'ptr'),
+    'ssytrd_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr'),
+    'ssytrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'ssytrf_buffer_size': ('ptr', 'i32', 'ptr', 'i32'),
+    'ssytri': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'ssytri_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'sxgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'sxgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'sxgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'sxgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'xgeev': (
+        'ptr', 'ptr', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32', 'ptr', 'i64', 'i32',
+        'ptr', 'i64', 'i32', 'ptr', 'u64', 'ptr', 'u64', 'ptr',
+    ),
+    'xgeev_buffer_size': (
+        'ptr', 'ptr', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32', 'ptr', 'i64', 'i32',
+        'ptr', 'i64', 'i32',
+    ),
+    'xgeqrf': (
+        'ptr', 'ptr', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr', 'u64',
+        'ptr',
+    ),
+    'xgeqrf_buffer_size': ('ptr', 'ptr', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32'),
+    'xgesvd': (
+        'ptr', 'ptr', 'i8', 'i8', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32', 'ptr', 'i64', 'i32',
+        'ptr', 'i64', 'i32', 'ptr', 'u64', 'ptr', 'u64', 'ptr',
+    ),
+    'xgesvd_buffer_size': (
+        'ptr', 'ptr', 'i8', 'i8', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32', 'ptr', 'i64', 'i32',
+        'ptr', 'i64', 'i32',
+    ),
+    'xgesvdj_get_residual': ('ptr', 'ptr'),
+    'xgesvdj_get_sweeps': ('ptr', 'ptr'),
+    'xgesvdj_set_max_sweeps': ('ptr', 'i32'),
+    'xgesvdj_set_sort_eig': ('ptr', 'i32'),
+    'xgesvdj_set_tolerance': ('ptr', 'f64'),
+    'xgesvdp': (
+        'ptr', 'ptr', 'i32', 'i32', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32', 'ptr', 'i64',
+        'i32', 'ptr', 'i64', 'i32', 'ptr', 'u64', 'ptr', 'u64', 'ptr', 'ptr',
+    ),
+    'xgesvdp_buffer_size': (
+        'ptr', 'ptr', 'i32', 'i32', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32', 'ptr', 'i64',
+        'i32', 'ptr', 'i64', 'i32',
+    ),
+    'xgesvdr': (
+        'ptr', 'ptr', 'i8', 'i8', 'i64', 'i64', 'i64', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32',
+        'ptr', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'u64', 'ptr', 'u64', 'ptr',
+    ),
+    'xgesvdr_buffer_size': (
+        'ptr', 'ptr', 'i8', 'i8', 'i64', 'i64', 'i64', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32',
+        'ptr', 'i64', 'i32', 'ptr', 'i64', 'i32',
+    ),
+    'xgetrf': (
+        'ptr', 'ptr', 'i64', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'i32', 'ptr', 'u64', 'ptr', 'u64', 'ptr',
+    ),
+    'xgetrf_buffer_size': ('ptr', 'ptr', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32'),
+    'xgetrs': ('ptr', 'ptr', 'i32', 'i64', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'i32', 'ptr', 'i64', 'ptr'),
+    'xhetrf': (
+        'ptr', 'ptr', 'i32', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'i32', 'ptr', 'u64', 'ptr', 'u64', 'ptr',
+    ),
+    'xhetrf_buffer_size': ('ptr', 'ptr', 'i32', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'i32'),
+    'xhetrs': (
+        'ptr', 'ptr', 'i32', 'i64', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'i32', 'ptr', 'i64', 'ptr', 'u64',
+        'ptr', 'u64', 'ptr',
+    ),
+    'xhetrs_buffer_size': (
+        'ptr', 'ptr', 'i32', 'i64', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'i32', 'ptr', 'i64',
+    ),
+    'xlarft': (
+        'ptr', 'ptr', 'i32', 'i32', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32', 'ptr', 'i64',
+        'i32', 'ptr', 'u64', 'ptr', 'u64',
+    ),
+    'xlarft_buffer_size': (
+        'ptr', 'ptr', 'i32', 'i32', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32', 'ptr', 'i64',
+        'i32',
+    ),
+    'xpolar': (
+        'ptr', 'ptr', 'i32', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'u64',
+        'ptr', 'u64', 'ptr', 'ptr', 'ptr', 'ptr',
+    ),
+    'xpolar_buffer_size': (
+        'ptr', 'ptr', 'i32', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i64', 'i32',
+    ),
+    'xpotrf': ('ptr', 'ptr', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'u64', 'ptr', 'u64', 'ptr'),
+    'xpotrf_buffer_size': ('ptr', 'ptr', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i32'),
+    'xpotrs': ('ptr', 'ptr', 'i32', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i64', 'ptr'),
+    'xstedc': (
+        'ptr', 'ptr', 'i32', 'i64', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'u64', 'ptr',
+        'u64', 'ptr',
+    ),
+    'xstedc_buffer_size': ('ptr', 'ptr', 'i32', 'i64', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i64', 'i32'),
+    'xsyev_batched': (
+        'ptr', 'ptr', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr',
+        'u64', 'ptr', 'i64',
+    ),
+    'xsyev_batched_buffer_size': (
+        'ptr', 'ptr', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32', 'i64',
+    ),
+    'xsyevd': (
+        'ptr', 'ptr', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr',
+        'u64', 'ptr',
+    ),
+    'xsyevd_buffer_size': ('ptr', 'ptr', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i32'),
+    'xsyevdx': (
+        'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'i32',
+        'ptr', 'i32', 'ptr', 'u64', 'ptr', 'u64', 'ptr',
+    ),
+    'xsyevdx_buffer_size': (
+        'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'ptr', 'i64', 'i64', 'i32',
+        'ptr', 'i32',
+    ),
+    'xsyevj_get_residual': ('ptr', 'ptr'),
+    'xsyevj_get_sweeps': ('ptr', 'ptr'),
+    'xsyevj_set_max_sweeps': ('ptr', 'i32'),
+    'xsyevj_set_sort_eig': ('ptr', 'i32'),
+    'xsyevj_set_tolerance': ('ptr', 'f64'),
+    'xsygv_strided_batched': (
+        'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i64',
+        'i32', 'ptr', 'i64', 'i32', 'i64', 'ptr', 'u64', 'ptr', 'u64', 'ptr',
+    ),
+    'xsygv_strided_batched_buffer_size': (
+        'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i64', 'i32', 'ptr', 'i64', 'i64',
+        'i32', 'ptr', 'i64', 'i32', 'i64',
+    ),
+    'xsygvd': (
+        'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr',
+        'i32', 'ptr', 'u64', 'ptr', 'u64', 'ptr',
+    ),
+    'xsygvd_buffer_size': (
+        'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr',
+        'i32',
+    ),
+    'xsygvdx': (
+        'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i64', 'ptr',
+        'ptr', 'i64', 'i64', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr', 'u64', 'ptr',
+    ),
+    'xsygvdx_buffer_size': (
+        'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'ptr',
+        'i64', 'i64', 'i32', 'ptr', 'i32',
+    ),
+    'xsytrf': (
+        'ptr', 'ptr', 'i32', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'i32', 'ptr', 'u64', 'ptr', 'u64', 'ptr',
+    ),
+    'xsytrf_buffer_size': ('ptr', 'ptr', 'i32', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'i32'),
+    'xsytrs': (
+        'ptr', 'i32', 'i64', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'i32', 'ptr', 'i64', 'ptr', 'u64', 'ptr',
+        'u64', 'ptr',
+    ),
+    'xsytrs_buffer_size': ('ptr', 'i32', 'i64', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'i32', 'ptr', 'i64'),
+    'xtrtri': ('ptr', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64', 'ptr', 'u64', 'ptr', 'u64', 'ptr'),
+    'xtrtri_buffer_size': ('ptr', 'i32', 'i32', 'i64', 'i32', 'ptr', 'i64'),
+    'zcgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'zcgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zcgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'zcgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zegels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'zegels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zegesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'zegesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zgebrd': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'ptr'),
+    'zgebrd_buffer_size': ('ptr', 'i32', 'i32'),
+    'zgeqrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'zgeqrf_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'zgesvd': (
+        'ptr', 'i8', 'i8', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+        'ptr',
+    ),
+    'zgesvd_buffer_size': ('ptr', 'i32', 'i32'),
+    'zgesvda_strided_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'i32', 'i64', 'ptr', 'i32', 'ptr', 'ptr', 'i32',
+    ),
+    'zgesvda_strided_batched_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'i64', 'ptr', 'i64', 'ptr', 'i32', 'i64', 'ptr',
+        'i32', 'i64', 'i32',
+    ),
+    'zgesvdj': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32',
+        'ptr', 'ptr',
+    ),
+    'zgesvdj_batched': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+        'ptr', 'i32',
+    ),
+    'zgesvdj_batched_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32',
+    ),
+    'zgesvdj_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+    ),
+    'zgetrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr'),
+    'zgetrf_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'zgetrs': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'zheevd': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'zheevd_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'zheevdx': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'f64', 'f64', 'i32', 'i32', 'ptr', 'ptr', 'i32',
+        'ptr',
+    ),
+    'zheevdx_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'f64', 'f64', 'i32', 'i32', 'ptr',
+    ),
+    'zheevj': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr'),
+    'zheevj_batched': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zheevj_batched_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zheevj_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'zhegvd': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'zhegvd_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zhegvdx': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'f64', 'f64', 'i32', 'i32',
+        'ptr', 'ptr', 'i32', 'ptr',
+    ),
+    'zhegvdx_buffer_size': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'f64', 'f64', 'i32', 'i32',
+        'ptr',
+    ),
+    'zhegvj': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'ptr',
+    ),
+    'zhegvj_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'ptr'),
+    'zhetrd': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'ptr'),
+    'zhetrd_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'ptr'),
+    'zkgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'zkgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zkgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'zkgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zlaswp': ('ptr', 'i32', 'ptr', 'i32', 'i32', 'i32', 'ptr', 'i32'),
+    'zlauum': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zlauum_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'zpotrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zpotrf_batched': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'zpotrf_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'zpotri': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zpotri_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32'),
+    'zpotrs': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zpotrs_batched': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32'),
+    'zsytrf': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'zsytrf_buffer_size': ('ptr', 'i32', 'ptr', 'i32'),
+    'zsytri': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'zsytri_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'zungbr': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'zungbr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'zungqr': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'zungqr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'zungtr': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr'),
+    'zungtr_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr'),
+    'zunmqr': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+    ),
+    'zunmqr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zunmtr': (
+        'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr',
+    ),
+    'zunmtr_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32'),
+    'zygels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'zygels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zygesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'zygesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zzgels': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'zzgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+    'zzgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
+    'zzgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+}

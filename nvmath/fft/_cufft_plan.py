@@ -122,6 +122,18 @@ def _callback_error(attached: list[tuple[str, str | None, str]], exc: BaseExcept
 _LEGACY_SET_JIT: dict[str, Any] = {}
 
 
+def _host_address(data: bytes | int, keep: list) -> int:
+    """The address of LTO-IR given as ``bytes`` (kept alive in ``keep``) or already as an int address.
+
+    The bindings take pointers as ints only (a ``bytes`` object is refused, never passed by address).
+    """
+    if isinstance(data, int):
+        return data
+    buffer = ctypes.c_char_p(data)  # points into the bytes object itself, no copy
+    keep.append((data, buffer))
+    return ctypes.cast(buffer, ctypes.c_void_p).value or 0
+
+
 def _legacy_set_jit_callback(
     handle: int, symbol: str | None, callback: DeviceCallable, cb_type: int, caller_info: int
 ) -> None:
@@ -169,8 +181,9 @@ def _set_callback(
     try:
         if major >= 12:
             cufft.xt_set_jit_callback(
-                handle, symbol, callback.ltoir, callback.size, cb_type, ctypes.addressof(cell)
-            )
+                handle, symbol, _host_address(callback.ltoir, keep), callback.size, cb_type,
+                ctypes.addressof(cell),
+            )  # fmt: skip
         else:
             _legacy_set_jit_callback(handle, symbol, callback, int(cb_type), ctypes.addressof(cell))
     except Exception as exc:

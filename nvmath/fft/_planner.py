@@ -125,7 +125,7 @@ class FFT(FFTAttributes, FreedOnExit):
         self._none_stream: Any = None
         self._last_stream: Any = None
         self._last_handle: Any = None
-        self._stream = self._stream_handle(stream) if self._device_id != "cpu" else None
+        self._stream = self._stream_handle(stream) if self._device_id != "cpu" else streams.check_stream(stream)
         self._lifecycle = Lifecycle(
             "FFT", InvalidFFTState, reset_method="reset_operand", release_method="release_operand"
         )
@@ -276,6 +276,8 @@ class FFT(FFTAttributes, FreedOnExit):
         self._check_callbacks(prolog, epilog)
         if stream is not None and not self._cpu:
             self._stream_handle(stream)
+        elif stream is not None:
+            streams.check_stream(stream)  # unused on the CPU, refused as on the GPU
         plan = None
         if not self._cpu:
             from nvmath.fft._cufft_plan import CufftPlan
@@ -311,6 +313,8 @@ class FFT(FFTAttributes, FreedOnExit):
             return self._run_direct(op.data_ptr, op, None, d, stream, release_workspace)
         d = self._direction if direction is None else self._check_direction(direction)
         if self._cpu:
+            if stream is not None:
+                streams.check_stream(stream)  # unused on the CPU, refused as on the GPU
             return self._execute_cpu(d, stream)
         return self._execute_cuda(d, stream, release_workspace)
 

@@ -36,7 +36,9 @@ def device_package(adapter: TensorAdapter) -> str:
 
 
 def resolved(adapter: TensorAdapter, inplace: bool) -> TensorAdapter:
-    """Materialize torch's lazy conjugation (a copy); refused in place."""
+    """Materialize torch's lazy conjugation (a copy); refused in place, as is a read-only operand."""
+    if inplace:
+        check_writable(adapter)
     if not adapter.is_conjugate:
         return adapter
     if inplace:
@@ -44,6 +46,20 @@ def resolved(adapter: TensorAdapter, inplace: bool) -> TensorAdapter:
             "an in-place FFT cannot take a lazily conjugated torch tensor; call .resolve_conj() first"
         )
     return wrap(adapter.tensor.resolve_conj(), "operand")
+
+
+def check_writable(adapter: TensorAdapter) -> None:
+    """Refuse a read-only operand (numpy ``flags.writeable`` false) for an in-place transform.
+
+    Raises:
+        ValueError: before anything is planned (the transform would write into the operand).
+    """
+    flags = getattr(adapter.tensor, "flags", None)
+    if flags is not None and getattr(flags, "writeable", True) is False:
+        raise ValueError(
+            "an in-place FFT (options inplace=True) writes into the operand, which is read-only "
+            "(numpy flags.writeable is False); pass a writable copy (numpy.array(x)) or use inplace=False"
+        )
 
 
 def operand_traits(adapter: TensorAdapter, axes: Any, options: FFTOptions, execution: Any) -> FFTTraits:

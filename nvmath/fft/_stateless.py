@@ -180,6 +180,10 @@ def _transform(
                     build_args=(operand, tail, stream),
                 )  # fmt: skip
     adapter = wrap(operand, "operand")
+    if check_dtype != "complex" and check_dtype != "real" and check_dtype is not None:
+        from nvmath.fft._validation import check_dtype_option
+
+        check_dtype_option(check_dtype, function)  # an unknown value never turns the check off
     _check_kind(adapter.dtype, check_dtype, function)
     ndim = len(adapter.shape)
     normalized = normalize_axes(axes, ndim)
@@ -249,8 +253,13 @@ def ifft(
 ) -> Any:
     """N-D inverse complex-to-complex FFT, unnormalized: ``ifft(fft(x)) == N * x``.
 
-    Arguments as for :func:`fft` (``direction`` defaults to INVERSE).
+    Arguments as for :func:`fft`; ``direction`` is accepted for nvmath-python compatibility but must
+    be INVERSE (a forward direction is a ``ValueError``, never a forward transform named ifft).
     """
+    if direction is not FFTDirection.INVERSE:
+        from nvmath.fft._validation import check_inverse
+
+        direction = check_inverse(direction)
     return _transform(
         operand, axes=axes, direction=direction, options=options, execution=execution, prolog=prolog,
         epilog=epilog, stream=stream, fft_type=None, check_dtype=check_dtype, function="ifft",

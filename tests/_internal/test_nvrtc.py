@@ -70,7 +70,8 @@ def test_kernel_modules_use_the_shared_cache(fake_core):
 
     assert set(copy_kernels._kernels(0)) == {1, 2, 4, 8, 16}
     orgqr = {f"orgqr_{t}" for t in ("float32", "float64", "complex64", "complex128")}
-    assert set(solver_kernels._kernels(0)) == {"zero4", "zero8", "zero16", "eye", *orgqr}
+    pivots = {f"pivots{p}_{w}" for p in (4, 8) for w in (4, 8)}
+    assert set(solver_kernels._kernels(0)) == {"zero4", "zero8", "zero16", "eye", *orgqr, *pivots}
     copy_kernels._kernels(0)
     solver_kernels._kernels(0)
     assert [c[3][-1] for c in fake_core.compiled] == [

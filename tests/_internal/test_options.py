@@ -110,10 +110,14 @@ def test_check_type_and_bool():
         opt.check_bool("flag", 1)
 
 
-@pytest.mark.parametrize("value", [True, "auto"])
-def test_blocking_accepts(value):
-    """blocking accepts True and 'auto'."""
-    opt.check_blocking(value)
+@pytest.mark.parametrize(("value", "look_alike"), [(True, 1), ("auto", "Auto")])
+def test_blocking_accepts(value, look_alike):
+    """blocking accepts exactly True and 'auto' (the check returns None), while their closest
+    look-alikes (1, 'Auto') are refused with the offending value in the message."""
+    assert opt.check_blocking(value) is None
+    assert opt.check_blocking(value, "options.blocking") is None
+    with pytest.raises(ValueError, match=f"blocking must be True or 'auto'; got {look_alike!r}"):
+        opt.check_blocking(look_alike)
 
 
 @pytest.mark.parametrize("value", [False, "yes", 1, None])

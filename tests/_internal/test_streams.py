@@ -229,3 +229,23 @@ def test_new_stream_seen_during_graph_capture_keeps_capture_valid(torch_cuda):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(x, torch.full_like(x, 4.0))
+
+
+@pytest.mark.parametrize("bad", ["notastream", object(), 1.5, True, b"0", [0]])
+def test_check_stream_refuses_what_get_stream_would(bad):
+    """check_stream refuses a stream argument of no accepted kind (TypeError), with no driver call."""
+    with pytest.raises(TypeError, match="stream must be"):
+        streams.check_stream(bad)
+
+
+def test_check_stream_accepts_the_accepted_kinds_and_refuses_negative_handles():
+    """None, ints >= 0, StreamHandle and __cuda_stream__ objects pass; a negative int is a ValueError."""
+
+    class Protocol:
+        def __cuda_stream__(self):
+            return (0, 1234)
+
+    for good in (None, 0, 2, 0x7F0000, Protocol()):
+        assert streams.check_stream(good) is None
+    with pytest.raises(ValueError, match="non-negative"):
+        streams.check_stream(-1)

@@ -97,24 +97,40 @@ def test_raw_get_reports_the_dtype_size(kind: str) -> None:
         destroy(obj)
 
 
-def test_raw_set_get_accept_numpy_buffers() -> None:
-    """The raw set/get functions take a numpy array where C wants a ``void*`` buffer."""
+def test_raw_set_get_take_buffer_addresses_only() -> None:
+    """The raw set/get functions take a buffer's address (int); a numpy array itself is refused."""
     layout = cublasLt.matrix_layout_create(cublas.CudaDataType.R_32F, 4, 4, 4)
     try:
         rows = np.array([123], dtype=np.uint64)
-        cublasLt.matrix_layout_set_attribute(layout, cublasLt.MatrixLayoutAttribute.ROWS, rows, rows.nbytes)
+        attr = cublasLt.MatrixLayoutAttribute.ROWS
+        cublasLt.matrix_layout_set_attribute(layout, attr, rows.ctypes.data, rows.nbytes)
         out = np.zeros(1, dtype=np.uint64)
-        written = cublasLt.matrix_layout_get_attribute(
-            layout, cublasLt.MatrixLayoutAttribute.ROWS, out, out.nbytes
-        )
+        written = cublasLt.matrix_layout_get_attribute(layout, attr, out.ctypes.data, out.nbytes)
         assert written == 8 and out[0] == 123
+        with pytest.raises(TypeError, match=r"matrix_layout_set_attribute\(\): parameter buf .*ndarray"):
+            cublasLt.matrix_layout_set_attribute(layout, attr, rows, rows.nbytes)
+    finally:
+        cublasLt.matrix_layout_destroy(layout)
+
+
+@pytest.mark.parametrize("value", [3.7, -1, 2**64, "x", [1.5]])
+def test_attribute_setter_refuses_mangled_values(value) -> None:
+    """An integer attribute is never truncated or wrapped: floats and strings are a TypeError,
+    out-of-range integers an OverflowError, and the stored value is unchanged."""
+    layout = cublasLt.matrix_layout_create(cublas.CudaDataType.R_32F, 4, 4, 4)
+    try:
+        attr = cublasLt.MatrixLayoutAttribute.ROWS
+        with pytest.raises((TypeError, OverflowError), match="matrix_layout_set"):
+            cublasLt.matrix_layout_set(layout, attr, value)
+        assert cublasLt.matrix_layout_get(layout, attr) == 4
     finally:
         cublasLt.matrix_layout_destroy(layout)
 
 
 def test_algo_config_round_trip() -> None:
     """Algorithm configuration attributes round-trip on a numpy-held algo; the algo id is read-only."""
-    algo = np.zeros(1, dtype=cublasLt.matmul_algo_dtype)
+    held = np.zeros(1, dtype=cublasLt.matmul_algo_dtype)
+    algo = held.ctypes.data
     for attr in cublasLt.MatmulAlgoConfigAttribute:
         if attr == cublasLt.MatmulAlgoConfigAttribute.ID:
             assert cublasLt.matmul_algo_config_get(algo, attr) == 0

@@ -29,19 +29,20 @@ class Gpu:
         self.device = Device(0)
         self.device.set_current()
         self.stream = self.device.create_stream()
+        self.sptr = int(self.stream.handle)  # the bindings take handles and addresses as ints only
         self.buffers = []
 
-    def empty(self, nbytes: int):
+    def empty(self, nbytes: int) -> int:
         buffer = self.device.allocate(max(nbytes, 1), stream=self.stream)
         self.buffers.append(buffer)
-        return buffer
+        return int(buffer.handle)
 
     def put(self, array: np.ndarray):
         from cuda.bindings import driver
 
         buffer = self.empty(array.nbytes)
         self.stream.sync()
-        (status,) = driver.cuMemcpyHtoD(int(buffer.handle), array.ctypes.data, array.nbytes)
+        (status,) = driver.cuMemcpyHtoD(buffer, array.ctypes.data, array.nbytes)
         assert status == driver.CUresult.CUDA_SUCCESS
         return buffer
 
@@ -49,7 +50,7 @@ class Gpu:
         from cuda.bindings import driver
 
         self.stream.sync()
-        (status,) = driver.cuMemcpyDtoH(out.ctypes.data, int(buffer.handle), out.nbytes)
+        (status,) = driver.cuMemcpyDtoH(out.ctypes.data, buffer, out.nbytes)
         assert status == driver.CUresult.CUDA_SUCCESS
         return out
 
@@ -84,7 +85,10 @@ def test_handles_create_and_destroy(gpu) -> None:
     cublasLt.destroy(handle)
 
     handle = cublas.create()
-    cublas.set_stream(handle, gpu.stream)  # a cuda.core Stream is accepted for a cudaStream_t
+    if not hasattr(type(gpu.stream), "__index__"):  # a cuda.core Stream object is not an int handle
+        with pytest.raises(TypeError, match=r"cublas.set_stream\(\): parameter stream_id must be an int"):
+            cublas.set_stream(handle, gpu.stream)
+    cublas.set_stream(handle, stream)
     assert cublas.get_stream(handle) == stream
     assert cublas.get_version(handle) >= 12000
     cublas.destroy(handle)
@@ -128,7 +132,7 @@ def _heuristics(lt_handle, desc, layouts, count: int = 4):
     )
     results = np.zeros(count, dtype=cublasLt.matmul_heuristic_result_dtype)
     la, lb, lc = layouts
-    found = cublasLt.matmul_algo_get_heuristic(lt_handle, desc, la, lb, lc, lc, pref, count, results)
+    found = cublasLt.matmul_algo_get_heuristic(lt_handle, desc, la, lb, lc, lc, pref, count, results.ctypes.data)
     return pref, results[:found]
 
 
@@ -139,12 +143,12 @@ def _run_matmul(gpu, lt_handle, desc, layouts, buffers, algo_ptr: int) -> np.nda
     cublasLt.matmul(
         lt_handle,
         desc,
-        alpha,
+        alpha.ctypes.data,
         a,
         la,
         b,
         lb,
-        beta,
+        beta.ctypes.data,
         d,
         lc,
         d,
@@ -152,7 +156,7 @@ def _run_matmul(gpu, lt_handle, desc, layouts, buffers, algo_ptr: int) -> np.nda
         algo_ptr,
         workspace,
         WORKSPACE_BYTES,
-        gpu.stream,
+        gpu.sptr,
     )
     m = cublasLt.matrix_layout_get(lc, cublasLt.MatrixLayoutAttribute.ROWS)
     n = cublasLt.matrix_layout_get(lc, cublasLt.MatrixLayoutAttribute.COLS)
@@ -186,12 +190,11 @@ def test_saved_heuristic_result_runs_again(gpu, lt_handle) -> None:
         algo = np.ascontiguousarray(loaded["algo"][:1])
         checked = np.zeros(1, dtype=cublasLt.matmul_heuristic_result_dtype)
         la, lb, lc = layouts
-        cublasLt.matmul_algo_check(lt_handle, desc, la, lb, lc, lc, algo, checked)
+        cublasLt.matmul_algo_check(lt_handle, desc, la, lb, lc, lc, algo.ctypes.data, checked.ctypes.data)
         assert checked["workspace_size"][0] <= WORKSPACE_BYTES
-        algo_id = cublasLt.matmul_algo_config_get(algo, cublasLt.MatmulAlgoConfigAttribute.ID)
-        assert algo_id == cublasLt.matmul_algo_config_get(
-            results[:1]["algo"].copy(), cublasLt.MatmulAlgoConfigAttribute.ID
-        )
+        algo_id = cublasLt.matmul_algo_config_get(algo.ctypes.data, cublasLt.MatmulAlgoConfigAttribute.ID)
+        first = results[:1]["algo"].copy()
+        assert algo_id == cublasLt.matmul_algo_config_get(first.ctypes.data, cublasLt.MatmulAlgoConfigAttribute.ID)
         d = _run_matmul(gpu, lt_handle, desc, layouts, buffers, algo.ctypes.data)
         np.testing.assert_allclose(d, a @ b, rtol=1e-4, atol=1e-4)
     finally:
@@ -203,7 +206,8 @@ def test_algo_capability_attribute_sizes(gpu, lt_handle) -> None:
     _, _, desc, layouts, _ = _matmul_problem(gpu, 16, 16, 16)
     pref, results = _heuristics(lt_handle, desc, layouts, 1)
     try:
-        algo = np.ascontiguousarray(results["algo"][:1])
+        held = np.ascontiguousarray(results["algo"][:1])
+        algo = held.ctypes.data
         checked = 0
         for attr in cublasLt.MatmulAlgoCapAttribute:
             try:
@@ -234,7 +238,7 @@ def test_cufft_plan_and_exec_match_numpy(gpu) -> None:
     try:
         work = cufft.xt_make_plan_many(plan, 1, [n], None, 1, n, c64, None, 1, n, c64, batch, c64)
         assert work >= 0
-        cufft.set_stream(plan, gpu.stream)
+        cufft.set_stream(plan, gpu.sptr)
         src, dst = gpu.put(x), gpu.empty(x.nbytes)
         cufft.xt_exec(plan, src, dst, CUFFT_FORWARD)
         np.testing.assert_allclose(
@@ -246,7 +250,7 @@ def test_cufft_plan_and_exec_match_numpy(gpu) -> None:
     real = rng.standard_normal((batch, n)).astype(np.float32)
     plan = cufft.plan1d(n, cufft.Type.R2C, batch)
     try:
-        cufft.set_stream(plan, gpu.stream)
+        cufft.set_stream(plan, gpu.sptr)
         src, dst = gpu.put(real), gpu.empty(batch * (n // 2 + 1) * 8)
         cufft.exec_r2c(plan, src, dst)
         out = gpu.get(dst, np.empty((batch, n // 2 + 1), dtype=np.complex64))
@@ -266,7 +270,7 @@ def test_cusolver_xpotrf_xpotrs_match_numpy(gpu) -> None:
     handle = cusolverDn.create()
     params = cusolverDn.create_params()
     try:
-        cusolverDn.set_stream(handle, gpu.stream)
+        cusolverDn.set_stream(handle, gpu.sptr)
         d_a, d_b, d_info = gpu.put(a), gpu.put(b), gpu.put(np.full(1, -1, np.int32))
         device_bytes, host_bytes = cusolverDn.xpotrf_buffer_size(handle, params, lower, n, r64f, d_a, n, r64f)
         device_work, host_work = gpu.empty(device_bytes), np.empty(max(host_bytes, 1), np.uint8)
@@ -281,7 +285,7 @@ def test_cusolver_xpotrf_xpotrs_match_numpy(gpu) -> None:
             r64f,
             device_work,
             device_bytes,
-            host_work,
+            host_work.ctypes.data,
             host_bytes,
             d_info,
         )
@@ -305,11 +309,11 @@ def test_cublas_sgemm_matches_numpy(gpu) -> None:
     b = np.asfortranarray(rng.standard_normal((5, 6), dtype=np.float32))
     handle = cublas.create()
     try:
-        cublas.set_stream(handle, gpu.stream)
+        cublas.set_stream(handle, gpu.sptr)
         d_a, d_b, d_c = gpu.put(a), gpu.put(b), gpu.empty(8 * 6 * 4)
         alpha, beta = np.ones(1, np.float32), np.zeros(1, np.float32)
         op_n = cublas.Operation.N
-        cublas.sgemm(handle, op_n, op_n, 8, 6, 5, alpha, d_a, 8, d_b, 5, beta, d_c, 8)
+        cublas.sgemm(handle, op_n, op_n, 8, 6, 5, alpha.ctypes.data, d_a, 8, d_b, 5, beta.ctypes.data, d_c, 8)
         np.testing.assert_allclose(
             gpu.get(d_c, np.empty((8, 6), np.float32, order="F")), a @ b, rtol=1e-4, atol=1e-4
         )

@@ -134,33 +134,35 @@ def test_resolved_function_replaces_the_stub() -> None:
     assert function.restype is ctypes.c_size_t and function.argtypes == ()
 
 
-def test_pointer_arguments_accept_common_objects() -> None:
-    """Pointer arguments take ints, None, numpy arrays, array-interface and stream-protocol objects."""
-    array = np.zeros(4, dtype=np.float32)
+def test_pointer_arguments_take_ints_and_index_objects_only() -> None:
+    """Handles and pointers are ints (or ``__index__`` objects, or None for NULL); nothing else converts."""
+    check = _loader.check_argument
+    assert check(5, "ptr", "f(): parameter p") == 5 and check(None, "ptr", "w") == 0
+    assert check(np.uint64(7), "ptr", "w") == 7
+    for bad in ("x", b"x", 3.5, np.zeros(4), object()):
+        with pytest.raises(TypeError, match="f\\(\\): parameter p must be an int"):
+            check(bad, "ptr", "f(): parameter p")
+    for bad in (-1, 2**64):
+        with pytest.raises(OverflowError, match="f\\(\\): parameter p="):
+            check(bad, "ptr", "f(): parameter p")
 
-    class CudaArray:
-        @property
-        def __cuda_array_interface__(self):
-            return {"data": (0x1000, False)}
 
-    class Stream:
-        def __cuda_stream__(self):
-            return (0, 0x2000)
-
-    class Handle:
-        handle = 0x3000
-
-    assert _loader.as_pointer(5) == 5 and _loader.as_pointer(None) is None
-    assert _loader.as_pointer(array) == array.ctypes.data
-    assert _loader.as_pointer(CudaArray()) == 0x1000
-    assert _loader.as_pointer(Stream()) == 0x2000
-    assert _loader.as_pointer(Handle()) == 0x3000
-    assert _loader.as_pointer(np.uint64(7)) == 7
+def test_integer_arguments_are_range_checked() -> None:
+    """An integer argument outside its C type's range, or a float, is refused (never wrapped or truncated)."""
+    check = _loader.check_argument
+    assert check(2**31 - 1, "i32", "w") == 2**31 - 1 and check(True, "u8", "w") == 1
+    for value, kind in ((2**31, "i32"), (-(2**31) - 1, "i32"), (-1, "u64"), (2**64, "u64"), (256, "u8")):
+        with pytest.raises(OverflowError, match="out of range"):
+            check(value, kind, "w")
+    with pytest.raises(TypeError, match="float"):
+        check(3.7, "i64", "w")
+    with pytest.raises(TypeError, match="real number"):
+        check("1.5", "f64", "w")
 
 
 def test_wrong_argument_type_raises_type_error() -> None:
-    """An argument ctypes cannot pass raises TypeError naming the C function."""
-    with pytest.raises(TypeError, match="cublasLtMatrixLayoutDestroy"):
+    """An argument of the wrong type raises TypeError naming the function and the parameter."""
+    with pytest.raises(TypeError, match=r"cublasLt.matrix_layout_destroy\(\): parameter mat_layout"):
         cublasLt.matrix_layout_destroy(object())
 
 
@@ -171,6 +173,10 @@ def test_input_arrays_and_strings() -> None:
     assert list(array) == [3, 4, 5] and isinstance(array, ctypes.Array)
     assert convert(1234) == 1234 and convert(None) is None
     assert list(convert(np.array([1, 2]))) == [1, 2]
+    with pytest.raises(TypeError, match=r"g\(\): parameter n\[1\]"):
+        convert([1, 2.5], "g", "n")
+    with pytest.raises(OverflowError, match=r"g\(\): parameter n\[0\]"):
+        convert([2**63], "g", "n")
     assert _loader.c_string("log.txt") == b"log.txt" and _loader.c_string(None) is None
 
 

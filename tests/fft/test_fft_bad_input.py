@@ -124,7 +124,11 @@ CASES = [
     ("bfloat16", _torch(lambda t: nf.rfft(t.ones(8, dtype=t.bfloat16))), ValueError, "'bfloat16'"),
     (
         "in-place overlapping",
-        lambda: FFT(np.broadcast_to(C[0], (4, 8)), options={"inplace": True}, execution="cuda"),
+        lambda: FFT(
+            np.lib.stride_tricks.as_strided(C[0], (4, 8), (0, 8), writeable=True),
+            options={"inplace": True},
+            execution="cuda",
+        ),
         ValueError,
         r"do not overlap.*strides \(0, 1\)",
     ),
@@ -164,7 +168,53 @@ CASES = [
         ValueError,
         "'complex63'",
     ),
+    ("check_dtype banana on real", lambda: nf.fft(R, check_dtype="banana"), ValueError, "check_dtype='banana'"),
+    ("check_dtype banana on complex", lambda: nf.fft(C, check_dtype="banana"), ValueError, "'banana'"),
+    ("check_dtype of ifft", lambda: nf.ifft(C, check_dtype=1), ValueError, "check_dtype=1"),
+    ("ifft forward direction", lambda: nf.ifft(C, direction="forward"), ValueError, "inverse transform"),
+    ("ifft FORWARD enum", lambda: nf.ifft(C, direction=nf.FFTDirection.FORWARD), ValueError, "call fft"),
+    ("ifft -1 direction", lambda: nf.ifft(C, direction=-1), ValueError, "direction=-1"),
+    (
+        "read-only operand in place",
+        lambda: FFT(_read_only(C), options={"inplace": True}),
+        ValueError,
+        "read-only",
+    ),
+    (
+        "read-only operand in place (stateless)",
+        lambda: nf.fft(_read_only(C), options={"inplace": True}),
+        ValueError,
+        "read-only",
+    ),
+    (
+        "read-only operand reset in place",
+        lambda: _planned(C.copy(), options={"inplace": True}).reset_operand(_read_only(C)),
+        ValueError,
+        "read-only",
+    ),
+    *[
+        (f"CPU stream {name} to {where}", call, error, text)
+        for name, bad, error, text in (
+            ("str", "notastream", TypeError, "stream must be"),
+            ("-1", -1, ValueError, "non-negative"),
+            ("object", object(), TypeError, "object"),
+            ("float", 1.5, TypeError, "float"),
+            ("bool", True, TypeError, "True"),
+        )
+        for where, call in (
+            ("fft", lambda bad=bad: nf.fft(C, stream=bad)),
+            ("FFT()", lambda bad=bad: FFT(C, stream=bad)),
+            ("plan", lambda bad=bad: FFT(C).plan(stream=bad)),
+            ("execute", lambda bad=bad: _planned(C).execute(stream=bad)),
+        )
+    ],
 ]
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    out = a.copy()
+    out.flags.writeable = False
+    return out
 
 
 @pytest.mark.parametrize("case, call, error, text", CASES, ids=[c[0] for c in CASES])

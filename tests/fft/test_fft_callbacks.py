@@ -163,15 +163,21 @@ def fake_cufft(monkeypatch):
 
 @pytest.mark.parametrize("dtype", CALLBACK_DTYPES)
 def test_set_callback_cufft12_passes_null_name_and_type(fake_cufft, monkeypatch, dtype):
-    """cuFFT 12: NULL symbol name, the cufftXt.h callback type, caller_info -> [data]."""
+    """cuFFT 12: NULL symbol name, the LTO-IR by address (an int: the bindings take no bytes), the
+    cufftXt.h callback type, caller_info -> [data]."""
+    import ctypes
+
     monkeypatch.setattr(_cufft_plan, "_check_lto_support", lambda: {"version": "12.0.0", "path": "p"})
     keep = []
     for kind in ("prolog", "epilog"):
         cb = DeviceCallable(CompiledCallback(b"lto", kind=kind, element_dtype=dtype, symbol="s"), data=0x1234)
         assert _cufft_plan._set_callback(7, kind, cb, dtype, keep) == (kind, None, dtype)
     load = {"complex64": 0, "complex128": 1, "float32": 2, "float64": 3}[dtype]
-    assert fake_cufft.calls == [(7, None, b"lto", 3, load, 0x1234), (7, None, b"lto", 3, load + 4, 0x1234)]
-    assert len(keep) == 2  # the caller_info cells stay alive with the plan
+    calls = fake_cufft.calls
+    assert [c[:2] + c[3:] for c in calls] == [(7, None, 3, load, 0x1234), (7, None, 3, load + 4, 0x1234)]
+    for call in calls:
+        assert type(call[2]) is int and ctypes.string_at(call[2], 3) == b"lto"
+    assert len(keep) == 4  # the caller_info cells and the LTO-IR buffers stay alive with the plan
 
 
 def test_set_callback_error_names_the_symbol(fake_cufft, monkeypatch):

@@ -98,6 +98,7 @@ class SolverBase(FreedOnExit):
             self.execution: ExecutionCUDA | ExecutionCPU = resolve_execution(execution, gpu)
         self._package, self._operand_device = first.package, first.device_id
         self._operands: dict[str, TensorAdapter] = wrapped
+        streams.check_stream(stream)  # one rule everywhere: refused even where it would be unused (CPU)
         self._init_stream = stream
         self._ctx: GpuContext | None = None
         self._gpu: Any = None
@@ -150,6 +151,8 @@ class SolverBase(FreedOnExit):
     def _operand_stream(self, stream: Any) -> streams.StreamHandle | None:
         """The stream for copying GPU operands to the host (CPU execution), else ``None``."""
         if self._host_operands:
+            if stream is not None:
+                streams.check_stream(stream)
             return None
         return streams.get_stream(stream, device_id=self._operand_device, package=self._package)
 
@@ -367,8 +370,19 @@ class SolverBase(FreedOnExit):
     # ------------------------------------------------------------------ info
     def _record_info(self, kind: str, info: np.ndarray | InfoArray, batch_shape: tuple[int, ...]) -> None:
         self._last_info = (self._OP, kind, info, batch_shape)
-        if self.options.check:
+        if self._checks_now(kind):
             self.check()
+
+    def _checks_now(self, kind: str) -> bool:
+        """``options.check``: ``"auto"`` checks where reading ``info`` adds no synchronization (CPU
+        execution, host operands, ``blocking=True``) -- except an LU factorization, which is valid for
+        a singular matrix (as in LAPACK and scipy) and is checked only with ``check=True``."""
+        check = self.options.check
+        if check == "auto":
+            if kind == "getrf" and self._OP == "lu_factor":
+                return False
+            return not self.on_gpu or self._host_operands or self.options.blocking is True
+        return bool(check)
 
     def check(self) -> None:
         """Raise :class:`nvmath.LinAlgError` if the last factorization or execution failed for any matrix.

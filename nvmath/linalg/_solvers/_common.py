@@ -286,6 +286,8 @@ _INFO_MEANING = {
 
 def describe_info(kind: str, value: int) -> str:
     """What a non-zero ``info`` value of a LAPACK-style routine of ``kind`` means."""
+    if kind == "piv":  # written by the device pivot check before lu_solve: -(1 + first bad position)
+        return f"pivot piv[{-1 - int(value)}] is outside 1..n (the solution was set to NaN)"
     if value < 0:
         return (
             f"argument {-value} of the library call had an illegal value (info={value}); please report this"

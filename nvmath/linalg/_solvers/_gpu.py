@@ -239,7 +239,7 @@ class GpuContext:
             package=self.package,
             allocator=self.allocator,
         )
-        self._closers.append(lambda: allocation.free(self.stream))
+        self._closers.append(lambda: allocation.free(self.release_stream()))
         return allocation.ptr
 
     def host(self, nbytes: int) -> np.ndarray:
@@ -347,6 +347,17 @@ class GpuContext:
         """Wait for everything queued on the current stream."""
         streams.synchronize(self.stream)
 
+    # ------------------------------------------------------------------ streams that can vanish
+    # A plan outlives the calls that used it: the caller may destroy their stream (a raw int, a
+    # cuda.core stream, an external one) while the plan stays cached. Touching it afterwards (the
+    # sync and frees of :meth:`close`) is undefined behaviour, a crash at worst. The planners record
+    # a done event after their work on such ``mortal`` streams (``streams.mark_done``, see
+    # ``SolverBase._finish_gpu``); late releases go to a stream that survives (``streams.survivor``).
+    def release_stream(self) -> StreamHandle:
+        """The stream to order releases on: the current one, or a survivor of a mortal one."""
+        survivor = getattr(streams, "survivor", None)
+        return self.stream if survivor is None else survivor(self.stream)
+
     # ------------------------------------------------------------------ release
     def defer(self, closer: Callable[[], Any]) -> None:
         """Run ``closer`` at :meth:`close` (library objects such as ``syevjInfo_t``)."""
@@ -358,7 +369,7 @@ class GpuContext:
             return
         self.closed = True
         try:
-            self.synchronize()
+            streams.synchronize(self.release_stream())  # never a destroyed stream
         except Exception as exc:  # noqa: BLE001 - cleanup failures warn
             warnings.warn(
                 f"dense solver: synchronizing before release failed: {exc}", RuntimeWarning, stacklevel=2

@@ -21,7 +21,7 @@ import numpy as np
 from nvmath._internal import nvrtc, streams
 from nvmath._internal.streams import StreamHandle
 
-__all__ = ["ORGQR_THREADS", "fill_identity", "orgqr_small", "zero_triangle"]
+__all__ = ["CHECK_PIVOTS_THREADS", "ORGQR_THREADS", "check_pivots", "fill_identity", "orgqr_small", "zero_triangle"]
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +106,36 @@ __global__ void nvmath_orgqr_small(R* a, const R* tau, long long m, long long qc
   }
 }
 
+// Pivot check before getrs (one block per matrix, grid-stride over the batch): a matrix whose pivots are
+// not all in 1..n gets info = -(1 + its first bad position) (negative: never a LAPACK getrf value),
+// identity pivots (so getrs reads only inside the matrix) and a NaN right-hand side (so its solution is
+// NaN, never a plausible wrong answer). W is the 32- or 64-bit word of the element type; nan is that
+// word's quiet NaN; words = words per element (2 for complex).
+template <typename P, typename W>
+__global__ void nvmath_check_pivots(P* piv, int* info, W* x, long long n, long long nrhs, long long ld,
+                                    long long stride, int words, W nan, long long count) {
+  __shared__ long long first_bad;
+  for (long long b = blockIdx.x; b < count; b += gridDim.x) {
+    if (threadIdx.x == 0) first_bad = n;
+    __syncthreads();
+    P* p = piv + b * n;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+      if (p[i] < 1 || p[i] > n) atomicMin((unsigned long long*)&first_bad, (unsigned long long)i);
+    }
+    __syncthreads();
+    if (first_bad < n) {
+      for (long long i = threadIdx.x; i < n; i += blockDim.x) p[i] = (P)(i + 1);
+      W* xb = x + b * stride * words;
+      for (long long e = threadIdx.x; e < n * nrhs * words; e += blockDim.x) {
+        long long j = e / (n * words), r = e % (n * words);
+        xb[j * ld * words + r] = nan;
+      }
+      if (threadIdx.x == 0) info[b] = (int)(-1 - first_bad);
+    }
+    __syncthreads();
+  }
+}
+
 __global__ void nvmath_fill_identity(unsigned int* a, long long n, long long stride_words, long long count,
                                      int words, unsigned int w0, unsigned int w1) {
   const long long per = n * n * words;
@@ -130,7 +160,22 @@ _ORGQR = {
     "complex64": "nvmath_orgqr_small<float, 2>",
     "complex128": "nvmath_orgqr_small<double, 2>",
 }
+_NAMES.update(
+    {
+        f"pivots{p}_{w}": f"nvmath_check_pivots<{pt}, {wt}>"
+        for p, pt in ((4, "int"), (8, "long long"))
+        for w, wt in ((4, "unsigned int"), (8, "unsigned long long"))
+    }
+)
 _NAMES.update({f"orgqr_{dtype}": name for dtype, name in _ORGQR.items()})
+# The quiet NaN of the 32- and 64-bit words of each dtype, and the words per element.
+_NAN_WORDS = {
+    "float32": (4, 0x7FC00000, 1),
+    "float64": (8, 0x7FF8000000000000, 1),
+    "complex64": (4, 0x7FC00000, 2),
+    "complex128": (8, 0x7FF8000000000000, 2),
+}
+CHECK_PIVOTS_THREADS = 128
 
 ORGQR_THREADS = 64
 """Threads per block of :func:`orgqr_small` (one column of ``Q`` per thread up to 64 columns)."""
@@ -242,5 +287,50 @@ def orgqr_small(
     config = LaunchConfig(
         grid=min(count, nvrtc.MAX_BLOCKS), block=ORGQR_THREADS
     )  # grid-stride over the batch
+    with streams.stream_ctx(stream):
+        launch(stream.core, config, kernel, *args)
+
+
+def check_pivots(
+    piv: int,
+    info: int,
+    x: int,
+    *,
+    piv_size: int,
+    n: int,
+    nrhs: int,
+    ld: int,
+    stride: int,
+    count: int,
+    dtype: str,
+    device_id: int,
+    stream: StreamHandle,
+) -> None:
+    """Check ``count`` pivot vectors (1..n) on the device, without a host synchronization.
+
+    A matrix with a bad pivot gets ``info[b] = -(1 + first bad position)``, identity pivots and a NaN
+    right-hand side (``x``: column-major, leading dimension ``ld``, matrix ``b`` at element
+    ``b * stride``), so the solve that follows stays in bounds and yields NaN for it.
+    """
+    from cuda.core import LaunchConfig, launch
+
+    if count == 0 or n == 0:
+        return
+    word, nan, words = _NAN_WORDS[dtype]
+    kernel = _kernels(device_id)[f"pivots{piv_size}_{word}"]
+    word_type = np.uint32 if word == 4 else np.uint64
+    args = (
+        np.uintp(piv),
+        np.uintp(info),
+        np.uintp(x),
+        np.int64(n),
+        np.int64(nrhs),
+        np.int64(ld),
+        np.int64(stride),
+        np.int32(words),
+        word_type(nan),
+        np.int64(count),
+    )
+    config = LaunchConfig(grid=min(count, nvrtc.MAX_BLOCKS), block=CHECK_PIVOTS_THREADS)
     with streams.stream_ctx(stream):
         launch(stream.core, config, kernel, *args)

@@ -25,7 +25,7 @@ from nvmath._internal import devices
 from nvmath._internal.state import PlannerState, requires
 from nvmath._internal.tensors import TensorAdapter
 from nvmath._internal.tensors.copy import copy_into
-from nvmath.linalg._solvers import _cpu
+from nvmath.linalg._solvers import _cpu, _kernels
 from nvmath.linalg._solvers._base import SingleMatrixSolver, SolverBase
 from nvmath.linalg._solvers._cache import run_cached
 from nvmath.linalg._solvers._common import as_matrix_rhs, matrix_spec, rhs_spec
@@ -33,7 +33,7 @@ from nvmath.linalg._solvers._dispatch import Choice
 from nvmath.linalg._solvers._fanout import FanOut, Lane
 from nvmath.linalg._solvers._gpu import GpuContext, WorkMatrix, data_type, prefix
 
-__all__ = ["LU", "TRANS", "LUSolve", "gpu_getrf", "gpu_getrs", "lu_factor", "lu_solve", "plan_lu"]
+__all__ = ["LU", "TRANS", "LUSolve", "check_pivots_host", "gpu_getrf", "gpu_getrs", "lu_factor", "lu_solve", "plan_lu"]
 
 TRANS: dict[str, int] = {"N": 0, "T": 1, "C": 2}
 """``trans`` values: solve ``a x = b`` ("N"), ``a^T x = b`` ("T") or ``a^H x = b`` ("C")."""
@@ -271,12 +271,23 @@ class LUSolve(SolverBase):
         with self._lock, self._phase("execution"):
             if not self.on_gpu:
                 lu, piv = self._host("lu", stream), self._host("piv", stream)
+                check_pivots_host(piv, self._specs["lu"].rows)
                 b = as_matrix_rhs(self._host("b", stream))
                 return self._out(_cpu.lu_solve(lu, piv, b, self.trans).reshape(bspec.shape), stream)
+            if self._host_operands:  # free to check on the host, before any GPU work
+                check_pivots_host(self._host("piv", stream), self._specs["lu"].rows)
             with devices.device_ctx(self._device_id):
                 ctx, g = self._gpu_load(stream, "lu")
                 copy_into(g.piv, self._operand("piv"), ctx.stream)
                 x = self._fresh(self._operand("b"), bspec)
+                if not self._host_operands:  # on the device, no sync: bad pivots -> info, NaN solution
+                    g.info.zero()
+                    _kernels.check_pivots(
+                        int(g.piv.data_ptr), g.info.ptr, x.ptr, piv_size=g.piv_size, n=x.rows, nrhs=x.cols,
+                        ld=x.ld, stride=x.stride, count=x.count, dtype=x.dtype, device_id=ctx.device_id,
+                        stream=ctx.stream,
+                    )  # fmt: skip
+                    self._record_info("piv", g.info, self._specs["lu"].batch_shape)
                 gpu_getrs(ctx, g, x, self.trans)
                 result = self._give(x.adapter)
                 self._finish_gpu()
@@ -293,6 +304,23 @@ class LUSolve(SolverBase):
     ) -> None:
         """Like :meth:`reset_operands` without the checks."""
         self._reset({"lu": lu, "piv": piv, "b": b}, stream, checked=False)
+
+
+def check_pivots_host(piv: Any, n: int) -> None:
+    """Raise ``ValueError`` unless every pivot is in ``1..n`` (LAPACK's 1-based convention).
+
+    A pivot outside that range makes LAPACK and cuSOLVER read or write outside the matrix.
+    """
+    piv = np.asarray(piv)
+    if piv.size == 0:
+        return
+    bad = (piv < 1) | (piv > n)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"operand 'piv' must hold 1-based pivots in 1..{n} (from lu_factor); piv{list(where)} = "
+            f"{int(piv[where])} ({int(bad.sum())} out of range)"
+        )
 
 
 def lu_factor(a: Any, *, options: Any = None, execution: Any = None, stream: Any = None) -> tuple[Any, Any]:

@@ -3,7 +3,8 @@
 ``DirectSolverOptions`` has the fields of nvmath-python 1.0 (``allocator``, ``blocking``, ``logger``,
 ``handle``, ``inplace_a``, ``inplace_b``) plus three of ours, last, with defaults that keep the 1.0
 results: ``algorithm`` (the batched-kernel choice, see :mod:`nvmath.linalg._solvers._dispatch`),
-``check`` (read the library's ``info`` after each call and raise :class:`nvmath.LinAlgError`) and
+``check`` (when to read the library's ``info`` and raise :class:`nvmath.LinAlgError`: ``"auto"``,
+by default, wherever that costs no extra synchronization) and
 ``streams`` (how many CUDA streams a loop of per-matrix calls fans out to). The other
 planners (Cholesky, LU, QR, eigh, SVD, least squares, inverse) share :class:`SolverOptions`.
 
@@ -55,7 +56,10 @@ def _check_common(options: Any) -> None:
             f"algorithm must be a str; got {type(options.algorithm).__name__}: {options.algorithm!r}"
         )
     check_in("algorithm", options.algorithm, ALGORITHMS)
-    check_bool("check", options.check)
+    if not (options.check is True or options.check is False or options.check == "auto"):
+        raise TypeError(
+            f"check must be True, False or 'auto'; got {type(options.check).__name__}: {options.check!r}"
+        )
     if options.streams is not None:
         if isinstance(options.streams, bool) or not isinstance(options.streams, int):
             raise TypeError(
@@ -80,8 +84,10 @@ class DirectSolverOptions:
         inplace_b: overwrite ``b`` with the solution (``solve()`` returns ``b``).
         algorithm: ``"auto"`` (size-based), ``"batched"`` (cuBLAS ``getrfBatched``/``getrsBatched``)
             or ``"looped"`` (cuSOLVER ``Xgetrf``/``Xgetrs`` per matrix). GPU only.
-        check: after ``factorize()``, read ``info`` (a host sync on the GPU) and raise
-            :class:`nvmath.LinAlgError` naming the singular matrices.
+        check: when to read ``info`` after ``factorize()`` and raise :class:`nvmath.LinAlgError`
+            naming the singular matrices: ``"auto"`` (default) where it adds no synchronization --
+            CPU execution, host operands or ``blocking=True``; ``True`` always (on the GPU with
+            ``blocking="auto"`` this synchronizes the stream); ``False`` never (call ``check()``).
         streams: how many CUDA streams a loop of per-matrix library calls (the looped kernels) fans out
             to: ``None`` picks by size (:data:`~nvmath.linalg._solvers._dispatch.STREAM_LANES`), ``1``
             keeps every call on the caller's stream, at most 32. The extra streams are nvmath's own,
@@ -98,7 +104,7 @@ class DirectSolverOptions:
     inplace_a: bool = False
     inplace_b: bool = False
     algorithm: str = "auto"
-    check: bool = False
+    check: bool | Literal["auto"] = "auto"
     streams: int | None = None
 
     def __post_init__(self) -> None:
@@ -118,8 +124,10 @@ class SolverOptions:
         handle: a ``cusolverDnHandle_t`` (int) to use instead of nvmath's per-thread handle.
         algorithm: ``"auto"``, ``"batched"``, ``"looped"`` (see :mod:`~nvmath.linalg._solvers._dispatch`)
             or, for the SVD only, ``"gesvda"`` (approximate, tall matrices). GPU only.
-        check: read ``info`` after each execution and raise :class:`nvmath.LinAlgError` for the
-            matrices that failed (on the GPU this synchronizes the stream).
+        check: when to read ``info`` after each execution and raise :class:`nvmath.LinAlgError` for
+            the matrices that failed: ``"auto"`` (default) where it adds no synchronization (CPU
+            execution, host operands, ``blocking=True``), ``True`` always (a stream synchronization
+            on the GPU), ``False`` never (call the planner's ``check()`` when convenient).
         streams: how many CUDA streams a loop of per-matrix calls fans out to (see
             :class:`DirectSolverOptions`; ``None``: by size, ``1``: the caller's stream only).
     """
@@ -129,7 +137,7 @@ class SolverOptions:
     logger: logging.Logger | None = None
     handle: int | None = None
     algorithm: str = "auto"
-    check: bool = False
+    check: bool | Literal["auto"] = "auto"
     streams: int | None = None
 
     def __post_init__(self) -> None:

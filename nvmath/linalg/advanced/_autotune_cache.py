@@ -4,35 +4,60 @@
 tuning. Entries are keyed by the GPU (name and compute capability), the cuBLASLt version and the
 problem signature (dtypes, compute and scale types, ops, the four layouts, the epilog attributes,
 the pointer alignments and the workspace cap), so a stored algorithm is only reused where it is
-valid. The file is JSON (``{key: {"algorithm": hex record, "median_ms": ..., ...}}``), written
-atomically (a temporary file then ``os.replace``); concurrent writers may lose each other's newest
-entries, never corrupt the file.
+valid -- and cuBLASLt checks it (``cublasLtMatmulAlgoCheck``) before it is used.
 
 Enable it with ``nvmath.linalg.advanced.autotune_cache.enable(path)`` or the environment variable
 ``NVMATH_AUTOTUNE_CACHE=path`` (read on first use); ``disable()`` turns it off, ``clear()`` empties
 it (and deletes the file).
+
+The cache can never hurt:
+
+* **Its own files only.** The file starts with the format marker ``{"nvmath_autotune_cache":``
+  (files of the first format, ``{"entries": ..., "format": 1}``, are recognized too). A path naming
+  any other existing file is refused: ``enable()`` / ``AutotuneCache(path)`` / ``clear()`` raise
+  ``ValueError``; the environment variable is ignored with a warning; a store is skipped with a
+  warning. Nothing else is ever written or deleted.
+* **Damage is a warning, never an exception.** A file that is not JSON, too deeply nested, of
+  another layout, or holding an entry that is not ``{"algorithm": <hex record of the right
+  size>, ...}`` is logged and read as an empty cache (the next store rewrites it).
+* **Concurrent processes.** Each store takes an exclusive lock (``fcntl.flock`` on
+  ``<path>.lock``), re-reads the file, adds its entry and writes a temporary file that replaces the
+  cache atomically (``os.replace``): readers never see a torn file and no writer loses another's
+  entries. Lookups re-read the file when it changed since the last read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV_VAR", "AutotuneCache", "autotune_cache", "problem_key"]
+try:  # POSIX; elsewhere stores are atomic but not serialized between processes
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["ENV_VAR", "FORMAT_VERSION", "MARKER", "AutotuneCache", "autotune_cache", "problem_key"]
 
 logger = logging.getLogger(__name__)
 
 ENV_VAR = "NVMATH_AUTOTUNE_CACHE"
 """Environment variable naming the cache file (opt-in)."""
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The file format written (1: the first format, still read)."""
+
+MARKER = '{"nvmath_autotune_cache":'
+"""The first bytes of every cache file this module writes."""
+
+_PEEK = 4096  # bytes read to recognize a first-format file
 
 
 def problem_key(parts: Iterable[Any]) -> str:
@@ -41,17 +66,122 @@ def problem_key(parts: Iterable[Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+class DamagedCache(ValueError):
+    """The cache file's content is not a valid cache (internal: read as an empty cache)."""
+
+
+def _record_size() -> int:
+    """Bytes of one ``cublasLtMatmulHeuristicResult_t`` record (the stored algorithm)."""
+    from nvmath.bindings import cublasLt
+
+    return int(cublasLt.matmul_heuristic_result_dtype.itemsize)
+
+
+def is_cache_file(path: Path) -> bool:
+    """Whether ``path`` may be written or deleted by the cache: missing, empty, or one of its files."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_PEEK)
+    except FileNotFoundError:
+        return True
+    except OSError:  # a directory, no permission, ...: not ours to touch
+        return False
+    if not head.strip() or head.startswith(MARKER.encode()):
+        return True
+    # the first format: json.dumps(sort_keys=True) of {"entries": ..., "format": 1}
+    return head.lstrip().startswith(b'{\n "entries": {') and b'"format": 1' in _tail(path)
+
+
+def _tail(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - 64))
+        return f.read()
+
+
+def parse(text: str, record_size: int) -> dict[str, dict[str, Any]]:
+    """The entries of a cache file's text.
+
+    Raises:
+        DamagedCache: anything but a well-formed cache (the reason in the message).
+    """
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise DamagedCache(f"not JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
+    if not isinstance(data, dict):
+        raise DamagedCache(f"the top level is a {type(data).__name__}, not an object")
+    version = data.get("nvmath_autotune_cache", data.get("format"))
+    if version not in (1, FORMAT_VERSION):
+        raise DamagedCache(f"unknown format {version!r}")
+    entries = data.get("entries")
+    if not isinstance(entries, dict):
+        raise DamagedCache(f"'entries' is a {type(entries).__name__}, not an object")
+    for key, entry in entries.items():
+        _check_entry(key, entry, record_size)
+    return entries
+
+
+def _check_entry(key: str, entry: Any, record_size: int) -> None:
+    where = f"entry {key[:16]!r}"
+    if not isinstance(entry, dict):
+        raise DamagedCache(f"{where} is a {type(entry).__name__}, not an object")
+    algorithm = entry.get("algorithm")
+    if not isinstance(algorithm, str):
+        raise DamagedCache(f"{where} has no 'algorithm' string")
+    try:
+        raw = bytes.fromhex(algorithm)
+    except ValueError:
+        raise DamagedCache(f"{where}: 'algorithm' is not hex") from None
+    if record_size and len(raw) != record_size:
+        raise DamagedCache(f"{where}: the algorithm record has {len(raw)} bytes, not {record_size}")
+
+
+def render(entries: dict[str, dict[str, Any]]) -> str:
+    """The file text of ``entries`` (starts with :data:`MARKER`)."""
+    body = json.dumps(entries, indent=1, sort_keys=True)
+    return f'{MARKER} {FORMAT_VERSION},\n "entries": {body}\n}}\n'
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive inter-process lock on ``<path>.lock`` (a no-op without ``fcntl``)."""
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _stat(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 class AutotuneCache:
     """A JSON file of autotuning winners (see the module documentation).
 
     Args:
         path: the file; ``None`` leaves the cache disabled until :meth:`enable`.
+
+    Raises:
+        ValueError: ``path`` names an existing file that is not an autotune cache.
     """
 
     def __init__(self, path: str | os.PathLike | None = None):
         self._lock = threading.Lock()
         self._path: Path | None = None
         self._entries: dict[str, dict[str, Any]] | None = None
+        self._seen: tuple[int, int, int] | None = None  # the file's stat when last read
         self._env_checked = path is not None
         self.hits = self.misses = self.stores = 0
         if path is not None:
@@ -69,43 +199,78 @@ class AutotuneCache:
         return self.path is not None
 
     def enable(self, path: str | os.PathLike) -> None:
-        """Use ``path`` as the cache file (created on the first store)."""
+        """Use ``path`` as the cache file (created on the first store).
+
+        Raises:
+            TypeError: not a path. ValueError: an existing file that is not an autotune cache.
+        """
         if not isinstance(path, (str, os.PathLike)) or not str(path):
             raise TypeError(f"path must be a non-empty str or os.PathLike; got {path!r}")
+        path = Path(path)
+        if not is_cache_file(path):
+            raise ValueError(
+                f"{path} exists and is not an nvmath autotune cache file (it does not start with "
+                f"{MARKER!r}); refusing to use it -- choose a new file name"
+            )
         with self._lock:
-            self._path, self._entries, self._env_checked = Path(path), None, True
+            self._path, self._entries, self._seen, self._env_checked = path, None, None, True
 
     def disable(self) -> None:
         """Stop using a file (nothing is deleted)."""
         with self._lock:
-            self._path, self._entries, self._env_checked = None, None, True
+            self._path, self._entries, self._seen, self._env_checked = None, None, None, True
 
     def clear(self) -> None:
-        """Forget every entry and delete the file."""
+        """Forget every entry and delete the file.
+
+        Raises:
+            ValueError: the file was replaced by one that is not an autotune cache (it is kept).
+        """
         with self._lock:
             self._entries = {}
-            if self._path is not None and self._path.exists():
-                self._path.unlink()
+            path = self._path
+            if path is None or not path.parent.is_dir():
+                return
+            with _file_lock(path):
+                if not is_cache_file(path):
+                    raise ValueError(f"{path} is no longer an nvmath autotune cache file; not deleting it")
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+            self._seen = None
 
     def _check_env(self) -> None:
         if not self._env_checked:
             self._env_checked = True
             value = os.environ.get(ENV_VAR)
             if value:
-                self._path = Path(value)
+                path = Path(value)
+                if is_cache_file(path):
+                    self._path = path
+                else:
+                    logger.warning(
+                        "%s=%s names a file that is not an nvmath autotune cache (no %r marker); "
+                        "the autotune cache stays disabled",
+                        ENV_VAR, value, MARKER,
+                    )  # fmt: skip
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        """The file's entries (empty, with a warning, when it is unreadable or damaged)."""
+        assert self._path is not None
+        self._seen = _stat(self._path)
+        if self._seen is None:
+            return {}
+        try:
+            return parse(self._path.read_text(encoding="utf-8", errors="strict"), _record_size())
+        except (OSError, UnicodeDecodeError, DamagedCache) as exc:
+            logger.warning("autotune cache %s is unreadable (%s); using an empty cache", self._path, exc)
+        except Exception as exc:  # noqa: BLE001 - the cache never raises from a lookup
+            logger.warning("autotune cache %s could not be read (%r); using an empty cache", self._path, exc)
+        return {}
 
     def _load(self) -> dict[str, dict[str, Any]]:
-        """The entries, read from the file on first use (a missing or unreadable file is empty)."""
-        if self._entries is None:
-            entries: dict[str, dict[str, Any]] = {}
-            if self._path is not None and self._path.exists():
-                try:
-                    data = json.loads(self._path.read_text())
-                    if data.get("format") == FORMAT_VERSION:
-                        entries = dict(data.get("entries", {}))
-                except (OSError, ValueError, AttributeError) as exc:
-                    logger.warning("autotune cache %s is unreadable (%s); starting empty", self._path, exc)
-            self._entries = entries
+        """The entries, re-read when the file changed since the last read."""
+        if self._entries is None or (self._path is not None and _stat(self._path) != self._seen):
+            self._entries = self._read()
         return self._entries
 
     def lookup(self, key: str) -> dict[str, Any] | None:
@@ -121,28 +286,28 @@ class AutotuneCache:
         return {**entry, "algorithm": bytes.fromhex(entry["algorithm"])}
 
     def store(self, key: str, algorithm: bytes, **info: Any) -> None:
-        """Store ``algorithm`` (record bytes) and JSON-able ``info`` under ``key``, then write the file."""
+        """Store ``algorithm`` (record bytes) and JSON-able ``info`` under ``key``, then write the file.
+
+        Never raises for the file: a foreign or unwritable file is a logged warning.
+        """
         if self.path is None:
             return
         with self._lock:
-            entries = self._load()
-            entries[key] = {"algorithm": algorithm.hex(), **info}
-            self._write(entries)
-            self.stores += 1
-
-    def _write(self, entries: dict[str, dict[str, Any]]) -> None:
-        assert self._path is not None
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        payload = json.dumps({"format": FORMAT_VERSION, "entries": entries}, indent=1, sort_keys=True)
-        fd, tmp = tempfile.mkstemp(prefix=".autotune-", dir=self._path.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(payload)
-            os.replace(tmp, self._path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+            path = self._path
+            assert path is not None
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with _file_lock(path):
+                    if not is_cache_file(path):
+                        logger.warning("%s is not an nvmath autotune cache file; not writing to it", path)
+                        return
+                    entries = dict(self._read())  # what the other processes stored meanwhile
+                    entries[key] = {"algorithm": algorithm.hex(), **info}
+                    _write_atomically(path, render(entries))
+                    self._entries, self._seen = entries, _stat(path)
+                    self.stores += 1
+            except OSError as exc:
+                logger.warning("autotune cache %s could not be written (%s); entry not stored", path, exc)
 
     def __len__(self) -> int:
         if self.path is None:
@@ -155,6 +320,22 @@ class AutotuneCache:
             f"AutotuneCache(path={str(self.path) if self.path else None!r}, hits={self.hits}, "
             f"misses={self.misses}, stores={self.stores})"
         )
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file next to ``path`` and move it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".autotune-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 autotune_cache = AutotuneCache()

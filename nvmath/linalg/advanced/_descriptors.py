@@ -93,7 +93,7 @@ class _LtObject:
         self.close()
 
     def __del__(self) -> None:
-        if self.ptr:
+        if getattr(self, "ptr", 0):  # unset when the create call of __init__ failed
             self.close()
 
     def __repr__(self) -> str:

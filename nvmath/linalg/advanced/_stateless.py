@@ -36,6 +36,7 @@ from nvmath.linalg.advanced import _handles
 from nvmath.linalg.advanced._algorithm import Algorithm
 from nvmath.linalg.advanced._options import MatmulOptions, MatmulPlanPreferences, MatmulQuantizationScales
 from nvmath.linalg.advanced._planner import Matmul
+from nvmath.linalg.advanced._validation import check_call
 
 __all__ = ["MatmulPlanCache", "matmul", "matmul_key", "plan_cache", "stateless_key"]
 
@@ -194,6 +195,7 @@ def _build_raw(
     a: Any, b: Any, c: Any, alpha: Any, beta: Any, epilog: Any, stream: Any
 ) -> CachedPlan[Matmul]:
     """:func:`_build` for raw operands (wrapped and checked here, on a miss only)."""
+    check_call(epilog=epilog, stream=stream)  # before the planner loads the driver
     return _build(_wrap(a, b, c), alpha, beta, {"epilog": epilog}, stream)
 
 
@@ -236,6 +238,7 @@ def matmul(
                     plan_cache, matmul_key(ra, rb, rc, epilog), _build_raw,
                     a, b, c, ptrs, alpha, beta, stream, build_args=(a, b, c, alpha, beta, epilog, stream),
                 )  # fmt: skip
+    check_call(epilog=epilog, stream=stream)  # before anything is wrapped or loaded
     ops = _wrap(a, b, c)
     wc = ops.get("c")
     extras = None

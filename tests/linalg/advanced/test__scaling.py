@@ -177,10 +177,17 @@ def test_check_scaling_rejections(types, batch, block, match):
 
 @pytest.mark.parametrize("d", [BF16, "float16", F32])
 def test_check_scaling_accepts_wide_results(d):
-    """bf16, fp16 and fp32 results are accepted (with the matching C dtype)."""
-    c = F32 if d == F32 else d
-    S.check_scaling(BLOCK, resolve_types(E4, E5, c), batch_count=1, block_scaling=False)
-    S.check_scaling(S.TENSOR_WIDE, resolve_types(E4, E4), batch_count=8, block_scaling=True)
+    """bf16, fp16 and fp32 results are accepted (with the matching C dtype): the same block scales that
+    are refused for an FP8 result pass for a wide one; tensor-wide scales pass even where block
+    scales are refused (batch, block_scaling, FP8 result)."""
+    types = resolve_types(E4, E5, d)
+    assert types.d_dtype == d and not types.narrow_result and types.narrow_inputs
+    assert S.check_scaling(BLOCK, types, batch_count=1, block_scaling=False) is None
+    with pytest.raises(ValueError, match="the result dtype is float8_e4m3fn"):
+        S.check_scaling(BLOCK, resolve_types(E4, E4), batch_count=1, block_scaling=False)
+    assert S.check_scaling(S.TENSOR_WIDE, resolve_types(E4, E4), batch_count=8, block_scaling=True) is None
+    with pytest.raises(ValueError, match="batch of 8"):
+        S.check_scaling(BLOCK, types, batch_count=8, block_scaling=False)
 
 
 @pytest.mark.parametrize(

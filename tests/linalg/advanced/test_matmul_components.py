@@ -145,20 +145,21 @@ def test_autotune_cache_file_round_trip(tmp_path):
     cache = _autotune_cache.AutotuneCache(path)
     key = _autotune_cache.problem_key(("H200", (9, 0), 131000, "float32"))
     assert cache.lookup(key) is None
-    cache.store(key, b"\x01\x02", median_ms=0.5)
+    record = b"\x07" * _autotune_cache._record_size()
+    cache.store(key, record, median_ms=0.5)
     other = _autotune_cache.AutotuneCache(path)
     entry = other.lookup(key)
-    assert entry["algorithm"] == b"\x01\x02" and entry["median_ms"] == 0.5 and other.hits == 1
-    assert json.loads(path.read_text())["format"] == _autotune_cache.FORMAT_VERSION
+    assert entry["algorithm"] == record and entry["median_ms"] == 0.5 and other.hits == 1
+    assert json.loads(path.read_text())["nvmath_autotune_cache"] == _autotune_cache.FORMAT_VERSION
     other.clear()
     assert not path.exists() and len(other) == 0
 
 
 def test_autotune_cache_is_opt_in(monkeypatch, tmp_path):
-    """Disabled by default; NVMATH_AUTOTUNE_CACHE enables it; a corrupt file reads as empty."""
+    """Disabled by default; NVMATH_AUTOTUNE_CACHE enables it; a damaged cache file reads as empty."""
     assert not _autotune_cache.AutotuneCache().enabled or _autotune_cache.ENV_VAR in __import__("os").environ
     path = tmp_path / "env.json"
-    path.write_text("not json")
+    path.write_text(_autotune_cache.MARKER + " 2, not json")
     monkeypatch.setenv(_autotune_cache.ENV_VAR, str(path))
     cache = _autotune_cache.AutotuneCache()
     assert cache.path == path and cache.lookup("x") is None

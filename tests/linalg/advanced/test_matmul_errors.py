@@ -253,6 +253,39 @@ def test_algorithm_from_numpy_rejects_other_arrays():
         adv.Algorithm.from_numpy(np.zeros(3))
 
 
+def test_stateless_arguments_are_checked_before_anything_is_loaded():
+    """matmul(numpy, numpy, epilog=12345) / stream="notastream" report the bad argument (not a missing
+    driver) without loading the CUDA driver: checked in a fresh process."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys
+        import numpy as np
+        import nvmath.linalg.advanced as adv
+        a = np.ones((4, 4), np.float32)
+        for kwargs, error in (({"epilog": 12345}, ValueError), ({"epilog": "relu"}, TypeError),
+                              ({"stream": "notastream"}, TypeError), ({"stream": -1}, ValueError),
+                              ({"stream": object()}, TypeError)):
+            try:
+                adv.matmul(a, a, **kwargs)
+            except error as exc:
+                assert ("epilog" in str(exc)) or ("stream" in str(exc)), exc
+            else:
+                raise SystemExit(f"no error for {kwargs}")
+        assert "cuda.bindings.driver" not in sys.modules
+        print("ok")
+        """
+    )
+    root = pathlib.Path(__file__).resolve().parents[3]
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=root, env={"PYTHONPATH": str(root)}
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
 @pytest.mark.parametrize("package", ["numpy", "torch"])
 def test_without_a_gpu_the_error_says_this_api_needs_one_and_where_to_go(package, monkeypatch, request):
     """Without a usable driver, numpy / torch-CPU operands get an error naming the GPU requirement and

@@ -395,6 +395,43 @@ def test_autotune_cache_skips_tuning(torch, tmp_path):
         adv.autotune_cache.disable()
 
 
+def test_cached_algorithm_is_checked_by_cublaslt_before_use(torch, tmp_path, monkeypatch):
+    """A cached record goes through cublasLtMatmulAlgoCheck before use: one with a garbage
+    configuration (right size, 0xFF algo bytes) is ignored, autotuning runs, the result is right."""
+    import json
+
+    from nvmath.bindings import cublasLt
+    from nvmath.linalg.advanced import _autotune_cache
+
+    a, b = rand(torch, (128, 256), "float32"), rand(torch, (256, 64), "float32", seed=1)
+    path = tmp_path / "tune.json"
+    adv.autotune_cache.enable(path)
+    try:
+        with adv.Matmul(a, b) as mm:
+            mm.plan()
+            mm.autotune(iterations=2)
+        entries = json.loads(path.read_text())["entries"]
+        (key,) = entries
+        record = bytearray.fromhex(entries[key]["algorithm"])
+        record[:64] = b"\xff" * 64
+        entries[key]["algorithm"] = record.hex()
+        path.write_text(_autotune_cache.render(entries))
+        checks = []
+        real = cublasLt.matmul_algo_check
+        monkeypatch.setattr(cublasLt, "matmul_algo_check", lambda *args: checks.append(args) or real(*args))
+        adv.autotune_cache.disable()
+        adv.autotune_cache.enable(path)
+        with adv.Matmul(a, b) as mm:
+            mm.plan()
+            mm.autotune(iterations=2)
+            assert mm.algorithms[0].to_bytes()[:64] != b"\xff" * 64
+            out = mm.execute()
+        assert checks, "the cached record was used without cublasLtMatmulAlgoCheck"
+        assert rel_err(torch, out, ref(torch, a) @ ref(torch, b)) < 1e-5
+    finally:
+        adv.autotune_cache.disable()
+
+
 def test_cuda_graph_capture_of_execute(torch):
     """execute() can be captured in a CUDA graph (torch.cuda.graph) and replayed with new data."""
     a, b = rand(torch, (64, 32), "float32"), rand(torch, (32, 48), "float32", seed=1)

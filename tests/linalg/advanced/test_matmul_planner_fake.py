@@ -309,6 +309,37 @@ def test_failed_plan_keeps_the_previous_plan(lt, rng):
         _close(mm.execute().array, a @ b)
 
 
+@pytest.mark.parametrize("fail_at", ["matrix_layout_create", "matmul_preference_create", "matmul_desc_create"])
+def test_library_failure_inside_plan_leaks_nothing_and_plan_works_after(lt, rng, monkeypatch, fail_at):
+    """A cuBLASLt failure in the middle of plan() (a descriptor, layout or preference create) raises,
+    every descriptor created before it is destroyed, and the same planner then plans and executes."""
+    from handle_counter import HandleCounter
+
+    from nvmath.bindings import cublasLt
+
+    counter = HandleCounter(monkeypatch, ("cublasLt",))
+    real = getattr(cublasLt, fail_at)
+    calls = []
+
+    def failing(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise cublasLt.cuBLASLtError(13)  # CUBLAS_STATUS_EXECUTION_FAILED, once
+        return real(*args)
+
+    monkeypatch.setattr(cublasLt, fail_at, failing)
+    a, b = _rand(rng, (6, 4)), _rand(rng, (4, 5))
+    mm = adv.Matmul(F.fake(a), F.fake(b))
+    with pytest.raises(cublasLt.cuBLASLtError):
+        mm.plan()
+    assert counter.snapshot() == {}
+    mm.plan()
+    assert counter.snapshot()  # the plan's descriptor and layouts are alive
+    _close(mm.execute().array, a @ b)
+    mm.free()
+    assert counter.snapshot() == {}
+
+
 def test_lifecycle_states(lt, rng):
     """execute before plan and any use after free raise InvalidMatmulState; free is idempotent."""
     mm = adv.Matmul(F.fake(_rand(rng, (3, 3))), F.fake(_rand(rng, (3, 3))))

@@ -167,7 +167,8 @@ CASES = [
         TypeError,
         r"algorithm must be a str; got int",
     ),
-    ("check-not-bool", lambda: S.SolverOptions(check=1), TypeError, r"check must be True or False; got int"),
+    ("check-not-bool", lambda: S.SolverOptions(check=1), TypeError, r"check must be True, False or 'auto'; got int"),
+    ("check-other-str", lambda: S.SolverOptions(check="maybe"), TypeError, r"check must be True, False or 'auto'; got str: 'maybe'"),
     (
         "inplace-not-bool",
         lambda: S.DirectSolverOptions(inplace_b="yes"),
@@ -259,7 +260,40 @@ CASES = [
         ValueError,
         r"gesvdjBatched needs rows, cols <= 32 \(got 64x64\)",
     ),
+    *[
+        (f"cpu-stream-{name}-{where}", call, error, text)
+        for name, bad, error, text in (
+            ("str", "notastream", TypeError, r"stream must be"),
+            ("minus1", -1, ValueError, r"non-negative int; got -1"),
+            ("object", object(), TypeError, r"type object"),
+            ("float", 2.5, TypeError, r"stream must be"),
+        )
+        for where, call in (
+            ("cholesky", lambda bad=bad: S.cholesky(np.eye(3), stream=bad)),
+            ("solve", lambda bad=bad: S.solve(np.eye(3), np.ones(3), stream=bad)),
+            ("Cholesky", lambda bad=bad: S.Cholesky(np.eye(3), stream=bad)),
+            ("execute", lambda bad=bad: _planned(S.Cholesky(np.eye(3))).execute(stream=bad)),
+            ("DirectSolver", lambda bad=bad: S.DirectSolver(np.eye(3), np.ones(3), stream=bad)),
+        )
+    ],
+    ("lu_solve-piv-out-of-range", lambda: S.lu_solve(*_lu_bad_piv(2**31 - 1)), ValueError, r"piv\[0\] = 2147483647"),
+    ("lu_solve-piv-zero", lambda: S.lu_solve(*_lu_bad_piv(0)), ValueError, r"in 1..3"),
+    ("lu_solve-piv-negative", lambda: S.lu_solve(*_lu_bad_piv(-5)), ValueError, r"piv\[0\] = -5"),
+    ("lu_solve-piv-int64", lambda: S.lu_solve(*_lu_bad_piv(1, np.int64)), ValueError, r"must be int32"),
+    ("lu_solve-piv-float", lambda: S.lu_solve(*_lu_bad_piv(1, np.float64)), ValueError, r"must be int32"),
 ]
+
+
+def _planned(planner):
+    planner.plan()
+    return planner
+
+
+def _lu_bad_piv(value, dtype=np.int32):
+    lu, piv = S.lu_factor(np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 2.0]]))
+    piv = piv.astype(dtype)
+    piv[0] = value
+    return lu, piv, np.ones(3)
 
 
 @pytest.mark.parametrize("call,exc,pattern", [pytest.param(c, e, p, id=i) for i, c, e, p in CASES])

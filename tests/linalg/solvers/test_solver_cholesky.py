@@ -73,15 +73,38 @@ def test_batched_equals_unbatched(space, solvers, rng):
 def test_not_positive_definite_reports_minor(space, solvers):
     """A non-PD matrix is reported by check() with its batch index and the order of the failing minor."""
     a = np.stack([np.eye(4), np.diag([1.0, 2.0, -1.0, 4.0]), np.eye(4)])
-    chol = solvers.Cholesky(space.put(a), **space.kwargs())
+    chol = solvers.Cholesky(space.put(a), options={"check": False}, **space.kwargs())
     chol.plan()
-    chol.execute()  # no sync, no error by default
+    chol.execute()  # check=False: never raises, info is kept for check()
     with pytest.raises(
         LinAlgError, match=r"matrix 1: not positive definite: the leading minor of order 3"
     ) as err:
         chol.check()
     assert err.value.indices == ((1,),) and err.value.info == (3,)
     chol.free()
+
+
+def test_default_check_raises_where_it_costs_no_sync(space, solvers):
+    """By default (check="auto") a non-PD matrix raises from execute() where reading info adds no
+    synchronization (CPU execution, host operands); on the GPU with device operands and
+    blocking="auto" it stays in info until check()."""
+    a = np.diag([1.0, -1.0, 1.0])
+    chol = solvers.Cholesky(space.put(a), **space.kwargs())
+    chol.plan()
+    free = not chol.on_gpu or space.device == "cpu"
+    if free:
+        with pytest.raises(LinAlgError, match="leading minor of order 2"):
+            chol.execute()
+    else:
+        chol.execute()
+        with pytest.raises(LinAlgError, match="leading minor of order 2"):
+            chol.check()
+    blocking = solvers.Cholesky(space.put(a), options={"blocking": True}, **space.kwargs())
+    with pytest.raises(LinAlgError, match="leading minor of order 2"):
+        blocking.plan()
+        blocking.execute()  # blocking=True syncs anyway: checked by default everywhere
+    chol.free()
+    blocking.free()
 
 
 def test_check_option_raises_from_execute(space, solvers):
@@ -92,10 +115,11 @@ def test_check_option_raises_from_execute(space, solvers):
 
 
 def test_nan_input_propagates(space, solvers):
-    """A NaN in a is not scanned for: the factor holds NaN (documented NaN policy; no exception)."""
+    """A NaN in a is not scanned for: the factor holds NaN (documented NaN policy; with check=False no
+    exception, whether or not the library flags the NaN pivot in info -- cuSOLVER does, LAPACK may not)."""
     a = np.eye(3)
     a[1, 1] = np.nan
-    chol = solvers.Cholesky(space.put(a), **space.kwargs())
+    chol = solvers.Cholesky(space.put(a), options={"check": False}, **space.kwargs())
     chol.plan()
     f = space.get(chol.execute())
     assert np.isnan(f[1:, 1]).any()

@@ -31,6 +31,16 @@ thread_local std::barrier<>* nvmath_bar = nullptr;
 #define __global__
 #define __align__(n) alignas(n)
 #define __syncthreads() nvmath_bar->arrive_and_wait()
+#include <atomic>
+#define __shared__ static  // one block runs at a time: a static is that block's shared memory
+template <typename T>
+T atomicMin(T* p, T v) {
+  std::atomic_ref<T> r(*p);
+  T old = r.load();
+  while (v < old && !r.compare_exchange_weak(old, v)) {
+  }
+  return old;
+}
 """
 
 _RUNNER = r"""
@@ -61,6 +71,29 @@ NVMATH_RUN(run_s, float, 1)
 NVMATH_RUN(run_d, double, 1)
 NVMATH_RUN(run_c, float, 2)
 NVMATH_RUN(run_z, double, 2)
+
+template <typename P, typename W>
+static void run_piv(P* piv, int* info, W* x, long long n, long long nrhs, long long ld, long long stride,
+                    int words, W nan, long long count, int threads, int blocks) {
+  blockDim.x = threads;
+  gridDim.x = blocks;
+  for (int bk = 0; bk < blocks; ++bk) {
+    std::barrier<> bar(threads);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        threadIdx.x = t;
+        blockIdx.x = bk;
+        nvmath_bar = &bar;
+        nvmath_check_pivots<P, W>(piv, info, x, n, nrhs, ld, stride, words, nan, count);
+      });
+    for (auto& th : pool) th.join();
+  }
+}
+extern "C" void run_piv32_w8(void* p, int* i, void* x, long long n, long long r, long long ld, long long s,
+                             int w, unsigned long long nan, long long c, int th, int b) {
+  run_piv<int, unsigned long long>((int*)p, i, (unsigned long long*)x, n, r, ld, s, w, nan, c, th, b);
+}
 """
 
 _PREFIX = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
@@ -84,7 +117,32 @@ def host_kernel(tmp_path_factory):
     p, ll = ctypes.c_void_p, ctypes.c_longlong
     for letter in "sdcz":
         getattr(handle, f"run_{letter}").argtypes = [p, p, ll, ll, ll, ll, ll, ll, ctypes.c_int, ctypes.c_int]
+    handle.run_piv32_w8.argtypes = [p, p, p, ll, ll, ll, ll, ctypes.c_int, ctypes.c_ulonglong, ll, ctypes.c_int, ctypes.c_int]
     return handle
+
+
+@pytest.mark.parametrize("threads,blocks", [(128, 2), (3, 1), (1, 4)])
+def test_host_build_of_the_pivot_check(host_kernel, threads, blocks):
+    """The pivot check flags exactly the matrices with a pivot outside 1..n (info = -(1 + first bad
+    position)), resets their pivots to the identity and their right-hand side to NaN; good matrices
+    are untouched."""
+    n, nrhs, count = 5, 2, 4
+    piv = np.tile(np.arange(1, n + 1, dtype=np.int32), (count, 1))
+    piv[0] = [2, 2, 3, 5, 5]  # valid (non-identity)
+    piv[1, 3] = 0
+    piv[2, 1], piv[2, 4] = 99, -5
+    piv[3, 4] = 2**31 - 1
+    good = piv[0].copy()
+    x = np.ones((count, nrhs, n))  # column-major matrices: x[b, j, i] = X_b[i, j]
+    info = np.zeros(count, dtype=np.int32)
+    host_kernel.run_piv32_w8(
+        piv.ctypes.data, info.ctypes.data, x.ctypes.data, n, nrhs, n, n * nrhs, 1, 0x7FF8000000000000, count,
+        threads, blocks,
+    )  # fmt: skip
+    assert info.tolist() == [0, -4, -2, -5]
+    assert piv[0].tolist() == good.tolist() and np.all(x[0] == 1)
+    for b in (1, 2, 3):
+        assert piv[b].tolist() == list(range(1, n + 1)) and np.all(np.isnan(x[b]))
 
 
 def _geqrf_batch(a: np.ndarray, cols: int):

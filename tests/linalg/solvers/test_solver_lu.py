@@ -118,10 +118,61 @@ def test_solve_ill_conditioned_is_backward_stable(space, solvers):
 
 
 def test_singular_solve_gives_non_finite_without_check(space, solvers):
-    """A singular system without check returns non-finite values instead of raising."""
+    """A singular system with check=False returns non-finite values instead of raising."""
     a = np.array([[1.0, 2.0], [2.0, 4.0]])
-    x = space.get(solvers.solve(space.put(a), space.put(np.ones((2, 1))), **space.kwargs()))
+    x = space.get(
+        solvers.solve(space.put(a), space.put(np.ones((2, 1))), options={"check": False}, **space.kwargs())
+    )
     assert not np.all(np.isfinite(x))
+
+
+def test_singular_solve_raises_by_default_where_free(space, solvers):
+    """numpy-like default: solve() and inv() of a singular matrix raise LinAlgError (a ValueError, like
+    numpy.linalg.LinAlgError) where checking costs no sync; otherwise the result is non-finite."""
+    a = np.array([[1.0, 2.0], [2.0, 4.0]])
+    free = space.device == "cpu"
+    for call in (
+        lambda: solvers.solve(space.put(a), space.put(np.ones((2, 1))), **space.kwargs()),
+        lambda: solvers.inv(space.put(a), **space.kwargs()),
+        lambda: solvers.direct_solver(space.put(a), space.put(np.ones(2)), **space.kwargs()),
+    ):
+        if free:
+            with pytest.raises(LinAlgError, match="singular"):
+                call()
+        else:
+            assert not np.all(np.isfinite(space.get(call())))
+
+
+@pytest.mark.parametrize("bad", [0, 3, -5, 99, 2**31 - 1])
+def test_lu_solve_refuses_out_of_range_pivots(space, solvers, bad):
+    """A pivot outside 1..n never reaches LAPACK/cuSOLVER: host pivots raise ValueError before any
+    work; device pivots flag the matrix in info (LinAlgError from check()) and give NaN, not a wrong x."""
+    a = np.array([[4.0, 1.0], [2.0, 3.0]])
+    lu, piv = solvers.lu_factor(space.put(a), **space.kwargs())
+    host_piv = np.array(space.get(piv))
+    host_piv[0] = bad
+    b = space.put(np.ones((2, 1)))
+    if space.device == "cpu":
+        with pytest.raises(ValueError, match=rf"piv\[0\] = {bad}"):
+            solvers.lu_solve(lu, space.put(host_piv.astype(np.int32)), b, **space.kwargs())
+        return
+    solver = solvers.LUSolve(lu, space.put(host_piv.astype(np.int32)), b, options={"check": False}, **space.kwargs())
+    solver.plan()
+    x = space.get(solver.execute())
+    assert np.all(np.isnan(x))
+    with pytest.raises(LinAlgError, match=r"pivot piv\[0\] is outside 1..n"):
+        solver.check()
+    solver.free()
+
+
+def test_lu_solve_refuses_pivots_of_the_wrong_dtype(space, solvers):
+    """Pivots must be int32 (as lu_factor returns them): int64 or float pivots are a ValueError."""
+    a = np.array([[4.0, 1.0], [2.0, 3.0]])
+    lu, piv = solvers.lu_factor(space.put(a), **space.kwargs())
+    host_piv = np.array(space.get(piv))
+    for dtype in (np.int64, np.float64):
+        with pytest.raises(ValueError, match="operand 'piv' must be int32"):
+            solvers.lu_solve(lu, space.put(host_piv.astype(dtype)), space.put(np.ones(2)), **space.kwargs())
 
 
 def test_lu_nan_policy(space, solvers):
