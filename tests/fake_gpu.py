@@ -47,6 +47,10 @@ def install(monkeypatch: Any, packages: Iterable[str] = ()) -> None:
     monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
     monkeypatch.setattr(memory, "allocate", HostAllocation)
     monkeypatch.setitem(streams._LIBRARY_STREAMS, 0, streams.StreamHandle(0, 0, "cuda"))
+    # stream handles made under the fake (their mark_done events are fake) must never be found by
+    # real GPU code later in the same process (the GPU machine runs fake and real tests together)
+    monkeypatch.setattr(streams, "_OBJ_CACHE", {})
+    monkeypatch.setattr(streams, "_INT_CACHE", {})
     names = (*packages, "numpy")
     for dst in names:
         for src in names:

@@ -355,8 +355,7 @@ class GpuContext:
     # ``SolverBase._finish_gpu``); late releases go to a stream that survives (``streams.survivor``).
     def release_stream(self) -> StreamHandle:
         """The stream to order releases on: the current one, or a survivor of a mortal one."""
-        survivor = getattr(streams, "survivor", None)
-        return self.stream if survivor is None else survivor(self.stream)
+        return streams.survivor(self.stream)
 
     # ------------------------------------------------------------------ release
     def defer(self, closer: Callable[[], Any]) -> None:
