@@ -282,9 +282,11 @@ class Workspace:
     def ensure(self, nbytes: int, stream: StreamHandle) -> int:
         """Return a pointer to at least ``nbytes`` bytes usable on ``stream``, growing if needed."""
         if self._alloc is not None and self._alloc.size >= nbytes:
-            if self._stream is not None and stream.ptr != self._stream.ptr:
-                streams.stream_wait(stream, self._stream)
-            self._stream = stream
+            previous = self._stream
+            if previous is not stream:
+                if previous is not None:
+                    streams.stream_wait(stream, previous)
+                self._bind(stream)
             return self._alloc.ptr
         self.release()
         if nbytes == 0:
@@ -293,9 +295,16 @@ class Workspace:
             nbytes, device_id=self.device_id, stream=stream, package=self.package, allocator=self.allocator
         )
         self.ptr, self.size = self._alloc.ptr, self._alloc.size
-        self._stream = stream
+        self._bind(stream)
         logger.debug("%s: allocated %d bytes at %#x", self.name, nbytes, self._alloc.ptr)
         return self._alloc.ptr
+
+    def _bind(self, stream: StreamHandle) -> None:
+        """Remember the stream the memory is used on; a mortal one gets a done event at once (its
+        user's work re-records it), so later waits and the release never touch that stream."""
+        self._stream = stream
+        if stream.mortal:
+            streams.mark_done(stream)
 
     def release(self) -> None:
         """Free the memory (ordered on the stream it was last used on); idempotent."""

@@ -215,6 +215,8 @@ class GpuContext:
         if stream.ptr != self.stream.ptr or stream.ctx != self.stream.ctx:
             streams.stream_wait(stream, self.stream)
             self.stream = stream
+            if stream.mortal:  # never left bound without a done event (a failed call skips _finish_gpu)
+                streams.mark_done(stream)
         # handles are per thread: look this thread's up on every call (a dict lookup)
         self._dn = self._user_handle if self._user_handle is not None else dn_handle(self.device_id)
         cusolverDn.set_stream(self._dn, stream.ptr)
