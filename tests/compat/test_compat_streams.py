@@ -291,3 +291,24 @@ def test_cufft_plan_rebinds_from_destroyed_streams_through_their_events(driver, 
     plan.run(0x100, 0x200, 0, -1, reused)
     assert driver.calls[0] == ("wait", 0x2000, second._done)
     assert plan._stream is reused
+
+
+def test_solver_temp_memory_is_freed_after_this_calls_work(driver, monkeypatch):
+    """free_temp on a mortal stream records the stream's event now (after this call's kernels) and
+    frees on the library stream after it: never after a stale event of an earlier call."""
+    from nvmath.linalg._solvers import _gpu
+
+    closed = []
+    buf = types.SimpleNamespace(handle=0x9000, close=lambda stream: closed.append(stream))
+    resource = types.SimpleNamespace(allocate=lambda nbytes, stream: buf)
+    device = types.SimpleNamespace(memory_resource=resource)
+    monkeypatch.setattr(devices, "core_device", lambda device_id: device)
+    streams._LIBRARY_STREAMS[0]._core = "core-library"
+    stream = _mortal(0x1000)
+    streams.mark_done(stream)  # an earlier call's event
+    ctx = _gpu.GpuContext(0, "numpy", stream)
+    temp = ctx.temp(64)
+    driver.calls.clear()  # ... this call's kernels using `temp` are queued on the stream here ...
+    ctx.free_temp(temp)
+    assert driver.calls == [("record", stream._done, 0x1000), ("wait", 0x1B, stream._done)]
+    assert closed == ["core-library"]
