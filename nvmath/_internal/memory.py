@@ -149,7 +149,7 @@ class Allocation:
     stream it was allocated on.
     """
 
-    __slots__ = ("__weakref__", "_owner", "_release", "device_id", "package", "ptr", "size")
+    __slots__ = ("__weakref__", "_late", "_owner", "_release", "device_id", "package", "ptr", "size")
 
     def __init__(self, ptr: int, size: int, device_id: int, package: str, owner: Any, release: Any):
         self.ptr = ptr
@@ -158,6 +158,7 @@ class Allocation:
         self.package = package
         self._owner = owner
         self._release = release
+        self._late: StreamHandle | None = None  # the mortal stream a collected allocation is freed after
 
     @property
     def closed(self) -> bool:
@@ -180,7 +181,10 @@ class Allocation:
 
     def __del__(self) -> None:
         if self._release is not None and not _finalizing():
-            self.free()
+            try:
+                self.free(self._late)
+            except Exception as exc:  # noqa: BLE001 - the library stream's wait failed
+                warn_cleanup_failure(f"freeing {self.size} bytes at {self.ptr:#x}", exc)
 
     def __repr__(self) -> str:
         state = "freed" if self.closed else f"ptr={self.ptr:#x}"
@@ -220,7 +224,10 @@ def allocate(
             mem = cupy.cuda.alloc(nbytes)
         return Allocation(int(mem.ptr), nbytes, device_id, package, mem, _drop)
     buf = devices.core_device(device_id).memory_resource.allocate(nbytes, stream=stream.core)
-    return Allocation(int(buf.handle), nbytes, device_id, package, buf, _core_free)
+    allocation = Allocation(int(buf.handle), nbytes, device_id, package, buf, _core_free)
+    if stream.mortal:  # cuda.core frees a buffer closed without a stream on its allocation stream
+        allocation._late = stream
+    return allocation
 
 
 def _allocate_user(nbytes: int, device_id: int, stream: StreamHandle, allocator: Any) -> Allocation:

@@ -122,7 +122,7 @@ class StreamHandle:
 _OBJ_CACHE: dict[int, StreamHandle] = {}
 _INT_CACHE: dict[str, dict[int, StreamHandle]] = {}
 _LIBRARY_STREAMS: dict[int, StreamHandle] = {}
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # reentrant: a finalizer run by the GC inside it may need the library stream
 _TORCH_RAW: Any = None
 _THREAD = threading.local()
 

@@ -312,3 +312,23 @@ def test_solver_temp_memory_is_freed_after_this_calls_work(driver, monkeypatch):
     ctx.free_temp(temp)
     assert driver.calls == [("record", stream._done, 0x1000), ("wait", 0x1B, stream._done)]
     assert closed == ["core-library"]
+
+
+def test_collected_cuda_core_memory_of_a_mortal_stream_is_freed_on_the_library_stream(driver, monkeypatch):
+    """cuda.core memory allocated on a mortal stream and collected without free() (a planner's mirror
+    dropped after the user destroyed the stream) is freed on the library stream after the stream's
+    event, never on the stream cuda.core remembers from the allocation."""
+    closed = []
+    buf = types.SimpleNamespace(handle=0x9000, close=lambda stream: closed.append(stream))
+    resource = types.SimpleNamespace(allocate=lambda nbytes, stream: buf)
+    device = types.SimpleNamespace(memory_resource=resource)
+    monkeypatch.setattr(devices, "core_device", lambda device_id: device)
+    streams._LIBRARY_STREAMS[0]._core = "core-library"
+    stream = _mortal(0x1000)
+    allocation = memory.allocate(64, device_id=0, stream=stream, package="numpy")
+    streams.mark_done(stream)  # the call's work; then the owner destroys the stream
+    driver.calls.clear()
+    del allocation
+    gc.collect()
+    assert driver.calls == [("wait", 0x1B, stream._done)]
+    assert closed == ["core-library"]
