@@ -7,10 +7,15 @@ never imports torch: without torch loaded it is one dict lookup.
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["execute_wants_torch", "route", "wants_torch"]
+__all__ = ["execute_wants_torch", "register", "route", "wants_torch"]
+
+_PLUGIN = "nvmath.torch"
+"""The module that registers the routes (imported on the first routed call)."""
 
 _modules = sys.modules
 
@@ -54,11 +59,29 @@ def _any_torch(torch: Any, objs: Any) -> bool:
     return (grad and torch.is_grad_enabled()) or torch.compiler.is_compiling()
 
 
-def route(api: str, *args: Any, **kwargs: Any) -> Any:
-    """Run ``api`` (``"advanced.matmul"``, ``"advanced.execute"``, ``"generic.matmul"``) in nvmath.torch."""
-    from nvmath.torch import _dispatch
+_ROUTES: dict[str, Callable[..., Any]] = {}
+"""API name -> the nvmath.torch function that runs it; filled by :func:`register` when nvmath.torch loads."""
 
-    return _dispatch.ROUTES[api](*args, **kwargs)
+
+def register(routes: Mapping[str, Callable[..., Any]]) -> None:
+    """Install nvmath.torch's entry points (called once, by ``nvmath.torch`` as it is imported).
+
+    The bridge names no module of nvmath.torch: the planners depend on this small registry, nvmath.torch
+    depends on the planners and fills it, so imports run one way.
+    """
+    _ROUTES.update(routes)
+
+
+def route(api: str, *args: Any, **kwargs: Any) -> Any:
+    """Run ``api`` (``"advanced.matmul"``, ``"advanced.execute"``, ``"generic.matmul"``) in nvmath.torch.
+
+    The first routed call loads the ``nvmath.torch`` plugin by name (it registers its routes on import).
+    """
+    fn = _ROUTES.get(api)
+    if fn is None:
+        importlib.import_module(_PLUGIN)
+        fn = _ROUTES[api]
+    return fn(*args, **kwargs)
 
 
 def execute_wants_torch(slots: tuple[Any, ...]) -> bool:

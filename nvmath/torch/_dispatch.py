@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from nvmath._internal import torch_bridge
 from nvmath.torch._functions import MatmulFn
 from nvmath.torch._rules import check_dtypes, check_unsupported, rule_for
 
@@ -139,3 +140,4 @@ ROUTES = {
     "advanced.execute": planner_execute,
     "generic.matmul": generic_matmul,
 }
+torch_bridge.register(ROUTES)

@@ -47,3 +47,13 @@ def test_execute_wants_torch_reads_only_the_given_slots(torch):
     assert torch_bridge.execute_wants_torch((slot(plain), slot(plain), slot(g)))
     with torch.no_grad():
         assert not torch_bridge.execute_wants_torch((slot(g),))
+
+
+def test_route_runs_what_the_plugin_registered(monkeypatch):
+    """route() calls the function nvmath.torch registered under the API name, with the call's arguments;
+    the bridge imports no module of nvmath.torch itself (the plugin fills the registry)."""
+    from nvmath._internal import torch_bridge
+
+    monkeypatch.setattr(torch_bridge, "_ROUTES", {})
+    torch_bridge.register({"generic.matmul": lambda *a, **k: ("ran", a, k)})
+    assert torch_bridge.route("generic.matmul", 1, 2, stream=None) == ("ran", (1, 2), {"stream": None})
