@@ -31,7 +31,8 @@ their own table, :func:`._typemaps.bias_dtypes`); BGRADA needs ``transa = transb
 running the other operand as ``ORDER_ROW`` with that op, but refusing (NOT_SUPPORTED) the reduced
 operand (``a`` for BGRADA, ``b`` for BGRADB) as ``ORDER_ROW``: a reduced operand in the other memory
 order is read from a planner-owned dense copy in the order that gives the op (``a`` column-major,
-``b`` row-major), refreshed on every execute, so the caller never reorders. DRELU/DGELU work with K = 1 (nvmath-python rejects K = 1; we do not).
+``b`` row-major), refreshed on every execute, so the caller never reorders. DRELU/DGELU work with
+K = 1 (nvmath-python rejects K = 1; we do not).
 """
 
 from __future__ import annotations

@@ -471,7 +471,11 @@ def _staged_view(view: MatrixView, required: Op | None) -> MatrixView | None:
 
 
 def _build_problem(
-    mm: MMTraits, types: TypeTraits, tr: bool, required: tuple[Op | None, Op | None], staged_operand: str | None
+    mm: MMTraits,
+    types: TypeTraits,
+    tr: bool,
+    required: tuple[Op | None, Op | None],
+    staged_operand: str | None,
 ) -> MatmulProblem:
     bs = mm.batch
     (av, ca, an), (bv, cb, bn) = (mm.a_view, mm.conj_a, "a"), (mm.b_view, mm.conj_b, "b")

@@ -19,9 +19,10 @@ from nvmath.linalg.advanced import _staging as S
 )
 def test_dense_strides_match_numpy(shape, order, want):
     """Batch dimensions in C order over matrices in the asked order, as numpy lays such a copy out."""
-    ref = np.empty(shape[:-2] + shape[-2:][::-1], np.float32) if order == "col" else np.empty(shape, np.float32)
     if order == "col":
-        ref = np.swapaxes(ref, -1, -2)
+        ref = np.swapaxes(np.empty(shape[:-2] + shape[-2:][::-1], np.float32), -1, -2)
+    else:
+        ref = np.empty(shape, np.float32)
     assert S.dense_strides(shape, order) == want == tuple(s // 4 for s in ref.strides)
 
 
