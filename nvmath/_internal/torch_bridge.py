@@ -61,20 +61,19 @@ def route(api: str, *args: Any, **kwargs: Any) -> Any:
     return _dispatch.ROUTES[api](*args, **kwargs)
 
 
-def execute_wants_torch(planner: Any) -> bool:
-    """Whether a planner's operands (torch tensors) require grad with grad mode on (for ``execute``)."""
+def execute_wants_torch(slots: tuple[Any, ...]) -> bool:
+    """Whether a planner's tensors require grad with grad mode on (for ``execute``).
+
+    Args:
+        slots: the planner's operand and epilog-input slots; each ``slot.user`` is the adapter of the
+            caller's tensor (``.tensor``), or ``None`` once released.
+    """
     torch = _modules.get("torch")
     if torch is None or not torch.is_grad_enabled():
         return False
     tensor = torch.Tensor
-    for slot in planner._slots.values():
+    for slot in slots:
         t = getattr(slot.user, "tensor", None)
         if isinstance(t, tensor) and t.requires_grad:
             return True
-    plan = planner._plan
-    if plan is not None and plan.epilog_slots:
-        for slot in plan.epilog_slots.values():
-            t = getattr(slot.user, "tensor", None)
-            if isinstance(t, tensor) and t.requires_grad:
-                return True
     return False

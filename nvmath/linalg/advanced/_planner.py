@@ -42,6 +42,7 @@ from nvmath.linalg.advanced._results import ResultMaker, deliver, deliver_host
 from nvmath.linalg.advanced._spec import Spec, place, specify
 from nvmath.linalg.advanced._staging import stage
 from nvmath.linalg.advanced._traits import check_alpha_beta
+from nvmath.linalg.advanced._view import MatmulView, view_of
 
 __all__ = ["Matmul"]
 
@@ -151,6 +152,7 @@ class Matmul(FreedOnExit):
         self._device_id = spec.device_id
         self._inplace = spec.mm.inplace
         self._c_slot = self._slots.get("c") if spec.has_c else None
+        self._tensor_slots = tuple(self._slots.values())  # + the plan's epilog inputs (_commit)
         self._pa = self._pb = None
         self._staged = None  # a dense copy of an operand the epilog cannot read as it is (_staging)
         self._lt_handle = spec.options.handle
@@ -171,6 +173,11 @@ class Matmul(FreedOnExit):
     def is_planned(self) -> bool:
         """Whether :meth:`plan` ran and :meth:`free` did not."""
         return self._lifecycle.bits & _PLANNED != 0
+
+    @property
+    def view(self) -> MatmulView:
+        """A read-only snapshot of the planned epilog, the scalars and the caller's tensors."""
+        return view_of(self._slots, self._plan, self._alpha, self._beta, self._spec.has_c, self._scales)
 
     @property
     def workspace_lock(self) -> Any:
@@ -265,6 +272,7 @@ class Matmul(FreedOnExit):
             plan.desc.ptr, self._scalars[0], lay.a.ptr, lay.b.ptr, self._scalars[1], lay.c.ptr, lay.d.ptr,
         )  # fmt: skip
         self._swap = p.a_operand == "b"
+        self._tensor_slots = (*self._slots.values(), *plan.epilog_slots.values())  # for execute_wants_torch
         self._c_is_d = lay.c is lay.d
         slots = self._slots
         self._pa, self._pb = (slots["b"], slots["a"]) if self._swap else (slots["a"], slots["b"])
@@ -306,7 +314,7 @@ class Matmul(FreedOnExit):
             release_workspace: free the workspace after the call (stream-ordered).
             stream: the stream to run on (default: the operands' package's current stream).
         """
-        if execute_wants_torch(self):  # torch operands that require grad: nvmath.torch builds the graph
+        if execute_wants_torch(self._tensor_slots):  # torch operands that require grad: nvmath.torch builds the graph
             return route("advanced.execute", self, algorithm=algorithm, release_workspace=release_workspace, stream=stream)
         handle = self._last_stream
         raw = self._raw_stream
