@@ -7,10 +7,15 @@ never imports torch: without torch loaded it is one dict lookup.
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["execute_wants_torch", "route", "wants_torch"]
+__all__ = ["execute_wants_torch", "register", "route", "wants_torch"]
+
+_PLUGIN = "nvmath.torch"
+"""The module that registers the routes (imported on the first routed call)."""
 
 _modules = sys.modules
 
@@ -54,27 +59,44 @@ def _any_torch(torch: Any, objs: Any) -> bool:
     return (grad and torch.is_grad_enabled()) or torch.compiler.is_compiling()
 
 
+_ROUTES: dict[str, Callable[..., Any]] = {}
+"""API name -> the nvmath.torch function that runs it; filled by :func:`register` when nvmath.torch loads."""
+
+
+def register(routes: Mapping[str, Callable[..., Any]]) -> None:
+    """Install nvmath.torch's entry points (called once, by ``nvmath.torch`` as it is imported).
+
+    The bridge names no module of nvmath.torch: the planners depend on this small registry, nvmath.torch
+    depends on the planners and fills it, so imports run one way.
+    """
+    _ROUTES.update(routes)
+
+
 def route(api: str, *args: Any, **kwargs: Any) -> Any:
-    """Run ``api`` (``"advanced.matmul"``, ``"advanced.execute"``, ``"generic.matmul"``) in nvmath.torch."""
-    from nvmath.torch import _dispatch
+    """Run ``api`` (``"advanced.matmul"``, ``"advanced.execute"``, ``"generic.matmul"``) in nvmath.torch.
 
-    return _dispatch.ROUTES[api](*args, **kwargs)
+    The first routed call loads the ``nvmath.torch`` plugin by name (it registers its routes on import).
+    """
+    fn = _ROUTES.get(api)
+    if fn is None:
+        importlib.import_module(_PLUGIN)
+        fn = _ROUTES[api]
+    return fn(*args, **kwargs)
 
 
-def execute_wants_torch(planner: Any) -> bool:
-    """Whether a planner's operands (torch tensors) require grad with grad mode on (for ``execute``)."""
+def execute_wants_torch(slots: tuple[Any, ...]) -> bool:
+    """Whether a planner's tensors require grad with grad mode on (for ``execute``).
+
+    Args:
+        slots: the planner's operand and epilog-input slots; each ``slot.user`` is the adapter of the
+            caller's tensor (``.tensor``), or ``None`` once released.
+    """
     torch = _modules.get("torch")
     if torch is None or not torch.is_grad_enabled():
         return False
     tensor = torch.Tensor
-    for slot in planner._slots.values():
+    for slot in slots:
         t = getattr(slot.user, "tensor", None)
         if isinstance(t, tensor) and t.requires_grad:
             return True
-    plan = planner._plan
-    if plan is not None and plan.epilog_slots:
-        for slot in plan.epilog_slots.values():
-            t = getattr(slot.user, "tensor", None)
-            if isinstance(t, tensor) and t.requires_grad:
-                return True
     return False

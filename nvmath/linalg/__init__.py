@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from nvmath._errors import InvalidDirectSolverState, InvalidMatmulState, InvalidSolverState, LinAlgError
 from nvmath._internal.execution import ExecutionCPU, ExecutionCUDA
+from nvmath.bindings.cublas import ComputeType  # nvmath-python 1.0 exports cuBLAS's compute types here
 from nvmath.linalg import _solvers, advanced, generic
 from nvmath.linalg._solvers import *  # the solvers' public names, listed once (in _solvers.__all__)
 from nvmath.linalg.generic import (
@@ -21,6 +22,7 @@ from nvmath.linalg.generic import (
     HermitianMatrixQualifier,
     Matmul,
     MatmulOptions,
+    MatrixQualifier,
     SideMode,
     SymmetricMatrixQualifier,
     TriangularMatrixQualifier,
@@ -29,6 +31,7 @@ from nvmath.linalg.generic import (
 )
 
 __all__ = [
+    "ComputeType",
     "DiagType",
     "DiagonalMatrixQualifier",
     "ExecutionCPU",
@@ -42,6 +45,7 @@ __all__ = [
     "LinAlgError",
     "Matmul",
     "MatmulOptions",
+    "MatrixQualifier",
     "SideMode",
     "SymmetricMatrixQualifier",
     "TriangularMatrixQualifier",

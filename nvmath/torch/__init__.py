@@ -23,7 +23,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise ImportError("nvmath.torch needs PyTorch (pip install torch)") from exc
 
-from nvmath.torch import _ops  # noqa: F401  (registers torch.ops.nvmath.*)
+from nvmath.torch import _dispatch, _ops  # noqa: F401  (registers the routes and torch.ops.nvmath.*)
 from nvmath.torch._capture import CaptureError
 from nvmath.torch._functional import linear, mlp
 from nvmath.torch._modules import MLP, Linear

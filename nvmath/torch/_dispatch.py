@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from nvmath._internal import torch_bridge
 from nvmath.torch._functions import MatmulFn
 from nvmath.torch._rules import check_dtypes, check_unsupported, rule_for
 
@@ -75,22 +76,20 @@ def planner_execute(
     planner: Any, *, algorithm: Any = None, release_workspace: bool = False, stream: Any = None
 ) -> Any:
     """``Matmul.execute()`` with autograd when the planner's torch operands require grad."""
-    plan = planner._plan
-    rule = rule_for(plan.epilog.epilog)
+    view = planner.view
+    rule = rule_for(view.epilog)
     if rule.act == "gelu" and rule.aux_out is None:
         raise ValueError(
-            f"a Matmul planned with {plan.epilog.epilog.name} keeps no pre-activation, which the GELU backward "
+            f"a Matmul planned with {view.epilog.name} keeps no pre-activation, which the GELU backward "
             "needs; plan GELU_AUX / GELU_AUX_BIAS instead (same result, plus the aux output), or detach the operands"
         )
-    if planner._scales:
+    if view.quantization_scales:
         check_unsupported(None, "given")
-    slots = planner._slots
-    tensors = {n: s.user.tensor for n, s in slots.items()}
-    bias_slot = plan.epilog_slots.get("bias")
-    bias = bias_slot.user.tensor if bias_slot is not None else None
+    tensors = dict(view.operands)
+    bias = view.epilog_inputs.get("bias")
     check_dtypes(bias=bias, **tensors)
-    alpha = planner._alpha[0].item()
-    beta = planner._beta[0].item() if "c" in tensors else 0.0
+    alpha = view.alpha
+    beta = view.beta if "c" in tensors else 0.0
     from nvmath.linalg.advanced import matmul as lt_matmul
 
     def run() -> Any:
@@ -141,3 +140,4 @@ ROUTES = {
     "advanced.execute": planner_execute,
     "generic.matmul": generic_matmul,
 }
+torch_bridge.register(ROUTES)

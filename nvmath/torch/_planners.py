@@ -18,7 +18,6 @@ from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any, NamedTuple
 
-from nvmath._internal.tensors import wrap
 from nvmath.linalg.advanced import Matmul
 from nvmath.torch._capture import capturing, refuse_planning
 
@@ -176,20 +175,6 @@ class PlannerCache:
                 mm.release_operands()
                 entry[1] = None
 
-    @staticmethod
-    def _forget_planning_operands(mm: Any, a: Any) -> None:
-        """Point the planner's result makers at an empty tensor instead of the operand it was planned
-        with (they keep it only for its package and device), so that no operand outlives the call.
-
-        ``release_operands`` drops the operands themselves; the makers are the planner's only other
-        reference (a CUDA graph tree's pool must not keep tensors alive that are not outputs).
-        """
-        empty = wrap(a.new_empty((0,)))  # no storage: nothing is allocated, in any pool
-        makers = [mm._result, *(maker for _, maker, _ in getattr(mm, "_aux", ()) or ())]
-        for maker in makers:
-            if getattr(maker, "template", None) is not None:
-                maker.template = empty
-
     def run_general(
         self, a: Any, b: Any, c: Any, *, alpha: float, beta: float | None, epilog: Any = None,
         epilog_inputs: Mapping[str, Any] | None = None,
@@ -214,8 +199,6 @@ class PlannerCache:
                     mm.plan(epilog=epilog, epilog_inputs=epilog_inputs)
                     entry = [mm, None]
                     out = self._execute(entry, mm, ())
-                    if not self._keep:
-                        self._forget_planning_operands(mm, a)
                 except BaseException:
                     mm.free()
                     raise
@@ -242,8 +225,6 @@ class PlannerCache:
                 mm.autotune(iterations=self._autotune)
             entry = [mm, ptrs]
             out = self._execute(entry, mm, ptrs)
-            if not self._keep:
-                self._forget_planning_operands(mm, a)
         except BaseException:
             mm.free()
             raise

@@ -113,6 +113,39 @@ def test_bias_gradients_any_operand_order(torch_cuda, a_order, b_order, epilog, 
     assert float(torch.linalg.norm(got - grad) / torch.linalg.norm(grad)) < 1e-5
 
 
+
+@pytest.mark.parametrize(
+    ("epilog", "name"), [(adv.MatmulEpilog.BGRADA, "bgrada"), (adv.MatmulEpilog.BGRADB, "bgradb")]
+)
+def test_bias_gradient_copy_refreshed_on_execute_and_reset(torch_cuda, epilog, name):
+    """The reduced operand in the order cuBLASLt refuses (row-major a for BGRADA, column-major
+    b for BGRADB) is read from the planner's copy: in-place updates and reset_operands are seen."""
+    torch = torch_cuda
+
+    def operands(seed):
+        g = torch.Generator().manual_seed(seed)
+        a = torch.randn(64, 32, generator=g).cuda()
+        b = torch.randn(48, 32, generator=g).cuda().T  # column-major b
+        return a, b
+
+    def check(out, aux, a, b):
+        want = a.double() @ b.double()
+        assert float(torch.linalg.norm(out.double() - want) / torch.linalg.norm(want)) < 1e-5
+        grad = a.double().sum(dim=1) if name == "bgrada" else b.double().sum(dim=0)
+        got = aux[name].double().reshape(grad.shape)
+        assert float(torch.linalg.norm(got - grad) / torch.linalg.norm(grad)) < 1e-5
+
+    a, b = operands(1)
+    with adv.Matmul(a, b) as mm:
+        mm.plan(epilog=epilog)
+        check(*mm.execute(), a, b)
+        (a if name == "bgrada" else b).mul_(2.0)
+        check(*mm.execute(), a, b)
+        a2, b2 = operands(2)
+        mm.reset_operands(a=a2, b=b2)
+        check(*mm.execute(), a2, b2)
+    torch.cuda.synchronize()
+
 def test_matmul_release_operands_reference_counts(torch_cuda):
     """release_operands() gives back every reference to the operands, bias and result."""
     torch = torch_cuda

@@ -46,9 +46,8 @@ def test_c_vector_of_wrong_length_is_value_error(fake_gpu, rng):
 @pytest.mark.parametrize(("epilog", "name"), [(E.BGRADA, "bgrada"), (E.BGRADB, "bgradb")])
 @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
 def test_bias_gradient_epilogs_take_either_memory_order(fake_gpu, rng, epilog, name, orders):
-    """BGRADA / BGRADB: the planner's formulation (ORDER_ROW for a reduced operand in the other memory
-    order) gives the right values for every memory order (on the GPU cuBLASLt may refuse some layouts
-    of the other operand: see test_compat_gpu)."""
+    """BGRADA / BGRADB give the right values for every memory order of both operands (a reduced
+    operand in the order cuBLASLt refuses is read from a dense copy; see test_compat_gpu)."""
     a, b = _rand(rng, (6, 4), orders[0]), _rand(rng, (4, 5), orders[1])
     out, aux = adv.matmul(fake_gpu.fake(a), fake_gpu.fake(b), epilog=epilog)
     _close(out.array, a.astype(np.float64) @ b)
@@ -175,3 +174,54 @@ def test_execute_with_foreign_algorithm_is_value_error(fake_gpu, rng):
         stranger = adv.Algorithm(np.zeros((), dtype=lt.matmul_heuristic_result_dtype))
         with pytest.raises(ValueError):
             mm.execute(algorithm=stranger)
+
+
+def _aligned(x):
+    """A copy of ``x`` (same strides) at a 256-byte aligned address (resets keep the plan's alignment)."""
+    raw = np.empty(x.nbytes + 256, np.uint8)
+    off = -raw.ctypes.data % 256
+    y = np.ndarray(x.shape, x.dtype, raw[off : off + x.nbytes], 0, x.strides)
+    y[...] = x
+    return y
+
+
+@pytest.mark.parametrize(
+    ("epilog", "orders", "name", "order"), [(E.BGRADA, "CC", "a", "col"), (E.BGRADB, "FF", "b", "row")]
+)
+def test_bias_gradient_reduced_operand_copy_is_refreshed(fake_gpu, rng, epilog, orders, name, order):
+    """A reduced operand in the memory order cuBLASLt refuses for BGRADA/BGRADB is read from one
+    planner-owned dense copy (never ORDER_ROW), refreshed on every execute and after reset_operands."""
+    from nvmath.linalg.advanced._layout import Order
+
+    a, b = _aligned(_rand(rng, (6, 4), orders[0])), _aligned(_rand(rng, (4, 5), orders[1]))
+    fa, fb = fake_gpu.fake(a), fake_gpu.fake(b)
+    with adv.Matmul(fa, fb) as mm:
+        mm.plan(epilog=epilog)
+        p = mm._plan.problem
+        assert p.staged == (name, order)
+        assert p.a.order == Order.COL if name == "a" else p.b.order == Order.COL
+        staged = mm._staged
+        for _ in range(2):
+            src = a if name == "a" else b
+            src *= 2  # in place: the next execute sees it
+            out, aux = mm.execute()
+            _close(out.array, a.astype(np.float64) @ b)
+            want = a.sum(axis=1) if epilog == E.BGRADA else b.sum(axis=0)
+            _close(aux[epilog.name.lower()].array.reshape(-1), want)
+        a2, b2 = _aligned(_rand(rng, (6, 4), orders[0])), _aligned(_rand(rng, (4, 5), orders[1]))
+        mm.reset_operands(a=fake_gpu.fake(a2), b=fake_gpu.fake(b2))
+        out, aux = mm.execute()
+        _close(out.array, a2.astype(np.float64) @ b2)
+        want = a2.sum(axis=1) if epilog == E.BGRADA else b2.sum(axis=0)
+        _close(aux[epilog.name.lower()].array.reshape(-1), want)
+        assert mm._staged is staged  # one buffer, reused across executes and resets
+
+
+def test_bias_gradient_operand_in_its_order_is_not_copied(fake_gpu, rng):
+    """BGRADA on a column-major ``a`` reads it directly: no copy."""
+    a, b = _rand(rng, (6, 4), "F"), _rand(rng, (4, 5))
+    with adv.Matmul(fake_gpu.fake(a), fake_gpu.fake(b)) as mm:
+        mm.plan(epilog=E.BGRADA)
+        assert mm._plan.problem.staged is None and mm._staged is None
+        out, aux = mm.execute()
+        _close(aux["bgrada"].array.reshape(-1), a.sum(axis=1))

@@ -27,6 +27,7 @@ from nvmath.linalg.advanced._options import (
 )
 from nvmath.linalg.advanced._planner import Matmul
 from nvmath.linalg.advanced._stateless import MatmulPlanCache, matmul, plan_cache
+from nvmath.linalg.advanced._view import MatmulView
 
 __all__ = [
     "Algorithm",
@@ -44,6 +45,7 @@ __all__ = [
     "MatmulPlanPreferences",
     "MatmulQuantizationScales",
     "MatmulReductionScheme",
+    "MatmulView",
     "autotune_cache",
     "matmul",
     "matrix_qualifiers_dtype",

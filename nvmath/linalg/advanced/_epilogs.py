@@ -26,13 +26,13 @@ along M, as in nvmath-python.
 
 Measured on H200 with cuBLASLt 13.1 (and encoded here): every epilog but DEFAULT is NOT_SUPPORTED for
 complex dtypes; a bias dtype other than D's is INVALID_VALUE for regular GEMMs (FP8 GEMMs follow
-their own table, :func:`._typemaps.bias_dtypes`); BGRADA needs ``transa = N`` (``a`` with unit
-stride along M) and BGRADB ``transb = T`` (``b`` with unit stride along N). A reduced operand in the
-other memory order is described as ``ORDER_ROW`` with the op the epilog needs (the same memory read
-the other way; measured to run on H200), so the caller does not reorder it. The other operand's
-memory order is left to cuBLASLt (measured: BGRADA with a row-major ``b`` and BGRADB with a
-column-major ``a`` are NOT_SUPPORTED for some shapes, whether described as ``ORDER_ROW`` or
-transposed). DRELU/DGELU work with K = 1 (nvmath-python rejects K = 1; we do not).
+their own table, :func:`._typemaps.bias_dtypes`); BGRADA needs ``transa = transb = N`` and BGRADB
+``transa = transb = T``. The GPU runs (test ids read as ``[epilog-b_order-a_order]``) show cuBLASLt
+running the other operand as ``ORDER_ROW`` with that op, but refusing (NOT_SUPPORTED) the reduced
+operand (``a`` for BGRADA, ``b`` for BGRADB) as ``ORDER_ROW``: a reduced operand in the other memory
+order is read from a planner-owned dense copy in the order that gives the op (``a`` column-major,
+``b`` row-major), refreshed on every execute, so the caller never reorders. DRELU/DGELU work with
+K = 1 (nvmath-python rejects K = 1; we do not).
 """
 
 from __future__ import annotations
@@ -82,7 +82,9 @@ class EpilogSpec:
         aux: ``"relu"``/``"gelu"`` aux matrix, or ``None``; ``aux_is_input`` says its direction.
         forces_col: D must be column-major in cuBLASLt's orientation.
         required_ops: the ops cuBLASLt accepts on A and B with this epilog (``None``: any); measured
-            on H200 / cuBLASLt 13.1: BGRADA needs ``transa = N``, BGRADB ``transb = T``.
+            on H200 / cuBLASLt 13.1: BGRADA needs ``transa = transb = N``, BGRADB ``transa = transb = T``.
+        staged_operand: the reduced operand (``"a"`` for BGRADA, ``"b"`` for BGRADB), which cuBLASLt
+            does not run as ``ORDER_ROW``: in the other memory order it is read from a dense copy.
         min_version: the first cuBLASLt version with it, ``(major, minor, patch)``.
     """
 
@@ -94,6 +96,7 @@ class EpilogSpec:
     aux_is_input: bool = False
     forces_col: bool = True
     required_ops: tuple[Op | None, Op | None] = (None, None)
+    staged_operand: str | None = None
     min_version: tuple[int, int, int] = (11, 5, 1)
 
 
@@ -120,8 +123,10 @@ EPILOG_SPECS: dict[E, EpilogSpec] = dict(
         _spec(E.DGELU, inputs=("gelu_aux",), aux="gelu", aux_is_input=True, min_version=_BWD),
         _spec(E.DGELU_BGRAD, inputs=("gelu_aux",), aux_output="dgelu_bgrad", bias="out", aux="gelu",
               aux_is_input=True, min_version=_BWD),
-        _spec(E.BGRADA, aux_output="bgrada", bias="out", required_ops=(Op.N, None), min_version=_BWD),
-        _spec(E.BGRADB, aux_output="bgradb", bias="out", required_ops=(None, Op.T), min_version=_BWD),
+        _spec(E.BGRADA, aux_output="bgrada", bias="out", required_ops=(Op.N, Op.N), staged_operand="a",
+              min_version=_BWD),
+        _spec(E.BGRADB, aux_output="bgradb", bias="out", required_ops=(Op.T, Op.T), staged_operand="b",
+              min_version=_BWD),
     ]
 )  # fmt: skip
 """Every epilog's :class:`EpilogSpec`."""
@@ -188,6 +193,8 @@ class EpilogTraits:
         inputs: the validated ``epilog_inputs`` names.
         aux_outputs: the tensors to allocate and return, in order.
         required_ops: ops cuBLASLt needs on A / B with this epilog (``None``: any).
+        staged_operand: the operand read from a dense copy when its memory order does not give its
+            required op (see :func:`._traits.get_problem`).
     """
 
     epilog: E
@@ -198,6 +205,7 @@ class EpilogTraits:
     inputs: tuple[str, ...]
     aux_outputs: tuple[AuxOutputSpec, ...]
     required_ops: tuple[Op | None, Op | None] = (None, None)
+    staged_operand: str | None = None
 
     @property
     def aux_names(self) -> tuple[str, ...]:
@@ -211,6 +219,7 @@ class EpilogTraits:
             "forces_col": self.forces_col,
             "transpose_problem": self.transpose_problem,
             "required_ops": self.required_ops,
+            "staged_operand": self.staged_operand,
         }
 
 
@@ -423,6 +432,7 @@ def epilog_traits(
         inputs=tuple(sorted(given)),
         aux_outputs=tuple(outputs + pouts),
         required_ops=spec.required_ops,
+        staged_operand=spec.staged_operand,
     )
 
 

@@ -15,53 +15,21 @@ Nothing here touches the driver or loads cuBLASLt at import time.
 from __future__ import annotations
 
 import logging
-import sys
-import threading
 
-from nvmath._errors import warn_cleanup_failure
-from nvmath._internal import devices
+from nvmath._internal.library_handles import ThreadHandles
 from nvmath.bindings import cublasLt
 
 __all__ = ["cublaslt_version", "get_handle"]
 
 logger = logging.getLogger(__name__)
 
-_LOCAL = threading.local()
+_HANDLES = ThreadHandles("cuBLASLt", lambda: cublasLt.create(), lambda handle: cublasLt.destroy(handle))
 _VERSION: int | None = None
-
-
-class _ThreadHandles:
-    """The handles of one thread; destroyed with the thread-local storage that holds this object."""
-
-    __slots__ = ("handles",)
-
-    def __init__(self) -> None:
-        self.handles: dict[int, int] = {}
-
-    def __del__(self) -> None:
-        if sys.is_finalizing():
-            return
-        handles, self.handles = self.handles, {}
-        for device_id, handle in handles.items():
-            try:
-                with devices.device_ctx(device_id):
-                    cublasLt.destroy(handle)
-            except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
-                warn_cleanup_failure("destroying a cuBLASLt handle", exc)
 
 
 def get_handle(device_id: int) -> int:
     """Return the calling thread's cuBLASLt handle for ``device_id``, creating it on first use."""
-    cache = getattr(_LOCAL, "cache", None)
-    if cache is None:
-        cache = _LOCAL.cache = _ThreadHandles()
-    handle = cache.handles.get(device_id)
-    if handle is None:
-        with devices.device_ctx(device_id):
-            handle = cublasLt.create()
-        cache.handles[device_id] = handle
-        logger.debug("created cuBLASLt handle %#x for device %d", handle, device_id)
-    return handle
+    return _HANDLES.get(device_id)
 
 
 def cublaslt_version() -> int:

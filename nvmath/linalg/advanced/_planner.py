@@ -40,7 +40,9 @@ from nvmath.linalg.advanced._plan import Plan, build_plan, row_order_possible
 from nvmath.linalg.advanced._reset import reset
 from nvmath.linalg.advanced._results import ResultMaker, deliver, deliver_host
 from nvmath.linalg.advanced._spec import Spec, place, specify
+from nvmath.linalg.advanced._staging import stage
 from nvmath.linalg.advanced._traits import check_alpha_beta
+from nvmath.linalg.advanced._view import MatmulView, view_of
 
 __all__ = ["Matmul"]
 
@@ -150,7 +152,9 @@ class Matmul(FreedOnExit):
         self._device_id = spec.device_id
         self._inplace = spec.mm.inplace
         self._c_slot = self._slots.get("c") if spec.has_c else None
+        self._tensor_slots = tuple(self._slots.values())  # + the plan's epilog inputs (_commit)
         self._pa = self._pb = None
+        self._staged = None  # a dense copy of an operand the epilog cannot read as it is (_staging)
         self._lt_handle = spec.options.handle
         self._fast_deliver = not spec.host and spec.options.blocking is not True
         self._alpha_is_one = False
@@ -169,6 +173,11 @@ class Matmul(FreedOnExit):
     def is_planned(self) -> bool:
         """Whether :meth:`plan` ran and :meth:`free` did not."""
         return self._lifecycle.bits & _PLANNED != 0
+
+    @property
+    def view(self) -> MatmulView:
+        """A read-only snapshot of the planned epilog, the scalars and the caller's tensors."""
+        return view_of(self._slots, self._plan, self._alpha, self._beta, self._spec.has_c, self._scales)
 
     @property
     def workspace_lock(self) -> Any:
@@ -263,13 +272,20 @@ class Matmul(FreedOnExit):
             plan.desc.ptr, self._scalars[0], lay.a.ptr, lay.b.ptr, self._scalars[1], lay.c.ptr, lay.d.ptr,
         )  # fmt: skip
         self._swap = p.a_operand == "b"
+        self._tensor_slots = (*self._slots.values(), *plan.epilog_slots.values())  # for execute_wants_torch
         self._c_is_d = lay.c is lay.d
         slots = self._slots
         self._pa, self._pb = (slots["b"], slots["a"]) if self._swap else (slots["a"], slots["b"])
+        self._staged = staged = stage(p.staged, slots, self._staged, self._stream)
+        if staged is not None:  # cuBLASLt reads the copy, refreshed before every launch
+            if staged.name == p.a_operand:
+                self._pa = staged
+            else:
+                self._pb = staged
         # stateless calls may pass bare addresses: GPU operands, out of place, no epilog inputs or scales
         self._pointer_ok = (
             not self._spec.host and not self._inplace and not plan.epilog_slots and not plan.epilog_scales
-            and not self._scales
+            and not self._scales and staged is None
         )  # fmt: skip
         self._select(plan.algorithms[0])
         first = self._slots["a"]  # outputs follow a's package and device; the makers keep an empty
@@ -298,7 +314,7 @@ class Matmul(FreedOnExit):
             release_workspace: free the workspace after the call (stream-ordered).
             stream: the stream to run on (default: the operands' package's current stream).
         """
-        if execute_wants_torch(self):  # torch operands that require grad: nvmath.torch builds the graph
+        if execute_wants_torch(self._tensor_slots):  # torch operands that require grad: nvmath.torch builds the graph
             return route("advanced.execute", self, algorithm=algorithm, release_workspace=release_workspace, stream=stream)
         handle = self._last_stream
         raw = self._raw_stream
@@ -352,6 +368,8 @@ class Matmul(FreedOnExit):
                 attr.set(ptr)
         ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
         desc, alpha, la, lb, beta, lc, ld = self._static
+        if self._staged is not None:
+            self._staged.refresh(handle)
         pc = c.ptr if c is not None else (d_ptr if self._c_is_d else 0)
         args = (
             self._lt_handle or _handles.get_handle(self._device_id), desc, alpha, self._pa.ptr, la,
@@ -372,6 +390,8 @@ class Matmul(FreedOnExit):
         for ``plan`` (the installed plan or an alternative formulation)."""
         slots, p, lay = self._slots, plan.problem, plan.layouts
         pa, pb = slots[p.a_operand].ptr, slots[p.b_operand].ptr
+        if plan is self._plan and self._staged is not None:
+            pa, pb = self._pa.ptr, self._pb.ptr  # type: ignore[union-attr]
         pc = slots["c"].ptr if self._spec.has_c else (d_ptr if lay.c is lay.d else 0)
         return (
             self._handle(), plan.desc.ptr, self._scalars[0], pa, lay.a.ptr, pb, lay.b.ptr, self._scalars[1], pc,
@@ -466,6 +486,8 @@ class Matmul(FreedOnExit):
         ws_size = max(p.workspace_size for p in plans)
         ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
         calls = [(self._plan_args(p, d_ptr), a.algo_ptr) for p in plans for a in p.algorithms]
+        if self._staged is not None:
+            self._staged.refresh(handle)
 
         def run(i: int) -> None:
             head, algo = calls[i]
@@ -594,7 +616,7 @@ class Matmul(FreedOnExit):
         for plan in (self._plan, self._retired):
             if plan is not None:
                 plan.close()
-        self._plan = self._retired = None
+        self._plan = self._retired = self._staged = None
         for slot in self._slots.values():
             slot.release()
         self._lifecycle.mark_freed()

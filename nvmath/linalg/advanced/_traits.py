@@ -311,6 +311,10 @@ class MatrixLayout:
 class MatmulProblem:
     """Plan-time traits: the cuBLASLt problem ``D = alpha * op(A) op(B) + beta * C``.
 
+    ``staged`` is ``(operand, "col" | "row")`` when cuBLASLt reads a planner-owned dense copy of that
+    user operand in that memory order instead of the operand itself (see :func:`get_problem`), else
+    ``None``.
+
     Attributes:
         transposed: the problem is the transposed product (cuBLASLt's A is the user's ``b``).
         m, n, k: cuBLASLt's extents (``n, m`` swapped from the user's when transposed).
@@ -344,6 +348,7 @@ class MatmulProblem:
     result_strides: tuple[int, ...]
     result_order: Order
     inplace: bool
+    staged: tuple[str, str] | None = None
 
 
 def _orientations(mm: MMTraits, forces_col: bool, transpose_problem: bool) -> list[bool]:
@@ -455,21 +460,45 @@ def _check_fp8(p: MatmulProblem) -> None:
         )
 
 
+def _staged_view(view: MatrixView, required: Op | None) -> MatrixView | None:
+    """The view of a dense copy of ``view`` whose column-major description gives ``required``
+    (``None``: ``view`` itself gives it, or no op is required)."""
+    if required == Op.N and view.col_ld() is None:
+        return MatrixView(view.rows, view.cols, 1, view.rows)
+    if required == Op.T and view.t.col_ld() is None:
+        return MatrixView(view.rows, view.cols, view.cols, 1)
+    return None
+
+
 def _build_problem(
-    mm: MMTraits, types: TypeTraits, tr: bool, required: tuple[Op | None, Op | None]
+    mm: MMTraits,
+    types: TypeTraits,
+    tr: bool,
+    required: tuple[Op | None, Op | None],
+    staged_operand: str | None,
 ) -> MatmulProblem:
     bs = mm.batch
     (av, ca, an), (bv, cb, bn) = (mm.a_view, mm.conj_a, "a"), (mm.b_view, mm.conj_b, "b")
     if tr:
         (av, ca, an), (bv, cb, bn) = (bv.t, cb, bn), (av.t, ca, an)
+    strides = {"a": bs.stride("a"), "b": bs.stride("b")}
+    staged = None
+    for i, name in ((0, an), (1, bn)):
+        view = (av, bv)[i]
+        copy = _staged_view(view, required[i]) if name == staged_operand else None
+        if copy is not None:
+            col = (copy.row_stride == 1) != tr  # the copy's memory order in the user's operand
+            staged = (name, "col" if col else "row")
+            strides[name] = 0 if strides[name] == 0 else view.rows * view.cols
+            av, bv = (copy, bv) if i == 0 else (av, copy)
     m, n = (mm.n, mm.m) if tr else (mm.m, mm.n)
     dt = {"a": types.a_dtype, "b": types.b_dtype}
     prefer_a = Op.T if required[0] is None else required[0]  # Op.N is falsy: no `or` here
     prefer_b = Op.N if required[1] is None else required[1]
     ar, ac, ald, transa, a_order = _operand_layout(an, av, ca, prefer_a, required[0])
     br, bc, bld, transb, b_order = _operand_layout(bn, bv, cb, prefer_b, required[1])
-    a = MatrixLayout(ar, ac, ald, a_order, dt[an], bs.count, bs.stride(an))
-    b = MatrixLayout(br, bc, bld, b_order, dt[bn], bs.count, bs.stride(bn))
+    a = MatrixLayout(ar, ac, ald, a_order, dt[an], bs.count, strides[an])
+    b = MatrixLayout(br, bc, bld, b_order, dt[bn], bs.count, strides[bn])
     d = MatrixLayout(m, n, m, Order.COL, types.d_dtype, bs.count, m * n)
     c = dataclasses.replace(d, dtype=types.c_dtype)
     if mm.c_view is not None:
@@ -484,7 +513,7 @@ def _build_problem(
         transposed=tr, m=m, n=n, k=mm.k, transa=transa, transb=transb, a=a, b=b, c=c, d=d,
         a_operand=an, b_operand=bn, has_c=mm.c_view is not None, batch=bs,
         result_shape=shape, result_strides=strides, result_order=Order.ROW if tr else Order.COL,
-        inplace=mm.inplace,
+        inplace=mm.inplace, staged=staged,
     )  # fmt: skip
     _check_required_ops(problem, required)
     if types.narrow_inputs:
@@ -499,6 +528,7 @@ def get_problem(
     forces_col: bool = False,
     transpose_problem: bool = False,
     required_ops: tuple[Op | None, Op | None] = (None, None),
+    staged_operand: str | None = None,
 ) -> MatmulProblem:
     """Compute the cuBLASLt problem (layouts, ops, orientation, result) from the traits.
 
@@ -511,7 +541,11 @@ def get_problem(
         forces_col: the epilog needs a column-major D (cuBLASLt orientation).
         transpose_problem: compute ``D^T = B^T A^T`` (an epilog vector along N); needs ``forces_col``.
         required_ops: ops the epilog needs on cuBLASLt's A and B (``None``: any); see
-            ``EpilogTraits.required_ops``. ``**epilog_traits.problem_options`` passes all three.
+            ``EpilogTraits.required_ops``.
+        staged_operand: the user operand (``"a"``/``"b"``) that cuBLASLt cannot read as ``ORDER_ROW``
+            with this epilog: when its memory order does not give its required op, the problem reads a
+            dense copy in the order that does (``MatmulProblem.staged``; the planner makes the copy).
+            ``**epilog_traits.problem_options`` passes all four.
 
     Raises:
         ValueError: ``c``'s layout conflicts with the epilog's order, a conjugated operand cannot use
@@ -520,7 +554,7 @@ def get_problem(
     errors: list[ValueError] = []
     for tr in _orientations(mm, forces_col, transpose_problem):
         try:
-            return _build_problem(mm, types, tr, required_ops)
+            return _build_problem(mm, types, tr, required_ops, staged_operand)
         except ValueError as exc:
             errors.append(exc)
     raise errors[0]

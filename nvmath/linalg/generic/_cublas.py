@@ -25,14 +25,12 @@ planners sharing a thread's handle never see each other's workspace.
 from __future__ import annotations
 
 import logging
-import sys
-import threading
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from nvmath._errors import warn_cleanup_failure
-from nvmath._internal import caches, devices
+from nvmath._internal import caches
+from nvmath._internal.library_handles import ThreadHandles
 from nvmath.bindings import cublas
 from nvmath.bindings.cublas import ComputeType, CudaDataType, Operation
 from nvmath.linalg.generic._batching import batch_plan
@@ -88,45 +86,18 @@ TYPES = {
 """dtype -> cuBLAS data type, compute type, scalar type and routine prefix."""
 
 _ALGO = -1  # CUBLAS_GEMM_DEFAULT
-_LOCAL = threading.local()
 _BOUND = caches.memo("nvmath.linalg.generic: cuBLAS handle bindings", 1024)
 """Handle -> the (stream, workspace, bytes) it is bound to (see :func:`bind`)."""
 
 
-class _ThreadHandles:
-    """This thread's cuBLAS handles; destroyed with the thread's storage (never at shutdown)."""
-
-    __slots__ = ("handles",)
-
-    def __init__(self) -> None:
-        self.handles: dict[int, int] = {}
-
-    def __del__(self) -> None:
-        if sys.is_finalizing():
-            return
-        handles, self.handles = self.handles, {}
-        for device_id, handle in handles.items():
-            _BOUND.pop(handle, None)
-            try:
-                with devices.device_ctx(device_id):
-                    cublas.destroy(handle)
-            except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
-                warn_cleanup_failure("destroying a cuBLAS handle", exc)
+_HANDLES = ThreadHandles(
+    "cuBLAS", lambda: cublas.create(), lambda handle: cublas.destroy(handle), lambda handle: _BOUND.pop(handle, None)
+)
 
 
 def get_handle(device_id: int) -> int:
     """This thread's cuBLAS handle on ``device_id`` (created on first use)."""
-    cache = getattr(_LOCAL, "cache", None)
-    if cache is None:
-        cache = _LOCAL.cache = _ThreadHandles()
-    handle = cache.handles.get(device_id)
-    if handle is None:
-        with devices.device_ctx(device_id):
-            handle = cublas.create()
-        cache.handles[device_id] = handle
-        _BOUND.pop(handle, None)  # a new handle may reuse a destroyed one's address
-        logger.debug("created cuBLAS handle %#x for device %d", handle, device_id)
-    return handle
+    return _HANDLES.get(device_id)
 
 
 class Scalars:

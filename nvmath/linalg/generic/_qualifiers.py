@@ -19,9 +19,10 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from nvmath.bindings.cublas import DiagType, FillMode, SideMode
 
@@ -31,6 +32,7 @@ __all__ = [
     "FillMode",
     "GeneralMatrixQualifier",
     "HermitianMatrixQualifier",
+    "MatrixQualifier",
     "Qualifier",
     "SideMode",
     "SymmetricMatrixQualifier",
@@ -45,6 +47,10 @@ matrix_qualifiers_dtype = np.dtype(
 """One record per operand: structure abbreviation (``ge``, ``sy``, ``he``, ``tr``, ``dg``),
 conjugation, stored triangle (:class:`FillMode`), unit diagonal (:class:`DiagType`) and the
 stride of a diagonal vector."""
+
+MatrixQualifier: TypeAlias = npt.NDArray
+"""The type of qualifier values: numpy arrays (or records) of :data:`matrix_qualifiers_dtype`, as
+nvmath-python 1.0 names it."""
 
 KINDS = {"ge": "general", "sy": "symmetric", "he": "hermitian", "tr": "triangular", "dg": "diagonal"}
 """Structure abbreviation -> its name."""
@@ -73,6 +79,21 @@ class _QualifierFactory:
         return np.array(
             (cls.abbreviation, bool(conjugate), uplo, diag, int(incx)), dtype=matrix_qualifiers_dtype
         )
+
+    @classmethod
+    def is_valid(cls, other: MatrixQualifier) -> np.bool_:
+        """Whether every record of ``other`` (a :data:`matrix_qualifiers_dtype` array or record) is one
+        this class builds: its abbreviation, a ``conjugate`` field and the class's own rules.
+
+        Returns:
+            A ``numpy.bool_``.
+        """
+        names = other.dtype.names or ()
+        return np.bool_("conjugate" in names and bool(np.all(other["abbreviation"] == cls.abbreviation)))
+
+    @staticmethod
+    def _valid_uplo(other: MatrixQualifier) -> bool:
+        return bool(np.all(np.isin(other["uplo"], (int(FillMode.LOWER), int(FillMode.UPPER)))))
 
 
 def _enum(name: str, value: Any, cls: type, allowed: tuple) -> int:
@@ -103,6 +124,11 @@ class SymmetricMatrixQualifier(_QualifierFactory):
         """A record for a symmetric matrix (``uplo``: the stored triangle)."""
         return cls._record(conjugate, uplo)
 
+    @classmethod
+    def is_valid(cls, other: MatrixQualifier) -> np.bool_:
+        """As the base rule, with ``uplo`` ``FillMode.LOWER`` or ``FillMode.UPPER``."""
+        return np.bool_(super().is_valid(other) and cls._valid_uplo(other))
+
 
 class HermitianMatrixQualifier(_QualifierFactory):
     """A Hermitian matrix of which only the ``uplo`` triangle is read (``'he'``)."""
@@ -113,6 +139,11 @@ class HermitianMatrixQualifier(_QualifierFactory):
     def create(cls, conjugate: bool = False, uplo: FillMode = FillMode.LOWER) -> np.ndarray:
         """A record for a Hermitian matrix (``uplo``: the stored triangle)."""
         return cls._record(conjugate, uplo)
+
+    @classmethod
+    def is_valid(cls, other: MatrixQualifier) -> np.bool_:
+        """As the base rule, with ``uplo`` ``FillMode.LOWER`` or ``FillMode.UPPER``."""
+        return np.bool_(super().is_valid(other) and cls._valid_uplo(other))
 
 
 class TriangularMatrixQualifier(_QualifierFactory):
@@ -127,6 +158,15 @@ class TriangularMatrixQualifier(_QualifierFactory):
         """A record for a triangular matrix."""
         return cls._record(conjugate, uplo, diag)
 
+    @classmethod
+    def is_valid(cls, other: MatrixQualifier) -> np.bool_:
+        """As the base rule, with a stored ``uplo`` triangle and ``diag`` ``DiagType.UNIT`` or
+        ``DiagType.NON_UNIT``."""
+        diag = (int(DiagType.UNIT), int(DiagType.NON_UNIT))
+        return np.bool_(
+            super().is_valid(other) and cls._valid_uplo(other) and bool(np.all(np.isin(other["diag"], diag)))
+        )
+
 
 class DiagonalMatrixQualifier(_QualifierFactory):
     """A diagonal matrix given as a 1-D vector (``'dg'``), read every ``incx`` elements."""
@@ -137,6 +177,11 @@ class DiagonalMatrixQualifier(_QualifierFactory):
     def create(cls, conjugate: bool = False, incx: int = 1) -> np.ndarray:
         """A record for a diagonal matrix stored as a vector (``incx < 0`` reads it backwards)."""
         return cls._record(conjugate, incx=incx)
+
+    @classmethod
+    def is_valid(cls, other: MatrixQualifier) -> np.bool_:
+        """As the base rule, with ``incx`` 1 or -1 (as nvmath-python 1.0 checks)."""
+        return np.bool_(super().is_valid(other) and bool(np.all(np.isin(other["incx"], (1, -1)))))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

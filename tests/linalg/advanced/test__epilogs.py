@@ -216,13 +216,17 @@ def test_backward_epilogs_accept_k_1():
 
 
 @pytest.mark.parametrize(
-    ("epilog", "ops"), [(E.BGRADA, (Op.N, None)), (E.BGRADB, (None, Op.T)), (E.BIAS, (None, None))]
+    ("epilog", "ops", "staged"),
+    [(E.BGRADA, (Op.N, Op.N), "a"), (E.BGRADB, (Op.T, Op.T), "b"), (E.BIAS, (None, None), None)],
 )
-def test_required_ops_and_problem_options(epilog, ops):
-    """BGRADA needs transa=N and BGRADB transb=T; problem_options carries them to get_problem."""
+def test_required_ops_and_problem_options(epilog, ops, staged):
+    """BGRADA needs transa=transb=N and BGRADB transa=transb=T, and its reduced operand is the one
+    copied when needed; problem_options carries them to get_problem."""
     t = traits(epilog, good_inputs(epilog))
     assert t.required_ops == ops
-    assert t.problem_options == {"forces_col": True, "transpose_problem": False, "required_ops": ops}
+    assert t.problem_options == {
+        "forces_col": True, "transpose_problem": False, "required_ops": ops, "staged_operand": staged,
+    }  # fmt: skip
 
 
 # -------------------------------------------------------------------------------------- aux
@@ -403,18 +407,19 @@ def test_bgrad_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, epilog):
     strictly_row_a, strictly_col_b = a_row and m > 1 and k > 1, (not b_row) and k > 1 and n > 1
     problem = T.get_problem(mm, types, **et.problem_options)
     assert not problem.transposed
-    # an operand in the other memory order is read as ORDER_ROW with the op the epilog needs
-    # the reduced operand in the other memory order is read as ORDER_ROW with the op the epilog needs
+    # the reduced operand is never ORDER_ROW (cuBLASLt refuses it): in the other memory order it is
+    # read from a dense copy (problem.staged) that gives the op; the other operand may be ORDER_ROW
+    rows = {"a": a_row, "b": b_row}
     if epilog == E.BGRADA:
-        assert problem.transa == Op.N
-        if strictly_row_a:
-            assert problem.a.order == Order.ROW
+        assert (problem.transa, problem.transb, problem.a.order) == (Op.N, Op.N, Order.COL)
+        assert problem.staged == (("a", "col") if strictly_row_a else None)
     if epilog == E.BGRADB:
-        assert problem.transb == Op.T
-        if strictly_col_b:
-            assert problem.b.order == Order.ROW
-    flats = {"a": np.ascontiguousarray(a if a_row else np.swapaxes(a, -1, -2)).reshape(-1),
-             "b": np.ascontiguousarray(b if b_row else np.swapaxes(b, -1, -2)).reshape(-1)}  # fmt: skip
+        assert (problem.transa, problem.transb, problem.b.order) == (Op.T, Op.T, Order.COL)
+        assert problem.staged == (("b", "row") if strictly_col_b else None)
+    if problem.staged is not None:
+        rows[problem.staged[0]] = problem.staged[1] == "row"
+    flats = {n: np.ascontiguousarray(x if rows[n] else np.swapaxes(x, -1, -2)).reshape(-1)
+             for n, x in (("a", a), ("b", b))}  # fmt: skip
     _, aux = _emulate_epilog(lt, problem, et, flats, None)
     (spec,) = et.aux_outputs
     got = _view(aux[spec.name], spec)

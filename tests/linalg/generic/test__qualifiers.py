@@ -76,3 +76,54 @@ def test_parse_errors():
     bad[0]["abbreviation"] = "xx"
     with pytest.raises(ValueError, match="'xx'"):
         parse_qualifiers(bad, has_c=False)
+
+
+def test_compute_type_and_matrix_qualifier_are_exported():
+    """nvmath.linalg exports cuBLAS's ComputeType and the MatrixQualifier type alias (numpy arrays of
+    matrix_qualifiers_dtype), as nvmath-python 1.0 does."""
+    from nvmath.bindings import cublas
+
+    assert la.ComputeType is cublas.ComputeType
+    assert la.ComputeType.COMPUTE_32F == cublas.ComputeType.COMPUTE_32F
+    assert la.MatrixQualifier is la.generic.MatrixQualifier
+    assert isinstance(la.GeneralMatrixQualifier.create(), np.ndarray)
+    assert {"ComputeType", "MatrixQualifier"} <= set(la.__all__)
+
+
+@pytest.mark.parametrize(
+    ("cls", "record", "valid"),
+    [
+        (la.GeneralMatrixQualifier, la.GeneralMatrixQualifier.create(), True),
+        (la.GeneralMatrixQualifier, la.SymmetricMatrixQualifier.create(), False),
+        (la.SymmetricMatrixQualifier, la.SymmetricMatrixQualifier.create(uplo=la.FillMode.UPPER), True),
+        (la.HermitianMatrixQualifier, la.HermitianMatrixQualifier.create(conjugate=True), True),
+        (la.TriangularMatrixQualifier, la.TriangularMatrixQualifier.create(diag=la.DiagType.UNIT), True),
+        (la.TriangularMatrixQualifier, la.GeneralMatrixQualifier.create(), False),
+        (la.DiagonalMatrixQualifier, la.DiagonalMatrixQualifier.create(), True),
+        (la.DiagonalMatrixQualifier, la.DiagonalMatrixQualifier.create(incx=-1), True),
+        (la.DiagonalMatrixQualifier, la.DiagonalMatrixQualifier.create(incx=2), False),
+        (la.DiagonalMatrixQualifier, la.TriangularMatrixQualifier.create(), False),
+    ],
+)
+def test_is_valid_checks_records_of_its_class(cls, record, valid):
+    """is_valid is True exactly for records the class builds (abbreviation and field rules; a
+    diagonal's incx must be 1 or -1, as nvmath-python 1.0 checks); it returns a numpy bool."""
+    got = cls.is_valid(record)
+    assert isinstance(got, np.bool_)
+    assert bool(got) is valid
+
+
+def test_is_valid_on_arrays_and_bad_fields():
+    """is_valid checks every record of an array; a triangular record with an unknown diag or uplo
+    value, or an array mixing kinds, is not valid."""
+    q = np.full(2, la.TriangularMatrixQualifier.create(), dtype=la.matrix_qualifiers_dtype)
+    assert la.TriangularMatrixQualifier.is_valid(q)
+    bad = q.copy()
+    bad[1]["diag"] = 7
+    assert not la.TriangularMatrixQualifier.is_valid(bad)
+    bad = q.copy()
+    bad[0]["uplo"] = int(la.FillMode.FULL)
+    assert not la.TriangularMatrixQualifier.is_valid(bad)
+    mixed = q.copy()
+    mixed[1] = la.GeneralMatrixQualifier.create()
+    assert not la.TriangularMatrixQualifier.is_valid(mixed)
