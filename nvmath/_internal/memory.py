@@ -149,7 +149,7 @@ class Allocation:
     stream it was allocated on.
     """
 
-    __slots__ = ("__weakref__", "_owner", "_release", "device_id", "package", "ptr", "size")
+    __slots__ = ("__weakref__", "_late", "_owner", "_release", "device_id", "package", "ptr", "size")
 
     def __init__(self, ptr: int, size: int, device_id: int, package: str, owner: Any, release: Any):
         self.ptr = ptr
@@ -158,6 +158,7 @@ class Allocation:
         self.package = package
         self._owner = owner
         self._release = release
+        self._late: StreamHandle | None = None  # the mortal stream a collected allocation is freed after
 
     @property
     def closed(self) -> bool:
@@ -180,7 +181,10 @@ class Allocation:
 
     def __del__(self) -> None:
         if self._release is not None and not _finalizing():
-            self.free()
+            try:
+                self.free(self._late)
+            except Exception as exc:  # noqa: BLE001 - the library stream's wait failed
+                warn_cleanup_failure(f"freeing {self.size} bytes at {self.ptr:#x}", exc)
 
     def __repr__(self) -> str:
         state = "freed" if self.closed else f"ptr={self.ptr:#x}"
@@ -220,7 +224,10 @@ def allocate(
             mem = cupy.cuda.alloc(nbytes)
         return Allocation(int(mem.ptr), nbytes, device_id, package, mem, _drop)
     buf = devices.core_device(device_id).memory_resource.allocate(nbytes, stream=stream.core)
-    return Allocation(int(buf.handle), nbytes, device_id, package, buf, _core_free)
+    allocation = Allocation(int(buf.handle), nbytes, device_id, package, buf, _core_free)
+    if stream.mortal:  # cuda.core frees a buffer closed without a stream on its allocation stream
+        allocation._late = stream
+    return allocation
 
 
 def _allocate_user(nbytes: int, device_id: int, stream: StreamHandle, allocator: Any) -> Allocation:
@@ -282,9 +289,11 @@ class Workspace:
     def ensure(self, nbytes: int, stream: StreamHandle) -> int:
         """Return a pointer to at least ``nbytes`` bytes usable on ``stream``, growing if needed."""
         if self._alloc is not None and self._alloc.size >= nbytes:
-            if self._stream is not None and stream.ptr != self._stream.ptr:
-                streams.stream_wait(stream, self._stream)
-            self._stream = stream
+            previous = self._stream
+            if previous is not stream:
+                if previous is not None:
+                    streams.stream_wait(stream, previous)
+                self._bind(stream)
             return self._alloc.ptr
         self.release()
         if nbytes == 0:
@@ -293,9 +302,16 @@ class Workspace:
             nbytes, device_id=self.device_id, stream=stream, package=self.package, allocator=self.allocator
         )
         self.ptr, self.size = self._alloc.ptr, self._alloc.size
-        self._stream = stream
+        self._bind(stream)
         logger.debug("%s: allocated %d bytes at %#x", self.name, nbytes, self._alloc.ptr)
         return self._alloc.ptr
+
+    def _bind(self, stream: StreamHandle) -> None:
+        """Remember the stream the memory is used on; a mortal one gets a done event at once (its
+        user's work re-records it), so later waits and the release never touch that stream."""
+        self._stream = stream
+        if stream.mortal:
+            streams.mark_done(stream)
 
     def release(self) -> None:
         """Free the memory (ordered on the stream it was last used on); idempotent."""

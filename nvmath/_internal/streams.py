@@ -17,6 +17,9 @@ or collected by its owner). Handles of streams that can be destroyed behind our 
 than the default streams, ``cuda.core`` streams, external and cupy streams) are *mortal*: planners
 call :func:`mark_done` after enqueueing work on them, and :func:`stream_wait` / :func:`survivor`
 order later work after that recorded event instead of touching the (maybe destroyed) stream.
+The event belongs to its handle: it is destroyed (once, never at interpreter shutdown) when the
+handle is collected, that is evicted from the caches and no longer held by any plan or workspace.
+Waits already enqueued on it stay valid (the driver releases a destroyed event once it completes).
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ import logging
 import numbers
 import sys
 import threading
+import weakref
 from typing import Any
 
+from nvmath._errors import warn_cleanup_failure
 from nvmath._internal import devices
 
 __all__ = [
@@ -72,7 +77,9 @@ class StreamHandle:
         mortal: the stream may be destroyed while a plan still refers to it (see the module notes).
     """
 
-    __slots__ = ("_core", "_done", "ctx", "device_id", "mortal", "native", "obj", "package", "ptr")
+    __slots__ = (
+        "__weakref__", "_core", "_done", "ctx", "device_id", "mortal", "native", "obj", "package", "ptr",
+    )  # fmt: skip
 
     def __init__(
         self, ptr: int, device_id: int, package: str, obj: Any = None, ctx: int | None = None,
@@ -115,7 +122,7 @@ class StreamHandle:
 _OBJ_CACHE: dict[int, StreamHandle] = {}
 _INT_CACHE: dict[str, dict[int, StreamHandle]] = {}
 _LIBRARY_STREAMS: dict[int, StreamHandle] = {}
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # reentrant: a finalizer run by the GC inside it may need the library stream
 _TORCH_RAW: Any = None
 _THREAD = threading.local()
 
@@ -225,12 +232,13 @@ def stream_wait(waiter: StreamHandle, signaler: StreamHandle) -> None:
     """Make ``waiter`` wait (on the device, not the host) for the work queued so far on ``signaler``.
 
     For a mortal ``signaler`` with a :func:`mark_done` event, the wait is on that event, so a
-    destroyed ``signaler`` is never touched.
+    destroyed ``signaler`` is never touched; also when ``waiter`` is another handle of the same raw
+    stream (a new stream the driver gave a destroyed one's handle).
     """
-    if waiter.ptr == signaler.ptr and waiter.ctx == signaler.ctx:
-        return
-    ctx = signaler.ctx or devices.primary_context(signaler.device_id)
     done = signaler._done
+    if waiter.ptr == signaler.ptr and waiter.ctx == signaler.ctx and (waiter is signaler or done is None):
+        return  # (a new stream may reuse a destroyed one's handle: then wait on the old one's event)
+    ctx = signaler.ctx or devices.primary_context(signaler.device_id)
     if signaler.mortal and done is not None:
         drv = devices.driver()
         with devices.context_ctx(ctx):
@@ -251,10 +259,36 @@ def mark_done(handle: StreamHandle) -> None:
     with stream_ctx(handle):
         done = handle._done
         if done is None:
-            done = handle._done = devices.check(
-                drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate"
-            )
+            done = _own_event(handle, drv)
         devices.check(drv.cuEventRecord(done, handle.ptr), "cuEventRecord")
+
+
+def _own_event(handle: StreamHandle, drv: Any) -> Any:
+    """Create ``handle``'s done event, destroyed by ``drv`` when ``handle`` is collected (exactly once;
+    a racing thread's extra event is destroyed at once)."""
+    event = devices.check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    with _LOCK:
+        done = handle._done
+        if done is None:
+            done = handle._done = event
+            event = None
+    if event is not None:
+        _destroy_event(drv, event)
+    else:
+        weakref.finalize(handle, _destroy_event, drv, done).atexit = False  # the driver may be gone then
+    return done
+
+
+def _destroy_event(drv: Any, event: Any) -> None:
+    """Destroy a done event; never raises (a failure warns), does nothing at interpreter shutdown."""
+    if sys.is_finalizing():
+        return
+    try:
+        status = drv.cuEventDestroy(event)[0]
+        if status != 0:
+            raise RuntimeError(f"cuEventDestroy failed: {getattr(status, 'name', status)}")
+    except Exception as exc:  # noqa: BLE001 - cleanup failures warn
+        warn_cleanup_failure("destroying a stream's done event", exc, stacklevel=2)
 
 
 def survivor(handle: StreamHandle | None) -> StreamHandle | None:

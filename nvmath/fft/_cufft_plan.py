@@ -275,6 +275,8 @@ class CufftPlan:
         for handle in self.handles:
             cufft.set_stream(handle, stream.ptr)
         self._stream = stream
+        if stream.mortal:  # bound from now on: later waits use its event, even if execution fails
+            streams.mark_done(stream)
         if self._bound_workspace:
             self.workspace.ensure(self.workspace_size, stream)
 
@@ -298,8 +300,9 @@ class CufftPlan:
             current = self._stream
             if current is None or stream.ptr != current.ptr:
                 self.bind(stream)
-            else:
-                self._stream = stream  # another handle of the bound stream: no rebinding
+            else:  # another handle of the bound raw stream (maybe a new stream reusing a destroyed one's
+                streams.stream_wait(stream, current)  # handle: wait on the old one's done event, if any)
+                self._stream = stream
         if not self._bound_workspace and self.workspace_size:
             self._bind_workspace(stream)
         single = self._single

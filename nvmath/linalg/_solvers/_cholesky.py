@@ -113,7 +113,7 @@ def _gpu_potrs(ctx: GpuContext, g: SimpleNamespace, x: WorkMatrix) -> None:
             fn = dn_function(work.dtype, "potrs_batched")
             fn(ctx.dn, g.uplo, n, 1, g.ptrs, n, xptrs.ptr, n, g.scratch, count)
         finally:
-            xptrs.free(ctx.stream)
+            ctx.free_temp(xptrs)
         return
     dt, uplo = data_type(work.dtype), g.uplo
 

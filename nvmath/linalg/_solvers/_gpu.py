@@ -215,6 +215,8 @@ class GpuContext:
         if stream.ptr != self.stream.ptr or stream.ctx != self.stream.ctx:
             streams.stream_wait(stream, self.stream)
             self.stream = stream
+            if stream.mortal:  # never left bound without a done event (a failed call skips _finish_gpu)
+                streams.mark_done(stream)
         # handles are per thread: look this thread's up on every call (a dict lookup)
         self._dn = self._user_handle if self._user_handle is not None else dn_handle(self.device_id)
         cusolverDn.set_stream(self._dn, stream.ptr)
@@ -288,8 +290,18 @@ class GpuContext:
         self.upload(ptr, host)
         return ptr
 
+    def free_temp(self, allocation: memory.Allocation) -> None:
+        """Free :meth:`temp` memory after the work queued so far on the (live) current stream.
+
+        A mortal stream's free goes to the library stream (``streams.survivor``), after the stream's
+        done event: recorded here, so that it follows this call's work, not an earlier call's.
+        """
+        if self.stream.mortal:
+            streams.mark_done(self.stream)
+        allocation.free(self.stream)
+
     def temp(self, nbytes: int) -> memory.Allocation:
-        """Device memory for one call; the caller frees it with ``free(ctx.stream)`` (stream-ordered)."""
+        """Device memory for one call; the caller frees it with :meth:`free_temp` (stream-ordered)."""
         return memory.allocate(
             int(nbytes),
             device_id=self.device_id,
@@ -299,7 +311,7 @@ class GpuContext:
         )
 
     def temp_pointer_array(self, base: int, stride_bytes: int, count: int) -> memory.Allocation:
-        """Like :meth:`pointer_array` but for one call (free it with ``free(ctx.stream)``)."""
+        """Like :meth:`pointer_array` but for one call (free it with :meth:`free_temp`)."""
         host = base + stride_bytes * np.arange(count, dtype=np.uint64)
         allocation = self.temp(8 * count)
         self.upload(allocation.ptr, host)

@@ -140,7 +140,7 @@ def gpu_getrs(ctx: GpuContext, g: SimpleNamespace, x: WorkMatrix, trans: int, xp
             )
         finally:
             if temp is not None:
-                temp.free(ctx.stream)
+                ctx.free_temp(temp)
         return
     if g.x64:
         dt = data_type(work.dtype)
