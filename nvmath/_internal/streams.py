@@ -256,6 +256,12 @@ def mark_done(handle: StreamHandle) -> None:
     if not handle.mortal:
         return
     drv = devices.driver()
+    status, capture = drv.cuStreamIsCapturing(handle.ptr)
+    if status == 0 and int(capture) != 0:
+        # a handle made before a capture began on its stream: an event recorded into the capture could
+        # not be waited on outside it (CUDA_ERROR_INVALID_VALUE at a later free); the capture's graph
+        # orders its own replays, and the event keeps the last record made outside the capture
+        return
     with stream_ctx(handle):
         done = handle._done
         if done is None:

@@ -23,6 +23,7 @@ class FakeDriver:
     def __init__(self):
         self.calls = []
         self.destroy_status = 0
+        self.capturing = set()
         self.CUevent_flags = types.SimpleNamespace(CU_EVENT_DISABLE_TIMING=2)
 
     def cuEventCreate(self, flags):
@@ -44,6 +45,9 @@ class FakeDriver:
     def cuStreamSynchronize(self, stream):
         self.calls.append(("sync", stream))
         return (0,)
+
+    def cuStreamIsCapturing(self, stream):
+        return (0, int(stream in self.capturing))
 
     def count(self, kind):
         return sum(call[0] == kind for call in self.calls)
@@ -101,6 +105,21 @@ def test_late_release_orders_on_the_library_stream(driver):
     lib = streams.survivor(old)
     assert lib.ptr == 0x1B
     assert driver.calls == [("wait", 0x1B, old._done)]
+
+
+def test_no_event_is_recorded_into_a_capture(driver):
+    """mark_done on a mortal stream that is capturing records nothing (an event of a capture cannot be
+    waited on outside it); a later release waits on the last record made outside the capture."""
+    s = StreamHandle(0x1000, 0, "torch", 0x1000, mortal=True)
+    streams.mark_done(s)
+    before = s._done
+    driver.capturing.add(0x1000)
+    driver.calls.clear()
+    streams.mark_done(s)
+    assert driver.calls == []
+    driver.capturing.clear()
+    streams.survivor(s)
+    assert driver.calls == [("wait", 0x1B, before)]
 
 
 def test_immortal_streams_cost_nothing(driver):
@@ -210,6 +229,7 @@ class Driver:
     CUevent_flags = types.SimpleNamespace(CU_EVENT_DISABLE_TIMING=2)
     def cuEventCreate(self, flags): return (0, "event")
     def cuEventRecord(self, event, stream): return (0,)
+    def cuStreamIsCapturing(self, stream): return (0, 0)
     def cuEventDestroy(self, event):
         print("destroyed", event)
         return (0,)
