@@ -44,7 +44,8 @@ def cpu_gemm(problem: Any, check: Callable[[Any, Any], tuple[Any, Any]]) -> Call
     torch_out = problem.package == "torch"
 
     def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
-        alpha, beta = _checked(alpha, beta, check)
+        if alpha is not None or beta is not None:
+            alpha, beta = _checked(alpha, beta, check)
         if torch_out:
             a, b = a.detach().numpy(), b.detach().numpy()
             c = None if c is None else c.detach().numpy()
@@ -52,7 +53,7 @@ def cpu_gemm(problem: Any, check: Callable[[Any, Any], tuple[Any, Any]]) -> Call
         b = np.conj(b) if conj_b else b
         out = np.empty(shape, dtype)
         np.matmul(a, b, out=out)
-        if alpha != 1:
+        if alpha is not None and alpha != 1:
             out *= alpha
         if c is not None and beta != 0:
             out += beta * c if beta != 1 else c
@@ -72,7 +73,8 @@ def torch_gemm(
     """The entry of a GPU GEMM on torch CUDA operands (not in place).
 
     ``workspace()`` gives the planner's current ``(workspace, scratch)`` (a cached plan's caller holds
-    the lock of shared ones).
+    the lock of shared ones). torch's current stream (``stream=None``) is memoised (one raw read per
+    call); the host scalars are written only when they change.
     """
     from nvmath.linalg.generic._cublas import WORKSPACE_BYTES, bind, get_handle
 
@@ -84,12 +86,16 @@ def torch_gemm(
     shape, strides = tuple(t.result_shape), tuple(t.result_strides)
     dense_c = t.order == "row"
     has_c = problem.has_c
-    launch = program.launch
+    gemm = _gemm_runner(program)
+    raw = streams._TORCH_RAW or streams._torch_raw_getter()
+    last: list[Any] = [None]  # the memoised current stream handle
 
     def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
         alpha, beta = _checked(alpha, beta, check)
         if stream is None:
-            sh = streams.current_stream(dev, "torch")
+            sh = last[0]
+            if sh is None or sh.ptr != raw(dev):
+                sh = last[0] = streams.current_stream(dev, "torch")
             d = (
                 torch.empty(shape, dtype=tdt, device=device)
                 if dense_c
@@ -103,15 +109,40 @@ def torch_gemm(
                 d = torch.empty_strided(shape, strides, dtype=tdt, device=device)
                 if has_c:
                     d.copy_(c.detach())
-        ptrs = {"a": a.data_ptr(), "b": b.data_ptr(), "d": d.data_ptr()}
         with devices.device_ctx(dev):
             ws, _ = workspace()
             handle = get_handle(dev)
             bind(handle, sh, ws.ensure(WORKSPACE_BYTES, sh), WORKSPACE_BYTES)
-            launch(handle, sh, ptrs, alpha, beta, has_c, 0)
+            gemm(handle, sh, a.data_ptr(), b.data_ptr(), d.data_ptr(), alpha, beta, has_c)
             if blocking:
                 streams.synchronize(sh)
         return d
+
+    return run
+
+
+def _gemm_runner(program: Any) -> Callable[..., None]:
+    """``run(handle, stream, pa, pb, pd, alpha, beta, has_c)`` for a :class:`GemmProgram`: its launch
+    without the pointer dictionary."""
+    from nvmath.linalg.generic._cublas import GemmProgram
+
+    if type(program) is not GemmProgram:  # pragma: no cover - subclasses keep their own launch
+
+        def general(handle, stream, pa, pb, pd, alpha, beta, has_c):
+            program.launch(handle, stream, {"a": pa, "b": pb, "d": pd}, alpha, beta, has_c, 0)
+
+        return general
+    if program.empty:
+        return lambda *args: None
+    scalars, x1_is_a = program.scalars, program.traits.x1 == "a"
+    p_alpha, p_beta, gemm_run, buf = scalars.alpha, scalars.beta, program.run, scalars.buf
+
+    def run(handle, stream, pa, pb, pd, alpha, beta, has_c):
+        buf[0], buf[1] = alpha, beta
+        if x1_is_a:
+            gemm_run(handle, pa, pb, pd, p_alpha, p_beta)
+        else:
+            gemm_run(handle, pb, pa, pd, p_alpha, p_beta)
 
     return run
 

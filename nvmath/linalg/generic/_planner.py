@@ -228,16 +228,19 @@ class Matmul(FreedOnExit):
 
     def _run(self, stream: Any) -> Any:
         stream = stream if stream is not None else self._stream
-        if self._fast is not None:  # the planned operands through the fast entry
-            ops = [p.ops for p in self._problems]
-            a, b = [o["a"].tensor for o in ops], [o["b"].tensor for o in ops]
-            c = [o["c"].tensor for o in ops] if self._has_c else None
-            if self._sequence:
-                result = self._fast_call(a, b, c, self._alphas, self._betas, stream)
-            else:
-                result = self._fast_call(a[0], b[0], c and c[0], self._alphas[0], self._betas[0], stream)
-            if self._fast is not None:
-                return result
+        fast = self._fast
+        if fast is not None:  # the planned operands through the fast entry
+            try:
+                if self._sequence:
+                    ops = [p.ops for p in self._problems]
+                    a, b = [o["a"].tensor for o in ops], [o["b"].tensor for o in ops]
+                    c = [o["c"].tensor for o in ops] if self._has_c else None
+                    return fast(a, b, c, self._alphas, self._betas, stream)
+                o = self._problems[0].ops
+                c = o["c"].tensor if self._has_c else None
+                return fast(o["a"].tensor, o["b"].tensor, c, self._alphas[0], self._betas[0], stream)
+            except GroupedRefused as exc:
+                self._drop_grouped(exc)
         if self._logger.isEnabledFor(logging.INFO):
             self._logger.info("= EXECUTION PHASE = %s", "CPU" if self._cpu else f"GPU {self._device}")
         if self._cpu:
@@ -247,15 +250,11 @@ class Matmul(FreedOnExit):
             results = self._run_gpu(stream)
         return results if self._sequence else results[0]
 
-    def _fast_call(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
-        """The fast entry; where cuBLAS refuses the grouped form, drop it (the caller then runs the general
+    def _drop_grouped(self, exc: GroupedRefused) -> None:
+        """cuBLAS refused the grouped form of the fast entry: drop both (the caller then runs the general
         path, a loop of launches)."""
-        try:
-            return self._fast(a, b, c, alpha, beta, stream)
-        except GroupedRefused as exc:
-            self._logger.warning("grouped GEMM refused (%s): running the sequence as a loop of launches", exc)
-            self._fast = self._grouped = None
-            return None
+        self._logger.warning("grouped GEMM refused (%s): running the sequence as a loop of launches", exc)
+        self._fast = self._grouped = None
 
     def _run_gpu(self, stream: Any) -> list[Any]:
         from nvmath.linalg.generic._cublas import WORKSPACE_BYTES, bind, get_handle
@@ -410,10 +409,12 @@ class Matmul(FreedOnExit):
 
     def run_cached(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
         """One stateless call on this planned object with the call's operands (same kind, by the key)."""
-        if self._fast is not None:
-            result = self._fast_call(a, b, c, alpha, beta, stream)
-            if self._fast is not None:
-                return result
+        fast = self._fast
+        if fast is not None:
+            try:
+                return fast(a, b, c, alpha, beta, stream)
+            except GroupedRefused as exc:
+                self._drop_grouped(exc)
         self._reset(a, b, c, alpha if alpha is not None else 1, beta if beta is not None else 0, check=False)
         try:
             return self._run(stream)

@@ -25,7 +25,15 @@ from nvmath._internal.memory import SharedWorkspaces
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.state import freed_on_error
-from nvmath._internal.stateless import READERS, CachedPlan, adapter_head, call_cached, reader_for
+from nvmath._internal.stateless import (
+    READERS,
+    CachedPlan,
+    _read_cupy,
+    _read_torch,
+    adapter_head,
+    call_cached,
+    reader_for,
+)
 from nvmath._internal.tensors import wrap
 from nvmath._internal.torch_bridge import route, wants_torch
 from nvmath.linalg.generic._options import MatmulOptions
@@ -87,6 +95,23 @@ def _operands_key(x: Any) -> Hashable:
     return None if x is None else _operand_key(x)
 
 
+def _pair_key(a: Any, b: Any) -> tuple | None:
+    """The operands' key of the common call (two numpy arrays, or two torch / cupy tensors that read raw,
+    no ``c``), as :func:`_operands_key` makes it, with fewer calls; ``None`` for any other call."""
+    tp = type(a)
+    if tp is not type(b):
+        return None
+    if tp is np.ndarray:
+        return ("numpy", a.shape, a.strides, a.dtype), ("numpy", b.shape, b.strides, b.dtype), None
+    read = READERS.get(tp)
+    if read is not _read_torch and read is not _read_cupy:  # unseen, adapter-read, or never raw
+        return None
+    ra, rb = read(a), read(b)
+    if ra is None or rb is None:
+        return None
+    return ra[0], rb[0], None
+
+
 def _qualifiers_key(q: Any) -> Hashable:
     if q is None:
         return None
@@ -124,7 +149,9 @@ def generic_key(
     (torch and cupy read raw, others through their adapter); a sequence by its elements' keys.
     """
     try:
-        key: tuple = (_operands_key(a), _operands_key(b), _operands_key(c))  # hashable by construction
+        key: tuple | None = _pair_key(a, b) if c is None else None
+        if key is None:
+            key = (_operands_key(a), _operands_key(b), _operands_key(c))  # hashable by construction
         if qualifiers is not None or options is not None or execution is not None:
             extra = (_qualifiers_key(qualifiers), _options_key(options), _execution_key(execution))
             hash(extra)

@@ -70,3 +70,51 @@ def test_fast_torch_requires_grad(torch):
     out = la.matmul(a, a)
     assert out.requires_grad
     torch.testing.assert_close(out, a @ a)
+
+
+def _torch_entry(torch, monkeypatch, mm):
+    """``torch_gemm``'s entry for planned ``mm`` with torch's CUDA allocation and current stream stubbed
+    (results are CPU tensors, so the fake cuBLAS computes into them at their raw addresses)."""
+    import sys
+    import types
+
+    from nvmath._internal import streams
+    from nvmath.linalg.generic import _fast
+
+    handle = types.SimpleNamespace(ptr=0, device_id=0, mortal=False, ctx=None, package="torch")
+    monkeypatch.setattr(streams, "current_stream", lambda device_id, package: handle)
+    monkeypatch.setattr(streams, "_TORCH_RAW", lambda device_id: 0)
+    stub = types.SimpleNamespace(
+        device=lambda *args: None,
+        empty=lambda shape, dtype, device: torch.empty(shape, dtype=dtype),
+        empty_strided=lambda shape, strides, dtype, device: torch.empty_strided(shape, strides, dtype=dtype),
+        **{name: getattr(torch, name) for name in ("float32", "float64", "complex64", "complex128")},
+    )
+    workspace = types.SimpleNamespace(ensure=lambda nbytes, stream: 0x1000)
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "torch", stub)
+        return _fast.torch_gemm(
+            mm._problems[0], mm._programs[0], 0, False, lambda: (workspace, None), mm._check_scalars
+        )
+
+
+def test_torch_gpu_entry_numerics(torch, fake_gpu, monkeypatch):
+    """The torch CUDA entry passes the operands in cuBLAS order with the call's alpha / beta (and c),
+    on non-square shapes and repeated calls (fake cuBLAS computing at the tensors' addresses)."""
+    import cublas_fakes
+
+    rng = np.random.default_rng(3)
+    a, b, c = rng.standard_normal((5, 3)), rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
+    ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c))
+    plain = _planned(cublas_fakes.fake(a), cublas_fakes.fake(b))
+    run = _torch_entry(torch, monkeypatch, plain)
+    for alpha in (None, 2.0, -1):
+        out = run(ta, tb, None, alpha, None, None)
+        np.testing.assert_allclose(out.numpy(), (1 if alpha is None else alpha) * (a @ b), rtol=1e-12)
+    with_c = _planned(cublas_fakes.fake(a), cublas_fakes.fake(b), cublas_fakes.fake(c), beta=1.0)
+    run = _torch_entry(torch, monkeypatch, with_c)
+    for alpha, beta in ((1.0, 1.0), (0.5, -2.0)):
+        out = run(ta, tb, tc, alpha, beta, None)
+        np.testing.assert_allclose(out.numpy(), alpha * (a @ b) + beta * c, rtol=1e-12)
+    with pytest.raises(ValueError, match="complex"):
+        run(ta, tb, tc, 1j, 1.0, None)
