@@ -104,7 +104,7 @@ def linear(
     if _grad_needed(x, weight, bias):
         check_dtypes(input=x)
         return LinearFn.apply(x, weight, bias, activation, cache)
-    return _kernels.linear_forward(cache, x, weight, bias, activation, False)[0]
+    return _kernels.linear_infer(cache, x, weight, bias, activation)
 
 
 def mlp(

@@ -32,7 +32,7 @@ import torch
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.torch._planners import PlannerCache
 
-__all__ = ["ACTIVATIONS", "gelu_tanh_grad", "linear_backward", "linear_forward", "mlp_backward"]
+__all__ = ["ACTIVATIONS", "gelu_tanh_grad", "linear_backward", "linear_forward", "linear_infer", "mlp_backward"]
 
 ACTIVATIONS = (None, "relu", "gelu")
 """The activations a Linear layer fuses (GELU is the tanh approximation)."""
@@ -78,21 +78,33 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
     return t if t.dim() == 2 else t.reshape(-1, t.shape[-1])
 
 
+def _product(cache: PlannerCache, x2: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, epilog: Any) -> Any:
+    """The planner call of a Linear layer on 2-D ``x2``: ``(y, extras)``, ``y`` contiguous (M, N)."""
+    if epilog in _ROW_MAJOR:  # no bias, no aux: x @ w.T comes out row-major as it is
+        y, extras = _split(cache.run_linear(x2, w.mT, None, epilog))
+    else:
+        yt, extras = _split(cache.run_linear(w, x2.mT, b, epilog))
+        y = yt.mT
+    return (y if y.is_contiguous() else y.contiguous()), extras
+
+
+def linear_infer(
+    cache: PlannerCache, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, act: str | None
+) -> torch.Tensor:
+    """``act(x @ w.T + b)`` without anything for a backward (the inference hot path: no aux tensor,
+    no reshape of a 2-D input)."""
+    if x.dim() == 2:
+        return _product(cache, x, w, b, _FORWARD[(act, b is not None, False)])[0]
+    y = _product(cache, _rows(x), w, b, _FORWARD[(act, b is not None, False)])[0]
+    return y.view(*x.shape[:-1], w.shape[0])
+
+
 def linear_forward(
     cache: PlannerCache, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, act: str | None, keep: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``act(x @ w.T + b)`` and the aux the backward needs (an empty tensor when none)."""
-    x2 = _rows(x)
-    epilog = _FORWARD[(act, b is not None, keep)]
     n = w.shape[0]
-    if epilog in _ROW_MAJOR:  # no bias, no aux: x @ w.T comes out row-major as it is
-        y = cache.run(x2, w.mT, epilog=epilog)
-        return (y if y.is_contiguous() else y.contiguous()).view(*x.shape[:-1], n), empty_aux(x)
-    inputs = {"bias": b.view(-1, 1)} if b is not None else None
-    yt, extras = _split(cache.run(w, x2.mT, epilog=epilog, epilog_inputs=inputs))
-    y = yt.mT
-    if not y.is_contiguous():
-        y = y.contiguous()
+    y, extras = _product(cache, _rows(x), w, b, _FORWARD[(act, b is not None, keep)])
     aux = extras.get("gelu_aux")  # (round_up(N, 8), M): rows past N are padding
     return y.view(*x.shape[:-1], n), (aux[:n] if aux is not None else empty_aux(y))
 
@@ -145,8 +157,7 @@ def mlp_forward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """``fc2(act(fc1(x)))`` and, with ``keep``, the hidden activation and fc1's aux for the backward."""
     if not keep:
-        h, _ = linear_forward(cache, x, w1, b1, act, False)
-        y, _ = linear_forward(cache, h, w2, b2, None, False)
+        y = linear_infer(cache, linear_infer(cache, x, w1, b1, act), w2, b2, None)
         return y, empty_aux(y), empty_aux(y)
     x2 = _rows(x)
     inputs = {"bias": b1.view(-1, 1)} if b1 is not None else None

@@ -150,20 +150,45 @@ class PlannerCache:
             entry = self._entries.get(key)
             if entry is None:
                 return self._plan_and_run(key, a, b, epilog, epilog_inputs, (pa, pb, pins))
-            self._hits += 1
-            self._entries.move_to_end(key)
-            if key not in self._pinned and capturing(a):
-                self._pinned.add(key)
-            mm, last = entry
-            if last is None:  # operands released after the last call: give them all
-                mm.reset_operands_unchecked(a=a, b=b, epilog_inputs=epilog_inputs)
-            elif last != (pa, pb, pins):  # swap in only what moved (a layer's weight often stays)
-                mm.reset_operands_unchecked(
-                    a=a if pa != last[0] else None,
-                    b=b if pb != last[1] else None,
-                    epilog_inputs=epilog_inputs if pins != last[2] else None,
-                )
-            return self._execute(entry, mm, (pa, pb, pins))
+            return self._hit(key, entry, a, b, epilog_inputs, (pa, pb, pins))
+
+    def run_linear(self, a: Any, b: Any, bias: Any, epilog: Any) -> Any:
+        """:meth:`run` with ``epilog_inputs={"bias": bias.view(-1, 1)}`` (none when ``bias`` is ``None``),
+        the bias view made only when the planner needs it (planning, or the bias moved): a layer's hot
+        call builds its key from cheap reads and makes no tensor but the ones it swaps in."""
+        pa, pb = a.data_ptr(), b.data_ptr()
+        if bias is None:
+            pins: tuple = ()
+            key = (epilog, "linear", _tkey(a, pa), _tkey(b, pb))
+        else:
+            pins = (bias.data_ptr(),)
+            key = (epilog, "linear", _tkey(a, pa), _tkey(b, pb), _tkey(bias, pins[0]))
+        with self._lock:
+            entry = self._entries.get(key)
+            last = None if entry is None else entry[1]
+            inputs = None
+            if bias is not None and (last is None or last[2] != pins):
+                inputs = {"bias": bias.view(-1, 1)}
+            if entry is None:
+                return self._plan_and_run(key, a, b, epilog, inputs, (pa, pb, pins))
+            return self._hit(key, entry, a, b, inputs, (pa, pb, pins))
+
+    def _hit(self, key: Hashable, entry: list, a: Any, b: Any, epilog_inputs: Any, ptrs: tuple) -> Any:
+        """Run on a cached planner (the caller holds the lock), swapping in only the operands that moved."""
+        self._hits += 1
+        self._entries.move_to_end(key)
+        if key not in self._pinned and capturing(a):
+            self._pinned.add(key)
+        mm, last = entry
+        if last is None:  # operands released after the last call: give them all
+            mm.reset_operands_unchecked(a=a, b=b, epilog_inputs=epilog_inputs)
+        elif last != ptrs:  # swap in only what moved (a layer's weight often stays)
+            mm.reset_operands_unchecked(
+                a=a if ptrs[0] != last[0] else None,
+                b=b if ptrs[1] != last[1] else None,
+                epilog_inputs=epilog_inputs if ptrs[2] != last[2] else None,
+            )
+        return self._execute(entry, mm, ptrs)
 
     def _execute(self, entry: list, mm: Any, ptrs: tuple) -> Any:
         try:
