@@ -279,6 +279,15 @@ def ld_isz(dtype: str) -> int:
     return dtypes.itemsize(dtype)
 
 
+def aligned(x: np.ndarray) -> np.ndarray:
+    """A C-order copy of ``x`` whose data pointer is 256-byte aligned, like GPU allocations."""
+    raw = np.empty(x.nbytes + 256, dtype=np.uint8)
+    start = -raw.ctypes.data % 256
+    out = raw[start : start + x.nbytes].view(x.dtype).reshape(x.shape)
+    out[...] = x
+    return out
+
+
 def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
     """Install the fake GPU for one test (undone by ``monkeypatch``); return the :class:`FakeLt`."""
     fake = fake or FakeLt()

@@ -31,12 +31,7 @@ def lt(monkeypatch):
     caches.clear_all()
 
 
-def _aligned(x):
-    raw = np.empty(x.nbytes + 256, dtype=np.uint8)
-    start = -raw.ctypes.data % 256
-    out = raw[start : start + x.nbytes].view(x.dtype).reshape(x.shape)
-    out[...] = x
-    return out
+_aligned = F.aligned
 
 
 def _rand(rng, shape, dtype=np.float32):
