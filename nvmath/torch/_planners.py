@@ -216,20 +216,7 @@ class PlannerCache:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                refuse_planning("nvmath.torch would plan a new matmul (first use of these shapes)", a)
-                self._misses += 1
-                options = None if self._keep else _OUTSIDE_TORCH_POOLS
-                mm = Matmul(a, b, c, alpha=alpha, beta=beta, options=options)
-                try:
-                    mm.plan(epilog=epilog, epilog_inputs=epilog_inputs)
-                    entry = [mm, None]
-                    out = self._execute(entry, mm, ())
-                except BaseException:
-                    mm.free()
-                    raise
-                self._entries[key] = entry
-                self._evict()
-                return out
+                return self._plan_and_run(key, a, b, epilog, epilog_inputs, (), c=c, alpha=alpha, beta=beta)
             self._hits += 1
             self._entries.move_to_end(key)
             if key not in self._pinned and capturing(a):
@@ -239,11 +226,14 @@ class PlannerCache:
             return self._execute(entry, mm, ())
 
     def _plan_and_run(
-        self, key: Hashable, a: Any, b: Any, epilog: Any, epilog_inputs: Any, ptrs: tuple
-    ) -> Any:
+        self, key: Hashable, a: Any, b: Any, epilog: Any, epilog_inputs: Any, ptrs: tuple, *, c: Any = None,
+        alpha: Any = None, beta: Any = None,
+    ) -> Any:  # fmt: skip
+        """Plan (and autotune, if asked) the planner of a new problem, run it and cache it (lock held)."""
         refuse_planning("nvmath.torch would plan a new matmul (first use of these shapes)", a)
         self._misses += 1
-        mm = Matmul(a, b, options=None if self._keep else _OUTSIDE_TORCH_POOLS)
+        options = None if self._keep else _OUTSIDE_TORCH_POOLS
+        mm = Matmul(a, b, c, alpha=alpha, beta=beta, options=options)
         try:
             mm.plan(epilog=epilog, epilog_inputs=epilog_inputs)
             if self._autotune:
