@@ -94,6 +94,17 @@ def linear(
         TypeError: a dtype without autograd (FP8, integers) when a gradient is needed.
         CaptureError: first use of a shape inside a CUDA graph capture.
     """
+    tensor = torch.Tensor
+    if (
+        isinstance(x, tensor) and isinstance(weight, tensor) and (bias is None or isinstance(bias, tensor))
+        and not torch.compiler.is_compiling()
+        and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                               or (bias is not None and bias.requires_grad)))
+    ):  # fmt: skip
+        # the hot path: a planned problem's key vouches for every check below (a miss returns None)
+        y = _kernels.linear_hit(default_cache if cache is None else cache, x, weight, bias, activation)
+        if y is not None:
+            return y
     check_activation(activation)
     if torch.compiler.is_compiling():
         return _ops.linear(x, weight, bias, activation, _grad_needed(x, weight, bias))

@@ -48,9 +48,10 @@ _FORWARD = {
 }  # fmt: skip
 """ReLU's backward needs only the output (relu'(z) = [y > 0]); GELU's needs the pre-activation."""
 
-_ROW_MAJOR = (None, E.RELU, E.GELU)
-"""Epilogs that leave D's layout free: the product is formed as ``x @ w.T`` (row-major result); the
-others need D column-major, so the product is formed as ``w @ x.T`` (whose column-major D is ``y``)."""
+_NO_EPILOG = object()
+_UNKNOWN = (_NO_EPILOG, _NO_EPILOG)
+_INFER = {act: (_FORWARD[(act, True, False)], _FORWARD[(act, False, False)]) for act in ACTIVATIONS}
+"""activation -> (epilog with a bias, epilog without) of inference."""
 
 _MLP_FORWARD = {
     ("relu", False): E.RELU_AUX, ("relu", True): E.RELU_AUX_BIAS,
@@ -78,25 +79,26 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
     return t if t.dim() == 2 else t.reshape(-1, t.shape[-1])
 
 
-def _product(cache: PlannerCache, x2: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, epilog: Any) -> Any:
-    """The planner call of a Linear layer on 2-D ``x2``: ``(y, extras)``, ``y`` contiguous (M, N)."""
-    if epilog in _ROW_MAJOR:  # no bias, no aux: x @ w.T comes out row-major as it is
-        y, extras = _split(cache.run_linear(x2, w.mT, None, epilog))
-    else:
-        yt, extras = _split(cache.run_linear(w, x2.mT, b, epilog))
-        y = yt.mT
-    return (y if y.is_contiguous() else y.contiguous()), extras
-
-
 def linear_infer(
     cache: PlannerCache, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, act: str | None
 ) -> torch.Tensor:
-    """``act(x @ w.T + b)`` without anything for a backward (the inference hot path: no aux tensor,
-    no reshape of a 2-D input)."""
-    if x.dim() == 2:
-        return _product(cache, x, w, b, _FORWARD[(act, b is not None, False)])[0]
-    y = _product(cache, _rows(x), w, b, _FORWARD[(act, b is not None, False)])[0]
-    return y.view(*x.shape[:-1], w.shape[0])
+    """``act(x @ w.T + b)`` without anything for a backward (the inference hot path: no aux tensor)."""
+    return cache.linear(x, w, b, _FORWARD[(act, b is not None, False)])[0]  # type: ignore[index]
+
+
+def linear_hit(
+    cache: PlannerCache, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, act: Any
+) -> torch.Tensor | None:
+    """:func:`linear_infer` when its problem is planned already (the caller checked nothing, the key
+    vouches for it), else ``None``."""
+    try:
+        epilog = _INFER.get(act, _UNKNOWN)[b is None]
+    except TypeError:  # an unhashable activation: the checked path says what is wrong
+        return None
+    if epilog is _NO_EPILOG:
+        return None
+    out = cache.linear(x, w, b, epilog, plan=False)
+    return None if out is None else out[0]
 
 
 def linear_forward(
@@ -104,9 +106,9 @@ def linear_forward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``act(x @ w.T + b)`` and the aux the backward needs (an empty tensor when none)."""
     n = w.shape[0]
-    y, extras = _product(cache, _rows(x), w, b, _FORWARD[(act, b is not None, keep)])
-    aux = extras.get("gelu_aux")  # (round_up(N, 8), M): rows past N are padding
-    return y.view(*x.shape[:-1], n), (aux[:n] if aux is not None else empty_aux(y))
+    y, extras = cache.linear(x, w, b, _FORWARD[(act, b is not None, keep)])  # type: ignore[misc]
+    aux = extras.get("gelu_aux") if extras else None  # (round_up(N, 8), M): rows past N are padding
+    return y, (aux[:n] if aux is not None else empty_aux(y))
 
 
 def gelu_tanh_grad(z: torch.Tensor) -> torch.Tensor:

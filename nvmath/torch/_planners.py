@@ -18,7 +18,11 @@ from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any, NamedTuple
 
+import torch
+
 from nvmath.linalg.advanced import Matmul
+from nvmath.linalg.advanced import MatmulEpilog as E
+from nvmath.linalg.advanced._direct import AddressRun, address_run_possible
 from nvmath.torch._capture import capturing, refuse_planning
 
 __all__ = ["CacheStats", "PlannerCache", "compiled_cache", "default_cache"]
@@ -37,6 +41,28 @@ class CacheStats(NamedTuple):
 
 def _tkey(t: Any, ptr: int) -> tuple:
     return (t.shape, t.stride(), t.dtype, t.device, min(ptr & -ptr, 256) if ptr else 256)
+
+
+_ROW_MAJOR = (None, E.RELU, E.GELU)
+"""Linear-layer epilogs that leave D's layout free: the product is formed as ``x @ w.T`` (row-major
+result); the others need D column-major, so it is formed as ``w @ x.T`` (whose column-major D is ``y``)."""
+
+
+class _LinearRun:
+    """How a planned Linear-layer problem runs on addresses: the :class:`AddressRun`, whether x is its
+    A operand, and the arguments of ``torch.empty_strided`` for ``y`` (the caller's shape, contiguous)."""
+
+    __slots__ = ("bias", "device", "dtype", "run", "shape", "strides", "x_first")
+
+    def __init__(self, run: AddressRun, x_first: bool, bias: bool, y: Any):
+        self.run, self.x_first, self.bias = run, x_first, bias
+        self.shape, self.strides, self.dtype, self.device = tuple(y.shape), y.stride(), y.dtype, y.device
+
+    def __call__(self, px: int, pw: int, pb: int) -> tuple[Any, Any]:
+        y = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
+        if self.x_first:
+            return y, self.run(px, pw, y.data_ptr())
+        return y, self.run(pw, px, y.data_ptr(), (pb,) if self.bias else ())
 
 
 class _Block:
@@ -91,7 +117,8 @@ class PlannerCache:
         else:
             raise ValueError(f"autotune must be a bool or an int >= 1 (iterations); got {autotune!r}")
         self._maxsize = maxsize
-        self._entries: OrderedDict[Hashable, list] = OrderedDict()  # key -> [planner, last pointers]
+        # key -> [planner, last pointers (None: it holds no operand)] (+ [_LinearRun or None] for linear())
+        self._entries: OrderedDict[Hashable, list] = OrderedDict()
         self._pinned: set[Hashable] = set()
         self._lock = threading.RLock()
         self._hits = self._misses = self._evictions = 0
@@ -124,8 +151,8 @@ class PlannerCache:
             entries = list(self._entries.values())
             self._entries.clear()
             self._pinned.clear()
-        for mm, _ in entries:
-            mm.free()
+        for entry in entries:
+            entry[0].free()
 
     def run(
         self, a: Any, b: Any, *, epilog: Any = None, epilog_inputs: Mapping[str, Any] | None = None
@@ -151,6 +178,107 @@ class PlannerCache:
             if entry is None:
                 return self._plan_and_run(key, a, b, epilog, epilog_inputs, (pa, pb, pins))
             return self._hit(key, entry, a, b, epilog_inputs, (pa, pb, pins))
+
+    def linear(self, x: Any, w: Any, b: Any, epilog: Any, *, plan: bool = True) -> tuple[Any, Any] | None:
+        """A Linear layer's product ``epilog(x @ w.T + b)``: ``(y, aux_dict or None)``, ``y`` of shape
+        ``(*x.shape[:-1], N)``, contiguous.
+
+        The key is built from cheap reads of ``x``, ``w`` and ``b`` (shapes, strides, dtypes, devices,
+        pointer alignments) and vouches for every check of the first call: a hit runs the planned
+        problem on the tensors' addresses (no operand is wrapped, validated or kept), into a ``y``
+        allocated here in the caller's shape. The caller checked the operands (dtypes, devices,
+        shapes, ``b`` of shape ``(N,)``) before a first call; with ``plan=False`` a problem that is
+        not planned yet returns ``None`` (nothing checked, nothing done).
+
+        Raises:
+            CaptureError: the problem is not planned yet and a CUDA graph is being captured.
+        """
+        px, pw = x.data_ptr(), w.data_ptr()
+        qx, qw = px | 256, pw | 256  # the pointer alignment, capped at 256: the lowest set bit
+        if b is None:
+            pb = 0
+            key = (
+                epilog, x.shape, x.stride(), x.dtype, x.get_device(), qx & -qx,
+                w.shape, w.stride(), w.dtype, w.get_device(), qw & -qw,
+            )  # fmt: skip
+        else:
+            pb = b.data_ptr()
+            qb = pb | 256
+            key = (
+                epilog, x.shape, x.stride(), x.dtype, x.get_device(), qx & -qx,
+                w.shape, w.stride(), w.dtype, w.get_device(), qw & -qw,
+                b.shape, b.stride(), b.dtype, b.get_device(), qb & -qb,
+            )  # fmt: skip
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return self._plan_linear(key, x, w, b, epilog) if plan else None
+            self._hits += 1
+            self._entries.move_to_end(key)
+            if key not in self._pinned and capturing(x):
+                self._pinned.add(key)
+            run = entry[2]
+            if run is not None:
+                return run(px, pw, pb)
+            return self._linear_by_views(entry, x, w, b, epilog)
+
+    def _linear_views(self, x: Any, w: Any, b: Any, epilog: Any) -> tuple[Any, Any, Any, Any]:
+        """``(x2, A, B, epilog_inputs)`` of a Linear layer's product (``x2``: ``x`` as 2-D rows)."""
+        x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+        if epilog in _ROW_MAJOR:  # no bias, no aux: x @ w.T comes out row-major as it is
+            return x2, x2, w.mT, None
+        return x2, w, x2.mT, None if b is None else {"bias": b.view(-1, 1)}
+
+    def _plan_linear(self, key: Hashable, x: Any, w: Any, b: Any, epilog: Any) -> tuple[Any, Any]:
+        """Plan a Linear layer's problem, run it, and cache it (lock held): on addresses from then on
+        when the planner can (GPU tensors, ``x`` viewed as rows without a copy, ``y``'s layout)."""
+        x2, a, bb, inputs = self._linear_views(x, w, b, epilog)
+        pins = () if inputs is None else (b.data_ptr(),)
+        out = self._plan_and_run(key, a, bb, epilog, inputs, (a.data_ptr(), bb.data_ptr(), pins))
+        y, extras = self._as_output(out, x, w, epilog)
+        entry = self._entries.get(key)
+        if entry is not None:  # (None: evicted at once, maxsize being reached with pinned planners)
+            entry.append(self._address_run(entry, x, x2, y, epilog, bool(pins)))
+        return y, extras
+
+    @staticmethod
+    def _address_run(entry: list, x: Any, x2: Any, y: Any, epilog: Any, bias: bool) -> _LinearRun | None:
+        """The :class:`_LinearRun` of a newly planned Linear-layer problem, or ``None`` when it cannot
+        run on addresses (then the planner, released, holds no tensor)."""
+        mm = entry[0]
+        names = ("bias",) if bias else ()
+        if x2.data_ptr() != x.data_ptr() or not y.numel() or not x2.numel():
+            return None  # (a reshape that copied; an empty product)
+        if not address_run_possible(mm, names):
+            return None
+        run = AddressRun(mm, names)
+        rows, n = x2.shape[0], y.shape[-1]
+        shape, strides, _ = run.result_layout
+        # D must be y's memory: (M, N) row-major, or its transpose (N, M) column-major
+        expected = ((rows, n), (n, 1)) if epilog in _ROW_MAJOR else ((n, rows), (1, n))
+        if shape != expected[0] or any(s != e for s, e, d in zip(strides, expected[1], shape) if d > 1):
+            return None
+        mm.release_operands()
+        entry[1] = None
+        return _LinearRun(run, epilog in _ROW_MAJOR, bias, y)
+
+    def _linear_by_views(self, entry: list, x: Any, w: Any, b: Any, epilog: Any) -> Any:
+        """A hit on a Linear-layer problem that cannot run on addresses: swap the views in (lock held)."""
+        _, a, bb, inputs = self._linear_views(x, w, b, epilog)
+        pins = () if inputs is None else (b.data_ptr(),)
+        if inputs is not None and entry[1] is not None and entry[1][2] == pins:
+            inputs = None
+        out = self._swap_and_run(entry, a, bb, inputs, (a.data_ptr(), bb.data_ptr(), pins))
+        return self._as_output(out, x, w, epilog)
+
+    @staticmethod
+    def _as_output(out: Any, x: Any, w: Any, epilog: Any) -> tuple[Any, Any]:
+        """``(y, extras)`` from a planner's result (``y.T`` for the column-major orientation)."""
+        y, extras = out if isinstance(out, tuple) else (out, None)
+        if epilog not in _ROW_MAJOR:
+            y = y.mT
+        y = y if y.is_contiguous() else y.contiguous()
+        return (y if x.dim() == 2 else y.view(*x.shape[:-1], w.shape[0])), extras
 
     def run_linear(self, a: Any, b: Any, bias: Any, epilog: Any) -> Any:
         """:meth:`run` with ``epilog_inputs={"bias": bias.view(-1, 1)}`` (none when ``bias`` is ``None``),
@@ -179,7 +307,10 @@ class PlannerCache:
         self._entries.move_to_end(key)
         if key not in self._pinned and capturing(a):
             self._pinned.add(key)
-        mm, last = entry
+        return self._swap_and_run(entry, a, b, epilog_inputs, ptrs)
+
+    def _swap_and_run(self, entry: list, a: Any, b: Any, epilog_inputs: Any, ptrs: tuple) -> Any:
+        mm, last = entry[0], entry[1]
         if last is None:  # operands released after the last call: give them all
             mm.reset_operands_unchecked(a=a, b=b, epilog_inputs=epilog_inputs)
         elif last != ptrs:  # swap in only what moved (a layer's weight often stays)

@@ -39,3 +39,54 @@ def test_mlp_with_frozen_layers_computes_only_the_needed_gradients(torch, nt, fa
     torch.testing.assert_close(mlp.fc1.weight.grad, w1.grad)
     torch.testing.assert_close(mlp.fc1.bias.grad, b1.grad)
     assert mlp.fc2.weight.grad is None and z.shape == (5, 8)
+
+
+def test_linear_hit_path_follows_requires_grad_between_calls(torch, nt, fake_gpu):
+    """Calls of one planned problem alternate between inference (address-only hits) and autograd as
+    grad mode and requires_grad change; every result and gradient matches torch."""
+    torch.manual_seed(4)
+    lin = nt.Linear(4, 3, activation="relu", dtype=torch.float64)
+    ref = torch.nn.Linear(4, 3, dtype=torch.float64)
+    ref.load_state_dict(lin.state_dict())
+    x = torch.randn(5, 4, dtype=torch.float64)
+    for step in range(3):
+        with torch.no_grad():
+            torch.testing.assert_close(lin(x), torch.relu(ref(x)))
+        y = lin(x)
+        assert y.requires_grad and y.grad_fn is not None
+        y.sum().backward()
+        torch.relu(ref(x)).sum().backward()
+        torch.testing.assert_close(lin.weight.grad, ref.weight.grad)
+        torch.testing.assert_close(lin.bias.grad, ref.bias.grad)
+    lin.requires_grad_(False)
+    xg = x.clone().requires_grad_()
+    y = lin(xg)
+    y.sum().backward()
+    mask = (x @ lin.weight.T + lin.bias > 0).to(x.dtype)
+    torch.testing.assert_close(xg.grad, mask @ lin.weight)
+    out = lin(x)
+    assert not out.requires_grad
+    torch.testing.assert_close(out, torch.relu(ref(x)).detach())
+
+
+def test_linear_checks_still_apply_to_planned_problems(torch, nt, fake_gpu):
+    """Once (x, weight, bias) is planned, a call whose bias dtype, shape, activation or input width
+    differs is still checked (and refused) as on a first call."""
+    x, w, b = (torch.randn(*s, dtype=torch.float64) for s in ((5, 4), (3, 4), (3,)))
+    misses = nt.default_cache.stats.misses
+    with torch.no_grad():
+        nt.linear(x, w, b, "gelu")
+        nt.linear(x, w, b, "gelu")
+        with pytest.raises(RuntimeError, match="bias and input .*same dtype"):
+            nt.linear(x, w, b.float(), "gelu")
+        with pytest.raises(RuntimeError, match=r"bias must have shape \(3,\)"):
+            nt.linear(x, w, torch.randn(1, dtype=torch.float64), "gelu")
+        with pytest.raises(ValueError, match="activation must be one of"):
+            nt.linear(x, w, b, "tanh")
+        with pytest.raises(ValueError, match="activation must be one of"):
+            nt.linear(x, w, b, ["gelu"])
+        with pytest.raises(RuntimeError, match="cannot be multiplied"):
+            nt.linear(torch.randn(5, 3, dtype=torch.float64), w, b, "gelu")
+        with pytest.raises(TypeError, match="bias must be a torch.Tensor"):
+            nt.linear(x, w, [0.0, 1.0, 2.0], "gelu")
+    assert nt.default_cache.stats.misses == misses + 1 and len(nt.default_cache) == 1

@@ -127,3 +127,149 @@ def test_keep_operands_false_holds_no_tensor_between_calls(torch, nt, fake_gpu):
     assert nt.compiled_cache.stats.maxsize == 64 and nt.compiled_cache._keep is False
     (mm, _), *_ = cache._entries.values()
     assert type(mm._options.allocator).__name__ == "_OutsideTorchPools"  # workspaces outside torch's pools
+
+
+# ---------------------------------------------------------------- linear(): the address-only hit path
+def _linear_ref(torch, x, w, b, act=None):
+    y = torch.nn.functional.linear(x, w, b)
+    return torch.relu(y) if act == "relu" else y
+
+
+def test_linear_hits_run_on_addresses_with_new_tensors(torch, nt, fake_gpu, monkeypatch):
+    """After the first call, calls with new x, weight and bias (same layouts) run the planned problem on
+    their addresses: no reset, no wrap, no heuristic; every result element is written and matches torch."""
+    from nvmath.linalg.advanced import Matmul
+    from nvmath.linalg.advanced import MatmulEpilog as E
+
+    cache = nt.PlannerCache(4)
+    x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
+    y, extras = cache.linear(x, w, b, E.RELU_BIAS)
+    torch.testing.assert_close(y, _linear_ref(torch, x, w, b, "relu"))
+    assert extras is None and y.shape == (6, 3) and y.is_contiguous()
+    resets = []
+    monkeypatch.setattr(Matmul, "reset_operands_unchecked", lambda self, **kw: resets.append(kw))
+    empty = torch.empty_strided
+    monkeypatch.setattr(torch, "empty_strided", lambda *a, **k: empty(*a, **k).fill_(float("nan")))
+    for _ in range(3):
+        x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
+        y, _ = cache.linear(x, w, b, E.RELU_BIAS)
+        torch.testing.assert_close(y, _linear_ref(torch, x, w, b, "relu"))
+    x.mul_(-2)  # same addresses, new values: read at the next call
+    torch.testing.assert_close(cache.linear(x, w, b, E.RELU_BIAS)[0], _linear_ref(torch, x, w, b, "relu"))
+    s = cache.stats
+    assert not resets and (s.hits, s.misses, s.size) == (4, 1, 1) and fake_gpu.heuristic_calls == 1
+
+
+def test_linear_another_layout_dtype_or_alignment_is_another_problem(torch, nt, fake_gpu):
+    """A padded x, another dtype or a less aligned pointer misses (planned anew, right result); going
+    back to the first layout hits its planner again."""
+    from nvmath.linalg.advanced import MatmulEpilog as E
+
+    cache = nt.PlannerCache(8)
+    x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
+    cache.linear(x, w, b, E.BIAS)
+    strided = _f64(torch, 6, 8)[:, :4]  # padded rows
+    misaligned = _f64(torch, 6 * 4 + 1)[1:].view(6, 4)
+    for xi, wi, bi in ((strided, w, b), (misaligned, w, b), (x.float(), w.float(), b.float())):
+        torch.testing.assert_close(cache.linear(xi, wi, bi, E.BIAS)[0], _linear_ref(torch, xi, wi, bi))
+    assert cache.stats.misses == 4 and len(cache) == 4
+    x2 = _f64(torch, 6, 4)
+    torch.testing.assert_close(cache.linear(x2, w, b, E.BIAS)[0], _linear_ref(torch, x2, w, b))
+    assert cache.stats.misses == 4
+
+
+def test_linear_batched_input_and_the_copying_reshape_fallback(torch, nt, fake_gpu):
+    """A 3-D x viewable as rows runs on addresses with y in x's batch shape; one whose reshape copies
+    (a transposed batch) is run through views instead, and stays right on later calls."""
+    from nvmath.linalg.advanced import MatmulEpilog as E
+
+    cache = nt.PlannerCache(8)
+    w, b = _f64(torch, 3, 4), _f64(torch, 3)
+    for _ in range(2):
+        x = _f64(torch, 2, 5, 4)
+        y, _ = cache.linear(x, w, b, E.BIAS)
+        assert y.shape == (2, 5, 3)
+        torch.testing.assert_close(y, _linear_ref(torch, x, w, b))
+    for _ in range(2):
+        x = _f64(torch, 5, 2, 4).transpose(0, 1)
+        torch.testing.assert_close(cache.linear(x, w, b, E.BIAS)[0], _linear_ref(torch, x, w, b))
+    runs = [entry[2] is not None for entry in cache._entries.values()]
+    assert runs == [True, False] and cache.stats.hits == 2
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_linear_planner_holds_no_tensor_once_on_addresses(torch, nt, fake_gpu, keep):
+    """A Linear-layer planner that runs on addresses keeps none of the caller's tensors (either cache)."""
+    import gc
+    import weakref
+
+    from nvmath.linalg.advanced import MatmulEpilog as E
+
+    cache = nt.PlannerCache(2, keep_operands=keep)
+    x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
+    refs = [weakref.ref(t) for t in (x, w, b)]
+    y = cache.linear(x, w, b, E.BIAS)[0]
+    torch.testing.assert_close(y, _linear_ref(torch, x, w, b))
+    del x, w, b
+    gc.collect()
+    assert all(r() is None for r in refs), "the planner still holds an operand"
+    x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
+    torch.testing.assert_close(cache.linear(x, w, b, E.BIAS)[0], _linear_ref(torch, x, w, b))
+
+
+def test_linear_without_plan_returns_none_on_a_miss(torch, nt, fake_gpu):
+    """linear(..., plan=False) neither plans nor counts a problem that is not cached."""
+    from nvmath.linalg.advanced import MatmulEpilog as E
+
+    cache = nt.PlannerCache(2)
+    x, w = _f64(torch, 6, 4), _f64(torch, 3, 4)
+    assert cache.linear(x, w, None, None, plan=False) is None
+    assert cache.stats.misses == 0 and len(cache) == 0
+    cache.linear(x, w, None, E.RELU)
+    y, _ = cache.linear(x, w, None, E.RELU, plan=False)
+    torch.testing.assert_close(y, torch.relu(x @ w.T))
+
+
+def test_linear_hit_inside_a_capture_pins_the_planner(torch, nt, fake_gpu, monkeypatch):
+    """A Linear-layer hit while a CUDA graph is captured pins its planner (never evicted afterwards)."""
+    from nvmath.linalg.advanced import MatmulEpilog as E
+    from nvmath.torch import _planners
+
+    cache = nt.PlannerCache(1)
+    x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
+    cache.linear(x, w, b, E.BIAS)
+    monkeypatch.setattr(_planners, "capturing", lambda t: True)
+    torch.testing.assert_close(cache.linear(x, w, b, E.BIAS)[0], _linear_ref(torch, x, w, b))
+    assert cache.stats.pinned == 1
+    monkeypatch.setattr(_planners, "capturing", lambda t: False)
+    cache.linear(_f64(torch, 2, 4), w, b, E.BIAS)
+    assert len(cache) == 2 and cache.stats.evictions == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 8, 64])
+def test_linear_address_hits_on_the_gpu(torch_cuda, nt, m):
+    """On the GPU, decode-shaped Linear layers sharing one planner run on addresses (new input every
+    call, the bias re-pointed per layer, also on a side stream) and match a float64 reference."""
+    torch = torch_cuda
+    torch.manual_seed(5)
+    cache = nt.PlannerCache(8)
+    layers = [nt.Linear(512, 768, device="cuda", dtype=torch.bfloat16, cache=cache) for _ in range(3)]
+
+    def check(x):
+        for layer in layers:
+            y = layer(x)
+            ref = x.double() @ layer.weight.double().T + layer.bias.double()
+            assert y.shape == (m, 768) and y.dtype == torch.bfloat16 and y.is_contiguous()
+            assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-2
+
+    with torch.no_grad():
+        for _ in range(3):
+            check(torch.randn(m, 512, device="cuda", dtype=torch.bfloat16))
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            check(torch.randn(m, 512, device="cuda", dtype=torch.bfloat16))
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+    assert cache.stats.misses == 1 and [e[2] is not None for e in cache._entries.values()] == [True]
