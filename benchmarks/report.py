@@ -268,6 +268,11 @@ def render_markdown(doc: dict[str, Any], *, ceiling_gbps: float | None = None) -
     if ours:
         geomean = math.exp(sum(math.log(v) for v in ours) / len(ours))
         lines += ["", f"Geometric mean of nvmath vs best peer over {len(ours)} case(s): **{geomean:.2f}x**"]
+    notes = [
+        f"- {r['case']} [{r['lib']}]: {r['note']}" for r in results if r["status"] == "ok" and r.get("note")
+    ]
+    if notes:
+        lines += ["", "Notes:", "", *notes]
     reasons: dict[str, list[str]] = {}
     for r in results:
         if r["status"] != "ok":

@@ -10,7 +10,8 @@
   (``mlp-step-max-autotune``; compiled in the setup, not timed).
 * ``decode-m<M>-<K>x<N>[-graph]``: one bf16 Linear layer (with bias) on M = 1, 8, 64 tokens, one call
   at a time as an eager model issues them (``-graph``: the call captured in a CUDA graph, timed as a
-  replay); ``decode32-m<M>[-graph]``: 32 such layers back to back (4096 <-> 14336 alternating);
+  replay; ``-graph-autotuned``: the same with nvmath's GEMM autotuned once; nvmath's note names the
+  planned algorithm); ``decode32-m<M>[-graph]``: 32 such layers back to back (4096 <-> 14336 alternating);
   ``decode32-m8-own-caches``: the same with one ``PlannerCache`` per layer (layers of one shape then
   keep their own planner, and only the input moves between calls). Eager rows alternate two inputs.
 * ``host-linear-direct`` / ``host-linear-custom-op`` (us per call): ``nvmath.torch.linear`` eager
@@ -152,21 +153,40 @@ def _graphed(torch: Any, fn: Any) -> Any:
     return graph.replay
 
 
-def _layers(torch: Any, nt: Any, shapes: list[tuple[int, int]], own: bool) -> list[Any]:
+def _layers(torch: Any, nt: Any, shapes: list[tuple[int, int]], own: bool, tuned: bool = False) -> list[Any]:
     if nt is None:
         return [torch.nn.Linear(k, n, device="cuda", dtype=torch.bfloat16) for k, n in shapes]
+    shared = nt.PlannerCache(4, autotune=True) if tuned else None
     return [
-        nt.Linear(k, n, device="cuda", dtype=torch.bfloat16, cache=nt.PlannerCache(4) if own else None)
+        nt.Linear(k, n, device="cuda", dtype=torch.bfloat16, cache=nt.PlannerCache(4) if own else shared)
         for k, n in shapes
     ]
 
 
-def _decode(lib: str, m: int, shapes: list[tuple[int, int]], graph: bool, own: bool = False):
+def _algorithms(layers: list[Any], nt: Any) -> str:
+    """The planned epilog and first algorithm of the planners the nvmath layers used (the row's note)."""
+    caches = {id(c): c for c in (layer.cache or nt.default_cache for layer in layers)}
+    notes = []
+    for cache in caches.values():
+        for mm in cache.planners():
+            best = mm.algorithms[0]
+            notes.append(
+                f"{mm.view.epilog.name}: id {best.algorithm_id}, tile {best.tile}, stages {best.stages}, "
+                f"split-K {best.split_k}, cluster {best.cluster_shape}, ws {best.workspace_size} B "
+                f"({len(mm.algorithms)} candidates)"
+            )
+    return "; ".join(notes)
+
+
+def _decode(
+    lib: str, m: int, shapes: list[tuple[int, int]], graph: bool, own: bool = False, tuned: bool = False
+):
     """Setup of a decode row; eager rows alternate two inputs (a new x every call, as in a model)."""
 
     def setup(ctx: Any) -> Any:
         torch = torch_on_ctx_stream(ctx)
-        layers = _layers(torch, _nt() if lib == "nvmath" else None, shapes, own)
+        nt = _nt() if lib == "nvmath" else None
+        layers = _layers(torch, nt, shapes, own, tuned)
         xs = [torch_random(torch, (m, shapes[0][0]), torch.bfloat16) for _ in range(2)]
         turn = [0]
 
@@ -181,7 +201,8 @@ def _decode(lib: str, m: int, shapes: list[tuple[int, int]], graph: bool, own: b
             run()
             run()
             fn = _graphed(torch, run) if graph else run
-        return Prepared(lambda: fn() if graph else _no_grad(torch, fn))
+        note = _algorithms(layers, nt) if nt is not None and len(shapes) <= 2 else ""
+        return Prepared(lambda: fn() if graph else _no_grad(torch, fn), note=note)
 
     return setup
 
@@ -207,6 +228,20 @@ for _m in (1, 8, 64):
                     + (" in a CUDA graph" if _graph else " at a time (eager)"),
                 )
             )
+        register(
+            Case(
+                suite="torch",
+                name=f"decode-m{_m}-{_k}x{_n}-graph-autotuned",
+                setups={
+                    "nvmath": _decode("nvmath", _m, [(_k, _n)], True, tuned=True),
+                    "torch": _decode("torch", _m, [(_k, _n)], True),
+                },
+                flops=2.0 * _m * _k * _n,
+                quick=False,
+                description=f"Linear {_k}->{_n} bf16 on {_m} tokens in a CUDA graph, nvmath's GEMM "
+                "autotuned once (PlannerCache(autotune=True))",
+            )
+        )
     for _graph in (False, True):
         _shapes = [(4096, 14336), (14336, 4096)] * 16
         register(

@@ -104,7 +104,7 @@ class PlannerCache:
             pools must hold nothing but tracked tensors (:data:`compiled_cache`).
 
     ``stats`` reports hits, misses and evictions; :meth:`clear` frees every planner;
-    :meth:`resize` changes the bound.
+    :meth:`resize` changes the bound; :meth:`planners` lists them.
     """
 
     def __init__(self, maxsize: int = 64, *, autotune: bool | int = False, keep_operands: bool = True):
@@ -137,6 +137,12 @@ class PlannerCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def planners(self) -> tuple[Matmul, ...]:
+        """The cached planners, least recently used first (to inspect, e.g. ``.algorithms[0]`` or
+        ``.view.epilog``; do not execute or free them)."""
+        with self._lock:
+            return tuple(entry[0] for entry in self._entries.values())
 
     def resize(self, maxsize: int) -> None:
         """Change the bound (evicting least recently used unpinned planners beyond it)."""

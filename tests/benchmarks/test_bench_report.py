@@ -130,6 +130,14 @@ def test_markdown_table():
     assert "- skipped: cupy missing -- fft [cupy]" in md
 
 
+def test_markdown_lists_the_notes_of_measured_rows():
+    """Notes of measured rows (e.g. the algorithm a setup chose) follow the table, one line each."""
+    doc = _doc([_r("gemm", "nvmath", 1.0, note="tile (64, 64), split-K 1"), _r("gemm", "torch", 1.1)])
+    md = render_markdown(doc)
+    assert "Notes:\n\n- gemm [nvmath]: tile (64, 64), split-K 1\n" in md
+    assert "[torch]:" not in md
+
+
 def test_markdown_without_nvmath_row():
     """Cases without an nvmath result show a dash in the last column."""
     md = render_markdown(_doc([_r("copy", "torch", 1.0), _r("copy", "cupy", 1.2)]))

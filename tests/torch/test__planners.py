@@ -273,3 +273,17 @@ def test_linear_address_hits_on_the_gpu(torch_cuda, nt, m):
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
     assert cache.stats.misses == 1 and [e[2] is not None for e in cache._entries.values()] == [True]
+
+
+def test_planners_lists_the_cached_planners_least_recent_first(torch, nt, fake_gpu):
+    """planners() gives the planned Matmul objects in LRU order, with their epilog and algorithms."""
+    from nvmath.linalg.advanced import MatmulEpilog as E
+
+    cache = nt.PlannerCache(4)
+    x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
+    cache.linear(x, w, b, E.BIAS)
+    cache.run(x, w.mT)
+    cache.linear(x, w, b, E.BIAS)
+    first, second = cache.planners()
+    assert first.view.epilog == E.DEFAULT and second.view.epilog == E.BIAS
+    assert second.algorithms and nt.PlannerCache(1).planners() == ()
