@@ -123,10 +123,10 @@ def activation_grad(g: torch.Tensor, act: str | None, y: torch.Tensor, aux: torc
     """dL/dz of ``y = act(z)`` from ``g`` = dL/dy, contiguous, in ``g``'s dtype."""
     if act is None:
         return g.contiguous()
-    if act == "relu":
-        return torch.where(y > 0, g, torch.zeros((), dtype=g.dtype, device=g.device)).contiguous()
-    z = aux.mT  # the pre-activation, (M, N)
-    return (g * gelu_tanh_grad(z)).to(g.dtype).contiguous()
+    if act == "relu":  # one fused kernel each (computed in float32 for 16-bit dtypes), as torch's own
+        return torch.ops.aten.threshold_backward(g, y, 0).contiguous()
+    z = aux.mT  # the pre-activation, (M, N), row-major with aux's padded leading dimension
+    return torch.ops.aten.gelu_backward(g, z, approximate="tanh").contiguous()
 
 
 def weight_grad(

@@ -24,6 +24,24 @@ def test_activation_grad_relu_uses_the_output_and_is_contiguous(torch):
     assert activation_grad(g, None, y, torch.empty(0)).is_contiguous()
 
 
+def test_activation_grad_gelu_reads_the_padded_aux_and_matches_autograd(torch):
+    """GELU's dz = g * gelu'(z) from the saved aux (column-major, rows padded past N) equals autograd's
+    (float64), contiguous, in g's dtype (bf16 too)."""
+    from nvmath.torch._kernels import activation_grad
+
+    m, n = 5, 6
+    z = torch.randn(m, n, dtype=torch.float64, requires_grad=True)
+    aux = torch.empty_strided((8, m), (1, 8), dtype=torch.float64)  # (round_up(N, 8), M), column-major
+    aux[:n] = z.detach().T
+    g = torch.randn(m, n, dtype=torch.float64)
+    (want,) = torch.autograd.grad(torch.nn.functional.gelu(z, approximate="tanh"), [z], grad_outputs=g)
+    dz = activation_grad(g, "gelu", torch.empty(0), aux[:n])
+    assert dz.is_contiguous()
+    torch.testing.assert_close(dz, want)
+    low = activation_grad(g.bfloat16(), "gelu", torch.empty(0), aux[:n].bfloat16())
+    assert low.dtype == torch.bfloat16 and low.is_contiguous()
+
+
 def test_clear_padding_zeroes_rows_and_unused_bits(torch):
     """MLP aux: GELU rows past N and ReLU bitmask bytes (and bits) past N are zeroed; real data stays."""
     from nvmath.torch._kernels import _clear_padding
