@@ -286,27 +286,6 @@ class PlannerCache:
         y = y if y.is_contiguous() else y.contiguous()
         return (y if x.dim() == 2 else y.view(*x.shape[:-1], w.shape[0])), extras
 
-    def run_linear(self, a: Any, b: Any, bias: Any, epilog: Any) -> Any:
-        """:meth:`run` with ``epilog_inputs={"bias": bias.view(-1, 1)}`` (none when ``bias`` is ``None``),
-        the bias view made only when the planner needs it (planning, or the bias moved): a layer's hot
-        call builds its key from cheap reads and makes no tensor but the ones it swaps in."""
-        pa, pb = a.data_ptr(), b.data_ptr()
-        if bias is None:
-            pins: tuple = ()
-            key = (epilog, "linear", _tkey(a, pa), _tkey(b, pb))
-        else:
-            pins = (bias.data_ptr(),)
-            key = (epilog, "linear", _tkey(a, pa), _tkey(b, pb), _tkey(bias, pins[0]))
-        with self._lock:
-            entry = self._entries.get(key)
-            last = None if entry is None else entry[1]
-            inputs = None
-            if bias is not None and (last is None or last[2] != pins):
-                inputs = {"bias": bias.view(-1, 1)}
-            if entry is None:
-                return self._plan_and_run(key, a, b, epilog, inputs, (pa, pb, pins))
-            return self._hit(key, entry, a, b, inputs, (pa, pb, pins))
-
     def _hit(self, key: Hashable, entry: list, a: Any, b: Any, epilog_inputs: Any, ptrs: tuple) -> Any:
         """Run on a cached planner (the caller holds the lock), swapping in only the operands that moved."""
         self._hits += 1
