@@ -132,6 +132,6 @@ class AddressRun:
                 lt_handle, desc, alpha, a_ptr, la, b_ptr, lb, beta, d_ptr if c_is_d else 0, lc, d_ptr, ld,
                 algo_ptr, ws_ptr, ws_size, handle.ptr,
             )  # fmt: skip
-        if handle.mortal:  # the stream may be gone when the workspace is next used or freed
-            streams.mark_done(handle)
+            if handle.mortal:  # the stream may be gone when the workspace is next used or freed
+                streams.record_done(handle)
         return extras
