@@ -309,3 +309,23 @@ def test_cache_plans_small_products_with_the_small_cap(torch, nt, fake_gpu):
     torch.testing.assert_close(cache.run(a, b), a @ b)
     (mm, *_), *_ = cache._entries.values()
     assert mm._options.memory_limit == 1 << 20
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bias", [True, False])
+def test_autotuned_linear_problems_run_on_addresses_on_the_gpu(torch_cuda, nt, bias):
+    """With PlannerCache(autotune=True) a Linear problem is autotuned once (a formulation other than the
+    heuristic's may win) and its later calls, on addresses or through views, match a float64 reference."""
+    torch = torch_cuda
+    torch.manual_seed(6)
+    cache = nt.PlannerCache(4, autotune=3)
+    layer = nt.Linear(256, 384, bias=bias, device="cuda", dtype=torch.bfloat16, cache=cache)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(16, 256, device="cuda", dtype=torch.bfloat16)
+            y = layer(x)
+            ref = x.double() @ layer.weight.double().T
+            if bias:
+                ref = ref + layer.bias.double()
+            assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-2
+    assert cache.stats.misses == 1 and cache.stats.hits == 2
