@@ -106,6 +106,16 @@ def rows(nt: Any) -> dict[str, Any]:
 
         return run
 
+    mlp = nt.MLP(256, 512, 256)
+    xg = x.clone().requires_grad_()
+    gy = torch.ones(8, 512)
+
+    def train_step(module: Any, g: Any) -> Any:
+        def run() -> Any:
+            module(xg).backward(g)
+
+        return run
+
     return {
         "linear(x, w, b)": lambda: nt.linear(x, w, b),
         "linear, alternating x": alternate,
@@ -113,6 +123,8 @@ def rows(nt: Any) -> dict[str, Any]:
         "Linear.forward no_grad": no_grad(lambda: layer(x)),
         "Linear gelu no_grad": no_grad(lambda: g(x)),
         "torch.ops.nvmath.linear": lambda: torch.ops.nvmath.linear(x, w, b, "", False),
+        "Linear gelu fwd+bwd": train_step(g, gy),
+        "MLP fwd+bwd": train_step(mlp, torch.ones(8, 256)),
         "F.linear (torch, CPU compute)": lambda: torch.nn.functional.linear(x, w, b),
     }
 
@@ -141,12 +153,9 @@ def main() -> None:
     try:
         nt = install(mp)
         table = rows(nt)
-        import torch
-
-        with torch.no_grad():
-            for fn in table.values():
-                fn()  # plan (emulated cuBLASLt)
-                fn()
+        for fn in table.values():
+            fn()  # plan (emulated cuBLASLt)
+            fn()
         mp.setattr(lt, "_p_cublasLtMatmul", lambda *a: 0)
         for name, fn in table.items():
             if args.profile and args.profile in name:

@@ -43,6 +43,8 @@ def _tkey(t: Any, ptr: int) -> tuple:
     return (t.shape, t.stride(), t.dtype, t.device, min(ptr & -ptr, 256) if ptr else 256)
 
 
+_NO_INPUTS: dict = {}
+
 _ROW_MAJOR = (None, E.RELU, E.GELU)
 """Linear-layer epilogs that leave D's layout free: the product is formed as ``x @ w.T`` (row-major
 result); the others need D column-major, so it is formed as ``w @ x.T`` (whose column-major D is ``y``)."""
@@ -107,6 +109,37 @@ def _options(a: Any, b: Any, keep: bool) -> Any:
     if keep:
         return {"memory_limit": SMALL_PRODUCT_WORKSPACE} if small else None
     return {**_OUTSIDE_TORCH_POOLS, "memory_limit": SMALL_PRODUCT_WORKSPACE} if small else _OUTSIDE_TORCH_POOLS
+
+
+class _ProductRun:
+    """How a planned product of :meth:`PlannerCache.run` runs on addresses: the :class:`AddressRun` and
+    the arguments of ``torch.empty_strided`` for its result (as the planner allocates it)."""
+
+    __slots__ = ("device", "dtype", "run", "shape", "strides")
+
+    def __init__(self, run: AddressRun, result: Any):
+        self.run, self.dtype, self.device = run, result.dtype, result.device
+        self.shape, self.strides = run.result_layout[:2]
+
+    @classmethod
+    def of(cls, entry: list, names: tuple[str, ...], out: Any) -> _ProductRun | None:
+        """The run of a newly planned, executed product (``out``: what it returned), or ``None`` when it
+        cannot run on addresses (then nothing changes); the planner, released, then holds no tensor."""
+        mm = entry[0]
+        result = out[0] if isinstance(out, tuple) else out
+        if not isinstance(result, torch.Tensor) or not result.numel() or not address_run_possible(mm, names):
+            return None
+        run = AddressRun(mm, names)
+        if tuple(result.shape) != run.result_layout[0] or result.stride() != run.result_layout[1]:
+            return None
+        mm.release_operands()
+        entry[1] = None
+        return cls(run, result)
+
+    def __call__(self, pa: int, pb: int, pins: tuple[int, ...]) -> Any:
+        y = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
+        extras = self.run(pa, pb, y.data_ptr(), pins)
+        return y if extras is None else (y, extras)
 
 
 class PlannerCache:
@@ -189,20 +222,33 @@ class PlannerCache:
         Raises:
             CaptureError: the problem is not planned yet and a CUDA graph is being captured.
         """
-        inputs = epilog_inputs or {}
+        inputs = epilog_inputs or _NO_INPUTS
         pa, pb = a.data_ptr(), b.data_ptr()
-        pins = tuple(t.data_ptr() for t in inputs.values())
-        key = (
-            epilog,
-            _tkey(a, pa),
-            _tkey(b, pb),
-            *((n, _tkey(t, p)) for (n, t), p in zip(inputs.items(), pins)),
-        )
+        qa, qb = pa | 256, pb | 256  # the pointer alignment, capped at 256: the lowest set bit
+        key: tuple = (
+            epilog, a.shape, a.stride(), a.dtype, a.device, qa & -qa,
+            b.shape, b.stride(), b.dtype, b.device, qb & -qb,
+        )  # fmt: skip
+        pins: tuple = ()
+        if inputs:
+            pins = tuple(t.data_ptr() for t in inputs.values())
+            key += tuple((n, _tkey(t, p)) for (n, t), p in zip(inputs.items(), pins))
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                return self._plan_and_run(key, a, b, epilog, epilog_inputs, (pa, pb, pins))
-            return self._hit(key, entry, a, b, epilog_inputs, (pa, pb, pins))
+                out = self._plan_and_run(key, a, b, epilog, epilog_inputs, (pa, pb, pins))
+                entry = self._entries.get(key)
+                if entry is not None:  # (None: evicted at once, maxsize being reached with pinned planners)
+                    entry.append(_ProductRun.of(entry, tuple(inputs), out))
+                return out
+            run = entry[2]
+            if run is None:
+                return self._hit(key, entry, a, b, epilog_inputs, (pa, pb, pins))
+            self._hits += 1
+            self._entries.move_to_end(key)
+            if key not in self._pinned and capturing(a):
+                self._pinned.add(key)
+            return run(pa, pb, pins)
 
     def linear(self, x: Any, w: Any, b: Any, epilog: Any, *, plan: bool = True) -> tuple[Any, Any] | None:
         """A Linear layer's product ``epilog(x @ w.T + b)``: ``(y, aux_dict or None)``, ``y`` of shape
@@ -223,16 +269,16 @@ class PlannerCache:
         if b is None:
             pb = 0
             key = (
-                epilog, x.shape, x.stride(), x.dtype, x.get_device(), qx & -qx,
-                w.shape, w.stride(), w.dtype, w.get_device(), qw & -qw,
+                epilog, x.shape, x.stride(), x.dtype, x.device, qx & -qx,
+                w.shape, w.stride(), w.dtype, w.device, qw & -qw,
             )  # fmt: skip
         else:
             pb = b.data_ptr()
             qb = pb | 256
             key = (
-                epilog, x.shape, x.stride(), x.dtype, x.get_device(), qx & -qx,
-                w.shape, w.stride(), w.dtype, w.get_device(), qw & -qw,
-                b.shape, b.stride(), b.dtype, b.get_device(), qb & -qb,
+                epilog, x.shape, x.stride(), x.dtype, x.device, qx & -qx,
+                w.shape, w.stride(), w.dtype, w.device, qw & -qw,
+                b.shape, b.stride(), b.dtype, b.device, qb & -qb,
             )  # fmt: skip
         with self._lock:
             entry = self._entries.get(key)

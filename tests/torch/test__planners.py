@@ -74,10 +74,35 @@ def test_failed_planning_caches_nothing(torch, nt, fake_gpu):
     assert len(cache) == 0 and cache.stats.misses == 1
 
 
-def test_unchanged_operands_are_not_reset_and_moved_ones_are(torch, nt, fake_gpu, monkeypatch):
-    """A hit swaps in only operands whose address moved; results follow in-place updates and new tensors."""
+def test_products_run_on_addresses_with_new_operands(torch, nt, fake_gpu, monkeypatch):
+    """A hit of run() on a plan that can run on addresses resets nothing and reads the call's operands
+    (moved ones and in-place updates alike); aux outputs come back as on the first call."""
     from nvmath.linalg.advanced import Matmul
+    from nvmath.linalg.advanced import MatmulEpilog as E
 
+    cache = nt.PlannerCache(4)
+    a, b, g = _f64(torch, 3, 4), _f64(torch, 4, 5), _f64(torch, 3, 5)
+    cache.run(a, b)
+    cache.run(a.mT, g, epilog=E.BGRADB)  # a weight gradient and its bias gradient
+    monkeypatch.setattr(Matmul, "reset_operands_unchecked", lambda self, **kw: pytest.fail("reset"))
+    a.mul_(2)
+    torch.testing.assert_close(cache.run(a, b), a @ b)
+    a2, b2, g2 = _f64(torch, 3, 4), _f64(torch, 4, 5), _f64(torch, 3, 5)
+    torch.testing.assert_close(cache.run(a2, b2), a2 @ b2)
+    out, aux = cache.run(a2.mT, g2, epilog=E.BGRADB)
+    torch.testing.assert_close(out, a2.mT @ g2)
+    torch.testing.assert_close(aux["bgradb"].reshape(-1), g2.sum(0))
+    assert [entry[2] is not None for entry in cache._entries.values()] == [True, True]
+    assert cache.stats.hits == 3 and cache.stats.misses == 2
+
+
+def test_unchanged_operands_are_not_reset_and_moved_ones_are(torch, nt, fake_gpu, monkeypatch):
+    """A hit on a planner that cannot run on addresses swaps in only operands whose address moved;
+    results follow in-place updates and new tensors."""
+    from nvmath.linalg.advanced import Matmul
+    from nvmath.torch import _planners
+
+    monkeypatch.setattr(_planners, "address_run_possible", lambda mm, names=(): False)
     cache = nt.PlannerCache(2)
     a, b, b2 = _f64(torch, 3, 4), _f64(torch, 4, 5), _f64(torch, 4, 5)
     cache.run(a, b)
@@ -125,7 +150,7 @@ def test_keep_operands_false_holds_no_tensor_between_calls(torch, nt, fake_gpu):
         cache.run(a2, _f64(torch, 4, 5) * 0 + 1), a2 @ torch.ones(4, 5, dtype=torch.float64)
     )
     assert nt.compiled_cache.stats.maxsize == 64 and nt.compiled_cache._keep is False
-    (mm, _), *_ = cache._entries.values()
+    (mm, *_), *_ = cache._entries.values()
     assert type(mm._options.allocator).__name__ == "_OutsideTorchPools"  # workspaces outside torch's pools
 
 
