@@ -2,9 +2,11 @@
 
 A training or decode loop multiplies the same few shapes again and again (each layer's forward,
 weight-gradient and input-gradient products). :class:`PlannerCache` keeps one planned ``Matmul`` per
-problem (shapes, strides, dtype, device, pointer alignment, epilog) and runs a call as
-``reset_operands_unchecked`` + ``execute`` on it: no re-planning, no heuristic query. Layers of equal
-shapes share planners (the operands are swapped in per call).
+problem (shapes, strides, dtype, device, pointer alignment, epilog): no re-planning, no heuristic
+query. The key vouches for every check of the first call, so a later call of a problem of GPU
+tensors runs the plan on the tensors' addresses (:class:`~nvmath.linalg.advanced._direct.AddressRun`:
+nothing wrapped, re-validated or kept); the others (host tensors, staged operand copies) run as
+``reset_operands_unchecked`` + ``execute``. Layers of equal shapes share planners.
 
 Planners used while a CUDA graph was captured are pinned: a graph replays their workspace pointer,
 so they are never evicted (only :meth:`PlannerCache.clear` frees them, which must not happen while
@@ -149,8 +151,9 @@ class PlannerCache:
         maxsize: the most planners kept (each may hold a cuBLASLt workspace), >= 1.
         autotune: time the candidate algorithms of each new problem (``Matmul.autotune``) before its
             first use; ``True`` for 10 iterations per candidate, or an int. Off by default.
-        keep_operands: let a planner keep its last operands between calls (so a call on a layer whose
-            weight did not move swaps in the input only). ``False`` drops them after every call
+        keep_operands: let a planner that cannot run on addresses keep its last operands between calls
+            (so a call whose weight did not move swaps in the input only; planners that run on
+            addresses keep none). ``False`` drops them after every call
             (``release_operands``) and takes the workspaces from cuda.core's memory pool instead of
             torch's allocator: what ``torch.compile(mode="reduce-overhead")`` needs, whose CUDA graph
             pools must hold nothing but tracked tensors (:data:`compiled_cache`).
@@ -169,7 +172,8 @@ class PlannerCache:
         else:
             raise ValueError(f"autotune must be a bool or an int >= 1 (iterations); got {autotune!r}")
         self._maxsize = maxsize
-        # key -> [planner, last pointers (None: it holds no operand)] (+ [_LinearRun or None] for linear())
+        # key -> [planner, last pointers (None: it holds no operand), its _LinearRun / _ProductRun or None
+        # (None: swap the operands in)]; run_general()'s entries have no third item
         self._entries: OrderedDict[Hashable, list] = OrderedDict()
         self._pinned: set[Hashable] = set()
         self._lock = threading.RLock()
