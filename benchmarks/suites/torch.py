@@ -16,7 +16,9 @@
   keep their own planner, and only the input moves between calls). Eager rows alternate two inputs.
 * ``host-linear-direct`` / ``host-linear-custom-op`` (us per call): ``nvmath.torch.linear`` eager
   (the direct path) and ``torch.ops.nvmath.linear`` (the dispatcher path that torch.compile emits),
-  each against ``torch.nn.functional.linear`` on a 64x256 @ 256x256 fp32 problem.
+  each against ``torch.nn.functional.linear`` on a 64x256 @ 256x256 fp32 problem;
+  ``host-linear-direct-torch-stream``: the direct path with a stream torch owns as the current stream
+  (as an eager model runs; the harness's stream is an external one).
 """
 
 from __future__ import annotations
@@ -304,8 +306,31 @@ def _host_torch(ctx: Any) -> Any:
     return lambda: torch.nn.functional.linear(x, w, b)
 
 
+def _on_torch_stream(setup: Any) -> Any:
+    """``setup`` run with a stream torch owns (``torch.cuda.Stream()``) as the current stream, as an eager
+    model runs (the harness's own stream is an external one, whose users may record done events)."""
+
+    def wrapped(ctx: Any) -> Any:
+        fn = setup(ctx)
+        torch = torch_on_ctx_stream(ctx)
+        previous = torch.cuda.current_stream()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(previous)
+        torch.cuda.set_stream(stream)
+        fn()
+
+        def teardown() -> None:
+            stream.synchronize()
+            torch.cuda.set_stream(previous)
+
+        return Prepared(fn, teardown=teardown, note="on a torch.cuda.Stream()")
+
+    return wrapped
+
+
 for _name, _setup, _what in (
     ("host-linear-direct", _host_direct, "nvmath.torch.linear (eager, direct)"),
+    ("host-linear-direct-torch-stream", _on_torch_stream(_host_direct), "nvmath.torch.linear, a torch stream"),
     ("host-linear-custom-op", _host_op, "torch.ops.nvmath.linear (through the dispatcher)"),
 ):
     register(
@@ -313,7 +338,10 @@ for _name, _setup, _what in (
             suite="torch",
             name=_name,
             mode="host",
-            setups={"nvmath": _setup, "torch": _host_torch},
+            setups={
+                "nvmath": _setup,
+                "torch": _on_torch_stream(_host_torch) if _name.endswith("torch-stream") else _host_torch,
+            },
             description=f"{_what} vs torch.nn.functional.linear, 64x256 @ 256x256 + bias fp32, us/call",
         )
     )
