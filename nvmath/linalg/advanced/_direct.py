@@ -6,8 +6,9 @@ device addresses, with no adapter, no re-validation and no operand kept by the p
 also gives the result's address (a tensor it allocated in the plan's result layout), so a framework
 can allocate the result in the shape its user sees. Aux outputs are still allocated by the planner.
 
-What can run this way: a plan on GPU operands, out of place, without a staged operand copy,
-quantization scales or epilog scales; its epilog inputs (a bias, say) are given as addresses.
+What can run this way: a plan on GPU operands without ``c`` (so out of place), not blocking, without a
+staged operand copy, quantization scales or epilog scales; its epilog inputs (a bias, say) are given as
+addresses, and ``alpha`` stays what it was when the run was made.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ class Runnable(Protocol):
 
     _spec: Any
     _plan: Any
+    _fast_deliver: bool
     _scales: dict
     _staged: Any
-    _inplace: bool
     _swap: bool
     _c_is_d: bool
     _static: tuple
@@ -53,7 +54,7 @@ def address_run_possible(mm: Runnable, inputs: tuple[str, ...] = ()) -> bool:
     plan's)."""
     plan = mm._plan
     return (
-        plan is not None and not mm._spec.host and not mm._inplace and mm._staged is None and not mm._scales
+        plan is not None and mm._fast_deliver and not mm._spec.has_c and mm._staged is None and not mm._scales
         and not plan.epilog_scales and tuple(sorted(plan.epilog_slots)) == tuple(sorted(inputs))
     )  # fmt: skip
 
@@ -77,8 +78,8 @@ class AddressRun:
     def __init__(self, mm: Runnable, inputs: tuple[str, ...] = ()):
         if not address_run_possible(mm, inputs):
             raise ValueError(
-                "this Matmul cannot run on addresses (it needs GPU operands, out of place, no staged copy, "
-                f"no scales, and exactly the epilog inputs {inputs})"
+                "this Matmul cannot run on addresses (it needs GPU operands, no c, no blocking, no staged "
+                f"copy, no scales, and exactly the epilog inputs {inputs})"
             )
         self._mm, self._inputs = mm, inputs
         self.result_layout: tuple = ()

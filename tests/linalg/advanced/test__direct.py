@@ -107,7 +107,8 @@ def test_follows_autotuned_algorithm_and_replan(lt, rng):
 
 
 def test_refuses_plans_that_cannot_run_on_addresses(lt, rng):
-    """Host operands, in-place products, staged copies and unmatched epilog inputs are refused."""
+    """Host operands, c (in place or not), blocking planners, staged copies and unmatched epilog inputs
+    are refused."""
     a, b, bias = _rand(rng, (6, 5)), _rand(rng, (5, 7)), _rand(rng, (6,))
     with adv.Matmul(F.FakeHostTensor(a), F.FakeHostTensor(b)) as mm:
         mm.plan()
@@ -121,6 +122,12 @@ def test_refuses_plans_that_cannot_run_on_addresses(lt, rng):
         assert address_run_possible(mm, ("bias",)) and not address_run_possible(mm)
     c = _rand(rng, (6, 7))
     with adv.Matmul(F.fake(a), F.fake(b), F.fake(c), beta=1.0, options={"inplace": True}) as mm:
+        mm.plan()
+        assert not address_run_possible(mm)
+    with adv.Matmul(F.fake(a), F.fake(b), F.fake(c), beta=1.0) as mm:  # c is read: not an address run
+        mm.plan()
+        assert not address_run_possible(mm)
+    with adv.Matmul(F.fake(a), F.fake(b), options={"blocking": True}) as mm:
         mm.plan()
         assert not address_run_possible(mm)
     with adv.Matmul(F.fake(_rand(rng, (8, 5))), F.fake(b)) as mm:  # BGRADA reads a's dense column copy
