@@ -168,9 +168,10 @@ def _layers(torch: Any, nt: Any, shapes: list[tuple[int, int]], own: bool, tuned
 def _algorithms(layers: list[Any], nt: Any) -> str:
     """The planned epilog and first algorithm of the planners the nvmath layers used (the row's note)."""
     caches = {id(c): c for c in (layer.cache or nt.default_cache for layer in layers)}
+    recent = len({(layer.in_features, layer.out_features) for layer in layers})  # this row's: the newest
     notes = []
     for cache in caches.values():
-        for mm in cache.planners():
+        for mm in cache.planners()[-recent:]:
             best = mm.algorithms[0]
             notes.append(
                 f"{mm.view.epilog.name}: id {best.algorithm_id}, tile {best.tile}, stages {best.stages}, "
