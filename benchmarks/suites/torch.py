@@ -331,7 +331,7 @@ def _on_torch_stream(setup: Any) -> Any:
 
 for _name, _setup, _what in (
     ("host-linear-direct", _host_direct, "nvmath.torch.linear (eager, direct)"),
-    ("host-linear-direct-torch-stream", _on_torch_stream(_host_direct), "nvmath.torch.linear, a torch stream"),
+    ("host-linear-direct-torch-stream", _on_torch_stream(_host_direct), "nvmath.torch.linear, torch stream"),
     ("host-linear-custom-op", _host_op, "torch.ops.nvmath.linear (through the dispatcher)"),
 ):
     register(
