@@ -69,8 +69,8 @@ class AddressRun:
         inputs: the names of the plan's epilog inputs, in the order their addresses are given.
 
     Raises:
-        ValueError: the plan cannot run on addresses (host operands, in place, scales, staged copies,
-            other epilog inputs).
+        ValueError: the plan cannot run on addresses (host operands, ``c``, blocking, scales, staged
+            copies, other epilog inputs).
     """
 
     __slots__ = ("_inputs", "_mm", "_plan", "_pointers", "_static", "_swap", "result_layout")
