@@ -70,8 +70,8 @@ def test_linear_hit_path_follows_requires_grad_between_calls(torch, nt, fake_gpu
 
 
 def test_linear_checks_still_apply_to_planned_problems(torch, nt, fake_gpu):
-    """Once (x, weight, bias) is planned, a call whose bias dtype, shape, activation or input width
-    differs is still checked (and refused) as on a first call."""
+    """Once (x, weight, bias) is planned, a call whose bias dtype, shape, activation, input width or
+    device differs is still checked (and refused) as on a first call."""
     x, w, b = (torch.randn(*s, dtype=torch.float64) for s in ((5, 4), (3, 4), (3,)))
     misses = nt.default_cache.stats.misses
     with torch.no_grad():
@@ -89,4 +89,6 @@ def test_linear_checks_still_apply_to_planned_problems(torch, nt, fake_gpu):
             nt.linear(torch.randn(5, 3, dtype=torch.float64), w, b, "gelu")
         with pytest.raises(TypeError, match="bias must be a torch.Tensor"):
             nt.linear(x, w, [0.0, 1.0, 2.0], "gelu")
+        with pytest.raises(RuntimeError, match="weight and input to be on the same device"):
+            nt.linear(x.to("meta"), w, b, "gelu")  # another device: not the planned problem
     assert nt.default_cache.stats.misses == misses + 1 and len(nt.default_cache) == 1
