@@ -53,6 +53,7 @@ _DEFAULTS = tuple(
 _PLANNED = PlannerState.PLANNED.value
 
 
+
 class Matmul(FreedOnExit):
     """A stateful ``epilog(alpha * a @ b + beta * c)`` on cuBLASLt: plan once, execute many times.
 
@@ -282,6 +283,7 @@ class Matmul(FreedOnExit):
                 self._pa = staged
             else:
                 self._pb = staged
+        self._done_always = _streams.done_after_every_call(staged is not None, self._spec.package)
         # stateless calls may pass bare addresses: GPU operands, out of place, no epilog inputs or scales
         self._pointer_ok = (
             not self._spec.host and not self._inplace and not plan.epilog_slots and not plan.epilog_scales
@@ -377,7 +379,7 @@ class Matmul(FreedOnExit):
         )  # fmt: skip
         with streams.stream_ctx(handle):  # the caller's thread may have another device current
             lt.matmul(*args)
-            if handle.mortal:  # the stream may be gone when the workspace is next used or freed
+            if handle.mortal and (ws_size or self._done_always):  # (see _commit)
                 streams.record_done(handle)
         if release_workspace:
             self._workspace.release()
