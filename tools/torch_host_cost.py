@@ -45,6 +45,7 @@ def install(mp: Any) -> Any:
 
     mp.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device_id: 0, raising=False)
     mp.setattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False, raising=False)
+    mp.setattr(torch._C, "_cuda_getDevice", lambda: 0, raising=False)
     fakes = _load("torch_fakes", ROOT / "tests" / "torch" / "torch_fakes.py")
 
     class AsTorch(fakes.FakeTorchAdapter):

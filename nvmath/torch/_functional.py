@@ -102,9 +102,14 @@ def linear(
                                                or (bias is not None and bias.requires_grad)))
     ):  # fmt: skip
         # the hot path: a planned problem's key vouches for every check below (a miss returns None)
-        y = _kernels.linear_hit(default_cache if cache is None else cache, x, weight, bias, activation)
-        if y is not None:
-            return y
+        try:
+            epilog = _kernels.INFER[activation][bias is None]
+        except (KeyError, TypeError):  # a bad activation: the checks below say what is wrong
+            pass
+        else:
+            out = (default_cache if cache is None else cache).linear(x, weight, bias, epilog, plan=False)
+            if out is not None:
+                return out[0]
     check_activation(activation)
     if torch.compiler.is_compiling():
         return _ops.linear(x, weight, bias, activation, _grad_needed(x, weight, bias))

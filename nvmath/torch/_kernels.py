@@ -54,10 +54,8 @@ _FORWARD = {
 }  # fmt: skip
 """ReLU's backward needs only the output (relu'(z) = [y > 0]); GELU's needs the pre-activation."""
 
-_NO_EPILOG = object()
-_UNKNOWN = (_NO_EPILOG, _NO_EPILOG)
-_INFER = {act: (_FORWARD[(act, True, False)], _FORWARD[(act, False, False)]) for act in ACTIVATIONS}
-"""activation -> (epilog with a bias, epilog without) of inference."""
+INFER = {act: (_FORWARD[(act, True, False)], _FORWARD[(act, False, False)]) for act in ACTIVATIONS}
+"""activation -> (epilog with a bias, epilog without) of inference (``INFER[act][bias is None]``)."""
 
 _MLP_FORWARD = {
     ("relu", False): E.RELU, ("relu", True): E.RELU_BIAS,  # the backward reads the hidden activation
@@ -86,21 +84,6 @@ def linear_infer(
 ) -> torch.Tensor:
     """``act(x @ w.T + b)`` without anything for a backward (the inference hot path: no aux tensor)."""
     return cache.linear(x, w, b, _FORWARD[(act, b is not None, False)])[0]  # type: ignore[index]
-
-
-def linear_hit(
-    cache: PlannerCache, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, act: Any
-) -> torch.Tensor | None:
-    """:func:`linear_infer` when its problem is planned already (the caller checked nothing, the key
-    vouches for it), else ``None``."""
-    try:
-        epilog = _INFER.get(act, _UNKNOWN)[b is None]
-    except TypeError:  # an unhashable activation: the checked path says what is wrong
-        return None
-    if epilog is _NO_EPILOG:
-        return None
-    out = cache.linear(x, w, b, epilog, plan=False)
-    return None if out is None else out[0]
 
 
 def linear_forward(

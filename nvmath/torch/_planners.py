@@ -10,7 +10,9 @@ nothing wrapped, re-validated or kept); the others (host tensors, staged operand
 
 Planners used while a CUDA graph was captured are pinned: a graph replays their workspace pointer,
 so they are never evicted (only :meth:`PlannerCache.clear` frees them, which must not happen while
-such a graph may still be replayed).
+such a graph may still be replayed). A planner that runs on addresses without a workspace leaves
+nothing of its own in a graph (cuBLASLt's kernel arguments are captured by value), so its calls skip
+the capture check.
 """
 
 from __future__ import annotations
@@ -53,20 +55,15 @@ result); the others need D column-major, so it is formed as ``w @ x.T`` (whose c
 
 
 class _LinearRun:
-    """How a planned Linear-layer problem runs on addresses: the :class:`AddressRun`, whether x is its
-    A operand, and the arguments of ``torch.empty_strided`` for ``y`` (the caller's shape, contiguous)."""
+    """How a planned Linear-layer problem runs on addresses (:meth:`PlannerCache.linear` does it): the
+    :class:`AddressRun`, whether x is its A operand, and the arguments of ``torch.empty_strided`` for
+    ``y`` (the caller's shape, contiguous)."""
 
     __slots__ = ("bias", "device", "dtype", "run", "shape", "strides", "x_first")
 
     def __init__(self, run: AddressRun, x_first: bool, bias: bool, y: Any):
         self.run, self.x_first, self.bias = run, x_first, bias
         self.shape, self.strides, self.dtype, self.device = tuple(y.shape), y.stride(), y.dtype, y.device
-
-    def __call__(self, px: int, pw: int, pb: int) -> tuple[Any, Any]:
-        y = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
-        if self.x_first:
-            return y, self.run(px, pw, y.data_ptr())
-        return y, self.run(pw, px, y.data_ptr(), (pb,) if self.bias else ())
 
 
 class _Block:
@@ -250,8 +247,8 @@ class PlannerCache:
                 return self._hit(key, entry, a, b, epilog_inputs, (pa, pb, pins))
             self._hits += 1
             self._entries.move_to_end(key)
-            if key not in self._pinned and capturing(a):
-                self._pinned.add(key)
+            if run.run.workspace_size and key not in self._pinned and capturing(a):
+                self._pinned.add(key)  # (a graph replays the workspace: nothing else of the planner's)
             return run(pa, pb, pins)
 
     def linear(self, x: Any, w: Any, b: Any, epilog: Any, *, plan: bool = True) -> tuple[Any, Any] | None:
@@ -290,12 +287,22 @@ class PlannerCache:
                 return self._plan_linear(key, x, w, b, epilog) if plan else None
             self._hits += 1
             self._entries.move_to_end(key)
-            if key not in self._pinned and capturing(x):
-                self._pinned.add(key)
-            run = entry[2]
-            if run is not None:
-                return run(px, pw, pb)
-            return self._linear_by_views(entry, x, w, b, epilog)
+            lr = entry[2]
+            if lr is None:
+                self._pin_if_capturing(key, x)
+                return self._linear_by_views(entry, x, w, b, epilog)
+            run = lr.run
+            if run.workspace_size and key not in self._pinned and capturing(x):
+                self._pinned.add(key)  # (a graph replays the workspace: nothing else of the planner's)
+            y = torch.empty_strided(lr.shape, lr.strides, dtype=lr.dtype, device=lr.device)
+            if lr.x_first:
+                return y, run(px, pw, y.data_ptr())
+            return y, run(pw, px, y.data_ptr(), (pb,) if lr.bias else ())
+
+    def _pin_if_capturing(self, key: Hashable, t: Any) -> None:
+        """Pin ``key``'s planner when a CUDA graph is being captured (a graph replays its workspace)."""
+        if key not in self._pinned and capturing(t):
+            self._pinned.add(key)
 
     def _linear_views(self, x: Any, w: Any, b: Any, epilog: Any) -> tuple[Any, Any, Any, Any]:
         """``(x2, A, B, epilog_inputs)`` of a Linear layer's product (``x2``: ``x`` as 2-D rows)."""
@@ -359,8 +366,7 @@ class PlannerCache:
         """Run on a cached planner (the caller holds the lock), swapping in only the operands that moved."""
         self._hits += 1
         self._entries.move_to_end(key)
-        if key not in self._pinned and capturing(a):
-            self._pinned.add(key)
+        self._pin_if_capturing(key, a)
         return self._swap_and_run(entry, a, b, epilog_inputs, ptrs)
 
     def _swap_and_run(self, entry: list, a: Any, b: Any, epilog_inputs: Any, ptrs: tuple) -> Any:

@@ -48,9 +48,10 @@ def test_bad_maxsize_is_refused(nt, bad):
 
 def test_planning_inside_a_capture_is_refused_with_the_fix(torch, nt, fake_gpu, monkeypatch):
     """First use of a problem while a CUDA graph is captured raises CaptureError saying to warm up first;
-    a planned problem runs (and its planner is pinned against eviction)."""
+    a planned problem runs (and its planner, which has a workspace, is pinned against eviction)."""
     from nvmath.torch import _planners
 
+    fake_gpu.workspace = 4096  # the heuristic's algorithms need a workspace
     cache = nt.PlannerCache(1)
     a, b = _f64(torch, 3, 4), _f64(torch, 4, 5)
     cache.run(a, b)  # warm-up: planned outside the capture
@@ -256,10 +257,12 @@ def test_linear_without_plan_returns_none_on_a_miss(torch, nt, fake_gpu):
 
 
 def test_linear_hit_inside_a_capture_pins_the_planner(torch, nt, fake_gpu, monkeypatch):
-    """A Linear-layer hit while a CUDA graph is captured pins its planner (never evicted afterwards)."""
+    """A Linear-layer hit while a CUDA graph is captured pins its planner when it has a workspace (never
+    evicted afterwards)."""
     from nvmath.linalg.advanced import MatmulEpilog as E
     from nvmath.torch import _planners
 
+    fake_gpu.workspace = 4096  # the heuristic's algorithms need a workspace
     cache = nt.PlannerCache(1)
     x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
     cache.linear(x, w, b, E.BIAS)
@@ -354,3 +357,22 @@ def test_autotuned_linear_problems_run_on_addresses_on_the_gpu(torch_cuda, nt, b
                 ref = ref + layer.bias.double()
             assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-2
     assert cache.stats.misses == 1 and cache.stats.hits == 2
+
+
+def test_address_runs_without_workspace_skip_the_capture_check(torch, nt, fake_gpu, monkeypatch):
+    """A planner that runs on addresses with no workspace leaves nothing of its own in a captured graph:
+    its hits neither query the capture state nor pin it, and it may be evicted."""
+    from nvmath.linalg.advanced import MatmulEpilog as E
+    from nvmath.torch import _planners
+
+    cache = nt.PlannerCache(2)
+    x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
+    cache.linear(x, w, b, E.BIAS)
+    cache.run(x, w.mT)
+    monkeypatch.setattr(_planners, "capturing", lambda t: pytest.fail("capture state queried"))
+    torch.testing.assert_close(cache.linear(x, w, b, E.BIAS)[0], _linear_ref(torch, x, w, b))
+    torch.testing.assert_close(cache.run(x, w.mT), x @ w.mT)
+    assert cache.stats.hits == 2 and cache.stats.pinned == 0
+    monkeypatch.setattr(_planners, "capturing", lambda t: False)
+    cache.run(_f64(torch, 2, 4), w.mT)
+    assert cache.stats.evictions == 1 and len(cache) == 2

@@ -13,6 +13,7 @@ addresses, and ``alpha`` stays what it was when the run was made.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Protocol
 
 from nvmath._internal import streams
@@ -39,6 +40,7 @@ class Runnable(Protocol):
     _algo: tuple[int, int]
     _aux: list
     _result: Any
+    _done_always: bool
     _lt_handle: int | None
     _device_id: int
     _raw_stream: Any
@@ -73,7 +75,7 @@ class AddressRun:
             copies, other epilog inputs).
     """
 
-    __slots__ = ("_inputs", "_mm", "_plan", "_pointers", "_static", "_swap", "result_layout")
+    __slots__ = ("_device", "_inputs", "_mm", "_plan", "_pointers", "_static", "_swap", "result_layout")
 
     def __init__(self, mm: Runnable, inputs: tuple[str, ...] = ()):
         if not address_run_possible(mm, inputs):
@@ -82,6 +84,11 @@ class AddressRun:
                 f"copy, no scales, and exactly the epilog inputs {inputs})"
             )
         self._mm, self._inputs = mm, inputs
+        # torch's current device (one C call): when it is the operands' device, torch keeps that device's
+        # primary context current, and the launch needs no context switch (nor the driver query that
+        # checks for one)
+        torch_c = getattr(sys.modules.get("torch"), "_C", None) if mm._raw_stream is not None else None
+        self._device = getattr(torch_c, "_cuda_getDevice", None)
         self.result_layout: tuple = ()
         """``(shape, strides, dtype)`` of the result the run writes at ``d_ptr`` (as the plan computes it)."""
         self._bind()
@@ -127,12 +134,24 @@ class AddressRun:
         desc, alpha, la, lb, beta, lc, ld, c_is_d = self._static
         if self._swap:
             a_ptr, b_ptr = b_ptr, a_ptr
-        lt_handle = mm._lt_handle or _handles.get_handle(mm._device_id)
+        args = (
+            mm._lt_handle or _handles.get_handle(mm._device_id), desc, alpha, a_ptr, la, b_ptr, lb, beta,
+            d_ptr if c_is_d else 0, lc, d_ptr, ld, algo_ptr, ws_ptr, ws_size, handle.ptr,
+        )  # fmt: skip
+        # the stream may be gone when the workspace is next used or freed (see Matmul._commit)
+        done = handle.mortal and (ws_size or mm._done_always)
+        device = self._device
+        if device is not None and handle.ctx is None and not done and device() == mm._device_id:
+            lt.matmul(*args)  # torch's device is the operands': its primary context is current
+            return extras
         with streams.stream_ctx(handle):  # the caller's thread may have another device current
-            lt.matmul(
-                lt_handle, desc, alpha, a_ptr, la, b_ptr, lb, beta, d_ptr if c_is_d else 0, lc, d_ptr, ld,
-                algo_ptr, ws_ptr, ws_size, handle.ptr,
-            )  # fmt: skip
-            if handle.mortal:  # the stream may be gone when the workspace is next used or freed
+            lt.matmul(*args)
+            if done:
                 streams.record_done(handle)
         return extras
+
+    @property
+    def workspace_size(self) -> int:
+        """The workspace bytes the next run uses (0: the run references no memory of the planner's, so a
+        CUDA graph that captured it replays nothing the planner owns)."""
+        return self._mm._algo[1]
