@@ -58,7 +58,14 @@ class Linear(torch.nn.Module):
             torch.nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias, self.activation, cache=self.cache)
+        # the registered parameters, read without Module.__getattr__ (a Python call per attribute, most of
+        # a decode call's module overhead); a parametrization or weight_norm moves them: then the attributes
+        params = self._parameters
+        try:
+            weight, bias = params["weight"], params["bias"]
+        except KeyError:
+            weight, bias = self.weight, self.bias
+        return linear(x, weight, bias, self.activation, cache=self.cache)
 
     def extra_repr(self) -> str:
         return (

@@ -74,6 +74,29 @@ def test_state_dict_loads_both_ways(torch, nt):
     assert nt.Linear(7, 5, bias=False).bias is None
 
 
+def test_linear_forward_follows_swapped_and_parametrized_parameters(torch, nt, fake_gpu):
+    """forward reads the registered parameters directly, yet follows a new Parameter assigned to the module,
+    a parametrization of the weight (torch.nn.utils.parametrize) and a module without bias."""
+    from torch.nn.utils import parametrize
+
+    class Doubled(torch.nn.Module):
+        def forward(self, w):
+            return 2 * w
+
+    torch.manual_seed(5)
+    x = torch.randn(3, 4, dtype=torch.float64)
+    lin = nt.Linear(4, 2, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(lin(x), x @ lin.weight.T + lin.bias)
+        lin.weight = torch.nn.Parameter(torch.randn(2, 4, dtype=torch.float64))
+        torch.testing.assert_close(lin(x), x @ lin.weight.T + lin.bias)
+        parametrize.register_parametrization(lin, "weight", Doubled())
+        torch.testing.assert_close(lin(x), x @ lin.weight.T + lin.bias)
+        torch.testing.assert_close(lin.weight, 2 * lin.parametrizations.weight.original)
+        plain = nt.Linear(4, 2, bias=False, dtype=torch.float64)
+        torch.testing.assert_close(plain(x), x @ plain.weight.T)
+
+
 def test_linear_rejects_bad_activation_and_mismatches(torch, nt, fake_gpu):
     """Bad activation names and dtype/shape mismatches raise with the tensors named, before any GPU work."""
     with pytest.raises(ValueError, match="activation must be one of"):
