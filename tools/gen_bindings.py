@@ -68,6 +68,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from c_header_parser import CType, Enum, Function, HeaderSet, Param, Struct, clean_doc
 from gen_bindings_emit import emit_module
 from gen_bindings_names import enum_class_name, member_names, param_name, python_name, snake_case
+from gen_bindings_unchecked import PACKAGE as UNCHECKED
+from gen_bindings_unchecked import emit_package, emit_unchecked_module
 
 REPO = Path(__file__).resolve().parent.parent
 OUT_DIR = REPO / "nvmath" / "bindings"
@@ -480,6 +482,10 @@ def generate(include: Path) -> dict[str, str]:
             excluded={name: why for name, why in EXCLUDED.items() if name in own},
         )
         sources[f"{spec.module}.py"] = source
+        sources[f"{UNCHECKED}/{spec.module}.py"] = emit_unchecked_module(
+            spec, sorted(functions, key=lambda f: f.name), header_version(headers, spec)
+        )
+    sources[f"{UNCHECKED}/__init__.py"] = emit_package()
     return sources
 
 
@@ -499,25 +505,23 @@ def check(include: Path, target: Path = OUT_DIR) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         write(generate(include), Path(tmp))
         status = 0
-        for path in sorted(Path(tmp).iterdir()):
-            committed = target / path.name
+        for path in sorted(p for p in Path(tmp).rglob("*.py")):
+            name = path.relative_to(tmp).as_posix()
+            committed = target / name
             new = path.read_text()
             old = committed.read_text() if committed.exists() else ""
             if new != old:
                 status = 1
                 diff = list(
                     difflib.unified_diff(
-                        old.splitlines(),
-                        new.splitlines(),
-                        f"committed/{path.name}",
-                        f"regenerated/{path.name}",
+                        old.splitlines(), new.splitlines(), f"committed/{name}", f"regenerated/{name}",
                         lineterm="",
-                    )
+                    )  # fmt: skip
                 )
-                print(f"{path.name}: differs ({len(diff)} diff lines); first lines:")
+                print(f"{name}: differs ({len(diff)} diff lines); first lines:")
                 print("\n".join(diff[:40]))
             else:
-                print(f"{path.name}: up to date")
+                print(f"{name}: up to date")
     if status:
         print(
             "bindings are stale: run `python tools/gen_bindings.py` with the pinned wheels installed "
@@ -528,9 +532,10 @@ def check(include: Path, target: Path = OUT_DIR) -> int:
 
 def write(sources: dict[str, str], out: Path) -> None:
     """Write the generated modules."""
-    out.mkdir(parents=True, exist_ok=True)
     for name, source in sources.items():
-        (out / name).write_text(source)
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
 
 
 def main(argv: list[str] | None = None) -> int:

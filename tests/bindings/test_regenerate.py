@@ -27,8 +27,11 @@ def test_generation_ignores_hash_seed(include_dir: Path, tmp_path: Path) -> None
         env=env,
         check=True,
     )
-    for path in sorted(tmp_path.iterdir()):
-        assert path.read_text() == (gen_bindings.OUT_DIR / path.name).read_text(), path.name
+    written = sorted(tmp_path.rglob("*.py"))
+    assert {p.relative_to(tmp_path).as_posix() for p in written} == set(gen_bindings.generate(include_dir))
+    for path in written:
+        name = path.relative_to(tmp_path).as_posix()
+        assert path.read_text() == (gen_bindings.OUT_DIR / name).read_text(), name
 
 
 def test_generated_files_are_marked_and_path_free() -> None:
