@@ -3,15 +3,16 @@
 """Unchecked entries of the generated bindings, for nvmath's own hot paths (generated; internal).
 
 ``nvmath.bindings._unchecked.<module>`` has, for every function of ``nvmath.bindings.<module>``, a
-function of the same name, parameters and return value that calls the same C entry point but hands its
-arguments to ctypes as they are: no range check, no ``str`` encoding, no conversion of a sequence into a C
-array. Callers pass ints they validated once (a planner's ``execute()`` passes pointers and sizes computed
-at plan time). A failure status raises the library's error, as the checked function does; an argument
-ctypes itself refuses (a float for an integer, a numpy integer for a pointer, a list for an array) falls
-back to the checked function, which converts it or raises a TypeError naming it. An integer out of its C
-type's range is NOT refused: ctypes wraps it, and a value that is not an address crashes like it would in
-C. Public code uses ``nvmath.bindings.<module>``. Each module is imported on its own (this package imports
-nothing).
+function of the same name, positional parameters and return value that calls the same C entry point but
+hands its arguments to ctypes as they are: no range check, no ``str`` encoding, no conversion of a
+sequence into a C array (functions without outputs take ``*args`` and pass the tuple on: call them
+positionally). Callers pass ints they validated once (a planner's ``execute()`` passes pointers and sizes
+computed at plan time). A failure status raises the library's error, as the checked function does; an
+argument ctypes itself refuses (a float for an integer, a numpy integer for a pointer, a list for an
+array) falls back to the checked function, which converts it or raises a TypeError naming it. An integer
+out of its C type's range is NOT refused: ctypes wraps it, and a value that is not an address crashes like
+it would in C. Public code uses ``nvmath.bindings.<module>``. Each module is imported on its own (this
+package imports nothing).
 """
 
 __all__: list[str] = []

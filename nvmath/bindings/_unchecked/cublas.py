@@ -4,12 +4,18 @@
 # ruff: noqa
 """Unchecked cuBLAS entries: :mod:`nvmath.bindings.cublas` without the argument checks (generated; internal).
 
-Same names, parameters and return values as the checked functions; see
+Same names, positional parameters and return values as the checked functions; see
 ``nvmath/bindings/_unchecked/__init__.py`` for the contract.
+
+The functions run in the namespace of :mod:`nvmath.bindings.cublas` (``_loader.share_globals`` at the end
+gives them its globals): ``_p_<symbol>``, ``_raise``, ``_byref`` and the ctypes aliases in their bodies
+are that module's, looked up at call time as fast as in the checked wrappers, so they call the symbol the
+loader resolved (or a test replaced) there. ``_checked`` is the checked function, called when ctypes
+refuses an argument.
 """
 
+from .. import _loader
 from .. import cublas as _m
-from ..cublas import (_ArgumentError, _byref, _raise, _int, _ubyte, _uintptr)
 
 __all__ = [
     'asum_ex',
@@ -554,890 +560,886 @@ __all__ = [
 ]
 
 
-def asum_ex(handle, n, x, x_type, incx, result, result_type, executiontype):
-    """Unchecked :func:`nvmath.bindings.cublas.asum_ex`."""
+def asum_ex(*args, _checked=_m.asum_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.asum_ex` (handle, n, x, x_type, incx, result, result_type,
+    executiontype).
+    """
     try:
-        _s = _m._p_cublasAsumEx(handle, n, x, x_type, incx, result, result_type, executiontype)
+        _s = _p_cublasAsumEx(*args)
     except _ArgumentError:
-        return _m.asum_ex(handle, n, x, x_type, incx, result, result_type, executiontype)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def asum_ex_64(handle, n, x, x_type, incx, result, result_type, executiontype):
-    """Unchecked :func:`nvmath.bindings.cublas.asum_ex_64`."""
+def asum_ex_64(*args, _checked=_m.asum_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.asum_ex_64` (handle, n, x, x_type, incx, result, result_type,
+    executiontype).
+    """
     try:
-        _s = _m._p_cublasAsumEx_64(handle, n, x, x_type, incx, result, result_type, executiontype)
+        _s = _p_cublasAsumEx_64(*args)
     except _ArgumentError:
-        return _m.asum_ex_64(handle, n, x, x_type, incx, result, result_type, executiontype)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def axpy_ex(handle, n, alpha, alpha_type, x, x_type, incx, y, y_type, incy, executiontype):
-    """Unchecked :func:`nvmath.bindings.cublas.axpy_ex`."""
+def axpy_ex(*args, _checked=_m.axpy_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.axpy_ex` (handle, n, alpha, alpha_type, x, x_type, incx, y,
+    y_type, incy, executiontype).
+    """
     try:
-        _s = _m._p_cublasAxpyEx(handle, n, alpha, alpha_type, x, x_type, incx, y, y_type, incy, executiontype)
+        _s = _p_cublasAxpyEx(*args)
     except _ArgumentError:
-        return _m.axpy_ex(handle, n, alpha, alpha_type, x, x_type, incx, y, y_type, incy, executiontype)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def axpy_ex_64(handle, n, alpha, alpha_type, x, x_type, incx, y, y_type, incy, executiontype):
-    """Unchecked :func:`nvmath.bindings.cublas.axpy_ex_64`."""
+def axpy_ex_64(*args, _checked=_m.axpy_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.axpy_ex_64` (handle, n, alpha, alpha_type, x, x_type, incx, y,
+    y_type, incy, executiontype).
+    """
     try:
-        _s = _m._p_cublasAxpyEx_64(
-            handle, n, alpha, alpha_type, x, x_type, incx, y, y_type, incy, executiontype,
-        )
+        _s = _p_cublasAxpyEx_64(*args)
     except _ArgumentError:
-        return _m.axpy_ex_64(handle, n, alpha, alpha_type, x, x_type, incx, y, y_type, incy, executiontype)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def caxpy(handle, n, alpha, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.caxpy`."""
+def caxpy(*args, _checked=_m.caxpy):
+    """Unchecked :func:`nvmath.bindings.cublas.caxpy` (handle, n, alpha, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasCaxpy_v2(handle, n, alpha, x, incx, y, incy)
+        _s = _p_cublasCaxpy_v2(*args)
     except _ArgumentError:
-        return _m.caxpy(handle, n, alpha, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def caxpy_64(handle, n, alpha, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.caxpy_64`."""
+def caxpy_64(*args, _checked=_m.caxpy_64):
+    """Unchecked :func:`nvmath.bindings.cublas.caxpy_64` (handle, n, alpha, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasCaxpy_v2_64(handle, n, alpha, x, incx, y, incy)
+        _s = _p_cublasCaxpy_v2_64(*args)
     except _ArgumentError:
-        return _m.caxpy_64(handle, n, alpha, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ccopy(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.ccopy`."""
+def ccopy(*args, _checked=_m.ccopy):
+    """Unchecked :func:`nvmath.bindings.cublas.ccopy` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasCcopy_v2(handle, n, x, incx, y, incy)
+        _s = _p_cublasCcopy_v2(*args)
     except _ArgumentError:
-        return _m.ccopy(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ccopy_64(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.ccopy_64`."""
+def ccopy_64(*args, _checked=_m.ccopy_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ccopy_64` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasCcopy_v2_64(handle, n, x, incx, y, incy)
+        _s = _p_cublasCcopy_v2_64(*args)
     except _ArgumentError:
-        return _m.ccopy_64(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cdgmm`."""
+def cdgmm(*args, _checked=_m.cdgmm):
+    """Unchecked :func:`nvmath.bindings.cublas.cdgmm` (handle, mode, m, n, a, lda, x, incx, c, ldc)."""
     try:
-        _s = _m._p_cublasCdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        _s = _p_cublasCdgmm(*args)
     except _ArgumentError:
-        return _m.cdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cdgmm_64`."""
+def cdgmm_64(*args, _checked=_m.cdgmm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cdgmm_64` (handle, mode, m, n, a, lda, x, incx, c, ldc)."""
     try:
-        _s = _m._p_cublasCdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        _s = _p_cublasCdgmm_64(*args)
     except _ArgumentError:
-        return _m.cdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cdotc(handle, n, x, incx, y, incy, result):
-    """Unchecked :func:`nvmath.bindings.cublas.cdotc`."""
+def cdotc(*args, _checked=_m.cdotc):
+    """Unchecked :func:`nvmath.bindings.cublas.cdotc` (handle, n, x, incx, y, incy, result)."""
     try:
-        _s = _m._p_cublasCdotc_v2(handle, n, x, incx, y, incy, result)
+        _s = _p_cublasCdotc_v2(*args)
     except _ArgumentError:
-        return _m.cdotc(handle, n, x, incx, y, incy, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cdotc_64(handle, n, x, incx, y, incy, result):
-    """Unchecked :func:`nvmath.bindings.cublas.cdotc_64`."""
+def cdotc_64(*args, _checked=_m.cdotc_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cdotc_64` (handle, n, x, incx, y, incy, result)."""
     try:
-        _s = _m._p_cublasCdotc_v2_64(handle, n, x, incx, y, incy, result)
+        _s = _p_cublasCdotc_v2_64(*args)
     except _ArgumentError:
-        return _m.cdotc_64(handle, n, x, incx, y, incy, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cdotu(handle, n, x, incx, y, incy, result):
-    """Unchecked :func:`nvmath.bindings.cublas.cdotu`."""
+def cdotu(*args, _checked=_m.cdotu):
+    """Unchecked :func:`nvmath.bindings.cublas.cdotu` (handle, n, x, incx, y, incy, result)."""
     try:
-        _s = _m._p_cublasCdotu_v2(handle, n, x, incx, y, incy, result)
+        _s = _p_cublasCdotu_v2(*args)
     except _ArgumentError:
-        return _m.cdotu(handle, n, x, incx, y, incy, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cdotu_64(handle, n, x, incx, y, incy, result):
-    """Unchecked :func:`nvmath.bindings.cublas.cdotu_64`."""
+def cdotu_64(*args, _checked=_m.cdotu_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cdotu_64` (handle, n, x, incx, y, incy, result)."""
     try:
-        _s = _m._p_cublasCdotu_v2_64(handle, n, x, incx, y, incy, result)
+        _s = _p_cublasCdotu_v2_64(*args)
     except _ArgumentError:
-        return _m.cdotu_64(handle, n, x, incx, y, incy, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgbmv(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.cgbmv`."""
+def cgbmv(*args, _checked=_m.cgbmv):
+    """Unchecked :func:`nvmath.bindings.cublas.cgbmv` (handle, trans, m, n, kl, ku, alpha, a, lda, x, incx,
+    beta, y, incy).
+    """
     try:
-        _s = _m._p_cublasCgbmv_v2(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasCgbmv_v2(*args)
     except _ArgumentError:
-        return _m.cgbmv(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgbmv_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.cgbmv_64`."""
+def cgbmv_64(*args, _checked=_m.cgbmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgbmv_64` (handle, trans, m, n, kl, ku, alpha, a, lda, x,
+    incx, beta, y, incy).
+    """
     try:
-        _s = _m._p_cublasCgbmv_v2_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasCgbmv_v2_64(*args)
     except _ArgumentError:
-        return _m.cgbmv_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cgeam`."""
+def cgeam(*args, _checked=_m.cgeam):
+    """Unchecked :func:`nvmath.bindings.cublas.cgeam` (handle, transa, transb, m, n, alpha, a, lda, beta, b,
+    ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        _s = _p_cublasCgeam(*args)
     except _ArgumentError:
-        return _m.cgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cgeam_64`."""
+def cgeam_64(*args, _checked=_m.cgeam_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgeam_64` (handle, transa, transb, m, n, alpha, a, lda, beta,
+    b, ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        _s = _p_cublasCgeam_64(*args)
     except _ArgumentError:
-        return _m.cgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgels_batched(handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.cgels_batched`."""
+def cgels_batched(*args, _checked=_m.cgels_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.cgels_batched` (handle, trans, m, n, nrhs, aarray, lda,
+    carray, ldc, info, dev_info_array, batch_size).
+    """
     try:
-        _s = _m._p_cublasCgelsBatched(
-            handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size,
-        )
+        _s = _p_cublasCgelsBatched(*args)
     except _ArgumentError:
-        return _m.cgels_batched(
-            handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm`."""
+def cgemm(*args, _checked=_m.cgemm):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm` (handle, transa, transb, m, n, k, alpha, a, lda, b,
+    ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCgemm_v2(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCgemm_v2(*args)
     except _ArgumentError:
-        return _m.cgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm3m(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m`."""
+def cgemm3m(*args, _checked=_m.cgemm3m):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m` (handle, transa, transb, m, n, k, alpha, a, lda, b,
+    ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCgemm3m(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCgemm3m(*args)
     except _ArgumentError:
-        return _m.cgemm3m(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm3m_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_64`."""
+def cgemm3m_64(*args, _checked=_m.cgemm3m_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_64` (handle, transa, transb, m, n, k, alpha, a, lda,
+    b, ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCgemm3m_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCgemm3m_64(*args)
     except _ArgumentError:
-        return _m.cgemm3m_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm3m_batched(
-    handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_batched`."""
+def cgemm3m_batched(*args, _checked=_m.cgemm3m_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_batched` (handle, transa, transb, m, n, k, alpha,
+    aarray, lda, barray, ldb, beta, carray, ldc, batch_count).
+    """
     try:
-        _s = _m._p_cublasCgemm3mBatched(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        _s = _p_cublasCgemm3mBatched(*args)
     except _ArgumentError:
-        return _m.cgemm3m_batched(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm3m_batched_64(
-    handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_batched_64`."""
+def cgemm3m_batched_64(*args, _checked=_m.cgemm3m_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_batched_64` (handle, transa, transb, m, n, k, alpha,
+    aarray, lda, barray, ldb, beta, carray, ldc, batch_count).
+    """
     try:
-        _s = _m._p_cublasCgemm3mBatched_64(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        _s = _p_cublasCgemm3mBatched_64(*args)
     except _ArgumentError:
-        return _m.cgemm3m_batched_64(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm3m_ex(handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_ex`."""
+def cgemm3m_ex(*args, _checked=_m.cgemm3m_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_ex` (handle, transa, transb, m, n, k, alpha, a, atype,
+    lda, b, btype, ldb, beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasCgemm3mEx(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-        )
+        _s = _p_cublasCgemm3mEx(*args)
     except _ArgumentError:
-        return _m.cgemm3m_ex(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm3m_ex_64(handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_ex_64`."""
+def cgemm3m_ex_64(*args, _checked=_m.cgemm3m_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_ex_64` (handle, transa, transb, m, n, k, alpha, a,
+    atype, lda, b, btype, ldb, beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasCgemm3mEx_64(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-        )
+        _s = _p_cublasCgemm3mEx_64(*args)
     except _ArgumentError:
-        return _m.cgemm3m_ex_64(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm3m_strided_batched(
-    handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-    batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_strided_batched`."""
+def cgemm3m_strided_batched(*args, _checked=_m.cgemm3m_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_strided_batched` (handle, transa, transb, m, n, k,
+    alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch_count).
+    """
     try:
-        _s = _m._p_cublasCgemm3mStridedBatched(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        _s = _p_cublasCgemm3mStridedBatched(*args)
     except _ArgumentError:
-        return _m.cgemm3m_strided_batched(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm3m_strided_batched_64(
-    handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-    batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_strided_batched_64`."""
+def cgemm3m_strided_batched_64(*args, _checked=_m.cgemm3m_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm3m_strided_batched_64` (handle, transa, transb, m, n, k,
+    alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch_count).
+    """
     try:
-        _s = _m._p_cublasCgemm3mStridedBatched_64(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        _s = _p_cublasCgemm3mStridedBatched_64(*args)
     except _ArgumentError:
-        return _m.cgemm3m_strided_batched_64(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm_64`."""
+def cgemm_64(*args, _checked=_m.cgemm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm_64` (handle, transa, transb, m, n, k, alpha, a, lda, b,
+    ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCgemm_v2_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCgemm_v2_64(*args)
     except _ArgumentError:
-        return _m.cgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm_batched(
-    handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm_batched`."""
+def cgemm_batched(*args, _checked=_m.cgemm_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm_batched` (handle, transa, transb, m, n, k, alpha,
+    aarray, lda, barray, ldb, beta, carray, ldc, batch_count).
+    """
     try:
-        _s = _m._p_cublasCgemmBatched(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        _s = _p_cublasCgemmBatched(*args)
     except _ArgumentError:
-        return _m.cgemm_batched(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm_batched_64(
-    handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm_batched_64`."""
+def cgemm_batched_64(*args, _checked=_m.cgemm_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm_batched_64` (handle, transa, transb, m, n, k, alpha,
+    aarray, lda, barray, ldb, beta, carray, ldc, batch_count).
+    """
     try:
-        _s = _m._p_cublasCgemmBatched_64(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        _s = _p_cublasCgemmBatched_64(*args)
     except _ArgumentError:
-        return _m.cgemm_batched_64(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm_ex(handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm_ex`."""
+def cgemm_ex(*args, _checked=_m.cgemm_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm_ex` (handle, transa, transb, m, n, k, alpha, a, atype,
+    lda, b, btype, ldb, beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasCgemmEx(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-        )
+        _s = _p_cublasCgemmEx(*args)
     except _ArgumentError:
-        return _m.cgemm_ex(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm_ex_64(handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm_ex_64`."""
+def cgemm_ex_64(*args, _checked=_m.cgemm_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm_ex_64` (handle, transa, transb, m, n, k, alpha, a,
+    atype, lda, b, btype, ldb, beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasCgemmEx_64(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-        )
+        _s = _p_cublasCgemmEx_64(*args)
     except _ArgumentError:
-        return _m.cgemm_ex_64(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm_strided_batched(
-    handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-    batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm_strided_batched`."""
+def cgemm_strided_batched(*args, _checked=_m.cgemm_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm_strided_batched` (handle, transa, transb, m, n, k,
+    alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch_count).
+    """
     try:
-        _s = _m._p_cublasCgemmStridedBatched(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        _s = _p_cublasCgemmStridedBatched(*args)
     except _ArgumentError:
-        return _m.cgemm_strided_batched(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemm_strided_batched_64(
-    handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-    batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemm_strided_batched_64`."""
+def cgemm_strided_batched_64(*args, _checked=_m.cgemm_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemm_strided_batched_64` (handle, transa, transb, m, n, k,
+    alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch_count).
+    """
     try:
-        _s = _m._p_cublasCgemmStridedBatched_64(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        _s = _p_cublasCgemmStridedBatched_64(*args)
     except _ArgumentError:
-        return _m.cgemm_strided_batched_64(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemv(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemv`."""
+def cgemv(*args, _checked=_m.cgemv):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemv` (handle, trans, m, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasCgemv_v2(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasCgemv_v2(*args)
     except _ArgumentError:
-        return _m.cgemv(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemv_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemv_64`."""
+def cgemv_64(*args, _checked=_m.cgemv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemv_64` (handle, trans, m, n, alpha, a, lda, x, incx, beta,
+    y, incy).
+    """
     try:
-        _s = _m._p_cublasCgemv_v2_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasCgemv_v2_64(*args)
     except _ArgumentError:
-        return _m.cgemv_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemv_batched`."""
+def cgemv_batched(*args, _checked=_m.cgemv_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemv_batched` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
     try:
-        _s = _m._p_cublasCgemvBatched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        _s = _p_cublasCgemvBatched(*args)
     except _ArgumentError:
-        return _m.cgemv_batched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemv_batched_64(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemv_batched_64`."""
+def cgemv_batched_64(*args, _checked=_m.cgemv_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemv_batched_64` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
     try:
-        _s = _m._p_cublasCgemvBatched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        _s = _p_cublasCgemvBatched_64(*args)
     except _ArgumentError:
-        return _m.cgemv_batched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemv_strided_batched(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemv_strided_batched`."""
+def cgemv_strided_batched(*args, _checked=_m.cgemv_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemv_strided_batched` (handle, trans, m, n, alpha, a, lda,
+    stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
     try:
-        _s = _m._p_cublasCgemvStridedBatched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        _s = _p_cublasCgemvStridedBatched(*args)
     except _ArgumentError:
-        return _m.cgemv_strided_batched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgemv_strided_batched_64(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.cgemv_strided_batched_64`."""
+def cgemv_strided_batched_64(*args, _checked=_m.cgemv_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgemv_strided_batched_64` (handle, trans, m, n, alpha, a, lda,
+    stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
     try:
-        _s = _m._p_cublasCgemvStridedBatched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        _s = _p_cublasCgemvStridedBatched_64(*args)
     except _ArgumentError:
-        return _m.cgemv_strided_batched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgeqrf_batched(handle, m, n, aarray, lda, tau_array, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.cgeqrf_batched`."""
+def cgeqrf_batched(*args, _checked=_m.cgeqrf_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.cgeqrf_batched` (handle, m, n, aarray, lda, tau_array, info,
+    batch_size).
+    """
     try:
-        _s = _m._p_cublasCgeqrfBatched(handle, m, n, aarray, lda, tau_array, info, batch_size)
+        _s = _p_cublasCgeqrfBatched(*args)
     except _ArgumentError:
-        return _m.cgeqrf_batched(handle, m, n, aarray, lda, tau_array, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgerc(handle, m, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.cgerc`."""
+def cgerc(*args, _checked=_m.cgerc):
+    """Unchecked :func:`nvmath.bindings.cublas.cgerc` (handle, m, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasCgerc_v2(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasCgerc_v2(*args)
     except _ArgumentError:
-        return _m.cgerc(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgerc_64(handle, m, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.cgerc_64`."""
+def cgerc_64(*args, _checked=_m.cgerc_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgerc_64` (handle, m, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasCgerc_v2_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasCgerc_v2_64(*args)
     except _ArgumentError:
-        return _m.cgerc_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgeru(handle, m, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.cgeru`."""
+def cgeru(*args, _checked=_m.cgeru):
+    """Unchecked :func:`nvmath.bindings.cublas.cgeru` (handle, m, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasCgeru_v2(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasCgeru_v2(*args)
     except _ArgumentError:
-        return _m.cgeru(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgeru_64(handle, m, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.cgeru_64`."""
+def cgeru_64(*args, _checked=_m.cgeru_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cgeru_64` (handle, m, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasCgeru_v2_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasCgeru_v2_64(*args)
     except _ArgumentError:
-        return _m.cgeru_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgetrf_batched(handle, n, a, lda, p, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.cgetrf_batched`."""
+def cgetrf_batched(*args, _checked=_m.cgetrf_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.cgetrf_batched` (handle, n, a, lda, p, info, batch_size)."""
     try:
-        _s = _m._p_cublasCgetrfBatched(handle, n, a, lda, p, info, batch_size)
+        _s = _p_cublasCgetrfBatched(*args)
     except _ArgumentError:
-        return _m.cgetrf_batched(handle, n, a, lda, p, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgetri_batched(handle, n, a, lda, p, c, ldc, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.cgetri_batched`."""
+def cgetri_batched(*args, _checked=_m.cgetri_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.cgetri_batched` (handle, n, a, lda, p, c, ldc, info,
+    batch_size).
+    """
     try:
-        _s = _m._p_cublasCgetriBatched(handle, n, a, lda, p, c, ldc, info, batch_size)
+        _s = _p_cublasCgetriBatched(*args)
     except _ArgumentError:
-        return _m.cgetri_batched(handle, n, a, lda, p, c, ldc, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgetrs_batched(handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.cgetrs_batched`."""
+def cgetrs_batched(*args, _checked=_m.cgetrs_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.cgetrs_batched` (handle, trans, n, nrhs, aarray, lda,
+    dev_ipiv, barray, ldb, info, batch_size).
+    """
     try:
-        _s = _m._p_cublasCgetrsBatched(
-            handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size,
-        )
+        _s = _p_cublasCgetrsBatched(*args)
     except _ArgumentError:
-        return _m.cgetrs_batched(handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chbmv(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.chbmv`."""
+def chbmv(*args, _checked=_m.chbmv):
+    """Unchecked :func:`nvmath.bindings.cublas.chbmv` (handle, uplo, n, k, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasChbmv_v2(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasChbmv_v2(*args)
     except _ArgumentError:
-        return _m.chbmv(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chbmv_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.chbmv_64`."""
+def chbmv_64(*args, _checked=_m.chbmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.chbmv_64` (handle, uplo, n, k, alpha, a, lda, x, incx, beta,
+    y, incy).
+    """
     try:
-        _s = _m._p_cublasChbmv_v2_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasChbmv_v2_64(*args)
     except _ArgumentError:
-        return _m.chbmv_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chemm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.chemm`."""
+def chemm(*args, _checked=_m.chemm):
+    """Unchecked :func:`nvmath.bindings.cublas.chemm` (handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta,
+    c, ldc).
+    """
     try:
-        _s = _m._p_cublasChemm_v2(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasChemm_v2(*args)
     except _ArgumentError:
-        return _m.chemm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chemm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.chemm_64`."""
+def chemm_64(*args, _checked=_m.chemm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.chemm_64` (handle, side, uplo, m, n, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasChemm_v2_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasChemm_v2_64(*args)
     except _ArgumentError:
-        return _m.chemm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chemv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.chemv`."""
+def chemv(*args, _checked=_m.chemv):
+    """Unchecked :func:`nvmath.bindings.cublas.chemv` (handle, uplo, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasChemv_v2(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasChemv_v2(*args)
     except _ArgumentError:
-        return _m.chemv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chemv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.chemv_64`."""
+def chemv_64(*args, _checked=_m.chemv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.chemv_64` (handle, uplo, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasChemv_v2_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasChemv_v2_64(*args)
     except _ArgumentError:
-        return _m.chemv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cher(handle, uplo, n, alpha, x, incx, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.cher`."""
+def cher(*args, _checked=_m.cher):
+    """Unchecked :func:`nvmath.bindings.cublas.cher` (handle, uplo, n, alpha, x, incx, a, lda)."""
     try:
-        _s = _m._p_cublasCher_v2(handle, uplo, n, alpha, x, incx, a, lda)
+        _s = _p_cublasCher_v2(*args)
     except _ArgumentError:
-        return _m.cher(handle, uplo, n, alpha, x, incx, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cher2(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.cher2`."""
+def cher2(*args, _checked=_m.cher2):
+    """Unchecked :func:`nvmath.bindings.cublas.cher2` (handle, uplo, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasCher2_v2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasCher2_v2(*args)
     except _ArgumentError:
-        return _m.cher2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cher2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.cher2_64`."""
+def cher2_64(*args, _checked=_m.cher2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cher2_64` (handle, uplo, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasCher2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasCher2_v2_64(*args)
     except _ArgumentError:
-        return _m.cher2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cher2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cher2k`."""
+def cher2k(*args, _checked=_m.cher2k):
+    """Unchecked :func:`nvmath.bindings.cublas.cher2k` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCher2k_v2(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCher2k_v2(*args)
     except _ArgumentError:
-        return _m.cher2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cher2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cher2k_64`."""
+def cher2k_64(*args, _checked=_m.cher2k_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cher2k_64` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCher2k_v2_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCher2k_v2_64(*args)
     except _ArgumentError:
-        return _m.cher2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cher_64(handle, uplo, n, alpha, x, incx, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.cher_64`."""
+def cher_64(*args, _checked=_m.cher_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cher_64` (handle, uplo, n, alpha, x, incx, a, lda)."""
     try:
-        _s = _m._p_cublasCher_v2_64(handle, uplo, n, alpha, x, incx, a, lda)
+        _s = _p_cublasCher_v2_64(*args)
     except _ArgumentError:
-        return _m.cher_64(handle, uplo, n, alpha, x, incx, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cherk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cherk`."""
+def cherk(*args, _checked=_m.cherk):
+    """Unchecked :func:`nvmath.bindings.cublas.cherk` (handle, uplo, trans, n, k, alpha, a, lda, beta, c,
+    ldc).
+    """
     try:
-        _s = _m._p_cublasCherk_v2(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        _s = _p_cublasCherk_v2(*args)
     except _ArgumentError:
-        return _m.cherk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cherk3m_ex(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cherk3m_ex`."""
+def cherk3m_ex(*args, _checked=_m.cherk3m_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.cherk3m_ex` (handle, uplo, trans, n, k, alpha, a, atype, lda,
+    beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasCherk3mEx(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        _s = _p_cublasCherk3mEx(*args)
     except _ArgumentError:
-        return _m.cherk3m_ex(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cherk3m_ex_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cherk3m_ex_64`."""
+def cherk3m_ex_64(*args, _checked=_m.cherk3m_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cherk3m_ex_64` (handle, uplo, trans, n, k, alpha, a, atype,
+    lda, beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasCherk3mEx_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        _s = _p_cublasCherk3mEx_64(*args)
     except _ArgumentError:
-        return _m.cherk3m_ex_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cherk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cherk_64`."""
+def cherk_64(*args, _checked=_m.cherk_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cherk_64` (handle, uplo, trans, n, k, alpha, a, lda, beta, c,
+    ldc).
+    """
     try:
-        _s = _m._p_cublasCherk_v2_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        _s = _p_cublasCherk_v2_64(*args)
     except _ArgumentError:
-        return _m.cherk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cherk_ex(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cherk_ex`."""
+def cherk_ex(*args, _checked=_m.cherk_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.cherk_ex` (handle, uplo, trans, n, k, alpha, a, atype, lda,
+    beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasCherkEx(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        _s = _p_cublasCherkEx(*args)
     except _ArgumentError:
-        return _m.cherk_ex(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cherk_ex_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cherk_ex_64`."""
+def cherk_ex_64(*args, _checked=_m.cherk_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cherk_ex_64` (handle, uplo, trans, n, k, alpha, a, atype, lda,
+    beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasCherkEx_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        _s = _p_cublasCherkEx_64(*args)
     except _ArgumentError:
-        return _m.cherk_ex_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cherkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cherkx`."""
+def cherkx(*args, _checked=_m.cherkx):
+    """Unchecked :func:`nvmath.bindings.cublas.cherkx` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCherkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCherkx(*args)
     except _ArgumentError:
-        return _m.cherkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cherkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.cherkx_64`."""
+def cherkx_64(*args, _checked=_m.cherkx_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cherkx_64` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCherkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCherkx_64(*args)
     except _ArgumentError:
-        return _m.cherkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chpmv(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.chpmv`."""
+def chpmv(*args, _checked=_m.chpmv):
+    """Unchecked :func:`nvmath.bindings.cublas.chpmv` (handle, uplo, n, alpha, ap, x, incx, beta, y, incy)."""
     try:
-        _s = _m._p_cublasChpmv_v2(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
+        _s = _p_cublasChpmv_v2(*args)
     except _ArgumentError:
-        return _m.chpmv(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chpmv_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.chpmv_64`."""
+def chpmv_64(*args, _checked=_m.chpmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.chpmv_64` (handle, uplo, n, alpha, ap, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasChpmv_v2_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
+        _s = _p_cublasChpmv_v2_64(*args)
     except _ArgumentError:
-        return _m.chpmv_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chpr(handle, uplo, n, alpha, x, incx, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.chpr`."""
+def chpr(*args, _checked=_m.chpr):
+    """Unchecked :func:`nvmath.bindings.cublas.chpr` (handle, uplo, n, alpha, x, incx, ap)."""
     try:
-        _s = _m._p_cublasChpr_v2(handle, uplo, n, alpha, x, incx, ap)
+        _s = _p_cublasChpr_v2(*args)
     except _ArgumentError:
-        return _m.chpr(handle, uplo, n, alpha, x, incx, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chpr2(handle, uplo, n, alpha, x, incx, y, incy, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.chpr2`."""
+def chpr2(*args, _checked=_m.chpr2):
+    """Unchecked :func:`nvmath.bindings.cublas.chpr2` (handle, uplo, n, alpha, x, incx, y, incy, ap)."""
     try:
-        _s = _m._p_cublasChpr2_v2(handle, uplo, n, alpha, x, incx, y, incy, ap)
+        _s = _p_cublasChpr2_v2(*args)
     except _ArgumentError:
-        return _m.chpr2(handle, uplo, n, alpha, x, incx, y, incy, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chpr2_64(handle, uplo, n, alpha, x, incx, y, incy, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.chpr2_64`."""
+def chpr2_64(*args, _checked=_m.chpr2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.chpr2_64` (handle, uplo, n, alpha, x, incx, y, incy, ap)."""
     try:
-        _s = _m._p_cublasChpr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, ap)
+        _s = _p_cublasChpr2_v2_64(*args)
     except _ArgumentError:
-        return _m.chpr2_64(handle, uplo, n, alpha, x, incx, y, incy, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chpr_64(handle, uplo, n, alpha, x, incx, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.chpr_64`."""
+def chpr_64(*args, _checked=_m.chpr_64):
+    """Unchecked :func:`nvmath.bindings.cublas.chpr_64` (handle, uplo, n, alpha, x, incx, ap)."""
     try:
-        _s = _m._p_cublasChpr_v2_64(handle, uplo, n, alpha, x, incx, ap)
+        _s = _p_cublasChpr_v2_64(*args)
     except _ArgumentError:
-        return _m.chpr_64(handle, uplo, n, alpha, x, incx, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cmatinv_batched(handle, n, a, lda, ainv, lda_inv, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.cmatinv_batched`."""
+def cmatinv_batched(*args, _checked=_m.cmatinv_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.cmatinv_batched` (handle, n, a, lda, ainv, lda_inv, info,
+    batch_size).
+    """
     try:
-        _s = _m._p_cublasCmatinvBatched(handle, n, a, lda, ainv, lda_inv, info, batch_size)
+        _s = _p_cublasCmatinvBatched(*args)
     except _ArgumentError:
-        return _m.cmatinv_batched(handle, n, a, lda, ainv, lda_inv, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def copy_ex(handle, n, x, x_type, incx, y, y_type, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.copy_ex`."""
+def copy_ex(*args, _checked=_m.copy_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.copy_ex` (handle, n, x, x_type, incx, y, y_type, incy)."""
     try:
-        _s = _m._p_cublasCopyEx(handle, n, x, x_type, incx, y, y_type, incy)
+        _s = _p_cublasCopyEx(*args)
     except _ArgumentError:
-        return _m.copy_ex(handle, n, x, x_type, incx, y, y_type, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def copy_ex_64(handle, n, x, x_type, incx, y, y_type, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.copy_ex_64`."""
+def copy_ex_64(*args, _checked=_m.copy_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.copy_ex_64` (handle, n, x, x_type, incx, y, y_type, incy)."""
     try:
-        _s = _m._p_cublasCopyEx_64(handle, n, x, x_type, incx, y, y_type, incy)
+        _s = _p_cublasCopyEx_64(*args)
     except _ArgumentError:
-        return _m.copy_ex_64(handle, n, x, x_type, incx, y, y_type, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
@@ -1445,1749 +1447,1733 @@ def copy_ex_64(handle, n, x, x_type, incx, y, y_type, incy):
 def create():
     """Unchecked :func:`nvmath.bindings.cublas.create`."""
     handle = _uintptr()
-    _s = _m._p_cublasCreate_v2(_byref(handle))
+    _s = _p_cublasCreate_v2(_byref(handle))
     if _s:
         _raise(_s)
     return handle.value
 
 
-def crot(handle, n, x, incx, y, incy, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.crot`."""
+def crot(*args, _checked=_m.crot):
+    """Unchecked :func:`nvmath.bindings.cublas.crot` (handle, n, x, incx, y, incy, c, s)."""
     try:
-        _s = _m._p_cublasCrot_v2(handle, n, x, incx, y, incy, c, s)
+        _s = _p_cublasCrot_v2(*args)
     except _ArgumentError:
-        return _m.crot(handle, n, x, incx, y, incy, c, s)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def crot_64(handle, n, x, incx, y, incy, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.crot_64`."""
+def crot_64(*args, _checked=_m.crot_64):
+    """Unchecked :func:`nvmath.bindings.cublas.crot_64` (handle, n, x, incx, y, incy, c, s)."""
     try:
-        _s = _m._p_cublasCrot_v2_64(handle, n, x, incx, y, incy, c, s)
+        _s = _p_cublasCrot_v2_64(*args)
     except _ArgumentError:
-        return _m.crot_64(handle, n, x, incx, y, incy, c, s)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def crotg(handle, a, b, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.crotg`."""
+def crotg(*args, _checked=_m.crotg):
+    """Unchecked :func:`nvmath.bindings.cublas.crotg` (handle, a, b, c, s)."""
     try:
-        _s = _m._p_cublasCrotg_v2(handle, a, b, c, s)
+        _s = _p_cublasCrotg_v2(*args)
     except _ArgumentError:
-        return _m.crotg(handle, a, b, c, s)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cscal(handle, n, alpha, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.cscal`."""
+def cscal(*args, _checked=_m.cscal):
+    """Unchecked :func:`nvmath.bindings.cublas.cscal` (handle, n, alpha, x, incx)."""
     try:
-        _s = _m._p_cublasCscal_v2(handle, n, alpha, x, incx)
+        _s = _p_cublasCscal_v2(*args)
     except _ArgumentError:
-        return _m.cscal(handle, n, alpha, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cscal_64(handle, n, alpha, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.cscal_64`."""
+def cscal_64(*args, _checked=_m.cscal_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cscal_64` (handle, n, alpha, x, incx)."""
     try:
-        _s = _m._p_cublasCscal_v2_64(handle, n, alpha, x, incx)
+        _s = _p_cublasCscal_v2_64(*args)
     except _ArgumentError:
-        return _m.cscal_64(handle, n, alpha, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csrot(handle, n, x, incx, y, incy, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.csrot`."""
+def csrot(*args, _checked=_m.csrot):
+    """Unchecked :func:`nvmath.bindings.cublas.csrot` (handle, n, x, incx, y, incy, c, s)."""
     try:
-        _s = _m._p_cublasCsrot_v2(handle, n, x, incx, y, incy, c, s)
+        _s = _p_cublasCsrot_v2(*args)
     except _ArgumentError:
-        return _m.csrot(handle, n, x, incx, y, incy, c, s)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csrot_64(handle, n, x, incx, y, incy, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.csrot_64`."""
+def csrot_64(*args, _checked=_m.csrot_64):
+    """Unchecked :func:`nvmath.bindings.cublas.csrot_64` (handle, n, x, incx, y, incy, c, s)."""
     try:
-        _s = _m._p_cublasCsrot_v2_64(handle, n, x, incx, y, incy, c, s)
+        _s = _p_cublasCsrot_v2_64(*args)
     except _ArgumentError:
-        return _m.csrot_64(handle, n, x, incx, y, incy, c, s)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csscal(handle, n, alpha, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.csscal`."""
+def csscal(*args, _checked=_m.csscal):
+    """Unchecked :func:`nvmath.bindings.cublas.csscal` (handle, n, alpha, x, incx)."""
     try:
-        _s = _m._p_cublasCsscal_v2(handle, n, alpha, x, incx)
+        _s = _p_cublasCsscal_v2(*args)
     except _ArgumentError:
-        return _m.csscal(handle, n, alpha, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csscal_64(handle, n, alpha, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.csscal_64`."""
+def csscal_64(*args, _checked=_m.csscal_64):
+    """Unchecked :func:`nvmath.bindings.cublas.csscal_64` (handle, n, alpha, x, incx)."""
     try:
-        _s = _m._p_cublasCsscal_v2_64(handle, n, alpha, x, incx)
+        _s = _p_cublasCsscal_v2_64(*args)
     except _ArgumentError:
-        return _m.csscal_64(handle, n, alpha, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cswap(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.cswap`."""
+def cswap(*args, _checked=_m.cswap):
+    """Unchecked :func:`nvmath.bindings.cublas.cswap` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasCswap_v2(handle, n, x, incx, y, incy)
+        _s = _p_cublasCswap_v2(*args)
     except _ArgumentError:
-        return _m.cswap(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cswap_64(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.cswap_64`."""
+def cswap_64(*args, _checked=_m.cswap_64):
+    """Unchecked :func:`nvmath.bindings.cublas.cswap_64` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasCswap_v2_64(handle, n, x, incx, y, incy)
+        _s = _p_cublasCswap_v2_64(*args)
     except _ArgumentError:
-        return _m.cswap_64(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csymm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.csymm`."""
+def csymm(*args, _checked=_m.csymm):
+    """Unchecked :func:`nvmath.bindings.cublas.csymm` (handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta,
+    c, ldc).
+    """
     try:
-        _s = _m._p_cublasCsymm_v2(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCsymm_v2(*args)
     except _ArgumentError:
-        return _m.csymm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csymm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.csymm_64`."""
+def csymm_64(*args, _checked=_m.csymm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.csymm_64` (handle, side, uplo, m, n, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCsymm_v2_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCsymm_v2_64(*args)
     except _ArgumentError:
-        return _m.csymm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csymv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.csymv`."""
+def csymv(*args, _checked=_m.csymv):
+    """Unchecked :func:`nvmath.bindings.cublas.csymv` (handle, uplo, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasCsymv_v2(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasCsymv_v2(*args)
     except _ArgumentError:
-        return _m.csymv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csymv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.csymv_64`."""
+def csymv_64(*args, _checked=_m.csymv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.csymv_64` (handle, uplo, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasCsymv_v2_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasCsymv_v2_64(*args)
     except _ArgumentError:
-        return _m.csymv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyr(handle, uplo, n, alpha, x, incx, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.csyr`."""
+def csyr(*args, _checked=_m.csyr):
+    """Unchecked :func:`nvmath.bindings.cublas.csyr` (handle, uplo, n, alpha, x, incx, a, lda)."""
     try:
-        _s = _m._p_cublasCsyr_v2(handle, uplo, n, alpha, x, incx, a, lda)
+        _s = _p_cublasCsyr_v2(*args)
     except _ArgumentError:
-        return _m.csyr(handle, uplo, n, alpha, x, incx, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyr2(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.csyr2`."""
+def csyr2(*args, _checked=_m.csyr2):
+    """Unchecked :func:`nvmath.bindings.cublas.csyr2` (handle, uplo, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasCsyr2_v2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasCsyr2_v2(*args)
     except _ArgumentError:
-        return _m.csyr2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyr2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.csyr2_64`."""
+def csyr2_64(*args, _checked=_m.csyr2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.csyr2_64` (handle, uplo, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasCsyr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasCsyr2_v2_64(*args)
     except _ArgumentError:
-        return _m.csyr2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyr2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.csyr2k`."""
+def csyr2k(*args, _checked=_m.csyr2k):
+    """Unchecked :func:`nvmath.bindings.cublas.csyr2k` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCsyr2k_v2(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCsyr2k_v2(*args)
     except _ArgumentError:
-        return _m.csyr2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyr2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.csyr2k_64`."""
+def csyr2k_64(*args, _checked=_m.csyr2k_64):
+    """Unchecked :func:`nvmath.bindings.cublas.csyr2k_64` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCsyr2k_v2_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCsyr2k_v2_64(*args)
     except _ArgumentError:
-        return _m.csyr2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyr_64(handle, uplo, n, alpha, x, incx, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.csyr_64`."""
+def csyr_64(*args, _checked=_m.csyr_64):
+    """Unchecked :func:`nvmath.bindings.cublas.csyr_64` (handle, uplo, n, alpha, x, incx, a, lda)."""
     try:
-        _s = _m._p_cublasCsyr_v2_64(handle, uplo, n, alpha, x, incx, a, lda)
+        _s = _p_cublasCsyr_v2_64(*args)
     except _ArgumentError:
-        return _m.csyr_64(handle, uplo, n, alpha, x, incx, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyrk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.csyrk`."""
+def csyrk(*args, _checked=_m.csyrk):
+    """Unchecked :func:`nvmath.bindings.cublas.csyrk` (handle, uplo, trans, n, k, alpha, a, lda, beta, c,
+    ldc).
+    """
     try:
-        _s = _m._p_cublasCsyrk_v2(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        _s = _p_cublasCsyrk_v2(*args)
     except _ArgumentError:
-        return _m.csyrk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyrk3m_ex(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.csyrk3m_ex`."""
+def csyrk3m_ex(*args, _checked=_m.csyrk3m_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.csyrk3m_ex` (handle, uplo, trans, n, k, alpha, a, atype, lda,
+    beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasCsyrk3mEx(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        _s = _p_cublasCsyrk3mEx(*args)
     except _ArgumentError:
-        return _m.csyrk3m_ex(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyrk3m_ex_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.csyrk3m_ex_64`."""
+def csyrk3m_ex_64(*args, _checked=_m.csyrk3m_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.csyrk3m_ex_64` (handle, uplo, trans, n, k, alpha, a, atype,
+    lda, beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasCsyrk3mEx_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        _s = _p_cublasCsyrk3mEx_64(*args)
     except _ArgumentError:
-        return _m.csyrk3m_ex_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyrk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.csyrk_64`."""
+def csyrk_64(*args, _checked=_m.csyrk_64):
+    """Unchecked :func:`nvmath.bindings.cublas.csyrk_64` (handle, uplo, trans, n, k, alpha, a, lda, beta, c,
+    ldc).
+    """
     try:
-        _s = _m._p_cublasCsyrk_v2_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        _s = _p_cublasCsyrk_v2_64(*args)
     except _ArgumentError:
-        return _m.csyrk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyrk_ex(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.csyrk_ex`."""
+def csyrk_ex(*args, _checked=_m.csyrk_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.csyrk_ex` (handle, uplo, trans, n, k, alpha, a, atype, lda,
+    beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasCsyrkEx(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        _s = _p_cublasCsyrkEx(*args)
     except _ArgumentError:
-        return _m.csyrk_ex(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyrk_ex_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.csyrk_ex_64`."""
+def csyrk_ex_64(*args, _checked=_m.csyrk_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.csyrk_ex_64` (handle, uplo, trans, n, k, alpha, a, atype, lda,
+    beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasCsyrkEx_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        _s = _p_cublasCsyrkEx_64(*args)
     except _ArgumentError:
-        return _m.csyrk_ex_64(handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.csyrkx`."""
+def csyrkx(*args, _checked=_m.csyrkx):
+    """Unchecked :func:`nvmath.bindings.cublas.csyrkx` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCsyrkx(*args)
     except _ArgumentError:
-        return _m.csyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.csyrkx_64`."""
+def csyrkx_64(*args, _checked=_m.csyrkx_64):
+    """Unchecked :func:`nvmath.bindings.cublas.csyrkx_64` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasCsyrkx_64(*args)
     except _ArgumentError:
-        return _m.csyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctbmv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ctbmv`."""
+def ctbmv(*args, _checked=_m.ctbmv):
+    """Unchecked :func:`nvmath.bindings.cublas.ctbmv` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasCtbmv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        _s = _p_cublasCtbmv_v2(*args)
     except _ArgumentError:
-        return _m.ctbmv(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctbmv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ctbmv_64`."""
+def ctbmv_64(*args, _checked=_m.ctbmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ctbmv_64` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasCtbmv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        _s = _p_cublasCtbmv_v2_64(*args)
     except _ArgumentError:
-        return _m.ctbmv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctbsv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ctbsv`."""
+def ctbsv(*args, _checked=_m.ctbsv):
+    """Unchecked :func:`nvmath.bindings.cublas.ctbsv` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasCtbsv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        _s = _p_cublasCtbsv_v2(*args)
     except _ArgumentError:
-        return _m.ctbsv(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctbsv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ctbsv_64`."""
+def ctbsv_64(*args, _checked=_m.ctbsv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ctbsv_64` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasCtbsv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        _s = _p_cublasCtbsv_v2_64(*args)
     except _ArgumentError:
-        return _m.ctbsv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctpmv(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ctpmv`."""
+def ctpmv(*args, _checked=_m.ctpmv):
+    """Unchecked :func:`nvmath.bindings.cublas.ctpmv` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasCtpmv_v2(handle, uplo, trans, diag, n, ap, x, incx)
+        _s = _p_cublasCtpmv_v2(*args)
     except _ArgumentError:
-        return _m.ctpmv(handle, uplo, trans, diag, n, ap, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctpmv_64(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ctpmv_64`."""
+def ctpmv_64(*args, _checked=_m.ctpmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ctpmv_64` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasCtpmv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
+        _s = _p_cublasCtpmv_v2_64(*args)
     except _ArgumentError:
-        return _m.ctpmv_64(handle, uplo, trans, diag, n, ap, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctpsv(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ctpsv`."""
+def ctpsv(*args, _checked=_m.ctpsv):
+    """Unchecked :func:`nvmath.bindings.cublas.ctpsv` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasCtpsv_v2(handle, uplo, trans, diag, n, ap, x, incx)
+        _s = _p_cublasCtpsv_v2(*args)
     except _ArgumentError:
-        return _m.ctpsv(handle, uplo, trans, diag, n, ap, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctpsv_64(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ctpsv_64`."""
+def ctpsv_64(*args, _checked=_m.ctpsv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ctpsv_64` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasCtpsv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
+        _s = _p_cublasCtpsv_v2_64(*args)
     except _ArgumentError:
-        return _m.ctpsv_64(handle, uplo, trans, diag, n, ap, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctpttr(handle, uplo, n, ap, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.ctpttr`."""
+def ctpttr(*args, _checked=_m.ctpttr):
+    """Unchecked :func:`nvmath.bindings.cublas.ctpttr` (handle, uplo, n, ap, a, lda)."""
     try:
-        _s = _m._p_cublasCtpttr(handle, uplo, n, ap, a, lda)
+        _s = _p_cublasCtpttr(*args)
     except _ArgumentError:
-        return _m.ctpttr(handle, uplo, n, ap, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctrmm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ctrmm`."""
+def ctrmm(*args, _checked=_m.ctrmm):
+    """Unchecked :func:`nvmath.bindings.cublas.ctrmm` (handle, side, uplo, trans, diag, m, n, alpha, a, lda,
+    b, ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCtrmm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
+        _s = _p_cublasCtrmm_v2(*args)
     except _ArgumentError:
-        return _m.ctrmm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctrmm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ctrmm_64`."""
+def ctrmm_64(*args, _checked=_m.ctrmm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ctrmm_64` (handle, side, uplo, trans, diag, m, n, alpha, a,
+    lda, b, ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasCtrmm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
+        _s = _p_cublasCtrmm_v2_64(*args)
     except _ArgumentError:
-        return _m.ctrmm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctrmv(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ctrmv`."""
+def ctrmv(*args, _checked=_m.ctrmv):
+    """Unchecked :func:`nvmath.bindings.cublas.ctrmv` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasCtrmv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
+        _s = _p_cublasCtrmv_v2(*args)
     except _ArgumentError:
-        return _m.ctrmv(handle, uplo, trans, diag, n, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctrmv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ctrmv_64`."""
+def ctrmv_64(*args, _checked=_m.ctrmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ctrmv_64` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasCtrmv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
+        _s = _p_cublasCtrmv_v2_64(*args)
     except _ArgumentError:
-        return _m.ctrmv_64(handle, uplo, trans, diag, n, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctrsm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
-    """Unchecked :func:`nvmath.bindings.cublas.ctrsm`."""
+def ctrsm(*args, _checked=_m.ctrsm):
+    """Unchecked :func:`nvmath.bindings.cublas.ctrsm` (handle, side, uplo, trans, diag, m, n, alpha, a, lda,
+    b, ldb).
+    """
     try:
-        _s = _m._p_cublasCtrsm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
+        _s = _p_cublasCtrsm_v2(*args)
     except _ArgumentError:
-        return _m.ctrsm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctrsm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
-    """Unchecked :func:`nvmath.bindings.cublas.ctrsm_64`."""
+def ctrsm_64(*args, _checked=_m.ctrsm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ctrsm_64` (handle, side, uplo, trans, diag, m, n, alpha, a,
+    lda, b, ldb).
+    """
     try:
-        _s = _m._p_cublasCtrsm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
+        _s = _p_cublasCtrsm_v2_64(*args)
     except _ArgumentError:
-        return _m.ctrsm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctrsm_batched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.ctrsm_batched`."""
+def ctrsm_batched(*args, _checked=_m.ctrsm_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.ctrsm_batched` (handle, side, uplo, trans, diag, m, n, alpha,
+    a, lda, b, ldb, batch_count).
+    """
     try:
-        _s = _m._p_cublasCtrsmBatched(
-            handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count,
-        )
+        _s = _p_cublasCtrsmBatched(*args)
     except _ArgumentError:
-        return _m.ctrsm_batched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctrsm_batched_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.ctrsm_batched_64`."""
+def ctrsm_batched_64(*args, _checked=_m.ctrsm_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ctrsm_batched_64` (handle, side, uplo, trans, diag, m, n,
+    alpha, a, lda, b, ldb, batch_count).
+    """
     try:
-        _s = _m._p_cublasCtrsmBatched_64(
-            handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count,
-        )
+        _s = _p_cublasCtrsmBatched_64(*args)
     except _ArgumentError:
-        return _m.ctrsm_batched_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctrsv(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ctrsv`."""
+def ctrsv(*args, _checked=_m.ctrsv):
+    """Unchecked :func:`nvmath.bindings.cublas.ctrsv` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasCtrsv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
+        _s = _p_cublasCtrsv_v2(*args)
     except _ArgumentError:
-        return _m.ctrsv(handle, uplo, trans, diag, n, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctrsv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ctrsv_64`."""
+def ctrsv_64(*args, _checked=_m.ctrsv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ctrsv_64` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasCtrsv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
+        _s = _p_cublasCtrsv_v2_64(*args)
     except _ArgumentError:
-        return _m.ctrsv_64(handle, uplo, trans, diag, n, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ctrttp(handle, uplo, n, a, lda, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.ctrttp`."""
+def ctrttp(*args, _checked=_m.ctrttp):
+    """Unchecked :func:`nvmath.bindings.cublas.ctrttp` (handle, uplo, n, a, lda, ap)."""
     try:
-        _s = _m._p_cublasCtrttp(handle, uplo, n, a, lda, ap)
+        _s = _p_cublasCtrttp(*args)
     except _ArgumentError:
-        return _m.ctrttp(handle, uplo, n, a, lda, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dasum(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.dasum`."""
+def dasum(*args, _checked=_m.dasum):
+    """Unchecked :func:`nvmath.bindings.cublas.dasum` (handle, n, x, incx, result)."""
     try:
-        _s = _m._p_cublasDasum_v2(handle, n, x, incx, result)
+        _s = _p_cublasDasum_v2(*args)
     except _ArgumentError:
-        return _m.dasum(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dasum_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.dasum_64`."""
+def dasum_64(*args, _checked=_m.dasum_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dasum_64` (handle, n, x, incx, result)."""
     try:
-        _s = _m._p_cublasDasum_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasDasum_v2_64(*args)
     except _ArgumentError:
-        return _m.dasum_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def daxpy(handle, n, alpha, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.daxpy`."""
+def daxpy(*args, _checked=_m.daxpy):
+    """Unchecked :func:`nvmath.bindings.cublas.daxpy` (handle, n, alpha, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasDaxpy_v2(handle, n, alpha, x, incx, y, incy)
+        _s = _p_cublasDaxpy_v2(*args)
     except _ArgumentError:
-        return _m.daxpy(handle, n, alpha, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def daxpy_64(handle, n, alpha, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.daxpy_64`."""
+def daxpy_64(*args, _checked=_m.daxpy_64):
+    """Unchecked :func:`nvmath.bindings.cublas.daxpy_64` (handle, n, alpha, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasDaxpy_v2_64(handle, n, alpha, x, incx, y, incy)
+        _s = _p_cublasDaxpy_v2_64(*args)
     except _ArgumentError:
-        return _m.daxpy_64(handle, n, alpha, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dcopy(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dcopy`."""
+def dcopy(*args, _checked=_m.dcopy):
+    """Unchecked :func:`nvmath.bindings.cublas.dcopy` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasDcopy_v2(handle, n, x, incx, y, incy)
+        _s = _p_cublasDcopy_v2(*args)
     except _ArgumentError:
-        return _m.dcopy(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dcopy_64(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dcopy_64`."""
+def dcopy_64(*args, _checked=_m.dcopy_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dcopy_64` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasDcopy_v2_64(handle, n, x, incx, y, incy)
+        _s = _p_cublasDcopy_v2_64(*args)
     except _ArgumentError:
-        return _m.dcopy_64(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ddgmm(handle, mode, m, n, a, lda, x, incx, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ddgmm`."""
+def ddgmm(*args, _checked=_m.ddgmm):
+    """Unchecked :func:`nvmath.bindings.cublas.ddgmm` (handle, mode, m, n, a, lda, x, incx, c, ldc)."""
     try:
-        _s = _m._p_cublasDdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        _s = _p_cublasDdgmm(*args)
     except _ArgumentError:
-        return _m.ddgmm(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ddgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ddgmm_64`."""
+def ddgmm_64(*args, _checked=_m.ddgmm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ddgmm_64` (handle, mode, m, n, a, lda, x, incx, c, ldc)."""
     try:
-        _s = _m._p_cublasDdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        _s = _p_cublasDdgmm_64(*args)
     except _ArgumentError:
-        return _m.ddgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ddot(handle, n, x, incx, y, incy, result):
-    """Unchecked :func:`nvmath.bindings.cublas.ddot`."""
+def ddot(*args, _checked=_m.ddot):
+    """Unchecked :func:`nvmath.bindings.cublas.ddot` (handle, n, x, incx, y, incy, result)."""
     try:
-        _s = _m._p_cublasDdot_v2(handle, n, x, incx, y, incy, result)
+        _s = _p_cublasDdot_v2(*args)
     except _ArgumentError:
-        return _m.ddot(handle, n, x, incx, y, incy, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ddot_64(handle, n, x, incx, y, incy, result):
-    """Unchecked :func:`nvmath.bindings.cublas.ddot_64`."""
+def ddot_64(*args, _checked=_m.ddot_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ddot_64` (handle, n, x, incx, y, incy, result)."""
     try:
-        _s = _m._p_cublasDdot_v2_64(handle, n, x, incx, y, incy, result)
+        _s = _p_cublasDdot_v2_64(*args)
     except _ArgumentError:
-        return _m.ddot_64(handle, n, x, incx, y, incy, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def destroy(handle):
-    """Unchecked :func:`nvmath.bindings.cublas.destroy`."""
+def destroy(*args, _checked=_m.destroy):
+    """Unchecked :func:`nvmath.bindings.cublas.destroy` (handle)."""
     try:
-        _s = _m._p_cublasDestroy_v2(handle)
+        _s = _p_cublasDestroy_v2(*args)
     except _ArgumentError:
-        return _m.destroy(handle)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgbmv(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dgbmv`."""
+def dgbmv(*args, _checked=_m.dgbmv):
+    """Unchecked :func:`nvmath.bindings.cublas.dgbmv` (handle, trans, m, n, kl, ku, alpha, a, lda, x, incx,
+    beta, y, incy).
+    """
     try:
-        _s = _m._p_cublasDgbmv_v2(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasDgbmv_v2(*args)
     except _ArgumentError:
-        return _m.dgbmv(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgbmv_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dgbmv_64`."""
+def dgbmv_64(*args, _checked=_m.dgbmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dgbmv_64` (handle, trans, m, n, kl, ku, alpha, a, lda, x,
+    incx, beta, y, incy).
+    """
     try:
-        _s = _m._p_cublasDgbmv_v2_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasDgbmv_v2_64(*args)
     except _ArgumentError:
-        return _m.dgbmv_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dgeam`."""
+def dgeam(*args, _checked=_m.dgeam):
+    """Unchecked :func:`nvmath.bindings.cublas.dgeam` (handle, transa, transb, m, n, alpha, a, lda, beta, b,
+    ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasDgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        _s = _p_cublasDgeam(*args)
     except _ArgumentError:
-        return _m.dgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dgeam_64`."""
+def dgeam_64(*args, _checked=_m.dgeam_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dgeam_64` (handle, transa, transb, m, n, alpha, a, lda, beta,
+    b, ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasDgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        _s = _p_cublasDgeam_64(*args)
     except _ArgumentError:
-        return _m.dgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgels_batched(handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.dgels_batched`."""
+def dgels_batched(*args, _checked=_m.dgels_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.dgels_batched` (handle, trans, m, n, nrhs, aarray, lda,
+    carray, ldc, info, dev_info_array, batch_size).
+    """
     try:
-        _s = _m._p_cublasDgelsBatched(
-            handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size,
-        )
+        _s = _p_cublasDgelsBatched(*args)
     except _ArgumentError:
-        return _m.dgels_batched(
-            handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemm`."""
+def dgemm(*args, _checked=_m.dgemm):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemm` (handle, transa, transb, m, n, k, alpha, a, lda, b,
+    ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasDgemm_v2(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasDgemm_v2(*args)
     except _ArgumentError:
-        return _m.dgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemm_64`."""
+def dgemm_64(*args, _checked=_m.dgemm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemm_64` (handle, transa, transb, m, n, k, alpha, a, lda, b,
+    ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasDgemm_v2_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasDgemm_v2_64(*args)
     except _ArgumentError:
-        return _m.dgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemm_batched(
-    handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemm_batched`."""
+def dgemm_batched(*args, _checked=_m.dgemm_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemm_batched` (handle, transa, transb, m, n, k, alpha,
+    aarray, lda, barray, ldb, beta, carray, ldc, batch_count).
+    """
     try:
-        _s = _m._p_cublasDgemmBatched(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        _s = _p_cublasDgemmBatched(*args)
     except _ArgumentError:
-        return _m.dgemm_batched(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemm_batched_64(
-    handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemm_batched_64`."""
+def dgemm_batched_64(*args, _checked=_m.dgemm_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemm_batched_64` (handle, transa, transb, m, n, k, alpha,
+    aarray, lda, barray, ldb, beta, carray, ldc, batch_count).
+    """
     try:
-        _s = _m._p_cublasDgemmBatched_64(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        _s = _p_cublasDgemmBatched_64(*args)
     except _ArgumentError:
-        return _m.dgemm_batched_64(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemm_grouped_batched(
-    handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array, barray,
-    ldb_array, beta_array, carray, ldc_array, group_count, group_size,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemm_grouped_batched`."""
+def dgemm_grouped_batched(*args, _checked=_m.dgemm_grouped_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemm_grouped_batched` (handle, transa_array, transb_array,
+    m_array, n_array, k_array, alpha_array, aarray, lda_array, barray, ldb_array, beta_array, carray,
+    ldc_array, group_count, group_size).
+    """
     try:
-        _s = _m._p_cublasDgemmGroupedBatched(
-            handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array,
-            barray, ldb_array, beta_array, carray, ldc_array, group_count, group_size,
-        )
+        _s = _p_cublasDgemmGroupedBatched(*args)
     except _ArgumentError:
-        return _m.dgemm_grouped_batched(
-            handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array,
-            barray, ldb_array, beta_array, carray, ldc_array, group_count, group_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemm_grouped_batched_64(
-    handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array, barray,
-    ldb_array, beta_array, carray, ldc_array, group_count, group_size,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemm_grouped_batched_64`."""
+def dgemm_grouped_batched_64(*args, _checked=_m.dgemm_grouped_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemm_grouped_batched_64` (handle, transa_array, transb_array,
+    m_array, n_array, k_array, alpha_array, aarray, lda_array, barray, ldb_array, beta_array, carray,
+    ldc_array, group_count, group_size).
+    """
     try:
-        _s = _m._p_cublasDgemmGroupedBatched_64(
-            handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array,
-            barray, ldb_array, beta_array, carray, ldc_array, group_count, group_size,
-        )
+        _s = _p_cublasDgemmGroupedBatched_64(*args)
     except _ArgumentError:
-        return _m.dgemm_grouped_batched_64(
-            handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array,
-            barray, ldb_array, beta_array, carray, ldc_array, group_count, group_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemm_strided_batched(
-    handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-    batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemm_strided_batched`."""
+def dgemm_strided_batched(*args, _checked=_m.dgemm_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemm_strided_batched` (handle, transa, transb, m, n, k,
+    alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch_count).
+    """
     try:
-        _s = _m._p_cublasDgemmStridedBatched(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        _s = _p_cublasDgemmStridedBatched(*args)
     except _ArgumentError:
-        return _m.dgemm_strided_batched(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemm_strided_batched_64(
-    handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-    batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemm_strided_batched_64`."""
+def dgemm_strided_batched_64(*args, _checked=_m.dgemm_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemm_strided_batched_64` (handle, transa, transb, m, n, k,
+    alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch_count).
+    """
     try:
-        _s = _m._p_cublasDgemmStridedBatched_64(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        _s = _p_cublasDgemmStridedBatched_64(*args)
     except _ArgumentError:
-        return _m.dgemm_strided_batched_64(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemv(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemv`."""
+def dgemv(*args, _checked=_m.dgemv):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemv` (handle, trans, m, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasDgemv_v2(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasDgemv_v2(*args)
     except _ArgumentError:
-        return _m.dgemv(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemv_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemv_64`."""
+def dgemv_64(*args, _checked=_m.dgemv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemv_64` (handle, trans, m, n, alpha, a, lda, x, incx, beta,
+    y, incy).
+    """
     try:
-        _s = _m._p_cublasDgemv_v2_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasDgemv_v2_64(*args)
     except _ArgumentError:
-        return _m.dgemv_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemv_batched`."""
+def dgemv_batched(*args, _checked=_m.dgemv_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemv_batched` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
     try:
-        _s = _m._p_cublasDgemvBatched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        _s = _p_cublasDgemvBatched(*args)
     except _ArgumentError:
-        return _m.dgemv_batched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemv_batched_64(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemv_batched_64`."""
+def dgemv_batched_64(*args, _checked=_m.dgemv_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemv_batched_64` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
     try:
-        _s = _m._p_cublasDgemvBatched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        _s = _p_cublasDgemvBatched_64(*args)
     except _ArgumentError:
-        return _m.dgemv_batched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemv_strided_batched(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemv_strided_batched`."""
+def dgemv_strided_batched(*args, _checked=_m.dgemv_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemv_strided_batched` (handle, trans, m, n, alpha, a, lda,
+    stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
     try:
-        _s = _m._p_cublasDgemvStridedBatched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        _s = _p_cublasDgemvStridedBatched(*args)
     except _ArgumentError:
-        return _m.dgemv_strided_batched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgemv_strided_batched_64(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.dgemv_strided_batched_64`."""
+def dgemv_strided_batched_64(*args, _checked=_m.dgemv_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dgemv_strided_batched_64` (handle, trans, m, n, alpha, a, lda,
+    stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
     try:
-        _s = _m._p_cublasDgemvStridedBatched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        _s = _p_cublasDgemvStridedBatched_64(*args)
     except _ArgumentError:
-        return _m.dgemv_strided_batched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgeqrf_batched(handle, m, n, aarray, lda, tau_array, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.dgeqrf_batched`."""
+def dgeqrf_batched(*args, _checked=_m.dgeqrf_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.dgeqrf_batched` (handle, m, n, aarray, lda, tau_array, info,
+    batch_size).
+    """
     try:
-        _s = _m._p_cublasDgeqrfBatched(handle, m, n, aarray, lda, tau_array, info, batch_size)
+        _s = _p_cublasDgeqrfBatched(*args)
     except _ArgumentError:
-        return _m.dgeqrf_batched(handle, m, n, aarray, lda, tau_array, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dger(handle, m, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.dger`."""
+def dger(*args, _checked=_m.dger):
+    """Unchecked :func:`nvmath.bindings.cublas.dger` (handle, m, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasDger_v2(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasDger_v2(*args)
     except _ArgumentError:
-        return _m.dger(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dger_64(handle, m, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.dger_64`."""
+def dger_64(*args, _checked=_m.dger_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dger_64` (handle, m, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasDger_v2_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasDger_v2_64(*args)
     except _ArgumentError:
-        return _m.dger_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgetrf_batched(handle, n, a, lda, p, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.dgetrf_batched`."""
+def dgetrf_batched(*args, _checked=_m.dgetrf_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.dgetrf_batched` (handle, n, a, lda, p, info, batch_size)."""
     try:
-        _s = _m._p_cublasDgetrfBatched(handle, n, a, lda, p, info, batch_size)
+        _s = _p_cublasDgetrfBatched(*args)
     except _ArgumentError:
-        return _m.dgetrf_batched(handle, n, a, lda, p, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgetri_batched(handle, n, a, lda, p, c, ldc, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.dgetri_batched`."""
+def dgetri_batched(*args, _checked=_m.dgetri_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.dgetri_batched` (handle, n, a, lda, p, c, ldc, info,
+    batch_size).
+    """
     try:
-        _s = _m._p_cublasDgetriBatched(handle, n, a, lda, p, c, ldc, info, batch_size)
+        _s = _p_cublasDgetriBatched(*args)
     except _ArgumentError:
-        return _m.dgetri_batched(handle, n, a, lda, p, c, ldc, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgetrs_batched(handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.dgetrs_batched`."""
+def dgetrs_batched(*args, _checked=_m.dgetrs_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.dgetrs_batched` (handle, trans, n, nrhs, aarray, lda,
+    dev_ipiv, barray, ldb, info, batch_size).
+    """
     try:
-        _s = _m._p_cublasDgetrsBatched(
-            handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size,
-        )
+        _s = _p_cublasDgetrsBatched(*args)
     except _ArgumentError:
-        return _m.dgetrs_batched(handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dmatinv_batched(handle, n, a, lda, ainv, lda_inv, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.dmatinv_batched`."""
+def dmatinv_batched(*args, _checked=_m.dmatinv_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.dmatinv_batched` (handle, n, a, lda, ainv, lda_inv, info,
+    batch_size).
+    """
     try:
-        _s = _m._p_cublasDmatinvBatched(handle, n, a, lda, ainv, lda_inv, info, batch_size)
+        _s = _p_cublasDmatinvBatched(*args)
     except _ArgumentError:
-        return _m.dmatinv_batched(handle, n, a, lda, ainv, lda_inv, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dnrm2(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.dnrm2`."""
+def dnrm2(*args, _checked=_m.dnrm2):
+    """Unchecked :func:`nvmath.bindings.cublas.dnrm2` (handle, n, x, incx, result)."""
     try:
-        _s = _m._p_cublasDnrm2_v2(handle, n, x, incx, result)
+        _s = _p_cublasDnrm2_v2(*args)
     except _ArgumentError:
-        return _m.dnrm2(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dnrm2_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.dnrm2_64`."""
+def dnrm2_64(*args, _checked=_m.dnrm2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dnrm2_64` (handle, n, x, incx, result)."""
     try:
-        _s = _m._p_cublasDnrm2_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasDnrm2_v2_64(*args)
     except _ArgumentError:
-        return _m.dnrm2_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dot_ex(handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type):
-    """Unchecked :func:`nvmath.bindings.cublas.dot_ex`."""
+def dot_ex(*args, _checked=_m.dot_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.dot_ex` (handle, n, x, x_type, incx, y, y_type, incy, result,
+    result_type, execution_type).
+    """
     try:
-        _s = _m._p_cublasDotEx(
-            handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type,
-        )
+        _s = _p_cublasDotEx(*args)
     except _ArgumentError:
-        return _m.dot_ex(handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dot_ex_64(handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type):
-    """Unchecked :func:`nvmath.bindings.cublas.dot_ex_64`."""
+def dot_ex_64(*args, _checked=_m.dot_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dot_ex_64` (handle, n, x, x_type, incx, y, y_type, incy,
+    result, result_type, execution_type).
+    """
     try:
-        _s = _m._p_cublasDotEx_64(
-            handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type,
-        )
+        _s = _p_cublasDotEx_64(*args)
     except _ArgumentError:
-        return _m.dot_ex_64(handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dotc_ex(handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type):
-    """Unchecked :func:`nvmath.bindings.cublas.dotc_ex`."""
+def dotc_ex(*args, _checked=_m.dotc_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.dotc_ex` (handle, n, x, x_type, incx, y, y_type, incy, result,
+    result_type, execution_type).
+    """
     try:
-        _s = _m._p_cublasDotcEx(
-            handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type,
-        )
+        _s = _p_cublasDotcEx(*args)
     except _ArgumentError:
-        return _m.dotc_ex(handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dotc_ex_64(handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type):
-    """Unchecked :func:`nvmath.bindings.cublas.dotc_ex_64`."""
+def dotc_ex_64(*args, _checked=_m.dotc_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dotc_ex_64` (handle, n, x, x_type, incx, y, y_type, incy,
+    result, result_type, execution_type).
+    """
     try:
-        _s = _m._p_cublasDotcEx_64(
-            handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type,
-        )
+        _s = _p_cublasDotcEx_64(*args)
     except _ArgumentError:
-        return _m.dotc_ex_64(handle, n, x, x_type, incx, y, y_type, incy, result, result_type, execution_type)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def drot(handle, n, x, incx, y, incy, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.drot`."""
+def drot(*args, _checked=_m.drot):
+    """Unchecked :func:`nvmath.bindings.cublas.drot` (handle, n, x, incx, y, incy, c, s)."""
     try:
-        _s = _m._p_cublasDrot_v2(handle, n, x, incx, y, incy, c, s)
+        _s = _p_cublasDrot_v2(*args)
     except _ArgumentError:
-        return _m.drot(handle, n, x, incx, y, incy, c, s)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def drot_64(handle, n, x, incx, y, incy, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.drot_64`."""
+def drot_64(*args, _checked=_m.drot_64):
+    """Unchecked :func:`nvmath.bindings.cublas.drot_64` (handle, n, x, incx, y, incy, c, s)."""
     try:
-        _s = _m._p_cublasDrot_v2_64(handle, n, x, incx, y, incy, c, s)
+        _s = _p_cublasDrot_v2_64(*args)
     except _ArgumentError:
-        return _m.drot_64(handle, n, x, incx, y, incy, c, s)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def drotg(handle, a, b, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.drotg`."""
+def drotg(*args, _checked=_m.drotg):
+    """Unchecked :func:`nvmath.bindings.cublas.drotg` (handle, a, b, c, s)."""
     try:
-        _s = _m._p_cublasDrotg_v2(handle, a, b, c, s)
+        _s = _p_cublasDrotg_v2(*args)
     except _ArgumentError:
-        return _m.drotg(handle, a, b, c, s)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def drotm(handle, n, x, incx, y, incy, param):
-    """Unchecked :func:`nvmath.bindings.cublas.drotm`."""
+def drotm(*args, _checked=_m.drotm):
+    """Unchecked :func:`nvmath.bindings.cublas.drotm` (handle, n, x, incx, y, incy, param)."""
     try:
-        _s = _m._p_cublasDrotm_v2(handle, n, x, incx, y, incy, param)
+        _s = _p_cublasDrotm_v2(*args)
     except _ArgumentError:
-        return _m.drotm(handle, n, x, incx, y, incy, param)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def drotm_64(handle, n, x, incx, y, incy, param):
-    """Unchecked :func:`nvmath.bindings.cublas.drotm_64`."""
+def drotm_64(*args, _checked=_m.drotm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.drotm_64` (handle, n, x, incx, y, incy, param)."""
     try:
-        _s = _m._p_cublasDrotm_v2_64(handle, n, x, incx, y, incy, param)
+        _s = _p_cublasDrotm_v2_64(*args)
     except _ArgumentError:
-        return _m.drotm_64(handle, n, x, incx, y, incy, param)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def drotmg(handle, d1, d2, x1, y1, param):
-    """Unchecked :func:`nvmath.bindings.cublas.drotmg`."""
+def drotmg(*args, _checked=_m.drotmg):
+    """Unchecked :func:`nvmath.bindings.cublas.drotmg` (handle, d1, d2, x1, y1, param)."""
     try:
-        _s = _m._p_cublasDrotmg_v2(handle, d1, d2, x1, y1, param)
+        _s = _p_cublasDrotmg_v2(*args)
     except _ArgumentError:
-        return _m.drotmg(handle, d1, d2, x1, y1, param)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsbmv(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dsbmv`."""
+def dsbmv(*args, _checked=_m.dsbmv):
+    """Unchecked :func:`nvmath.bindings.cublas.dsbmv` (handle, uplo, n, k, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasDsbmv_v2(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasDsbmv_v2(*args)
     except _ArgumentError:
-        return _m.dsbmv(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsbmv_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dsbmv_64`."""
+def dsbmv_64(*args, _checked=_m.dsbmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dsbmv_64` (handle, uplo, n, k, alpha, a, lda, x, incx, beta,
+    y, incy).
+    """
     try:
-        _s = _m._p_cublasDsbmv_v2_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasDsbmv_v2_64(*args)
     except _ArgumentError:
-        return _m.dsbmv_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dscal(handle, n, alpha, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dscal`."""
+def dscal(*args, _checked=_m.dscal):
+    """Unchecked :func:`nvmath.bindings.cublas.dscal` (handle, n, alpha, x, incx)."""
     try:
-        _s = _m._p_cublasDscal_v2(handle, n, alpha, x, incx)
+        _s = _p_cublasDscal_v2(*args)
     except _ArgumentError:
-        return _m.dscal(handle, n, alpha, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dscal_64(handle, n, alpha, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dscal_64`."""
+def dscal_64(*args, _checked=_m.dscal_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dscal_64` (handle, n, alpha, x, incx)."""
     try:
-        _s = _m._p_cublasDscal_v2_64(handle, n, alpha, x, incx)
+        _s = _p_cublasDscal_v2_64(*args)
     except _ArgumentError:
-        return _m.dscal_64(handle, n, alpha, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dspmv(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dspmv`."""
+def dspmv(*args, _checked=_m.dspmv):
+    """Unchecked :func:`nvmath.bindings.cublas.dspmv` (handle, uplo, n, alpha, ap, x, incx, beta, y, incy)."""
     try:
-        _s = _m._p_cublasDspmv_v2(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
+        _s = _p_cublasDspmv_v2(*args)
     except _ArgumentError:
-        return _m.dspmv(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dspmv_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dspmv_64`."""
+def dspmv_64(*args, _checked=_m.dspmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dspmv_64` (handle, uplo, n, alpha, ap, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasDspmv_v2_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
+        _s = _p_cublasDspmv_v2_64(*args)
     except _ArgumentError:
-        return _m.dspmv_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dspr(handle, uplo, n, alpha, x, incx, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.dspr`."""
+def dspr(*args, _checked=_m.dspr):
+    """Unchecked :func:`nvmath.bindings.cublas.dspr` (handle, uplo, n, alpha, x, incx, ap)."""
     try:
-        _s = _m._p_cublasDspr_v2(handle, uplo, n, alpha, x, incx, ap)
+        _s = _p_cublasDspr_v2(*args)
     except _ArgumentError:
-        return _m.dspr(handle, uplo, n, alpha, x, incx, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dspr2(handle, uplo, n, alpha, x, incx, y, incy, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.dspr2`."""
+def dspr2(*args, _checked=_m.dspr2):
+    """Unchecked :func:`nvmath.bindings.cublas.dspr2` (handle, uplo, n, alpha, x, incx, y, incy, ap)."""
     try:
-        _s = _m._p_cublasDspr2_v2(handle, uplo, n, alpha, x, incx, y, incy, ap)
+        _s = _p_cublasDspr2_v2(*args)
     except _ArgumentError:
-        return _m.dspr2(handle, uplo, n, alpha, x, incx, y, incy, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dspr2_64(handle, uplo, n, alpha, x, incx, y, incy, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.dspr2_64`."""
+def dspr2_64(*args, _checked=_m.dspr2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dspr2_64` (handle, uplo, n, alpha, x, incx, y, incy, ap)."""
     try:
-        _s = _m._p_cublasDspr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, ap)
+        _s = _p_cublasDspr2_v2_64(*args)
     except _ArgumentError:
-        return _m.dspr2_64(handle, uplo, n, alpha, x, incx, y, incy, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dspr_64(handle, uplo, n, alpha, x, incx, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.dspr_64`."""
+def dspr_64(*args, _checked=_m.dspr_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dspr_64` (handle, uplo, n, alpha, x, incx, ap)."""
     try:
-        _s = _m._p_cublasDspr_v2_64(handle, uplo, n, alpha, x, incx, ap)
+        _s = _p_cublasDspr_v2_64(*args)
     except _ArgumentError:
-        return _m.dspr_64(handle, uplo, n, alpha, x, incx, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dswap(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dswap`."""
+def dswap(*args, _checked=_m.dswap):
+    """Unchecked :func:`nvmath.bindings.cublas.dswap` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasDswap_v2(handle, n, x, incx, y, incy)
+        _s = _p_cublasDswap_v2(*args)
     except _ArgumentError:
-        return _m.dswap(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dswap_64(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dswap_64`."""
+def dswap_64(*args, _checked=_m.dswap_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dswap_64` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasDswap_v2_64(handle, n, x, incx, y, incy)
+        _s = _p_cublasDswap_v2_64(*args)
     except _ArgumentError:
-        return _m.dswap_64(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsymm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dsymm`."""
+def dsymm(*args, _checked=_m.dsymm):
+    """Unchecked :func:`nvmath.bindings.cublas.dsymm` (handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta,
+    c, ldc).
+    """
     try:
-        _s = _m._p_cublasDsymm_v2(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasDsymm_v2(*args)
     except _ArgumentError:
-        return _m.dsymm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsymm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dsymm_64`."""
+def dsymm_64(*args, _checked=_m.dsymm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dsymm_64` (handle, side, uplo, m, n, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasDsymm_v2_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasDsymm_v2_64(*args)
     except _ArgumentError:
-        return _m.dsymm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsymv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dsymv`."""
+def dsymv(*args, _checked=_m.dsymv):
+    """Unchecked :func:`nvmath.bindings.cublas.dsymv` (handle, uplo, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasDsymv_v2(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasDsymv_v2(*args)
     except _ArgumentError:
-        return _m.dsymv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsymv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.dsymv_64`."""
+def dsymv_64(*args, _checked=_m.dsymv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dsymv_64` (handle, uplo, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasDsymv_v2_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasDsymv_v2_64(*args)
     except _ArgumentError:
-        return _m.dsymv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsyr(handle, uplo, n, alpha, x, incx, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.dsyr`."""
+def dsyr(*args, _checked=_m.dsyr):
+    """Unchecked :func:`nvmath.bindings.cublas.dsyr` (handle, uplo, n, alpha, x, incx, a, lda)."""
     try:
-        _s = _m._p_cublasDsyr_v2(handle, uplo, n, alpha, x, incx, a, lda)
+        _s = _p_cublasDsyr_v2(*args)
     except _ArgumentError:
-        return _m.dsyr(handle, uplo, n, alpha, x, incx, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsyr2(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.dsyr2`."""
+def dsyr2(*args, _checked=_m.dsyr2):
+    """Unchecked :func:`nvmath.bindings.cublas.dsyr2` (handle, uplo, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasDsyr2_v2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasDsyr2_v2(*args)
     except _ArgumentError:
-        return _m.dsyr2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsyr2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.dsyr2_64`."""
+def dsyr2_64(*args, _checked=_m.dsyr2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dsyr2_64` (handle, uplo, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasDsyr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasDsyr2_v2_64(*args)
     except _ArgumentError:
-        return _m.dsyr2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsyr2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dsyr2k`."""
+def dsyr2k(*args, _checked=_m.dsyr2k):
+    """Unchecked :func:`nvmath.bindings.cublas.dsyr2k` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasDsyr2k_v2(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasDsyr2k_v2(*args)
     except _ArgumentError:
-        return _m.dsyr2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsyr2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dsyr2k_64`."""
+def dsyr2k_64(*args, _checked=_m.dsyr2k_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dsyr2k_64` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasDsyr2k_v2_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasDsyr2k_v2_64(*args)
     except _ArgumentError:
-        return _m.dsyr2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsyr_64(handle, uplo, n, alpha, x, incx, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.dsyr_64`."""
+def dsyr_64(*args, _checked=_m.dsyr_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dsyr_64` (handle, uplo, n, alpha, x, incx, a, lda)."""
     try:
-        _s = _m._p_cublasDsyr_v2_64(handle, uplo, n, alpha, x, incx, a, lda)
+        _s = _p_cublasDsyr_v2_64(*args)
     except _ArgumentError:
-        return _m.dsyr_64(handle, uplo, n, alpha, x, incx, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsyrk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dsyrk`."""
+def dsyrk(*args, _checked=_m.dsyrk):
+    """Unchecked :func:`nvmath.bindings.cublas.dsyrk` (handle, uplo, trans, n, k, alpha, a, lda, beta, c,
+    ldc).
+    """
     try:
-        _s = _m._p_cublasDsyrk_v2(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        _s = _p_cublasDsyrk_v2(*args)
     except _ArgumentError:
-        return _m.dsyrk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsyrk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dsyrk_64`."""
+def dsyrk_64(*args, _checked=_m.dsyrk_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dsyrk_64` (handle, uplo, trans, n, k, alpha, a, lda, beta, c,
+    ldc).
+    """
     try:
-        _s = _m._p_cublasDsyrk_v2_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        _s = _p_cublasDsyrk_v2_64(*args)
     except _ArgumentError:
-        return _m.dsyrk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dsyrkx`."""
+def dsyrkx(*args, _checked=_m.dsyrkx):
+    """Unchecked :func:`nvmath.bindings.cublas.dsyrkx` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasDsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasDsyrkx(*args)
     except _ArgumentError:
-        return _m.dsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dsyrkx_64`."""
+def dsyrkx_64(*args, _checked=_m.dsyrkx_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dsyrkx_64` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasDsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasDsyrkx_64(*args)
     except _ArgumentError:
-        return _m.dsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtbmv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dtbmv`."""
+def dtbmv(*args, _checked=_m.dtbmv):
+    """Unchecked :func:`nvmath.bindings.cublas.dtbmv` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasDtbmv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        _s = _p_cublasDtbmv_v2(*args)
     except _ArgumentError:
-        return _m.dtbmv(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtbmv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dtbmv_64`."""
+def dtbmv_64(*args, _checked=_m.dtbmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dtbmv_64` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasDtbmv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        _s = _p_cublasDtbmv_v2_64(*args)
     except _ArgumentError:
-        return _m.dtbmv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtbsv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dtbsv`."""
+def dtbsv(*args, _checked=_m.dtbsv):
+    """Unchecked :func:`nvmath.bindings.cublas.dtbsv` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasDtbsv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        _s = _p_cublasDtbsv_v2(*args)
     except _ArgumentError:
-        return _m.dtbsv(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtbsv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dtbsv_64`."""
+def dtbsv_64(*args, _checked=_m.dtbsv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dtbsv_64` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasDtbsv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        _s = _p_cublasDtbsv_v2_64(*args)
     except _ArgumentError:
-        return _m.dtbsv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtpmv(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dtpmv`."""
+def dtpmv(*args, _checked=_m.dtpmv):
+    """Unchecked :func:`nvmath.bindings.cublas.dtpmv` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasDtpmv_v2(handle, uplo, trans, diag, n, ap, x, incx)
+        _s = _p_cublasDtpmv_v2(*args)
     except _ArgumentError:
-        return _m.dtpmv(handle, uplo, trans, diag, n, ap, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtpmv_64(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dtpmv_64`."""
+def dtpmv_64(*args, _checked=_m.dtpmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dtpmv_64` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasDtpmv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
+        _s = _p_cublasDtpmv_v2_64(*args)
     except _ArgumentError:
-        return _m.dtpmv_64(handle, uplo, trans, diag, n, ap, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtpsv(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dtpsv`."""
+def dtpsv(*args, _checked=_m.dtpsv):
+    """Unchecked :func:`nvmath.bindings.cublas.dtpsv` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasDtpsv_v2(handle, uplo, trans, diag, n, ap, x, incx)
+        _s = _p_cublasDtpsv_v2(*args)
     except _ArgumentError:
-        return _m.dtpsv(handle, uplo, trans, diag, n, ap, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtpsv_64(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dtpsv_64`."""
+def dtpsv_64(*args, _checked=_m.dtpsv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dtpsv_64` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasDtpsv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
+        _s = _p_cublasDtpsv_v2_64(*args)
     except _ArgumentError:
-        return _m.dtpsv_64(handle, uplo, trans, diag, n, ap, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtpttr(handle, uplo, n, ap, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.dtpttr`."""
+def dtpttr(*args, _checked=_m.dtpttr):
+    """Unchecked :func:`nvmath.bindings.cublas.dtpttr` (handle, uplo, n, ap, a, lda)."""
     try:
-        _s = _m._p_cublasDtpttr(handle, uplo, n, ap, a, lda)
+        _s = _p_cublasDtpttr(*args)
     except _ArgumentError:
-        return _m.dtpttr(handle, uplo, n, ap, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtrmm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dtrmm`."""
+def dtrmm(*args, _checked=_m.dtrmm):
+    """Unchecked :func:`nvmath.bindings.cublas.dtrmm` (handle, side, uplo, trans, diag, m, n, alpha, a, lda,
+    b, ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasDtrmm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
+        _s = _p_cublasDtrmm_v2(*args)
     except _ArgumentError:
-        return _m.dtrmm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtrmm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.dtrmm_64`."""
+def dtrmm_64(*args, _checked=_m.dtrmm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dtrmm_64` (handle, side, uplo, trans, diag, m, n, alpha, a,
+    lda, b, ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasDtrmm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
+        _s = _p_cublasDtrmm_v2_64(*args)
     except _ArgumentError:
-        return _m.dtrmm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtrmv(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dtrmv`."""
+def dtrmv(*args, _checked=_m.dtrmv):
+    """Unchecked :func:`nvmath.bindings.cublas.dtrmv` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasDtrmv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
+        _s = _p_cublasDtrmv_v2(*args)
     except _ArgumentError:
-        return _m.dtrmv(handle, uplo, trans, diag, n, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtrmv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dtrmv_64`."""
+def dtrmv_64(*args, _checked=_m.dtrmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dtrmv_64` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasDtrmv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
+        _s = _p_cublasDtrmv_v2_64(*args)
     except _ArgumentError:
-        return _m.dtrmv_64(handle, uplo, trans, diag, n, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtrsm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
-    """Unchecked :func:`nvmath.bindings.cublas.dtrsm`."""
+def dtrsm(*args, _checked=_m.dtrsm):
+    """Unchecked :func:`nvmath.bindings.cublas.dtrsm` (handle, side, uplo, trans, diag, m, n, alpha, a, lda,
+    b, ldb).
+    """
     try:
-        _s = _m._p_cublasDtrsm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
+        _s = _p_cublasDtrsm_v2(*args)
     except _ArgumentError:
-        return _m.dtrsm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtrsm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
-    """Unchecked :func:`nvmath.bindings.cublas.dtrsm_64`."""
+def dtrsm_64(*args, _checked=_m.dtrsm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dtrsm_64` (handle, side, uplo, trans, diag, m, n, alpha, a,
+    lda, b, ldb).
+    """
     try:
-        _s = _m._p_cublasDtrsm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
+        _s = _p_cublasDtrsm_v2_64(*args)
     except _ArgumentError:
-        return _m.dtrsm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtrsm_batched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.dtrsm_batched`."""
+def dtrsm_batched(*args, _checked=_m.dtrsm_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.dtrsm_batched` (handle, side, uplo, trans, diag, m, n, alpha,
+    a, lda, b, ldb, batch_count).
+    """
     try:
-        _s = _m._p_cublasDtrsmBatched(
-            handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count,
-        )
+        _s = _p_cublasDtrsmBatched(*args)
     except _ArgumentError:
-        return _m.dtrsm_batched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtrsm_batched_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.dtrsm_batched_64`."""
+def dtrsm_batched_64(*args, _checked=_m.dtrsm_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dtrsm_batched_64` (handle, side, uplo, trans, diag, m, n,
+    alpha, a, lda, b, ldb, batch_count).
+    """
     try:
-        _s = _m._p_cublasDtrsmBatched_64(
-            handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count,
-        )
+        _s = _p_cublasDtrsmBatched_64(*args)
     except _ArgumentError:
-        return _m.dtrsm_batched_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtrsv(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dtrsv`."""
+def dtrsv(*args, _checked=_m.dtrsv):
+    """Unchecked :func:`nvmath.bindings.cublas.dtrsv` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasDtrsv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
+        _s = _p_cublasDtrsv_v2(*args)
     except _ArgumentError:
-        return _m.dtrsv(handle, uplo, trans, diag, n, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtrsv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.dtrsv_64`."""
+def dtrsv_64(*args, _checked=_m.dtrsv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dtrsv_64` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasDtrsv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
+        _s = _p_cublasDtrsv_v2_64(*args)
     except _ArgumentError:
-        return _m.dtrsv_64(handle, uplo, trans, diag, n, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dtrttp(handle, uplo, n, a, lda, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.dtrttp`."""
+def dtrttp(*args, _checked=_m.dtrttp):
+    """Unchecked :func:`nvmath.bindings.cublas.dtrttp` (handle, uplo, n, a, lda, ap)."""
     try:
-        _s = _m._p_cublasDtrttp(handle, uplo, n, a, lda, ap)
+        _s = _p_cublasDtrttp(*args)
     except _ArgumentError:
-        return _m.dtrttp(handle, uplo, n, a, lda, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dzasum(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.dzasum`."""
+def dzasum(*args, _checked=_m.dzasum):
+    """Unchecked :func:`nvmath.bindings.cublas.dzasum` (handle, n, x, incx, result)."""
     try:
-        _s = _m._p_cublasDzasum_v2(handle, n, x, incx, result)
+        _s = _p_cublasDzasum_v2(*args)
     except _ArgumentError:
-        return _m.dzasum(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dzasum_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.dzasum_64`."""
+def dzasum_64(*args, _checked=_m.dzasum_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dzasum_64` (handle, n, x, incx, result)."""
     try:
-        _s = _m._p_cublasDzasum_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasDzasum_v2_64(*args)
     except _ArgumentError:
-        return _m.dzasum_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dznrm2(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.dznrm2`."""
+def dznrm2(*args, _checked=_m.dznrm2):
+    """Unchecked :func:`nvmath.bindings.cublas.dznrm2` (handle, n, x, incx, result)."""
     try:
-        _s = _m._p_cublasDznrm2_v2(handle, n, x, incx, result)
+        _s = _p_cublasDznrm2_v2(*args)
     except _ArgumentError:
-        return _m.dznrm2(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dznrm2_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.dznrm2_64`."""
+def dznrm2_64(*args, _checked=_m.dznrm2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.dznrm2_64` (handle, n, x, incx, result)."""
     try:
-        _s = _m._p_cublasDznrm2_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasDznrm2_v2_64(*args)
     except _ArgumentError:
-        return _m.dznrm2_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def gemm_batched_ex(
-    handle, transa, transb, m, n, k, alpha, aarray, atype, lda, barray, btype, ldb, beta, carray, ctype, ldc,
-    batch_count, compute_type, algo,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.gemm_batched_ex`."""
+def gemm_batched_ex(*args, _checked=_m.gemm_batched_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.gemm_batched_ex` (handle, transa, transb, m, n, k, alpha,
+    aarray, atype, lda, barray, btype, ldb, beta, carray, ctype, ldc, batch_count, compute_type, algo).
+    """
     try:
-        _s = _m._p_cublasGemmBatchedEx(
-            handle, transa, transb, m, n, k, alpha, aarray, atype, lda, barray, btype, ldb, beta, carray,
-            ctype, ldc, batch_count, compute_type, algo,
-        )
+        _s = _p_cublasGemmBatchedEx(*args)
     except _ArgumentError:
-        return _m.gemm_batched_ex(
-            handle, transa, transb, m, n, k, alpha, aarray, atype, lda, barray, btype, ldb, beta, carray,
-            ctype, ldc, batch_count, compute_type, algo,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def gemm_batched_ex_64(
-    handle, transa, transb, m, n, k, alpha, aarray, atype, lda, barray, btype, ldb, beta, carray, ctype, ldc,
-    batch_count, compute_type, algo,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.gemm_batched_ex_64`."""
+def gemm_batched_ex_64(*args, _checked=_m.gemm_batched_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.gemm_batched_ex_64` (handle, transa, transb, m, n, k, alpha,
+    aarray, atype, lda, barray, btype, ldb, beta, carray, ctype, ldc, batch_count, compute_type, algo).
+    """
     try:
-        _s = _m._p_cublasGemmBatchedEx_64(
-            handle, transa, transb, m, n, k, alpha, aarray, atype, lda, barray, btype, ldb, beta, carray,
-            ctype, ldc, batch_count, compute_type, algo,
-        )
+        _s = _p_cublasGemmBatchedEx_64(*args)
     except _ArgumentError:
-        return _m.gemm_batched_ex_64(
-            handle, transa, transb, m, n, k, alpha, aarray, atype, lda, barray, btype, ldb, beta, carray,
-            ctype, ldc, batch_count, compute_type, algo,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def gemm_ex(
-    handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc, compute_type,
-    algo,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.gemm_ex`."""
+def gemm_ex(*args, _checked=_m.gemm_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.gemm_ex` (handle, transa, transb, m, n, k, alpha, a, atype,
+    lda, b, btype, ldb, beta, c, ctype, ldc, compute_type, algo).
+    """
     try:
-        _s = _m._p_cublasGemmEx(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-            compute_type, algo,
-        )
+        _s = _p_cublasGemmEx(*args)
     except _ArgumentError:
-        return _m.gemm_ex(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-            compute_type, algo,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def gemm_ex_64(
-    handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc, compute_type,
-    algo,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.gemm_ex_64`."""
+def gemm_ex_64(*args, _checked=_m.gemm_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.gemm_ex_64` (handle, transa, transb, m, n, k, alpha, a, atype,
+    lda, b, btype, ldb, beta, c, ctype, ldc, compute_type, algo).
+    """
     try:
-        _s = _m._p_cublasGemmEx_64(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-            compute_type, algo,
-        )
+        _s = _p_cublasGemmEx_64(*args)
     except _ArgumentError:
-        return _m.gemm_ex_64(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-            compute_type, algo,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def gemm_grouped_batched_ex(
-    handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, atype, lda_array,
-    barray, btype, ldb_array, beta_array, carray, ctype, ldc_array, group_count, group_size, compute_type,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.gemm_grouped_batched_ex`."""
+def gemm_grouped_batched_ex(*args, _checked=_m.gemm_grouped_batched_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.gemm_grouped_batched_ex` (handle, transa_array, transb_array,
+    m_array, n_array, k_array, alpha_array, aarray, atype, lda_array, barray, btype, ldb_array,
+    beta_array, carray, ctype, ldc_array, group_count, group_size, compute_type).
+    """
     try:
-        _s = _m._p_cublasGemmGroupedBatchedEx(
-            handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, atype,
-            lda_array, barray, btype, ldb_array, beta_array, carray, ctype, ldc_array, group_count,
-            group_size, compute_type,
-        )
+        _s = _p_cublasGemmGroupedBatchedEx(*args)
     except _ArgumentError:
-        return _m.gemm_grouped_batched_ex(
-            handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, atype,
-            lda_array, barray, btype, ldb_array, beta_array, carray, ctype, ldc_array, group_count,
-            group_size, compute_type,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def gemm_grouped_batched_ex_64(
-    handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, atype, lda_array,
-    barray, btype, ldb_array, beta_array, carray, ctype, ldc_array, group_count, group_size, compute_type,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.gemm_grouped_batched_ex_64`."""
+def gemm_grouped_batched_ex_64(*args, _checked=_m.gemm_grouped_batched_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.gemm_grouped_batched_ex_64` (handle, transa_array,
+    transb_array, m_array, n_array, k_array, alpha_array, aarray, atype, lda_array, barray, btype,
+    ldb_array, beta_array, carray, ctype, ldc_array, group_count, group_size, compute_type).
+    """
     try:
-        _s = _m._p_cublasGemmGroupedBatchedEx_64(
-            handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, atype,
-            lda_array, barray, btype, ldb_array, beta_array, carray, ctype, ldc_array, group_count,
-            group_size, compute_type,
-        )
+        _s = _p_cublasGemmGroupedBatchedEx_64(*args)
     except _ArgumentError:
-        return _m.gemm_grouped_batched_ex_64(
-            handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, atype,
-            lda_array, barray, btype, ldb_array, beta_array, carray, ctype, ldc_array, group_count,
-            group_size, compute_type,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def gemm_strided_batched_ex(
-    handle, transa, transb, m, n, k, alpha, a, atype, lda, stride_a, b, btype, ldb, stride_b, beta, c, ctype,
-    ldc, stride_c, batch_count, compute_type, algo,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.gemm_strided_batched_ex`."""
+def gemm_strided_batched_ex(*args, _checked=_m.gemm_strided_batched_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.gemm_strided_batched_ex` (handle, transa, transb, m, n, k,
+    alpha, a, atype, lda, stride_a, b, btype, ldb, stride_b, beta, c, ctype, ldc, stride_c, batch_count,
+    compute_type, algo).
+    """
     try:
-        _s = _m._p_cublasGemmStridedBatchedEx(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, stride_a, b, btype, ldb, stride_b, beta, c,
-            ctype, ldc, stride_c, batch_count, compute_type, algo,
-        )
+        _s = _p_cublasGemmStridedBatchedEx(*args)
     except _ArgumentError:
-        return _m.gemm_strided_batched_ex(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, stride_a, b, btype, ldb, stride_b, beta, c,
-            ctype, ldc, stride_c, batch_count, compute_type, algo,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def gemm_strided_batched_ex_64(
-    handle, transa, transb, m, n, k, alpha, a, atype, lda, stride_a, b, btype, ldb, stride_b, beta, c, ctype,
-    ldc, stride_c, batch_count, compute_type, algo,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.gemm_strided_batched_ex_64`."""
+def gemm_strided_batched_ex_64(*args, _checked=_m.gemm_strided_batched_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.gemm_strided_batched_ex_64` (handle, transa, transb, m, n, k,
+    alpha, a, atype, lda, stride_a, b, btype, ldb, stride_b, beta, c, ctype, ldc, stride_c, batch_count,
+    compute_type, algo).
+    """
     try:
-        _s = _m._p_cublasGemmStridedBatchedEx_64(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, stride_a, b, btype, ldb, stride_b, beta, c,
-            ctype, ldc, stride_c, batch_count, compute_type, algo,
-        )
+        _s = _p_cublasGemmStridedBatchedEx_64(*args)
     except _ArgumentError:
-        return _m.gemm_strided_batched_ex_64(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, stride_a, b, btype, ldb, stride_b, beta, c,
-            ctype, ldc, stride_c, batch_count, compute_type, algo,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def get_atomics_mode(handle):
+def get_atomics_mode(handle, *, _checked=_m.get_atomics_mode):
     """Unchecked :func:`nvmath.bindings.cublas.get_atomics_mode`."""
     mode = _int()
     try:
-        _s = _m._p_cublasGetAtomicsMode(handle, _byref(mode))
+        _s = _p_cublasGetAtomicsMode(handle, _byref(mode))
     except _ArgumentError:
-        return _m.get_atomics_mode(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return mode.value
@@ -3195,77 +3181,85 @@ def get_atomics_mode(handle):
 
 def get_cudart_version():
     """Unchecked :func:`nvmath.bindings.cublas.get_cudart_version`."""
-    _r = _m._p_cublasGetCudartVersion()
+    _r = _p_cublasGetCudartVersion()
     return _r
 
 
-def get_emulation_special_values_support(handle):
+def get_emulation_special_values_support(handle, *, _checked=_m.get_emulation_special_values_support):
     """Unchecked :func:`nvmath.bindings.cublas.get_emulation_special_values_support`."""
     mask = _int()
     try:
-        _s = _m._p_cublasGetEmulationSpecialValuesSupport(handle, _byref(mask))
+        _s = _p_cublasGetEmulationSpecialValuesSupport(handle, _byref(mask))
     except _ArgumentError:
-        return _m.get_emulation_special_values_support(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return mask.value
 
 
-def get_emulation_strategy(handle):
+def get_emulation_strategy(handle, *, _checked=_m.get_emulation_strategy):
     """Unchecked :func:`nvmath.bindings.cublas.get_emulation_strategy`."""
     emulation_strategy = _int()
     try:
-        _s = _m._p_cublasGetEmulationStrategy(handle, _byref(emulation_strategy))
+        _s = _p_cublasGetEmulationStrategy(handle, _byref(emulation_strategy))
     except _ArgumentError:
-        return _m.get_emulation_strategy(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return emulation_strategy.value
 
 
-def get_fixed_point_emulation_mantissa_bit_count_pointer(handle):
+def get_fixed_point_emulation_mantissa_bit_count_pointer(
+    handle, *, _checked=_m.get_fixed_point_emulation_mantissa_bit_count_pointer,
+):
     """Unchecked :func:`nvmath.bindings.cublas.get_fixed_point_emulation_mantissa_bit_count_pointer`."""
     mantissa_bit_count = _uintptr()
     try:
-        _s = _m._p_cublasGetFixedPointEmulationMantissaBitCountPointer(handle, _byref(mantissa_bit_count))
+        _s = _p_cublasGetFixedPointEmulationMantissaBitCountPointer(handle, _byref(mantissa_bit_count))
     except _ArgumentError:
-        return _m.get_fixed_point_emulation_mantissa_bit_count_pointer(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return mantissa_bit_count.value
 
 
-def get_fixed_point_emulation_mantissa_bit_offset(handle):
+def get_fixed_point_emulation_mantissa_bit_offset(
+    handle, *, _checked=_m.get_fixed_point_emulation_mantissa_bit_offset,
+):
     """Unchecked :func:`nvmath.bindings.cublas.get_fixed_point_emulation_mantissa_bit_offset`."""
     mantissa_bit_offset = _int()
     try:
-        _s = _m._p_cublasGetFixedPointEmulationMantissaBitOffset(handle, _byref(mantissa_bit_offset))
+        _s = _p_cublasGetFixedPointEmulationMantissaBitOffset(handle, _byref(mantissa_bit_offset))
     except _ArgumentError:
-        return _m.get_fixed_point_emulation_mantissa_bit_offset(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return mantissa_bit_offset.value
 
 
-def get_fixed_point_emulation_mantissa_control(handle):
+def get_fixed_point_emulation_mantissa_control(
+    handle, *, _checked=_m.get_fixed_point_emulation_mantissa_control,
+):
     """Unchecked :func:`nvmath.bindings.cublas.get_fixed_point_emulation_mantissa_control`."""
     mantissa_control = _int()
     try:
-        _s = _m._p_cublasGetFixedPointEmulationMantissaControl(handle, _byref(mantissa_control))
+        _s = _p_cublasGetFixedPointEmulationMantissaControl(handle, _byref(mantissa_control))
     except _ArgumentError:
-        return _m.get_fixed_point_emulation_mantissa_control(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return mantissa_control.value
 
 
-def get_fixed_point_emulation_max_mantissa_bit_count(handle):
+def get_fixed_point_emulation_max_mantissa_bit_count(
+    handle, *, _checked=_m.get_fixed_point_emulation_max_mantissa_bit_count,
+):
     """Unchecked :func:`nvmath.bindings.cublas.get_fixed_point_emulation_max_mantissa_bit_count`."""
     max_mantissa_bit_count = _int()
     try:
-        _s = _m._p_cublasGetFixedPointEmulationMaxMantissaBitCount(handle, _byref(max_mantissa_bit_count))
+        _s = _p_cublasGetFixedPointEmulationMaxMantissaBitCount(handle, _byref(max_mantissa_bit_count))
     except _ArgumentError:
-        return _m.get_fixed_point_emulation_max_mantissa_bit_count(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return max_mantissa_bit_count.value
@@ -3274,2144 +3268,2101 @@ def get_fixed_point_emulation_max_mantissa_bit_count(handle):
 def get_logger_callback():
     """Unchecked :func:`nvmath.bindings.cublas.get_logger_callback`."""
     user_callback = _uintptr()
-    _s = _m._p_cublasGetLoggerCallback(_byref(user_callback))
+    _s = _p_cublasGetLoggerCallback(_byref(user_callback))
     if _s:
         _raise(_s)
     return user_callback.value
 
 
-def get_math_mode(handle):
+def get_math_mode(handle, *, _checked=_m.get_math_mode):
     """Unchecked :func:`nvmath.bindings.cublas.get_math_mode`."""
     mode = _int()
     try:
-        _s = _m._p_cublasGetMathMode(handle, _byref(mode))
+        _s = _p_cublasGetMathMode(handle, _byref(mode))
     except _ArgumentError:
-        return _m.get_math_mode(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return mode.value
 
 
-def get_matrix(rows, cols, elem_size, a, lda, b, ldb):
-    """Unchecked :func:`nvmath.bindings.cublas.get_matrix`."""
+def get_matrix(*args, _checked=_m.get_matrix):
+    """Unchecked :func:`nvmath.bindings.cublas.get_matrix` (rows, cols, elem_size, a, lda, b, ldb)."""
     try:
-        _s = _m._p_cublasGetMatrix(rows, cols, elem_size, a, lda, b, ldb)
+        _s = _p_cublasGetMatrix(*args)
     except _ArgumentError:
-        return _m.get_matrix(rows, cols, elem_size, a, lda, b, ldb)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def get_matrix_64(rows, cols, elem_size, a, lda, b, ldb):
-    """Unchecked :func:`nvmath.bindings.cublas.get_matrix_64`."""
+def get_matrix_64(*args, _checked=_m.get_matrix_64):
+    """Unchecked :func:`nvmath.bindings.cublas.get_matrix_64` (rows, cols, elem_size, a, lda, b, ldb)."""
     try:
-        _s = _m._p_cublasGetMatrix_64(rows, cols, elem_size, a, lda, b, ldb)
+        _s = _p_cublasGetMatrix_64(*args)
     except _ArgumentError:
-        return _m.get_matrix_64(rows, cols, elem_size, a, lda, b, ldb)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def get_matrix_async(rows, cols, elem_size, a, lda, b, ldb, stream):
-    """Unchecked :func:`nvmath.bindings.cublas.get_matrix_async`."""
+def get_matrix_async(*args, _checked=_m.get_matrix_async):
+    """Unchecked :func:`nvmath.bindings.cublas.get_matrix_async` (rows, cols, elem_size, a, lda, b, ldb,
+    stream).
+    """
     try:
-        _s = _m._p_cublasGetMatrixAsync(rows, cols, elem_size, a, lda, b, ldb, stream)
+        _s = _p_cublasGetMatrixAsync(*args)
     except _ArgumentError:
-        return _m.get_matrix_async(rows, cols, elem_size, a, lda, b, ldb, stream)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def get_matrix_async_64(rows, cols, elem_size, a, lda, b, ldb, stream):
-    """Unchecked :func:`nvmath.bindings.cublas.get_matrix_async_64`."""
+def get_matrix_async_64(*args, _checked=_m.get_matrix_async_64):
+    """Unchecked :func:`nvmath.bindings.cublas.get_matrix_async_64` (rows, cols, elem_size, a, lda, b, ldb,
+    stream).
+    """
     try:
-        _s = _m._p_cublasGetMatrixAsync_64(rows, cols, elem_size, a, lda, b, ldb, stream)
+        _s = _p_cublasGetMatrixAsync_64(*args)
     except _ArgumentError:
-        return _m.get_matrix_async_64(rows, cols, elem_size, a, lda, b, ldb, stream)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def get_pointer_mode(handle):
+def get_pointer_mode(handle, *, _checked=_m.get_pointer_mode):
     """Unchecked :func:`nvmath.bindings.cublas.get_pointer_mode`."""
     mode = _int()
     try:
-        _s = _m._p_cublasGetPointerMode_v2(handle, _byref(mode))
+        _s = _p_cublasGetPointerMode_v2(handle, _byref(mode))
     except _ArgumentError:
-        return _m.get_pointer_mode(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return mode.value
 
 
-def get_property(type):
+def get_property(type, *, _checked=_m.get_property):
     """Unchecked :func:`nvmath.bindings.cublas.get_property`."""
     value = _int()
     try:
-        _s = _m._p_cublasGetProperty(type, _byref(value))
+        _s = _p_cublasGetProperty(type, _byref(value))
     except _ArgumentError:
-        return _m.get_property(type)
+        return _checked(type)
     if _s:
         _raise(_s)
     return value.value
 
 
-def get_sm_count_target(handle):
+def get_sm_count_target(handle, *, _checked=_m.get_sm_count_target):
     """Unchecked :func:`nvmath.bindings.cublas.get_sm_count_target`."""
     sm_count_target = _int()
     try:
-        _s = _m._p_cublasGetSmCountTarget(handle, _byref(sm_count_target))
+        _s = _p_cublasGetSmCountTarget(handle, _byref(sm_count_target))
     except _ArgumentError:
-        return _m.get_sm_count_target(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return sm_count_target.value
 
 
-def get_status_name(status):
-    """Unchecked :func:`nvmath.bindings.cublas.get_status_name`."""
+def get_status_name(*args, _checked=_m.get_status_name):
+    """Unchecked :func:`nvmath.bindings.cublas.get_status_name` (status)."""
     try:
-        _r = _m._p_cublasGetStatusName(status)
+        _r = _p_cublasGetStatusName(*args)
     except _ArgumentError:
-        return _m.get_status_name(status)
+        return _checked(*args)
     return _r.decode() if _r is not None else None
 
 
-def get_status_string(status):
-    """Unchecked :func:`nvmath.bindings.cublas.get_status_string`."""
+def get_status_string(*args, _checked=_m.get_status_string):
+    """Unchecked :func:`nvmath.bindings.cublas.get_status_string` (status)."""
     try:
-        _r = _m._p_cublasGetStatusString(status)
+        _r = _p_cublasGetStatusString(*args)
     except _ArgumentError:
-        return _m.get_status_string(status)
+        return _checked(*args)
     return _r.decode() if _r is not None else None
 
 
-def get_stream(handle):
+def get_stream(handle, *, _checked=_m.get_stream):
     """Unchecked :func:`nvmath.bindings.cublas.get_stream`."""
     stream_id = _uintptr()
     try:
-        _s = _m._p_cublasGetStream_v2(handle, _byref(stream_id))
+        _s = _p_cublasGetStream_v2(handle, _byref(stream_id))
     except _ArgumentError:
-        return _m.get_stream(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return stream_id.value
 
 
-def get_vector(n, elem_size, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.get_vector`."""
+def get_vector(*args, _checked=_m.get_vector):
+    """Unchecked :func:`nvmath.bindings.cublas.get_vector` (n, elem_size, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasGetVector(n, elem_size, x, incx, y, incy)
+        _s = _p_cublasGetVector(*args)
     except _ArgumentError:
-        return _m.get_vector(n, elem_size, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def get_vector_64(n, elem_size, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.get_vector_64`."""
+def get_vector_64(*args, _checked=_m.get_vector_64):
+    """Unchecked :func:`nvmath.bindings.cublas.get_vector_64` (n, elem_size, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasGetVector_64(n, elem_size, x, incx, y, incy)
+        _s = _p_cublasGetVector_64(*args)
     except _ArgumentError:
-        return _m.get_vector_64(n, elem_size, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def get_vector_async(n, elem_size, device_ptr, incx, host_ptr, incy, stream):
-    """Unchecked :func:`nvmath.bindings.cublas.get_vector_async`."""
+def get_vector_async(*args, _checked=_m.get_vector_async):
+    """Unchecked :func:`nvmath.bindings.cublas.get_vector_async` (n, elem_size, device_ptr, incx, host_ptr,
+    incy, stream).
+    """
     try:
-        _s = _m._p_cublasGetVectorAsync(n, elem_size, device_ptr, incx, host_ptr, incy, stream)
+        _s = _p_cublasGetVectorAsync(*args)
     except _ArgumentError:
-        return _m.get_vector_async(n, elem_size, device_ptr, incx, host_ptr, incy, stream)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def get_vector_async_64(n, elem_size, device_ptr, incx, host_ptr, incy, stream):
-    """Unchecked :func:`nvmath.bindings.cublas.get_vector_async_64`."""
+def get_vector_async_64(*args, _checked=_m.get_vector_async_64):
+    """Unchecked :func:`nvmath.bindings.cublas.get_vector_async_64` (n, elem_size, device_ptr, incx,
+    host_ptr, incy, stream).
+    """
     try:
-        _s = _m._p_cublasGetVectorAsync_64(n, elem_size, device_ptr, incx, host_ptr, incy, stream)
+        _s = _p_cublasGetVectorAsync_64(*args)
     except _ArgumentError:
-        return _m.get_vector_async_64(n, elem_size, device_ptr, incx, host_ptr, incy, stream)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def get_version(handle):
+def get_version(handle, *, _checked=_m.get_version):
     """Unchecked :func:`nvmath.bindings.cublas.get_version`."""
     version = _int()
     try:
-        _s = _m._p_cublasGetVersion_v2(handle, _byref(version))
+        _s = _p_cublasGetVersion_v2(handle, _byref(version))
     except _ArgumentError:
-        return _m.get_version(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return version.value
 
 
-def hgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.hgemm`."""
+def hgemm(*args, _checked=_m.hgemm):
+    """Unchecked :func:`nvmath.bindings.cublas.hgemm` (handle, transa, transb, m, n, k, alpha, a, lda, b,
+    ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasHgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasHgemm(*args)
     except _ArgumentError:
-        return _m.hgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def hgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.hgemm_64`."""
+def hgemm_64(*args, _checked=_m.hgemm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.hgemm_64` (handle, transa, transb, m, n, k, alpha, a, lda, b,
+    ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasHgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasHgemm_64(*args)
     except _ArgumentError:
-        return _m.hgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def hgemm_batched(
-    handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
+def hgemm_batched(*args, _checked=_m.hgemm_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.hgemm_batched` (handle, transa, transb, m, n, k, alpha,
+    aarray, lda, barray, ldb, beta, carray, ldc, batch_count).
+    """
+    try:
+        _s = _p_cublasHgemmBatched(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def hgemm_batched_64(*args, _checked=_m.hgemm_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.hgemm_batched_64` (handle, transa, transb, m, n, k, alpha,
+    aarray, lda, barray, ldb, beta, carray, ldc, batch_count).
+    """
+    try:
+        _s = _p_cublasHgemmBatched_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def hgemm_strided_batched(*args, _checked=_m.hgemm_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.hgemm_strided_batched` (handle, transa, transb, m, n, k,
+    alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch_count).
+    """
+    try:
+        _s = _p_cublasHgemmStridedBatched(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def hgemm_strided_batched_64(*args, _checked=_m.hgemm_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.hgemm_strided_batched_64` (handle, transa, transb, m, n, k,
+    alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch_count).
+    """
+    try:
+        _s = _p_cublasHgemmStridedBatched_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def hshgemv_batched(*args, _checked=_m.hshgemv_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.hshgemv_batched` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
+    try:
+        _s = _p_cublasHSHgemvBatched(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def hshgemv_batched_64(*args, _checked=_m.hshgemv_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.hshgemv_batched_64` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
+    try:
+        _s = _p_cublasHSHgemvBatched_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def hshgemv_strided_batched(*args, _checked=_m.hshgemv_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.hshgemv_strided_batched` (handle, trans, m, n, alpha, a, lda,
+    stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
+    try:
+        _s = _p_cublasHSHgemvStridedBatched(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def hshgemv_strided_batched_64(*args, _checked=_m.hshgemv_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.hshgemv_strided_batched_64` (handle, trans, m, n, alpha, a,
+    lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
+    try:
+        _s = _p_cublasHSHgemvStridedBatched_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def hssgemv_batched(*args, _checked=_m.hssgemv_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.hssgemv_batched` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
+    try:
+        _s = _p_cublasHSSgemvBatched(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def hssgemv_batched_64(*args, _checked=_m.hssgemv_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.hssgemv_batched_64` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
+    try:
+        _s = _p_cublasHSSgemvBatched_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def hssgemv_strided_batched(*args, _checked=_m.hssgemv_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.hssgemv_strided_batched` (handle, trans, m, n, alpha, a, lda,
+    stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
+    try:
+        _s = _p_cublasHSSgemvStridedBatched(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def hssgemv_strided_batched_64(*args, _checked=_m.hssgemv_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.hssgemv_strided_batched_64` (handle, trans, m, n, alpha, a,
+    lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
+    try:
+        _s = _p_cublasHSSgemvStridedBatched_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def iamax_ex(*args, _checked=_m.iamax_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.iamax_ex` (handle, n, x, x_type, incx, result)."""
+    try:
+        _s = _p_cublasIamaxEx(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def iamax_ex_64(*args, _checked=_m.iamax_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.iamax_ex_64` (handle, n, x, x_type, incx, result)."""
+    try:
+        _s = _p_cublasIamaxEx_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def iamin_ex(*args, _checked=_m.iamin_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.iamin_ex` (handle, n, x, x_type, incx, result)."""
+    try:
+        _s = _p_cublasIaminEx(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def iamin_ex_64(*args, _checked=_m.iamin_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.iamin_ex_64` (handle, n, x, x_type, incx, result)."""
+    try:
+        _s = _p_cublasIaminEx_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def icamax(*args, _checked=_m.icamax):
+    """Unchecked :func:`nvmath.bindings.cublas.icamax` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIcamax_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def icamax_64(*args, _checked=_m.icamax_64):
+    """Unchecked :func:`nvmath.bindings.cublas.icamax_64` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIcamax_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def icamin(*args, _checked=_m.icamin):
+    """Unchecked :func:`nvmath.bindings.cublas.icamin` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIcamin_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def icamin_64(*args, _checked=_m.icamin_64):
+    """Unchecked :func:`nvmath.bindings.cublas.icamin_64` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIcamin_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def idamax(*args, _checked=_m.idamax):
+    """Unchecked :func:`nvmath.bindings.cublas.idamax` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIdamax_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def idamax_64(*args, _checked=_m.idamax_64):
+    """Unchecked :func:`nvmath.bindings.cublas.idamax_64` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIdamax_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def idamin(*args, _checked=_m.idamin):
+    """Unchecked :func:`nvmath.bindings.cublas.idamin` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIdamin_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def idamin_64(*args, _checked=_m.idamin_64):
+    """Unchecked :func:`nvmath.bindings.cublas.idamin_64` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIdamin_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def isamax(*args, _checked=_m.isamax):
+    """Unchecked :func:`nvmath.bindings.cublas.isamax` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIsamax_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def isamax_64(*args, _checked=_m.isamax_64):
+    """Unchecked :func:`nvmath.bindings.cublas.isamax_64` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIsamax_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def isamin(*args, _checked=_m.isamin):
+    """Unchecked :func:`nvmath.bindings.cublas.isamin` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIsamin_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def isamin_64(*args, _checked=_m.isamin_64):
+    """Unchecked :func:`nvmath.bindings.cublas.isamin_64` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIsamin_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def izamax(*args, _checked=_m.izamax):
+    """Unchecked :func:`nvmath.bindings.cublas.izamax` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIzamax_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def izamax_64(*args, _checked=_m.izamax_64):
+    """Unchecked :func:`nvmath.bindings.cublas.izamax_64` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIzamax_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def izamin(*args, _checked=_m.izamin):
+    """Unchecked :func:`nvmath.bindings.cublas.izamin` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIzamin_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def izamin_64(*args, _checked=_m.izamin_64):
+    """Unchecked :func:`nvmath.bindings.cublas.izamin_64` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasIzamin_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def logger_configure(*args, _checked=_m.logger_configure):
+    """Unchecked :func:`nvmath.bindings.cublas.logger_configure` (log_is_on, log_to_std_out, log_to_std_err,
+    log_file_name).
+    """
+    try:
+        _s = _p_cublasLoggerConfigure(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def nrm2_ex(*args, _checked=_m.nrm2_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.nrm2_ex` (handle, n, x, x_type, incx, result, result_type,
+    execution_type).
+    """
+    try:
+        _s = _p_cublasNrm2Ex(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def nrm2_ex_64(*args, _checked=_m.nrm2_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.nrm2_ex_64` (handle, n, x, x_type, incx, result, result_type,
+    execution_type).
+    """
+    try:
+        _s = _p_cublasNrm2Ex_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def rot_ex(*args, _checked=_m.rot_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.rot_ex` (handle, n, x, x_type, incx, y, y_type, incy, c, s,
+    cs_type, executiontype).
+    """
+    try:
+        _s = _p_cublasRotEx(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def rot_ex_64(*args, _checked=_m.rot_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.rot_ex_64` (handle, n, x, x_type, incx, y, y_type, incy, c, s,
+    cs_type, executiontype).
+    """
+    try:
+        _s = _p_cublasRotEx_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def rotg_ex(*args, _checked=_m.rotg_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.rotg_ex` (handle, a, b, ab_type, c, s, cs_type,
+    executiontype).
+    """
+    try:
+        _s = _p_cublasRotgEx(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def rotm_ex(*args, _checked=_m.rotm_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.rotm_ex` (handle, n, x, x_type, incx, y, y_type, incy, param,
+    param_type, executiontype).
+    """
+    try:
+        _s = _p_cublasRotmEx(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def rotm_ex_64(*args, _checked=_m.rotm_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.rotm_ex_64` (handle, n, x, x_type, incx, y, y_type, incy,
+    param, param_type, executiontype).
+    """
+    try:
+        _s = _p_cublasRotmEx_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def rotmg_ex(*args, _checked=_m.rotmg_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.rotmg_ex` (handle, d1, d1_type, d2, d2_type, x1, x1_type, y1,
+    y1_type, param, param_type, executiontype).
+    """
+    try:
+        _s = _p_cublasRotmgEx(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def sasum(*args, _checked=_m.sasum):
+    """Unchecked :func:`nvmath.bindings.cublas.sasum` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasSasum_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def sasum_64(*args, _checked=_m.sasum_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sasum_64` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasSasum_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def saxpy(*args, _checked=_m.saxpy):
+    """Unchecked :func:`nvmath.bindings.cublas.saxpy` (handle, n, alpha, x, incx, y, incy)."""
+    try:
+        _s = _p_cublasSaxpy_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def saxpy_64(*args, _checked=_m.saxpy_64):
+    """Unchecked :func:`nvmath.bindings.cublas.saxpy_64` (handle, n, alpha, x, incx, y, incy)."""
+    try:
+        _s = _p_cublasSaxpy_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def scal_ex(*args, _checked=_m.scal_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.scal_ex` (handle, n, alpha, alpha_type, x, x_type, incx,
+    execution_type).
+    """
+    try:
+        _s = _p_cublasScalEx(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def scal_ex_64(*args, _checked=_m.scal_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.scal_ex_64` (handle, n, alpha, alpha_type, x, x_type, incx,
+    execution_type).
+    """
+    try:
+        _s = _p_cublasScalEx_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def scasum(*args, _checked=_m.scasum):
+    """Unchecked :func:`nvmath.bindings.cublas.scasum` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasScasum_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def scasum_64(*args, _checked=_m.scasum_64):
+    """Unchecked :func:`nvmath.bindings.cublas.scasum_64` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasScasum_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def scnrm2(*args, _checked=_m.scnrm2):
+    """Unchecked :func:`nvmath.bindings.cublas.scnrm2` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasScnrm2_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def scnrm2_64(*args, _checked=_m.scnrm2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.scnrm2_64` (handle, n, x, incx, result)."""
+    try:
+        _s = _p_cublasScnrm2_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def scopy(*args, _checked=_m.scopy):
+    """Unchecked :func:`nvmath.bindings.cublas.scopy` (handle, n, x, incx, y, incy)."""
+    try:
+        _s = _p_cublasScopy_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def scopy_64(*args, _checked=_m.scopy_64):
+    """Unchecked :func:`nvmath.bindings.cublas.scopy_64` (handle, n, x, incx, y, incy)."""
+    try:
+        _s = _p_cublasScopy_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def sdgmm(*args, _checked=_m.sdgmm):
+    """Unchecked :func:`nvmath.bindings.cublas.sdgmm` (handle, mode, m, n, a, lda, x, incx, c, ldc)."""
+    try:
+        _s = _p_cublasSdgmm(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def sdgmm_64(*args, _checked=_m.sdgmm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sdgmm_64` (handle, mode, m, n, a, lda, x, incx, c, ldc)."""
+    try:
+        _s = _p_cublasSdgmm_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def sdot(*args, _checked=_m.sdot):
+    """Unchecked :func:`nvmath.bindings.cublas.sdot` (handle, n, x, incx, y, incy, result)."""
+    try:
+        _s = _p_cublasSdot_v2(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def sdot_64(*args, _checked=_m.sdot_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sdot_64` (handle, n, x, incx, y, incy, result)."""
+    try:
+        _s = _p_cublasSdot_v2_64(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def set_atomics_mode(*args, _checked=_m.set_atomics_mode):
+    """Unchecked :func:`nvmath.bindings.cublas.set_atomics_mode` (handle, mode)."""
+    try:
+        _s = _p_cublasSetAtomicsMode(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def set_emulation_special_values_support(*args, _checked=_m.set_emulation_special_values_support):
+    """Unchecked :func:`nvmath.bindings.cublas.set_emulation_special_values_support` (handle, mask)."""
+    try:
+        _s = _p_cublasSetEmulationSpecialValuesSupport(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def set_emulation_strategy(*args, _checked=_m.set_emulation_strategy):
+    """Unchecked :func:`nvmath.bindings.cublas.set_emulation_strategy` (handle, emulation_strategy)."""
+    try:
+        _s = _p_cublasSetEmulationStrategy(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def set_fixed_point_emulation_mantissa_bit_count_pointer(
+    *args, _checked=_m.set_fixed_point_emulation_mantissa_bit_count_pointer,
 ):
-    """Unchecked :func:`nvmath.bindings.cublas.hgemm_batched`."""
+    """Unchecked :func:`nvmath.bindings.cublas.set_fixed_point_emulation_mantissa_bit_count_pointer` (handle,
+    mantissa_bit_count).
+    """
     try:
-        _s = _m._p_cublasHgemmBatched(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        _s = _p_cublasSetFixedPointEmulationMantissaBitCountPointer(*args)
     except _ArgumentError:
-        return _m.hgemm_batched(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def hgemm_batched_64(
-    handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
+def set_fixed_point_emulation_mantissa_bit_offset(
+    *args, _checked=_m.set_fixed_point_emulation_mantissa_bit_offset,
 ):
-    """Unchecked :func:`nvmath.bindings.cublas.hgemm_batched_64`."""
+    """Unchecked :func:`nvmath.bindings.cublas.set_fixed_point_emulation_mantissa_bit_offset` (handle,
+    mantissa_bit_offset).
+    """
     try:
-        _s = _m._p_cublasHgemmBatched_64(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        _s = _p_cublasSetFixedPointEmulationMantissaBitOffset(*args)
     except _ArgumentError:
-        return _m.hgemm_batched_64(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def hgemm_strided_batched(
-    handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-    batch_count,
+def set_fixed_point_emulation_mantissa_control(*args, _checked=_m.set_fixed_point_emulation_mantissa_control):
+    """Unchecked :func:`nvmath.bindings.cublas.set_fixed_point_emulation_mantissa_control` (handle,
+    mantissa_control).
+    """
+    try:
+        _s = _p_cublasSetFixedPointEmulationMantissaControl(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def set_fixed_point_emulation_max_mantissa_bit_count(
+    *args, _checked=_m.set_fixed_point_emulation_max_mantissa_bit_count,
 ):
-    """Unchecked :func:`nvmath.bindings.cublas.hgemm_strided_batched`."""
+    """Unchecked :func:`nvmath.bindings.cublas.set_fixed_point_emulation_max_mantissa_bit_count` (handle,
+    max_mantissa_bit_count).
+    """
     try:
-        _s = _m._p_cublasHgemmStridedBatched(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        _s = _p_cublasSetFixedPointEmulationMaxMantissaBitCount(*args)
     except _ArgumentError:
-        return _m.hgemm_strided_batched(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def hgemm_strided_batched_64(
-    handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-    batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.hgemm_strided_batched_64`."""
+def set_logger_callback(*args, _checked=_m.set_logger_callback):
+    """Unchecked :func:`nvmath.bindings.cublas.set_logger_callback` (user_callback)."""
     try:
-        _s = _m._p_cublasHgemmStridedBatched_64(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        _s = _p_cublasSetLoggerCallback(*args)
     except _ArgumentError:
-        return _m.hgemm_strided_batched_64(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def hshgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.hshgemv_batched`."""
+def set_math_mode(*args, _checked=_m.set_math_mode):
+    """Unchecked :func:`nvmath.bindings.cublas.set_math_mode` (handle, mode)."""
     try:
-        _s = _m._p_cublasHSHgemvBatched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        _s = _p_cublasSetMathMode(*args)
     except _ArgumentError:
-        return _m.hshgemv_batched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def hshgemv_batched_64(
-    handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.hshgemv_batched_64`."""
+def set_matrix(*args, _checked=_m.set_matrix):
+    """Unchecked :func:`nvmath.bindings.cublas.set_matrix` (rows, cols, elem_size, a, lda, b, ldb)."""
     try:
-        _s = _m._p_cublasHSHgemvBatched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        _s = _p_cublasSetMatrix(*args)
     except _ArgumentError:
-        return _m.hshgemv_batched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def hshgemv_strided_batched(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.hshgemv_strided_batched`."""
+def set_matrix_64(*args, _checked=_m.set_matrix_64):
+    """Unchecked :func:`nvmath.bindings.cublas.set_matrix_64` (rows, cols, elem_size, a, lda, b, ldb)."""
     try:
-        _s = _m._p_cublasHSHgemvStridedBatched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        _s = _p_cublasSetMatrix_64(*args)
     except _ArgumentError:
-        return _m.hshgemv_strided_batched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def hshgemv_strided_batched_64(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.hshgemv_strided_batched_64`."""
+def set_matrix_async(*args, _checked=_m.set_matrix_async):
+    """Unchecked :func:`nvmath.bindings.cublas.set_matrix_async` (rows, cols, elem_size, a, lda, b, ldb,
+    stream).
+    """
     try:
-        _s = _m._p_cublasHSHgemvStridedBatched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        _s = _p_cublasSetMatrixAsync(*args)
     except _ArgumentError:
-        return _m.hshgemv_strided_batched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def hssgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.hssgemv_batched`."""
+def set_matrix_async_64(*args, _checked=_m.set_matrix_async_64):
+    """Unchecked :func:`nvmath.bindings.cublas.set_matrix_async_64` (rows, cols, elem_size, a, lda, b, ldb,
+    stream).
+    """
     try:
-        _s = _m._p_cublasHSSgemvBatched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        _s = _p_cublasSetMatrixAsync_64(*args)
     except _ArgumentError:
-        return _m.hssgemv_batched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def hssgemv_batched_64(
-    handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.hssgemv_batched_64`."""
+def set_pointer_mode(*args, _checked=_m.set_pointer_mode):
+    """Unchecked :func:`nvmath.bindings.cublas.set_pointer_mode` (handle, mode)."""
     try:
-        _s = _m._p_cublasHSSgemvBatched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        _s = _p_cublasSetPointerMode_v2(*args)
     except _ArgumentError:
-        return _m.hssgemv_batched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def hssgemv_strided_batched(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.hssgemv_strided_batched`."""
+def set_sm_count_target(*args, _checked=_m.set_sm_count_target):
+    """Unchecked :func:`nvmath.bindings.cublas.set_sm_count_target` (handle, sm_count_target)."""
     try:
-        _s = _m._p_cublasHSSgemvStridedBatched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        _s = _p_cublasSetSmCountTarget(*args)
     except _ArgumentError:
-        return _m.hssgemv_strided_batched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def hssgemv_strided_batched_64(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.hssgemv_strided_batched_64`."""
+def set_stream(*args, _checked=_m.set_stream):
+    """Unchecked :func:`nvmath.bindings.cublas.set_stream` (handle, stream_id)."""
     try:
-        _s = _m._p_cublasHSSgemvStridedBatched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        _s = _p_cublasSetStream_v2(*args)
     except _ArgumentError:
-        return _m.hssgemv_strided_batched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def iamax_ex(handle, n, x, x_type, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.iamax_ex`."""
+def set_vector(*args, _checked=_m.set_vector):
+    """Unchecked :func:`nvmath.bindings.cublas.set_vector` (n, elem_size, x, incx, device_ptr, incy)."""
     try:
-        _s = _m._p_cublasIamaxEx(handle, n, x, x_type, incx, result)
+        _s = _p_cublasSetVector(*args)
     except _ArgumentError:
-        return _m.iamax_ex(handle, n, x, x_type, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def iamax_ex_64(handle, n, x, x_type, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.iamax_ex_64`."""
+def set_vector_64(*args, _checked=_m.set_vector_64):
+    """Unchecked :func:`nvmath.bindings.cublas.set_vector_64` (n, elem_size, x, incx, device_ptr, incy)."""
     try:
-        _s = _m._p_cublasIamaxEx_64(handle, n, x, x_type, incx, result)
+        _s = _p_cublasSetVector_64(*args)
     except _ArgumentError:
-        return _m.iamax_ex_64(handle, n, x, x_type, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def iamin_ex(handle, n, x, x_type, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.iamin_ex`."""
+def set_vector_async(*args, _checked=_m.set_vector_async):
+    """Unchecked :func:`nvmath.bindings.cublas.set_vector_async` (n, elem_size, host_ptr, incx, device_ptr,
+    incy, stream).
+    """
     try:
-        _s = _m._p_cublasIaminEx(handle, n, x, x_type, incx, result)
+        _s = _p_cublasSetVectorAsync(*args)
     except _ArgumentError:
-        return _m.iamin_ex(handle, n, x, x_type, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def iamin_ex_64(handle, n, x, x_type, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.iamin_ex_64`."""
+def set_vector_async_64(*args, _checked=_m.set_vector_async_64):
+    """Unchecked :func:`nvmath.bindings.cublas.set_vector_async_64` (n, elem_size, host_ptr, incx,
+    device_ptr, incy, stream).
+    """
     try:
-        _s = _m._p_cublasIaminEx_64(handle, n, x, x_type, incx, result)
+        _s = _p_cublasSetVectorAsync_64(*args)
     except _ArgumentError:
-        return _m.iamin_ex_64(handle, n, x, x_type, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def icamax(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.icamax`."""
+def set_workspace(*args, _checked=_m.set_workspace):
+    """Unchecked :func:`nvmath.bindings.cublas.set_workspace` (handle, workspace, workspace_size_in_bytes)."""
     try:
-        _s = _m._p_cublasIcamax_v2(handle, n, x, incx, result)
+        _s = _p_cublasSetWorkspace_v2(*args)
     except _ArgumentError:
-        return _m.icamax(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def icamax_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.icamax_64`."""
+def sgbmv(*args, _checked=_m.sgbmv):
+    """Unchecked :func:`nvmath.bindings.cublas.sgbmv` (handle, trans, m, n, kl, ku, alpha, a, lda, x, incx,
+    beta, y, incy).
+    """
     try:
-        _s = _m._p_cublasIcamax_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasSgbmv_v2(*args)
     except _ArgumentError:
-        return _m.icamax_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def icamin(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.icamin`."""
+def sgbmv_64(*args, _checked=_m.sgbmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sgbmv_64` (handle, trans, m, n, kl, ku, alpha, a, lda, x,
+    incx, beta, y, incy).
+    """
     try:
-        _s = _m._p_cublasIcamin_v2(handle, n, x, incx, result)
+        _s = _p_cublasSgbmv_v2_64(*args)
     except _ArgumentError:
-        return _m.icamin(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def icamin_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.icamin_64`."""
+def sgeam(*args, _checked=_m.sgeam):
+    """Unchecked :func:`nvmath.bindings.cublas.sgeam` (handle, transa, transb, m, n, alpha, a, lda, beta, b,
+    ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasIcamin_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasSgeam(*args)
     except _ArgumentError:
-        return _m.icamin_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def idamax(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.idamax`."""
+def sgeam_64(*args, _checked=_m.sgeam_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sgeam_64` (handle, transa, transb, m, n, alpha, a, lda, beta,
+    b, ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasIdamax_v2(handle, n, x, incx, result)
+        _s = _p_cublasSgeam_64(*args)
     except _ArgumentError:
-        return _m.idamax(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def idamax_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.idamax_64`."""
+def sgels_batched(*args, _checked=_m.sgels_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.sgels_batched` (handle, trans, m, n, nrhs, aarray, lda,
+    carray, ldc, info, dev_info_array, batch_size).
+    """
     try:
-        _s = _m._p_cublasIdamax_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasSgelsBatched(*args)
     except _ArgumentError:
-        return _m.idamax_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def idamin(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.idamin`."""
+def sgemm(*args, _checked=_m.sgemm):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemm` (handle, transa, transb, m, n, k, alpha, a, lda, b,
+    ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasIdamin_v2(handle, n, x, incx, result)
+        _s = _p_cublasSgemm_v2(*args)
     except _ArgumentError:
-        return _m.idamin(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def idamin_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.idamin_64`."""
+def sgemm_64(*args, _checked=_m.sgemm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemm_64` (handle, transa, transb, m, n, k, alpha, a, lda, b,
+    ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasIdamin_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasSgemm_v2_64(*args)
     except _ArgumentError:
-        return _m.idamin_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def isamax(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.isamax`."""
+def sgemm_batched(*args, _checked=_m.sgemm_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemm_batched` (handle, transa, transb, m, n, k, alpha,
+    aarray, lda, barray, ldb, beta, carray, ldc, batch_count).
+    """
     try:
-        _s = _m._p_cublasIsamax_v2(handle, n, x, incx, result)
+        _s = _p_cublasSgemmBatched(*args)
     except _ArgumentError:
-        return _m.isamax(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def isamax_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.isamax_64`."""
+def sgemm_batched_64(*args, _checked=_m.sgemm_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemm_batched_64` (handle, transa, transb, m, n, k, alpha,
+    aarray, lda, barray, ldb, beta, carray, ldc, batch_count).
+    """
     try:
-        _s = _m._p_cublasIsamax_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasSgemmBatched_64(*args)
     except _ArgumentError:
-        return _m.isamax_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def isamin(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.isamin`."""
+def sgemm_ex(*args, _checked=_m.sgemm_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemm_ex` (handle, transa, transb, m, n, k, alpha, a, atype,
+    lda, b, btype, ldb, beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasIsamin_v2(handle, n, x, incx, result)
+        _s = _p_cublasSgemmEx(*args)
     except _ArgumentError:
-        return _m.isamin(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def isamin_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.isamin_64`."""
+def sgemm_ex_64(*args, _checked=_m.sgemm_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemm_ex_64` (handle, transa, transb, m, n, k, alpha, a,
+    atype, lda, b, btype, ldb, beta, c, ctype, ldc).
+    """
     try:
-        _s = _m._p_cublasIsamin_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasSgemmEx_64(*args)
     except _ArgumentError:
-        return _m.isamin_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def izamax(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.izamax`."""
+def sgemm_grouped_batched(*args, _checked=_m.sgemm_grouped_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemm_grouped_batched` (handle, transa_array, transb_array,
+    m_array, n_array, k_array, alpha_array, aarray, lda_array, barray, ldb_array, beta_array, carray,
+    ldc_array, group_count, group_size).
+    """
     try:
-        _s = _m._p_cublasIzamax_v2(handle, n, x, incx, result)
+        _s = _p_cublasSgemmGroupedBatched(*args)
     except _ArgumentError:
-        return _m.izamax(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def izamax_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.izamax_64`."""
+def sgemm_grouped_batched_64(*args, _checked=_m.sgemm_grouped_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemm_grouped_batched_64` (handle, transa_array, transb_array,
+    m_array, n_array, k_array, alpha_array, aarray, lda_array, barray, ldb_array, beta_array, carray,
+    ldc_array, group_count, group_size).
+    """
     try:
-        _s = _m._p_cublasIzamax_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasSgemmGroupedBatched_64(*args)
     except _ArgumentError:
-        return _m.izamax_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def izamin(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.izamin`."""
+def sgemm_strided_batched(*args, _checked=_m.sgemm_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemm_strided_batched` (handle, transa, transb, m, n, k,
+    alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch_count).
+    """
     try:
-        _s = _m._p_cublasIzamin_v2(handle, n, x, incx, result)
+        _s = _p_cublasSgemmStridedBatched(*args)
     except _ArgumentError:
-        return _m.izamin(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def izamin_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.izamin_64`."""
+def sgemm_strided_batched_64(*args, _checked=_m.sgemm_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemm_strided_batched_64` (handle, transa, transb, m, n, k,
+    alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch_count).
+    """
     try:
-        _s = _m._p_cublasIzamin_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasSgemmStridedBatched_64(*args)
     except _ArgumentError:
-        return _m.izamin_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def logger_configure(log_is_on, log_to_std_out, log_to_std_err, log_file_name):
-    """Unchecked :func:`nvmath.bindings.cublas.logger_configure`."""
+def sgemv(*args, _checked=_m.sgemv):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemv` (handle, trans, m, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasLoggerConfigure(log_is_on, log_to_std_out, log_to_std_err, log_file_name)
+        _s = _p_cublasSgemv_v2(*args)
     except _ArgumentError:
-        return _m.logger_configure(log_is_on, log_to_std_out, log_to_std_err, log_file_name)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def nrm2_ex(handle, n, x, x_type, incx, result, result_type, execution_type):
-    """Unchecked :func:`nvmath.bindings.cublas.nrm2_ex`."""
+def sgemv_64(*args, _checked=_m.sgemv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemv_64` (handle, trans, m, n, alpha, a, lda, x, incx, beta,
+    y, incy).
+    """
     try:
-        _s = _m._p_cublasNrm2Ex(handle, n, x, x_type, incx, result, result_type, execution_type)
+        _s = _p_cublasSgemv_v2_64(*args)
     except _ArgumentError:
-        return _m.nrm2_ex(handle, n, x, x_type, incx, result, result_type, execution_type)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def nrm2_ex_64(handle, n, x, x_type, incx, result, result_type, execution_type):
-    """Unchecked :func:`nvmath.bindings.cublas.nrm2_ex_64`."""
+def sgemv_batched(*args, _checked=_m.sgemv_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemv_batched` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
     try:
-        _s = _m._p_cublasNrm2Ex_64(handle, n, x, x_type, incx, result, result_type, execution_type)
+        _s = _p_cublasSgemvBatched(*args)
     except _ArgumentError:
-        return _m.nrm2_ex_64(handle, n, x, x_type, incx, result, result_type, execution_type)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def rot_ex(handle, n, x, x_type, incx, y, y_type, incy, c, s, cs_type, executiontype):
-    """Unchecked :func:`nvmath.bindings.cublas.rot_ex`."""
+def sgemv_batched_64(*args, _checked=_m.sgemv_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemv_batched_64` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
     try:
-        _s = _m._p_cublasRotEx(handle, n, x, x_type, incx, y, y_type, incy, c, s, cs_type, executiontype)
+        _s = _p_cublasSgemvBatched_64(*args)
     except _ArgumentError:
-        return _m.rot_ex(handle, n, x, x_type, incx, y, y_type, incy, c, s, cs_type, executiontype)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def rot_ex_64(handle, n, x, x_type, incx, y, y_type, incy, c, s, cs_type, executiontype):
-    """Unchecked :func:`nvmath.bindings.cublas.rot_ex_64`."""
+def sgemv_strided_batched(*args, _checked=_m.sgemv_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemv_strided_batched` (handle, trans, m, n, alpha, a, lda,
+    stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
     try:
-        _s = _m._p_cublasRotEx_64(handle, n, x, x_type, incx, y, y_type, incy, c, s, cs_type, executiontype)
+        _s = _p_cublasSgemvStridedBatched(*args)
     except _ArgumentError:
-        return _m.rot_ex_64(handle, n, x, x_type, incx, y, y_type, incy, c, s, cs_type, executiontype)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def rotg_ex(handle, a, b, ab_type, c, s, cs_type, executiontype):
-    """Unchecked :func:`nvmath.bindings.cublas.rotg_ex`."""
+def sgemv_strided_batched_64(*args, _checked=_m.sgemv_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sgemv_strided_batched_64` (handle, trans, m, n, alpha, a, lda,
+    stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
     try:
-        _s = _m._p_cublasRotgEx(handle, a, b, ab_type, c, s, cs_type, executiontype)
+        _s = _p_cublasSgemvStridedBatched_64(*args)
     except _ArgumentError:
-        return _m.rotg_ex(handle, a, b, ab_type, c, s, cs_type, executiontype)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def rotm_ex(handle, n, x, x_type, incx, y, y_type, incy, param, param_type, executiontype):
-    """Unchecked :func:`nvmath.bindings.cublas.rotm_ex`."""
+def sgeqrf_batched(*args, _checked=_m.sgeqrf_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.sgeqrf_batched` (handle, m, n, aarray, lda, tau_array, info,
+    batch_size).
+    """
     try:
-        _s = _m._p_cublasRotmEx(handle, n, x, x_type, incx, y, y_type, incy, param, param_type, executiontype)
+        _s = _p_cublasSgeqrfBatched(*args)
     except _ArgumentError:
-        return _m.rotm_ex(handle, n, x, x_type, incx, y, y_type, incy, param, param_type, executiontype)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def rotm_ex_64(handle, n, x, x_type, incx, y, y_type, incy, param, param_type, executiontype):
-    """Unchecked :func:`nvmath.bindings.cublas.rotm_ex_64`."""
+def sger(*args, _checked=_m.sger):
+    """Unchecked :func:`nvmath.bindings.cublas.sger` (handle, m, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasRotmEx_64(
-            handle, n, x, x_type, incx, y, y_type, incy, param, param_type, executiontype,
-        )
+        _s = _p_cublasSger_v2(*args)
     except _ArgumentError:
-        return _m.rotm_ex_64(handle, n, x, x_type, incx, y, y_type, incy, param, param_type, executiontype)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def rotmg_ex(handle, d1, d1_type, d2, d2_type, x1, x1_type, y1, y1_type, param, param_type, executiontype):
-    """Unchecked :func:`nvmath.bindings.cublas.rotmg_ex`."""
+def sger_64(*args, _checked=_m.sger_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sger_64` (handle, m, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasRotmgEx(
-            handle, d1, d1_type, d2, d2_type, x1, x1_type, y1, y1_type, param, param_type, executiontype,
-        )
+        _s = _p_cublasSger_v2_64(*args)
     except _ArgumentError:
-        return _m.rotmg_ex(
-            handle, d1, d1_type, d2, d2_type, x1, x1_type, y1, y1_type, param, param_type, executiontype,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sasum(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.sasum`."""
+def sgetrf_batched(*args, _checked=_m.sgetrf_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.sgetrf_batched` (handle, n, a, lda, p, info, batch_size)."""
     try:
-        _s = _m._p_cublasSasum_v2(handle, n, x, incx, result)
+        _s = _p_cublasSgetrfBatched(*args)
     except _ArgumentError:
-        return _m.sasum(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sasum_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.sasum_64`."""
+def sgetri_batched(*args, _checked=_m.sgetri_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.sgetri_batched` (handle, n, a, lda, p, c, ldc, info,
+    batch_size).
+    """
     try:
-        _s = _m._p_cublasSasum_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasSgetriBatched(*args)
     except _ArgumentError:
-        return _m.sasum_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def saxpy(handle, n, alpha, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.saxpy`."""
+def sgetrs_batched(*args, _checked=_m.sgetrs_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.sgetrs_batched` (handle, trans, n, nrhs, aarray, lda,
+    dev_ipiv, barray, ldb, info, batch_size).
+    """
     try:
-        _s = _m._p_cublasSaxpy_v2(handle, n, alpha, x, incx, y, incy)
+        _s = _p_cublasSgetrsBatched(*args)
     except _ArgumentError:
-        return _m.saxpy(handle, n, alpha, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def saxpy_64(handle, n, alpha, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.saxpy_64`."""
+def smatinv_batched(*args, _checked=_m.smatinv_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.smatinv_batched` (handle, n, a, lda, ainv, lda_inv, info,
+    batch_size).
+    """
     try:
-        _s = _m._p_cublasSaxpy_v2_64(handle, n, alpha, x, incx, y, incy)
+        _s = _p_cublasSmatinvBatched(*args)
     except _ArgumentError:
-        return _m.saxpy_64(handle, n, alpha, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def scal_ex(handle, n, alpha, alpha_type, x, x_type, incx, execution_type):
-    """Unchecked :func:`nvmath.bindings.cublas.scal_ex`."""
+def snrm2(*args, _checked=_m.snrm2):
+    """Unchecked :func:`nvmath.bindings.cublas.snrm2` (handle, n, x, incx, result)."""
     try:
-        _s = _m._p_cublasScalEx(handle, n, alpha, alpha_type, x, x_type, incx, execution_type)
+        _s = _p_cublasSnrm2_v2(*args)
     except _ArgumentError:
-        return _m.scal_ex(handle, n, alpha, alpha_type, x, x_type, incx, execution_type)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def scal_ex_64(handle, n, alpha, alpha_type, x, x_type, incx, execution_type):
-    """Unchecked :func:`nvmath.bindings.cublas.scal_ex_64`."""
+def snrm2_64(*args, _checked=_m.snrm2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.snrm2_64` (handle, n, x, incx, result)."""
     try:
-        _s = _m._p_cublasScalEx_64(handle, n, alpha, alpha_type, x, x_type, incx, execution_type)
+        _s = _p_cublasSnrm2_v2_64(*args)
     except _ArgumentError:
-        return _m.scal_ex_64(handle, n, alpha, alpha_type, x, x_type, incx, execution_type)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def scasum(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.scasum`."""
+def srot(*args, _checked=_m.srot):
+    """Unchecked :func:`nvmath.bindings.cublas.srot` (handle, n, x, incx, y, incy, c, s)."""
     try:
-        _s = _m._p_cublasScasum_v2(handle, n, x, incx, result)
+        _s = _p_cublasSrot_v2(*args)
     except _ArgumentError:
-        return _m.scasum(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def scasum_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.scasum_64`."""
+def srot_64(*args, _checked=_m.srot_64):
+    """Unchecked :func:`nvmath.bindings.cublas.srot_64` (handle, n, x, incx, y, incy, c, s)."""
     try:
-        _s = _m._p_cublasScasum_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasSrot_v2_64(*args)
     except _ArgumentError:
-        return _m.scasum_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def scnrm2(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.scnrm2`."""
+def srotg(*args, _checked=_m.srotg):
+    """Unchecked :func:`nvmath.bindings.cublas.srotg` (handle, a, b, c, s)."""
     try:
-        _s = _m._p_cublasScnrm2_v2(handle, n, x, incx, result)
+        _s = _p_cublasSrotg_v2(*args)
     except _ArgumentError:
-        return _m.scnrm2(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def scnrm2_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.scnrm2_64`."""
+def srotm(*args, _checked=_m.srotm):
+    """Unchecked :func:`nvmath.bindings.cublas.srotm` (handle, n, x, incx, y, incy, param)."""
     try:
-        _s = _m._p_cublasScnrm2_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasSrotm_v2(*args)
     except _ArgumentError:
-        return _m.scnrm2_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def scopy(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.scopy`."""
+def srotm_64(*args, _checked=_m.srotm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.srotm_64` (handle, n, x, incx, y, incy, param)."""
     try:
-        _s = _m._p_cublasScopy_v2(handle, n, x, incx, y, incy)
+        _s = _p_cublasSrotm_v2_64(*args)
     except _ArgumentError:
-        return _m.scopy(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def scopy_64(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.scopy_64`."""
+def srotmg(*args, _checked=_m.srotmg):
+    """Unchecked :func:`nvmath.bindings.cublas.srotmg` (handle, d1, d2, x1, y1, param)."""
     try:
-        _s = _m._p_cublasScopy_v2_64(handle, n, x, incx, y, incy)
+        _s = _p_cublasSrotmg_v2(*args)
     except _ArgumentError:
-        return _m.scopy_64(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.sdgmm`."""
+def ssbmv(*args, _checked=_m.ssbmv):
+    """Unchecked :func:`nvmath.bindings.cublas.ssbmv` (handle, uplo, n, k, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasSdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        _s = _p_cublasSsbmv_v2(*args)
     except _ArgumentError:
-        return _m.sdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.sdgmm_64`."""
+def ssbmv_64(*args, _checked=_m.ssbmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ssbmv_64` (handle, uplo, n, k, alpha, a, lda, x, incx, beta,
+    y, incy).
+    """
     try:
-        _s = _m._p_cublasSdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        _s = _p_cublasSsbmv_v2_64(*args)
     except _ArgumentError:
-        return _m.sdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sdot(handle, n, x, incx, y, incy, result):
-    """Unchecked :func:`nvmath.bindings.cublas.sdot`."""
+def sscal(*args, _checked=_m.sscal):
+    """Unchecked :func:`nvmath.bindings.cublas.sscal` (handle, n, alpha, x, incx)."""
     try:
-        _s = _m._p_cublasSdot_v2(handle, n, x, incx, y, incy, result)
+        _s = _p_cublasSscal_v2(*args)
     except _ArgumentError:
-        return _m.sdot(handle, n, x, incx, y, incy, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sdot_64(handle, n, x, incx, y, incy, result):
-    """Unchecked :func:`nvmath.bindings.cublas.sdot_64`."""
+def sscal_64(*args, _checked=_m.sscal_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sscal_64` (handle, n, alpha, x, incx)."""
     try:
-        _s = _m._p_cublasSdot_v2_64(handle, n, x, incx, y, incy, result)
+        _s = _p_cublasSscal_v2_64(*args)
     except _ArgumentError:
-        return _m.sdot_64(handle, n, x, incx, y, incy, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_atomics_mode(handle, mode):
-    """Unchecked :func:`nvmath.bindings.cublas.set_atomics_mode`."""
+def sspmv(*args, _checked=_m.sspmv):
+    """Unchecked :func:`nvmath.bindings.cublas.sspmv` (handle, uplo, n, alpha, ap, x, incx, beta, y, incy)."""
     try:
-        _s = _m._p_cublasSetAtomicsMode(handle, mode)
+        _s = _p_cublasSspmv_v2(*args)
     except _ArgumentError:
-        return _m.set_atomics_mode(handle, mode)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_emulation_special_values_support(handle, mask):
-    """Unchecked :func:`nvmath.bindings.cublas.set_emulation_special_values_support`."""
+def sspmv_64(*args, _checked=_m.sspmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sspmv_64` (handle, uplo, n, alpha, ap, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasSetEmulationSpecialValuesSupport(handle, mask)
+        _s = _p_cublasSspmv_v2_64(*args)
     except _ArgumentError:
-        return _m.set_emulation_special_values_support(handle, mask)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_emulation_strategy(handle, emulation_strategy):
-    """Unchecked :func:`nvmath.bindings.cublas.set_emulation_strategy`."""
+def sspr(*args, _checked=_m.sspr):
+    """Unchecked :func:`nvmath.bindings.cublas.sspr` (handle, uplo, n, alpha, x, incx, ap)."""
     try:
-        _s = _m._p_cublasSetEmulationStrategy(handle, emulation_strategy)
+        _s = _p_cublasSspr_v2(*args)
     except _ArgumentError:
-        return _m.set_emulation_strategy(handle, emulation_strategy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_fixed_point_emulation_mantissa_bit_count_pointer(handle, mantissa_bit_count):
-    """Unchecked :func:`nvmath.bindings.cublas.set_fixed_point_emulation_mantissa_bit_count_pointer`."""
+def sspr2(*args, _checked=_m.sspr2):
+    """Unchecked :func:`nvmath.bindings.cublas.sspr2` (handle, uplo, n, alpha, x, incx, y, incy, ap)."""
     try:
-        _s = _m._p_cublasSetFixedPointEmulationMantissaBitCountPointer(handle, mantissa_bit_count)
+        _s = _p_cublasSspr2_v2(*args)
     except _ArgumentError:
-        return _m.set_fixed_point_emulation_mantissa_bit_count_pointer(handle, mantissa_bit_count)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_fixed_point_emulation_mantissa_bit_offset(handle, mantissa_bit_offset):
-    """Unchecked :func:`nvmath.bindings.cublas.set_fixed_point_emulation_mantissa_bit_offset`."""
+def sspr2_64(*args, _checked=_m.sspr2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sspr2_64` (handle, uplo, n, alpha, x, incx, y, incy, ap)."""
     try:
-        _s = _m._p_cublasSetFixedPointEmulationMantissaBitOffset(handle, mantissa_bit_offset)
+        _s = _p_cublasSspr2_v2_64(*args)
     except _ArgumentError:
-        return _m.set_fixed_point_emulation_mantissa_bit_offset(handle, mantissa_bit_offset)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_fixed_point_emulation_mantissa_control(handle, mantissa_control):
-    """Unchecked :func:`nvmath.bindings.cublas.set_fixed_point_emulation_mantissa_control`."""
+def sspr_64(*args, _checked=_m.sspr_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sspr_64` (handle, uplo, n, alpha, x, incx, ap)."""
     try:
-        _s = _m._p_cublasSetFixedPointEmulationMantissaControl(handle, mantissa_control)
+        _s = _p_cublasSspr_v2_64(*args)
     except _ArgumentError:
-        return _m.set_fixed_point_emulation_mantissa_control(handle, mantissa_control)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_fixed_point_emulation_max_mantissa_bit_count(handle, max_mantissa_bit_count):
-    """Unchecked :func:`nvmath.bindings.cublas.set_fixed_point_emulation_max_mantissa_bit_count`."""
+def sswap(*args, _checked=_m.sswap):
+    """Unchecked :func:`nvmath.bindings.cublas.sswap` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasSetFixedPointEmulationMaxMantissaBitCount(handle, max_mantissa_bit_count)
+        _s = _p_cublasSswap_v2(*args)
     except _ArgumentError:
-        return _m.set_fixed_point_emulation_max_mantissa_bit_count(handle, max_mantissa_bit_count)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_logger_callback(user_callback):
-    """Unchecked :func:`nvmath.bindings.cublas.set_logger_callback`."""
+def sswap_64(*args, _checked=_m.sswap_64):
+    """Unchecked :func:`nvmath.bindings.cublas.sswap_64` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasSetLoggerCallback(user_callback)
+        _s = _p_cublasSswap_v2_64(*args)
     except _ArgumentError:
-        return _m.set_logger_callback(user_callback)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_math_mode(handle, mode):
-    """Unchecked :func:`nvmath.bindings.cublas.set_math_mode`."""
+def ssymm(*args, _checked=_m.ssymm):
+    """Unchecked :func:`nvmath.bindings.cublas.ssymm` (handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta,
+    c, ldc).
+    """
     try:
-        _s = _m._p_cublasSetMathMode(handle, mode)
+        _s = _p_cublasSsymm_v2(*args)
     except _ArgumentError:
-        return _m.set_math_mode(handle, mode)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_matrix(rows, cols, elem_size, a, lda, b, ldb):
-    """Unchecked :func:`nvmath.bindings.cublas.set_matrix`."""
+def ssymm_64(*args, _checked=_m.ssymm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ssymm_64` (handle, side, uplo, m, n, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasSetMatrix(rows, cols, elem_size, a, lda, b, ldb)
+        _s = _p_cublasSsymm_v2_64(*args)
     except _ArgumentError:
-        return _m.set_matrix(rows, cols, elem_size, a, lda, b, ldb)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_matrix_64(rows, cols, elem_size, a, lda, b, ldb):
-    """Unchecked :func:`nvmath.bindings.cublas.set_matrix_64`."""
+def ssymv(*args, _checked=_m.ssymv):
+    """Unchecked :func:`nvmath.bindings.cublas.ssymv` (handle, uplo, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasSetMatrix_64(rows, cols, elem_size, a, lda, b, ldb)
+        _s = _p_cublasSsymv_v2(*args)
     except _ArgumentError:
-        return _m.set_matrix_64(rows, cols, elem_size, a, lda, b, ldb)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_matrix_async(rows, cols, elem_size, a, lda, b, ldb, stream):
-    """Unchecked :func:`nvmath.bindings.cublas.set_matrix_async`."""
+def ssymv_64(*args, _checked=_m.ssymv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ssymv_64` (handle, uplo, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasSetMatrixAsync(rows, cols, elem_size, a, lda, b, ldb, stream)
+        _s = _p_cublasSsymv_v2_64(*args)
     except _ArgumentError:
-        return _m.set_matrix_async(rows, cols, elem_size, a, lda, b, ldb, stream)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_matrix_async_64(rows, cols, elem_size, a, lda, b, ldb, stream):
-    """Unchecked :func:`nvmath.bindings.cublas.set_matrix_async_64`."""
+def ssyr(*args, _checked=_m.ssyr):
+    """Unchecked :func:`nvmath.bindings.cublas.ssyr` (handle, uplo, n, alpha, x, incx, a, lda)."""
     try:
-        _s = _m._p_cublasSetMatrixAsync_64(rows, cols, elem_size, a, lda, b, ldb, stream)
+        _s = _p_cublasSsyr_v2(*args)
     except _ArgumentError:
-        return _m.set_matrix_async_64(rows, cols, elem_size, a, lda, b, ldb, stream)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_pointer_mode(handle, mode):
-    """Unchecked :func:`nvmath.bindings.cublas.set_pointer_mode`."""
+def ssyr2(*args, _checked=_m.ssyr2):
+    """Unchecked :func:`nvmath.bindings.cublas.ssyr2` (handle, uplo, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasSetPointerMode_v2(handle, mode)
+        _s = _p_cublasSsyr2_v2(*args)
     except _ArgumentError:
-        return _m.set_pointer_mode(handle, mode)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_sm_count_target(handle, sm_count_target):
-    """Unchecked :func:`nvmath.bindings.cublas.set_sm_count_target`."""
+def ssyr2_64(*args, _checked=_m.ssyr2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ssyr2_64` (handle, uplo, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasSetSmCountTarget(handle, sm_count_target)
+        _s = _p_cublasSsyr2_v2_64(*args)
     except _ArgumentError:
-        return _m.set_sm_count_target(handle, sm_count_target)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_stream(handle, stream_id):
-    """Unchecked :func:`nvmath.bindings.cublas.set_stream`."""
+def ssyr2k(*args, _checked=_m.ssyr2k):
+    """Unchecked :func:`nvmath.bindings.cublas.ssyr2k` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasSetStream_v2(handle, stream_id)
+        _s = _p_cublasSsyr2k_v2(*args)
     except _ArgumentError:
-        return _m.set_stream(handle, stream_id)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_vector(n, elem_size, x, incx, device_ptr, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.set_vector`."""
+def ssyr2k_64(*args, _checked=_m.ssyr2k_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ssyr2k_64` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasSetVector(n, elem_size, x, incx, device_ptr, incy)
+        _s = _p_cublasSsyr2k_v2_64(*args)
     except _ArgumentError:
-        return _m.set_vector(n, elem_size, x, incx, device_ptr, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_vector_64(n, elem_size, x, incx, device_ptr, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.set_vector_64`."""
+def ssyr_64(*args, _checked=_m.ssyr_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ssyr_64` (handle, uplo, n, alpha, x, incx, a, lda)."""
     try:
-        _s = _m._p_cublasSetVector_64(n, elem_size, x, incx, device_ptr, incy)
+        _s = _p_cublasSsyr_v2_64(*args)
     except _ArgumentError:
-        return _m.set_vector_64(n, elem_size, x, incx, device_ptr, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_vector_async(n, elem_size, host_ptr, incx, device_ptr, incy, stream):
-    """Unchecked :func:`nvmath.bindings.cublas.set_vector_async`."""
+def ssyrk(*args, _checked=_m.ssyrk):
+    """Unchecked :func:`nvmath.bindings.cublas.ssyrk` (handle, uplo, trans, n, k, alpha, a, lda, beta, c,
+    ldc).
+    """
     try:
-        _s = _m._p_cublasSetVectorAsync(n, elem_size, host_ptr, incx, device_ptr, incy, stream)
+        _s = _p_cublasSsyrk_v2(*args)
     except _ArgumentError:
-        return _m.set_vector_async(n, elem_size, host_ptr, incx, device_ptr, incy, stream)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_vector_async_64(n, elem_size, host_ptr, incx, device_ptr, incy, stream):
-    """Unchecked :func:`nvmath.bindings.cublas.set_vector_async_64`."""
+def ssyrk_64(*args, _checked=_m.ssyrk_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ssyrk_64` (handle, uplo, trans, n, k, alpha, a, lda, beta, c,
+    ldc).
+    """
     try:
-        _s = _m._p_cublasSetVectorAsync_64(n, elem_size, host_ptr, incx, device_ptr, incy, stream)
+        _s = _p_cublasSsyrk_v2_64(*args)
     except _ArgumentError:
-        return _m.set_vector_async_64(n, elem_size, host_ptr, incx, device_ptr, incy, stream)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_workspace(handle, workspace, workspace_size_in_bytes):
-    """Unchecked :func:`nvmath.bindings.cublas.set_workspace`."""
+def ssyrkx(*args, _checked=_m.ssyrkx):
+    """Unchecked :func:`nvmath.bindings.cublas.ssyrkx` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasSetWorkspace_v2(handle, workspace, workspace_size_in_bytes)
+        _s = _p_cublasSsyrkx(*args)
     except _ArgumentError:
-        return _m.set_workspace(handle, workspace, workspace_size_in_bytes)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgbmv(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.sgbmv`."""
+def ssyrkx_64(*args, _checked=_m.ssyrkx_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ssyrkx_64` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasSgbmv_v2(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasSsyrkx_64(*args)
     except _ArgumentError:
-        return _m.sgbmv(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgbmv_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.sgbmv_64`."""
+def stbmv(*args, _checked=_m.stbmv):
+    """Unchecked :func:`nvmath.bindings.cublas.stbmv` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasSgbmv_v2_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasStbmv_v2(*args)
     except _ArgumentError:
-        return _m.sgbmv_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.sgeam`."""
+def stbmv_64(*args, _checked=_m.stbmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.stbmv_64` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasSgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        _s = _p_cublasStbmv_v2_64(*args)
     except _ArgumentError:
-        return _m.sgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.sgeam_64`."""
+def stbsv(*args, _checked=_m.stbsv):
+    """Unchecked :func:`nvmath.bindings.cublas.stbsv` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasSgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        _s = _p_cublasStbsv_v2(*args)
     except _ArgumentError:
-        return _m.sgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgels_batched(handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.sgels_batched`."""
+def stbsv_64(*args, _checked=_m.stbsv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.stbsv_64` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasSgelsBatched(
-            handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size,
-        )
+        _s = _p_cublasStbsv_v2_64(*args)
     except _ArgumentError:
-        return _m.sgels_batched(
-            handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemm`."""
+def stpmv(*args, _checked=_m.stpmv):
+    """Unchecked :func:`nvmath.bindings.cublas.stpmv` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasSgemm_v2(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasStpmv_v2(*args)
     except _ArgumentError:
-        return _m.sgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemm_64`."""
+def stpmv_64(*args, _checked=_m.stpmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.stpmv_64` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasSgemm_v2_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasStpmv_v2_64(*args)
     except _ArgumentError:
-        return _m.sgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemm_batched(
-    handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemm_batched`."""
+def stpsv(*args, _checked=_m.stpsv):
+    """Unchecked :func:`nvmath.bindings.cublas.stpsv` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasSgemmBatched(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        _s = _p_cublasStpsv_v2(*args)
     except _ArgumentError:
-        return _m.sgemm_batched(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemm_batched_64(
-    handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemm_batched_64`."""
+def stpsv_64(*args, _checked=_m.stpsv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.stpsv_64` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasSgemmBatched_64(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        _s = _p_cublasStpsv_v2_64(*args)
     except _ArgumentError:
-        return _m.sgemm_batched_64(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemm_ex(handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemm_ex`."""
+def stpttr(*args, _checked=_m.stpttr):
+    """Unchecked :func:`nvmath.bindings.cublas.stpttr` (handle, uplo, n, ap, a, lda)."""
     try:
-        _s = _m._p_cublasSgemmEx(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-        )
+        _s = _p_cublasStpttr(*args)
     except _ArgumentError:
-        return _m.sgemm_ex(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemm_ex_64(handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemm_ex_64`."""
+def strmm(*args, _checked=_m.strmm):
+    """Unchecked :func:`nvmath.bindings.cublas.strmm` (handle, side, uplo, trans, diag, m, n, alpha, a, lda,
+    b, ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasSgemmEx_64(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-        )
+        _s = _p_cublasStrmm_v2(*args)
     except _ArgumentError:
-        return _m.sgemm_ex_64(
-            handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemm_grouped_batched(
-    handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array, barray,
-    ldb_array, beta_array, carray, ldc_array, group_count, group_size,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemm_grouped_batched`."""
+def strmm_64(*args, _checked=_m.strmm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.strmm_64` (handle, side, uplo, trans, diag, m, n, alpha, a,
+    lda, b, ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasSgemmGroupedBatched(
-            handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array,
-            barray, ldb_array, beta_array, carray, ldc_array, group_count, group_size,
-        )
+        _s = _p_cublasStrmm_v2_64(*args)
     except _ArgumentError:
-        return _m.sgemm_grouped_batched(
-            handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array,
-            barray, ldb_array, beta_array, carray, ldc_array, group_count, group_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemm_grouped_batched_64(
-    handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array, barray,
-    ldb_array, beta_array, carray, ldc_array, group_count, group_size,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemm_grouped_batched_64`."""
+def strmv(*args, _checked=_m.strmv):
+    """Unchecked :func:`nvmath.bindings.cublas.strmv` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasSgemmGroupedBatched_64(
-            handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array,
-            barray, ldb_array, beta_array, carray, ldc_array, group_count, group_size,
-        )
+        _s = _p_cublasStrmv_v2(*args)
     except _ArgumentError:
-        return _m.sgemm_grouped_batched_64(
-            handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, aarray, lda_array,
-            barray, ldb_array, beta_array, carray, ldc_array, group_count, group_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemm_strided_batched(
-    handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-    batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemm_strided_batched`."""
+def strmv_64(*args, _checked=_m.strmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.strmv_64` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasSgemmStridedBatched(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        _s = _p_cublasStrmv_v2_64(*args)
     except _ArgumentError:
-        return _m.sgemm_strided_batched(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemm_strided_batched_64(
-    handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-    batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemm_strided_batched_64`."""
+def strsm(*args, _checked=_m.strsm):
+    """Unchecked :func:`nvmath.bindings.cublas.strsm` (handle, side, uplo, trans, diag, m, n, alpha, a, lda,
+    b, ldb).
+    """
     try:
-        _s = _m._p_cublasSgemmStridedBatched_64(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        _s = _p_cublasStrsm_v2(*args)
     except _ArgumentError:
-        return _m.sgemm_strided_batched_64(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemv(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemv`."""
+def strsm_64(*args, _checked=_m.strsm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.strsm_64` (handle, side, uplo, trans, diag, m, n, alpha, a,
+    lda, b, ldb).
+    """
     try:
-        _s = _m._p_cublasSgemv_v2(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasStrsm_v2_64(*args)
     except _ArgumentError:
-        return _m.sgemv(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemv_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemv_64`."""
+def strsm_batched(*args, _checked=_m.strsm_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.strsm_batched` (handle, side, uplo, trans, diag, m, n, alpha,
+    a, lda, b, ldb, batch_count).
+    """
     try:
-        _s = _m._p_cublasSgemv_v2_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasStrsmBatched(*args)
     except _ArgumentError:
-        return _m.sgemv_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemv_batched`."""
+def strsm_batched_64(*args, _checked=_m.strsm_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.strsm_batched_64` (handle, side, uplo, trans, diag, m, n,
+    alpha, a, lda, b, ldb, batch_count).
+    """
     try:
-        _s = _m._p_cublasSgemvBatched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        _s = _p_cublasStrsmBatched_64(*args)
     except _ArgumentError:
-        return _m.sgemv_batched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemv_batched_64(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemv_batched_64`."""
+def strsv(*args, _checked=_m.strsv):
+    """Unchecked :func:`nvmath.bindings.cublas.strsv` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasSgemvBatched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        _s = _p_cublasStrsv_v2(*args)
     except _ArgumentError:
-        return _m.sgemv_batched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemv_strided_batched(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemv_strided_batched`."""
+def strsv_64(*args, _checked=_m.strsv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.strsv_64` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasSgemvStridedBatched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        _s = _p_cublasStrsv_v2_64(*args)
     except _ArgumentError:
-        return _m.sgemv_strided_batched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgemv_strided_batched_64(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.sgemv_strided_batched_64`."""
+def strttp(*args, _checked=_m.strttp):
+    """Unchecked :func:`nvmath.bindings.cublas.strttp` (handle, uplo, n, a, lda, ap)."""
     try:
-        _s = _m._p_cublasSgemvStridedBatched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        _s = _p_cublasStrttp(*args)
     except _ArgumentError:
-        return _m.sgemv_strided_batched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgeqrf_batched(handle, m, n, aarray, lda, tau_array, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.sgeqrf_batched`."""
+def swap_ex(*args, _checked=_m.swap_ex):
+    """Unchecked :func:`nvmath.bindings.cublas.swap_ex` (handle, n, x, x_type, incx, y, y_type, incy)."""
     try:
-        _s = _m._p_cublasSgeqrfBatched(handle, m, n, aarray, lda, tau_array, info, batch_size)
+        _s = _p_cublasSwapEx(*args)
     except _ArgumentError:
-        return _m.sgeqrf_batched(handle, m, n, aarray, lda, tau_array, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sger(handle, m, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.sger`."""
+def swap_ex_64(*args, _checked=_m.swap_ex_64):
+    """Unchecked :func:`nvmath.bindings.cublas.swap_ex_64` (handle, n, x, x_type, incx, y, y_type, incy)."""
     try:
-        _s = _m._p_cublasSger_v2(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasSwapEx_64(*args)
     except _ArgumentError:
-        return _m.sger(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sger_64(handle, m, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.sger_64`."""
+def tssgemv_batched(*args, _checked=_m.tssgemv_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.tssgemv_batched` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
     try:
-        _s = _m._p_cublasSger_v2_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasTSSgemvBatched(*args)
     except _ArgumentError:
-        return _m.sger_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgetrf_batched(handle, n, a, lda, p, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.sgetrf_batched`."""
+def tssgemv_batched_64(*args, _checked=_m.tssgemv_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.tssgemv_batched_64` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
     try:
-        _s = _m._p_cublasSgetrfBatched(handle, n, a, lda, p, info, batch_size)
+        _s = _p_cublasTSSgemvBatched_64(*args)
     except _ArgumentError:
-        return _m.sgetrf_batched(handle, n, a, lda, p, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgetri_batched(handle, n, a, lda, p, c, ldc, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.sgetri_batched`."""
+def tssgemv_strided_batched(*args, _checked=_m.tssgemv_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.tssgemv_strided_batched` (handle, trans, m, n, alpha, a, lda,
+    stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
     try:
-        _s = _m._p_cublasSgetriBatched(handle, n, a, lda, p, c, ldc, info, batch_size)
+        _s = _p_cublasTSSgemvStridedBatched(*args)
     except _ArgumentError:
-        return _m.sgetri_batched(handle, n, a, lda, p, c, ldc, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgetrs_batched(handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.sgetrs_batched`."""
+def tssgemv_strided_batched_64(*args, _checked=_m.tssgemv_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.tssgemv_strided_batched_64` (handle, trans, m, n, alpha, a,
+    lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
     try:
-        _s = _m._p_cublasSgetrsBatched(
-            handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size,
-        )
+        _s = _p_cublasTSSgemvStridedBatched_64(*args)
     except _ArgumentError:
-        return _m.sgetrs_batched(handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def smatinv_batched(handle, n, a, lda, ainv, lda_inv, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.smatinv_batched`."""
+def tstgemv_batched(*args, _checked=_m.tstgemv_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.tstgemv_batched` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
     try:
-        _s = _m._p_cublasSmatinvBatched(handle, n, a, lda, ainv, lda_inv, info, batch_size)
+        _s = _p_cublasTSTgemvBatched(*args)
     except _ArgumentError:
-        return _m.smatinv_batched(handle, n, a, lda, ainv, lda_inv, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def snrm2(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.snrm2`."""
+def tstgemv_batched_64(*args, _checked=_m.tstgemv_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.tstgemv_batched_64` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
     try:
-        _s = _m._p_cublasSnrm2_v2(handle, n, x, incx, result)
+        _s = _p_cublasTSTgemvBatched_64(*args)
     except _ArgumentError:
-        return _m.snrm2(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def snrm2_64(handle, n, x, incx, result):
-    """Unchecked :func:`nvmath.bindings.cublas.snrm2_64`."""
+def tstgemv_strided_batched(*args, _checked=_m.tstgemv_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.tstgemv_strided_batched` (handle, trans, m, n, alpha, a, lda,
+    stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
     try:
-        _s = _m._p_cublasSnrm2_v2_64(handle, n, x, incx, result)
+        _s = _p_cublasTSTgemvStridedBatched(*args)
     except _ArgumentError:
-        return _m.snrm2_64(handle, n, x, incx, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def srot(handle, n, x, incx, y, incy, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.srot`."""
+def tstgemv_strided_batched_64(*args, _checked=_m.tstgemv_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.tstgemv_strided_batched_64` (handle, trans, m, n, alpha, a,
+    lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
     try:
-        _s = _m._p_cublasSrot_v2(handle, n, x, incx, y, incy, c, s)
+        _s = _p_cublasTSTgemvStridedBatched_64(*args)
     except _ArgumentError:
-        return _m.srot(handle, n, x, incx, y, incy, c, s)
-    if _s:
-        _raise(_s)
-
-
-def srot_64(handle, n, x, incx, y, incy, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.srot_64`."""
-    try:
-        _s = _m._p_cublasSrot_v2_64(handle, n, x, incx, y, incy, c, s)
-    except _ArgumentError:
-        return _m.srot_64(handle, n, x, incx, y, incy, c, s)
-    if _s:
-        _raise(_s)
-
-
-def srotg(handle, a, b, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.srotg`."""
-    try:
-        _s = _m._p_cublasSrotg_v2(handle, a, b, c, s)
-    except _ArgumentError:
-        return _m.srotg(handle, a, b, c, s)
-    if _s:
-        _raise(_s)
-
-
-def srotm(handle, n, x, incx, y, incy, param):
-    """Unchecked :func:`nvmath.bindings.cublas.srotm`."""
-    try:
-        _s = _m._p_cublasSrotm_v2(handle, n, x, incx, y, incy, param)
-    except _ArgumentError:
-        return _m.srotm(handle, n, x, incx, y, incy, param)
-    if _s:
-        _raise(_s)
-
-
-def srotm_64(handle, n, x, incx, y, incy, param):
-    """Unchecked :func:`nvmath.bindings.cublas.srotm_64`."""
-    try:
-        _s = _m._p_cublasSrotm_v2_64(handle, n, x, incx, y, incy, param)
-    except _ArgumentError:
-        return _m.srotm_64(handle, n, x, incx, y, incy, param)
-    if _s:
-        _raise(_s)
-
-
-def srotmg(handle, d1, d2, x1, y1, param):
-    """Unchecked :func:`nvmath.bindings.cublas.srotmg`."""
-    try:
-        _s = _m._p_cublasSrotmg_v2(handle, d1, d2, x1, y1, param)
-    except _ArgumentError:
-        return _m.srotmg(handle, d1, d2, x1, y1, param)
-    if _s:
-        _raise(_s)
-
-
-def ssbmv(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.ssbmv`."""
-    try:
-        _s = _m._p_cublasSsbmv_v2(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
-    except _ArgumentError:
-        return _m.ssbmv(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
-    if _s:
-        _raise(_s)
-
-
-def ssbmv_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.ssbmv_64`."""
-    try:
-        _s = _m._p_cublasSsbmv_v2_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
-    except _ArgumentError:
-        return _m.ssbmv_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
-    if _s:
-        _raise(_s)
-
-
-def sscal(handle, n, alpha, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.sscal`."""
-    try:
-        _s = _m._p_cublasSscal_v2(handle, n, alpha, x, incx)
-    except _ArgumentError:
-        return _m.sscal(handle, n, alpha, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def sscal_64(handle, n, alpha, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.sscal_64`."""
-    try:
-        _s = _m._p_cublasSscal_v2_64(handle, n, alpha, x, incx)
-    except _ArgumentError:
-        return _m.sscal_64(handle, n, alpha, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def sspmv(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.sspmv`."""
-    try:
-        _s = _m._p_cublasSspmv_v2(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
-    except _ArgumentError:
-        return _m.sspmv(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
-    if _s:
-        _raise(_s)
-
-
-def sspmv_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.sspmv_64`."""
-    try:
-        _s = _m._p_cublasSspmv_v2_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
-    except _ArgumentError:
-        return _m.sspmv_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
-    if _s:
-        _raise(_s)
-
-
-def sspr(handle, uplo, n, alpha, x, incx, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.sspr`."""
-    try:
-        _s = _m._p_cublasSspr_v2(handle, uplo, n, alpha, x, incx, ap)
-    except _ArgumentError:
-        return _m.sspr(handle, uplo, n, alpha, x, incx, ap)
-    if _s:
-        _raise(_s)
-
-
-def sspr2(handle, uplo, n, alpha, x, incx, y, incy, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.sspr2`."""
-    try:
-        _s = _m._p_cublasSspr2_v2(handle, uplo, n, alpha, x, incx, y, incy, ap)
-    except _ArgumentError:
-        return _m.sspr2(handle, uplo, n, alpha, x, incx, y, incy, ap)
-    if _s:
-        _raise(_s)
-
-
-def sspr2_64(handle, uplo, n, alpha, x, incx, y, incy, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.sspr2_64`."""
-    try:
-        _s = _m._p_cublasSspr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, ap)
-    except _ArgumentError:
-        return _m.sspr2_64(handle, uplo, n, alpha, x, incx, y, incy, ap)
-    if _s:
-        _raise(_s)
-
-
-def sspr_64(handle, uplo, n, alpha, x, incx, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.sspr_64`."""
-    try:
-        _s = _m._p_cublasSspr_v2_64(handle, uplo, n, alpha, x, incx, ap)
-    except _ArgumentError:
-        return _m.sspr_64(handle, uplo, n, alpha, x, incx, ap)
-    if _s:
-        _raise(_s)
-
-
-def sswap(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.sswap`."""
-    try:
-        _s = _m._p_cublasSswap_v2(handle, n, x, incx, y, incy)
-    except _ArgumentError:
-        return _m.sswap(handle, n, x, incx, y, incy)
-    if _s:
-        _raise(_s)
-
-
-def sswap_64(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.sswap_64`."""
-    try:
-        _s = _m._p_cublasSswap_v2_64(handle, n, x, incx, y, incy)
-    except _ArgumentError:
-        return _m.sswap_64(handle, n, x, incx, y, incy)
-    if _s:
-        _raise(_s)
-
-
-def ssymm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ssymm`."""
-    try:
-        _s = _m._p_cublasSsymm_v2(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
-    except _ArgumentError:
-        return _m.ssymm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
-    if _s:
-        _raise(_s)
-
-
-def ssymm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ssymm_64`."""
-    try:
-        _s = _m._p_cublasSsymm_v2_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
-    except _ArgumentError:
-        return _m.ssymm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
-    if _s:
-        _raise(_s)
-
-
-def ssymv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.ssymv`."""
-    try:
-        _s = _m._p_cublasSsymv_v2(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
-    except _ArgumentError:
-        return _m.ssymv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
-    if _s:
-        _raise(_s)
-
-
-def ssymv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.ssymv_64`."""
-    try:
-        _s = _m._p_cublasSsymv_v2_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
-    except _ArgumentError:
-        return _m.ssymv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
-    if _s:
-        _raise(_s)
-
-
-def ssyr(handle, uplo, n, alpha, x, incx, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.ssyr`."""
-    try:
-        _s = _m._p_cublasSsyr_v2(handle, uplo, n, alpha, x, incx, a, lda)
-    except _ArgumentError:
-        return _m.ssyr(handle, uplo, n, alpha, x, incx, a, lda)
-    if _s:
-        _raise(_s)
-
-
-def ssyr2(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.ssyr2`."""
-    try:
-        _s = _m._p_cublasSsyr2_v2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
-    except _ArgumentError:
-        return _m.ssyr2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
-    if _s:
-        _raise(_s)
-
-
-def ssyr2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.ssyr2_64`."""
-    try:
-        _s = _m._p_cublasSsyr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
-    except _ArgumentError:
-        return _m.ssyr2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
-    if _s:
-        _raise(_s)
-
-
-def ssyr2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ssyr2k`."""
-    try:
-        _s = _m._p_cublasSsyr2k_v2(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-    except _ArgumentError:
-        return _m.ssyr2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-    if _s:
-        _raise(_s)
-
-
-def ssyr2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ssyr2k_64`."""
-    try:
-        _s = _m._p_cublasSsyr2k_v2_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-    except _ArgumentError:
-        return _m.ssyr2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-    if _s:
-        _raise(_s)
-
-
-def ssyr_64(handle, uplo, n, alpha, x, incx, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.ssyr_64`."""
-    try:
-        _s = _m._p_cublasSsyr_v2_64(handle, uplo, n, alpha, x, incx, a, lda)
-    except _ArgumentError:
-        return _m.ssyr_64(handle, uplo, n, alpha, x, incx, a, lda)
-    if _s:
-        _raise(_s)
-
-
-def ssyrk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ssyrk`."""
-    try:
-        _s = _m._p_cublasSsyrk_v2(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
-    except _ArgumentError:
-        return _m.ssyrk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
-    if _s:
-        _raise(_s)
-
-
-def ssyrk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ssyrk_64`."""
-    try:
-        _s = _m._p_cublasSsyrk_v2_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
-    except _ArgumentError:
-        return _m.ssyrk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
-    if _s:
-        _raise(_s)
-
-
-def ssyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ssyrkx`."""
-    try:
-        _s = _m._p_cublasSsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-    except _ArgumentError:
-        return _m.ssyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-    if _s:
-        _raise(_s)
-
-
-def ssyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ssyrkx_64`."""
-    try:
-        _s = _m._p_cublasSsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-    except _ArgumentError:
-        return _m.ssyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-    if _s:
-        _raise(_s)
-
-
-def stbmv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.stbmv`."""
-    try:
-        _s = _m._p_cublasStbmv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
-    except _ArgumentError:
-        return _m.stbmv(handle, uplo, trans, diag, n, k, a, lda, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def stbmv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.stbmv_64`."""
-    try:
-        _s = _m._p_cublasStbmv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
-    except _ArgumentError:
-        return _m.stbmv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def stbsv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.stbsv`."""
-    try:
-        _s = _m._p_cublasStbsv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
-    except _ArgumentError:
-        return _m.stbsv(handle, uplo, trans, diag, n, k, a, lda, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def stbsv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.stbsv_64`."""
-    try:
-        _s = _m._p_cublasStbsv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
-    except _ArgumentError:
-        return _m.stbsv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def stpmv(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.stpmv`."""
-    try:
-        _s = _m._p_cublasStpmv_v2(handle, uplo, trans, diag, n, ap, x, incx)
-    except _ArgumentError:
-        return _m.stpmv(handle, uplo, trans, diag, n, ap, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def stpmv_64(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.stpmv_64`."""
-    try:
-        _s = _m._p_cublasStpmv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
-    except _ArgumentError:
-        return _m.stpmv_64(handle, uplo, trans, diag, n, ap, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def stpsv(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.stpsv`."""
-    try:
-        _s = _m._p_cublasStpsv_v2(handle, uplo, trans, diag, n, ap, x, incx)
-    except _ArgumentError:
-        return _m.stpsv(handle, uplo, trans, diag, n, ap, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def stpsv_64(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.stpsv_64`."""
-    try:
-        _s = _m._p_cublasStpsv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
-    except _ArgumentError:
-        return _m.stpsv_64(handle, uplo, trans, diag, n, ap, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def stpttr(handle, uplo, n, ap, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.stpttr`."""
-    try:
-        _s = _m._p_cublasStpttr(handle, uplo, n, ap, a, lda)
-    except _ArgumentError:
-        return _m.stpttr(handle, uplo, n, ap, a, lda)
-    if _s:
-        _raise(_s)
-
-
-def strmm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.strmm`."""
-    try:
-        _s = _m._p_cublasStrmm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
-    except _ArgumentError:
-        return _m.strmm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
-    if _s:
-        _raise(_s)
-
-
-def strmm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.strmm_64`."""
-    try:
-        _s = _m._p_cublasStrmm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
-    except _ArgumentError:
-        return _m.strmm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
-    if _s:
-        _raise(_s)
-
-
-def strmv(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.strmv`."""
-    try:
-        _s = _m._p_cublasStrmv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
-    except _ArgumentError:
-        return _m.strmv(handle, uplo, trans, diag, n, a, lda, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def strmv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.strmv_64`."""
-    try:
-        _s = _m._p_cublasStrmv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
-    except _ArgumentError:
-        return _m.strmv_64(handle, uplo, trans, diag, n, a, lda, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def strsm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
-    """Unchecked :func:`nvmath.bindings.cublas.strsm`."""
-    try:
-        _s = _m._p_cublasStrsm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
-    except _ArgumentError:
-        return _m.strsm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
-    if _s:
-        _raise(_s)
-
-
-def strsm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
-    """Unchecked :func:`nvmath.bindings.cublas.strsm_64`."""
-    try:
-        _s = _m._p_cublasStrsm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
-    except _ArgumentError:
-        return _m.strsm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
-    if _s:
-        _raise(_s)
-
-
-def strsm_batched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.strsm_batched`."""
-    try:
-        _s = _m._p_cublasStrsmBatched(
-            handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count,
-        )
-    except _ArgumentError:
-        return _m.strsm_batched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count)
-    if _s:
-        _raise(_s)
-
-
-def strsm_batched_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.strsm_batched_64`."""
-    try:
-        _s = _m._p_cublasStrsmBatched_64(
-            handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count,
-        )
-    except _ArgumentError:
-        return _m.strsm_batched_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count)
-    if _s:
-        _raise(_s)
-
-
-def strsv(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.strsv`."""
-    try:
-        _s = _m._p_cublasStrsv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
-    except _ArgumentError:
-        return _m.strsv(handle, uplo, trans, diag, n, a, lda, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def strsv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.strsv_64`."""
-    try:
-        _s = _m._p_cublasStrsv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
-    except _ArgumentError:
-        return _m.strsv_64(handle, uplo, trans, diag, n, a, lda, x, incx)
-    if _s:
-        _raise(_s)
-
-
-def strttp(handle, uplo, n, a, lda, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.strttp`."""
-    try:
-        _s = _m._p_cublasStrttp(handle, uplo, n, a, lda, ap)
-    except _ArgumentError:
-        return _m.strttp(handle, uplo, n, a, lda, ap)
-    if _s:
-        _raise(_s)
-
-
-def swap_ex(handle, n, x, x_type, incx, y, y_type, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.swap_ex`."""
-    try:
-        _s = _m._p_cublasSwapEx(handle, n, x, x_type, incx, y, y_type, incy)
-    except _ArgumentError:
-        return _m.swap_ex(handle, n, x, x_type, incx, y, y_type, incy)
-    if _s:
-        _raise(_s)
-
-
-def swap_ex_64(handle, n, x, x_type, incx, y, y_type, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.swap_ex_64`."""
-    try:
-        _s = _m._p_cublasSwapEx_64(handle, n, x, x_type, incx, y, y_type, incy)
-    except _ArgumentError:
-        return _m.swap_ex_64(handle, n, x, x_type, incx, y, y_type, incy)
-    if _s:
-        _raise(_s)
-
-
-def tssgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.tssgemv_batched`."""
-    try:
-        _s = _m._p_cublasTSSgemvBatched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
-    except _ArgumentError:
-        return _m.tssgemv_batched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
-    if _s:
-        _raise(_s)
-
-
-def tssgemv_batched_64(
-    handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.tssgemv_batched_64`."""
-    try:
-        _s = _m._p_cublasTSSgemvBatched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
-    except _ArgumentError:
-        return _m.tssgemv_batched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
-    if _s:
-        _raise(_s)
-
-
-def tssgemv_strided_batched(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.tssgemv_strided_batched`."""
-    try:
-        _s = _m._p_cublasTSSgemvStridedBatched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
-    except _ArgumentError:
-        return _m.tssgemv_strided_batched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
-    if _s:
-        _raise(_s)
-
-
-def tssgemv_strided_batched_64(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.tssgemv_strided_batched_64`."""
-    try:
-        _s = _m._p_cublasTSSgemvStridedBatched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
-    except _ArgumentError:
-        return _m.tssgemv_strided_batched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
-    if _s:
-        _raise(_s)
-
-
-def tstgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.tstgemv_batched`."""
-    try:
-        _s = _m._p_cublasTSTgemvBatched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
-    except _ArgumentError:
-        return _m.tstgemv_batched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
-    if _s:
-        _raise(_s)
-
-
-def tstgemv_batched_64(
-    handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.tstgemv_batched_64`."""
-    try:
-        _s = _m._p_cublasTSTgemvBatched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
-    except _ArgumentError:
-        return _m.tstgemv_batched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
-    if _s:
-        _raise(_s)
-
-
-def tstgemv_strided_batched(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.tstgemv_strided_batched`."""
-    try:
-        _s = _m._p_cublasTSTgemvStridedBatched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
-    except _ArgumentError:
-        return _m.tstgemv_strided_batched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
-    if _s:
-        _raise(_s)
-
-
-def tstgemv_strided_batched_64(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.tstgemv_strided_batched_64`."""
-    try:
-        _s = _m._p_cublasTSTgemvStridedBatched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
-    except _ArgumentError:
-        return _m.tstgemv_strided_batched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def uint8gemm_bias(
-    handle, transa, transb, transc, m, n, k, a, a_bias, lda, b, b_bias, ldb, c_bias, ldc, c_mult, c_shift,
+    handle, transa, transb, transc, m, n, k, a, a_bias, lda, b, b_bias, ldb, c_bias, ldc, c_mult, c_shift, *,
+    _checked=_m.uint8gemm_bias,
 ):
     """Unchecked :func:`nvmath.bindings.cublas.uint8gemm_bias`."""
     c = _ubyte()
     try:
-        _s = _m._p_cublasUint8gemmBias(
+        _s = _p_cublasUint8gemmBias(
             handle, transa, transb, transc, m, n, k, a, a_bias, lda, b, b_bias, ldb, _byref(c), c_bias, ldc,
             c_mult, c_shift,
         )
     except _ArgumentError:
-        return _m.uint8gemm_bias(
+        return _checked(
             handle, transa, transb, transc, m, n, k, a, a_bias, lda, b, b_bias, ldb, c_bias, ldc, c_mult,
             c_shift,
         )
@@ -5420,1123 +5371,1166 @@ def uint8gemm_bias(
     return c.value
 
 
-def xerbla(sr_name, info):
-    """Unchecked :func:`nvmath.bindings.cublas.xerbla`."""
+def xerbla(*args, _checked=_m.xerbla):
+    """Unchecked :func:`nvmath.bindings.cublas.xerbla` (sr_name, info)."""
     try:
-        _m._p_cublasXerbla(sr_name, info)
+        _p_cublasXerbla(*args)
     except _ArgumentError:
-        return _m.xerbla(sr_name, info)
+        return _checked(*args)
 
 
-def zaxpy(handle, n, alpha, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zaxpy`."""
+def zaxpy(*args, _checked=_m.zaxpy):
+    """Unchecked :func:`nvmath.bindings.cublas.zaxpy` (handle, n, alpha, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasZaxpy_v2(handle, n, alpha, x, incx, y, incy)
+        _s = _p_cublasZaxpy_v2(*args)
     except _ArgumentError:
-        return _m.zaxpy(handle, n, alpha, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zaxpy_64(handle, n, alpha, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zaxpy_64`."""
+def zaxpy_64(*args, _checked=_m.zaxpy_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zaxpy_64` (handle, n, alpha, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasZaxpy_v2_64(handle, n, alpha, x, incx, y, incy)
+        _s = _p_cublasZaxpy_v2_64(*args)
     except _ArgumentError:
-        return _m.zaxpy_64(handle, n, alpha, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zcopy(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zcopy`."""
+def zcopy(*args, _checked=_m.zcopy):
+    """Unchecked :func:`nvmath.bindings.cublas.zcopy` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasZcopy_v2(handle, n, x, incx, y, incy)
+        _s = _p_cublasZcopy_v2(*args)
     except _ArgumentError:
-        return _m.zcopy(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zcopy_64(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zcopy_64`."""
+def zcopy_64(*args, _checked=_m.zcopy_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zcopy_64` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasZcopy_v2_64(handle, n, x, incx, y, incy)
+        _s = _p_cublasZcopy_v2_64(*args)
     except _ArgumentError:
-        return _m.zcopy_64(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zdgmm`."""
+def zdgmm(*args, _checked=_m.zdgmm):
+    """Unchecked :func:`nvmath.bindings.cublas.zdgmm` (handle, mode, m, n, a, lda, x, incx, c, ldc)."""
     try:
-        _s = _m._p_cublasZdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        _s = _p_cublasZdgmm(*args)
     except _ArgumentError:
-        return _m.zdgmm(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zdgmm_64`."""
+def zdgmm_64(*args, _checked=_m.zdgmm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zdgmm_64` (handle, mode, m, n, a, lda, x, incx, c, ldc)."""
     try:
-        _s = _m._p_cublasZdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        _s = _p_cublasZdgmm_64(*args)
     except _ArgumentError:
-        return _m.zdgmm_64(handle, mode, m, n, a, lda, x, incx, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zdotc(handle, n, x, incx, y, incy, result):
-    """Unchecked :func:`nvmath.bindings.cublas.zdotc`."""
+def zdotc(*args, _checked=_m.zdotc):
+    """Unchecked :func:`nvmath.bindings.cublas.zdotc` (handle, n, x, incx, y, incy, result)."""
     try:
-        _s = _m._p_cublasZdotc_v2(handle, n, x, incx, y, incy, result)
+        _s = _p_cublasZdotc_v2(*args)
     except _ArgumentError:
-        return _m.zdotc(handle, n, x, incx, y, incy, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zdotc_64(handle, n, x, incx, y, incy, result):
-    """Unchecked :func:`nvmath.bindings.cublas.zdotc_64`."""
+def zdotc_64(*args, _checked=_m.zdotc_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zdotc_64` (handle, n, x, incx, y, incy, result)."""
     try:
-        _s = _m._p_cublasZdotc_v2_64(handle, n, x, incx, y, incy, result)
+        _s = _p_cublasZdotc_v2_64(*args)
     except _ArgumentError:
-        return _m.zdotc_64(handle, n, x, incx, y, incy, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zdotu(handle, n, x, incx, y, incy, result):
-    """Unchecked :func:`nvmath.bindings.cublas.zdotu`."""
+def zdotu(*args, _checked=_m.zdotu):
+    """Unchecked :func:`nvmath.bindings.cublas.zdotu` (handle, n, x, incx, y, incy, result)."""
     try:
-        _s = _m._p_cublasZdotu_v2(handle, n, x, incx, y, incy, result)
+        _s = _p_cublasZdotu_v2(*args)
     except _ArgumentError:
-        return _m.zdotu(handle, n, x, incx, y, incy, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zdotu_64(handle, n, x, incx, y, incy, result):
-    """Unchecked :func:`nvmath.bindings.cublas.zdotu_64`."""
+def zdotu_64(*args, _checked=_m.zdotu_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zdotu_64` (handle, n, x, incx, y, incy, result)."""
     try:
-        _s = _m._p_cublasZdotu_v2_64(handle, n, x, incx, y, incy, result)
+        _s = _p_cublasZdotu_v2_64(*args)
     except _ArgumentError:
-        return _m.zdotu_64(handle, n, x, incx, y, incy, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zdrot(handle, n, x, incx, y, incy, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.zdrot`."""
+def zdrot(*args, _checked=_m.zdrot):
+    """Unchecked :func:`nvmath.bindings.cublas.zdrot` (handle, n, x, incx, y, incy, c, s)."""
     try:
-        _s = _m._p_cublasZdrot_v2(handle, n, x, incx, y, incy, c, s)
+        _s = _p_cublasZdrot_v2(*args)
     except _ArgumentError:
-        return _m.zdrot(handle, n, x, incx, y, incy, c, s)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zdrot_64(handle, n, x, incx, y, incy, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.zdrot_64`."""
+def zdrot_64(*args, _checked=_m.zdrot_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zdrot_64` (handle, n, x, incx, y, incy, c, s)."""
     try:
-        _s = _m._p_cublasZdrot_v2_64(handle, n, x, incx, y, incy, c, s)
+        _s = _p_cublasZdrot_v2_64(*args)
     except _ArgumentError:
-        return _m.zdrot_64(handle, n, x, incx, y, incy, c, s)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zdscal(handle, n, alpha, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.zdscal`."""
+def zdscal(*args, _checked=_m.zdscal):
+    """Unchecked :func:`nvmath.bindings.cublas.zdscal` (handle, n, alpha, x, incx)."""
     try:
-        _s = _m._p_cublasZdscal_v2(handle, n, alpha, x, incx)
+        _s = _p_cublasZdscal_v2(*args)
     except _ArgumentError:
-        return _m.zdscal(handle, n, alpha, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zdscal_64(handle, n, alpha, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.zdscal_64`."""
+def zdscal_64(*args, _checked=_m.zdscal_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zdscal_64` (handle, n, alpha, x, incx)."""
     try:
-        _s = _m._p_cublasZdscal_v2_64(handle, n, alpha, x, incx)
+        _s = _p_cublasZdscal_v2_64(*args)
     except _ArgumentError:
-        return _m.zdscal_64(handle, n, alpha, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgbmv(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zgbmv`."""
+def zgbmv(*args, _checked=_m.zgbmv):
+    """Unchecked :func:`nvmath.bindings.cublas.zgbmv` (handle, trans, m, n, kl, ku, alpha, a, lda, x, incx,
+    beta, y, incy).
+    """
     try:
-        _s = _m._p_cublasZgbmv_v2(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasZgbmv_v2(*args)
     except _ArgumentError:
-        return _m.zgbmv(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgbmv_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zgbmv_64`."""
+def zgbmv_64(*args, _checked=_m.zgbmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zgbmv_64` (handle, trans, m, n, kl, ku, alpha, a, lda, x,
+    incx, beta, y, incy).
+    """
     try:
-        _s = _m._p_cublasZgbmv_v2_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasZgbmv_v2_64(*args)
     except _ArgumentError:
-        return _m.zgbmv_64(handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zgeam`."""
+def zgeam(*args, _checked=_m.zgeam):
+    """Unchecked :func:`nvmath.bindings.cublas.zgeam` (handle, transa, transb, m, n, alpha, a, lda, beta, b,
+    ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        _s = _p_cublasZgeam(*args)
     except _ArgumentError:
-        return _m.zgeam(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zgeam_64`."""
+def zgeam_64(*args, _checked=_m.zgeam_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zgeam_64` (handle, transa, transb, m, n, alpha, a, lda, beta,
+    b, ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        _s = _p_cublasZgeam_64(*args)
     except _ArgumentError:
-        return _m.zgeam_64(handle, transa, transb, m, n, alpha, a, lda, beta, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgels_batched(handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.zgels_batched`."""
+def zgels_batched(*args, _checked=_m.zgels_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.zgels_batched` (handle, trans, m, n, nrhs, aarray, lda,
+    carray, ldc, info, dev_info_array, batch_size).
+    """
     try:
-        _s = _m._p_cublasZgelsBatched(
-            handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size,
-        )
+        _s = _p_cublasZgelsBatched(*args)
     except _ArgumentError:
-        return _m.zgels_batched(
-            handle, trans, m, n, nrhs, aarray, lda, carray, ldc, info, dev_info_array, batch_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemm`."""
+def zgemm(*args, _checked=_m.zgemm):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemm` (handle, transa, transb, m, n, k, alpha, a, lda, b,
+    ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZgemm_v2(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZgemm_v2(*args)
     except _ArgumentError:
-        return _m.zgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemm3m(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemm3m`."""
+def zgemm3m(*args, _checked=_m.zgemm3m):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemm3m` (handle, transa, transb, m, n, k, alpha, a, lda, b,
+    ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZgemm3m(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZgemm3m(*args)
     except _ArgumentError:
-        return _m.zgemm3m(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemm3m_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemm3m_64`."""
+def zgemm3m_64(*args, _checked=_m.zgemm3m_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemm3m_64` (handle, transa, transb, m, n, k, alpha, a, lda,
+    b, ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZgemm3m_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZgemm3m_64(*args)
     except _ArgumentError:
-        return _m.zgemm3m_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemm_64`."""
+def zgemm_64(*args, _checked=_m.zgemm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemm_64` (handle, transa, transb, m, n, k, alpha, a, lda, b,
+    ldb, beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZgemm_v2_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZgemm_v2_64(*args)
     except _ArgumentError:
-        return _m.zgemm_64(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemm_batched(
-    handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemm_batched`."""
+def zgemm_batched(*args, _checked=_m.zgemm_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemm_batched` (handle, transa, transb, m, n, k, alpha,
+    aarray, lda, barray, ldb, beta, carray, ldc, batch_count).
+    """
     try:
-        _s = _m._p_cublasZgemmBatched(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        _s = _p_cublasZgemmBatched(*args)
     except _ArgumentError:
-        return _m.zgemm_batched(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemm_batched_64(
-    handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemm_batched_64`."""
+def zgemm_batched_64(*args, _checked=_m.zgemm_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemm_batched_64` (handle, transa, transb, m, n, k, alpha,
+    aarray, lda, barray, ldb, beta, carray, ldc, batch_count).
+    """
     try:
-        _s = _m._p_cublasZgemmBatched_64(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        _s = _p_cublasZgemmBatched_64(*args)
     except _ArgumentError:
-        return _m.zgemm_batched_64(
-            handle, transa, transb, m, n, k, alpha, aarray, lda, barray, ldb, beta, carray, ldc, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemm_strided_batched(
-    handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-    batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemm_strided_batched`."""
+def zgemm_strided_batched(*args, _checked=_m.zgemm_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemm_strided_batched` (handle, transa, transb, m, n, k,
+    alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch_count).
+    """
     try:
-        _s = _m._p_cublasZgemmStridedBatched(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        _s = _p_cublasZgemmStridedBatched(*args)
     except _ArgumentError:
-        return _m.zgemm_strided_batched(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemm_strided_batched_64(
-    handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-    batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemm_strided_batched_64`."""
+def zgemm_strided_batched_64(*args, _checked=_m.zgemm_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemm_strided_batched_64` (handle, transa, transb, m, n, k,
+    alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch_count).
+    """
     try:
-        _s = _m._p_cublasZgemmStridedBatched_64(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        _s = _p_cublasZgemmStridedBatched_64(*args)
     except _ArgumentError:
-        return _m.zgemm_strided_batched_64(
-            handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-            stride_c, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemv(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemv`."""
+def zgemv(*args, _checked=_m.zgemv):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemv` (handle, trans, m, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasZgemv_v2(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasZgemv_v2(*args)
     except _ArgumentError:
-        return _m.zgemv(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemv_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemv_64`."""
+def zgemv_64(*args, _checked=_m.zgemv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemv_64` (handle, trans, m, n, alpha, a, lda, x, incx, beta,
+    y, incy).
+    """
     try:
-        _s = _m._p_cublasZgemv_v2_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasZgemv_v2_64(*args)
     except _ArgumentError:
-        return _m.zgemv_64(handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemv_batched(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemv_batched`."""
+def zgemv_batched(*args, _checked=_m.zgemv_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemv_batched` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
     try:
-        _s = _m._p_cublasZgemvBatched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        _s = _p_cublasZgemvBatched(*args)
     except _ArgumentError:
-        return _m.zgemv_batched(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemv_batched_64(handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemv_batched_64`."""
+def zgemv_batched_64(*args, _checked=_m.zgemv_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemv_batched_64` (handle, trans, m, n, alpha, aarray, lda,
+    xarray, incx, beta, yarray, incy, batch_count).
+    """
     try:
-        _s = _m._p_cublasZgemvBatched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        _s = _p_cublasZgemvBatched_64(*args)
     except _ArgumentError:
-        return _m.zgemv_batched_64(
-            handle, trans, m, n, alpha, aarray, lda, xarray, incx, beta, yarray, incy, batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemv_strided_batched(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemv_strided_batched`."""
+def zgemv_strided_batched(*args, _checked=_m.zgemv_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemv_strided_batched` (handle, trans, m, n, alpha, a, lda,
+    stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
     try:
-        _s = _m._p_cublasZgemvStridedBatched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        _s = _p_cublasZgemvStridedBatched(*args)
     except _ArgumentError:
-        return _m.zgemv_strided_batched(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgemv_strided_batched_64(
-    handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count,
-):
-    """Unchecked :func:`nvmath.bindings.cublas.zgemv_strided_batched_64`."""
+def zgemv_strided_batched_64(*args, _checked=_m.zgemv_strided_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zgemv_strided_batched_64` (handle, trans, m, n, alpha, a, lda,
+    stride_a, x, incx, stridex, beta, y, incy, stridey, batch_count).
+    """
     try:
-        _s = _m._p_cublasZgemvStridedBatched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        _s = _p_cublasZgemvStridedBatched_64(*args)
     except _ArgumentError:
-        return _m.zgemv_strided_batched_64(
-            handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stridex, beta, y, incy, stridey,
-            batch_count,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgeqrf_batched(handle, m, n, aarray, lda, tau_array, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.zgeqrf_batched`."""
+def zgeqrf_batched(*args, _checked=_m.zgeqrf_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.zgeqrf_batched` (handle, m, n, aarray, lda, tau_array, info,
+    batch_size).
+    """
     try:
-        _s = _m._p_cublasZgeqrfBatched(handle, m, n, aarray, lda, tau_array, info, batch_size)
+        _s = _p_cublasZgeqrfBatched(*args)
     except _ArgumentError:
-        return _m.zgeqrf_batched(handle, m, n, aarray, lda, tau_array, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgerc(handle, m, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.zgerc`."""
+def zgerc(*args, _checked=_m.zgerc):
+    """Unchecked :func:`nvmath.bindings.cublas.zgerc` (handle, m, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasZgerc_v2(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasZgerc_v2(*args)
     except _ArgumentError:
-        return _m.zgerc(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgerc_64(handle, m, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.zgerc_64`."""
+def zgerc_64(*args, _checked=_m.zgerc_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zgerc_64` (handle, m, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasZgerc_v2_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasZgerc_v2_64(*args)
     except _ArgumentError:
-        return _m.zgerc_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgeru(handle, m, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.zgeru`."""
+def zgeru(*args, _checked=_m.zgeru):
+    """Unchecked :func:`nvmath.bindings.cublas.zgeru` (handle, m, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasZgeru_v2(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasZgeru_v2(*args)
     except _ArgumentError:
-        return _m.zgeru(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgeru_64(handle, m, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.zgeru_64`."""
+def zgeru_64(*args, _checked=_m.zgeru_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zgeru_64` (handle, m, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasZgeru_v2_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasZgeru_v2_64(*args)
     except _ArgumentError:
-        return _m.zgeru_64(handle, m, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgetrf_batched(handle, n, a, lda, p, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.zgetrf_batched`."""
+def zgetrf_batched(*args, _checked=_m.zgetrf_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.zgetrf_batched` (handle, n, a, lda, p, info, batch_size)."""
     try:
-        _s = _m._p_cublasZgetrfBatched(handle, n, a, lda, p, info, batch_size)
+        _s = _p_cublasZgetrfBatched(*args)
     except _ArgumentError:
-        return _m.zgetrf_batched(handle, n, a, lda, p, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgetri_batched(handle, n, a, lda, p, c, ldc, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.zgetri_batched`."""
+def zgetri_batched(*args, _checked=_m.zgetri_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.zgetri_batched` (handle, n, a, lda, p, c, ldc, info,
+    batch_size).
+    """
     try:
-        _s = _m._p_cublasZgetriBatched(handle, n, a, lda, p, c, ldc, info, batch_size)
+        _s = _p_cublasZgetriBatched(*args)
     except _ArgumentError:
-        return _m.zgetri_batched(handle, n, a, lda, p, c, ldc, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgetrs_batched(handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.zgetrs_batched`."""
+def zgetrs_batched(*args, _checked=_m.zgetrs_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.zgetrs_batched` (handle, trans, n, nrhs, aarray, lda,
+    dev_ipiv, barray, ldb, info, batch_size).
+    """
     try:
-        _s = _m._p_cublasZgetrsBatched(
-            handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size,
-        )
+        _s = _p_cublasZgetrsBatched(*args)
     except _ArgumentError:
-        return _m.zgetrs_batched(handle, trans, n, nrhs, aarray, lda, dev_ipiv, barray, ldb, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhbmv(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zhbmv`."""
+def zhbmv(*args, _checked=_m.zhbmv):
+    """Unchecked :func:`nvmath.bindings.cublas.zhbmv` (handle, uplo, n, k, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasZhbmv_v2(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasZhbmv_v2(*args)
     except _ArgumentError:
-        return _m.zhbmv(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhbmv_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zhbmv_64`."""
+def zhbmv_64(*args, _checked=_m.zhbmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zhbmv_64` (handle, uplo, n, k, alpha, a, lda, x, incx, beta,
+    y, incy).
+    """
     try:
-        _s = _m._p_cublasZhbmv_v2_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasZhbmv_v2_64(*args)
     except _ArgumentError:
-        return _m.zhbmv_64(handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhemm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zhemm`."""
+def zhemm(*args, _checked=_m.zhemm):
+    """Unchecked :func:`nvmath.bindings.cublas.zhemm` (handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta,
+    c, ldc).
+    """
     try:
-        _s = _m._p_cublasZhemm_v2(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZhemm_v2(*args)
     except _ArgumentError:
-        return _m.zhemm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhemm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zhemm_64`."""
+def zhemm_64(*args, _checked=_m.zhemm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zhemm_64` (handle, side, uplo, m, n, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZhemm_v2_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZhemm_v2_64(*args)
     except _ArgumentError:
-        return _m.zhemm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhemv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zhemv`."""
+def zhemv(*args, _checked=_m.zhemv):
+    """Unchecked :func:`nvmath.bindings.cublas.zhemv` (handle, uplo, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasZhemv_v2(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasZhemv_v2(*args)
     except _ArgumentError:
-        return _m.zhemv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhemv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zhemv_64`."""
+def zhemv_64(*args, _checked=_m.zhemv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zhemv_64` (handle, uplo, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasZhemv_v2_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasZhemv_v2_64(*args)
     except _ArgumentError:
-        return _m.zhemv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zher(handle, uplo, n, alpha, x, incx, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.zher`."""
+def zher(*args, _checked=_m.zher):
+    """Unchecked :func:`nvmath.bindings.cublas.zher` (handle, uplo, n, alpha, x, incx, a, lda)."""
     try:
-        _s = _m._p_cublasZher_v2(handle, uplo, n, alpha, x, incx, a, lda)
+        _s = _p_cublasZher_v2(*args)
     except _ArgumentError:
-        return _m.zher(handle, uplo, n, alpha, x, incx, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zher2(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.zher2`."""
+def zher2(*args, _checked=_m.zher2):
+    """Unchecked :func:`nvmath.bindings.cublas.zher2` (handle, uplo, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasZher2_v2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasZher2_v2(*args)
     except _ArgumentError:
-        return _m.zher2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zher2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.zher2_64`."""
+def zher2_64(*args, _checked=_m.zher2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zher2_64` (handle, uplo, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasZher2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasZher2_v2_64(*args)
     except _ArgumentError:
-        return _m.zher2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zher2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zher2k`."""
+def zher2k(*args, _checked=_m.zher2k):
+    """Unchecked :func:`nvmath.bindings.cublas.zher2k` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZher2k_v2(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZher2k_v2(*args)
     except _ArgumentError:
-        return _m.zher2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zher2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zher2k_64`."""
+def zher2k_64(*args, _checked=_m.zher2k_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zher2k_64` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZher2k_v2_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZher2k_v2_64(*args)
     except _ArgumentError:
-        return _m.zher2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zher_64(handle, uplo, n, alpha, x, incx, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.zher_64`."""
+def zher_64(*args, _checked=_m.zher_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zher_64` (handle, uplo, n, alpha, x, incx, a, lda)."""
     try:
-        _s = _m._p_cublasZher_v2_64(handle, uplo, n, alpha, x, incx, a, lda)
+        _s = _p_cublasZher_v2_64(*args)
     except _ArgumentError:
-        return _m.zher_64(handle, uplo, n, alpha, x, incx, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zherk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zherk`."""
+def zherk(*args, _checked=_m.zherk):
+    """Unchecked :func:`nvmath.bindings.cublas.zherk` (handle, uplo, trans, n, k, alpha, a, lda, beta, c,
+    ldc).
+    """
     try:
-        _s = _m._p_cublasZherk_v2(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        _s = _p_cublasZherk_v2(*args)
     except _ArgumentError:
-        return _m.zherk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zherk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zherk_64`."""
+def zherk_64(*args, _checked=_m.zherk_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zherk_64` (handle, uplo, trans, n, k, alpha, a, lda, beta, c,
+    ldc).
+    """
     try:
-        _s = _m._p_cublasZherk_v2_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        _s = _p_cublasZherk_v2_64(*args)
     except _ArgumentError:
-        return _m.zherk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zherkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zherkx`."""
+def zherkx(*args, _checked=_m.zherkx):
+    """Unchecked :func:`nvmath.bindings.cublas.zherkx` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZherkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZherkx(*args)
     except _ArgumentError:
-        return _m.zherkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zherkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zherkx_64`."""
+def zherkx_64(*args, _checked=_m.zherkx_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zherkx_64` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZherkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZherkx_64(*args)
     except _ArgumentError:
-        return _m.zherkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhpmv(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zhpmv`."""
+def zhpmv(*args, _checked=_m.zhpmv):
+    """Unchecked :func:`nvmath.bindings.cublas.zhpmv` (handle, uplo, n, alpha, ap, x, incx, beta, y, incy)."""
     try:
-        _s = _m._p_cublasZhpmv_v2(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
+        _s = _p_cublasZhpmv_v2(*args)
     except _ArgumentError:
-        return _m.zhpmv(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhpmv_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zhpmv_64`."""
+def zhpmv_64(*args, _checked=_m.zhpmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zhpmv_64` (handle, uplo, n, alpha, ap, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasZhpmv_v2_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
+        _s = _p_cublasZhpmv_v2_64(*args)
     except _ArgumentError:
-        return _m.zhpmv_64(handle, uplo, n, alpha, ap, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhpr(handle, uplo, n, alpha, x, incx, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.zhpr`."""
+def zhpr(*args, _checked=_m.zhpr):
+    """Unchecked :func:`nvmath.bindings.cublas.zhpr` (handle, uplo, n, alpha, x, incx, ap)."""
     try:
-        _s = _m._p_cublasZhpr_v2(handle, uplo, n, alpha, x, incx, ap)
+        _s = _p_cublasZhpr_v2(*args)
     except _ArgumentError:
-        return _m.zhpr(handle, uplo, n, alpha, x, incx, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhpr2(handle, uplo, n, alpha, x, incx, y, incy, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.zhpr2`."""
+def zhpr2(*args, _checked=_m.zhpr2):
+    """Unchecked :func:`nvmath.bindings.cublas.zhpr2` (handle, uplo, n, alpha, x, incx, y, incy, ap)."""
     try:
-        _s = _m._p_cublasZhpr2_v2(handle, uplo, n, alpha, x, incx, y, incy, ap)
+        _s = _p_cublasZhpr2_v2(*args)
     except _ArgumentError:
-        return _m.zhpr2(handle, uplo, n, alpha, x, incx, y, incy, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhpr2_64(handle, uplo, n, alpha, x, incx, y, incy, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.zhpr2_64`."""
+def zhpr2_64(*args, _checked=_m.zhpr2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zhpr2_64` (handle, uplo, n, alpha, x, incx, y, incy, ap)."""
     try:
-        _s = _m._p_cublasZhpr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, ap)
+        _s = _p_cublasZhpr2_v2_64(*args)
     except _ArgumentError:
-        return _m.zhpr2_64(handle, uplo, n, alpha, x, incx, y, incy, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhpr_64(handle, uplo, n, alpha, x, incx, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.zhpr_64`."""
+def zhpr_64(*args, _checked=_m.zhpr_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zhpr_64` (handle, uplo, n, alpha, x, incx, ap)."""
     try:
-        _s = _m._p_cublasZhpr_v2_64(handle, uplo, n, alpha, x, incx, ap)
+        _s = _p_cublasZhpr_v2_64(*args)
     except _ArgumentError:
-        return _m.zhpr_64(handle, uplo, n, alpha, x, incx, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zmatinv_batched(handle, n, a, lda, ainv, lda_inv, info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cublas.zmatinv_batched`."""
+def zmatinv_batched(*args, _checked=_m.zmatinv_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.zmatinv_batched` (handle, n, a, lda, ainv, lda_inv, info,
+    batch_size).
+    """
     try:
-        _s = _m._p_cublasZmatinvBatched(handle, n, a, lda, ainv, lda_inv, info, batch_size)
+        _s = _p_cublasZmatinvBatched(*args)
     except _ArgumentError:
-        return _m.zmatinv_batched(handle, n, a, lda, ainv, lda_inv, info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zrot(handle, n, x, incx, y, incy, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.zrot`."""
+def zrot(*args, _checked=_m.zrot):
+    """Unchecked :func:`nvmath.bindings.cublas.zrot` (handle, n, x, incx, y, incy, c, s)."""
     try:
-        _s = _m._p_cublasZrot_v2(handle, n, x, incx, y, incy, c, s)
+        _s = _p_cublasZrot_v2(*args)
     except _ArgumentError:
-        return _m.zrot(handle, n, x, incx, y, incy, c, s)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zrot_64(handle, n, x, incx, y, incy, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.zrot_64`."""
+def zrot_64(*args, _checked=_m.zrot_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zrot_64` (handle, n, x, incx, y, incy, c, s)."""
     try:
-        _s = _m._p_cublasZrot_v2_64(handle, n, x, incx, y, incy, c, s)
+        _s = _p_cublasZrot_v2_64(*args)
     except _ArgumentError:
-        return _m.zrot_64(handle, n, x, incx, y, incy, c, s)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zrotg(handle, a, b, c, s):
-    """Unchecked :func:`nvmath.bindings.cublas.zrotg`."""
+def zrotg(*args, _checked=_m.zrotg):
+    """Unchecked :func:`nvmath.bindings.cublas.zrotg` (handle, a, b, c, s)."""
     try:
-        _s = _m._p_cublasZrotg_v2(handle, a, b, c, s)
+        _s = _p_cublasZrotg_v2(*args)
     except _ArgumentError:
-        return _m.zrotg(handle, a, b, c, s)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zscal(handle, n, alpha, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.zscal`."""
+def zscal(*args, _checked=_m.zscal):
+    """Unchecked :func:`nvmath.bindings.cublas.zscal` (handle, n, alpha, x, incx)."""
     try:
-        _s = _m._p_cublasZscal_v2(handle, n, alpha, x, incx)
+        _s = _p_cublasZscal_v2(*args)
     except _ArgumentError:
-        return _m.zscal(handle, n, alpha, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zscal_64(handle, n, alpha, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.zscal_64`."""
+def zscal_64(*args, _checked=_m.zscal_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zscal_64` (handle, n, alpha, x, incx)."""
     try:
-        _s = _m._p_cublasZscal_v2_64(handle, n, alpha, x, incx)
+        _s = _p_cublasZscal_v2_64(*args)
     except _ArgumentError:
-        return _m.zscal_64(handle, n, alpha, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zswap(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zswap`."""
+def zswap(*args, _checked=_m.zswap):
+    """Unchecked :func:`nvmath.bindings.cublas.zswap` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasZswap_v2(handle, n, x, incx, y, incy)
+        _s = _p_cublasZswap_v2(*args)
     except _ArgumentError:
-        return _m.zswap(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zswap_64(handle, n, x, incx, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zswap_64`."""
+def zswap_64(*args, _checked=_m.zswap_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zswap_64` (handle, n, x, incx, y, incy)."""
     try:
-        _s = _m._p_cublasZswap_v2_64(handle, n, x, incx, y, incy)
+        _s = _p_cublasZswap_v2_64(*args)
     except _ArgumentError:
-        return _m.zswap_64(handle, n, x, incx, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsymm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zsymm`."""
+def zsymm(*args, _checked=_m.zsymm):
+    """Unchecked :func:`nvmath.bindings.cublas.zsymm` (handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta,
+    c, ldc).
+    """
     try:
-        _s = _m._p_cublasZsymm_v2(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZsymm_v2(*args)
     except _ArgumentError:
-        return _m.zsymm(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsymm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zsymm_64`."""
+def zsymm_64(*args, _checked=_m.zsymm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zsymm_64` (handle, side, uplo, m, n, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZsymm_v2_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZsymm_v2_64(*args)
     except _ArgumentError:
-        return _m.zsymm_64(handle, side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsymv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zsymv`."""
+def zsymv(*args, _checked=_m.zsymv):
+    """Unchecked :func:`nvmath.bindings.cublas.zsymv` (handle, uplo, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasZsymv_v2(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasZsymv_v2(*args)
     except _ArgumentError:
-        return _m.zsymv(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsymv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy):
-    """Unchecked :func:`nvmath.bindings.cublas.zsymv_64`."""
+def zsymv_64(*args, _checked=_m.zsymv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zsymv_64` (handle, uplo, n, alpha, a, lda, x, incx, beta, y,
+    incy).
+    """
     try:
-        _s = _m._p_cublasZsymv_v2_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        _s = _p_cublasZsymv_v2_64(*args)
     except _ArgumentError:
-        return _m.zsymv_64(handle, uplo, n, alpha, a, lda, x, incx, beta, y, incy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsyr(handle, uplo, n, alpha, x, incx, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.zsyr`."""
+def zsyr(*args, _checked=_m.zsyr):
+    """Unchecked :func:`nvmath.bindings.cublas.zsyr` (handle, uplo, n, alpha, x, incx, a, lda)."""
     try:
-        _s = _m._p_cublasZsyr_v2(handle, uplo, n, alpha, x, incx, a, lda)
+        _s = _p_cublasZsyr_v2(*args)
     except _ArgumentError:
-        return _m.zsyr(handle, uplo, n, alpha, x, incx, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsyr2(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.zsyr2`."""
+def zsyr2(*args, _checked=_m.zsyr2):
+    """Unchecked :func:`nvmath.bindings.cublas.zsyr2` (handle, uplo, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasZsyr2_v2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasZsyr2_v2(*args)
     except _ArgumentError:
-        return _m.zsyr2(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsyr2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.zsyr2_64`."""
+def zsyr2_64(*args, _checked=_m.zsyr2_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zsyr2_64` (handle, uplo, n, alpha, x, incx, y, incy, a, lda)."""
     try:
-        _s = _m._p_cublasZsyr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        _s = _p_cublasZsyr2_v2_64(*args)
     except _ArgumentError:
-        return _m.zsyr2_64(handle, uplo, n, alpha, x, incx, y, incy, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsyr2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zsyr2k`."""
+def zsyr2k(*args, _checked=_m.zsyr2k):
+    """Unchecked :func:`nvmath.bindings.cublas.zsyr2k` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZsyr2k_v2(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZsyr2k_v2(*args)
     except _ArgumentError:
-        return _m.zsyr2k(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsyr2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zsyr2k_64`."""
+def zsyr2k_64(*args, _checked=_m.zsyr2k_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zsyr2k_64` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZsyr2k_v2_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZsyr2k_v2_64(*args)
     except _ArgumentError:
-        return _m.zsyr2k_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsyr_64(handle, uplo, n, alpha, x, incx, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.zsyr_64`."""
+def zsyr_64(*args, _checked=_m.zsyr_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zsyr_64` (handle, uplo, n, alpha, x, incx, a, lda)."""
     try:
-        _s = _m._p_cublasZsyr_v2_64(handle, uplo, n, alpha, x, incx, a, lda)
+        _s = _p_cublasZsyr_v2_64(*args)
     except _ArgumentError:
-        return _m.zsyr_64(handle, uplo, n, alpha, x, incx, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsyrk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zsyrk`."""
+def zsyrk(*args, _checked=_m.zsyrk):
+    """Unchecked :func:`nvmath.bindings.cublas.zsyrk` (handle, uplo, trans, n, k, alpha, a, lda, beta, c,
+    ldc).
+    """
     try:
-        _s = _m._p_cublasZsyrk_v2(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        _s = _p_cublasZsyrk_v2(*args)
     except _ArgumentError:
-        return _m.zsyrk(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsyrk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zsyrk_64`."""
+def zsyrk_64(*args, _checked=_m.zsyrk_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zsyrk_64` (handle, uplo, trans, n, k, alpha, a, lda, beta, c,
+    ldc).
+    """
     try:
-        _s = _m._p_cublasZsyrk_v2_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        _s = _p_cublasZsyrk_v2_64(*args)
     except _ArgumentError:
-        return _m.zsyrk_64(handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zsyrkx`."""
+def zsyrkx(*args, _checked=_m.zsyrkx):
+    """Unchecked :func:`nvmath.bindings.cublas.zsyrkx` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZsyrkx(*args)
     except _ArgumentError:
-        return _m.zsyrkx(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.zsyrkx_64`."""
+def zsyrkx_64(*args, _checked=_m.zsyrkx_64):
+    """Unchecked :func:`nvmath.bindings.cublas.zsyrkx_64` (handle, uplo, trans, n, k, alpha, a, lda, b, ldb,
+    beta, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _s = _p_cublasZsyrkx_64(*args)
     except _ArgumentError:
-        return _m.zsyrkx_64(handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztbmv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ztbmv`."""
+def ztbmv(*args, _checked=_m.ztbmv):
+    """Unchecked :func:`nvmath.bindings.cublas.ztbmv` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasZtbmv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        _s = _p_cublasZtbmv_v2(*args)
     except _ArgumentError:
-        return _m.ztbmv(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztbmv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ztbmv_64`."""
+def ztbmv_64(*args, _checked=_m.ztbmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ztbmv_64` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasZtbmv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        _s = _p_cublasZtbmv_v2_64(*args)
     except _ArgumentError:
-        return _m.ztbmv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztbsv(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ztbsv`."""
+def ztbsv(*args, _checked=_m.ztbsv):
+    """Unchecked :func:`nvmath.bindings.cublas.ztbsv` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasZtbsv_v2(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        _s = _p_cublasZtbsv_v2(*args)
     except _ArgumentError:
-        return _m.ztbsv(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztbsv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ztbsv_64`."""
+def ztbsv_64(*args, _checked=_m.ztbsv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ztbsv_64` (handle, uplo, trans, diag, n, k, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasZtbsv_v2_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        _s = _p_cublasZtbsv_v2_64(*args)
     except _ArgumentError:
-        return _m.ztbsv_64(handle, uplo, trans, diag, n, k, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztpmv(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ztpmv`."""
+def ztpmv(*args, _checked=_m.ztpmv):
+    """Unchecked :func:`nvmath.bindings.cublas.ztpmv` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasZtpmv_v2(handle, uplo, trans, diag, n, ap, x, incx)
+        _s = _p_cublasZtpmv_v2(*args)
     except _ArgumentError:
-        return _m.ztpmv(handle, uplo, trans, diag, n, ap, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztpmv_64(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ztpmv_64`."""
+def ztpmv_64(*args, _checked=_m.ztpmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ztpmv_64` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasZtpmv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
+        _s = _p_cublasZtpmv_v2_64(*args)
     except _ArgumentError:
-        return _m.ztpmv_64(handle, uplo, trans, diag, n, ap, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztpsv(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ztpsv`."""
+def ztpsv(*args, _checked=_m.ztpsv):
+    """Unchecked :func:`nvmath.bindings.cublas.ztpsv` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasZtpsv_v2(handle, uplo, trans, diag, n, ap, x, incx)
+        _s = _p_cublasZtpsv_v2(*args)
     except _ArgumentError:
-        return _m.ztpsv(handle, uplo, trans, diag, n, ap, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztpsv_64(handle, uplo, trans, diag, n, ap, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ztpsv_64`."""
+def ztpsv_64(*args, _checked=_m.ztpsv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ztpsv_64` (handle, uplo, trans, diag, n, ap, x, incx)."""
     try:
-        _s = _m._p_cublasZtpsv_v2_64(handle, uplo, trans, diag, n, ap, x, incx)
+        _s = _p_cublasZtpsv_v2_64(*args)
     except _ArgumentError:
-        return _m.ztpsv_64(handle, uplo, trans, diag, n, ap, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztpttr(handle, uplo, n, ap, a, lda):
-    """Unchecked :func:`nvmath.bindings.cublas.ztpttr`."""
+def ztpttr(*args, _checked=_m.ztpttr):
+    """Unchecked :func:`nvmath.bindings.cublas.ztpttr` (handle, uplo, n, ap, a, lda)."""
     try:
-        _s = _m._p_cublasZtpttr(handle, uplo, n, ap, a, lda)
+        _s = _p_cublasZtpttr(*args)
     except _ArgumentError:
-        return _m.ztpttr(handle, uplo, n, ap, a, lda)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztrmm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ztrmm`."""
+def ztrmm(*args, _checked=_m.ztrmm):
+    """Unchecked :func:`nvmath.bindings.cublas.ztrmm` (handle, side, uplo, trans, diag, m, n, alpha, a, lda,
+    b, ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZtrmm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
+        _s = _p_cublasZtrmm_v2(*args)
     except _ArgumentError:
-        return _m.ztrmm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztrmm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc):
-    """Unchecked :func:`nvmath.bindings.cublas.ztrmm_64`."""
+def ztrmm_64(*args, _checked=_m.ztrmm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ztrmm_64` (handle, side, uplo, trans, diag, m, n, alpha, a,
+    lda, b, ldb, c, ldc).
+    """
     try:
-        _s = _m._p_cublasZtrmm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
+        _s = _p_cublasZtrmm_v2_64(*args)
     except _ArgumentError:
-        return _m.ztrmm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, c, ldc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztrmv(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ztrmv`."""
+def ztrmv(*args, _checked=_m.ztrmv):
+    """Unchecked :func:`nvmath.bindings.cublas.ztrmv` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasZtrmv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
+        _s = _p_cublasZtrmv_v2(*args)
     except _ArgumentError:
-        return _m.ztrmv(handle, uplo, trans, diag, n, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztrmv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ztrmv_64`."""
+def ztrmv_64(*args, _checked=_m.ztrmv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ztrmv_64` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasZtrmv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
+        _s = _p_cublasZtrmv_v2_64(*args)
     except _ArgumentError:
-        return _m.ztrmv_64(handle, uplo, trans, diag, n, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztrsm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
-    """Unchecked :func:`nvmath.bindings.cublas.ztrsm`."""
+def ztrsm(*args, _checked=_m.ztrsm):
+    """Unchecked :func:`nvmath.bindings.cublas.ztrsm` (handle, side, uplo, trans, diag, m, n, alpha, a, lda,
+    b, ldb).
+    """
     try:
-        _s = _m._p_cublasZtrsm_v2(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
+        _s = _p_cublasZtrsm_v2(*args)
     except _ArgumentError:
-        return _m.ztrsm(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztrsm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb):
-    """Unchecked :func:`nvmath.bindings.cublas.ztrsm_64`."""
+def ztrsm_64(*args, _checked=_m.ztrsm_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ztrsm_64` (handle, side, uplo, trans, diag, m, n, alpha, a,
+    lda, b, ldb).
+    """
     try:
-        _s = _m._p_cublasZtrsm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
+        _s = _p_cublasZtrsm_v2_64(*args)
     except _ArgumentError:
-        return _m.ztrsm_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztrsm_batched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.ztrsm_batched`."""
+def ztrsm_batched(*args, _checked=_m.ztrsm_batched):
+    """Unchecked :func:`nvmath.bindings.cublas.ztrsm_batched` (handle, side, uplo, trans, diag, m, n, alpha,
+    a, lda, b, ldb, batch_count).
+    """
     try:
-        _s = _m._p_cublasZtrsmBatched(
-            handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count,
-        )
+        _s = _p_cublasZtrsmBatched(*args)
     except _ArgumentError:
-        return _m.ztrsm_batched(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztrsm_batched_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count):
-    """Unchecked :func:`nvmath.bindings.cublas.ztrsm_batched_64`."""
+def ztrsm_batched_64(*args, _checked=_m.ztrsm_batched_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ztrsm_batched_64` (handle, side, uplo, trans, diag, m, n,
+    alpha, a, lda, b, ldb, batch_count).
+    """
     try:
-        _s = _m._p_cublasZtrsmBatched_64(
-            handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count,
-        )
+        _s = _p_cublasZtrsmBatched_64(*args)
     except _ArgumentError:
-        return _m.ztrsm_batched_64(handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch_count)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztrsv(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ztrsv`."""
+def ztrsv(*args, _checked=_m.ztrsv):
+    """Unchecked :func:`nvmath.bindings.cublas.ztrsv` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasZtrsv_v2(handle, uplo, trans, diag, n, a, lda, x, incx)
+        _s = _p_cublasZtrsv_v2(*args)
     except _ArgumentError:
-        return _m.ztrsv(handle, uplo, trans, diag, n, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztrsv_64(handle, uplo, trans, diag, n, a, lda, x, incx):
-    """Unchecked :func:`nvmath.bindings.cublas.ztrsv_64`."""
+def ztrsv_64(*args, _checked=_m.ztrsv_64):
+    """Unchecked :func:`nvmath.bindings.cublas.ztrsv_64` (handle, uplo, trans, diag, n, a, lda, x, incx)."""
     try:
-        _s = _m._p_cublasZtrsv_v2_64(handle, uplo, trans, diag, n, a, lda, x, incx)
+        _s = _p_cublasZtrsv_v2_64(*args)
     except _ArgumentError:
-        return _m.ztrsv_64(handle, uplo, trans, diag, n, a, lda, x, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ztrttp(handle, uplo, n, a, lda, ap):
-    """Unchecked :func:`nvmath.bindings.cublas.ztrttp`."""
+def ztrttp(*args, _checked=_m.ztrttp):
+    """Unchecked :func:`nvmath.bindings.cublas.ztrttp` (handle, uplo, n, a, lda, ap)."""
     try:
-        _s = _m._p_cublasZtrttp(handle, uplo, n, a, lda, ap)
+        _s = _p_cublasZtrttp(*args)
     except _ArgumentError:
-        return _m.ztrttp(handle, uplo, n, a, lda, ap)
+        return _checked(*args)
     if _s:
         _raise(_s)
+
+
+_loader.share_globals(globals(), _m, __all__)

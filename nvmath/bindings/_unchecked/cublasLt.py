@@ -5,12 +5,18 @@
 """Unchecked cuBLASLt entries: :mod:`nvmath.bindings.cublasLt` without the argument checks (generated;
 internal).
 
-Same names, parameters and return values as the checked functions; see
+Same names, positional parameters and return values as the checked functions; see
 ``nvmath/bindings/_unchecked/__init__.py`` for the contract.
+
+The functions run in the namespace of :mod:`nvmath.bindings.cublasLt` (``_loader.share_globals`` at the
+end gives them its globals): ``_p_<symbol>``, ``_raise``, ``_byref`` and the ctypes aliases in their
+bodies are that module's, looked up at call time as fast as in the checked wrappers, so they call the
+symbol the loader resolved (or a test replaced) there. ``_checked`` is the checked function, called when
+ctypes refuses an argument.
 """
 
+from .. import _loader
 from .. import cublasLt as _m
-from ..cublasLt import (_ArgumentError, _byref, _raise, _int, _size, _uintptr)
 
 __all__ = [
     'create',
@@ -72,18 +78,18 @@ __all__ = [
 def create():
     """Unchecked :func:`nvmath.bindings.cublasLt.create`."""
     light_handle = _uintptr()
-    _s = _m._p_cublasLtCreate(_byref(light_handle))
+    _s = _p_cublasLtCreate(_byref(light_handle))
     if _s:
         _raise(_s)
     return light_handle.value
 
 
-def destroy(light_handle):
-    """Unchecked :func:`nvmath.bindings.cublasLt.destroy`."""
+def destroy(*args, _checked=_m.destroy):
+    """Unchecked :func:`nvmath.bindings.cublasLt.destroy` (light_handle)."""
     try:
-        _s = _m._p_cublasLtDestroy(light_handle)
+        _s = _p_cublasLtDestroy(*args)
     except _ArgumentError:
-        return _m.destroy(light_handle)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
@@ -91,124 +97,126 @@ def destroy(light_handle):
 def emulation_desc_create():
     """Unchecked :func:`nvmath.bindings.cublasLt.emulation_desc_create`."""
     emulation_desc = _uintptr()
-    _s = _m._p_cublasLtEmulationDescCreate(_byref(emulation_desc))
+    _s = _p_cublasLtEmulationDescCreate(_byref(emulation_desc))
     if _s:
         _raise(_s)
     return emulation_desc.value
 
 
-def emulation_desc_destroy(emulation_desc):
-    """Unchecked :func:`nvmath.bindings.cublasLt.emulation_desc_destroy`."""
+def emulation_desc_destroy(*args, _checked=_m.emulation_desc_destroy):
+    """Unchecked :func:`nvmath.bindings.cublasLt.emulation_desc_destroy` (emulation_desc)."""
     try:
-        _s = _m._p_cublasLtEmulationDescDestroy(emulation_desc)
+        _s = _p_cublasLtEmulationDescDestroy(*args)
     except _ArgumentError:
-        return _m.emulation_desc_destroy(emulation_desc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def emulation_desc_get_attribute(emulation_desc, attr, buf, size_in_bytes):
+def emulation_desc_get_attribute(
+    emulation_desc, attr, buf, size_in_bytes, *, _checked=_m.emulation_desc_get_attribute,
+):
     """Unchecked :func:`nvmath.bindings.cublasLt.emulation_desc_get_attribute`."""
     size_written = _size()
     try:
-        _s = _m._p_cublasLtEmulationDescGetAttribute(
+        _s = _p_cublasLtEmulationDescGetAttribute(
             emulation_desc, attr, buf, size_in_bytes, _byref(size_written),
         )
     except _ArgumentError:
-        return _m.emulation_desc_get_attribute(emulation_desc, attr, buf, size_in_bytes)
+        return _checked(emulation_desc, attr, buf, size_in_bytes)
     if _s:
         _raise(_s)
     return size_written.value
 
 
-def emulation_desc_init_internal(emulation_desc, size):
-    """Unchecked :func:`nvmath.bindings.cublasLt.emulation_desc_init_internal`."""
+def emulation_desc_init_internal(*args, _checked=_m.emulation_desc_init_internal):
+    """Unchecked :func:`nvmath.bindings.cublasLt.emulation_desc_init_internal` (emulation_desc, size)."""
     try:
-        _s = _m._p_cublasLtEmulationDescInit_internal(emulation_desc, size)
+        _s = _p_cublasLtEmulationDescInit_internal(*args)
     except _ArgumentError:
-        return _m.emulation_desc_init_internal(emulation_desc, size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def emulation_desc_set_attribute(emulation_desc, attr, buf, size_in_bytes):
-    """Unchecked :func:`nvmath.bindings.cublasLt.emulation_desc_set_attribute`."""
+def emulation_desc_set_attribute(*args, _checked=_m.emulation_desc_set_attribute):
+    """Unchecked :func:`nvmath.bindings.cublasLt.emulation_desc_set_attribute` (emulation_desc, attr, buf,
+    size_in_bytes).
+    """
     try:
-        _s = _m._p_cublasLtEmulationDescSetAttribute(emulation_desc, attr, buf, size_in_bytes)
+        _s = _p_cublasLtEmulationDescSetAttribute(*args)
     except _ArgumentError:
-        return _m.emulation_desc_set_attribute(emulation_desc, attr, buf, size_in_bytes)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def get_cudart_version():
     """Unchecked :func:`nvmath.bindings.cublasLt.get_cudart_version`."""
-    _r = _m._p_cublasLtGetCudartVersion()
+    _r = _p_cublasLtGetCudartVersion()
     return _r
 
 
-def get_property(type):
+def get_property(type, *, _checked=_m.get_property):
     """Unchecked :func:`nvmath.bindings.cublasLt.get_property`."""
     value = _int()
     try:
-        _s = _m._p_cublasLtGetProperty(type, _byref(value))
+        _s = _p_cublasLtGetProperty(type, _byref(value))
     except _ArgumentError:
-        return _m.get_property(type)
+        return _checked(type)
     if _s:
         _raise(_s)
     return value.value
 
 
-def get_status_name(status):
-    """Unchecked :func:`nvmath.bindings.cublasLt.get_status_name`."""
+def get_status_name(*args, _checked=_m.get_status_name):
+    """Unchecked :func:`nvmath.bindings.cublasLt.get_status_name` (status)."""
     try:
-        _r = _m._p_cublasLtGetStatusName(status)
+        _r = _p_cublasLtGetStatusName(*args)
     except _ArgumentError:
-        return _m.get_status_name(status)
+        return _checked(*args)
     return _r.decode() if _r is not None else None
 
 
-def get_status_string(status):
-    """Unchecked :func:`nvmath.bindings.cublasLt.get_status_string`."""
+def get_status_string(*args, _checked=_m.get_status_string):
+    """Unchecked :func:`nvmath.bindings.cublasLt.get_status_string` (status)."""
     try:
-        _r = _m._p_cublasLtGetStatusString(status)
+        _r = _p_cublasLtGetStatusString(*args)
     except _ArgumentError:
-        return _m.get_status_string(status)
+        return _checked(*args)
     return _r.decode() if _r is not None else None
 
 
 def get_version():
     """Unchecked :func:`nvmath.bindings.cublasLt.get_version`."""
-    _r = _m._p_cublasLtGetVersion()
+    _r = _p_cublasLtGetVersion()
     return _r
 
 
-def grouped_matrix_layout_create(type, group_count, rows_array, cols_array, ld_array):
+def grouped_matrix_layout_create(
+    type, group_count, rows_array, cols_array, ld_array, *, _checked=_m.grouped_matrix_layout_create,
+):
     """Unchecked :func:`nvmath.bindings.cublasLt.grouped_matrix_layout_create`."""
     mat_layout = _uintptr()
     try:
-        _s = _m._p_cublasLtGroupedMatrixLayoutCreate(
+        _s = _p_cublasLtGroupedMatrixLayoutCreate(
             _byref(mat_layout), type, group_count, rows_array, cols_array, ld_array,
         )
     except _ArgumentError:
-        return _m.grouped_matrix_layout_create(type, group_count, rows_array, cols_array, ld_array)
+        return _checked(type, group_count, rows_array, cols_array, ld_array)
     if _s:
         _raise(_s)
     return mat_layout.value
 
 
-def grouped_matrix_layout_init_internal(
-    mat_layout, size, type, group_count, rows_array, cols_array, ld_array,
-):
-    """Unchecked :func:`nvmath.bindings.cublasLt.grouped_matrix_layout_init_internal`."""
+def grouped_matrix_layout_init_internal(*args, _checked=_m.grouped_matrix_layout_init_internal):
+    """Unchecked :func:`nvmath.bindings.cublasLt.grouped_matrix_layout_init_internal` (mat_layout, size,
+    type, group_count, rows_array, cols_array, ld_array).
+    """
     try:
-        _s = _m._p_cublasLtGroupedMatrixLayoutInit_internal(
-            mat_layout, size, type, group_count, rows_array, cols_array, ld_array,
-        )
+        _s = _p_cublasLtGroupedMatrixLayoutInit_internal(*args)
     except _ArgumentError:
-        return _m.grouped_matrix_layout_init_internal(
-            mat_layout, size, type, group_count, rows_array, cols_array, ld_array,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
@@ -216,173 +224,168 @@ def grouped_matrix_layout_init_internal(
 def heuristics_cache_get_capacity():
     """Unchecked :func:`nvmath.bindings.cublasLt.heuristics_cache_get_capacity`."""
     capacity = _size()
-    _s = _m._p_cublasLtHeuristicsCacheGetCapacity(_byref(capacity))
+    _s = _p_cublasLtHeuristicsCacheGetCapacity(_byref(capacity))
     if _s:
         _raise(_s)
     return capacity.value
 
 
-def heuristics_cache_set_capacity(capacity):
-    """Unchecked :func:`nvmath.bindings.cublasLt.heuristics_cache_set_capacity`."""
+def heuristics_cache_set_capacity(*args, _checked=_m.heuristics_cache_set_capacity):
+    """Unchecked :func:`nvmath.bindings.cublasLt.heuristics_cache_set_capacity` (capacity)."""
     try:
-        _s = _m._p_cublasLtHeuristicsCacheSetCapacity(capacity)
+        _s = _p_cublasLtHeuristicsCacheSetCapacity(*args)
     except _ArgumentError:
-        return _m.heuristics_cache_set_capacity(capacity)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def logger_force_disable():
     """Unchecked :func:`nvmath.bindings.cublasLt.logger_force_disable`."""
-    _s = _m._p_cublasLtLoggerForceDisable()
+    _s = _p_cublasLtLoggerForceDisable()
     if _s:
         _raise(_s)
 
 
-def logger_open_file(log_file):
-    """Unchecked :func:`nvmath.bindings.cublasLt.logger_open_file`."""
+def logger_open_file(*args, _checked=_m.logger_open_file):
+    """Unchecked :func:`nvmath.bindings.cublasLt.logger_open_file` (log_file)."""
     try:
-        _s = _m._p_cublasLtLoggerOpenFile(log_file)
+        _s = _p_cublasLtLoggerOpenFile(*args)
     except _ArgumentError:
-        return _m.logger_open_file(log_file)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def logger_set_callback(callback):
-    """Unchecked :func:`nvmath.bindings.cublasLt.logger_set_callback`."""
+def logger_set_callback(*args, _checked=_m.logger_set_callback):
+    """Unchecked :func:`nvmath.bindings.cublasLt.logger_set_callback` (callback)."""
     try:
-        _s = _m._p_cublasLtLoggerSetCallback(callback)
+        _s = _p_cublasLtLoggerSetCallback(*args)
     except _ArgumentError:
-        return _m.logger_set_callback(callback)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def logger_set_file(file):
-    """Unchecked :func:`nvmath.bindings.cublasLt.logger_set_file`."""
+def logger_set_file(*args, _checked=_m.logger_set_file):
+    """Unchecked :func:`nvmath.bindings.cublasLt.logger_set_file` (file)."""
     try:
-        _s = _m._p_cublasLtLoggerSetFile(file)
+        _s = _p_cublasLtLoggerSetFile(*args)
     except _ArgumentError:
-        return _m.logger_set_file(file)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def logger_set_level(level):
-    """Unchecked :func:`nvmath.bindings.cublasLt.logger_set_level`."""
+def logger_set_level(*args, _checked=_m.logger_set_level):
+    """Unchecked :func:`nvmath.bindings.cublasLt.logger_set_level` (level)."""
     try:
-        _s = _m._p_cublasLtLoggerSetLevel(level)
+        _s = _p_cublasLtLoggerSetLevel(*args)
     except _ArgumentError:
-        return _m.logger_set_level(level)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def logger_set_mask(mask):
-    """Unchecked :func:`nvmath.bindings.cublasLt.logger_set_mask`."""
+def logger_set_mask(*args, _checked=_m.logger_set_mask):
+    """Unchecked :func:`nvmath.bindings.cublasLt.logger_set_mask` (mask)."""
     try:
-        _s = _m._p_cublasLtLoggerSetMask(mask)
+        _s = _p_cublasLtLoggerSetMask(*args)
     except _ArgumentError:
-        return _m.logger_set_mask(mask)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matmul(
-    light_handle, compute_desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, workspace,
-    workspace_size_in_bytes, stream,
+def matmul(*args, _checked=_m.matmul):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matmul` (light_handle, compute_desc, alpha, a, adesc, b,
+    bdesc, beta, c, cdesc, d, ddesc, algo, workspace, workspace_size_in_bytes, stream).
+    """
+    try:
+        _s = _p_cublasLtMatmul(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def matmul_algo_cap_get_attribute(
+    algo, attr, buf, size_in_bytes, *, _checked=_m.matmul_algo_cap_get_attribute,
 ):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matmul`."""
-    try:
-        _s = _m._p_cublasLtMatmul(
-            light_handle, compute_desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, workspace,
-            workspace_size_in_bytes, stream,
-        )
-    except _ArgumentError:
-        return _m.matmul(
-            light_handle, compute_desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, workspace,
-            workspace_size_in_bytes, stream,
-        )
-    if _s:
-        _raise(_s)
-
-
-def matmul_algo_cap_get_attribute(algo, attr, buf, size_in_bytes):
     """Unchecked :func:`nvmath.bindings.cublasLt.matmul_algo_cap_get_attribute`."""
     size_written = _size()
     try:
-        _s = _m._p_cublasLtMatmulAlgoCapGetAttribute(algo, attr, buf, size_in_bytes, _byref(size_written))
+        _s = _p_cublasLtMatmulAlgoCapGetAttribute(algo, attr, buf, size_in_bytes, _byref(size_written))
     except _ArgumentError:
-        return _m.matmul_algo_cap_get_attribute(algo, attr, buf, size_in_bytes)
+        return _checked(algo, attr, buf, size_in_bytes)
     if _s:
         _raise(_s)
     return size_written.value
 
 
-def matmul_algo_check(light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, algo, result):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_algo_check`."""
+def matmul_algo_check(*args, _checked=_m.matmul_algo_check):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_algo_check` (light_handle, operation_desc, adesc,
+    bdesc, cdesc, ddesc, algo, result).
+    """
     try:
-        _s = _m._p_cublasLtMatmulAlgoCheck(
-            light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, algo, result,
-        )
+        _s = _p_cublasLtMatmulAlgoCheck(*args)
     except _ArgumentError:
-        return _m.matmul_algo_check(light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, algo, result)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matmul_algo_check_for_stream(
-    light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, algo, result, stream,
+def matmul_algo_check_for_stream(*args, _checked=_m.matmul_algo_check_for_stream):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_algo_check_for_stream` (light_handle, operation_desc,
+    adesc, bdesc, cdesc, ddesc, algo, result, stream).
+    """
+    try:
+        _s = _p_cublasLtMatmulAlgoCheckForStream(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def matmul_algo_config_get_attribute(
+    algo, attr, buf, size_in_bytes, *, _checked=_m.matmul_algo_config_get_attribute,
 ):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_algo_check_for_stream`."""
-    try:
-        _s = _m._p_cublasLtMatmulAlgoCheckForStream(
-            light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, algo, result, stream,
-        )
-    except _ArgumentError:
-        return _m.matmul_algo_check_for_stream(
-            light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, algo, result, stream,
-        )
-    if _s:
-        _raise(_s)
-
-
-def matmul_algo_config_get_attribute(algo, attr, buf, size_in_bytes):
     """Unchecked :func:`nvmath.bindings.cublasLt.matmul_algo_config_get_attribute`."""
     size_written = _size()
     try:
-        _s = _m._p_cublasLtMatmulAlgoConfigGetAttribute(algo, attr, buf, size_in_bytes, _byref(size_written))
+        _s = _p_cublasLtMatmulAlgoConfigGetAttribute(algo, attr, buf, size_in_bytes, _byref(size_written))
     except _ArgumentError:
-        return _m.matmul_algo_config_get_attribute(algo, attr, buf, size_in_bytes)
+        return _checked(algo, attr, buf, size_in_bytes)
     if _s:
         _raise(_s)
     return size_written.value
 
 
-def matmul_algo_config_set_attribute(algo, attr, buf, size_in_bytes):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_algo_config_set_attribute`."""
+def matmul_algo_config_set_attribute(*args, _checked=_m.matmul_algo_config_set_attribute):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_algo_config_set_attribute` (algo, attr, buf,
+    size_in_bytes).
+    """
     try:
-        _s = _m._p_cublasLtMatmulAlgoConfigSetAttribute(algo, attr, buf, size_in_bytes)
+        _s = _p_cublasLtMatmulAlgoConfigSetAttribute(*args)
     except _ArgumentError:
-        return _m.matmul_algo_config_set_attribute(algo, attr, buf, size_in_bytes)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def matmul_algo_get_heuristic(
     light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, preference, requested_algo_count,
-    heuristic_results_array,
+    heuristic_results_array, *, _checked=_m.matmul_algo_get_heuristic,
 ):
     """Unchecked :func:`nvmath.bindings.cublasLt.matmul_algo_get_heuristic`."""
     return_algo_count = _int()
     try:
-        _s = _m._p_cublasLtMatmulAlgoGetHeuristic(
+        _s = _p_cublasLtMatmulAlgoGetHeuristic(
             light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, preference, requested_algo_count,
             heuristic_results_array, _byref(return_algo_count),
         )
     except _ArgumentError:
-        return _m.matmul_algo_get_heuristic(
+        return _checked(
             light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, preference, requested_algo_count,
             heuristic_results_array,
         )
@@ -393,17 +396,17 @@ def matmul_algo_get_heuristic(
 
 def matmul_algo_get_heuristic_for_stream(
     light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, preference, requested_algo_count,
-    heuristic_results_array, stream,
+    heuristic_results_array, stream, *, _checked=_m.matmul_algo_get_heuristic_for_stream,
 ):
     """Unchecked :func:`nvmath.bindings.cublasLt.matmul_algo_get_heuristic_for_stream`."""
     return_algo_count = _int()
     try:
-        _s = _m._p_cublasLtMatmulAlgoGetHeuristicForStream(
+        _s = _p_cublasLtMatmulAlgoGetHeuristicForStream(
             light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, preference, requested_algo_count,
             heuristic_results_array, _byref(return_algo_count), stream,
         )
     except _ArgumentError:
-        return _m.matmul_algo_get_heuristic_for_stream(
+        return _checked(
             light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, preference, requested_algo_count,
             heuristic_results_array, stream,
         )
@@ -414,16 +417,17 @@ def matmul_algo_get_heuristic_for_stream(
 
 def matmul_algo_get_ids(
     light_handle, compute_type, scale_type, atype, btype, ctype, dtype, requested_algo_count, algo_ids_array,
+    *, _checked=_m.matmul_algo_get_ids,
 ):
     """Unchecked :func:`nvmath.bindings.cublasLt.matmul_algo_get_ids`."""
     return_algo_count = _int()
     try:
-        _s = _m._p_cublasLtMatmulAlgoGetIds(
+        _s = _p_cublasLtMatmulAlgoGetIds(
             light_handle, compute_type, scale_type, atype, btype, ctype, dtype, requested_algo_count,
             algo_ids_array, _byref(return_algo_count),
         )
     except _ArgumentError:
-        return _m.matmul_algo_get_ids(
+        return _checked(
             light_handle, compute_type, scale_type, atype, btype, ctype, dtype, requested_algo_count,
             algo_ids_array,
         )
@@ -432,70 +436,74 @@ def matmul_algo_get_ids(
     return return_algo_count.value
 
 
-def matmul_algo_init(light_handle, compute_type, scale_type, atype, btype, ctype, dtype, algo_id, algo):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_algo_init`."""
+def matmul_algo_init(*args, _checked=_m.matmul_algo_init):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_algo_init` (light_handle, compute_type, scale_type,
+    atype, btype, ctype, dtype, algo_id, algo).
+    """
     try:
-        _s = _m._p_cublasLtMatmulAlgoInit(
-            light_handle, compute_type, scale_type, atype, btype, ctype, dtype, algo_id, algo,
-        )
+        _s = _p_cublasLtMatmulAlgoInit(*args)
     except _ArgumentError:
-        return _m.matmul_algo_init(
-            light_handle, compute_type, scale_type, atype, btype, ctype, dtype, algo_id, algo,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matmul_desc_create(compute_type, scale_type):
+def matmul_desc_create(compute_type, scale_type, *, _checked=_m.matmul_desc_create):
     """Unchecked :func:`nvmath.bindings.cublasLt.matmul_desc_create`."""
     matmul_desc = _uintptr()
     try:
-        _s = _m._p_cublasLtMatmulDescCreate(_byref(matmul_desc), compute_type, scale_type)
+        _s = _p_cublasLtMatmulDescCreate(_byref(matmul_desc), compute_type, scale_type)
     except _ArgumentError:
-        return _m.matmul_desc_create(compute_type, scale_type)
+        return _checked(compute_type, scale_type)
     if _s:
         _raise(_s)
     return matmul_desc.value
 
 
-def matmul_desc_destroy(matmul_desc):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_desc_destroy`."""
+def matmul_desc_destroy(*args, _checked=_m.matmul_desc_destroy):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_desc_destroy` (matmul_desc)."""
     try:
-        _s = _m._p_cublasLtMatmulDescDestroy(matmul_desc)
+        _s = _p_cublasLtMatmulDescDestroy(*args)
     except _ArgumentError:
-        return _m.matmul_desc_destroy(matmul_desc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matmul_desc_get_attribute(matmul_desc, attr, buf, size_in_bytes):
+def matmul_desc_get_attribute(
+    matmul_desc, attr, buf, size_in_bytes, *, _checked=_m.matmul_desc_get_attribute,
+):
     """Unchecked :func:`nvmath.bindings.cublasLt.matmul_desc_get_attribute`."""
     size_written = _size()
     try:
-        _s = _m._p_cublasLtMatmulDescGetAttribute(matmul_desc, attr, buf, size_in_bytes, _byref(size_written))
+        _s = _p_cublasLtMatmulDescGetAttribute(matmul_desc, attr, buf, size_in_bytes, _byref(size_written))
     except _ArgumentError:
-        return _m.matmul_desc_get_attribute(matmul_desc, attr, buf, size_in_bytes)
+        return _checked(matmul_desc, attr, buf, size_in_bytes)
     if _s:
         _raise(_s)
     return size_written.value
 
 
-def matmul_desc_init_internal(matmul_desc, size, compute_type, scale_type):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_desc_init_internal`."""
+def matmul_desc_init_internal(*args, _checked=_m.matmul_desc_init_internal):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_desc_init_internal` (matmul_desc, size, compute_type,
+    scale_type).
+    """
     try:
-        _s = _m._p_cublasLtMatmulDescInit_internal(matmul_desc, size, compute_type, scale_type)
+        _s = _p_cublasLtMatmulDescInit_internal(*args)
     except _ArgumentError:
-        return _m.matmul_desc_init_internal(matmul_desc, size, compute_type, scale_type)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matmul_desc_set_attribute(matmul_desc, attr, buf, size_in_bytes):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_desc_set_attribute`."""
+def matmul_desc_set_attribute(*args, _checked=_m.matmul_desc_set_attribute):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_desc_set_attribute` (matmul_desc, attr, buf,
+    size_in_bytes).
+    """
     try:
-        _s = _m._p_cublasLtMatmulDescSetAttribute(matmul_desc, attr, buf, size_in_bytes)
+        _s = _p_cublasLtMatmulDescSetAttribute(*args)
     except _ArgumentError:
-        return _m.matmul_desc_set_attribute(matmul_desc, attr, buf, size_in_bytes)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
@@ -503,175 +511,190 @@ def matmul_desc_set_attribute(matmul_desc, attr, buf, size_in_bytes):
 def matmul_preference_create():
     """Unchecked :func:`nvmath.bindings.cublasLt.matmul_preference_create`."""
     pref = _uintptr()
-    _s = _m._p_cublasLtMatmulPreferenceCreate(_byref(pref))
+    _s = _p_cublasLtMatmulPreferenceCreate(_byref(pref))
     if _s:
         _raise(_s)
     return pref.value
 
 
-def matmul_preference_destroy(pref):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_preference_destroy`."""
+def matmul_preference_destroy(*args, _checked=_m.matmul_preference_destroy):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_preference_destroy` (pref)."""
     try:
-        _s = _m._p_cublasLtMatmulPreferenceDestroy(pref)
+        _s = _p_cublasLtMatmulPreferenceDestroy(*args)
     except _ArgumentError:
-        return _m.matmul_preference_destroy(pref)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matmul_preference_get_attribute(pref, attr, buf, size_in_bytes):
+def matmul_preference_get_attribute(
+    pref, attr, buf, size_in_bytes, *, _checked=_m.matmul_preference_get_attribute,
+):
     """Unchecked :func:`nvmath.bindings.cublasLt.matmul_preference_get_attribute`."""
     size_written = _size()
     try:
-        _s = _m._p_cublasLtMatmulPreferenceGetAttribute(pref, attr, buf, size_in_bytes, _byref(size_written))
+        _s = _p_cublasLtMatmulPreferenceGetAttribute(pref, attr, buf, size_in_bytes, _byref(size_written))
     except _ArgumentError:
-        return _m.matmul_preference_get_attribute(pref, attr, buf, size_in_bytes)
+        return _checked(pref, attr, buf, size_in_bytes)
     if _s:
         _raise(_s)
     return size_written.value
 
 
-def matmul_preference_init_internal(pref, size):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_preference_init_internal`."""
+def matmul_preference_init_internal(*args, _checked=_m.matmul_preference_init_internal):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_preference_init_internal` (pref, size)."""
     try:
-        _s = _m._p_cublasLtMatmulPreferenceInit_internal(pref, size)
+        _s = _p_cublasLtMatmulPreferenceInit_internal(*args)
     except _ArgumentError:
-        return _m.matmul_preference_init_internal(pref, size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matmul_preference_set_attribute(pref, attr, buf, size_in_bytes):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_preference_set_attribute`."""
+def matmul_preference_set_attribute(*args, _checked=_m.matmul_preference_set_attribute):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matmul_preference_set_attribute` (pref, attr, buf,
+    size_in_bytes).
+    """
     try:
-        _s = _m._p_cublasLtMatmulPreferenceSetAttribute(pref, attr, buf, size_in_bytes)
+        _s = _p_cublasLtMatmulPreferenceSetAttribute(*args)
     except _ArgumentError:
-        return _m.matmul_preference_set_attribute(pref, attr, buf, size_in_bytes)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matrix_layout_create(type, rows, cols, ld):
+def matrix_layout_create(type, rows, cols, ld, *, _checked=_m.matrix_layout_create):
     """Unchecked :func:`nvmath.bindings.cublasLt.matrix_layout_create`."""
     mat_layout = _uintptr()
     try:
-        _s = _m._p_cublasLtMatrixLayoutCreate(_byref(mat_layout), type, rows, cols, ld)
+        _s = _p_cublasLtMatrixLayoutCreate(_byref(mat_layout), type, rows, cols, ld)
     except _ArgumentError:
-        return _m.matrix_layout_create(type, rows, cols, ld)
+        return _checked(type, rows, cols, ld)
     if _s:
         _raise(_s)
     return mat_layout.value
 
 
-def matrix_layout_destroy(mat_layout):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_layout_destroy`."""
+def matrix_layout_destroy(*args, _checked=_m.matrix_layout_destroy):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_layout_destroy` (mat_layout)."""
     try:
-        _s = _m._p_cublasLtMatrixLayoutDestroy(mat_layout)
+        _s = _p_cublasLtMatrixLayoutDestroy(*args)
     except _ArgumentError:
-        return _m.matrix_layout_destroy(mat_layout)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matrix_layout_get_attribute(mat_layout, attr, buf, size_in_bytes):
+def matrix_layout_get_attribute(
+    mat_layout, attr, buf, size_in_bytes, *, _checked=_m.matrix_layout_get_attribute,
+):
     """Unchecked :func:`nvmath.bindings.cublasLt.matrix_layout_get_attribute`."""
     size_written = _size()
     try:
-        _s = _m._p_cublasLtMatrixLayoutGetAttribute(
-            mat_layout, attr, buf, size_in_bytes, _byref(size_written),
-        )
+        _s = _p_cublasLtMatrixLayoutGetAttribute(mat_layout, attr, buf, size_in_bytes, _byref(size_written))
     except _ArgumentError:
-        return _m.matrix_layout_get_attribute(mat_layout, attr, buf, size_in_bytes)
+        return _checked(mat_layout, attr, buf, size_in_bytes)
     if _s:
         _raise(_s)
     return size_written.value
 
 
-def matrix_layout_init_internal(mat_layout, size, type, rows, cols, ld):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_layout_init_internal`."""
+def matrix_layout_init_internal(*args, _checked=_m.matrix_layout_init_internal):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_layout_init_internal` (mat_layout, size, type, rows,
+    cols, ld).
+    """
     try:
-        _s = _m._p_cublasLtMatrixLayoutInit_internal(mat_layout, size, type, rows, cols, ld)
+        _s = _p_cublasLtMatrixLayoutInit_internal(*args)
     except _ArgumentError:
-        return _m.matrix_layout_init_internal(mat_layout, size, type, rows, cols, ld)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matrix_layout_set_attribute(mat_layout, attr, buf, size_in_bytes):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_layout_set_attribute`."""
+def matrix_layout_set_attribute(*args, _checked=_m.matrix_layout_set_attribute):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_layout_set_attribute` (mat_layout, attr, buf,
+    size_in_bytes).
+    """
     try:
-        _s = _m._p_cublasLtMatrixLayoutSetAttribute(mat_layout, attr, buf, size_in_bytes)
+        _s = _p_cublasLtMatrixLayoutSetAttribute(*args)
     except _ArgumentError:
-        return _m.matrix_layout_set_attribute(mat_layout, attr, buf, size_in_bytes)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matrix_transform(light_handle, transform_desc, alpha, a, adesc, beta, b, bdesc, c, cdesc, stream):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_transform`."""
+def matrix_transform(*args, _checked=_m.matrix_transform):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_transform` (light_handle, transform_desc, alpha, a,
+    adesc, beta, b, bdesc, c, cdesc, stream).
+    """
     try:
-        _s = _m._p_cublasLtMatrixTransform(
-            light_handle, transform_desc, alpha, a, adesc, beta, b, bdesc, c, cdesc, stream,
-        )
+        _s = _p_cublasLtMatrixTransform(*args)
     except _ArgumentError:
-        return _m.matrix_transform(
-            light_handle, transform_desc, alpha, a, adesc, beta, b, bdesc, c, cdesc, stream,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matrix_transform_desc_create(scale_type):
+def matrix_transform_desc_create(scale_type, *, _checked=_m.matrix_transform_desc_create):
     """Unchecked :func:`nvmath.bindings.cublasLt.matrix_transform_desc_create`."""
     transform_desc = _uintptr()
     try:
-        _s = _m._p_cublasLtMatrixTransformDescCreate(_byref(transform_desc), scale_type)
+        _s = _p_cublasLtMatrixTransformDescCreate(_byref(transform_desc), scale_type)
     except _ArgumentError:
-        return _m.matrix_transform_desc_create(scale_type)
+        return _checked(scale_type)
     if _s:
         _raise(_s)
     return transform_desc.value
 
 
-def matrix_transform_desc_destroy(transform_desc):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_transform_desc_destroy`."""
+def matrix_transform_desc_destroy(*args, _checked=_m.matrix_transform_desc_destroy):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_transform_desc_destroy` (transform_desc)."""
     try:
-        _s = _m._p_cublasLtMatrixTransformDescDestroy(transform_desc)
+        _s = _p_cublasLtMatrixTransformDescDestroy(*args)
     except _ArgumentError:
-        return _m.matrix_transform_desc_destroy(transform_desc)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matrix_transform_desc_get_attribute(transform_desc, attr, buf, size_in_bytes):
+def matrix_transform_desc_get_attribute(
+    transform_desc, attr, buf, size_in_bytes, *, _checked=_m.matrix_transform_desc_get_attribute,
+):
     """Unchecked :func:`nvmath.bindings.cublasLt.matrix_transform_desc_get_attribute`."""
     size_written = _size()
     try:
-        _s = _m._p_cublasLtMatrixTransformDescGetAttribute(
+        _s = _p_cublasLtMatrixTransformDescGetAttribute(
             transform_desc, attr, buf, size_in_bytes, _byref(size_written),
         )
     except _ArgumentError:
-        return _m.matrix_transform_desc_get_attribute(transform_desc, attr, buf, size_in_bytes)
+        return _checked(transform_desc, attr, buf, size_in_bytes)
     if _s:
         _raise(_s)
     return size_written.value
 
 
-def matrix_transform_desc_init_internal(transform_desc, size, scale_type):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_transform_desc_init_internal`."""
+def matrix_transform_desc_init_internal(*args, _checked=_m.matrix_transform_desc_init_internal):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_transform_desc_init_internal` (transform_desc, size,
+    scale_type).
+    """
     try:
-        _s = _m._p_cublasLtMatrixTransformDescInit_internal(transform_desc, size, scale_type)
+        _s = _p_cublasLtMatrixTransformDescInit_internal(*args)
     except _ArgumentError:
-        return _m.matrix_transform_desc_init_internal(transform_desc, size, scale_type)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def matrix_transform_desc_set_attribute(transform_desc, attr, buf, size_in_bytes):
-    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_transform_desc_set_attribute`."""
+def matrix_transform_desc_set_attribute(*args, _checked=_m.matrix_transform_desc_set_attribute):
+    """Unchecked :func:`nvmath.bindings.cublasLt.matrix_transform_desc_set_attribute` (transform_desc, attr,
+    buf, size_in_bytes).
+    """
     try:
-        _s = _m._p_cublasLtMatrixTransformDescSetAttribute(transform_desc, attr, buf, size_in_bytes)
+        _s = _p_cublasLtMatrixTransformDescSetAttribute(*args)
     except _ArgumentError:
-        return _m.matrix_transform_desc_set_attribute(transform_desc, attr, buf, size_in_bytes)
+        return _checked(*args)
     if _s:
         _raise(_s)
+
+
+_loader.share_globals(globals(), _m, __all__)

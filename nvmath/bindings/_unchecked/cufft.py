@@ -4,12 +4,18 @@
 # ruff: noqa
 """Unchecked cuFFT entries: :mod:`nvmath.bindings.cufft` without the argument checks (generated; internal).
 
-Same names, parameters and return values as the checked functions; see
+Same names, positional parameters and return values as the checked functions; see
 ``nvmath/bindings/_unchecked/__init__.py`` for the contract.
+
+The functions run in the namespace of :mod:`nvmath.bindings.cufft` (``_loader.share_globals`` at the end
+gives them its globals): ``_p_<symbol>``, ``_raise``, ``_byref`` and the ctypes aliases in their bodies
+are that module's, looked up at call time as fast as in the checked wrappers, so they call the symbol the
+loader resolved (or a test replaced) there. ``_checked`` is the checked function, called when ctypes
+refuses an argument.
 """
 
+from .. import _loader
 from .. import cufft as _m
-from ..cufft import (_ArgumentError, _byref, _raise, _int, _longlong, _size, _uintptr)
 
 __all__ = [
     'create',
@@ -74,231 +80,235 @@ __all__ = [
 def create():
     """Unchecked :func:`nvmath.bindings.cufft.create`."""
     handle = _int()
-    _s = _m._p_cufftCreate(_byref(handle))
+    _s = _p_cufftCreate(_byref(handle))
     if _s:
         _raise(_s)
     return handle.value
 
 
-def destroy(plan):
-    """Unchecked :func:`nvmath.bindings.cufft.destroy`."""
+def destroy(*args, _checked=_m.destroy):
+    """Unchecked :func:`nvmath.bindings.cufft.destroy` (plan)."""
     try:
-        _s = _m._p_cufftDestroy(plan)
+        _s = _p_cufftDestroy(*args)
     except _ArgumentError:
-        return _m.destroy(plan)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def estimate1d(nx, type, batch):
+def estimate1d(nx, type, batch, *, _checked=_m.estimate1d):
     """Unchecked :func:`nvmath.bindings.cufft.estimate1d`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftEstimate1d(nx, type, batch, _byref(work_size))
+        _s = _p_cufftEstimate1d(nx, type, batch, _byref(work_size))
     except _ArgumentError:
-        return _m.estimate1d(nx, type, batch)
+        return _checked(nx, type, batch)
     if _s:
         _raise(_s)
     return work_size.value
 
 
-def estimate2d(nx, ny, type):
+def estimate2d(nx, ny, type, *, _checked=_m.estimate2d):
     """Unchecked :func:`nvmath.bindings.cufft.estimate2d`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftEstimate2d(nx, ny, type, _byref(work_size))
+        _s = _p_cufftEstimate2d(nx, ny, type, _byref(work_size))
     except _ArgumentError:
-        return _m.estimate2d(nx, ny, type)
+        return _checked(nx, ny, type)
     if _s:
         _raise(_s)
     return work_size.value
 
 
-def estimate3d(nx, ny, nz, type):
+def estimate3d(nx, ny, nz, type, *, _checked=_m.estimate3d):
     """Unchecked :func:`nvmath.bindings.cufft.estimate3d`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftEstimate3d(nx, ny, nz, type, _byref(work_size))
+        _s = _p_cufftEstimate3d(nx, ny, nz, type, _byref(work_size))
     except _ArgumentError:
-        return _m.estimate3d(nx, ny, nz, type)
+        return _checked(nx, ny, nz, type)
     if _s:
         _raise(_s)
     return work_size.value
 
 
-def estimate_many(rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch):
+def estimate_many(
+    rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, *, _checked=_m.estimate_many,
+):
     """Unchecked :func:`nvmath.bindings.cufft.estimate_many`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftEstimateMany(
+        _s = _p_cufftEstimateMany(
             rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_size),
         )
     except _ArgumentError:
-        return _m.estimate_many(rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch)
+        return _checked(rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch)
     if _s:
         _raise(_s)
     return work_size.value
 
 
-def exec_c2c(plan, idata, odata, direction):
-    """Unchecked :func:`nvmath.bindings.cufft.exec_c2c`."""
+def exec_c2c(*args, _checked=_m.exec_c2c):
+    """Unchecked :func:`nvmath.bindings.cufft.exec_c2c` (plan, idata, odata, direction)."""
     try:
-        _s = _m._p_cufftExecC2C(plan, idata, odata, direction)
+        _s = _p_cufftExecC2C(*args)
     except _ArgumentError:
-        return _m.exec_c2c(plan, idata, odata, direction)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def exec_c2r(plan, idata, odata):
-    """Unchecked :func:`nvmath.bindings.cufft.exec_c2r`."""
+def exec_c2r(*args, _checked=_m.exec_c2r):
+    """Unchecked :func:`nvmath.bindings.cufft.exec_c2r` (plan, idata, odata)."""
     try:
-        _s = _m._p_cufftExecC2R(plan, idata, odata)
+        _s = _p_cufftExecC2R(*args)
     except _ArgumentError:
-        return _m.exec_c2r(plan, idata, odata)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def exec_d2z(plan, idata, odata):
-    """Unchecked :func:`nvmath.bindings.cufft.exec_d2z`."""
+def exec_d2z(*args, _checked=_m.exec_d2z):
+    """Unchecked :func:`nvmath.bindings.cufft.exec_d2z` (plan, idata, odata)."""
     try:
-        _s = _m._p_cufftExecD2Z(plan, idata, odata)
+        _s = _p_cufftExecD2Z(*args)
     except _ArgumentError:
-        return _m.exec_d2z(plan, idata, odata)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def exec_r2c(plan, idata, odata):
-    """Unchecked :func:`nvmath.bindings.cufft.exec_r2c`."""
+def exec_r2c(*args, _checked=_m.exec_r2c):
+    """Unchecked :func:`nvmath.bindings.cufft.exec_r2c` (plan, idata, odata)."""
     try:
-        _s = _m._p_cufftExecR2C(plan, idata, odata)
+        _s = _p_cufftExecR2C(*args)
     except _ArgumentError:
-        return _m.exec_r2c(plan, idata, odata)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def exec_z2d(plan, idata, odata):
-    """Unchecked :func:`nvmath.bindings.cufft.exec_z2d`."""
+def exec_z2d(*args, _checked=_m.exec_z2d):
+    """Unchecked :func:`nvmath.bindings.cufft.exec_z2d` (plan, idata, odata)."""
     try:
-        _s = _m._p_cufftExecZ2D(plan, idata, odata)
+        _s = _p_cufftExecZ2D(*args)
     except _ArgumentError:
-        return _m.exec_z2d(plan, idata, odata)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def exec_z2z(plan, idata, odata, direction):
-    """Unchecked :func:`nvmath.bindings.cufft.exec_z2z`."""
+def exec_z2z(*args, _checked=_m.exec_z2z):
+    """Unchecked :func:`nvmath.bindings.cufft.exec_z2z` (plan, idata, odata, direction)."""
     try:
-        _s = _m._p_cufftExecZ2Z(plan, idata, odata, direction)
+        _s = _p_cufftExecZ2Z(*args)
     except _ArgumentError:
-        return _m.exec_z2z(plan, idata, odata, direction)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def get_plan_property_int64(plan, property):
+def get_plan_property_int64(plan, property, *, _checked=_m.get_plan_property_int64):
     """Unchecked :func:`nvmath.bindings.cufft.get_plan_property_int64`."""
     return_ptr_value = _longlong()
     try:
-        _s = _m._p_cufftGetPlanPropertyInt64(plan, property, _byref(return_ptr_value))
+        _s = _p_cufftGetPlanPropertyInt64(plan, property, _byref(return_ptr_value))
     except _ArgumentError:
-        return _m.get_plan_property_int64(plan, property)
+        return _checked(plan, property)
     if _s:
         _raise(_s)
     return return_ptr_value.value
 
 
-def get_property(type):
+def get_property(type, *, _checked=_m.get_property):
     """Unchecked :func:`nvmath.bindings.cufft.get_property`."""
     value = _int()
     try:
-        _s = _m._p_cufftGetProperty(type, _byref(value))
+        _s = _p_cufftGetProperty(type, _byref(value))
     except _ArgumentError:
-        return _m.get_property(type)
+        return _checked(type)
     if _s:
         _raise(_s)
     return value.value
 
 
-def get_size(handle):
+def get_size(handle, *, _checked=_m.get_size):
     """Unchecked :func:`nvmath.bindings.cufft.get_size`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftGetSize(handle, _byref(work_size))
+        _s = _p_cufftGetSize(handle, _byref(work_size))
     except _ArgumentError:
-        return _m.get_size(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return work_size.value
 
 
-def get_size1d(handle, nx, type, batch):
+def get_size1d(handle, nx, type, batch, *, _checked=_m.get_size1d):
     """Unchecked :func:`nvmath.bindings.cufft.get_size1d`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftGetSize1d(handle, nx, type, batch, _byref(work_size))
+        _s = _p_cufftGetSize1d(handle, nx, type, batch, _byref(work_size))
     except _ArgumentError:
-        return _m.get_size1d(handle, nx, type, batch)
+        return _checked(handle, nx, type, batch)
     if _s:
         _raise(_s)
     return work_size.value
 
 
-def get_size2d(handle, nx, ny, type):
+def get_size2d(handle, nx, ny, type, *, _checked=_m.get_size2d):
     """Unchecked :func:`nvmath.bindings.cufft.get_size2d`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftGetSize2d(handle, nx, ny, type, _byref(work_size))
+        _s = _p_cufftGetSize2d(handle, nx, ny, type, _byref(work_size))
     except _ArgumentError:
-        return _m.get_size2d(handle, nx, ny, type)
+        return _checked(handle, nx, ny, type)
     if _s:
         _raise(_s)
     return work_size.value
 
 
-def get_size3d(handle, nx, ny, nz, type):
+def get_size3d(handle, nx, ny, nz, type, *, _checked=_m.get_size3d):
     """Unchecked :func:`nvmath.bindings.cufft.get_size3d`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftGetSize3d(handle, nx, ny, nz, type, _byref(work_size))
+        _s = _p_cufftGetSize3d(handle, nx, ny, nz, type, _byref(work_size))
     except _ArgumentError:
-        return _m.get_size3d(handle, nx, ny, nz, type)
+        return _checked(handle, nx, ny, nz, type)
     if _s:
         _raise(_s)
     return work_size.value
 
 
-def get_size_many(handle, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch):
+def get_size_many(
+    handle, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, *,
+    _checked=_m.get_size_many,
+):
     """Unchecked :func:`nvmath.bindings.cufft.get_size_many`."""
     work_area = _size()
     try:
-        _s = _m._p_cufftGetSizeMany(
+        _s = _p_cufftGetSizeMany(
             handle, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_area),
         )
     except _ArgumentError:
-        return _m.get_size_many(
-            handle, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch,
-        )
+        return _checked(handle, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch)
     if _s:
         _raise(_s)
     return work_area.value
 
 
-def get_size_many64(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch):
+def get_size_many64(
+    plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, *,
+    _checked=_m.get_size_many64,
+):
     """Unchecked :func:`nvmath.bindings.cufft.get_size_many64`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftGetSizeMany64(
+        _s = _p_cufftGetSizeMany64(
             plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_size),
         )
     except _ArgumentError:
-        return _m.get_size_many64(
-            plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch,
-        )
+        return _checked(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch)
     if _s:
         _raise(_s)
     return work_size.value
@@ -307,291 +317,297 @@ def get_size_many64(plan, rank, n, inembed, istride, idist, onembed, ostride, od
 def get_version():
     """Unchecked :func:`nvmath.bindings.cufft.get_version`."""
     version = _int()
-    _s = _m._p_cufftGetVersion(_byref(version))
+    _s = _p_cufftGetVersion(_byref(version))
     if _s:
         _raise(_s)
     return version.value
 
 
-def make_plan1d(plan, nx, type, batch):
+def make_plan1d(plan, nx, type, batch, *, _checked=_m.make_plan1d):
     """Unchecked :func:`nvmath.bindings.cufft.make_plan1d`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftMakePlan1d(plan, nx, type, batch, _byref(work_size))
+        _s = _p_cufftMakePlan1d(plan, nx, type, batch, _byref(work_size))
     except _ArgumentError:
-        return _m.make_plan1d(plan, nx, type, batch)
+        return _checked(plan, nx, type, batch)
     if _s:
         _raise(_s)
     return work_size.value
 
 
-def make_plan2d(plan, nx, ny, type):
+def make_plan2d(plan, nx, ny, type, *, _checked=_m.make_plan2d):
     """Unchecked :func:`nvmath.bindings.cufft.make_plan2d`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftMakePlan2d(plan, nx, ny, type, _byref(work_size))
+        _s = _p_cufftMakePlan2d(plan, nx, ny, type, _byref(work_size))
     except _ArgumentError:
-        return _m.make_plan2d(plan, nx, ny, type)
+        return _checked(plan, nx, ny, type)
     if _s:
         _raise(_s)
     return work_size.value
 
 
-def make_plan3d(plan, nx, ny, nz, type):
+def make_plan3d(plan, nx, ny, nz, type, *, _checked=_m.make_plan3d):
     """Unchecked :func:`nvmath.bindings.cufft.make_plan3d`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftMakePlan3d(plan, nx, ny, nz, type, _byref(work_size))
+        _s = _p_cufftMakePlan3d(plan, nx, ny, nz, type, _byref(work_size))
     except _ArgumentError:
-        return _m.make_plan3d(plan, nx, ny, nz, type)
+        return _checked(plan, nx, ny, nz, type)
     if _s:
         _raise(_s)
     return work_size.value
 
 
-def make_plan_many(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch):
+def make_plan_many(
+    plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, *,
+    _checked=_m.make_plan_many,
+):
     """Unchecked :func:`nvmath.bindings.cufft.make_plan_many`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftMakePlanMany(
+        _s = _p_cufftMakePlanMany(
             plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_size),
         )
     except _ArgumentError:
-        return _m.make_plan_many(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch)
+        return _checked(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch)
     if _s:
         _raise(_s)
     return work_size.value
 
 
-def make_plan_many64(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch):
+def make_plan_many64(
+    plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, *,
+    _checked=_m.make_plan_many64,
+):
     """Unchecked :func:`nvmath.bindings.cufft.make_plan_many64`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftMakePlanMany64(
+        _s = _p_cufftMakePlanMany64(
             plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, _byref(work_size),
         )
     except _ArgumentError:
-        return _m.make_plan_many64(
-            plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch,
-        )
+        return _checked(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch)
     if _s:
         _raise(_s)
     return work_size.value
 
 
-def plan1d(nx, type, batch):
+def plan1d(nx, type, batch, *, _checked=_m.plan1d):
     """Unchecked :func:`nvmath.bindings.cufft.plan1d`."""
     plan = _int()
     try:
-        _s = _m._p_cufftPlan1d(_byref(plan), nx, type, batch)
+        _s = _p_cufftPlan1d(_byref(plan), nx, type, batch)
     except _ArgumentError:
-        return _m.plan1d(nx, type, batch)
+        return _checked(nx, type, batch)
     if _s:
         _raise(_s)
     return plan.value
 
 
-def plan2d(nx, ny, type):
+def plan2d(nx, ny, type, *, _checked=_m.plan2d):
     """Unchecked :func:`nvmath.bindings.cufft.plan2d`."""
     plan = _int()
     try:
-        _s = _m._p_cufftPlan2d(_byref(plan), nx, ny, type)
+        _s = _p_cufftPlan2d(_byref(plan), nx, ny, type)
     except _ArgumentError:
-        return _m.plan2d(nx, ny, type)
+        return _checked(nx, ny, type)
     if _s:
         _raise(_s)
     return plan.value
 
 
-def plan3d(nx, ny, nz, type):
+def plan3d(nx, ny, nz, type, *, _checked=_m.plan3d):
     """Unchecked :func:`nvmath.bindings.cufft.plan3d`."""
     plan = _int()
     try:
-        _s = _m._p_cufftPlan3d(_byref(plan), nx, ny, nz, type)
+        _s = _p_cufftPlan3d(_byref(plan), nx, ny, nz, type)
     except _ArgumentError:
-        return _m.plan3d(nx, ny, nz, type)
+        return _checked(nx, ny, nz, type)
     if _s:
         _raise(_s)
     return plan.value
 
 
-def plan_many(rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch):
+def plan_many(
+    rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, *, _checked=_m.plan_many,
+):
     """Unchecked :func:`nvmath.bindings.cufft.plan_many`."""
     plan = _int()
     try:
-        _s = _m._p_cufftPlanMany(
+        _s = _p_cufftPlanMany(
             _byref(plan), rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch,
         )
     except _ArgumentError:
-        return _m.plan_many(rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch)
+        return _checked(rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch)
     if _s:
         _raise(_s)
     return plan.value
 
 
-def reset_plan_property(plan, property):
-    """Unchecked :func:`nvmath.bindings.cufft.reset_plan_property`."""
+def reset_plan_property(*args, _checked=_m.reset_plan_property):
+    """Unchecked :func:`nvmath.bindings.cufft.reset_plan_property` (plan, property)."""
     try:
-        _s = _m._p_cufftResetPlanProperty(plan, property)
+        _s = _p_cufftResetPlanProperty(*args)
     except _ArgumentError:
-        return _m.reset_plan_property(plan, property)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_auto_allocation(plan, auto_allocate):
-    """Unchecked :func:`nvmath.bindings.cufft.set_auto_allocation`."""
+def set_auto_allocation(*args, _checked=_m.set_auto_allocation):
+    """Unchecked :func:`nvmath.bindings.cufft.set_auto_allocation` (plan, auto_allocate)."""
     try:
-        _s = _m._p_cufftSetAutoAllocation(plan, auto_allocate)
+        _s = _p_cufftSetAutoAllocation(*args)
     except _ArgumentError:
-        return _m.set_auto_allocation(plan, auto_allocate)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_plan_property_int64(plan, property, input_value_int):
-    """Unchecked :func:`nvmath.bindings.cufft.set_plan_property_int64`."""
+def set_plan_property_int64(*args, _checked=_m.set_plan_property_int64):
+    """Unchecked :func:`nvmath.bindings.cufft.set_plan_property_int64` (plan, property, input_value_int)."""
     try:
-        _s = _m._p_cufftSetPlanPropertyInt64(plan, property, input_value_int)
+        _s = _p_cufftSetPlanPropertyInt64(*args)
     except _ArgumentError:
-        return _m.set_plan_property_int64(plan, property, input_value_int)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_stream(plan, stream):
-    """Unchecked :func:`nvmath.bindings.cufft.set_stream`."""
+def set_stream(*args, _checked=_m.set_stream):
+    """Unchecked :func:`nvmath.bindings.cufft.set_stream` (plan, stream)."""
     try:
-        _s = _m._p_cufftSetStream(plan, stream)
+        _s = _p_cufftSetStream(*args)
     except _ArgumentError:
-        return _m.set_stream(plan, stream)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_work_area(plan, work_area):
-    """Unchecked :func:`nvmath.bindings.cufft.set_work_area`."""
+def set_work_area(*args, _checked=_m.set_work_area):
+    """Unchecked :func:`nvmath.bindings.cufft.set_work_area` (plan, work_area)."""
     try:
-        _s = _m._p_cufftSetWorkArea(plan, work_area)
+        _s = _p_cufftSetWorkArea(*args)
     except _ArgumentError:
-        return _m.set_work_area(plan, work_area)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_clear_callback(plan, cb_type):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_clear_callback`."""
+def xt_clear_callback(*args, _checked=_m.xt_clear_callback):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_clear_callback` (plan, cb_type)."""
     try:
-        _s = _m._p_cufftXtClearCallback(plan, cb_type)
+        _s = _p_cufftXtClearCallback(*args)
     except _ArgumentError:
-        return _m.xt_clear_callback(plan, cb_type)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_exec(plan, input, output, direction):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_exec`."""
+def xt_exec(*args, _checked=_m.xt_exec):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_exec` (plan, input, output, direction)."""
     try:
-        _s = _m._p_cufftXtExec(plan, input, output, direction)
+        _s = _p_cufftXtExec(*args)
     except _ArgumentError:
-        return _m.xt_exec(plan, input, output, direction)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_exec_descriptor(plan, input, output, direction):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor`."""
+def xt_exec_descriptor(*args, _checked=_m.xt_exec_descriptor):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor` (plan, input, output, direction)."""
     try:
-        _s = _m._p_cufftXtExecDescriptor(plan, input, output, direction)
+        _s = _p_cufftXtExecDescriptor(*args)
     except _ArgumentError:
-        return _m.xt_exec_descriptor(plan, input, output, direction)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_exec_descriptor_c2c(plan, input, output, direction):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor_c2c`."""
+def xt_exec_descriptor_c2c(*args, _checked=_m.xt_exec_descriptor_c2c):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor_c2c` (plan, input, output, direction)."""
     try:
-        _s = _m._p_cufftXtExecDescriptorC2C(plan, input, output, direction)
+        _s = _p_cufftXtExecDescriptorC2C(*args)
     except _ArgumentError:
-        return _m.xt_exec_descriptor_c2c(plan, input, output, direction)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_exec_descriptor_c2r(plan, input, output):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor_c2r`."""
+def xt_exec_descriptor_c2r(*args, _checked=_m.xt_exec_descriptor_c2r):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor_c2r` (plan, input, output)."""
     try:
-        _s = _m._p_cufftXtExecDescriptorC2R(plan, input, output)
+        _s = _p_cufftXtExecDescriptorC2R(*args)
     except _ArgumentError:
-        return _m.xt_exec_descriptor_c2r(plan, input, output)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_exec_descriptor_d2z(plan, input, output):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor_d2z`."""
+def xt_exec_descriptor_d2z(*args, _checked=_m.xt_exec_descriptor_d2z):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor_d2z` (plan, input, output)."""
     try:
-        _s = _m._p_cufftXtExecDescriptorD2Z(plan, input, output)
+        _s = _p_cufftXtExecDescriptorD2Z(*args)
     except _ArgumentError:
-        return _m.xt_exec_descriptor_d2z(plan, input, output)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_exec_descriptor_r2c(plan, input, output):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor_r2c`."""
+def xt_exec_descriptor_r2c(*args, _checked=_m.xt_exec_descriptor_r2c):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor_r2c` (plan, input, output)."""
     try:
-        _s = _m._p_cufftXtExecDescriptorR2C(plan, input, output)
+        _s = _p_cufftXtExecDescriptorR2C(*args)
     except _ArgumentError:
-        return _m.xt_exec_descriptor_r2c(plan, input, output)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_exec_descriptor_z2d(plan, input, output):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor_z2d`."""
+def xt_exec_descriptor_z2d(*args, _checked=_m.xt_exec_descriptor_z2d):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor_z2d` (plan, input, output)."""
     try:
-        _s = _m._p_cufftXtExecDescriptorZ2D(plan, input, output)
+        _s = _p_cufftXtExecDescriptorZ2D(*args)
     except _ArgumentError:
-        return _m.xt_exec_descriptor_z2d(plan, input, output)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_exec_descriptor_z2z(plan, input, output, direction):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor_z2z`."""
+def xt_exec_descriptor_z2z(*args, _checked=_m.xt_exec_descriptor_z2z):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_exec_descriptor_z2z` (plan, input, output, direction)."""
     try:
-        _s = _m._p_cufftXtExecDescriptorZ2Z(plan, input, output, direction)
+        _s = _p_cufftXtExecDescriptorZ2Z(*args)
     except _ArgumentError:
-        return _m.xt_exec_descriptor_z2z(plan, input, output, direction)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_free(descriptor):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_free`."""
+def xt_free(*args, _checked=_m.xt_free):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_free` (descriptor)."""
     try:
-        _s = _m._p_cufftXtFree(descriptor)
+        _s = _p_cufftXtFree(*args)
     except _ArgumentError:
-        return _m.xt_free(descriptor)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def xt_get_size_many(
     plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype, batch,
-    executiontype,
+    executiontype, *, _checked=_m.xt_get_size_many,
 ):
     """Unchecked :func:`nvmath.bindings.cufft.xt_get_size_many`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftXtGetSizeMany(
+        _s = _p_cufftXtGetSizeMany(
             plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype, batch,
             _byref(work_size), executiontype,
         )
     except _ArgumentError:
-        return _m.xt_get_size_many(
+        return _checked(
             plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype, batch,
             executiontype,
         )
@@ -602,17 +618,17 @@ def xt_get_size_many(
 
 def xt_make_plan_many(
     plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype, batch,
-    executiontype,
+    executiontype, *, _checked=_m.xt_make_plan_many,
 ):
     """Unchecked :func:`nvmath.bindings.cufft.xt_make_plan_many`."""
     work_size = _size()
     try:
-        _s = _m._p_cufftXtMakePlanMany(
+        _s = _p_cufftXtMakePlanMany(
             plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype, batch,
             _byref(work_size), executiontype,
         )
     except _ArgumentError:
-        return _m.xt_make_plan_many(
+        return _checked(
             plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype, batch,
             executiontype,
         )
@@ -621,99 +637,100 @@ def xt_make_plan_many(
     return work_size.value
 
 
-def xt_malloc(plan, format):
+def xt_malloc(plan, format, *, _checked=_m.xt_malloc):
     """Unchecked :func:`nvmath.bindings.cufft.xt_malloc`."""
     descriptor = _uintptr()
     try:
-        _s = _m._p_cufftXtMalloc(plan, _byref(descriptor), format)
+        _s = _p_cufftXtMalloc(plan, _byref(descriptor), format)
     except _ArgumentError:
-        return _m.xt_malloc(plan, format)
+        return _checked(plan, format)
     if _s:
         _raise(_s)
     return descriptor.value
 
 
-def xt_memcpy(plan, dst_pointer, src_pointer, type):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_memcpy`."""
+def xt_memcpy(*args, _checked=_m.xt_memcpy):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_memcpy` (plan, dst_pointer, src_pointer, type)."""
     try:
-        _s = _m._p_cufftXtMemcpy(plan, dst_pointer, src_pointer, type)
+        _s = _p_cufftXtMemcpy(*args)
     except _ArgumentError:
-        return _m.xt_memcpy(plan, dst_pointer, src_pointer, type)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_query_plan(plan, query_struct, query_type):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_query_plan`."""
+def xt_query_plan(*args, _checked=_m.xt_query_plan):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_query_plan` (plan, query_struct, query_type)."""
     try:
-        _s = _m._p_cufftXtQueryPlan(plan, query_struct, query_type)
+        _s = _p_cufftXtQueryPlan(*args)
     except _ArgumentError:
-        return _m.xt_query_plan(plan, query_struct, query_type)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_set_callback(plan, callback_routine, cb_type, caller_info):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_set_callback`."""
+def xt_set_callback(*args, _checked=_m.xt_set_callback):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_set_callback` (plan, callback_routine, cb_type,
+    caller_info).
+    """
     try:
-        _s = _m._p_cufftXtSetCallback(plan, callback_routine, cb_type, caller_info)
+        _s = _p_cufftXtSetCallback(*args)
     except _ArgumentError:
-        return _m.xt_set_callback(plan, callback_routine, cb_type, caller_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_set_callback_shared_size(plan, cb_type, shared_size):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_set_callback_shared_size`."""
+def xt_set_callback_shared_size(*args, _checked=_m.xt_set_callback_shared_size):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_set_callback_shared_size` (plan, cb_type, shared_size)."""
     try:
-        _s = _m._p_cufftXtSetCallbackSharedSize(plan, cb_type, shared_size)
+        _s = _p_cufftXtSetCallbackSharedSize(*args)
     except _ArgumentError:
-        return _m.xt_set_callback_shared_size(plan, cb_type, shared_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_set_gpus(handle, n_gpus, which_gpus):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_set_gpus`."""
+def xt_set_gpus(*args, _checked=_m.xt_set_gpus):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_set_gpus` (handle, n_gpus, which_gpus)."""
     try:
-        _s = _m._p_cufftXtSetGPUs(handle, n_gpus, which_gpus)
+        _s = _p_cufftXtSetGPUs(*args)
     except _ArgumentError:
-        return _m.xt_set_gpus(handle, n_gpus, which_gpus)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_set_jit_callback(
-    plan, lto_callback_symbol_name, lto_callback_fatbin, lto_callback_fatbin_size, type, caller_info,
-):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_set_jit_callback`."""
+def xt_set_jit_callback(*args, _checked=_m.xt_set_jit_callback):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_set_jit_callback` (plan, lto_callback_symbol_name,
+    lto_callback_fatbin, lto_callback_fatbin_size, type, caller_info).
+    """
     try:
-        _s = _m._p_cufftXtSetJITCallback(
-            plan, lto_callback_symbol_name, lto_callback_fatbin, lto_callback_fatbin_size, type, caller_info,
-        )
+        _s = _p_cufftXtSetJITCallback(*args)
     except _ArgumentError:
-        return _m.xt_set_jit_callback(
-            plan, lto_callback_symbol_name, lto_callback_fatbin, lto_callback_fatbin_size, type, caller_info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_set_work_area(plan, work_area):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_set_work_area`."""
+def xt_set_work_area(*args, _checked=_m.xt_set_work_area):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_set_work_area` (plan, work_area)."""
     try:
-        _s = _m._p_cufftXtSetWorkArea(plan, work_area)
+        _s = _p_cufftXtSetWorkArea(*args)
     except _ArgumentError:
-        return _m.xt_set_work_area(plan, work_area)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xt_set_work_area_policy(plan, policy, work_size):
-    """Unchecked :func:`nvmath.bindings.cufft.xt_set_work_area_policy`."""
+def xt_set_work_area_policy(*args, _checked=_m.xt_set_work_area_policy):
+    """Unchecked :func:`nvmath.bindings.cufft.xt_set_work_area_policy` (plan, policy, work_size)."""
     try:
-        _s = _m._p_cufftXtSetWorkAreaPolicy(plan, policy, work_size)
+        _s = _p_cufftXtSetWorkAreaPolicy(*args)
     except _ArgumentError:
-        return _m.xt_set_work_area_policy(plan, policy, work_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
+
+
+_loader.share_globals(globals(), _m, __all__)

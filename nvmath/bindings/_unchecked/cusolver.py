@@ -5,12 +5,18 @@
 """Unchecked cuSOLVER entries: :mod:`nvmath.bindings.cusolver` without the argument checks (generated;
 internal).
 
-Same names, parameters and return values as the checked functions; see
+Same names, positional parameters and return values as the checked functions; see
 ``nvmath/bindings/_unchecked/__init__.py`` for the contract.
+
+The functions run in the namespace of :mod:`nvmath.bindings.cusolver` (``_loader.share_globals`` at the
+end gives them its globals): ``_p_<symbol>``, ``_raise``, ``_byref`` and the ctypes aliases in their
+bodies are that module's, looked up at call time as fast as in the checked wrappers, so they call the
+symbol the loader resolved (or a test replaced) there. ``_checked`` is the checked function, called when
+ctypes refuses an argument.
 """
 
+from .. import _loader
 from .. import cusolver as _m
-from ..cusolver import (_ArgumentError, _byref, _raise, _int)
 
 __all__ = [
     'get_property',
@@ -18,13 +24,13 @@ __all__ = [
 ]
 
 
-def get_property(type):
+def get_property(type, *, _checked=_m.get_property):
     """Unchecked :func:`nvmath.bindings.cusolver.get_property`."""
     value = _int()
     try:
-        _s = _m._p_cusolverGetProperty(type, _byref(value))
+        _s = _p_cusolverGetProperty(type, _byref(value))
     except _ArgumentError:
-        return _m.get_property(type)
+        return _checked(type)
     if _s:
         _raise(_s)
     return value.value
@@ -33,7 +39,10 @@ def get_property(type):
 def get_version():
     """Unchecked :func:`nvmath.bindings.cusolver.get_version`."""
     version = _int()
-    _s = _m._p_cusolverGetVersion(_byref(version))
+    _s = _p_cusolverGetVersion(_byref(version))
     if _s:
         _raise(_s)
     return version.value
+
+
+_loader.share_globals(globals(), _m, __all__)

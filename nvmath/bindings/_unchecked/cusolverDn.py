@@ -5,12 +5,18 @@
 """Unchecked cuSOLVER entries: :mod:`nvmath.bindings.cusolverDn` without the argument checks (generated;
 internal).
 
-Same names, parameters and return values as the checked functions; see
+Same names, positional parameters and return values as the checked functions; see
 ``nvmath/bindings/_unchecked/__init__.py`` for the contract.
+
+The functions run in the namespace of :mod:`nvmath.bindings.cusolverDn` (``_loader.share_globals`` at the
+end gives them its globals): ``_p_<symbol>``, ``_raise``, ``_byref`` and the ctypes aliases in their
+bodies are that module's, looked up at call time as fast as in the checked wrappers, so they call the
+symbol the loader resolved (or a test replaced) there. ``_checked`` is the checked function, called when
+ctypes refuses an argument.
 """
 
+from .. import _loader
 from .. import cusolverDn as _m
-from ..cusolverDn import (_ArgumentError, _byref, _raise, _double, _i64, _int, _size, _uintptr)
 
 __all__ = [
     'ccgels',
@@ -411,47 +417,53 @@ __all__ = [
 ]
 
 
-def ccgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def ccgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.ccgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ccgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnCCgels(
+        _s = _p_cusolverDnCCgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.ccgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def ccgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def ccgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.ccgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ccgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnCCgels_bufferSize(
+        _s = _p_cusolverDnCCgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.ccgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def ccgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def ccgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.ccgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ccgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnCCgesv(
+        _s = _p_cusolverDnCCgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.ccgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -459,61 +471,69 @@ def ccgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def ccgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def ccgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.ccgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ccgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnCCgesv_bufferSize(
+        _s = _p_cusolverDnCCgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.ccgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def cegels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def cegels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.cegels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cegels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnCEgels(
+        _s = _p_cusolverDnCEgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.cegels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def cegels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def cegels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.cegels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cegels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnCEgels_bufferSize(
+        _s = _p_cusolverDnCEgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.cegels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def cegesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def cegesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.cegesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cegesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnCEgesv(
+        _s = _p_cusolverDnCEgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.cegesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -521,120 +541,120 @@ def cegesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def cegesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def cegesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.cegesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cegesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnCEgesv_bufferSize(
+        _s = _p_cusolverDnCEgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.cegesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def cgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cgebrd`."""
+def cgebrd(*args, _checked=_m.cgebrd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cgebrd` (handle, m, n, a, lda, d, e, tauq, taup, work,
+    lwork, dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnCgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info)
+        _s = _p_cusolverDnCgebrd(*args)
     except _ArgumentError:
-        return _m.cgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgebrd_buffer_size(handle, m, n):
+def cgebrd_buffer_size(handle, m, n, *, _checked=_m.cgebrd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cgebrd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCgebrd_bufferSize(handle, m, n, _byref(lwork))
+        _s = _p_cusolverDnCgebrd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _m.cgebrd_buffer_size(handle, m, n)
+        return _checked(handle, m, n)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cgeqrf`."""
+def cgeqrf(*args, _checked=_m.cgeqrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cgeqrf` (handle, m, n, a, lda, tau, workspace, lwork,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnCgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info)
+        _s = _p_cusolverDnCgeqrf(*args)
     except _ArgumentError:
-        return _m.cgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgeqrf_buffer_size(handle, m, n, a, lda):
+def cgeqrf_buffer_size(handle, m, n, a, lda, *, _checked=_m.cgeqrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cgeqrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCgeqrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnCgeqrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.cgeqrf_buffer_size(handle, m, n, a, lda)
+        return _checked(handle, m, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cgesvd`."""
+def cgesvd(*args, _checked=_m.cgesvd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cgesvd` (handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt,
+    ldvt, work, lwork, rwork, info).
+    """
     try:
-        _s = _m._p_cusolverDnCgesvd(
-            handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info,
-        )
+        _s = _p_cusolverDnCgesvd(*args)
     except _ArgumentError:
-        return _m.cgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgesvd_buffer_size(handle, m, n):
+def cgesvd_buffer_size(handle, m, n, *, _checked=_m.cgesvd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cgesvd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCgesvd_bufferSize(handle, m, n, _byref(lwork))
+        _s = _p_cusolverDnCgesvd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _m.cgesvd_buffer_size(handle, m, n)
+        return _checked(handle, m, n)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cgesvda_strided_batched(
-    handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv, stride_v,
-    d_work, lwork, d_info, h_r_nrm_f, batch_size,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cgesvda_strided_batched`."""
+def cgesvda_strided_batched(*args, _checked=_m.cgesvda_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cgesvda_strided_batched` (handle, jobz, rank, m, n, d_a,
+    lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv, stride_v, d_work, lwork, d_info,
+    h_r_nrm_f, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnCgesvdaStridedBatched(
-            handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
-            stride_v, d_work, lwork, d_info, h_r_nrm_f, batch_size,
-        )
+        _s = _p_cusolverDnCgesvdaStridedBatched(*args)
     except _ArgumentError:
-        return _m.cgesvda_strided_batched(
-            handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
-            stride_v, d_work, lwork, d_info, h_r_nrm_f, batch_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def cgesvda_strided_batched_buffer_size(
     handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv, stride_v,
-    batch_size,
+    batch_size, *, _checked=_m.cgesvda_strided_batched_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cgesvda_strided_batched_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCgesvdaStridedBatched_bufferSize(
+        _s = _p_cusolverDnCgesvdaStridedBatched_bufferSize(
             handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
             stride_v, _byref(lwork), batch_size,
         )
     except _ArgumentError:
-        return _m.cgesvda_strided_batched_buffer_size(
+        return _checked(
             handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
             stride_v, batch_size,
         )
@@ -643,225 +663,245 @@ def cgesvda_strided_batched_buffer_size(
     return lwork.value
 
 
-def cgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cgesvdj`."""
+def cgesvdj(*args, _checked=_m.cgesvdj):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cgesvdj` (handle, jobz, econ, m, n, a, lda, s, u, ldu, v,
+    ldv, work, lwork, info, params).
+    """
     try:
-        _s = _m._p_cusolverDnCgesvdj(
-            handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params,
-        )
+        _s = _p_cusolverDnCgesvdj(*args)
     except _ArgumentError:
-        return _m.cgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgesvdj_batched(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cgesvdj_batched`."""
+def cgesvdj_batched(*args, _checked=_m.cgesvdj_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cgesvdj_batched` (handle, jobz, m, n, a, lda, s, u, ldu,
+    v, ldv, work, lwork, info, params, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnCgesvdjBatched(
-            handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size,
-        )
+        _s = _p_cusolverDnCgesvdjBatched(*args)
     except _ArgumentError:
-        return _m.cgesvdj_batched(
-            handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgesvdj_batched_buffer_size(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size):
+def cgesvdj_batched_buffer_size(
+    handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size, *,
+    _checked=_m.cgesvdj_batched_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cgesvdj_batched_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCgesvdjBatched_bufferSize(
+        _s = _p_cusolverDnCgesvdjBatched_bufferSize(
             handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _m.cgesvdj_batched_buffer_size(
-            handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size,
-        )
+        return _checked(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params):
+def cgesvdj_buffer_size(
+    handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params, *, _checked=_m.cgesvdj_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cgesvdj_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCgesvdj_bufferSize(
+        _s = _p_cusolverDnCgesvdj_bufferSize(
             handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _m.cgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params)
+        return _checked(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cgetrf`."""
+def cgetrf(*args, _checked=_m.cgetrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cgetrf` (handle, m, n, a, lda, workspace, dev_ipiv,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnCgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info)
+        _s = _p_cusolverDnCgetrf(*args)
     except _ArgumentError:
-        return _m.cgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cgetrf_buffer_size(handle, m, n, a, lda):
+def cgetrf_buffer_size(handle, m, n, a, lda, *, _checked=_m.cgetrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cgetrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCgetrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnCgetrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.cgetrf_buffer_size(handle, m, n, a, lda)
+        return _checked(handle, m, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cgetrs`."""
+def cgetrs(*args, _checked=_m.cgetrs):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cgetrs` (handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnCgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info)
+        _s = _p_cusolverDnCgetrs(*args)
     except _ArgumentError:
-        return _m.cgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cheevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cheevd`."""
+def cheevd(*args, _checked=_m.cheevd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cheevd` (handle, jobz, uplo, n, a, lda, w, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnCheevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info)
+        _s = _p_cusolverDnCheevd(*args)
     except _ArgumentError:
-        return _m.cheevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cheevd_buffer_size(handle, jobz, uplo, n, a, lda, w):
+def cheevd_buffer_size(handle, jobz, uplo, n, a, lda, w, *, _checked=_m.cheevd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cheevd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCheevd_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork))
+        _s = _p_cusolverDnCheevd_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork))
     except _ArgumentError:
-        return _m.cheevd_buffer_size(handle, jobz, uplo, n, a, lda, w)
+        return _checked(handle, jobz, uplo, n, a, lda, w)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cheevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info):
+def cheevdx(
+    handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info, *, _checked=_m.cheevdx,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cheevdx`."""
     meig = _int()
     try:
-        _s = _m._p_cusolverDnCheevdx(
+        _s = _p_cusolverDnCheevdx(
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, work, lwork, info,
         )
     except _ArgumentError:
-        return _m.cheevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info)
+        return _checked(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info)
     if _s:
         _raise(_s)
     return meig.value
 
 
-def cheevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w):
+def cheevdx_buffer_size(
+    handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, *, _checked=_m.cheevdx_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cheevdx_buffer_size`."""
     meig = _int()
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCheevdx_bufferSize(
+        _s = _p_cusolverDnCheevdx_bufferSize(
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, _byref(lwork),
         )
     except _ArgumentError:
-        return _m.cheevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
+        return _checked(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
 
 
-def cheevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cheevj`."""
+def cheevj(*args, _checked=_m.cheevj):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cheevj` (handle, jobz, uplo, n, a, lda, w, work, lwork,
+    info, params).
+    """
     try:
-        _s = _m._p_cusolverDnCheevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params)
+        _s = _p_cusolverDnCheevj(*args)
     except _ArgumentError:
-        return _m.cheevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cheevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cheevj_batched`."""
+def cheevj_batched(*args, _checked=_m.cheevj_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cheevj_batched` (handle, jobz, uplo, n, a, lda, w, work,
+    lwork, info, params, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnCheevjBatched(
-            handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size,
-        )
+        _s = _p_cusolverDnCheevjBatched(*args)
     except _ArgumentError:
-        return _m.cheevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cheevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_size):
+def cheevj_batched_buffer_size(
+    handle, jobz, uplo, n, a, lda, w, params, batch_size, *, _checked=_m.cheevj_batched_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cheevj_batched_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCheevjBatched_bufferSize(
+        _s = _p_cusolverDnCheevjBatched_bufferSize(
             handle, jobz, uplo, n, a, lda, w, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _m.cheevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_size)
+        return _checked(handle, jobz, uplo, n, a, lda, w, params, batch_size)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cheevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params):
+def cheevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params, *, _checked=_m.cheevj_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cheevj_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCheevj_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork), params)
+        _s = _p_cusolverDnCheevj_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork), params)
     except _ArgumentError:
-        return _m.cheevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params)
+        return _checked(handle, jobz, uplo, n, a, lda, w, params)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def chegvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.chegvd`."""
+def chegvd(*args, _checked=_m.chegvd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.chegvd` (handle, itype, jobz, uplo, n, a, lda, b, ldb, w,
+    work, lwork, info).
+    """
     try:
-        _s = _m._p_cusolverDnChegvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info)
+        _s = _p_cusolverDnChegvd(*args)
     except _ArgumentError:
-        return _m.chegvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chegvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w):
+def chegvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, *, _checked=_m.chegvd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.chegvd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnChegvd_bufferSize(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork))
+        _s = _p_cusolverDnChegvd_bufferSize(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork))
     except _ArgumentError:
-        return _m.chegvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w)
+        return _checked(handle, itype, jobz, uplo, n, a, lda, b, ldb, w)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def chegvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, work, lwork, info):
+def chegvdx(
+    handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, work, lwork, info, *,
+    _checked=_m.chegvdx,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.chegvdx`."""
     meig = _int()
     try:
-        _s = _m._p_cusolverDnChegvdx(
+        _s = _p_cusolverDnChegvdx(
             handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, _byref(meig), w, work, lwork,
             info,
         )
     except _ArgumentError:
-        return _m.chegvdx(
+        return _checked(
             handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, work, lwork, info,
         )
     if _s:
@@ -869,111 +909,124 @@ def chegvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
     return meig.value
 
 
-def chegvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w):
+def chegvdx_buffer_size(
+    handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, *,
+    _checked=_m.chegvdx_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.chegvdx_buffer_size`."""
     meig = _int()
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnChegvdx_bufferSize(
+        _s = _p_cusolverDnChegvdx_bufferSize(
             handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, _byref(meig), w,
             _byref(lwork),
         )
     except _ArgumentError:
-        return _m.chegvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w)
+        return _checked(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w)
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
 
 
-def chegvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.chegvj`."""
+def chegvj(*args, _checked=_m.chegvj):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.chegvj` (handle, itype, jobz, uplo, n, a, lda, b, ldb, w,
+    work, lwork, info, params).
+    """
     try:
-        _s = _m._p_cusolverDnChegvj(
-            handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params,
-        )
+        _s = _p_cusolverDnChegvj(*args)
     except _ArgumentError:
-        return _m.chegvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chegvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params):
+def chegvj_buffer_size(
+    handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params, *, _checked=_m.chegvj_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.chegvj_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnChegvj_bufferSize(
+        _s = _p_cusolverDnChegvj_bufferSize(
             handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _m.chegvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params)
+        return _checked(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def chetrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.chetrd`."""
+def chetrd(*args, _checked=_m.chetrd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.chetrd` (handle, uplo, n, a, lda, d, e, tau, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnChetrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info)
+        _s = _p_cusolverDnChetrd(*args)
     except _ArgumentError:
-        return _m.chetrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def chetrd_buffer_size(handle, uplo, n, a, lda, d, e, tau):
+def chetrd_buffer_size(handle, uplo, n, a, lda, d, e, tau, *, _checked=_m.chetrd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.chetrd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnChetrd_bufferSize(handle, uplo, n, a, lda, d, e, tau, _byref(lwork))
+        _s = _p_cusolverDnChetrd_bufferSize(handle, uplo, n, a, lda, d, e, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.chetrd_buffer_size(handle, uplo, n, a, lda, d, e, tau)
+        return _checked(handle, uplo, n, a, lda, d, e, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def ckgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def ckgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.ckgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ckgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnCKgels(
+        _s = _p_cusolverDnCKgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.ckgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def ckgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def ckgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.ckgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ckgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnCKgels_bufferSize(
+        _s = _p_cusolverDnCKgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.ckgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def ckgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def ckgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.ckgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ckgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnCKgesv(
+        _s = _p_cusolverDnCKgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.ckgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -981,122 +1034,130 @@ def ckgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def ckgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def ckgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.ckgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ckgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnCKgesv_bufferSize(
+        _s = _p_cusolverDnCKgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.ckgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def claswp(handle, n, a, lda, k1, k2, dev_ipiv, incx):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.claswp`."""
+def claswp(*args, _checked=_m.claswp):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.claswp` (handle, n, a, lda, k1, k2, dev_ipiv, incx)."""
     try:
-        _s = _m._p_cusolverDnClaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx)
+        _s = _p_cusolverDnClaswp(*args)
     except _ArgumentError:
-        return _m.claswp(handle, n, a, lda, k1, k2, dev_ipiv, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def clauum(handle, uplo, n, a, lda, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.clauum`."""
+def clauum(*args, _checked=_m.clauum):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.clauum` (handle, uplo, n, a, lda, work, lwork, dev_info)."""
     try:
-        _s = _m._p_cusolverDnClauum(handle, uplo, n, a, lda, work, lwork, dev_info)
+        _s = _p_cusolverDnClauum(*args)
     except _ArgumentError:
-        return _m.clauum(handle, uplo, n, a, lda, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def clauum_buffer_size(handle, uplo, n, a, lda):
+def clauum_buffer_size(handle, uplo, n, a, lda, *, _checked=_m.clauum_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.clauum_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnClauum_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnClauum_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.clauum_buffer_size(handle, uplo, n, a, lda)
+        return _checked(handle, uplo, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cpotrf`."""
+def cpotrf(*args, _checked=_m.cpotrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cpotrf` (handle, uplo, n, a, lda, workspace, lwork,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnCpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info)
+        _s = _p_cusolverDnCpotrf(*args)
     except _ArgumentError:
-        return _m.cpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cpotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cpotrf_batched`."""
+def cpotrf_batched(*args, _checked=_m.cpotrf_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cpotrf_batched` (handle, uplo, n, aarray, lda, info_array,
+    batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnCpotrfBatched(handle, uplo, n, aarray, lda, info_array, batch_size)
+        _s = _p_cusolverDnCpotrfBatched(*args)
     except _ArgumentError:
-        return _m.cpotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cpotrf_buffer_size(handle, uplo, n, a, lda):
+def cpotrf_buffer_size(handle, uplo, n, a, lda, *, _checked=_m.cpotrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cpotrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCpotrf_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnCpotrf_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.cpotrf_buffer_size(handle, uplo, n, a, lda)
+        return _checked(handle, uplo, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cpotri(handle, uplo, n, a, lda, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cpotri`."""
+def cpotri(*args, _checked=_m.cpotri):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cpotri` (handle, uplo, n, a, lda, work, lwork, dev_info)."""
     try:
-        _s = _m._p_cusolverDnCpotri(handle, uplo, n, a, lda, work, lwork, dev_info)
+        _s = _p_cusolverDnCpotri(*args)
     except _ArgumentError:
-        return _m.cpotri(handle, uplo, n, a, lda, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cpotri_buffer_size(handle, uplo, n, a, lda):
+def cpotri_buffer_size(handle, uplo, n, a, lda, *, _checked=_m.cpotri_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cpotri_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCpotri_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnCpotri_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.cpotri_buffer_size(handle, uplo, n, a, lda)
+        return _checked(handle, uplo, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cpotrs`."""
+def cpotrs(*args, _checked=_m.cpotrs):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cpotrs` (handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)."""
     try:
-        _s = _m._p_cusolverDnCpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)
+        _s = _p_cusolverDnCpotrs(*args)
     except _ArgumentError:
-        return _m.cpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cpotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cpotrs_batched`."""
+def cpotrs_batched(*args, _checked=_m.cpotrs_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cpotrs_batched` (handle, uplo, n, nrhs, a, lda, b, ldb,
+    d_info, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnCpotrsBatched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size)
+        _s = _p_cusolverDnCpotrsBatched(*args)
     except _ArgumentError:
-        return _m.cpotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
@@ -1104,7 +1165,7 @@ def cpotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size):
 def create():
     """Unchecked :func:`nvmath.bindings.cusolverDn.create`."""
     handle = _uintptr()
-    _s = _m._p_cusolverDnCreate(_byref(handle))
+    _s = _p_cusolverDnCreate(_byref(handle))
     if _s:
         _raise(_s)
     return handle.value
@@ -1113,7 +1174,7 @@ def create():
 def create_gesvdj_info():
     """Unchecked :func:`nvmath.bindings.cusolverDn.create_gesvdj_info`."""
     info = _uintptr()
-    _s = _m._p_cusolverDnCreateGesvdjInfo(_byref(info))
+    _s = _p_cusolverDnCreateGesvdjInfo(_byref(info))
     if _s:
         _raise(_s)
     return info.value
@@ -1122,7 +1183,7 @@ def create_gesvdj_info():
 def create_params():
     """Unchecked :func:`nvmath.bindings.cusolverDn.create_params`."""
     params = _uintptr()
-    _s = _m._p_cusolverDnCreateParams(_byref(params))
+    _s = _p_cusolverDnCreateParams(_byref(params))
     if _s:
         _raise(_s)
     return params.value
@@ -1131,211 +1192,227 @@ def create_params():
 def create_syevj_info():
     """Unchecked :func:`nvmath.bindings.cusolverDn.create_syevj_info`."""
     info = _uintptr()
-    _s = _m._p_cusolverDnCreateSyevjInfo(_byref(info))
+    _s = _p_cusolverDnCreateSyevjInfo(_byref(info))
     if _s:
         _raise(_s)
     return info.value
 
 
-def csytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.csytrf`."""
+def csytrf(*args, _checked=_m.csytrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.csytrf` (handle, uplo, n, a, lda, ipiv, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnCsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        _s = _p_cusolverDnCsytrf(*args)
     except _ArgumentError:
-        return _m.csytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csytrf_buffer_size(handle, n, a, lda):
+def csytrf_buffer_size(handle, n, a, lda, *, _checked=_m.csytrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.csytrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCsytrf_bufferSize(handle, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnCsytrf_bufferSize(handle, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.csytrf_buffer_size(handle, n, a, lda)
+        return _checked(handle, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def csytri(handle, uplo, n, a, lda, ipiv, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.csytri`."""
+def csytri(*args, _checked=_m.csytri):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.csytri` (handle, uplo, n, a, lda, ipiv, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnCsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        _s = _p_cusolverDnCsytri(*args)
     except _ArgumentError:
-        return _m.csytri(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def csytri_buffer_size(handle, uplo, n, a, lda, ipiv):
+def csytri_buffer_size(handle, uplo, n, a, lda, ipiv, *, _checked=_m.csytri_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.csytri_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCsytri_bufferSize(handle, uplo, n, a, lda, ipiv, _byref(lwork))
+        _s = _p_cusolverDnCsytri_bufferSize(handle, uplo, n, a, lda, ipiv, _byref(lwork))
     except _ArgumentError:
-        return _m.csytri_buffer_size(handle, uplo, n, a, lda, ipiv)
+        return _checked(handle, uplo, n, a, lda, ipiv)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cungbr(handle, side, m, n, k, a, lda, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cungbr`."""
+def cungbr(*args, _checked=_m.cungbr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cungbr` (handle, side, m, n, k, a, lda, tau, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnCungbr(handle, side, m, n, k, a, lda, tau, work, lwork, info)
+        _s = _p_cusolverDnCungbr(*args)
     except _ArgumentError:
-        return _m.cungbr(handle, side, m, n, k, a, lda, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cungbr_buffer_size(handle, side, m, n, k, a, lda, tau):
+def cungbr_buffer_size(handle, side, m, n, k, a, lda, tau, *, _checked=_m.cungbr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cungbr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCungbr_bufferSize(handle, side, m, n, k, a, lda, tau, _byref(lwork))
+        _s = _p_cusolverDnCungbr_bufferSize(handle, side, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.cungbr_buffer_size(handle, side, m, n, k, a, lda, tau)
+        return _checked(handle, side, m, n, k, a, lda, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cungqr(handle, m, n, k, a, lda, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cungqr`."""
+def cungqr(*args, _checked=_m.cungqr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cungqr` (handle, m, n, k, a, lda, tau, work, lwork, info)."""
     try:
-        _s = _m._p_cusolverDnCungqr(handle, m, n, k, a, lda, tau, work, lwork, info)
+        _s = _p_cusolverDnCungqr(*args)
     except _ArgumentError:
-        return _m.cungqr(handle, m, n, k, a, lda, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cungqr_buffer_size(handle, m, n, k, a, lda, tau):
+def cungqr_buffer_size(handle, m, n, k, a, lda, tau, *, _checked=_m.cungqr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cungqr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCungqr_bufferSize(handle, m, n, k, a, lda, tau, _byref(lwork))
+        _s = _p_cusolverDnCungqr_bufferSize(handle, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.cungqr_buffer_size(handle, m, n, k, a, lda, tau)
+        return _checked(handle, m, n, k, a, lda, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cungtr(handle, uplo, n, a, lda, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cungtr`."""
+def cungtr(*args, _checked=_m.cungtr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cungtr` (handle, uplo, n, a, lda, tau, work, lwork, info)."""
     try:
-        _s = _m._p_cusolverDnCungtr(handle, uplo, n, a, lda, tau, work, lwork, info)
+        _s = _p_cusolverDnCungtr(*args)
     except _ArgumentError:
-        return _m.cungtr(handle, uplo, n, a, lda, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cungtr_buffer_size(handle, uplo, n, a, lda, tau):
+def cungtr_buffer_size(handle, uplo, n, a, lda, tau, *, _checked=_m.cungtr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cungtr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCungtr_bufferSize(handle, uplo, n, a, lda, tau, _byref(lwork))
+        _s = _p_cusolverDnCungtr_bufferSize(handle, uplo, n, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.cungtr_buffer_size(handle, uplo, n, a, lda, tau)
+        return _checked(handle, uplo, n, a, lda, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cunmqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cunmqr`."""
+def cunmqr(*args, _checked=_m.cunmqr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cunmqr` (handle, side, trans, m, n, k, a, lda, tau, c,
+    ldc, work, lwork, dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnCunmqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info)
+        _s = _p_cusolverDnCunmqr(*args)
     except _ArgumentError:
-        return _m.cunmqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cunmqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc):
+def cunmqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc, *, _checked=_m.cunmqr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cunmqr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCunmqr_bufferSize(
-            handle, side, trans, m, n, k, a, lda, tau, c, ldc, _byref(lwork),
-        )
+        _s = _p_cusolverDnCunmqr_bufferSize(handle, side, trans, m, n, k, a, lda, tau, c, ldc, _byref(lwork))
     except _ArgumentError:
-        return _m.cunmqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc)
+        return _checked(handle, side, trans, m, n, k, a, lda, tau, c, ldc)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cunmtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.cunmtr`."""
+def cunmtr(*args, _checked=_m.cunmtr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.cunmtr` (handle, side, uplo, trans, m, n, a, lda, tau, c,
+    ldc, work, lwork, info).
+    """
     try:
-        _s = _m._p_cusolverDnCunmtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info)
+        _s = _p_cusolverDnCunmtr(*args)
     except _ArgumentError:
-        return _m.cunmtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def cunmtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc):
+def cunmtr_buffer_size(
+    handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, *, _checked=_m.cunmtr_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cunmtr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnCunmtr_bufferSize(
+        _s = _p_cusolverDnCunmtr_bufferSize(
             handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, _byref(lwork),
         )
     except _ArgumentError:
-        return _m.cunmtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc)
+        return _checked(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def cygels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def cygels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.cygels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cygels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnCYgels(
+        _s = _p_cusolverDnCYgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.cygels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def cygels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def cygels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.cygels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cygels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnCYgels_bufferSize(
+        _s = _p_cusolverDnCYgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.cygels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def cygesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def cygesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.cygesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cygesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnCYgesv(
+        _s = _p_cusolverDnCYgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.cygesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -1343,61 +1420,69 @@ def cygesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def cygesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def cygesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.cygesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.cygesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnCYgesv_bufferSize(
+        _s = _p_cusolverDnCYgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.cygesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def dbgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def dbgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.dbgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dbgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnDBgels(
+        _s = _p_cusolverDnDBgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.dbgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def dbgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def dbgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.dbgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dbgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnDBgels_bufferSize(
+        _s = _p_cusolverDnDBgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.dbgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def dbgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def dbgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.dbgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dbgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnDBgesv(
+        _s = _p_cusolverDnDBgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.dbgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -1405,61 +1490,69 @@ def dbgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def dbgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def dbgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.dbgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dbgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnDBgesv_bufferSize(
+        _s = _p_cusolverDnDBgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.dbgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def ddgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def ddgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.ddgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ddgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnDDgels(
+        _s = _p_cusolverDnDDgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.ddgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def ddgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def ddgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.ddgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ddgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnDDgels_bufferSize(
+        _s = _p_cusolverDnDDgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.ddgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def ddgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def ddgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.ddgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ddgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnDDgesv(
+        _s = _p_cusolverDnDDgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.ddgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -1467,160 +1560,160 @@ def ddgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def ddgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def ddgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.ddgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ddgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnDDgesv_bufferSize(
+        _s = _p_cusolverDnDDgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.ddgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def destroy(handle):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.destroy`."""
+def destroy(*args, _checked=_m.destroy):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.destroy` (handle)."""
     try:
-        _s = _m._p_cusolverDnDestroy(handle)
+        _s = _p_cusolverDnDestroy(*args)
     except _ArgumentError:
-        return _m.destroy(handle)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def destroy_gesvdj_info(info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.destroy_gesvdj_info`."""
+def destroy_gesvdj_info(*args, _checked=_m.destroy_gesvdj_info):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.destroy_gesvdj_info` (info)."""
     try:
-        _s = _m._p_cusolverDnDestroyGesvdjInfo(info)
+        _s = _p_cusolverDnDestroyGesvdjInfo(*args)
     except _ArgumentError:
-        return _m.destroy_gesvdj_info(info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def destroy_params(params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.destroy_params`."""
+def destroy_params(*args, _checked=_m.destroy_params):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.destroy_params` (params)."""
     try:
-        _s = _m._p_cusolverDnDestroyParams(params)
+        _s = _p_cusolverDnDestroyParams(*args)
     except _ArgumentError:
-        return _m.destroy_params(params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def destroy_syevj_info(info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.destroy_syevj_info`."""
+def destroy_syevj_info(*args, _checked=_m.destroy_syevj_info):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.destroy_syevj_info` (info)."""
     try:
-        _s = _m._p_cusolverDnDestroySyevjInfo(info)
+        _s = _p_cusolverDnDestroySyevjInfo(*args)
     except _ArgumentError:
-        return _m.destroy_syevj_info(info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dgebrd`."""
+def dgebrd(*args, _checked=_m.dgebrd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dgebrd` (handle, m, n, a, lda, d, e, tauq, taup, work,
+    lwork, dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnDgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info)
+        _s = _p_cusolverDnDgebrd(*args)
     except _ArgumentError:
-        return _m.dgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgebrd_buffer_size(handle, m, n):
+def dgebrd_buffer_size(handle, m, n, *, _checked=_m.dgebrd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dgebrd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDgebrd_bufferSize(handle, m, n, _byref(lwork))
+        _s = _p_cusolverDnDgebrd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _m.dgebrd_buffer_size(handle, m, n)
+        return _checked(handle, m, n)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dgeqrf`."""
+def dgeqrf(*args, _checked=_m.dgeqrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dgeqrf` (handle, m, n, a, lda, tau, workspace, lwork,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnDgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info)
+        _s = _p_cusolverDnDgeqrf(*args)
     except _ArgumentError:
-        return _m.dgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgeqrf_buffer_size(handle, m, n, a, lda):
+def dgeqrf_buffer_size(handle, m, n, a, lda, *, _checked=_m.dgeqrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dgeqrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDgeqrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnDgeqrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.dgeqrf_buffer_size(handle, m, n, a, lda)
+        return _checked(handle, m, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dgesvd`."""
+def dgesvd(*args, _checked=_m.dgesvd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dgesvd` (handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt,
+    ldvt, work, lwork, rwork, info).
+    """
     try:
-        _s = _m._p_cusolverDnDgesvd(
-            handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info,
-        )
+        _s = _p_cusolverDnDgesvd(*args)
     except _ArgumentError:
-        return _m.dgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgesvd_buffer_size(handle, m, n):
+def dgesvd_buffer_size(handle, m, n, *, _checked=_m.dgesvd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dgesvd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDgesvd_bufferSize(handle, m, n, _byref(lwork))
+        _s = _p_cusolverDnDgesvd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _m.dgesvd_buffer_size(handle, m, n)
+        return _checked(handle, m, n)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dgesvda_strided_batched(
-    handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv, stride_v,
-    d_work, lwork, d_info, h_r_nrm_f, batch_size,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dgesvda_strided_batched`."""
+def dgesvda_strided_batched(*args, _checked=_m.dgesvda_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dgesvda_strided_batched` (handle, jobz, rank, m, n, d_a,
+    lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv, stride_v, d_work, lwork, d_info,
+    h_r_nrm_f, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnDgesvdaStridedBatched(
-            handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
-            stride_v, d_work, lwork, d_info, h_r_nrm_f, batch_size,
-        )
+        _s = _p_cusolverDnDgesvdaStridedBatched(*args)
     except _ArgumentError:
-        return _m.dgesvda_strided_batched(
-            handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
-            stride_v, d_work, lwork, d_info, h_r_nrm_f, batch_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def dgesvda_strided_batched_buffer_size(
     handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv, stride_v,
-    batch_size,
+    batch_size, *, _checked=_m.dgesvda_strided_batched_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dgesvda_strided_batched_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDgesvdaStridedBatched_bufferSize(
+        _s = _p_cusolverDnDgesvdaStridedBatched_bufferSize(
             handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
             stride_v, _byref(lwork), batch_size,
         )
     except _ArgumentError:
-        return _m.dgesvda_strided_batched_buffer_size(
+        return _checked(
             handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
             stride_v, batch_size,
         )
@@ -1629,135 +1722,146 @@ def dgesvda_strided_batched_buffer_size(
     return lwork.value
 
 
-def dgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dgesvdj`."""
+def dgesvdj(*args, _checked=_m.dgesvdj):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dgesvdj` (handle, jobz, econ, m, n, a, lda, s, u, ldu, v,
+    ldv, work, lwork, info, params).
+    """
     try:
-        _s = _m._p_cusolverDnDgesvdj(
-            handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params,
-        )
+        _s = _p_cusolverDnDgesvdj(*args)
     except _ArgumentError:
-        return _m.dgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgesvdj_batched(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dgesvdj_batched`."""
+def dgesvdj_batched(*args, _checked=_m.dgesvdj_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dgesvdj_batched` (handle, jobz, m, n, a, lda, s, u, ldu,
+    v, ldv, work, lwork, info, params, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnDgesvdjBatched(
-            handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size,
-        )
+        _s = _p_cusolverDnDgesvdjBatched(*args)
     except _ArgumentError:
-        return _m.dgesvdj_batched(
-            handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgesvdj_batched_buffer_size(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size):
+def dgesvdj_batched_buffer_size(
+    handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size, *,
+    _checked=_m.dgesvdj_batched_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dgesvdj_batched_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDgesvdjBatched_bufferSize(
+        _s = _p_cusolverDnDgesvdjBatched_bufferSize(
             handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _m.dgesvdj_batched_buffer_size(
-            handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size,
-        )
+        return _checked(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params):
+def dgesvdj_buffer_size(
+    handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params, *, _checked=_m.dgesvdj_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dgesvdj_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDgesvdj_bufferSize(
+        _s = _p_cusolverDnDgesvdj_bufferSize(
             handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _m.dgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params)
+        return _checked(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dgetrf`."""
+def dgetrf(*args, _checked=_m.dgetrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dgetrf` (handle, m, n, a, lda, workspace, dev_ipiv,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnDgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info)
+        _s = _p_cusolverDnDgetrf(*args)
     except _ArgumentError:
-        return _m.dgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dgetrf_buffer_size(handle, m, n, a, lda):
+def dgetrf_buffer_size(handle, m, n, a, lda, *, _checked=_m.dgetrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dgetrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDgetrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnDgetrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.dgetrf_buffer_size(handle, m, n, a, lda)
+        return _checked(handle, m, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dgetrs`."""
+def dgetrs(*args, _checked=_m.dgetrs):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dgetrs` (handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnDgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info)
+        _s = _p_cusolverDnDgetrs(*args)
     except _ArgumentError:
-        return _m.dgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dhgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def dhgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.dhgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dhgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnDHgels(
+        _s = _p_cusolverDnDHgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.dhgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def dhgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def dhgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.dhgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dhgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnDHgels_bufferSize(
+        _s = _p_cusolverDnDHgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.dhgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def dhgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def dhgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.dhgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dhgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnDHgesv(
+        _s = _p_cusolverDnDHgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.dhgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -1765,281 +1869,301 @@ def dhgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def dhgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def dhgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.dhgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dhgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnDHgesv_bufferSize(
+        _s = _p_cusolverDnDHgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.dhgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def dlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dlaswp`."""
+def dlaswp(*args, _checked=_m.dlaswp):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dlaswp` (handle, n, a, lda, k1, k2, dev_ipiv, incx)."""
     try:
-        _s = _m._p_cusolverDnDlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx)
+        _s = _p_cusolverDnDlaswp(*args)
     except _ArgumentError:
-        return _m.dlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dlauum(handle, uplo, n, a, lda, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dlauum`."""
+def dlauum(*args, _checked=_m.dlauum):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dlauum` (handle, uplo, n, a, lda, work, lwork, dev_info)."""
     try:
-        _s = _m._p_cusolverDnDlauum(handle, uplo, n, a, lda, work, lwork, dev_info)
+        _s = _p_cusolverDnDlauum(*args)
     except _ArgumentError:
-        return _m.dlauum(handle, uplo, n, a, lda, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dlauum_buffer_size(handle, uplo, n, a, lda):
+def dlauum_buffer_size(handle, uplo, n, a, lda, *, _checked=_m.dlauum_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dlauum_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDlauum_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnDlauum_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.dlauum_buffer_size(handle, uplo, n, a, lda)
+        return _checked(handle, uplo, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dorgbr(handle, side, m, n, k, a, lda, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dorgbr`."""
+def dorgbr(*args, _checked=_m.dorgbr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dorgbr` (handle, side, m, n, k, a, lda, tau, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnDorgbr(handle, side, m, n, k, a, lda, tau, work, lwork, info)
+        _s = _p_cusolverDnDorgbr(*args)
     except _ArgumentError:
-        return _m.dorgbr(handle, side, m, n, k, a, lda, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dorgbr_buffer_size(handle, side, m, n, k, a, lda, tau):
+def dorgbr_buffer_size(handle, side, m, n, k, a, lda, tau, *, _checked=_m.dorgbr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dorgbr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDorgbr_bufferSize(handle, side, m, n, k, a, lda, tau, _byref(lwork))
+        _s = _p_cusolverDnDorgbr_bufferSize(handle, side, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.dorgbr_buffer_size(handle, side, m, n, k, a, lda, tau)
+        return _checked(handle, side, m, n, k, a, lda, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dorgqr(handle, m, n, k, a, lda, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dorgqr`."""
+def dorgqr(*args, _checked=_m.dorgqr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dorgqr` (handle, m, n, k, a, lda, tau, work, lwork, info)."""
     try:
-        _s = _m._p_cusolverDnDorgqr(handle, m, n, k, a, lda, tau, work, lwork, info)
+        _s = _p_cusolverDnDorgqr(*args)
     except _ArgumentError:
-        return _m.dorgqr(handle, m, n, k, a, lda, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dorgqr_buffer_size(handle, m, n, k, a, lda, tau):
+def dorgqr_buffer_size(handle, m, n, k, a, lda, tau, *, _checked=_m.dorgqr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dorgqr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDorgqr_bufferSize(handle, m, n, k, a, lda, tau, _byref(lwork))
+        _s = _p_cusolverDnDorgqr_bufferSize(handle, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.dorgqr_buffer_size(handle, m, n, k, a, lda, tau)
+        return _checked(handle, m, n, k, a, lda, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dorgtr(handle, uplo, n, a, lda, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dorgtr`."""
+def dorgtr(*args, _checked=_m.dorgtr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dorgtr` (handle, uplo, n, a, lda, tau, work, lwork, info)."""
     try:
-        _s = _m._p_cusolverDnDorgtr(handle, uplo, n, a, lda, tau, work, lwork, info)
+        _s = _p_cusolverDnDorgtr(*args)
     except _ArgumentError:
-        return _m.dorgtr(handle, uplo, n, a, lda, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dorgtr_buffer_size(handle, uplo, n, a, lda, tau):
+def dorgtr_buffer_size(handle, uplo, n, a, lda, tau, *, _checked=_m.dorgtr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dorgtr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDorgtr_bufferSize(handle, uplo, n, a, lda, tau, _byref(lwork))
+        _s = _p_cusolverDnDorgtr_bufferSize(handle, uplo, n, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.dorgtr_buffer_size(handle, uplo, n, a, lda, tau)
+        return _checked(handle, uplo, n, a, lda, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dormqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dormqr`."""
+def dormqr(*args, _checked=_m.dormqr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dormqr` (handle, side, trans, m, n, k, a, lda, tau, c,
+    ldc, work, lwork, dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnDormqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info)
+        _s = _p_cusolverDnDormqr(*args)
     except _ArgumentError:
-        return _m.dormqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dormqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc):
+def dormqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc, *, _checked=_m.dormqr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dormqr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDormqr_bufferSize(
-            handle, side, trans, m, n, k, a, lda, tau, c, ldc, _byref(lwork),
-        )
+        _s = _p_cusolverDnDormqr_bufferSize(handle, side, trans, m, n, k, a, lda, tau, c, ldc, _byref(lwork))
     except _ArgumentError:
-        return _m.dormqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc)
+        return _checked(handle, side, trans, m, n, k, a, lda, tau, c, ldc)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dormtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dormtr`."""
+def dormtr(*args, _checked=_m.dormtr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dormtr` (handle, side, uplo, trans, m, n, a, lda, tau, c,
+    ldc, work, lwork, info).
+    """
     try:
-        _s = _m._p_cusolverDnDormtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info)
+        _s = _p_cusolverDnDormtr(*args)
     except _ArgumentError:
-        return _m.dormtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dormtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc):
+def dormtr_buffer_size(
+    handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, *, _checked=_m.dormtr_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dormtr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDormtr_bufferSize(
+        _s = _p_cusolverDnDormtr_bufferSize(
             handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, _byref(lwork),
         )
     except _ArgumentError:
-        return _m.dormtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc)
+        return _checked(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dpotrf`."""
+def dpotrf(*args, _checked=_m.dpotrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dpotrf` (handle, uplo, n, a, lda, workspace, lwork,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnDpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info)
+        _s = _p_cusolverDnDpotrf(*args)
     except _ArgumentError:
-        return _m.dpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dpotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dpotrf_batched`."""
+def dpotrf_batched(*args, _checked=_m.dpotrf_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dpotrf_batched` (handle, uplo, n, aarray, lda, info_array,
+    batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnDpotrfBatched(handle, uplo, n, aarray, lda, info_array, batch_size)
+        _s = _p_cusolverDnDpotrfBatched(*args)
     except _ArgumentError:
-        return _m.dpotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dpotrf_buffer_size(handle, uplo, n, a, lda):
+def dpotrf_buffer_size(handle, uplo, n, a, lda, *, _checked=_m.dpotrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dpotrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDpotrf_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnDpotrf_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.dpotrf_buffer_size(handle, uplo, n, a, lda)
+        return _checked(handle, uplo, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dpotri(handle, uplo, n, a, lda, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dpotri`."""
+def dpotri(*args, _checked=_m.dpotri):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dpotri` (handle, uplo, n, a, lda, work, lwork, dev_info)."""
     try:
-        _s = _m._p_cusolverDnDpotri(handle, uplo, n, a, lda, work, lwork, dev_info)
+        _s = _p_cusolverDnDpotri(*args)
     except _ArgumentError:
-        return _m.dpotri(handle, uplo, n, a, lda, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dpotri_buffer_size(handle, uplo, n, a, lda):
+def dpotri_buffer_size(handle, uplo, n, a, lda, *, _checked=_m.dpotri_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dpotri_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDpotri_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnDpotri_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.dpotri_buffer_size(handle, uplo, n, a, lda)
+        return _checked(handle, uplo, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dpotrs`."""
+def dpotrs(*args, _checked=_m.dpotrs):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dpotrs` (handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)."""
     try:
-        _s = _m._p_cusolverDnDpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)
+        _s = _p_cusolverDnDpotrs(*args)
     except _ArgumentError:
-        return _m.dpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dpotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dpotrs_batched`."""
+def dpotrs_batched(*args, _checked=_m.dpotrs_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dpotrs_batched` (handle, uplo, n, nrhs, a, lda, b, ldb,
+    d_info, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnDpotrsBatched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size)
+        _s = _p_cusolverDnDpotrsBatched(*args)
     except _ArgumentError:
-        return _m.dpotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def dsgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.dsgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnDSgels(
+        _s = _p_cusolverDnDSgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.dsgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def dsgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def dsgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.dsgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnDSgels_bufferSize(
+        _s = _p_cusolverDnDSgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.dsgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def dsgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def dsgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.dsgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnDSgesv(
+        _s = _p_cusolverDnDSgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.dsgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -2047,151 +2171,168 @@ def dsgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def dsgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def dsgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.dsgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnDSgesv_bufferSize(
+        _s = _p_cusolverDnDSgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.dsgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def dsyevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dsyevd`."""
+def dsyevd(*args, _checked=_m.dsyevd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dsyevd` (handle, jobz, uplo, n, a, lda, w, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnDsyevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info)
+        _s = _p_cusolverDnDsyevd(*args)
     except _ArgumentError:
-        return _m.dsyevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsyevd_buffer_size(handle, jobz, uplo, n, a, lda, w):
+def dsyevd_buffer_size(handle, jobz, uplo, n, a, lda, w, *, _checked=_m.dsyevd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsyevd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDsyevd_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork))
+        _s = _p_cusolverDnDsyevd_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork))
     except _ArgumentError:
-        return _m.dsyevd_buffer_size(handle, jobz, uplo, n, a, lda, w)
+        return _checked(handle, jobz, uplo, n, a, lda, w)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dsyevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info):
+def dsyevdx(
+    handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info, *, _checked=_m.dsyevdx,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsyevdx`."""
     meig = _int()
     try:
-        _s = _m._p_cusolverDnDsyevdx(
+        _s = _p_cusolverDnDsyevdx(
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, work, lwork, info,
         )
     except _ArgumentError:
-        return _m.dsyevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info)
+        return _checked(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info)
     if _s:
         _raise(_s)
     return meig.value
 
 
-def dsyevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w):
+def dsyevdx_buffer_size(
+    handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, *, _checked=_m.dsyevdx_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsyevdx_buffer_size`."""
     meig = _int()
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDsyevdx_bufferSize(
+        _s = _p_cusolverDnDsyevdx_bufferSize(
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, _byref(lwork),
         )
     except _ArgumentError:
-        return _m.dsyevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
+        return _checked(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
 
 
-def dsyevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dsyevj`."""
+def dsyevj(*args, _checked=_m.dsyevj):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dsyevj` (handle, jobz, uplo, n, a, lda, w, work, lwork,
+    info, params).
+    """
     try:
-        _s = _m._p_cusolverDnDsyevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params)
+        _s = _p_cusolverDnDsyevj(*args)
     except _ArgumentError:
-        return _m.dsyevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsyevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dsyevj_batched`."""
+def dsyevj_batched(*args, _checked=_m.dsyevj_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dsyevj_batched` (handle, jobz, uplo, n, a, lda, w, work,
+    lwork, info, params, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnDsyevjBatched(
-            handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size,
-        )
+        _s = _p_cusolverDnDsyevjBatched(*args)
     except _ArgumentError:
-        return _m.dsyevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsyevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_size):
+def dsyevj_batched_buffer_size(
+    handle, jobz, uplo, n, a, lda, w, params, batch_size, *, _checked=_m.dsyevj_batched_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsyevj_batched_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDsyevjBatched_bufferSize(
+        _s = _p_cusolverDnDsyevjBatched_bufferSize(
             handle, jobz, uplo, n, a, lda, w, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _m.dsyevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_size)
+        return _checked(handle, jobz, uplo, n, a, lda, w, params, batch_size)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dsyevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params):
+def dsyevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params, *, _checked=_m.dsyevj_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsyevj_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDsyevj_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork), params)
+        _s = _p_cusolverDnDsyevj_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork), params)
     except _ArgumentError:
-        return _m.dsyevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params)
+        return _checked(handle, jobz, uplo, n, a, lda, w, params)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dsygvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dsygvd`."""
+def dsygvd(*args, _checked=_m.dsygvd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dsygvd` (handle, itype, jobz, uplo, n, a, lda, b, ldb, w,
+    work, lwork, info).
+    """
     try:
-        _s = _m._p_cusolverDnDsygvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info)
+        _s = _p_cusolverDnDsygvd(*args)
     except _ArgumentError:
-        return _m.dsygvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsygvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w):
+def dsygvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, *, _checked=_m.dsygvd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsygvd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDsygvd_bufferSize(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork))
+        _s = _p_cusolverDnDsygvd_bufferSize(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork))
     except _ArgumentError:
-        return _m.dsygvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w)
+        return _checked(handle, itype, jobz, uplo, n, a, lda, b, ldb, w)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dsygvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, work, lwork, info):
+def dsygvdx(
+    handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, work, lwork, info, *,
+    _checked=_m.dsygvdx,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsygvdx`."""
     meig = _int()
     try:
-        _s = _m._p_cusolverDnDsygvdx(
+        _s = _p_cusolverDnDsygvdx(
             handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, _byref(meig), w, work, lwork,
             info,
         )
     except _ArgumentError:
-        return _m.dsygvdx(
+        return _checked(
             handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, work, lwork, info,
         )
     if _s:
@@ -2199,155 +2340,172 @@ def dsygvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
     return meig.value
 
 
-def dsygvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w):
+def dsygvdx_buffer_size(
+    handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, *,
+    _checked=_m.dsygvdx_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsygvdx_buffer_size`."""
     meig = _int()
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDsygvdx_bufferSize(
+        _s = _p_cusolverDnDsygvdx_bufferSize(
             handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, _byref(meig), w,
             _byref(lwork),
         )
     except _ArgumentError:
-        return _m.dsygvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w)
+        return _checked(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w)
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
 
 
-def dsygvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dsygvj`."""
+def dsygvj(*args, _checked=_m.dsygvj):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dsygvj` (handle, itype, jobz, uplo, n, a, lda, b, ldb, w,
+    work, lwork, info, params).
+    """
     try:
-        _s = _m._p_cusolverDnDsygvj(
-            handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params,
-        )
+        _s = _p_cusolverDnDsygvj(*args)
     except _ArgumentError:
-        return _m.dsygvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsygvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params):
+def dsygvj_buffer_size(
+    handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params, *, _checked=_m.dsygvj_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsygvj_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDsygvj_bufferSize(
+        _s = _p_cusolverDnDsygvj_bufferSize(
             handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _m.dsygvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params)
+        return _checked(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dsytrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dsytrd`."""
+def dsytrd(*args, _checked=_m.dsytrd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dsytrd` (handle, uplo, n, a, lda, d, e, tau, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnDsytrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info)
+        _s = _p_cusolverDnDsytrd(*args)
     except _ArgumentError:
-        return _m.dsytrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsytrd_buffer_size(handle, uplo, n, a, lda, d, e, tau):
+def dsytrd_buffer_size(handle, uplo, n, a, lda, d, e, tau, *, _checked=_m.dsytrd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsytrd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDsytrd_bufferSize(handle, uplo, n, a, lda, d, e, tau, _byref(lwork))
+        _s = _p_cusolverDnDsytrd_bufferSize(handle, uplo, n, a, lda, d, e, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.dsytrd_buffer_size(handle, uplo, n, a, lda, d, e, tau)
+        return _checked(handle, uplo, n, a, lda, d, e, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dsytrf`."""
+def dsytrf(*args, _checked=_m.dsytrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dsytrf` (handle, uplo, n, a, lda, ipiv, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnDsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        _s = _p_cusolverDnDsytrf(*args)
     except _ArgumentError:
-        return _m.dsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsytrf_buffer_size(handle, n, a, lda):
+def dsytrf_buffer_size(handle, n, a, lda, *, _checked=_m.dsytrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsytrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDsytrf_bufferSize(handle, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnDsytrf_bufferSize(handle, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.dsytrf_buffer_size(handle, n, a, lda)
+        return _checked(handle, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.dsytri`."""
+def dsytri(*args, _checked=_m.dsytri):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.dsytri` (handle, uplo, n, a, lda, ipiv, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnDsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        _s = _p_cusolverDnDsytri(*args)
     except _ArgumentError:
-        return _m.dsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def dsytri_buffer_size(handle, uplo, n, a, lda, ipiv):
+def dsytri_buffer_size(handle, uplo, n, a, lda, ipiv, *, _checked=_m.dsytri_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dsytri_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnDsytri_bufferSize(handle, uplo, n, a, lda, ipiv, _byref(lwork))
+        _s = _p_cusolverDnDsytri_bufferSize(handle, uplo, n, a, lda, ipiv, _byref(lwork))
     except _ArgumentError:
-        return _m.dsytri_buffer_size(handle, uplo, n, a, lda, ipiv)
+        return _checked(handle, uplo, n, a, lda, ipiv)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def dxgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def dxgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.dxgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dxgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnDXgels(
+        _s = _p_cusolverDnDXgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.dxgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def dxgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def dxgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.dxgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dxgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnDXgels_bufferSize(
+        _s = _p_cusolverDnDXgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.dxgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def dxgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def dxgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.dxgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dxgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnDXgesv(
+        _s = _p_cusolverDnDXgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.dxgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -2355,111 +2513,119 @@ def dxgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def dxgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def dxgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.dxgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.dxgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnDXgesv_bufferSize(
+        _s = _p_cusolverDnDXgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.dxgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def get_deterministic_mode(handle):
+def get_deterministic_mode(handle, *, _checked=_m.get_deterministic_mode):
     """Unchecked :func:`nvmath.bindings.cusolverDn.get_deterministic_mode`."""
     mode = _int()
     try:
-        _s = _m._p_cusolverDnGetDeterministicMode(handle, _byref(mode))
+        _s = _p_cusolverDnGetDeterministicMode(handle, _byref(mode))
     except _ArgumentError:
-        return _m.get_deterministic_mode(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return mode.value
 
 
-def get_emulation_special_values_support(handle):
+def get_emulation_special_values_support(handle, *, _checked=_m.get_emulation_special_values_support):
     """Unchecked :func:`nvmath.bindings.cusolverDn.get_emulation_special_values_support`."""
     mask = _int()
     try:
-        _s = _m._p_cusolverDnGetEmulationSpecialValuesSupport(handle, _byref(mask))
+        _s = _p_cusolverDnGetEmulationSpecialValuesSupport(handle, _byref(mask))
     except _ArgumentError:
-        return _m.get_emulation_special_values_support(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return mask.value
 
 
-def get_emulation_strategy(handle):
+def get_emulation_strategy(handle, *, _checked=_m.get_emulation_strategy):
     """Unchecked :func:`nvmath.bindings.cusolverDn.get_emulation_strategy`."""
     strategy = _int()
     try:
-        _s = _m._p_cusolverDnGetEmulationStrategy(handle, _byref(strategy))
+        _s = _p_cusolverDnGetEmulationStrategy(handle, _byref(strategy))
     except _ArgumentError:
-        return _m.get_emulation_strategy(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return strategy.value
 
 
-def get_fixed_point_emulation_mantissa_bit_offset(handle):
+def get_fixed_point_emulation_mantissa_bit_offset(
+    handle, *, _checked=_m.get_fixed_point_emulation_mantissa_bit_offset,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.get_fixed_point_emulation_mantissa_bit_offset`."""
     mantissa_bit_offset = _int()
     try:
-        _s = _m._p_cusolverDnGetFixedPointEmulationMantissaBitOffset(handle, _byref(mantissa_bit_offset))
+        _s = _p_cusolverDnGetFixedPointEmulationMantissaBitOffset(handle, _byref(mantissa_bit_offset))
     except _ArgumentError:
-        return _m.get_fixed_point_emulation_mantissa_bit_offset(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return mantissa_bit_offset.value
 
 
-def get_fixed_point_emulation_mantissa_control(handle):
+def get_fixed_point_emulation_mantissa_control(
+    handle, *, _checked=_m.get_fixed_point_emulation_mantissa_control,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.get_fixed_point_emulation_mantissa_control`."""
     control = _int()
     try:
-        _s = _m._p_cusolverDnGetFixedPointEmulationMantissaControl(handle, _byref(control))
+        _s = _p_cusolverDnGetFixedPointEmulationMantissaControl(handle, _byref(control))
     except _ArgumentError:
-        return _m.get_fixed_point_emulation_mantissa_control(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return control.value
 
 
-def get_fixed_point_emulation_max_mantissa_bit_count(handle):
+def get_fixed_point_emulation_max_mantissa_bit_count(
+    handle, *, _checked=_m.get_fixed_point_emulation_max_mantissa_bit_count,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.get_fixed_point_emulation_max_mantissa_bit_count`."""
     mantissa_bit_count = _int()
     try:
-        _s = _m._p_cusolverDnGetFixedPointEmulationMaxMantissaBitCount(handle, _byref(mantissa_bit_count))
+        _s = _p_cusolverDnGetFixedPointEmulationMaxMantissaBitCount(handle, _byref(mantissa_bit_count))
     except _ArgumentError:
-        return _m.get_fixed_point_emulation_max_mantissa_bit_count(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return mantissa_bit_count.value
 
 
-def get_math_mode(handle):
+def get_math_mode(handle, *, _checked=_m.get_math_mode):
     """Unchecked :func:`nvmath.bindings.cusolverDn.get_math_mode`."""
     mode = _int()
     try:
-        _s = _m._p_cusolverDnGetMathMode(handle, _byref(mode))
+        _s = _p_cusolverDnGetMathMode(handle, _byref(mode))
     except _ArgumentError:
-        return _m.get_math_mode(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return mode.value
 
 
-def get_stream(handle):
+def get_stream(handle, *, _checked=_m.get_stream):
     """Unchecked :func:`nvmath.bindings.cusolverDn.get_stream`."""
     stream_id = _uintptr()
     try:
-        _s = _m._p_cusolverDnGetStream(handle, _byref(stream_id))
+        _s = _p_cusolverDnGetStream(handle, _byref(stream_id))
     except _ArgumentError:
-        return _m.get_stream(handle)
+        return _checked(handle)
     if _s:
         _raise(_s)
     return stream_id.value
@@ -2468,76 +2634,76 @@ def get_stream(handle):
 def irs_infos_create():
     """Unchecked :func:`nvmath.bindings.cusolverDn.irs_infos_create`."""
     infos_ptr = _uintptr()
-    _s = _m._p_cusolverDnIRSInfosCreate(_byref(infos_ptr))
+    _s = _p_cusolverDnIRSInfosCreate(_byref(infos_ptr))
     if _s:
         _raise(_s)
     return infos_ptr.value
 
 
-def irs_infos_destroy(infos):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_infos_destroy`."""
+def irs_infos_destroy(*args, _checked=_m.irs_infos_destroy):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_infos_destroy` (infos)."""
     try:
-        _s = _m._p_cusolverDnIRSInfosDestroy(infos)
+        _s = _p_cusolverDnIRSInfosDestroy(*args)
     except _ArgumentError:
-        return _m.irs_infos_destroy(infos)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def irs_infos_get_max_iters(infos):
+def irs_infos_get_max_iters(infos, *, _checked=_m.irs_infos_get_max_iters):
     """Unchecked :func:`nvmath.bindings.cusolverDn.irs_infos_get_max_iters`."""
     maxiters = _int()
     try:
-        _s = _m._p_cusolverDnIRSInfosGetMaxIters(infos, _byref(maxiters))
+        _s = _p_cusolverDnIRSInfosGetMaxIters(infos, _byref(maxiters))
     except _ArgumentError:
-        return _m.irs_infos_get_max_iters(infos)
+        return _checked(infos)
     if _s:
         _raise(_s)
     return maxiters.value
 
 
-def irs_infos_get_niters(infos):
+def irs_infos_get_niters(infos, *, _checked=_m.irs_infos_get_niters):
     """Unchecked :func:`nvmath.bindings.cusolverDn.irs_infos_get_niters`."""
     niters = _int()
     try:
-        _s = _m._p_cusolverDnIRSInfosGetNiters(infos, _byref(niters))
+        _s = _p_cusolverDnIRSInfosGetNiters(infos, _byref(niters))
     except _ArgumentError:
-        return _m.irs_infos_get_niters(infos)
+        return _checked(infos)
     if _s:
         _raise(_s)
     return niters.value
 
 
-def irs_infos_get_outer_niters(infos):
+def irs_infos_get_outer_niters(infos, *, _checked=_m.irs_infos_get_outer_niters):
     """Unchecked :func:`nvmath.bindings.cusolverDn.irs_infos_get_outer_niters`."""
     outer_niters = _int()
     try:
-        _s = _m._p_cusolverDnIRSInfosGetOuterNiters(infos, _byref(outer_niters))
+        _s = _p_cusolverDnIRSInfosGetOuterNiters(infos, _byref(outer_niters))
     except _ArgumentError:
-        return _m.irs_infos_get_outer_niters(infos)
+        return _checked(infos)
     if _s:
         _raise(_s)
     return outer_niters.value
 
 
-def irs_infos_get_residual_history(infos):
+def irs_infos_get_residual_history(infos, *, _checked=_m.irs_infos_get_residual_history):
     """Unchecked :func:`nvmath.bindings.cusolverDn.irs_infos_get_residual_history`."""
     residual_history = _uintptr()
     try:
-        _s = _m._p_cusolverDnIRSInfosGetResidualHistory(infos, _byref(residual_history))
+        _s = _p_cusolverDnIRSInfosGetResidualHistory(infos, _byref(residual_history))
     except _ArgumentError:
-        return _m.irs_infos_get_residual_history(infos)
+        return _checked(infos)
     if _s:
         _raise(_s)
     return residual_history.value
 
 
-def irs_infos_request_residual(infos):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_infos_request_residual`."""
+def irs_infos_request_residual(*args, _checked=_m.irs_infos_request_residual):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_infos_request_residual` (infos)."""
     try:
-        _s = _m._p_cusolverDnIRSInfosRequestResidual(infos)
+        _s = _p_cusolverDnIRSInfosRequestResidual(*args)
     except _ArgumentError:
-        return _m.irs_infos_request_residual(infos)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
@@ -2545,149 +2711,155 @@ def irs_infos_request_residual(infos):
 def irs_params_create():
     """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_create`."""
     params_ptr = _uintptr()
-    _s = _m._p_cusolverDnIRSParamsCreate(_byref(params_ptr))
+    _s = _p_cusolverDnIRSParamsCreate(_byref(params_ptr))
     if _s:
         _raise(_s)
     return params_ptr.value
 
 
-def irs_params_destroy(params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_destroy`."""
+def irs_params_destroy(*args, _checked=_m.irs_params_destroy):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_destroy` (params)."""
     try:
-        _s = _m._p_cusolverDnIRSParamsDestroy(params)
+        _s = _p_cusolverDnIRSParamsDestroy(*args)
     except _ArgumentError:
-        return _m.irs_params_destroy(params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def irs_params_disable_fallback(params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_disable_fallback`."""
+def irs_params_disable_fallback(*args, _checked=_m.irs_params_disable_fallback):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_disable_fallback` (params)."""
     try:
-        _s = _m._p_cusolverDnIRSParamsDisableFallback(params)
+        _s = _p_cusolverDnIRSParamsDisableFallback(*args)
     except _ArgumentError:
-        return _m.irs_params_disable_fallback(params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def irs_params_enable_fallback(params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_enable_fallback`."""
+def irs_params_enable_fallback(*args, _checked=_m.irs_params_enable_fallback):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_enable_fallback` (params)."""
     try:
-        _s = _m._p_cusolverDnIRSParamsEnableFallback(params)
+        _s = _p_cusolverDnIRSParamsEnableFallback(*args)
     except _ArgumentError:
-        return _m.irs_params_enable_fallback(params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def irs_params_get_max_iters(params):
+def irs_params_get_max_iters(params, *, _checked=_m.irs_params_get_max_iters):
     """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_get_max_iters`."""
     maxiters = _int()
     try:
-        _s = _m._p_cusolverDnIRSParamsGetMaxIters(params, _byref(maxiters))
+        _s = _p_cusolverDnIRSParamsGetMaxIters(params, _byref(maxiters))
     except _ArgumentError:
-        return _m.irs_params_get_max_iters(params)
+        return _checked(params)
     if _s:
         _raise(_s)
     return maxiters.value
 
 
-def irs_params_set_max_iters(params, maxiters):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_max_iters`."""
+def irs_params_set_max_iters(*args, _checked=_m.irs_params_set_max_iters):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_max_iters` (params, maxiters)."""
     try:
-        _s = _m._p_cusolverDnIRSParamsSetMaxIters(params, maxiters)
+        _s = _p_cusolverDnIRSParamsSetMaxIters(*args)
     except _ArgumentError:
-        return _m.irs_params_set_max_iters(params, maxiters)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def irs_params_set_max_iters_inner(params, maxiters_inner):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_max_iters_inner`."""
+def irs_params_set_max_iters_inner(*args, _checked=_m.irs_params_set_max_iters_inner):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_max_iters_inner` (params, maxiters_inner)."""
     try:
-        _s = _m._p_cusolverDnIRSParamsSetMaxItersInner(params, maxiters_inner)
+        _s = _p_cusolverDnIRSParamsSetMaxItersInner(*args)
     except _ArgumentError:
-        return _m.irs_params_set_max_iters_inner(params, maxiters_inner)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def irs_params_set_refinement_solver(params, refinement_solver):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_refinement_solver`."""
+def irs_params_set_refinement_solver(*args, _checked=_m.irs_params_set_refinement_solver):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_refinement_solver` (params,
+    refinement_solver).
+    """
     try:
-        _s = _m._p_cusolverDnIRSParamsSetRefinementSolver(params, refinement_solver)
+        _s = _p_cusolverDnIRSParamsSetRefinementSolver(*args)
     except _ArgumentError:
-        return _m.irs_params_set_refinement_solver(params, refinement_solver)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def irs_params_set_solver_lowest_precision(params, solver_lowest_precision):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_solver_lowest_precision`."""
+def irs_params_set_solver_lowest_precision(*args, _checked=_m.irs_params_set_solver_lowest_precision):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_solver_lowest_precision` (params,
+    solver_lowest_precision).
+    """
     try:
-        _s = _m._p_cusolverDnIRSParamsSetSolverLowestPrecision(params, solver_lowest_precision)
+        _s = _p_cusolverDnIRSParamsSetSolverLowestPrecision(*args)
     except _ArgumentError:
-        return _m.irs_params_set_solver_lowest_precision(params, solver_lowest_precision)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def irs_params_set_solver_main_precision(params, solver_main_precision):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_solver_main_precision`."""
+def irs_params_set_solver_main_precision(*args, _checked=_m.irs_params_set_solver_main_precision):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_solver_main_precision` (params,
+    solver_main_precision).
+    """
     try:
-        _s = _m._p_cusolverDnIRSParamsSetSolverMainPrecision(params, solver_main_precision)
+        _s = _p_cusolverDnIRSParamsSetSolverMainPrecision(*args)
     except _ArgumentError:
-        return _m.irs_params_set_solver_main_precision(params, solver_main_precision)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def irs_params_set_solver_precisions(params, solver_main_precision, solver_lowest_precision):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_solver_precisions`."""
+def irs_params_set_solver_precisions(*args, _checked=_m.irs_params_set_solver_precisions):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_solver_precisions` (params,
+    solver_main_precision, solver_lowest_precision).
+    """
     try:
-        _s = _m._p_cusolverDnIRSParamsSetSolverPrecisions(
-            params, solver_main_precision, solver_lowest_precision,
-        )
+        _s = _p_cusolverDnIRSParamsSetSolverPrecisions(*args)
     except _ArgumentError:
-        return _m.irs_params_set_solver_precisions(params, solver_main_precision, solver_lowest_precision)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def irs_params_set_tol(params, val):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_tol`."""
+def irs_params_set_tol(*args, _checked=_m.irs_params_set_tol):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_tol` (params, val)."""
     try:
-        _s = _m._p_cusolverDnIRSParamsSetTol(params, val)
+        _s = _p_cusolverDnIRSParamsSetTol(*args)
     except _ArgumentError:
-        return _m.irs_params_set_tol(params, val)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def irs_params_set_tol_inner(params, val):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_tol_inner`."""
+def irs_params_set_tol_inner(*args, _checked=_m.irs_params_set_tol_inner):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.irs_params_set_tol_inner` (params, val)."""
     try:
-        _s = _m._p_cusolverDnIRSParamsSetTolInner(params, val)
+        _s = _p_cusolverDnIRSParamsSetTolInner(*args)
     except _ArgumentError:
-        return _m.irs_params_set_tol_inner(params, val)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def irs_xgels(
     handle, gels_irs_params, gels_irs_infos, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace,
-    lwork_bytes, d_info,
+    lwork_bytes, d_info, *, _checked=_m.irs_xgels,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.irs_xgels`."""
     niters = _int()
     try:
-        _s = _m._p_cusolverDnIRSXgels(
+        _s = _p_cusolverDnIRSXgels(
             handle, gels_irs_params, gels_irs_infos, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace,
             lwork_bytes, _byref(niters), d_info,
         )
     except _ArgumentError:
-        return _m.irs_xgels(
+        return _checked(
             handle, gels_irs_params, gels_irs_infos, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace,
             lwork_bytes, d_info,
         )
@@ -2696,13 +2868,13 @@ def irs_xgels(
     return niters.value
 
 
-def irs_xgels_buffer_size(handle, params, m, n, nrhs):
+def irs_xgels_buffer_size(handle, params, m, n, nrhs, *, _checked=_m.irs_xgels_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.irs_xgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnIRSXgels_bufferSize(handle, params, m, n, nrhs, _byref(lwork_bytes))
+        _s = _p_cusolverDnIRSXgels_bufferSize(handle, params, m, n, nrhs, _byref(lwork_bytes))
     except _ArgumentError:
-        return _m.irs_xgels_buffer_size(handle, params, m, n, nrhs)
+        return _checked(handle, params, m, n, nrhs)
     if _s:
         _raise(_s)
     return lwork_bytes.value
@@ -2710,17 +2882,17 @@ def irs_xgels_buffer_size(handle, params, m, n, nrhs):
 
 def irs_xgesv(
     handle, gesv_irs_params, gesv_irs_infos, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace,
-    lwork_bytes, d_info,
+    lwork_bytes, d_info, *, _checked=_m.irs_xgesv,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.irs_xgesv`."""
     niters = _int()
     try:
-        _s = _m._p_cusolverDnIRSXgesv(
+        _s = _p_cusolverDnIRSXgesv(
             handle, gesv_irs_params, gesv_irs_infos, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace,
             lwork_bytes, _byref(niters), d_info,
         )
     except _ArgumentError:
-        return _m.irs_xgesv(
+        return _checked(
             handle, gesv_irs_params, gesv_irs_infos, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace,
             lwork_bytes, d_info,
         )
@@ -2729,59 +2901,65 @@ def irs_xgesv(
     return niters.value
 
 
-def irs_xgesv_buffer_size(handle, params, n, nrhs):
+def irs_xgesv_buffer_size(handle, params, n, nrhs, *, _checked=_m.irs_xgesv_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.irs_xgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnIRSXgesv_bufferSize(handle, params, n, nrhs, _byref(lwork_bytes))
+        _s = _p_cusolverDnIRSXgesv_bufferSize(handle, params, n, nrhs, _byref(lwork_bytes))
     except _ArgumentError:
-        return _m.irs_xgesv_buffer_size(handle, params, n, nrhs)
+        return _checked(handle, params, n, nrhs)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def sbgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def sbgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.sbgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sbgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnSBgels(
+        _s = _p_cusolverDnSBgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.sbgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def sbgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def sbgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.sbgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sbgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnSBgels_bufferSize(
+        _s = _p_cusolverDnSBgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.sbgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def sbgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def sbgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.sbgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sbgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnSBgesv(
+        _s = _p_cusolverDnSBgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.sbgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -2789,210 +2967,220 @@ def sbgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def sbgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def sbgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.sbgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sbgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnSBgesv_bufferSize(
+        _s = _p_cusolverDnSBgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.sbgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def set_adv_options(params, function, algo):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.set_adv_options`."""
+def set_adv_options(*args, _checked=_m.set_adv_options):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.set_adv_options` (params, function, algo)."""
     try:
-        _s = _m._p_cusolverDnSetAdvOptions(params, function, algo)
+        _s = _p_cusolverDnSetAdvOptions(*args)
     except _ArgumentError:
-        return _m.set_adv_options(params, function, algo)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_deterministic_mode(handle, mode):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.set_deterministic_mode`."""
+def set_deterministic_mode(*args, _checked=_m.set_deterministic_mode):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.set_deterministic_mode` (handle, mode)."""
     try:
-        _s = _m._p_cusolverDnSetDeterministicMode(handle, mode)
+        _s = _p_cusolverDnSetDeterministicMode(*args)
     except _ArgumentError:
-        return _m.set_deterministic_mode(handle, mode)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_emulation_special_values_support(handle, mask):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.set_emulation_special_values_support`."""
+def set_emulation_special_values_support(*args, _checked=_m.set_emulation_special_values_support):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.set_emulation_special_values_support` (handle, mask)."""
     try:
-        _s = _m._p_cusolverDnSetEmulationSpecialValuesSupport(handle, mask)
+        _s = _p_cusolverDnSetEmulationSpecialValuesSupport(*args)
     except _ArgumentError:
-        return _m.set_emulation_special_values_support(handle, mask)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_emulation_strategy(handle, strategy):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.set_emulation_strategy`."""
+def set_emulation_strategy(*args, _checked=_m.set_emulation_strategy):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.set_emulation_strategy` (handle, strategy)."""
     try:
-        _s = _m._p_cusolverDnSetEmulationStrategy(handle, strategy)
+        _s = _p_cusolverDnSetEmulationStrategy(*args)
     except _ArgumentError:
-        return _m.set_emulation_strategy(handle, strategy)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_fixed_point_emulation_mantissa_bit_offset(handle, mantissa_bit_offset):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.set_fixed_point_emulation_mantissa_bit_offset`."""
+def set_fixed_point_emulation_mantissa_bit_offset(
+    *args, _checked=_m.set_fixed_point_emulation_mantissa_bit_offset,
+):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.set_fixed_point_emulation_mantissa_bit_offset` (handle,
+    mantissa_bit_offset).
+    """
     try:
-        _s = _m._p_cusolverDnSetFixedPointEmulationMantissaBitOffset(handle, mantissa_bit_offset)
+        _s = _p_cusolverDnSetFixedPointEmulationMantissaBitOffset(*args)
     except _ArgumentError:
-        return _m.set_fixed_point_emulation_mantissa_bit_offset(handle, mantissa_bit_offset)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_fixed_point_emulation_mantissa_control(handle, control):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.set_fixed_point_emulation_mantissa_control`."""
+def set_fixed_point_emulation_mantissa_control(*args, _checked=_m.set_fixed_point_emulation_mantissa_control):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.set_fixed_point_emulation_mantissa_control` (handle,
+    control).
+    """
     try:
-        _s = _m._p_cusolverDnSetFixedPointEmulationMantissaControl(handle, control)
+        _s = _p_cusolverDnSetFixedPointEmulationMantissaControl(*args)
     except _ArgumentError:
-        return _m.set_fixed_point_emulation_mantissa_control(handle, control)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_fixed_point_emulation_max_mantissa_bit_count(handle, mantissa_bit_count):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.set_fixed_point_emulation_max_mantissa_bit_count`."""
+def set_fixed_point_emulation_max_mantissa_bit_count(
+    *args, _checked=_m.set_fixed_point_emulation_max_mantissa_bit_count,
+):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.set_fixed_point_emulation_max_mantissa_bit_count` (handle,
+    mantissa_bit_count).
+    """
     try:
-        _s = _m._p_cusolverDnSetFixedPointEmulationMaxMantissaBitCount(handle, mantissa_bit_count)
+        _s = _p_cusolverDnSetFixedPointEmulationMaxMantissaBitCount(*args)
     except _ArgumentError:
-        return _m.set_fixed_point_emulation_max_mantissa_bit_count(handle, mantissa_bit_count)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_math_mode(handle, mode):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.set_math_mode`."""
+def set_math_mode(*args, _checked=_m.set_math_mode):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.set_math_mode` (handle, mode)."""
     try:
-        _s = _m._p_cusolverDnSetMathMode(handle, mode)
+        _s = _p_cusolverDnSetMathMode(*args)
     except _ArgumentError:
-        return _m.set_math_mode(handle, mode)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def set_stream(handle, stream_id):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.set_stream`."""
+def set_stream(*args, _checked=_m.set_stream):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.set_stream` (handle, stream_id)."""
     try:
-        _s = _m._p_cusolverDnSetStream(handle, stream_id)
+        _s = _p_cusolverDnSetStream(*args)
     except _ArgumentError:
-        return _m.set_stream(handle, stream_id)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.sgebrd`."""
+def sgebrd(*args, _checked=_m.sgebrd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.sgebrd` (handle, m, n, a, lda, d, e, tauq, taup, work,
+    lwork, dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnSgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info)
+        _s = _p_cusolverDnSgebrd(*args)
     except _ArgumentError:
-        return _m.sgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgebrd_buffer_size(handle, m, n):
+def sgebrd_buffer_size(handle, m, n, *, _checked=_m.sgebrd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sgebrd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSgebrd_bufferSize(handle, m, n, _byref(lwork))
+        _s = _p_cusolverDnSgebrd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _m.sgebrd_buffer_size(handle, m, n)
+        return _checked(handle, m, n)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def sgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.sgeqrf`."""
+def sgeqrf(*args, _checked=_m.sgeqrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.sgeqrf` (handle, m, n, a, lda, tau, workspace, lwork,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnSgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info)
+        _s = _p_cusolverDnSgeqrf(*args)
     except _ArgumentError:
-        return _m.sgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgeqrf_buffer_size(handle, m, n, a, lda):
+def sgeqrf_buffer_size(handle, m, n, a, lda, *, _checked=_m.sgeqrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sgeqrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSgeqrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnSgeqrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.sgeqrf_buffer_size(handle, m, n, a, lda)
+        return _checked(handle, m, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def sgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.sgesvd`."""
+def sgesvd(*args, _checked=_m.sgesvd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.sgesvd` (handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt,
+    ldvt, work, lwork, rwork, info).
+    """
     try:
-        _s = _m._p_cusolverDnSgesvd(
-            handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info,
-        )
+        _s = _p_cusolverDnSgesvd(*args)
     except _ArgumentError:
-        return _m.sgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgesvd_buffer_size(handle, m, n):
+def sgesvd_buffer_size(handle, m, n, *, _checked=_m.sgesvd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sgesvd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSgesvd_bufferSize(handle, m, n, _byref(lwork))
+        _s = _p_cusolverDnSgesvd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _m.sgesvd_buffer_size(handle, m, n)
+        return _checked(handle, m, n)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def sgesvda_strided_batched(
-    handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv, stride_v,
-    d_work, lwork, d_info, h_r_nrm_f, batch_size,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.sgesvda_strided_batched`."""
+def sgesvda_strided_batched(*args, _checked=_m.sgesvda_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.sgesvda_strided_batched` (handle, jobz, rank, m, n, d_a,
+    lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv, stride_v, d_work, lwork, d_info,
+    h_r_nrm_f, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnSgesvdaStridedBatched(
-            handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
-            stride_v, d_work, lwork, d_info, h_r_nrm_f, batch_size,
-        )
+        _s = _p_cusolverDnSgesvdaStridedBatched(*args)
     except _ArgumentError:
-        return _m.sgesvda_strided_batched(
-            handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
-            stride_v, d_work, lwork, d_info, h_r_nrm_f, batch_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def sgesvda_strided_batched_buffer_size(
     handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv, stride_v,
-    batch_size,
+    batch_size, *, _checked=_m.sgesvda_strided_batched_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sgesvda_strided_batched_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSgesvdaStridedBatched_bufferSize(
+        _s = _p_cusolverDnSgesvdaStridedBatched_bufferSize(
             handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
             stride_v, _byref(lwork), batch_size,
         )
     except _ArgumentError:
-        return _m.sgesvda_strided_batched_buffer_size(
+        return _checked(
             handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
             stride_v, batch_size,
         )
@@ -3001,135 +3189,146 @@ def sgesvda_strided_batched_buffer_size(
     return lwork.value
 
 
-def sgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.sgesvdj`."""
+def sgesvdj(*args, _checked=_m.sgesvdj):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.sgesvdj` (handle, jobz, econ, m, n, a, lda, s, u, ldu, v,
+    ldv, work, lwork, info, params).
+    """
     try:
-        _s = _m._p_cusolverDnSgesvdj(
-            handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params,
-        )
+        _s = _p_cusolverDnSgesvdj(*args)
     except _ArgumentError:
-        return _m.sgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgesvdj_batched(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.sgesvdj_batched`."""
+def sgesvdj_batched(*args, _checked=_m.sgesvdj_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.sgesvdj_batched` (handle, jobz, m, n, a, lda, s, u, ldu,
+    v, ldv, work, lwork, info, params, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnSgesvdjBatched(
-            handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size,
-        )
+        _s = _p_cusolverDnSgesvdjBatched(*args)
     except _ArgumentError:
-        return _m.sgesvdj_batched(
-            handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgesvdj_batched_buffer_size(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size):
+def sgesvdj_batched_buffer_size(
+    handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size, *,
+    _checked=_m.sgesvdj_batched_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sgesvdj_batched_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSgesvdjBatched_bufferSize(
+        _s = _p_cusolverDnSgesvdjBatched_bufferSize(
             handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _m.sgesvdj_batched_buffer_size(
-            handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size,
-        )
+        return _checked(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def sgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params):
+def sgesvdj_buffer_size(
+    handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params, *, _checked=_m.sgesvdj_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sgesvdj_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSgesvdj_bufferSize(
+        _s = _p_cusolverDnSgesvdj_bufferSize(
             handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _m.sgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params)
+        return _checked(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def sgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.sgetrf`."""
+def sgetrf(*args, _checked=_m.sgetrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.sgetrf` (handle, m, n, a, lda, workspace, dev_ipiv,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnSgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info)
+        _s = _p_cusolverDnSgetrf(*args)
     except _ArgumentError:
-        return _m.sgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sgetrf_buffer_size(handle, m, n, a, lda):
+def sgetrf_buffer_size(handle, m, n, a, lda, *, _checked=_m.sgetrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sgetrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSgetrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnSgetrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.sgetrf_buffer_size(handle, m, n, a, lda)
+        return _checked(handle, m, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def sgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.sgetrs`."""
+def sgetrs(*args, _checked=_m.sgetrs):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.sgetrs` (handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnSgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info)
+        _s = _p_cusolverDnSgetrs(*args)
     except _ArgumentError:
-        return _m.sgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def shgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def shgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.shgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.shgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnSHgels(
+        _s = _p_cusolverDnSHgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.shgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def shgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def shgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.shgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.shgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnSHgels_bufferSize(
+        _s = _p_cusolverDnSHgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.shgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def shgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def shgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.shgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.shgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnSHgesv(
+        _s = _p_cusolverDnSHgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.shgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -3137,281 +3336,301 @@ def shgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def shgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def shgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.shgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.shgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnSHgesv_bufferSize(
+        _s = _p_cusolverDnSHgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.shgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def slaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.slaswp`."""
+def slaswp(*args, _checked=_m.slaswp):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.slaswp` (handle, n, a, lda, k1, k2, dev_ipiv, incx)."""
     try:
-        _s = _m._p_cusolverDnSlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx)
+        _s = _p_cusolverDnSlaswp(*args)
     except _ArgumentError:
-        return _m.slaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def slauum(handle, uplo, n, a, lda, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.slauum`."""
+def slauum(*args, _checked=_m.slauum):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.slauum` (handle, uplo, n, a, lda, work, lwork, dev_info)."""
     try:
-        _s = _m._p_cusolverDnSlauum(handle, uplo, n, a, lda, work, lwork, dev_info)
+        _s = _p_cusolverDnSlauum(*args)
     except _ArgumentError:
-        return _m.slauum(handle, uplo, n, a, lda, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def slauum_buffer_size(handle, uplo, n, a, lda):
+def slauum_buffer_size(handle, uplo, n, a, lda, *, _checked=_m.slauum_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.slauum_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSlauum_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnSlauum_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.slauum_buffer_size(handle, uplo, n, a, lda)
+        return _checked(handle, uplo, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def sorgbr(handle, side, m, n, k, a, lda, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.sorgbr`."""
+def sorgbr(*args, _checked=_m.sorgbr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.sorgbr` (handle, side, m, n, k, a, lda, tau, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnSorgbr(handle, side, m, n, k, a, lda, tau, work, lwork, info)
+        _s = _p_cusolverDnSorgbr(*args)
     except _ArgumentError:
-        return _m.sorgbr(handle, side, m, n, k, a, lda, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sorgbr_buffer_size(handle, side, m, n, k, a, lda, tau):
+def sorgbr_buffer_size(handle, side, m, n, k, a, lda, tau, *, _checked=_m.sorgbr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sorgbr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSorgbr_bufferSize(handle, side, m, n, k, a, lda, tau, _byref(lwork))
+        _s = _p_cusolverDnSorgbr_bufferSize(handle, side, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.sorgbr_buffer_size(handle, side, m, n, k, a, lda, tau)
+        return _checked(handle, side, m, n, k, a, lda, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def sorgqr(handle, m, n, k, a, lda, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.sorgqr`."""
+def sorgqr(*args, _checked=_m.sorgqr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.sorgqr` (handle, m, n, k, a, lda, tau, work, lwork, info)."""
     try:
-        _s = _m._p_cusolverDnSorgqr(handle, m, n, k, a, lda, tau, work, lwork, info)
+        _s = _p_cusolverDnSorgqr(*args)
     except _ArgumentError:
-        return _m.sorgqr(handle, m, n, k, a, lda, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sorgqr_buffer_size(handle, m, n, k, a, lda, tau):
+def sorgqr_buffer_size(handle, m, n, k, a, lda, tau, *, _checked=_m.sorgqr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sorgqr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSorgqr_bufferSize(handle, m, n, k, a, lda, tau, _byref(lwork))
+        _s = _p_cusolverDnSorgqr_bufferSize(handle, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.sorgqr_buffer_size(handle, m, n, k, a, lda, tau)
+        return _checked(handle, m, n, k, a, lda, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def sorgtr(handle, uplo, n, a, lda, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.sorgtr`."""
+def sorgtr(*args, _checked=_m.sorgtr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.sorgtr` (handle, uplo, n, a, lda, tau, work, lwork, info)."""
     try:
-        _s = _m._p_cusolverDnSorgtr(handle, uplo, n, a, lda, tau, work, lwork, info)
+        _s = _p_cusolverDnSorgtr(*args)
     except _ArgumentError:
-        return _m.sorgtr(handle, uplo, n, a, lda, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sorgtr_buffer_size(handle, uplo, n, a, lda, tau):
+def sorgtr_buffer_size(handle, uplo, n, a, lda, tau, *, _checked=_m.sorgtr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sorgtr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSorgtr_bufferSize(handle, uplo, n, a, lda, tau, _byref(lwork))
+        _s = _p_cusolverDnSorgtr_bufferSize(handle, uplo, n, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.sorgtr_buffer_size(handle, uplo, n, a, lda, tau)
+        return _checked(handle, uplo, n, a, lda, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def sormqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.sormqr`."""
+def sormqr(*args, _checked=_m.sormqr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.sormqr` (handle, side, trans, m, n, k, a, lda, tau, c,
+    ldc, work, lwork, dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnSormqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info)
+        _s = _p_cusolverDnSormqr(*args)
     except _ArgumentError:
-        return _m.sormqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sormqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc):
+def sormqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc, *, _checked=_m.sormqr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sormqr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSormqr_bufferSize(
-            handle, side, trans, m, n, k, a, lda, tau, c, ldc, _byref(lwork),
-        )
+        _s = _p_cusolverDnSormqr_bufferSize(handle, side, trans, m, n, k, a, lda, tau, c, ldc, _byref(lwork))
     except _ArgumentError:
-        return _m.sormqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc)
+        return _checked(handle, side, trans, m, n, k, a, lda, tau, c, ldc)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def sormtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.sormtr`."""
+def sormtr(*args, _checked=_m.sormtr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.sormtr` (handle, side, uplo, trans, m, n, a, lda, tau, c,
+    ldc, work, lwork, info).
+    """
     try:
-        _s = _m._p_cusolverDnSormtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info)
+        _s = _p_cusolverDnSormtr(*args)
     except _ArgumentError:
-        return _m.sormtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def sormtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc):
+def sormtr_buffer_size(
+    handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, *, _checked=_m.sormtr_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sormtr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSormtr_bufferSize(
+        _s = _p_cusolverDnSormtr_bufferSize(
             handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, _byref(lwork),
         )
     except _ArgumentError:
-        return _m.sormtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc)
+        return _checked(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def spotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.spotrf`."""
+def spotrf(*args, _checked=_m.spotrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.spotrf` (handle, uplo, n, a, lda, workspace, lwork,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnSpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info)
+        _s = _p_cusolverDnSpotrf(*args)
     except _ArgumentError:
-        return _m.spotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def spotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.spotrf_batched`."""
+def spotrf_batched(*args, _checked=_m.spotrf_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.spotrf_batched` (handle, uplo, n, aarray, lda, info_array,
+    batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnSpotrfBatched(handle, uplo, n, aarray, lda, info_array, batch_size)
+        _s = _p_cusolverDnSpotrfBatched(*args)
     except _ArgumentError:
-        return _m.spotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def spotrf_buffer_size(handle, uplo, n, a, lda):
+def spotrf_buffer_size(handle, uplo, n, a, lda, *, _checked=_m.spotrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.spotrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSpotrf_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnSpotrf_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.spotrf_buffer_size(handle, uplo, n, a, lda)
+        return _checked(handle, uplo, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def spotri(handle, uplo, n, a, lda, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.spotri`."""
+def spotri(*args, _checked=_m.spotri):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.spotri` (handle, uplo, n, a, lda, work, lwork, dev_info)."""
     try:
-        _s = _m._p_cusolverDnSpotri(handle, uplo, n, a, lda, work, lwork, dev_info)
+        _s = _p_cusolverDnSpotri(*args)
     except _ArgumentError:
-        return _m.spotri(handle, uplo, n, a, lda, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def spotri_buffer_size(handle, uplo, n, a, lda):
+def spotri_buffer_size(handle, uplo, n, a, lda, *, _checked=_m.spotri_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.spotri_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSpotri_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnSpotri_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.spotri_buffer_size(handle, uplo, n, a, lda)
+        return _checked(handle, uplo, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def spotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.spotrs`."""
+def spotrs(*args, _checked=_m.spotrs):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.spotrs` (handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)."""
     try:
-        _s = _m._p_cusolverDnSpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)
+        _s = _p_cusolverDnSpotrs(*args)
     except _ArgumentError:
-        return _m.spotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def spotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.spotrs_batched`."""
+def spotrs_batched(*args, _checked=_m.spotrs_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.spotrs_batched` (handle, uplo, n, nrhs, a, lda, b, ldb,
+    d_info, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnSpotrsBatched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size)
+        _s = _p_cusolverDnSpotrsBatched(*args)
     except _ArgumentError:
-        return _m.spotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ssgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def ssgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.ssgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnSSgels(
+        _s = _p_cusolverDnSSgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.ssgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def ssgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def ssgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.ssgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnSSgels_bufferSize(
+        _s = _p_cusolverDnSSgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.ssgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def ssgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def ssgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.ssgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnSSgesv(
+        _s = _p_cusolverDnSSgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.ssgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -3419,151 +3638,168 @@ def ssgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def ssgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def ssgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.ssgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnSSgesv_bufferSize(
+        _s = _p_cusolverDnSSgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.ssgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def ssyevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.ssyevd`."""
+def ssyevd(*args, _checked=_m.ssyevd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.ssyevd` (handle, jobz, uplo, n, a, lda, w, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnSsyevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info)
+        _s = _p_cusolverDnSsyevd(*args)
     except _ArgumentError:
-        return _m.ssyevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ssyevd_buffer_size(handle, jobz, uplo, n, a, lda, w):
+def ssyevd_buffer_size(handle, jobz, uplo, n, a, lda, w, *, _checked=_m.ssyevd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssyevd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSsyevd_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork))
+        _s = _p_cusolverDnSsyevd_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork))
     except _ArgumentError:
-        return _m.ssyevd_buffer_size(handle, jobz, uplo, n, a, lda, w)
+        return _checked(handle, jobz, uplo, n, a, lda, w)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def ssyevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info):
+def ssyevdx(
+    handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info, *, _checked=_m.ssyevdx,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssyevdx`."""
     meig = _int()
     try:
-        _s = _m._p_cusolverDnSsyevdx(
+        _s = _p_cusolverDnSsyevdx(
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, work, lwork, info,
         )
     except _ArgumentError:
-        return _m.ssyevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info)
+        return _checked(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info)
     if _s:
         _raise(_s)
     return meig.value
 
 
-def ssyevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w):
+def ssyevdx_buffer_size(
+    handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, *, _checked=_m.ssyevdx_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssyevdx_buffer_size`."""
     meig = _int()
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSsyevdx_bufferSize(
+        _s = _p_cusolverDnSsyevdx_bufferSize(
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, _byref(lwork),
         )
     except _ArgumentError:
-        return _m.ssyevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
+        return _checked(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
 
 
-def ssyevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.ssyevj`."""
+def ssyevj(*args, _checked=_m.ssyevj):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.ssyevj` (handle, jobz, uplo, n, a, lda, w, work, lwork,
+    info, params).
+    """
     try:
-        _s = _m._p_cusolverDnSsyevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params)
+        _s = _p_cusolverDnSsyevj(*args)
     except _ArgumentError:
-        return _m.ssyevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ssyevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.ssyevj_batched`."""
+def ssyevj_batched(*args, _checked=_m.ssyevj_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.ssyevj_batched` (handle, jobz, uplo, n, a, lda, w, work,
+    lwork, info, params, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnSsyevjBatched(
-            handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size,
-        )
+        _s = _p_cusolverDnSsyevjBatched(*args)
     except _ArgumentError:
-        return _m.ssyevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ssyevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_size):
+def ssyevj_batched_buffer_size(
+    handle, jobz, uplo, n, a, lda, w, params, batch_size, *, _checked=_m.ssyevj_batched_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssyevj_batched_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSsyevjBatched_bufferSize(
+        _s = _p_cusolverDnSsyevjBatched_bufferSize(
             handle, jobz, uplo, n, a, lda, w, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _m.ssyevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_size)
+        return _checked(handle, jobz, uplo, n, a, lda, w, params, batch_size)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def ssyevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params):
+def ssyevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params, *, _checked=_m.ssyevj_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssyevj_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSsyevj_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork), params)
+        _s = _p_cusolverDnSsyevj_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork), params)
     except _ArgumentError:
-        return _m.ssyevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params)
+        return _checked(handle, jobz, uplo, n, a, lda, w, params)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def ssygvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.ssygvd`."""
+def ssygvd(*args, _checked=_m.ssygvd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.ssygvd` (handle, itype, jobz, uplo, n, a, lda, b, ldb, w,
+    work, lwork, info).
+    """
     try:
-        _s = _m._p_cusolverDnSsygvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info)
+        _s = _p_cusolverDnSsygvd(*args)
     except _ArgumentError:
-        return _m.ssygvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ssygvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w):
+def ssygvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, *, _checked=_m.ssygvd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssygvd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSsygvd_bufferSize(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork))
+        _s = _p_cusolverDnSsygvd_bufferSize(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork))
     except _ArgumentError:
-        return _m.ssygvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w)
+        return _checked(handle, itype, jobz, uplo, n, a, lda, b, ldb, w)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def ssygvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, work, lwork, info):
+def ssygvdx(
+    handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, work, lwork, info, *,
+    _checked=_m.ssygvdx,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssygvdx`."""
     meig = _int()
     try:
-        _s = _m._p_cusolverDnSsygvdx(
+        _s = _p_cusolverDnSsygvdx(
             handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, _byref(meig), w, work, lwork,
             info,
         )
     except _ArgumentError:
-        return _m.ssygvdx(
+        return _checked(
             handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, work, lwork, info,
         )
     if _s:
@@ -3571,155 +3807,172 @@ def ssygvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
     return meig.value
 
 
-def ssygvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w):
+def ssygvdx_buffer_size(
+    handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, *,
+    _checked=_m.ssygvdx_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssygvdx_buffer_size`."""
     meig = _int()
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSsygvdx_bufferSize(
+        _s = _p_cusolverDnSsygvdx_bufferSize(
             handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, _byref(meig), w,
             _byref(lwork),
         )
     except _ArgumentError:
-        return _m.ssygvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w)
+        return _checked(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w)
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
 
 
-def ssygvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.ssygvj`."""
+def ssygvj(*args, _checked=_m.ssygvj):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.ssygvj` (handle, itype, jobz, uplo, n, a, lda, b, ldb, w,
+    work, lwork, info, params).
+    """
     try:
-        _s = _m._p_cusolverDnSsygvj(
-            handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params,
-        )
+        _s = _p_cusolverDnSsygvj(*args)
     except _ArgumentError:
-        return _m.ssygvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ssygvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params):
+def ssygvj_buffer_size(
+    handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params, *, _checked=_m.ssygvj_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssygvj_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSsygvj_bufferSize(
+        _s = _p_cusolverDnSsygvj_bufferSize(
             handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _m.ssygvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params)
+        return _checked(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def ssytrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.ssytrd`."""
+def ssytrd(*args, _checked=_m.ssytrd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.ssytrd` (handle, uplo, n, a, lda, d, e, tau, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnSsytrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info)
+        _s = _p_cusolverDnSsytrd(*args)
     except _ArgumentError:
-        return _m.ssytrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ssytrd_buffer_size(handle, uplo, n, a, lda, d, e, tau):
+def ssytrd_buffer_size(handle, uplo, n, a, lda, d, e, tau, *, _checked=_m.ssytrd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssytrd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSsytrd_bufferSize(handle, uplo, n, a, lda, d, e, tau, _byref(lwork))
+        _s = _p_cusolverDnSsytrd_bufferSize(handle, uplo, n, a, lda, d, e, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.ssytrd_buffer_size(handle, uplo, n, a, lda, d, e, tau)
+        return _checked(handle, uplo, n, a, lda, d, e, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def ssytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.ssytrf`."""
+def ssytrf(*args, _checked=_m.ssytrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.ssytrf` (handle, uplo, n, a, lda, ipiv, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnSsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        _s = _p_cusolverDnSsytrf(*args)
     except _ArgumentError:
-        return _m.ssytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ssytrf_buffer_size(handle, n, a, lda):
+def ssytrf_buffer_size(handle, n, a, lda, *, _checked=_m.ssytrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssytrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSsytrf_bufferSize(handle, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnSsytrf_bufferSize(handle, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.ssytrf_buffer_size(handle, n, a, lda)
+        return _checked(handle, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def ssytri(handle, uplo, n, a, lda, ipiv, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.ssytri`."""
+def ssytri(*args, _checked=_m.ssytri):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.ssytri` (handle, uplo, n, a, lda, ipiv, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnSsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        _s = _p_cusolverDnSsytri(*args)
     except _ArgumentError:
-        return _m.ssytri(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def ssytri_buffer_size(handle, uplo, n, a, lda, ipiv):
+def ssytri_buffer_size(handle, uplo, n, a, lda, ipiv, *, _checked=_m.ssytri_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.ssytri_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnSsytri_bufferSize(handle, uplo, n, a, lda, ipiv, _byref(lwork))
+        _s = _p_cusolverDnSsytri_bufferSize(handle, uplo, n, a, lda, ipiv, _byref(lwork))
     except _ArgumentError:
-        return _m.ssytri_buffer_size(handle, uplo, n, a, lda, ipiv)
+        return _checked(handle, uplo, n, a, lda, ipiv)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def sxgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def sxgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.sxgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sxgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnSXgels(
+        _s = _p_cusolverDnSXgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.sxgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def sxgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def sxgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.sxgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sxgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnSXgels_bufferSize(
+        _s = _p_cusolverDnSXgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.sxgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def sxgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def sxgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.sxgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sxgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnSXgesv(
+        _s = _p_cusolverDnSXgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.sxgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -3727,57 +3980,50 @@ def sxgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def sxgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def sxgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.sxgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.sxgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnSXgesv_bufferSize(
+        _s = _p_cusolverDnSXgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.sxgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def xgeev(
-    handle, params, jobvl, jobvr, n, data_type_a, a, lda, data_type_w, w, data_type_vl, vl, ldvl,
-    data_type_vr, vr, ldvr, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
-    workspace_in_bytes_on_host, info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xgeev`."""
+def xgeev(*args, _checked=_m.xgeev):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xgeev` (handle, params, jobvl, jobvr, n, data_type_a, a,
+    lda, data_type_w, w, data_type_vl, vl, ldvl, data_type_vr, vr, ldvr, compute_type, buffer_on_device,
+    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info).
+    """
     try:
-        _s = _m._p_cusolverDnXgeev(
-            handle, params, jobvl, jobvr, n, data_type_a, a, lda, data_type_w, w, data_type_vl, vl, ldvl,
-            data_type_vr, vr, ldvr, compute_type, buffer_on_device, workspace_in_bytes_on_device,
-            buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        _s = _p_cusolverDnXgeev(*args)
     except _ArgumentError:
-        return _m.xgeev(
-            handle, params, jobvl, jobvr, n, data_type_a, a, lda, data_type_w, w, data_type_vl, vl, ldvl,
-            data_type_vr, vr, ldvr, compute_type, buffer_on_device, workspace_in_bytes_on_device,
-            buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def xgeev_buffer_size(
     handle, params, jobvl, jobvr, n, data_type_a, a, lda, data_type_w, w, data_type_vl, vl, ldvl,
-    data_type_vr, vr, ldvr, compute_type,
+    data_type_vr, vr, ldvr, compute_type, *, _checked=_m.xgeev_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xgeev_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXgeev_bufferSize(
+        _s = _p_cusolverDnXgeev_bufferSize(
             handle, params, jobvl, jobvr, n, data_type_a, a, lda, data_type_w, w, data_type_vl, vl, ldvl,
             data_type_vr, vr, ldvr, compute_type, _byref(workspace_in_bytes_on_device),
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xgeev_buffer_size(
+        return _checked(
             handle, params, jobvl, jobvr, n, data_type_a, a, lda, data_type_w, w, data_type_vl, vl, ldvl,
             data_type_vr, vr, ldvr, compute_type,
         )
@@ -3786,80 +4032,66 @@ def xgeev_buffer_size(
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xgeqrf(
-    handle, params, m, n, data_type_a, a, lda, data_type_tau, tau, compute_type, buffer_on_device,
-    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xgeqrf`."""
+def xgeqrf(*args, _checked=_m.xgeqrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xgeqrf` (handle, params, m, n, data_type_a, a, lda,
+    data_type_tau, tau, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
+    workspace_in_bytes_on_host, info).
+    """
     try:
-        _s = _m._p_cusolverDnXgeqrf(
-            handle, params, m, n, data_type_a, a, lda, data_type_tau, tau, compute_type, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        _s = _p_cusolverDnXgeqrf(*args)
     except _ArgumentError:
-        return _m.xgeqrf(
-            handle, params, m, n, data_type_a, a, lda, data_type_tau, tau, compute_type, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xgeqrf_buffer_size(handle, params, m, n, data_type_a, a, lda, data_type_tau, tau, compute_type):
+def xgeqrf_buffer_size(
+    handle, params, m, n, data_type_a, a, lda, data_type_tau, tau, compute_type, *,
+    _checked=_m.xgeqrf_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xgeqrf_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXgeqrf_bufferSize(
+        _s = _p_cusolverDnXgeqrf_bufferSize(
             handle, params, m, n, data_type_a, a, lda, data_type_tau, tau, compute_type,
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xgeqrf_buffer_size(
-            handle, params, m, n, data_type_a, a, lda, data_type_tau, tau, compute_type,
-        )
+        return _checked(handle, params, m, n, data_type_a, a, lda, data_type_tau, tau, compute_type)
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xgesvd(
-    handle, params, jobu, jobvt, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu, data_type_vt,
-    vt, ldvt, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
-    workspace_in_bytes_on_host, info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvd`."""
+def xgesvd(*args, _checked=_m.xgesvd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvd` (handle, params, jobu, jobvt, m, n, data_type_a,
+    a, lda, data_type_s, s, data_type_u, u, ldu, data_type_vt, vt, ldvt, compute_type, buffer_on_device,
+    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info).
+    """
     try:
-        _s = _m._p_cusolverDnXgesvd(
-            handle, params, jobu, jobvt, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu,
-            data_type_vt, vt, ldvt, compute_type, buffer_on_device, workspace_in_bytes_on_device,
-            buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        _s = _p_cusolverDnXgesvd(*args)
     except _ArgumentError:
-        return _m.xgesvd(
-            handle, params, jobu, jobvt, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu,
-            data_type_vt, vt, ldvt, compute_type, buffer_on_device, workspace_in_bytes_on_device,
-            buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def xgesvd_buffer_size(
     handle, params, jobu, jobvt, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu, data_type_vt,
-    vt, ldvt, compute_type,
+    vt, ldvt, compute_type, *, _checked=_m.xgesvd_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvd_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXgesvd_bufferSize(
+        _s = _p_cusolverDnXgesvd_bufferSize(
             handle, params, jobu, jobvt, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu,
             data_type_vt, vt, ldvt, compute_type, _byref(workspace_in_bytes_on_device),
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xgesvd_buffer_size(
+        return _checked(
             handle, params, jobu, jobvt, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu,
             data_type_vt, vt, ldvt, compute_type,
         )
@@ -3868,97 +4100,88 @@ def xgesvd_buffer_size(
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xgesvdj_get_residual(handle, info):
+def xgesvdj_get_residual(handle, info, *, _checked=_m.xgesvdj_get_residual):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdj_get_residual`."""
     residual = _double()
     try:
-        _s = _m._p_cusolverDnXgesvdjGetResidual(handle, info, _byref(residual))
+        _s = _p_cusolverDnXgesvdjGetResidual(handle, info, _byref(residual))
     except _ArgumentError:
-        return _m.xgesvdj_get_residual(handle, info)
+        return _checked(handle, info)
     if _s:
         _raise(_s)
     return residual.value
 
 
-def xgesvdj_get_sweeps(handle, info):
+def xgesvdj_get_sweeps(handle, info, *, _checked=_m.xgesvdj_get_sweeps):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdj_get_sweeps`."""
     executed_sweeps = _int()
     try:
-        _s = _m._p_cusolverDnXgesvdjGetSweeps(handle, info, _byref(executed_sweeps))
+        _s = _p_cusolverDnXgesvdjGetSweeps(handle, info, _byref(executed_sweeps))
     except _ArgumentError:
-        return _m.xgesvdj_get_sweeps(handle, info)
+        return _checked(handle, info)
     if _s:
         _raise(_s)
     return executed_sweeps.value
 
 
-def xgesvdj_set_max_sweeps(info, max_sweeps):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdj_set_max_sweeps`."""
+def xgesvdj_set_max_sweeps(*args, _checked=_m.xgesvdj_set_max_sweeps):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdj_set_max_sweeps` (info, max_sweeps)."""
     try:
-        _s = _m._p_cusolverDnXgesvdjSetMaxSweeps(info, max_sweeps)
+        _s = _p_cusolverDnXgesvdjSetMaxSweeps(*args)
     except _ArgumentError:
-        return _m.xgesvdj_set_max_sweeps(info, max_sweeps)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xgesvdj_set_sort_eig(info, sort_svd):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdj_set_sort_eig`."""
+def xgesvdj_set_sort_eig(*args, _checked=_m.xgesvdj_set_sort_eig):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdj_set_sort_eig` (info, sort_svd)."""
     try:
-        _s = _m._p_cusolverDnXgesvdjSetSortEig(info, sort_svd)
+        _s = _p_cusolverDnXgesvdjSetSortEig(*args)
     except _ArgumentError:
-        return _m.xgesvdj_set_sort_eig(info, sort_svd)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xgesvdj_set_tolerance(info, tolerance):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdj_set_tolerance`."""
+def xgesvdj_set_tolerance(*args, _checked=_m.xgesvdj_set_tolerance):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdj_set_tolerance` (info, tolerance)."""
     try:
-        _s = _m._p_cusolverDnXgesvdjSetTolerance(info, tolerance)
+        _s = _p_cusolverDnXgesvdjSetTolerance(*args)
     except _ArgumentError:
-        return _m.xgesvdj_set_tolerance(info, tolerance)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xgesvdp(
-    handle, params, jobz, econ, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu, data_type_v,
-    v, ldv, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
-    workspace_in_bytes_on_host, d_info, h_err_sigma,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdp`."""
+def xgesvdp(*args, _checked=_m.xgesvdp):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdp` (handle, params, jobz, econ, m, n, data_type_a,
+    a, lda, data_type_s, s, data_type_u, u, ldu, data_type_v, v, ldv, compute_type, buffer_on_device,
+    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, d_info, h_err_sigma).
+    """
     try:
-        _s = _m._p_cusolverDnXgesvdp(
-            handle, params, jobz, econ, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu,
-            data_type_v, v, ldv, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
-            workspace_in_bytes_on_host, d_info, h_err_sigma,
-        )
+        _s = _p_cusolverDnXgesvdp(*args)
     except _ArgumentError:
-        return _m.xgesvdp(
-            handle, params, jobz, econ, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu,
-            data_type_v, v, ldv, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
-            workspace_in_bytes_on_host, d_info, h_err_sigma,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def xgesvdp_buffer_size(
     handle, params, jobz, econ, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu, data_type_v,
-    v, ldv, compute_type,
+    v, ldv, compute_type, *, _checked=_m.xgesvdp_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdp_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXgesvdp_bufferSize(
+        _s = _p_cusolverDnXgesvdp_bufferSize(
             handle, params, jobz, econ, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu,
             data_type_v, v, ldv, compute_type, _byref(workspace_in_bytes_on_device),
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xgesvdp_buffer_size(
+        return _checked(
             handle, params, jobz, econ, m, n, data_type_a, a, lda, data_type_s, s, data_type_u, u, ldu,
             data_type_v, v, ldv, compute_type,
         )
@@ -3967,45 +4190,36 @@ def xgesvdp_buffer_size(
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xgesvdr(
-    handle, params, jobu, jobv, m, n, k, p, niters, data_type_a, a, lda, data_type_srand, srand,
-    data_type_urand, urand, ld_urand, data_type_vrand, vrand, ld_vrand, compute_type, buffer_on_device,
-    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, d_info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdr`."""
+def xgesvdr(*args, _checked=_m.xgesvdr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdr` (handle, params, jobu, jobv, m, n, k, p, niters,
+    data_type_a, a, lda, data_type_srand, srand, data_type_urand, urand, ld_urand, data_type_vrand, vrand,
+    ld_vrand, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
+    workspace_in_bytes_on_host, d_info).
+    """
     try:
-        _s = _m._p_cusolverDnXgesvdr(
-            handle, params, jobu, jobv, m, n, k, p, niters, data_type_a, a, lda, data_type_srand, srand,
-            data_type_urand, urand, ld_urand, data_type_vrand, vrand, ld_vrand, compute_type,
-            buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host,
-            d_info,
-        )
+        _s = _p_cusolverDnXgesvdr(*args)
     except _ArgumentError:
-        return _m.xgesvdr(
-            handle, params, jobu, jobv, m, n, k, p, niters, data_type_a, a, lda, data_type_srand, srand,
-            data_type_urand, urand, ld_urand, data_type_vrand, vrand, ld_vrand, compute_type,
-            buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host,
-            d_info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def xgesvdr_buffer_size(
     handle, params, jobu, jobv, m, n, k, p, niters, data_type_a, a, lda, data_type_srand, srand,
-    data_type_urand, urand, ld_urand, data_type_vrand, vrand, ld_vrand, compute_type,
+    data_type_urand, urand, ld_urand, data_type_vrand, vrand, ld_vrand, compute_type, *,
+    _checked=_m.xgesvdr_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xgesvdr_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXgesvdr_bufferSize(
+        _s = _p_cusolverDnXgesvdr_bufferSize(
             handle, params, jobu, jobv, m, n, k, p, niters, data_type_a, a, lda, data_type_srand, srand,
             data_type_urand, urand, ld_urand, data_type_vrand, vrand, ld_vrand, compute_type,
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xgesvdr_buffer_size(
+        return _checked(
             handle, params, jobu, jobv, m, n, k, p, niters, data_type_a, a, lda, data_type_srand, srand,
             data_type_urand, urand, ld_urand, data_type_vrand, vrand, ld_vrand, compute_type,
         )
@@ -4014,160 +4228,139 @@ def xgesvdr_buffer_size(
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xgetrf(
-    handle, params, m, n, data_type_a, a, lda, ipiv, compute_type, buffer_on_device,
-    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xgetrf`."""
+def xgetrf(*args, _checked=_m.xgetrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xgetrf` (handle, params, m, n, data_type_a, a, lda, ipiv,
+    compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
+    workspace_in_bytes_on_host, info).
+    """
     try:
-        _s = _m._p_cusolverDnXgetrf(
-            handle, params, m, n, data_type_a, a, lda, ipiv, compute_type, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        _s = _p_cusolverDnXgetrf(*args)
     except _ArgumentError:
-        return _m.xgetrf(
-            handle, params, m, n, data_type_a, a, lda, ipiv, compute_type, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xgetrf_buffer_size(handle, params, m, n, data_type_a, a, lda, compute_type):
+def xgetrf_buffer_size(
+    handle, params, m, n, data_type_a, a, lda, compute_type, *, _checked=_m.xgetrf_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xgetrf_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXgetrf_bufferSize(
+        _s = _p_cusolverDnXgetrf_bufferSize(
             handle, params, m, n, data_type_a, a, lda, compute_type, _byref(workspace_in_bytes_on_device),
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xgetrf_buffer_size(handle, params, m, n, data_type_a, a, lda, compute_type)
+        return _checked(handle, params, m, n, data_type_a, a, lda, compute_type)
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xgetrs(handle, params, trans, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xgetrs`."""
+def xgetrs(*args, _checked=_m.xgetrs):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xgetrs` (handle, params, trans, n, nrhs, data_type_a, a,
+    lda, ipiv, data_type_b, b, ldb, info).
+    """
     try:
-        _s = _m._p_cusolverDnXgetrs(
-            handle, params, trans, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, info,
-        )
+        _s = _p_cusolverDnXgetrs(*args)
     except _ArgumentError:
-        return _m.xgetrs(handle, params, trans, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xhetrf(
-    handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type, buffer_on_device,
-    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
+def xhetrf(*args, _checked=_m.xhetrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xhetrf` (handle, params, uplo, n, data_type_a, a, lda,
+    ipiv, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
+    workspace_in_bytes_on_host, info).
+    """
+    try:
+        _s = _p_cusolverDnXhetrf(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def xhetrf_buffer_size(
+    handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type, *, _checked=_m.xhetrf_buffer_size,
 ):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xhetrf`."""
-    try:
-        _s = _m._p_cusolverDnXhetrf(
-            handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
-    except _ArgumentError:
-        return _m.xhetrf(
-            handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
-    if _s:
-        _raise(_s)
-
-
-def xhetrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xhetrf_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXhetrf_bufferSize(
+        _s = _p_cusolverDnXhetrf_bufferSize(
             handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type,
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xhetrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type)
+        return _checked(handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type)
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xhetrs(
-    handle, params, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, buffer_on_device,
-    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xhetrs`."""
+def xhetrs(*args, _checked=_m.xhetrs):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xhetrs` (handle, params, uplo, n, nrhs, data_type_a, a,
+    lda, ipiv, data_type_b, b, ldb, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
+    workspace_in_bytes_on_host, info).
+    """
     try:
-        _s = _m._p_cusolverDnXhetrs(
-            handle, params, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        _s = _p_cusolverDnXhetrs(*args)
     except _ArgumentError:
-        return _m.xhetrs(
-            handle, params, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xhetrs_buffer_size(handle, params, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb):
+def xhetrs_buffer_size(
+    handle, params, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, *,
+    _checked=_m.xhetrs_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xhetrs_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXhetrs_bufferSize(
+        _s = _p_cusolverDnXhetrs_bufferSize(
             handle, params, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb,
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xhetrs_buffer_size(
-            handle, params, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb,
-        )
+        return _checked(handle, params, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb)
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xlarft(
-    handle, params, direct, storev, n, k, data_type_v, v, ldv, data_type_tau, tau, data_type_t, t, ldt,
-    compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xlarft`."""
+def xlarft(*args, _checked=_m.xlarft):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xlarft` (handle, params, direct, storev, n, k,
+    data_type_v, v, ldv, data_type_tau, tau, data_type_t, t, ldt, compute_type, buffer_on_device,
+    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host).
+    """
     try:
-        _s = _m._p_cusolverDnXlarft(
-            handle, params, direct, storev, n, k, data_type_v, v, ldv, data_type_tau, tau, data_type_t, t,
-            ldt, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
-            workspace_in_bytes_on_host,
-        )
+        _s = _p_cusolverDnXlarft(*args)
     except _ArgumentError:
-        return _m.xlarft(
-            handle, params, direct, storev, n, k, data_type_v, v, ldv, data_type_tau, tau, data_type_t, t,
-            ldt, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
-            workspace_in_bytes_on_host,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def xlarft_buffer_size(
     handle, params, direct, storev, n, k, data_type_v, v, ldv, data_type_tau, tau, data_type_t, t, ldt,
-    compute_type,
+    compute_type, *, _checked=_m.xlarft_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xlarft_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXlarft_bufferSize(
+        _s = _p_cusolverDnXlarft_bufferSize(
             handle, params, direct, storev, n, k, data_type_v, v, ldv, data_type_tau, tau, data_type_t, t,
             ldt, compute_type, _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xlarft_buffer_size(
+        return _checked(
             handle, params, direct, storev, n, k, data_type_v, v, ldv, data_type_tau, tau, data_type_t, t,
             ldt, compute_type,
         )
@@ -4176,164 +4369,140 @@ def xlarft_buffer_size(
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xpolar(
-    handle, params, uplo, m, n, data_type_a, a, lda, data_type_h, h, ldh, compute_type, buffer_on_device,
-    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, d_res_nrm, d_a_nrm_f, d_rcond,
-    d_info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xpolar`."""
+def xpolar(*args, _checked=_m.xpolar):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xpolar` (handle, params, uplo, m, n, data_type_a, a, lda,
+    data_type_h, h, ldh, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
+    workspace_in_bytes_on_host, d_res_nrm, d_a_nrm_f, d_rcond, d_info).
+    """
     try:
-        _s = _m._p_cusolverDnXpolar(
-            handle, params, uplo, m, n, data_type_a, a, lda, data_type_h, h, ldh, compute_type,
-            buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host,
-            d_res_nrm, d_a_nrm_f, d_rcond, d_info,
-        )
+        _s = _p_cusolverDnXpolar(*args)
     except _ArgumentError:
-        return _m.xpolar(
-            handle, params, uplo, m, n, data_type_a, a, lda, data_type_h, h, ldh, compute_type,
-            buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host,
-            d_res_nrm, d_a_nrm_f, d_rcond, d_info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xpolar_buffer_size(handle, params, uplo, m, n, data_type_a, a, lda, data_type_h, h, ldh, compute_type):
+def xpolar_buffer_size(
+    handle, params, uplo, m, n, data_type_a, a, lda, data_type_h, h, ldh, compute_type, *,
+    _checked=_m.xpolar_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xpolar_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXpolar_bufferSize(
+        _s = _p_cusolverDnXpolar_bufferSize(
             handle, params, uplo, m, n, data_type_a, a, lda, data_type_h, h, ldh, compute_type,
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xpolar_buffer_size(
-            handle, params, uplo, m, n, data_type_a, a, lda, data_type_h, h, ldh, compute_type,
-        )
+        return _checked(handle, params, uplo, m, n, data_type_a, a, lda, data_type_h, h, ldh, compute_type)
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xpotrf(
-    handle, params, uplo, n, data_type_a, a, lda, compute_type, buffer_on_device,
-    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xpotrf`."""
+def xpotrf(*args, _checked=_m.xpotrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xpotrf` (handle, params, uplo, n, data_type_a, a, lda,
+    compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
+    workspace_in_bytes_on_host, info).
+    """
     try:
-        _s = _m._p_cusolverDnXpotrf(
-            handle, params, uplo, n, data_type_a, a, lda, compute_type, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        _s = _p_cusolverDnXpotrf(*args)
     except _ArgumentError:
-        return _m.xpotrf(
-            handle, params, uplo, n, data_type_a, a, lda, compute_type, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xpotrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, compute_type):
+def xpotrf_buffer_size(
+    handle, params, uplo, n, data_type_a, a, lda, compute_type, *, _checked=_m.xpotrf_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xpotrf_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXpotrf_bufferSize(
+        _s = _p_cusolverDnXpotrf_bufferSize(
             handle, params, uplo, n, data_type_a, a, lda, compute_type, _byref(workspace_in_bytes_on_device),
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xpotrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, compute_type)
+        return _checked(handle, params, uplo, n, data_type_a, a, lda, compute_type)
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xpotrs(handle, params, uplo, n, nrhs, data_type_a, a, lda, data_type_b, b, ldb, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xpotrs`."""
+def xpotrs(*args, _checked=_m.xpotrs):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xpotrs` (handle, params, uplo, n, nrhs, data_type_a, a,
+    lda, data_type_b, b, ldb, info).
+    """
     try:
-        _s = _m._p_cusolverDnXpotrs(
-            handle, params, uplo, n, nrhs, data_type_a, a, lda, data_type_b, b, ldb, info,
-        )
+        _s = _p_cusolverDnXpotrs(*args)
     except _ArgumentError:
-        return _m.xpotrs(handle, params, uplo, n, nrhs, data_type_a, a, lda, data_type_b, b, ldb, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xstedc(
-    handle, params, compz, n, data_type_de, d, e, data_type_z, z, ldz, compute_type, buffer_on_device,
-    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
+def xstedc(*args, _checked=_m.xstedc):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xstedc` (handle, params, compz, n, data_type_de, d, e,
+    data_type_z, z, ldz, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
+    workspace_in_bytes_on_host, info).
+    """
+    try:
+        _s = _p_cusolverDnXstedc(*args)
+    except _ArgumentError:
+        return _checked(*args)
+    if _s:
+        _raise(_s)
+
+
+def xstedc_buffer_size(
+    handle, params, compz, n, data_type_de, d, e, data_type_z, z, ldz, compute_type, *,
+    _checked=_m.xstedc_buffer_size,
 ):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xstedc`."""
-    try:
-        _s = _m._p_cusolverDnXstedc(
-            handle, params, compz, n, data_type_de, d, e, data_type_z, z, ldz, compute_type, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
-    except _ArgumentError:
-        return _m.xstedc(
-            handle, params, compz, n, data_type_de, d, e, data_type_z, z, ldz, compute_type, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
-    if _s:
-        _raise(_s)
-
-
-def xstedc_buffer_size(handle, params, compz, n, data_type_de, d, e, data_type_z, z, ldz, compute_type):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xstedc_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXstedc_bufferSize(
+        _s = _p_cusolverDnXstedc_bufferSize(
             handle, params, compz, n, data_type_de, d, e, data_type_z, z, ldz, compute_type,
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xstedc_buffer_size(
-            handle, params, compz, n, data_type_de, d, e, data_type_z, z, ldz, compute_type,
-        )
+        return _checked(handle, params, compz, n, data_type_de, d, e, data_type_z, z, ldz, compute_type)
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xsyev_batched(
-    handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type, buffer_on_device,
-    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info, batch_size,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xsyev_batched`."""
+def xsyev_batched(*args, _checked=_m.xsyev_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xsyev_batched` (handle, params, jobz, uplo, n,
+    data_type_a, a, lda, data_type_w, w, compute_type, buffer_on_device, workspace_in_bytes_on_device,
+    buffer_on_host, workspace_in_bytes_on_host, info, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnXsyevBatched(
-            handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type,
-            buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-            batch_size,
-        )
+        _s = _p_cusolverDnXsyevBatched(*args)
     except _ArgumentError:
-        return _m.xsyev_batched(
-            handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type,
-            buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-            batch_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def xsyev_batched_buffer_size(
-    handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type, batch_size,
+    handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type, batch_size, *,
+    _checked=_m.xsyev_batched_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xsyev_batched_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXsyevBatched_bufferSize(
+        _s = _p_cusolverDnXsyevBatched_bufferSize(
             handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type,
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host), batch_size,
         )
     except _ArgumentError:
-        return _m.xsyev_batched_buffer_size(
+        return _checked(
             handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type, batch_size,
         )
     if _s:
@@ -4341,38 +4510,33 @@ def xsyev_batched_buffer_size(
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xsyevd(
-    handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type, buffer_on_device,
-    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xsyevd`."""
+def xsyevd(*args, _checked=_m.xsyevd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xsyevd` (handle, params, jobz, uplo, n, data_type_a, a,
+    lda, data_type_w, w, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
+    workspace_in_bytes_on_host, info).
+    """
     try:
-        _s = _m._p_cusolverDnXsyevd(
-            handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type,
-            buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        _s = _p_cusolverDnXsyevd(*args)
     except _ArgumentError:
-        return _m.xsyevd(
-            handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type,
-            buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xsyevd_buffer_size(handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type):
+def xsyevd_buffer_size(
+    handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type, *,
+    _checked=_m.xsyevd_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xsyevd_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXsyevd_bufferSize(
+        _s = _p_cusolverDnXsyevd_bufferSize(
             handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type,
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xsyevd_buffer_size(
-            handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type,
-        )
+        return _checked(handle, params, jobz, uplo, n, data_type_a, a, lda, data_type_w, w, compute_type)
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
@@ -4380,18 +4544,19 @@ def xsyevd_buffer_size(handle, params, jobz, uplo, n, data_type_a, a, lda, data_
 
 def xsyevdx(
     handle, params, jobz, range, uplo, n, data_type_a, a, lda, vl, vu, il, iu, data_type_w, w, compute_type,
-    buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
+    buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info, *,
+    _checked=_m.xsyevdx,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xsyevdx`."""
     meig64 = _i64()
     try:
-        _s = _m._p_cusolverDnXsyevdx(
+        _s = _p_cusolverDnXsyevdx(
             handle, params, jobz, range, uplo, n, data_type_a, a, lda, vl, vu, il, iu, _byref(meig64),
             data_type_w, w, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
             workspace_in_bytes_on_host, info,
         )
     except _ArgumentError:
-        return _m.xsyevdx(
+        return _checked(
             handle, params, jobz, range, uplo, n, data_type_a, a, lda, vl, vu, il, iu, data_type_w, w,
             compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
             workspace_in_bytes_on_host, info,
@@ -4403,19 +4568,20 @@ def xsyevdx(
 
 def xsyevdx_buffer_size(
     handle, params, jobz, range, uplo, n, data_type_a, a, lda, vl, vu, il, iu, data_type_w, w, compute_type,
+    *, _checked=_m.xsyevdx_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xsyevdx_buffer_size`."""
     h_meig = _i64()
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXsyevdx_bufferSize(
+        _s = _p_cusolverDnXsyevdx_bufferSize(
             handle, params, jobz, range, uplo, n, data_type_a, a, lda, vl, vu, il, iu, _byref(h_meig),
             data_type_w, w, compute_type, _byref(workspace_in_bytes_on_device),
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xsyevdx_buffer_size(
+        return _checked(
             handle, params, jobz, range, uplo, n, data_type_a, a, lda, vl, vu, il, iu, data_type_w, w,
             compute_type,
         )
@@ -4424,97 +4590,89 @@ def xsyevdx_buffer_size(
     return (h_meig.value, workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xsyevj_get_residual(handle, info):
+def xsyevj_get_residual(handle, info, *, _checked=_m.xsyevj_get_residual):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xsyevj_get_residual`."""
     residual = _double()
     try:
-        _s = _m._p_cusolverDnXsyevjGetResidual(handle, info, _byref(residual))
+        _s = _p_cusolverDnXsyevjGetResidual(handle, info, _byref(residual))
     except _ArgumentError:
-        return _m.xsyevj_get_residual(handle, info)
+        return _checked(handle, info)
     if _s:
         _raise(_s)
     return residual.value
 
 
-def xsyevj_get_sweeps(handle, info):
+def xsyevj_get_sweeps(handle, info, *, _checked=_m.xsyevj_get_sweeps):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xsyevj_get_sweeps`."""
     executed_sweeps = _int()
     try:
-        _s = _m._p_cusolverDnXsyevjGetSweeps(handle, info, _byref(executed_sweeps))
+        _s = _p_cusolverDnXsyevjGetSweeps(handle, info, _byref(executed_sweeps))
     except _ArgumentError:
-        return _m.xsyevj_get_sweeps(handle, info)
+        return _checked(handle, info)
     if _s:
         _raise(_s)
     return executed_sweeps.value
 
 
-def xsyevj_set_max_sweeps(info, max_sweeps):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xsyevj_set_max_sweeps`."""
+def xsyevj_set_max_sweeps(*args, _checked=_m.xsyevj_set_max_sweeps):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xsyevj_set_max_sweeps` (info, max_sweeps)."""
     try:
-        _s = _m._p_cusolverDnXsyevjSetMaxSweeps(info, max_sweeps)
+        _s = _p_cusolverDnXsyevjSetMaxSweeps(*args)
     except _ArgumentError:
-        return _m.xsyevj_set_max_sweeps(info, max_sweeps)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xsyevj_set_sort_eig(info, sort_eig):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xsyevj_set_sort_eig`."""
+def xsyevj_set_sort_eig(*args, _checked=_m.xsyevj_set_sort_eig):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xsyevj_set_sort_eig` (info, sort_eig)."""
     try:
-        _s = _m._p_cusolverDnXsyevjSetSortEig(info, sort_eig)
+        _s = _p_cusolverDnXsyevjSetSortEig(*args)
     except _ArgumentError:
-        return _m.xsyevj_set_sort_eig(info, sort_eig)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xsyevj_set_tolerance(info, tolerance):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xsyevj_set_tolerance`."""
+def xsyevj_set_tolerance(*args, _checked=_m.xsyevj_set_tolerance):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xsyevj_set_tolerance` (info, tolerance)."""
     try:
-        _s = _m._p_cusolverDnXsyevjSetTolerance(info, tolerance)
+        _s = _p_cusolverDnXsyevjSetTolerance(*args)
     except _ArgumentError:
-        return _m.xsyevj_set_tolerance(info, tolerance)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xsygv_strided_batched(
-    handle, params, itype, jobz, uplo, n, data_type_a, a, lda, stride_a, data_type_b, b, ldb, stride_b,
-    data_type_w, w, stride_w, compute_type, batch_size, buffer_on_device, workspace_in_bytes_on_device,
-    buffer_on_host, workspace_in_bytes_on_host, info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xsygv_strided_batched`."""
+def xsygv_strided_batched(*args, _checked=_m.xsygv_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xsygv_strided_batched` (handle, params, itype, jobz, uplo,
+    n, data_type_a, a, lda, stride_a, data_type_b, b, ldb, stride_b, data_type_w, w, stride_w,
+    compute_type, batch_size, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
+    workspace_in_bytes_on_host, info).
+    """
     try:
-        _s = _m._p_cusolverDnXsygvStridedBatched(
-            handle, params, itype, jobz, uplo, n, data_type_a, a, lda, stride_a, data_type_b, b, ldb,
-            stride_b, data_type_w, w, stride_w, compute_type, batch_size, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        _s = _p_cusolverDnXsygvStridedBatched(*args)
     except _ArgumentError:
-        return _m.xsygv_strided_batched(
-            handle, params, itype, jobz, uplo, n, data_type_a, a, lda, stride_a, data_type_b, b, ldb,
-            stride_b, data_type_w, w, stride_w, compute_type, batch_size, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def xsygv_strided_batched_buffer_size(
     handle, params, itype, jobz, uplo, n, data_type_a, a, lda, stride_a, data_type_b, b, ldb, stride_b,
-    data_type_w, w, stride_w, compute_type, batch_size,
+    data_type_w, w, stride_w, compute_type, batch_size, *, _checked=_m.xsygv_strided_batched_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xsygv_strided_batched_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXsygvStridedBatched_bufferSize(
+        _s = _p_cusolverDnXsygvStridedBatched_bufferSize(
             handle, params, itype, jobz, uplo, n, data_type_a, a, lda, stride_a, data_type_b, b, ldb,
             stride_b, data_type_w, w, stride_w, compute_type, batch_size,
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xsygv_strided_batched_buffer_size(
+        return _checked(
             handle, params, itype, jobz, uplo, n, data_type_a, a, lda, stride_a, data_type_b, b, ldb,
             stride_b, data_type_w, w, stride_w, compute_type, batch_size,
         )
@@ -4523,42 +4681,33 @@ def xsygv_strided_batched_buffer_size(
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xsygvd(
-    handle, params, itype, jobz, uplo, n, data_type_a, d_a, lda, data_type_b, d_b, ldb, data_type_w, d_w,
-    compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host,
-    d_info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xsygvd`."""
+def xsygvd(*args, _checked=_m.xsygvd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xsygvd` (handle, params, itype, jobz, uplo, n,
+    data_type_a, d_a, lda, data_type_b, d_b, ldb, data_type_w, d_w, compute_type, buffer_on_device,
+    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, d_info).
+    """
     try:
-        _s = _m._p_cusolverDnXsygvd(
-            handle, params, itype, jobz, uplo, n, data_type_a, d_a, lda, data_type_b, d_b, ldb, data_type_w,
-            d_w, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
-            workspace_in_bytes_on_host, d_info,
-        )
+        _s = _p_cusolverDnXsygvd(*args)
     except _ArgumentError:
-        return _m.xsygvd(
-            handle, params, itype, jobz, uplo, n, data_type_a, d_a, lda, data_type_b, d_b, ldb, data_type_w,
-            d_w, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
-            workspace_in_bytes_on_host, d_info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def xsygvd_buffer_size(
     handle, params, itype, jobz, uplo, n, data_type_a, d_a, lda, data_type_b, d_b, ldb, data_type_w, d_w,
-    compute_type,
+    compute_type, *, _checked=_m.xsygvd_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xsygvd_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXsygvd_bufferSize(
+        _s = _p_cusolverDnXsygvd_bufferSize(
             handle, params, itype, jobz, uplo, n, data_type_a, d_a, lda, data_type_b, d_b, ldb, data_type_w,
             d_w, compute_type, _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xsygvd_buffer_size(
+        return _checked(
             handle, params, itype, jobz, uplo, n, data_type_a, d_a, lda, data_type_b, d_b, ldb, data_type_w,
             d_w, compute_type,
         )
@@ -4570,18 +4719,18 @@ def xsygvd_buffer_size(
 def xsygvdx(
     handle, params, itype, jobz, range, uplo, n, data_type_a, d_a, lda, data_type_b, d_b, ldb, vl, vu, il, iu,
     data_type_w, d_w, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
-    workspace_in_bytes_on_host, d_info,
+    workspace_in_bytes_on_host, d_info, *, _checked=_m.xsygvdx,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xsygvdx`."""
     meig = _i64()
     try:
-        _s = _m._p_cusolverDnXsygvdx(
+        _s = _p_cusolverDnXsygvdx(
             handle, params, itype, jobz, range, uplo, n, data_type_a, d_a, lda, data_type_b, d_b, ldb, vl, vu,
             il, iu, _byref(meig), data_type_w, d_w, compute_type, buffer_on_device,
             workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, d_info,
         )
     except _ArgumentError:
-        return _m.xsygvdx(
+        return _checked(
             handle, params, itype, jobz, range, uplo, n, data_type_a, d_a, lda, data_type_b, d_b, ldb, vl, vu,
             il, iu, data_type_w, d_w, compute_type, buffer_on_device, workspace_in_bytes_on_device,
             buffer_on_host, workspace_in_bytes_on_host, d_info,
@@ -4593,20 +4742,20 @@ def xsygvdx(
 
 def xsygvdx_buffer_size(
     handle, params, itype, jobz, uplo, n, data_type_a, d_a, lda, data_type_b, d_b, ldb, vl, vu, il, iu,
-    data_type_w, d_w, compute_type,
+    data_type_w, d_w, compute_type, *, _checked=_m.xsygvdx_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xsygvdx_buffer_size`."""
     meig = _i64()
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXsygvdx_bufferSize(
+        _s = _p_cusolverDnXsygvdx_bufferSize(
             handle, params, itype, jobz, uplo, n, data_type_a, d_a, lda, data_type_b, d_b, ldb, vl, vu, il,
             iu, _byref(meig), data_type_w, d_w, compute_type, _byref(workspace_in_bytes_on_device),
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xsygvdx_buffer_size(
+        return _checked(
             handle, params, itype, jobz, uplo, n, data_type_a, d_a, lda, data_type_b, d_b, ldb, vl, vu, il,
             iu, data_type_w, d_w, compute_type,
         )
@@ -4615,152 +4764,143 @@ def xsygvdx_buffer_size(
     return (meig.value, workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xsytrf(
-    handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type, buffer_on_device,
-    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xsytrf`."""
+def xsytrf(*args, _checked=_m.xsytrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xsytrf` (handle, params, uplo, n, data_type_a, a, lda,
+    ipiv, compute_type, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
+    workspace_in_bytes_on_host, info).
+    """
     try:
-        _s = _m._p_cusolverDnXsytrf(
-            handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        _s = _p_cusolverDnXsytrf(*args)
     except _ArgumentError:
-        return _m.xsytrf(
-            handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xsytrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type):
+def xsytrf_buffer_size(
+    handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type, *, _checked=_m.xsytrf_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xsytrf_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXsytrf_bufferSize(
+        _s = _p_cusolverDnXsytrf_bufferSize(
             handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type,
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xsytrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type)
+        return _checked(handle, params, uplo, n, data_type_a, a, lda, ipiv, compute_type)
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xsytrs(
-    handle, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, buffer_on_device,
-    workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xsytrs`."""
+def xsytrs(*args, _checked=_m.xsytrs):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xsytrs` (handle, uplo, n, nrhs, data_type_a, a, lda, ipiv,
+    data_type_b, b, ldb, buffer_on_device, workspace_in_bytes_on_device, buffer_on_host,
+    workspace_in_bytes_on_host, info).
+    """
     try:
-        _s = _m._p_cusolverDnXsytrs(
-            handle, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        _s = _p_cusolverDnXsytrs(*args)
     except _ArgumentError:
-        return _m.xsytrs(
-            handle, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, buffer_on_device,
-            workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xsytrs_buffer_size(handle, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb):
+def xsytrs_buffer_size(
+    handle, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb, *, _checked=_m.xsytrs_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xsytrs_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXsytrs_bufferSize(
+        _s = _p_cusolverDnXsytrs_bufferSize(
             handle, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb,
             _byref(workspace_in_bytes_on_device), _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xsytrs_buffer_size(handle, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb)
+        return _checked(handle, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_type_b, b, ldb)
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def xtrtri(
-    handle, uplo, diag, n, data_type_a, a, lda, buffer_on_device, workspace_in_bytes_on_device,
-    buffer_on_host, workspace_in_bytes_on_host, dev_info,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.xtrtri`."""
+def xtrtri(*args, _checked=_m.xtrtri):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.xtrtri` (handle, uplo, diag, n, data_type_a, a, lda,
+    buffer_on_device, workspace_in_bytes_on_device, buffer_on_host, workspace_in_bytes_on_host, dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnXtrtri(
-            handle, uplo, diag, n, data_type_a, a, lda, buffer_on_device, workspace_in_bytes_on_device,
-            buffer_on_host, workspace_in_bytes_on_host, dev_info,
-        )
+        _s = _p_cusolverDnXtrtri(*args)
     except _ArgumentError:
-        return _m.xtrtri(
-            handle, uplo, diag, n, data_type_a, a, lda, buffer_on_device, workspace_in_bytes_on_device,
-            buffer_on_host, workspace_in_bytes_on_host, dev_info,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def xtrtri_buffer_size(handle, uplo, diag, n, data_type_a, a, lda):
+def xtrtri_buffer_size(handle, uplo, diag, n, data_type_a, a, lda, *, _checked=_m.xtrtri_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.xtrtri_buffer_size`."""
     workspace_in_bytes_on_device = _size()
     workspace_in_bytes_on_host = _size()
     try:
-        _s = _m._p_cusolverDnXtrtri_bufferSize(
+        _s = _p_cusolverDnXtrtri_bufferSize(
             handle, uplo, diag, n, data_type_a, a, lda, _byref(workspace_in_bytes_on_device),
             _byref(workspace_in_bytes_on_host),
         )
     except _ArgumentError:
-        return _m.xtrtri_buffer_size(handle, uplo, diag, n, data_type_a, a, lda)
+        return _checked(handle, uplo, diag, n, data_type_a, a, lda)
     if _s:
         _raise(_s)
     return (workspace_in_bytes_on_device.value, workspace_in_bytes_on_host.value)
 
 
-def zcgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def zcgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.zcgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zcgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnZCgels(
+        _s = _p_cusolverDnZCgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.zcgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def zcgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def zcgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.zcgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zcgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnZCgels_bufferSize(
+        _s = _p_cusolverDnZCgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.zcgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def zcgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def zcgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.zcgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zcgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnZCgesv(
+        _s = _p_cusolverDnZCgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.zcgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -4768,61 +4908,69 @@ def zcgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def zcgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def zcgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.zcgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zcgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnZCgesv_bufferSize(
+        _s = _p_cusolverDnZCgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.zcgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def zegels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def zegels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.zegels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zegels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnZEgels(
+        _s = _p_cusolverDnZEgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.zegels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def zegels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def zegels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.zegels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zegels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnZEgels_bufferSize(
+        _s = _p_cusolverDnZEgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.zegels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def zegesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def zegesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.zegesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zegesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnZEgesv(
+        _s = _p_cusolverDnZEgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.zegesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -4830,120 +4978,120 @@ def zegesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def zegesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def zegesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.zegesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zegesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnZEgesv_bufferSize(
+        _s = _p_cusolverDnZEgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.zegesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def zgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zgebrd`."""
+def zgebrd(*args, _checked=_m.zgebrd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zgebrd` (handle, m, n, a, lda, d, e, tauq, taup, work,
+    lwork, dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnZgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info)
+        _s = _p_cusolverDnZgebrd(*args)
     except _ArgumentError:
-        return _m.zgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgebrd_buffer_size(handle, m, n):
+def zgebrd_buffer_size(handle, m, n, *, _checked=_m.zgebrd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zgebrd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZgebrd_bufferSize(handle, m, n, _byref(lwork))
+        _s = _p_cusolverDnZgebrd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _m.zgebrd_buffer_size(handle, m, n)
+        return _checked(handle, m, n)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zgeqrf`."""
+def zgeqrf(*args, _checked=_m.zgeqrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zgeqrf` (handle, m, n, a, lda, tau, workspace, lwork,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnZgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info)
+        _s = _p_cusolverDnZgeqrf(*args)
     except _ArgumentError:
-        return _m.zgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgeqrf_buffer_size(handle, m, n, a, lda):
+def zgeqrf_buffer_size(handle, m, n, a, lda, *, _checked=_m.zgeqrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zgeqrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZgeqrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnZgeqrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.zgeqrf_buffer_size(handle, m, n, a, lda)
+        return _checked(handle, m, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zgesvd`."""
+def zgesvd(*args, _checked=_m.zgesvd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zgesvd` (handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt,
+    ldvt, work, lwork, rwork, info).
+    """
     try:
-        _s = _m._p_cusolverDnZgesvd(
-            handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info,
-        )
+        _s = _p_cusolverDnZgesvd(*args)
     except _ArgumentError:
-        return _m.zgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgesvd_buffer_size(handle, m, n):
+def zgesvd_buffer_size(handle, m, n, *, _checked=_m.zgesvd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zgesvd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZgesvd_bufferSize(handle, m, n, _byref(lwork))
+        _s = _p_cusolverDnZgesvd_bufferSize(handle, m, n, _byref(lwork))
     except _ArgumentError:
-        return _m.zgesvd_buffer_size(handle, m, n)
+        return _checked(handle, m, n)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zgesvda_strided_batched(
-    handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv, stride_v,
-    d_work, lwork, d_info, h_r_nrm_f, batch_size,
-):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zgesvda_strided_batched`."""
+def zgesvda_strided_batched(*args, _checked=_m.zgesvda_strided_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zgesvda_strided_batched` (handle, jobz, rank, m, n, d_a,
+    lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv, stride_v, d_work, lwork, d_info,
+    h_r_nrm_f, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnZgesvdaStridedBatched(
-            handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
-            stride_v, d_work, lwork, d_info, h_r_nrm_f, batch_size,
-        )
+        _s = _p_cusolverDnZgesvdaStridedBatched(*args)
     except _ArgumentError:
-        return _m.zgesvda_strided_batched(
-            handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
-            stride_v, d_work, lwork, d_info, h_r_nrm_f, batch_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
 def zgesvda_strided_batched_buffer_size(
     handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv, stride_v,
-    batch_size,
+    batch_size, *, _checked=_m.zgesvda_strided_batched_buffer_size,
 ):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zgesvda_strided_batched_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZgesvdaStridedBatched_bufferSize(
+        _s = _p_cusolverDnZgesvdaStridedBatched_bufferSize(
             handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
             stride_v, _byref(lwork), batch_size,
         )
     except _ArgumentError:
-        return _m.zgesvda_strided_batched_buffer_size(
+        return _checked(
             handle, jobz, rank, m, n, d_a, lda, stride_a, d_s, stride_s, d_u, ldu, stride_u, d_v, ldv,
             stride_v, batch_size,
         )
@@ -4952,225 +5100,245 @@ def zgesvda_strided_batched_buffer_size(
     return lwork.value
 
 
-def zgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zgesvdj`."""
+def zgesvdj(*args, _checked=_m.zgesvdj):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zgesvdj` (handle, jobz, econ, m, n, a, lda, s, u, ldu, v,
+    ldv, work, lwork, info, params).
+    """
     try:
-        _s = _m._p_cusolverDnZgesvdj(
-            handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params,
-        )
+        _s = _p_cusolverDnZgesvdj(*args)
     except _ArgumentError:
-        return _m.zgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgesvdj_batched(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zgesvdj_batched`."""
+def zgesvdj_batched(*args, _checked=_m.zgesvdj_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zgesvdj_batched` (handle, jobz, m, n, a, lda, s, u, ldu,
+    v, ldv, work, lwork, info, params, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnZgesvdjBatched(
-            handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size,
-        )
+        _s = _p_cusolverDnZgesvdjBatched(*args)
     except _ArgumentError:
-        return _m.zgesvdj_batched(
-            handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, info, params, batch_size,
-        )
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgesvdj_batched_buffer_size(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size):
+def zgesvdj_batched_buffer_size(
+    handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size, *,
+    _checked=_m.zgesvdj_batched_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zgesvdj_batched_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZgesvdjBatched_bufferSize(
+        _s = _p_cusolverDnZgesvdjBatched_bufferSize(
             handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _m.zgesvdj_batched_buffer_size(
-            handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size,
-        )
+        return _checked(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, params, batch_size)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params):
+def zgesvdj_buffer_size(
+    handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params, *, _checked=_m.zgesvdj_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zgesvdj_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZgesvdj_bufferSize(
+        _s = _p_cusolverDnZgesvdj_bufferSize(
             handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _m.zgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params)
+        return _checked(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, params)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zgetrf`."""
+def zgetrf(*args, _checked=_m.zgetrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zgetrf` (handle, m, n, a, lda, workspace, dev_ipiv,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnZgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info)
+        _s = _p_cusolverDnZgetrf(*args)
     except _ArgumentError:
-        return _m.zgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zgetrf_buffer_size(handle, m, n, a, lda):
+def zgetrf_buffer_size(handle, m, n, a, lda, *, _checked=_m.zgetrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zgetrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZgetrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnZgetrf_bufferSize(handle, m, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.zgetrf_buffer_size(handle, m, n, a, lda)
+        return _checked(handle, m, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zgetrs`."""
+def zgetrs(*args, _checked=_m.zgetrs):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zgetrs` (handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnZgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info)
+        _s = _p_cusolverDnZgetrs(*args)
     except _ArgumentError:
-        return _m.zgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zheevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zheevd`."""
+def zheevd(*args, _checked=_m.zheevd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zheevd` (handle, jobz, uplo, n, a, lda, w, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnZheevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info)
+        _s = _p_cusolverDnZheevd(*args)
     except _ArgumentError:
-        return _m.zheevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zheevd_buffer_size(handle, jobz, uplo, n, a, lda, w):
+def zheevd_buffer_size(handle, jobz, uplo, n, a, lda, w, *, _checked=_m.zheevd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zheevd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZheevd_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork))
+        _s = _p_cusolverDnZheevd_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork))
     except _ArgumentError:
-        return _m.zheevd_buffer_size(handle, jobz, uplo, n, a, lda, w)
+        return _checked(handle, jobz, uplo, n, a, lda, w)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zheevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info):
+def zheevdx(
+    handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info, *, _checked=_m.zheevdx,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zheevdx`."""
     meig = _int()
     try:
-        _s = _m._p_cusolverDnZheevdx(
+        _s = _p_cusolverDnZheevdx(
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, work, lwork, info,
         )
     except _ArgumentError:
-        return _m.zheevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info)
+        return _checked(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork, info)
     if _s:
         _raise(_s)
     return meig.value
 
 
-def zheevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w):
+def zheevdx_buffer_size(
+    handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, *, _checked=_m.zheevdx_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zheevdx_buffer_size`."""
     meig = _int()
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZheevdx_bufferSize(
+        _s = _p_cusolverDnZheevdx_bufferSize(
             handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, _byref(meig), w, _byref(lwork),
         )
     except _ArgumentError:
-        return _m.zheevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
+        return _checked(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
 
 
-def zheevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zheevj`."""
+def zheevj(*args, _checked=_m.zheevj):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zheevj` (handle, jobz, uplo, n, a, lda, w, work, lwork,
+    info, params).
+    """
     try:
-        _s = _m._p_cusolverDnZheevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params)
+        _s = _p_cusolverDnZheevj(*args)
     except _ArgumentError:
-        return _m.zheevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zheevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zheevj_batched`."""
+def zheevj_batched(*args, _checked=_m.zheevj_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zheevj_batched` (handle, jobz, uplo, n, a, lda, w, work,
+    lwork, info, params, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnZheevjBatched(
-            handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size,
-        )
+        _s = _p_cusolverDnZheevjBatched(*args)
     except _ArgumentError:
-        return _m.zheevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zheevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_size):
+def zheevj_batched_buffer_size(
+    handle, jobz, uplo, n, a, lda, w, params, batch_size, *, _checked=_m.zheevj_batched_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zheevj_batched_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZheevjBatched_bufferSize(
+        _s = _p_cusolverDnZheevjBatched_bufferSize(
             handle, jobz, uplo, n, a, lda, w, _byref(lwork), params, batch_size,
         )
     except _ArgumentError:
-        return _m.zheevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_size)
+        return _checked(handle, jobz, uplo, n, a, lda, w, params, batch_size)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zheevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params):
+def zheevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params, *, _checked=_m.zheevj_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zheevj_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZheevj_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork), params)
+        _s = _p_cusolverDnZheevj_bufferSize(handle, jobz, uplo, n, a, lda, w, _byref(lwork), params)
     except _ArgumentError:
-        return _m.zheevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params)
+        return _checked(handle, jobz, uplo, n, a, lda, w, params)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zhegvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zhegvd`."""
+def zhegvd(*args, _checked=_m.zhegvd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zhegvd` (handle, itype, jobz, uplo, n, a, lda, b, ldb, w,
+    work, lwork, info).
+    """
     try:
-        _s = _m._p_cusolverDnZhegvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info)
+        _s = _p_cusolverDnZhegvd(*args)
     except _ArgumentError:
-        return _m.zhegvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhegvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w):
+def zhegvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, *, _checked=_m.zhegvd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zhegvd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZhegvd_bufferSize(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork))
+        _s = _p_cusolverDnZhegvd_bufferSize(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork))
     except _ArgumentError:
-        return _m.zhegvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w)
+        return _checked(handle, itype, jobz, uplo, n, a, lda, b, ldb, w)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zhegvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, work, lwork, info):
+def zhegvdx(
+    handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, work, lwork, info, *,
+    _checked=_m.zhegvdx,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zhegvdx`."""
     meig = _int()
     try:
-        _s = _m._p_cusolverDnZhegvdx(
+        _s = _p_cusolverDnZhegvdx(
             handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, _byref(meig), w, work, lwork,
             info,
         )
     except _ArgumentError:
-        return _m.zhegvdx(
+        return _checked(
             handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, work, lwork, info,
         )
     if _s:
@@ -5178,111 +5346,124 @@ def zhegvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
     return meig.value
 
 
-def zhegvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w):
+def zhegvdx_buffer_size(
+    handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w, *,
+    _checked=_m.zhegvdx_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zhegvdx_buffer_size`."""
     meig = _int()
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZhegvdx_bufferSize(
+        _s = _p_cusolverDnZhegvdx_bufferSize(
             handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, _byref(meig), w,
             _byref(lwork),
         )
     except _ArgumentError:
-        return _m.zhegvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w)
+        return _checked(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu, w)
     if _s:
         _raise(_s)
     return (meig.value, lwork.value)
 
 
-def zhegvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zhegvj`."""
+def zhegvj(*args, _checked=_m.zhegvj):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zhegvj` (handle, itype, jobz, uplo, n, a, lda, b, ldb, w,
+    work, lwork, info, params).
+    """
     try:
-        _s = _m._p_cusolverDnZhegvj(
-            handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params,
-        )
+        _s = _p_cusolverDnZhegvj(*args)
     except _ArgumentError:
-        return _m.zhegvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, params)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhegvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params):
+def zhegvj_buffer_size(
+    handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params, *, _checked=_m.zhegvj_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zhegvj_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZhegvj_bufferSize(
+        _s = _p_cusolverDnZhegvj_bufferSize(
             handle, itype, jobz, uplo, n, a, lda, b, ldb, w, _byref(lwork), params,
         )
     except _ArgumentError:
-        return _m.zhegvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params)
+        return _checked(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zhetrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zhetrd`."""
+def zhetrd(*args, _checked=_m.zhetrd):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zhetrd` (handle, uplo, n, a, lda, d, e, tau, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnZhetrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info)
+        _s = _p_cusolverDnZhetrd(*args)
     except _ArgumentError:
-        return _m.zhetrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zhetrd_buffer_size(handle, uplo, n, a, lda, d, e, tau):
+def zhetrd_buffer_size(handle, uplo, n, a, lda, d, e, tau, *, _checked=_m.zhetrd_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zhetrd_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZhetrd_bufferSize(handle, uplo, n, a, lda, d, e, tau, _byref(lwork))
+        _s = _p_cusolverDnZhetrd_bufferSize(handle, uplo, n, a, lda, d, e, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.zhetrd_buffer_size(handle, uplo, n, a, lda, d, e, tau)
+        return _checked(handle, uplo, n, a, lda, d, e, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zkgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def zkgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.zkgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zkgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnZKgels(
+        _s = _p_cusolverDnZKgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.zkgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def zkgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def zkgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.zkgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zkgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnZKgels_bufferSize(
+        _s = _p_cusolverDnZKgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.zkgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def zkgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def zkgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.zkgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zkgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnZKgesv(
+        _s = _p_cusolverDnZKgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.zkgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -5290,325 +5471,349 @@ def zkgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def zkgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def zkgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.zkgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zkgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnZKgesv_bufferSize(
+        _s = _p_cusolverDnZKgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.zkgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def zlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zlaswp`."""
+def zlaswp(*args, _checked=_m.zlaswp):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zlaswp` (handle, n, a, lda, k1, k2, dev_ipiv, incx)."""
     try:
-        _s = _m._p_cusolverDnZlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx)
+        _s = _p_cusolverDnZlaswp(*args)
     except _ArgumentError:
-        return _m.zlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zlauum(handle, uplo, n, a, lda, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zlauum`."""
+def zlauum(*args, _checked=_m.zlauum):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zlauum` (handle, uplo, n, a, lda, work, lwork, dev_info)."""
     try:
-        _s = _m._p_cusolverDnZlauum(handle, uplo, n, a, lda, work, lwork, dev_info)
+        _s = _p_cusolverDnZlauum(*args)
     except _ArgumentError:
-        return _m.zlauum(handle, uplo, n, a, lda, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zlauum_buffer_size(handle, uplo, n, a, lda):
+def zlauum_buffer_size(handle, uplo, n, a, lda, *, _checked=_m.zlauum_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zlauum_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZlauum_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnZlauum_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.zlauum_buffer_size(handle, uplo, n, a, lda)
+        return _checked(handle, uplo, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zpotrf`."""
+def zpotrf(*args, _checked=_m.zpotrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zpotrf` (handle, uplo, n, a, lda, workspace, lwork,
+    dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnZpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info)
+        _s = _p_cusolverDnZpotrf(*args)
     except _ArgumentError:
-        return _m.zpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zpotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zpotrf_batched`."""
+def zpotrf_batched(*args, _checked=_m.zpotrf_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zpotrf_batched` (handle, uplo, n, aarray, lda, info_array,
+    batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnZpotrfBatched(handle, uplo, n, aarray, lda, info_array, batch_size)
+        _s = _p_cusolverDnZpotrfBatched(*args)
     except _ArgumentError:
-        return _m.zpotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zpotrf_buffer_size(handle, uplo, n, a, lda):
+def zpotrf_buffer_size(handle, uplo, n, a, lda, *, _checked=_m.zpotrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zpotrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZpotrf_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnZpotrf_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.zpotrf_buffer_size(handle, uplo, n, a, lda)
+        return _checked(handle, uplo, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zpotri(handle, uplo, n, a, lda, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zpotri`."""
+def zpotri(*args, _checked=_m.zpotri):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zpotri` (handle, uplo, n, a, lda, work, lwork, dev_info)."""
     try:
-        _s = _m._p_cusolverDnZpotri(handle, uplo, n, a, lda, work, lwork, dev_info)
+        _s = _p_cusolverDnZpotri(*args)
     except _ArgumentError:
-        return _m.zpotri(handle, uplo, n, a, lda, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zpotri_buffer_size(handle, uplo, n, a, lda):
+def zpotri_buffer_size(handle, uplo, n, a, lda, *, _checked=_m.zpotri_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zpotri_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZpotri_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnZpotri_bufferSize(handle, uplo, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.zpotri_buffer_size(handle, uplo, n, a, lda)
+        return _checked(handle, uplo, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zpotrs`."""
+def zpotrs(*args, _checked=_m.zpotrs):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zpotrs` (handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)."""
     try:
-        _s = _m._p_cusolverDnZpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)
+        _s = _p_cusolverDnZpotrs(*args)
     except _ArgumentError:
-        return _m.zpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zpotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zpotrs_batched`."""
+def zpotrs_batched(*args, _checked=_m.zpotrs_batched):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zpotrs_batched` (handle, uplo, n, nrhs, a, lda, b, ldb,
+    d_info, batch_size).
+    """
     try:
-        _s = _m._p_cusolverDnZpotrsBatched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size)
+        _s = _p_cusolverDnZpotrsBatched(*args)
     except _ArgumentError:
-        return _m.zpotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zsytrf`."""
+def zsytrf(*args, _checked=_m.zsytrf):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zsytrf` (handle, uplo, n, a, lda, ipiv, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnZsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        _s = _p_cusolverDnZsytrf(*args)
     except _ArgumentError:
-        return _m.zsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsytrf_buffer_size(handle, n, a, lda):
+def zsytrf_buffer_size(handle, n, a, lda, *, _checked=_m.zsytrf_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zsytrf_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZsytrf_bufferSize(handle, n, a, lda, _byref(lwork))
+        _s = _p_cusolverDnZsytrf_bufferSize(handle, n, a, lda, _byref(lwork))
     except _ArgumentError:
-        return _m.zsytrf_buffer_size(handle, n, a, lda)
+        return _checked(handle, n, a, lda)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zsytri`."""
+def zsytri(*args, _checked=_m.zsytri):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zsytri` (handle, uplo, n, a, lda, ipiv, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnZsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        _s = _p_cusolverDnZsytri(*args)
     except _ArgumentError:
-        return _m.zsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zsytri_buffer_size(handle, uplo, n, a, lda, ipiv):
+def zsytri_buffer_size(handle, uplo, n, a, lda, ipiv, *, _checked=_m.zsytri_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zsytri_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZsytri_bufferSize(handle, uplo, n, a, lda, ipiv, _byref(lwork))
+        _s = _p_cusolverDnZsytri_bufferSize(handle, uplo, n, a, lda, ipiv, _byref(lwork))
     except _ArgumentError:
-        return _m.zsytri_buffer_size(handle, uplo, n, a, lda, ipiv)
+        return _checked(handle, uplo, n, a, lda, ipiv)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zungbr(handle, side, m, n, k, a, lda, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zungbr`."""
+def zungbr(*args, _checked=_m.zungbr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zungbr` (handle, side, m, n, k, a, lda, tau, work, lwork,
+    info).
+    """
     try:
-        _s = _m._p_cusolverDnZungbr(handle, side, m, n, k, a, lda, tau, work, lwork, info)
+        _s = _p_cusolverDnZungbr(*args)
     except _ArgumentError:
-        return _m.zungbr(handle, side, m, n, k, a, lda, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zungbr_buffer_size(handle, side, m, n, k, a, lda, tau):
+def zungbr_buffer_size(handle, side, m, n, k, a, lda, tau, *, _checked=_m.zungbr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zungbr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZungbr_bufferSize(handle, side, m, n, k, a, lda, tau, _byref(lwork))
+        _s = _p_cusolverDnZungbr_bufferSize(handle, side, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.zungbr_buffer_size(handle, side, m, n, k, a, lda, tau)
+        return _checked(handle, side, m, n, k, a, lda, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zungqr(handle, m, n, k, a, lda, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zungqr`."""
+def zungqr(*args, _checked=_m.zungqr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zungqr` (handle, m, n, k, a, lda, tau, work, lwork, info)."""
     try:
-        _s = _m._p_cusolverDnZungqr(handle, m, n, k, a, lda, tau, work, lwork, info)
+        _s = _p_cusolverDnZungqr(*args)
     except _ArgumentError:
-        return _m.zungqr(handle, m, n, k, a, lda, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zungqr_buffer_size(handle, m, n, k, a, lda, tau):
+def zungqr_buffer_size(handle, m, n, k, a, lda, tau, *, _checked=_m.zungqr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zungqr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZungqr_bufferSize(handle, m, n, k, a, lda, tau, _byref(lwork))
+        _s = _p_cusolverDnZungqr_bufferSize(handle, m, n, k, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.zungqr_buffer_size(handle, m, n, k, a, lda, tau)
+        return _checked(handle, m, n, k, a, lda, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zungtr(handle, uplo, n, a, lda, tau, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zungtr`."""
+def zungtr(*args, _checked=_m.zungtr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zungtr` (handle, uplo, n, a, lda, tau, work, lwork, info)."""
     try:
-        _s = _m._p_cusolverDnZungtr(handle, uplo, n, a, lda, tau, work, lwork, info)
+        _s = _p_cusolverDnZungtr(*args)
     except _ArgumentError:
-        return _m.zungtr(handle, uplo, n, a, lda, tau, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zungtr_buffer_size(handle, uplo, n, a, lda, tau):
+def zungtr_buffer_size(handle, uplo, n, a, lda, tau, *, _checked=_m.zungtr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zungtr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZungtr_bufferSize(handle, uplo, n, a, lda, tau, _byref(lwork))
+        _s = _p_cusolverDnZungtr_bufferSize(handle, uplo, n, a, lda, tau, _byref(lwork))
     except _ArgumentError:
-        return _m.zungtr_buffer_size(handle, uplo, n, a, lda, tau)
+        return _checked(handle, uplo, n, a, lda, tau)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zunmqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zunmqr`."""
+def zunmqr(*args, _checked=_m.zunmqr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zunmqr` (handle, side, trans, m, n, k, a, lda, tau, c,
+    ldc, work, lwork, dev_info).
+    """
     try:
-        _s = _m._p_cusolverDnZunmqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info)
+        _s = _p_cusolverDnZunmqr(*args)
     except _ArgumentError:
-        return _m.zunmqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zunmqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc):
+def zunmqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc, *, _checked=_m.zunmqr_buffer_size):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zunmqr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZunmqr_bufferSize(
-            handle, side, trans, m, n, k, a, lda, tau, c, ldc, _byref(lwork),
-        )
+        _s = _p_cusolverDnZunmqr_bufferSize(handle, side, trans, m, n, k, a, lda, tau, c, ldc, _byref(lwork))
     except _ArgumentError:
-        return _m.zunmqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc)
+        return _checked(handle, side, trans, m, n, k, a, lda, tau, c, ldc)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zunmtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info):
-    """Unchecked :func:`nvmath.bindings.cusolverDn.zunmtr`."""
+def zunmtr(*args, _checked=_m.zunmtr):
+    """Unchecked :func:`nvmath.bindings.cusolverDn.zunmtr` (handle, side, uplo, trans, m, n, a, lda, tau, c,
+    ldc, work, lwork, info).
+    """
     try:
-        _s = _m._p_cusolverDnZunmtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info)
+        _s = _p_cusolverDnZunmtr(*args)
     except _ArgumentError:
-        return _m.zunmtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, info)
+        return _checked(*args)
     if _s:
         _raise(_s)
 
 
-def zunmtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc):
+def zunmtr_buffer_size(
+    handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, *, _checked=_m.zunmtr_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zunmtr_buffer_size`."""
     lwork = _int()
     try:
-        _s = _m._p_cusolverDnZunmtr_bufferSize(
+        _s = _p_cusolverDnZunmtr_bufferSize(
             handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, _byref(lwork),
         )
     except _ArgumentError:
-        return _m.zunmtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc)
+        return _checked(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc)
     if _s:
         _raise(_s)
     return lwork.value
 
 
-def zygels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def zygels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.zygels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zygels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnZYgels(
+        _s = _p_cusolverDnZYgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.zygels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def zygels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def zygels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.zygels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zygels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnZYgels_bufferSize(
+        _s = _p_cusolverDnZYgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.zygels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def zygesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def zygesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.zygesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zygesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnZYgesv(
+        _s = _p_cusolverDnZYgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.zygesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -5616,61 +5821,69 @@ def zygesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def zygesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def zygesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.zygesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zygesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnZYgesv_bufferSize(
+        _s = _p_cusolverDnZYgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.zygesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def zzgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def zzgels(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.zzgels,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zzgels`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnZZgels(
+        _s = _p_cusolverDnZZgels(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.zzgels(
-            handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
-        )
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info)
     if _s:
         _raise(_s)
     return iter.value
 
 
-def zzgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace):
+def zzgels_buffer_size(
+    handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.zzgels_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zzgels_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnZZgels_bufferSize(
+        _s = _p_cusolverDnZZgels_bufferSize(
             handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.zzgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
 
 
-def zzgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info):
+def zzgesv(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info, *,
+    _checked=_m.zzgesv,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zzgesv`."""
     iter = _int()
     try:
-        _s = _m._p_cusolverDnZZgesv(
+        _s = _p_cusolverDnZZgesv(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, _byref(iter),
             d_info,
         )
     except _ArgumentError:
-        return _m.zzgesv(
+        return _checked(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, lwork_bytes, d_info,
         )
     if _s:
@@ -5678,15 +5891,20 @@ def zzgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     return iter.value
 
 
-def zzgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace):
+def zzgesv_buffer_size(
+    handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, *, _checked=_m.zzgesv_buffer_size,
+):
     """Unchecked :func:`nvmath.bindings.cusolverDn.zzgesv_buffer_size`."""
     lwork_bytes = _size()
     try:
-        _s = _m._p_cusolverDnZZgesv_bufferSize(
+        _s = _p_cusolverDnZZgesv_bufferSize(
             handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace, _byref(lwork_bytes),
         )
     except _ArgumentError:
-        return _m.zzgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
+        return _checked(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace)
     if _s:
         _raise(_s)
     return lwork_bytes.value
+
+
+_loader.share_globals(globals(), _m, __all__)
