@@ -1,9 +1,10 @@
-"""Generate ``nvmath/bindings/{cublasLt,cublas,cufft,cusolverDn,cusolver}.py`` from the C headers.
+"""Generate ``nvmath/bindings/{cublasLt,cublas,cufft,cusolverDn,cusolver}.py`` from the C headers
+(and their unchecked twins ``nvmath/bindings/_unchecked/<module>.py``).
 
 Usage::
 
     python tools/gen_bindings.py                 # regenerate nvmath/bindings in place
-    python tools/gen_bindings.py --out DIR       # write the five modules into DIR
+    python tools/gen_bindings.py --out DIR       # write the five modules (and _unchecked/) into DIR
     python tools/gen_bindings.py --check         # regenerate into a temp dir, diff, exit 1 on mismatch
     python tools/gen_bindings.py --coverage      # print declared / bound / excluded per library
 
@@ -41,6 +42,24 @@ function and the parameter. The fast path is one inline boolean expression of ra
 plus ctypes' own conversion; a failure of either goes to ``_loader.retry_call``, which checks each
 argument against the module's generated ``_ARG_KINDS`` table. The first call of each function checks
 its arguments before the library is loaded.
+
+Overhead policy (issue #13: at most 0.2 us per call for the checks): the checks cost 0.01-0.05 us
+for a few arguments but ~0.27 us for the 16 of ``cublasLtMatmul``, so nvmath's own per-call paths
+do not pay them. Every function has an *unchecked* twin in ``nvmath/bindings/_unchecked/<module>.py``
+(``tools/gen_bindings_unchecked.py``: same name, positional parameters and return value, a failure
+status raises the same error, ints go to ctypes as they are) for arguments validated once -- a
+planner's ``execute()`` passes the pointers and sizes it computed at plan time -- within ~0.05 us of
+the bare ctypes call. ``tools/bench_binding_checks.py`` measures them (ns per call, a C stub
+returning success, CPython 3.11 on the project's shared 2-core CPU machine, 2026-12-01):
+
+    =============================== ===== ========= =======
+    binding                           raw unchecked checked
+    =============================== ===== ========= =======
+    cublasLt.matmul (16 arguments)    742   +34      +301
+    cufft.exec_c2c (4)                319   +80      +124
+    cusolverDn.set_stream (2)         153   +37       +60
+    cublasLt.matmul_desc_destroy (1)  116   +38       +48
+    =============================== ===== ========= =======
 
 Return values: the library status type is checked (``if status: raise <Lib>Error``); ``const char*``
 becomes ``str``; other scalars are returned. Enum classes are ``IntEnum``s named after the C type
