@@ -349,7 +349,7 @@ class Matmul(FreedOnExit):
         head = self._plan_args(plan, d_ptr)
         with streams.stream_ctx(handle):  # unchecked: validated ints (see _launch)
             lt_unchecked.matmul(*head, algorithm.algo_ptr, ws_ptr, ws_size, handle.ptr)
-        streams.mark_done(handle)
+            streams.record_done(handle)
         if release_workspace:
             self._workspace.release()
         return self._deliver(out, is_adapter, None, handle)
@@ -383,8 +383,8 @@ class Matmul(FreedOnExit):
                 lt_handle, desc, alpha, self._pa.ptr, la, self._pb.ptr, lb, beta, pc, lc, d_ptr, ld, algo_ptr,
                 ws_ptr, ws_size, handle.ptr,
             )  # fmt: skip
-        if handle.mortal:  # the stream may be gone when the workspace is next used or freed
-            streams.mark_done(handle)
+            if handle.mortal:  # the stream may be gone when the workspace is next used or freed
+                streams.record_done(handle)
         if release_workspace:
             self._workspace.release()
         if self._fast_deliver and aux is None:  # GPU operands, non-blocking, no aux outputs
