@@ -9,10 +9,10 @@ sequence into a C array (functions without outputs take ``*args`` and pass the t
 positionally). Callers pass ints they validated once (a planner's ``execute()`` passes pointers and sizes
 computed at plan time). A failure status raises the library's error, as the checked function does; an
 argument ctypes itself refuses (a float for an integer, a numpy integer for a pointer, a list for an
-array) falls back to the checked function, which converts it or raises a TypeError naming it. An integer
-out of its C type's range is NOT refused: ctypes wraps it, and a value that is not an address crashes like
-it would in C. Public code uses ``nvmath.bindings.<module>``. Each module is imported on its own (this
-package imports nothing).
+array) falls back to the checked function, which converts it or raises a TypeError naming it. What ctypes
+accepts is NOT checked: an integer out of its C type's range wraps, a ``str`` for a pointer becomes the
+address of its text, and a value that is not a valid address crashes as it would in C. Public code uses
+``nvmath.bindings.<module>``. Each module is imported on its own (this package imports nothing).
 """
 
 __all__: list[str] = []
