@@ -44,22 +44,25 @@ argument against the module's generated ``_ARG_KINDS`` table. The first call of 
 its arguments before the library is loaded.
 
 Overhead policy (issue #13: at most 0.2 us per call for the checks): the checks cost 0.01-0.05 us
-for a few arguments but ~0.27 us for the 16 of ``cublasLtMatmul``, so nvmath's own per-call paths
-do not pay them. Every function has an *unchecked* twin in ``nvmath/bindings/_unchecked/<module>.py``
-(``tools/gen_bindings_unchecked.py``: same name, positional parameters and return value, a failure
-status raises the same error, ints go to ctypes as they are) for arguments validated once -- a
-planner's ``execute()`` passes the pointers and sizes it computed at plan time -- within ~0.05 us of
-the bare ctypes call. ``tools/bench_binding_checks.py`` measures them (ns per call, a C stub
+for a few arguments but ~0.25 us for the 16 of ``cublasLtMatmul`` and ~0.3 us for the 19-23 of the
+cuBLAS GEMMs. Every function therefore has an *unchecked* twin in
+``nvmath/bindings/_unchecked/<module>.py`` (``tools/gen_bindings_unchecked.py``: same name, positional
+parameters and return value, a failure status raises the same error, ints go to ctypes as they are),
+0.03-0.08 us over the bare ctypes call, for arguments validated once: ``Matmul.execute()`` passes
+cuBLASLt the pointers and sizes it computed at plan time. (The generic matmul's per-call cuBLAS GEMMs
+still use the checked functions.) ``tools/bench_binding_checks.py`` measures them (ns per call, a C stub
 returning success, CPython 3.11 on the project's shared 2-core CPU machine, 2026-12-01):
 
-    =============================== ===== ========= =======
-    binding                           raw unchecked checked
-    =============================== ===== ========= =======
-    cublasLt.matmul (16 arguments)    742   +34      +301
-    cufft.exec_c2c (4)                319   +80      +124
-    cusolverDn.set_stream (2)         153   +37       +60
-    cublasLt.matmul_desc_destroy (1)  116   +38       +48
-    =============================== ===== ========= =======
+    ======================================= ===== ========= =======
+    binding                                   raw unchecked checked
+    ======================================= ===== ========= =======
+    cublas.gemm_strided_batched_ex (23 args)  1739   +73      +412
+    cublas.gemm_ex (19)                       1410   +67      +357
+    cublasLt.matmul (16)                       754   +35      +289
+    cufft.exec_c2c (4)                         321   +77      +124
+    cusolverDn.set_stream (2)                  157   +33       +62
+    cublasLt.matmul_desc_destroy (1)           117   +36       +46
+    ======================================= ===== ========= =======
 
 Return values: the library status type is checked (``if status: raise <Lib>Error``); ``const char*``
 becomes ``str``; other scalars are returned. Enum classes are ``IntEnum``s named after the C type
