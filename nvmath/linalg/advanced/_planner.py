@@ -54,6 +54,7 @@ _DEFAULTS = tuple(
 _PLANNED = PlannerState.PLANNED.value
 
 
+
 class Matmul(FreedOnExit):
     """A stateful ``epilog(alpha * a @ b + beta * c)`` on cuBLASLt: plan once, execute many times.
 
@@ -283,6 +284,7 @@ class Matmul(FreedOnExit):
                 self._pa = staged
             else:
                 self._pb = staged
+        self._done_always = _streams.done_after_every_call(staged is not None, self._spec.package)
         # stateless calls may pass bare addresses: GPU operands, out of place, no epilog inputs or scales
         self._pointer_ok = (
             not self._spec.host and not self._inplace and not plan.epilog_slots and not plan.epilog_scales
@@ -383,7 +385,7 @@ class Matmul(FreedOnExit):
                 lt_handle, desc, alpha, self._pa.ptr, la, self._pb.ptr, lb, beta, pc, lc, d_ptr, ld, algo_ptr,
                 ws_ptr, ws_size, handle.ptr,
             )  # fmt: skip
-            if handle.mortal:  # the stream may be gone when the workspace is next used or freed
+            if handle.mortal and (ws_size or self._done_always):  # (see _commit)
                 streams.record_done(handle)
         if release_workspace:
             self._workspace.release()
