@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from nvmath._internal import streams
 from nvmath._internal.streams import StreamHandle
-from nvmath.bindings import cublasLt as lt
+from nvmath.bindings._unchecked import cublasLt as lt_unchecked
 from nvmath.linalg.advanced import _handles
 from nvmath.linalg.advanced._results import deliver
 
@@ -134,6 +134,8 @@ class AddressRun:
         desc, alpha, la, lb, beta, lc, ld, c_is_d = self._static
         if self._swap:
             a_ptr, b_ptr = b_ptr, a_ptr
+        # the unchecked binding: plan-time descriptors, the planner's handle, workspace and stream (as in
+        # Matmul._launch), and the caller's tensor addresses (ints from torch / the adapters)
         args = (
             mm._lt_handle or _handles.get_handle(mm._device_id), desc, alpha, a_ptr, la, b_ptr, lb, beta,
             d_ptr if c_is_d else 0, lc, d_ptr, ld, algo_ptr, ws_ptr, ws_size, handle.ptr,
@@ -142,10 +144,10 @@ class AddressRun:
         done = handle.mortal and (ws_size or mm._done_always)
         device = self._device
         if device is not None and handle.ctx is None and not done and device() == mm._device_id:
-            lt.matmul(*args)  # torch's device is the operands': its primary context is current
+            lt_unchecked.matmul(*args)  # torch's device is the operands': its primary context is current
             return extras
         with streams.stream_ctx(handle):  # the caller's thread may have another device current
-            lt.matmul(*args)
+            lt_unchecked.matmul(*args)
             if done:
                 streams.record_done(handle)
         return extras
