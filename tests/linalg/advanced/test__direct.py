@@ -133,3 +133,20 @@ def test_refuses_plans_that_cannot_run_on_addresses(lt, rng):
     with adv.Matmul(F.fake(_rand(rng, (8, 5))), F.fake(b)) as mm:  # BGRADA reads a's dense column copy
         mm.plan(epilog=E.BGRADA)
         assert mm._staged is not None and not address_run_possible(mm)
+
+
+def test_a_failing_launch_raises(lt, rng, monkeypatch):
+    """The run calls cublasLtMatmul through the unchecked binding, yet a failure status still raises."""
+    from nvmath.bindings import cublasLt
+
+    a, b = _rand(rng, (4, 3)), _rand(rng, (3, 5))
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        mm.plan()
+        run = AddressRun(mm)
+        d = _result(run)
+        monkeypatch.setattr(cublasLt, "matmul", lambda *args: pytest.fail("the checked wrapper ran"))
+        run(_ptr(a), _ptr(b), _ptr(d))
+        np.testing.assert_allclose(d, a @ b, rtol=1e-5, atol=1e-6)
+        monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", lambda *args: 7)  # CUBLAS_STATUS_INVALID_VALUE
+        with pytest.raises(cublasLt.cuBLASLtError):
+            run(_ptr(a), _ptr(b), _ptr(d))
