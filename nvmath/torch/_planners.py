@@ -56,14 +56,15 @@ result); the others need D column-major, so it is formed as ``w @ x.T`` (whose c
 
 class _LinearRun:
     """How a planned Linear-layer problem runs on addresses (:meth:`PlannerCache.linear` does it): the
-    :class:`AddressRun`, whether x is its A operand, and the arguments of ``torch.empty_strided`` for
-    ``y`` (the caller's shape, contiguous)."""
+    :class:`AddressRun`, whether x is its A operand, and how ``y`` is allocated (the caller's shape,
+    contiguous)."""
 
-    __slots__ = ("bias", "device", "dtype", "run", "shape", "strides", "x_first")
+    __slots__ = ("bias", "run", "shape", "strides", "template", "x_first")
 
     def __init__(self, run: AddressRun, x_first: bool, bias: bool, y: Any):
         self.run, self.x_first, self.bias = run, x_first, bias
-        self.shape, self.strides, self.dtype, self.device = tuple(y.shape), y.stride(), y.dtype, y.device
+        self.shape, self.strides = tuple(y.shape), y.stride()
+        self.template = y.new_empty((0,))  # y's dtype and device, no memory: new_empty_strided's source
 
 
 class _Block:
@@ -112,12 +113,12 @@ def _options(a: Any, b: Any, keep: bool) -> Any:
 
 class _ProductRun:
     """How a planned product of :meth:`PlannerCache.run` runs on addresses: the :class:`AddressRun` and
-    the arguments of ``torch.empty_strided`` for its result (as the planner allocates it)."""
+    how its result is allocated (as the planner allocates it)."""
 
-    __slots__ = ("device", "dtype", "run", "shape", "strides")
+    __slots__ = ("run", "shape", "strides", "template")
 
     def __init__(self, run: AddressRun, result: Any):
-        self.run, self.dtype, self.device = run, result.dtype, result.device
+        self.run, self.template = run, result.new_empty((0,))  # the result's dtype and device, no memory
         self.shape, self.strides = run.result_layout[:2]
 
     @classmethod
@@ -136,7 +137,7 @@ class _ProductRun:
         return cls(run, result)
 
     def __call__(self, pa: int, pb: int, pins: tuple[int, ...]) -> Any:
-        y = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
+        y = self.template.new_empty_strided(self.shape, self.strides)
         extras = self.run(pa, pb, y.data_ptr(), pins)
         return y if extras is None else (y, extras)
 
@@ -294,7 +295,7 @@ class PlannerCache:
             run = lr.run
             if run.workspace_size and key not in self._pinned and capturing(x):
                 self._pinned.add(key)  # (a graph replays the workspace: nothing else of the planner's)
-            y = torch.empty_strided(lr.shape, lr.strides, dtype=lr.dtype, device=lr.device)
+            y = lr.template.new_empty_strided(lr.shape, lr.strides)  # (no dtype/device keywords to parse)
             if lr.x_first:
                 return y, run(px, pw, y.data_ptr())
             return y, run(pw, px, y.data_ptr(), (pb,) if lr.bias else ())

@@ -174,8 +174,8 @@ def test_linear_hits_run_on_addresses_with_new_tensors(torch, nt, fake_gpu, monk
     assert extras is None and y.shape == (6, 3) and y.is_contiguous()
     resets = []
     monkeypatch.setattr(Matmul, "reset_operands_unchecked", lambda self, **kw: resets.append(kw))
-    empty = torch.empty_strided
-    monkeypatch.setattr(torch, "empty_strided", lambda *a, **k: empty(*a, **k).fill_(float("nan")))
+    empty = torch.Tensor.new_empty_strided
+    monkeypatch.setattr(torch.Tensor, "new_empty_strided", lambda t, *a: empty(t, *a).fill_(float("nan")))
     for _ in range(3):
         x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
         y, _ = cache.linear(x, w, b, E.RELU_BIAS)
