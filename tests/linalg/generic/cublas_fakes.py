@@ -3,10 +3,17 @@
 The device tensors are those of ``tests/linalg/advanced/matmul_fakes.py`` (``FakeTensor``: a
 "device" array whose memory is host memory, poisoned with NaN when allocated). :func:`install` routes
 the cuBLAS entry points the generic matmul calls (GemmEx, strided-batched, symm, hemm, trmm, dgmm,
-geam, the grouped GEMMs) to numpy emulations that read and write column-major matrices at the raw
-addresses, following the cuBLAS documentation: symm / hemm / trmm read only the stored triangle (the
-tests poison the other one), beta == 0 never reads C. The mirror kernel and the pointer upload are
-emulated too. Every call is recorded, so tests can check which routine ran.
+geam, the grouped GEMMs, SetStream, SetWorkspace) to numpy emulations that read and write
+column-major matrices at the raw addresses, following the cuBLAS documentation: symm / hemm / trmm
+read only the stored triangle (the tests poison the other one), beta == 0 never reads C. The mirror
+kernel and the pointer upload are emulated too. Every call is recorded, so tests can check which
+routine ran.
+
+The generic matmul launches through the unchecked bindings (``nvmath.bindings._unchecked.cublas``),
+so the fakes replace the C function pointers those call (``cublas._p_cublasGemmEx``, ...) and check
+every argument against the C prototype as the checked binding would have (:func:`check_c_args`: plain
+ints in the C type's range, or a ctypes array for an array parameter); the checked Python functions of
+those entry points are replaced by ones that fail the test, so an execute that reached them is caught.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import numpy as np
 
 from nvmath._internal import devices, streams
 from nvmath.bindings import cublas
+from nvmath.bindings._unchecked import cublas as cublas_unchecked
 from nvmath.linalg.generic import _cublas, _grouped, _kernels, _problem
 
 _spec = importlib.util.spec_from_file_location(
@@ -236,25 +244,79 @@ def fake_upload(dst, host, stream):
     ctypes.memmove(dst, host.ctypes.data, host.nbytes)
 
 
+_RANGES = {
+    ctypes.c_int: (-(2**31), 2**31 - 1),
+    ctypes.c_long: (-(2**63), 2**63 - 1),
+    ctypes.c_longlong: (-(2**63), 2**63 - 1),
+    ctypes.c_void_p: (0, 2**64 - 1),
+    ctypes.c_ulong: (0, 2**64 - 1),
+    ctypes.c_size_t: (0, 2**64 - 1),
+}
+"""ctypes argument type -> the range the checked bindings enforce."""
+
+
+def check_c_args(symbol: str, args: tuple) -> None:
+    """Assert what the checked binding would have enforced of a call of C ``symbol``: each argument a
+    plain ``int`` within its C type's range (ctypes would wrap anything else), or, for a pointer
+    parameter, a ctypes array (the grouped GEMMs' per-group arrays)."""
+    _, argtypes = cublas._bind.prototypes[symbol]
+    assert len(args) == len(argtypes), f"{symbol}: {len(args)} arguments, the C function takes {len(argtypes)}"
+    bad = []
+    for i, (x, ctype) in enumerate(zip(args, argtypes)):
+        if ctype is ctypes.c_void_p and isinstance(x, ctypes.Array):
+            continue
+        low, high = _RANGES[ctype]
+        if type(x) is not int or not low <= x <= high:
+            bad.append((i, ctype.__name__, x))
+    assert not bad, f"{symbol}: arguments (position, C type, value) the checked binding refuses: {bad}"
+
+
+def c_symbol(name: str) -> str:
+    """The C symbol the unchecked binding ``name`` calls (``gemm_ex`` -> ``cublasGemmEx``)."""
+    code = getattr(cublas_unchecked, name).__code__
+    return next(n for n in code.co_names if n.startswith("_p_"))[3:]
+
+
+def _refused(name: str):
+    def checked(*args, **kwargs):
+        raise AssertionError(f"the checked binding cublas.{name} was called (execute must use the unchecked one)")
+
+    return checked
+
+
+def route(monkeypatch, name: str, emulation) -> None:
+    """Route the C entry point of binding ``name`` to ``emulation`` (arguments checked, status 0) and
+    make the checked ``cublas.<name>`` fail the test."""
+    symbol = c_symbol(name)
+
+    def c_function(*args):
+        check_c_args(symbol, args)
+        emulation(*args)
+        return 0
+
+    monkeypatch.setattr(cublas, "_p_" + symbol, c_function)
+    monkeypatch.setattr(cublas, name, _refused(name))
+
+
 def install(monkeypatch) -> FakeCublas:
     """Install the fake GPU for one test (undone by ``monkeypatch``); return the :class:`FakeCublas`."""
     F.install(monkeypatch)
     fake = FakeCublas()
     monkeypatch.setattr(_cublas, "get_handle", lambda device_id: 0x1234)
-    monkeypatch.setattr(cublas, "set_stream", lambda h, s: None)
-    monkeypatch.setattr(cublas, "set_workspace", lambda h, p, n: None)
-    monkeypatch.setattr(cublas, "gemm_ex", fake.gemm_ex)
-    monkeypatch.setattr(cublas, "gemm_strided_batched_ex", fake.gemm_strided_batched_ex)
+    route(monkeypatch, "set_stream", lambda h, s: None)
+    route(monkeypatch, "set_workspace", lambda h, p, n: None)
+    route(monkeypatch, "gemm_ex", fake.gemm_ex)
+    route(monkeypatch, "gemm_strided_batched_ex", fake.gemm_strided_batched_ex)
     for p in "sdcz":
-        monkeypatch.setattr(cublas, p + "symm", fake.symm(p, "symm"))
-        monkeypatch.setattr(cublas, p + "trmm", fake.trmm(p))
-        monkeypatch.setattr(cublas, p + "dgmm", fake.dgmm(p))
-        monkeypatch.setattr(cublas, p + "geam", fake.geam(p))
+        route(monkeypatch, p + "symm", fake.symm(p, "symm"))
+        route(monkeypatch, p + "trmm", fake.trmm(p))
+        route(monkeypatch, p + "dgmm", fake.dgmm(p))
+        route(monkeypatch, p + "geam", fake.geam(p))
     for p in "cz":
-        monkeypatch.setattr(cublas, p + "hemm", fake.symm(p, "hemm"))
-    monkeypatch.setattr(cublas, "sgemm_grouped_batched", fake.grouped(np.float32, False))
-    monkeypatch.setattr(cublas, "dgemm_grouped_batched", fake.grouped(np.float64, False))
-    monkeypatch.setattr(cublas, "gemm_grouped_batched_ex", fake.grouped(np.float16, True))
+        route(monkeypatch, p + "hemm", fake.symm(p, "hemm"))
+    route(monkeypatch, "sgemm_grouped_batched", fake.grouped(np.float32, False))
+    route(monkeypatch, "dgemm_grouped_batched", fake.grouped(np.float64, False))
+    route(monkeypatch, "gemm_grouped_batched_ex", fake.grouped(np.float16, True))
     monkeypatch.setattr(_kernels, "expand", fake_expand)
     monkeypatch.setattr(_grouped, "upload", fake_upload)
     monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
