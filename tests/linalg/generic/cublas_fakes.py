@@ -12,8 +12,8 @@ routine ran.
 The generic matmul launches through the unchecked bindings (``nvmath.bindings._unchecked.cublas``),
 so the fakes replace the C function pointers those call (``cublas._p_cublasGemmEx``, ...) and check
 every argument against the C prototype as the checked binding would have (:func:`check_c_args`: plain
-ints in the C type's range, or a ctypes array for an array parameter); the checked Python functions of
-those entry points are replaced by ones that fail the test, so an execute that reached them is caught.
+ints in the C type's range, or a ctypes array for an array parameter: ``tests/fake_gpu.py``); the
+checked Python functions of those entry points fail the test, so an execute that reached them is caught.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+import fake_gpu
 from nvmath._internal import devices, streams
 from nvmath.bindings import cublas
 from nvmath.bindings._unchecked import cublas as cublas_unchecked
@@ -244,58 +245,9 @@ def fake_upload(dst, host, stream):
     ctypes.memmove(dst, host.ctypes.data, host.nbytes)
 
 
-_RANGES = {
-    ctypes.c_int: (-(2**31), 2**31 - 1),
-    ctypes.c_long: (-(2**63), 2**63 - 1),
-    ctypes.c_longlong: (-(2**63), 2**63 - 1),
-    ctypes.c_void_p: (0, 2**64 - 1),
-    ctypes.c_ulong: (0, 2**64 - 1),
-    ctypes.c_size_t: (0, 2**64 - 1),
-}
-"""ctypes argument type -> the range the checked bindings enforce."""
-
-
-def check_c_args(symbol: str, args: tuple) -> None:
-    """Assert what the checked binding would have enforced of a call of C ``symbol``: each argument a
-    plain ``int`` within its C type's range (ctypes would wrap anything else), or, for a pointer
-    parameter, a ctypes array (the grouped GEMMs' per-group arrays)."""
-    _, argtypes = cublas._bind.prototypes[symbol]
-    assert len(args) == len(argtypes), f"{symbol}: {len(args)} arguments, the C function takes {len(argtypes)}"
-    bad = []
-    for i, (x, ctype) in enumerate(zip(args, argtypes)):
-        if ctype is ctypes.c_void_p and isinstance(x, ctypes.Array):
-            continue
-        low, high = _RANGES[ctype]
-        if type(x) is not int or not low <= x <= high:
-            bad.append((i, ctype.__name__, x))
-    assert not bad, f"{symbol}: arguments (position, C type, value) the checked binding refuses: {bad}"
-
-
-def c_symbol(name: str) -> str:
-    """The C symbol the unchecked binding ``name`` calls (``gemm_ex`` -> ``cublasGemmEx``)."""
-    code = getattr(cublas_unchecked, name).__code__
-    return next(n for n in code.co_names if n.startswith("_p_"))[3:]
-
-
-def _refused(name: str):
-    def checked(*args, **kwargs):
-        raise AssertionError(f"the checked binding cublas.{name} was called (execute must use the unchecked one)")
-
-    return checked
-
-
 def route(monkeypatch, name: str, emulation) -> None:
-    """Route the C entry point of binding ``name`` to ``emulation`` (arguments checked, status 0) and
-    make the checked ``cublas.<name>`` fail the test."""
-    symbol = c_symbol(name)
-
-    def c_function(*args):
-        check_c_args(symbol, args)
-        emulation(*args)
-        return 0
-
-    monkeypatch.setattr(cublas, "_p_" + symbol, c_function)
-    monkeypatch.setattr(cublas, name, _refused(name))
+    """Route the C entry point of ``cublas.<name>`` to ``emulation`` (see ``tests/fake_gpu.py``)."""
+    fake_gpu.route_c(monkeypatch, cublas, cublas_unchecked, name, emulation)
 
 
 def install(monkeypatch) -> FakeCublas:
