@@ -80,7 +80,7 @@ def check_c_args(module: Any, symbol: str, args: tuple) -> None:
     argument a plain ``int`` within its C type's range (ctypes would wrap anything else, and take an
     IntEnum or a numpy integer without a word), or, for a pointer parameter, a ctypes array."""
     _, argtypes = module._bind.prototypes[symbol]
-    assert len(args) == len(argtypes), f"{symbol}: {len(args)} arguments, the C function takes {len(argtypes)}"
+    assert len(args) == len(argtypes), f"{symbol}: {len(args)} arguments for {len(argtypes)} parameters"
     bad = []
     for i, (x, ctype) in enumerate(zip(args, argtypes)):
         if ctype is ctypes.c_void_p and isinstance(x, ctypes.Array):
@@ -110,7 +110,7 @@ def route_c(monkeypatch: Any, checked: Any, unchecked: Any, name: str, emulation
 
     def refused(*args: Any, **kwargs: Any) -> None:
         module = checked.__name__.rsplit(".", 1)[-1]
-        raise AssertionError(f"the checked binding {module}.{name} was called (execute uses the unchecked one)")
+        raise AssertionError(f"the checked binding {module}.{name} was called (execute must not call it)")
 
     monkeypatch.setattr(checked, "_p_" + symbol, c_function)
     monkeypatch.setattr(checked, name, refused)

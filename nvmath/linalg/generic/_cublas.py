@@ -239,14 +239,14 @@ class GemmProgram(GpuProgram):
             q1, q2, qd = p1 + off["x1"] * isz, p2 + off["x2"] * isz, pd + off["d"] * isz
             if plan.count == 1:
                 cublas_unchecked.gemm_ex(
-                    handle, op1, op2, self.m, self.n, self.k, alpha, q1, dt, ld1, q2, dt, ld2, beta, qd, dt, ldd,
-                    compute, _ALGO,
+                    handle, op1, op2, self.m, self.n, self.k, alpha, q1, dt, ld1, q2, dt, ld2, beta, qd, dt,
+                    ldd, compute, _ALGO,
                 )  # fmt: skip
             else:
                 s1, s2, sd = self.strides
                 cublas_unchecked.gemm_strided_batched_ex(
-                    handle, op1, op2, self.m, self.n, self.k, alpha, q1, dt, ld1, s1, q2, dt, ld2, s2, beta, qd,
-                    dt, ldd, sd, self.count, compute, _ALGO,
+                    handle, op1, op2, self.m, self.n, self.k, alpha, q1, dt, ld1, s1, q2, dt, ld2, s2, beta,
+                    qd, dt, ldd, sd, self.count, compute, _ALGO,
                 )  # fmt: skip
 
 
@@ -269,7 +269,8 @@ class _PerMatrix(GpuProgram):
         self.geam = getattr(cublas_unchecked, f"{self.types.prefix}geam", None)
         if not self.empty:
             self.lds, self.ldx, self.ldd = self._ld(t.structured), self._ld(self.dense), self._ld("d")
-            self.side, self.uplo, self.diag, self.op_s = int(t.side), int(t.uplo), int(t.diag), int(self.ls.op)
+            self.side, self.uplo, self.diag = int(t.side), int(t.uplo), int(t.diag)
+            self.op_s = int(self.ls.op)
 
     def _routine(self) -> str:
         return self.traits.kind
@@ -331,8 +332,8 @@ class SymmProgram(_PerMatrix):
             if ex is not None:
                 ex.run(handle, stream, ps, px, pd, scratch, s.alpha, s.beta)
             else:
-                lds, ldx, ldd = self.lds, self.ldx, self.ldd
-                self.fn(handle, self.side, self.uplo, self.m, self.n, s.alpha, ps, lds, px, ldx, s.beta, pd, ldd)
+                m, n, lds, ldx, ldd = self.m, self.n, self.lds, self.ldx, self.ldd
+                self.fn(handle, self.side, self.uplo, m, n, s.alpha, ps, lds, px, ldx, s.beta, pd, ldd)
 
 
 class TrmmProgram(_PerMatrix):
@@ -357,8 +358,8 @@ class TrmmProgram(_PerMatrix):
                 ex.run(handle, stream, ps, px, pd, scratch, s.alpha, s.beta if has_c else s.zero)
                 continue
             out, ldo = (scratch, max(m, 1)) if has_c else (pd, ldd)
-            self.fn(handle, self.side, self.uplo, self.op_s, self.diag, m, n, s.alpha, ps, self.lds, px, self.ldx,
-                    out, ldo)  # fmt: skip
+            self.fn(handle, self.side, self.uplo, self.op_s, self.diag, m, n, s.alpha, ps, self.lds, px,
+                    self.ldx, out, ldo)  # fmt: skip
             if has_c:
                 self.geam(handle, _N, _N, m, n, s.one, out, ldo, s.beta, pd, ldd, pd, ldd)
 

@@ -156,5 +156,6 @@ class GroupedProgram:
         else:
             dt, compute = self.enums
             cublas_unchecked.gemm_grouped_batched_ex(
-                handle, ta, tb, ms, ns, ks, al, pa, dt, l1s, pb, dt, l2s, be, pc, dt, lds, self.count, sizes, compute
+                handle, ta, tb, ms, ns, ks, al, pa, dt, l1s, pb, dt, l2s, be, pc, dt, lds, self.count, sizes,
+                compute,
             )  # fmt: skip

@@ -161,7 +161,9 @@ def _small(shape, dtype="float32"):
 
 S, G = la.SymmetricMatrixQualifier.create, la.GeneralMatrixQualifier.create
 RANGE_CASES = {
-    "gemm-lda": ((_huge, (2, 2), (BIG, 1)), (_small, (2, 3)), None, r"leading dimension of operand 'a' is 2147483648"),
+    "gemm-lda": (
+        (_huge, (2, 2), (BIG, 1)), (_small, (2, 3)), None, r"leading dimension of operand 'a' is 2147483648",
+    ),
     "gemm-ldb-col": ((_small, (2, 2)), (_huge, (2, 3), (1, BIG + 5)), None, r"operand 'b' is 2147483653"),
     "gemm-k": ((_huge, (2, BIG), (1, 2)), (_huge, (BIG, 2), (2, 1)), None, r"dimension K is 2147483648"),
     "gemm-batch-count": (
@@ -208,7 +210,7 @@ def test_c_int_limits():
     assert _cublas.c_int("x", 2**63 - 1, 64) == 2**63 - 1
     with pytest.raises(ValueError, match=r"the thing is -2147483649, beyond the 32-bit limit -2147483648"):
         _cublas.c_int("the thing", -(2**31) - 1)
-    with pytest.raises(ValueError, match=r"is 9223372036854775808, beyond the 64-bit limit 9223372036854775807"):
+    with pytest.raises(ValueError, match=r"9223372036854775808, beyond the 64-bit limit 9223372036854775807"):
         _cublas.c_int("a stride", 2**63, 64)
 
 
