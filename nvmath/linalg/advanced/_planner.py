@@ -29,6 +29,7 @@ from nvmath._internal.torch_bridge import execute_wants_torch, route
 from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _autotune, _handles, _streams
 from nvmath.linalg.advanced._algorithm import Algorithm
+from nvmath.linalg.advanced._aux import AuxOutputs
 from nvmath.linalg.advanced._operands import ScaleSlot, wrap_scales
 from nvmath.linalg.advanced._options import (
     LOGGER_NAME,
@@ -148,7 +149,7 @@ class Matmul(FreedOnExit):
         self._static: tuple = ()
         self._algo: tuple[int, int] = (0, 0)
         self._result: ResultMaker | None = None
-        self._aux: list = []
+        self._aux: AuxOutputs | None = None
         self._device_id = spec.device_id
         self._inplace = spec.mm.inplace
         self._c_slot = self._slots.get("c") if spec.has_c else None
@@ -293,10 +294,9 @@ class Matmul(FreedOnExit):
         if not first.host:
             template = template.empty((0,), template.dtype)
         self._result = ResultMaker(template, p.result_shape, p.result_strides, self._spec.types.d_dtype)
-        self._aux = [
-            (spec.name, ResultMaker(template, spec.shape, spec.strides, spec.dtype), ptr)
-            for spec, ptr in plan.aux
-        ]
+        self._aux = None if not plan.aux else AuxOutputs(
+            plan.aux, template, plan.epilog.aux_quantization, plan.epilog_scales, self._device_id
+        )
 
     def _select(self, algorithm: Algorithm) -> None:
         assert self._plan is not None
@@ -362,10 +362,7 @@ class Matmul(FreedOnExit):
             out, d_ptr, is_adapter = c.device, c.ptr, True  # type: ignore[union-attr]
         else:
             out, d_ptr, is_adapter = self._result.new(handle, current)  # type: ignore[union-attr]
-        aux = [(name, maker.new(handle), attr) for name, maker, attr in self._aux] if self._aux else None
-        if aux:
-            for _, (_, ptr, _), attr in aux:
-                attr.set(ptr)
+        aux = self._aux.new(handle) if self._aux is not None else None
         ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
         desc, alpha, la, lb, beta, lc, ld = self._static
         if self._staged is not None:
@@ -377,6 +374,8 @@ class Matmul(FreedOnExit):
         )  # fmt: skip
         with streams.stream_ctx(handle):  # the caller's thread may have another device current
             lt.matmul(*args)
+        if aux is not None:
+            aux = self._aux.finish(aux, handle)  # type: ignore[union-attr]
         if handle.mortal:  # the stream may be gone when the workspace is next used or freed
             streams.mark_done(handle)
         if release_workspace:
@@ -409,11 +408,11 @@ class Matmul(FreedOnExit):
             else:
                 result = deliver_host(template, out, is_adapter, handle)  # type: ignore[arg-type]
             extras = (
-                {name: deliver_host(template, o, ad, handle) for name, (o, _, ad), _ in aux} if aux else None
+                {name: deliver_host(template, o, ad, handle) for name, (o, _, ad) in aux} if aux else None
             )  # type: ignore[arg-type]
         else:
             result = out.unwrap(handle) if is_adapter else out
-            extras = {name: deliver(o, ad, handle) for name, (o, _, ad), _ in aux} if aux else None
+            extras = {name: deliver(o, ad, handle) for name, (o, _, ad) in aux} if aux else None
             if spec.options.blocking is True:
                 streams.synchronize(handle)
         return (result, extras) if extras is not None else result
@@ -480,9 +479,8 @@ class Matmul(FreedOnExit):
             maker = ResultMaker(c, tuple(c.shape), tuple(c.strides), self._spec.types.d_dtype)
         keep = [maker.new(handle)]  # type: ignore[union-attr]
         d_ptr = keep[0][1]
-        for _, aux_maker, attr in self._aux:
-            keep.append(aux_maker.new(handle))
-            attr.set(keep[-1][1])
+        if self._aux is not None:
+            keep += [out for _, out in self._aux.new(handle)]
         ws_size = max(p.workspace_size for p in plans)
         ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
         calls = [(self._plan_args(p, d_ptr), a.algo_ptr) for p in plans for a in p.algorithms]
