@@ -24,7 +24,6 @@ from nvmath._internal.options import check_int, check_or_create_options, freeze_
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap, wrap_operands
-from nvmath._internal.tensors.copy import copy_into
 from nvmath._internal.torch_bridge import execute_wants_torch, route
 from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _autotune, _handles, _streams
@@ -39,7 +38,7 @@ from nvmath.linalg.advanced._options import (
 )
 from nvmath.linalg.advanced._plan import Plan, build_plan, row_order_possible
 from nvmath.linalg.advanced._reset import reset
-from nvmath.linalg.advanced._results import ResultMaker, deliver, deliver_host
+from nvmath.linalg.advanced._results import ResultMaker, deliver_outputs
 from nvmath.linalg.advanced._spec import Spec, place, specify
 from nvmath.linalg.advanced._staging import stage
 from nvmath.linalg.advanced._traits import check_alpha_beta
@@ -258,7 +257,21 @@ class Matmul(FreedOnExit):
 
     def _commit(self, plan: Plan, *, retire: bool = False) -> None:
         """Install a new plan and precompute the execute() arguments. The previous plan is closed, or
-        with ``retire`` kept runnable for ``execute(algorithm=...)`` with its algorithms."""
+        with ``retire`` kept runnable for ``execute(algorithm=...)`` with its algorithms. The output makers
+        (and an FP8 aux's kernels, compiled here) come first: if they fail, ``plan`` is closed and the
+        planner is as it was."""
+        first = self._slots["a"]  # outputs follow a's package and device; the makers keep an empty
+        template = first.device  # sibling, never the caller's tensor (release_operands drops them all)
+        if not first.host:
+            template = template.empty((0,), template.dtype)
+        p, ep = plan.problem, plan.epilog
+        try:
+            result = ResultMaker(template, p.result_shape, p.result_strides, self._spec.types.d_dtype)
+            aux = AuxOutputs(plan.aux, template, ep.aux_quantization, plan.epilog_scales, self._device_id)
+        except BaseException:
+            plan.close()
+            raise
+        self._result, self._aux = result, (aux if plan.aux else None)
         old, self._plan = self._plan, plan
         if self._retired is not None:
             self._retired.close()
@@ -268,7 +281,7 @@ class Matmul(FreedOnExit):
                 self._retired = old
             else:
                 old.close()
-        p, lay = plan.problem, plan.layouts
+        lay = plan.layouts
         self._static = (
             plan.desc.ptr, self._scalars[0], lay.a.ptr, lay.b.ptr, self._scalars[1], lay.c.ptr, lay.d.ptr,
         )  # fmt: skip
@@ -289,14 +302,6 @@ class Matmul(FreedOnExit):
             and not self._scales and staged is None
         )  # fmt: skip
         self._select(plan.algorithms[0])
-        first = self._slots["a"]  # outputs follow a's package and device; the makers keep an empty
-        template = first.device  # sibling, never the caller's tensor (release_operands drops them all)
-        if not first.host:
-            template = template.empty((0,), template.dtype)
-        self._result = ResultMaker(template, p.result_shape, p.result_strides, self._spec.types.d_dtype)
-        self._aux = None if not plan.aux else AuxOutputs(
-            plan.aux, template, plan.epilog.aux_quantization, plan.epilog_scales, self._device_id
-        )
 
     def _select(self, algorithm: Algorithm) -> None:
         assert self._plan is not None
@@ -350,7 +355,7 @@ class Matmul(FreedOnExit):
         streams.mark_done(handle)
         if release_workspace:
             self._workspace.release()
-        return self._deliver(out, is_adapter, None, handle)
+        return deliver_outputs(self._spec, self._host_template, self._slots, out, is_adapter, None, handle)
 
     def _launch(
         self, handle: StreamHandle, algo_ptr: int, ws_size: int, release_workspace: bool, current: bool = False,
@@ -382,7 +387,7 @@ class Matmul(FreedOnExit):
             self._workspace.release()
         if self._fast_deliver and aux is None:  # GPU operands, non-blocking, no aux outputs
             return out.unwrap(handle) if is_adapter else out
-        return self._deliver(out, is_adapter, aux, handle)
+        return deliver_outputs(self._spec, self._host_template, self._slots, out, is_adapter, aux, handle)
 
     def _plan_args(self, plan: Plan, d_ptr: int) -> tuple:
         """The ``cublasLtMatmul`` arguments before the algorithm (handle, descriptor, scalars, A, B, C, D)
@@ -396,26 +401,6 @@ class Matmul(FreedOnExit):
             self._handle(), plan.desc.ptr, self._scalars[0], pa, lay.a.ptr, pb, lay.b.ptr, self._scalars[1], pc,
             lay.c.ptr, d_ptr, lay.d.ptr,
         )  # fmt: skip
-
-    def _deliver(self, out: Any, is_adapter: bool, aux: list | None, handle: StreamHandle) -> Any:
-        spec = self._spec
-        if spec.host:
-            template = self._host_template
-            if spec.mm.inplace:
-                c = self._slots["c"]
-                copy_into(c.user, c.device, handle)  # type: ignore[arg-type]
-                result = c.user.unwrap(handle)  # type: ignore[union-attr]
-            else:
-                result = deliver_host(template, out, is_adapter, handle)  # type: ignore[arg-type]
-            extras = (
-                {name: deliver_host(template, o, ad, handle) for name, (o, _, ad) in aux} if aux else None
-            )  # type: ignore[arg-type]
-        else:
-            result = out.unwrap(handle) if is_adapter else out
-            extras = {name: deliver(o, ad, handle) for name, (o, _, ad) in aux} if aux else None
-            if spec.options.blocking is True:
-                streams.synchronize(handle)
-        return (result, extras) if extras is not None else result
 
     def _workspace_ptr(self, nbytes: int, handle: StreamHandle) -> int:
         ws = self._workspace

@@ -198,3 +198,26 @@ def test_wide_aux_runs_no_kernel(lt, kern, rng):
     a, b = _rand(rng, (8, 4)), _rand(rng, (4, 8))
     _, aux = adv.matmul(F.fake(a), F.fake(b), epilog=E.GELU_AUX)
     assert set(aux) == {"gelu_aux"} and not kern.calls
+
+
+def test_failed_kernel_load_leaves_the_previous_plan(lt, kern, rng, monkeypatch):
+    """If the FP8 aux kernels cannot be loaded, plan() raises and the previous plan stays installed
+    and runs (the new plan's cuBLASLt objects are closed)."""
+    a, b = _rand(rng, (8, 4)), _rand(rng, (4, 8))
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        mm.plan(epilog=E.GELU_AUX)
+        before = mm._plan
+
+        def broken(*args):
+            raise RuntimeError("NVRTC failed")
+
+        monkeypatch.setattr(_aux_quantize, "kernels", broken)
+        closed = []
+        monkeypatch.setattr(type(before), "close", lambda self: closed.append(self))
+        with pytest.raises(RuntimeError, match="NVRTC failed"):
+            mm.plan(epilog=E.GELU_AUX, preferences={"epilog": {"aux_type": T.CUDA_R_8F_E4M3}},
+                    epilog_inputs={"aux_quantization_scale": _scale(1.0)})  # fmt: skip
+        assert mm._plan is before and len(closed) == 1 and closed[0] is not before
+        _, aux = mm.execute()
+    assert set(aux) == {"gelu_aux"} and aux["gelu_aux"].array.dtype == np.float32
+    np.testing.assert_allclose(aux["gelu_aux"].array, a.astype(np.float64) @ b, rtol=1e-5)
