@@ -44,6 +44,7 @@ __all__ = [
     "library_stream",
     "mark_done",
     "native_stream",
+    "record_done",
     "stream_ctx",
     "stream_wait",
     "survivor",
@@ -201,8 +202,10 @@ def current_stream(device_id: int, package: str) -> StreamHandle:
         handle = cache.get(ptr)
         if handle is not None and handle.device_id == device_id:
             return handle
-    # torch's current stream may be an external one (torch.cuda.ExternalStream) that its owner destroys
-    return _handle_from_int(ptr, device_id, package, ptr)
+    # torch's current stream may be an external one (torch.cuda.ExternalStream) that its owner destroys;
+    # decided once per pointer (the handle is cached), so torch's own streams never pay for done events
+    mortal = _torch_current_mortal(device_id, ptr) if package == "torch" else True
+    return _handle_from_int(ptr, device_id, package, ptr, mortal)
 
 
 def library_stream(device_id: int) -> StreamHandle:
@@ -251,22 +254,33 @@ def mark_done(handle: StreamHandle) -> None:
     """Record, on a mortal stream, the event that later waits use instead of the stream itself.
 
     Planners that keep a stream bound beyond a call (cached plans, workspaces) call this after
-    enqueueing their work; it does nothing for streams that cannot vanish (default, library, torch).
+    enqueueing their work; it does nothing for streams that cannot vanish (default, library, torch's
+    own). Hot paths that already hold the stream's context call :func:`record_done` instead.
+    """
+    if handle.mortal:
+        with stream_ctx(handle):
+            record_done(handle)
+
+
+def record_done(handle: StreamHandle) -> None:
+    """:func:`mark_done` for a caller that has ``handle``'s context current (saves a context switch).
+
+    Never records into a stream capture: a handle made before a capture began on its stream would
+    otherwise get an event of the capture, which cannot be waited on outside it
+    (CUDA_ERROR_INVALID_VALUE at a later free); the capture's graph orders its own replays, and the
+    event keeps the last record made outside the capture.
     """
     if not handle.mortal:
         return
     drv = devices.driver()
-    status, capture = drv.cuStreamIsCapturing(handle.ptr)
-    if status == 0 and int(capture) != 0:
-        # a handle made before a capture began on its stream: an event recorded into the capture could
-        # not be waited on outside it (CUDA_ERROR_INVALID_VALUE at a later free); the capture's graph
-        # orders its own replays, and the event keeps the last record made outside the capture
+    ptr = handle.ptr
+    status, capture = drv.cuStreamIsCapturing(ptr)
+    if int(capture) and not int(status):
         return
-    with stream_ctx(handle):
-        done = handle._done
-        if done is None:
-            done = _own_event(handle, drv)
-        devices.check(drv.cuEventRecord(done, handle.ptr), "cuEventRecord")
+    done = handle._done
+    if done is None:
+        done = _own_event(handle, drv)
+    devices.check(drv.cuEventRecord(done, ptr), "cuEventRecord")
 
 
 def _own_event(handle: StreamHandle, drv: Any) -> Any:
@@ -374,9 +388,37 @@ def _is_mortal(obj: Any) -> bool:
     if isinstance(obj, int):
         return True
     top = type(obj).__module__.split(".", 1)[0]
-    if top in ("torch", "cupy"):  # torch's pooled streams live as long as the process, and a cupy
-        return "External" in type(obj).__name__  # stream as long as its object (the handle holds it)
+    if top == "torch":
+        return _torch_id_mortal(getattr(obj, "stream_id", None), getattr(obj, "cuda_stream", None))
+    if top == "cupy":  # a cupy stream lives as long as its object (the handle holds it)
+        return "External" in type(obj).__name__
     return True  # cuda.core streams can be closed, raw CUstream objects destroyed
+
+
+def _torch_id_mortal(stream_id: Any, ptr: Any) -> bool:
+    """Whether a torch stream with this ``stream_id`` and ``cuda_stream`` may be destroyed.
+
+    torch's own streams (the default and the pooled ones) live as long as the process; an external
+    one (``torch.cuda.ExternalStream``, also when ``torch.cuda.current_stream()`` returns it as a plain
+    ``torch.cuda.Stream``) is destroyed by its owner. torch encodes this in the stream id: an external
+    stream's id is its ``cudaStream_t``, its own streams' ids are small odd numbers (0: the default
+    stream). Anything else is treated as external.
+    """
+    if not isinstance(stream_id, int) or not isinstance(ptr, int):
+        return True
+    if stream_id == 0:
+        return False
+    return stream_id == ptr or not stream_id & 1 or stream_id >= 1 << 16
+
+
+def _torch_current_mortal(device_id: int, ptr: int) -> bool:
+    """:func:`_torch_id_mortal` for torch's current stream on ``device_id`` (``ptr``: its handle)."""
+    try:
+        current = sys.modules["torch"].cuda.current_stream(device_id)
+        stream_id, current_ptr = current.stream_id, current.cuda_stream
+    except Exception:  # noqa: BLE001 - an unknown torch: assume the worst
+        return True
+    return current_ptr != ptr or _torch_id_mortal(stream_id, current_ptr)
 
 
 def _new_handle(ptr: int, device_id: int, package: str, obj: Any, mortal: bool | None = None) -> StreamHandle:

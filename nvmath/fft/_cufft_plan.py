@@ -319,7 +319,7 @@ class CufftPlan:
                 for i, o in offsets:
                     xt_exec(handle, src_ptr + i, dst_ptr + o, direction)
         if stream.mortal:  # the stream may be gone when the plan is next bound or freed
-            streams.mark_done(stream)
+            streams.record_done(stream)  # (the caller made the stream's context current)
 
     def release_workspace(self) -> None:
         """Free the workspace (stream-ordered); the next execution allocates it again."""

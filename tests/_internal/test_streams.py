@@ -127,6 +127,29 @@ def test_torch_current_stream(torch_cuda):
 
 
 @pytest.mark.gpu
+def test_torch_own_streams_are_immortal_and_external_ones_mortal(torch_cuda):
+    """torch's pooled streams get no per-call done events; an ExternalStream (whose owner may destroy
+    it) does, both when passed and when current."""
+    import cuda.core as cc
+
+    torch = torch_cuda
+    side = torch.cuda.Stream(0)
+    with torch.cuda.stream(side):
+        assert not get_stream(None, device_id=0, package="torch").mortal
+    assert not get_stream(side, device_id=0, package="torch").mortal
+    core = cc.Device(0).create_stream()
+    try:
+        ext = torch.cuda.ExternalStream(int(core.handle))
+        assert get_stream(ext, device_id=0, package="torch").mortal
+        with torch.cuda.stream(ext):
+            assert get_stream(None, device_id=0, package="torch").mortal
+            assert get_stream(torch.cuda.current_stream(0), device_id=0, package="torch").mortal
+    finally:
+        streams.clear_stream_cache()
+        core.close()
+
+
+@pytest.mark.gpu
 def test_cupy_streams(cupy):
     """None for cupy operands is cupy's current stream; cupy stream objects are accepted."""
     side = cupy.cuda.Stream(non_blocking=True)

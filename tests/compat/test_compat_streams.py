@@ -78,11 +78,59 @@ def test_kinds_of_mortal_streams():
     assert not StreamHandle(0, 0, "torch", 0, mortal=True).mortal  # the legacy default stream
     assert not StreamHandle(2, 0, "torch", 2, mortal=True).mortal  # per-thread default
     assert streams._is_mortal(0x1234)
-    ExternalStream = type("ExternalStream", (), {"__module__": "torch.cuda.streams"})
-    Stream = type("Stream", (), {"__module__": "torch.cuda.streams"})
     CoreStream = type("Stream", (), {"__module__": "cuda.core._stream"})
-    assert streams._is_mortal(ExternalStream()) and not streams._is_mortal(Stream())
     assert streams._is_mortal(CoreStream())
+
+
+def _torch_stream(kind: str, stream_id: int, ptr: int):
+    """A stand-in for a torch stream object with torch's stream-id encoding (as seen with torch 2.11)."""
+    cls = type(kind, (), {"__module__": "torch.cuda.streams"})
+    obj = cls()
+    obj.stream_id, obj.cuda_stream = stream_id, ptr
+    return obj
+
+
+@pytest.mark.parametrize(
+    "kind, stream_id, ptr, mortal",
+    [
+        ("Stream", 3, 0x618D300, False),  # a pooled stream (torch.cuda.Stream()): lives as long as torch
+        ("Stream", 0, 0, False),  # the default stream
+        ("ExternalStream", 0x5E82D60, 0x5E82D60, True),  # torch.cuda.ExternalStream: its owner destroys it
+        ("Stream", 0x5E82D60, 0x5E82D60, True),  # current_stream() while an external stream is current
+        ("Stream", 4, 0x618D300, True),  # an id torch's encoding does not give its own streams
+    ],
+)
+def test_torch_streams_are_mortal_only_when_external(kind, stream_id, ptr, mortal):
+    """torch's own streams never get done events; external ones (by stream id, whatever the type) do."""
+    assert streams._is_mortal(_torch_stream(kind, stream_id, ptr)) is mortal
+
+
+def test_torch_stream_without_an_id_is_mortal():
+    """A torch stream object of unknown shape is assumed destroyable (the safe side)."""
+    assert streams._is_mortal(type("Stream", (), {"__module__": "torch.cuda"})())
+
+
+@pytest.mark.parametrize("stream_id, current_ptr, ptr, mortal", [
+    (3, 0x6000, 0x6000, False), (0x6000, 0x6000, 0x6000, True), (3, 0x7000, 0x6000, True),
+])  # fmt: skip
+def test_torch_current_stream_mortality_is_read_from_torch(monkeypatch, stream_id, current_ptr, ptr, mortal):
+    """The handle of torch's current stream (a raw pointer) is mortal only if torch says it is external
+    (or torch's current stream is not that pointer any more)."""
+    current = _torch_stream("Stream", stream_id, current_ptr)
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(current_stream=lambda device_id: current))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert streams._torch_current_mortal(0, ptr) is mortal
+
+
+def test_record_done_needs_no_context_switch(driver, monkeypatch):
+    """record_done (hot paths, context already current) queries capture and records: no context switch."""
+    monkeypatch.setattr(devices, "context_ctx", lambda ctx: pytest.fail("record_done switched context"))
+    s = StreamHandle(0x1000, 0, "cupy", 0x1000, mortal=True)
+    streams.record_done(s)
+    assert driver.calls[-1] == ("record", s._done, 0x1000)
+    driver.calls.clear()
+    streams.record_done(StreamHandle(0x3000, 0, "torch", 0x3000))  # immortal: nothing at all
+    assert driver.calls == []
 
 
 def test_wait_after_a_mortal_stream_uses_its_event(driver):

@@ -127,3 +127,25 @@ def test_keep_operands_false_holds_no_tensor_between_calls(torch, nt, fake_gpu):
     assert nt.compiled_cache.stats.maxsize == 64 and nt.compiled_cache._keep is False
     (mm, _), *_ = cache._entries.values()
     assert type(mm._options.allocator).__name__ == "_OutsideTorchPools"  # workspaces outside torch's pools
+
+
+@pytest.mark.parametrize("keep", [True, False])
+@pytest.mark.parametrize("m, n, small", [(64, 4096, True), (4096, 1, True), (1024, 2048, True), (1025, 2048, False)])
+def test_small_products_are_planned_under_torchs_workspace_cap(torch, nt, fake_gpu, keep, m, n, small):
+    """A product whose smaller output side is <= 1024 (decode-shaped layers) is planned with a 1 MiB
+    workspace cap, as torch plans its own; larger ones keep the default; the allocator rule holds either way."""
+    from nvmath.torch import _planners
+
+    options = _planners._options(torch.empty(m, 8), torch.empty(8, n), keep)
+    options = dict(options or {})
+    assert options.get("memory_limit") == (1 << 20 if small else None)
+    assert ("allocator" in options) is (not keep)
+
+
+def test_cache_plans_small_products_with_the_small_cap(torch, nt, fake_gpu):
+    """The planner a cache makes for a small product carries the 1 MiB memory_limit (and still computes)."""
+    cache = nt.PlannerCache(2)
+    a, b = _f64(torch, 3, 4), _f64(torch, 4, 5)
+    torch.testing.assert_close(cache.run(a, b), a @ b)
+    (mm, _), *_ = cache._entries.values()
+    assert mm._options.memory_limit == 1 << 20

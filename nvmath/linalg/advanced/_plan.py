@@ -25,6 +25,7 @@ from nvmath.linalg.advanced._epilogs import AUX_QUANTIZATION_SCALE, AuxOutputSpe
 from nvmath.linalg.advanced._layout import Op
 from nvmath.linalg.advanced._operands import ScaleSlot, Slot, spec_of, wrap_epilog_inputs
 from nvmath.linalg.advanced._options import (
+    AUTOTUNE_NARROW_WORKSPACE_CAP,
     MatmulEpilog,
     MatmulNumericalImplFlags,
     MatmulPlanPreferences,
@@ -351,31 +352,36 @@ def widen(
     plan: Plan, spec: Spec, prefs: MatmulPlanPreferences | None, handle: int,
     log: logging.Logger | logging.LoggerAdapter,
 ) -> int:  # fmt: skip
-    """Append to ``plan``'s candidates the algorithms cuBLASLt offers its problem with autotuning's
-    larger workspace cap (:data:`~._options.AUTOTUNE_WORKSPACE_CAP` under the default ``memory_limit``);
-    return how many were new.
+    """Append to ``plan``'s candidates the algorithms cuBLASLt offers its problem under autotuning's
+    other workspace caps: the larger :data:`~._options.AUTOTUNE_WORKSPACE_CAP` (under the default
+    ``memory_limit``) and the smaller :data:`~._options.AUTOTUNE_NARROW_WORKSPACE_CAP`; return how many
+    were new.
 
     The descriptor and layouts are the plan's, so the extra candidates run as its own do. Nothing is
-    added when the caps are equal (an explicit ``memory_limit``) or the plan was given its algorithms
-    (``prefs`` is ``None``).
+    added when the plan was given its algorithms (``prefs`` is ``None``).
     """
     if prefs is None:
         return 0
-    cap = workspace_cap(spec.options.memory_limit, spec.device_id, autotune=True)
-    if cap <= plan.workspace_cap:
-        return 0
-    pref = Preference(_preference_settings(spec, prefs, plan.alignments, cap))
-    try:
-        found = _algorithm.query_heuristics(handle, plan.desc.ptr, plan.layouts.ptrs, pref.ptr, prefs.limit)
-    except lt.cuBLASLtError as exc:
-        log.info("Matmul: no candidates with a %d-byte workspace: %s", cap, exc)
-        return 0
-    finally:
-        pref.close()
+    wide = workspace_cap(spec.options.memory_limit, spec.device_id, autotune=True)
+    caps = [wide] if wide > plan.workspace_cap else []  # (equal under an explicit memory_limit)
+    if AUTOTUNE_NARROW_WORKSPACE_CAP < plan.workspace_cap:
+        caps.append(AUTOTUNE_NARROW_WORKSPACE_CAP)
     seen = {a.config_key() for a in plan.algorithms}
-    new = [a for a in found if a.config_key() not in seen]
-    plan.algorithms.extend(new)
-    return len(new)
+    added = 0
+    for cap in caps:
+        pref = Preference(_preference_settings(spec, prefs, plan.alignments, cap))
+        try:
+            found = _algorithm.query_heuristics(handle, plan.desc.ptr, plan.layouts.ptrs, pref.ptr, prefs.limit)
+        except lt.cuBLASLtError as exc:
+            log.info("Matmul: no candidates with a %d-byte workspace: %s", cap, exc)
+            continue
+        finally:
+            pref.close()
+        new = [a for a in found if a.config_key() not in seen]
+        seen.update(a.config_key() for a in new)
+        plan.algorithms.extend(new)
+        added += len(new)
+    return added
 
 
 def trim_workspace(plan: Plan) -> None:

@@ -352,7 +352,7 @@ class Matmul(FreedOnExit):
         ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
         with streams.stream_ctx(handle):
             lt.matmul(*self._plan_args(plan, d_ptr), algorithm.algo_ptr, ws_ptr, ws_size, handle.ptr)
-        streams.mark_done(handle)
+            streams.record_done(handle)
         if release_workspace:
             self._workspace.release()
         return deliver_outputs(self._spec, self._host_template, self._slots, out, is_adapter, None, handle)
@@ -379,10 +379,10 @@ class Matmul(FreedOnExit):
         )  # fmt: skip
         with streams.stream_ctx(handle):  # the caller's thread may have another device current
             lt.matmul(*args)
-        if aux is not None:
-            aux = self._aux.finish(aux, handle)  # type: ignore[union-attr]
-        if handle.mortal:  # the stream may be gone when the workspace is next used or freed
-            streams.mark_done(handle)
+            if aux is not None:  # the library's own step (an FP8 aux), on the same stream
+                aux = self._aux.finish(aux, handle)  # type: ignore[union-attr]
+            if handle.mortal:  # the stream may be gone when the workspace is next used or freed
+                streams.record_done(handle)
         if release_workspace:
             self._workspace.release()
         if self._fast_deliver and aux is None:  # GPU operands, non-blocking, no aux outputs

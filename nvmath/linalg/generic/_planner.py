@@ -34,6 +34,18 @@ __all__ = ["Matmul", "MatmulStateError"]
 _NAMES = ("a", "b", "c")
 
 
+
+def _checked_beta(c: Any, beta: Any, inplace: bool) -> Any:
+    """``beta`` as the planner keeps it: ignored (with a warning) without ``c``, required with it."""
+    if c is None and beta is not None:
+        warnings.warn(f"beta={beta!r} is ignored because c is not given", UserWarning, stacklevel=3)
+        return None
+    if c is not None and beta is None:
+        raise ValueError("beta must be given when c is (alpha * a @ b + beta * c)")
+    if inplace and c is None:
+        raise ValueError("MatmulOptions(inplace=True) needs c: the result is written into it")
+    return beta
+
 class MatmulStateError(InvalidMatmulState, ValueError):
     """A :class:`Matmul` method called in a state that does not allow it.
 
@@ -107,13 +119,7 @@ class Matmul(FreedOnExit):
         self._options = options = check_or_create_options(MatmulOptions, options, "matmul options")
         self._logger = get_logger(options)
         self._sequence = is_sequence(a) or is_sequence(b)
-        if c is None and beta is not None:
-            warnings.warn(f"beta={beta!r} is ignored because c is not given", UserWarning, stacklevel=2)
-            beta = None
-        elif c is not None and beta is None:
-            raise ValueError("beta must be given when c is (alpha * a @ b + beta * c)")
-        if options.inplace and c is None:
-            raise ValueError("MatmulOptions(inplace=True) needs c: the result is written into it")
+        beta = _checked_beta(c, beta, options.inplace)
         self._has_c = c is not None
         ops = self._wrap_all(a, b, c)
         package, device_id = check_consistent(
@@ -139,14 +145,7 @@ class Matmul(FreedOnExit):
         self._alphas = [_scalar("alpha", x, dtype, 1) for x in _fit(_listed(alpha), len(ops), "alpha")]
         self._betas = [_scalar("beta", x, dtype, 0) for x in _fit(_listed(beta), len(ops), "beta")]
         self._stream = stream
-        self._programs: list[Any] = []
-        self._grouped: Any = None
-        self._workspace: Workspace | None = None
-        self._scratch: Workspace | None = None
-        self._keep: list[Any] = []
-        self._shared = False
-        self._fast: Any = None
-        self._lifecycle = Lifecycle("Matmul", MatmulStateError)
+        self._init_plan_state()
         self._logger.info(
             "= SPECIFICATION PHASE = %d problem(s), %s, on the %s",
             len(ops),
@@ -155,6 +154,17 @@ class Matmul(FreedOnExit):
         )
 
     # ------------------------------------------------------------------ construction helpers
+    def _init_plan_state(self) -> None:
+        """What plan() fills in, empty; the lifecycle in its first state."""
+        self._programs: list[Any] = []
+        self._grouped: Any = None
+        self._workspace: Workspace | None = None
+        self._scratch: Workspace | None = None
+        self._keep: list[Any] = []
+        self._shared = False
+        self._fast: Any = None
+        self._lifecycle = Lifecycle("Matmul", MatmulStateError)
+
     def _wrap_all(self, a: Any, b: Any, c: Any) -> list[dict[str, TensorAdapter]]:
         named = {"a": a, "b": b} if c is None else {"a": a, "b": b, "c": c}
         if not self._sequence:

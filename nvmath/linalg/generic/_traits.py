@@ -212,14 +212,7 @@ def problem_traits(
             strides, a qualifier the operand cannot carry.
     """
     qa, qb, _ = qualifiers
-    named = {"a": a, "b": b} if c is None else {"a": a, "b": b, "c": c}
-    for name, info in named.items():
-        if info.dtype != a.dtype:
-            raise ValueError(
-                f"operand '{name}' has dtype {info.dtype} but 'a' has {a.dtype}: the dtypes must match"
-            )
-    if a.dtype not in dtypes:
-        raise ValueError(f"dtype {a.dtype} is not supported here; supported: {', '.join(dtypes)}")
+    _check_dtypes(a, b, c, dtypes)
     _check_2d("a", a, qa)
     _check_2d("b", b, qb)
     shape_a, strides_a, sq_a = _as_matrix("a", a, qa)
@@ -240,12 +233,7 @@ def problem_traits(
     drop |= {len(full) - 1} if sq_b else set()
     result_shape = tuple(d for i, d in enumerate(full) if i not in drop)
     if c is not None:
-        if any(s < 0 for s in c.strides):
-            raise ValueError(f"operand 'c' has negative strides {tuple(c.strides)}; strides must be >= 0")
-        if tuple(c.shape) != result_shape:
-            raise ValueError(
-                f"c must have the result's shape {result_shape}; got {tuple(c.shape)} (c is not broadcast)"
-            )
+        _check_c(c, result_shape)
     structured = "a" if qa.kind != "ge" else ("b" if qb.kind != "ge" else None)
     kind = KIND_OF[(qa if structured == "a" else qb).kind] if structured else "gemm"
     if kind == "hemm" and not a.dtype.startswith("complex"):
@@ -257,6 +245,28 @@ def problem_traits(
             raise ValueError("inplace=True needs c (the result is written into it)")
         d_strides = _full_strides(tuple(c.strides), sq_a, sq_b)
     return _orient(kind, structured, mats, batch, (m, n, k), result_shape, (sq_a, sq_b), d_strides, a.dtype)
+
+
+def _check_dtypes(a: OperandInfo, b: OperandInfo, c: OperandInfo | None, dtypes: tuple[str, ...]) -> None:
+    """One dtype for all operands, and one of ``dtypes``."""
+    named = {"a": a, "b": b} if c is None else {"a": a, "b": b, "c": c}
+    for name, info in named.items():
+        if info.dtype != a.dtype:
+            raise ValueError(
+                f"operand '{name}' has dtype {info.dtype} but 'a' has {a.dtype}: the dtypes must match"
+            )
+    if a.dtype not in dtypes:
+        raise ValueError(f"dtype {a.dtype} is not supported here; supported: {', '.join(dtypes)}")
+
+
+def _check_c(c: OperandInfo, result_shape: tuple[int, ...]) -> None:
+    """``c`` has the result's shape exactly (no broadcast) and no negative strides."""
+    if any(s < 0 for s in c.strides):
+        raise ValueError(f"operand 'c' has negative strides {tuple(c.strides)}; strides must be >= 0")
+    if tuple(c.shape) != result_shape:
+        raise ValueError(
+            f"c must have the result's shape {result_shape}; got {tuple(c.shape)} (c is not broadcast)"
+        )
 
 
 def _full_strides(strides: tuple[int, ...], sq_a: int, sq_b: int) -> tuple[int, ...]:

@@ -142,11 +142,14 @@ def gelu_tanh_grad(x):
 class FakeLt:
     """The emulated cuBLASLt entry points and a record of the calls."""
 
-    def __init__(self, count: int = 3, workspace: int = 0, wide: int = 0, wide_workspace: int = 48 << 20):
+    def __init__(
+        self, count: int = 3, workspace: int = 0, wide: int = 0, wide_workspace: int = 48 << 20, narrow: int = 0
+    ):  # fmt: skip
         self.count = count
         self.workspace = workspace
         self.wide = wide  # extra candidates (markers 200, 201, ...) offered when the cap exceeds 32 MiB
         self.wide_workspace = wide_workspace
+        self.narrow = narrow  # extra candidates (markers 300, ...; no workspace) offered under a <= 1 MiB cap
         self.heuristic_calls = 0
         self.matmul_calls: list[dict[str, Any]] = []
         self.preferences: list[dict[str, int]] = []
@@ -158,18 +161,21 @@ class FakeLt:
         self.preferences.append(
             {n: int(lt.matmul_preference_get(pref, lt.MatmulPreferenceAttribute[n])) for n in names}
         )
-        extra = self.wide if self.preferences[-1]["MAX_WORKSPACE_BYTES"] > 32 << 20 else 0
+        cap = self.preferences[-1]["MAX_WORKSPACE_BYTES"]
+        wide = cap > 32 << 20
+        extra = self.wide if wide else (self.narrow if cap <= 1 << 20 else 0)
         n = min(requested, self.count + extra)
         recs = np.frombuffer((ctypes.c_char * (requested * HEUR.itemsize)).from_address(results), dtype=HEUR)
         for i in range(n):
-            wide = i >= self.count
-            # a marker in an unused word; wide candidates also differ in their configuration (split-K)
-            recs[i]["algo"]["data"][7] = 200 + i - self.count if wide else 100 + i
-            if wide:
+            extra_one = i >= self.count
+            # a marker in an unused word; extra candidates also differ in their configuration
+            recs[i]["algo"]["data"][7] = (200 if wide else 300) + i - self.count if extra_one else 100 + i
+            if extra_one:
+                attr = "SPLITK_NUM" if wide else "STAGES_ID"
                 lt.matmul_algo_config_set(
-                    results + i * HEUR.itemsize, int(lt.MatmulAlgoConfigAttribute.SPLITK_NUM), 2 + i
+                    results + i * HEUR.itemsize, int(lt.MatmulAlgoConfigAttribute[attr]), 2 + i
                 )
-            recs[i]["workspace_size"] = self.wide_workspace if wide else self.workspace
+            recs[i]["workspace_size"] = self.wide_workspace if extra_one and wide else self.workspace
             recs[i]["state"] = 0
         count_ref._obj.value = n
         return 0

@@ -372,6 +372,29 @@ def test_wide_workspace_candidates_compute_the_product(torch):
         assert mm._algo[1] >= mm.algorithms[0].workspace_size
 
 
+def test_narrow_workspace_candidates_compute_the_product(torch):
+    """A decode-shaped bf16 product with bias (torch.nn.Linear 14336->4096 on 64 tokens): under 32 MiB
+    cuBLASLt offers only split-K kernels; autotuning's 1 MiB query adds kernels without split-K, each
+    gives the product, and so does the autotuned plan."""
+    from nvmath.linalg.advanced import _plan
+
+    x, w = rand(torch, (64, 14336), "bfloat16"), rand(torch, (4096, 14336), "bfloat16", seed=1)
+    bias = rand(torch, (4096, 1), "bfloat16", seed=2)[:, 0]
+    want = ref(torch, w) @ ref(torch, x).T + ref(torch, bias)[:, None]
+    inputs = {"bias": bias}
+    with adv.Matmul(w, x.T) as mm:
+        mm.plan(epilog=adv.MatmulEpilog.BIAS, epilog_inputs=inputs)
+        planned = len(mm.algorithms)
+        _plan.widen(mm._plan, mm._spec, mm._plan_prefs, mm._handle(), mm._log)
+        assert any(a.split_k == 1 for a in mm.algorithms[planned:])
+        for algorithm in mm.algorithms:
+            assert rel_err(torch, mm.execute(algorithm=algorithm), want) < TOL["bfloat16"] * 4
+    with adv.Matmul(w, x.T) as mm:
+        mm.plan(epilog=adv.MatmulEpilog.BIAS, epilog_inputs=inputs)
+        mm.autotune(iterations=5)
+        assert rel_err(torch, mm.execute(), want) < TOL["bfloat16"] * 4
+
+
 def test_autotune_cache_skips_tuning(torch, tmp_path):
     """With the autotune cache on, a second planner of the problem reuses the stored winner."""
     a, b = rand(torch, (256, 512), "bfloat16"), rand(torch, (512, 256), "bfloat16", seed=1)

@@ -633,11 +633,28 @@ def test_autotune_times_the_candidates_of_a_larger_workspace(rng, monkeypatch):
         mm.plan()
         assert [a.workspace_size for a in mm.algorithms] == [0, 0, 0]
         mm.autotune(iterations=2)
-        assert seen == [4] and [p["MAX_WORKSPACE_BYTES"] for p in fake.preferences] == [32 << 20, 1 << 30]
+        assert seen == [4] and [p["MAX_WORKSPACE_BYTES"] for p in fake.preferences] == [32 << 20, 1 << 30, 1 << 20]
         assert mm.algorithms[0].workspace_size == 48 << 20 and len(mm.algorithms) == 4
         _close(mm.execute().array, a @ b)
         call = fake.matmul_calls[-1]
         assert call["algo"] == 200 and call["ws_size"] == 48 << 20 and call["ws"] != 0
+
+
+def test_autotune_times_the_candidates_of_a_narrow_workspace(rng, monkeypatch):
+    """Autotune also asks the heuristic with a 1 MiB cap (where it offers kernels without split-K) and
+    times those candidates too; a winning one runs with no workspace and gives the product."""
+    from nvmath.linalg.advanced import _autotune
+
+    fake = F.install(monkeypatch, F.FakeLt(narrow=1))
+    seen: list[int] = []
+    monkeypatch.setattr(_autotune, "tune", _tune_picking(3, seen))
+    a, b = np.asfortranarray(_rand(rng, (5, 4))), _rand(rng, (4, 3))  # no ORDER_ROW formulation
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        mm.plan()
+        mm.autotune(iterations=2)
+        assert seen == [4] and fake.preferences[-1]["MAX_WORKSPACE_BYTES"] == 1 << 20
+        _close(mm.execute().array, a @ b)
+        assert fake.matmul_calls[-1]["algo"] == 300 and fake.matmul_calls[-1]["ws_size"] == 0
 
 
 def test_autotune_drops_a_losing_wide_candidate_and_its_workspace(rng, monkeypatch):
@@ -674,8 +691,8 @@ def test_autotune_adds_wide_candidates_to_both_formulations(rng, monkeypatch):
 
 @pytest.mark.parametrize("case", ["explicit memory_limit", "given algorithms"])
 def test_autotune_asks_for_no_wide_candidates(rng, monkeypatch, case):
-    """An explicit memory_limit is the cap of planning and autotuning alike; plan(algorithms=...)
-    means no heuristic query at all."""
+    """An explicit memory_limit is the cap of planning and autotuning alike (autotune asks only under the
+    smaller 1 MiB cap); plan(algorithms=...) means no heuristic query at all."""
     from nvmath.linalg.advanced import _autotune
 
     fake = _wide_fake(monkeypatch)
@@ -691,7 +708,8 @@ def test_autotune_asks_for_no_wide_candidates(rng, monkeypatch, case):
             mm.plan()
         calls = fake.heuristic_calls
         mm.autotune(iterations=2)
-        assert seen == [3] and fake.heuristic_calls == calls
+        asked = [p["MAX_WORKSPACE_BYTES"] for p in fake.preferences[calls:]]
+        assert seen == [3] and asked == ([1 << 20] if case == "explicit memory_limit" else [])
 
 
 def test_failed_autotune_keeps_the_planned_candidates(rng, monkeypatch):
