@@ -113,9 +113,10 @@ def mlp(
 ) -> torch.Tensor:  # fmt: skip
     """``fc2(activation(fc1(x)))`` with fc1's bias and activation fused forward and backward.
 
-    The backward computes fc2's input gradient with ``DGELU_BGRAD`` / ``DRELU_BGRAD`` (fc1's saved
-    aux), which yields fc1's pre-activation gradient and bias gradient in the same GEMM, and fc2's
-    bias gradient with ``BGRADB``: no elementwise pass at all.
+    With GELU, the backward computes fc2's input gradient with ``DGELU`` (fc1's saved pre-activation),
+    which yields fc1's pre-activation gradient in the GEMM kernel; with ReLU, torch's
+    ``threshold_backward`` on the saved hidden activation follows a plain GEMM. Both bias gradients
+    come from ``BGRADB`` on the weight-gradient GEMMs.
 
     Args:
         x: ``(*, in_features)``; w1 ``(hidden, in_features)``, b1 ``(hidden,)``; w2 ``(out, hidden)``,

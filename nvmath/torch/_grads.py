@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 
-from nvmath.torch._kernels import gelu_tanh_grad
 
 __all__ = ["bias_along_n", "matmul_backward", "preactivation", "preactivation_of"]
 
@@ -69,10 +68,10 @@ def matmul_backward(
     m, n = a2.shape[-2], b2.shape[-1]
     if act == "relu":
         _, _, r2 = _promote(a, b, result)
-        g2 = torch.where(r2 > 0, g2, torch.zeros((), dtype=g2.dtype, device=g2.device))
+        g2 = torch.ops.aten.threshold_backward(g2, r2, 0)
     elif act == "gelu":
         _, _, z2 = _promote(a, b, z)
-        g2 = (g2 * gelu_tanh_grad(z2)).to(g2.dtype)
+        g2 = torch.ops.aten.gelu_backward(g2, z2, approximate="tanh")
     g2 = g2.contiguous()  # an incoming gradient may be expanded (stride 0), which cuBLASLt cannot read
     alpha = 1.0 if alpha is None else alpha
     da = db = dc = dbias = None

@@ -14,17 +14,23 @@ padding zeroed, so that the output is deterministic.
 
 Backward (``g`` = dL/dy):
 
-* a Linear layer: ``dz = g * act'(z)`` (one elementwise pass; ReLU's from the saved output, GELU's
-  from the saved pre-activation), ``dw.T, db = x.T @ dz`` with **BGRADB** (the bias gradient comes
-  out of the weight-gradient GEMM), ``dx = dz @ w``.
-* an MLP block (``fc2(act(fc1(x)))``): the input gradient of fc2, ``dh.T = w2.T @ g.T``, carries
-  **DGELU_BGRAD** / **DRELU_BGRAD** with fc1's saved aux, so it yields fc1's pre-activation
-  gradient and fc1's bias gradient in one GEMM; fc2's bias gradient comes from BGRADB.
+* a Linear layer: ``dz = g * act'(z)`` (one elementwise kernel, torch's own ``gelu_backward`` /
+  ``threshold_backward``; ReLU's from the saved output, GELU's from the saved pre-activation),
+  ``dw.T, db = x.T @ dz`` with **BGRADB** (the bias gradient comes out of the weight-gradient GEMM),
+  ``dx = dz @ w``.
+* an MLP block (``fc2(act(fc1(x)))``): with GELU, the input gradient of fc2, ``dh.T = w2.T @ g.T``,
+  carries **DGELU** with fc1's saved aux, so it yields fc1's pre-activation gradient in the GEMM
+  itself; the bias gradients come from BGRADB on the weight-gradient GEMMs. With ReLU, that GEMM is
+  plain and ``threshold_backward`` on the saved hidden activation follows.
+
+Why not DGELU_BGRAD / DRELU / DRELU_BGRAD: measured on an H200 with cuBLASLt 13.1 (bf16, 8192 tokens,
+4096 <-> 16384), those run a separate cuBLASLt epilogue kernel after the GEMM (+0.72 to +0.94 ms on a
+1.42 ms GEMM), while DGELU is fused into the GEMM kernel (+0.12 ms), torch's elementwise backward
+costs 0.20 ms and BGRADB 0.10 ms.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -32,7 +38,7 @@ import torch
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.torch._planners import PlannerCache
 
-__all__ = ["ACTIVATIONS", "gelu_tanh_grad", "linear_backward", "linear_forward", "linear_infer", "mlp_backward"]
+__all__ = ["ACTIVATIONS", "linear_backward", "linear_forward", "linear_infer", "mlp_backward"]
 
 ACTIVATIONS = (None, "relu", "gelu")
 """The activations a Linear layer fuses (GELU is the tanh approximation)."""
@@ -53,12 +59,8 @@ _ROW_MAJOR = (None, E.RELU, E.GELU)
 others need D column-major, so the product is formed as ``w @ x.T`` (whose column-major D is ``y``)."""
 
 _MLP_FORWARD = {
-    ("relu", False): E.RELU_AUX, ("relu", True): E.RELU_AUX_BIAS,
+    ("relu", False): E.RELU, ("relu", True): E.RELU_BIAS,  # the backward reads the hidden activation
     ("gelu", False): E.GELU_AUX, ("gelu", True): E.GELU_AUX_BIAS,
-}  # fmt: skip
-_MLP_BACKWARD = {
-    ("relu", False): E.DRELU, ("relu", True): E.DRELU_BGRAD,
-    ("gelu", False): E.DGELU, ("gelu", True): E.DGELU_BGRAD,
 }  # fmt: skip
 
 _EMPTY: dict[Any, torch.Tensor] = {}
@@ -109,22 +111,13 @@ def linear_forward(
     return y.view(*x.shape[:-1], n), (aux[:n] if aux is not None else empty_aux(y))
 
 
-def gelu_tanh_grad(z: torch.Tensor) -> torch.Tensor:
-    """d/dz of GELU's tanh approximation (computed in float32 at least)."""
-    z = z.float() if z.dtype in (torch.float16, torch.bfloat16) else z
-    k = math.sqrt(2.0 / math.pi)
-    t = torch.tanh(k * (z + 0.044715 * z**3))
-    return 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * k * (1 + 3 * 0.044715 * z * z)
-
-
 def activation_grad(g: torch.Tensor, act: str | None, y: torch.Tensor, aux: torch.Tensor) -> torch.Tensor:
     """dL/dz of ``y = act(z)`` from ``g`` = dL/dy, contiguous, in ``g``'s dtype."""
     if act is None:
         return g.contiguous()
     if act == "relu":
-        return torch.where(y > 0, g, torch.zeros((), dtype=g.dtype, device=g.device)).contiguous()
-    z = aux.mT  # the pre-activation, (M, N)
-    return (g * gelu_tanh_grad(z)).to(g.dtype).contiguous()
+        return torch.ops.aten.threshold_backward(g, y, 0).contiguous()
+    return torch.ops.aten.gelu_backward(g, aux.mT, approximate="tanh").contiguous()  # aux.mT: z, (M, N)
 
 
 def weight_grad(
@@ -166,16 +159,14 @@ def mlp_forward(
     )
     h = ht.mT.contiguous()
     y, _ = linear_forward(cache, h, w2, b2, None, False)
-    return y.view(*x.shape[:-1], w2.shape[0]), h, _clear_padding(extras[f"{act}_aux"], w1.shape[0], act)
+    aux = _clear_padding(extras["gelu_aux"], w1.shape[0]) if act == "gelu" else empty_aux(h)
+    return y.view(*x.shape[:-1], w2.shape[0]), h, aux
 
 
-def _clear_padding(aux: torch.Tensor, n: int, act: str) -> torch.Tensor:
-    """Zero the rows (and, for the ReLU bitmask, the bits) of an aux output past the ``n`` real rows."""
-    used = n if act == "gelu" else -(-n // 8)
-    if act == "relu" and n % 8:
-        aux[n // 8].bitwise_and_((1 << (n % 8)) - 1)
-    if aux.shape[0] > used:
-        aux[used:].zero_()
+def _clear_padding(aux: torch.Tensor, n: int) -> torch.Tensor:
+    """Zero the rows of a GELU aux output past the ``n`` real rows (a deterministic output)."""
+    if aux.shape[0] > n:
+        aux[n:].zero_()
     return aux
 
 
@@ -188,11 +179,12 @@ def mlp_backward(
     dw2 = db2 = None
     if needs[3] or (needs[4] and has_b2):
         dw2, db2 = weight_grad(cache, g2, h, has_b2 and needs[4])
-    out, extras = _split(
-        cache.run(w2.mT, g2.mT, epilog=_MLP_BACKWARD[(act, has_b1)], epilog_inputs={f"{act}_aux": aux})
-    )
-    dz1 = out.mT.contiguous()
-    db1 = extras.get(f"d{act}_bgrad")
-    dw1 = weight_grad(cache, dz1, x2, False)[0] if needs[1] else None
+    if act == "gelu":  # dz1.T = dgelu(w2.T @ g.T), in the GEMM
+        dz1 = _split(cache.run(w2.mT, g2.mT, epilog=E.DGELU, epilog_inputs={"gelu_aux": aux}))[0].mT.contiguous()
+    else:
+        dz1 = torch.ops.aten.threshold_backward(cache.run(g2, w2), h, 0)
+    dw1 = db1 = None
+    if needs[1] or (needs[2] and has_b1):
+        dw1, db1 = weight_grad(cache, dz1, x2, has_b1 and needs[2])
     dx = cache.run(dz1, w1).contiguous().view(*x.shape) if needs[0] else None
-    return dx, dw1, db1 if needs[2] else None, dw2 if needs[3] else None, db2
+    return dx, dw1 if needs[1] else None, db1, dw2 if needs[3] else None, db2

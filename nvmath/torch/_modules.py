@@ -71,8 +71,8 @@ class MLP(torch.nn.Module):
     """``fc2(activation(fc1(x)))`` as one fused operation (forward and backward).
 
     ``fc1`` and ``fc2`` are :class:`Linear` submodules (state-dict keys ``fc1.weight``, ``fc1.bias``,
-    ``fc2.weight``, ``fc2.bias``). The backward runs fc2's input-gradient GEMM with ``DGELU_BGRAD`` /
-    ``DRELU_BGRAD``, producing fc1's pre-activation and bias gradients in the same kernel.
+    ``fc2.weight``, ``fc2.bias``). With GELU the backward runs fc2's input-gradient GEMM with ``DGELU``,
+    producing fc1's pre-activation gradient in the GEMM kernel; the bias gradients come from ``BGRADB``.
 
     Args:
         in_features, hidden_features, out_features: sizes.

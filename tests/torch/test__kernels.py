@@ -1,16 +1,24 @@
-"""_kernels: the GELU(tanh) derivative, activation gradients and the aux padding the MLP clears."""
+"""_kernels: activation gradients (torch's own elementwise backward) and the aux padding the MLP clears."""
 
 from __future__ import annotations
 
+import pytest
 
-def test_gelu_tanh_grad_matches_autograd(torch):
-    """gelu_tanh_grad equals autograd of torch's tanh GELU (float64), and upcasts bf16 to float32."""
-    from nvmath.torch._kernels import gelu_tanh_grad
 
-    z = torch.linspace(-6, 6, 101, dtype=torch.float64, requires_grad=True)
-    (want,) = torch.autograd.grad(torch.nn.functional.gelu(z, approximate="tanh").sum(), [z])
-    torch.testing.assert_close(gelu_tanh_grad(z.detach()), want)
-    assert gelu_tanh_grad(torch.zeros(2, dtype=torch.bfloat16)).dtype == torch.float32
+@pytest.mark.parametrize("dtype", ["float64", "bfloat16"])
+def test_activation_grad_gelu_matches_autograd(torch, dtype):
+    """GELU(tanh)'s dz = g * gelu'(z) from the saved pre-activation (aux, (N, M), read as z = aux.T), equal to
+    autograd of torch's tanh GELU, in g's dtype and contiguous."""
+    from nvmath.torch._kernels import activation_grad
+
+    dt = getattr(torch, dtype)
+    z = torch.linspace(-6, 6, 24, dtype=torch.float64).view(4, 6).requires_grad_()
+    g = torch.linspace(-1, 1, 24, dtype=torch.float64).view(4, 6)
+    (want,) = torch.autograd.grad(torch.nn.functional.gelu(z, approximate="tanh"), [z], grad_outputs=g)
+    aux = z.detach().to(dt).T.contiguous()  # as the forward saves it: (N, M)
+    dz = activation_grad(g.to(dt), "gelu", torch.empty(0), aux)
+    assert dz.dtype == dt and dz.is_contiguous()
+    torch.testing.assert_close(dz.double(), want, atol=1e-2 if dtype == "bfloat16" else 1e-12, rtol=1e-2)
 
 
 def test_activation_grad_relu_uses_the_output_and_is_contiguous(torch):
@@ -24,13 +32,10 @@ def test_activation_grad_relu_uses_the_output_and_is_contiguous(torch):
     assert activation_grad(g, None, y, torch.empty(0)).is_contiguous()
 
 
-def test_clear_padding_zeroes_rows_and_unused_bits(torch):
-    """MLP aux: GELU rows past N and ReLU bitmask bytes (and bits) past N are zeroed; real data stays."""
+def test_clear_padding_zeroes_rows_past_n(torch):
+    """MLP GELU aux: rows past N are zeroed (a deterministic output); the real rows stay."""
     from nvmath.torch._kernels import _clear_padding
 
     gelu = torch.ones(8, 3)
-    _clear_padding(gelu, 6, "gelu")
+    _clear_padding(gelu, 6)
     assert gelu[:6].eq(1).all() and gelu[6:].eq(0).all()
-    relu = torch.full((16, 3), 255, dtype=torch.uint8)
-    _clear_padding(relu, 10, "relu")
-    assert relu[0].eq(255).all() and relu[1].eq(0b11).all() and relu[2:].eq(0).all()

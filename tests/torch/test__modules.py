@@ -108,7 +108,8 @@ def test_fp8_and_integer_inputs_refuse_grad(torch, nt, fake_gpu):
 
 @pytest.mark.parametrize("act", ["relu", "gelu"])
 def test_mlp_matches_torch(torch, nt, fake_gpu, act):
-    """MLP (fused DRELU/DGELU_BGRAD backward) matches Linear -> act -> Linear in torch, gradients included."""
+    """MLP (DGELU in the GEMM, BGRADB; ReLU via threshold_backward) matches Linear -> act -> Linear in
+    torch, gradients included."""
     torch.manual_seed(2)
     ours = nt.MLP(4, 8, 3, activation=act, dtype=torch.float64)
     fc1, fc2 = torch.nn.Linear(4, 8, dtype=torch.float64), torch.nn.Linear(8, 3, dtype=torch.float64)
@@ -161,7 +162,7 @@ def test_linear_gpu_matches_torch(torch_cuda, nt, dtype, act):
 @pytest.mark.parametrize("act", ["relu", "gelu"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_mlp_gpu_matches_torch(torch_cuda, nt, act, dtype):
-    """On the GPU, the fused MLP (DGELU/DRELU_BGRAD, BGRADB) matches torch's Linear -> act -> Linear."""
+    """On the GPU, the fused MLP (DGELU in the GEMM, BGRADB) matches torch's Linear -> act -> Linear."""
     torch = torch_cuda
     dt = getattr(torch, dtype)
     torch.manual_seed(4)
