@@ -221,3 +221,32 @@ def test_failed_kernel_load_leaves_the_previous_plan(lt, kern, rng, monkeypatch)
         _, aux = mm.execute()
     assert set(aux) == {"gelu_aux"} and aux["gelu_aux"].array.dtype == np.float32
     np.testing.assert_allclose(aux["gelu_aux"].array, a.astype(np.float64) @ b, rtol=1e-5)
+
+
+def test_stateless_calls_reuse_the_plan_with_each_calls_scale(lt, kern, rng):
+    """Repeated stateless matmul calls with an FP8 aux plan once (the kernels too) and quantize with
+    each call's own aux_quantization_scale and operands."""
+    adv.plan_cache.clear()
+    b = _rand(rng, (6, 9))
+    prefs = {"epilog": {"aux_type": T.CUDA_R_8F_E4M3, "aux_amax": True}}
+    for s in (0.5, 0.25, 4.0):
+        a = _rand(rng, (8, 6))
+        _, aux = adv.matmul(F.fake(a), F.fake(b), epilog=E.GELU_AUX, preferences=prefs,
+                            epilog_inputs={"aux_quantization_scale": _scale(s)})  # fmt: skip
+        _check_aux(aux, a.astype(np.float64) @ b, s, "float8_e4m3fn")
+    assert lt.heuristic_calls == 1
+    assert [c["scale"] for c in kern.calls] == [0.5, 0.25, 4.0]
+
+
+def test_host_operands_get_host_fp8_aux(lt, kern, rng):
+    """Host operands: the FP8 aux and its amax come back as host tensors (the internal wide aux never)."""
+    a, b = _rand(rng, (8, 5)), _rand(rng, (5, 3))
+    scale = F.FakeHostTensor(np.array([0.5], dtype=np.float32))
+    out, aux = adv.matmul(
+        F.FakeHostTensor(a), F.FakeHostTensor(b), epilog=E.GELU_AUX,
+        preferences={"epilog": {"aux_type": T.CUDA_R_8F_E5M2, "aux_amax": True}},
+        epilog_inputs={"aux_quantization_scale": scale},
+    )  # fmt: skip
+    assert isinstance(out, F.FakeHostTensor) and set(aux) == {"gelu_aux", "gelu_aux_amax"}
+    assert all(isinstance(t, F.FakeHostTensor) for t in aux.values())
+    _check_aux(aux, a.astype(np.float64) @ b, 0.5, "float8_e5m2")
