@@ -413,9 +413,11 @@ def _gelu_aux_prefs(spec: EpilogSpec, dtype: str, prefs: MatmulEpilogPreferences
     return extra_inputs, attrs, outs
 
 
-def _quantization(outputs: list[AuxOutputSpec], p: _Problem, amax: str | None) -> AuxQuantization:
-    """The :class:`AuxQuantization` of the (wide, FP8) aux pair that :func:`_aux_and_bgrad` made."""
+def _quantization(outputs: list[AuxOutputSpec], p: _Problem, extra: list[AuxOutputSpec]) -> AuxQuantization:
+    """The :class:`AuxQuantization` of the (wide, FP8) aux pair that :func:`_aux_and_bgrad` made first
+    (``extra``: the amax output, if any)."""
     wide, fp8 = outputs[0], outputs[1]
+    amax = extra[0].name if extra else None
     ld = gelu_aux_rows(p.m)
     total = ld * p.n * p.batch.count
     return AuxQuantization(
@@ -472,9 +474,7 @@ def epilog_traits(
         extra_inputs, pattrs, pouts = _gelu_aux_prefs(spec, aux_dtype, prefs, types)
     _check_names(spec, given, extra_inputs)
     outputs, aux_attrs, aux_ptrs = _aux_and_bgrad(spec, given, p, types, aux_dtype)
-    quantization = None
-    if extra_inputs:  # an FP8 GELU aux: outputs[:2] are the (wide, FP8) pair
-        quantization = _quantization(outputs, p, pouts[0].name if pouts else None)
+    quantization = _quantization(outputs, p, pouts) if extra_inputs else None  # an FP8 GELU aux
     return EpilogTraits(
         epilog=spec.epilog,
         transpose_problem=transpose,
