@@ -1,9 +1,10 @@
-"""Generate ``nvmath/bindings/{cublasLt,cublas,cufft,cusolverDn,cusolver}.py`` from the C headers.
+"""Generate ``nvmath/bindings/{cublasLt,cublas,cufft,cusolverDn,cusolver}.py`` from the C headers
+(and their unchecked twins ``nvmath/bindings/_unchecked/<module>.py``).
 
 Usage::
 
     python tools/gen_bindings.py                 # regenerate nvmath/bindings in place
-    python tools/gen_bindings.py --out DIR       # write the five modules into DIR
+    python tools/gen_bindings.py --out DIR       # write the five modules (and _unchecked/) into DIR
     python tools/gen_bindings.py --check         # regenerate into a temp dir, diff, exit 1 on mismatch
     python tools/gen_bindings.py --coverage      # print declared / bound / excluded per library
 
@@ -42,6 +43,27 @@ plus ctypes' own conversion; a failure of either goes to ``_loader.retry_call``,
 argument against the module's generated ``_ARG_KINDS`` table. The first call of each function checks
 its arguments before the library is loaded.
 
+Overhead policy (issue #13: at most 0.2 us per call for the checks): the checks cost 0.01-0.05 us
+for a few arguments but ~0.25 us for the 16 of ``cublasLtMatmul`` and ~0.3 us for the 19-23 of the
+cuBLAS GEMMs. Every function therefore has an *unchecked* twin in
+``nvmath/bindings/_unchecked/<module>.py`` (``tools/gen_bindings_unchecked.py``: same name, positional
+parameters and return value, a failure status raises the same error, ints go to ctypes as they are),
+0.03-0.08 us over the bare ctypes call, for arguments validated once: ``Matmul.execute()`` passes
+cuBLASLt the pointers and sizes it computed at plan time. (The generic matmul's per-call cuBLAS GEMMs
+still use the checked functions.) ``tools/bench_binding_checks.py`` measures them (ns per call, a C stub
+returning success, CPython 3.11 on the project's shared 2-core CPU machine, 2026-12-01):
+
+    ======================================= ===== ========= =======
+    binding                                   raw unchecked checked
+    ======================================= ===== ========= =======
+    cublas.gemm_strided_batched_ex (23 args)  1739   +73      +412
+    cublas.gemm_ex (19)                       1410   +67      +357
+    cublasLt.matmul (16)                       754   +35      +289
+    cufft.exec_c2c (4)                         321   +77      +124
+    cusolverDn.set_stream (2)                  157   +33       +62
+    cublasLt.matmul_desc_destroy (1)           117   +36       +46
+    ======================================= ===== ========= =======
+
 Return values: the library status type is checked (``if status: raise <Lib>Error``); ``const char*``
 becomes ``str``; other scalars are returned. Enum classes are ``IntEnum``s named after the C type
 without its library prefix and ``_t`` (``cublasLtEpilogue_t`` -> ``Epilogue``, ``cudaDataType`` ->
@@ -68,6 +90,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from c_header_parser import CType, Enum, Function, HeaderSet, Param, Struct, clean_doc
 from gen_bindings_emit import emit_module
 from gen_bindings_names import enum_class_name, member_names, param_name, python_name, snake_case
+from gen_bindings_unchecked import PACKAGE as UNCHECKED
+from gen_bindings_unchecked import emit_package, emit_unchecked_module
 
 REPO = Path(__file__).resolve().parent.parent
 OUT_DIR = REPO / "nvmath" / "bindings"
@@ -480,6 +504,10 @@ def generate(include: Path) -> dict[str, str]:
             excluded={name: why for name, why in EXCLUDED.items() if name in own},
         )
         sources[f"{spec.module}.py"] = source
+        sources[f"{UNCHECKED}/{spec.module}.py"] = emit_unchecked_module(
+            spec, sorted(functions, key=lambda f: f.name), header_version(headers, spec)
+        )
+    sources[f"{UNCHECKED}/__init__.py"] = emit_package()
     return sources
 
 
@@ -499,25 +527,23 @@ def check(include: Path, target: Path = OUT_DIR) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         write(generate(include), Path(tmp))
         status = 0
-        for path in sorted(Path(tmp).iterdir()):
-            committed = target / path.name
+        for path in sorted(p for p in Path(tmp).rglob("*.py")):
+            name = path.relative_to(tmp).as_posix()
+            committed = target / name
             new = path.read_text()
             old = committed.read_text() if committed.exists() else ""
             if new != old:
                 status = 1
                 diff = list(
                     difflib.unified_diff(
-                        old.splitlines(),
-                        new.splitlines(),
-                        f"committed/{path.name}",
-                        f"regenerated/{path.name}",
+                        old.splitlines(), new.splitlines(), f"committed/{name}", f"regenerated/{name}",
                         lineterm="",
-                    )
+                    )  # fmt: skip
                 )
-                print(f"{path.name}: differs ({len(diff)} diff lines); first lines:")
+                print(f"{name}: differs ({len(diff)} diff lines); first lines:")
                 print("\n".join(diff[:40]))
             else:
-                print(f"{path.name}: up to date")
+                print(f"{name}: up to date")
     if status:
         print(
             "bindings are stale: run `python tools/gen_bindings.py` with the pinned wheels installed "
@@ -528,9 +554,10 @@ def check(include: Path, target: Path = OUT_DIR) -> int:
 
 def write(sources: dict[str, str], out: Path) -> None:
     """Write the generated modules."""
-    out.mkdir(parents=True, exist_ok=True)
     for name, source in sources.items():
-        (out / name).write_text(source)
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -148,6 +148,21 @@ def _wrap_bool(head: str, tests: list[str], indent: str) -> str:
     return f"{indent}{head}(\n" + "\n".join(lines) + f"\n{indent})"
 
 
+def return_lines(func: Any, outputs: list) -> list[str]:
+    """The end of a wrapper's body: the status check, then the C return value and the outputs."""
+    body = ["    if _s:\n        _raise(_s)\n"] if func.returns == "status" else []
+    results = [f"{p.name}.value" for p in outputs]
+    if func.returns == "str":
+        results.insert(0, "_r.decode() if _r is not None else None")
+    elif func.returns == "value":
+        results.insert(0, "_r")
+    if len(results) == 1:
+        body.append(f"    return {results[0]}\n")
+    elif results:
+        body.append(_wrap_call("return (", results, ")", "    ") + "\n")
+    return body
+
+
 def _docstring(text: str, indent: str) -> str:
     lines = []
     for paragraph in text.split("\n\n"):
@@ -383,17 +398,7 @@ class ModuleEmitter:
             body.append(f"{retry}\n")
         else:
             body.append(_wrap_call(f"{target}{symbol}(", args, ")", "    ") + "\n")
-        if func.returns == "status":
-            body.append("    if _s:\n        _raise(_s)\n")
-        results = [f"{p.name}.value" for p in outputs]
-        if func.returns == "str":
-            results.insert(0, "_r.decode() if _r is not None else None")
-        elif func.returns == "value":
-            results.insert(0, "_r")
-        if len(results) == 1:
-            body.append(f"    return {results[0]}\n")
-        elif results:
-            body.append(_wrap_call("return (", results, ")", "    ") + "\n")
+        body += return_lines(func, outputs)
         self.public.append(func.name)
         return "".join(body)
 

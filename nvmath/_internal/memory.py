@@ -120,7 +120,13 @@ def pointer_of(obj: Any) -> int:
     for attr in _POINTER_ATTRS:
         value = getattr(obj, attr, None)
         if value is not None:
-            return int(value)
+            ptr = int(value)
+            if not 0 <= ptr < 2**64:  # it reaches the libraries through unchecked bindings
+                raise ValueError(
+                    f"the allocator returned a {type(obj).__qualname__} whose {attr} is {ptr}, "
+                    "not a device address in [0, 2**64)"
+                )
+            return ptr
     raise TypeError(
         f"the allocator returned a {type(obj).__qualname__}, which has none of the attributes "
         f"{', '.join(_POINTER_ATTRS)} holding the device pointer"

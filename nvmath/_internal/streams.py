@@ -176,7 +176,8 @@ def check_stream(stream: Any) -> None:
     so that one rule holds everywhere: what :func:`get_stream` would refuse for its kind is refused.
 
     Raises:
-        TypeError: not a stream (the message lists the accepted kinds); ValueError: a negative handle.
+        TypeError: not a stream (the message lists the accepted kinds); ValueError: a handle outside
+        [0, 2**64).
     """
     if stream is None or type(stream) is StreamHandle:
         return
@@ -371,8 +372,8 @@ def _stream_ptr(stream: Any) -> int:
 
 
 def _check_ptr(ptr: int) -> int:
-    if ptr < 0:
-        raise ValueError(f"a stream handle must be a non-negative int; got {ptr}")
+    if not 0 <= ptr < 1 << 64:  # (planners pass it to the libraries unchecked)
+        raise ValueError(f"a stream handle must be an int in [0, 2**64); got {ptr}")
     return ptr
 
 

@@ -19,12 +19,15 @@ import logging
 import numbers
 import operator
 import threading
+import types
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from nvmath._errors import FunctionNotFoundError, LibraryNotFoundError
 
-__all__ = ["Binder", "binder", "check_argument", "check_integer", "library_info", "loaded_libraries"]
+__all__ = [
+    "Binder", "binder", "check_argument", "check_integer", "library_info", "loaded_libraries", "share_globals",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -236,6 +239,24 @@ class Binder:
 def binder(library: str, namespace: dict[str, Any], declared_by: str) -> Binder:
     """The :class:`Binder` for one generated module."""
     return Binder(library, namespace, declared_by)
+
+
+def share_globals(namespace: dict[str, Any], checked: types.ModuleType, names: Sequence[str]) -> None:
+    """Give the functions ``names`` of ``namespace`` (an ``nvmath.bindings._unchecked`` module) the
+    globals of the ``checked`` module they mirror.
+
+    Their bodies then read ``_p_<symbol>`` (and ``_raise``, ``_byref``, the ctypes aliases) from the
+    checked module at call time, with the plain global lookup of the checked wrappers: they call the
+    symbol the stub resolved or a test replaced there, with no attribute access per call (a module
+    with ``__getattr__``, as the checked ones have, makes ``module.attr`` a slow generic lookup).
+    """
+    shared = vars(checked)
+    for name in names:
+        f = namespace[name]
+        g = types.FunctionType(f.__code__, shared, f.__name__, f.__defaults__, f.__closure__)
+        g.__kwdefaults__, g.__doc__ = f.__kwdefaults__, f.__doc__
+        g.__module__, g.__qualname__ = f.__module__, f.__qualname__
+        namespace[name] = g
 
 
 # Argument checks. The generated wrappers range-check their integer, handle and pointer arguments

@@ -107,6 +107,15 @@ def test_pointer_of_accepted_attributes(attr):
     assert memory.pointer_of(obj) == 1234
 
 
+@pytest.mark.parametrize("ptr", [-1, 2**64, 2**70])
+def test_pointer_of_rejects_addresses_outside_uint64(ptr):
+    """A pointer outside [0, 2**64) (which the unchecked bindings would wrap) is a ValueError naming it."""
+    obj = type("Obj", (), {"ptr": ptr})()
+    with pytest.raises(ValueError, match=f"ptr is {ptr}, not a device address"):
+        memory.pointer_of(obj)
+    assert memory.pointer_of(type("Obj", (), {"ptr": 2**64 - 1})()) == 2**64 - 1
+
+
 def test_pointer_of_rejects_objects_without_pointer():
     """pointer_of raises TypeError listing the accepted attribute names."""
     with pytest.raises(TypeError, match="device_ptr, device_pointer, ptr, pointer"):

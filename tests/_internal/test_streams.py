@@ -43,10 +43,14 @@ def test_bad_protocol_version():
         get_stream(_ProtocolStream(5, version=1), device_id=0, package="numpy")
 
 
-def test_negative_int_rejected():
-    """A negative int handle raises ValueError."""
-    with pytest.raises(ValueError, match="non-negative"):
-        get_stream(-3, device_id=0, package="numpy")
+@pytest.mark.parametrize("ptr", [-3, 1 << 64, (1 << 64) + 2])
+def test_handles_outside_64_bits_rejected(ptr):
+    """An int handle that is negative or does not fit 64 bits raises ValueError (the libraries get it
+    unchecked, so it must never wrap), also the ones that alias the special handles."""
+    with pytest.raises(ValueError, match=r"\[0, 2\*\*64\)"):
+        get_stream(ptr, device_id=0, package="numpy")
+    with pytest.raises(ValueError, match=r"\[0, 2\*\*64\)"):
+        streams.check_stream(ptr)
 
 
 @pytest.mark.parametrize("ptr", [0, 1, 2])
@@ -270,5 +274,5 @@ def test_check_stream_accepts_the_accepted_kinds_and_refuses_negative_handles():
 
     for good in (None, 0, 2, 0x7F0000, Protocol()):
         assert streams.check_stream(good) is None
-    with pytest.raises(ValueError, match="non-negative"):
+    with pytest.raises(ValueError, match=r"\[0, 2\*\*64\)"):
         streams.check_stream(-1)

@@ -136,11 +136,13 @@ def _heuristics(lt_handle, desc, layouts, count: int = 4):
     return pref, results[:found]
 
 
-def _run_matmul(gpu, lt_handle, desc, layouts, buffers, algo_ptr: int) -> np.ndarray:
+def _run_matmul(
+    gpu, lt_handle, desc, layouts, buffers, algo_ptr: int, matmul=cublasLt.matmul
+) -> np.ndarray:
     la, lb, lc = layouts
     a, b, d, workspace = buffers
     alpha, beta = np.ones(1, np.float32), np.zeros(1, np.float32)
-    cublasLt.matmul(
+    matmul(
         lt_handle,
         desc,
         alpha.ctypes.data,
@@ -161,6 +163,24 @@ def _run_matmul(gpu, lt_handle, desc, layouts, buffers, algo_ptr: int) -> np.nda
     m = cublasLt.matrix_layout_get(lc, cublasLt.MatrixLayoutAttribute.ROWS)
     n = cublasLt.matrix_layout_get(lc, cublasLt.MatrixLayoutAttribute.COLS)
     return gpu.get(d, np.empty((m, n), dtype=np.float32, order="F"))
+
+
+def test_unchecked_cublaslt_matmul_equals_the_checked_one(gpu, lt_handle) -> None:
+    """The unchecked binding the planners call gives bit-identical results to the checked one with the
+    same algorithm, and a NULL handle still raises cuBLASLtError (a typed error, not a crash)."""
+    from nvmath.bindings._unchecked import cublasLt as unchecked
+
+    a, b, desc, layouts, buffers = _matmul_problem(gpu)
+    pref, results = _heuristics(lt_handle, desc, layouts)
+    try:
+        checked = _run_matmul(gpu, lt_handle, desc, layouts, buffers, results.ctypes.data)
+        fast = _run_matmul(gpu, lt_handle, desc, layouts, buffers, results.ctypes.data, unchecked.matmul)
+        np.testing.assert_array_equal(fast, checked)
+        np.testing.assert_allclose(fast, a @ b, rtol=1e-4, atol=1e-4)
+        with pytest.raises(cublasLt.cuBLASLtError):
+            _run_matmul(gpu, 0, desc, layouts, buffers, results.ctypes.data, unchecked.matmul)
+    finally:
+        _destroy(desc, layouts, pref)
 
 
 def test_cublaslt_matmul_matches_numpy(gpu, lt_handle) -> None:

@@ -27,8 +27,11 @@ def test_generation_ignores_hash_seed(include_dir: Path, tmp_path: Path) -> None
         env=env,
         check=True,
     )
-    for path in sorted(tmp_path.iterdir()):
-        assert path.read_text() == (gen_bindings.OUT_DIR / path.name).read_text(), path.name
+    written = sorted(tmp_path.rglob("*.py"))
+    assert {p.relative_to(tmp_path).as_posix() for p in written} == set(gen_bindings.generate(include_dir))
+    for path in written:
+        name = path.relative_to(tmp_path).as_posix()
+        assert path.read_text() == (gen_bindings.OUT_DIR / name).read_text(), name
 
 
 def test_generated_files_are_marked_and_path_free() -> None:
@@ -56,3 +59,15 @@ def test_check_reports_a_stale_module(include_dir: Path, tmp_path: Path, capsys)
     assert gen_bindings.check(include_dir, tmp_path) == 1
     out = capsys.readouterr().out
     assert "cufft.py: differs" in out and "create_renamed" in out
+
+
+def test_check_reports_a_stale_unchecked_module(include_dir: Path, tmp_path: Path, capsys) -> None:
+    """The unchecked twins are checked too: an edited or missing ``_unchecked`` module fails the check."""
+    gen_bindings.write(gen_bindings.generate(include_dir), tmp_path)
+    stale = tmp_path / "_unchecked" / "cublasLt.py"
+    stale.write_text(stale.read_text().replace("def matmul(", "def matmul_renamed("))
+    (tmp_path / "_unchecked" / "cufft.py").unlink()
+    assert gen_bindings.check(include_dir, tmp_path) == 1
+    out = capsys.readouterr().out
+    assert "_unchecked/cublasLt.py: differs" in out and "matmul_renamed" in out
+    assert "_unchecked/cufft.py: differs" in out

@@ -335,8 +335,9 @@ def _link_like_cufft(kind: str, dtype: str, ltoir: bytes) -> tuple[bool, str]:
     (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
     assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
     _, size = nvrtc.nvrtcGetLTOIRSize(prog)
-    caller = b" " * size
+    caller = bytearray(size)  # NVRTC writes into it: never a bytes object (one-byte bytes are shared)
     nvrtc.nvrtcGetLTOIR(prog, caller)
+    caller = bytes(caller)
     nvrtc.nvrtcDestroyProgram(prog)
     handle = nvjitlink.create(2, ["-arch=sm_90", "-lto"])
     try:

@@ -273,8 +273,8 @@ def _check_matmul_option(name: str, value: Any) -> Any:
     elif name == "device_id":
         check_int(name, value, minimum=0)
     elif name == "handle":
-        if value is not None:
-            check_int(name, value, minimum=0)
+        if value is not None:  # an address: execute() hands it to cuBLASLt unchecked
+            check_int(name, value, minimum=0, maximum=2**64 - 1)
     elif name == "logger":
         check_logger(value)
     elif name == "memory_limit":

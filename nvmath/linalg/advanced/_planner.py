@@ -26,6 +26,7 @@ from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap, wrap_operands
 from nvmath._internal.torch_bridge import execute_wants_torch, route
 from nvmath.bindings import cublasLt as lt
+from nvmath.bindings._unchecked import cublasLt as lt_unchecked
 from nvmath.linalg.advanced import _autotune, _handles, _streams
 from nvmath.linalg.advanced._algorithm import Algorithm
 from nvmath.linalg.advanced._aux import AuxOutputs
@@ -51,6 +52,7 @@ _DEFAULTS = tuple(
 )
 """Default option objects (frozen), shared to skip their validation on every construction."""
 _PLANNED = PlannerState.PLANNED.value
+
 
 
 class Matmul(FreedOnExit):
@@ -296,6 +298,9 @@ class Matmul(FreedOnExit):
                 self._pa = staged
             else:
                 self._pb = staged
+        self._done_always = _streams.done_after_every_call(  # an FP8 aux step reads our buffers too
+            staged is not None or plan.epilog.aux_quantization is not None, self._spec.package
+        )
         # stateless calls may pass bare addresses: GPU operands, out of place, no epilog inputs or scales
         self._pointer_ok = (
             not self._spec.host and not self._inplace and not plan.epilog_slots and not plan.epilog_scales
@@ -350,8 +355,9 @@ class Matmul(FreedOnExit):
         out, d_ptr, is_adapter = self._result.new(handle, current)  # type: ignore[union-attr]
         ws_size = max(plan.workspace_size, algorithm.workspace_size)
         ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
-        with streams.stream_ctx(handle):
-            lt.matmul(*self._plan_args(plan, d_ptr), algorithm.algo_ptr, ws_ptr, ws_size, handle.ptr)
+        head = self._plan_args(plan, d_ptr)
+        with streams.stream_ctx(handle):  # unchecked: validated ints (see _launch)
+            lt_unchecked.matmul(*head, algorithm.algo_ptr, ws_ptr, ws_size, handle.ptr)
             streams.record_done(handle)
         if release_workspace:
             self._workspace.release()
@@ -373,15 +379,19 @@ class Matmul(FreedOnExit):
         if self._staged is not None:
             self._staged.refresh(handle)
         pc = c.ptr if c is not None else (d_ptr if self._c_is_d else 0)
-        args = (
-            self._lt_handle or _handles.get_handle(self._device_id), desc, alpha, self._pa.ptr, la,
-            self._pb.ptr, lb, beta, pc, lc, d_ptr, ld, algo_ptr, ws_ptr, ws_size, handle.ptr,
-        )  # fmt: skip
+        lt_handle = self._lt_handle or _handles.get_handle(self._device_id)
         with streams.stream_ctx(handle):  # the caller's thread may have another device current
-            lt.matmul(*args)
+            # The unchecked binding: every argument is an int validated once, not per call -- the
+            # handle (options), descriptors, layouts, scalars and algorithm (created at plan time),
+            # operand and result addresses (from the tensor adapters), workspace (our allocation)
+            # and stream (resolved by nvmath._internal.streams). A failure status still raises.
+            lt_unchecked.matmul(
+                lt_handle, desc, alpha, self._pa.ptr, la, self._pb.ptr, lb, beta, pc, lc, d_ptr, ld, algo_ptr,
+                ws_ptr, ws_size, handle.ptr,
+            )  # fmt: skip
             if aux is not None:  # the library's own step (an FP8 aux), on the same stream
                 aux = self._aux.finish(aux, handle)  # type: ignore[union-attr]
-            if handle.mortal:  # the stream may be gone when the workspace is next used or freed
+            if handle.mortal and (ws_size or self._done_always):  # (see _commit)
                 streams.record_done(handle)
         if release_workspace:
             self._workspace.release()
@@ -474,7 +484,7 @@ class Matmul(FreedOnExit):
 
         def run(i: int) -> None:
             head, algo = calls[i]
-            lt.matmul(*head, algo, ws_ptr, ws_size, handle.ptr)
+            lt_unchecked.matmul(*head, algo, ws_ptr, ws_size, handle.ptr)  # validated ints (see _launch)
 
         return run, keep
 

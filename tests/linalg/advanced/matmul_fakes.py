@@ -196,6 +196,8 @@ class FakeLt:
     def matmul(
         self, handle, desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, ws, ws_size, stream
     ):
+        args = (handle, desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, ws, ws_size, stream)
+        check_c_args("cublasLtMatmul", args)
         get = lambda name: int(lt.matmul_desc_get(desc, lt.MatmulDescAttribute[name]))
         scale = dtypes.from_cuda_data_type(get("SCALE_TYPE"))
         al, be = _view(alpha, (1,), (1,), scale)[0], _view(beta, (1,), (1,), scale)[0]
@@ -259,6 +261,14 @@ class FakeLt:
         if epilogue == 512:  # BGRADB: sum of B over K
             self._vector(get, "BIAS_POINTER", n, i, d_dtype)[...] = B.real.sum(axis=0)
         return acc
+
+
+def check_c_args(symbol: str, args: tuple) -> None:
+    """Assert what the checked binding would have enforced: the planner calls the unchecked one
+    (``nvmath.bindings._unchecked``), so every argument must be a plain int address / size in
+    ``[0, 2**64)`` (ctypes would wrap anything larger, a str would become a pointer to its text)."""
+    bad = [(i, x) for i, x in enumerate(args) if type(x) is not int or not 0 <= x < 2**64]
+    assert not bad, f"{symbol}: arguments (position, value) that are not uint64 ints: {bad}"
 
 
 def operand_scale(get, which: str, rows: int, k: int) -> np.ndarray:

@@ -32,15 +32,17 @@ def _nvrtc_compile(arch: str) -> str:
         binding.nvrtcAddNameExpression(prog, name.encode())
     opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17"]
     (err,) = binding.nvrtcCompileProgram(prog, len(opts), opts)
+    # NVRTC writes into the buffers it is given: bytearrays, never bytes (``b" " * 1`` is CPython's
+    # shared one-byte object, and an empty log is one byte: writing its NUL there corrupts every b" ")
     _, size = binding.nvrtcGetProgramLogSize(prog)
-    log = b" " * size
+    log = bytearray(size)
     binding.nvrtcGetProgramLog(prog, log)
-    assert err == binding.nvrtcResult.NVRTC_SUCCESS, log.decode()
+    assert err == binding.nvrtcResult.NVRTC_SUCCESS, bytes(log).decode(errors="replace")
     _, size = binding.nvrtcGetPTXSize(prog)
-    ptx = b" " * size
+    ptx = bytearray(size)
     binding.nvrtcGetPTX(prog, ptx)
     binding.nvrtcDestroyProgram(prog)
-    return ptx.decode(errors="replace")
+    return bytes(ptx).decode(errors="replace")
 
 
 @pytest.mark.parametrize("arch", ["sm_89", "sm_90"])

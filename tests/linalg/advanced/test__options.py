@@ -118,6 +118,7 @@ BAD = [
     ("device_id", True, TypeError, "True"),
     ("handle", -5, ValueError, "-5"),
     ("handle", "h", TypeError, "'h'"),
+    ("handle", 2**64, ValueError, "18446744073709551616"),
     ("logger", "root", TypeError, "'root'"),
     ("memory_limit", 0, ValueError, "0"),
     ("memory_limit", 1.5, ValueError, "1.5"),

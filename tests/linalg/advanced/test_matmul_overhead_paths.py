@@ -162,3 +162,37 @@ def test_reset_fast_path_keeps_every_check(lt, rng):
             mm.reset_operands()
         # nothing was committed by the failing calls
         np.testing.assert_allclose(mm.execute().array, a @ b, rtol=1e-5, atol=1e-6)
+
+
+def test_execute_calls_the_unchecked_binding(lt, rng, monkeypatch):
+    """execute() hands cuBLASLt its plan-time ints through the unchecked binding, never the checked
+    wrapper (whose per-argument checks it validated once); the fake asserts every argument is a uint64."""
+    from nvmath.bindings import cublasLt
+
+    def refuse(*args):
+        raise AssertionError("execute() called the checked cublasLt.matmul")
+
+    a, b, c = _rand(rng, (5, 7)), _rand(rng, (7, 3)), _rand(rng, (5, 3))
+    with adv.Matmul(F.fake(a), F.fake(b), F.fake(c), beta=0.5) as mm:
+        mm.plan()
+        monkeypatch.setattr(cublasLt, "matmul", refuse)
+        for _ in range(2):
+            np.testing.assert_allclose(mm.execute().array, a @ b + 0.5 * c, rtol=1e-5, atol=1e-6)
+    assert len(lt.matmul_calls) == 2
+
+
+def test_execute_failure_status_raises_the_typed_error(lt, rng, monkeypatch):
+    """A failure status of cublasLtMatmul on the unchecked path still raises cuBLASLtError with its
+    status (CUBLAS_STATUS_EXECUTION_FAILED here), and the planner stays usable afterwards."""
+    from nvmath.bindings import cublasLt
+
+    a, b = _rand(rng, (4, 4)), _rand(rng, (4, 4))
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        mm.plan()
+        working = cublasLt._p_cublasLtMatmul
+        monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", lambda *args: 13)
+        with pytest.raises(cublasLt.cuBLASLtError) as info:
+            mm.execute()
+        assert info.value.status_name == "CUBLAS_STATUS_EXECUTION_FAILED"
+        monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", working)
+        np.testing.assert_allclose(mm.execute().array, a @ b, rtol=1e-5, atol=1e-6)

@@ -383,6 +383,25 @@ def test_stream_reaches_cublaslt(lt, rng):
         assert lt.matmul_calls[-1]["stream"] == 2
 
 
+@pytest.mark.parametrize("workspace", [0, 4096])
+def test_done_events_on_mortal_streams(rng, monkeypatch, workspace):
+    """On a stream its owner may destroy, every execute records the done event when outputs come from
+    our own allocator (the fake package's), after the workspace's first binding when one is used."""
+    from nvmath._internal import streams
+
+    fake = F.install(monkeypatch, F.FakeLt(workspace=workspace))
+    recorded = []
+    monkeypatch.setattr(streams, "record_done", lambda handle: recorded.append(handle.ptr))
+    mortal = streams.StreamHandle(0x5000, 0, "numpy", 0x5000, mortal=True)
+    a, b = _rand(rng, (4, 3)), _rand(rng, (3, 5))
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        mm.plan()
+        for _ in range(3):
+            _close(mm.execute(stream=mortal).array, a @ b)
+    assert fake.matmul_calls[-1]["stream"] == 0x5000 and fake.matmul_calls[-1]["ws_size"] == workspace
+    assert recorded == [0x5000] * (4 if workspace else 3)  # (the workspace's binding, then one per call)
+
+
 # ----------------------------------------------------------------------------- stateless cache
 def test_stateless_cache_hits_skip_planning(lt, rng):
     """Repeated stateless calls of one problem plan once; another layout plans again."""

@@ -264,7 +264,7 @@ CASES = [
         (f"cpu-stream-{name}-{where}", call, error, text)
         for name, bad, error, text in (
             ("str", "notastream", TypeError, r"stream must be"),
-            ("minus1", -1, ValueError, r"non-negative int; got -1"),
+            ("minus1", -1, ValueError, r"int in \[0, 2\*\*64\); got -1"),
             ("object", object(), TypeError, r"type object"),
             ("float", 2.5, TypeError, r"stream must be"),
         )
