@@ -49,6 +49,7 @@ def _nvrtc_compile(arch: str) -> str:
 def test_source_compiles_with_the_saturating_conversion(arch):
     """Every (wide, FP8) instantiation compiles for Ada / Hopper and converts with cvt.rn.satfinite."""
     ptx = _nvrtc_compile(arch)
+    assert bytes([32])[0] == 32  # CPython's shared one-byte b" " is intact (NVRTC wrote into bytearrays)
     assert "cvt.rn.satfinite.e4m3x2.f32" in ptx and "cvt.rn.satfinite.e5m2x2.f32" in ptx
     assert "cvt.f32.f16" in ptx and re.search(r"(atom|red)\.global\.max\.u32", ptx)
 
