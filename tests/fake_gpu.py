@@ -6,12 +6,18 @@ no driver, device allocations (``memory.allocate``, so ``Workspace.ensure`` too)
 buffers, device 0's library stream, and ``copy_into`` between the given fake packages (and numpy) done
 as host copies. The fake libraries go on top of it: cuBLASLt in ``linalg/advanced/matmul_fakes.py``,
 cuFFT in ``fft/test_fft_cuda_path.py``.
+
+The execute paths call the unchecked bindings (``nvmath.bindings._unchecked``), so a fake library's
+entry point there replaces the C function pointer (:func:`route_c`): every argument is checked against
+the C prototype as the checked binding would have (:func:`check_c_args`), and the checked Python
+function fails the test if anything still calls it.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+import ctypes
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -56,3 +62,55 @@ def install(monkeypatch: Any, packages: Iterable[str] = ()) -> None:
         for src in names:
             if dst in packages or src in packages:
                 monkeypatch.setitem(tcopy.COPIERS, (dst, src), host_copy)
+
+
+_RANGES = {
+    ctypes.c_int: (-(2**31), 2**31 - 1),
+    ctypes.c_long: (-(2**63), 2**63 - 1),
+    ctypes.c_longlong: (-(2**63), 2**63 - 1),
+    ctypes.c_void_p: (0, 2**64 - 1),
+    ctypes.c_ulong: (0, 2**64 - 1),
+    ctypes.c_size_t: (0, 2**64 - 1),
+}
+"""ctypes argument type -> the range the checked bindings enforce."""
+
+
+def check_c_args(module: Any, symbol: str, args: tuple) -> None:
+    """Assert what the checked binding of ``module`` would have enforced of a call of C ``symbol``: each
+    argument a plain ``int`` within its C type's range (ctypes would wrap anything else, and take an
+    IntEnum or a numpy integer without a word), or, for a pointer parameter, a ctypes array."""
+    _, argtypes = module._bind.prototypes[symbol]
+    assert len(args) == len(argtypes), f"{symbol}: {len(args)} arguments for {len(argtypes)} parameters"
+    bad = []
+    for i, (x, ctype) in enumerate(zip(args, argtypes)):
+        if ctype is ctypes.c_void_p and isinstance(x, ctypes.Array):
+            continue
+        low, high = _RANGES[ctype]
+        if type(x) is not int or not low <= x <= high:
+            bad.append((i, ctype.__name__, x))
+    assert not bad, f"{symbol}: arguments (position, C type, value) the checked binding refuses: {bad}"
+
+
+def c_symbol(unchecked: Any, name: str) -> str:
+    """The C symbol the unchecked binding ``unchecked.<name>`` calls (``gemm_ex`` -> ``cublasGemmEx``)."""
+    code = getattr(unchecked, name).__code__
+    return next(n for n in code.co_names if n.startswith("_p_"))[3:]
+
+
+def route_c(monkeypatch: Any, checked: Any, unchecked: Any, name: str, emulation: Callable[..., Any]) -> None:
+    """Route the C entry point of binding ``name`` (of the ``checked`` module and its ``unchecked``
+    twin) to ``emulation`` (arguments checked by :func:`check_c_args`; status 0 unless it returns one),
+    and make the checked ``checked.<name>`` fail the test when called."""
+    symbol = c_symbol(unchecked, name)
+
+    def c_function(*args: Any) -> int:
+        check_c_args(checked, symbol, args)
+        status = emulation(*args)
+        return 0 if status is None else status
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        module = checked.__name__.rsplit(".", 1)[-1]
+        raise AssertionError(f"the checked binding {module}.{name} was called (execute must not call it)")
+
+    monkeypatch.setattr(checked, "_p_" + symbol, c_function)
+    monkeypatch.setattr(checked, name, refused)

@@ -41,12 +41,14 @@ P1, P2 = 0x7F0000001000, 0x7F0000002000
 GEMM = (P1, 0, 0, 64, 64, 64, P1, P2, 0, 64, P2, 0, 64, P1, P2, 0, 64, 68, -1)
 GEMM_SB = (P1, 0, 0, 64, 64, 64, P1, P2, 0, 64, 4096, P2, 0, 64, 4096, P1, P2, 0, 64, 4096, 8, 68, -1)
 # (module, function, C symbol, Python arguments, raw C arguments): one handle, four integers and an
-# output, two handles, an FFT execution, the 16-argument matmul, the generic matmul's GEMMs.
+# output, two handles, two FFT executions (the FFT plans call cufftXtExec), the 16-argument matmul,
+# the generic matmul's GEMMs.
 STUB_CASES = (
     ("cublasLt", "matmul_desc_destroy", "cublasLtMatmulDescDestroy", (P1,), (P1,)),
     ("cublasLt", "matrix_layout_create", "cublasLtMatrixLayoutCreate", (0, 64, 64, 64), (OUT, 0, 64, 64, 64)),
     ("cusolverDn", "set_stream", "cusolverDnSetStream", (P1, P2), (P1, P2)),
     ("cufft", "exec_c2c", "cufftExecC2C", (5, P1, P2, -1), (5, P1, P2, -1)),
+    ("cufft", "xt_exec", "cufftXtExec", (5, P1, P2, -1), (5, P1, P2, -1)),
     ("cublasLt", "matmul", "cublasLtMatmul", (P1,) * 14 + (1 << 25, P2), (P1,) * 14 + (1 << 25, P2)),
     ("cublas", "gemm_ex", "cublasGemmEx", GEMM, GEMM),
     ("cublas", "gemm_strided_batched_ex", "cublasGemmStridedBatchedEx", GEMM_SB, GEMM_SB),

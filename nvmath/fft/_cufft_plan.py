@@ -52,6 +52,16 @@ def _cufft() -> Any:
     return cufft
 
 
+def _unchecked_exec() -> Any:
+    """``cufftXtExec`` through the unchecked binding (``nvmath.bindings._unchecked.cufft``): no per-call
+    range check. Its arguments are valid by construction: the plan handles come from ``cufftCreate``,
+    the addresses are the buffers' (tensor adapters or our allocations) plus byte offsets computed at
+    plan time, the direction is an ``int`` of a validated :class:`~nvmath.fft.FFTDirection`."""
+    from nvmath.bindings._unchecked import cufft as unchecked
+
+    return unchecked.xt_exec
+
+
 def cufft_info() -> dict[str, Any]:
     """``{"version", "path", ...}`` of the loaded cuFFT (loads it)."""
     from nvmath.bindings._loader import library_info
@@ -254,7 +264,7 @@ class CufftPlan:
         # one launch (most transforms): (handle, src index, dst index, input offset, output offset)
         first = self._launches[0]
         self._single = (*first[:3], *first[3][0]) if len(self._launches) == 1 and len(first[3]) == 1 else None
-        self._xt_exec = cufft.xt_exec
+        self._xt_exec = _unchecked_exec()  # the hot path (see _unchecked_exec)
         logger.debug(
             "cuFFT plans %s on device %d, workspace %d bytes", self.handles, device_id, self.workspace_size
         )

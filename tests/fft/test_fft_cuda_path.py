@@ -172,11 +172,15 @@ class FakeStream:
 def fake(monkeypatch):
     """Install the shared fake GPU (``tests/fake_gpu.py``: caches cleared, host memory as device memory,
     host copies between fake and numpy arrays), then the fake cuFFT, its workspace and recording
-    streams; yield the fake cuFFT."""
+    streams; yield the fake cuFFT. Executions reach it through the C entry point of the unchecked
+    ``xt_exec`` (arguments checked as the checked binding would; the checked ``cufft.xt_exec`` fails)."""
+    from nvmath.bindings._unchecked import cufft as unchecked_cufft
+
     fake_gpu.install(monkeypatch, packages=("fakegpu",))
     lib = FakeCufft()
     stream_objects: dict = {}
     monkeypatch.setattr(_cufft_plan, "_cufft", lambda: lib)
+    fake_gpu.route_c(monkeypatch, real_cufft, unchecked_cufft, "xt_exec", lib.xt_exec)
     monkeypatch.setattr(_cufft_plan, "Workspace", FakeWorkspace)
     monkeypatch.setattr(_cufft_plan, "_check_lto_support", lambda: {"version": "12.0.0", "path": "fake"})
     monkeypatch.setattr(
@@ -222,6 +226,23 @@ def test_c2c_runs_through_cufft_calls_in_order(fake, rng):
         "exec"
     )
     assert names[-1] == "destroy" and ("sync", 7) not in fake.calls, "'auto' blocking: no sync on GPU"
+
+
+def test_execute_calls_the_unchecked_exec(fake, rng):
+    """Both directions (enum, string and int forms) reach cuFFT through the unchecked ``xt_exec``: the
+    fake's C entry point gets plain ints in range (checked by ``tests/fake_gpu.py``), the checked
+    ``cufft.xt_exec`` is never called, and the results match numpy."""
+    x = dev(rng, (4, 8))
+    with FFT(x, execution="cuda") as f:
+        f.plan()
+        for direction in (FFTDirection.FORWARD, "inverse", -1, 1):
+            y = f.execute(direction=direction)
+            forward = direction in (FFTDirection.FORWARD, -1)
+            ref = np.fft.fftn(x.tensor) if forward else np.fft.ifftn(x.tensor, norm="forward")
+            np.testing.assert_allclose(y, ref)
+    assert [c[2] for c in kinds(fake, "exec")] == [-1, 1, -1, 1]
+    with pytest.raises(AssertionError, match="checked binding cufft.xt_exec"):
+        real_cufft.xt_exec(1, 2, 3, -1)
 
 
 @pytest.mark.parametrize(

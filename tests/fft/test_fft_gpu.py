@@ -454,3 +454,26 @@ def test_c2r_overwrite_operand_on_the_gpu(pkg):
         assert rel_err(to_host(f.execute()), s * 64 * 40) < 1e-5
     out = nf.irfft(to_device(pkg, spectrum), axes=(1, 2), options={"overwrite_operand": True})
     assert rel_err(to_host(out), s * 64 * 40) < 1e-5
+
+
+def test_gpu_execute_takes_the_unchecked_exec(torch_cuda, monkeypatch):
+    """cufftXtExec runs through the unchecked binding without falling back to the checked one (a fallback
+    means ctypes refused an argument: the plan's handles, addresses and direction must be plain ints),
+    for one-launch and multi-launch plans in both directions; the results match numpy."""
+    from nvmath.bindings._unchecked import cufft as unchecked
+
+    torch = torch_cuda
+    fell_back = []
+    checked = unchecked.xt_exec.__kwdefaults__["_checked"]
+    monkeypatch.setitem(
+        unchecked.xt_exec.__kwdefaults__, "_checked", lambda *a: (fell_back.append(a), checked(*a))[1]
+    )
+    rng = np.random.default_rng(11)
+    for shape, axes in (((16, 32), None), ((3, 4, 5, 6), None)):
+        h = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+        x = torch.from_numpy(h).cuda()
+        assert rel_err(to_host(nf.fft(x, axes=axes)), np.fft.fftn(h)) < 1e-12 * 8
+        with FFT(x) as f:
+            f.plan()
+            assert rel_err(to_host(f.execute(direction="inverse")), np.fft.ifftn(h) * h.size) < 1e-12 * 8
+    assert fell_back == []

@@ -20,6 +20,12 @@ Compute types (:data:`TYPES`): float16 / bfloat16 / float32 / complex64 accumula
 Handles: one cuBLAS handle per (thread, device), created on first use; every launch sets the stream
 and the workspace (memory from the package allocator, :data:`WORKSPACE_BYTES`) first, so two
 planners sharing a thread's handle never see each other's workspace.
+
+Launches call the unchecked bindings (``nvmath.bindings._unchecked.cublas``: no per-call range check,
+so no wrap-around may reach them): every integer a program passes is checked against its C type once,
+when the program is built at plan time (:func:`c_int`: ``ValueError`` naming the value and the limit);
+pointers are tensor addresses (plus offsets inside the tensor), handles come from :func:`get_handle`,
+streams are bounded to 64 bits by :mod:`nvmath._internal.streams`, the enums are cuBLAS's own.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import numpy as np
 from nvmath._internal import caches
 from nvmath._internal.library_handles import ThreadHandles
 from nvmath.bindings import cublas
+from nvmath.bindings._unchecked import cublas as cublas_unchecked
 from nvmath.bindings.cublas import ComputeType, CudaDataType, Operation
 from nvmath.linalg.generic._batching import batch_plan
 from nvmath.linalg.generic._traits import Layout, Traits
@@ -44,6 +51,7 @@ __all__ = [
     "GpuProgram",
     "TypeInfo",
     "bind",
+    "c_int",
     "get_handle",
     "make_program",
 ]
@@ -87,6 +95,7 @@ TYPES = {
 """dtype -> cuBLAS data type, compute type, scalar type and routine prefix."""
 
 _ALGO = -1  # CUBLAS_GEMM_DEFAULT
+_N = int(Operation.N)
 _BOUND = caches.memo("nvmath.linalg.generic: cuBLAS handle bindings", 1024)
 """Handle -> the (stream, workspace, bytes) it is bound to (see :func:`bind`)."""
 
@@ -99,6 +108,29 @@ _HANDLES = ThreadHandles(
 def get_handle(device_id: int) -> int:
     """This thread's cuBLAS handle on ``device_id`` (created on first use)."""
     return _HANDLES.get(device_id)
+
+
+_LIMITS = {32: (-(2**31), 2**31 - 1), 64: (-(2**63), 2**63 - 1)}
+
+
+def c_int(what: str, value: int, bits: int = 32) -> int:
+    """``value`` as a plain ``int`` after checking it fits cuBLAS's ``bits``-bit signed parameter.
+
+    The launches pass it to the unchecked binding, which would wrap an out-of-range value, so this runs
+    once at plan time for every integer a program passes.
+
+    Raises:
+        ValueError: the value is out of range; the message names ``what``, the value and the limit.
+    """
+    low, high = _LIMITS[bits]
+    value = int(value)
+    if not low <= value <= high:
+        limit = high if value > high else low
+        raise ValueError(
+            f"{what} is {value}, beyond the {bits}-bit limit {limit} of the cuBLAS parameter it is passed "
+            "as: split the problem or use smaller / denser operands"
+        )
+    return value
 
 
 class Scalars:
@@ -136,6 +168,15 @@ class GpuProgram:
         self.l1, self.l2, self.ld = t.layouts[t.x1], t.layouts[self.x2], t.layouts["d"]
         self.m, self.n, self.k = t.cm
         self.empty = self.m == 0 or self.n == 0
+        if not self.empty:  # (nothing is launched for an empty result)
+            names = "NMK" if t.order == "row" else "MNK"
+            self.m, self.n, self.k = (c_int(f"dimension {d}", v) for d, v in zip(names, t.cm))
+
+    def _ld(self, name: str, layout: Layout | None = None) -> int:
+        """The checked leading dimension of operand ``name`` (``"d"``: the result), of its traits'
+        layout or ``layout``."""
+        layout = layout or self.traits.layouts[name]
+        return c_int(f"the leading dimension of {_operand(name)}", layout.ld)
 
     def launch(
         self, handle: int, stream: Any, ptrs: dict[str, int], alpha: Any, beta: Any, has_c: bool, scratch: int
@@ -148,6 +189,10 @@ class GpuProgram:
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
 
 
+def _operand(name: str) -> str:
+    return "the result" if name == "d" else f"operand '{name}'"
+
+
 class GemmProgram(GpuProgram):
     """``GemmEx`` / ``GemmStridedBatchedEx`` over the collapsed batch."""
 
@@ -157,6 +202,20 @@ class GemmProgram(GpuProgram):
         self.plan = batch_plan(
             t.batch, {"x1": self.l1.batch_strides, "x2": self.l2.batch_strides, "d": self.ld.batch_strides}
         )
+        self.prepare()
+
+    def prepare(self) -> None:
+        """Check (once) and keep the integer arguments of the launches (see :meth:`run`)."""
+        if self.empty:
+            return
+        t, plan = self.traits, self.plan
+        names = {"x1": t.x1, "x2": self.x2, "d": "d"}
+        self.lds = (self._ld(t.x1, self.l1), self._ld(self.x2, self.l2), self._ld("d", self.ld))
+        self.strides = tuple(
+            c_int(f"the batch stride of {_operand(names[x])}", plan.strides[x], 64) for x in ("x1", "x2", "d")
+        )
+        self.count = c_int("the batch count of one strided launch", plan.count)
+        self.enums = (int(self.l1.op), int(self.l2.op), int(self.types.data), int(self.types.compute))
 
     def launch(self, handle, stream, ptrs, alpha, beta, has_c, scratch):
         if self.empty:
@@ -166,60 +225,29 @@ class GemmProgram(GpuProgram):
         self.run(handle, ptrs[self.traits.x1], ptrs[self.x2], ptrs["d"], s.alpha, s.beta)
 
     def run(self, handle: int, p1: int, p2: int, pd: int, alpha: int, beta: int) -> None:
-        """The launches with pointers to matrix 0 and host scalar addresses."""
-        ty, isz, l1, l2, ld = self.types, self.itemsize, self.l1, self.l2, self.ld
+        """The launches with pointers to matrix 0 and host scalar addresses.
+
+        Unchecked bindings: m, n, k, the leading dimensions, strides and count were range-checked when
+        the program was built; the ops, types and algorithm are cuBLAS enums; ``handle`` comes from
+        :func:`get_handle`; the pointers are tensor addresses plus offsets inside the tensors.
+        """
+        isz = self.itemsize
+        op1, op2, dt, compute = self.enums
+        ld1, ld2, ldd = self.lds
         plan = self.plan
         for off in plan.offsets:
             q1, q2, qd = p1 + off["x1"] * isz, p2 + off["x2"] * isz, pd + off["d"] * isz
             if plan.count == 1:
-                cublas.gemm_ex(
-                    handle,
-                    l1.op,
-                    l2.op,
-                    self.m,
-                    self.n,
-                    self.k,
-                    alpha,
-                    q1,
-                    ty.data,
-                    l1.ld,
-                    q2,
-                    ty.data,
-                    l2.ld,
-                    beta,
-                    qd,
-                    ty.data,
-                    ld.ld,
-                    ty.compute,
-                    _ALGO,
-                )
+                cublas_unchecked.gemm_ex(
+                    handle, op1, op2, self.m, self.n, self.k, alpha, q1, dt, ld1, q2, dt, ld2, beta, qd, dt,
+                    ldd, compute, _ALGO,
+                )  # fmt: skip
             else:
-                st = plan.strides
-                cublas.gemm_strided_batched_ex(
-                    handle,
-                    l1.op,
-                    l2.op,
-                    self.m,
-                    self.n,
-                    self.k,
-                    alpha,
-                    q1,
-                    ty.data,
-                    l1.ld,
-                    st["x1"],
-                    q2,
-                    ty.data,
-                    l2.ld,
-                    st["x2"],
-                    beta,
-                    qd,
-                    ty.data,
-                    ld.ld,
-                    st["d"],
-                    plan.count,
-                    ty.compute,
-                    _ALGO,
-                )
+                s1, s2, sd = self.strides
+                cublas_unchecked.gemm_strided_batched_ex(
+                    handle, op1, op2, self.m, self.n, self.k, alpha, q1, dt, ld1, s1, q2, dt, ld2, s2, beta,
+                    qd, dt, ldd, sd, self.count, compute, _ALGO,
+                )  # fmt: skip
 
 
 class _PerMatrix(GpuProgram):
@@ -236,8 +264,13 @@ class _PerMatrix(GpuProgram):
             {"s": self.ls.batch_strides, "x": self.lx.batch_strides, "d": self.ld.batch_strides},
             strided=False,
         )
-        self.fn = getattr(cublas, f"{self.types.prefix}{self._routine()}", None)
-        self.geam = getattr(cublas, f"{self.types.prefix}geam", None)
+        # unchecked bindings: the integers below are checked here, once (see the module docstring)
+        self.fn = getattr(cublas_unchecked, f"{self.types.prefix}{self._routine()}", None)
+        self.geam = getattr(cublas_unchecked, f"{self.types.prefix}geam", None)
+        if not self.empty:
+            self.lds, self.ldx, self.ldd = self._ld(t.structured), self._ld(self.dense), self._ld("d")
+            self.side, self.uplo, self.diag = int(t.side), int(t.uplo), int(t.diag)
+            self.op_s = int(self.ls.op)
 
     def _routine(self) -> str:
         return self.traits.kind
@@ -262,6 +295,7 @@ class _Expanded:
         GpuProgram.__init__(gemm, t)
         gemm.l1, gemm.l2 = (full, program.lx) if self.first else (program.lx, full)
         gemm.plan = batch_plan((), {"x1": (), "x2": (), "d": ()})
+        gemm.prepare()
         self.gemm, self.ld_s, self.uplo, self.dtype = gemm, program.ls.ld, t.uplo, t.dtype
 
     def run(
@@ -293,13 +327,13 @@ class SymmProgram(_PerMatrix):
             return
         s = self.scalars
         s.set(alpha, beta)
-        t, ex = self.traits, self.expanded
+        ex = self.expanded
         for ps, px, pd in self.matrices(ptrs):
             if ex is not None:
                 ex.run(handle, stream, ps, px, pd, scratch, s.alpha, s.beta)
             else:
-                lds, ldx, ldd = self.ls.ld, self.lx.ld, self.ld.ld
-                self.fn(handle, t.side, t.uplo, self.m, self.n, s.alpha, ps, lds, px, ldx, s.beta, pd, ldd)
+                m, n, lds, ldx, ldd = self.m, self.n, self.lds, self.ldx, self.ldd
+                self.fn(handle, self.side, self.uplo, m, n, s.alpha, ps, lds, px, ldx, s.beta, pd, ldd)
 
 
 class TrmmProgram(_PerMatrix):
@@ -318,31 +352,16 @@ class TrmmProgram(_PerMatrix):
             return
         s = self.scalars
         s.set(alpha, beta)
-        t, m, n, ex = self.traits, self.m, self.n, self.expanded
+        m, n, ex, ldd = self.m, self.n, self.expanded, self.ldd
         for ps, px, pd in self.matrices(ptrs):
             if ex is not None:
                 ex.run(handle, stream, ps, px, pd, scratch, s.alpha, s.beta if has_c else s.zero)
                 continue
-            out, ldo = (scratch, max(m, 1)) if has_c else (pd, self.ld.ld)
-            self.fn(
-                handle,
-                t.side,
-                t.uplo,
-                self.ls.op,
-                t.diag,
-                m,
-                n,
-                s.alpha,
-                ps,
-                self.ls.ld,
-                px,
-                self.lx.ld,
-                out,
-                ldo,
-            )
+            out, ldo = (scratch, max(m, 1)) if has_c else (pd, ldd)
+            self.fn(handle, self.side, self.uplo, self.op_s, self.diag, m, n, s.alpha, ps, self.lds, px,
+                    self.ldx, out, ldo)  # fmt: skip
             if has_c:
-                self.geam(handle, Operation.N, Operation.N, m, n, s.one, out, ldo, s.beta, pd, self.ld.ld, pd,
-                          self.ld.ld)  # fmt: skip
+                self.geam(handle, _N, _N, m, n, s.one, out, ldo, s.beta, pd, ldd, pd, ldd)
 
 
 class DgmmProgram(_PerMatrix):
@@ -351,20 +370,22 @@ class DgmmProgram(_PerMatrix):
     def __init__(self, traits: Traits):
         super().__init__(traits)
         self.scratch_bytes = self.m * self.n * self.itemsize
+        if not self.empty:
+            self.incx = c_int(f"the increment of the diagonal of operand '{traits.structured}'", traits.incx)
 
     def launch(self, handle, stream, ptrs, alpha, beta, has_c, scratch):
         if self.empty:
             return
         s = self.scalars
         s.set(alpha, beta)
-        t, m, n, ldd = self.traits, self.m, self.n, self.ld.ld
+        m, n, ldd = self.m, self.n, self.ldd
         for ps, px, pd in self.matrices(ptrs):
             out, ldo = (scratch, max(m, 1)) if has_c else (pd, ldd)
-            self.fn(handle, t.side, m, n, px, self.lx.ld, ps, t.incx, out, ldo)
+            self.fn(handle, self.side, m, n, px, self.ldx, ps, self.incx, out, ldo)
             if has_c:
-                self.geam(handle, Operation.N, Operation.N, m, n, s.alpha, out, ldo, s.beta, pd, ldd, pd, ldd)
+                self.geam(handle, _N, _N, m, n, s.alpha, out, ldo, s.beta, pd, ldd, pd, ldd)
             elif alpha != 1:
-                self.geam(handle, Operation.N, Operation.N, m, n, s.alpha, pd, ldd, s.zero, pd, ldd, pd, ldd)
+                self.geam(handle, _N, _N, m, n, s.alpha, pd, ldd, s.zero, pd, ldd, pd, ldd)
 
 
 PROGRAMS: dict[str, type[GpuProgram]] = {
@@ -402,7 +423,7 @@ def bind(handle: int, stream: Any, workspace: int, workspace_bytes: int) -> None
     costs no library call (``cublasSetStream`` resets the workspace, so both are set together).
     """
     bound = (stream.ptr, workspace, workspace_bytes)
-    if _BOUND.get(handle) != bound:
-        cublas.set_stream(handle, stream.ptr)
-        cublas.set_workspace(handle, workspace, workspace_bytes)
+    if _BOUND.get(handle) != bound:  # unchecked: our handle, a bounded stream, our allocation
+        cublas_unchecked.set_stream(handle, stream.ptr)
+        cublas_unchecked.set_workspace(handle, workspace, workspace_bytes)
         _BOUND.put(handle, bound)

@@ -12,6 +12,9 @@ structured qualifiers        symm / hemm / trmm / dgmm have no grouped form: one
 
 The device pointer arrays are rebuilt on the host and uploaded (one ``cuMemcpyHtoDAsync`` on the
 call's stream into the plan's scratch memory) only when an operand address changed.
+
+The launch calls the unchecked binding: the per-group integers (C ``int`` arrays, which ctypes would
+fill with wrapped values) and the group count are range-checked when the program is built.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from nvmath._internal import devices
-from nvmath.bindings import cublas
+from nvmath.bindings._unchecked import cublas as cublas_unchecked
 from nvmath.linalg.generic._batching import batch_plan
-from nvmath.linalg.generic._cublas import TYPES
+from nvmath.linalg.generic._cublas import TYPES, c_int
 from nvmath.linalg.generic._traits import Traits
 
 __all__ = ["GroupedProgram", "make_grouped", "upload"]
@@ -49,8 +52,21 @@ def upload(dst: int, host: np.ndarray, stream: Any) -> None:
     devices.check(drv.cuMemcpyHtoDAsync(dst, host.ctypes.data, host.nbytes, stream.ptr), "cuMemcpyHtoDAsync")
 
 
-def _ints(values: list[int]) -> Any:
-    return (ctypes.c_int * len(values))(*values)
+_ARRAYS = (
+    "the op of the first BLAS operand", "the op of the second BLAS operand", "dimension m", "dimension n",
+    "dimension k", "the leading dimension of the first BLAS operand",
+    "the leading dimension of the second BLAS operand", "the leading dimension of the result",
+    "the number of matrices",
+)  # fmt: skip
+"""What each per-group array of the grouped GEMM holds (for the range-check messages)."""
+
+
+def _ints(what: str, values: list[int], problems: list[int]) -> Any:
+    """A C ``int`` array of ``values`` (one per problem), each checked first (ctypes would store a
+    wrapped value)."""
+    return (ctypes.c_int * len(values))(
+        *(c_int(f"{what} of problem {i} of the sequence", v) for i, v in zip(problems, values))
+    )
 
 
 class GroupedProgram:
@@ -83,8 +99,10 @@ class GroupedProgram:
             l2s.append(l2.ld)
             lds.append(ld.ld)
         self.total = sum(sizes)
-        self.count = len(live)
-        self.args = [_ints(v) for v in (ta, tb, ms, ns, ks, l1s, l2s, lds, sizes)]
+        self.count = c_int("the number of problems of the sequence", len(live))
+        arrays = (ta, tb, ms, ns, ks, l1s, l2s, lds, sizes)
+        self.args = [_ints(what, v, live) for what, v in zip(_ARRAYS, arrays)]
+        self.enums = (int(ty.data), int(ty.compute))
         self.scratch_bytes = 3 * self.total * 8
         self.alphas = np.zeros(max(self.count, 1), dtype=ty.scale)
         self.betas = np.zeros(max(self.count, 1), dtype=ty.scale)
@@ -127,30 +145,17 @@ class GroupedProgram:
         ta, tb, ms, ns, ks, l1s, l2s, lds, sizes = self.args
         pa, pb, pc = scratch, scratch + 8 * self.total, scratch + 16 * self.total
         al, be = self.alphas.ctypes.data, self.betas.ctypes.data
+        # unchecked: the arrays and count were checked at plan time, the rest are addresses and our handle
         if self.dtype in ("float32", "float64"):
-            fn = cublas.sgemm_grouped_batched if self.dtype == "float32" else cublas.dgemm_grouped_batched
+            fn = (
+                cublas_unchecked.sgemm_grouped_batched
+                if self.dtype == "float32"
+                else cublas_unchecked.dgemm_grouped_batched
+            )
             fn(handle, ta, tb, ms, ns, ks, al, pa, l1s, pb, l2s, be, pc, lds, self.count, sizes)
         else:
-            dt = self.types.data
-            cublas.gemm_grouped_batched_ex(
-                handle,
-                ta,
-                tb,
-                ms,
-                ns,
-                ks,
-                al,
-                pa,
-                dt,
-                l1s,
-                pb,
-                dt,
-                l2s,
-                be,
-                pc,
-                dt,
-                lds,
-                self.count,
-                sizes,
-                self.types.compute,
-            )
+            dt, compute = self.enums
+            cublas_unchecked.gemm_grouped_batched_ex(
+                handle, ta, tb, ms, ns, ks, al, pa, dt, l1s, pb, dt, l2s, be, pc, dt, lds, self.count, sizes,
+                compute,
+            )  # fmt: skip

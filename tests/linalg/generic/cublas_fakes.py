@@ -3,10 +3,17 @@
 The device tensors are those of ``tests/linalg/advanced/matmul_fakes.py`` (``FakeTensor``: a
 "device" array whose memory is host memory, poisoned with NaN when allocated). :func:`install` routes
 the cuBLAS entry points the generic matmul calls (GemmEx, strided-batched, symm, hemm, trmm, dgmm,
-geam, the grouped GEMMs) to numpy emulations that read and write column-major matrices at the raw
-addresses, following the cuBLAS documentation: symm / hemm / trmm read only the stored triangle (the
-tests poison the other one), beta == 0 never reads C. The mirror kernel and the pointer upload are
-emulated too. Every call is recorded, so tests can check which routine ran.
+geam, the grouped GEMMs, SetStream, SetWorkspace) to numpy emulations that read and write
+column-major matrices at the raw addresses, following the cuBLAS documentation: symm / hemm / trmm
+read only the stored triangle (the tests poison the other one), beta == 0 never reads C. The mirror
+kernel and the pointer upload are emulated too. Every call is recorded, so tests can check which
+routine ran.
+
+The generic matmul launches through the unchecked bindings (``nvmath.bindings._unchecked.cublas``),
+so the fakes replace the C function pointers those call (``cublas._p_cublasGemmEx``, ...) and check
+every argument against the C prototype as the checked binding would have (:func:`check_c_args`: plain
+ints in the C type's range, or a ctypes array for an array parameter: ``tests/fake_gpu.py``); the
+checked Python functions of those entry points fail the test, so an execute that reached them is caught.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ from typing import Any
 
 import numpy as np
 
+import fake_gpu
 from nvmath._internal import devices, streams
 from nvmath.bindings import cublas
+from nvmath.bindings._unchecked import cublas as cublas_unchecked
 from nvmath.linalg.generic import _cublas, _grouped, _kernels, _problem
 
 _spec = importlib.util.spec_from_file_location(
@@ -236,25 +245,30 @@ def fake_upload(dst, host, stream):
     ctypes.memmove(dst, host.ctypes.data, host.nbytes)
 
 
+def route(monkeypatch, name: str, emulation) -> None:
+    """Route the C entry point of ``cublas.<name>`` to ``emulation`` (see ``tests/fake_gpu.py``)."""
+    fake_gpu.route_c(monkeypatch, cublas, cublas_unchecked, name, emulation)
+
+
 def install(monkeypatch) -> FakeCublas:
     """Install the fake GPU for one test (undone by ``monkeypatch``); return the :class:`FakeCublas`."""
     F.install(monkeypatch)
     fake = FakeCublas()
     monkeypatch.setattr(_cublas, "get_handle", lambda device_id: 0x1234)
-    monkeypatch.setattr(cublas, "set_stream", lambda h, s: None)
-    monkeypatch.setattr(cublas, "set_workspace", lambda h, p, n: None)
-    monkeypatch.setattr(cublas, "gemm_ex", fake.gemm_ex)
-    monkeypatch.setattr(cublas, "gemm_strided_batched_ex", fake.gemm_strided_batched_ex)
+    route(monkeypatch, "set_stream", lambda h, s: None)
+    route(monkeypatch, "set_workspace", lambda h, p, n: None)
+    route(monkeypatch, "gemm_ex", fake.gemm_ex)
+    route(monkeypatch, "gemm_strided_batched_ex", fake.gemm_strided_batched_ex)
     for p in "sdcz":
-        monkeypatch.setattr(cublas, p + "symm", fake.symm(p, "symm"))
-        monkeypatch.setattr(cublas, p + "trmm", fake.trmm(p))
-        monkeypatch.setattr(cublas, p + "dgmm", fake.dgmm(p))
-        monkeypatch.setattr(cublas, p + "geam", fake.geam(p))
+        route(monkeypatch, p + "symm", fake.symm(p, "symm"))
+        route(monkeypatch, p + "trmm", fake.trmm(p))
+        route(monkeypatch, p + "dgmm", fake.dgmm(p))
+        route(monkeypatch, p + "geam", fake.geam(p))
     for p in "cz":
-        monkeypatch.setattr(cublas, p + "hemm", fake.symm(p, "hemm"))
-    monkeypatch.setattr(cublas, "sgemm_grouped_batched", fake.grouped(np.float32, False))
-    monkeypatch.setattr(cublas, "dgemm_grouped_batched", fake.grouped(np.float64, False))
-    monkeypatch.setattr(cublas, "gemm_grouped_batched_ex", fake.grouped(np.float16, True))
+        route(monkeypatch, p + "hemm", fake.symm(p, "hemm"))
+    route(monkeypatch, "sgemm_grouped_batched", fake.grouped(np.float32, False))
+    route(monkeypatch, "dgemm_grouped_batched", fake.grouped(np.float64, False))
+    route(monkeypatch, "gemm_grouped_batched_ex", fake.grouped(np.float16, True))
     monkeypatch.setattr(_kernels, "expand", fake_expand)
     monkeypatch.setattr(_grouped, "upload", fake_upload)
     monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())

@@ -141,3 +141,108 @@ def test_strided_host_vector_with_cuda_execution(fake_gpu):
     q = quals(la.DiagonalMatrixQualifier.create(), la.GeneralMatrixQualifier.create())
     out = la.matmul(FakeHostTensor(v), FakeHostTensor(x), qualifiers=q, execution="cuda")
     assert rel_error(out.array, np.diag(v) @ x) < 1e-12
+
+
+# ---------------------------------------------------------------- integer ranges (checked at plan time)
+BIG = 2**31  # one past cuBLAS's int32 limit
+
+
+def _huge(shape, element_strides, dtype="float32"):
+    """A fake device operand with these element strides over a tiny buffer (never read: the plan must
+    refuse it first)."""
+    buf = np.zeros(4, dtype)
+    isz = buf.itemsize
+    return fake(np.lib.stride_tricks.as_strided(buf, shape, tuple(s * isz for s in element_strides)))
+
+
+def _small(shape, dtype="float32"):
+    return fake(np.ones(shape, dtype))
+
+
+S, G = la.SymmetricMatrixQualifier.create, la.GeneralMatrixQualifier.create
+RANGE_CASES = {
+    "gemm-lda": (
+        (_huge, (2, 2), (BIG, 1)), (_small, (2, 3)), None, r"leading dimension of operand 'a' is 2147483648",
+    ),
+    "gemm-ldb-col": ((_small, (2, 2)), (_huge, (2, 3), (1, BIG + 5)), None, r"operand 'b' is 2147483653"),
+    "gemm-k": ((_huge, (2, BIG), (1, 2)), (_huge, (BIG, 2), (2, 1)), None, r"dimension K is 2147483648"),
+    "gemm-batch-count": (
+        (_huge, (BIG, 1, 1), (1, 1, 1)), (_huge, (BIG, 1, 1), (1, 1, 1)), None,
+        r"batch count of one strided launch is 2147483648",
+    ),
+    "symm-lda": ((_huge, (2, 2), (BIG, 1)), (_small, (2, 3)), (S(), G()), r"operand 'a' is 2147483648"),
+    "dgmm-incx": (
+        (_huge, (2,), (BIG,)), (_small, (2, 3)), (la.DiagonalMatrixQualifier.create(), G()),
+        r"increment of the diagonal of operand 'a' is 2147483648",
+    ),
+}  # fmt: skip
+
+
+def _range_case(name):
+    (fa, *a), (fb, *b), q, match = RANGE_CASES[name]
+    kwargs = {} if q is None else {"qualifiers": quals(*q)}
+    return fa(*a), fb(*b), kwargs, match
+
+
+@pytest.mark.parametrize("name", list(RANGE_CASES))
+def test_int32_limits_refused_at_plan(fake_gpu, name):
+    """An integer beyond its cuBLAS parameter's int32 range (leading dimension, M/N/K, batch count,
+    diagonal increment) is a ValueError naming the value and the limit when the Matmul is planned,
+    before any cuBLAS call (the launches use the unchecked bindings, which would wrap it)."""
+    a, b, kwargs, match = _range_case(name)
+    mm = la.Matmul(a, b, **kwargs)
+    with pytest.raises(ValueError, match=match) as info:
+        mm.plan()
+    assert "2147483647" in str(info.value)
+    assert fake_gpu.calls == []
+    with pytest.raises(ValueError, match=match):
+        la.matmul(a, b, **kwargs)
+    assert fake_gpu.calls == []
+
+
+def test_c_int_limits():
+    """c_int passes in-range values as plain ints (an IntEnum or numpy integer becomes an int) and names
+    the value and the limit otherwise, for 32- and 64-bit parameters, on both sides."""
+    assert _cublas.c_int("x", 2**31 - 1) == 2**31 - 1
+    assert _cublas.c_int("x", -(2**31)) == -(2**31)
+    assert type(_cublas.c_int("x", np.int64(7))) is int
+    assert type(_cublas.c_int("x", _cublas.Operation.T)) is int
+    assert _cublas.c_int("x", 2**63 - 1, 64) == 2**63 - 1
+    with pytest.raises(ValueError, match=r"the thing is -2147483649, beyond the 32-bit limit -2147483648"):
+        _cublas.c_int("the thing", -(2**31) - 1)
+    with pytest.raises(ValueError, match=r"9223372036854775808, beyond the 64-bit limit 9223372036854775807"):
+        _cublas.c_int("a stride", 2**63, 64)
+
+
+def test_execute_calls_only_unchecked(fake_gpu):
+    """Every launch goes through the unchecked bindings' C entry points (the fakes check each argument
+    as the checked binding would); the checked functions are never reached."""
+    from nvmath.bindings import cublas
+
+    rng = np.random.default_rng(5)
+    a, b = rand(rng, (3, 6, 4), "float64"), rand(rng, (4, 5), "float64", "col")
+    with la.Matmul(fake(a), fake(b)) as mm:
+        mm.plan()
+        for _ in range(2):
+            out = mm.execute()
+            assert rel_error(out.array, np.matmul(a, b)) < 1e-12
+    assert fake_gpu.calls == ["gemm_strided_batched_ex"] * 2
+    with pytest.raises(AssertionError, match="checked binding cublas.gemm_strided_batched_ex"):
+        cublas.gemm_strided_batched_ex()
+
+
+def test_fake_rejects_what_the_checked_binding_refused():
+    """The fakes' argument check refuses what the checked binding refused (an IntEnum passes ctypes but
+    is not a plain int, an int32 out of range, a float), so a program that skipped its plan-time
+    conversion fails on the fake GPU."""
+    import fake_gpu
+
+    from nvmath.bindings import cublas
+
+    args = list((0x1234, 0, 0, 4, 4, 4, 8, 8, 0, 4, 8, 0, 4, 8, 8, 0, 4, 68, -1))
+    fake_gpu.check_c_args(cublas, "cublasGemmEx", tuple(args))
+    for position, value in ((1, _cublas.Operation.T), (3, 2**31), (9, 4.0), (0, -1)):
+        bad = list(args)
+        bad[position] = value
+        with pytest.raises(AssertionError, match="the checked binding refuses"):
+            fake_gpu.check_c_args(cublas, "cublasGemmEx", tuple(bad))

@@ -87,3 +87,22 @@ def test_sequence_length_mismatch():
     x = np.ones((2, 2))
     with pytest.raises(ValueError, match="one length"):
         la.matmul([x, x], [x, x, x])
+
+
+def test_group_integers_refused_at_plan(fake_gpu):
+    """The per-group C int arrays are range-checked when the grouped program is built (ctypes would
+    store a wrapped value); a sequence with such a problem is a ValueError at plan, before any call."""
+    from nvmath.linalg.generic._grouped import make_grouped
+    from nvmath.linalg.generic._traits import OperandInfo, problem_traits
+
+    big = 2**31
+    ok = problem_traits(OperandInfo((2, 2), (2, 1), "float32"), OperandInfo((2, 3), (3, 1), "float32"))
+    wide = problem_traits(OperandInfo((2, 2), (big, 1), "float32"), OperandInfo((2, 3), (3, 1), "float32"))
+    with pytest.raises(ValueError, match="second BLAS operand of problem 1 of the sequence is 2147483648"):
+        make_grouped([ok, wide])
+    buf = np.zeros(4, np.float32)
+    a_wide = np.lib.stride_tricks.as_strided(buf, (2, 2), (4 * big, 4))
+    mm = la.Matmul([fake(np.ones((2, 2), np.float32)), fake(a_wide)], [fake(np.ones((2, 3), np.float32))])
+    with pytest.raises(ValueError, match="2147483648.*2147483647"):
+        mm.plan()
+    assert fake_gpu.calls == []

@@ -435,3 +435,43 @@ def test_conjugate_conflict_copies(torch):
     mm.plan()
     check(mm.execute(), host(a).conj() @ host(b).conj(), "complex64")
     mm.free()
+
+
+# ------------------------------------------------------------------------------ unchecked launches
+def test_launches_take_the_unchecked_path(torch, monkeypatch):
+    """Every routine family (GEMM, strided batch, symm native and mirrored, trmm + geam, dgmm + geam,
+    grouped float32 / float16) reaches cuBLAS through the unchecked bindings without falling back to the
+    checked ones (a fallback means ctypes refused an argument the plan should have made a plain int),
+    and the results match the references."""
+    from nvmath.bindings._unchecked import cublas as unchecked
+
+    fell_back = []
+    for name in ("gemm_ex", "gemm_strided_batched_ex", "dsymm", "dtrmm", "ddgmm", "dgeam", "set_stream",
+                 "set_workspace", "sgemm_grouped_batched", "gemm_grouped_batched_ex"):  # fmt: skip
+        fn = getattr(unchecked, name)
+        checked = fn.__kwdefaults__["_checked"]
+        monkeypatch.setitem(
+            fn.__kwdefaults__, "_checked", lambda *a, _n=name, _c=checked: (fell_back.append(_n), _c(*a))[1]
+        )
+    a, b = rand(torch, (3, 24, 16), "float64", "col", 50), rand(torch, (16, 8), "float64", "row", 51)
+    check(la.matmul(a[0], b), host(a[0]) @ host(b), "float64")
+    check(la.matmul(a, b), np.matmul(host(a), host(b)), "float64")
+    s, x = rand(torch, (16, 16), "float64", "row", 52), rand(torch, (16, 8), "float64", "row", 53)
+    c = rand(torch, (16, 8), "float64", "row", 54)
+    full = np.tril(host(s)) + np.tril(host(s), -1).T
+    for mirror in (1 << 20, 4):  # native symm, then mirror + GEMM (stateful: no cached plan of the other)
+        monkeypatch.setattr(_cublas, "MIRROR_MIN", mirror)
+        with la.Matmul(s, x, qualifiers=quals(SymmetricMatrixQualifier.create(), G())) as mm:
+            mm.plan()
+            check(mm.execute(), full @ host(x), "float64")
+    tq = quals(TriangularMatrixQualifier.create(), G(), G())
+    check(la.matmul(s, x, c, beta=0.5, qualifiers=tq), np.tril(host(s)) @ host(x) + 0.5 * host(c), "float64")
+    v = rand(torch, (1, 16), "float64", "row", 55)[0]
+    dq = quals(DiagonalMatrixQualifier.create(), G())
+    check(la.matmul(v, x, alpha=2.0, qualifiers=dq), 2 * np.diag(host(v)) @ host(x), "float64")
+    for dtype in ("float32", "float16"):
+        xs = [rand(torch, (5, 7), dtype, "row", 56), rand(torch, (3, 7), dtype, "col", 57)]
+        w = rand(torch, (7, 4), dtype, "row", 58)
+        for o, y in zip(la.matmul(xs, [w]), xs):
+            check(o, host(y) @ host(w), dtype)
+    assert fell_back == []
