@@ -315,3 +315,4 @@ if os.environ.get(SWEEP_ENV):
 # --------------------------------------------------------------------------- green contexts
 # The green-context-latency* cases (a small matmul's latency next to a long GEMM) live in _green.
 from benchmarks.suites import _green  # noqa: F401 - registers its cases in this suite
+from benchmarks.suites import _fp8aux  # noqa: F401, E402 - registers the FP8 GELU aux rows in this suite

@@ -253,7 +253,7 @@ class MutableOptions:
 
     Subclasses are plain ``@dataclass(unsafe_hash=True)`` classes (advanced ``MatmulOptions``,
     ``MatmulPlanPreferences``, ``MatmulEpilogPreferences``, ``MatmulQuantizationScales``,
-    ``FFTOptions``). Validation is the same as for the frozen classes, in one place per class:
+    ``FFTOptions``, and ``nvmath.fft.DeviceCallable``). Validation is the same as for the frozen classes, in one place per class:
 
     * :meth:`_check_field` checks and normalizes one field; it runs on construction and on every
       assignment (``o.result_type = ...``), so a bad value is reported where it is set;

@@ -34,6 +34,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Self
 
+from nvmath._internal.options import MutableOptions, freeze_options
 from nvmath.bindings.cufft import cuFFTError
 
 __all__ = [
@@ -66,16 +67,24 @@ _CUFFT_TYPES = {
 _MANGLED_NAME = re.compile(r"_Z(\d+)(\w+)")
 
 
-@dataclasses.dataclass(frozen=True, kw_only=False)
-class DeviceCallable:
+@dataclasses.dataclass(unsafe_hash=True)
+class DeviceCallable(MutableOptions):
     """A device function (LTO-IR) for a prolog or epilog, and its user data.
 
+    A plain mutable dataclass, as nvmath-python's: the fields can be given positionally in this order
+    and assigned after construction. Each field is checked when it is set (its kind); the fields
+    together (``size`` against ``ltoir``) when the object is made and when an FFT takes it
+    (:func:`as_device_callable`, the one validation path of the planner and the stateless functions),
+    which uses a validated frozen snapshot, so a later change to the object never reaches a plan.
+
     Attributes:
-        ltoir: the LTO-IR as ``bytes``, or the int address of it in host memory (then ``size``
-            is required); ``None`` (nvmath-python's default) makes an empty callable that plans and
-            keys as no callback.
-        size: the size of the LTO-IR in bytes (required for an address; taken from ``bytes``).
-        data: an int device pointer passed to the callback as ``user_info`` (0 when unused).
+        ltoir: the LTO-IR as ``bytes`` (a ``bytearray`` or ``memoryview`` is copied to ``bytes``), or
+            the int address of it in host memory (then ``size`` is required); ``None``
+            (nvmath-python's default) makes an empty callable that plans and keys as no callback.
+        size: the size of the LTO-IR in bytes: required for an address; for ``bytes`` ``None`` (the
+            length is used) or their length.
+        data: an int device pointer passed to the callback as ``user_info`` (``None`` is stored as 0,
+            no user data).
         name: ``None`` (the default) or one of cuFFT's default callback names, plain or mangled
             (:func:`callback_symbol`), which :func:`compile_prolog` / :func:`compile_epilog`,
             nvmath-python and ``nvcc -dlto`` of the documented callback names give; checked against
@@ -85,62 +94,80 @@ class DeviceCallable:
 
     ltoir: bytes | int | None = None
     size: int | None = None
-    data: int | None = 0
+    data: int | None = None
     name: str | None = None
 
-    def __post_init__(self) -> None:
-        ltoir = self.ltoir
-        if ltoir is None:
-            return
-        if isinstance(ltoir, (bytearray, memoryview)):
-            ltoir = bytes(ltoir)
-            object.__setattr__(self, "ltoir", ltoir)
+    def _check_field(self, name: str, value: Any) -> Any:
+        return _check_callable_field(name, value)
+
+    def _check_together(self) -> None:
+        ltoir, size = self.ltoir, self.size
         if isinstance(ltoir, bytes):
             if not ltoir:
                 raise ValueError("DeviceCallable.ltoir is empty")
-            if self.size is not None and self.size != len(ltoir):
-                raise ValueError(
-                    f"DeviceCallable.size={self.size} does not match the {len(ltoir)} bytes of ltoir"
-                )
-            object.__setattr__(self, "size", len(ltoir))
-        elif isinstance(ltoir, int) and not isinstance(ltoir, bool):
-            if ltoir <= 0 or not isinstance(self.size, int) or isinstance(self.size, bool) or self.size <= 0:
-                raise ValueError(
-                    f"DeviceCallable with an address as ltoir ({ltoir!r}) needs a positive int size; got {self.size!r}"
-                )
-        else:
-            raise TypeError(
-                f"DeviceCallable.ltoir must be bytes or an int address; got {type(ltoir).__name__}"
+            if size is not None and size != len(ltoir):
+                raise ValueError(f"DeviceCallable.size={size} does not match the {len(ltoir)} bytes of ltoir")
+        elif ltoir is not None and (size is None or size <= 0):
+            raise ValueError(
+                f"DeviceCallable with an address as ltoir ({ltoir!r}) needs a positive int size; got {size!r}"
             )
-        data = 0 if self.data is None else self.data
+
+    def _snapshot(self) -> Any:
+        snap = super()._snapshot()
+        if isinstance(snap.ltoir, bytes) and snap.size is None:  # what cuFFT is given: the length
+            snap.__dict__["size"] = len(snap.ltoir)
+        return snap
+
+    def key(self) -> tuple:
+        """What identifies the callback in a plan key (of a snapshot: :func:`as_device_callable`)."""
+        return (self.ltoir, self.size, self.data, self.name)
+
+
+def _check_callable_field(name: str, value: Any) -> Any:
+    """Check and normalize one field of :class:`DeviceCallable` (its kind; the rest on use)."""
+    if name == "ltoir":
+        if value is None or isinstance(value, bytes):
+            return value
+        if isinstance(value, (bytearray, memoryview)):
+            return bytes(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value <= 0:
+                raise ValueError(f"DeviceCallable.ltoir as an address must be positive; got {value!r}")
+            return value
+        raise TypeError(f"DeviceCallable.ltoir must be bytes or an int address; got {type(value).__name__}")
+    if name == "size":
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"DeviceCallable.size must be an int or None; got {type(value).__name__}: {value!r}")
+        return value
+    if name == "data":
+        data = 0 if value is None else value
         if isinstance(data, bool) or not isinstance(data, int) or data < 0:
-            raise TypeError(
-                f"DeviceCallable.data must be an int device pointer (>= 0) or None; got {self.data!r}"
-            )
-        object.__setattr__(self, "data", data)
-        if self.name is not None and (not isinstance(self.name, str) or not self.name):
-            raise TypeError(f"DeviceCallable.name must be a non-empty str or None; got {self.name!r}")
-        if self.name is not None and not _is_cufft_name(self.name):
+            raise TypeError(f"DeviceCallable.data must be an int device pointer (>= 0) or None; got {value!r}")
+        return data
+    if name == "name" and value is not None:
+        if not isinstance(value, str) or not value:
+            raise TypeError(f"DeviceCallable.name must be a non-empty str or None; got {value!r}")
+        if not _is_cufft_name(value):
             raise NotImplementedError(
-                f"DeviceCallable.name={self.name!r}: only cuFFT's default callback names are supported "
+                f"DeviceCallable.name={value!r}: only cuFFT's default callback names are supported "
                 "(a C++ callback passed to cuFFT 12.0 under its own name failed to plan); name the "
                 "function e.g. cufftJITCallbackStoreComplex (its mangled name is "
                 "nvmath.fft._callbacks.callback_symbol('epilog', 'complex64')) and leave name=None"
             )
-
-    def key(self) -> tuple:
-        """What identifies the callback in a plan key."""
-        return (self.ltoir, self.size, self.data, self.name)
+    return value
 
 
 def as_device_callable(value: Any, what: str) -> DeviceCallable | None:
-    """Return ``value`` as a :class:`DeviceCallable` (``None`` stays ``None``; a dict gives its fields).
+    """Return ``value`` as a validated frozen :class:`DeviceCallable` snapshot (``None`` and an empty
+    callable give ``None``; a dict gives its fields; ``bytes`` the LTO-IR).
 
     Raises:
-        TypeError: ``value`` is of another kind, or a dict has unknown fields.
+        TypeError: ``value`` is of another kind, a dict has unknown fields, or a field is of the wrong kind.
+        ValueError: ``size`` does not fit ``ltoir`` (e.g. after an assignment).
+        NotImplementedError: a ``name`` other than cuFFT's default callback names.
     """
-    if value is None or isinstance(value, DeviceCallable):
-        return None if value is None or value.ltoir is None else value
+    if value is None:
+        return None
     if isinstance(value, Mapping):
         fields = {f.name for f in dataclasses.fields(DeviceCallable)}
         unknown = sorted(str(k) for k in value if k not in fields)
@@ -148,13 +175,15 @@ def as_device_callable(value: Any, what: str) -> DeviceCallable | None:
             raise TypeError(
                 f"{what}: unknown DeviceCallable field(s) {unknown}; the fields are {sorted(fields)}"
             )
-        callable_ = DeviceCallable(**value)
-        return None if callable_.ltoir is None else callable_
-    if isinstance(value, (bytes, bytearray)):
-        return DeviceCallable(value if isinstance(value, bytes) else bytes(value))  # keeps a CompiledCallback
-    raise TypeError(
-        f"{what} must be a DeviceCallable, a dict of its fields, LTO-IR bytes or None; got {type(value).__name__}"
-    )
+        value = DeviceCallable(**value)
+    elif isinstance(value, (bytes, bytearray)):
+        value = DeviceCallable(value if isinstance(value, bytes) else bytes(value))  # keeps a CompiledCallback
+    elif not isinstance(value, DeviceCallable):
+        raise TypeError(
+            f"{what} must be a DeviceCallable, a dict of its fields, LTO-IR bytes or None; got {type(value).__name__}"
+        )
+    snap = freeze_options(value)
+    return None if snap.ltoir is None else snap
 
 
 class CompiledCallback(bytes):

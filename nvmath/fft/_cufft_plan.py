@@ -22,6 +22,7 @@ from typing import Any
 from nvmath._errors import warn_cleanup_failure
 from nvmath._internal import devices, dtypes, streams
 from nvmath._internal.memory import Workspace
+from nvmath._internal.options import freeze_options
 from nvmath._internal.streams import StreamHandle
 from nvmath.fft._callbacks import CallbackPlanError, DeviceCallable, callback_symbol, find_symbol
 from nvmath.fft._layout import CufftStep
@@ -180,6 +181,7 @@ def _set_callback(
     """
     cufft = _cufft()
     info = _check_lto_support()
+    callback = freeze_options(callback)  # the validated snapshot (an FFT's already is): size set for bytes
     symbol = find_symbol(callback, kind, dtype)  # ValueError for a callback of another kind / dtype
     cell = ctypes.c_void_p(callback.data or None)  # caller_info: an array of one device pointer
     keep.append(cell)

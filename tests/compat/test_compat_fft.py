@@ -189,3 +189,58 @@ def test_rfft_of_complex_is_runtime_error(rng):
         nf.rfft(x, execution="cpu")
     with pytest.raises(RuntimeError):
         FFT(x, options={"fft_type": "R2C"}, execution="cpu")
+
+
+# ------------------------------------------------------------------------------ DeviceCallable
+def test_device_callable_fields_in_nvmath_python_order_and_positional():
+    """DeviceCallable(ltoir, size, data) positionally, as nvmath-python's dataclass (defaults None;
+    data None means no user data, stored as 0); ``name`` (ours) comes after them."""
+    import dataclasses
+
+    fields = dataclasses.fields(DeviceCallable)
+    assert [f.name for f in fields][:3] == ["ltoir", "size", "data"]
+    assert [f.default for f in fields][:3] == [None, None, None]
+    cb = DeviceCallable(0x1000, 64, 0x2000)
+    assert (cb.ltoir, cb.size, cb.data, cb.name) == (0x1000, 64, 0x2000, None)
+    cb = DeviceCallable(b"x" * 16, 16, None)
+    assert (cb.ltoir, cb.size, cb.data) == (b"x" * 16, 16, 0)
+    assert DeviceCallable() == DeviceCallable(None, None, None)
+
+
+def test_device_callable_assigned_after_construction(rng):
+    """Fields assigned after construction are what an FFT uses: the key equals that of a callable
+    built with those values, and follows a later assignment."""
+    x = _c64(rng, (6, 64))
+    cb = DeviceCallable()
+    cb.ltoir = b"y" * 32
+    cb.data = 0x40
+    key = FFT.create_key(x, axes=(1,), execution="cuda", prolog=cb)
+    assert key == FFT.create_key(x, axes=(1,), execution="cuda", prolog=DeviceCallable(b"y" * 32, 32, 0x40))
+    cb.data = 0x80
+    assert FFT.create_key(x, axes=(1,), execution="cuda", prolog=cb) != key
+    cb.ltoir, cb.size = 0x5000, 128  # an address (with its size) instead of bytes
+    assert FFT.create_key(x, axes=(1,), execution="cuda", prolog=cb) == FFT.create_key(
+        x, axes=(1,), execution="cuda", prolog=DeviceCallable(0x5000, 128, 0x80)
+    )
+
+
+def test_device_callable_bad_value_refused_when_used(rng):
+    """A size that does not fit the LTO-IR, assigned after construction, is reported (ValueError, the
+    value in the message) when an FFT takes the callable, before any GPU work; a value of the wrong
+    kind is refused (TypeError) where it is assigned, and the field keeps its value."""
+    x = _c64(rng, (6, 64))
+    cb = DeviceCallable(b"z" * 8)
+    cb.size = 9  # cheap per-field check passes; the rule across fields is checked on use
+    with pytest.raises(ValueError, match=r"size=9 does not match the 8 bytes"):
+        FFT.create_key(x, axes=(1,), execution="cuda", prolog=cb)
+    with pytest.raises(ValueError, match=r"size=9"):
+        nf.fft(x, axes=(1,), execution="cuda", epilog=cb)
+    cb.ltoir = 0x1000
+    cb.size = None
+    with pytest.raises(ValueError, match="needs a positive int size; got None"):
+        FFT.create_key(x, axes=(1,), execution="cuda", epilog=cb)
+    with pytest.raises(TypeError, match="1.5"):
+        cb.data = 1.5
+    with pytest.raises(TypeError, match="str"):
+        cb.ltoir = "not LTO-IR"
+    assert (cb.ltoir, cb.data) == (0x1000, 0)

@@ -29,9 +29,10 @@ from nvmath.fft._callbacks import (
 
 
 def test_device_callable_from_bytes():
-    """bytes give the size; data defaults to 0; the object is hashable (plan keys)."""
+    """bytes give the size on use (the snapshot an FFT takes); data None is 0; hashable (plan keys)."""
     c = DeviceCallable(b"abc")
-    assert (c.size, c.data, c.name) == (3, 0, None)
+    assert (c.size, c.data, c.name) == (None, 0, None)
+    assert as_device_callable(c, "prolog").size == 3
     assert hash(c) == hash(DeviceCallable(bytearray(b"abc")))
     assert DeviceCallable(b"abc", data=None).data == 0
 
@@ -65,9 +66,11 @@ def test_as_device_callable():
     """None, instances, dicts and bytes are accepted; other kinds and unknown keys are not."""
     assert as_device_callable(None, "prolog") is None
     c = DeviceCallable(b"x")
-    assert as_device_callable(c, "prolog") is c
-    assert as_device_callable({"ltoir": b"x", "data": 8}, "prolog") == DeviceCallable(b"x", data=8)
-    assert as_device_callable(b"x", "prolog") == c
+    snap = as_device_callable(c, "prolog")
+    assert snap == DeviceCallable(b"x", size=1) and as_device_callable(c, "prolog") is snap  # one per state
+    assert as_device_callable({"ltoir": b"x", "data": 8}, "prolog") == DeviceCallable(b"x", 1, data=8)
+    assert as_device_callable(b"x", "prolog") == snap
+    assert as_device_callable(DeviceCallable(), "prolog") is None
     compiled = CompiledCallback(b"x", kind="prolog", element_dtype="float32", symbol="s")
     assert as_device_callable(compiled, "prolog").ltoir is compiled  # keeps what it was compiled for
     with pytest.raises(TypeError, match="'code'"):
@@ -134,7 +137,7 @@ def test_compiled_callback_is_bytes():
     c = CompiledCallback(b"ir", kind="prolog", element_dtype="float64", symbol="s")
     assert isinstance(c, bytes) and c == b"ir" and hash(c) == hash(b"ir")
     d = DeviceCallable(c)
-    assert d.ltoir is c and d.size == 2
+    assert d.ltoir is c and as_device_callable(d, "prolog").size == 2 and as_device_callable(d, "prolog").ltoir is c
     back = pickle.loads(pickle.dumps(c))
     assert (back, back.kind, back.element_dtype, back.symbol) == (b"ir", "prolog", "float64", "s")
 
@@ -332,8 +335,9 @@ def _link_like_cufft(kind: str, dtype: str, ltoir: bytes) -> tuple[bool, str]:
     (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
     assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
     _, size = nvrtc.nvrtcGetLTOIRSize(prog)
-    caller = b" " * size
+    caller = bytearray(size)  # NVRTC writes into it: never a bytes object (one-byte bytes are shared)
     nvrtc.nvrtcGetLTOIR(prog, caller)
+    caller = bytes(caller)
     nvrtc.nvrtcDestroyProgram(prog)
     handle = nvjitlink.create(2, ["-arch=sm_90", "-lto"])
     try:

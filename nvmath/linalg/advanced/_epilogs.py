@@ -14,7 +14,9 @@ Aux layouts (column-major, cuBLASLt orientation, M rows and N columns of D):
   (little-endian) of byte ``i // 8`` of column j is row i; cuBLASLt counts its leading dimension and
   batch stride in bits (multiples of 128).
 * ``gelu_aux``: shape ``(*batch, round_up(M, 8), N)``, D's dtype (C's when D is FP8) or
-  ``preferences.aux_type``; leading dimension and batch stride multiples of 8.
+  ``preferences.aux_type``; leading dimension and batch stride multiples of 8. An FP8 ``aux_type``
+  is the library's work (:mod:`._aux_quantize`): cuBLASLt writes the aux in its default wide type
+  into an internal output (:class:`AuxQuantization`), which a kernel quantizes into ``gelu_aux``.
 * bias gradients: ``(M,)`` (``(N,)`` for ``bgradb``), or ``(*batch, M, 1)`` when batched.
 
 Beyond nvmath-python: a bias along N (shape ``(N,)`` when ``N != M``, ``(1, N)`` or
@@ -58,6 +60,7 @@ __all__ = [
     "AUX_QUANTIZATION_SCALE",
     "EPILOG_SPECS",
     "AuxOutputSpec",
+    "AuxQuantization",
     "EpilogSpec",
     "EpilogTraits",
     "epilog_spec",
@@ -179,6 +182,32 @@ class AuxOutputSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class AuxQuantization:
+    """An FP8 GELU aux the library quantizes from cuBLASLt's wide aux (see :mod:`._aux_quantize`).
+
+    Attributes:
+        source: the internal aux output cuBLASLt writes (``EPILOGUE_AUX_POINTER``), never returned.
+        target: the FP8 aux output returned to the caller (``"gelu_aux"``).
+        amax: the float32 ``(1,)`` amax output (``"gelu_aux_amax"``), or ``None``.
+        scale: the epilog input holding the scale (``"aux_quantization_scale"``).
+        rows: real rows per column (M of D in cuBLASLt's orientation).
+        ld: rows per column (``round_up(rows, 8)``).
+        total: elements of the aux, batch included.
+        source_dtype, target_dtype: the wide and the FP8 dtype.
+    """
+
+    source: str
+    target: str
+    amax: str | None
+    scale: str
+    rows: int
+    ld: int
+    total: int
+    source_dtype: str
+    target_dtype: str
+
+
+@dataclasses.dataclass(frozen=True)
 class EpilogTraits:
     """The validated epilog of one problem.
 
@@ -191,10 +220,12 @@ class EpilogTraits:
         pointer_attributes: ``(attribute name, tensor name)``: set the attribute to the device
             pointer of that epilog input or aux output (``BIAS_POINTER`` -> ``"bias"``, ...).
         inputs: the validated ``epilog_inputs`` names.
-        aux_outputs: the tensors to allocate and return, in order.
+        aux_outputs: the tensors to allocate, in order; all are returned but the internal wide aux of
+            an FP8 aux (``aux_quantization.source``).
         required_ops: ops cuBLASLt needs on A / B with this epilog (``None``: any).
         staged_operand: the operand read from a dense copy when its memory order does not give its
             required op (see :func:`._traits.get_problem`).
+        aux_quantization: the library's quantization of an FP8 GELU aux, or ``None``.
     """
 
     epilog: E
@@ -206,11 +237,13 @@ class EpilogTraits:
     aux_outputs: tuple[AuxOutputSpec, ...]
     required_ops: tuple[Op | None, Op | None] = (None, None)
     staged_operand: str | None = None
+    aux_quantization: AuxQuantization | None = None
 
     @property
     def aux_names(self) -> tuple[str, ...]:
-        """Names of the aux outputs."""
-        return tuple(a.name for a in self.aux_outputs)
+        """Names of the aux outputs the caller gets (not the internal wide aux of an FP8 aux)."""
+        q = self.aux_quantization
+        return tuple(a.name for a in self.aux_outputs if q is None or a.name != q.source)
 
     @property
     def problem_options(self) -> dict[str, Any]:
@@ -284,7 +317,7 @@ def _aux_dtype(kind: str, types: TypeTraits, prefs: MatmulEpilogPreferences) -> 
         return "uint8"
     if prefs.aux_type is not None:
         return _dt.from_cuda_data_type(prefs.aux_type)
-    return types.c_dtype if types.narrow_result else types.d_dtype
+    return _wide_aux_dtype(types)
 
 
 def _aux_input(kind: str, aux: OperandSpec, p: _Problem, dtype: str) -> list[tuple[str, int]]:
@@ -352,26 +385,44 @@ def _check_applicable(spec: EpilogSpec, p: _Problem, types: TypeTraits, version:
             raise ValueError(f"epilog {spec.epilog.name} needs cuBLASLt >= {need}; loaded: {have}")
 
 
+def _wide_aux_dtype(types: TypeTraits) -> str:
+    """cuBLASLt's default aux type: C's dtype over an FP8 D, else D's."""
+    return types.c_dtype if types.narrow_result else types.d_dtype
+
+
 def _gelu_aux_prefs(spec: EpilogSpec, dtype: str, prefs: MatmulEpilogPreferences, types: TypeTraits) -> tuple:
-    """Extra inputs, attributes, pointer attributes and outputs for a GELU aux output's preferences."""
+    """Extra inputs, attributes and outputs for a GELU aux output's preferences.
+
+    An FP8 aux is quantized by the library (:mod:`._aux_quantize`): cuBLASLt 13.1 refuses every AUX
+    scale pointer, so cuBLASLt keeps its default (wide) aux type and gets no AUX scale or amax pointer;
+    the amax output is the library's too.
+    """
     extra_inputs: tuple[str, ...] = ()
-    attrs, ptrs, outs = [], [], []
-    # cuBLASLt's default aux type is D's, or C's when D is FP8: an FP8 aux over an FP8 D must be
-    # named explicitly, else cuBLASLt takes the aux as C's type and refuses the AUX scale pointer
-    default = types.c_dtype if types.narrow_result else types.d_dtype
-    if dtype != default or prefs.aux_type is not None:
+    attrs, outs = [], []
+    narrow = is_narrow(dtype)
+    if not narrow and (dtype != _wide_aux_dtype(types) or prefs.aux_type is not None):
         attrs.append(("EPILOGUE_AUX_DATA_TYPE", _dt.cuda_data_type(dtype)))
-    if is_narrow(dtype):
+    if narrow:
         extra_inputs = (AUX_QUANTIZATION_SCALE,)
-        ptrs.append(("EPILOGUE_AUX_SCALE_POINTER", AUX_QUANTIZATION_SCALE))
     if prefs.aux_amax:
-        if not is_narrow(dtype):
+        if not narrow:
             raise ValueError(
                 f"aux_amax=True needs an FP8 aux_type; the aux dtype of {spec.epilog.name} is {dtype}"
             )
         outs.append(AuxOutputSpec(f"{spec.aux}_aux_amax", (1,), (1,), "float32"))
-        ptrs.append(("EPILOGUE_AUX_AMAX_POINTER", outs[-1].name))
-    return extra_inputs, attrs, ptrs, outs
+    return extra_inputs, attrs, outs
+
+
+def _quantization(outputs: list[AuxOutputSpec], p: _Problem, extra: list[AuxOutputSpec]) -> AuxQuantization:
+    """The :class:`AuxQuantization` of the (wide, FP8) aux pair that :func:`_aux_and_bgrad` made first
+    (``extra``: the amax output, if any)."""
+    wide, fp8 = outputs[0], outputs[1]
+    amax = extra[0].name if extra else None
+    ld = gelu_aux_rows(p.m)
+    total = ld * p.n * p.batch.count
+    return AuxQuantization(
+        wide.name, fp8.name, amax, AUX_QUANTIZATION_SCALE, p.m, ld, total, wide.dtype, fp8.dtype
+    )
 
 
 def epilog_traits(
@@ -417,22 +468,24 @@ def epilog_traits(
         ptrs.append(("BIAS_POINTER", "bias"))
     if transpose:
         p = _Problem(n, m, k, batch)
-    extra_inputs, pattrs, pptrs, pouts = (), [], [], []
+    extra_inputs, pattrs, pouts = (), [], []
     aux_dtype = _aux_dtype(spec.aux, types, prefs) if spec.aux else ""
     if spec.aux == "gelu" and not spec.aux_is_input:
-        extra_inputs, pattrs, pptrs, pouts = _gelu_aux_prefs(spec, aux_dtype, prefs, types)
+        extra_inputs, pattrs, pouts = _gelu_aux_prefs(spec, aux_dtype, prefs, types)
     _check_names(spec, given, extra_inputs)
     outputs, aux_attrs, aux_ptrs = _aux_and_bgrad(spec, given, p, types, aux_dtype)
+    quantization = _quantization(outputs, p, pouts) if extra_inputs else None  # an FP8 GELU aux
     return EpilogTraits(
         epilog=spec.epilog,
         transpose_problem=transpose,
         forces_col=spec.forces_col,
         attributes=tuple(attrs + aux_attrs + pattrs),
-        pointer_attributes=tuple(ptrs + aux_ptrs + pptrs),
+        pointer_attributes=tuple(ptrs + aux_ptrs),
         inputs=tuple(sorted(given)),
         aux_outputs=tuple(outputs + pouts),
         required_ops=spec.required_ops,
         staged_operand=spec.staged_operand,
+        aux_quantization=quantization,
     )
 
 
@@ -449,9 +502,14 @@ def _aux_and_bgrad(
         ptrs.append(("EPILOGUE_AUX_POINTER", aux_name))
     elif spec.aux:
         out, aux_attrs = _aux_output(spec.aux, p, aux_dtype)
-        outputs.append(out)
         attrs += aux_attrs
-        ptrs.append(("EPILOGUE_AUX_POINTER", out.name))
+        if is_narrow(aux_dtype):  # cuBLASLt writes an internal wide aux that the library quantizes
+            wide = dataclasses.replace(out, name=f"_{out.name}_wide", dtype=_wide_aux_dtype(types))
+            outputs += [wide, out]
+            ptrs.append(("EPILOGUE_AUX_POINTER", wide.name))
+        else:
+            outputs.append(out)
+            ptrs.append(("EPILOGUE_AUX_POINTER", out.name))
     if spec.bias == "out" and spec.aux_output is not None:
         length = p.n if spec.epilog == E.BGRADB else p.m
         dtype = types.c_dtype if types.narrow_result else types.d_dtype

@@ -64,7 +64,8 @@ class Plan:
         algorithms: the candidates, best first.
         epilog_slots: epilog input tensors (bias, relu_aux, gelu_aux).
         epilog_scales: the epilog's scale inputs (``aux_quantization_scale``).
-        aux: per aux output, its spec and the descriptor pointer that receives it.
+        aux: per aux output, its spec and the descriptor pointer that receives it (``None``: an
+            output the library writes after ``cublasLtMatmul``, see ``epilog.aux_quantization``).
         input_pointers: per epilog-input or quantization-scale name, the descriptor pointers it feeds.
         alignments: the pointer alignments the heuristic was told (A, B, C, D of cuBLASLt).
         workspace_cap: ``MAX_WORKSPACE_BYTES``.
@@ -78,7 +79,7 @@ class Plan:
     algorithms: list[_algorithm.Algorithm]
     epilog_slots: dict[str, Slot]
     epilog_scales: dict[str, ScaleSlot]
-    aux: list[tuple[AuxOutputSpec, PointerAttribute]]
+    aux: list[tuple[AuxOutputSpec, PointerAttribute | None]]
     input_pointers: dict[str, list[PointerAttribute]]
     alignments: tuple[int, int, int, int]
     workspace_cap: int
@@ -187,7 +188,9 @@ def _descriptor(
     ep: EpilogTraits,
     inputs: Mapping[str, int],
     aux: Sequence[AuxOutputSpec],
-) -> tuple[MatmulDesc, list[tuple[AuxOutputSpec, PointerAttribute]], dict[str, list[PointerAttribute]]]:
+) -> tuple[
+    MatmulDesc, list[tuple[AuxOutputSpec, PointerAttribute | None]], dict[str, list[PointerAttribute]]
+]:
     """The matmul descriptor with ops, epilog attributes and the pointers known at plan time."""
     opts, t = spec.options, spec.types
     desc = MatmulDesc(t.compute_type, t.scale_type)
@@ -217,16 +220,17 @@ def _descriptor(
         if opts.result_amax:
             pointers.append(("AMAX_D_POINTER", RESULT_AMAX))
         by_input: dict[str, list[PointerAttribute]] = {}
-        aux_names = {a.name: a for a in aux}
-        out: list[tuple[AuxOutputSpec, PointerAttribute]] = []
+        aux_names = {a.name for a in aux}
+        by_aux: dict[str, PointerAttribute] = {}
         for attr, source in pointers:
             slot = desc.pointer(attr)
             if source in aux_names:
-                out.append((aux_names[source], slot))
+                by_aux[source] = slot
             else:
                 slot.set(inputs[source])
                 by_input.setdefault(source, []).append(slot)
-        return desc, out, by_input
+        # outputs no descriptor pointer receives (an FP8 aux, its amax) are the library's to write
+        return desc, [(a, by_aux.get(a.name)) for a in aux], by_input
     except BaseException:
         desc.close()
         raise

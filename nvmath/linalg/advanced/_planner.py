@@ -24,12 +24,12 @@ from nvmath._internal.options import check_int, check_or_create_options, freeze_
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap, wrap_operands
-from nvmath._internal.tensors.copy import copy_into
 from nvmath._internal.torch_bridge import execute_wants_torch, route
 from nvmath.bindings import cublasLt as lt
 from nvmath.bindings._unchecked import cublasLt as lt_unchecked
 from nvmath.linalg.advanced import _autotune, _handles, _streams
 from nvmath.linalg.advanced._algorithm import Algorithm
+from nvmath.linalg.advanced._aux import AuxOutputs
 from nvmath.linalg.advanced._operands import ScaleSlot, wrap_scales
 from nvmath.linalg.advanced._options import (
     LOGGER_NAME,
@@ -39,7 +39,7 @@ from nvmath.linalg.advanced._options import (
 )
 from nvmath.linalg.advanced._plan import Plan, build_plan, row_order_possible
 from nvmath.linalg.advanced._reset import reset
-from nvmath.linalg.advanced._results import ResultMaker, deliver, deliver_host
+from nvmath.linalg.advanced._results import ResultMaker, deliver_outputs
 from nvmath.linalg.advanced._spec import Spec, place, specify
 from nvmath.linalg.advanced._staging import stage
 from nvmath.linalg.advanced._traits import check_alpha_beta
@@ -150,7 +150,7 @@ class Matmul(FreedOnExit):
         self._static: tuple = ()
         self._algo: tuple[int, int] = (0, 0)
         self._result: ResultMaker | None = None
-        self._aux: list = []
+        self._aux: AuxOutputs | None = None
         self._device_id = spec.device_id
         self._inplace = spec.mm.inplace
         self._c_slot = self._slots.get("c") if spec.has_c else None
@@ -259,7 +259,21 @@ class Matmul(FreedOnExit):
 
     def _commit(self, plan: Plan, *, retire: bool = False) -> None:
         """Install a new plan and precompute the execute() arguments. The previous plan is closed, or
-        with ``retire`` kept runnable for ``execute(algorithm=...)`` with its algorithms."""
+        with ``retire`` kept runnable for ``execute(algorithm=...)`` with its algorithms. The output makers
+        (and an FP8 aux's kernels, compiled here) come first: if they fail, ``plan`` is closed and the
+        planner is as it was."""
+        first = self._slots["a"]  # outputs follow a's package and device; the makers keep an empty
+        template = first.device  # sibling, never the caller's tensor (release_operands drops them all)
+        if not first.host:
+            template = template.empty((0,), template.dtype)
+        p, ep = plan.problem, plan.epilog
+        try:
+            result = ResultMaker(template, p.result_shape, p.result_strides, self._spec.types.d_dtype)
+            aux = AuxOutputs(plan.aux, template, ep.aux_quantization, plan.epilog_scales, self._device_id)
+        except BaseException:
+            plan.close()
+            raise
+        self._result, self._aux = result, (aux if plan.aux else None)
         old, self._plan = self._plan, plan
         if self._retired is not None:
             self._retired.close()
@@ -269,7 +283,7 @@ class Matmul(FreedOnExit):
                 self._retired = old
             else:
                 old.close()
-        p, lay = plan.problem, plan.layouts
+        lay = plan.layouts
         self._static = (
             plan.desc.ptr, self._scalars[0], lay.a.ptr, lay.b.ptr, self._scalars[1], lay.c.ptr, lay.d.ptr,
         )  # fmt: skip
@@ -284,22 +298,15 @@ class Matmul(FreedOnExit):
                 self._pa = staged
             else:
                 self._pb = staged
-        self._done_always = _streams.done_after_every_call(staged is not None, self._spec.package)
+        self._done_always = _streams.done_after_every_call(  # an FP8 aux step reads our buffers too
+            staged is not None or plan.epilog.aux_quantization is not None, self._spec.package
+        )
         # stateless calls may pass bare addresses: GPU operands, out of place, no epilog inputs or scales
         self._pointer_ok = (
             not self._spec.host and not self._inplace and not plan.epilog_slots and not plan.epilog_scales
             and not self._scales and staged is None
         )  # fmt: skip
         self._select(plan.algorithms[0])
-        first = self._slots["a"]  # outputs follow a's package and device; the makers keep an empty
-        template = first.device  # sibling, never the caller's tensor (release_operands drops them all)
-        if not first.host:
-            template = template.empty((0,), template.dtype)
-        self._result = ResultMaker(template, p.result_shape, p.result_strides, self._spec.types.d_dtype)
-        self._aux = [
-            (spec.name, ResultMaker(template, spec.shape, spec.strides, spec.dtype), ptr)
-            for spec, ptr in plan.aux
-        ]
 
     def _select(self, algorithm: Algorithm) -> None:
         assert self._plan is not None
@@ -354,7 +361,7 @@ class Matmul(FreedOnExit):
             streams.record_done(handle)
         if release_workspace:
             self._workspace.release()
-        return self._deliver(out, is_adapter, None, handle)
+        return deliver_outputs(self._spec, self._host_template, self._slots, out, is_adapter, None, handle)
 
     def _launch(
         self, handle: StreamHandle, algo_ptr: int, ws_size: int, release_workspace: bool, current: bool = False,
@@ -366,10 +373,7 @@ class Matmul(FreedOnExit):
             out, d_ptr, is_adapter = c.device, c.ptr, True  # type: ignore[union-attr]
         else:
             out, d_ptr, is_adapter = self._result.new(handle, current)  # type: ignore[union-attr]
-        aux = [(name, maker.new(handle), attr) for name, maker, attr in self._aux] if self._aux else None
-        if aux:
-            for _, (_, ptr, _), attr in aux:
-                attr.set(ptr)
+        aux = self._aux.new(handle) if self._aux is not None else None
         ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
         desc, alpha, la, lb, beta, lc, ld = self._static
         if self._staged is not None:
@@ -385,13 +389,15 @@ class Matmul(FreedOnExit):
                 lt_handle, desc, alpha, self._pa.ptr, la, self._pb.ptr, lb, beta, pc, lc, d_ptr, ld, algo_ptr,
                 ws_ptr, ws_size, handle.ptr,
             )  # fmt: skip
+            if aux is not None:  # the library's own step (an FP8 aux), on the same stream
+                aux = self._aux.finish(aux, handle)  # type: ignore[union-attr]
             if handle.mortal and (ws_size or self._done_always):  # (see _commit)
                 streams.record_done(handle)
         if release_workspace:
             self._workspace.release()
         if self._fast_deliver and aux is None:  # GPU operands, non-blocking, no aux outputs
             return out.unwrap(handle) if is_adapter else out
-        return self._deliver(out, is_adapter, aux, handle)
+        return deliver_outputs(self._spec, self._host_template, self._slots, out, is_adapter, aux, handle)
 
     def _plan_args(self, plan: Plan, d_ptr: int) -> tuple:
         """The ``cublasLtMatmul`` arguments before the algorithm (handle, descriptor, scalars, A, B, C, D)
@@ -405,26 +411,6 @@ class Matmul(FreedOnExit):
             self._handle(), plan.desc.ptr, self._scalars[0], pa, lay.a.ptr, pb, lay.b.ptr, self._scalars[1], pc,
             lay.c.ptr, d_ptr, lay.d.ptr,
         )  # fmt: skip
-
-    def _deliver(self, out: Any, is_adapter: bool, aux: list | None, handle: StreamHandle) -> Any:
-        spec = self._spec
-        if spec.host:
-            template = self._host_template
-            if spec.mm.inplace:
-                c = self._slots["c"]
-                copy_into(c.user, c.device, handle)  # type: ignore[arg-type]
-                result = c.user.unwrap(handle)  # type: ignore[union-attr]
-            else:
-                result = deliver_host(template, out, is_adapter, handle)  # type: ignore[arg-type]
-            extras = (
-                {name: deliver_host(template, o, ad, handle) for name, (o, _, ad), _ in aux} if aux else None
-            )  # type: ignore[arg-type]
-        else:
-            result = out.unwrap(handle) if is_adapter else out
-            extras = {name: deliver(o, ad, handle) for name, (o, _, ad), _ in aux} if aux else None
-            if spec.options.blocking is True:
-                streams.synchronize(handle)
-        return (result, extras) if extras is not None else result
 
     def _workspace_ptr(self, nbytes: int, handle: StreamHandle) -> int:
         ws = self._workspace
@@ -488,9 +474,8 @@ class Matmul(FreedOnExit):
             maker = ResultMaker(c, tuple(c.shape), tuple(c.strides), self._spec.types.d_dtype)
         keep = [maker.new(handle)]  # type: ignore[union-attr]
         d_ptr = keep[0][1]
-        for _, aux_maker, attr in self._aux:
-            keep.append(aux_maker.new(handle))
-            attr.set(keep[-1][1])
+        if self._aux is not None:
+            keep += [out for _, out in self._aux.new(handle)]
         ws_size = max(p.workspace_size for p in plans)
         ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
         calls = [(self._plan_args(p, d_ptr), a.algo_ptr) for p in plans for a in p.algorithms]

@@ -9,14 +9,15 @@ Host operands get device results that :func:`deliver_host` copies back (blocking
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nvmath._internal import dtypes
+from nvmath._internal import dtypes, streams
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import TensorAdapter, wrap
 from nvmath._internal.tensors.copy import copy_into
 
-__all__ = ["ResultMaker", "deliver", "deliver_host"]
+__all__ = ["ResultMaker", "deliver", "deliver_host", "deliver_outputs"]
 
 
 class ResultMaker:
@@ -64,3 +65,36 @@ def deliver_host(host_template: TensorAdapter, obj: Any, is_adapter: bool, strea
     dst = host_template.empty(tuple(src.shape), src.dtype, strides=tuple(src.strides), device_id="cpu")
     copy_into(dst, src, stream)
     return dst.unwrap(stream)
+
+
+def deliver_outputs(
+    spec: Any, host_template: TensorAdapter | None, slots: Mapping[str, Any], out: Any, is_adapter: bool,
+    aux: Sequence[tuple[str, tuple[Any, int, bool]]] | None, stream: StreamHandle,
+) -> Any:  # fmt: skip
+    """The caller's ``result`` or ``(result, aux_dict)`` of one execute.
+
+    Args:
+        spec: the planner's ``_spec.Spec``.
+        host_template: an empty host tensor of the caller's package (host operands), else ``None``.
+        slots: the operand slots (an in-place result of host operands is copied into ``c``'s).
+        out, is_adapter: D as :meth:`ResultMaker.new` made it (or ``c``'s device adapter in place).
+        aux: ``(name, (tensor, address, is_adapter))`` per aux output the caller gets, or ``None``.
+        stream: the execution stream (copies back to the host block; ``blocking=True`` synchronizes).
+    """
+    if spec.host:
+        if spec.mm.inplace:
+            c = slots["c"]
+            copy_into(c.user, c.device, stream)
+            result = c.user.unwrap(stream)
+        else:
+            result = deliver_host(host_template, out, is_adapter, stream)  # type: ignore[arg-type]
+        extras = (
+            {name: deliver_host(host_template, o, ad, stream) for name, (o, _, ad) in aux}  # type: ignore[arg-type]
+            if aux else None
+        )  # fmt: skip
+    else:
+        result = out.unwrap(stream) if is_adapter else out
+        extras = {name: deliver(o, ad, stream) for name, (o, _, ad) in aux} if aux else None
+        if spec.options.blocking is True:
+            streams.synchronize(stream)
+    return (result, extras) if extras is not None else result

@@ -254,13 +254,45 @@ def test_gelu_aux_output_default_and_preferred_dtype():
 
 
 def test_gelu_aux_fp8_with_scale_and_amax():
-    """An FP8 GELU aux takes aux_quantization_scale and, with aux_amax, returns gelu_aux_amax."""
+    """An FP8 GELU aux takes aux_quantization_scale and, with aux_amax, returns gelu_aux_amax; the
+    library quantizes it: cuBLASLt gets a wide aux and no AUX scale / amax pointer or aux type."""
     prefs = MatmulEpilogPreferences(aux_type=28, aux_amax=True)
     t = traits(E.GELU_AUX, {"aux_quantization_scale": 1.0}, types=FP8, prefs=prefs)
     assert t.aux_names == ("gelu_aux", "gelu_aux_amax")
-    ptrs = dict(t.pointer_attributes)
-    assert ptrs["EPILOGUE_AUX_SCALE_POINTER"] == "aux_quantization_scale"
-    assert ptrs["EPILOGUE_AUX_AMAX_POINTER"] == "gelu_aux_amax"
+    ptrs, attrs = dict(t.pointer_attributes), dict(t.attributes)
+    assert not {"EPILOGUE_AUX_SCALE_POINTER", "EPILOGUE_AUX_AMAX_POINTER"} & set(ptrs)
+    assert "EPILOGUE_AUX_DATA_TYPE" not in attrs
+    wide, fp8, amax = t.aux_outputs
+    assert ptrs["EPILOGUE_AUX_POINTER"] == wide.name == "_gelu_aux_wide"
+    assert (wide.dtype, fp8.dtype, amax.dtype) == ("bfloat16", "float8_e4m3fn", "float32")
+    assert wide.shape == fp8.shape == (16, N) and wide.strides == fp8.strides == (1, 16)
+    q = t.aux_quantization
+    assert (q.source, q.target, q.amax, q.scale) == ("_gelu_aux_wide", "gelu_aux", "gelu_aux_amax", "aux_quantization_scale")
+    assert (q.rows, q.ld, q.total, q.source_dtype, q.target_dtype) == (M, 16, 16 * N, "bfloat16", "float8_e4m3fn")
+
+
+@pytest.mark.parametrize("amax", [False, True])
+def test_fp8_gelu_aux_quantization_batched_and_transposed(amax):
+    """A batched FP8 aux counts every batch in the quantization; a bias along N (the transposed
+    product) quantizes D^T's aux (N real rows of round_up(N, 8)); without aux_amax there is no amax."""
+    prefs = MatmulEpilogPreferences(aux_type=29, aux_amax=amax)  # e5m2
+    t = traits(E.GELU_AUX, {"aux_quantization_scale": 0.5}, types=FP8, prefs=prefs, batch=BATCH)
+    q = t.aux_quantization
+    assert (q.rows, q.ld, q.total, q.target_dtype) == (M, 16, 6 * 16 * N, "float8_e5m2")
+    assert (q.amax is not None) == amax and t.aux_names == (("gelu_aux", "gelu_aux_amax") if amax else ("gelu_aux",))
+    inputs = {"aux_quantization_scale": 0.5, "bias": S((N,), (1,), "bfloat16")}
+    t = traits(E.GELU_AUX_BIAS, inputs, types=FP8, prefs=prefs)
+    assert t.transpose_problem
+    q = t.aux_quantization
+    assert (q.rows, q.ld, q.total) == (N, 8, 8 * M)
+    assert t.aux_outputs[1].shape == (8, M)
+
+
+def test_wide_aux_has_no_quantization():
+    """A wide aux (default or a wide aux_type) is cuBLASLt's alone: no quantization step, no internal output."""
+    assert traits(E.GELU_AUX, {}, types=FP8).aux_quantization is None
+    t = traits(E.GELU_AUX, {}, types=FP8, prefs=MatmulEpilogPreferences(aux_type=0))
+    assert t.aux_quantization is None and t.aux_names == ("gelu_aux",)
 
 
 def test_gelu_aux_of_fp8_result_uses_c_dtype():
@@ -446,16 +478,19 @@ def test_attribute_names_are_cublaslt_matmul_desc_attributes():
         emitted |= {name for name, _ in t.attributes + t.pointer_attributes}
     t = traits(E.GELU_AUX, {"aux_quantization_scale": 1.0}, types=FP8, prefs=prefs)
     emitted |= {name for name, _ in t.attributes + t.pointer_attributes}
+    t = traits(E.GELU_AUX, {}, types=FP8, prefs=MatmulEpilogPreferences(aux_type=0))
+    emitted |= {name for name, _ in t.attributes + t.pointer_attributes}
     fp8_f32 = resolve_types("float8_e4m3fn", "float8_e4m3fn", "float32")
     emitted |= {n for n, _ in traits(E.BIAS, {"bias": S((M,), (1,), "bfloat16")}, types=fp8_f32).attributes}
     assert emitted <= members, emitted - members
-    assert {"EPILOGUE_AUX_SCALE_POINTER", "EPILOGUE_AUX_AMAX_POINTER", "BIAS_DATA_TYPE"} <= emitted
+    assert {"EPILOGUE_AUX_POINTER", "EPILOGUE_AUX_DATA_TYPE", "BIAS_DATA_TYPE"} <= emitted
 
 
-def test_fp8_aux_over_fp8_result_names_its_type():
-    """An FP8 aux over an FP8 D sets EPILOGUE_AUX_DATA_TYPE (cuBLASLt's default would be C's type)."""
+def test_fp8_aux_over_fp8_result_asks_cublaslt_for_c_type():
+    """An FP8 aux over an FP8 D: cuBLASLt writes its default aux type (C's, float16 here) into the
+    internal wide aux; no EPILOGUE_AUX_DATA_TYPE is set (cuBLASLt 13.1 refuses an FP8 aux type)."""
     types = resolve_types("float8_e4m3fn", "float8_e4m3fn")
     prefs = MatmulEpilogPreferences(aux_type=28, aux_amax=True)
     t = traits(E.GELU_AUX, {"aux_quantization_scale": 0.1}, types=types, prefs=prefs)
-    assert dict(t.attributes)["EPILOGUE_AUX_DATA_TYPE"] == 28
-    assert t.aux_outputs[0].dtype == "float8_e4m3fn"
+    assert "EPILOGUE_AUX_DATA_TYPE" not in dict(t.attributes)
+    assert [a.dtype for a in t.aux_outputs] == ["float16", "float8_e4m3fn", "float32"]
