@@ -38,7 +38,7 @@ class Runnable(Protocol):
     _c_is_d: bool
     _static: tuple
     _algo: tuple[int, int]
-    _aux: list
+    _aux: Any  # _aux.AuxOutputs or None
     _result: Any
     _done_always: bool
     _lt_handle: int | None
@@ -122,13 +122,8 @@ class AddressRun:
         for attrs, ptr in zip(self._pointers, input_ptrs):
             for attr in attrs:
                 attr.set(ptr)
-        extras = None
-        if mm._aux:
-            extras = {}
-            for name, maker, attr in mm._aux:
-                out, ptr, is_adapter = maker.new(handle, raw is not None)
-                attr.set(ptr)
-                extras[name] = deliver(out, is_adapter, handle)
+        aux = mm._aux
+        made = aux.new(handle) if aux is not None else None  # (also points the descriptor at them)
         algo_ptr, ws_size = mm._algo
         ws_ptr = mm._workspace_ptr(ws_size, handle) if ws_size else 0
         desc, alpha, la, lb, beta, lc, ld, c_is_d = self._static
@@ -143,14 +138,23 @@ class AddressRun:
         # the stream may be gone when the workspace is next used or freed (see Matmul._commit)
         done = handle.mortal and (ws_size or mm._done_always)
         device = self._device
-        if device is not None and handle.ctx is None and not done and device() == mm._device_id:
-            lt_unchecked.matmul(*args)  # torch's device is the operands': its primary context is current
-            return extras
+        if device is not None and handle.ctx is None and device() == mm._device_id:
+            return self._launch(args, handle, made, done)  # torch keeps its device's primary context current
         with streams.stream_ctx(handle):  # the caller's thread may have another device current
-            lt_unchecked.matmul(*args)
+            return self._launch(args, handle, made, done)
+
+    def _launch(self, args: tuple, handle: StreamHandle, made: Any, done: bool) -> dict | None:
+        """``cublasLtMatmul``, the library's own aux step if the plan has one (see :class:`._aux.AuxOutputs`)
+        and the done event, with the stream's context current; the aux outputs (``None`` without)."""
+        lt_unchecked.matmul(*args)
+        if made is None:
             if done:
                 streams.record_done(handle)
-        return extras
+            return None
+        made = self._mm._aux.finish(made, handle)
+        if done:
+            streams.record_done(handle)
+        return {name: deliver(out, is_adapter, handle) for name, (out, _, is_adapter) in made}
 
     @property
     def workspace_size(self) -> int:
