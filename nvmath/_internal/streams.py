@@ -40,6 +40,7 @@ __all__ = [
     "check_stream",
     "clear_stream_cache",
     "current_stream",
+    "done_after_every_call",
     "get_stream",
     "library_stream",
     "mark_done",
@@ -282,6 +283,18 @@ def record_done(handle: StreamHandle) -> None:
     if done is None:
         done = _own_event(handle, drv)
     devices.check(drv.cuEventRecord(done, ptr), "cuEventRecord")
+
+
+def done_after_every_call(internal: bool, package: str) -> bool:
+    """Whether every call of a plan on a mortal stream needs :func:`record_done`, not only the calls that
+    used the plan's workspace.
+
+    A call leaves something of ours to order later work or a late free after when it uses the
+    workspace, writes a buffer the plan keeps (``internal``: a staging copy, say), or allocates its
+    outputs with our own allocator (packages other than torch and cupy, whose allocators order their
+    frees themselves). A call that did none of these needs no event: nothing of ours is in flight.
+    """
+    return internal or package not in ("torch", "cupy")
 
 
 def _own_event(handle: StreamHandle, drv: Any) -> Any:

@@ -260,6 +260,7 @@ class CufftPlan:
         )
         self._bound_workspace = 0
         self._stream: StreamHandle | None = None
+        self._done_always = streams.done_after_every_call(False, package)
         self._launches = self._launch_table(traits)
         # one launch (most transforms): (handle, src index, dst index, input offset, output offset)
         first = self._launches[0]
@@ -328,8 +329,10 @@ class CufftPlan:
                 src_ptr, dst_ptr = ptrs[src], ptrs[dst]
                 for i, o in offsets:
                     xt_exec(handle, src_ptr + i, dst_ptr + o, direction)
-        if stream.mortal:  # the stream may be gone when the plan is next bound or freed
-            streams.record_done(stream)  # (the caller made the stream's context current)
+        if stream.mortal and (self.workspace_size or staging or self._done_always):
+            # the stream may be gone when the workspace is next bound or freed (a call that used no
+            # workspace, staging buffer or output of our allocator leaves nothing of ours in flight);
+            streams.record_done(stream)  # the caller made the stream's context current
 
     def release_workspace(self) -> None:
         """Free the workspace (stream-ordered); the next execution allocates it again."""

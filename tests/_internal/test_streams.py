@@ -276,3 +276,13 @@ def test_check_stream_accepts_the_accepted_kinds_and_refuses_negative_handles():
         assert streams.check_stream(good) is None
     with pytest.raises(ValueError, match=r"\[0, 2\*\*64\)"):
         streams.check_stream(-1)
+
+
+@pytest.mark.parametrize(
+    "internal, package, always",
+    [(False, "torch", False), (False, "cupy", False), (True, "torch", True), (False, "numpy", True), (False, "cuda", True)],
+)
+def test_which_plans_record_done_events_after_every_call(internal, package, always):
+    """torch / cupy outputs come from allocators that order their own frees: a plan without an internal
+    buffer records a done event only after calls that used its workspace; any other plan after every call."""
+    assert streams.done_after_every_call(internal, package) is always

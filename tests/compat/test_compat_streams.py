@@ -344,7 +344,7 @@ def test_cufft_plan_rebinds_from_destroyed_streams_through_their_events(driver, 
     monkeypatch.setattr(_cufft_plan, "_cufft", lambda: fake)
     plan = object.__new__(_cufft_plan.CufftPlan)
     plan.handles, plan._stream, plan._bound_workspace, plan.workspace_size = [7], None, 0, 0
-    plan._single = (7, 0, 1, 0, 0)
+    plan._single, plan._done_always = (7, 0, 1, 0, 0), True
     plan._xt_exec = lambda handle, src, dst, direction: driver.calls.append(("exec", handle))
     first = _mortal(0x1000)
     plan.run(0x100, 0x200, 0, -1, first)
@@ -359,6 +359,26 @@ def test_cufft_plan_rebinds_from_destroyed_streams_through_their_events(driver, 
     plan.run(0x100, 0x200, 0, -1, reused)
     assert driver.calls[0] == ("wait", 0x2000, second._done)
     assert plan._stream is reused
+
+
+def test_cufft_plan_without_workspace_records_only_at_binding(driver, monkeypatch):
+    """A cuFFT plan with no workspace, no staging buffer and outputs from torch / cupy leaves nothing of
+    ours in flight: on a mortal stream it records the done event when it binds the stream (later waits
+    use it), not after every call."""
+    from nvmath.fft import _cufft_plan
+
+    fake = types.SimpleNamespace(set_stream=lambda handle, stream: driver.calls.append(("bind", stream)))
+    monkeypatch.setattr(_cufft_plan, "_cufft", lambda: fake)
+    plan = object.__new__(_cufft_plan.CufftPlan)
+    plan.handles, plan._stream, plan._bound_workspace, plan.workspace_size = [7], None, 0, 0
+    plan._single, plan._done_always = (7, 0, 1, 0, 0), False
+    plan._xt_exec = lambda handle, src, dst, direction: driver.calls.append(("exec", handle))
+    s = _mortal(0x1000)
+    for _ in range(3):
+        plan.run(0x100, 0x200, 0, -1, s)
+    assert [c[0] for c in driver.calls].count("record") == 1  # at the binding
+    plan.run(0x100, 0x200, 0x300, -1, s)  # a staging buffer: recorded after the call
+    assert driver.calls[-1] == ("record", s._done, 0x1000)
 
 
 def test_solver_temp_memory_is_freed_after_this_calls_work(driver, monkeypatch):

@@ -298,7 +298,7 @@ class Matmul(FreedOnExit):
                 self._pa = staged
             else:
                 self._pb = staged
-        self._done_always = _streams.done_after_every_call(  # an FP8 aux step reads our buffers too
+        self._done_always = streams.done_after_every_call(  # an FP8 aux step reads our buffers too
             staged is not None or plan.epilog.aux_quantization is not None, self._spec.package
         )
         # stateless calls may pass bare addresses: GPU operands, out of place, no epilog inputs or scales

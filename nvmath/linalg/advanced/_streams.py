@@ -1,6 +1,5 @@
 """The caller's stream as a :class:`~nvmath._internal.streams.StreamHandle`, for the matmul planner:
-torch's current stream, read without a driver query while a CUDA graph is being captured; and when a
-call on a stream its owner may destroy records its done event."""
+torch's current stream, read without a driver query while a CUDA graph is being captured."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from typing import Any
 from nvmath._internal import devices, streams
 from nvmath._internal.streams import StreamHandle
 
-__all__ = ["done_after_every_call", "is_capturing", "stream_for", "torch_raw_stream"]
+__all__ = ["is_capturing", "stream_for", "torch_raw_stream"]
 
 
 def is_capturing(ptr: int) -> bool:
@@ -38,12 +37,3 @@ def torch_raw_stream() -> Any:
     torch = sys.modules.get("torch")
     return getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
 
-
-def done_after_every_call(staged: bool, package: str) -> bool:
-    """Whether every call on a mortal stream records its done event, not only those that use the workspace.
-
-    A call leaves something of ours to order later work or a late free after when it uses the
-    workspace, refreshes a staging copy (``staged``), or allocates its outputs with our own allocator
-    (packages other than torch and cupy, whose allocators order their frees themselves).
-    """
-    return staged or package not in ("torch", "cupy")
