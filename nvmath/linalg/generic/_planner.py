@@ -35,8 +35,9 @@ _NAMES = ("a", "b", "c")
 
 
 
-def _checked_beta(c: Any, beta: Any, inplace: bool) -> Any:
-    """``beta`` as the planner keeps it: ignored (with a warning) without ``c``, required with it."""
+def checked_beta(c: Any, beta: Any, inplace: bool = False) -> Any:
+    """``beta`` as a :class:`Matmul` or a :func:`~._stateless.matmul` call keeps it: ignored (with a
+    warning at the caller of the public function) without ``c``, required with it; ``inplace`` needs ``c``."""
     if c is None and beta is not None:
         warnings.warn(f"beta={beta!r} is ignored because c is not given", UserWarning, stacklevel=3)
         return None
@@ -45,6 +46,7 @@ def _checked_beta(c: Any, beta: Any, inplace: bool) -> Any:
     if inplace and c is None:
         raise ValueError("MatmulOptions(inplace=True) needs c: the result is written into it")
     return beta
+
 
 class MatmulStateError(InvalidMatmulState, ValueError):
     """A :class:`Matmul` method called in a state that does not allow it.
@@ -119,7 +121,7 @@ class Matmul(FreedOnExit):
         self._options = options = check_or_create_options(MatmulOptions, options, "matmul options")
         self._logger = get_logger(options)
         self._sequence = is_sequence(a) or is_sequence(b)
-        beta = _checked_beta(c, beta, options.inplace)
+        beta = checked_beta(c, beta, options.inplace)
         self._has_c = c is not None
         ops = self._wrap_all(a, b, c)
         package, device_id = check_consistent(

@@ -14,7 +14,6 @@ costs; a miss plans and caches. ``alpha``, ``beta`` and ``stream`` are per call,
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -37,7 +36,7 @@ from nvmath._internal.stateless import (
 from nvmath._internal.tensors import wrap
 from nvmath._internal.torch_bridge import route, wants_torch
 from nvmath.linalg.generic._options import MatmulOptions
-from nvmath.linalg.generic._planner import Matmul
+from nvmath.linalg.generic._planner import Matmul, checked_beta
 
 __all__ = ["GenericPlanCache", "generic_key", "matmul", "plan_cache", "scratches", "workspaces"]
 
@@ -182,12 +181,7 @@ def matmul(
         The result in the operands' package and memory space (a list of results for explicit batches;
         ``c`` itself with ``MatmulOptions(inplace=True)``).
     """
-    if c is None:
-        if beta is not None:
-            warnings.warn(f"beta={beta!r} is ignored because c is not given", UserWarning, stacklevel=2)
-            beta = None
-    elif beta is None:
-        raise ValueError("beta must be given when c is (alpha * a @ b + beta * c)")
+    beta = checked_beta(c, beta)
     if wants_torch(a, b, c):  # autograd or torch.compile: nvmath.torch builds the graph
         return route("generic.matmul", a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options,
                      execution=execution, stream=stream)  # fmt: skip

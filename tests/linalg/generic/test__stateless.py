@@ -136,3 +136,18 @@ def test_threads_share_the_cache():
         t.join()
     assert not errors
     assert plan_cache.stats.size == 2
+
+
+def test_beta_rules_of_the_stateless_call_match_the_planner():
+    """matmul() applies Matmul's beta rules: beta without c is ignored with a warning pointing at the
+    caller (no second warning on the plan built for it), c without beta is a ValueError."""
+    import warnings
+
+    a, b = np.ones((2, 3)), np.ones((3, 2))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        np.testing.assert_allclose(la.matmul(a, b, beta=2.0), a @ b)
+        la.Matmul(a, b, beta=2.0)
+    assert [w.filename for w in seen if "beta" in str(w.message)] == [__file__, __file__]
+    with pytest.raises(ValueError, match="beta must be given"):
+        la.matmul(a, b, np.ones((2, 2)))
