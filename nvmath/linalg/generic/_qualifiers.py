@@ -114,36 +114,30 @@ class GeneralMatrixQualifier(_QualifierFactory):
         return cls._record(conjugate)
 
 
-class SymmetricMatrixQualifier(_QualifierFactory):
+class _StoredTriangleQualifier(_QualifierFactory):
+    """Base of the symmetric and Hermitian qualifiers: one triangle (``uplo``) is stored and read."""
+
+    @classmethod
+    def create(cls, conjugate: bool = False, uplo: FillMode = FillMode.LOWER) -> np.ndarray:
+        """A record for a matrix of this kind (``uplo``: the stored triangle)."""
+        return cls._record(conjugate, uplo)
+
+    @classmethod
+    def is_valid(cls, other: MatrixQualifier) -> np.bool_:
+        """As the base rule, with ``uplo`` ``FillMode.LOWER`` or ``FillMode.UPPER``."""
+        return np.bool_(super().is_valid(other) and cls._valid_uplo(other))
+
+
+class SymmetricMatrixQualifier(_StoredTriangleQualifier):
     """A symmetric matrix of which only the ``uplo`` triangle is read (``'sy'``)."""
 
     abbreviation = "sy"
 
-    @classmethod
-    def create(cls, conjugate: bool = False, uplo: FillMode = FillMode.LOWER) -> np.ndarray:
-        """A record for a symmetric matrix (``uplo``: the stored triangle)."""
-        return cls._record(conjugate, uplo)
 
-    @classmethod
-    def is_valid(cls, other: MatrixQualifier) -> np.bool_:
-        """As the base rule, with ``uplo`` ``FillMode.LOWER`` or ``FillMode.UPPER``."""
-        return np.bool_(super().is_valid(other) and cls._valid_uplo(other))
-
-
-class HermitianMatrixQualifier(_QualifierFactory):
+class HermitianMatrixQualifier(_StoredTriangleQualifier):
     """A Hermitian matrix of which only the ``uplo`` triangle is read (``'he'``)."""
 
     abbreviation = "he"
-
-    @classmethod
-    def create(cls, conjugate: bool = False, uplo: FillMode = FillMode.LOWER) -> np.ndarray:
-        """A record for a Hermitian matrix (``uplo``: the stored triangle)."""
-        return cls._record(conjugate, uplo)
-
-    @classmethod
-    def is_valid(cls, other: MatrixQualifier) -> np.bool_:
-        """As the base rule, with ``uplo`` ``FillMode.LOWER`` or ``FillMode.UPPER``."""
-        return np.bool_(super().is_valid(other) and cls._valid_uplo(other))
 
 
 class TriangularMatrixQualifier(_QualifierFactory):
