@@ -265,6 +265,12 @@ def render_markdown(doc: dict[str, Any], *, ceiling_gbps: float | None = None) -
         lines.append(f"| {case} | {unit} | " + " | ".join(cells) + f" | {last} |")
         if vs:
             ours.append(vs)
+    return "\n".join(lines + _markdown_footer(results, ours)) + "\n"
+
+
+def _markdown_footer(results: Sequence[dict[str, Any]], ours: list[float]) -> list[str]:
+    """The lines under the table: the geometric mean, the notes of measured rows, what was not measured."""
+    lines: list[str] = []
     if ours:
         geomean = math.exp(sum(math.log(v) for v in ours) / len(ours))
         lines += ["", f"Geometric mean of nvmath vs best peer over {len(ours)} case(s): **{geomean:.2f}x**"]
@@ -280,7 +286,7 @@ def render_markdown(doc: dict[str, Any], *, ceiling_gbps: float | None = None) -
     if reasons:
         lines += ["", "Not measured:", ""]
         lines += [f"- {reason} -- {', '.join(where)}" for reason, where in reasons.items()]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def write_plot(doc: dict[str, Any], path: Path) -> Path | None:
