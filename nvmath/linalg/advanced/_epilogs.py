@@ -459,13 +459,8 @@ def epilog_traits(
     given = dict(epilog_inputs or {})
     p = _Problem(m, n, k, batch)
     _check_applicable(spec, p, types, cublaslt_version)
-    transpose = False
-    attrs: list[tuple[str, int]] = [("EPILOGUE", int(spec.epilog))]
-    ptrs: list[tuple[str, str]] = []
-    if spec.bias == "in" and "bias" in given:
-        transpose, bias_attrs = _bias_traits(check_operand_spec("bias", given["bias"]), p, types)
-        attrs += bias_attrs
-        ptrs.append(("BIAS_POINTER", "bias"))
+    transpose, bias_attrs, ptrs = _bias_settings(spec, given, p, types)
+    attrs: list[tuple[str, int]] = [("EPILOGUE", int(spec.epilog)), *bias_attrs]
     if transpose:
         p = _Problem(n, m, k, batch)
     extra_inputs, pattrs, pouts = (), [], []
@@ -487,6 +482,16 @@ def epilog_traits(
         staged_operand=spec.staged_operand,
         aux_quantization=quantization,
     )
+
+
+def _bias_settings(
+    spec: EpilogSpec, given: Mapping[str, Any], p: _Problem, types: TypeTraits
+) -> tuple[bool, list[tuple[str, int]], list[tuple[str, str]]]:
+    """``(transpose the problem, attributes, pointer attributes)`` of a bias input (none without one)."""
+    if spec.bias != "in" or "bias" not in given:
+        return False, [], []
+    transpose, attrs = _bias_traits(check_operand_spec("bias", given["bias"]), p, types)
+    return transpose, list(attrs), [("BIAS_POINTER", "bias")]
 
 
 def _aux_and_bgrad(
