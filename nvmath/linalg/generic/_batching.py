@@ -92,8 +92,3 @@ def zip_broadcast(named: Mapping[str, Any]) -> tuple[int, dict[str, list[Any]]]:
         else:
             out[name] = [value] * length
     return length, out
-
-
-def as_list(value: Sequence[Any] | Any) -> list[Any]:
-    """``value`` as a list (a non-sequence becomes a one-element list)."""
-    return list(value) if is_sequence(value) else [value]
