@@ -9,12 +9,28 @@ layout inference end to end without a GPU.
 
 from __future__ import annotations
 
+import os
+import sys
 import types
 
 import numpy as np
 import pytest
 
+from nvmath._internal import caches
 from nvmath.linalg.advanced._layout import Op, OperandSpec, Order
+
+sys.path.insert(0, os.path.dirname(__file__))  # the fake GPU, ``import matmul_fakes``, for this folder's tests
+
+
+@pytest.fixture
+def lt(monkeypatch):
+    """The fake GPU of ``matmul_fakes.py`` (cuBLASLt emulated, calls recorded), installed for one test;
+    every cache is emptied afterwards."""
+    import matmul_fakes
+
+    fake = matmul_fakes.install(monkeypatch)
+    yield fake
+    caches.clear_all()
 
 
 def make_operand(rng, shape, perm=None, pads=None, steps=None, *, complex_=False):
@@ -118,8 +134,8 @@ def result_view(problem, d_flat):
 
 
 @pytest.fixture(scope="session")
-def lt():
-    """The cuBLASLt emulator helpers."""
+def emulator():
+    """The cuBLASLt emulator helpers (the fake GPU that runs planners is the fixture ``lt``)."""
     return types.SimpleNamespace(
         make_operand=make_operand,
         spec_of=spec_of,

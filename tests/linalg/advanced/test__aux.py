@@ -11,8 +11,6 @@ its amax -- against a float64 numpy reference.
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
@@ -24,9 +22,7 @@ from nvmath.bindings import cublasLt as lt_bindings
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced import _aux_quantize
 
-_spec = importlib.util.spec_from_file_location("matmul_fakes", pathlib.Path(__file__).with_name("matmul_fakes.py"))
-F = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(F)
+import matmul_fakes as F  # (tests/linalg/advanced is on sys.path: see conftest.py)
 
 pytest.importorskip("ml_dtypes")
 
@@ -57,13 +53,6 @@ class FakeKernels:
         q[:, rows:] = 0
         if amax:
             F._view(amax, (1,), (1,), "float32")[0] = np.abs(w[:, :rows]).max()
-
-
-@pytest.fixture
-def lt(monkeypatch):
-    fake = F.install(monkeypatch)
-    yield fake
-    caches.clear_all()
 
 
 @pytest.fixture

@@ -3,30 +3,15 @@ and refuses plans that cannot run that way (fake GPU, CPU only)."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
 
 import nvmath.linalg.advanced as adv
-from nvmath._internal import caches
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced._direct import AddressRun, address_run_possible
 
-_spec = importlib.util.spec_from_file_location(
-    "matmul_fakes", pathlib.Path(__file__).with_name("matmul_fakes.py")
-)
-F = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(F)
-
-
-@pytest.fixture
-def lt(monkeypatch):
-    """The fake GPU, installed for one test."""
-    fake = F.install(monkeypatch)
-    yield fake
-    caches.clear_all()
+import matmul_fakes as F  # (tests/linalg/advanced is on sys.path: see conftest.py)
 
 
 def _rand(rng, shape, dtype=np.float32):

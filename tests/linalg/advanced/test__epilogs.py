@@ -335,7 +335,7 @@ def test_transposed_aux_is_that_of_d_transposed():
 
 
 # ------------------------------------------------------------------ end-to-end emulation (numpy)
-def _emulate_epilog(lt, problem, et, flats, bias_flat):
+def _emulate_epilog(emulator, problem, et, flats, bias_flat):
     """Emulate BIAS / GELU_AUX_BIAS / BGRADA / BGRADB from the traits' attributes; return (D, aux buffers)."""
     attrs = dict(et.attributes)
     aux_bufs = {
@@ -354,14 +354,14 @@ def _emulate_epilog(lt, problem, et, flats, bias_flat):
         for name in ("bgrada", "bgradb"):
             if name in aux_bufs:
                 lay, op = (problem.a, problem.transa) if name == "bgrada" else (problem.b, problem.transb)
-                mat = lt.apply_op(lt.lt_matrix(flats[problem.a_operand if name == "bgrada" else problem.b_operand],
+                mat = emulator.apply_op(emulator.lt_matrix(flats[problem.a_operand if name == "bgrada" else problem.b_operand],
                                                lay, i), op)  # fmt: skip
                 vec = mat.sum(axis=1) if name == "bgrada" else mat.sum(axis=0)
                 start = i * attrs["BIAS_BATCH_STRIDE"]
                 aux_bufs[name][start : start + vec.size] = vec
         return d
 
-    d = lt.run_problem(problem, flats, epilog=epilog)
+    d = emulator.run_problem(problem, flats, epilog=epilog)
     return d, aux_bufs
 
 
@@ -375,7 +375,7 @@ def _view(buf, spec):
     a_row=st.booleans(), b_row=st.booleans(), along_n=st.booleans(), batched_bias=st.booleans(),
     epilog=st.sampled_from([E.BIAS, E.GELU_AUX_BIAS]),
 )  # fmt: skip
-def test_bias_epilog_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, along_n, batched_bias, epilog):
+def test_bias_epilog_emulation_matches_numpy(emulator, m, n, k, nb, a_row, b_row, along_n, batched_bias, epilog):
     """The bias (along M, or along N via the transposed product) and the GELU aux land where numpy expects."""
     rng = np.random.default_rng(7)
     batch = (2, 3)[:nb]
@@ -394,21 +394,21 @@ def test_bias_epilog_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, alon
     if along_n and m == n and bshape == (length,):
         bshape = (1, n)
     bias = rng.standard_normal(bshape)
-    mm = T.get_mm_traits(lt.spec_of(a), lt.spec_of(b))
+    mm = T.get_mm_traits(emulator.spec_of(a), emulator.spec_of(b))
     types = resolve_types("float64", "float64")
-    et = EP.epilog_traits(epilog, {"bias": lt.spec_of(bias)}, m=m, n=n, k=k, batch=mm.batch, types=types)
+    et = EP.epilog_traits(epilog, {"bias": emulator.spec_of(bias)}, m=m, n=n, k=k, batch=mm.batch, types=types)
     assert et.transpose_problem == (along_n and not m == n == 1)  # a (1, 1) bias is along M
     problem = T.get_problem(mm, types, **et.problem_options)
     flats = {"a": np.ascontiguousarray(a).reshape(-1) if a_row else np.ascontiguousarray(np.swapaxes(a, -1, -2)).reshape(-1),
              "b": np.ascontiguousarray(b).reshape(-1) if b_row else np.ascontiguousarray(np.swapaxes(b, -1, -2)).reshape(-1)}  # fmt: skip
-    d, aux = _emulate_epilog(lt, problem, et, flats, bias.reshape(-1))
+    d, aux = _emulate_epilog(emulator, problem, et, flats, bias.reshape(-1))
     full_bias = (
         bias.reshape(bshape[:-2] + (1, n) if along_n else bshape[:-2] + (m, 1))
         if len(bshape) > 1
         else (bias[None, :] if along_n else bias[:, None])
     )
     want = np.matmul(a, b) + full_bias
-    np.testing.assert_allclose(lt.result_view(problem, d), want, rtol=1e-12)
+    np.testing.assert_allclose(emulator.result_view(problem, d), want, rtol=1e-12)
     if epilog == E.GELU_AUX_BIAS:
         view = _view(aux["gelu_aux"], et.aux_outputs[0])
         pre = np.swapaxes(want, -1, -2) if along_n else want
@@ -418,7 +418,7 @@ def test_bias_epilog_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, alon
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(m=st.integers(1, 6), n=st.integers(1, 6), k=st.integers(1, 4), nb=st.integers(0, 2),
        a_row=st.booleans(), b_row=st.booleans(), epilog=st.sampled_from([E.BGRADA, E.BGRADB]))  # fmt: skip
-def test_bgrad_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, epilog):
+def test_bgrad_emulation_matches_numpy(emulator, m, n, k, nb, a_row, b_row, epilog):
     """BGRADA reduces a over K (length M) and BGRADB reduces b over K (length N), read back via the
     output spec; operands in either memory order (the caller never reorders)."""
     rng = np.random.default_rng(8)
@@ -433,7 +433,7 @@ def test_bgrad_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, epilog):
         if b_row
         else np.swapaxes(rng.standard_normal(batch + (n, k)), -1, -2)
     )
-    mm = T.get_mm_traits(lt.spec_of(a), lt.spec_of(b))
+    mm = T.get_mm_traits(emulator.spec_of(a), emulator.spec_of(b))
     types = resolve_types("float64", "float64")
     et = EP.epilog_traits(epilog, {}, m=m, n=n, k=k, batch=mm.batch, types=types)
     strictly_row_a, strictly_col_b = a_row and m > 1 and k > 1, (not b_row) and k > 1 and n > 1
@@ -452,7 +452,7 @@ def test_bgrad_emulation_matches_numpy(lt, m, n, k, nb, a_row, b_row, epilog):
         rows[problem.staged[0]] = problem.staged[1] == "row"
     flats = {n: np.ascontiguousarray(x if rows[n] else np.swapaxes(x, -1, -2)).reshape(-1)
              for n, x in (("a", a), ("b", b))}  # fmt: skip
-    _, aux = _emulate_epilog(lt, problem, et, flats, None)
+    _, aux = _emulate_epilog(emulator, problem, et, flats, None)
     (spec,) = et.aux_outputs
     got = _view(aux[spec.name], spec)
     want = a.sum(axis=-1) if epilog == E.BGRADA else b.sum(axis=-2)

@@ -163,7 +163,7 @@ def assert_conj_infeasible(mm, forces_col, transpose_problem):
         assert not all(fits), (tr, mm)
 
 
-def check_problem(lt, rng, p, *, forces_col=False, transpose_problem=False, inplace=False):
+def check_problem(emulator, rng, p, *, forces_col=False, transpose_problem=False, inplace=False):
     """Run the traits on a drawn problem and compare the emulated cuBLASLt result with numpy.
 
     Returns the MatmulProblem, or the ValueError the traits raised.
@@ -183,12 +183,12 @@ def check_problem(lt, rng, p, *, forces_col=False, transpose_problem=False, inpl
             assert_conj_infeasible(mm, forces_col, transpose_problem)
             return CONJ_INFEASIBLE
         return exc
-    d_flat = lt.run_problem(problem, flats, flats.get("c"), alpha=1.0, beta=beta or 0.0)
+    d_flat = emulator.run_problem(problem, flats, flats.get("c"), alpha=1.0, beta=beta or 0.0)
     if inplace:
         got = np.lib.stride_tricks.as_strided(d_flat, arrs["c"].shape, arrs["c"].strides)
         assert problem.result_shape == arrs["c"].shape
     else:
-        got = lt.result_view(problem, d_flat)
+        got = emulator.result_view(problem, d_flat)
     want = expected_result(arrs, qa != la, qb != lb, beta)
     if inplace:  # the result is c itself, promoted axes included
         want = want.reshape(arrs["c"].shape)
@@ -200,9 +200,9 @@ def check_problem(lt, rng, p, *, forces_col=False, transpose_problem=False, inpl
 # -------------------------------------------------------------------------------- properties
 @SETTINGS
 @given(p=problems())
-def test_expressible_layouts_match_numpy(lt, p):
+def test_expressible_layouts_match_numpy(emulator, p):
     """Every layout a single strided batch can express is accepted and the emulated result equals numpy.matmul."""
-    out = check_problem(lt, np.random.default_rng(0), p)
+    out = check_problem(emulator, np.random.default_rng(0), p)
     assert not isinstance(out, ValueError), (out, p)
     if out == CONJ_INFEASIBLE:
         assert p["complex"]
@@ -210,7 +210,7 @@ def test_expressible_layouts_match_numpy(lt, p):
 
 @SETTINGS
 @given(p=problems(), seed=st.integers(0, 3))
-def test_independent_batch_orders_are_correct_or_rejected(lt, p, seed):
+def test_independent_batch_orders_are_correct_or_rejected(emulator, p, seed):
     """Operands with different batch memory orders are either handled correctly or rejected by name."""
     rng = np.random.default_rng(seed)
     perm = list(rng.permutation(len(p["batch"])))
@@ -223,17 +223,17 @@ def test_independent_batch_orders_are_correct_or_rejected(lt, p, seed):
             strides[ax] = acc
             acc *= shape[ax]
         p = dict(p, b=(p["b"][0], shape, tuple(strides)))
-    out = check_problem(lt, rng, p)
+    out = check_problem(emulator, rng, p)
     if isinstance(out, ValueError):
         assert "single strided batch" in str(out), out
 
 
 @SETTINGS
 @given(p=problems(), forces_col=st.booleans(), transposed=st.booleans())
-def test_epilog_orientation_matches_numpy(lt, p, forces_col, transposed):
+def test_epilog_orientation_matches_numpy(emulator, p, forces_col, transposed):
     """Forcing a column-major D (and the transposed product) still reproduces numpy.matmul, or c's order conflicts."""
     rng = np.random.default_rng(1)
-    out = check_problem(lt, rng, p, forces_col=True, transpose_problem=transposed)
+    out = check_problem(emulator, rng, p, forces_col=True, transpose_problem=transposed)
     if isinstance(out, ValueError):
         assert "this epilog needs c" in str(out), out
     elif out != CONJ_INFEASIBLE:
@@ -249,13 +249,13 @@ def test_epilog_orientation_matches_numpy(lt, p, forces_col, transposed):
     cplx=st.booleans(), conj=st.booleans(),
 )  # fmt: skip
 def test_arbitrary_strided_views_are_correct_or_rejected(
-    lt, m, n, k, nb, perm, pads, steps, bperm, cplx, conj
+    emulator, m, n, k, nb, perm, pads, steps, bperm, cplx, conj
 ):
     """Arbitrary permuted/padded/stepped views either raise ValueError or give numpy's result."""
     rng = np.random.default_rng(2)
     batch = (2, 3)[:nb]
-    a, fa = lt.make_operand(rng, batch + (m, k), _sub(perm, nb + 2), pads, steps, complex_=cplx)
-    b, fb = lt.make_operand(rng, batch + (k, n), _sub(bperm, nb + 2), pads[::-1], steps[::-1], complex_=cplx)
+    a, fa = emulator.make_operand(rng, batch + (m, k), _sub(perm, nb + 2), pads, steps, complex_=cplx)
+    b, fb = emulator.make_operand(rng, batch + (k, n), _sub(bperm, nb + 2), pads[::-1], steps[::-1], complex_=cplx)
     sa, sb = spec(a), spec(b, conj=conj)
     try:
         mm = T.get_mm_traits(sa, sb)
@@ -263,9 +263,9 @@ def test_arbitrary_strided_views_are_correct_or_rejected(
     except ValueError as exc:
         assert str(exc).startswith("operand"), exc
         return
-    d = lt.run_problem(problem, {"a": fa, "b": fb})
+    d = emulator.run_problem(problem, {"a": fa, "b": fb})
     want = np.matmul(a, np.conj(b) if (conj and cplx) else b)
-    np.testing.assert_allclose(lt.result_view(problem, d), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(emulator.result_view(problem, d), want, rtol=1e-12, atol=1e-12)
 
 
 def _sub(perm, nd):
@@ -275,12 +275,12 @@ def _sub(perm, nd):
 
 @SETTINGS
 @given(p=problems(with_c=True), data=st.data())
-def test_inplace_writes_into_c(lt, p, data):
+def test_inplace_writes_into_c(emulator, p, data):
     """In place, D's layout is c's; the emulated write through it equals a@b + beta*c viewed as c."""
     rng = np.random.default_rng(3)
     batch = p["batch"]
     p = dict(p, c=data.draw(operand_layout(p["m"], p["n"], batch, p["perm"], mode="full")))
-    out = check_problem(lt, rng, p, inplace=True)
+    out = check_problem(emulator, rng, p, inplace=True)
     assert not isinstance(out, ValueError), out
     if out == CONJ_INFEASIBLE:
         return
@@ -300,7 +300,7 @@ def test_inplace_writes_into_c(lt, p, data):
         ((2, 1, 2, 3), (1, 4, 3, 5), None),
     ],
 )
-def test_promotion_and_result_shape(lt, a_shape, b_shape, result):
+def test_promotion_and_result_shape(emulator, a_shape, b_shape, result):
     """1-D operands are promoted and their axes dropped, batch dims broadcast, as numpy.matmul."""
     rng = np.random.default_rng(4)
     a = rng.standard_normal(a_shape)
@@ -312,8 +312,8 @@ def test_promotion_and_result_shape(lt, a_shape, b_shape, result):
         return
     problem = T.get_problem(mm, F64)
     assert problem.result_shape == result == np.matmul(a, b).shape
-    d = lt.run_problem(problem, {"a": a.reshape(-1), "b": b.reshape(-1)})
-    np.testing.assert_allclose(lt.result_view(problem, d), np.matmul(a, b), rtol=1e-12)
+    d = emulator.run_problem(problem, {"a": a.reshape(-1), "b": b.reshape(-1)})
+    np.testing.assert_allclose(emulator.result_view(problem, d), np.matmul(a, b), rtol=1e-12)
 
 
 def test_row_major_operands_give_row_major_result_via_transposed_product():
@@ -354,7 +354,7 @@ def test_vectors_default_to_row_major_result():
     assert p.result_strides == (5, 1) and p.k == 1
 
 
-def test_permuted_batch_axes_keep_input_order(lt):
+def test_permuted_batch_axes_keep_input_order(emulator):
     """Operands whose batch axes are permuted in memory give a result with the same batch axis order."""
     rng = np.random.default_rng(5)
     a = rng.standard_normal((3, 2, 4, 5)).transpose(1, 0, 2, 3)
@@ -362,20 +362,20 @@ def test_permuted_batch_axes_keep_input_order(lt):
     mm = T.get_mm_traits(spec(a), spec(b))
     p = T.get_problem(mm, F64)
     assert mm.batch.order == (1, 0) and p.result_strides[0] < p.result_strides[1]
-    d = lt.run_problem(p, {"a": np.ascontiguousarray(a.transpose(1, 0, 2, 3)).reshape(-1),
+    d = emulator.run_problem(p, {"a": np.ascontiguousarray(a.transpose(1, 0, 2, 3)).reshape(-1),
                            "b": np.ascontiguousarray(b.transpose(1, 0, 2, 3)).reshape(-1)})  # fmt: skip
-    np.testing.assert_allclose(lt.result_view(p, d), np.matmul(a, b), rtol=1e-12)
+    np.testing.assert_allclose(emulator.result_view(p, d), np.matmul(a, b), rtol=1e-12)
 
 
-def test_batched_c_broadcasts_unbatched_a_and_b(lt):
+def test_batched_c_broadcasts_unbatched_a_and_b(emulator):
     """A batched c with unbatched a and b (numpy broadcasting) walks a and b with batch stride 0."""
     rng = np.random.default_rng(6)
     a, b, c = rng.standard_normal((4, 3)), rng.standard_normal((3, 5)), rng.standard_normal((2, 4, 5))
     mm = T.get_mm_traits(spec(a), spec(b), spec(c))
     assert mm.batch.count == 2 and mm.batch.stride("a") == mm.batch.stride("b") == 0
     p = T.get_problem(mm, F64_C)
-    d = lt.run_problem(p, {"a": a.reshape(-1), "b": b.reshape(-1)}, c.reshape(-1), beta=2.0)
-    np.testing.assert_allclose(lt.result_view(p, d), a @ b + 2.0 * c, rtol=1e-12)
+    d = emulator.run_problem(p, {"a": a.reshape(-1), "b": b.reshape(-1)}, c.reshape(-1), beta=2.0)
+    np.testing.assert_allclose(emulator.result_view(p, d), a @ b + 2.0 * c, rtol=1e-12)
 
 
 def test_padded_and_sliced_views_use_leading_dimension_without_copy():

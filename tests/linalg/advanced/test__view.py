@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
 
 import nvmath.linalg.advanced as adv
-from nvmath._internal import caches
 from nvmath.linalg.advanced import MatmulEpilog as E
 
-_spec = importlib.util.spec_from_file_location(
-    "matmul_fakes", pathlib.Path(__file__).with_name("matmul_fakes.py")
-)
-F = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(F)
-
-
-@pytest.fixture
-def lt(monkeypatch):
-    """The fake GPU, installed for one test; the plan cache is emptied afterwards."""
-    fake = F.install(monkeypatch)
-    yield fake
-    caches.clear_all()
+import matmul_fakes as F  # (tests/linalg/advanced is on sys.path: see conftest.py)
 
 
 _aligned = F.aligned

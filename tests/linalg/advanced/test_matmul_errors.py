@@ -6,22 +6,16 @@ errors run on the fake GPU of ``matmul_fakes.py`` and check that cuBLASLt was ne
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import numpy as np
 import pytest
 
 import nvmath.linalg.advanced as adv
-from nvmath._internal import caches
 from nvmath._errors import InvalidMatmulState
 from nvmath.linalg.advanced import MatmulEpilog as E
 
-_spec = importlib.util.spec_from_file_location(
-    "matmul_fakes", pathlib.Path(__file__).with_name("matmul_fakes.py")
-)
-F = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(F)
+import matmul_fakes as F  # (tests/linalg/advanced is on sys.path: see conftest.py)
 
 A = np.ones((4, 3), dtype=np.float32)
 B = np.ones((3, 5), dtype=np.float32)
@@ -127,14 +121,6 @@ def test_stateless_rejects_before_planning():
     with pytest.raises(ValueError, match="beta is required"):
         adv.matmul(A, B, np.ones((4, 5), np.float32))
     assert len(adv.plan_cache) == size
-
-
-@pytest.fixture
-def lt(monkeypatch):
-    """The fake GPU (cuBLASLt calls are recorded)."""
-    fake = F.install(monkeypatch)
-    yield fake
-    caches.clear_all()
 
 
 def _mm():

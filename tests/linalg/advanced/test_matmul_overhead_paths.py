@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 import warnings
 
 import numpy as np
@@ -15,11 +13,7 @@ import nvmath.linalg.advanced as adv
 from nvmath._internal import caches
 from nvmath.linalg.advanced import _stateless
 
-_spec = importlib.util.spec_from_file_location(
-    "matmul_fakes", pathlib.Path(__file__).with_name("matmul_fakes.py")
-)
-F = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(F)
+import matmul_fakes as F  # (tests/linalg/advanced is on sys.path: see conftest.py)
 
 
 @pytest.fixture

@@ -8,8 +8,6 @@ ops, pointers, epilog attributes, aux outputs, resets, lifecycle, the plan cache
 from __future__ import annotations
 
 import ctypes
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
@@ -23,19 +21,7 @@ from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced import _plan
 from nvmath.linalg.advanced._layout import Order
 
-_spec = importlib.util.spec_from_file_location(
-    "matmul_fakes", pathlib.Path(__file__).with_name("matmul_fakes.py")
-)
-F = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(F)
-
-
-@pytest.fixture
-def lt(monkeypatch):
-    """The fake GPU, installed for one test; the plan cache is emptied afterwards."""
-    fake = F.install(monkeypatch)
-    yield fake
-    caches.clear_all()
+import matmul_fakes as F  # (tests/linalg/advanced is on sys.path: see conftest.py)
 
 
 _aligned = F.aligned

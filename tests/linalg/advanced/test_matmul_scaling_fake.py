@@ -9,23 +9,16 @@ plan cache, and that misuse is reported before any GPU work. The numerics on a r
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import nvmath.linalg.advanced as adv
-from nvmath._internal import caches
 from nvmath._internal.dtypes import CudaDataType
 from nvmath.linalg.advanced import _device
 
-_spec = importlib.util.spec_from_file_location(
-    "matmul_fakes", pathlib.Path(__file__).with_name("matmul_fakes.py")
-)
-F = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(F)
+import matmul_fakes as F  # (tests/linalg/advanced is on sys.path: see conftest.py)
 
 M, N, K = 160, 144, 320  # partial 128-blocks along every axis: MB = NB = 2, KB = 3 (L4 = 4)
 KB, MB, NB = 3, 2, 2
@@ -47,14 +40,6 @@ NATIVE = {  # the element strides cuBLASLt reads (the layouts of _scaling's docs
     ("b", "blk"): (1, 4),
 }
 MODE_VALUES = {"outer": 3, "vec": 4, "blk": 5}
-
-
-@pytest.fixture
-def lt(monkeypatch):
-    """The fake GPU, installed for one test; the plan cache is emptied afterwards."""
-    fake = F.install(monkeypatch)
-    yield fake
-    caches.clear_all()
 
 
 def laid_out(values, strides):
