@@ -67,6 +67,8 @@ def _from_slab(source: Slab, cls: type, ndim: int | None, copy: bool) -> Distrib
             shape = _promoted(source.global_shape, target_ndim)  # type: ignore[arg-type]
             return _bound_like(Slab(source.partition_dim, target_ndim), shape)
         return source.copy() if copy else source
+    if cls is Box and source.global_shape is None:
+        raise ConvertDistributionError(f"{source!r} is not bound: bind it to a global shape before converting to Box")
     if target_ndim is None:
         raise ConvertDistributionError(f"{source!r} has no dimensionality: pass ndim to convert it to {cls.__name__}")
     shape = _promoted(source.global_shape, target_ndim)
@@ -78,9 +80,7 @@ def _from_slab(source: Slab, cls: type, ndim: int | None, copy: bool) -> Distrib
             _check_exact(Slab(source.partition_dim, target_ndim), target, shape)
         return _bound_like(target, shape)
     if cls is Box:
-        if shape is None:
-            raise ConvertDistributionError(f"{source!r} is not bound: bind it to a global shape before converting to Box")
-        return _this_rank_box(Slab(source.partition_dim, target_ndim), shape)
+        return _this_rank_box(Slab(source.partition_dim, target_ndim), shape)  # type: ignore[arg-type]
     raise ConvertDistributionError(f"no conversion from Slab to {cls.__name__}")
 
 
