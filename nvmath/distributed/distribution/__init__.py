@@ -12,12 +12,12 @@ from ._errors import BindDistributionError, ConvertDistributionError
 from ._grid import ProcessGrid
 
 __all__ = [
-    "ProcessGrid",
-    "Distribution",
-    "Slab",
-    "Box",
+    "BindDistributionError",
     "BlockCyclic",
     "BlockNonCyclic",
-    "BindDistributionError",
+    "Box",
     "ConvertDistributionError",
+    "Distribution",
+    "ProcessGrid",
+    "Slab",
 ]

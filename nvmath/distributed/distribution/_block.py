@@ -41,7 +41,9 @@ class BlockCyclic(Distribution):
 
     def _init_grid(self, process_grid: Any, first_process: Sequence[int] | None) -> None:
         if not isinstance(process_grid, ProcessGrid):
-            raise TypeError(f"process_grid must be a ProcessGrid, got {process_grid!r} ({type(process_grid).__name__})")
+            raise TypeError(
+                f"process_grid must be a ProcessGrid, got {process_grid!r} ({type(process_grid).__name__})"
+            )
         self._process_grid = process_grid
         ndim = len(process_grid.shape)
         if first_process is None:
@@ -49,7 +51,9 @@ class BlockCyclic(Distribution):
             return
         self._first_process = as_int_tuple(first_process, "first_process", 0, ndim)
         if any(c >= n for c, n in zip(self._first_process, process_grid.shape, strict=True)):
-            raise ValueError(f"first_process {self._first_process} lies outside the process grid of shape {process_grid.shape}")
+            raise ValueError(
+                f"first_process {self._first_process} lies outside the process grid of shape {process_grid.shape}"
+            )
 
     @property
     def process_grid(self) -> ProcessGrid:
@@ -161,5 +165,7 @@ def block_local_shape(distribution: BlockCyclic, global_shape: tuple[int, ...], 
     blocks = block_sizes_for(distribution, global_shape)
     return tuple(
         numroc(n, b, c, f, p)
-        for n, b, c, f, p in zip(global_shape, blocks, coords, distribution.first_process, grid.shape, strict=True)
+        for n, b, c, f, p in zip(
+            global_shape, blocks, coords, distribution.first_process, grid.shape, strict=True
+        )
     )

@@ -6,12 +6,13 @@ Every error names the argument, the value given and what is allowed.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ._errors import NotAnIntegerError
 
-__all__ = ["as_int", "as_extent", "as_int_tuple", "as_shape"]
+__all__ = ["as_extent", "as_int", "as_int_tuple", "as_shape"]
 
 
 def as_int(value: Any, name: str) -> int:
@@ -53,7 +54,7 @@ def as_shape(values: Any, name: str = "global_shape", ndim: int | None = None) -
 
 def _ordered_items(values: Any, name: str) -> tuple[Any, ...]:
     """The elements of an ordered collection (sequence or 1-D array); TypeError for anything else."""
-    unordered = (str, bytes, Set, Mapping)
+    unordered = (str, bytes, AbstractSet, Mapping)
     if isinstance(values, unordered) or not isinstance(values, Iterable):
         raise TypeError(f"{name} must be a sequence of integers, got {values!r} ({type(values).__name__})")
     try:

@@ -27,7 +27,9 @@ def convert(source: Distribution, cls: Any, *, ndim: int | None, copy: bool) -> 
     if not isinstance(cls, type):
         raise TypeError(f"cls must be a Distribution class, got {cls!r}")
     if cls is Distribution or not issubclass(cls, Distribution):
-        raise ValueError(f"cls must be a concrete Distribution class (Slab, Box, BlockCyclic, BlockNonCyclic), got {cls!r}")
+        raise ValueError(
+            f"cls must be a concrete Distribution class (Slab, Box, BlockCyclic, BlockNonCyclic), got {cls!r}"
+        )
     if ndim is not None:
         ndim = as_extent(ndim, "ndim", 1)
         if source.ndim is not None and ndim < source.ndim:
@@ -60,7 +62,9 @@ def _check_exact(source: Distribution, target: Distribution, global_shape: tuple
 
 def _from_slab(source: Slab, cls: type, ndim: int | None, copy: bool) -> Distribution:
     if ndim is not None and source.partition_dim >= ndim:
-        raise ValueError(f"ndim ({ndim}) must exceed the partition dimension {source.partition_dim} of {source!r}")
+        raise ValueError(
+            f"ndim ({ndim}) must exceed the partition dimension {source.partition_dim} of {source!r}"
+        )
     target_ndim = ndim if ndim is not None else source.ndim
     if cls is Slab:
         if target_ndim != source.ndim:
@@ -68,9 +72,13 @@ def _from_slab(source: Slab, cls: type, ndim: int | None, copy: bool) -> Distrib
             return _bound_like(Slab(source.partition_dim, target_ndim), shape)
         return source.copy() if copy else source
     if cls is Box and source.global_shape is None:
-        raise ConvertDistributionError(f"{source!r} is not bound: bind it to a global shape before converting to Box")
+        raise ConvertDistributionError(
+            f"{source!r} is not bound: bind it to a global shape before converting to Box"
+        )
     if target_ndim is None:
-        raise ConvertDistributionError(f"{source!r} has no dimensionality: pass ndim to convert it to {cls.__name__}")
+        raise ConvertDistributionError(
+            f"{source!r} has no dimensionality: pass ndim to convert it to {cls.__name__}"
+        )
     shape = _promoted(source.global_shape, target_ndim)
     if issubclass(cls, BlockCyclic):
         _, nranks = _runtime.current_process()
@@ -108,7 +116,9 @@ def _from_block(source: BlockCyclic, cls: type, ndim: int, copy: bool) -> Distri
         return _block_to_slab(source, ndim, shape)
     if cls is Box:
         if shape is None:
-            raise ConvertDistributionError(f"{source!r} is not bound: bind it to a global shape before converting to Box")
+            raise ConvertDistributionError(
+                f"{source!r} is not bound: bind it to a global shape before converting to Box"
+            )
         return _this_rank_box(_promote_block(source, ndim), shape)
     raise ConvertDistributionError(f"no conversion from {type(source).__name__} to {cls.__name__}")
 
@@ -150,7 +160,9 @@ def _block_to_slab(source: BlockCyclic, ndim: int, shape: tuple[int, ...] | None
         )
     in_order = source.first_process[dim] == 0 and all(grid.coords(r)[dim] == r for r in range(grid.nranks))
     if not in_order:
-        raise ConvertDistributionError(f"{source!r} does not give the first block to rank 0, the next to rank 1, ...: not a Slab")
+        raise ConvertDistributionError(
+            f"{source!r} does not give the first block to rank 0, the next to rank 1, ...: not a Slab"
+        )
     return target
 
 
@@ -163,4 +175,3 @@ def _this_rank_box(layout: Distribution, shape: tuple[int, ...]) -> Box:
     lower = tuple(intervals[0][0] if intervals else 0 for intervals in ownership)
     upper = tuple(intervals[0][1] if intervals else 0 for intervals in ownership)
     return Box(lower, upper).bind(shape)
-

@@ -16,7 +16,7 @@ from ._check import as_extent, as_int, as_int_tuple, as_shape
 from ._errors import BindDistributionError
 from ._index import slab_interval
 
-__all__ = ["Distribution", "Slab", "Box"]
+__all__ = ["Box", "Distribution", "Slab"]
 
 
 class Distribution(ABC):
@@ -89,12 +89,16 @@ class Distribution(ABC):
             return self._global_shape
         resolved = as_shape(global_shape)
         if self._global_shape is not None and resolved != self._global_shape:
-            raise ValueError(f"global_shape {resolved} differs from the shape {self._global_shape} this distribution is bound to")
+            raise ValueError(
+                f"global_shape {resolved} differs from the shape {self._global_shape} this distribution is bound to"
+            )
         return resolved
 
     def _check_rebind(self, global_shape: tuple[int, ...]) -> None:
         if self._global_shape is not None and self._global_shape != global_shape:
-            raise BindDistributionError(f"{self!r} is already bound to {self._global_shape}, not {global_shape}")
+            raise BindDistributionError(
+                f"{self!r} is already bound to {self._global_shape}, not {global_shape}"
+            )
 
     def _binding_repr(self) -> str:
         return "" if self._global_shape is None else f" bound to {self._global_shape}"
@@ -157,9 +161,13 @@ class Slab(Distribution):
 
     def _check_fits(self, global_shape: tuple[int, ...]) -> None:
         if self._ndim is not None and len(global_shape) != self._ndim:
-            raise ValueError(f"global_shape {global_shape} has {len(global_shape)} dimensions; {self!r} has {self._ndim}")
+            raise ValueError(
+                f"global_shape {global_shape} has {len(global_shape)} dimensions; {self!r} has {self._ndim}"
+            )
         if self._partition_dim >= len(global_shape):
-            raise ValueError(f"{self!r} splits dimension {self._partition_dim}, which global_shape {global_shape} lacks")
+            raise ValueError(
+                f"{self!r} splits dimension {self._partition_dim}, which global_shape {global_shape} lacks"
+            )
 
     def shape(self, rank: int, global_shape: Sequence[int] | None = None) -> tuple[int, ...]:
         """The local shape of process ``rank`` (the number of processes comes from the runtime)."""
@@ -245,7 +253,9 @@ class Box(Distribution):
     def check_inside(self, global_shape: tuple[int, ...]) -> None:
         """Raise ValueError unless the box lies inside an array of ``global_shape``."""
         if len(global_shape) != self.ndim:
-            raise ValueError(f"global_shape {global_shape} has {len(global_shape)} dimensions; {self!r} has {self.ndim}")
+            raise ValueError(
+                f"global_shape {global_shape} has {len(global_shape)} dimensions; {self!r} has {self.ndim}"
+            )
         if any(b > n for b, n in zip(self._upper, global_shape, strict=True)):
             raise ValueError(f"{self!r} reaches outside global_shape {global_shape}")
 
@@ -254,7 +264,9 @@ class Box(Distribution):
         my_rank, nranks = _runtime.current_process()
         rank = check_rank(rank, nranks)
         if rank != my_rank:
-            raise RuntimeError(f"a Box describes only this process's part (rank {my_rank}); cannot give rank {rank}'s shape")
+            raise RuntimeError(
+                f"a Box describes only this process's part (rank {my_rank}); cannot give rank {rank}'s shape"
+            )
         if global_shape is not None or self._global_shape is not None:
             self.check_inside(self._resolve_global_shape(global_shape))
         return self.box_shape
@@ -264,7 +276,9 @@ class Box(Distribution):
         self._check_rebind(resolved)
         self.check_inside(resolved)
         if shape is not None and as_int_tuple(shape, "shape", 0) != self.box_shape:
-            raise BindDistributionError(f"local shape {tuple(shape)} is not the shape {self.box_shape} of {self!r}")
+            raise BindDistributionError(
+                f"local shape {tuple(shape)} is not the shape {self.box_shape} of {self!r}"
+            )
         return self._with_binding(resolved)  # type: ignore[return-value]
 
     def __iter__(self) -> Iterator[tuple[int, ...]]:

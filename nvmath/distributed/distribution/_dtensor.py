@@ -24,7 +24,13 @@ from ._grid import ProcessGrid
 from ._index import noncyclic_block_size, slab_interval
 from ._ownership import same_ownership
 
-__all__ = ["placement_spec", "shard_matches_slab", "distribution_from_placements", "placement_specs_for", "placements_for"]
+__all__ = [
+    "distribution_from_placements",
+    "placement_spec",
+    "placement_specs_for",
+    "placements_for",
+    "shard_matches_slab",
+]
 
 Spec = tuple[str, int | None]
 
@@ -34,7 +40,9 @@ def placement_spec(placement: Any) -> Spec:
     if isinstance(placement, tuple) and len(placement) == 2 and placement[0] in ("shard", "replicate"):
         return placement
     if callable(getattr(placement, "is_partial", None)) and placement.is_partial():
-        raise ValueError(f"{placement!r} is a pending reduction, not a layout: reduce (redistribute to Replicate or Shard) first")
+        raise ValueError(
+            f"{placement!r} is a pending reduction, not a layout: reduce (redistribute to Replicate or Shard) first"
+        )
     if callable(getattr(placement, "is_shard", None)) and placement.is_shard():
         return ("shard", int(placement.dim))
     if callable(getattr(placement, "is_replicate", None)) and placement.is_replicate():
@@ -46,7 +54,8 @@ def shard_matches_slab(extent: int, nranks: int) -> bool:
     """True when ``torch.chunk``'s split of ``extent`` over ``nranks`` equals the Slab split."""
     block = noncyclic_block_size(extent, nranks)
     return all(
-        slab_interval(extent, nranks, r) == (min(r * block, extent), min((r + 1) * block, extent)) for r in range(nranks)
+        slab_interval(extent, nranks, r) == (min(r * block, extent), min((r + 1) * block, extent))
+        for r in range(nranks)
     )
 
 
@@ -99,20 +108,24 @@ def distribution_from_placements(
     return Slab(dim, len(shape)).bind(shape)
 
 
-def placement_specs_for(distribution: Distribution | None, global_shape: Sequence[int], nranks: int) -> tuple[Spec, ...]:
+def placement_specs_for(
+    distribution: Distribution | None, global_shape: Sequence[int], nranks: int
+) -> tuple[Spec, ...]:
     """The 1-D-mesh placement specs of ``distribution`` (None = replicated); exact or refused."""
     shape = as_shape(global_shape)
     if distribution is None:
         return (("replicate", None),)
     if isinstance(distribution, Slab):
-        dim = distribution.partition_dim
-        if dim < len(shape) and shard_matches_slab(shape[dim], nranks):
-            return (("shard", dim),)
+        slab_dim = distribution.partition_dim
+        if slab_dim < len(shape) and shard_matches_slab(shape[slab_dim], nranks):
+            return (("shard", slab_dim),)
     elif isinstance(distribution, BlockCyclic):
-        dim = distribution.process_grid.partition_dim
-        if dim is not None and _is_chunked(distribution, shape, nranks, dim):
-            return (("shard", dim),)
-    raise ConvertDistributionError(f"{distribution!r} with global shape {shape} is not a Shard or Replicate layout on {nranks} ranks")
+        grid_dim = distribution.process_grid.partition_dim
+        if grid_dim is not None and _is_chunked(distribution, shape, nranks, grid_dim):
+            return (("shard", grid_dim),)
+    raise ConvertDistributionError(
+        f"{distribution!r} with global shape {shape} is not a Shard or Replicate layout on {nranks} ranks"
+    )
 
 
 def _is_chunked(distribution: BlockCyclic, shape: tuple[int, ...], nranks: int, dim: int) -> bool:

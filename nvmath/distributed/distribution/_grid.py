@@ -69,7 +69,9 @@ class ProcessGrid:
                     f"layout is required for a process grid of shape {self._shape} that partitions "
                     "more than one dimension: give ProcessGrid.Layout.ROW_MAJOR or COL_MAJOR"
                 )
-            self._layout: ProcessGrid.Layout | None = ProcessGrid.Layout.ROW_MAJOR if layout is None else layout
+            self._layout: ProcessGrid.Layout | None = (
+                ProcessGrid.Layout.ROW_MAJOR if layout is None else layout
+            )
             self._array: np.ndarray | None = None
         else:
             self._array = _rank_array(process_array)
@@ -78,7 +80,9 @@ class ProcessGrid:
                 raise ValueError(f"shape {tuple(shape)} does not match process_array.shape {self._shape}")
             self._check_size()
             if layout is not None and not np.array_equal(self._array, _layout_array(self._shape, layout)):
-                raise ValueError(f"process_array does not number the ranks in {layout.name} order: {self._array.tolist()}")
+                raise ValueError(
+                    f"process_array does not number the ranks in {layout.name} order: {self._array.tolist()}"
+                )
             self._layout = layout
 
     def _check_size(self) -> None:
@@ -168,7 +172,9 @@ def _rank_array(process_array: Any) -> np.ndarray:
     if not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f"process_array must hold integer ranks, got dtype {array.dtype}")
     if sorted(array.ravel().tolist()) != list(range(array.size)):
-        raise ValueError(f"process_array must hold each rank 0..{array.size - 1} exactly once, got {array.tolist()}")
+        raise ValueError(
+            f"process_array must hold each rank 0..{array.size - 1} exactly once, got {array.tolist()}"
+        )
     array.setflags(write=False)
     return array
 

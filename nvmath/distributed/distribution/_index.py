@@ -8,22 +8,21 @@ order (the ScaLAPACK convention), so its local shape is the total length per dim
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 __all__ = [
-    "Interval",
     "DimIntervals",
+    "Interval",
     "Ownership",
-    "slab_interval",
-    "numroc",
     "block_cyclic_intervals",
-    "noncyclic_block_size",
     "grid_coords",
     "grid_rank",
     "merge_intervals",
+    "noncyclic_block_size",
     "normalize_ownership",
+    "numroc",
     "ownership_shape",
+    "slab_interval",
 ]
 
 Interval = tuple[int, int]
@@ -92,10 +91,10 @@ def grid_rank(coords: Sequence[int], grid_shape: Sequence[int], row_major: bool)
     return rank
 
 
-def merge_intervals(intervals: Sequence[Interval] | object) -> DimIntervals:
+def merge_intervals(intervals: Iterable[Interval]) -> DimIntervals:
     """Drop empty intervals and join touching ones; the input must be increasing and disjoint."""
     merged: list[list[int]] = []
-    for start, stop in intervals:  # type: ignore[attr-defined]
+    for start, stop in intervals:
         if stop <= start:
             continue
         if merged and merged[-1][1] == start:
@@ -116,8 +115,3 @@ def normalize_ownership(per_dim: Sequence[Sequence[Interval]]) -> Ownership:
 def ownership_shape(ownership: Ownership) -> tuple[int, ...]:
     """Local shape of a rank's array: the number of owned indices along each dimension."""
     return tuple(sum(stop - start for start, stop in intervals) for intervals in ownership)
-
-
-def ownership_size(ownership: Ownership) -> int:
-    """Number of elements a rank owns."""
-    return math.prod(ownership_shape(ownership))

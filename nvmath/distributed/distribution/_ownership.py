@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Union
 
 from ._block import BlockCyclic, block_sizes_for
 from ._check import as_extent, as_shape
 from ._distribution import Box, Distribution, Slab, check_rank
-from ._index import Ownership, block_cyclic_intervals, normalize_ownership, ownership_size, slab_interval
+from ._index import Ownership, block_cyclic_intervals, normalize_ownership, slab_interval
 
-__all__ = ["Layout", "check_layout", "rank_ownership", "ownership_map", "same_ownership"]
+__all__ = ["Layout", "check_layout", "ownership_map", "rank_ownership", "same_ownership"]
 
-Layout = Union[Distribution, Sequence[Box]]
+Layout = Distribution | Sequence[Box]
 
 
 def check_layout(layout: Layout, global_shape: Sequence[int], nranks: int) -> tuple[int, ...]:
@@ -37,7 +36,9 @@ def check_layout(layout: Layout, global_shape: Sequence[int], nranks: int) -> tu
         if layout.ndim != len(shape):
             raise ValueError(f"{layout!r} is {layout.ndim}-D; global shape {shape} is {len(shape)}-D")
         if layout.process_grid.nranks != nranks:
-            raise ValueError(f"the process grid of {layout!r} holds {layout.process_grid.nranks} ranks, not nranks={nranks}")
+            raise ValueError(
+                f"the process grid of {layout!r} holds {layout.process_grid.nranks} ranks, not nranks={nranks}"
+            )
     elif isinstance(layout, Box):
         raise TypeError("a single Box describes one rank's part: give a sequence of one Box per rank")
     elif isinstance(layout, Sequence) and all(isinstance(box, Box) for box in layout):
@@ -60,7 +61,9 @@ def _check_boxes(boxes: Sequence[Box], shape: tuple[int, ...], nranks: int) -> N
                 raise ValueError(f"the boxes of rank {i} {a!r} and rank {j} {b!r} overlap")
     covered = sum(math.prod(box.box_shape) for box in boxes)
     if covered != math.prod(shape):
-        raise ValueError(f"the boxes cover {covered} of the {math.prod(shape)} elements of global shape {shape}")
+        raise ValueError(
+            f"the boxes cover {covered} of the {math.prod(shape)} elements of global shape {shape}"
+        )
 
 
 def rank_ownership(layout: Layout, global_shape: tuple[int, ...], nranks: int, rank: int) -> Ownership:
@@ -92,8 +95,3 @@ def same_ownership(a: Layout, b: Layout, global_shape: Sequence[int], nranks: in
     first = ownership_map(a, global_shape, nranks)
     second = ownership_map(b, global_shape, nranks)
     return all(normalize_ownership(x) == normalize_ownership(y) for x, y in zip(first, second, strict=True))
-
-
-def owned_elements(layout: Layout, global_shape: Sequence[int], nranks: int) -> tuple[int, ...]:
-    """Number of elements each rank owns."""
-    return tuple(ownership_size(own) for own in ownership_map(layout, global_shape, nranks))

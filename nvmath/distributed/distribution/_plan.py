@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ._index import DimIntervals, Ownership
 from ._ownership import Layout, check_layout, rank_ownership
 
-__all__ = ["Segment", "Exchange", "redistribution_plan"]
+__all__ = ["Exchange", "Segment", "redistribution_plan"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,9 @@ class Exchange:
             yield src, dst
 
 
-def redistribution_plan(source: Layout, target: Layout, global_shape: Sequence[int], nranks: int) -> tuple[Exchange, ...]:
+def redistribution_plan(
+    source: Layout, target: Layout, global_shape: Sequence[int], nranks: int
+) -> tuple[Exchange, ...]:
     """Every non-empty exchange that turns ``source``-distributed local arrays into ``target``-distributed ones.
 
     Args:

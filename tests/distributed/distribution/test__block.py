@@ -17,7 +17,12 @@ ROW, COL = ProcessGrid.Layout.ROW_MAJOR, ProcessGrid.Layout.COL_MAJOR
 def _factorizations(nranks: int, ndim: int) -> list[tuple[int, ...]]:
     if ndim == 1:
         return [(nranks,)]
-    return [(p,) + rest for p in range(1, nranks + 1) if nranks % p == 0 for rest in _factorizations(nranks // p, ndim - 1)]
+    return [
+        (p,) + rest
+        for p in range(1, nranks + 1)
+        if nranks % p == 0
+        for rest in _factorizations(nranks // p, ndim - 1)
+    ]
 
 
 def expected_local_shape(global_shape, blocks, grid_shape, first, coords) -> tuple[int, ...]:
@@ -41,7 +46,9 @@ def test_block_cyclic_shape_matches_a_direct_count(runtime, nranks, ndim, layout
     order = "C" if layout == ROW else "F"
     for rank in range(nranks):
         coords = tuple(int(c) for c in np.unravel_index(rank, grid_shape, order=order))
-        assert dist.shape(rank, global_shape) == expected_local_shape(global_shape, blocks, grid_shape, first, coords)
+        assert dist.shape(rank, global_shape) == expected_local_shape(
+            global_shape, blocks, grid_shape, first, coords
+        )
 
 
 @pytest.mark.parametrize("nranks", range(1, 9))

@@ -49,7 +49,9 @@ def test_binding_returns_a_bound_copy(runtime):
     assert Slab.X.global_shape is None and Slab.X.ndim is None
     assert bound.shape(0) == (3, 4) and bound.shape(2, (7, 4)) == (2, 4)
     assert bound.bind((7, 4)).global_shape == (7, 4)
-    assert isinstance(bound.copy(), Slab) and bound.copy() is not bound and bound.copy().global_shape == (7, 4)
+    assert (
+        isinstance(bound.copy(), Slab) and bound.copy() is not bound and bound.copy().global_shape == (7, 4)
+    )
 
 
 def test_binding_checks_the_local_shape(runtime):
@@ -91,8 +93,15 @@ def test_box_basics(runtime):
     box = Box((2, 0), [4, np.int64(3)])
     lower, upper = box
     assert (lower, upper, box[0], box[1]) == ((2, 0), (4, 3), (2, 0), (4, 3))
-    assert box.ndim == 2 and box.box_shape == (2, 3) and box.shape(1) == (2, 3) and box.shape(1, (4, 3)) == (2, 3)
-    assert box == Box([2, 0], (4, 3)) and box != Box((2, 0), (4, 4)) and hash(box) == hash(Box((2, 0), (4, 3)))
+    assert (
+        box.ndim == 2
+        and box.box_shape == (2, 3)
+        and box.shape(1) == (2, 3)
+        and box.shape(1, (4, 3)) == (2, 3)
+    )
+    assert (
+        box == Box([2, 0], (4, 3)) and box != Box((2, 0), (4, 4)) and hash(box) == hash(Box((2, 0), (4, 3)))
+    )
     assert Box((1, 1), (1, 5)).box_shape == (0, 4)
     assert isinstance(box, Distribution) and box.bind((4, 3), shape=(2, 3)).global_shape == (4, 3)
 

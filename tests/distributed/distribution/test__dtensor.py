@@ -85,7 +85,9 @@ def test_unmappable_layouts_are_refused(runtime):
     with pytest.raises(ConvertDistributionError, match="not a Shard or Replicate"):
         placement_specs_for(BlockCyclic(ProcessGrid(shape=(4, 1)), (1, 4)), (8, 4), 4)
     with pytest.raises(ConvertDistributionError, match="not a Shard or Replicate"):
-        placement_specs_for(BlockNonCyclic(ProcessGrid(shape=(2, 2), layout=ProcessGrid.Layout.ROW_MAJOR)), (8, 4), 4)
+        placement_specs_for(
+            BlockNonCyclic(ProcessGrid(shape=(2, 2), layout=ProcessGrid.Layout.ROW_MAJOR)), (8, 4), 4
+        )
     assert placement_specs_for(BlockCyclic(ProcessGrid(shape=(4, 1)), (2, 4)), (8, 4), 4) == (("shard", 0),)
     with pytest.raises(ValueError, match="only a 1-D device mesh"):
         distribution_from_placements([("shard", 0), ("replicate", None)], (8, 4))

@@ -86,7 +86,11 @@ def test_promoted_appends_unit_dimensions_keeping_the_numbering(runtime):
         ({"process_array": [[0, 1], [1, 2]]}, ValueError, "exactly once"),
         ({"process_array": [0, 1, 2]}, ValueError, "3 places but there are 4"),
         ({"process_array": [[0.0, 1.0], [2.0, 3.0]]}, TypeError, "integer ranks"),
-        ({"process_array": [[0, 1], [2, 3]], "shape": (4, 1)}, ValueError, "does not match process_array.shape"),
+        (
+            {"process_array": [[0, 1], [2, 3]], "shape": (4, 1)},
+            ValueError,
+            "does not match process_array.shape",
+        ),
         ({"process_array": [[0, 1], [2, 3]], "layout": COL}, ValueError, "COL_MAJOR order"),
     ],
 )

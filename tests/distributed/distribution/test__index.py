@@ -64,7 +64,9 @@ def test_numroc_scalapack_example():
     assert [numroc(9, 2, p, 1, 2) for p in range(2)] == [4, 5]
 
 
-@pytest.mark.parametrize(("extent", "nprocs", "expected"), [(10, 4, 3), (8, 4, 2), (3, 4, 1), (1, 1, 1), (7, 1, 7)])
+@pytest.mark.parametrize(
+    ("extent", "nprocs", "expected"), [(10, 4, 3), (8, 4, 2), (3, 4, 1), (1, 1, 1), (7, 1, 7)]
+)
 def test_noncyclic_block_size_is_ceiling(extent, nprocs, expected):
     """One block per process: ceil(extent / nprocs), never below 1."""
     assert noncyclic_block_size(extent, nprocs) == expected

@@ -12,14 +12,21 @@ from nvmath.distributed.distribution._index import ownership_shape
 from nvmath.distributed.distribution._ownership import check_layout, ownership_map, same_ownership
 
 ROW, COL = ProcessGrid.Layout.ROW_MAJOR, ProcessGrid.Layout.COL_MAJOR
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def grid_shapes(nranks: int, ndim: int) -> list[tuple[int, ...]]:
     """Every grid shape of ``ndim`` dimensions holding ``nranks`` places."""
     if ndim == 1:
         return [(nranks,)]
-    return [(p, *rest) for p in range(1, nranks + 1) if nranks % p == 0 for rest in grid_shapes(nranks // p, ndim - 1)]
+    return [
+        (p, *rest)
+        for p in range(1, nranks + 1)
+        if nranks % p == 0
+        for rest in grid_shapes(nranks // p, ndim - 1)
+    ]
 
 
 def owned_indices(ownership) -> list[np.ndarray]:
@@ -48,7 +55,11 @@ def block_reference(global_array, blocks, grid_shape, first, coords) -> np.ndarr
 
 
 @SETTINGS
-@given(shape=st.lists(st.integers(1, 10), min_size=1, max_size=3).map(tuple), nranks=st.integers(1, 8), data=st.data())
+@given(
+    shape=st.lists(st.integers(1, 10), min_size=1, max_size=3).map(tuple),
+    nranks=st.integers(1, 8),
+    data=st.data(),
+)
 def test_slab_ownership_is_array_split(runtime, shape, nranks, data):
     """Slab ownership partitions the array; each local array is np.array_split's piece and matches .shape."""
     runtime(nranks)
@@ -56,7 +67,9 @@ def test_slab_ownership_is_array_split(runtime, shape, nranks, data):
     global_array = np.arange(np.prod(shape)).reshape(shape)
     ownerships = ownership_map(Slab(dim), shape, nranks)
     assert_partition(ownerships, shape)
-    for rank, (own, piece) in enumerate(zip(ownerships, np.array_split(global_array, nranks, axis=dim), strict=True)):
+    for rank, (own, piece) in enumerate(
+        zip(ownerships, np.array_split(global_array, nranks, axis=dim), strict=True)
+    ):
         assert np.array_equal(local_array(global_array, own), piece)
         assert ownership_shape(own) == Slab(dim).shape(rank, shape)
 

@@ -16,7 +16,12 @@ ROW, COL = ProcessGrid.Layout.ROW_MAJOR, ProcessGrid.Layout.COL_MAJOR
 def grid_shapes(nranks: int, ndim: int) -> list[tuple[int, ...]]:
     if ndim == 1:
         return [(nranks,)]
-    return [(p, *rest) for p in range(1, nranks + 1) if nranks % p == 0 for rest in grid_shapes(nranks // p, ndim - 1)]
+    return [
+        (p, *rest)
+        for p in range(1, nranks + 1)
+        if nranks % p == 0
+        for rest in grid_shapes(nranks // p, ndim - 1)
+    ]
 
 
 def reference_local(layout, global_array: np.ndarray, nranks: int, rank: int) -> np.ndarray:
@@ -36,12 +41,16 @@ def reference_local(layout, global_array: np.ndarray, nranks: int, rank: int) ->
     )
     picks = [
         [i for i in range(n) if (i // b + f) % p == c]
-        for n, b, p, f, c in zip(global_array.shape, blocks, grid.shape, layout.first_process, coords, strict=True)
+        for n, b, p, f, c in zip(
+            global_array.shape, blocks, grid.shape, layout.first_process, coords, strict=True
+        )
     ]
     return global_array[np.ix_(*picks)]
 
 
-def apply_plan(plan: tuple[Exchange, ...], sources: list[np.ndarray], target_shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+def apply_plan(
+    plan: tuple[Exchange, ...], sources: list[np.ndarray], target_shapes: list[tuple[int, ...]]
+) -> list[np.ndarray]:
     targets = [np.full(shape, -1, dtype=np.int64) for shape in target_shapes]
     for exchange in plan:
         for src, dst in exchange.slices():
@@ -64,7 +73,9 @@ def layouts(draw, nranks: int, shape: tuple[int, ...]):
             upper = tuple(start + piece.size if d == dim else n for d, n in enumerate(shape))
             boxes.append(Box(lower, upper))
         return boxes
-    grid = ProcessGrid(shape=draw(st.sampled_from(grid_shapes(nranks, ndim))), layout=draw(st.sampled_from([ROW, COL])))
+    grid = ProcessGrid(
+        shape=draw(st.sampled_from(grid_shapes(nranks, ndim))), layout=draw(st.sampled_from([ROW, COL]))
+    )
     first = tuple(draw(st.integers(0, p - 1)) for p in grid.shape)
     if kind == "noncyclic":
         return BlockNonCyclic(grid, first_process=first)
