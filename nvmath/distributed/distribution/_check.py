@@ -53,11 +53,13 @@ def as_shape(values: Any, name: str = "global_shape", ndim: int | None = None) -
 
 
 def _ordered_items(values: Any, name: str) -> tuple[Any, ...]:
-    """The elements of an ordered collection (sequence or 1-D array); TypeError for anything else."""
+    """The elements of an ordered collection (sequence or 1-D array); NotAnIntegerError for anything else."""
     unordered = (str, bytes, AbstractSet, Mapping)
     if isinstance(values, unordered) or not isinstance(values, Iterable):
-        raise TypeError(f"{name} must be a sequence of integers, got {values!r} ({type(values).__name__})")
+        raise NotAnIntegerError(
+            f"{name} must be a sequence of integers, got {values!r} ({type(values).__name__})"
+        )
     try:
         return tuple(values)
     except TypeError:  # a 0-d array is Iterable but cannot be iterated
-        raise TypeError(f"{name} must be a sequence of integers, got {values!r}") from None
+        raise NotAnIntegerError(f"{name} must be a sequence of integers, got {values!r}") from None

@@ -14,7 +14,7 @@ class ConvertDistributionError(ValueError):
 
 
 class NotAnIntegerError(TypeError, ValueError):
-    """A size, coordinate or rank is not an integer.
+    """A size, coordinate or rank is not an integer (or a shape is not a sequence of them).
 
     A ``TypeError`` by nature; also a ``ValueError`` because nvmath-python 1.0 raises ``ValueError``
     for these, so code catching either keeps working.

@@ -34,8 +34,8 @@ def test_bounds_name_the_minimum():
 
 @pytest.mark.parametrize("values", ["ab", {1, 2}, {1: 2}, 5, np.array(3)])
 def test_unordered_or_scalar_sequences_are_type_errors(values):
-    """Strings, sets, mappings and scalars are not shapes."""
-    with pytest.raises(TypeError, match="shape must be a sequence"):
+    """Strings, sets, mappings and scalars are not shapes (a TypeError, and a ValueError as in nvmath-python)."""
+    with pytest.raises(NotAnIntegerError, match="shape must be a sequence"):
         as_int_tuple(values, "shape", 1)
 
 
