@@ -48,6 +48,11 @@ _SPECS = {
         _LibrarySpec("cublas", "cuBLAS", "nvidia-cublas", "cublasGetProperty"),
         _LibrarySpec("cufft", "cuFFT", "nvidia-cufft", "cufftGetProperty"),
         _LibrarySpec("cusolver", "cuSOLVER", "nvidia-cusolver", "cusolverGetProperty"),
+        # The distributed engines (the `[distributed]` extra); loaded only by nvmath.distributed.
+        _LibrarySpec("nccl", "NCCL", "nvidia-nccl-cu13 (pip install nvmath-kit[distributed])", ""),
+        _LibrarySpec("nvshmem_host", "NVSHMEM", "nvidia-nvshmem-cu13 (pip install nvmath-kit[distributed])", ""),
+        _LibrarySpec("cublasmp", "cuBLASMp", "nvidia-cublasmp-cu13 (pip install nvmath-kit[distributed])", ""),
+        _LibrarySpec("cufftMp", "cuFFTMp", "nvidia-cufftmp-cu13 (pip install nvmath-kit[distributed])", "cufftGetProperty"),
     )
 }
 
@@ -98,7 +103,7 @@ class _Library:
     def version(self) -> str:
         """``major.minor.patch`` of the loaded library (loads it on first use)."""
         if self._version is None:
-            query = getattr(self.cdll(), self.spec.property_symbol, None)
+            query = getattr(self.cdll(), self.spec.property_symbol, None) if self.spec.property_symbol else None
             if query is None:
                 return "unknown"
             query.restype, query.argtypes = ctypes.c_int, (ctypes.c_int, ctypes.c_void_p)
