@@ -1,0 +1,58 @@
+"""Scale-out across GPUs and processes: cuFFTMp over NVSHMEM, cuBLASMp over NCCL.
+
+What works today (CPU-tested; the engines' GPU lane has not run yet): the runtime --
+:func:`initialize`, :func:`finalize`, :func:`get_context`, the process groups
+(:class:`ProcessGroup`, :class:`MPIProcessGroup`, :class:`TorchProcessGroup`), symmetric memory
+(:func:`allocate_symmetric_memory`, :func:`free_symmetric_memory`) -- and the raw bindings
+``nvmath.bindings.{nvshmem, nccl, cufftMp, cublasMp}``. The distributions live in
+``nvmath.distributed.distribution``; the FFT (``nvmath.distributed.fft``) and the matmul
+(``nvmath.distributed.linalg.advanced``) are not here yet.
+
+Importing this package loads no engine: they load at :func:`initialize`, which raises an
+ImportError naming the ``[distributed]`` extra when they are not installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ._agreement import RankDisagreementError
+from ._runtime import DistributedContext, finalize, get_context, initialize
+from ._symmetric import allocate_symmetric_memory, free_symmetric_memory
+from .process_group import (
+    CollectiveTimeoutError,
+    MPIProcessGroup,
+    ProcessGroup,
+    ReductionOp,
+    TorchProcessGroup,
+)
+
+__all__ = [
+    "CollectiveTimeoutError",
+    "DistributedContext",
+    "MPIProcessGroup",
+    "ProcessGroup",
+    "RankDisagreementError",
+    "ReductionOp",
+    "TorchProcessGroup",
+    "allocate_symmetric_memory",
+    "finalize",
+    "free_symmetric_memory",
+    "get_context",
+    "initialize",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The distribution subpackage is imported on first use (it is built on its own branch).
+    if name == "distribution":
+        try:
+            return importlib.import_module(f"{__name__}.distribution")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.distribution":
+                raise
+            raise AttributeError(
+                "nvmath.distributed.distribution is not available in this build yet"
+            ) from exc
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
