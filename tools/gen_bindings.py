@@ -332,7 +332,8 @@ def _param_kind(model: Model, func: Function, param: Param, spec: ModuleSpec) ->
     ctype = param.type
     category, name = model.resolve(ctype.base)
     scalar_alias = _alias(category, name)
-    override = PARAM_OVERRIDES.get((func.name, param.name)) or PARAM_OVERRIDES_DIST.get((func.name, param.name))
+    key = (func.name, param.name)
+    override = PARAM_OVERRIDES.get(key) or PARAM_OVERRIDES_DIST.get(key)
     if override == "out" and ctype.pointers == 1:
         return "out", "_uintptr" if category == "handle" else scalar_alias
     if override in ("ptr", "in_array"):
@@ -423,7 +424,8 @@ def parse_headers(include: Path) -> HeaderSet:
 def header_version(headers: HeaderSet, spec: ModuleSpec) -> str:
     """``major.minor.patch`` from the ``<PREFIX>_VER_*`` macros."""
     macros = headers.headers[spec.version_header].macros
-    parts = [macros.get(spec.version_prefix + p, macros.get(f"{spec.version_prefix}{p}_VERSION")) for p in ("MAJOR", "MINOR", "PATCH")]
+    prefix = spec.version_prefix  # <P>MAJOR, or <P>MAJOR_VERSION (NVSHMEM_VENDOR_MAJOR_VERSION)
+    parts = [macros.get(prefix + p, macros.get(f"{prefix}{p}_VERSION")) for p in ("MAJOR", "MINOR", "PATCH")]
     return ".".join(str(part) for part in parts)
 
 
@@ -528,11 +530,14 @@ def generate(include: Path) -> dict[str, str]:
         )
     sources[f"{UNCHECKED}/__init__.py"] = emit_package()
     specs = {spec.module: spec for spec in DIST_MODULES}
-    sources.update(generate_dist(include, specs, Model, classify, partial(_emit_dist, cudart=cudart), provided))
+    emit = partial(_emit_dist, cudart=cudart)
+    sources.update(generate_dist(include, specs, Model, classify, emit, provided))
     return sources
 
 
-def _emit_dist(spec: ModuleSpec, model: Model, functions: list, provided: dict, *, cudart: str) -> dict[str, str]:
+def _emit_dist(
+    spec: ModuleSpec, model: Model, functions: list, provided: dict, *, cudart: str
+) -> dict[str, str]:
     """The checked and unchecked sources of one distributed module (updates ``provided``)."""
     version = header_version(model.headers, spec)
     source, provided[spec.module] = emit_module(

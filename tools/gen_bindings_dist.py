@@ -119,7 +119,10 @@ GROUPS: tuple[Group, ...] = (
             ("nvshmem", "host/nvshmemx_coll_api.h", True),
         ),
     ),
-    Group("cublasMp", (("cuda", "cublas_api.h", False), ("nccl", "nccl.h", True), ("cublasmp", "cublasmp.h", False))),
+    Group(
+        "cublasMp",
+        (("cuda", "cublas_api.h", False), ("nccl", "nccl.h", True), ("cublasmp", "cublasmp.h", False)),
+    ),
     Group(
         "cufftMp",
         (

@@ -119,7 +119,9 @@ def initialize(device_id: int, process_group: Any, backends: Sequence[str] | Non
             raise
         context = DistributedContext(device_id, group, nvshmem_state is not None, comm)
         _STATE = _State(context, engines, nvshmem_state, weakref.WeakSet(), {})
-        logger.info("initialized rank %d of %d on device %d with %s", group.rank, group.nranks, device_id, chosen)
+        logger.info(
+            "initialized rank %d of %d on device %d with %s", group.rank, group.nranks, device_id, chosen
+        )
 
 
 def get_context() -> DistributedContext:

@@ -71,6 +71,10 @@ def _dtype_name(package: str, dtype: Any) -> str:
         raise TypeError(f"dtype={dtype!r}: not a dtype numpy/cupy understands") from exc
 
 
+def _is_permutation(value: Any, ndim: int) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str) and sorted(value) == list(range(ndim))
+
+
 def layout_strides(shape: tuple[int, ...], axis_order: Any) -> tuple[int, ...]:
     """Element strides of a dense ``shape`` laid out in ``axis_order``: ``"C"`` (last axis fastest),
     ``"F"`` (first axis fastest) or a permutation of the axes, slowest-varying first."""
@@ -79,7 +83,7 @@ def layout_strides(shape: tuple[int, ...], axis_order: Any) -> tuple[int, ...]:
         order = tuple(range(ndim))
     elif axis_order == "F":
         order = tuple(reversed(range(ndim)))
-    elif isinstance(axis_order, Sequence) and not isinstance(axis_order, str) and sorted(axis_order) == list(range(ndim)):
+    elif _is_permutation(axis_order, ndim):
         order = tuple(axis_order)
     else:
         raise ValueError(f"axis_order={axis_order!r}: expected 'C', 'F' or a permutation of range({ndim})")
@@ -93,7 +97,9 @@ def layout_strides(shape: tuple[int, ...], axis_order: Any) -> tuple[int, ...]:
 
 def _check_shape(shape: Any) -> tuple[int, ...]:
     shape = (shape,) if isinstance(shape, int) and not isinstance(shape, bool) else shape
-    if not isinstance(shape, Sequence) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+    if not isinstance(shape, Sequence) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+    ):
         raise ValueError(f"shape={shape!r}: expected a sequence of non-negative ints")
     return tuple(shape)
 

@@ -182,7 +182,8 @@ class TorchProcessGroup(ProcessGroup):
                 "TorchProcessGroup: torch.distributed is not initialized: call "
                 "torch.distributed.init_process_group(...) first (torchrun sets its environment)"
             )
-        if device_id != "cpu" and (not isinstance(device_id, int) or isinstance(device_id, bool) or device_id < 0):
+        is_ordinal = isinstance(device_id, int) and not isinstance(device_id, bool) and device_id >= 0
+        if device_id != "cpu" and not is_ordinal:
             raise ValueError(f"device_id={device_id!r}: expected 'cpu' or a CUDA device ordinal >= 0")
         self._dist = dist
         self._group = torch_process_group

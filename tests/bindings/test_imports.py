@@ -25,7 +25,8 @@ def test_module_imports(name: str) -> None:
 
 
 def test_package_imports_all_modules() -> None:
-    """``nvmath.bindings`` exposes the five math modules and, on attribute access, the four distributed ones."""
+    """``nvmath.bindings`` exposes the five math modules and, on attribute access, the four
+    distributed ones."""
     from nvmath import bindings
 
     assert sorted(bindings.__all__) == sorted(MODULES)
