@@ -5,8 +5,8 @@ What works today (CPU-tested; the engines' GPU lane has not run yet): the runtim
 (:class:`ProcessGroup`, :class:`MPIProcessGroup`, :class:`TorchProcessGroup`), symmetric memory
 (:func:`allocate_symmetric_memory`, :func:`free_symmetric_memory`) -- and the raw bindings
 ``nvmath.bindings.{nvshmem, nccl, cufftMp, cublasMp}``. The distributions live in
-``nvmath.distributed.distribution``; the FFT (``nvmath.distributed.fft``) and the matmul
-(``nvmath.distributed.linalg.advanced``) are not here yet.
+``nvmath.distributed.distribution``. Of the FFT (``nvmath.distributed.fft``) only the options
+exist; the matmul (``nvmath.distributed.linalg.advanced``) is not here yet.
 
 Importing this package loads no engine: they load at :func:`initialize`, which raises an
 ImportError naming the ``[distributed]`` extra when they are not installed.
