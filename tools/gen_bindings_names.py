@@ -73,6 +73,8 @@ def member_names(enum: Enum) -> list[str]:
     shares with the type name. If a name would then start with a digit or be a keyword, all
     members keep one more word (``CUBLAS_COMPUTE_16F`` -> ``COMPUTE_16F``).
     """
+    if all(re.fullmatch(r"nccl[A-Z][A-Za-z0-9]*", m.name) for m in enum.members):  # ncclInvalidArgument
+        return [re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", m.name[4:]).upper() for m in enum.members]
     members = [_words(m.name) for m in enum.members]
     typed = _type_words(enum.name)
 

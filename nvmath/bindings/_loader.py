@@ -49,10 +49,10 @@ _SPECS = {
         _LibrarySpec("cufft", "cuFFT", "nvidia-cufft", "cufftGetProperty"),
         _LibrarySpec("cusolver", "cuSOLVER", "nvidia-cusolver", "cusolverGetProperty"),
         # The distributed engines (the `[distributed]` extra); loaded only by nvmath.distributed.
-        _LibrarySpec("nccl", "NCCL", "nvidia-nccl-cu13 (pip install nvmath-kit[distributed])", ""),
-        _LibrarySpec("nvshmem_host", "NVSHMEM", "nvidia-nvshmem-cu13 (pip install nvmath-kit[distributed])", ""),
-        _LibrarySpec("cublasmp", "cuBLASMp", "nvidia-cublasmp-cu13 (pip install nvmath-kit[distributed])", ""),
-        _LibrarySpec("cufftMp", "cuFFTMp", "nvidia-cufftmp-cu13 (pip install nvmath-kit[distributed])", "cufftGetProperty"),
+        _LibrarySpec("nccl", "NCCL", "nvmath-kit[distributed]", ""),
+        _LibrarySpec("nvshmem_host", "NVSHMEM", "nvmath-kit[distributed]", ""),
+        _LibrarySpec("cublasmp", "cuBLASMp", "nvmath-kit[distributed]", ""),
+        _LibrarySpec("cufftMp", "cuFFTMp", "nvmath-kit[distributed]", "cufftGetProperty"),
     )
 }
 
@@ -63,6 +63,36 @@ def _pathfinder_load(name: str) -> tuple[str | None, int, str]:
 
     loaded = load_nvidia_dynamic_lib(name)
     return loaded.abs_path, int(loaded._handle_uint), str(getattr(loaded, "found_via", ""))
+
+
+# The distributed engines' wheels, relative to a directory of the ``nvidia`` namespace package, and
+# the libraries to load first (their DT_NEEDED sonames). Used when cuda.pathfinder does not find them:
+# wheels installed with ``pip install --target DIR`` and put on PYTHONPATH (the GPU machines' way)
+# are not in a site-packages directory.
+_WHEEL_LIBS = {
+    "nccl": ("nccl/lib/libnccl.so.2", ()),
+    "nvshmem_host": ("nvshmem/lib/libnvshmem_host.so.3", ()),
+    "cublasmp": ("cublasmp/cu13/lib/libcublasmp.so.0", ("nccl",)),
+    "cufftMp": ("cufftmp/cu13/lib/libcufftMp.so.12", ("nvshmem_host",)),
+}
+
+
+def _wheel_fallback(name: str) -> ctypes.CDLL | None:
+    """``name`` loaded (RTLD_GLOBAL) from an ``nvidia/...`` wheel directory on ``sys.path``, or None."""
+    import os
+    import sys
+
+    entry = _WHEEL_LIBS.get(name)
+    if entry is None:
+        return None
+    relative, needs = entry
+    for root in sys.path:
+        path = os.path.join(root or ".", "nvidia", relative)
+        if os.path.isfile(path):
+            for dependency in needs:
+                _library(dependency).cdll()
+            return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    return None
 
 
 class _Library:
@@ -91,6 +121,11 @@ class _Library:
         try:
             path, handle, found_via = _pathfinder_load(spec.name)
         except Exception as exc:  # DynamicLibNotFoundError and friends
+            fallback = _wheel_fallback(spec.name)
+            if fallback is not None:
+                self.path, self.found_via = fallback._name, "nvidia namespace package on sys.path"
+                logger.debug("loaded %s from %s (wheel on sys.path)", spec.pretty, fallback._name)
+                return fallback
             raise LibraryNotFoundError(
                 f"{spec.pretty} (lib{spec.name}) could not be loaded: cuda.pathfinder searched the NVIDIA "
                 f"wheels in site-packages, conda, CUDA_PATH/CUDA_HOME and the system library path and "
@@ -103,7 +138,8 @@ class _Library:
     def version(self) -> str:
         """``major.minor.patch`` of the loaded library (loads it on first use)."""
         if self._version is None:
-            query = getattr(self.cdll(), self.spec.property_symbol, None) if self.spec.property_symbol else None
+            cdll = self.cdll()  # loads it even when there is no version query
+            query = getattr(cdll, self.spec.property_symbol, None) if self.spec.property_symbol else None
             if query is None:
                 return "unknown"
             query.restype, query.argtypes = ctypes.c_int, (ctypes.c_int, ctypes.c_void_p)

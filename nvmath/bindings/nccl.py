@@ -84,33 +84,33 @@ __all__ = [
 class CommMemStat(_IntEnum):
     """C enum ``ncclCommMemStat_t`` (nccl.h)."""
 
-    ncclStatGpuMemSuspend = 0
-    ncclStatGpuMemSuspended = 1
-    ncclStatGpuMemPersist = 2
-    ncclStatGpuMemTotal = 3
+    STAT_GPU_MEM_SUSPEND = 0
+    STAT_GPU_MEM_SUSPENDED = 1
+    STAT_GPU_MEM_PERSIST = 2
+    STAT_GPU_MEM_TOTAL = 3
 
 
 class DataType(_IntEnum):
     """C enum ``ncclDataType_t`` (nccl.h)."""
 
-    ncclInt8 = 0
-    ncclChar = 0
-    ncclUint8 = 1
-    ncclInt32 = 2
-    ncclInt = 2
-    ncclUint32 = 3
-    ncclInt64 = 4
-    ncclUint64 = 5
-    ncclFloat16 = 6
-    ncclHalf = 6
-    ncclFloat32 = 7
-    ncclFloat = 7
-    ncclFloat64 = 8
-    ncclDouble = 8
-    ncclBfloat16 = 9
-    ncclFloat8e4m3 = 10
-    ncclFloat8e5m2 = 11
-    ncclNumTypes = 12
+    INT8 = 0
+    CHAR = 0
+    UINT8 = 1
+    INT32 = 2
+    INT = 2
+    UINT32 = 3
+    INT64 = 4
+    UINT64 = 5
+    FLOAT16 = 6
+    HALF = 6
+    FLOAT32 = 7
+    FLOAT = 7
+    FLOAT64 = 8
+    DOUBLE = 8
+    BFLOAT16 = 9
+    FLOAT8E4M3 = 10
+    FLOAT8E5M2 = 11
+    NUM_TYPES = 12
 
 
 class EncryptionMode(_IntEnum):
@@ -129,23 +129,23 @@ class RedOp_dummy(_IntEnum):
 class Result(_IntEnum):
     """C enum ``ncclResult_t`` (nccl.h)."""
 
-    ncclSuccess = 0
-    ncclUnhandledCudaError = 1
-    ncclSystemError = 2
-    ncclInternalError = 3
-    ncclInvalidArgument = 4
-    ncclInvalidUsage = 5
-    ncclRemoteError = 6
-    ncclInProgress = 7
-    ncclTimeout = 8
-    ncclNumResults = 9
+    SUCCESS = 0
+    UNHANDLED_CUDA_ERROR = 1
+    SYSTEM_ERROR = 2
+    INTERNAL_ERROR = 3
+    INVALID_ARGUMENT = 4
+    INVALID_USAGE = 5
+    REMOTE_ERROR = 6
+    IN_PROGRESS = 7
+    TIMEOUT = 8
+    NUM_RESULTS = 9
 
 
 class ScalarResidence(_IntEnum):
     """C enum ``ncclScalarResidence_t`` (nccl.h)."""
 
-    ncclScalarDevice = 0
-    ncclScalarHostImmediate = 1
+    SCALAR_DEVICE = 0
+    SCALAR_HOST_IMMEDIATE = 1
 
 
 _STATUS_NAMES = {
