@@ -68,6 +68,34 @@ def _buffer(nbytes: int) -> np.ndarray:
     return np.zeros(nbytes, dtype=np.uint8)
 
 
+# nvshmemx_init_attr_t (v2, 144 bytes; device_host/nvshmem_types.h) as NVSHMEMX_INIT_ATTR_INITIALIZER
+# fills it: {int version; void* mpi_comm; {int version; {int version; uid* id; int myrank; int nranks}
+# uid_args; int cuda_device_id; char content[92]} args}. Byte offsets of its fields on x86-64/aarch64:
+INIT_ATTR_FIELDS = {
+    "version": (0, np.int32, (2 << 16) + NVSHMEM_INIT_ATTR_BYTES),
+    "args.version": (16, np.int32, (2 << 16) + 128),
+    "args.uid_args.version": (24, np.int32, (1 << 16) + 24),
+    "args.uid_args.id": (32, np.uint64, 0),
+    "args.uid_args.myrank": (40, np.int32, -1),
+    "args.uid_args.nranks": (44, np.int32, -1),
+    "args.cuda_device_id": (48, np.int32, -1),
+}
+
+
+def init_attr_buffer() -> np.ndarray:
+    """A ``nvshmemx_init_attr_t`` holding NVSHMEM's initializer (versions set, ids and ranks unset)."""
+    attr = _buffer(NVSHMEM_INIT_ATTR_BYTES)
+    for offset, dtype, value in INIT_ATTR_FIELDS.values():
+        attr[offset : offset + np.dtype(dtype).itemsize] = np.frombuffer(dtype(value).tobytes(), np.uint8)
+    return attr
+
+
+def read_field(buffer: np.ndarray, field: str) -> int:
+    """One field of a buffer made by :func:`init_attr_buffer`."""
+    offset, dtype, _ = INIT_ATTR_FIELDS[field]
+    return int(np.frombuffer(buffer[offset : offset + np.dtype(dtype).itemsize].tobytes(), dtype)[0])
+
+
 def _address(array: np.ndarray) -> int:
     return array.ctypes.data
 
@@ -82,7 +110,7 @@ def start_nvshmem(nvshmem: ModuleType, group: ProcessGroup) -> NvshmemState:
         if group.rank == 0:
             nvshmem.get_uniqueid(_address(uid))
         group.broadcast_buffer(uid, root=0)
-        attr = _buffer(NVSHMEM_INIT_ATTR_BYTES)
+        attr = init_attr_buffer()
         nvshmem.set_attr_uniqueid_args(group.rank, group.nranks, _address(uid), _address(attr))
         nvshmem.hostlib_init_attr(nvshmem.Flags.WITH_UNIQUEID, _address(attr))
         state = NvshmemState(owned=True)
