@@ -1,4 +1,5 @@
-"""Fakes for the distributed runtime's CPU tests (imported as ``dist_fakes``): a process group of threads and fake engine bindings.
+"""Fakes for the distributed runtime's CPU tests (imported as ``dist_fakes``): a process group of
+threads and fake engine bindings.
 
 ``ThreadGroup`` runs N ranks as N threads of this process: each thread sees its own ``rank``
 (thread-local) and the collectives meet at a barrier with a timeout, so a rank that skips a

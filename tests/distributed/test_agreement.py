@@ -23,9 +23,10 @@ def test_agreeing_ranks_get_everyones_facts(nranks):
 def test_disagreement_raises_on_every_rank_naming_the_rank():
     """Rank 2 passing another dtype makes all four ranks raise the same error naming rank 2."""
     group = ThreadGroup(4)
-    results = group.run(
-        lambda r: check_agreement(group, "FFT", {"shape": (8, 8), "dtype": "float64" if r == 2 else "float32"})
-    )
+    def facts(rank):
+        return {"shape": (8, 8), "dtype": "float64" if rank == 2 else "float32"}
+
+    results = group.run(lambda r: check_agreement(group, "FFT", facts(r)))
     assert all(isinstance(e, RankDisagreementError) for e in results), results
     messages = {str(e).split("(seen on rank")[0] for e in results}
     assert len(messages) == 1

@@ -63,7 +63,8 @@ assert nvshmem.init_status() == 0
 
 
 def test_one_rank_runtime_and_symmetric_tensor():
-    """initialize at one rank (both engines), a symmetric complex64 torch tensor written and read, free, finalize."""
+    """initialize at one rank (both engines), a symmetric complex64 torch tensor written and read,
+    free, finalize."""
     _run(PRELUDE.format(libs=("nccl", "nvshmem_host")) + """
 import numpy as np, torch
 import nvmath.distributed as nd

@@ -149,7 +149,8 @@ def test_torch_process_group_in_a_two_process_gloo_job(tmp_path):
 
     mp = pytest.importorskip("torch.multiprocessing")
     context = mp.start_processes(
-        _gloo_worker, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=False, start_method="spawn"
+        _gloo_worker, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=False,
+        start_method="spawn",
     )
     import time
 

@@ -26,7 +26,8 @@ def test_get_context_before_initialize_says_how_to_fix():
 
 
 def test_initialize_sets_context_and_finalize_tears_down_in_order(fake_runtime):
-    """initialize bootstraps both engines from rank 0's ids; finalize stops NCCL, then NVSHMEM, then the context."""
+    """initialize bootstraps both engines from rank 0's ids; finalize stops NCCL, then NVSHMEM, then
+    the context."""
     group = SingleRank(rank=1, nranks=2, root_value=5)
     nvshmem, nccl = fake_runtime(group)
     nd.initialize(3, group)
@@ -100,7 +101,8 @@ def test_running_nvshmem_is_reused_and_not_finalized(fake_runtime):
 
 
 def test_wrong_pe_layout_is_an_error_not_a_silent_solo_run(fake_runtime):
-    """If NVSHMEM sees a different PE layout than the group, initialize raises and finalizes what it started."""
+    """If NVSHMEM sees a different PE layout than the group, initialize raises and finalizes what it
+    started."""
     group = SingleRank(rank=1, nranks=4)
     nvshmem, _ = fake_runtime(group, layout=(0, 1))
     with pytest.raises(RuntimeError, match="PE 0 of 1.*rank 1 of 4"):

@@ -99,11 +99,14 @@ def test_unequal_sizes_raise_on_every_rank_or_are_padded(fake_runtime, as_device
     """Different local sizes raise on every rank naming rank 1; make_symmetric allocates the largest."""
     group = ThreadGroup(2)
     nvshmem, _ = fake_runtime(group, nvshmem_status=2)  # a running NVSHMEM: one context for both thread-ranks
-    assert group.run(lambda r: nd.initialize(0, group, backends=["nvshmem"]) if r == 0 else None) == [None, None]
+    started = group.run(lambda r: nd.initialize(0, group, backends=["nvshmem"]) if r == 0 else None)
+    assert started == [None, None]
     results = group.run(lambda r: nd.allocate_symmetric_memory((4 + r,), "cupy", dtype="float64"))
     assert all(isinstance(e, nd.RankDisagreementError) for e in results), results
     assert all("rank(s) [1]" in str(e) and "bytes: rank 0 has 32, rank 1 has 40" in str(e) for e in results)
-    arrays = group.run(lambda r: nd.allocate_symmetric_memory((4 + r,), "cupy", dtype="float64", make_symmetric=True))
+    arrays = group.run(
+        lambda r: nd.allocate_symmetric_memory((4 + r,), "cupy", dtype="float64", make_symmetric=True)
+    )
     assert [a.shape for a in arrays] == [(4,), (5,)]
     assert [e for e in nvshmem.log if e[0] == "malloc"] == [("malloc", 40), ("malloc", 40)]
     group.run(lambda r: nd.free_symmetric_memory(arrays[r]))
