@@ -144,7 +144,8 @@ def wheel_include(package: str) -> Path:
         if path.is_dir():
             return path
     raise SystemExit(
-        f"headers of nvidia-{package}-cu13 not found: pip install -r tools/bindings-requirements.txt"
+        f"headers of nvidia-{package}-cu13 not found: "
+        "pip install --no-deps -r tools/bindings-requirements-nodeps.txt"
     )
 
 
