@@ -66,9 +66,10 @@ def _pathfinder_load(name: str) -> tuple[str | None, int, str]:
 
 
 # The distributed engines' wheels, relative to a directory of the ``nvidia`` namespace package, and
-# the libraries to load first (their DT_NEEDED sonames). Used when cuda.pathfinder does not find them:
-# wheels installed with ``pip install --target DIR`` and put on PYTHONPATH (the GPU machines' way)
-# are not in a site-packages directory.
+# the libraries to load first (their DT_NEEDED sonames). They are looked for on sys.path first, in
+# sys.path order, as Python finds packages, then through cuda.pathfinder: a wheel installed with
+# ``pip install --target DIR`` and put on PYTHONPATH (the GPU machines' way) is not in a site-packages
+# directory, and must win over an older one there (NCCL 2.28 comes with torch; cuBLASMp needs 2.29.2).
 _WHEEL_LIBS = {
     "nccl": ("nccl/lib/libnccl.so.2", ()),
     "nvshmem_host": ("nvshmem/lib/libnvshmem_host.so.3", ()),
@@ -77,7 +78,7 @@ _WHEEL_LIBS = {
 }
 
 
-def _wheel_fallback(name: str) -> ctypes.CDLL | None:
+def _wheel_on_sys_path(name: str) -> ctypes.CDLL | None:
     """``name`` loaded (RTLD_GLOBAL) from an ``nvidia/...`` wheel directory on ``sys.path``, or None."""
     import os
     import sys
@@ -89,7 +90,7 @@ def _wheel_fallback(name: str) -> ctypes.CDLL | None:
     for root in sys.path:
         path = os.path.join(root or ".", "nvidia", relative)
         if os.path.isfile(path):
-            for dependency in needs:
+            for dependency in needs:  # so that their sonames resolve to these, not to older copies
                 _library(dependency).cdll()
             return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     return None
@@ -118,14 +119,14 @@ class _Library:
 
     def _load(self) -> ctypes.CDLL:
         spec = self.spec
+        on_path = _wheel_on_sys_path(spec.name)
+        if on_path is not None:
+            self.path, self.found_via = on_path._name, "nvidia namespace package on sys.path"
+            logger.debug("loaded %s from %s (wheel on sys.path)", spec.pretty, on_path._name)
+            return on_path
         try:
             path, handle, found_via = _pathfinder_load(spec.name)
         except Exception as exc:  # DynamicLibNotFoundError and friends
-            fallback = _wheel_fallback(spec.name)
-            if fallback is not None:
-                self.path, self.found_via = fallback._name, "nvidia namespace package on sys.path"
-                logger.debug("loaded %s from %s (wheel on sys.path)", spec.pretty, fallback._name)
-                return fallback
             raise LibraryNotFoundError(
                 f"{spec.pretty} (lib{spec.name}) could not be loaded: cuda.pathfinder searched the NVIDIA "
                 f"wheels in site-packages, conda, CUDA_PATH/CUDA_HOME and the system library path and "

@@ -202,9 +202,9 @@ def test_per_call_overhead_is_small() -> None:
 
 
 def test_distributed_wheel_found_on_sys_path(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    """When cuda.pathfinder misses an engine wheel installed with --target on PYTHONPATH (the GPU
-    machines' way), the loader finds it under ``nvidia/<wheel>/lib`` of a sys.path entry; without
-    one, the error names the ``[distributed]`` extra."""
+    """An engine wheel installed with --target on PYTHONPATH (the GPU machines' way, invisible to
+    cuda.pathfinder) is found under ``nvidia/<wheel>/lib`` of a sys.path entry, ahead of pathfinder;
+    with neither, the error names the ``[distributed]`` extra."""
     import ctypes.util
     import shutil
     import sys
