@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-PART_BYTES = 48 * 2**20  # a transfer takes 64 MiB in all, and the checkout itself is ~7 MB
+PART_BYTES = 52 * 2**20  # a transfer takes 64 MiB in all, and the checkout itself is ~7 MB
 
 
 def _sha256(data: bytes) -> str:
