@@ -31,10 +31,12 @@ docs: venv
 
 bindings: venv       ## regenerate nvmath/bindings from the pinned NVIDIA headers
 	$(PY) -m pip install -q -r tools/bindings-requirements.txt
+	$(PY) -m pip install -q --no-deps -r tools/bindings-requirements-nodeps.txt
 	$(PY) tools/gen_bindings.py
 
 bindings-check: venv
 	$(PY) -m pip install -q -r tools/bindings-requirements.txt
+	$(PY) -m pip install -q --no-deps -r tools/bindings-requirements-nodeps.txt
 	$(PY) tools/check_bindings.py
 
 clean:

@@ -51,6 +51,7 @@ IGNORED_WORDS = frozenset({
     "CUBLASWINAPI", "CUBLASAPI", "CUFFTAPI", "CUSOLVERAPI", "CUDARTAPI", "CUDART_CB", "CUDA_CB", "__host__",
     "__device__", "__device_builtin__", "__cudart_builtin__", "__inline__", "__forceinline__", "__align__",
     "__builtin_align__", "extern", "volatile", "restrict", "__restrict__", "register",
+    "NVSHMEMI_HOSTDEVICE_PREFIX",
 })
 # fmt: on
 # Macros that take an argument list which must be dropped with them.

@@ -20,12 +20,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gen_bindings
 
 REQUIREMENTS = Path(__file__).resolve().parent / "bindings-requirements.txt"
+# The distributed engines' header wheels, installed with --no-deps (see that file).
+REQUIREMENTS_NODEPS = REQUIREMENTS.with_name("bindings-requirements-nodeps.txt")
 
 
-def pinned_versions(path: Path = REQUIREMENTS) -> dict[str, str]:
-    """``{distribution: version}`` for every ``name==version`` line of the requirements file."""
+def pinned_versions(*paths: Path) -> dict[str, str]:
+    """``{distribution: version}`` for every ``name==version`` line of the requirements files
+    (default: both of tools/)."""
     pins = {}
-    for line in path.read_text().splitlines():
+    for line in "\n".join(p.read_text() for p in (paths or (REQUIREMENTS, REQUIREMENTS_NODEPS))).splitlines():
         match = re.match(r"\s*([A-Za-z0-9_.-]+)\s*==\s*([^\s#;]+)", line)
         if match:
             pins[match.group(1)] = match.group(2)
@@ -49,7 +52,10 @@ def main() -> int:
     problems = version_mismatches(pinned_versions())
     if problems:
         print("the installed NVIDIA wheels are not the pinned ones:\n  " + "\n  ".join(problems))
-        print(f"run: pip install -r {REQUIREMENTS.relative_to(gen_bindings.REPO)}")
+        print(
+            f"run: pip install -r {REQUIREMENTS.relative_to(gen_bindings.REPO)} && pip install --no-deps "
+            f"-r {REQUIREMENTS_NODEPS.relative_to(gen_bindings.REPO)}"
+        )
         return 2
     return gen_bindings.check(gen_bindings.find_include())
 

@@ -1,5 +1,6 @@
 """Generate ``nvmath/bindings/{cublasLt,cublas,cufft,cusolverDn,cusolver}.py`` from the C headers
-(and their unchecked twins ``nvmath/bindings/_unchecked/<module>.py``).
+(and their unchecked twins ``nvmath/bindings/_unchecked/<module>.py``), and, through
+``tools/gen_bindings_dist.py``, the host entry points of ``{nccl,nvshmem,cublasMp,cufftMp}.py``.
 
 Usage::
 
@@ -83,11 +84,13 @@ import sys
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from c_header_parser import CType, Enum, Function, HeaderSet, Param, Struct, clean_doc
+from gen_bindings_dist import PARAM_OVERRIDES_DIST, generate_dist
 from gen_bindings_emit import emit_module
 from gen_bindings_names import enum_class_name, member_names, param_name, python_name, snake_case
 from gen_bindings_unchecked import PACKAGE as UNCHECKED
@@ -138,6 +141,15 @@ MODULES: tuple[ModuleSpec, ...] = (
     ModuleSpec("cusolver",   "cusolver", ("cusolver_common.h",),                   "cusolver",   "cuSOLVER", "cuSOLVERError", "cusolverStatus_t", "cusolver_common.h", "CUSOLVER_VER_"),
     ModuleSpec("cusolverDn", "cusolver", ("cusolverDn.h",),                        "cusolverDn", "cuSOLVER", "cuSOLVERError", "cusolverStatus_t", "cusolver_common.h", "CUSOLVER_VER_",
                depends=("cusolver", "cublas")),
+)
+# The distributed engines (tools/gen_bindings_dist.py: allowlisted host calls, their own header sets).
+DIST_MODULES: tuple[ModuleSpec, ...] = (
+    ModuleSpec("nccl",       "nccl",         ("nccl.h",),                              "nccl",       "NCCL",     "NCCLError",     "ncclResult_t",     "nccl.h",            "NCCL_"),
+    ModuleSpec("nvshmem",    "nvshmem_host", ("nvshmemx_error.h", "nvshmem_api.h", "nvshmemx_api.h", "nvshmemx_coll_api.h"),
+               "nvshmem", "NVSHMEM", "NVSHMEMError", "nvshmemx_status", "nvshmem_version.h", "NVSHMEM_VENDOR_"),
+    ModuleSpec("cublasMp",   "cublasmp",     ("cublasmp.h",),                          "cublasMp",   "cuBLASMp", "cuBLASMpError", "cublasMpStatus_t", "cublasmp.h",        "CUBLASMP_VER_",
+               depends=("cublas", "nccl")),
+    ModuleSpec("cufftMp",    "cufftMp",      ("cudalibxt.h", "cufft.h", "cufftXt.h", "cufftMp.h"), "cufft", "cuFFTMp", "cuFFTMpError", "cufftResult", "cufft.h", "CUFFT_VER_"),
 )
 # fmt: on
 
@@ -205,7 +217,9 @@ SCALARS: dict[str, tuple[str, str, str]] = {
 }
 # fmt: on
 # Types defined in headers we do not parse (vector_types.h, cuda_fp16.h, stdio.h): data only.
-OPAQUE_DATA_TYPES = frozenset({"float2", "double2", "__half", "__nv_bfloat16", "FILE"})
+# NVSHMEM's attribute and unique-id structs (device_host/nvshmem_types.h, C++, not vendored) are passed
+# by pointer only: the runtime fills buffers of their documented sizes.
+OPAQUE_DATA_TYPES = frozenset({"float2", "double2", "__half", "__nv_bfloat16", "FILE", "nvshmemx_init_attr_t"})
 
 # cuBLASLt attribute enums whose values document their C type -> the stem of their functions
 # (``<stem>_set_attribute`` / ``<stem>_get_attribute``) and whether the attributes can be set.
@@ -300,23 +314,26 @@ def classify(model: Model, func: Function, spec: ModuleSpec) -> BoundFunction:
     """Apply the parameter rules of the module docstring to one function."""
     bound = []
     seen: Counter[str] = Counter()
+    fname = python_name(func.name, spec.prefix)
     for param in func.params:
         kind, ctype = _param_kind(model, func, param, spec)
         name = param_name(param.name)
+        name = name + "_" if name == fname else name  # nvshmem_ptr(ptr, pe): the wrapper refers to itself
         seen[name] += 1
         if seen[name] > 1:
             name = f"{name}{seen[name]}"
         bound.append(BoundParam(param, name, kind, ctype))
     returns, restype = _return_kind(model, func, spec)
     retry = any(p.kind == "ptr" or (p.kind == "value" and p.ctype == "_vp") for p in bound)
-    return BoundFunction(func, python_name(func.name, spec.prefix), tuple(bound), restype, returns, retry)
+    return BoundFunction(func, fname, tuple(bound), restype, returns, retry)
 
 
 def _param_kind(model: Model, func: Function, param: Param, spec: ModuleSpec) -> tuple[str, str]:
     ctype = param.type
     category, name = model.resolve(ctype.base)
     scalar_alias = _alias(category, name)
-    override = PARAM_OVERRIDES.get((func.name, param.name))
+    key = (func.name, param.name)
+    override = PARAM_OVERRIDES.get(key) or PARAM_OVERRIDES_DIST.get(key)
     if override == "out" and ctype.pointers == 1:
         return "out", "_uintptr" if category == "handle" else scalar_alias
     if override in ("ptr", "in_array"):
@@ -357,6 +374,8 @@ def _return_kind(model: Model, func: Function, spec: ModuleSpec) -> tuple[str, s
         return "str", "_charp"
     if restype.pointers == 0 and category == "void":
         return "none", "None"
+    if restype.pointers == 1 and category == "void":  # nvshmem_malloc: an address (None for NULL)
+        return "value", "_vp"
     if restype.pointers == 0 and category in ("int", "enum", "float"):
         return "value", _alias(category, name)
     raise ValueError(f"{func.name}: unsupported return type {restype}")
@@ -405,7 +424,9 @@ def parse_headers(include: Path) -> HeaderSet:
 def header_version(headers: HeaderSet, spec: ModuleSpec) -> str:
     """``major.minor.patch`` from the ``<PREFIX>_VER_*`` macros."""
     macros = headers.headers[spec.version_header].macros
-    return ".".join(str(macros[spec.version_prefix + part]) for part in ("MAJOR", "MINOR", "PATCH"))
+    prefix = spec.version_prefix  # <P>MAJOR, or <P>MAJOR_VERSION (NVSHMEM_VENDOR_MAJOR_VERSION)
+    parts = [macros.get(prefix + p, macros.get(f"{prefix}{p}_VERSION")) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(str(part) for part in parts)
 
 
 def cudart_version(include: Path) -> str:
@@ -508,7 +529,24 @@ def generate(include: Path) -> dict[str, str]:
             spec, sorted(functions, key=lambda f: f.name), header_version(headers, spec)
         )
     sources[f"{UNCHECKED}/__init__.py"] = emit_package()
+    specs = {spec.module: spec for spec in DIST_MODULES}
+    emit = partial(_emit_dist, cudart=cudart)
+    sources.update(generate_dist(include, specs, Model, classify, emit, provided))
     return sources
+
+
+def _emit_dist(
+    spec: ModuleSpec, model: Model, functions: list, provided: dict, *, cudart: str
+) -> dict[str, str]:
+    """The checked and unchecked sources of one distributed module (updates ``provided``)."""
+    version = header_version(model.headers, spec)
+    source, provided[spec.module] = emit_module(
+        spec=spec, model=model, functions=functions, version=version, cudart=cudart,
+        provided=provided, attribute_enums={}, scalars=SCALARS, attribute_type=attribute_type,
+        member_names=member_names, enum_class_name=enum_class_name, snake_case=snake_case, excluded={},
+    )  # fmt: skip
+    unchecked = emit_unchecked_module(spec, functions, version)
+    return {f"{spec.module}.py": source, f"{UNCHECKED}/{spec.module}.py": unchecked}
 
 
 def coverage(include: Path) -> dict[str, tuple[int, int, int]]:

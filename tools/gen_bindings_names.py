@@ -26,7 +26,8 @@ def snake_case(name: str) -> str:
 
 def python_name(c_name: str, prefix: str) -> str:
     """The Python function name of a C function."""
-    name = c_name.removeprefix(prefix)
+    name = c_name.lstrip("_").removeprefix(prefix)
+    name = re.sub(r"^Mp(?=[A-Z])|^x?_", "", name)  # cufftMpAttachComm, nvshmemx_get_uniqueid, nvshmem_malloc
     name = re.sub(r"_v2(?=$|_64$)", "", name)
     return snake_case(name)
 
@@ -40,7 +41,8 @@ def param_name(c_name: str) -> str:
 def enum_class_name(c_name: str) -> str:
     """``cublasLtEpilogue_t`` -> ``Epilogue``; ``cudaDataType`` -> ``CudaDataType``."""
     name = re.sub(r"_t$", "", c_name)
-    for prefix in ("cublasLt", "cublas", "cufft", "cusolverDn", "cusolver"):
+    name = re.sub(r"^nvshmemx?_(\w)", lambda m: m.group(1).upper(), name)  # nvshmemx_status -> Status
+    for prefix in ("cublasLt", "cublasMp", "cublas", "cufftMp", "cufft", "cusolverDn", "cusolver", "nccl"):
         if name.startswith(prefix) and name[len(prefix)].isupper():
             name = name[len(prefix) :]
             break
@@ -71,6 +73,8 @@ def member_names(enum: Enum) -> list[str]:
     shares with the type name. If a name would then start with a digit or be a keyword, all
     members keep one more word (``CUBLAS_COMPUTE_16F`` -> ``COMPUTE_16F``).
     """
+    if all(re.fullmatch(r"nccl[A-Z][A-Za-z0-9]*", m.name) for m in enum.members):  # ncclInvalidArgument
+        return [re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", m.name[4:]).upper() for m in enum.members]
     members = [_words(m.name) for m in enum.members]
     typed = _type_words(enum.name)
 

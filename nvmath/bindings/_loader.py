@@ -48,6 +48,11 @@ _SPECS = {
         _LibrarySpec("cublas", "cuBLAS", "nvidia-cublas", "cublasGetProperty"),
         _LibrarySpec("cufft", "cuFFT", "nvidia-cufft", "cufftGetProperty"),
         _LibrarySpec("cusolver", "cuSOLVER", "nvidia-cusolver", "cusolverGetProperty"),
+        # The distributed engines (the `[distributed]` extra); loaded only by nvmath.distributed.
+        _LibrarySpec("nccl", "NCCL", "nvmath-kit[distributed]", ""),
+        _LibrarySpec("nvshmem_host", "NVSHMEM", "nvmath-kit[distributed]", ""),
+        _LibrarySpec("cublasmp", "cuBLASMp", "nvmath-kit[distributed]", ""),
+        _LibrarySpec("cufftMp", "cuFFTMp", "nvmath-kit[distributed]", "cufftGetProperty"),
     )
 }
 
@@ -58,6 +63,37 @@ def _pathfinder_load(name: str) -> tuple[str | None, int, str]:
 
     loaded = load_nvidia_dynamic_lib(name)
     return loaded.abs_path, int(loaded._handle_uint), str(getattr(loaded, "found_via", ""))
+
+
+# The distributed engines' wheels, relative to a directory of the ``nvidia`` namespace package, and
+# the libraries to load first (their DT_NEEDED sonames). They are looked for on sys.path first, in
+# sys.path order, as Python finds packages, then through cuda.pathfinder: a wheel installed with
+# ``pip install --target DIR`` and put on PYTHONPATH (the GPU machines' way) is not in a site-packages
+# directory, and must win over an older one there (NCCL 2.28 comes with torch; cuBLASMp needs 2.29.2).
+_WHEEL_LIBS = {
+    "nccl": ("nccl/lib/libnccl.so.2", ()),
+    "nvshmem_host": ("nvshmem/lib/libnvshmem_host.so.3", ()),
+    "cublasmp": ("cublasmp/cu13/lib/libcublasmp.so.0", ("nccl",)),
+    "cufftMp": ("cufftmp/cu13/lib/libcufftMp.so.12", ("nvshmem_host",)),
+}
+
+
+def _wheel_on_sys_path(name: str) -> ctypes.CDLL | None:
+    """``name`` loaded (RTLD_GLOBAL) from an ``nvidia/...`` wheel directory on ``sys.path``, or None."""
+    import os
+    import sys
+
+    entry = _WHEEL_LIBS.get(name)
+    if entry is None:
+        return None
+    relative, needs = entry
+    for root in sys.path:
+        path = os.path.join(root or ".", "nvidia", relative)
+        if os.path.isfile(path):
+            for dependency in needs:  # so that their sonames resolve to these, not to older copies
+                _library(dependency).cdll()
+            return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    return None
 
 
 class _Library:
@@ -83,6 +119,11 @@ class _Library:
 
     def _load(self) -> ctypes.CDLL:
         spec = self.spec
+        on_path = _wheel_on_sys_path(spec.name)
+        if on_path is not None:
+            self.path, self.found_via = on_path._name, "nvidia namespace package on sys.path"
+            logger.debug("loaded %s from %s (wheel on sys.path)", spec.pretty, on_path._name)
+            return on_path
         try:
             path, handle, found_via = _pathfinder_load(spec.name)
         except Exception as exc:  # DynamicLibNotFoundError and friends
@@ -98,7 +139,8 @@ class _Library:
     def version(self) -> str:
         """``major.minor.patch`` of the loaded library (loads it on first use)."""
         if self._version is None:
-            query = getattr(self.cdll(), self.spec.property_symbol, None)
+            cdll = self.cdll()  # loads it even when there is no version query
+            query = getattr(cdll, self.spec.property_symbol, None) if self.spec.property_symbol else None
             if query is None:
                 return "unknown"
             query.restype, query.argtypes = ctypes.c_int, (ctypes.c_int, ctypes.c_void_p)

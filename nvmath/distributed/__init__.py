@@ -1,5 +1,51 @@
-"""Multi-GPU math (placeholder package).
+"""Scale-out across GPUs and processes: cuFFTMp over NVSHMEM, cuBLASMp over NCCL.
 
-The runtime (``initialize``, ``finalize``, ``get_context``, process groups) lives on another branch;
-this file only makes :mod:`nvmath.distributed.distribution` importable until that lands.
+What works today (CPU-tested; the engines' GPU lane has not run yet): the runtime --
+:func:`initialize`, :func:`finalize`, :func:`get_context`, the process groups
+(:class:`ProcessGroup`, :class:`MPIProcessGroup`, :class:`TorchProcessGroup`), symmetric memory
+(:func:`allocate_symmetric_memory`, :func:`free_symmetric_memory`) -- and the raw bindings
+``nvmath.bindings.{nvshmem, nccl, cufftMp, cublasMp}``. The distributions live in
+``nvmath.distributed.distribution``. Of the FFT (``nvmath.distributed.fft``) only the options
+exist; the matmul (``nvmath.distributed.linalg.advanced``) is not here yet.
+
+Importing this package loads no engine: they load at :func:`initialize`, which raises an
+ImportError naming the ``[distributed]`` extra when they are not installed.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ._agreement import RankDisagreementError
+from ._runtime import DistributedContext, finalize, get_context, initialize
+from ._symmetric import allocate_symmetric_memory, free_symmetric_memory
+from .process_group import (
+    CollectiveTimeoutError,
+    MPIProcessGroup,
+    ProcessGroup,
+    ReductionOp,
+    TorchProcessGroup,
+)
+
+__all__ = [
+    "CollectiveTimeoutError",
+    "DistributedContext",
+    "MPIProcessGroup",
+    "ProcessGroup",
+    "RankDisagreementError",
+    "ReductionOp",
+    "TorchProcessGroup",
+    "allocate_symmetric_memory",
+    "finalize",
+    "free_symmetric_memory",
+    "get_context",
+    "initialize",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The distribution subpackage is imported on first use: `import nvmath.distributed` stays light.
+    if name == "distribution":
+        return importlib.import_module(f"{__name__}.distribution")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,8 +26,9 @@ SCRIPT = textwrap.dedent(
     import json, sys
     import numpy as np
     from nvmath.bindings import _loader, cublas, cublasLt, cufft, cusolver, cusolverDn
+    from nvmath.bindings import cublasMp, cufftMp, nccl, nvshmem
 
-    MODULES = (cublas, cublasLt, cufft, cusolver, cusolverDn)
+    MODULES = (cublas, cublasLt, cufft, cusolver, cusolverDn, nccl, nvshmem, cublasMp, cufftMp)
     VALID = {"ptr": 0, "str": None, "f32": 0.0, "f64": 0.0, "char": 0, "bool": 0}
     WRONG_TYPE = ("x", b"x", 2.5, np.zeros(4), object(), 1j)
 

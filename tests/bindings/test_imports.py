@@ -11,7 +11,9 @@ import types
 
 import pytest
 
-MODULES = ("cublasLt", "cublas", "cufft", "cusolverDn", "cusolver")
+MATH = ("cublasLt", "cublas", "cufft", "cusolverDn", "cusolver")
+DISTRIBUTED = ("nccl", "nvshmem", "cublasMp", "cufftMp")  # imported on first attribute access
+MODULES = MATH + DISTRIBUTED
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -23,12 +25,28 @@ def test_module_imports(name: str) -> None:
 
 
 def test_package_imports_all_modules() -> None:
-    """``nvmath.bindings`` exposes the five modules."""
+    """``nvmath.bindings`` exposes the five math modules and, on attribute access, the four
+    distributed ones."""
     from nvmath import bindings
 
     assert sorted(bindings.__all__) == sorted(MODULES)
     for name in MODULES:
         assert isinstance(getattr(bindings, name), types.ModuleType)
+    with pytest.raises(AttributeError, match="no_such_module"):
+        bindings.no_such_module  # noqa: B018
+
+
+def test_import_skips_distributed_modules() -> None:
+    """A fresh ``import nvmath.bindings`` does not import the distributed engines' modules; touching
+    ``nvmath.bindings.nccl`` imports it and still loads no library."""
+    code = (
+        "import sys, nvmath.bindings as b\n"
+        f"assert not [m for m in {DISTRIBUTED!r} if 'nvmath.bindings.' + m in sys.modules]\n"
+        "b.nccl, b.nvshmem, b.cublasMp, b.cufftMp\n"
+        "from nvmath.bindings import _loader\n"
+        "assert _loader.loaded_libraries() == {}, _loader.loaded_libraries()\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_import_loads_nothing() -> None:

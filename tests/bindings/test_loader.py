@@ -199,3 +199,34 @@ def test_per_call_overhead_is_small() -> None:
     finally:
         cublasLt.matrix_layout_destroy(layout)
     assert cost < 10e-6 and cost6 < 10e-6
+
+
+def test_distributed_wheel_found_on_sys_path(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """An engine wheel installed with --target on PYTHONPATH (the GPU machines' way, invisible to
+    cuda.pathfinder) is found under ``nvidia/<wheel>/lib`` of a sys.path entry, ahead of pathfinder;
+    with neither, the error names the ``[distributed]`` extra."""
+    import ctypes.util
+    import shutil
+    import sys
+    from pathlib import Path
+
+    monkeypatch.setitem(_loader._LIBRARIES, "nccl", _loader._Library(_loader._SPECS["nccl"]))
+
+    def not_found(name: str):
+        raise RuntimeError(f"Failure finding lib{name}")
+
+    monkeypatch.setattr(_loader, "_pathfinder_load", not_found)
+    with pytest.raises(LibraryNotFoundError, match=r"pip install nvmath-kit\[distributed\]"):
+        _loader.library_info("nccl")
+    stand_in = ctypes.util.find_library("m")  # any loadable shared object stands in for libnccl
+    if stand_in is None:
+        pytest.skip("no libm to stand in for libnccl")
+    lib_dir = tmp_path / "nvidia" / "nccl" / "lib"
+    lib_dir.mkdir(parents=True)
+    source = next(p for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64")
+                  if (p := Path(d) / stand_in).exists())  # fmt: skip
+    shutil.copy(source, lib_dir / "libnccl.so.2")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    info = _loader.library_info("nccl")
+    assert info["path"] == str(lib_dir / "libnccl.so.2")
+    assert info["found_via"] == "nvidia namespace package on sys.path"

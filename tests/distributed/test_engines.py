@@ -1,0 +1,78 @@
+"""The engine bootstrap's C structures: NVSHMEM's init attribute built to its documented layout (a
+ctypes mirror of device_host/nvshmem_types.h as the reference), and, where the NVSHMEM and NCCL
+host libraries are installed, the real libraries filling our buffers at the offsets we read (no GPU
+needed)."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from nvmath._errors import LibraryNotFoundError
+from nvmath.bindings import _loader
+from nvmath.distributed import _engines
+
+
+class _UidArgs(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_int), ("id", ctypes.c_void_p), ("myrank", ctypes.c_int),
+                ("nranks", ctypes.c_int)]  # fmt: skip
+
+
+class _InitArgs(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_int), ("uid_args", _UidArgs), ("cuda_device_id", ctypes.c_int),
+                ("content", ctypes.c_char * 92)]  # fmt: skip
+
+
+class _InitAttr(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_int), ("mpi_comm", ctypes.c_void_p), ("args", _InitArgs)]
+
+
+def test_init_attr_buffer_matches_the_c_layout_and_initializer():
+    """The buffer is sizeof(nvshmemx_init_attr_t) and holds NVSHMEMX_INIT_ATTR_INITIALIZER's values."""
+    assert ctypes.sizeof(_InitAttr) == _engines.NVSHMEM_INIT_ATTR_BYTES == 144
+    attr = _InitAttr.from_buffer_copy(_engines.init_attr_buffer().tobytes())
+    assert attr.version == (2 << 16) + 144 and attr.mpi_comm is None
+    assert attr.args.version == (2 << 16) + 128 and attr.args.cuda_device_id == -1
+    uid = attr.args.uid_args
+    assert (uid.version, uid.id, uid.myrank, uid.nranks) == ((1 << 16) + 24, None, -1, -1)
+    for name, field in (("args.uid_args.id", "id"), ("args.uid_args.myrank", "myrank")):
+        offset = _InitAttr.args.offset + _InitArgs.uid_args.offset + getattr(_UidArgs, field).offset
+        assert _engines.INIT_ATTR_FIELDS[name][0] == offset
+
+
+def _require(library: str) -> None:
+    try:
+        _loader.library_info(library)
+    except LibraryNotFoundError:
+        pytest.skip(f"lib{library} is not installed (the [distributed] extra)")
+
+
+def test_real_nvshmem_fills_our_buffers():
+    """nvshmemx_get_uniqueid and nvshmemx_set_attr_uniqueid_args write the id, rank and size where
+    we read them."""
+    _require("nvshmem_host")
+    from nvmath.bindings import nvshmem
+
+    uid = np.zeros(_engines.NVSHMEM_UNIQUEID_BYTES, np.uint8)
+    nvshmem.get_uniqueid(uid.ctypes.data)
+    assert uid.any()
+    attr = _engines.init_attr_buffer()
+    nvshmem.set_attr_uniqueid_args(3, 8, uid.ctypes.data, attr.ctypes.data)
+    assert _engines.read_field(attr, "args.uid_args.id") == uid.ctypes.data
+    assert _engines.read_field(attr, "args.uid_args.myrank") == 3
+    assert _engines.read_field(attr, "args.uid_args.nranks") == 8
+    assert nvshmem.init_status() < _engines.NVSHMEM_STATUS_IS_INITIALIZED
+
+
+def test_real_nccl_makes_a_unique_id():
+    """ncclGetUniqueId fills the 128-byte id; ncclGetVersion is at least what cuBLASMp needs."""
+    _require("nccl")
+    from nvmath.bindings import nccl
+
+    uid = np.zeros(_engines.NCCL_UNIQUE_ID_BYTES, np.uint8)
+    nccl.get_unique_id(uid.ctypes.data)
+    assert uid.any()
+    assert nccl.get_version() >= 22902
+    assert "invalid argument" in nccl.get_error_string(nccl.Result.INVALID_ARGUMENT).lower()
