@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
 EXTRAS ?= test,cpu,dtypes,docs
 
-.PHONY: run test venv gpu-test bench docs bindings bindings-check clean
+.PHONY: run test test-pure ext venv gpu-test bench docs bindings bindings-check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ run: venv            ## environment report + self-test (GPU when present, CPU ot
 
 test: venv           ## the test suite (GPU tests skip with a reason when there is no GPU)
 	$(PY) -m pytest tests -q
+
+test-pure: venv      ## the suite again on the pure-Python call path (the compiled one disabled)
+	NVMATH_PURE_PYTHON=1 $(PY) -m pytest tests -q
+
+ext:                 ## build the optional compiled hot path (nvmath/_fastcall.c) in place; needs a C compiler
+	$(PYTHON) setup.py build_ext --inplace
 
 gpu-test:            ## on the GPU machine (no registry there): run from the source tree
 	PYTHONUNBUFFERED=1 PYTHONPATH=. python3 -m pytest tests -q -x -p no:cacheprovider -m "not slow"
@@ -38,4 +44,4 @@ bindings-check: venv
 	$(PY) tools/check_bindings.py
 
 clean:
-	rm -rf $(VENV) docs/_build .pytest_cache
+	rm -rf $(VENV) docs/_build .pytest_cache build nvmath/_fastcall.*.so
