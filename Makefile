@@ -27,7 +27,7 @@ test-pure: venv      ## the suite again on the pure-Python call path (the compil
 	NVMATH_PURE_PYTHON=1 $(PY) -m pytest tests -q
 
 ext:                 ## build the optional compiled hot path (nvmath/_fastcall.c) in place; needs a C compiler
-	$(PYTHON) setup.py build_ext --inplace
+	$(PYTHON) setup.py build_ext --inplace || $(PYTHON) tools/build_fastcall.py
 
 gpu-test:            ## on the GPU machine (no registry there): run from the source tree
 	PYTHONUNBUFFERED=1 PYTHONPATH=. python3 -m pytest tests -q -x -p no:cacheprovider -m "not slow"
