@@ -14,7 +14,6 @@ import threading
 import tracemalloc
 
 import pytest
-
 from fastcall_probes import MASK, NOT_BUILT
 
 fastcall = pytest.importorskip("nvmath._fastcall", reason=NOT_BUILT)
@@ -28,7 +27,7 @@ def _reset_probe():
     fastcall._probe_set_status(0)
 
 
-@pytest.mark.parametrize("n", range(0, fastcall.MAX_ARGS + 1))
+@pytest.mark.parametrize("n", range(fastcall.MAX_ARGS + 1))
 def test_every_arity_reaches_a_c_function_exactly(n):
     """Each of 0..24 arguments arrives in its parameter (registers and stack), slots filled in call order."""
     fixed = [(0xA5A5 << 40) + i for i in range(n)]
@@ -93,6 +92,7 @@ def test_calls_and_construction_do_not_leak_references_or_memory():
 
 def test_a_caller_in_a_reference_cycle_is_collected():
     """The error class is visited by the GC: a cycle through it is freed."""
+
     class Failure(Exception):
         pass
 

@@ -34,7 +34,11 @@ SHAPES = {
     # name: (binding module, unchecked function, C symbol, arity, slot positions)
     "cublasLtMatmul": (cublasLt, lt_unchecked.matmul, "cublasLtMatmul", 16, (3, 5, 10, 15)),
     "cublasGemmStridedBatchedEx": (
-        cublas, cublas_unchecked.gemm_strided_batched_ex, "cublasGemmStridedBatchedEx", 23, (7, 11, 16, 0),
+        cublas,
+        cublas_unchecked.gemm_strided_batched_ex,
+        "cublasGemmStridedBatchedEx",
+        23,
+        (7, 11, 16, 0),
     ),
 }
 
@@ -58,7 +62,8 @@ def _statements(name: str) -> dict[str, tuple[str, dict]]:
     return {
         "FastCall": (f"f({per_call})", env | {"f": _fastcall.FastCall(address, fixed, slots)}),
         "FastCall(release_gil)": (
-            f"f({per_call})", env | {"f": _fastcall.FastCall(address, fixed, slots, release_gil=True)},
+            f"f({per_call})",
+            env | {"f": _fastcall.FastCall(address, fixed, slots, release_gil=True)},
         ),
         "PureCall": (f"f({per_call})", env | {"f": PureCall(address, fixed, slots)}),
         "unchecked": (f"f({spelled})", env | {"f": unchecked}),

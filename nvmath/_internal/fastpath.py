@@ -69,7 +69,11 @@ def describe() -> str:
 
 
 def make_caller(
-    fn_address: int, fixed: Sequence[Any], slots: Sequence[int], *, error: type | None = None,
+    fn_address: int,
+    fixed: Sequence[Any],
+    slots: Sequence[int],
+    *,
+    error: type | None = None,
     release_gil: bool = False,
 ) -> Any:
     """A caller of the C function at ``fn_address``: compiled when available, else a :class:`PureCall`.
@@ -173,9 +177,13 @@ def _slots(slots: Any, nargs: int) -> tuple[int, ...]:
     seen: list[int] = []
     for i, item in enumerate(items):
         if not isinstance(item, int):
-            raise TypeError(f"FastCall slot {i} must be an int (an argument position), not {_type_name(item)}")
+            raise TypeError(
+                f"FastCall slot {i} must be an int (an argument position), not {_type_name(item)}"
+            )
         if not 0 <= item < nargs:
-            raise ValueError(f"FastCall slot {i} = {item!r} is not an argument position: allowed 0 .. {nargs - 1}")
+            raise ValueError(
+                f"FastCall slot {i} = {item!r} is not an argument position: allowed 0 .. {nargs - 1}"
+            )
         if item in seen:
             raise ValueError(f"FastCall slot {i} repeats argument position {int(item)}")
         seen.append(int(item))
@@ -189,10 +197,15 @@ class PureCall:
     ``release_gil``), results and exceptions as ``nvmath._fastcall.FastCall``.
     """
 
-    __slots__ = ("_address", "_fixed", "_slots", "_error", "_release_gil", "_function")
+    __slots__ = ("_address", "_error", "_fixed", "_function", "_release_gil", "_slots")
 
     def __init__(
-        self, address: int, fixed: Sequence[Any], slots: Sequence[int], *, error: type | None = None,
+        self,
+        address: int,
+        fixed: Sequence[Any],
+        slots: Sequence[int],
+        *,
+        error: type | None = None,
         release_gil: bool = False,
     ) -> None:
         if error is not None and not (isinstance(error, type) and issubclass(error, BaseException)):
@@ -200,7 +213,9 @@ class PureCall:
         self._address = _address(address)
         values = _sequence(fixed, "FastCall fixed arguments must be a sequence of ints")
         if len(values) > MAX_ARGS:
-            raise ValueError(f"FastCall takes at most {MAX_ARGS} arguments, got {len(values)} fixed arguments")
+            raise ValueError(
+                f"FastCall takes at most {MAX_ARGS} arguments, got {len(values)} fixed arguments"
+            )
         self._fixed = [_to_u64(v, "fixed argument", i) for i, v in enumerate(values)]
         self._slots = _slots(slots, len(values))
         self._error = error

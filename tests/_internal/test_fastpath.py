@@ -17,8 +17,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fastcall_probes import (
+    CALLERS,
+    MASK,
+    FastCall,
+    Recorder,
+    gil_check_address,
+    libc_address,
+    needs_extension,
+)
 
-from fastcall_probes import CALLERS, MASK, FastCall, Recorder, gil_check_address, libc_address, needs_extension
 from nvmath._errors import FunctionNotFoundError, LibraryNotFoundError
 from nvmath._internal import fastpath
 
@@ -33,7 +41,7 @@ class Color(enum.IntEnum):
 
 
 @pytest.mark.parametrize("cls", CALLERS)
-@pytest.mark.parametrize("n", range(0, fastpath.MAX_ARGS + 1))
+@pytest.mark.parametrize("n", range(fastpath.MAX_ARGS + 1))
 def test_every_arity_passes_the_vector_with_slots_filled(cls, n):
     """For 0..24 arguments, a call passes the fixed vector with the slots (first, last) replaced."""
     probe = Recorder(n, status=0)
@@ -92,7 +100,11 @@ def test_error_class_raises_with_the_status(cls):
     with pytest.raises(cuBLASLtError) as info:
         caller(5)
     reference = cuBLASLtError(7)
-    assert (info.value.status, info.value.status_name, str(info.value)) == (7, reference.status_name, str(reference))
+    assert (info.value.status, info.value.status_name, str(info.value)) == (
+        7,
+        reference.status_name,
+        str(reference),
+    )
     probe.status = 0
     assert caller(5) == 0
 
@@ -111,7 +123,12 @@ def test_attributes_describe_the_call(cls):
     """address, arity, fixed (unsigned), slots, error and repr describe the caller."""
     probe = Recorder(4)
     caller = cls(probe.address, [1, -1, 0, 4], (2, 0), error=KeyError)
-    assert (caller.address, caller.arity, caller.fixed, caller.slots) == (probe.address, 4, (1, MASK, 0, 4), (2, 0))
+    assert (caller.address, caller.arity, caller.fixed, caller.slots) == (
+        probe.address,
+        4,
+        (1, MASK, 0, 4),
+        (2, 0),
+    )
     assert caller.error is KeyError and caller.release_gil is False
     assert "4 arguments" in repr(caller) and "(2, 0)" in repr(caller)
 
@@ -119,24 +136,32 @@ def test_attributes_describe_the_call(cls):
 # -- bad input ------------------------------------------------------------------------------------------
 
 _BAD_CONSTRUCTION = [
-    (dict(address=1.5), TypeError, "address must be an int"),
-    (dict(address="0x10"), TypeError, "address must be an int"),
-    (dict(address=0), ValueError, "nonzero function address"),
-    (dict(address=-8), OverflowError, "address -8 is out of range"),
-    (dict(fixed=[1, 2.0, 3]), TypeError, "fixed argument 1 must be an int (pointer, handle, enum or integer), not float: float-class"),
-    (dict(fixed=[1, "a", 3]), TypeError, "fixed argument 1 must be an int (pointer, handle, enum or integer) or an object with __index__, not str"),
-    (dict(fixed=[1, 2, 2**64]), OverflowError, "fixed argument 2 = 18446744073709551616 is out of range"),
-    (dict(fixed=[1, 2, None]), TypeError, "fixed argument 2 must be an int"),
-    (dict(fixed=5), TypeError, "fixed arguments must be a sequence of ints"),
-    (dict(fixed=[0] * 25, slots=[]), ValueError, "at most 24 arguments, got 25"),
-    (dict(slots=[3]), ValueError, "slot 0 = 3 is not an argument position: allowed 0 .. 2"),
-    (dict(slots=[-1]), ValueError, "slot 0 = -1 is not an argument position"),
-    (dict(slots=[0, 0]), ValueError, "slot 1 repeats argument position 0"),
-    (dict(slots=[0, 1.0]), TypeError, "slot 1 must be an int (an argument position), not float"),
-    (dict(slots=[0, 1, 2, 0]), ValueError, "4 slots for 3 arguments"),
-    (dict(slots=7), TypeError, "slots must be a sequence of argument positions"),
-    (dict(error=ValueError("x")), TypeError, "error must be None or an exception class, not ValueError"),
-    (dict(error=int), TypeError, "error must be None or an exception class, not type"),
+    ({"address": 1.5}, TypeError, "address must be an int"),
+    ({"address": "0x10"}, TypeError, "address must be an int"),
+    ({"address": 0}, ValueError, "nonzero function address"),
+    ({"address": -8}, OverflowError, "address -8 is out of range"),
+    (
+        {"fixed": [1, 2.0, 3]},
+        TypeError,
+        "fixed argument 1 must be an int (pointer, handle, enum or integer), not float: float-class",
+    ),
+    (
+        {"fixed": [1, "a", 3]},
+        TypeError,
+        "fixed argument 1 must be an int (pointer, handle, enum or integer) or an object with __index__, not str",
+    ),
+    ({"fixed": [1, 2, 2**64]}, OverflowError, "fixed argument 2 = 18446744073709551616 is out of range"),
+    ({"fixed": [1, 2, None]}, TypeError, "fixed argument 2 must be an int"),
+    ({"fixed": 5}, TypeError, "fixed arguments must be a sequence of ints"),
+    ({"fixed": [0] * 25, "slots": []}, ValueError, "at most 24 arguments, got 25"),
+    ({"slots": [3]}, ValueError, "slot 0 = 3 is not an argument position: allowed 0 .. 2"),
+    ({"slots": [-1]}, ValueError, "slot 0 = -1 is not an argument position"),
+    ({"slots": [0, 0]}, ValueError, "slot 1 repeats argument position 0"),
+    ({"slots": [0, 1.0]}, TypeError, "slot 1 must be an int (an argument position), not float"),
+    ({"slots": [0, 1, 2, 0]}, ValueError, "4 slots for 3 arguments"),
+    ({"slots": 7}, TypeError, "slots must be a sequence of argument positions"),
+    ({"error": ValueError("x")}, TypeError, "error must be None or an exception class, not ValueError"),
+    ({"error": int}, TypeError, "error must be None or an exception class, not type"),
 ]
 
 
@@ -145,7 +170,7 @@ _BAD_CONSTRUCTION = [
 def test_bad_construction_is_refused_with_the_value_named(cls, change, exc, message):
     """A bad address, argument, slot or error class raises a typed error naming it (same on both paths)."""
     probe = Recorder(3)
-    kwargs = dict(address=probe.address, fixed=[1, 2, 3], slots=[0]) | change
+    kwargs = {"address": probe.address, "fixed": [1, 2, 3], "slots": [0]} | change
     address, fixed, slots = kwargs.pop("address"), kwargs.pop("fixed"), kwargs.pop("slots")
     with pytest.raises(exc) as info:
         cls(address, fixed, slots, **kwargs)
@@ -157,8 +182,16 @@ _BAD_CALLS = [
     ((), TypeError, "takes 2 per-call arguments (one per slot), got 0"),
     ((1, 2, 3), TypeError, "takes 2 per-call arguments (one per slot), got 3"),
     ((1.0, 2), TypeError, "per-call argument 0 must be an int (pointer, handle, enum or integer), not float"),
-    ((1, np.float64(2)), TypeError, "per-call argument 1 must be an int (pointer, handle, enum or integer), not"),
-    ((1, None), TypeError, "per-call argument 1 must be an int (pointer, handle, enum or integer) or an object with __index__, not NoneType"),
+    (
+        (1, np.float64(2)),
+        TypeError,
+        "per-call argument 1 must be an int (pointer, handle, enum or integer), not",
+    ),
+    (
+        (1, None),
+        TypeError,
+        "per-call argument 1 must be an int (pointer, handle, enum or integer) or an object with __index__, not NoneType",
+    ),
     ((1, b"ab"), TypeError, "per-call argument 1 must be an int"),
     ((2**64, 1), OverflowError, "per-call argument 0 = 18446744073709551616 is out of range for a 64-bit"),
     ((1, -(2**63) - 1), OverflowError, "per-call argument 1 = -9223372036854775809 is out of range"),
@@ -224,7 +257,10 @@ def test_cublaslt_matmul_with_a_null_handle_fails_as_the_binding_does(cls):
     assert caller(0, 0, 0, 0) == reference.value.status
     with pytest.raises(cuBLASLtError) as info:
         cls(address, [0] * 16, [3, 5, 10, 15], error=cuBLASLtError)(0, 0, 0, 0)
-    assert (info.value.status, info.value.status_name) == (reference.value.status, reference.value.status_name)
+    assert (info.value.status, info.value.status_name) == (
+        reference.value.status,
+        reference.value.status_name,
+    )
 
 
 @pytest.mark.parametrize("cls", CALLERS)
@@ -277,19 +313,25 @@ _BLOCK = (
 def _run(code: str, **env: str) -> str:
     environ = {k: v for k, v in os.environ.items() if k != fastpath.ENV_VAR} | env
     environ["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, check=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environ, check=True, cwd=ROOT
+    )
     return proc.stdout.strip()
 
 
 def test_environment_variable_forces_the_pure_path():
     """NVMATH_PURE_PYTHON=1 selects PureCall and says so."""
-    assert _run(_PROBE, NVMATH_PURE_PYTHON="1") == "False PureCall pure Python (forced by NVMATH_PURE_PYTHON=1)"
+    assert (
+        _run(_PROBE, NVMATH_PURE_PYTHON="1") == "False PureCall pure Python (forced by NVMATH_PURE_PYTHON=1)"
+    )
 
 
 def test_a_missing_extension_selects_the_pure_path_and_says_why():
     """Without nvmath._fastcall, the pure path is chosen and described as 'not built' with the fix."""
     out = _run(_BLOCK + _PROBE)
-    assert out.startswith("False PureCall pure Python (the extension nvmath._fastcall is not built: blocked by the test")
+    assert out.startswith(
+        "False PureCall pure Python (the extension nvmath._fastcall is not built: blocked by the test"
+    )
     assert "build_ext --inplace" in out
 
 
