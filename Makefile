@@ -6,6 +6,8 @@ PY     := $(VENV)/bin/python
 # A CPU build of torch for the tests (the torch adapters and torch-CPU paths); `make test TORCH=` skips it.
 TORCH  ?= torch==2.13.0
 EXTRAS ?= test,cpu,dtypes,docs
+# `make ext` builds for the interpreter that will import it: the venv's when there is one.
+EXT_PY ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 
 .PHONY: run test test-pure ext venv gpu-test bench docs bindings bindings-check clean
 
@@ -27,7 +29,7 @@ test-pure: venv      ## the suite again on the pure-Python call path (the compil
 	NVMATH_PURE_PYTHON=1 $(PY) -m pytest tests -q
 
 ext:                 ## build the optional compiled hot path (nvmath/_fastcall.c) in place; needs a C compiler
-	$(PYTHON) setup.py build_ext --inplace || $(PYTHON) tools/build_fastcall.py
+	$(EXT_PY) setup.py build_ext --inplace || $(EXT_PY) tools/build_fastcall.py
 
 gpu-test:            ## on the GPU machine (no registry there): run from the source tree
 	PYTHONUNBUFFERED=1 PYTHONPATH=. python3 -m pytest tests -q -x -p no:cacheprovider -m "not slow"
