@@ -2,7 +2,7 @@
 
 :class:`Recorder` is a ctypes callback (a real C function pointer) of ``n`` parameters that records the
 arguments it receives and returns a chosen status; it needs no compiled extension, so it tests the
-pure-Python caller too. ``CALLERS`` parametrizes a test over both caller classes (the compiled one is
+pure-Python caller too. ``CALLERS`` parametrizes a test over both caller factories (the compiled one is
 skipped with a reason when ``nvmath._fastcall`` is not built).
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nvmath._internal.fastpath import PureCall
+from nvmath._internal.fastpath import pure_caller
 
 try:
     from nvmath import _fastcall
@@ -25,7 +25,7 @@ needs_extension = pytest.mark.skipif(_fastcall is None, reason=NOT_BUILT)
 FastCall = _fastcall.FastCall if _fastcall is not None else None
 
 CALLERS = [
-    pytest.param(PureCall, id="pure"),
+    pytest.param(pure_caller, id="pure"),
     pytest.param(FastCall, id="compiled", marks=needs_extension),
 ]
 

@@ -122,6 +122,15 @@ def test_one_caller_is_shared_by_threads():
     assert caller.fixed == (1, 2, 3)  # the stored vector is never written by a call
 
 
+def test_repr_names_the_address_arity_and_slots():
+    """repr shows the address, the argument count, the slots and a released GIL."""
+    address = fastcall._probe_address(4)
+    text = repr(FastCall(address, [0] * 4, (2, 0), release_gil=True))
+    assert (
+        f"{address:#x}" in text and "4 arguments" in text and "(2, 0)" in text and "releases the GIL" in text
+    )
+
+
 def test_a_caller_is_not_picklable():
     """Pickling a caller (a raw address) is refused rather than silently producing a stale address."""
     import pickle

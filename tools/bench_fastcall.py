@@ -4,10 +4,11 @@ No GPU needed: each call goes to a C probe built into the extension (``_probe_ad
 its arguments, returns 0), so the timing is the call machinery alone. Two shapes, as the planners
 make them: cublasLtMatmul (16 arguments, 4 per call: A, B, D pointers and the stream) and
 cublasGemmStridedBatchedEx (23 arguments, 4 per call: A, B, C and the workspace-free stream handle
-set on the handle, here a fourth pointer). Rows, best of ``--rounds`` interleaved rounds, ns per call:
+set on the handle, here a fourth pointer). Rows, best of ``--rounds`` interleaved rounds, ns of thread
+CPU time per call:
 
 * ``FastCall``: the compiled caller, GIL kept (the default); ``FastCall(release_gil)``: GIL released;
-* ``PureCall``: the pure-Python caller (ctypes, ``NVMATH_PURE_PYTHON=1``);
+* ``pure``: the pure-Python caller (ctypes, ``NVMATH_PURE_PYTHON=1``);
 * ``unchecked``: ``nvmath.bindings._unchecked.<module>.<function>`` with all arguments spelled out,
   its ctypes symbol pointed at the probe with the binding's own prototype (today's execute path);
 * ``raw ctypes``: that ctypes function called directly.
@@ -21,10 +22,11 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import time
 import timeit
 
 from nvmath import _fastcall
-from nvmath._internal.fastpath import PureCall
+from nvmath._internal.fastpath import pure_caller
 from nvmath.bindings import cublas, cublasLt
 from nvmath.bindings._unchecked import cublas as cublas_unchecked
 from nvmath.bindings._unchecked import cublasLt as lt_unchecked
@@ -65,7 +67,7 @@ def _statements(name: str) -> dict[str, tuple[str, dict]]:
             f"f({per_call})",
             env | {"f": _fastcall.FastCall(address, fixed, slots, release_gil=True)},
         ),
-        "PureCall": (f"f({per_call})", env | {"f": PureCall(address, fixed, slots)}),
+        "pure": (f"f({per_call})", env | {"f": pure_caller(address, fixed, slots)}),
         "unchecked": (f"f({spelled})", env | {"f": unchecked}),
         "raw ctypes": (f"f({spelled})", env | {"f": raw}),
     }
@@ -77,7 +79,8 @@ def measure(name: str, rounds: int, number: int) -> dict[str, float]:
     best = {row: float("inf") for row in rows}
     for _ in range(rounds):
         for row, (stmt, env) in rows.items():
-            seconds = timeit.timeit(stmt, globals=env, number=number)
+            # this thread's CPU time: robust on a shared machine (a descheduled thread is not charged)
+            seconds = timeit.Timer(stmt, globals=env, timer=time.thread_time).timeit(number=number)
             best[row] = min(best[row], seconds / number * 1e9)
     return best
 
@@ -85,7 +88,7 @@ def measure(name: str, rounds: int, number: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--number", type=int, default=20000)
+    parser.add_argument("--number", type=int, default=5000)
     args = parser.parse_args()
     for name in SHAPES:
         best = measure(name, args.rounds, args.number)

@@ -7,8 +7,8 @@ fills the slots, calls the function and returns its int status, or with ``error=
 :class:`nvmath.bindings.cublasLt.cuBLASLtError`: the status-to-name mapping stays the bindings').
 
 :func:`make_caller` returns the compiled ``nvmath._fastcall.FastCall`` when the extension is built and
-not disabled, else a :class:`PureCall` (ctypes) with the same arguments, attributes, results and errors.
-The choice is made once, at import: ``NVMATH_PURE_PYTHON=1`` in the environment forces the pure path;
+not disabled, else :func:`pure_caller`'s function (ctypes) with the same arguments, attributes, results
+and errors. The choice is made once, at import: ``NVMATH_PURE_PYTHON=1`` in the environment forces the pure path;
 :func:`available` and :func:`describe` say which path is active and why (``python -m nvmath`` prints it).
 
 Only integer-class functions returning ``int`` can be called (see ``nvmath/_fastcall.c`` for the ABI
@@ -21,13 +21,13 @@ import ctypes
 import logging
 import operator
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nvmath.bindings import _loader
 
 __all__ = [
-    "ENV_VAR", "MAX_ARGS", "PureCall", "available", "describe", "driver_symbol_address", "make_caller",
+    "ENV_VAR", "MAX_ARGS", "available", "describe", "driver_symbol_address", "make_caller", "pure_caller",
     "symbol_address",
 ]  # fmt: skip
 
@@ -76,7 +76,7 @@ def make_caller(
     error: type | None = None,
     release_gil: bool = False,
 ) -> Any:
-    """A caller of the C function at ``fn_address``: compiled when available, else a :class:`PureCall`.
+    """A caller of the C function at ``fn_address``: compiled when available, else :func:`pure_caller`'s.
 
     Args:
         fn_address: the function's address (:func:`symbol_address`, :func:`driver_symbol_address`).
@@ -92,8 +92,8 @@ def make_caller(
             class; OverflowError: a value out of range; ValueError: a NULL address, more than
             :data:`MAX_ARGS` arguments, or a slot that is not a distinct argument position.
     """
-    cls = _COMPILED if _COMPILED is not None else PureCall
-    return cls(fn_address, fixed, slots, error=error, release_gil=release_gil)
+    factory = _COMPILED if _COMPILED is not None else pure_caller
+    return factory(fn_address, fixed, slots, error=error, release_gil=release_gil)
 
 
 def driver_symbol_address(symbol: str) -> int:
@@ -190,65 +190,65 @@ def _slots(slots: Any, nargs: int) -> tuple[int, ...]:
     return tuple(seen)
 
 
-class PureCall:
+def _count_error(n: int, got: int) -> TypeError:
+    return TypeError(f"FastCall takes {n} per-call argument{'' if n == 1 else 's'} (one per slot), got {got}")
+
+
+def _call_source(fixed: list[int], slots: tuple[int, ...]) -> str:
+    """The source of the pure call: the fixed values inlined as int literals, the slots as locals.
+
+    Generated once per caller (as ``collections.namedtuple`` does) so that a call costs what the
+    spelled-out ctypes call costs: no list copy, no loop, no method dispatch.
+    """
+    n = len(slots)
+    names = {position: f"v{i}" for i, position in enumerate(slots)}
+    arguments = ", ".join(names.get(position, str(value)) for position, value in enumerate(fixed))
+    lines = [
+        "def pure_call(*values):",
+        f"    if len(values) != {n}:",
+        f"        raise _count_error({n}, len(values))",
+    ]
+    if n:
+        lines.append(f"    {', '.join(names[p] for p in slots)}, = values")
+    for i in range(n):
+        lines.append(f"    if type(v{i}) is not int or not {_LO} <= v{i} <= {_HI}:")
+        lines.append(f"        v{i} = _to_u64(v{i}, 'per-call argument', {i})")
+    lines += [f"    status = _function({arguments})", "    if status and _error is not None:"]
+    lines += ["        raise _error(status)", "    return status"]
+    return "\n".join(lines)
+
+
+def pure_caller(
+    address: int,
+    fixed: Sequence[Any],
+    slots: Sequence[int],
+    *,
+    error: type | None = None,
+    release_gil: bool = False,
+) -> Callable[..., int]:
     """The pure-Python caller (ctypes): :func:`make_caller`'s result without the extension.
 
-    Same constructor, attributes (``address``, ``arity``, ``fixed``, ``slots``, ``error``,
-    ``release_gil``), results and exceptions as ``nvmath._fastcall.FastCall``.
+    Same arguments, checks, exceptions and results as ``nvmath._fastcall.FastCall``; the function returned
+    carries the same read-only-by-convention attributes (``address``, ``arity``, ``fixed``, ``slots``,
+    ``error``, ``release_gil``).
     """
-
-    __slots__ = ("_address", "_error", "_fixed", "_function", "_release_gil", "_slots")
-
-    def __init__(
-        self,
-        address: int,
-        fixed: Sequence[Any],
-        slots: Sequence[int],
-        *,
-        error: type | None = None,
-        release_gil: bool = False,
-    ) -> None:
-        if error is not None and not (isinstance(error, type) and issubclass(error, BaseException)):
-            raise TypeError(f"FastCall error must be None or an exception class, not {_type_name(error)}")
-        self._address = _address(address)
-        values = _sequence(fixed, "FastCall fixed arguments must be a sequence of ints")
-        if len(values) > MAX_ARGS:
-            raise ValueError(
-                f"FastCall takes at most {MAX_ARGS} arguments, got {len(values)} fixed arguments"
-            )
-        self._fixed = [_to_u64(v, "fixed argument", i) for i, v in enumerate(values)]
-        self._slots = _slots(slots, len(values))
-        self._error = error
-        self._release_gil = bool(release_gil)
-        # CFUNCTYPE releases the GIL around the call, PYFUNCTYPE keeps it (as FastCall does by default).
-        # Every parameter is declared void*: a 64-bit register or stack slot as for uint64_t, and ctypes
-        # converts an int to void* about 2.5x faster than to any of its integer types.
-        prototype = ctypes.CFUNCTYPE if release_gil else ctypes.PYFUNCTYPE
-        self._function = prototype(ctypes.c_int, *([ctypes.c_void_p] * len(values)))(self._address)
-
-    def __call__(self, *values: Any) -> int:
-        slots = self._slots
-        if len(values) != len(slots):
-            n = len(slots)
-            raise TypeError(f"FastCall takes {n} per-call argument{'' if n == 1 else 's'} (one per slot), "
-                            f"got {len(values)}")  # fmt: skip
-        args = self._fixed.copy()
-        for i, value in enumerate(values):
-            if type(value) is not int or not _LO <= value <= _HI:
-                value = _to_u64(value, "per-call argument", i)
-            args[slots[i]] = value  # a negative one is passed as its two's complement by ctypes (void*)
-        status = self._function(*args)
-        if status and self._error is not None:
-            raise self._error(status)
-        return status
-
-    address = property(lambda self: self._address, doc="The function's address.")
-    arity = property(lambda self: len(self._fixed), doc="The number of arguments of the function.")
-    fixed = property(lambda self: tuple(self._fixed), doc="The argument vector as unsigned 64-bit values.")
-    slots = property(lambda self: self._slots, doc="The argument positions filled by each call.")
-    error = property(lambda self: self._error, doc="The exception class raised with a nonzero status.")
-    release_gil = property(lambda self: self._release_gil, doc="Whether the call releases the GIL.")
-
-    def __repr__(self) -> str:
-        gil = ", releases the GIL" if self._release_gil else ""
-        return f"<PureCall {self._address:#x}: {len(self._fixed)} arguments, slots {self._slots}{gil}>"
+    if error is not None and not (isinstance(error, type) and issubclass(error, BaseException)):
+        raise TypeError(f"FastCall error must be None or an exception class, not {_type_name(error)}")
+    address = _address(address)
+    values = _sequence(fixed, "FastCall fixed arguments must be a sequence of ints")
+    if len(values) > MAX_ARGS:
+        raise ValueError(f"FastCall takes at most {MAX_ARGS} arguments, got {len(values)} fixed arguments")
+    vector = [_to_u64(v, "fixed argument", i) for i, v in enumerate(values)]
+    positions = _slots(slots, len(vector))
+    # CFUNCTYPE releases the GIL around the call, PYFUNCTYPE keeps it (as FastCall does by default).
+    # Every parameter is declared void*: a 64-bit register or stack slot as for uint64_t, and ctypes
+    # converts an int to void* about 2.5x faster than to any of its integer types (a negative int is
+    # passed as its two's complement).
+    prototype = ctypes.CFUNCTYPE if release_gil else ctypes.PYFUNCTYPE
+    function = prototype(ctypes.c_int, *([ctypes.c_void_p] * len(vector)))(address)
+    namespace = {"_function": function, "_error": error, "_to_u64": _to_u64, "_count_error": _count_error}
+    exec(_call_source(vector, positions), namespace)  # noqa: S102 - validated ints and fixed names only
+    call = namespace["pure_call"]
+    call.address, call.arity, call.fixed, call.slots = address, len(vector), tuple(vector), positions
+    call.error, call.release_gil = error, bool(release_gil)
+    return call
