@@ -6,8 +6,10 @@ PY     := $(VENV)/bin/python
 # A CPU build of torch for the tests (the torch adapters and torch-CPU paths); `make test TORCH=` skips it.
 TORCH  ?= torch==2.13.0
 EXTRAS ?= test,cpu,dtypes,docs
+# `make ext` builds for the interpreter that will import it: the venv's when there is one.
+EXT_PY ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 
-.PHONY: run test venv gpu-test bench docs bindings bindings-check clean
+.PHONY: run test test-pure ext venv gpu-test bench docs bindings bindings-check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +24,12 @@ run: venv            ## environment report + self-test (GPU when present, CPU ot
 
 test: venv           ## the test suite (GPU tests skip with a reason when there is no GPU)
 	$(PY) -m pytest tests -q
+
+test-pure: venv      ## the suite again on the pure-Python call path (the compiled one disabled)
+	NVMATH_PURE_PYTHON=1 $(PY) -m pytest tests -q
+
+ext:                 ## build the optional compiled hot path (nvmath/_fastcall.c) in place; needs a C compiler
+	$(EXT_PY) setup.py build_ext --inplace || $(EXT_PY) tools/build_fastcall.py
 
 gpu-test:            ## on the GPU machine (no registry there): run from the source tree
 	PYTHONUNBUFFERED=1 PYTHONPATH=. python3 -m pytest tests -q -x -p no:cacheprovider -m "not slow"
@@ -40,4 +48,4 @@ bindings-check: venv
 	$(PY) tools/check_bindings.py
 
 clean:
-	rm -rf $(VENV) docs/_build .pytest_cache
+	rm -rf $(VENV) docs/_build .pytest_cache build nvmath/_fastcall.*.so

@@ -112,6 +112,16 @@ def library_info() -> dict[str, dict[str, Any]]:
     return out
 
 
+def call_path() -> dict[str, Any]:
+    """Which library-call path is active: ``{"compiled": bool, "detail": why}`` (see
+    ``nvmath._internal.fastpath``)."""
+    try:
+        from nvmath._internal import fastpath
+    except Exception as exc:  # noqa: BLE001 - reported, never raised
+        return {"compiled": False, "detail": f"unknown ({type(exc).__name__}: {exc})"}
+    return {"compiled": fastpath.available(), "detail": fastpath.describe()}
+
+
 def _git(location: str, *args: str) -> str:
     proc = subprocess.run(["git", "-C", location, *args], capture_output=True, text=True, timeout=5, check=True)
     return proc.stdout.strip()
@@ -139,6 +149,7 @@ def collect() -> dict[str, Any]:
         "packages": {dist: package_version(dist) for dist in PACKAGES},
         "cuda": driver_info(),
         "libraries": library_info(),
+        "call_path": call_path(),
     }
 
 
@@ -149,6 +160,7 @@ def format_report(data: dict[str, Any]) -> Iterator[str]:
     yield f"  python     {py['version']} ({py['platform']})"
     commit = f", commit {nv['commit']}" if nv.get("commit") else ""
     yield f"  nvmath     {nv['version']} ({nv['location']}{commit})"
+    yield f"  call path  {data['call_path']['detail']}"
     for dist, version in data["packages"].items():
         yield f"  {dist:<16} {version}"
     yield f"CUDA driver: {cuda['driver'] or 'none (' + str(cuda['error']) + ')'}"

@@ -27,6 +27,7 @@ from nvmath._errors import FunctionNotFoundError, LibraryNotFoundError
 
 __all__ = [
     "Binder", "binder", "check_argument", "check_integer", "library_info", "loaded_libraries", "share_globals",
+    "symbol_address",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -172,6 +173,25 @@ class _Library:
         return function
 
 
+    def address(self, symbol: str) -> int:
+        """The address of ``symbol`` (loads the library on first use).
+
+        Looked up as a fresh ctypes function (``cdll[symbol]``): the cached one that :meth:`resolve`
+        gives a prototype is left alone.
+
+        Raises:
+            FunctionNotFoundError: the loaded library does not export ``symbol``.
+        """
+        try:
+            function = self.cdll()[symbol]
+        except AttributeError:
+            raise FunctionNotFoundError(
+                f"{symbol} is not exported by {self.path} ({self.spec.pretty} {self.version()} loaded): "
+                f"upgrade {self.spec.pip_package} (pip install -U {self.spec.pip_package})."
+            ) from None
+        return ctypes.cast(function, ctypes.c_void_p).value
+
+
 _LIBRARIES: dict[str, _Library] = {name: _Library(spec) for name, spec in _SPECS.items()}
 
 
@@ -197,6 +217,17 @@ def library_info(name: str) -> dict[str, str | None]:
     library = _library(name)
     version = library.version()
     return {"name": name, "path": library.path, "version": version, "found_via": library.found_via}
+
+
+def symbol_address(library: str, symbol: str) -> int:
+    """The address of the C entry point ``symbol`` of ``library`` (loading the library if needed), for
+    :mod:`nvmath._internal.fastpath`, which calls it without ctypes.
+
+    Raises:
+        ValueError: unknown ``library``; LibraryNotFoundError: it cannot be loaded;
+        FunctionNotFoundError: it does not export ``symbol``.
+    """
+    return _library(library).address(symbol)
 
 
 def loaded_libraries() -> dict[str, dict[str, str | None]]:

@@ -35,3 +35,15 @@ def test_source_commit_of_a_checkout_and_of_a_plain_folder(tmp_path):
     if commit is not None:  # a checkout with git available
         assert len(commit.removesuffix("+dirty")) == 12
         assert commit in "\n".join(report.report_lines())
+
+
+def test_report_says_which_call_path_is_active_and_why():
+    """The 'call path' line and the JSON's call_path give the fast-path selection (compiled or pure, why)."""
+    from nvmath._internal import fastpath
+
+    data = report.collect()
+    assert data["call_path"] == {"compiled": fastpath.available(), "detail": fastpath.describe()}
+    text = "\n".join(report.format_report(data))
+    assert f"  call path  {fastpath.describe()}" in text
+    expected = "compiled (nvmath._fastcall" if fastpath.available() else "pure Python ("
+    assert data["call_path"]["detail"].startswith(expected)
