@@ -9,10 +9,18 @@ EXTRAS ?= test,cpu,dtypes,docs
 
 .PHONY: run test venv gpu-test bench docs bindings bindings-check clean
 
+# The install is shown as it goes (one line per package pip collects and installs), not silenced.
+PIP_SHOW ?= --progress-bar off
+
 $(VENV)/.installed: pyproject.toml
+	@echo "== [1/3] creating the virtual environment $(VENV) (once; 'make clean' removes it)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]' $(TORCH)
+	@echo "== [2/3] upgrading pip"
+	$(PY) -m pip install $(PIP_SHOW) --upgrade pip
+	@echo "== [3/3] installing this checkout (editable) with the extras [$(EXTRAS)] and $(or $(TORCH),no torch):"
+	@echo "==       the CUDA math wheels, scipy, pytest, sphinx, torch -- about 2 minutes on a fresh machine"
+	$(PY) -m pip install $(PIP_SHOW) -e '.[$(EXTRAS)]' $(TORCH)
+	@echo "== installed into $(VENV)"
 	touch $@
 
 venv: $(VENV)/.installed
