@@ -34,6 +34,15 @@ test: venv           ## the test suite (GPU tests skip with a reason when there 
 gpu-test:            ## on the GPU machine (no registry there): run from the source tree
 	PYTHONUNBUFFERED=1 PYTHONPATH=. python3 -m pytest tests -q -x -p no:cacheprovider -m "not slow"
 
+# `make bench`: a quick run of one suite (SUITE=matmul|fft|solvers|generic|ceilings|overhead|torch).
+# Without a GPU only the CPU cases run and nothing is written unless BENCH_ARGS has --out DIR.
+SUITE      ?= generic
+BENCH_ARGS ?= --quick
+bench: venv          ## a quick benchmark run: make bench SUITE=matmul BENCH_ARGS="--out /tmp/bench"
+	@$(PY) -c "import matplotlib, rich" 2>/dev/null || { echo "== installing the bench extra (matplotlib, rich)"; \
+		$(PY) -m pip install $(PIP_SHOW) -e '.[bench]'; }
+	$(PY) -m benchmarks $(SUITE) $(BENCH_ARGS)
+
 docs: venv
 	$(PY) -m sphinx.cmd.build -W --keep-going -b html docs docs/_build/html
 
