@@ -126,7 +126,7 @@ def torch():
     """The torch module, or skip when torch is not installed."""
     mod = _optional("torch")
     if mod is None:
-        pytest.skip("torch is not installed")
+        pytest.skip("torch is not installed (pip install -e '.[torch]'; a CPU build: docs/install.rst)")
     return mod
 
 
@@ -143,7 +143,7 @@ def cupy():
     """The cupy module with a usable device, or skip."""
     mod = _optional("cupy")
     if mod is None:
-        pytest.skip("cupy is not installed")
+        pytest.skip("cupy is not installed (pip install -e '.[cupy]', on a machine with a GPU)")
     try:
         mod.cuda.runtime.getDeviceCount()
     except Exception as exc:
