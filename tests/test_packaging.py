@@ -53,3 +53,17 @@ def test_the_tested_versions_are_inside_the_ranges():
     for name, version in tested.items():
         assert reqs[name].specifier.contains(version), f"{name} {version} is outside {reqs[name].specifier}"
     assert reqs["torch"].specifier.contains("2.13.0")
+
+
+def test_make_venv_shows_its_install():
+    """``make run`` / ``make test`` create the venv with pip's own output (no ``-q``) and announce each step."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        ["make", "-n", "venv", "VENV=/nonexistent-venv-for-dry-run"], cwd=root, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    installs = [line for line in proc.stdout.splitlines() if "pip install" in line]
+    assert installs and not any(" -q" in line for line in installs), installs
+    assert "[3/3] installing this checkout" in proc.stdout
