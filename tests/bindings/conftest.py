@@ -24,8 +24,8 @@ def include_dir() -> Path:
     mismatches = check_bindings.version_mismatches(check_bindings.pinned_versions())
     if mismatches:
         pytest.skip(
-            "the NVIDIA header wheels the bindings were generated from are not installed as pinned ("
-            + "; ".join(mismatches) + "): pip install -r tools/bindings-requirements.txt"
+            "needs the pinned NVIDIA header wheels (pip install -r tools/bindings-requirements.txt): "
+            + "; ".join(mismatches)
         )
     try:
         return gen_bindings.find_include()

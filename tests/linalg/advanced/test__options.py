@@ -276,7 +276,7 @@ def _header(name):
         path = Path(root) / "cu13" / "include" / name
         if path.exists():
             return path.read_text()
-    pytest.skip(f"CUDA's header {name} is not installed (pip install -r tools/bindings-requirements.txt)")
+    pytest.skip(f"needs CUDA's header {name} (pip install -r tools/bindings-requirements.txt)")
 
 
 def _c_enum(text, prefix):

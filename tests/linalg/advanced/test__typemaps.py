@@ -283,10 +283,7 @@ def _header(name):
         path = Path(root) / "cu13" / "include" / name
         if path.exists():
             return path.read_text()
-    pytest.skip(
-        f"CUDA's header {name} is not installed (it comes with nvidia-cuda-runtime: "
-        "pip install -r tools/bindings-requirements.txt)"
-    )
+    pytest.skip(f"needs CUDA's header {name} (pip install -r tools/bindings-requirements.txt)")
 
 
 def test_cuda_data_type_values_match_library_types_h():
