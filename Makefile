@@ -11,10 +11,18 @@ EXT_PY ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 
 .PHONY: run test test-pure ext venv gpu-test bench docs bindings bindings-check clean
 
+# The install is shown as it goes (one line per package pip collects and installs), not silenced.
+PIP_SHOW ?= --progress-bar off
+
 $(VENV)/.installed: pyproject.toml
+	@echo "== [1/3] creating the virtual environment $(VENV) (once; 'make clean' removes it)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]' $(TORCH)
+	@echo "== [2/3] upgrading pip"
+	$(PY) -m pip install $(PIP_SHOW) --upgrade pip
+	@echo "== [3/3] installing this checkout (editable) with the extras [$(EXTRAS)] and $(or $(TORCH),no torch):"
+	@echo "==       the CUDA math wheels, scipy, pytest, sphinx, torch -- about 2 minutes on a fresh machine"
+	$(PY) -m pip install $(PIP_SHOW) -e '.[$(EXTRAS)]' $(TORCH)
+	@echo "== installed into $(VENV)"
 	touch $@
 
 venv: $(VENV)/.installed
@@ -33,6 +41,15 @@ ext:                 ## build the optional compiled hot path (nvmath/_fastcall.c
 
 gpu-test:            ## on the GPU machine (no registry there): run from the source tree
 	PYTHONUNBUFFERED=1 PYTHONPATH=. python3 -m pytest tests -q -x -p no:cacheprovider -m "not slow"
+
+# `make bench`: a quick run of one suite (SUITE=matmul|fft|solvers|generic|ceilings|overhead|torch).
+# Without a GPU only the CPU cases run and nothing is written unless BENCH_ARGS has --out DIR.
+SUITE      ?= generic
+BENCH_ARGS ?= --quick
+bench: venv          ## a quick benchmark run: make bench SUITE=matmul BENCH_ARGS="--out /tmp/bench"
+	@$(PY) -c "import matplotlib, rich" 2>/dev/null || { echo "== installing the bench extra (matplotlib, rich)"; \
+		$(PY) -m pip install $(PIP_SHOW) -e '.[bench]'; }
+	$(PY) -m benchmarks $(SUITE) $(BENCH_ARGS)
 
 docs: venv
 	$(PY) -m sphinx.cmd.build -W --keep-going -b html docs docs/_build/html

@@ -157,13 +157,33 @@ def best_of_rounds(rounds: list[list[dict]]) -> list[dict]:
     return merged
 
 
+def gpu_skipped(runs: list[tuple[registry.Case, str]], reason: str) -> list[dict]:
+    """``skipped`` rows of the (case, library) pairs that need a GPU, on a machine without one."""
+    return [
+        Result(
+            suite=c.suite, case=c.name, lib=lib, status="skipped", mode=c.mode,
+            unit="ms" if c.mode == "device" else "us/call", note=reason,
+        ).to_dict()
+        for c, lib in runs
+    ]  # fmt: skip
+
+
 def _run(args: argparse.Namespace, cases: list[registry.Case]) -> tuple[list[dict], Context, dict]:
     runs = plan_runs(cases, args.libs)
+    ctx = make_context(Settings.for_run(quick=args.quick, seed=args.seed), args.device)
+    skipped: list[dict] = []
+    if not ctx.has_gpu:
+        gpu_runs = [(c, lib) for c, lib in runs if c.needs_gpu]
+        gpu_cases = len({c.name for c, _ in gpu_runs})
+        print(
+            f"no GPU here, so {gpu_cases} GPU case(s) ({len(gpu_runs)} measurements) are skipped"
+            f" -- {ctx.no_gpu_reason}",
+            file=sys.stderr,
+        )
+        skipped = gpu_skipped(gpu_runs, "no GPU on this machine")
+        runs = [(c, lib) for c, lib in runs if not c.needs_gpu]
     local = [(c, lib) for c, lib in runs if lib not in registry.SUBPROCESS_LIBRARIES]
     peers = sorted({lib for _, lib in runs} & registry.SUBPROCESS_LIBRARIES)
-    ctx = make_context(Settings.for_run(quick=args.quick, seed=args.seed), args.device)
-    if not ctx.has_gpu:
-        print(f"note: {ctx.no_gpu_reason}; GPU cases are skipped", file=sys.stderr)
     versions = report.library_versions(args.libs)
     rounds: list[list[dict]] = []
     with ctx, Progress(len(local) * args.rounds, args.suite, use_rich=False if args.plain else None) as progress:
@@ -184,7 +204,7 @@ def _run(args: argparse.Namespace, cases: list[registry.Case]) -> tuple[list[dic
             for step in order:
                 step()
             rounds.append(local_rows + peer_rows)
-    return best_of_rounds(rounds), ctx, versions
+    return best_of_rounds(rounds) + skipped, ctx, versions
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -213,8 +233,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings={**vars(ctx.settings), "rounds": args.rounds},
         versions=versions,
     )
-    out_dir = args.out or report.results_dir(RESULTS_BASE, ctx.gpu_name)
-    written = report.write_outputs(doc, out_dir, plots=not args.no_plots)
     print(report.render_markdown(doc))
+    if args.out is None and not ctx.has_gpu:
+        # a CPU-only trial run: the results folder of the checkout is for GPU results
+        print("results not written (no GPU on this machine); pass --out DIR to keep them", file=sys.stderr)
+        return 0
+    out_dir = args.out or report.results_dir(RESULTS_BASE, ctx.gpu_name)
+    plots = not args.no_plots
+    if plots and not report.plots_available():
+        print(report.PLOTS_HINT, file=sys.stderr)
+        plots = False
+    written = report.write_outputs(doc, out_dir, plots=plots)
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
     return 0

@@ -17,10 +17,14 @@ from benchmarks.registry import BASELINE_LIBRARIES, LIBRARIES, OURS
 __all__ = [
     "CEILING_CASE",
     "SCHEMA",
+    "PLOTS_HINT",
     "copy_ceiling",
+    "cpu_name",
     "find_ceiling",
     "library_versions",
+    "machine_label",
     "make_document",
+    "plots_available",
     "ratios",
     "render_markdown",
     "results_dir",
@@ -69,6 +73,26 @@ def library_versions(libs: Sequence[str]) -> dict[str, str]:
     return versions
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s first ``model name``; ``platform.processor()`` or the
+    machine type elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name") and ":" in line:
+                    return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def machine_label(machine: dict[str, Any]) -> str:
+    """How titles name the machine: the GPU's name, or the CPU's model marked "(no GPU)"."""
+    if machine.get("gpu"):
+        return str(machine["gpu"])
+    return f"{machine.get('cpu') or 'a CPU'} (no GPU)"
+
+
 def make_document(
     suite: str,
     results: Sequence[dict[str, Any]],
@@ -84,7 +108,9 @@ def make_document(
         "schema": SCHEMA,
         "suite": suite,
         "created": created or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "machine": {"gpu": gpu, "python": platform.python_version(), "platform": platform.platform()},
+        "machine": {
+            "gpu": gpu, "cpu": cpu_name(), "python": platform.python_version(), "platform": platform.platform()
+        },
         "versions": dict(versions or {}),
         "libs": list(libs),
         "settings": dict(settings),
@@ -241,7 +267,7 @@ def render_markdown(doc: dict[str, Any], *, ceiling_gbps: float | None = None) -
     libs = _table_libs(results)
     medians = _ok_medians(results)
     by_key = {(r["case"], r["lib"]): r for r in results}
-    gpu = doc["machine"].get("gpu") or "no GPU"
+    gpu = machine_label(doc["machine"])
     lines = [
         f"# {doc['suite']}: {gpu}, {doc['created'][:10]}",
         "",
@@ -289,6 +315,18 @@ def _markdown_footer(results: Sequence[dict[str, Any]], ours: list[float]) -> li
     return lines
 
 
+def plots_available() -> bool:
+    """True when matplotlib can be imported (the PNG plots need it)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+PLOTS_HINT = "plots skipped: matplotlib is not installed (pip install matplotlib, or pip install -e '.[bench]')"
+
+
 def write_plot(doc: dict[str, Any], path: Path) -> Path | None:
     """A bar chart of relative speed per case and library; ``None`` when matplotlib is missing."""
     try:
@@ -313,7 +351,7 @@ def write_plot(doc: dict[str, Any], path: Path) -> Path | None:
     ax.invert_yaxis()
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xlabel("speed relative to the fastest library (1.0 = fastest)")
-    ax.set_title(f"{doc['suite']} on {doc['machine'].get('gpu') or 'no GPU'}")
+    ax.set_title(f"{doc['suite']} on {machine_label(doc['machine'])}")
     ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

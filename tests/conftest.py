@@ -84,6 +84,40 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+#: How to get a module a test imports with ``pytest.importorskip`` (top-level import name -> hint);
+#: the optional packages of nvmath-kit name their extra (``nvmath._diagnostics.requirements``).
+_INSTALL_HINTS = {
+    "cuda": "pip install -e . (cuda-core and cuda-bindings are dependencies of nvmath-kit)",
+    "nvidia": "pip install -e . (the NVIDIA library wheels are dependencies of nvmath-kit)",
+    "rich": "pip install -e '.[bench]'",
+    "matplotlib": "pip install -e '.[bench]'",
+}
+
+
+def importorskip_hint(message: str) -> str:
+    """``pytest.importorskip``'s "could not import 'x.y': ..." with how to install ``x`` appended."""
+    if not message.startswith("could not import '") or "pip install" in message:
+        return message
+    top = message.split("'", 2)[1].split(".")[0]
+    hint = _INSTALL_HINTS.get(top)
+    if hint is None:
+        from nvmath._diagnostics.requirements import install_hint
+
+        hint = install_hint(top)
+    return f"{message} ({hint})"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Skips of ``pytest.importorskip`` say how to install what is missing (a reason a user can act on)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        path, line, text = report.longrepr
+        prefix = "Skipped: " if text.startswith("Skipped: ") else ""
+        report.longrepr = (path, line, prefix + importorskip_hint(text.removeprefix("Skipped: ")))
+
+
 def _skip_reason(report) -> str:
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
     return reason.removeprefix("Skipped: ")
@@ -126,7 +160,7 @@ def torch():
     """The torch module, or skip when torch is not installed."""
     mod = _optional("torch")
     if mod is None:
-        pytest.skip("torch is not installed")
+        pytest.skip("torch is not installed (pip install -e '.[torch]'; a CPU build: docs/install.rst)")
     return mod
 
 
@@ -143,7 +177,7 @@ def cupy():
     """The cupy module with a usable device, or skip."""
     mod = _optional("cupy")
     if mod is None:
-        pytest.skip("cupy is not installed")
+        pytest.skip("cupy is not installed (pip install -e '.[cupy]', on a machine with a GPU)")
     try:
         mod.cuda.runtime.getDeviceCount()
     except Exception as exc:

@@ -42,7 +42,8 @@ def version_mismatches(pins: dict[str, str]) -> list[str]:
         try:
             installed = metadata.version(name)
         except metadata.PackageNotFoundError:
-            installed = "not installed"
+            problems.append(f"{name}: pinned {wanted}, not installed")
+            continue
         if installed != wanted:
             problems.append(f"{name}: pinned {wanted}, installed {installed}")
     return problems

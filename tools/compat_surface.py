@@ -16,6 +16,9 @@ Usage::
 
     python tools/compat_surface.py [--wheel PATH] [--all] [--details]
 
+The wheel defaults to ``$NVMATH_PYTHON_WHEEL``, else ``.whl/nvmath_python-1.0.0-*.whl`` in this
+checkout (``benchmarks/README.md`` shows the ``pip download`` command that puts it there).
+
 ``--all`` adds the generic ``nvmath.linalg`` names (in scope once branch ``generic`` lands) to the
 in-scope total; exit status 1 when the in-scope share is below 100%.
 """
@@ -28,13 +31,30 @@ import dataclasses
 import enum
 import importlib
 import inspect
+import os
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
 
-DEFAULT_WHEEL = Path("/work/main/.whl/nvmath_python-1.0.0-cp312-cp312-manylinux_2_28_x86_64.whl")
+REPO = Path(__file__).resolve().parents[1]
+WHEEL_ENV = "NVMATH_PYTHON_WHEEL"
+WHEEL_HINT = (
+    f"set ${WHEEL_ENV}, or download it into .whl/ of the checkout: python3 -m pip download --no-deps "
+    "--only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl nvmath-python==1.0.0"
+)
+
+
+def default_wheel() -> Path:
+    """``$NVMATH_PYTHON_WHEEL``, else the checkout's ``.whl/nvmath_python-1.0.0-*.whl`` (may not exist)."""
+    if os.environ.get(WHEEL_ENV):
+        return Path(os.environ[WHEEL_ENV])
+    found = sorted((REPO / ".whl").glob("nvmath_python-1.0.0-*.whl"))
+    return found[0] if found else REPO / ".whl" / "nvmath_python-1.0.0-<platform>.whl"
+
+
+DEFAULT_WHEEL = default_wheel()
 
 # (report name, package in the wheel / our import name, counted in scope without --all)
 SCOPES = [
@@ -496,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--details", action="store_true", help="list every compared item")
     args = parser.parse_args(argv)
     if not args.wheel.exists():
-        print(f"wheel not found: {args.wheel}", file=sys.stderr)
+        print(f"nvmath-python 1.0 wheel not found: {args.wheel} ({WHEEL_HINT})", file=sys.stderr)
         return 2
     items, counted = measure(args.wheel, args.all)
     share = report(items, counted, args.details)

@@ -42,14 +42,9 @@ def scipy_fft() -> Any:
     """
     global _SCIPY
     if _SCIPY is None:
-        try:
-            import scipy.fft as sfft
-        except ImportError as exc:
-            raise RuntimeError(
-                "CPU execution of FFTs needs scipy (pip install scipy, or the 'cpu' extra of nvmath-kit); "
-                f"import failed: {exc}. Alternatively run on the GPU with execution='cuda'."
-            ) from exc
-        _SCIPY = sfft
+        from nvmath._internal.optional import import_scipy
+
+        _SCIPY = import_scipy("fft", "CPU execution of FFTs", RuntimeError)
     return _SCIPY
 
 

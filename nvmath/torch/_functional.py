@@ -1,8 +1,11 @@
 """``nvmath.torch.linear`` and ``nvmath.torch.mlp``: the functional forms the modules call.
 
-Eager calls go straight to the autograd functions (or, without grad, to the kernels); under
-``torch.compile`` they become ``torch.ops.nvmath.*`` custom ops. Operands are checked with torch's
-rules (one dtype, one device), naming the tensors, before anything runs.
+Eager calls on CUDA tensors go straight to the autograd functions (or, without grad, to the
+kernels); under ``torch.compile`` they become ``torch.ops.nvmath.*`` custom ops. Tensors on any
+other device (the CPU, ``meta``) are computed by torch's own operations (``torch.nn.functional.linear``
+and the activation, nothing fused), so autograd and ``torch.compile`` work there as they do for
+``torch.nn.Linear``. Operands are checked with torch's rules (one dtype, one device), naming the
+tensors, before anything runs.
 """
 
 from __future__ import annotations
@@ -70,6 +73,27 @@ def _check_shapes(
         raise RuntimeError(f"bias must have shape ({weight.shape[0]},); got {tuple(bias.shape)}")
 
 
+#: Device types whose tensors run the fused cuBLASLt path; tensors elsewhere run torch's operations.
+FUSED_DEVICE_TYPES: frozenset[str] = frozenset({"cuda"})
+
+
+def _by_torch(x: torch.Tensor) -> bool:
+    """True when ``x`` is not a CUDA tensor: the layer is computed by torch's own operations."""
+    return x.device.type not in FUSED_DEVICE_TYPES
+
+
+def _torch_linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, activation: str | None
+) -> torch.Tensor:
+    """``activation(x @ weight.T + bias)`` by torch's operations (off the GPU: nothing fused)."""
+    y = torch.nn.functional.linear(x, weight, bias)
+    if activation == "relu":
+        return torch.nn.functional.relu(y)
+    if activation == "gelu":
+        return torch.nn.functional.gelu(y, approximate="tanh")
+    return y
+
+
 def _grad_needed(*tensors: Any) -> bool:
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
@@ -79,6 +103,9 @@ def linear(
     cache: PlannerCache | None = None,
 ) -> torch.Tensor:  # fmt: skip
     """``activation(x @ weight.T + bias)`` with the bias and activation fused into the matmul.
+
+    CUDA tensors run one cuBLASLt GEMM with the bias and activation in its epilog; tensors on any
+    other device (the CPU) run ``torch.nn.functional.linear`` and the activation, unfused.
 
     Args:
         x: input, ``(*, in_features)``.
@@ -112,10 +139,14 @@ def linear(
                 return out[0]
     check_activation(activation)
     if torch.compiler.is_compiling():
+        if _by_torch(x):
+            return _torch_linear(x, weight, bias, activation)
         return _ops.linear(x, weight, bias, activation, _grad_needed(x, weight, bias))
     if not _linear_ok(x, weight, bias):
         _check_operands(input=x, weight=weight, bias=bias)
         _check_shapes(x, weight, bias)
+    if _by_torch(x):
+        return _torch_linear(x, weight, bias, activation)
     cache = default_cache if cache is None else cache
     if _grad_needed(x, weight, bias):
         check_dtypes(input=x)
@@ -128,6 +159,8 @@ def mlp(
     activation: str = "gelu", *, cache: PlannerCache | None = None,
 ) -> torch.Tensor:  # fmt: skip
     """``fc2(activation(fc1(x)))`` with fc1's bias and activation fused forward and backward.
+
+    On CUDA tensors; tensors on any other device (the CPU) run torch's own operations, unfused.
 
     With GELU, the backward computes fc2's input gradient with ``DGELU`` (fc1's saved pre-activation),
     which yields fc1's pre-activation gradient in the GEMM kernel; with ReLU, torch's
@@ -142,10 +175,14 @@ def mlp(
     """
     check_activation(activation, allow_none=False)
     if torch.compiler.is_compiling():
+        if _by_torch(x):
+            return _torch_linear(_torch_linear(x, w1, b1, activation), w2, b2, None)
         return _ops.mlp(x, w1, b1, w2, b2, activation, _grad_needed(x, w1, b1, w2, b2))
     _check_operands(input=x, w1=w1, b1=b1, w2=w2, b2=b2)
     _check_shapes(x, w1, b1, "w1")
     _check_shapes(x.new_empty((0, w1.shape[0])), w2, b2, "w2")
+    if _by_torch(x):
+        return _torch_linear(_torch_linear(x, w1, b1, activation), w2, b2, None)
     cache = default_cache if cache is None else cache
     if _grad_needed(x, w1, b1, w2, b2):
         check_dtypes(input=x)

@@ -25,6 +25,10 @@ class Linear(torch.nn.Module):
     bias gradient into the weight-gradient GEMM (``BGRADB``). One planned ``Matmul`` per problem is kept
     in ``cache`` (bounded; layers of equal shapes share it).
 
+    On CPU parameters the layer computes with torch's own operations (``torch.nn.functional.linear``
+    and the activation, nothing fused; autograd and ``torch.compile`` as for ``torch.nn.Linear``);
+    after ``.to("cuda")`` the same parameters take the fused cuBLASLt path.
+
     Args:
         in_features, out_features: sizes, as ``torch.nn.Linear``.
         bias: learn an additive bias.
@@ -58,6 +62,15 @@ class Linear(torch.nn.Module):
             torch.nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``activation(x @ weight.T + bias)`` for ``x`` of shape ``(*, in_features)``.
+
+        Returns a tensor of shape ``(*, out_features)`` on ``x``'s device and of its dtype. CUDA
+        tensors: one cuBLASLt GEMM with the bias and activation in its epilog (differentiable; the
+        backward fuses the bias gradient). Other devices: torch's operations, unfused.
+
+        Raises:
+            RuntimeError: ``x``'s dtype, device or last dimension does not match the parameters.
+        """
         # the registered parameters, read without Module.__getattr__ (a Python call per attribute, most of
         # a decode call's module overhead); a parametrization or weight_norm moves them: then the attributes
         params = self._parameters
@@ -99,5 +112,7 @@ class MLP(torch.nn.Module):
         self.fc2 = Linear(hidden_features, out_features, bias, None, device, dtype, cache=cache)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``fc2(activation(fc1(x)))`` for ``x`` of shape ``(*, in_features)``: fused on CUDA tensors
+        (see the class), torch's operations on other devices."""
         f1, f2 = self.fc1, self.fc2
         return mlp(x, f1.weight, f1.bias, f2.weight, f2.bias, self.activation, cache=self.cache)

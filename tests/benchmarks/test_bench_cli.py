@@ -101,13 +101,28 @@ def test_end_to_end_cpu_case(tmp_path, capsys, monkeypatch):
     assert rows[("planner-guard", "nvmath")]["status"] == "ok"
     assert rows[("planner-guard", "python")]["status"] == "ok"
     assert rows[("wrap-torch-tensor", "nvmath-python")]["status"] == "skipped"
-    assert "no --nvmath-python-path" in rows[("wrap-torch-tensor", "nvmath-python")]["note"]
+    note = rows[("wrap-torch-tensor", "nvmath-python")]["note"]
+    assert "no --nvmath-python-path" in note or note == "no GPU on this machine"
     assert "| planner-guard | us/call |" in capsys.readouterr().out
     assert (tmp_path / "overhead.md").exists()
 
 
+class _StubStream:
+    """Stands in for the run's stream: the CLI takes the machine for a GPU one (the peer never uses it)."""
+
+    def sync(self):
+        pass
+
+    def close(self):
+        pass
+
+
 def test_peer_failure_becomes_error_rows(tmp_path, monkeypatch):
     """A peer directory that does not exist turns its rows into errors, not a crash."""
+    from benchmarks.context import Context
+
+    monkeypatch.setattr(cli, "make_context", lambda settings, device_id=0: Context(
+        settings=settings, stream=_StubStream(), gpu_name="stub GPU"))  # fmt: skip
     rc = cli.main(
         [
             "overhead",
@@ -165,3 +180,66 @@ def test_rounds_must_be_positive():
     """--rounds 0 is rejected by the parser."""
     with pytest.raises(SystemExit):
         cli.parse_args(["matmul", "--rounds", "0"])
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """The CLI sees a machine without a GPU (whatever this one has)."""
+    from benchmarks.context import Context
+
+    monkeypatch.setattr(cli, "make_context", lambda settings, device_id=0: Context(
+        settings=settings, no_gpu_reason="no CUDA device: (test)"))  # fmt: skip
+    monkeypatch.delenv("NVMATH_PYTHON_PATH", raising=False)
+
+
+def test_no_gpu_skips_the_gpu_rows_in_one_line(tmp_path, capsys, no_gpu):
+    """Without a GPU the GPU measurements are announced as skipped in one line (no per-row lines) and
+    still appear as skipped rows of the document; the CPU cases run."""
+    argv = ["overhead", "--quick", "--cases", "planner-guard,wrap-*", "--out", str(tmp_path), "--plain"]
+    assert cli.main(argv + ["--no-plots"]) == 0
+    err = capsys.readouterr().err
+    assert sum("skipped" in line for line in err.splitlines()) == 1
+    assert "no GPU here, so 1 GPU case(s) (3 measurements) are skipped" in err
+    doc = json.loads((tmp_path / "overhead.json").read_text())
+    rows = {(r["case"], r["lib"]): r for r in doc["results"]}
+    assert rows[("wrap-torch-tensor", "nvmath")]["status"] == "skipped"
+    assert rows[("planner-guard", "nvmath")]["status"] == "ok"
+
+
+def test_no_gpu_without_out_writes_no_results_folder(tmp_path, capsys, monkeypatch, no_gpu):
+    """A CPU-only run without --out prints the table and writes nothing under benchmarks/results."""
+    monkeypatch.setattr(cli, "RESULTS_BASE", tmp_path / "results")
+    assert cli.main(["overhead", "--quick", "--cases", "planner-guard", "--plain"]) == 0
+    captured = capsys.readouterr()
+    assert "| planner-guard | us/call |" in captured.out
+    assert "pass --out DIR to keep them" in captured.err
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_run_without_matplotlib_says_plots_were_skipped(tmp_path, capsys, monkeypatch, no_gpu):
+    """Without matplotlib the run says the plots were skipped and how to get them; no PNG is written."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert cli.main(["overhead", "--quick", "--cases", "planner-guard", "--plain", "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "plots skipped: matplotlib is not installed" in err and "[bench]" in err
+    assert not (tmp_path / "overhead.png").exists()
+
+
+def test_suites_are_all_listed_in_the_readme_and_the_docs():
+    """benchmarks/README.md and docs/benchmarks.rst name every suite the CLI offers."""
+    from benchmarks import registry
+
+    for page in (ROOT / "benchmarks" / "README.md", ROOT / "docs" / "benchmarks.rst"):
+        text = page.read_text()
+        missing = [s for s in registry.available_suites() if f"``{s}``" not in text and f"`{s}`" not in text]
+        assert not missing, f"{page.name} does not list the suites {missing}"
+
+
+def test_make_bench_runs_the_cli():
+    """``make bench`` is a target that runs ``python -m benchmarks`` (dry run: make -n)."""
+    proc = subprocess.run(
+        ["make", "-n", "bench", "VENV=/nonexistent-venv"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0 and "No rule" in proc.stderr:
+        pytest.fail("the Makefile has no bench target")
+    assert "-m benchmarks" in proc.stdout

@@ -46,7 +46,7 @@ def test_rich_progress_prints_results():
     """With rich available, results are still printed as lines on the given stream."""
     import pytest
 
-    pytest.importorskip("rich")
+    pytest.importorskip("rich", reason="rich is not installed (pip install -e '.[bench]')")
     out = io.StringIO()
     with Progress(1, "suite", stream=out) as p:
         p.start("gemm [torch]")

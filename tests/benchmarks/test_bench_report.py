@@ -259,3 +259,15 @@ def test_ceiling_read_from_ceilings_json_in_the_output_directory(tmp_path):
     assert "2000 GB/s (50% of copy)" in _line(md, "fft-c2c")
     assert find_ceiling(_fft_doc({"ceiling_gbps": 2000.0}), tmp_path) == 2000.0
     assert "% of copy" not in render_markdown(json.loads((tmp_path / "s.json").read_text()))  # JSON unchanged
+
+
+def test_titles_name_the_machine():
+    """Titles name the GPU, or the CPU's model marked "(no GPU)" on a machine without one."""
+    from benchmarks.report import cpu_name, machine_label, make_document, render_markdown
+
+    assert machine_label({"gpu": "NVIDIA H200", "cpu": "x"}) == "NVIDIA H200"
+    assert machine_label({"gpu": None, "cpu": "Intel Xeon"}) == "Intel Xeon (no GPU)"
+    assert cpu_name()
+    doc = make_document("s", [], gpu=None, libs=["nvmath"], settings={})
+    assert doc["machine"]["cpu"] == cpu_name()
+    assert render_markdown(doc).startswith(f"# s: {cpu_name()} (no GPU), ")

@@ -23,7 +23,10 @@ def include_dir() -> Path:
 
     mismatches = check_bindings.version_mismatches(check_bindings.pinned_versions())
     if mismatches:
-        pytest.skip("installed NVIDIA wheels are not the pinned ones: " + "; ".join(mismatches))
+        pytest.skip(
+            "needs the pinned NVIDIA header wheels (pip install -r tools/bindings-requirements.txt): "
+            + "; ".join(mismatches)
+        )
     try:
         return gen_bindings.find_include()
     except (SystemExit, RuntimeError) as exc:

@@ -28,7 +28,7 @@ def surface():
 def test_in_scope_surface_is_fully_compatible(surface, capsys):
     """advanced matmul, helpers, FFT and the root enums: 100% of constructors, methods and members."""
     if not surface.DEFAULT_WHEEL.exists():
-        pytest.skip(f"the nvmath-python 1.0 wheel is not here ({surface.DEFAULT_WHEEL})")
+        pytest.skip(f"needs the nvmath-python 1.0 wheel in .whl/ or ${surface.WHEEL_ENV}: {surface.WHEEL_HINT}")
     status = surface.main([])
     out = capsys.readouterr().out
     assert status == 0, out

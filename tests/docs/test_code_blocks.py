@@ -1,45 +1,111 @@
-"""Every ``.. code-block:: python`` of the Sphinx pages is valid Python (they show GPU code, so they
-are parsed here, not run; the README's tour is run, see ``test_readme.py``)."""
+"""Every ``.. code-block:: python`` of the Sphinx pages runs as written.
+
+Each block is preceded by an rST comment naming what it needs, ``.. docs-test: cpu`` (numpy / scipy
+on the CPU), ``.. docs-test: cpu-torch`` (torch CPU tensors too), ``.. docs-test: gpu`` (a GPU and
+torch) or ``.. docs-test: gpu-numba`` (and numba-cuda); the GPU ones are marked ``gpu``, so it runs on the GPU machine and skips elsewhere with the reason). Each block
+runs by itself -- no names carried over from an earlier block -- as a script in a fresh interpreter,
+from an empty folder, with the checkout on ``PYTHONPATH``, and must exit 0. The blocks' own asserts
+check their results.
+"""
 
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
-_BLOCK = re.compile(r"^(?P<indent> *)\.\. code-block:: python\n(?: +:[^\n]*\n)*\n(?P<body>(?:(?:\1 +[^\n]*)?\n)+)", re.M)
+from nvmath._diagnostics import requirements
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+KINDS = {
+    "cpu": ("scipy",),
+    "cpu-torch": ("scipy", "torch"),
+    "gpu": ("gpu", "torch"),
+    "gpu-numba": ("gpu", "torch", "numba"),  # FFT callbacks compile with numba-cuda
+}
+_BLOCK = re.compile(
+    r"(?:^ *\.\. docs-test: (?P<kind>[\w-]+)\n\n)?"
+    r"^(?P<indent> *)\.\. code-block:: python\n(?: +:[^\n]*\n)*\n(?P<body>(?:(?:(?P=indent) +[^\n]*)?\n)+)",
+    re.M,
+)
 
 
-def python_blocks(text: str) -> list[tuple[int, str]]:
-    """``(line, dedented code)`` of each ``.. code-block:: python`` directive of ``text``."""
+def python_blocks(text: str) -> list[tuple[str | None, int, str]]:
+    """``(kind or None, line, dedented code)`` of each ``.. code-block:: python`` directive of ``text``."""
     return [
-        (text.count("\n", 0, m.start("body")) + 1, textwrap.dedent(m["body"])) for m in _BLOCK.finditer(text)
+        (m["kind"], text.count("\n", 0, m.start("body")) + 1, textwrap.dedent(m["body"]))
+        for m in _BLOCK.finditer(text)
     ]
 
 
-def test_block_parser_reads_an_indented_directive():
-    """The parser takes the indented body after the blank line and stops at the dedent."""
+def test_block_parser_reads_marks_and_indented_directives():
+    """The parser takes the mark, the indented body after the blank line, and stops at the dedent."""
     text = "x\n\n   .. code-block:: python\n\n      a = 1\n\n      b = 2\n   after\n"
-    assert python_blocks(text) == [(5, "a = 1\n\nb = 2\n")]
+    assert python_blocks(text) == [(None, 5, "a = 1\n\nb = 2\n")]
+    marked = ".. docs-test: gpu\n\n.. code-block:: python\n\n   y = 1\n"
+    assert python_blocks(marked) == [("gpu", 5, "y = 1\n")]
 
 
-PAGES = sorted(DOCS.glob("*.rst"))
-
-
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
-def test_python_blocks_parse(page):
-    """Each Python code block of the page parses (a typo in a shown example fails here)."""
-    for line, code in python_blocks(page.read_text()):
-        try:
-            ast.parse(code)
-        except SyntaxError as exc:
-            pytest.fail(f"{page.name}:{line + (exc.lineno or 1) - 1}: {exc.msg}\n{code}")
+PAGES = sorted(DOCS.glob("*.rst")) + sorted((DOCS / "api").glob("*.rst"))
+BLOCKS = [(page, *block) for page in PAGES for block in python_blocks(page.read_text())]
 
 
 def test_the_pages_show_python():
     """The parser finds the pages' examples (a guard against a regex that matches nothing)."""
-    assert sum(len(python_blocks(p.read_text())) for p in PAGES) >= 10
+    assert len(BLOCKS) >= 15
+
+
+def test_every_block_is_marked():
+    """No block goes unrun: each says ``cpu``, ``cpu-torch`` or ``gpu``, and the quick start starts on the CPU."""
+    unmarked = [f"{p.name}:{line}" for p, kind, line, _ in BLOCKS if kind not in KINDS]
+    assert not unmarked, f"blocks without '.. docs-test: cpu|cpu-torch|gpu': {unmarked}"
+    quick = [kind for p, kind, _, _ in BLOCKS if p.name == "quickstart.rst"]
+    assert quick[0].startswith("cpu") and "gpu" in quick
+
+
+def test_no_page_sends_users_to_private_modules():
+    """The user pages name no private module (``nvmath._x``) except the contributors' architecture page
+    and the internals API page."""
+    private = re.compile(r"nvmath(?:\.\w+)*\._[a-z]\w*")
+    allowed = {"architecture.rst", "internals.rst"}
+    found = [
+        f"{p.relative_to(DOCS)}:{text.count(chr(10), 0, m.start()) + 1}: {m[0]}"
+        for p in PAGES
+        if p.name not in allowed
+        for text in [p.read_text()]
+        for m in private.finditer(text)
+    ]
+    assert not found, "pages point users at private modules:\n" + "\n".join(found)
+
+
+def _params() -> list:
+    return [
+        pytest.param(
+            kind, code, id=f"{page.stem}-line{line}", marks=[pytest.mark.gpu] if kind.startswith("gpu") else []
+        )
+        for page, kind, line, code in BLOCKS
+        if kind in KINDS
+    ]
+
+
+@pytest.mark.parametrize(("kind", "code"), _params())
+def test_docs_block_runs(kind, code, tmp_path, request):
+    """The block parses and runs to completion in a fresh interpreter."""
+    ast.parse(code)
+    missing = requirements.unmet(KINDS[kind])
+    if missing:
+        pytest.skip(f"this docs block {missing}")
+    script = tmp_path / "block.py"
+    script.write_text(code)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert proc.returncode == 0, f"{request.node.callspec.id} failed:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}"

@@ -1,7 +1,7 @@
 """The README's Python blocks run as written (the CPU tour in every run, the GPU tour on a GPU).
 
-Each ```python block of README.md is preceded by ``<!-- readme-test: cpu -->`` or
-``<!-- readme-test: gpu -->``; each runs as a script in a fresh interpreter, from an empty
+Each ```python block of README.md is preceded by ``<!-- readme-test: cpu -->``,
+``<!-- readme-test: cpu-torch -->`` (torch CPU tensors) or ``<!-- readme-test: gpu -->``; each runs as a script in a fresh interpreter, from an empty
 folder, with the checkout on ``PYTHONPATH``, and must exit 0.
 """
 
@@ -19,7 +19,7 @@ from nvmath._diagnostics import requirements
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-KINDS = {"cpu": ("scipy",), "gpu": ("gpu", "torch")}  # what each kind of block needs
+KINDS = {"cpu": ("scipy",), "cpu-torch": ("scipy", "torch"), "gpu": ("gpu", "torch")}  # what each kind needs
 _BLOCK = re.compile(r"(?:<!-- readme-test: (?P<kind>[\w-]+) -->\n)?```python\n(?P<code>.*?)^```", re.S | re.M)
 
 
@@ -40,10 +40,10 @@ def test_the_block_parser_finds_marks_and_lines():
 
 
 def test_every_python_block_is_marked_cpu_or_gpu():
-    """No README block goes untested: each is marked ``cpu`` or ``gpu``, and there is one of each."""
+    """No README block goes untested: each is marked ``cpu``, ``cpu-torch`` or ``gpu``; CPU and GPU ones exist."""
     kinds = [kind for kind, _, _ in BLOCKS]
     unmarked = [line for kind, _, line in BLOCKS if kind not in KINDS]
-    assert not unmarked, f"README.md blocks at lines {unmarked} need <!-- readme-test: cpu|gpu -->"
+    assert not unmarked, f"README.md blocks at lines {unmarked} need <!-- readme-test: cpu|cpu-torch|gpu -->"
     assert {"cpu", "gpu"} <= set(kinds)
 
 

@@ -253,7 +253,7 @@ def test_compile_without_numba_says_what_to_install():
 def _numba_cuda_compiles() -> str:
     """'' when numba-cuda can compile callbacks here, else why not (CI has no numba-cuda)."""
     if importlib.util.find_spec("numba") is None:
-        return "numba-cuda is not installed"
+        return "numba-cuda is not installed (pip install -e '.[callbacks]')"
     try:
         nf.compile_prolog(lambda d, o, u, x: d[o], "float32", "float32", compute_capability="90")
     except Exception as exc:  # noqa: BLE001 - any failure means: cannot check here

@@ -67,4 +67,8 @@ def install(monkeypatch: Any) -> Any:
     fake = F.install(monkeypatch)
     monkeypatch.setitem(dispatch._CLASSES, torch.Tensor, FakeTorchAdapter)
     monkeypatch.setitem(dispatch._CLASSES, torch.nn.Parameter, FakeTorchAdapter)
+    # nvmath.torch's layers run CPU tensors by torch's operations; here they pose as CUDA tensors
+    from nvmath.torch import _functional
+
+    monkeypatch.setattr(_functional, "FUSED_DEVICE_TYPES", frozenset({"cuda", "cpu"}))
     return fake

@@ -86,12 +86,9 @@ def to_caller(result: np.ndarray, like: TensorAdapter, stream: Any = None) -> An
 # ------------------------------------------------------------------------------------ LAPACK access
 def lapack(name: str, dtype: np.dtype) -> Callable[..., Any]:
     """The scipy LAPACK wrapper ``<prefix><name>`` for ``dtype`` (e.g. ``dpotrf``)."""
-    try:
-        from scipy.linalg import lapack as _lapack
-    except ImportError as exc:  # pragma: no cover - scipy is a test dependency
-        raise NotSupportedError(
-            "CPU execution of the dense solvers needs scipy: pip install scipy (the 'cpu' extra)"
-        ) from exc
+    from nvmath._internal.optional import import_scipy
+
+    _lapack = import_scipy("linalg.lapack", "CPU execution of the dense solvers", NotSupportedError)
     prefix = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}[np.dtype(dtype).name]
     return getattr(_lapack, prefix + name)
 
@@ -265,7 +262,9 @@ def lstsq(
         ``residuals`` is ``(*batch, nrhs)`` (squared 2-norms of ``b - a x``) when ``rows > cols``,
         else an empty array.
     """
-    from scipy import linalg as sla
+    from nvmath._internal.optional import import_scipy
+
+    sla = import_scipy("linalg", "CPU execution of lstsq", NotSupportedError)
 
     mats, batch = _matrices(a)
     rhs = b.reshape((mats.shape[0],) + b.shape[-2:])

@@ -4,8 +4,8 @@ Call-compatible with nvmath-python 1.0's ``nvmath.linalg.matmul`` / ``Matmul`` (
 importable from :mod:`nvmath.linalg`): structured operands through qualifiers (symmetric, Hermitian,
 triangular, diagonal), implicit N-D batches with numpy.matmul broadcasting, explicit batches as Python
 sequences of operands of different shapes (one grouped GEMM launch on the GPU), GPU execution on
-cuBLAS and host execution on numpy / scipy BLAS. Beyond nvmath-python: float16 and bfloat16 on the GPU
-(float32 accumulation), conjugation and diagonal operands in any layout, broadcasting batch dimensions,
+cuBLAS and host execution on numpy / scipy BLAS. Beyond nvmath-python: float16 and bfloat16 (float32
+accumulation, on the GPU and the CPU), conjugation and diagonal operands in any layout, broadcasting batch dimensions,
 and a bounded plan cache for the stateless function (:data:`plan_cache`).
 """
 

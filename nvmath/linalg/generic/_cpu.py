@@ -92,7 +92,9 @@ def _pairs(t: Traits, s: np.ndarray, x: np.ndarray, out: np.ndarray) -> Iterator
 
 
 def _symm(t: Traits, a, b, q, alpha, beta, c, out) -> np.ndarray:
-    from scipy.linalg import blas
+    from nvmath._internal.optional import import_scipy
+
+    blas = import_scipy("linalg.blas", f"a {t.kind} product (symmetric / Hermitian qualifier) on the CPU")
 
     s, x = (a, b) if t.structured == "a" else (b, a)
     prefix = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}[t.dtype]

@@ -247,7 +247,7 @@ def fast_entry(
     if p.prep or p.traits.kind != "gemm" or p.ops is None:
         return None
     if cpu:
-        if p.package not in ("numpy", "torch") or num_threads is not None or p.traits.order != "row":
+        if p.narrow or p.package not in ("numpy", "torch") or num_threads is not None or p.traits.order != "row":
             return None
         if any(op.is_conjugate for op in p.ops.values()):
             return None

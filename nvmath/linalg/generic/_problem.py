@@ -89,6 +89,12 @@ class Problem:
         self.inplace = inplace
         self.has_c = "c" in ops
         self.package = ops["a"].package
+        self.narrow: str | None = None  # float16 / bfloat16 on the CPU: computed in float32, rounded once
+        if cpu and any(op.dtype in NARROW_DTYPES for op in ops.values()):
+            # validate the caller's operands as they are (one dtype, shapes), then compute in float32
+            problem_traits(*(_info(ops[n], quals[_INDEX[n]]) if n in ops else None for n in "abc"),
+                           quals, inplace=inplace, dtypes=GPU_DTYPES)  # fmt: skip
+            self.narrow = ops["a"].dtype
         blas = self._blas_side(ops)
         infos = {n: _info(op, quals[_INDEX[n]]) for n, op in blas.items()}
         dtypes = CPU_DTYPES if cpu else GPU_DTYPES
@@ -126,6 +132,8 @@ class Problem:
                 else self._materialized(op, n, False, "row")
                 for n, op in ops.items()
             }  # fmt: skip
+        if self.narrow:
+            return {n: NumpyAdapter(_host_float32(op)) for n, op in ops.items()}
         return {n: op if type(op) is NumpyAdapter else NumpyAdapter(host_array(op)) for n, op in ops.items()}
 
     def _materialized(self, op: TensorAdapter, name: str, conjugate: bool, layout: str) -> TensorAdapter:
@@ -152,9 +160,27 @@ class Problem:
         result = run_cpu(
             t, ops["a"].tensor, ops["b"].tensor, self.kernel_quals, alpha, beta, c, out, num_threads
         )
+        if self.narrow:
+            return self._rounded(result)
         if self.inplace:
             return self.ops["c"].tensor
         return result if self.package == "numpy" else to_caller(result, self.ops["a"])
+
+    def _rounded(self, result: np.ndarray) -> Any:
+        """A float32 CPU result rounded once to the operands' float16 / bfloat16, in their package
+        (written into ``c`` when in place)."""
+        user = self.ops["c"] if self.inplace else self.ops["a"]
+        if self.package == "torch":
+            rounded = sys.modules["torch"].from_numpy(np.ascontiguousarray(result)).to(user.tensor.dtype)
+        else:
+            rounded = np.asarray(result).astype(np.asarray(user.tensor).dtype)
+        if not self.inplace:
+            return rounded if self.package in ("numpy", "torch") else to_caller(rounded, user)
+        if self.package == "torch":
+            user.tensor.copy_(rounded)
+        else:
+            np.copyto(user.tensor, rounded)
+        return user.tensor
 
     # ------------------------------------------------------------------ GPU
     def stage(self, device_id: int, stream: Any) -> tuple[dict[str, int], TensorAdapter, list[Any]]:
@@ -195,6 +221,17 @@ class Problem:
 
 
 _INDEX = {"a": 0, "b": 1, "c": 2}
+
+#: dtypes the CPU has no BLAS for: their products are computed in float32 (accumulated in float32, as
+#: cuBLAS does on the GPU) and rounded once to the operands' dtype.
+NARROW_DTYPES = ("float16", "bfloat16")
+
+
+def _host_float32(op: TensorAdapter) -> np.ndarray:
+    """A float32 numpy copy of a float16 / bfloat16 host operand (numpy has no bfloat16 BLAS)."""
+    if op.package == "torch":
+        return op.tensor.detach().resolve_conj().float().numpy()
+    return host_array(op).astype(np.float32)
 
 
 def _copy(dst: TensorAdapter, src: TensorAdapter, stream: Any) -> None:

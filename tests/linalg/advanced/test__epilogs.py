@@ -467,7 +467,7 @@ def test_attribute_names_are_cublaslt_matmul_desc_attributes():
     headers = [Path(r) / "cu13" / "include" / "cublasLt.h" for r in nvidia.__path__]
     header = next((h for h in headers if h.exists()), None)
     if header is None:
-        pytest.skip("cublasLt.h is not installed")
+        pytest.skip("cublasLt.h is not installed (the headers come with pip install -r tools/bindings-requirements.txt)")
     import re
 
     members = set(re.findall(r"\bCUBLASLT_MATMUL_DESC_([A-Z0-9_]+)\s*=", header.read_text()))

@@ -271,12 +271,12 @@ def test_epilog_values():
 
 
 def _header(name):
-    nvidia = pytest.importorskip("nvidia")
+    nvidia = pytest.importorskip("nvidia", reason="no nvidia-* wheel is installed (pip install -e . installs them)")
     for root in nvidia.__path__:
         path = Path(root) / "cu13" / "include" / name
         if path.exists():
             return path.read_text()
-    pytest.skip(f"{name} is not installed")
+    pytest.skip(f"needs CUDA's header {name} (pip install -r tools/bindings-requirements.txt)")
 
 
 def _c_enum(text, prefix):

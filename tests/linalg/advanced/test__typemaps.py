@@ -283,12 +283,12 @@ def _header(name):
         path = Path(root) / "cu13" / "include" / name
         if path.exists():
             return path.read_text()
-    pytest.skip(f"{name} is not installed")
+    pytest.skip(f"needs CUDA's header {name} (pip install -r tools/bindings-requirements.txt)")
 
 
 def test_cuda_data_type_values_match_library_types_h():
     """The cudaDataType values we rely on equal library_types.h's."""
-    pytest.importorskip("nvidia")
+    pytest.importorskip("nvidia", reason="no nvidia-* wheel is installed (pip install -e . installs them)")
     text = _header("library_types.h")
     for name in ("CUDA_R_16F", "CUDA_R_16BF", "CUDA_R_32F", "CUDA_R_64F", "CUDA_C_32F", "CUDA_C_64F",
                  "CUDA_C_16F", "CUDA_R_8F_E4M3", "CUDA_R_8F_E5M2"):  # fmt: skip

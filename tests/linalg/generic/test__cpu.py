@@ -58,12 +58,67 @@ def test_trmm_not_on_cpu(name):
         la.matmul(*case.args, **case.kwargs)
 
 
-@pytest.mark.parametrize("dtype", ["float16"])
-def test_half_not_on_cpu(dtype):
-    """float16 runs on the GPU only: a typed error names the supported dtypes."""
-    a = np.ones((3, 3), dtype)
-    with pytest.raises(ValueError, match="float16 is not supported"):
-        la.matmul(a, a)
+def _rounded_reference(a, b, c=None, alpha=1.0, beta=0.0):
+    """float64 ``alpha * a @ b + beta * c`` of the (already rounded) half-precision inputs."""
+    f = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
+    out = alpha * (f(a) @ f(b))
+    return out if c is None else out + beta * f(c)
+
+
+def test_float16_numpy_on_cpu_accumulates_in_float32():
+    """float16 numpy operands compute on the CPU: float16 result, float32 accumulation (error at float16's
+    rounding of the result, far below a float16 accumulation over K=512)."""
+    rng = np.random.default_rng(7)
+    a, b = rng.random((3, 8, 512)).astype(np.float16), rng.random((512, 5)).astype(np.float16)
+    out = la.matmul(a, b)
+    ref = _rounded_reference(a, b)
+    assert out.dtype == np.float16 and out.shape == ref.shape
+    assert np.max(np.abs(out - ref) / np.abs(ref)) < 2**-10  # one float16 rounding of the result
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_torch_cpu_tensors_compute(torch, dtype):
+    """bfloat16 / float16 torch CPU tensors compute (alpha, beta, c, batching), in their dtype, within one
+    rounding of the float64 reference of the same inputs, like torch's own CPU matmul."""
+    dt = getattr(torch, dtype)
+    torch.manual_seed(0)
+    a, b, c = torch.randn(2, 16, 64, dtype=dt), torch.randn(64, 8, dtype=dt), torch.randn(2, 16, 8, dtype=dt)
+    out = la.matmul(a, b, c, alpha=2.0, beta=0.5)
+    assert isinstance(out, torch.Tensor) and out.dtype == dt and out.shape == (2, 16, 8)
+    ref = torch.from_numpy(_rounded_reference(a.double().numpy(), b.double().numpy(), c.double().numpy(), 2.0, 0.5))
+    eps = torch.finfo(dt).eps
+    assert torch.allclose(out.double(), ref, rtol=2 * eps, atol=2 * eps * ref.abs().max().item())
+
+
+def test_half_bfloat16_numpy_and_stateful_reset():
+    """ml_dtypes bfloat16 numpy operands compute through the planner, and new operands swap in."""
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed (pip install -e '.[dtypes]')")
+    rng = np.random.default_rng(3)
+    a, b = (rng.random((6, 32)).astype(ml_dtypes.bfloat16), rng.random((32, 4)).astype(ml_dtypes.bfloat16))
+    with la.Matmul(a, b) as mm:
+        mm.plan()
+        out = mm.execute()
+        assert out.dtype == a.dtype
+        a2 = (2 * rng.random((6, 32))).astype(ml_dtypes.bfloat16)
+        mm.reset_operands(a=a2)
+        out2 = mm.execute()
+    for x, y in ((out, _rounded_reference(a, b)), (out2, _rounded_reference(a2, b))):
+        assert np.max(np.abs(np.asarray(x, np.float64) - y) / np.abs(y)) < 2**-7
+
+
+def test_half_inplace_writes_c(torch):
+    """inplace with float16 torch CPU tensors rounds the float32 result into c and returns c."""
+    a, b, c = torch.randn(5, 7).half(), torch.randn(7, 3).half(), torch.randn(5, 3).half()
+    expected = torch.from_numpy(_rounded_reference(a.numpy(), b.numpy(), c.numpy(), 1.0, 1.0)).half()
+    out = la.matmul(a, b, c, beta=1.0, options={"inplace": True})
+    assert out is c
+    assert torch.allclose(c.double(), expected.double(), rtol=2e-3, atol=2e-3)
+
+
+def test_half_mixed_with_float32_is_refused(torch):
+    """A bfloat16 operand with a float32 one is refused before computing, naming both dtypes."""
+    with pytest.raises(ValueError, match="bfloat16"):
+        la.matmul(torch.ones(3, 3, dtype=torch.bfloat16), torch.ones(3, 3))
 
 
 def test_inplace_cpu():
