@@ -30,6 +30,10 @@ KINDS = {
     "gpu": ("gpu", "torch"),
     "gpu-numba": ("gpu", "torch", "numba"),  # FFT callbacks compile with numba-cuda
 }
+# Programs of several processes (``torchrun`` / ``mpirun``, nvmath.distributed): they cannot run as one
+# script here; each page's own test checks what it shows (tests/distributed/...), the multi-process lane
+# runs them.
+MULTI_PROCESS = "multi-process"
 _BLOCK = re.compile(
     r"(?:^ *\.\. docs-test: (?P<kind>[\w-]+)\n\n)?"
     r"^(?P<indent> *)\.\. code-block:: python\n(?: +:[^\n]*\n)*\n(?P<body>(?:(?:(?P=indent) +[^\n]*)?\n)+)",
@@ -63,9 +67,10 @@ def test_the_pages_show_python():
 
 
 def test_every_block_is_marked():
-    """No block goes unrun: each says ``cpu``, ``cpu-torch`` or ``gpu``, and the quick start starts on the CPU."""
-    unmarked = [f"{p.name}:{line}" for p, kind, line, _ in BLOCKS if kind not in KINDS]
-    assert not unmarked, f"blocks without '.. docs-test: cpu|cpu-torch|gpu': {unmarked}"
+    """No block goes unrun: each says ``cpu``, ``cpu-torch``, ``gpu`` or ``multi-process``, and the quick start
+    starts on the CPU."""
+    unmarked = [f"{p.name}:{line}" for p, kind, line, _ in BLOCKS if kind not in KINDS and kind != MULTI_PROCESS]
+    assert not unmarked, f"blocks without '.. docs-test: cpu|cpu-torch|gpu|multi-process': {unmarked}"
     quick = [kind for p, kind, _, _ in BLOCKS if p.name == "quickstart.rst"]
     assert quick[0].startswith("cpu") and "gpu" in quick
 
