@@ -36,12 +36,15 @@ from nvmath._internal import devices
 
 __all__ = [
     "STREAM_CACHE_SIZE",
+    "CallerStream",
     "StreamHandle",
     "check_stream",
     "clear_stream_cache",
     "current_stream",
     "done_after_every_call",
+    "current_getter",
     "get_stream",
+    "is_capturing",
     "library_stream",
     "mark_done",
     "native_stream",
@@ -50,6 +53,8 @@ __all__ = [
     "stream_wait",
     "survivor",
     "synchronize",
+    "torch_device_getter",
+    "torch_raw_stream",
     "wait_on_ptr",
 ]
 
@@ -199,6 +204,11 @@ def current_stream(device_id: int, package: str) -> StreamHandle:
         ptr = _cupy_current_ptr(device_id)
     else:
         return library_stream(device_id)
+    return _current_handle(ptr, device_id, package)
+
+
+def _current_handle(ptr: int, device_id: int, package: str) -> StreamHandle:
+    """The handle of ``package``'s current stream ``ptr`` on ``device_id`` (cached per pointer)."""
     cache = _INT_CACHE.get(package)
     if cache is not None:
         handle = cache.get(ptr)
@@ -208,6 +218,93 @@ def current_stream(device_id: int, package: str) -> StreamHandle:
     # decided once per pointer (the handle is cached), so torch's own streams never pay for done events
     mortal = _torch_current_mortal(device_id, ptr) if package == "torch" else True
     return _handle_from_int(ptr, device_id, package, ptr, mortal)
+
+
+def torch_raw_stream() -> Any:
+    """torch's raw current-stream getter (``device_id -> cudaStream_t``, one C call), or ``None`` while
+    torch is not imported. The one lookup of it in the package."""
+    raw = _TORCH_RAW
+    if raw is None and "torch" in sys.modules:
+        raw = _torch_raw_getter()
+    return raw
+
+
+def torch_device_getter() -> Any:
+    """torch's current-device getter (``() -> device id``, one C call), or ``None`` (no torch, or a CPU
+    build without it)."""
+    return getattr(getattr(sys.modules.get("torch"), "_C", None), "_cuda_getDevice", None)
+
+
+def current_getter(package: str) -> Any:
+    """``device_id -> address of package's current stream`` (torch, cupy), or ``None`` when the stream
+    that ``stream=None`` means never changes (the library stream of every other package)."""
+    if package == "torch":
+        return torch_raw_stream()
+    if package == "cupy":
+        return _cupy_current_ptr
+    return None
+
+
+def is_capturing(ptr: int) -> bool:
+    """Whether the stream ``ptr`` is capturing a CUDA graph (the default streams never are; a failed
+    query answers ``False`` and leaves the error to the next call on the stream)."""
+    if ptr in _SPECIAL:
+        return False
+    status, capture = devices.driver().cuStreamIsCapturing(ptr)
+    return int(status) == 0 and int(capture) != 0
+
+
+class CallerStream:
+    """The one resolver of a planner's ``stream=`` argument (bound to its device and package).
+
+    ``stream=None`` means the package's current stream: its address is read with one call of
+    :attr:`current` (torch's raw getter, cupy's; ``None`` for other packages, whose library stream is
+    fixed) and compared with the memoised handle, so a repeated call costs that read; a new address is
+    resolved without querying a stream that captures a CUDA graph (see :func:`get_stream`). An
+    explicit stream object is memoised by identity (the last one), else resolved by :func:`get_stream`.
+
+    Attributes:
+        device_id, package: what the handles are for.
+        current: the current-stream getter (``device_id -> address``) or ``None``.
+        last: the handle ``stream=None`` last resolved to (``None`` before the first).
+    """
+
+    __slots__ = ("_obj", "_obj_handle", "_torch", "current", "device_id", "last", "package")
+
+    def __init__(self, device_id: int, package: str):
+        self.device_id, self.package = device_id, package
+        self.current = current_getter(package)
+        self._torch = package == "torch"
+        self.last: StreamHandle | None = None
+        self._obj: Any = None
+        self._obj_handle: StreamHandle | None = None
+
+    def resolve(self, stream: Any) -> tuple[StreamHandle, bool]:
+        """``(handle, current)``: the handle of ``stream``; ``current``: it is torch's current stream
+        (checked, so results can be allocated on it directly).
+
+        Raises:
+            TypeError, ValueError: as :func:`get_stream`.
+        """
+        if stream is None:
+            raw, handle = self.current, self.last
+            if raw is None:
+                if handle is None:
+                    handle = self.last = get_stream(None, device_id=self.device_id, package=self.package)
+                return handle, False
+            ptr = raw(self.device_id)
+            if handle is None or handle.ptr != ptr:
+                handle = self.last = _current_handle(ptr, self.device_id, self.package)
+            return handle, self._torch
+        if stream is self._obj and stream is not None:
+            return self._obj_handle, False  # type: ignore[return-value]
+        handle = get_stream(stream, device_id=self.device_id, package=self.package)
+        self._obj, self._obj_handle = stream, handle
+        return handle, False
+
+    def __call__(self, stream: Any) -> StreamHandle:
+        """The handle of ``stream`` (see :meth:`resolve`)."""
+        return self.resolve(stream)[0]
 
 
 def library_stream(device_id: int) -> StreamHandle:
@@ -442,13 +539,12 @@ def _new_handle(ptr: int, device_id: int, package: str, obj: Any, mortal: bool |
     if ptr in _SPECIAL:
         return StreamHandle(ptr, device_id, package, obj, None)
     devices.init_driver()
-    drv = devices.driver()
-    status, capture = drv.cuStreamIsCapturing(ptr)
-    if status == 0 and int(capture) != 0:
+    if is_capturing(ptr):
         # Querying a capturing stream's device or context invalidates the capture (seen with
         # torch.cuda.graph): trust the operands' device and assume the primary context. No events
         # are recorded on it (mortal=False): a wait on an event of a capture would break it.
         return StreamHandle(ptr, device_id, package, obj, None)
+    drv = devices.driver()
     status, dev = drv.cuStreamGetDevice(ptr)
     if status != 0:
         raise ValueError(f"{ptr:#x} is not a usable CUDA stream ({getattr(status, 'name', status)})")
