@@ -15,7 +15,9 @@ and the torch references (``torch.matmul``, ``torch.mm(out=)``, ``F.linear``, ``
 
 On the GPU machine (torch with CUDA)::
 
-    PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--rows SUBSTR]
+    PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--rows SUBSTR] [--files]
+
+``--files`` lists, per row, the package files whose Python code one call runs (``sys.setprofile``).
 
 On a machine without a GPU, ``--fake`` runs the matmul and ``nvmath.torch`` rows on the CPU fake GPU
 of ``tools/torch_host_cost.py`` (torch CPU tensors posing as CUDA tensors, ``cublasLtMatmul`` a no-op):
@@ -207,10 +209,27 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             us = measure(fn, sync, args.calls)
             shares = breakdown(fn, sync, max(args.calls // 4, 50))
             steps = {k: round(us * shares.get(k, 0.0), 2) for k in ORDER if shares.get(k)}
-            results.append({"row": name, "us": round(us, 2), "steps": steps})
+            results.append({"row": name, "us": round(us, 2), "steps": steps, "files": files_touched(fn)})
         return results
     finally:
         mp.undo()
+
+
+def files_touched(fn: Callable[[], Any]) -> list[str]:
+    """The package files whose Python code one call of ``fn`` runs (traced with :func:`sys.setprofile`)."""
+    seen: set[str] = set()
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            seen.add(frame.f_code.co_filename)
+
+    sys.setprofile(tracer)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    root = str(ROOT / "nvmath")
+    return sorted("nvmath" + f[len(root) :] for f in seen if f.startswith(root))
 
 
 def render(results: list[dict[str, Any]]) -> str:
@@ -232,10 +251,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", default=None, help="only rows whose name contains this")
     parser.add_argument("--fake", action="store_true", help="the CPU fake GPU (no GPU needed)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument("--files", action="store_true", help="also list the package files each row runs")
     args = parser.parse_args(argv)
     results = run(args)
     meta = {"size": args.size, "calls": args.calls, "fake": args.fake, "unit": "us per call"}
-    print(json.dumps({"meta": meta, "rows": results}, indent=1) if args.json else render(results))
+    if args.json:
+        print(json.dumps({"meta": meta, "rows": results}, indent=1))
+        return
+    print(render(results))
+    if args.files:
+        for r in results:
+            print(f"\n{r['row']}: {len(r['files'])} files\n  " + "\n  ".join(r["files"]))
 
 
 if __name__ == "__main__":
