@@ -61,7 +61,8 @@ STEPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
 ]
 ORDER = [
     "argument checks", "operand wrapping", "plan-cache lookup", "stream resolution", "context",
-    "output allocation", "library call", "done-event rule", "nvmath (rest)", "torch", "fake GPU stubs", "other",
+    "output allocation", "library call", "done-event rule", "nvmath (rest)", "torch", "fake GPU stubs",
+    "other",
 ]  # fmt: skip
 
 
@@ -88,7 +89,9 @@ def measure(fn: Callable[[], Any], sync: Callable[[], None], calls: int, rounds:
     return best
 
 
-def breakdown(fn: Callable[[], Any], sync: Callable[[], None], calls: int, rounds: int = 3) -> dict[str, float]:
+def breakdown(
+    fn: Callable[[], Any], sync: Callable[[], None], calls: int, rounds: int = 3
+) -> dict[str, float]:
     """Share of profiled self time per step (fractions summing to 1): per function the least self time
     of ``rounds`` profiled loops (a shared machine's stalls land in one round, not in all)."""
     least: dict[tuple, float] = {}

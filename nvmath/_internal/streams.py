@@ -267,14 +267,15 @@ class CallerStream:
         device_id, package: what the handles are for.
         current: the current-stream getter (``device_id -> address``) or ``None``.
         last: the handle ``stream=None`` last resolved to (``None`` before the first).
+        torch: the package is torch (a current-stream handle is then torch's current stream).
     """
 
-    __slots__ = ("_obj", "_obj_handle", "_torch", "current", "device_id", "last", "package")
+    __slots__ = ("_obj", "_obj_handle", "current", "device_id", "last", "package", "torch")
 
     def __init__(self, device_id: int, package: str):
         self.device_id, self.package = device_id, package
         self.current = current_getter(package)
-        self._torch = package == "torch"
+        self.torch = package == "torch"
         self.last: StreamHandle | None = None
         self._obj: Any = None
         self._obj_handle: StreamHandle | None = None
@@ -295,7 +296,7 @@ class CallerStream:
             ptr = raw(self.device_id)
             if handle is None or handle.ptr != ptr:
                 handle = self.last = _current_handle(ptr, self.device_id, self.package)
-            return handle, self._torch
+            return handle, self.torch
         if stream is self._obj and stream is not None:
             return self._obj_handle, False  # type: ignore[return-value]
         handle = get_stream(stream, device_id=self.device_id, package=self.package)

@@ -46,7 +46,9 @@ def python_caller(desc: int, alpha: int, la: int, lb: int, beta: int, lc: int, l
     """
     matmul = lt_unchecked.matmul
 
-    def call(handle: int, a: int, b: int, c: int, d: int, algo: int, ws: int, ws_size: int, stream: int) -> None:
+    def call(
+        handle: int, a: int, b: int, c: int, d: int, algo: int, ws: int, ws_size: int, stream: int
+    ) -> None:
         matmul(handle, desc, alpha, a, la, b, lb, beta, c, lc, d, ld, algo, ws, ws_size, stream)
 
     return call
@@ -99,8 +101,8 @@ class MatmulLaunch:
     """
 
     __slots__ = (
-        "_aux", "_c_is_d", "_call", "_closed", "_device", "_done_always", "_lt_handle", "_staged", "_staged_a", "swap",
-        "_workspace", "algo", "device_id", "plan", "run",
+        "_aux", "_c_is_d", "_call", "_closed", "_device", "_done_always", "_lt_handle", "_staged",
+        "_staged_a", "_workspace", "algo", "device_id", "plan", "run", "swap",
     )  # fmt: skip
 
     def __init__(
@@ -109,7 +111,9 @@ class MatmulLaunch:
     ):  # fmt: skip
         lay = plan.layouts
         self.plan = plan
-        self._call = make_caller(plan.desc.ptr, scalars[0], lay.a.ptr, lay.b.ptr, scalars[1], lay.c.ptr, lay.d.ptr)
+        self._call = make_caller(
+            plan.desc.ptr, scalars[0], lay.a.ptr, lay.b.ptr, scalars[1], lay.c.ptr, lay.d.ptr
+        )
         self.swap = plan.problem.a_operand == "b"  # formed as (B^T A^T)^T: A and B trade places
         self._c_is_d = lay.c is lay.d
         self._staged = staged
@@ -145,7 +149,9 @@ class MatmulLaunch:
         self.run = self._refuse
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise InvalidMatmulState("this launch's plan was replaced or freed; plan() again (or use a live Matmul)")
+        raise InvalidMatmulState(
+            "this launch's plan was replaced or freed; plan() again (or use a live Matmul)"
+        )
 
     def _run(
         self, handle: StreamHandle, a: int, b: int, c: int, d: int, algo: tuple[int, int] | None = None
@@ -191,8 +197,9 @@ class MatmulLaunch:
         return made
 
     def enqueue(
-        self, lt_handle: int, a: int, b: int, c: int, d: int, algo_ptr: int, ws: int, ws_size: int, stream: int
-    ) -> None:
+        self, lt_handle: int, a: int, b: int, c: int, d: int, algo_ptr: int, ws: int, ws_size: int,
+        stream: int,
+    ) -> None:  # fmt: skip
         """The bare call (autotuning's timed runs: the caller holds the context, refreshed the staged
         copy and owns the buffers); ``a``, ``b`` are the user's operands, ``c`` 0 for none."""
         if self._closed:

@@ -208,7 +208,8 @@ class Matmul(FreedOnExit):
         return None if self._owns_workspace else self._workspace.lock
 
     def _resolve_stream(self, stream: Any) -> tuple[StreamHandle, bool]:
-        """``(handle, current)`` of a caller's ``stream`` (see :class:`~nvmath._internal.streams.CallerStream`)."""
+        """``(handle, current)`` of a caller's ``stream`` (see
+        :class:`~nvmath._internal.streams.CallerStream`)."""
         return self._streams.resolve(stream)
 
     def _get_stream(self, stream: Any) -> StreamHandle:
@@ -305,8 +306,8 @@ class Matmul(FreedOnExit):
             staged is not None or plan.epilog.aux_quantization is not None, self._spec.package
         )
         self._launcher = MatmulLaunch(
-            plan, self._scalars, self._ws, self._device_id, self._spec.package, lt_handle=self._spec.options.handle,
-            staged=staged, aux=self._aux, done_always=done_always,
+            plan, self._scalars, self._ws, self._device_id, self._spec.package,
+            lt_handle=self._spec.options.handle, staged=staged, aux=self._aux, done_always=done_always,
         )  # fmt: skip
         # stateless calls may pass bare addresses: GPU operands, out of place, no epilog inputs or scales
         self._pointer_ok = (
@@ -334,7 +335,7 @@ class Matmul(FreedOnExit):
         res = self._streams
         handle, raw = res.last, res.current
         if stream is None and raw is not None and handle is not None and handle.ptr == raw(self._device_id):
-            current = res.package == "torch"  # the memoised current stream: CallerStream.resolve, inlined (hot)
+            current = res.torch  # the memoised current stream: CallerStream.resolve, inlined (hot)
         else:
             handle, current = res.resolve(stream)
         if algorithm is None:
@@ -351,8 +352,9 @@ class Matmul(FreedOnExit):
         raise ValueError(f"{algorithm!r} is not one of this Matmul's algorithms (see .algorithms)")
 
     def _launch_retired(
-        self, launch: MatmulLaunch, algorithm: Algorithm, handle: StreamHandle, release_workspace: bool, current: bool
-    ) -> Any:
+        self, launch: MatmulLaunch, algorithm: Algorithm, handle: StreamHandle, release_workspace: bool,
+        current: bool,
+    ) -> Any:  # fmt: skip
         """Run an algorithm of the formulation autotuning replaced (kept for algorithms the caller
         held from before; such plans have no epilog, aux outputs or in-place result)."""
         out, d_ptr, is_adapter = self._result.new(handle, current)  # type: ignore[union-attr]
@@ -365,7 +367,8 @@ class Matmul(FreedOnExit):
         return deliver_outputs(self._spec, self._host_template, self._slots, out, is_adapter, None, handle)
 
     def _launch(
-        self, handle: StreamHandle, algo: tuple[int, int] | None, release_workspace: bool, current: bool = False,
+        self, handle: StreamHandle, algo: tuple[int, int] | None, release_workspace: bool,
+        current: bool = False,
     ) -> Any:  # fmt: skip
         """Allocate the result and run the launch (``algo``: another algorithm than the selected one;
         ``current``: ``handle`` is torch's current stream, already checked)."""
@@ -375,7 +378,10 @@ class Matmul(FreedOnExit):
         else:
             out, d_ptr, is_adapter = self._result.new(handle, current)  # type: ignore[union-attr]
         slots = self._slots
-        aux = self._launcher.run(handle, slots["a"].ptr, slots["b"].ptr, c.ptr if c is not None else 0, d_ptr, algo)  # type: ignore[union-attr]
+        pc = c.ptr if c is not None else 0
+        aux = self._launcher.run(  # type: ignore[union-attr]
+            handle, slots["a"].ptr, slots["b"].ptr, pc, d_ptr, algo
+        )
         if release_workspace:
             self._workspace.release()
         if self._fast_deliver and aux is None:  # GPU operands, non-blocking, no aux outputs
@@ -419,7 +425,8 @@ class Matmul(FreedOnExit):
             self._select(plan.algorithms[0])
         else:
             self._commit(plan, retire=True)  # the ORDER_ROW formulation won
-        if release_workspace or self._workspace.size > self._launcher.workspace_size:  # type: ignore[union-attr]
+        need = self._launcher.workspace_size  # type: ignore[union-attr]
+        if release_workspace or self._workspace.size > need:
             self._workspace.release()  # (timing wide candidates may have grown it past the need)
 
     def _runner(self, plans: Sequence[Plan], handle: StreamHandle) -> tuple[Any, list]:
@@ -442,7 +449,9 @@ class Matmul(FreedOnExit):
         lt_handle = self._handle()
         calls = []
         for p in plans:
-            launch = installed if p is self._plan else MatmulLaunch(p, self._scalars, self._ws, self._device_id, "")
+            launch = installed
+            if p is not self._plan:  # another formulation (no staged copy, no aux outputs)
+                launch = MatmulLaunch(p, self._scalars, self._ws, self._device_id, "")
             calls += [(launch.enqueue, a.algo_ptr) for a in p.algorithms]
         if self._staged is not None:
             self._staged.refresh(handle)
@@ -518,7 +527,7 @@ class Matmul(FreedOnExit):
         res = self._streams
         handle, raw = res.last, res.current
         if stream is None and raw is not None and handle is not None and handle.ptr == raw(self._device_id):
-            current = res.package == "torch"  # the memoised current stream: CallerStream.resolve, inlined (hot)
+            current = res.torch  # the memoised current stream: CallerStream.resolve, inlined (hot)
         else:
             handle, current = res.resolve(stream)
         self._set_scalars(alpha, beta)
