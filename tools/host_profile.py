@@ -165,6 +165,9 @@ def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callabl
     import torch
     import torch_host_cost
 
+    from nvmath._internal import streams
+
+    mp.setattr(streams, "_TORCH_RAW", None)  # looked up again under the fake (and restored after)
     nt = torch_host_cost.install(mp)
     import nvmath.linalg.advanced as adv
     from nvmath.bindings import cublasLt as lt
@@ -215,6 +218,10 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             results.append({"row": name, "us": round(us, 2), "steps": steps, "files": files_touched(fn)})
         return results
     finally:
+        if args.fake:  # free the planners made on the fake while it is installed (none outlives it)
+            from nvmath._internal import caches
+
+            caches.clear_all()
         mp.undo()
 
 
