@@ -58,7 +58,7 @@ class AddressRun:
         """``(shape, strides, dtype)`` of the result the run writes at ``d_ptr`` (as the plan computes it)."""
         self._bind(mm.launcher)
 
-    def _bind(self, launch: Any) -> None:
+    def _bind(self, launch: Any) -> Any:
         mm = self._mm
         result = mm.result_maker
         layout = (result.shape, result.strides, result.dtype) if result is not None else None
@@ -67,6 +67,7 @@ class AddressRun:
         self.result_layout = layout
         self._pointers = tuple(tuple(launch.plan.input_pointers.get(n, ())) for n in self._inputs)
         self._launch = launch
+        return launch
 
     def __call__(self, a_ptr: int, b_ptr: int, d_ptr: int, input_ptrs: tuple[int, ...] = ()) -> dict | None:
         """Enqueue the product on the current stream of the operands' package (torch: its current
@@ -75,9 +76,9 @@ class AddressRun:
         The operands must match the plan (see the module notes); ``d_ptr`` is a result of the plan's
         result shape, strides and dtype, 256-byte aligned.
         """
-        launch = self._mm.launcher
-        if launch is not self._launch:
-            self._bind(launch)
+        launch = self._launch
+        if launch.closed:  # re-planned (or freed): follow the installed plan, if it still fits
+            launch = self._bind(self._mm.launcher)
         res = self._streams
         handle, raw = res.last, res.current
         if raw is None or handle is None or handle.ptr != raw(res.device_id):
@@ -94,5 +95,7 @@ class AddressRun:
     def workspace_size(self) -> int:
         """The workspace bytes the next run uses (0: the run references no memory of the planner's, so a
         CUDA graph that captured it replays nothing the planner owns)."""
-        launch = self._mm.launcher
-        return launch.workspace_size if launch is not None else 0
+        launch = self._launch
+        if launch.closed:
+            launch = self._mm.launcher
+        return launch.algo[1] if launch is not None else 0

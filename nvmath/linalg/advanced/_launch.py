@@ -101,8 +101,8 @@ class MatmulLaunch:
     """
 
     __slots__ = (
-        "_aux", "_c_is_d", "_call", "_closed", "_device", "_done_always", "_lt_handle", "_staged",
-        "_staged_a", "_workspace", "algo", "device_id", "plan", "run", "swap",
+        "_aux", "_c_is_d", "_call", "_device", "_done_always", "_lt_handle", "_staged",
+        "_staged_a", "_workspace", "algo", "closed", "device_id", "plan", "run", "swap",
     )  # fmt: skip
 
     def __init__(
@@ -124,7 +124,8 @@ class MatmulLaunch:
         # needs no context switch (nor the driver query that checks for one)
         self._device = streams.torch_device_getter() if package == "torch" else None
         self.algo: tuple[int, int] = (0, 0)
-        self._closed = False
+        self.closed = False
+        """Whether :meth:`close` was called (every run then raises)."""
         self.run: Callable[..., Any] = self._run
         self.select(plan.algorithms[0])
 
@@ -137,15 +138,10 @@ class MatmulLaunch:
         """The workspace bytes a run uses (0: it references no memory of the planner's)."""
         return self.algo[1]
 
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called (every run then raises)."""
-        return self._closed
-
     def close(self) -> None:
         """Refuse every later run (the plan was replaced or freed): ``run`` becomes a refusal, so a
         live launch pays nothing for the check."""
-        self._closed = True
+        self.closed = True
         self.run = self._refuse
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
@@ -202,7 +198,7 @@ class MatmulLaunch:
     ) -> None:  # fmt: skip
         """The bare call (autotuning's timed runs: the caller holds the context, refreshed the staged
         copy and owns the buffers); ``a``, ``b`` are the user's operands, ``c`` 0 for none."""
-        if self._closed:
+        if self.closed:
             self._refuse()
         staged = self._staged
         if staged is not None:
