@@ -33,6 +33,7 @@ from typing import Any
 
 from nvmath._errors import warn_cleanup_failure
 from nvmath._internal import devices
+from nvmath._internal.native_streams import native_stream
 
 __all__ = [
     "STREAM_CACHE_SIZE",
@@ -221,8 +222,7 @@ def _current_handle(ptr: int, device_id: int, package: str) -> StreamHandle:
 
 
 def torch_raw_stream() -> Any:
-    """torch's raw current-stream getter (``device_id -> cudaStream_t``, one C call), or ``None`` while
-    torch is not imported. The one lookup of it in the package."""
+    """torch's raw current-stream getter (``device_id -> cudaStream_t``), or ``None`` without torch."""
     raw = _TORCH_RAW
     if raw is None and "torch" in sys.modules:
         raw = _torch_raw_getter()
@@ -230,14 +230,12 @@ def torch_raw_stream() -> Any:
 
 
 def torch_device_getter() -> Any:
-    """torch's current-device getter (``() -> device id``, one C call), or ``None`` (no torch, or a CPU
-    build without it)."""
+    """torch's current-device getter (``() -> device id``), or ``None`` (no torch, a CPU build)."""
     return getattr(getattr(sys.modules.get("torch"), "_C", None), "_cuda_getDevice", None)
 
 
 def current_getter(package: str) -> Any:
-    """``device_id -> address of package's current stream`` (torch, cupy), or ``None`` when the stream
-    that ``stream=None`` means never changes (the library stream of every other package)."""
+    """``device_id -> address of package's current stream``; ``None``: a fixed library stream."""
     if package == "torch":
         return torch_raw_stream()
     if package == "cupy":
@@ -257,17 +255,11 @@ def is_capturing(ptr: int) -> bool:
 class CallerStream:
     """The one resolver of a planner's ``stream=`` argument (bound to its device and package).
 
-    ``stream=None`` means the package's current stream: its address is read with one call of
-    :attr:`current` (torch's raw getter, cupy's; ``None`` for other packages, whose library stream is
-    fixed) and compared with the memoised handle, so a repeated call costs that read; a new address is
-    resolved without querying a stream that captures a CUDA graph (see :func:`get_stream`). An
-    explicit stream object is memoised by identity (the last one), else resolved by :func:`get_stream`.
-
-    Attributes:
-        device_id, package: what the handles are for.
-        current: the current-stream getter (``device_id -> address``) or ``None``.
-        last: the handle ``stream=None`` last resolved to (``None`` before the first).
-        torch: the package is torch (a current-stream handle is then torch's current stream).
+    ``stream=None``: the package's current stream, read with one call of :attr:`current` and compared
+    with the memoised handle :attr:`last` (a new one is resolved without querying a stream that
+    captures a CUDA graph); an explicit stream: memoised by identity, else :func:`get_stream`.
+    Attributes: ``device_id``, ``package``, ``current`` (:func:`current_getter`), ``last``, ``torch``
+    (the package is torch: a current-stream handle is torch's current stream).
     """
 
     __slots__ = ("_obj", "_obj_handle", "current", "device_id", "last", "package", "torch")
@@ -281,12 +273,8 @@ class CallerStream:
         self._obj_handle: StreamHandle | None = None
 
     def resolve(self, stream: Any) -> tuple[StreamHandle, bool]:
-        """``(handle, current)``: the handle of ``stream``; ``current``: it is torch's current stream
-        (checked, so results can be allocated on it directly).
-
-        Raises:
-            TypeError, ValueError: as :func:`get_stream`.
-        """
+        """``(handle, current)``: ``current``: ``handle`` is torch's current stream (checked); raises as
+        :func:`get_stream`."""
         if stream is None:
             raw, handle = self.current, self.last
             if raw is None:
@@ -297,7 +285,7 @@ class CallerStream:
             if handle is None or handle.ptr != ptr:
                 handle = self.last = _current_handle(ptr, self.device_id, self.package)
             return handle, self.torch
-        if stream is self._obj and stream is not None:
+        if stream is self._obj:
             return self._obj_handle, False  # type: ignore[return-value]
         handle = get_stream(stream, device_id=self.device_id, package=self.package)
         self._obj, self._obj_handle = stream, handle
@@ -609,42 +597,3 @@ def _record_and_wait(ctx: int, signaler_ptr: int, waiter_ptr: int) -> None:
         event = _event_for(ctx)
         devices.check(drv.cuEventRecord(event, signaler_ptr), "cuEventRecord")
         devices.check(drv.cuStreamWaitEvent(waiter_ptr, event, 0), "cuStreamWaitEvent")
-
-
-def native_stream(handle: StreamHandle, package: str | None = None) -> Any:
-    """Return a ``torch.cuda.Stream`` / ``cupy.cuda.Stream`` for ``handle``.
-
-    Args:
-        handle: the stream.
-        package: "torch" or "cupy"; defaults to ``handle.package``.
-
-    The user's own stream object is returned when it is of that package; otherwise an external
-    stream wrapping ``handle.ptr`` is made (once, kept in ``handle.native`` for ``handle.package``).
-    """
-    if package is None or package == handle.package:
-        package = handle.package
-        if handle.native is not None:
-            return handle.native
-        native = _make_native(handle, package)
-        handle.native = native
-        return native
-    return _make_native(handle, package)
-
-
-def _make_native(handle: StreamHandle, package: str) -> Any:
-    obj = handle.obj
-    if package == "torch":
-        torch = sys.modules["torch"]
-        if isinstance(obj, torch.cuda.Stream):
-            return obj
-        if handle.ptr == 0:
-            return torch.cuda.default_stream(handle.device_id)
-        return torch.cuda.ExternalStream(handle.ptr, device=torch.device("cuda", handle.device_id))
-    if package == "cupy":
-        cupy = sys.modules["cupy"]
-        if type(obj).__module__.split(".", 1)[0] == "cupy" and hasattr(obj, "ptr"):
-            return obj
-        if handle.ptr == 0:
-            return cupy.cuda.Stream.null
-        return cupy.cuda.ExternalStream(handle.ptr, handle.device_id)
-    raise ValueError(f"no native stream type for package {package!r}; expected 'torch' or 'cupy'")
