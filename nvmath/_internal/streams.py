@@ -33,15 +33,19 @@ from typing import Any
 
 from nvmath._errors import warn_cleanup_failure
 from nvmath._internal import devices
+from nvmath._internal.native_streams import native_stream
 
 __all__ = [
     "STREAM_CACHE_SIZE",
+    "CallerStream",
     "StreamHandle",
     "check_stream",
     "clear_stream_cache",
     "current_stream",
     "done_after_every_call",
+    "current_getter",
     "get_stream",
+    "is_capturing",
     "library_stream",
     "mark_done",
     "native_stream",
@@ -50,6 +54,8 @@ __all__ = [
     "stream_wait",
     "survivor",
     "synchronize",
+    "torch_device_getter",
+    "torch_raw_stream",
     "wait_on_ptr",
 ]
 
@@ -199,6 +205,11 @@ def current_stream(device_id: int, package: str) -> StreamHandle:
         ptr = _cupy_current_ptr(device_id)
     else:
         return library_stream(device_id)
+    return _current_handle(ptr, device_id, package)
+
+
+def _current_handle(ptr: int, device_id: int, package: str) -> StreamHandle:
+    """The handle of ``package``'s current stream ``ptr`` on ``device_id`` (cached per pointer)."""
     cache = _INT_CACHE.get(package)
     if cache is not None:
         handle = cache.get(ptr)
@@ -208,6 +219,81 @@ def current_stream(device_id: int, package: str) -> StreamHandle:
     # decided once per pointer (the handle is cached), so torch's own streams never pay for done events
     mortal = _torch_current_mortal(device_id, ptr) if package == "torch" else True
     return _handle_from_int(ptr, device_id, package, ptr, mortal)
+
+
+def torch_raw_stream() -> Any:
+    """torch's raw current-stream getter (``device_id -> cudaStream_t``), or ``None`` without torch."""
+    raw = _TORCH_RAW
+    if raw is None and "torch" in sys.modules:
+        raw = _torch_raw_getter()
+    return raw
+
+
+def torch_device_getter() -> Any:
+    """torch's current-device getter (``() -> device id``), or ``None`` (no torch, a CPU build)."""
+    return getattr(getattr(sys.modules.get("torch"), "_C", None), "_cuda_getDevice", None)
+
+
+def current_getter(package: str) -> Any:
+    """``device_id -> address of package's current stream``; ``None``: a fixed library stream."""
+    if package == "torch":
+        return torch_raw_stream()
+    if package == "cupy":
+        return _cupy_current_ptr
+    return None
+
+
+def is_capturing(ptr: int) -> bool:
+    """Whether the stream ``ptr`` is capturing a CUDA graph (the default streams never are; a failed
+    query answers ``False`` and leaves the error to the next call on the stream)."""
+    if ptr in _SPECIAL:
+        return False
+    status, capture = devices.driver().cuStreamIsCapturing(ptr)
+    return int(status) == 0 and int(capture) != 0
+
+
+class CallerStream:
+    """The one resolver of a planner's ``stream=`` argument (bound to its device and package).
+
+    ``stream=None``: the package's current stream, read with one call of :attr:`current` and compared
+    with the memoised handle :attr:`last` (a new one is resolved without querying a stream that
+    captures a CUDA graph); an explicit stream: memoised by identity, else :func:`get_stream`.
+    Attributes: ``device_id``, ``package``, ``current`` (:func:`current_getter`), ``last``, ``torch``
+    (the package is torch: a current-stream handle is torch's current stream).
+    """
+
+    __slots__ = ("_obj", "_obj_handle", "current", "device_id", "last", "package", "torch")
+
+    def __init__(self, device_id: int, package: str):
+        self.device_id, self.package = device_id, package
+        self.current = current_getter(package)
+        self.torch = package == "torch"
+        self.last: StreamHandle | None = None
+        self._obj: Any = None
+        self._obj_handle: StreamHandle | None = None
+
+    def resolve(self, stream: Any) -> tuple[StreamHandle, bool]:
+        """``(handle, current)``: ``current``: ``handle`` is torch's current stream (checked); raises as
+        :func:`get_stream`."""
+        if stream is None:
+            raw, handle = self.current, self.last
+            if raw is None:
+                if handle is None:
+                    handle = self.last = get_stream(None, device_id=self.device_id, package=self.package)
+                return handle, False
+            ptr = raw(self.device_id)
+            if handle is None or handle.ptr != ptr:
+                handle = self.last = _current_handle(ptr, self.device_id, self.package)
+            return handle, self.torch
+        if stream is self._obj:
+            return self._obj_handle, False  # type: ignore[return-value]
+        handle = get_stream(stream, device_id=self.device_id, package=self.package)
+        self._obj, self._obj_handle = stream, handle
+        return handle, False
+
+    def __call__(self, stream: Any) -> StreamHandle:
+        """The handle of ``stream`` (see :meth:`resolve`)."""
+        return self.resolve(stream)[0]
 
 
 def library_stream(device_id: int) -> StreamHandle:
@@ -442,13 +528,12 @@ def _new_handle(ptr: int, device_id: int, package: str, obj: Any, mortal: bool |
     if ptr in _SPECIAL:
         return StreamHandle(ptr, device_id, package, obj, None)
     devices.init_driver()
-    drv = devices.driver()
-    status, capture = drv.cuStreamIsCapturing(ptr)
-    if status == 0 and int(capture) != 0:
+    if is_capturing(ptr):
         # Querying a capturing stream's device or context invalidates the capture (seen with
         # torch.cuda.graph): trust the operands' device and assume the primary context. No events
         # are recorded on it (mortal=False): a wait on an event of a capture would break it.
         return StreamHandle(ptr, device_id, package, obj, None)
+    drv = devices.driver()
     status, dev = drv.cuStreamGetDevice(ptr)
     if status != 0:
         raise ValueError(f"{ptr:#x} is not a usable CUDA stream ({getattr(status, 'name', status)})")
@@ -512,42 +597,3 @@ def _record_and_wait(ctx: int, signaler_ptr: int, waiter_ptr: int) -> None:
         event = _event_for(ctx)
         devices.check(drv.cuEventRecord(event, signaler_ptr), "cuEventRecord")
         devices.check(drv.cuStreamWaitEvent(waiter_ptr, event, 0), "cuStreamWaitEvent")
-
-
-def native_stream(handle: StreamHandle, package: str | None = None) -> Any:
-    """Return a ``torch.cuda.Stream`` / ``cupy.cuda.Stream`` for ``handle``.
-
-    Args:
-        handle: the stream.
-        package: "torch" or "cupy"; defaults to ``handle.package``.
-
-    The user's own stream object is returned when it is of that package; otherwise an external
-    stream wrapping ``handle.ptr`` is made (once, kept in ``handle.native`` for ``handle.package``).
-    """
-    if package is None or package == handle.package:
-        package = handle.package
-        if handle.native is not None:
-            return handle.native
-        native = _make_native(handle, package)
-        handle.native = native
-        return native
-    return _make_native(handle, package)
-
-
-def _make_native(handle: StreamHandle, package: str) -> Any:
-    obj = handle.obj
-    if package == "torch":
-        torch = sys.modules["torch"]
-        if isinstance(obj, torch.cuda.Stream):
-            return obj
-        if handle.ptr == 0:
-            return torch.cuda.default_stream(handle.device_id)
-        return torch.cuda.ExternalStream(handle.ptr, device=torch.device("cuda", handle.device_id))
-    if package == "cupy":
-        cupy = sys.modules["cupy"]
-        if type(obj).__module__.split(".", 1)[0] == "cupy" and hasattr(obj, "ptr"):
-            return obj
-        if handle.ptr == 0:
-            return cupy.cuda.Stream.null
-        return cupy.cuda.ExternalStream(handle.ptr, handle.device_id)
-    raise ValueError(f"no native stream type for package {package!r}; expected 'torch' or 'cupy'")

@@ -27,7 +27,6 @@ from nvmath.fft._attributes import FFTAttributes
 from nvmath.fft._callbacks import DeviceCallable, as_device_callable
 from nvmath.fft._options import LOGGER_NAME, FFTDirection, FFTOptions, normalize_direction
 from nvmath.fft._planner_support import (
-    current_stream_getter,
     device_package,
     fast_torch,
     host_array,
@@ -119,12 +118,8 @@ class FFT(FFTAttributes, FreedOnExit):
         self._consumed = False
         self._inplace = traits.inplace
         self._direction_int = int(self._direction)
-        # stream normalization, cached: the handle for stream=None (checked against the package's
-        # current-stream getter, if any) and the last explicit stream object with its handle
-        self._current_raw = current_stream_getter(self._device_package) if not self._cpu else None
-        self._none_stream: Any = None
-        self._last_stream: Any = None
-        self._last_handle: Any = None
+        # the caller's stream, resolved by one memoising resolver (GPU execution only)
+        self._streams = None if self._cpu else streams.CallerStream(self._device_id, self._device_package)
         self._stream = self._stream_handle(stream) if self._device_id != "cpu" else streams.check_stream(stream)
         self._lifecycle = Lifecycle(
             "FFT", InvalidFFTState, reset_method="reset_operand", release_method="release_operand"
@@ -135,20 +130,8 @@ class FFT(FFTAttributes, FreedOnExit):
         return streams.get_stream(stream, device_id=self._device_id, package=self._device_package)
 
     def _stream_of(self, stream: Any) -> Any:
-        """:meth:`_stream_handle`, cached per stream object (and for ``None``, per current stream)."""
-        if stream is None:
-            handle = self._none_stream
-            if handle is not None:
-                raw = self._current_raw
-                if raw is None or raw(self._device_id) == handle.ptr:
-                    return handle
-            handle = self._none_stream = self._stream_handle(None)
-            return handle
-        if stream is self._last_stream:
-            return self._last_handle
-        handle = self._stream_handle(stream)
-        self._last_stream, self._last_handle = stream, handle
-        return handle
+        """The handle of ``stream`` (memoised: see :class:`~nvmath._internal.streams.CallerStream`)."""
+        return self._streams.resolve(stream)[0]  # type: ignore[union-attr]
 
     def _check_direction(self, direction: Any) -> FFTDirection:
         d = _FAST_DIRECTIONS.get(direction) if type(direction) in _FAST_TYPES else None

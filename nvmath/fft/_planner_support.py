@@ -16,7 +16,6 @@ from nvmath.fft._options import FFTOptions
 from nvmath.fft._traits import FFTTraits, PlanKey, make_traits, plan_key
 
 __all__ = [
-    "current_stream_getter",
     "device_package",
     "fast_torch",
     "host_array",
@@ -83,7 +82,7 @@ def fast_torch(adapter: TensorAdapter, traits: FFTTraits) -> bool:
 def torch_allocator(traits: FFTTraits, device_id: int) -> Any:
     """A function ``(stream) -> tensor | None``: the result on torch's current stream, else ``None``."""
     torch = sys.modules["torch"]
-    current = torch._C._cuda_getCurrentRawStream
+    current = streams.torch_raw_stream()
     empty, device = torch.empty_strided, torch.device("cuda", device_id)
     shape, strides = traits.result_shape, traits.result_strides
     dtype = dtypes.to_torch_dtype(traits.result_dtype)
@@ -94,15 +93,6 @@ def torch_allocator(traits: FFTTraits, device_id: int) -> Any:
         return empty(shape, strides, dtype=dtype, device=device)
 
     return allocate
-
-
-def current_stream_getter(package: str) -> Any:
-    """``device_id -> current stream address`` of ``package`` (``None``: the stream for ``None`` is fixed)."""
-    if package == "torch":
-        return streams._TORCH_RAW or streams._torch_raw_getter()
-    if package == "cupy":
-        return streams._cupy_current_ptr
-    return None
 
 
 def _execution_key(execution: ExecutionCUDA | ExecutionCPU) -> tuple:

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from nvmath._internal import caches
 from nvmath.linalg.advanced import Matmul
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced._direct import AddressRun, address_run_possible
@@ -449,10 +450,10 @@ class PlannerCache:
             self._evictions += 1
 
 
-default_cache = PlannerCache()
+default_cache = caches.register("nvmath.torch: default planner cache", PlannerCache())
 """The planner cache that :class:`~nvmath.torch.Linear`, :class:`~nvmath.torch.MLP` and their backward
 passes use in eager mode unless given another."""
 
-compiled_cache = PlannerCache(keep_operands=False)
+compiled_cache = caches.register("nvmath.torch: compiled planner cache", PlannerCache(keep_operands=False))
 """The planner cache of the ``torch.ops.nvmath.*`` custom operators (what ``torch.compile`` runs): its
 planners keep no operand between calls, as CUDA graph trees (``mode="reduce-overhead"``) require."""

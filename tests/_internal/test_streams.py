@@ -286,3 +286,64 @@ def test_which_plans_record_done_events_after_every_call(internal, package, alwa
     """torch / cupy outputs come from allocators that order their own frees: a plan without an internal
     buffer records a done event only after calls that used its workspace; any other plan after every call."""
     assert streams.done_after_every_call(internal, package) is always
+
+
+# ------------------------------------------------------------------ the caller-stream resolver
+def test_resolver_memoises_the_fixed_stream_for_none(monkeypatch):
+    """For a package without a current stream (numpy, say), None resolves once to the library stream
+    and is then memoised; the handle is not torch's current stream."""
+    lib = StreamHandle(0, 0, "cuda")
+    monkeypatch.setitem(streams._LIBRARY_STREAMS, 0, lib)
+    resolver = streams.CallerStream(0, "numpy")
+    assert resolver.current is None
+    assert resolver.resolve(None) == (lib, False)
+    monkeypatch.setitem(streams._LIBRARY_STREAMS, 0, StreamHandle(2, 0, "cuda"))
+    assert resolver(None) is lib  # memoised
+
+
+def test_resolver_follows_the_current_stream(monkeypatch):
+    """For torch, None resolves to the stream the current-stream getter names, re-resolved when it
+    changes (flagged as torch's current stream); the same pointer gives the same handle."""
+    monkeypatch.setattr(streams, "_torch_current_mortal", lambda device_id, ptr: False)
+    resolver = streams.CallerStream(1, "torch")
+    now = [0]
+    resolver.current = lambda device_id: now[0] if device_id == 1 else pytest.fail("wrong device")
+    first, current = resolver.resolve(None)
+    assert (first.ptr, first.device_id, first.package, current) == (0, 1, "torch", True)
+    assert resolver(None) is first and resolver.last is first
+    now[0] = 2
+    second = resolver(None)
+    assert second.ptr == 2 and resolver.last is second
+    now[0] = 0
+    assert resolver(None).ptr == 0
+
+
+def test_resolver_memoises_an_explicit_stream_object():
+    """An explicit stream object resolves as get_stream does and is memoised by identity; such a handle
+    is never flagged as the current stream; a bad stream is refused with get_stream's error."""
+    resolver = streams.CallerStream(0, "numpy")
+    obj = _ProtocolStream(1)
+    handle, current = resolver.resolve(obj)
+    assert (handle.ptr, handle.obj, current) == (1, obj, False)
+    streams.clear_stream_cache()
+    assert resolver(obj) is handle  # the identity memo, not the (cleared) cache
+    assert resolver(2).ptr == 2
+    with pytest.raises(TypeError, match="stream must be"):
+        resolver("stream")
+    with pytest.raises(ValueError, match="device 0"):
+        resolver(StreamHandle(0, 3, "numpy"))
+
+
+def test_current_getters_are_the_one_lookup(monkeypatch):
+    """current_getter: torch's raw getter (the cached one), cupy's, and None for other packages."""
+    getter = lambda device_id: 0  # noqa: E731
+    monkeypatch.setattr(streams, "_TORCH_RAW", getter)
+    assert streams.torch_raw_stream() is getter
+    assert streams.current_getter("torch") is getter
+    assert streams.current_getter("cupy") is streams._cupy_current_ptr
+    assert streams.current_getter("numpy") is None and streams.current_getter("cuda") is None
+
+
+def test_is_capturing_needs_no_driver_for_the_default_streams():
+    """The legacy and per-thread default streams never capture (answered without a driver)."""
+    assert not any(streams.is_capturing(p) for p in (0, 1, 2))

@@ -376,3 +376,17 @@ def test_address_runs_without_workspace_skip_the_capture_check(torch, nt, fake_g
     monkeypatch.setattr(_planners, "capturing", lambda t: False)
     cache.run(_f64(torch, 2, 4), w.mT)
     assert cache.stats.evictions == 1 and len(cache) == 2
+
+
+def test_module_caches_are_registered_and_cleared_by_clear_all(torch, nt, fake_gpu):
+    """default_cache and compiled_cache are in the cache registry: caches.clear_all() frees their planners."""
+    from nvmath._internal import caches
+
+    found = caches.registered()
+    assert found["nvmath.torch: default planner cache"] is nt.default_cache
+    assert found["nvmath.torch: compiled planner cache"] is nt.compiled_cache
+    a, b = _f64(torch, 3, 4), _f64(torch, 4, 5)
+    torch.testing.assert_close(nt.default_cache.run(a, b), a @ b)
+    planner = nt.default_cache.planners()[0]
+    caches.clear_all()
+    assert len(nt.default_cache) == 0 and not planner.is_planned

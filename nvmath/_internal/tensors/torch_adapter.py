@@ -76,7 +76,7 @@ class TorchAdapter(TensorAdapter):
         if device_id == "cpu":
             return TorchAdapter(torch.empty_strided(shape, strides, dtype=tdt, device="cpu"))
         device = torch.device("cuda", device_id)
-        if stream is None or stream.ptr == torch._C._cuda_getCurrentRawStream(device_id):
+        if stream is None or stream.ptr == streams.torch_raw_stream()(device_id):
             return TorchAdapter(torch.empty_strided(shape, strides, dtype=tdt, device=device))
         with torch.cuda.stream(streams.native_stream(stream, "torch")):
             return TorchAdapter(torch.empty_strided(shape, strides, dtype=tdt, device=device))

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal import nvrtc, streams
+from nvmath._internal import nvrtc
 from nvmath._internal.streams import StreamHandle
 
 __all__ = ["FP8_DTYPES", "WIDE_DTYPES", "QUANTIZE_BLOCKS", "kernels", "quantize"]
@@ -162,16 +162,16 @@ def quantize(
         wide, out, scale, amax: device addresses of cuBLASLt's wide aux, the FP8 aux, the float32
             scale and the float32 amax (``0``: no amax).
         rows, ld, total: real rows per column, rows per column, elements in all (batch included).
-        stream: the execution stream (the one ``cublasLtMatmul`` ran on).
+        stream: the execution stream (the one ``cublasLtMatmul`` ran on); the caller holds its
+            context (the launch's, see :class:`~._launch.MatmulLaunch`).
     """
     from cuda.core import LaunchConfig, launch
 
     core = stream.core
     blocks = max(1, min(-(-total // nvrtc.BLOCK), QUANTIZE_BLOCKS))
-    with streams.stream_ctx(stream):
-        if amax:
-            launch(core, LaunchConfig(grid=1, block=1), zero, np.uintp(amax))
-        launch(
-            core, LaunchConfig(grid=blocks, block=nvrtc.BLOCK), kernel, np.uintp(wide), np.uintp(out),
-            np.uintp(scale), np.uintp(amax), np.int64(rows), np.int64(ld), np.int64(total),
-        )  # fmt: skip
+    if amax:
+        launch(core, LaunchConfig(grid=1, block=1), zero, np.uintp(amax))
+    launch(
+        core, LaunchConfig(grid=blocks, block=nvrtc.BLOCK), kernel, np.uintp(wide), np.uintp(out),
+        np.uintp(scale), np.uintp(amax), np.int64(rows), np.int64(ld), np.int64(total),
+    )  # fmt: skip

@@ -13,51 +13,20 @@ addresses, and ``alpha`` stays what it was when the run was made.
 
 from __future__ import annotations
 
-import sys
-from typing import Any, Protocol
+from typing import Any
 
-from nvmath._internal import streams
-from nvmath._internal.streams import StreamHandle
-from nvmath.bindings._unchecked import cublasLt as lt_unchecked
-from nvmath.linalg.advanced import _handles
 from nvmath.linalg.advanced._results import deliver
 
 __all__ = ["AddressRun", "address_run_possible"]
 
 
-class Runnable(Protocol):
-    """What :class:`AddressRun` reads of a :class:`~._planner.Matmul` (nothing else; it writes nothing
-    but the descriptor pointers of the epilog inputs and aux outputs, through the plan's attributes)."""
-
-    _spec: Any
-    _plan: Any
-    _fast_deliver: bool
-    _scales: dict
-    _staged: Any
-    _swap: bool
-    _c_is_d: bool
-    _static: tuple
-    _algo: tuple[int, int]
-    _aux: Any  # _aux.AuxOutputs or None
-    _result: Any
-    _done_always: bool
-    _lt_handle: int | None
-    _device_id: int
-    _raw_stream: Any
-    _last_stream: StreamHandle | None
-
-    def _get_stream(self, stream: Any) -> StreamHandle: ...
-
-    def _workspace_ptr(self, nbytes: int, handle: StreamHandle) -> int: ...
-
-
-def address_run_possible(mm: Runnable, inputs: tuple[str, ...] = ()) -> bool:
+def address_run_possible(mm: Any, inputs: tuple[str, ...] = ()) -> bool:
     """Whether ``mm``'s installed plan can run on addresses with epilog inputs ``inputs`` (exactly the
     plan's)."""
-    plan = mm._plan
+    launch = mm.launcher
     return (
-        plan is not None and mm._fast_deliver and not mm._spec.has_c and mm._staged is None and not mm._scales
-        and not plan.epilog_scales and tuple(sorted(plan.epilog_slots)) == tuple(sorted(inputs))
+        launch is not None and mm.address_ok
+        and tuple(sorted(launch.plan.epilog_slots)) == tuple(sorted(inputs))
     )  # fmt: skip
 
 
@@ -67,43 +36,38 @@ class AddressRun:
     Args:
         mm: a planned :class:`~._planner.Matmul` (see :func:`address_run_possible`). The caller must not
             use it otherwise while it runs this way (it may autotune or re-plan it in between: the run
-            follows the installed plan and algorithm).
+            follows the installed plan and algorithm, through the planner's public ``launcher``).
         inputs: the names of the plan's epilog inputs, in the order their addresses are given.
 
     Raises:
         ValueError: the plan cannot run on addresses (host operands, ``c``, blocking, scales, staged
-            copies, other epilog inputs).
+            copies, other epilog inputs); also on a run after the planner was re-planned so (or freed).
     """
 
-    __slots__ = ("_device", "_inputs", "_mm", "_plan", "_pointers", "_static", "_swap", "result_layout")
+    __slots__ = ("_inputs", "_launch", "_mm", "_pointers", "_streams", "result_layout")
 
-    def __init__(self, mm: Runnable, inputs: tuple[str, ...] = ()):
+    def __init__(self, mm: Any, inputs: tuple[str, ...] = ()):
         if not address_run_possible(mm, inputs):
             raise ValueError(
                 "this Matmul cannot run on addresses (it needs GPU operands, no c, no blocking, no staged "
                 f"copy, no scales, and exactly the epilog inputs {inputs})"
             )
         self._mm, self._inputs = mm, inputs
-        # torch's current device (one C call): when it is the operands' device, torch keeps that device's
-        # primary context current, and the launch needs no context switch (nor the driver query that
-        # checks for one)
-        torch_c = getattr(sys.modules.get("torch"), "_C", None) if mm._raw_stream is not None else None
-        self._device = getattr(torch_c, "_cuda_getDevice", None)
+        self._streams = mm.caller_stream
         self.result_layout: tuple = ()
         """``(shape, strides, dtype)`` of the result the run writes at ``d_ptr`` (as the plan computes it)."""
-        self._bind()
+        self._bind(mm.launcher)
 
-    def _bind(self) -> None:
+    def _bind(self, launch: Any) -> Any:
         mm = self._mm
-        plan = self._plan = mm._plan
-        layout = (mm._result.shape, mm._result.strides, mm._result.dtype)
+        result = mm.result_maker
+        layout = (result.shape, result.strides, result.dtype) if result is not None else None
         if not address_run_possible(mm, self._inputs) or self.result_layout not in ((), layout):
             raise ValueError("the re-planned Matmul can no longer run on addresses (with that result layout)")
         self.result_layout = layout
-        self._pointers = tuple(tuple(plan.input_pointers.get(n, ())) for n in self._inputs)
-        desc, alpha, la, lb, beta, lc, ld = mm._static
-        self._static = (desc, alpha, la, lb, beta, lc, ld, mm._c_is_d)
-        self._swap = mm._swap
+        self._pointers = tuple(tuple(launch.plan.input_pointers.get(n, ())) for n in self._inputs)
+        self._launch = launch
+        return launch
 
     def __call__(self, a_ptr: int, b_ptr: int, d_ptr: int, input_ptrs: tuple[int, ...] = ()) -> dict | None:
         """Enqueue the product on the current stream of the operands' package (torch: its current
@@ -112,52 +76,26 @@ class AddressRun:
         The operands must match the plan (see the module notes); ``d_ptr`` is a result of the plan's
         result shape, strides and dtype, 256-byte aligned.
         """
-        mm = self._mm
-        if mm._plan is not self._plan:
-            self._bind()
-        raw = mm._raw_stream
-        handle = mm._last_stream
-        if raw is None or handle is None or handle.ptr != raw(mm._device_id):
-            handle = mm._get_stream(None)
+        launch = self._launch
+        if launch.closed:  # re-planned (or freed): follow the installed plan, if it still fits
+            launch = self._bind(self._mm.launcher)
+        res = self._streams
+        handle, raw = res.last, res.current
+        if raw is None or handle is None or handle.ptr != raw(res.device_id):
+            handle = res(None)
         for attrs, ptr in zip(self._pointers, input_ptrs):
             for attr in attrs:
                 attr.set(ptr)
-        aux = mm._aux
-        made = aux.new(handle) if aux is not None else None  # (also points the descriptor at them)
-        algo_ptr, ws_size = mm._algo
-        ws_ptr = mm._workspace_ptr(ws_size, handle) if ws_size else 0
-        desc, alpha, la, lb, beta, lc, ld, c_is_d = self._static
-        if self._swap:
-            a_ptr, b_ptr = b_ptr, a_ptr
-        # the unchecked binding: plan-time descriptors, the planner's handle, workspace and stream (as in
-        # Matmul._launch), and the caller's tensor addresses (ints from torch / the adapters)
-        args = (
-            mm._lt_handle or _handles.get_handle(mm._device_id), desc, alpha, a_ptr, la, b_ptr, lb, beta,
-            d_ptr if c_is_d else 0, lc, d_ptr, ld, algo_ptr, ws_ptr, ws_size, handle.ptr,
-        )  # fmt: skip
-        # the stream may be gone when the workspace is next used or freed (see Matmul._commit)
-        done = handle.mortal and (ws_size or mm._done_always)
-        device = self._device
-        if device is not None and handle.ctx is None and device() == mm._device_id:
-            return self._launch(args, handle, made, done)  # torch keeps its device's primary context current
-        with streams.stream_ctx(handle):  # the caller's thread may have another device current
-            return self._launch(args, handle, made, done)
-
-    def _launch(self, args: tuple, handle: StreamHandle, made: Any, done: bool) -> dict | None:
-        """``cublasLtMatmul``, the library's own aux step if the plan has one (see :class:`._aux.AuxOutputs`)
-        and the done event, with the stream's context current; the aux outputs (``None`` without)."""
-        lt_unchecked.matmul(*args)
+        made = launch.run(handle, a_ptr, b_ptr, 0, d_ptr)
         if made is None:
-            if done:
-                streams.record_done(handle)
             return None
-        made = self._mm._aux.finish(made, handle)
-        if done:
-            streams.record_done(handle)
         return {name: deliver(out, is_adapter, handle) for name, (out, _, is_adapter) in made}
 
     @property
     def workspace_size(self) -> int:
         """The workspace bytes the next run uses (0: the run references no memory of the planner's, so a
         CUDA graph that captured it replays nothing the planner owns)."""
-        return self._mm._algo[1]
+        launch = self._launch
+        if launch.closed:
+            launch = self._mm.launcher
+        return launch.algo[1] if launch is not None else 0

@@ -1,7 +1,8 @@
 """cuBLASLt library handles (``cublasLtHandle_t``) and the library version, for the matmul planner.
 
 (A "handle" in this package is a cuBLASLt handle; streams are
-:class:`~nvmath._internal.streams.StreamHandle` objects, resolved in :mod:`._streams`; device facts live
+:class:`~nvmath._internal.streams.StreamHandle` objects, resolved in :mod:`nvmath._internal.streams`;
+device facts live
 in :mod:`._device`.)
 
 * :func:`get_handle`: one cuBLASLt handle per (thread, device), created on first use under the

@@ -26,10 +26,10 @@ from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap, wrap_operands
 from nvmath._internal.torch_bridge import execute_wants_torch, route
 from nvmath.bindings import cublasLt as lt
-from nvmath.bindings._unchecked import cublasLt as lt_unchecked
-from nvmath.linalg.advanced import _autotune, _handles, _streams
+from nvmath.linalg.advanced import _autotune, _handles
 from nvmath.linalg.advanced._algorithm import Algorithm
 from nvmath.linalg.advanced._aux import AuxOutputs
+from nvmath.linalg.advanced._launch import BoundWorkspace, MatmulLaunch
 from nvmath.linalg.advanced._operands import ScaleSlot, wrap_scales
 from nvmath.linalg.advanced._options import (
     LOGGER_NAME,
@@ -52,8 +52,6 @@ _DEFAULTS = tuple(
 )
 """Default option objects (frozen), shared to skip their validation on every construction."""
 _PLANNED = PlannerState.PLANNED.value
-
-
 
 class Matmul(FreedOnExit):
     """A stateful ``epilog(alpha * a @ b + beta * c)`` on cuBLASLt: plan once, execute many times.
@@ -143,26 +141,22 @@ class Matmul(FreedOnExit):
             )  # fmt: skip
         else:
             self._workspace = shared.get(spec.device_id, package)  # type: ignore[union-attr]
-        self._ws_stream: StreamHandle | None = None
+        self._ws = BoundWorkspace(self._workspace)
         self._plan: Plan | None = None
-        self._retired: Plan | None = None  # a formulation autotuning replaced (see _commit)
+        self._launcher: MatmulLaunch | None = None  # the installed plan's (see _commit)
+        self._retired: MatmulLaunch | None = None  # a formulation autotuning replaced (see _commit)
         self._plan_prefs: MatmulPlanPreferences | None = None
-        self._static: tuple = ()
-        self._algo: tuple[int, int] = (0, 0)
         self._result: ResultMaker | None = None
         self._aux: AuxOutputs | None = None
         self._device_id = spec.device_id
         self._inplace = spec.mm.inplace
         self._c_slot = self._slots.get("c") if spec.has_c else None
         self._tensor_slots = tuple(self._slots.values())  # + the plan's epilog inputs (_commit)
-        self._pa = self._pb = None
         self._staged = None  # a dense copy of an operand the epilog cannot read as it is (_staging)
-        self._lt_handle = spec.options.handle
         self._fast_deliver = not spec.host and spec.options.blocking is not True
         self._alpha_is_one = False
         self._pointer_ok = False
-        self._raw_stream = _streams.torch_raw_stream() if spec.package == "torch" else None
-        self._last_stream: StreamHandle | None = None
+        self._streams = streams.CallerStream(spec.device_id, spec.package)
         self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
 
     # ------------------------------------------------------------------ properties
@@ -182,26 +176,41 @@ class Matmul(FreedOnExit):
         return view_of(self._slots, self._plan, self._alpha, self._beta, self._spec.has_c, self._scales)
 
     @property
+    def launcher(self) -> MatmulLaunch | None:
+        """The installed plan's :class:`~._launch.MatmulLaunch` (``None`` before ``plan()`` and after
+        ``free()``); a new one after each re-plan."""
+        return self._launcher
+
+    @property
+    def caller_stream(self) -> streams.CallerStream:
+        """The resolver of this planner's ``stream=`` arguments (memoises the current stream)."""
+        return self._streams
+
+    @property
+    def address_ok(self) -> bool:
+        """Whether the installed plan can run on bare addresses: GPU operands, not blocking, no ``c``,
+        no staged copy, no quantization or epilog scales (see :mod:`._direct`)."""
+        plan = self._plan
+        return (
+            plan is not None and self._fast_deliver and not self._spec.has_c and self._staged is None
+            and not self._scales and not plan.epilog_scales
+        )  # fmt: skip
+
+    @property
+    def result_maker(self) -> ResultMaker | None:
+        """The maker of the installed plan's results (their shape, strides and dtype); ``None`` before
+        ``plan()``."""
+        return self._result
+
+    @property
     def workspace_lock(self) -> Any:
         """The lock of the workspace this plan shares with other cached plans (``None``: its own)."""
         return None if self._owns_workspace else self._workspace.lock
 
     def _resolve_stream(self, stream: Any) -> tuple[StreamHandle, bool]:
-        """``(handle, current)``: the :class:`StreamHandle` of a caller's ``stream`` (the one way every
-        method resolves it); ``current``: it is torch's current stream (checked, so results can be
-        allocated on it directly).
-
-        torch's current stream (``stream=None``) is memoised per planner and, while it captures a CUDA
-        graph, never queried from the driver (that would invalidate the capture).
-        """
-        raw = self._raw_stream
-        if stream is None and raw is not None:
-            handle = self._last_stream
-            ptr = raw(self._device_id)
-            if handle is None or handle.ptr != ptr:
-                handle = self._last_stream = _streams.stream_for(ptr, self._device_id, "torch")
-            return handle, True
-        return streams.get_stream(stream, device_id=self._device_id, package=self._spec.package), False
+        """``(handle, current)`` of a caller's ``stream`` (see
+        :class:`~nvmath._internal.streams.CallerStream`)."""
+        return self._streams.resolve(stream)
 
     def _get_stream(self, stream: Any) -> StreamHandle:
         """The :class:`StreamHandle` of ``stream`` (see :meth:`_resolve_stream`)."""
@@ -277,40 +286,37 @@ class Matmul(FreedOnExit):
         old, self._plan = self._plan, plan
         if self._retired is not None:
             self._retired.close()
+            self._retired.plan.close()
             self._retired = None
+        if self._launcher is not None:
+            self._launcher.close()  # (a launch of the old plan never runs the new one's layouts)
+            self._launcher = None
         if old is not None:
             if retire:
-                self._retired = old
+                self._retired = MatmulLaunch(
+                    old, self._scalars, self._ws, self._device_id, self._spec.package,
+                    lt_handle=self._spec.options.handle,
+                    done_always=streams.done_after_every_call(False, self._spec.package),
+                )  # fmt: skip
             else:
                 old.close()
-        lay = plan.layouts
-        self._static = (
-            plan.desc.ptr, self._scalars[0], lay.a.ptr, lay.b.ptr, self._scalars[1], lay.c.ptr, lay.d.ptr,
-        )  # fmt: skip
-        self._swap = p.a_operand == "b"
         self._tensor_slots = (*self._slots.values(), *plan.epilog_slots.values())  # for execute_wants_torch
-        self._c_is_d = lay.c is lay.d
-        slots = self._slots
-        self._pa, self._pb = (slots["b"], slots["a"]) if self._swap else (slots["a"], slots["b"])
-        self._staged = staged = stage(p.staged, slots, self._staged, self._stream)
-        if staged is not None:  # cuBLASLt reads the copy, refreshed before every launch
-            if staged.name == p.a_operand:
-                self._pa = staged
-            else:
-                self._pb = staged
-        self._done_always = streams.done_after_every_call(  # an FP8 aux step reads our buffers too
+        self._staged = staged = stage(p.staged, self._slots, self._staged, self._stream)
+        done_always = streams.done_after_every_call(  # an FP8 aux step reads our buffers too
             staged is not None or plan.epilog.aux_quantization is not None, self._spec.package
         )
+        self._launcher = MatmulLaunch(
+            plan, self._scalars, self._ws, self._device_id, self._spec.package,
+            lt_handle=self._spec.options.handle, staged=staged, aux=self._aux, done_always=done_always,
+        )  # fmt: skip
         # stateless calls may pass bare addresses: GPU operands, out of place, no epilog inputs or scales
         self._pointer_ok = (
             not self._spec.host and not self._inplace and not plan.epilog_slots and not plan.epilog_scales
             and not self._scales and staged is None
         )  # fmt: skip
-        self._select(plan.algorithms[0])
 
     def _select(self, algorithm: Algorithm) -> None:
-        assert self._plan is not None
-        self._algo = (algorithm.algo_ptr, max(self._plan.workspace_size, algorithm.workspace_size))
+        self._launcher.select(algorithm)  # type: ignore[union-attr]
 
     # ------------------------------------------------------------------ execution
     @requires(PlannerState.PLANNED, operands=True)
@@ -326,20 +332,18 @@ class Matmul(FreedOnExit):
         """
         if execute_wants_torch(self._tensor_slots):  # torch operands that require grad: nvmath.torch builds the graph
             return route("advanced.execute", self, algorithm=algorithm, release_workspace=release_workspace, stream=stream)
-        handle = self._last_stream
-        raw = self._raw_stream
+        res = self._streams
+        handle, raw = res.last, res.current
         if stream is None and raw is not None and handle is not None and handle.ptr == raw(self._device_id):
-            current = True  # the memoised torch current stream: _resolve_stream's first case, inlined (hot)
+            current = res.torch  # the memoised current stream: CallerStream.resolve, inlined (hot)
         else:
-            handle, current = self._resolve_stream(stream)
+            handle, current = res.resolve(stream)
         if algorithm is None:
-            algo_ptr, ws_size = self._algo
-        else:
-            retired = self._retired
-            if retired is not None and any(a is algorithm for a in retired.algorithms):
-                return self._launch_retired(retired, algorithm, handle, release_workspace, current)
-            algo_ptr, ws_size = self._algorithm_args(algorithm)
-        return self._launch(handle, algo_ptr, ws_size, release_workspace, current)
+            return self._launch(handle, None, release_workspace, current)
+        retired = self._retired
+        if retired is not None and any(a is algorithm for a in retired.plan.algorithms):
+            return self._launch_retired(retired, algorithm, handle, release_workspace, current)
+        return self._launch(handle, self._algorithm_args(algorithm), release_workspace, current)
 
     def _algorithm_args(self, algorithm: Algorithm) -> tuple[int, int]:
         for candidate in self.algorithms:
@@ -348,81 +352,41 @@ class Matmul(FreedOnExit):
         raise ValueError(f"{algorithm!r} is not one of this Matmul's algorithms (see .algorithms)")
 
     def _launch_retired(
-        self, plan: Plan, algorithm: Algorithm, handle: StreamHandle, release_workspace: bool, current: bool
-    ) -> Any:
+        self, launch: MatmulLaunch, algorithm: Algorithm, handle: StreamHandle, release_workspace: bool,
+        current: bool,
+    ) -> Any:  # fmt: skip
         """Run an algorithm of the formulation autotuning replaced (kept for algorithms the caller
         held from before; such plans have no epilog, aux outputs or in-place result)."""
         out, d_ptr, is_adapter = self._result.new(handle, current)  # type: ignore[union-attr]
-        ws_size = max(plan.workspace_size, algorithm.workspace_size)
-        ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
-        head = self._plan_args(plan, d_ptr)
-        with streams.stream_ctx(handle):  # unchecked: validated ints (see _launch)
-            lt_unchecked.matmul(*head, algorithm.algo_ptr, ws_ptr, ws_size, handle.ptr)
-            streams.record_done(handle)
+        slots = self._slots
+        c = slots["c"].ptr if self._spec.has_c else 0
+        algo = (algorithm.algo_ptr, max(launch.plan.workspace_size, algorithm.workspace_size))
+        launch.run(handle, slots["a"].ptr, slots["b"].ptr, c, d_ptr, algo)
         if release_workspace:
             self._workspace.release()
         return deliver_outputs(self._spec, self._host_template, self._slots, out, is_adapter, None, handle)
 
     def _launch(
-        self, handle: StreamHandle, algo_ptr: int, ws_size: int, release_workspace: bool, current: bool = False,
+        self, handle: StreamHandle, algo: tuple[int, int] | None, release_workspace: bool,
+        current: bool = False,
     ) -> Any:  # fmt: skip
-        """Allocate the outputs and make the ``cublasLtMatmul`` call (``current``: ``handle`` is torch's
-        current stream, already checked)."""
+        """Allocate the result and run the launch (``algo``: another algorithm than the selected one;
+        ``current``: ``handle`` is torch's current stream, already checked)."""
         c = self._c_slot
         if self._inplace:
             out, d_ptr, is_adapter = c.device, c.ptr, True  # type: ignore[union-attr]
         else:
             out, d_ptr, is_adapter = self._result.new(handle, current)  # type: ignore[union-attr]
-        aux = self._aux.new(handle) if self._aux is not None else None
-        ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
-        desc, alpha, la, lb, beta, lc, ld = self._static
-        if self._staged is not None:
-            self._staged.refresh(handle)
-        pc = c.ptr if c is not None else (d_ptr if self._c_is_d else 0)
-        lt_handle = self._lt_handle or _handles.get_handle(self._device_id)
-        with streams.stream_ctx(handle):  # the caller's thread may have another device current
-            # The unchecked binding: every argument is an int validated once, not per call -- the
-            # handle (options), descriptors, layouts, scalars and algorithm (created at plan time),
-            # operand and result addresses (from the tensor adapters), workspace (our allocation)
-            # and stream (resolved by nvmath._internal.streams). A failure status still raises.
-            lt_unchecked.matmul(
-                lt_handle, desc, alpha, self._pa.ptr, la, self._pb.ptr, lb, beta, pc, lc, d_ptr, ld, algo_ptr,
-                ws_ptr, ws_size, handle.ptr,
-            )  # fmt: skip
-            if aux is not None:  # the library's own step (an FP8 aux), on the same stream
-                aux = self._aux.finish(aux, handle)  # type: ignore[union-attr]
-            if handle.mortal and (ws_size or self._done_always):  # (see _commit)
-                streams.record_done(handle)
+        slots = self._slots
+        pc = c.ptr if c is not None else 0
+        aux = self._launcher.run(  # type: ignore[union-attr]
+            handle, slots["a"].ptr, slots["b"].ptr, pc, d_ptr, algo
+        )
         if release_workspace:
             self._workspace.release()
         if self._fast_deliver and aux is None:  # GPU operands, non-blocking, no aux outputs
             return out.unwrap(handle) if is_adapter else out
         return deliver_outputs(self._spec, self._host_template, self._slots, out, is_adapter, aux, handle)
-
-    def _plan_args(self, plan: Plan, d_ptr: int) -> tuple:
-        """The ``cublasLtMatmul`` arguments before the algorithm (handle, descriptor, scalars, A, B, C, D)
-        for ``plan`` (the installed plan or an alternative formulation)."""
-        slots, p, lay = self._slots, plan.problem, plan.layouts
-        pa, pb = slots[p.a_operand].ptr, slots[p.b_operand].ptr
-        if plan is self._plan and self._staged is not None:
-            pa, pb = self._pa.ptr, self._pb.ptr  # type: ignore[union-attr]
-        pc = slots["c"].ptr if self._spec.has_c else (d_ptr if lay.c is lay.d else 0)
-        return (
-            self._handle(), plan.desc.ptr, self._scalars[0], pa, lay.a.ptr, pb, lay.b.ptr, self._scalars[1], pc,
-            lay.c.ptr, d_ptr, lay.d.ptr,
-        )  # fmt: skip
-
-    def _workspace_ptr(self, nbytes: int, handle: StreamHandle) -> int:
-        ws = self._workspace
-        if handle is self._ws_stream and ws.size >= nbytes:
-            return ws.ptr
-        if self._ws_stream is not None and ws.size >= nbytes and _streams.is_capturing(handle.ptr):
-            # inside a CUDA graph capture: no cross-stream event wait (illegal there); capture starts
-            # after a device synchronisation (torch.cuda.graph does one)
-            return ws.ptr
-        ptr = ws.ensure(nbytes, handle)
-        self._ws_stream = handle
-        return ptr
 
     # ------------------------------------------------------------------ autotuning
     @requires(PlannerState.PLANNED, operands=True)
@@ -461,7 +425,8 @@ class Matmul(FreedOnExit):
             self._select(plan.algorithms[0])
         else:
             self._commit(plan, retire=True)  # the ORDER_ROW formulation won
-        if release_workspace or self._workspace.size > self._algo[1]:
+        need = self._launcher.workspace_size  # type: ignore[union-attr]
+        if release_workspace or self._workspace.size > need:
             self._workspace.release()  # (timing wide candidates may have grown it past the need)
 
     def _runner(self, plans: Sequence[Plan], handle: StreamHandle) -> tuple[Any, list]:
@@ -477,14 +442,23 @@ class Matmul(FreedOnExit):
         if self._aux is not None:
             keep += [out for _, out in self._aux.new(handle)]
         ws_size = max(p.workspace_size for p in plans)
-        ws_ptr = self._workspace_ptr(ws_size, handle) if ws_size else 0
-        calls = [(self._plan_args(p, d_ptr), a.algo_ptr) for p in plans for a in p.algorithms]
+        ws_ptr = self._ws.ptr_for(ws_size, handle) if ws_size else 0
+        installed = self._launcher
+        slots = self._slots
+        a, b, c = slots["a"].ptr, slots["b"].ptr, slots["c"].ptr if self._spec.has_c else 0
+        lt_handle = self._handle()
+        calls = []
+        for p in plans:
+            launch = installed
+            if p is not self._plan:  # another formulation (no staged copy, no aux outputs)
+                launch = MatmulLaunch(p, self._scalars, self._ws, self._device_id, "")
+            calls += [(launch.enqueue, a.algo_ptr) for a in p.algorithms]
         if self._staged is not None:
             self._staged.refresh(handle)
 
         def run(i: int) -> None:
-            head, algo = calls[i]
-            lt_unchecked.matmul(*head, algo, ws_ptr, ws_size, handle.ptr)  # validated ints (see _launch)
+            enqueue, algo = calls[i]
+            enqueue(lt_handle, a, b, c, d_ptr, algo, ws_ptr, ws_size, handle.ptr)
 
         return run, keep
 
@@ -550,19 +524,19 @@ class Matmul(FreedOnExit):
         run by address, without adapters); ``extras``: ``(quantization_scales, epilog_inputs)`` or
         ``None``. No operand is kept after the call.
         """
-        handle = self._last_stream
-        raw = self._raw_stream
+        res = self._streams
+        handle, raw = res.last, res.current
         if stream is None and raw is not None and handle is not None and handle.ptr == raw(self._device_id):
-            current = True  # the memoised torch current stream: _resolve_stream's first case, inlined (hot)
+            current = res.torch  # the memoised current stream: CallerStream.resolve, inlined (hot)
         else:
-            handle, current = self._resolve_stream(stream)
+            handle, current = res.resolve(stream)
         self._set_scalars(alpha, beta)
         slots = self._slots
         if ptrs is not None and self._pointer_ok:
             slots["a"].ptr, slots["b"].ptr = ptrs[0], ptrs[1]
             if c is not None:
                 slots["c"].ptr = ptrs[2]
-            return self._launch(handle, *self._algo, False, current)
+            return self._launch(handle, None, False, current)
         slots["a"].replace(wrap(a, "operand 'a'"), handle)
         slots["b"].replace(wrap(b, "operand 'b'"), handle)
         if c is not None:
@@ -571,7 +545,7 @@ class Matmul(FreedOnExit):
             scales, epilog_inputs = extras
             reset(self, {}, None, None, scales, epilog_inputs, handle, checked=False)
         try:
-            return self._launch(handle, *self._algo, False, current)
+            return self._launch(handle, None, False, current)
         finally:
             self._forget()
 
@@ -606,10 +580,13 @@ class Matmul(FreedOnExit):
             return
         if self._owns_workspace:
             self._workspace.release()
-        for plan in (self._plan, self._retired):
+        for launch in (self._launcher, self._retired):
+            if launch is not None:
+                launch.close()  # a launch held elsewhere (an AddressRun's) refuses from now on
+        for plan in (self._plan, self._retired.plan if self._retired is not None else None):
             if plan is not None:
                 plan.close()
-        self._plan = self._retired = self._staged = None
+        self._plan = self._retired = self._launcher = self._staged = None
         for slot in self._slots.values():
             slot.release()
         self._lifecycle.mark_freed()

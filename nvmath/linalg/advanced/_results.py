@@ -38,7 +38,7 @@ class ResultMaker:
         self._raw_stream: Any = None
         if template.package == "torch" and template.device == "cuda":
             torch = sys.modules["torch"]
-            self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            self._raw_stream = streams.torch_raw_stream()
             self._tdtype = dtypes.to_torch_dtype(dtype)
             self._device = torch.device("cuda", template.device_id)
             self._empty = torch.empty_strided

@@ -87,7 +87,7 @@ def torch_gemm(
     dense_c = t.order == "row"
     has_c = problem.has_c
     gemm = _gemm_runner(program)
-    raw = streams._TORCH_RAW or streams._torch_raw_getter()
+    raw = streams.torch_raw_stream()
     last: list[Any] = [None]  # the memoised current stream handle
 
     def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:

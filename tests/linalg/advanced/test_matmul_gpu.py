@@ -369,7 +369,7 @@ def test_wide_workspace_candidates_compute_the_product(torch):
         mm.autotune(iterations=3)
         for algorithm in mm.algorithms:
             assert rel_err(torch, mm.execute(algorithm=algorithm), want) < TOL["float32"] * 4
-        assert mm._algo[1] >= mm.algorithms[0].workspace_size
+        assert mm.launcher.workspace_size >= mm.algorithms[0].workspace_size
 
 
 def test_narrow_workspace_candidates_compute_the_product(torch):

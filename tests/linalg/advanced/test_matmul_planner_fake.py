@@ -453,12 +453,18 @@ def test_host_inplace_updates_the_callers_c(lt, rng):
 
 
 def test_capturing_stream_gets_a_handle_without_driver_queries(monkeypatch):
-    """A stream that captures a CUDA graph gets a handle built without querying the driver."""
-    from nvmath.linalg.advanced import _streams
+    """A current stream that captures a CUDA graph gets a handle built without querying the driver."""
+    from nvmath._internal import devices, streams
 
-    monkeypatch.setattr(_streams, "is_capturing", lambda ptr: True)
-    handle = _streams.stream_for(0xABC0, 0, "torch")
-    assert (handle.ptr, handle.device_id, handle.ctx) == (0xABC0, 0, None)
+    monkeypatch.setattr(streams, "is_capturing", lambda ptr: True)
+    monkeypatch.setattr(streams, "_INT_CACHE", {})
+    monkeypatch.setattr(devices, "init_driver", lambda: None)
+    monkeypatch.setattr(devices, "driver", lambda: pytest.fail("the driver was queried"))
+    monkeypatch.setattr(streams, "_torch_current_mortal", lambda device_id, ptr: False)
+    resolver = streams.CallerStream(0, "torch")
+    resolver.current = lambda device_id: 0xABC0
+    handle, current = resolver.resolve(None)
+    assert (handle.ptr, handle.device_id, handle.ctx, current) == (0xABC0, 0, None, True)
 
 
 def test_autotune_orders_by_measurement_and_stores(lt, rng, tmp_path, monkeypatch):

@@ -1,0 +1,213 @@
+"""The one place that calls ``cublasLtMatmul``: :class:`MatmulLaunch`, built when a plan is committed.
+
+A launch holds every argument of one plan's call that does not change between calls: the descriptor,
+layouts and host scalars, the algorithm and its workspace size, the cuBLASLt handle option, the
+operand swap (a product formed as ``(B^T A^T)^T``), a staged operand copy, the aux outputs (and the
+library's FP8 aux step) and the rules for the stream's context and the done event. A call gives only
+what changes: the stream and the operand and result addresses. :meth:`MatmulLaunch.run` is the
+sequence every execute path shares (``Matmul.execute``, the stateless ``matmul``, an
+:class:`~._direct.AddressRun`, an algorithm of a retired formulation); :meth:`MatmulLaunch.enqueue`
+is the bare call autotuning times.
+
+The library call itself goes through one *caller* made by :data:`make_caller` from the fixed
+arguments: the pure-Python caller below is the reference; a compiled twin (``nvmath._fastcall``)
+may replace the factory, taking the same arguments and making the same call.
+
+A launch belongs to the plan it was built from: re-planning builds a new one, so a launch never
+runs a stale layout; :meth:`MatmulLaunch.close` (the planner's ``free()``, or a replaced plan) makes
+every later run raise :class:`~nvmath._errors.InvalidMatmulState` before touching anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from nvmath._errors import InvalidMatmulState
+from nvmath._internal import streams
+from nvmath._internal.memory import Workspace
+from nvmath._internal.streams import StreamHandle
+from nvmath.bindings._unchecked import cublasLt as lt_unchecked
+from nvmath.linalg.advanced import _handles
+
+__all__ = ["BoundWorkspace", "Caller", "MatmulLaunch", "make_caller", "python_caller"]
+
+Caller = Callable[[int, int, int, int, int, int, int, int, int], None]
+"""``call(lt_handle, a, b, c, d, algo, workspace, workspace_size, stream)``: one ``cublasLtMatmul``."""
+
+
+def python_caller(desc: int, alpha: int, la: int, lb: int, beta: int, lc: int, ld: int) -> Caller:
+    """The pure-Python caller of ``cublasLtMatmul`` with these fixed arguments (the reference path).
+
+    It calls the unchecked binding: every argument is an int validated once, not per call -- the
+    handle (options or ours), descriptor, layouts and scalars (created at plan time), the addresses
+    (from tensor adapters or the caller's tensors), the workspace (our allocation) and the stream
+    (resolved by :mod:`nvmath._internal.streams`). A failure status still raises.
+    """
+    matmul = lt_unchecked.matmul
+
+    def call(
+        handle: int, a: int, b: int, c: int, d: int, algo: int, ws: int, ws_size: int, stream: int
+    ) -> None:
+        matmul(handle, desc, alpha, a, la, b, lb, beta, c, lc, d, ld, algo, ws, ws_size, stream)
+
+    return call
+
+
+make_caller: Callable[..., Caller] = python_caller
+"""The factory of launch callers (the seam a compiled twin replaces; see the module notes)."""
+
+
+class BoundWorkspace:
+    """A planner's workspace and the stream it was last bound to (re-bound, stream-ordered, on another).
+
+    Args:
+        workspace: the planner's own workspace or one shared with other cached plans.
+    """
+
+    __slots__ = ("stream", "workspace")
+
+    def __init__(self, workspace: Workspace):
+        self.workspace = workspace
+        self.stream: StreamHandle | None = None
+
+    def ptr_for(self, nbytes: int, handle: StreamHandle) -> int:
+        """The address of at least ``nbytes`` of workspace usable on ``handle``."""
+        ws = self.workspace
+        if handle is self.stream and ws.size >= nbytes:
+            return ws.ptr
+        if self.stream is not None and ws.size >= nbytes and streams.is_capturing(handle.ptr):
+            # inside a CUDA graph capture: no cross-stream event wait (illegal there); capture starts
+            # after a device synchronisation (torch.cuda.graph does one)
+            return ws.ptr
+        ptr = ws.ensure(nbytes, handle)
+        self.stream = handle
+        return ptr
+
+
+class MatmulLaunch:
+    """The fixed arguments of one plan's ``cublasLtMatmul`` and the sequence around it.
+
+    Args:
+        plan: the committed :class:`~._plan.Plan` (its descriptor, layouts and orientation).
+        scalars: the host addresses of ``alpha`` and ``beta``.
+        workspace: the planner's :class:`BoundWorkspace`.
+        device_id, package: the execution device and the operands' package.
+        lt_handle: ``MatmulOptions.handle`` (``None``: the thread's own handle per device).
+        staged: the plan's staged operand copy (refreshed before each run), or ``None``.
+        aux: the plan's :class:`~._aux.AuxOutputs`, or ``None``.
+        done_always: record the done event on a mortal stream after every run, not only after runs
+            that used the workspace (:func:`~nvmath._internal.streams.done_after_every_call`).
+    """
+
+    __slots__ = (
+        "_aux", "_c_is_d", "_call", "_device", "_done_always", "_lt_handle", "_staged",
+        "_staged_a", "_workspace", "algo", "closed", "device_id", "plan", "run", "swap",
+    )  # fmt: skip
+
+    def __init__(
+        self, plan: Any, scalars: tuple[int, int], workspace: BoundWorkspace, device_id: int, package: str, *,
+        lt_handle: int | None = None, staged: Any = None, aux: Any = None, done_always: bool = False,
+    ):  # fmt: skip
+        lay = plan.layouts
+        self.plan = plan
+        self._call = make_caller(
+            plan.desc.ptr, scalars[0], lay.a.ptr, lay.b.ptr, scalars[1], lay.c.ptr, lay.d.ptr
+        )
+        self.swap = plan.problem.a_operand == "b"  # formed as (B^T A^T)^T: A and B trade places
+        self._c_is_d = lay.c is lay.d
+        self._staged = staged
+        self._staged_a = staged is not None and staged.name == "a"
+        self._aux, self._done_always = aux, done_always
+        self._workspace, self.device_id, self._lt_handle = workspace, device_id, lt_handle
+        # torch keeps its current device's primary context current: a run on a stream of that context
+        # needs no context switch (nor the driver query that checks for one)
+        self._device = streams.torch_device_getter() if package == "torch" else None
+        self.algo: tuple[int, int] = (0, 0)
+        self.closed = False
+        """Whether :meth:`close` was called (every run then raises)."""
+        self.run: Callable[..., Any] = self._run
+        self.select(plan.algorithms[0])
+
+    def select(self, algorithm: Any) -> None:
+        """Run ``algorithm`` (one of the plan's) from now on, with the workspace it and the plan need."""
+        self.algo = (algorithm.algo_ptr, max(self.plan.workspace_size, algorithm.workspace_size))
+
+    @property
+    def workspace_size(self) -> int:
+        """The workspace bytes a run uses (0: it references no memory of the planner's)."""
+        return self.algo[1]
+
+    def close(self) -> None:
+        """Refuse every later run (the plan was replaced or freed): ``run`` becomes a refusal, so a
+        live launch pays nothing for the check."""
+        self.closed = True
+        self.run = self._refuse
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise InvalidMatmulState(
+            "this launch's plan was replaced or freed; plan() again (or use a live Matmul)"
+        )
+
+    def _run(
+        self, handle: StreamHandle, a: int, b: int, c: int, d: int, algo: tuple[int, int] | None = None
+    ) -> Any:
+        """Enqueue the product on ``handle``: ``a``, ``b`` (the user's operands), ``c`` (0: none), ``d``
+        (the result); ``algo``: ``(algo_ptr, workspace_size)`` other than the selected one.
+
+        Returns:
+            The aux outputs as :meth:`~._aux.AuxOutputs.finish` gives them, or ``None`` without.
+        """
+        staged = self._staged
+        if staged is not None:  # cuBLASLt reads the copy, refreshed before every launch
+            staged.refresh(handle)
+            if self._staged_a:
+                a = staged.ptr
+            else:
+                b = staged.ptr
+        if self.swap:
+            a, b = b, a
+        if not c and self._c_is_d:
+            c = d
+        aux = self._aux
+        made = aux.new(handle) if aux is not None else None  # (also points the descriptor at them)
+        algo_ptr, ws_size = self.algo if algo is None else algo
+        ws = self._workspace.ptr_for(ws_size, handle) if ws_size else 0
+        lt_handle = self._lt_handle or _handles.get_handle(self.device_id)
+        # the stream may be gone when the workspace (or another buffer of ours) is next used or freed
+        done = handle.mortal and (ws_size or self._done_always)
+        device = self._device
+        if device is not None and handle.ctx is None and device() == self.device_id:
+            self._call(lt_handle, a, b, c, d, algo_ptr, ws, ws_size, handle.ptr)
+            return self._after(handle, made, done) if made is not None or done else None
+        with streams.stream_ctx(handle):  # the caller's thread may have another device current
+            self._call(lt_handle, a, b, c, d, algo_ptr, ws, ws_size, handle.ptr)
+            return self._after(handle, made, done) if made is not None or done else None
+
+    def _after(self, handle: StreamHandle, made: Any, done: Any) -> Any:
+        """The library's own aux step (if the plan has one) and the done event, after the call."""
+        if made is not None:
+            made = self._aux.finish(made, handle)  # type: ignore[union-attr]
+        if done:
+            streams.record_done(handle)
+        return made
+
+    def enqueue(
+        self, lt_handle: int, a: int, b: int, c: int, d: int, algo_ptr: int, ws: int, ws_size: int,
+        stream: int,
+    ) -> None:  # fmt: skip
+        """The bare call (autotuning's timed runs: the caller holds the context, refreshed the staged
+        copy and owns the buffers); ``a``, ``b`` are the user's operands, ``c`` 0 for none."""
+        if self.closed:
+            self._refuse()
+        staged = self._staged
+        if staged is not None:
+            if self._staged_a:
+                a = staged.ptr
+            else:
+                b = staged.ptr
+        if self.swap:
+            a, b = b, a
+        if not c and self._c_is_d:
+            c = d
+        self._call(lt_handle, a, b, c, d, algo_ptr, ws, ws_size, stream)

@@ -1,0 +1,72 @@
+"""tools/host_profile.py: the step of each profiled function, the table and JSON, the file trace, and
+one fake-GPU row end to end (CPU only; the GPU rows run on the GPU machine)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def hp():
+    spec = importlib.util.spec_from_file_location("host_profile", ROOT / "tools" / "host_profile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("filename", "name", "step"),
+    [
+        ("/r/nvmath/bindings/_unchecked/cublasLt.py", "matmul", "library call"),
+        ("/r/nvmath/linalg/advanced/_launch.py", "call", "library call"),
+        ("/r/nvmath/linalg/advanced/_launch.py", "_run", "nvmath (rest)"),
+        ("/r/nvmath/_internal/streams.py", "record_done", "done-event rule"),
+        ("/r/nvmath/_internal/streams.py", "resolve", "stream resolution"),
+        ("/r/nvmath/_internal/devices.py", "__enter__", "context"),
+        ("~", "<built-in method torch.empty_strided>", "output allocation"),
+        ("/r/nvmath/_internal/plan_cache.py", "get", "plan-cache lookup"),
+        ("/r/nvmath/_internal/tensors/dispatch.py", "wrap", "operand wrapping"),
+        ("<guard of Matmul.execute>", "_nvm_guarded", "argument checks"),
+        ("/usr/lib/python3/site-packages/torch/autograd/__init__.py", "backward", "torch"),
+        ("~", "<method 'get' of 'dict' objects>", "other"),
+    ],
+)
+def test_classify_puts_each_function_in_its_step(hp, filename, name, step):
+    """Functions are attributed to the step of their module (and name, where the module has several)."""
+    assert hp.classify(filename, name) == step
+
+
+def test_render_lists_every_step_that_has_time(hp):
+    """The table has a header with the steps that occur and one line per row with the total first."""
+    rows = [
+        {"row": "a", "us": 3.0, "steps": {"library call": 1.0, "context": 2.0}},
+        {"row": "bb", "us": 1.5, "steps": {"library call": 1.5}},
+    ]
+    lines = hp.render(rows).splitlines()
+    assert len(lines) == 3 and "us/call" in lines[0] and "context" in lines[0] and "torch" not in lines[0]
+    assert lines[1].split()[:2] == ["a", "3.00"] and lines[2].split()[:2] == ["bb", "1.50"]
+
+
+def test_files_touched_lists_package_files_only(hp):
+    """The trace names the package files one call runs (relative, sorted), nothing outside nvmath."""
+    from nvmath._internal import streams
+
+    files = hp.files_touched(lambda: streams.current_getter("numpy"))
+    assert files == ["nvmath/_internal/streams.py"]
+
+
+def test_fake_row_end_to_end(hp, capsys):
+    """--fake --json on one row: a positive time split into steps that add up to it, and its files."""
+    pytest.importorskip("torch")
+    hp.main(["--fake", "--json", "--rows", "Matmul.execute", "--calls", "20"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["meta"]["fake"] is True and [r["row"] for r in out["rows"]] == ["Matmul.execute"]
+    row = out["rows"][0]
+    assert row["us"] > 0 and sum(row["steps"].values()) == pytest.approx(row["us"], rel=0.05)
+    assert "nvmath/linalg/advanced/_launch.py" in row["files"]

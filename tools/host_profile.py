@@ -1,0 +1,278 @@
+"""Per-step host cost of nvmath's hot calls, with torch's equivalents in the same run.
+
+For each row the tool measures the host time per call of a back-to-back loop (best of a few rounds,
+one synchronisation per round), then runs the loop once more under :mod:`cProfile` and splits that
+time into steps by where it was spent (each profiled function's own time goes to the step of its
+module and name, see :data:`STEPS`): argument checks, operand wrapping (and the stateless key),
+stream resolution, context, output allocation, the library call, the done-event rule, plan-cache
+lookup, and the rest of our layers. The shares come from the profiled run and are scaled to the
+unprofiled time per call (the profiler slows Python code more than C calls: read the shares as a map
+of where the time goes, the total as the measurement).
+
+Rows: ``Matmul.execute``, the stateless advanced ``matmul`` hit, the generic ``matmul`` hit,
+``nvmath.torch.linear`` forward and forward+backward, ``FFT.execute`` and the stateless ``fft`` hit,
+and the torch references (``torch.matmul``, ``torch.mm(out=)``, ``F.linear``, ``torch.fft.fft``).
+
+On the GPU machine (torch with CUDA)::
+
+    PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--rows SUBSTR] [--files]
+
+``--files`` lists, per row, the package files whose Python code one call runs (``sys.setprofile``).
+
+On a machine without a GPU, ``--fake`` runs the matmul and ``nvmath.torch`` rows on the CPU fake GPU
+of ``tools/torch_host_cost.py`` (torch CPU tensors posing as CUDA tensors, ``cublasLtMatmul`` a no-op):
+the pure-Python cost of our layers. The generic, FFT and torch-CUDA rows need a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pathlib
+import pstats
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
+
+#: Step name -> (path fragments, function-name fragments): a profiled function belongs to the first
+#: step one of whose path fragments is in its file and, when names are given, one of whose name
+#: fragments is in its name. Built-in (C) functions are matched by their names.
+STEPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
+    ("library call", ("bindings/_unchecked", "_cufft_plan"), ()),
+    ("library call", ("advanced/_launch.py",), ("call",)),
+    ("library call", ("<ctypes", "CFuncPtr", "_no_op_matmul"), ()),
+    ("argument checks", ("_nvm_guarded",), ()),
+    ("fake GPU stubs", ("tests/", "torch_host_cost"), ()),
+    ("done-event rule", ("_internal/streams",), ("record_done", "mark_done", "_own_event")),
+    ("stream resolution", ("_internal/streams",), ()),
+    ("context", ("_internal/devices",), ("context_ctx", "__enter__", "__exit__", "primary_context")),
+    ("output allocation", ("_results.py", "_internal/memory", "empty_strided", "empty"), ()),
+    ("plan-cache lookup", ("_internal/stateless", "_internal/plan_cache", "_stateless.py"), ()),
+    ("operand wrapping", ("_internal/tensors",), ()),
+    ("argument checks", ("_validation", "_internal/state", "torch_bridge", "_internal/options"), ()),
+    ("argument checks", ("_traits.py",), ("check",)),
+    ("nvmath (rest)", ("nvmath/",), ()),
+    ("torch", ("torch/", "<built-in method torch", "torch._C"), ()),
+]
+ORDER = [
+    "argument checks", "operand wrapping", "plan-cache lookup", "stream resolution", "context",
+    "output allocation", "library call", "done-event rule", "nvmath (rest)", "torch", "fake GPU stubs",
+    "other",
+]  # fmt: skip
+
+
+def classify(filename: str, name: str) -> str:
+    """The step of a profiled function (``filename``, ``name`` as :mod:`pstats` gives them)."""
+    where = filename.replace("\\", "/")
+    for step, paths, names in STEPS:
+        hit = any(p in where or p in name for p in paths)
+        if hit and (not names or any(n in name for n in names)):
+            return step
+    return "other"
+
+
+def measure(fn: Callable[[], Any], sync: Callable[[], None], calls: int, rounds: int = 5) -> float:
+    """Best us per call over ``rounds`` loops of ``calls`` calls (one ``sync`` after each loop)."""
+    best = float("inf")
+    for _ in range(rounds):
+        sync()
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter_ns() - t0) / calls / 1e3)
+    return best
+
+
+def breakdown(
+    fn: Callable[[], Any], sync: Callable[[], None], calls: int, rounds: int = 3
+) -> dict[str, float]:
+    """Share of profiled self time per step (fractions summing to 1): per function the least self time
+    of ``rounds`` profiled loops (a shared machine's stalls land in one round, not in all)."""
+    least: dict[tuple, float] = {}
+    for _ in range(rounds):
+        prof = cProfile.Profile()
+        sync()
+        prof.enable()
+        for _ in range(calls):
+            fn()
+        prof.disable()
+        sync()
+        for key, row in pstats.Stats(prof).stats.items():  # type: ignore[attr-defined]
+            least[key] = min(least.get(key, row[2]), row[2])
+    totals: dict[str, float] = {}
+    for (filename, line, name), spent in least.items():
+        if name == "<lambda>" and filename.endswith("host_profile.py"):
+            continue  # a row's own lambda: the loop, not the call
+        step = classify(filename, name)
+        totals[step] = totals.get(step, 0.0) + spent
+    whole = sum(totals.values()) or 1.0
+    return {k: v / whole for k, v in totals.items()}
+
+
+def _no_op_matmul(*args: Any) -> int:
+    """The fake GPU's ``cublasLtMatmul`` while timing (status 0)."""
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ rows
+def gpu_rows(size: int) -> tuple[dict[str, Callable[[], Any]], Callable[[], None]]:
+    """Row name -> a no-argument call, on torch CUDA tensors (each run once before timing)."""
+    import torch
+
+    import nvmath
+    import nvmath.torch as nt
+
+    dev = torch.device("cuda", 0)
+    a, b = torch.randn(size, size, device=dev), torch.randn(size, size, device=dev)
+    out = torch.empty(size, size, device=dev)
+    w, bias = torch.randn(size, size, device=dev), torch.randn(size, device=dev)
+    xg = torch.randn(size, size, device=dev, requires_grad=True)
+    wg = torch.randn(size, size, device=dev, requires_grad=True)
+    gy = torch.ones(size, size, device=dev)
+    sig = torch.randn(size * size, dtype=torch.complex64, device=dev)
+    mm = nvmath.linalg.advanced.Matmul(a, b)
+    mm.plan()
+    inplace = nvmath.linalg.advanced.Matmul(a, b, out, beta=0.0, options={"inplace": True})
+    inplace.plan()
+    fft = nvmath.fft.FFT(sig)
+    fft.plan()
+    rows = {
+        "Matmul.execute": mm.execute,
+        "Matmul.execute inplace": inplace.execute,
+        "advanced.matmul (hit)": lambda: nvmath.linalg.advanced.matmul(a, b),
+        "generic matmul (hit)": lambda: nvmath.linalg.matmul(a, b),
+        "nvmath.torch.linear fwd": lambda: nt.linear(a, w, bias),
+        "nvmath.torch.linear fwd+bwd": lambda: nt.linear(xg, wg, bias).backward(gy),
+        "FFT.execute": fft.execute,
+        "fft.fft (hit)": lambda: nvmath.fft.fft(sig),
+        "torch.matmul": lambda: torch.matmul(a, b),
+        "torch.mm(out=)": lambda: torch.mm(a, b, out=out),
+        "F.linear": lambda: torch.nn.functional.linear(a, w, bias),
+        "F.linear fwd+bwd": lambda: torch.nn.functional.linear(xg, wg, bias).backward(gy),
+        "torch.fft.fft": lambda: torch.fft.fft(sig),
+    }
+    return rows, torch.cuda.synchronize
+
+
+def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callable[[], None]]:
+    """The rows that run on the CPU fake GPU (see the module notes)."""
+    import torch
+    import torch_host_cost
+
+    from nvmath._internal import streams
+
+    mp.setattr(streams, "_TORCH_RAW", None)  # looked up again under the fake (and restored after)
+    nt = torch_host_cost.install(mp)
+    import nvmath.linalg.advanced as adv
+    from nvmath.bindings import cublasLt as lt
+
+    def aligned(*shape: int) -> Any:
+        n = 1
+        for e in shape:
+            n *= e
+        flat = torch.randn(n + 128, dtype=torch.float32)
+        skip = (-flat.data_ptr() % 256) // 4
+        return flat[skip : skip + n].view(*shape)
+
+    a, b, w, bias = aligned(size, size), aligned(size, size), aligned(size, size), aligned(size)
+    xg, wg = a.clone().requires_grad_(), w.clone().requires_grad_()
+    gy = torch.ones(size, size)
+    mm = adv.Matmul(a, b)
+    mm.plan()
+    rows = {
+        "Matmul.execute": mm.execute,
+        "advanced.matmul (hit)": lambda: adv.matmul(a, b),
+        "nvmath.torch.linear fwd": lambda: nt.linear(a, w, bias),
+        "nvmath.torch.linear fwd+bwd": lambda: nt.linear(xg, wg, bias).backward(gy),
+        "torch.mm(out=) (CPU compute)": lambda: torch.mm(a, b, out=torch.empty(size, size)),
+    }
+    for fn in rows.values():
+        fn()  # plan on the emulated cuBLASLt
+    mp.setattr(lt, "_p_cublasLtMatmul", _no_op_matmul)
+    return rows, lambda: None
+
+
+# ------------------------------------------------------------------------------------------ main
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Measure every selected row; one dict per row (``us``, ``steps``: step -> us)."""
+    from _pytest.monkeypatch import MonkeyPatch
+
+    mp = MonkeyPatch()
+    try:
+        rows, sync = fake_rows(args.size, mp) if args.fake else gpu_rows(args.size)
+        results = []
+        for name, fn in rows.items():
+            if args.rows and args.rows not in name:
+                continue
+            for _ in range(20):
+                fn()  # plan, warm caches
+            us = measure(fn, sync, args.calls)
+            shares = breakdown(fn, sync, max(args.calls // 4, 50))
+            steps = {k: round(us * shares.get(k, 0.0), 2) for k in ORDER if shares.get(k)}
+            results.append({"row": name, "us": round(us, 2), "steps": steps, "files": files_touched(fn)})
+        return results
+    finally:
+        if args.fake:  # free the planners made on the fake while it is installed (none outlives it)
+            from nvmath._internal import caches
+
+            caches.clear_all()
+        mp.undo()
+
+
+def files_touched(fn: Callable[[], Any]) -> list[str]:
+    """The package files whose Python code one call of ``fn`` runs (traced with :func:`sys.setprofile`)."""
+    seen: set[str] = set()
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            seen.add(frame.f_code.co_filename)
+
+    sys.setprofile(tracer)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    root = str(ROOT / "nvmath")
+    return sorted("nvmath" + f[len(root) :] for f in seen if f.startswith(root))
+
+
+def render(results: list[dict[str, Any]]) -> str:
+    """A text table: one row per call, one column per step (us), the total first."""
+    steps = [s for s in ORDER if any(s in r["steps"] for r in results)]
+    width = max(len(r["row"]) for r in results) + 2
+    short = {s: s.split(" (")[0][:10] for s in steps}
+    lines = [f"{'row':{width}s}{'us/call':>9s}" + "".join(f"{short[s]:>12s}" for s in steps)]
+    for r in results:
+        cells = "".join(f"{r['steps'].get(s, 0.0):12.2f}" for s in steps)
+        lines.append(f"{r['row']:{width}s}{r['us']:9.2f}{cells}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=64, help="square operand size (default 64)")
+    parser.add_argument("--calls", type=int, default=2000, help="calls per timed loop")
+    parser.add_argument("--rows", default=None, help="only rows whose name contains this")
+    parser.add_argument("--fake", action="store_true", help="the CPU fake GPU (no GPU needed)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument("--files", action="store_true", help="also list the package files each row runs")
+    args = parser.parse_args(argv)
+    results = run(args)
+    meta = {"size": args.size, "calls": args.calls, "fake": args.fake, "unit": "us per call"}
+    if args.json:
+        print(json.dumps({"meta": meta, "rows": results}, indent=1))
+        return
+    print(render(results))
+    if args.files:
+        for r in results:
+            print(f"\n{r['row']}: {len(r['files'])} files\n  " + "\n  ".join(r["files"]))
+
+
+if __name__ == "__main__":
+    main()
