@@ -164,17 +164,18 @@ __global__ void nvmath_scan_nonfinite(const W* a, int* flags, long long per, lon
 
 // Overwrite every flagged block b (the first per words at x + b * stride) of column-major matrices with
 // `rows` rows: word 0 of a diagonal element gets `diag`, every other word `off` (identity: 1 and 0; NaN:
-// both NaN).
+// both NaN). One thread block per matrix (grid-stride over the batch): a block whose flag is clear reads
+// one int and exits, so the common all-finite case costs a launch.
 template <typename W>
 __global__ void nvmath_fill_flagged(W* x, const int* flags, long long rows, long long per, long long stride,
                                     long long count, int words, W diag, W off) {
-  const long long total = per * count;
-  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
-       t += (long long)gridDim.x * blockDim.x) {
-    const long long b = t / per;
+  for (long long b = blockIdx.x; b < count; b += gridDim.x) {
     if (!flags[b]) continue;
-    const long long r = t % per, e = r / words, k = r % words;
-    x[b * stride + r] = (k == 0 && e % rows == e / rows) ? diag : off;
+    W* xb = x + b * stride;
+    for (long long r = threadIdx.x; r < per; r += blockDim.x) {
+      const long long e = r / words, k = r % words;
+      xb[r] = (k == 0 && e % rows == e / rows) ? diag : off;
+    }
   }
 }
 
@@ -224,6 +225,7 @@ _NAN_WORDS = {
     "complex128": (8, 0x7FF8000000000000, 2),
 }
 CHECK_PIVOTS_THREADS = 128
+FILL_FLAGGED_THREADS = 256
 
 ORGQR_THREADS = 64
 """Threads per block of :func:`orgqr_small` (one column of ``Q`` per thread up to 64 columns)."""
@@ -414,6 +416,8 @@ def fill_flagged(
 ) -> None:
     """Overwrite each flagged block (``flags[b] != 0``; the first ``per`` elements at element
     ``b * stride`` of ``ptr``): with identity matrices of ``rows`` rows (column-major) or with NaN."""
+    from cuda.core import LaunchConfig, launch
+
     word, nan, words = _NAN_WORDS[dtype]
     total = per * words * count
     if total == 0:
@@ -430,4 +434,6 @@ def fill_flagged(
         np.int64(stride * words),
         np.int64(count),
     )
-    nvrtc.launch_1d(kernel, total, stream, *args, np.int32(words), word_type(diag), word_type(off))
+    config = LaunchConfig(grid=min(count, nvrtc.MAX_BLOCKS), block=FILL_FLAGGED_THREADS)
+    with streams.stream_ctx(stream):
+        launch(stream.core, config, kernel, *args, np.int32(words), word_type(diag), word_type(off))
