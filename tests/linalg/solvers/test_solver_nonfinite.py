@@ -222,3 +222,22 @@ def test_block_layout(shape, strides, nb, expected):
     from nvmath.linalg._solvers._nonfinite import block_layout
 
     assert block_layout(shape, strides, nb) is expected
+
+
+@pytest.mark.parametrize("dtype", ["float32", "complex64", "complex128"])
+@pytest.mark.parametrize("name", ["cholesky", "solve", "eigh", "svd", "inv", "qr"])
+def test_other_dtypes_and_imaginary_parts(sp, dtype, name):
+    """float32 and complex inputs follow the same policy; a NaN or Inf in the imaginary part alone
+    counts (Hermitian matrices for the complex case)."""
+    a, b = _problem((3,))
+    a, b = a.astype(dtype), b.astype(dtype)
+    if dtype.startswith("complex"):
+        a[1, 0, 2] += complex(0, np.inf)
+    else:
+        a[1, 0, 2] = np.inf
+    with pytest.raises(nvmath.LinAlgError, match="matrix 1: the input holds NaN or Inf"):
+        CALLS[name](sp.put(a), sp.put(b), sp.kwargs(options={"check": True}))
+    for out in _outputs(CALLS[name](sp.put(a), sp.put(b), sp.kwargs(options={"check": False}))):
+        out = sp.get(out)
+        if out.dtype.kind in "fc":
+            assert np.isnan(out[1]).all() and np.isfinite(out[[0, 2]]).all()
