@@ -443,13 +443,11 @@ class HandleRegistry:
 
     def __init__(self, what: str):
         self.what = what
-        self._destroyed: dict[int, None] = {}  # insertion-ordered set
-        self._lock = threading.Lock()
+        self._destroyed: dict[int, None] = {}  # insertion-ordered set; single dict ops are atomic
 
     def created(self, handle: int) -> None:
         """Record a handle a create function returned."""
-        with self._lock:
-            self._destroyed.pop(handle, None)
+        self._destroyed.pop(handle, None)
 
     def destroying(self, handle: int, where: str) -> None:
         """Refuse a handle already destroyed through this module.
@@ -465,7 +463,10 @@ class HandleRegistry:
 
     def destroyed(self, handle: int) -> None:
         """Record a successful destroy."""
-        with self._lock:
-            self._destroyed[handle] = None
-            if len(self._destroyed) > self._LIMIT:
-                self._destroyed.pop(next(iter(self._destroyed)))
+        destroyed = self._destroyed
+        destroyed[handle] = None
+        if len(destroyed) > self._LIMIT:
+            try:
+                del destroyed[next(iter(destroyed))]  # the oldest
+            except (RuntimeError, KeyError, StopIteration):  # another thread changed it meanwhile
+                pass
