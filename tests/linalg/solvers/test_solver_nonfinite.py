@@ -30,9 +30,12 @@ VALUES = (np.nan, np.inf, -np.inf)
 
 
 def _outputs(result) -> list:
+    """The tensors of a result (the GPU lstsq computes only the solution: the Nones are dropped)."""
     if isinstance(result, L.LstsqResult):
-        return [result.solution, result.residuals, result.singular_values]
-    return list(result) if isinstance(result, (tuple, list)) else [result]
+        outs = [result.solution, result.residuals, result.singular_values]
+    else:
+        outs = list(result) if isinstance(result, (tuple, list)) else [result]
+    return [x for x in outs if x is not None]
 
 
 CALLS = {
