@@ -88,10 +88,28 @@ class CudaLibraryError(NvmathError):
         msg = f"{self.library} call failed: {self.status_name} ({self.status})"
         if detail:
             msg += f"; {detail}"
+        if self.status_name.endswith(_NO_DEVICE_STATUSES):
+            msg += _no_device_hint()
         super().__init__(msg)
 
     def __reduce__(self):
         return (type(self), (self.status, self.status_name))
+
+
+# Statuses the libraries report when no GPU or driver is there (handle and plan creation).
+_NO_DEVICE_STATUSES = ("NOT_INITIALIZED", "INTERNAL_ERROR", "SETUP_FAILED", "INVALID_DEVICE")
+
+
+def _no_device_hint() -> str:
+    """A hint to add to an error when no usable NVIDIA GPU or driver was found ('' when there is one)."""
+    try:
+        from nvmath._internal.devices import gpu_available
+
+        if gpu_available():
+            return ""
+    except Exception:  # noqa: BLE001 - a hint never raises
+        pass
+    return "; no NVIDIA GPU or CUDA driver was found on this machine (the library needs one)"
 
 
 class UnsupportedLayoutError(NvmathError, ValueError):

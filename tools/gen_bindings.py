@@ -42,7 +42,14 @@ mangle): handles, streams and pointers take ``int`` or an object with ``__index_
 function and the parameter. The fast path is one inline boolean expression of range comparisons
 plus ctypes' own conversion; a failure of either goes to ``_loader.retry_call``, which checks each
 argument against the module's generated ``_ARG_KINDS`` table. The first call of each function checks
-its arguments before the library is loaded.
+its arguments before the library is loaded. The comparisons apply to ``operator.index(value)``,
+which the wrapper then passes on: an ``int`` subclass with rigged comparisons cannot smuggle
+``-1`` to C as ``2**64 - 1`` (~0.01 us per integer argument). A ``str``/``bytes`` argument with an
+embedded NUL is a ``ValueError``. Create/destroy pairs (``create``/``destroy``,
+``matmul_desc_create``/``matmul_desc_destroy``, ..., and ``EXTRA_CREATORS`` such as cuFFT's
+``plan1d``) share a ``_loader.HandleRegistry``: a second destroy of a handle raises ``ValueError``
+before the library sees it. ``PRECHECKS`` adds hand-written argument checks to a few functions
+(cuFFT plan sizes and types). None of this is in the unchecked twins.
 
 Overhead policy (issue #13: at most 0.2 us per call for the checks): the checks cost 0.01-0.05 us
 for a few arguments but ~0.25 us for the 16 of ``cublasLtMatmul`` and ~0.3 us for the 19-23 of the

@@ -127,8 +127,47 @@ def range_test(name: str, kind: str) -> str:
     """
     if kind == "ptr" or kind[0] in "iu" or kind == "bool":
         lo, hi = int_range(kind)
-        return f"{lo} <= {name} <= {hi}"
+        # operator.index first: an int subclass with rigged comparisons is checked by its real value
+        return f"{lo} <= ({name} := _index({name})) <= {hi}"
     return ""
+
+
+# Argument checks (hand-written, nvmath/bindings/_loader.py) inserted before the C call, after the
+# integer conversion: values the C type allows but the library refuses with an unhelpful status.
+_FFT_SIZES = {"nx", "ny", "nz", "batch"}
+PRECHECKS = {
+    "cufft": {
+        name: "_loader.check_fft_plan({where!r}, Type, type, {sizes})"
+        for name in ("plan1d", "plan2d", "plan3d", "make_plan1d", "make_plan2d", "make_plan3d")
+    }
+}
+
+
+# Functions that create a handle destroyed by another than their "create" -> "destroy" counterpart.
+EXTRA_CREATORS = {
+    "cufft": {"plan1d": "destroy", "plan2d": "destroy", "plan3d": "destroy", "plan_many": "destroy"},
+    "cublasLt": {"grouped_matrix_layout_create": "matrix_layout_destroy"},
+}
+
+
+def handle_pair(name: str, inputs: list, outputs: list, names: set[str], module: str) -> str | None:
+    """The destroy function of a create/destroy pair ``name`` belongs to, or ``None``.
+
+    A creator returns exactly one handle; a destroyer takes exactly one argument, the handle.
+    """
+    extra = EXTRA_CREATORS.get(module, {})
+    if name in extra and len(outputs) == 1:
+        return extra[name]
+    if "destroy" in name and len(inputs) == 1 and not outputs and name.replace("destroy", "create") in names:
+        return name
+    if "create" in name and len(outputs) == 1 and name.replace("create", "destroy") in names:
+        return name.replace("create", "destroy")
+    return None
+
+
+def _call_index(body: list[str]) -> int:
+    """The index of the ``try:`` around the C call in a wrapper's body lines."""
+    return next(i for i, line in enumerate(body) if line == "    try:\n" and "_p_" in body[i + 1])
 
 
 def _wrap_bool(head: str, tests: list[str], indent: str) -> str:
@@ -213,6 +252,7 @@ class ModuleEmitter:
         self.excluded = excluded
         self.public: list[str] = []
         self.arg_kinds: dict[str, tuple[str, ...]] = {}  # Python function -> check kind per parameter
+        self.handle_kinds: list[str] = []  # destroy functions whose handles are tracked (double destroy)
         self.classes: dict[str, str] = {}  # C enum name -> Python class name available in this module
 
     # -- enums -------------------------------------------------------------------------------
@@ -399,8 +439,28 @@ class ModuleEmitter:
         else:
             body.append(_wrap_call(f"{target}{symbol}(", args, ")", "    ") + "\n")
         body += return_lines(func, outputs)
+        self._track_handles(func, inputs, outputs, body)
+        check = PRECHECKS.get(self.spec.module, {}).get(func.name)
+        if check:
+            sizes = "{" + ", ".join(f"{p.name!r}: {p.name}" for p in inputs if p.name in _FFT_SIZES) + "}"
+            line = check.format(where=f"{self.spec.module}.{func.name}", sizes=sizes)
+            body.insert(_call_index(body), f"    {line}\n")
         self.public.append(func.name)
         return "".join(body)
+
+    def _track_handles(self, func: Any, inputs: list, outputs: list, body: list[str]) -> None:
+        """Register what a create function returns; refuse a second destroy of it (see HandleRegistry)."""
+        key = handle_pair(func.name, inputs, outputs, {f.name for f in self.functions}, self.spec.module)
+        if key is None:
+            return
+        if func.name == key:  # the destroy function: check before the call, forget after success
+            handle = inputs[0].name
+            qualified = f"{self.spec.module}.{func.name}"
+            body.insert(_call_index(body), f"    _handles[{key!r}].destroying({handle}, {qualified!r})\n")
+            body.append(f"    _handles[{key!r}].destroyed({handle})\n")
+            self.handle_kinds.append(key)
+        else:
+            body.insert(len(body) - 1, f"    _handles[{key!r}].created({outputs[0].name}.value)\n")
 
     def describe_returns(self, func: Any, outputs: list) -> str:
         names = [p.name for p in outputs]
@@ -492,7 +552,7 @@ class ModuleEmitter:
             "# ruff: noqa\n",
             _docstring_module(doc),
             "\nfrom __future__ import annotations\n\n",
-            "import ctypes as _c\nfrom enum import IntEnum as _IntEnum\n\n",
+            "import ctypes as _c\nfrom enum import IntEnum as _IntEnum\nfrom operator import index as _index\n\n",
             "from nvmath._errors import CudaLibraryError as _CudaLibraryError\n\n",
             "from . import _attributes, _loader\n",
             *[_import_line(module, names) for module, names in sorted(imports.items())],
@@ -514,6 +574,15 @@ class ModuleEmitter:
         if attributes:
             parts.append("\n\n" + attributes)
         parts.append("\n\n" + self.emit_arg_kinds())
+        if self.handle_kinds:
+            rows = "".join(
+                f"    {k!r}: _loader.HandleRegistry({self.spec.module + '.' + k!r}),\n"
+                for k in sorted(self.handle_kinds)
+            )
+            parts.append(
+                "\n\n# Handles destroyed through this module, per destroy function (a second destroy is refused).\n"
+                "_handles = {\n" + rows + "}\n"
+            )
         return "".join(parts)
 
     def emit_arg_kinds(self) -> str:

@@ -14,12 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from nvmath._internal.options import check_nonnegative_int, check_optional_positive_int
+from nvmath._internal.options import check_int, check_nonnegative_int, check_optional_positive_int
 
 __all__ = ["EXECUTION_NAMES", "Execution", "ExecutionCPU", "ExecutionCUDA", "resolve_execution"]
 
 logger = logging.getLogger(__name__)
 
+
+MAX_THREADS = 2**31 - 1
+"""The largest ``ExecutionCPU.num_threads`` (the CPU libraries take a C ``int``)."""
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionCUDA:
@@ -42,7 +45,8 @@ class ExecutionCPU:
     """Run on the host CPU.
 
     Attributes:
-        num_threads: the number of CPU threads to use; ``None`` lets the CPU library decide.
+        num_threads: the number of CPU threads to use (1 to ``2**31 - 1``, the CPU libraries' C
+            ``int``); ``None`` lets the CPU library decide.
     """
 
     name: ClassVar[Literal["cpu"]] = "cpu"
@@ -50,6 +54,8 @@ class ExecutionCPU:
 
     def __post_init__(self) -> None:
         check_optional_positive_int("ExecutionCPU.num_threads", self.num_threads)
+        if self.num_threads is not None:  # the CPU libraries take a C int
+            check_int("ExecutionCPU.num_threads", self.num_threads, maximum=MAX_THREADS)
 
 
 Execution = ExecutionCUDA | ExecutionCPU

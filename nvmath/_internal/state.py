@@ -53,6 +53,8 @@ import linecache
 from collections.abc import Callable, Iterator
 from typing import Any, Self, TypeVar
 
+from _thread import get_ident as _get_ident
+
 from nvmath._errors import InvalidPlannerState
 
 __all__ = ["FreedOnExit", "Lifecycle", "PlannerState", "StateGuard", "freed_on_error", "requires"]
@@ -64,10 +66,21 @@ _RELEASED = 0b1000
 
 
 class FreedOnExit:
-    """Mixin of the planners: ``with Planner(...) as p:`` calls ``p.free()`` on leaving the block."""
+    """Mixin of the planners: ``with Planner(...) as p:`` calls ``p.free()`` on leaving the block.
+
+    Planners are not picklable (nor copyable): pickling raises a ``TypeError`` that says why.
+    """
 
     def free(self) -> None:
         raise NotImplementedError
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        name = type(self).__name__
+        raise TypeError(
+            f"{name} objects cannot be pickled or copied: a planner owns library handles, plans, device "
+            f"memory and streams that exist only in this process (and references to its operands); "
+            f"create a new {name} from the operands where it is needed"
+        )
 
     def __enter__(self) -> Self:
         return self
@@ -141,7 +154,7 @@ class Lifecycle:
         release_method: the name of the method that releases the operands (for messages).
     """
 
-    __slots__ = ("bits", "error_class", "planner", "release_method", "reset_method")
+    __slots__ = ("bits", "error_class", "owner", "planner", "release_method", "reset_method")
 
     def __init__(
         self,
@@ -154,6 +167,7 @@ class Lifecycle:
         if not (isinstance(error_class, type) and issubclass(error_class, InvalidPlannerState)):
             raise TypeError(f"error_class must subclass InvalidPlannerState; got {error_class!r}")
         self.bits: int = PlannerState.CREATED.value
+        self.owner: int | None = None  # the thread inside a guarded method (see requires)
         self.planner = planner
         self.error_class = error_class
         self.reset_method = reset_method
@@ -208,6 +222,14 @@ class Lifecycle:
             msg = f"{call} cannot be called in state {state.name} (allowed: {names})"
         return self.error_class(msg)
 
+    def concurrent(self, method: str) -> InvalidPlannerState:
+        """Build the error for ``method`` called while another thread is inside a guarded method."""
+        return self.error_class(
+            f"{self.planner}.{method}() called while another thread is running a method of the same "
+            f"{self.planner}: a planner is used by one thread at a time (use one per thread, or hold "
+            "a lock around each sequence of calls)"
+        )
+
     def __repr__(self) -> str:
         released = self.operands_released
         return f"Lifecycle({self.planner!r}, state={self.state.name}, operands_released={released})"
@@ -252,7 +274,16 @@ def _forwarder_source(method: Callable[..., Any], attr: str) -> tuple[str, dict[
         f"    _nvm_lc = {self_name}.{attr}\n"
         f"    if _nvm_lc.bits & _nvm_forbidden:\n"
         f"        raise _nvm_lc.error(_nvm_name, _nvm_guard)\n"
-        f"    return _nvm_method({', '.join(call)})\n"
+        f"    _nvm_owner = _nvm_lc.owner\n"
+        f"    if _nvm_owner is not None:\n"
+        f"        if _nvm_owner != _nvm_ident():\n"
+        f"            raise _nvm_lc.concurrent(_nvm_name)\n"
+        f"        return _nvm_method({', '.join(call)})\n"
+        f"    _nvm_lc.owner = _nvm_ident()\n"
+        f"    try:\n"
+        f"        return _nvm_method({', '.join(call)})\n"
+        f"    finally:\n"
+        f"        _nvm_lc.owner = None\n"
     )
     return src, env
 
@@ -264,13 +295,32 @@ def _generic_forwarder(method: Callable[..., Any], attr: str, guard: StateGuard)
         lifecycle = getattr(self, attr)
         if lifecycle.bits & forbidden:
             raise lifecycle.error(name, guard)
-        return method(self, *args, **kwargs)
+        owner = lifecycle.owner
+        if owner is not None:
+            if owner != _get_ident():
+                raise lifecycle.concurrent(name)
+            return method(self, *args, **kwargs)  # a guarded method calling another
+        lifecycle.owner = _get_ident()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            lifecycle.owner = None
 
     return guarded
 
 
 def requires(*allowed: PlannerState, operands: bool = False, attr: str = "_lifecycle") -> Callable[[F], F]:
-    """Decorate a planner method so that it runs only in the ``allowed`` states.
+    """Decorate a planner method so that it runs only in the ``allowed`` states, one thread at a time.
+
+    **Threads.** A planner is used by one thread at a time. The wrapper records the calling thread in
+    the lifecycle's ``owner`` for the duration of the call (a guarded method may call another on the
+    same object in the same thread); a second thread entering any guarded method of the same object
+    while the first is inside one gets the planner's state error (a ``RuntimeError``) at once instead
+    of a result computed from the other thread's operands. The check is a flag, not a lock (a lock's
+    non-blocking acquire and release cost ~5x more): two threads entering in the same few bytecodes
+    may both pass, so it detects overlapping use, it does not make it safe. Calls that do not overlap
+    are not detected: sequences such as ``reset_operands(); execute()`` interleaved by two threads
+    must be serialized by the caller. Cost: one ``get_ident()`` and two attribute stores per call.
 
     The wrapper is generated with the method's exact signature, so it adds about one Python call
     (tens of nanoseconds) to the method, with no argument repacking. It is generated as source (and
@@ -303,6 +353,7 @@ def requires(*allowed: PlannerState, operands: bool = False, attr: str = "_lifec
                 _nvm_name=method.__name__,
                 _nvm_guard=guard,
                 _nvm_forbidden=guard.forbidden,
+                _nvm_ident=_get_ident,
             )
             filename = f"<state guard of {method.__module__}.{method.__qualname__}>"
             linecache.cache[filename] = (len(src), None, src.splitlines(keepends=True), filename)

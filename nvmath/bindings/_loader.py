@@ -391,10 +391,14 @@ def _check_float(value: Any, where: str) -> Any:
 
 
 def _check_string(value: Any, where: str) -> Any:
-    if value is None or isinstance(value, bytes):
-        return value
     if isinstance(value, str):
-        return value.encode()
+        value = value.encode()
+    if value is None:
+        return value
+    if isinstance(value, bytes):
+        if b"\0" in value:
+            raise ValueError(f"{where} contains an embedded NUL character (C would see it truncated)")
+        return value
     raise TypeError(f"{where} must be a str, bytes or None, not {_type_name(value)}")
 
 
@@ -482,11 +486,60 @@ def c_string(value: Any, function: str = "?", parameter: str = "?") -> Any:
 
     Raises:
         TypeError: anything else (an int would be taken by ctypes as an address).
+        ValueError: an embedded NUL character (C would see the string cut there), as ``open()`` does.
     """
-    if isinstance(value, str):
-        return value.encode()
-    if value is None or isinstance(value, bytes):
-        return value
-    raise TypeError(
-        f"{function}(): parameter {parameter} must be a str, bytes or None, not {_type_name(value)}"
-    )
+    return _check_string(value, f"{function}(): parameter {parameter}")
+
+
+def check_fft_plan(where: str, types: Any, fft_type: int, sizes: dict[str, int]) -> None:
+    """Refuse a cuFFT plan the library would only answer with ``CUFFT_INVALID_VALUE`` / ``INTERNAL_ERROR``.
+
+    Raises:
+        ValueError: a size or batch below 1, or a ``type`` that is no ``cufftType`` value.
+    """
+    for name, value in sizes.items():
+        if value < 1:
+            raise ValueError(f"{where}(): parameter {name}={value} must be at least 1")
+    if fft_type not in types._value2member_map_:
+        allowed = ", ".join(f"{m.name}={m.value:#x}" for m in types)
+        raise ValueError(f"{where}(): parameter type={fft_type} is not a cufftType ({allowed})")
+
+
+class HandleRegistry:
+    """The handles one binding module's create functions returned, and those its destroy function has
+    destroyed: a second destroy of a handle is refused (``ValueError``) instead of reaching the
+    library, which may abort the process. Handles the module did not create pass unchecked (raw
+    addresses stay the caller's responsibility). The unchecked bindings keep no registry.
+    """
+
+    _LIMIT = 1 << 16  # destroyed handles remembered (addresses are reused: a new create forgets one)
+
+    def __init__(self, what: str):
+        self.what = what
+        self._destroyed: dict[int, None] = {}  # insertion-ordered set; single dict ops are atomic
+
+    def created(self, handle: int) -> None:
+        """Record a handle a create function returned."""
+        self._destroyed.pop(handle, None)
+
+    def destroying(self, handle: int, where: str) -> None:
+        """Refuse a handle already destroyed through this module.
+
+        Raises:
+            ValueError: ``handle`` was destroyed before (and not returned by a create since).
+        """
+        if handle in self._destroyed:
+            raise ValueError(
+                f"{where}(): handle {handle:#x} was already destroyed; destroying it twice would "
+                "corrupt the library's state (or abort the process)"
+            )
+
+    def destroyed(self, handle: int) -> None:
+        """Record a successful destroy."""
+        destroyed = self._destroyed
+        destroyed[handle] = None
+        if len(destroyed) > self._LIMIT:
+            try:
+                del destroyed[next(iter(destroyed))]  # the oldest
+            except (RuntimeError, KeyError, StopIteration):  # another thread changed it meanwhile
+                pass

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes as _c
 from enum import IntEnum as _IntEnum
+from operator import index as _index
 
 from nvmath._errors import CudaLibraryError as _CudaLibraryError
 
@@ -1379,6 +1380,7 @@ def create():
     _s = _p_cublasLtCreate(_byref(light_handle))
     if _s:
         _raise(_s)
+    _handles['destroy'].created(light_handle.value)
     return light_handle.value
 
 
@@ -1388,17 +1390,19 @@ def destroy(light_handle):
     C: ``cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle)``
     """
     try:
-        _ok = 0 <= light_handle <= 18446744073709551615
+        _ok = 0 <= (light_handle := _index(light_handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(destroy, locals(), _ARG_KINDS['destroy'])
+    _handles['destroy'].destroying(light_handle, 'cublasLt.destroy')
     try:
         _s = _p_cublasLtDestroy(light_handle)
     except _ArgumentError:
         return _retry(destroy, locals(), _ARG_KINDS['destroy'])
     if _s:
         _raise(_s)
+    _handles['destroy'].destroyed(light_handle)
 
 
 def emulation_desc_create():
@@ -1410,6 +1414,7 @@ def emulation_desc_create():
     _s = _p_cublasLtEmulationDescCreate(_byref(emulation_desc))
     if _s:
         _raise(_s)
+    _handles['emulation_desc_destroy'].created(emulation_desc.value)
     return emulation_desc.value
 
 
@@ -1419,17 +1424,19 @@ def emulation_desc_destroy(emulation_desc):
     C: ``cublasStatus_t cublasLtEmulationDescDestroy(cublasLtEmulationDesc_t emulationDesc)``
     """
     try:
-        _ok = 0 <= emulation_desc <= 18446744073709551615
+        _ok = 0 <= (emulation_desc := _index(emulation_desc)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(emulation_desc_destroy, locals(), _ARG_KINDS['emulation_desc_destroy'])
+    _handles['emulation_desc_destroy'].destroying(emulation_desc, 'cublasLt.emulation_desc_destroy')
     try:
         _s = _p_cublasLtEmulationDescDestroy(emulation_desc)
     except _ArgumentError:
         return _retry(emulation_desc_destroy, locals(), _ARG_KINDS['emulation_desc_destroy'])
     if _s:
         _raise(_s)
+    _handles['emulation_desc_destroy'].destroyed(emulation_desc)
 
 
 def emulation_desc_get_attribute(emulation_desc, attr, buf, size_in_bytes):
@@ -1440,8 +1447,10 @@ def emulation_desc_get_attribute(emulation_desc, attr, buf, size_in_bytes):
     """
     try:
         _ok = (
-            0 <= emulation_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (emulation_desc := _index(emulation_desc)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1466,7 +1475,10 @@ def emulation_desc_init_internal(emulation_desc, size):
     size)``
     """
     try:
-        _ok = 0 <= emulation_desc <= 18446744073709551615 and 0 <= size <= 18446744073709551615
+        _ok = (
+            0 <= (emulation_desc := _index(emulation_desc)) <= 18446744073709551615 and
+            0 <= (size := _index(size)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1487,8 +1499,10 @@ def emulation_desc_set_attribute(emulation_desc, attr, buf, size_in_bytes):
     """
     try:
         _ok = (
-            0 <= emulation_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (emulation_desc := _index(emulation_desc)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1517,7 +1531,7 @@ def get_property(type):
     C: ``cublasStatus_t cublasLtGetProperty(libraryPropertyType type, int* value)``
     """
     try:
-        _ok = -2147483648 <= type <= 2147483647
+        _ok = -2147483648 <= (type := _index(type)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1538,7 +1552,7 @@ def get_status_name(status):
     C: ``const char* cublasLtGetStatusName(cublasStatus_t status)``
     """
     try:
-        _ok = -2147483648 <= status <= 2147483647
+        _ok = -2147483648 <= (status := _index(status)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1556,7 +1570,7 @@ def get_status_string(status):
     C: ``const char* cublasLtGetStatusString(cublasStatus_t status)``
     """
     try:
-        _ok = -2147483648 <= status <= 2147483647
+        _ok = -2147483648 <= (status := _index(status)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1585,9 +1599,11 @@ def grouped_matrix_layout_create(type, group_count, rows_array, cols_array, ld_a
     """
     try:
         _ok = (
-            -2147483648 <= type <= 2147483647 and -2147483648 <= group_count <= 2147483647 and
-            0 <= rows_array <= 18446744073709551615 and 0 <= cols_array <= 18446744073709551615 and
-            0 <= ld_array <= 18446744073709551615
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            -2147483648 <= (group_count := _index(group_count)) <= 2147483647 and
+            0 <= (rows_array := _index(rows_array)) <= 18446744073709551615 and
+            0 <= (cols_array := _index(cols_array)) <= 18446744073709551615 and
+            0 <= (ld_array := _index(ld_array)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1602,6 +1618,7 @@ def grouped_matrix_layout_create(type, group_count, rows_array, cols_array, ld_a
         return _retry(grouped_matrix_layout_create, locals(), _ARG_KINDS['grouped_matrix_layout_create'])
     if _s:
         _raise(_s)
+    _handles['matrix_layout_destroy'].created(mat_layout.value)
     return mat_layout.value
 
 
@@ -1616,10 +1633,13 @@ def grouped_matrix_layout_init_internal(
     """
     try:
         _ok = (
-            0 <= mat_layout <= 18446744073709551615 and 0 <= size <= 18446744073709551615 and
-            -2147483648 <= type <= 2147483647 and -2147483648 <= group_count <= 2147483647 and
-            0 <= rows_array <= 18446744073709551615 and 0 <= cols_array <= 18446744073709551615 and
-            0 <= ld_array <= 18446744073709551615
+            0 <= (mat_layout := _index(mat_layout)) <= 18446744073709551615 and
+            0 <= (size := _index(size)) <= 18446744073709551615 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            -2147483648 <= (group_count := _index(group_count)) <= 2147483647 and
+            0 <= (rows_array := _index(rows_array)) <= 18446744073709551615 and
+            0 <= (cols_array := _index(cols_array)) <= 18446744073709551615 and
+            0 <= (ld_array := _index(ld_array)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1653,7 +1673,7 @@ def heuristics_cache_set_capacity(capacity):
     C: ``cublasStatus_t cublasLtHeuristicsCacheSetCapacity(size_t capacity)``
     """
     try:
-        _ok = 0 <= capacity <= 18446744073709551615
+        _ok = 0 <= (capacity := _index(capacity)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1696,7 +1716,7 @@ def logger_set_callback(callback):
     C: ``cublasStatus_t cublasLtLoggerSetCallback(cublasLtLoggerCallback_t callback)``
     """
     try:
-        _ok = 0 <= callback <= 18446744073709551615
+        _ok = 0 <= (callback := _index(callback)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1715,7 +1735,7 @@ def logger_set_file(file):
     C: ``cublasStatus_t cublasLtLoggerSetFile(FILE* file)``
     """
     try:
-        _ok = 0 <= file <= 18446744073709551615
+        _ok = 0 <= (file := _index(file)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1734,7 +1754,7 @@ def logger_set_level(level):
     C: ``cublasStatus_t cublasLtLoggerSetLevel(int level)``
     """
     try:
-        _ok = -2147483648 <= level <= 2147483647
+        _ok = -2147483648 <= (level := _index(level)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1753,7 +1773,7 @@ def logger_set_mask(mask):
     C: ``cublasStatus_t cublasLtLoggerSetMask(int mask)``
     """
     try:
-        _ok = -2147483648 <= mask <= 2147483647
+        _ok = -2147483648 <= (mask := _index(mask)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1780,14 +1800,22 @@ def matmul(
     """
     try:
         _ok = (
-            0 <= light_handle <= 18446744073709551615 and 0 <= compute_desc <= 18446744073709551615 and
-            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
-            0 <= adesc <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
-            0 <= bdesc <= 18446744073709551615 and 0 <= beta <= 18446744073709551615 and
-            0 <= c <= 18446744073709551615 and 0 <= cdesc <= 18446744073709551615 and
-            0 <= d <= 18446744073709551615 and 0 <= ddesc <= 18446744073709551615 and
-            0 <= algo <= 18446744073709551615 and 0 <= workspace <= 18446744073709551615 and
-            0 <= workspace_size_in_bytes <= 18446744073709551615 and 0 <= stream <= 18446744073709551615
+            0 <= (light_handle := _index(light_handle)) <= 18446744073709551615 and
+            0 <= (compute_desc := _index(compute_desc)) <= 18446744073709551615 and
+            0 <= (alpha := _index(alpha)) <= 18446744073709551615 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            0 <= (adesc := _index(adesc)) <= 18446744073709551615 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            0 <= (bdesc := _index(bdesc)) <= 18446744073709551615 and
+            0 <= (beta := _index(beta)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            0 <= (cdesc := _index(cdesc)) <= 18446744073709551615 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (ddesc := _index(ddesc)) <= 18446744073709551615 and
+            0 <= (algo := _index(algo)) <= 18446744073709551615 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            0 <= (workspace_size_in_bytes := _index(workspace_size_in_bytes)) <= 18446744073709551615 and
+            0 <= (stream := _index(stream)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1812,8 +1840,10 @@ def matmul_algo_cap_get_attribute(algo, attr, buf, size_in_bytes):
     """
     try:
         _ok = (
-            0 <= algo <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (algo := _index(algo)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1839,10 +1869,14 @@ def matmul_algo_check(light_handle, operation_desc, adesc, bdesc, cdesc, ddesc, 
     """
     try:
         _ok = (
-            0 <= light_handle <= 18446744073709551615 and 0 <= operation_desc <= 18446744073709551615 and
-            0 <= adesc <= 18446744073709551615 and 0 <= bdesc <= 18446744073709551615 and
-            0 <= cdesc <= 18446744073709551615 and 0 <= ddesc <= 18446744073709551615 and
-            0 <= algo <= 18446744073709551615 and 0 <= result <= 18446744073709551615
+            0 <= (light_handle := _index(light_handle)) <= 18446744073709551615 and
+            0 <= (operation_desc := _index(operation_desc)) <= 18446744073709551615 and
+            0 <= (adesc := _index(adesc)) <= 18446744073709551615 and
+            0 <= (bdesc := _index(bdesc)) <= 18446744073709551615 and
+            0 <= (cdesc := _index(cdesc)) <= 18446744073709551615 and
+            0 <= (ddesc := _index(ddesc)) <= 18446744073709551615 and
+            0 <= (algo := _index(algo)) <= 18446744073709551615 and
+            0 <= (result := _index(result)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1870,11 +1904,15 @@ def matmul_algo_check_for_stream(
     """
     try:
         _ok = (
-            0 <= light_handle <= 18446744073709551615 and 0 <= operation_desc <= 18446744073709551615 and
-            0 <= adesc <= 18446744073709551615 and 0 <= bdesc <= 18446744073709551615 and
-            0 <= cdesc <= 18446744073709551615 and 0 <= ddesc <= 18446744073709551615 and
-            0 <= algo <= 18446744073709551615 and 0 <= result <= 18446744073709551615 and
-            0 <= stream <= 18446744073709551615
+            0 <= (light_handle := _index(light_handle)) <= 18446744073709551615 and
+            0 <= (operation_desc := _index(operation_desc)) <= 18446744073709551615 and
+            0 <= (adesc := _index(adesc)) <= 18446744073709551615 and
+            0 <= (bdesc := _index(bdesc)) <= 18446744073709551615 and
+            0 <= (cdesc := _index(cdesc)) <= 18446744073709551615 and
+            0 <= (ddesc := _index(ddesc)) <= 18446744073709551615 and
+            0 <= (algo := _index(algo)) <= 18446744073709551615 and
+            0 <= (result := _index(result)) <= 18446744073709551615 and
+            0 <= (stream := _index(stream)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1898,8 +1936,10 @@ def matmul_algo_config_get_attribute(algo, attr, buf, size_in_bytes):
     """
     try:
         _ok = (
-            0 <= algo <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (algo := _index(algo)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1923,8 +1963,10 @@ def matmul_algo_config_set_attribute(algo, attr, buf, size_in_bytes):
     """
     try:
         _ok = (
-            0 <= algo <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (algo := _index(algo)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1951,11 +1993,15 @@ def matmul_algo_get_heuristic(
     """
     try:
         _ok = (
-            0 <= light_handle <= 18446744073709551615 and 0 <= operation_desc <= 18446744073709551615 and
-            0 <= adesc <= 18446744073709551615 and 0 <= bdesc <= 18446744073709551615 and
-            0 <= cdesc <= 18446744073709551615 and 0 <= ddesc <= 18446744073709551615 and
-            0 <= preference <= 18446744073709551615 and -2147483648 <= requested_algo_count <= 2147483647 and
-            0 <= heuristic_results_array <= 18446744073709551615
+            0 <= (light_handle := _index(light_handle)) <= 18446744073709551615 and
+            0 <= (operation_desc := _index(operation_desc)) <= 18446744073709551615 and
+            0 <= (adesc := _index(adesc)) <= 18446744073709551615 and
+            0 <= (bdesc := _index(bdesc)) <= 18446744073709551615 and
+            0 <= (cdesc := _index(cdesc)) <= 18446744073709551615 and
+            0 <= (ddesc := _index(ddesc)) <= 18446744073709551615 and
+            0 <= (preference := _index(preference)) <= 18446744073709551615 and
+            -2147483648 <= (requested_algo_count := _index(requested_algo_count)) <= 2147483647 and
+            0 <= (heuristic_results_array := _index(heuristic_results_array)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1988,11 +2034,16 @@ def matmul_algo_get_heuristic_for_stream(
     """
     try:
         _ok = (
-            0 <= light_handle <= 18446744073709551615 and 0 <= operation_desc <= 18446744073709551615 and
-            0 <= adesc <= 18446744073709551615 and 0 <= bdesc <= 18446744073709551615 and
-            0 <= cdesc <= 18446744073709551615 and 0 <= ddesc <= 18446744073709551615 and
-            0 <= preference <= 18446744073709551615 and -2147483648 <= requested_algo_count <= 2147483647 and
-            0 <= heuristic_results_array <= 18446744073709551615 and 0 <= stream <= 18446744073709551615
+            0 <= (light_handle := _index(light_handle)) <= 18446744073709551615 and
+            0 <= (operation_desc := _index(operation_desc)) <= 18446744073709551615 and
+            0 <= (adesc := _index(adesc)) <= 18446744073709551615 and
+            0 <= (bdesc := _index(bdesc)) <= 18446744073709551615 and
+            0 <= (cdesc := _index(cdesc)) <= 18446744073709551615 and
+            0 <= (ddesc := _index(ddesc)) <= 18446744073709551615 and
+            0 <= (preference := _index(preference)) <= 18446744073709551615 and
+            -2147483648 <= (requested_algo_count := _index(requested_algo_count)) <= 2147483647 and
+            0 <= (heuristic_results_array := _index(heuristic_results_array)) <= 18446744073709551615 and
+            0 <= (stream := _index(stream)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2022,11 +2073,15 @@ def matmul_algo_get_ids(
     """
     try:
         _ok = (
-            0 <= light_handle <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647 and
-            -2147483648 <= scale_type <= 2147483647 and -2147483648 <= atype <= 2147483647 and
-            -2147483648 <= btype <= 2147483647 and -2147483648 <= ctype <= 2147483647 and
-            -2147483648 <= dtype <= 2147483647 and -2147483648 <= requested_algo_count <= 2147483647 and
-            0 <= algo_ids_array <= 18446744073709551615
+            0 <= (light_handle := _index(light_handle)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            -2147483648 <= (scale_type := _index(scale_type)) <= 2147483647 and
+            -2147483648 <= (atype := _index(atype)) <= 2147483647 and
+            -2147483648 <= (btype := _index(btype)) <= 2147483647 and
+            -2147483648 <= (ctype := _index(ctype)) <= 2147483647 and
+            -2147483648 <= (dtype := _index(dtype)) <= 2147483647 and
+            -2147483648 <= (requested_algo_count := _index(requested_algo_count)) <= 2147483647 and
+            0 <= (algo_ids_array := _index(algo_ids_array)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2054,11 +2109,15 @@ def matmul_algo_init(light_handle, compute_type, scale_type, atype, btype, ctype
     """
     try:
         _ok = (
-            0 <= light_handle <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647 and
-            -2147483648 <= scale_type <= 2147483647 and -2147483648 <= atype <= 2147483647 and
-            -2147483648 <= btype <= 2147483647 and -2147483648 <= ctype <= 2147483647 and
-            -2147483648 <= dtype <= 2147483647 and -2147483648 <= algo_id <= 2147483647 and
-            0 <= algo <= 18446744073709551615
+            0 <= (light_handle := _index(light_handle)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            -2147483648 <= (scale_type := _index(scale_type)) <= 2147483647 and
+            -2147483648 <= (atype := _index(atype)) <= 2147483647 and
+            -2147483648 <= (btype := _index(btype)) <= 2147483647 and
+            -2147483648 <= (ctype := _index(ctype)) <= 2147483647 and
+            -2147483648 <= (dtype := _index(dtype)) <= 2147483647 and
+            -2147483648 <= (algo_id := _index(algo_id)) <= 2147483647 and
+            0 <= (algo := _index(algo)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2081,7 +2140,10 @@ def matmul_desc_create(compute_type, scale_type):
     computeType, cudaDataType_t scaleType)``
     """
     try:
-        _ok = -2147483648 <= compute_type <= 2147483647 and -2147483648 <= scale_type <= 2147483647
+        _ok = (
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            -2147483648 <= (scale_type := _index(scale_type)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -2093,6 +2155,7 @@ def matmul_desc_create(compute_type, scale_type):
         return _retry(matmul_desc_create, locals(), _ARG_KINDS['matmul_desc_create'])
     if _s:
         _raise(_s)
+    _handles['matmul_desc_destroy'].created(matmul_desc.value)
     return matmul_desc.value
 
 
@@ -2102,17 +2165,19 @@ def matmul_desc_destroy(matmul_desc):
     C: ``cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc)``
     """
     try:
-        _ok = 0 <= matmul_desc <= 18446744073709551615
+        _ok = 0 <= (matmul_desc := _index(matmul_desc)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(matmul_desc_destroy, locals(), _ARG_KINDS['matmul_desc_destroy'])
+    _handles['matmul_desc_destroy'].destroying(matmul_desc, 'cublasLt.matmul_desc_destroy')
     try:
         _s = _p_cublasLtMatmulDescDestroy(matmul_desc)
     except _ArgumentError:
         return _retry(matmul_desc_destroy, locals(), _ARG_KINDS['matmul_desc_destroy'])
     if _s:
         _raise(_s)
+    _handles['matmul_desc_destroy'].destroyed(matmul_desc)
 
 
 def matmul_desc_get_attribute(matmul_desc, attr, buf, size_in_bytes):
@@ -2123,8 +2188,10 @@ def matmul_desc_get_attribute(matmul_desc, attr, buf, size_in_bytes):
     """
     try:
         _ok = (
-            0 <= matmul_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (matmul_desc := _index(matmul_desc)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2148,8 +2215,10 @@ def matmul_desc_init_internal(matmul_desc, size, compute_type, scale_type):
     """
     try:
         _ok = (
-            0 <= matmul_desc <= 18446744073709551615 and 0 <= size <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647 and -2147483648 <= scale_type <= 2147483647
+            0 <= (matmul_desc := _index(matmul_desc)) <= 18446744073709551615 and
+            0 <= (size := _index(size)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            -2147483648 <= (scale_type := _index(scale_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -2171,8 +2240,10 @@ def matmul_desc_set_attribute(matmul_desc, attr, buf, size_in_bytes):
     """
     try:
         _ok = (
-            0 <= matmul_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (matmul_desc := _index(matmul_desc)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2195,6 +2266,7 @@ def matmul_preference_create():
     _s = _p_cublasLtMatmulPreferenceCreate(_byref(pref))
     if _s:
         _raise(_s)
+    _handles['matmul_preference_destroy'].created(pref.value)
     return pref.value
 
 
@@ -2204,17 +2276,19 @@ def matmul_preference_destroy(pref):
     C: ``cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)``
     """
     try:
-        _ok = 0 <= pref <= 18446744073709551615
+        _ok = 0 <= (pref := _index(pref)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(matmul_preference_destroy, locals(), _ARG_KINDS['matmul_preference_destroy'])
+    _handles['matmul_preference_destroy'].destroying(pref, 'cublasLt.matmul_preference_destroy')
     try:
         _s = _p_cublasLtMatmulPreferenceDestroy(pref)
     except _ArgumentError:
         return _retry(matmul_preference_destroy, locals(), _ARG_KINDS['matmul_preference_destroy'])
     if _s:
         _raise(_s)
+    _handles['matmul_preference_destroy'].destroyed(pref)
 
 
 def matmul_preference_get_attribute(pref, attr, buf, size_in_bytes):
@@ -2225,8 +2299,10 @@ def matmul_preference_get_attribute(pref, attr, buf, size_in_bytes):
     """
     try:
         _ok = (
-            0 <= pref <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (pref := _index(pref)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2249,7 +2325,10 @@ def matmul_preference_init_internal(pref, size):
     size)``
     """
     try:
-        _ok = 0 <= pref <= 18446744073709551615 and 0 <= size <= 18446744073709551615
+        _ok = (
+            0 <= (pref := _index(pref)) <= 18446744073709551615 and
+            0 <= (size := _index(size)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -2270,8 +2349,10 @@ def matmul_preference_set_attribute(pref, attr, buf, size_in_bytes):
     """
     try:
         _ok = (
-            0 <= pref <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (pref := _index(pref)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2293,8 +2374,10 @@ def matrix_layout_create(type, rows, cols, ld):
     """
     try:
         _ok = (
-            -2147483648 <= type <= 2147483647 and 0 <= rows <= 18446744073709551615 and
-            0 <= cols <= 18446744073709551615 and -9223372036854775808 <= ld <= 9223372036854775807
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            0 <= (rows := _index(rows)) <= 18446744073709551615 and
+            0 <= (cols := _index(cols)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ld := _index(ld)) <= 9223372036854775807
         )
     except Exception:
         _ok = False
@@ -2307,6 +2390,7 @@ def matrix_layout_create(type, rows, cols, ld):
         return _retry(matrix_layout_create, locals(), _ARG_KINDS['matrix_layout_create'])
     if _s:
         _raise(_s)
+    _handles['matrix_layout_destroy'].created(mat_layout.value)
     return mat_layout.value
 
 
@@ -2316,17 +2400,19 @@ def matrix_layout_destroy(mat_layout):
     C: ``cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout)``
     """
     try:
-        _ok = 0 <= mat_layout <= 18446744073709551615
+        _ok = 0 <= (mat_layout := _index(mat_layout)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(matrix_layout_destroy, locals(), _ARG_KINDS['matrix_layout_destroy'])
+    _handles['matrix_layout_destroy'].destroying(mat_layout, 'cublasLt.matrix_layout_destroy')
     try:
         _s = _p_cublasLtMatrixLayoutDestroy(mat_layout)
     except _ArgumentError:
         return _retry(matrix_layout_destroy, locals(), _ARG_KINDS['matrix_layout_destroy'])
     if _s:
         _raise(_s)
+    _handles['matrix_layout_destroy'].destroyed(mat_layout)
 
 
 def matrix_layout_get_attribute(mat_layout, attr, buf, size_in_bytes):
@@ -2337,8 +2423,10 @@ def matrix_layout_get_attribute(mat_layout, attr, buf, size_in_bytes):
     """
     try:
         _ok = (
-            0 <= mat_layout <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (mat_layout := _index(mat_layout)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2362,9 +2450,12 @@ def matrix_layout_init_internal(mat_layout, size, type, rows, cols, ld):
     """
     try:
         _ok = (
-            0 <= mat_layout <= 18446744073709551615 and 0 <= size <= 18446744073709551615 and
-            -2147483648 <= type <= 2147483647 and 0 <= rows <= 18446744073709551615 and
-            0 <= cols <= 18446744073709551615 and -9223372036854775808 <= ld <= 9223372036854775807
+            0 <= (mat_layout := _index(mat_layout)) <= 18446744073709551615 and
+            0 <= (size := _index(size)) <= 18446744073709551615 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            0 <= (rows := _index(rows)) <= 18446744073709551615 and
+            0 <= (cols := _index(cols)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ld := _index(ld)) <= 9223372036854775807
         )
     except Exception:
         _ok = False
@@ -2386,8 +2477,10 @@ def matrix_layout_set_attribute(mat_layout, attr, buf, size_in_bytes):
     """
     try:
         _ok = (
-            0 <= mat_layout <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (mat_layout := _index(mat_layout)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2411,12 +2504,17 @@ def matrix_transform(light_handle, transform_desc, alpha, a, adesc, beta, b, bde
     """
     try:
         _ok = (
-            0 <= light_handle <= 18446744073709551615 and 0 <= transform_desc <= 18446744073709551615 and
-            0 <= alpha <= 18446744073709551615 and 0 <= a <= 18446744073709551615 and
-            0 <= adesc <= 18446744073709551615 and 0 <= beta <= 18446744073709551615 and
-            0 <= b <= 18446744073709551615 and 0 <= bdesc <= 18446744073709551615 and
-            0 <= c <= 18446744073709551615 and 0 <= cdesc <= 18446744073709551615 and
-            0 <= stream <= 18446744073709551615
+            0 <= (light_handle := _index(light_handle)) <= 18446744073709551615 and
+            0 <= (transform_desc := _index(transform_desc)) <= 18446744073709551615 and
+            0 <= (alpha := _index(alpha)) <= 18446744073709551615 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            0 <= (adesc := _index(adesc)) <= 18446744073709551615 and
+            0 <= (beta := _index(beta)) <= 18446744073709551615 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            0 <= (bdesc := _index(bdesc)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            0 <= (cdesc := _index(cdesc)) <= 18446744073709551615 and
+            0 <= (stream := _index(stream)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2439,7 +2537,7 @@ def matrix_transform_desc_create(scale_type):
     cudaDataType scaleType)``
     """
     try:
-        _ok = -2147483648 <= scale_type <= 2147483647
+        _ok = -2147483648 <= (scale_type := _index(scale_type)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
@@ -2451,6 +2549,7 @@ def matrix_transform_desc_create(scale_type):
         return _retry(matrix_transform_desc_create, locals(), _ARG_KINDS['matrix_transform_desc_create'])
     if _s:
         _raise(_s)
+    _handles['matrix_transform_desc_destroy'].created(transform_desc.value)
     return transform_desc.value
 
 
@@ -2460,17 +2559,19 @@ def matrix_transform_desc_destroy(transform_desc):
     C: ``cublasStatus_t cublasLtMatrixTransformDescDestroy(cublasLtMatrixTransformDesc_t transformDesc)``
     """
     try:
-        _ok = 0 <= transform_desc <= 18446744073709551615
+        _ok = 0 <= (transform_desc := _index(transform_desc)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(matrix_transform_desc_destroy, locals(), _ARG_KINDS['matrix_transform_desc_destroy'])
+    _handles['matrix_transform_desc_destroy'].destroying(transform_desc, 'cublasLt.matrix_transform_desc_destroy')
     try:
         _s = _p_cublasLtMatrixTransformDescDestroy(transform_desc)
     except _ArgumentError:
         return _retry(matrix_transform_desc_destroy, locals(), _ARG_KINDS['matrix_transform_desc_destroy'])
     if _s:
         _raise(_s)
+    _handles['matrix_transform_desc_destroy'].destroyed(transform_desc)
 
 
 def matrix_transform_desc_get_attribute(transform_desc, attr, buf, size_in_bytes):
@@ -2482,8 +2583,10 @@ def matrix_transform_desc_get_attribute(transform_desc, attr, buf, size_in_bytes
     """
     try:
         _ok = (
-            0 <= transform_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (transform_desc := _index(transform_desc)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2509,8 +2612,9 @@ def matrix_transform_desc_init_internal(transform_desc, size, scale_type):
     """
     try:
         _ok = (
-            0 <= transform_desc <= 18446744073709551615 and 0 <= size <= 18446744073709551615 and
-            -2147483648 <= scale_type <= 2147483647
+            0 <= (transform_desc := _index(transform_desc)) <= 18446744073709551615 and
+            0 <= (size := _index(size)) <= 18446744073709551615 and
+            -2147483648 <= (scale_type := _index(scale_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -2532,8 +2636,10 @@ def matrix_transform_desc_set_attribute(transform_desc, attr, buf, size_in_bytes
     """
     try:
         _ok = (
-            0 <= transform_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (transform_desc := _index(transform_desc)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2815,4 +2921,15 @@ _ARG_KINDS = {
     'matrix_transform_desc_get_attribute': ('ptr', 'i32', 'ptr', 'u64'),
     'matrix_transform_desc_init_internal': ('ptr', 'u64', 'i32'),
     'matrix_transform_desc_set_attribute': ('ptr', 'i32', 'ptr', 'u64'),
+}
+
+
+# Handles destroyed through this module, per destroy function (a second destroy is refused).
+_handles = {
+    'destroy': _loader.HandleRegistry('cublasLt.destroy'),
+    'emulation_desc_destroy': _loader.HandleRegistry('cublasLt.emulation_desc_destroy'),
+    'matmul_desc_destroy': _loader.HandleRegistry('cublasLt.matmul_desc_destroy'),
+    'matmul_preference_destroy': _loader.HandleRegistry('cublasLt.matmul_preference_destroy'),
+    'matrix_layout_destroy': _loader.HandleRegistry('cublasLt.matrix_layout_destroy'),
+    'matrix_transform_desc_destroy': _loader.HandleRegistry('cublasLt.matrix_transform_desc_destroy'),
 }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes as _c
 from enum import IntEnum as _IntEnum
+from operator import index as _index
 
 from nvmath._errors import CudaLibraryError as _CudaLibraryError
 
@@ -459,6 +460,7 @@ def create():
     _s = _p_cufftCreate(_byref(handle))
     if _s:
         _raise(_s)
+    _handles['destroy'].created(handle.value)
     return handle.value
 
 
@@ -468,17 +470,19 @@ def destroy(plan):
     C: ``cufftResult cufftDestroy(cufftHandle plan)``
     """
     try:
-        _ok = -2147483648 <= plan <= 2147483647
+        _ok = -2147483648 <= (plan := _index(plan)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(destroy, locals(), _ARG_KINDS['destroy'])
+    _handles['destroy'].destroying(plan, 'cufft.destroy')
     try:
         _s = _p_cufftDestroy(plan)
     except _ArgumentError:
         return _retry(destroy, locals(), _ARG_KINDS['destroy'])
     if _s:
         _raise(_s)
+    _handles['destroy'].destroyed(plan)
 
 
 def estimate1d(nx, type, batch):
@@ -488,8 +492,9 @@ def estimate1d(nx, type, batch):
     """
     try:
         _ok = (
-            -2147483648 <= nx <= 2147483647 and -2147483648 <= type <= 2147483647 and
-            -2147483648 <= batch <= 2147483647
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            -2147483648 <= (batch := _index(batch)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -512,8 +517,9 @@ def estimate2d(nx, ny, type):
     """
     try:
         _ok = (
-            -2147483648 <= nx <= 2147483647 and -2147483648 <= ny <= 2147483647 and
-            -2147483648 <= type <= 2147483647
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (ny := _index(ny)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -536,8 +542,10 @@ def estimate3d(nx, ny, nz, type):
     """
     try:
         _ok = (
-            -2147483648 <= nx <= 2147483647 and -2147483648 <= ny <= 2147483647 and
-            -2147483648 <= nz <= 2147483647 and -2147483648 <= type <= 2147483647
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (ny := _index(ny)) <= 2147483647 and
+            -2147483648 <= (nz := _index(nz)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -561,10 +569,13 @@ def estimate_many(rank, n, inembed, istride, idist, onembed, ostride, odist, typ
     """
     try:
         _ok = (
-            -2147483648 <= rank <= 2147483647 and -2147483648 <= istride <= 2147483647 and
-            -2147483648 <= idist <= 2147483647 and -2147483648 <= ostride <= 2147483647 and
-            -2147483648 <= odist <= 2147483647 and -2147483648 <= type <= 2147483647 and
-            -2147483648 <= batch <= 2147483647
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -2147483648 <= (istride := _index(istride)) <= 2147483647 and
+            -2147483648 <= (idist := _index(idist)) <= 2147483647 and
+            -2147483648 <= (ostride := _index(ostride)) <= 2147483647 and
+            -2147483648 <= (odist := _index(odist)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            -2147483648 <= (batch := _index(batch)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -593,8 +604,10 @@ def exec_c2c(plan, idata, odata, direction):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
-            0 <= odata <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (idata := _index(idata)) <= 18446744073709551615 and
+            0 <= (odata := _index(odata)) <= 18446744073709551615 and
+            -2147483648 <= (direction := _index(direction)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -615,8 +628,9 @@ def exec_c2r(plan, idata, odata):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
-            0 <= odata <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (idata := _index(idata)) <= 18446744073709551615 and
+            0 <= (odata := _index(odata)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -637,8 +651,9 @@ def exec_d2z(plan, idata, odata):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
-            0 <= odata <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (idata := _index(idata)) <= 18446744073709551615 and
+            0 <= (odata := _index(odata)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -659,8 +674,9 @@ def exec_r2c(plan, idata, odata):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
-            0 <= odata <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (idata := _index(idata)) <= 18446744073709551615 and
+            0 <= (odata := _index(odata)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -681,8 +697,9 @@ def exec_z2d(plan, idata, odata):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
-            0 <= odata <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (idata := _index(idata)) <= 18446744073709551615 and
+            0 <= (odata := _index(odata)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -704,8 +721,10 @@ def exec_z2z(plan, idata, odata, direction):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
-            0 <= odata <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (idata := _index(idata)) <= 18446744073709551615 and
+            0 <= (odata := _index(odata)) <= 18446744073709551615 and
+            -2147483648 <= (direction := _index(direction)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -726,7 +745,10 @@ def get_plan_property_int64(plan, property):
     returnPtrValue)``
     """
     try:
-        _ok = -2147483648 <= plan <= 2147483647 and -2147483648 <= property <= 2147483647
+        _ok = (
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (property := _index(property)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -747,7 +769,7 @@ def get_property(type):
     C: ``cufftResult cufftGetProperty(libraryPropertyType type, int* value)``
     """
     try:
-        _ok = -2147483648 <= type <= 2147483647
+        _ok = -2147483648 <= (type := _index(type)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
@@ -768,7 +790,7 @@ def get_size(handle):
     C: ``cufftResult cufftGetSize(cufftHandle handle, size_t* workSize)``
     """
     try:
-        _ok = -2147483648 <= handle <= 2147483647
+        _ok = -2147483648 <= (handle := _index(handle)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
@@ -791,8 +813,10 @@ def get_size1d(handle, nx, type, batch):
     """
     try:
         _ok = (
-            -2147483648 <= handle <= 2147483647 and -2147483648 <= nx <= 2147483647 and
-            -2147483648 <= type <= 2147483647 and -2147483648 <= batch <= 2147483647
+            -2147483648 <= (handle := _index(handle)) <= 2147483647 and
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            -2147483648 <= (batch := _index(batch)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -816,8 +840,10 @@ def get_size2d(handle, nx, ny, type):
     """
     try:
         _ok = (
-            -2147483648 <= handle <= 2147483647 and -2147483648 <= nx <= 2147483647 and
-            -2147483648 <= ny <= 2147483647 and -2147483648 <= type <= 2147483647
+            -2147483648 <= (handle := _index(handle)) <= 2147483647 and
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (ny := _index(ny)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -841,9 +867,11 @@ def get_size3d(handle, nx, ny, nz, type):
     """
     try:
         _ok = (
-            -2147483648 <= handle <= 2147483647 and -2147483648 <= nx <= 2147483647 and
-            -2147483648 <= ny <= 2147483647 and -2147483648 <= nz <= 2147483647 and
-            -2147483648 <= type <= 2147483647
+            -2147483648 <= (handle := _index(handle)) <= 2147483647 and
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (ny := _index(ny)) <= 2147483647 and
+            -2147483648 <= (nz := _index(nz)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -867,10 +895,14 @@ def get_size_many(handle, rank, n, inembed, istride, idist, onembed, ostride, od
     """
     try:
         _ok = (
-            -2147483648 <= handle <= 2147483647 and -2147483648 <= rank <= 2147483647 and
-            -2147483648 <= istride <= 2147483647 and -2147483648 <= idist <= 2147483647 and
-            -2147483648 <= ostride <= 2147483647 and -2147483648 <= odist <= 2147483647 and
-            -2147483648 <= type <= 2147483647 and -2147483648 <= batch <= 2147483647
+            -2147483648 <= (handle := _index(handle)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -2147483648 <= (istride := _index(istride)) <= 2147483647 and
+            -2147483648 <= (idist := _index(idist)) <= 2147483647 and
+            -2147483648 <= (ostride := _index(ostride)) <= 2147483647 and
+            -2147483648 <= (odist := _index(odist)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            -2147483648 <= (batch := _index(batch)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -900,12 +932,14 @@ def get_size_many64(plan, rank, n, inembed, istride, idist, onembed, ostride, od
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= rank <= 2147483647 and
-            -9223372036854775808 <= istride <= 9223372036854775807 and
-            -9223372036854775808 <= idist <= 9223372036854775807 and
-            -9223372036854775808 <= ostride <= 9223372036854775807 and
-            -9223372036854775808 <= odist <= 9223372036854775807 and -2147483648 <= type <= 2147483647 and
-            -9223372036854775808 <= batch <= 9223372036854775807
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -9223372036854775808 <= (istride := _index(istride)) <= 9223372036854775807 and
+            -9223372036854775808 <= (idist := _index(idist)) <= 9223372036854775807 and
+            -9223372036854775808 <= (ostride := _index(ostride)) <= 9223372036854775807 and
+            -9223372036854775808 <= (odist := _index(odist)) <= 9223372036854775807 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            -9223372036854775808 <= (batch := _index(batch)) <= 9223372036854775807
         )
     except Exception:
         _ok = False
@@ -946,14 +980,17 @@ def make_plan1d(plan, nx, type, batch):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= nx <= 2147483647 and
-            -2147483648 <= type <= 2147483647 and -2147483648 <= batch <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            -2147483648 <= (batch := _index(batch)) <= 2147483647
         )
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(make_plan1d, locals(), _ARG_KINDS['make_plan1d'])
     work_size = _size()
+    _loader.check_fft_plan('cufft.make_plan1d', Type, type, {'nx': nx, 'batch': batch})
     try:
         _s = _p_cufftMakePlan1d(plan, nx, type, batch, _byref(work_size))
     except _ArgumentError:
@@ -970,14 +1007,17 @@ def make_plan2d(plan, nx, ny, type):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= nx <= 2147483647 and
-            -2147483648 <= ny <= 2147483647 and -2147483648 <= type <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (ny := _index(ny)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647
         )
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(make_plan2d, locals(), _ARG_KINDS['make_plan2d'])
     work_size = _size()
+    _loader.check_fft_plan('cufft.make_plan2d', Type, type, {'nx': nx, 'ny': ny})
     try:
         _s = _p_cufftMakePlan2d(plan, nx, ny, type, _byref(work_size))
     except _ArgumentError:
@@ -995,15 +1035,18 @@ def make_plan3d(plan, nx, ny, nz, type):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= nx <= 2147483647 and
-            -2147483648 <= ny <= 2147483647 and -2147483648 <= nz <= 2147483647 and
-            -2147483648 <= type <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (ny := _index(ny)) <= 2147483647 and
+            -2147483648 <= (nz := _index(nz)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647
         )
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(make_plan3d, locals(), _ARG_KINDS['make_plan3d'])
     work_size = _size()
+    _loader.check_fft_plan('cufft.make_plan3d', Type, type, {'nx': nx, 'ny': ny, 'nz': nz})
     try:
         _s = _p_cufftMakePlan3d(plan, nx, ny, nz, type, _byref(work_size))
     except _ArgumentError:
@@ -1021,10 +1064,14 @@ def make_plan_many(plan, rank, n, inembed, istride, idist, onembed, ostride, odi
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= rank <= 2147483647 and
-            -2147483648 <= istride <= 2147483647 and -2147483648 <= idist <= 2147483647 and
-            -2147483648 <= ostride <= 2147483647 and -2147483648 <= odist <= 2147483647 and
-            -2147483648 <= type <= 2147483647 and -2147483648 <= batch <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -2147483648 <= (istride := _index(istride)) <= 2147483647 and
+            -2147483648 <= (idist := _index(idist)) <= 2147483647 and
+            -2147483648 <= (ostride := _index(ostride)) <= 2147483647 and
+            -2147483648 <= (odist := _index(odist)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            -2147483648 <= (batch := _index(batch)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1054,12 +1101,14 @@ def make_plan_many64(plan, rank, n, inembed, istride, idist, onembed, ostride, o
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= rank <= 2147483647 and
-            -9223372036854775808 <= istride <= 9223372036854775807 and
-            -9223372036854775808 <= idist <= 9223372036854775807 and
-            -9223372036854775808 <= ostride <= 9223372036854775807 and
-            -9223372036854775808 <= odist <= 9223372036854775807 and -2147483648 <= type <= 2147483647 and
-            -9223372036854775808 <= batch <= 9223372036854775807
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -9223372036854775808 <= (istride := _index(istride)) <= 9223372036854775807 and
+            -9223372036854775808 <= (idist := _index(idist)) <= 9223372036854775807 and
+            -9223372036854775808 <= (ostride := _index(ostride)) <= 9223372036854775807 and
+            -9223372036854775808 <= (odist := _index(odist)) <= 9223372036854775807 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            -9223372036854775808 <= (batch := _index(batch)) <= 9223372036854775807
         )
     except Exception:
         _ok = False
@@ -1087,20 +1136,23 @@ def plan1d(nx, type, batch):
     """
     try:
         _ok = (
-            -2147483648 <= nx <= 2147483647 and -2147483648 <= type <= 2147483647 and
-            -2147483648 <= batch <= 2147483647
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            -2147483648 <= (batch := _index(batch)) <= 2147483647
         )
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(plan1d, locals(), _ARG_KINDS['plan1d'])
     plan = _int()
+    _loader.check_fft_plan('cufft.plan1d', Type, type, {'nx': nx, 'batch': batch})
     try:
         _s = _p_cufftPlan1d(_byref(plan), nx, type, batch)
     except _ArgumentError:
         return _retry(plan1d, locals(), _ARG_KINDS['plan1d'])
     if _s:
         _raise(_s)
+    _handles['destroy'].created(plan.value)
     return plan.value
 
 
@@ -1111,20 +1163,23 @@ def plan2d(nx, ny, type):
     """
     try:
         _ok = (
-            -2147483648 <= nx <= 2147483647 and -2147483648 <= ny <= 2147483647 and
-            -2147483648 <= type <= 2147483647
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (ny := _index(ny)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647
         )
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(plan2d, locals(), _ARG_KINDS['plan2d'])
     plan = _int()
+    _loader.check_fft_plan('cufft.plan2d', Type, type, {'nx': nx, 'ny': ny})
     try:
         _s = _p_cufftPlan2d(_byref(plan), nx, ny, type)
     except _ArgumentError:
         return _retry(plan2d, locals(), _ARG_KINDS['plan2d'])
     if _s:
         _raise(_s)
+    _handles['destroy'].created(plan.value)
     return plan.value
 
 
@@ -1135,20 +1190,24 @@ def plan3d(nx, ny, nz, type):
     """
     try:
         _ok = (
-            -2147483648 <= nx <= 2147483647 and -2147483648 <= ny <= 2147483647 and
-            -2147483648 <= nz <= 2147483647 and -2147483648 <= type <= 2147483647
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (ny := _index(ny)) <= 2147483647 and
+            -2147483648 <= (nz := _index(nz)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647
         )
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(plan3d, locals(), _ARG_KINDS['plan3d'])
     plan = _int()
+    _loader.check_fft_plan('cufft.plan3d', Type, type, {'nx': nx, 'ny': ny, 'nz': nz})
     try:
         _s = _p_cufftPlan3d(_byref(plan), nx, ny, nz, type)
     except _ArgumentError:
         return _retry(plan3d, locals(), _ARG_KINDS['plan3d'])
     if _s:
         _raise(_s)
+    _handles['destroy'].created(plan.value)
     return plan.value
 
 
@@ -1160,10 +1219,13 @@ def plan_many(rank, n, inembed, istride, idist, onembed, ostride, odist, type, b
     """
     try:
         _ok = (
-            -2147483648 <= rank <= 2147483647 and -2147483648 <= istride <= 2147483647 and
-            -2147483648 <= idist <= 2147483647 and -2147483648 <= ostride <= 2147483647 and
-            -2147483648 <= odist <= 2147483647 and -2147483648 <= type <= 2147483647 and
-            -2147483648 <= batch <= 2147483647
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -2147483648 <= (istride := _index(istride)) <= 2147483647 and
+            -2147483648 <= (idist := _index(idist)) <= 2147483647 and
+            -2147483648 <= (ostride := _index(ostride)) <= 2147483647 and
+            -2147483648 <= (odist := _index(odist)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            -2147483648 <= (batch := _index(batch)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1181,6 +1243,7 @@ def plan_many(rank, n, inembed, istride, idist, onembed, ostride, odist, type, b
         return _retry(plan_many, locals(), _ARG_KINDS['plan_many'])
     if _s:
         _raise(_s)
+    _handles['destroy'].created(plan.value)
     return plan.value
 
 
@@ -1190,7 +1253,10 @@ def reset_plan_property(plan, property):
     C: ``cufftResult cufftResetPlanProperty(cufftHandle plan, cufftProperty property)``
     """
     try:
-        _ok = -2147483648 <= plan <= 2147483647 and -2147483648 <= property <= 2147483647
+        _ok = (
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (property := _index(property)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1209,7 +1275,10 @@ def set_auto_allocation(plan, auto_allocate):
     C: ``cufftResult cufftSetAutoAllocation(cufftHandle plan, int autoAllocate)``
     """
     try:
-        _ok = -2147483648 <= plan <= 2147483647 and -2147483648 <= auto_allocate <= 2147483647
+        _ok = (
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (auto_allocate := _index(auto_allocate)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1230,8 +1299,9 @@ def set_plan_property_int64(plan, property, input_value_int):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= property <= 2147483647 and
-            -9223372036854775808 <= input_value_int <= 9223372036854775807
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (property := _index(property)) <= 2147483647 and
+            -9223372036854775808 <= (input_value_int := _index(input_value_int)) <= 9223372036854775807
         )
     except Exception:
         _ok = False
@@ -1251,7 +1321,10 @@ def set_stream(plan, stream):
     C: ``cufftResult cufftSetStream(cufftHandle plan, cudaStream_t stream)``
     """
     try:
-        _ok = -2147483648 <= plan <= 2147483647 and 0 <= stream <= 18446744073709551615
+        _ok = (
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (stream := _index(stream)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1270,7 +1343,10 @@ def set_work_area(plan, work_area):
     C: ``cufftResult cufftSetWorkArea(cufftHandle plan, void* workArea)``
     """
     try:
-        _ok = -2147483648 <= plan <= 2147483647 and 0 <= work_area <= 18446744073709551615
+        _ok = (
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (work_area := _index(work_area)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1289,7 +1365,10 @@ def xt_clear_callback(plan, cb_type):
     C: ``cufftResult cufftXtClearCallback(cufftHandle plan, cufftXtCallbackType cbType)``
     """
     try:
-        _ok = -2147483648 <= plan <= 2147483647 and -2147483648 <= cb_type <= 2147483647
+        _ok = (
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (cb_type := _index(cb_type)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1309,8 +1388,10 @@ def xt_exec(plan, input, output, direction):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
-            0 <= output <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (input := _index(input)) <= 18446744073709551615 and
+            0 <= (output := _index(output)) <= 18446744073709551615 and
+            -2147483648 <= (direction := _index(direction)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1332,8 +1413,10 @@ def xt_exec_descriptor(plan, input, output, direction):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
-            0 <= output <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (input := _index(input)) <= 18446744073709551615 and
+            0 <= (output := _index(output)) <= 18446744073709551615 and
+            -2147483648 <= (direction := _index(direction)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1355,8 +1438,10 @@ def xt_exec_descriptor_c2c(plan, input, output, direction):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
-            0 <= output <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (input := _index(input)) <= 18446744073709551615 and
+            0 <= (output := _index(output)) <= 18446744073709551615 and
+            -2147483648 <= (direction := _index(direction)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1378,8 +1463,9 @@ def xt_exec_descriptor_c2r(plan, input, output):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
-            0 <= output <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (input := _index(input)) <= 18446744073709551615 and
+            0 <= (output := _index(output)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1401,8 +1487,9 @@ def xt_exec_descriptor_d2z(plan, input, output):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
-            0 <= output <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (input := _index(input)) <= 18446744073709551615 and
+            0 <= (output := _index(output)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1424,8 +1511,9 @@ def xt_exec_descriptor_r2c(plan, input, output):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
-            0 <= output <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (input := _index(input)) <= 18446744073709551615 and
+            0 <= (output := _index(output)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1447,8 +1535,9 @@ def xt_exec_descriptor_z2d(plan, input, output):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
-            0 <= output <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (input := _index(input)) <= 18446744073709551615 and
+            0 <= (output := _index(output)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1470,8 +1559,10 @@ def xt_exec_descriptor_z2z(plan, input, output, direction):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
-            0 <= output <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (input := _index(input)) <= 18446744073709551615 and
+            0 <= (output := _index(output)) <= 18446744073709551615 and
+            -2147483648 <= (direction := _index(direction)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1491,7 +1582,7 @@ def xt_free(descriptor):
     C: ``cufftResult cufftXtFree(cudaLibXtDesc* descriptor)``
     """
     try:
-        _ok = 0 <= descriptor <= 18446744073709551615
+        _ok = 0 <= (descriptor := _index(descriptor)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1516,15 +1607,16 @@ def xt_get_size_many(
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= rank <= 2147483647 and
-            -9223372036854775808 <= istride <= 9223372036854775807 and
-            -9223372036854775808 <= idist <= 9223372036854775807 and
-            -2147483648 <= inputtype <= 2147483647 and
-            -9223372036854775808 <= ostride <= 9223372036854775807 and
-            -9223372036854775808 <= odist <= 9223372036854775807 and
-            -2147483648 <= outputtype <= 2147483647 and
-            -9223372036854775808 <= batch <= 9223372036854775807 and
-            -2147483648 <= executiontype <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -9223372036854775808 <= (istride := _index(istride)) <= 9223372036854775807 and
+            -9223372036854775808 <= (idist := _index(idist)) <= 9223372036854775807 and
+            -2147483648 <= (inputtype := _index(inputtype)) <= 2147483647 and
+            -9223372036854775808 <= (ostride := _index(ostride)) <= 9223372036854775807 and
+            -9223372036854775808 <= (odist := _index(odist)) <= 9223372036854775807 and
+            -2147483648 <= (outputtype := _index(outputtype)) <= 2147483647 and
+            -9223372036854775808 <= (batch := _index(batch)) <= 9223372036854775807 and
+            -2147483648 <= (executiontype := _index(executiontype)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1559,15 +1651,16 @@ def xt_make_plan_many(
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= rank <= 2147483647 and
-            -9223372036854775808 <= istride <= 9223372036854775807 and
-            -9223372036854775808 <= idist <= 9223372036854775807 and
-            -2147483648 <= inputtype <= 2147483647 and
-            -9223372036854775808 <= ostride <= 9223372036854775807 and
-            -9223372036854775808 <= odist <= 9223372036854775807 and
-            -2147483648 <= outputtype <= 2147483647 and
-            -9223372036854775808 <= batch <= 9223372036854775807 and
-            -2147483648 <= executiontype <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -9223372036854775808 <= (istride := _index(istride)) <= 9223372036854775807 and
+            -9223372036854775808 <= (idist := _index(idist)) <= 9223372036854775807 and
+            -2147483648 <= (inputtype := _index(inputtype)) <= 2147483647 and
+            -9223372036854775808 <= (ostride := _index(ostride)) <= 9223372036854775807 and
+            -9223372036854775808 <= (odist := _index(odist)) <= 9223372036854775807 and
+            -2147483648 <= (outputtype := _index(outputtype)) <= 2147483647 and
+            -9223372036854775808 <= (batch := _index(batch)) <= 9223372036854775807 and
+            -2147483648 <= (executiontype := _index(executiontype)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1596,7 +1689,10 @@ def xt_malloc(plan, format):
     format)``
     """
     try:
-        _ok = -2147483648 <= plan <= 2147483647 and -2147483648 <= format <= 2147483647
+        _ok = (
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (format := _index(format)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1619,8 +1715,10 @@ def xt_memcpy(plan, dst_pointer, src_pointer, type):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= dst_pointer <= 18446744073709551615 and
-            0 <= src_pointer <= 18446744073709551615 and -2147483648 <= type <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (dst_pointer := _index(dst_pointer)) <= 18446744073709551615 and
+            0 <= (src_pointer := _index(src_pointer)) <= 18446744073709551615 and
+            -2147483648 <= (type := _index(type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1641,8 +1739,9 @@ def xt_query_plan(plan, query_struct, query_type):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= query_struct <= 18446744073709551615 and
-            -2147483648 <= query_type <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (query_struct := _index(query_struct)) <= 18446744073709551615 and
+            -2147483648 <= (query_type := _index(query_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1664,8 +1763,10 @@ def xt_set_callback(plan, callback_routine, cb_type, caller_info):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= callback_routine <= 18446744073709551615 and
-            -2147483648 <= cb_type <= 2147483647 and 0 <= caller_info <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (callback_routine := _index(callback_routine)) <= 18446744073709551615 and
+            -2147483648 <= (cb_type := _index(cb_type)) <= 2147483647 and
+            0 <= (caller_info := _index(caller_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1687,8 +1788,9 @@ def xt_set_callback_shared_size(plan, cb_type, shared_size):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= cb_type <= 2147483647 and
-            0 <= shared_size <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (cb_type := _index(cb_type)) <= 2147483647 and
+            0 <= (shared_size := _index(shared_size)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1708,7 +1810,10 @@ def xt_set_gpus(handle, n_gpus, which_gpus):
     C: ``cufftResult cufftXtSetGPUs(cufftHandle handle, int nGPUs, int* whichGPUs)``
     """
     try:
-        _ok = -2147483648 <= handle <= 2147483647 and -2147483648 <= n_gpus <= 2147483647
+        _ok = (
+            -2147483648 <= (handle := _index(handle)) <= 2147483647 and
+            -2147483648 <= (n_gpus := _index(n_gpus)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1733,9 +1838,11 @@ def xt_set_jit_callback(
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= lto_callback_fatbin <= 18446744073709551615 and
-            0 <= lto_callback_fatbin_size <= 18446744073709551615 and -2147483648 <= type <= 2147483647 and
-            0 <= caller_info <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (lto_callback_fatbin := _index(lto_callback_fatbin)) <= 18446744073709551615 and
+            0 <= (lto_callback_fatbin_size := _index(lto_callback_fatbin_size)) <= 18446744073709551615 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            0 <= (caller_info := _index(caller_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1758,7 +1865,10 @@ def xt_set_work_area(plan, work_area):
     C: ``cufftResult cufftXtSetWorkArea(cufftHandle plan, void** workArea)``
     """
     try:
-        _ok = -2147483648 <= plan <= 2147483647 and 0 <= work_area <= 18446744073709551615
+        _ok = (
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (work_area := _index(work_area)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -1779,8 +1889,9 @@ def xt_set_work_area_policy(plan, policy, work_size):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= policy <= 2147483647 and
-            0 <= work_size <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (policy := _index(policy)) <= 2147483647 and
+            0 <= (work_size := _index(work_size)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1866,4 +1977,10 @@ _ARG_KINDS = {
     'xt_set_jit_callback': ('i32', 'str', 'ptr', 'u64', 'i32', 'ptr'),
     'xt_set_work_area': ('i32', 'ptr'),
     'xt_set_work_area_policy': ('i32', 'i32', 'ptr'),
+}
+
+
+# Handles destroyed through this module, per destroy function (a second destroy is refused).
+_handles = {
+    'destroy': _loader.HandleRegistry('cufft.destroy'),
 }

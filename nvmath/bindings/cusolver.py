@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes as _c
 from enum import IntEnum as _IntEnum
+from operator import index as _index
 
 from nvmath._errors import CudaLibraryError as _CudaLibraryError
 
@@ -278,7 +279,7 @@ def get_property(type):
     C: ``cusolverStatus_t cusolverGetProperty(libraryPropertyType type, int* value)``
     """
     try:
-        _ok = -2147483648 <= type <= 2147483647
+        _ok = -2147483648 <= (type := _index(type)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:

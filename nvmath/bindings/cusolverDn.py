@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes as _c
 from enum import IntEnum as _IntEnum
+from operator import index as _index
 
 from nvmath._errors import CudaLibraryError as _CudaLibraryError
 
@@ -1465,13 +1466,19 @@ def ccgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1499,12 +1506,17 @@ def ccgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1532,13 +1544,19 @@ def ccgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1566,12 +1584,17 @@ def ccgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1599,13 +1622,19 @@ def cegels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1633,12 +1662,17 @@ def cegels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1666,13 +1700,19 @@ def cegesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1700,12 +1740,17 @@ def cegesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1731,12 +1776,18 @@ def cgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and 0 <= tauq <= 18446744073709551615 and
-            0 <= taup <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            0 <= (tauq := _index(tauq)) <= 18446744073709551615 and
+            0 <= (taup := _index(taup)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1758,8 +1809,8 @@ def cgebrd_buffer_size(handle, m, n):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and -2147483648 <= (n := _index(n)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1783,11 +1834,15 @@ def cgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            0 <= workspace <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1809,9 +1864,11 @@ def cgeqrf_buffer_size(handle, m, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1836,14 +1893,21 @@ def cgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -128 <= jobu <= 127 and -128 <= jobvt <= 127 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
-            -2147483648 <= ldu <= 2147483647 and 0 <= vt <= 18446744073709551615 and
-            -2147483648 <= ldvt <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= rwork <= 18446744073709551615 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -128 <= (jobu := _index(jobu)) <= 127 and -128 <= (jobvt := _index(jobvt)) <= 127 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (vt := _index(vt)) <= 18446744073709551615 and
+            -2147483648 <= (ldvt := _index(ldvt)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (rwork := _index(rwork)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -1867,8 +1931,8 @@ def cgesvd_buffer_size(handle, m, n):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and -2147483648 <= (n := _index(n)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1897,17 +1961,27 @@ def cgesvda_strided_batched(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
-            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
-            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
-            0 <= d_work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= d_info <= 18446744073709551615 and 0 <= h_r_nrm_f <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -9223372036854775808 <= (stride_a := _index(stride_a)) <= 9223372036854775807 and
+            0 <= (d_s := _index(d_s)) <= 18446744073709551615 and
+            -9223372036854775808 <= (stride_s := _index(stride_s)) <= 9223372036854775807 and
+            0 <= (d_u := _index(d_u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            -9223372036854775808 <= (stride_u := _index(stride_u)) <= 9223372036854775807 and
+            0 <= (d_v := _index(d_v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            -9223372036854775808 <= (stride_v := _index(stride_v)) <= 9223372036854775807 and
+            0 <= (d_work := _index(d_work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615 and
+            0 <= (h_r_nrm_f := _index(h_r_nrm_f)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1937,15 +2011,23 @@ def cgesvda_strided_batched_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
-            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
-            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -9223372036854775808 <= (stride_a := _index(stride_a)) <= 9223372036854775807 and
+            0 <= (d_s := _index(d_s)) <= 18446744073709551615 and
+            -9223372036854775808 <= (stride_s := _index(stride_s)) <= 9223372036854775807 and
+            0 <= (d_u := _index(d_u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            -9223372036854775808 <= (stride_u := _index(stride_u)) <= 9223372036854775807 and
+            0 <= (d_v := _index(d_v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            -9223372036854775808 <= (stride_v := _index(stride_v)) <= 9223372036854775807 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -1973,14 +2055,22 @@ def cgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, in
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
-            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (econ := _index(econ)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2005,14 +2095,22 @@ def cgesvdj_batched(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
-            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -2037,13 +2135,19 @@ def cgesvdj_batched_buffer_size(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, p
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
-            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -2070,13 +2174,19 @@ def cgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, par
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
-            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
-            0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (econ := _index(econ)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2102,10 +2212,14 @@ def cgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
-            0 <= dev_ipiv <= 18446744073709551615 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            0 <= (dev_ipiv := _index(dev_ipiv)) <= 18446744073709551615 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2127,9 +2241,11 @@ def cgetrf_buffer_size(handle, m, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -2153,11 +2269,16 @@ def cgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= dev_ipiv <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (dev_ipiv := _index(dev_ipiv)) <= 18446744073709551615 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2180,11 +2301,16 @@ def cheevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2206,10 +2332,13 @@ def cheevd_buffer_size(handle, jobz, uplo, n, a, lda, w):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2234,13 +2363,19 @@ def cheevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
-            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2267,11 +2402,15 @@ def cheevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
-            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and 0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2299,12 +2438,17 @@ def cheevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2327,12 +2471,18 @@ def cheevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -2357,11 +2507,15 @@ def cheevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_s
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -2388,10 +2542,14 @@ def cheevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2416,13 +2574,19 @@ def chegvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2445,11 +2609,16 @@ def chegvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2475,14 +2644,22 @@ def chegvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2511,13 +2688,18 @@ def chegvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
-            0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and 0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2546,13 +2728,20 @@ def chegvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, p
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2575,12 +2764,17 @@ def chegvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2606,12 +2800,17 @@ def chetrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2634,10 +2833,14 @@ def chetrd_buffer_size(handle, uplo, n, a, lda, d, e, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2663,13 +2866,19 @@ def ckgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2697,12 +2906,17 @@ def ckgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2730,13 +2944,19 @@ def ckgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2764,12 +2984,17 @@ def ckgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2795,10 +3020,14 @@ def claswp(handle, n, a, lda, k1, k2, dev_ipiv, incx):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            -2147483648 <= k1 <= 2147483647 and -2147483648 <= k2 <= 2147483647 and
-            0 <= dev_ipiv <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -2147483648 <= (k1 := _index(k1)) <= 2147483647 and
+            -2147483648 <= (k2 := _index(k2)) <= 2147483647 and
+            0 <= (dev_ipiv := _index(dev_ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (incx := _index(incx)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -2820,10 +3049,14 @@ def clauum(handle, uplo, n, a, lda, work, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2845,9 +3078,11 @@ def clauum_buffer_size(handle, uplo, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -2871,10 +3106,14 @@ def cpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2896,10 +3135,13 @@ def cpotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= info_array <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (aarray := _index(aarray)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (info_array := _index(info_array)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -2921,9 +3163,11 @@ def cpotrf_buffer_size(handle, uplo, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -2947,10 +3191,14 @@ def cpotri(handle, uplo, n, a, lda, work, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -2972,9 +3220,11 @@ def cpotri_buffer_size(handle, uplo, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -2998,11 +3248,15 @@ def cpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3024,11 +3278,16 @@ def cpotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            0 <= d_info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -3051,6 +3310,7 @@ def create():
     _s = _p_cusolverDnCreate(_byref(handle))
     if _s:
         _raise(_s)
+    _handles['destroy'].created(handle.value)
     return handle.value
 
 
@@ -3063,6 +3323,7 @@ def create_gesvdj_info():
     _s = _p_cusolverDnCreateGesvdjInfo(_byref(info))
     if _s:
         _raise(_s)
+    _handles['destroy_gesvdj_info'].created(info.value)
     return info.value
 
 
@@ -3075,6 +3336,7 @@ def create_params():
     _s = _p_cusolverDnCreateParams(_byref(params))
     if _s:
         _raise(_s)
+    _handles['destroy_params'].created(params.value)
     return params.value
 
 
@@ -3087,6 +3349,7 @@ def create_syevj_info():
     _s = _p_cusolverDnCreateSyevjInfo(_byref(info))
     if _s:
         _raise(_s)
+    _handles['destroy_syevj_info'].created(info.value)
     return info.value
 
 
@@ -3098,11 +3361,15 @@ def csytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3124,8 +3391,10 @@ def csytrf_buffer_size(handle, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -3149,11 +3418,15 @@ def csytri(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3175,9 +3448,12 @@ def csytri_buffer_size(handle, uplo, n, a, lda, ipiv):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3201,12 +3477,17 @@ def cungbr(handle, side, m, n, k, a, lda, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3228,10 +3509,14 @@ def cungbr_buffer_size(handle, side, m, n, k, a, lda, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3255,11 +3540,16 @@ def cungqr(handle, m, n, k, a, lda, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3281,10 +3571,13 @@ def cungqr_buffer_size(handle, m, n, k, a, lda, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3308,11 +3601,15 @@ def cungtr(handle, uplo, n, a, lda, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3334,9 +3631,12 @@ def cungtr_buffer_size(handle, uplo, n, a, lda, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3361,13 +3661,20 @@ def cunmqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_i
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3390,12 +3697,17 @@ def cunmqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -3420,13 +3732,20 @@ def cunmtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, in
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3449,12 +3768,17 @@ def cunmtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -3482,13 +3806,19 @@ def cygels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3516,12 +3846,17 @@ def cygels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3549,13 +3884,19 @@ def cygesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3583,12 +3924,17 @@ def cygesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3616,13 +3962,19 @@ def dbgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3650,12 +4002,17 @@ def dbgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3683,13 +4040,19 @@ def dbgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3717,12 +4080,17 @@ def dbgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3750,13 +4118,19 @@ def ddgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3784,12 +4158,17 @@ def ddgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3817,13 +4196,19 @@ def ddgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3851,12 +4236,17 @@ def ddgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3880,17 +4270,19 @@ def destroy(handle):
     C: ``cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t handle)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615
+        _ok = 0 <= (handle := _index(handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(destroy, locals(), _ARG_KINDS['destroy'])
+    _handles['destroy'].destroying(handle, 'cusolverDn.destroy')
     try:
         _s = _p_cusolverDnDestroy(handle)
     except _ArgumentError:
         return _retry(destroy, locals(), _ARG_KINDS['destroy'])
     if _s:
         _raise(_s)
+    _handles['destroy'].destroyed(handle)
 
 
 def destroy_gesvdj_info(info):
@@ -3899,17 +4291,19 @@ def destroy_gesvdj_info(info):
     C: ``cusolverStatus_t cusolverDnDestroyGesvdjInfo(gesvdjInfo_t info)``
     """
     try:
-        _ok = 0 <= info <= 18446744073709551615
+        _ok = 0 <= (info := _index(info)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(destroy_gesvdj_info, locals(), _ARG_KINDS['destroy_gesvdj_info'])
+    _handles['destroy_gesvdj_info'].destroying(info, 'cusolverDn.destroy_gesvdj_info')
     try:
         _s = _p_cusolverDnDestroyGesvdjInfo(info)
     except _ArgumentError:
         return _retry(destroy_gesvdj_info, locals(), _ARG_KINDS['destroy_gesvdj_info'])
     if _s:
         _raise(_s)
+    _handles['destroy_gesvdj_info'].destroyed(info)
 
 
 def destroy_params(params):
@@ -3918,17 +4312,19 @@ def destroy_params(params):
     C: ``cusolverStatus_t cusolverDnDestroyParams(cusolverDnParams_t params)``
     """
     try:
-        _ok = 0 <= params <= 18446744073709551615
+        _ok = 0 <= (params := _index(params)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(destroy_params, locals(), _ARG_KINDS['destroy_params'])
+    _handles['destroy_params'].destroying(params, 'cusolverDn.destroy_params')
     try:
         _s = _p_cusolverDnDestroyParams(params)
     except _ArgumentError:
         return _retry(destroy_params, locals(), _ARG_KINDS['destroy_params'])
     if _s:
         _raise(_s)
+    _handles['destroy_params'].destroyed(params)
 
 
 def destroy_syevj_info(info):
@@ -3937,17 +4333,19 @@ def destroy_syevj_info(info):
     C: ``cusolverStatus_t cusolverDnDestroySyevjInfo(syevjInfo_t info)``
     """
     try:
-        _ok = 0 <= info <= 18446744073709551615
+        _ok = 0 <= (info := _index(info)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(destroy_syevj_info, locals(), _ARG_KINDS['destroy_syevj_info'])
+    _handles['destroy_syevj_info'].destroying(info, 'cusolverDn.destroy_syevj_info')
     try:
         _s = _p_cusolverDnDestroySyevjInfo(info)
     except _ArgumentError:
         return _retry(destroy_syevj_info, locals(), _ARG_KINDS['destroy_syevj_info'])
     if _s:
         _raise(_s)
+    _handles['destroy_syevj_info'].destroyed(info)
 
 
 def dgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info):
@@ -3958,12 +4356,18 @@ def dgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and 0 <= tauq <= 18446744073709551615 and
-            0 <= taup <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            0 <= (tauq := _index(tauq)) <= 18446744073709551615 and
+            0 <= (taup := _index(taup)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -3985,8 +4389,8 @@ def dgebrd_buffer_size(handle, m, n):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and -2147483648 <= (n := _index(n)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4010,11 +4414,15 @@ def dgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            0 <= workspace <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4036,9 +4444,11 @@ def dgeqrf_buffer_size(handle, m, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4063,14 +4473,21 @@ def dgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -128 <= jobu <= 127 and -128 <= jobvt <= 127 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
-            -2147483648 <= ldu <= 2147483647 and 0 <= vt <= 18446744073709551615 and
-            -2147483648 <= ldvt <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= rwork <= 18446744073709551615 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -128 <= (jobu := _index(jobu)) <= 127 and -128 <= (jobvt := _index(jobvt)) <= 127 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (vt := _index(vt)) <= 18446744073709551615 and
+            -2147483648 <= (ldvt := _index(ldvt)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (rwork := _index(rwork)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4094,8 +4511,8 @@ def dgesvd_buffer_size(handle, m, n):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and -2147483648 <= (n := _index(n)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4124,17 +4541,27 @@ def dgesvda_strided_batched(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
-            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
-            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
-            0 <= d_work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= d_info <= 18446744073709551615 and 0 <= h_r_nrm_f <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -9223372036854775808 <= (stride_a := _index(stride_a)) <= 9223372036854775807 and
+            0 <= (d_s := _index(d_s)) <= 18446744073709551615 and
+            -9223372036854775808 <= (stride_s := _index(stride_s)) <= 9223372036854775807 and
+            0 <= (d_u := _index(d_u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            -9223372036854775808 <= (stride_u := _index(stride_u)) <= 9223372036854775807 and
+            0 <= (d_v := _index(d_v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            -9223372036854775808 <= (stride_v := _index(stride_v)) <= 9223372036854775807 and
+            0 <= (d_work := _index(d_work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615 and
+            0 <= (h_r_nrm_f := _index(h_r_nrm_f)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4164,15 +4591,23 @@ def dgesvda_strided_batched_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
-            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
-            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -9223372036854775808 <= (stride_a := _index(stride_a)) <= 9223372036854775807 and
+            0 <= (d_s := _index(d_s)) <= 18446744073709551615 and
+            -9223372036854775808 <= (stride_s := _index(stride_s)) <= 9223372036854775807 and
+            0 <= (d_u := _index(d_u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            -9223372036854775808 <= (stride_u := _index(stride_u)) <= 9223372036854775807 and
+            0 <= (d_v := _index(d_v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            -9223372036854775808 <= (stride_v := _index(stride_v)) <= 9223372036854775807 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4200,14 +4635,22 @@ def dgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, in
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
-            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (econ := _index(econ)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4232,14 +4675,22 @@ def dgesvdj_batched(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
-            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4264,13 +4715,19 @@ def dgesvdj_batched_buffer_size(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, p
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
-            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4297,13 +4754,19 @@ def dgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, par
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
-            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
-            0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (econ := _index(econ)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4329,10 +4792,14 @@ def dgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
-            0 <= dev_ipiv <= 18446744073709551615 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            0 <= (dev_ipiv := _index(dev_ipiv)) <= 18446744073709551615 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4354,9 +4821,11 @@ def dgetrf_buffer_size(handle, m, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4380,11 +4849,16 @@ def dgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= dev_ipiv <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (dev_ipiv := _index(dev_ipiv)) <= 18446744073709551615 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4408,13 +4882,19 @@ def dhgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4442,12 +4922,17 @@ def dhgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4475,13 +4960,19 @@ def dhgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4509,12 +5000,17 @@ def dhgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4540,10 +5036,14 @@ def dlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            -2147483648 <= k1 <= 2147483647 and -2147483648 <= k2 <= 2147483647 and
-            0 <= dev_ipiv <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -2147483648 <= (k1 := _index(k1)) <= 2147483647 and
+            -2147483648 <= (k2 := _index(k2)) <= 2147483647 and
+            0 <= (dev_ipiv := _index(dev_ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (incx := _index(incx)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4565,10 +5065,14 @@ def dlauum(handle, uplo, n, a, lda, work, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4590,9 +5094,11 @@ def dlauum_buffer_size(handle, uplo, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4616,12 +5122,17 @@ def dorgbr(handle, side, m, n, k, a, lda, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4643,10 +5154,14 @@ def dorgbr_buffer_size(handle, side, m, n, k, a, lda, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4670,11 +5185,16 @@ def dorgqr(handle, m, n, k, a, lda, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4696,10 +5216,13 @@ def dorgqr_buffer_size(handle, m, n, k, a, lda, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4723,11 +5246,15 @@ def dorgtr(handle, uplo, n, a, lda, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4749,9 +5276,12 @@ def dorgtr_buffer_size(handle, uplo, n, a, lda, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4776,13 +5306,20 @@ def dormqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_i
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4805,12 +5342,17 @@ def dormqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4835,13 +5377,20 @@ def dormtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, in
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4864,12 +5413,17 @@ def dormtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4895,10 +5449,14 @@ def dpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4920,10 +5478,13 @@ def dpotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= info_array <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (aarray := _index(aarray)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (info_array := _index(info_array)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4945,9 +5506,11 @@ def dpotrf_buffer_size(handle, uplo, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -4971,10 +5534,14 @@ def dpotri(handle, uplo, n, a, lda, work, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -4996,9 +5563,11 @@ def dpotri_buffer_size(handle, uplo, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -5022,11 +5591,15 @@ def dpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5048,11 +5621,16 @@ def dpotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            0 <= d_info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -5076,13 +5654,19 @@ def dsgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5110,12 +5694,17 @@ def dsgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5143,13 +5732,19 @@ def dsgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5177,12 +5772,17 @@ def dsgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5208,11 +5808,16 @@ def dsyevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5234,10 +5839,13 @@ def dsyevd_buffer_size(handle, jobz, uplo, n, a, lda, w):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5262,13 +5870,19 @@ def dsyevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
-            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5295,11 +5909,15 @@ def dsyevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
-            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and 0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5327,12 +5945,17 @@ def dsyevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5355,12 +5978,18 @@ def dsyevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -5385,11 +6014,15 @@ def dsyevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_s
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -5416,10 +6049,14 @@ def dsyevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5444,13 +6081,19 @@ def dsygvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5473,11 +6116,16 @@ def dsygvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5503,14 +6151,22 @@ def dsygvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5539,13 +6195,18 @@ def dsygvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
-            0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and 0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5574,13 +6235,20 @@ def dsygvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, p
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5603,12 +6271,17 @@ def dsygvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5634,12 +6307,17 @@ def dsytrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5661,10 +6339,14 @@ def dsytrd_buffer_size(handle, uplo, n, a, lda, d, e, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5688,11 +6370,15 @@ def dsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5714,8 +6400,10 @@ def dsytrf_buffer_size(handle, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -5739,11 +6427,15 @@ def dsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5765,9 +6457,12 @@ def dsytri_buffer_size(handle, uplo, n, a, lda, ipiv):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5793,13 +6488,19 @@ def dxgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5827,12 +6528,17 @@ def dxgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5860,13 +6566,19 @@ def dxgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5894,12 +6606,17 @@ def dxgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -5924,7 +6641,7 @@ def get_deterministic_mode(handle):
     cusolverDeterministicMode_t* mode)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615
+        _ok = 0 <= (handle := _index(handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -5946,7 +6663,7 @@ def get_emulation_special_values_support(handle):
     cudaEmulationSpecialValuesSupport_t* mask)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615
+        _ok = 0 <= (handle := _index(handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -5968,7 +6685,7 @@ def get_emulation_strategy(handle):
     cudaEmulationStrategy_t* strategy)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615
+        _ok = 0 <= (handle := _index(handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -5990,7 +6707,7 @@ def get_fixed_point_emulation_mantissa_bit_offset(handle):
     int* mantissaBitOffset)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615
+        _ok = 0 <= (handle := _index(handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6012,7 +6729,7 @@ def get_fixed_point_emulation_mantissa_control(handle):
     cudaEmulationMantissaControl_t* control)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615
+        _ok = 0 <= (handle := _index(handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6034,7 +6751,7 @@ def get_fixed_point_emulation_max_mantissa_bit_count(handle):
     int* mantissaBitCount)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615
+        _ok = 0 <= (handle := _index(handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6055,7 +6772,7 @@ def get_math_mode(handle):
     C: ``cusolverStatus_t cusolverDnGetMathMode(cusolverDnHandle_t handle, cusolverMathMode_t* mode)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615
+        _ok = 0 <= (handle := _index(handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6076,7 +6793,7 @@ def get_stream(handle):
     C: ``cusolverStatus_t cusolverDnGetStream(cusolverDnHandle_t handle, cudaStream_t* streamId)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615
+        _ok = 0 <= (handle := _index(handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6100,6 +6817,7 @@ def irs_infos_create():
     _s = _p_cusolverDnIRSInfosCreate(_byref(infos_ptr))
     if _s:
         _raise(_s)
+    _handles['irs_infos_destroy'].created(infos_ptr.value)
     return infos_ptr.value
 
 
@@ -6109,17 +6827,19 @@ def irs_infos_destroy(infos):
     C: ``cusolverStatus_t cusolverDnIRSInfosDestroy(cusolverDnIRSInfos_t infos)``
     """
     try:
-        _ok = 0 <= infos <= 18446744073709551615
+        _ok = 0 <= (infos := _index(infos)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(irs_infos_destroy, locals(), _ARG_KINDS['irs_infos_destroy'])
+    _handles['irs_infos_destroy'].destroying(infos, 'cusolverDn.irs_infos_destroy')
     try:
         _s = _p_cusolverDnIRSInfosDestroy(infos)
     except _ArgumentError:
         return _retry(irs_infos_destroy, locals(), _ARG_KINDS['irs_infos_destroy'])
     if _s:
         _raise(_s)
+    _handles['irs_infos_destroy'].destroyed(infos)
 
 
 def irs_infos_get_max_iters(infos):
@@ -6129,7 +6849,7 @@ def irs_infos_get_max_iters(infos):
     maxiters)``
     """
     try:
-        _ok = 0 <= infos <= 18446744073709551615
+        _ok = 0 <= (infos := _index(infos)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6151,7 +6871,7 @@ def irs_infos_get_niters(infos):
     niters)``
     """
     try:
-        _ok = 0 <= infos <= 18446744073709551615
+        _ok = 0 <= (infos := _index(infos)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6173,7 +6893,7 @@ def irs_infos_get_outer_niters(infos):
     outer_niters)``
     """
     try:
-        _ok = 0 <= infos <= 18446744073709551615
+        _ok = 0 <= (infos := _index(infos)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6195,7 +6915,7 @@ def irs_infos_get_residual_history(infos):
     residual_history)``
     """
     try:
-        _ok = 0 <= infos <= 18446744073709551615
+        _ok = 0 <= (infos := _index(infos)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6216,7 +6936,7 @@ def irs_infos_request_residual(infos):
     C: ``cusolverStatus_t cusolverDnIRSInfosRequestResidual(cusolverDnIRSInfos_t infos)``
     """
     try:
-        _ok = 0 <= infos <= 18446744073709551615
+        _ok = 0 <= (infos := _index(infos)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6238,6 +6958,7 @@ def irs_params_create():
     _s = _p_cusolverDnIRSParamsCreate(_byref(params_ptr))
     if _s:
         _raise(_s)
+    _handles['irs_params_destroy'].created(params_ptr.value)
     return params_ptr.value
 
 
@@ -6247,17 +6968,19 @@ def irs_params_destroy(params):
     C: ``cusolverStatus_t cusolverDnIRSParamsDestroy(cusolverDnIRSParams_t params)``
     """
     try:
-        _ok = 0 <= params <= 18446744073709551615
+        _ok = 0 <= (params := _index(params)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(irs_params_destroy, locals(), _ARG_KINDS['irs_params_destroy'])
+    _handles['irs_params_destroy'].destroying(params, 'cusolverDn.irs_params_destroy')
     try:
         _s = _p_cusolverDnIRSParamsDestroy(params)
     except _ArgumentError:
         return _retry(irs_params_destroy, locals(), _ARG_KINDS['irs_params_destroy'])
     if _s:
         _raise(_s)
+    _handles['irs_params_destroy'].destroyed(params)
 
 
 def irs_params_disable_fallback(params):
@@ -6266,7 +6989,7 @@ def irs_params_disable_fallback(params):
     C: ``cusolverStatus_t cusolverDnIRSParamsDisableFallback(cusolverDnIRSParams_t params)``
     """
     try:
-        _ok = 0 <= params <= 18446744073709551615
+        _ok = 0 <= (params := _index(params)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6285,7 +7008,7 @@ def irs_params_enable_fallback(params):
     C: ``cusolverStatus_t cusolverDnIRSParamsEnableFallback(cusolverDnIRSParams_t params)``
     """
     try:
-        _ok = 0 <= params <= 18446744073709551615
+        _ok = 0 <= (params := _index(params)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6305,7 +7028,7 @@ def irs_params_get_max_iters(params):
     maxiters)``
     """
     try:
-        _ok = 0 <= params <= 18446744073709551615
+        _ok = 0 <= (params := _index(params)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6327,7 +7050,10 @@ def irs_params_set_max_iters(params, maxiters):
     maxiters)``
     """
     try:
-        _ok = 0 <= params <= 18446744073709551615 and -2147483648 <= maxiters <= 2147483647
+        _ok = (
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (maxiters := _index(maxiters)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6347,7 +7073,10 @@ def irs_params_set_max_iters_inner(params, maxiters_inner):
     maxiters_inner)``
     """
     try:
-        _ok = 0 <= params <= 18446744073709551615 and -2147483648 <= maxiters_inner <= 2147483647
+        _ok = (
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (maxiters_inner := _index(maxiters_inner)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6367,7 +7096,10 @@ def irs_params_set_refinement_solver(params, refinement_solver):
     cusolverIRSRefinement_t refinement_solver)``
     """
     try:
-        _ok = 0 <= params <= 18446744073709551615 and -2147483648 <= refinement_solver <= 2147483647
+        _ok = (
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (refinement_solver := _index(refinement_solver)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6387,7 +7119,10 @@ def irs_params_set_solver_lowest_precision(params, solver_lowest_precision):
     cusolverPrecType_t solver_lowest_precision)``
     """
     try:
-        _ok = 0 <= params <= 18446744073709551615 and -2147483648 <= solver_lowest_precision <= 2147483647
+        _ok = (
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (solver_lowest_precision := _index(solver_lowest_precision)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6407,7 +7142,10 @@ def irs_params_set_solver_main_precision(params, solver_main_precision):
     cusolverPrecType_t solver_main_precision)``
     """
     try:
-        _ok = 0 <= params <= 18446744073709551615 and -2147483648 <= solver_main_precision <= 2147483647
+        _ok = (
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (solver_main_precision := _index(solver_main_precision)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6428,8 +7166,9 @@ def irs_params_set_solver_precisions(params, solver_main_precision, solver_lowes
     """
     try:
         _ok = (
-            0 <= params <= 18446744073709551615 and -2147483648 <= solver_main_precision <= 2147483647 and
-            -2147483648 <= solver_lowest_precision <= 2147483647
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (solver_main_precision := _index(solver_main_precision)) <= 2147483647 and
+            -2147483648 <= (solver_lowest_precision := _index(solver_lowest_precision)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -6449,7 +7188,7 @@ def irs_params_set_tol(params, val):
     C: ``cusolverStatus_t cusolverDnIRSParamsSetTol(cusolverDnIRSParams_t params, double val)``
     """
     try:
-        _ok = 0 <= params <= 18446744073709551615
+        _ok = 0 <= (params := _index(params)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6468,7 +7207,7 @@ def irs_params_set_tol_inner(params, val):
     C: ``cusolverStatus_t cusolverDnIRSParamsSetTolInner(cusolverDnIRSParams_t params, double val)``
     """
     try:
-        _ok = 0 <= params <= 18446744073709551615
+        _ok = 0 <= (params := _index(params)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6495,14 +7234,21 @@ def irs_xgels(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= gels_irs_params <= 18446744073709551615 and
-            0 <= gels_irs_infos <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (gels_irs_params := _index(gels_irs_params)) <= 18446744073709551615 and
+            0 <= (gels_irs_infos := _index(gels_irs_infos)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -6529,9 +7275,11 @@ def irs_xgels_buffer_size(handle, params, m, n, nrhs):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -6560,13 +7308,20 @@ def irs_xgesv(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= gesv_irs_params <= 18446744073709551615 and
-            0 <= gesv_irs_infos <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= d_b <= 18446744073709551615 and
-            -2147483648 <= lddb <= 2147483647 and 0 <= d_x <= 18446744073709551615 and
-            -2147483648 <= lddx <= 2147483647 and 0 <= d_workspace <= 18446744073709551615 and
-            0 <= lwork_bytes <= 18446744073709551615 and 0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (gesv_irs_params := _index(gesv_irs_params)) <= 18446744073709551615 and
+            0 <= (gesv_irs_infos := _index(gesv_irs_infos)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -6593,8 +7348,10 @@ def irs_xgesv_buffer_size(handle, params, n, nrhs):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -6620,13 +7377,19 @@ def sbgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -6654,12 +7417,17 @@ def sbgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -6687,13 +7455,19 @@ def sbgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -6721,12 +7495,17 @@ def sbgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -6752,8 +7531,9 @@ def set_adv_options(params, function, algo):
     """
     try:
         _ok = (
-            0 <= params <= 18446744073709551615 and -2147483648 <= function <= 2147483647 and
-            -2147483648 <= algo <= 2147483647
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (function := _index(function)) <= 2147483647 and
+            -2147483648 <= (algo := _index(algo)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -6774,7 +7554,10 @@ def set_deterministic_mode(handle, mode):
     cusolverDeterministicMode_t mode)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647
+        _ok = (
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (mode := _index(mode)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6794,7 +7577,10 @@ def set_emulation_special_values_support(handle, mask):
     cudaEmulationSpecialValuesSupport_t mask)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mask <= 2147483647
+        _ok = (
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (mask := _index(mask)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6814,7 +7600,10 @@ def set_emulation_strategy(handle, strategy):
     cudaEmulationStrategy_t strategy)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= strategy <= 2147483647
+        _ok = (
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (strategy := _index(strategy)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6834,7 +7623,10 @@ def set_fixed_point_emulation_mantissa_bit_offset(handle, mantissa_bit_offset):
     mantissaBitOffset)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mantissa_bit_offset <= 2147483647
+        _ok = (
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (mantissa_bit_offset := _index(mantissa_bit_offset)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6854,7 +7646,10 @@ def set_fixed_point_emulation_mantissa_control(handle, control):
     cudaEmulationMantissaControl_t control)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= control <= 2147483647
+        _ok = (
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (control := _index(control)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6874,7 +7669,10 @@ def set_fixed_point_emulation_max_mantissa_bit_count(handle, mantissa_bit_count)
     int mantissaBitCount)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mantissa_bit_count <= 2147483647
+        _ok = (
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (mantissa_bit_count := _index(mantissa_bit_count)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6893,7 +7691,10 @@ def set_math_mode(handle, mode):
     C: ``cusolverStatus_t cusolverDnSetMathMode(cusolverDnHandle_t handle, cusolverMathMode_t mode)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615 and -2147483648 <= mode <= 2147483647
+        _ok = (
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (mode := _index(mode)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6912,7 +7713,10 @@ def set_stream(handle, stream_id):
     C: ``cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t handle, cudaStream_t streamId)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615 and 0 <= stream_id <= 18446744073709551615
+        _ok = (
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (stream_id := _index(stream_id)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -6933,12 +7737,18 @@ def sgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and 0 <= tauq <= 18446744073709551615 and
-            0 <= taup <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            0 <= (tauq := _index(tauq)) <= 18446744073709551615 and
+            0 <= (taup := _index(taup)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -6960,8 +7770,8 @@ def sgebrd_buffer_size(handle, m, n):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and -2147483648 <= (n := _index(n)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -6985,11 +7795,15 @@ def sgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            0 <= workspace <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7011,9 +7825,11 @@ def sgeqrf_buffer_size(handle, m, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7038,14 +7854,21 @@ def sgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -128 <= jobu <= 127 and -128 <= jobvt <= 127 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
-            -2147483648 <= ldu <= 2147483647 and 0 <= vt <= 18446744073709551615 and
-            -2147483648 <= ldvt <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= rwork <= 18446744073709551615 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -128 <= (jobu := _index(jobu)) <= 127 and -128 <= (jobvt := _index(jobvt)) <= 127 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (vt := _index(vt)) <= 18446744073709551615 and
+            -2147483648 <= (ldvt := _index(ldvt)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (rwork := _index(rwork)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7069,8 +7892,8 @@ def sgesvd_buffer_size(handle, m, n):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and -2147483648 <= (n := _index(n)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7099,17 +7922,27 @@ def sgesvda_strided_batched(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
-            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
-            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
-            0 <= d_work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= d_info <= 18446744073709551615 and 0 <= h_r_nrm_f <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -9223372036854775808 <= (stride_a := _index(stride_a)) <= 9223372036854775807 and
+            0 <= (d_s := _index(d_s)) <= 18446744073709551615 and
+            -9223372036854775808 <= (stride_s := _index(stride_s)) <= 9223372036854775807 and
+            0 <= (d_u := _index(d_u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            -9223372036854775808 <= (stride_u := _index(stride_u)) <= 9223372036854775807 and
+            0 <= (d_v := _index(d_v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            -9223372036854775808 <= (stride_v := _index(stride_v)) <= 9223372036854775807 and
+            0 <= (d_work := _index(d_work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615 and
+            0 <= (h_r_nrm_f := _index(h_r_nrm_f)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7139,15 +7972,23 @@ def sgesvda_strided_batched_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
-            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
-            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -9223372036854775808 <= (stride_a := _index(stride_a)) <= 9223372036854775807 and
+            0 <= (d_s := _index(d_s)) <= 18446744073709551615 and
+            -9223372036854775808 <= (stride_s := _index(stride_s)) <= 9223372036854775807 and
+            0 <= (d_u := _index(d_u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            -9223372036854775808 <= (stride_u := _index(stride_u)) <= 9223372036854775807 and
+            0 <= (d_v := _index(d_v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            -9223372036854775808 <= (stride_v := _index(stride_v)) <= 9223372036854775807 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7175,14 +8016,22 @@ def sgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, in
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
-            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (econ := _index(econ)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7207,14 +8056,22 @@ def sgesvdj_batched(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
-            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7239,13 +8096,19 @@ def sgesvdj_batched_buffer_size(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, p
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
-            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7272,13 +8135,19 @@ def sgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, par
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
-            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
-            0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (econ := _index(econ)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7304,10 +8173,14 @@ def sgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
-            0 <= dev_ipiv <= 18446744073709551615 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            0 <= (dev_ipiv := _index(dev_ipiv)) <= 18446744073709551615 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7329,9 +8202,11 @@ def sgetrf_buffer_size(handle, m, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7355,11 +8230,16 @@ def sgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= dev_ipiv <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (dev_ipiv := _index(dev_ipiv)) <= 18446744073709551615 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7383,13 +8263,19 @@ def shgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7417,12 +8303,17 @@ def shgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7450,13 +8341,19 @@ def shgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7484,12 +8381,17 @@ def shgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7515,10 +8417,14 @@ def slaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            -2147483648 <= k1 <= 2147483647 and -2147483648 <= k2 <= 2147483647 and
-            0 <= dev_ipiv <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -2147483648 <= (k1 := _index(k1)) <= 2147483647 and
+            -2147483648 <= (k2 := _index(k2)) <= 2147483647 and
+            0 <= (dev_ipiv := _index(dev_ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (incx := _index(incx)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7540,10 +8446,14 @@ def slauum(handle, uplo, n, a, lda, work, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7565,9 +8475,11 @@ def slauum_buffer_size(handle, uplo, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7591,12 +8503,17 @@ def sorgbr(handle, side, m, n, k, a, lda, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7618,10 +8535,14 @@ def sorgbr_buffer_size(handle, side, m, n, k, a, lda, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7645,11 +8566,16 @@ def sorgqr(handle, m, n, k, a, lda, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7671,10 +8597,13 @@ def sorgqr_buffer_size(handle, m, n, k, a, lda, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7698,11 +8627,15 @@ def sorgtr(handle, uplo, n, a, lda, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7724,9 +8657,12 @@ def sorgtr_buffer_size(handle, uplo, n, a, lda, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7751,13 +8687,20 @@ def sormqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_i
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7780,12 +8723,17 @@ def sormqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7810,13 +8758,20 @@ def sormtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, in
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7839,12 +8794,17 @@ def sormtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7870,10 +8830,14 @@ def spotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7895,10 +8859,13 @@ def spotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= info_array <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (aarray := _index(aarray)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (info_array := _index(info_array)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7920,9 +8887,11 @@ def spotrf_buffer_size(handle, uplo, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7946,10 +8915,14 @@ def spotri(handle, uplo, n, a, lda, work, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -7971,9 +8944,11 @@ def spotri_buffer_size(handle, uplo, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -7997,11 +8972,15 @@ def spotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8023,11 +9002,16 @@ def spotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            0 <= d_info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -8051,13 +9035,19 @@ def ssgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8085,12 +9075,17 @@ def ssgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8118,13 +9113,19 @@ def ssgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8152,12 +9153,17 @@ def ssgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8183,11 +9189,16 @@ def ssyevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8209,10 +9220,13 @@ def ssyevd_buffer_size(handle, jobz, uplo, n, a, lda, w):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8237,13 +9251,19 @@ def ssyevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
-            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8270,11 +9290,15 @@ def ssyevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
-            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and 0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8302,12 +9326,17 @@ def ssyevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8330,12 +9359,18 @@ def ssyevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -8360,11 +9395,15 @@ def ssyevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_s
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -8391,10 +9430,14 @@ def ssyevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8419,13 +9462,19 @@ def ssygvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8448,11 +9497,16 @@ def ssygvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8478,14 +9532,22 @@ def ssygvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8514,13 +9576,18 @@ def ssygvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
-            0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and 0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8549,13 +9616,20 @@ def ssygvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, p
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8578,12 +9652,17 @@ def ssygvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8609,12 +9688,17 @@ def ssytrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8636,10 +9720,14 @@ def ssytrd_buffer_size(handle, uplo, n, a, lda, d, e, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8663,11 +9751,15 @@ def ssytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8689,8 +9781,10 @@ def ssytrf_buffer_size(handle, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -8714,11 +9808,15 @@ def ssytri(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8740,9 +9838,12 @@ def ssytri_buffer_size(handle, uplo, n, a, lda, ipiv):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8768,13 +9869,19 @@ def sxgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8802,12 +9909,17 @@ def sxgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8835,13 +9947,19 @@ def sxgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8869,12 +9987,17 @@ def sxgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8907,19 +10030,28 @@ def xgeev(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= jobvl <= 2147483647 and -2147483648 <= jobvr <= 2147483647 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            -2147483648 <= data_type_vl <= 2147483647 and 0 <= vl <= 18446744073709551615 and
-            -9223372036854775808 <= ldvl <= 9223372036854775807 and
-            -2147483648 <= data_type_vr <= 2147483647 and 0 <= vr <= 18446744073709551615 and
-            -9223372036854775808 <= ldvr <= 9223372036854775807 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (jobvl := _index(jobvl)) <= 2147483647 and
+            -2147483648 <= (jobvr := _index(jobvr)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_vl := _index(data_type_vl)) <= 2147483647 and
+            0 <= (vl := _index(vl)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldvl := _index(ldvl)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_vr := _index(data_type_vr)) <= 2147483647 and
+            0 <= (vr := _index(vr)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldvr := _index(ldvr)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -8952,15 +10084,23 @@ def xgeev_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= jobvl <= 2147483647 and -2147483648 <= jobvr <= 2147483647 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            -2147483648 <= data_type_vl <= 2147483647 and 0 <= vl <= 18446744073709551615 and
-            -9223372036854775808 <= ldvl <= 9223372036854775807 and
-            -2147483648 <= data_type_vr <= 2147483647 and 0 <= vr <= 18446744073709551615 and
-            -9223372036854775808 <= ldvr <= 9223372036854775807 and -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (jobvl := _index(jobvl)) <= 2147483647 and
+            -2147483648 <= (jobvr := _index(jobvr)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_vl := _index(data_type_vl)) <= 2147483647 and
+            0 <= (vl := _index(vl)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldvl := _index(ldvl)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_vr := _index(data_type_vr)) <= 2147483647 and
+            0 <= (vr := _index(vr)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldvr := _index(ldvr)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -8994,15 +10134,21 @@ def xgeqrf(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_tau <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_tau := _index(data_type_tau)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -9030,12 +10176,16 @@ def xgeqrf_buffer_size(handle, params, m, n, data_type_a, a, lda, data_type_tau,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_tau <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_tau := _index(data_type_tau)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -9070,20 +10220,28 @@ def xgesvd(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -128 <= jobu <= 127 and -128 <= jobvt <= 127 and
-            -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_s <= 2147483647 and 0 <= s <= 18446744073709551615 and
-            -2147483648 <= data_type_u <= 2147483647 and 0 <= u <= 18446744073709551615 and
-            -9223372036854775808 <= ldu <= 9223372036854775807 and
-            -2147483648 <= data_type_vt <= 2147483647 and 0 <= vt <= 18446744073709551615 and
-            -9223372036854775808 <= ldvt <= 9223372036854775807 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -128 <= (jobu := _index(jobu)) <= 127 and -128 <= (jobvt := _index(jobvt)) <= 127 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_s := _index(data_type_s)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_u := _index(data_type_u)) <= 2147483647 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldu := _index(ldu)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_vt := _index(data_type_vt)) <= 2147483647 and
+            0 <= (vt := _index(vt)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldvt := _index(ldvt)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -9116,16 +10274,23 @@ def xgesvd_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -128 <= jobu <= 127 and -128 <= jobvt <= 127 and
-            -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_s <= 2147483647 and 0 <= s <= 18446744073709551615 and
-            -2147483648 <= data_type_u <= 2147483647 and 0 <= u <= 18446744073709551615 and
-            -9223372036854775808 <= ldu <= 9223372036854775807 and
-            -2147483648 <= data_type_vt <= 2147483647 and 0 <= vt <= 18446744073709551615 and
-            -9223372036854775808 <= ldvt <= 9223372036854775807 and -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -128 <= (jobu := _index(jobu)) <= 127 and -128 <= (jobvt := _index(jobvt)) <= 127 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_s := _index(data_type_s)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_u := _index(data_type_u)) <= 2147483647 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldu := _index(ldu)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_vt := _index(data_type_vt)) <= 2147483647 and
+            0 <= (vt := _index(vt)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldvt := _index(ldvt)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -9153,7 +10318,10 @@ def xgesvdj_get_residual(handle, info):
     double* residual)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        _ok = (
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -9175,7 +10343,10 @@ def xgesvdj_get_sweeps(handle, info):
     executed_sweeps)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        _ok = (
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -9196,7 +10367,10 @@ def xgesvdj_set_max_sweeps(info, max_sweeps):
     C: ``cusolverStatus_t cusolverDnXgesvdjSetMaxSweeps(gesvdjInfo_t info, int max_sweeps)``
     """
     try:
-        _ok = 0 <= info <= 18446744073709551615 and -2147483648 <= max_sweeps <= 2147483647
+        _ok = (
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            -2147483648 <= (max_sweeps := _index(max_sweeps)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -9215,7 +10389,10 @@ def xgesvdj_set_sort_eig(info, sort_svd):
     C: ``cusolverStatus_t cusolverDnXgesvdjSetSortEig(gesvdjInfo_t info, int sort_svd)``
     """
     try:
-        _ok = 0 <= info <= 18446744073709551615 and -2147483648 <= sort_svd <= 2147483647
+        _ok = (
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            -2147483648 <= (sort_svd := _index(sort_svd)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -9234,7 +10411,7 @@ def xgesvdj_set_tolerance(info, tolerance):
     C: ``cusolverStatus_t cusolverDnXgesvdjSetTolerance(gesvdjInfo_t info, double tolerance)``
     """
     try:
-        _ok = 0 <= info <= 18446744073709551615
+        _ok = 0 <= (info := _index(info)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -9262,21 +10439,30 @@ def xgesvdp(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= econ <= 2147483647 and
-            -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_s <= 2147483647 and 0 <= s <= 18446744073709551615 and
-            -2147483648 <= data_type_u <= 2147483647 and 0 <= u <= 18446744073709551615 and
-            -9223372036854775808 <= ldu <= 9223372036854775807 and
-            -2147483648 <= data_type_v <= 2147483647 and 0 <= v <= 18446744073709551615 and
-            -9223372036854775808 <= ldv <= 9223372036854775807 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615 and 0 <= h_err_sigma <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (econ := _index(econ)) <= 2147483647 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_s := _index(data_type_s)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_u := _index(data_type_u)) <= 2147483647 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldu := _index(ldu)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_v := _index(data_type_v)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldv := _index(ldv)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615 and
+            0 <= (h_err_sigma := _index(h_err_sigma)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -9309,16 +10495,24 @@ def xgesvdp_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= econ <= 2147483647 and
-            -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_s <= 2147483647 and 0 <= s <= 18446744073709551615 and
-            -2147483648 <= data_type_u <= 2147483647 and 0 <= u <= 18446744073709551615 and
-            -9223372036854775808 <= ldu <= 9223372036854775807 and
-            -2147483648 <= data_type_v <= 2147483647 and 0 <= v <= 18446744073709551615 and
-            -9223372036854775808 <= ldv <= 9223372036854775807 and -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (econ := _index(econ)) <= 2147483647 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_s := _index(data_type_s)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_u := _index(data_type_u)) <= 2147483647 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldu := _index(ldu)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_v := _index(data_type_v)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldv := _index(ldv)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -9355,24 +10549,31 @@ def xgesvdr(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -128 <= jobu <= 127 and -128 <= jobv <= 127 and
-            -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= k <= 9223372036854775807 and
-            -9223372036854775808 <= p <= 9223372036854775807 and
-            -9223372036854775808 <= niters <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_srand <= 2147483647 and 0 <= srand <= 18446744073709551615 and
-            -2147483648 <= data_type_urand <= 2147483647 and 0 <= urand <= 18446744073709551615 and
-            -9223372036854775808 <= ld_urand <= 9223372036854775807 and
-            -2147483648 <= data_type_vrand <= 2147483647 and 0 <= vrand <= 18446744073709551615 and
-            -9223372036854775808 <= ld_vrand <= 9223372036854775807 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -128 <= (jobu := _index(jobu)) <= 127 and -128 <= (jobv := _index(jobv)) <= 127 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (k := _index(k)) <= 9223372036854775807 and
+            -9223372036854775808 <= (p := _index(p)) <= 9223372036854775807 and
+            -9223372036854775808 <= (niters := _index(niters)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_srand := _index(data_type_srand)) <= 2147483647 and
+            0 <= (srand := _index(srand)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_urand := _index(data_type_urand)) <= 2147483647 and
+            0 <= (urand := _index(urand)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ld_urand := _index(ld_urand)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_vrand := _index(data_type_vrand)) <= 2147483647 and
+            0 <= (vrand := _index(vrand)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ld_vrand := _index(ld_vrand)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -9407,21 +10608,26 @@ def xgesvdr_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -128 <= jobu <= 127 and -128 <= jobv <= 127 and
-            -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= k <= 9223372036854775807 and
-            -9223372036854775808 <= p <= 9223372036854775807 and
-            -9223372036854775808 <= niters <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_srand <= 2147483647 and 0 <= srand <= 18446744073709551615 and
-            -2147483648 <= data_type_urand <= 2147483647 and 0 <= urand <= 18446744073709551615 and
-            -9223372036854775808 <= ld_urand <= 9223372036854775807 and
-            -2147483648 <= data_type_vrand <= 2147483647 and 0 <= vrand <= 18446744073709551615 and
-            -9223372036854775808 <= ld_vrand <= 9223372036854775807 and
-            -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -128 <= (jobu := _index(jobu)) <= 127 and -128 <= (jobv := _index(jobv)) <= 127 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (k := _index(k)) <= 9223372036854775807 and
+            -9223372036854775808 <= (p := _index(p)) <= 9223372036854775807 and
+            -9223372036854775808 <= (niters := _index(niters)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_srand := _index(data_type_srand)) <= 2147483647 and
+            0 <= (srand := _index(srand)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_urand := _index(data_type_urand)) <= 2147483647 and
+            0 <= (urand := _index(urand)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ld_urand := _index(ld_urand)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_vrand := _index(data_type_vrand)) <= 2147483647 and
+            0 <= (vrand := _index(vrand)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ld_vrand := _index(ld_vrand)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -9455,15 +10661,20 @@ def xgetrf(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            0 <= ipiv <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647 and
-            0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -9490,11 +10701,14 @@ def xgetrf_buffer_size(handle, params, m, n, data_type_a, a, lda, compute_type):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -9523,13 +10737,19 @@ def xgetrs(handle, params, trans, n, nrhs, data_type_a, a, lda, ipiv, data_type_
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= trans <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= nrhs <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
-            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (nrhs := _index(nrhs)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_b := _index(data_type_b)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldb := _index(ldb)) <= 9223372036854775807 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -9558,14 +10778,20 @@ def xhetrf(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -9593,11 +10819,15 @@ def xhetrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, ipiv, compu
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -9630,17 +10860,23 @@ def xhetrs(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= nrhs <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
-            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -9223372036854775808 <= ldb <= 9223372036854775807 and
-            0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (nrhs := _index(nrhs)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_b := _index(data_type_b)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldb := _index(ldb)) <= 9223372036854775807 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -9668,13 +10904,18 @@ def xhetrs_buffer_size(handle, params, uplo, n, nrhs, data_type_a, a, lda, ipiv,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= nrhs <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
-            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -9223372036854775808 <= ldb <= 9223372036854775807
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (nrhs := _index(nrhs)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_b := _index(data_type_b)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldb := _index(ldb)) <= 9223372036854775807
         )
     except Exception:
         _ok = False
@@ -9708,18 +10949,25 @@ def xlarft(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= direct <= 2147483647 and -2147483648 <= storev <= 2147483647 and
-            -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= k <= 9223372036854775807 and -2147483648 <= data_type_v <= 2147483647 and
-            0 <= v <= 18446744073709551615 and -9223372036854775808 <= ldv <= 9223372036854775807 and
-            -2147483648 <= data_type_tau <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            -2147483648 <= data_type_t <= 2147483647 and 0 <= t <= 18446744073709551615 and
-            -9223372036854775808 <= ldt <= 9223372036854775807 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (direct := _index(direct)) <= 2147483647 and
+            -2147483648 <= (storev := _index(storev)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (k := _index(k)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_v := _index(data_type_v)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldv := _index(ldv)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_tau := _index(data_type_tau)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_t := _index(data_type_t)) <= 2147483647 and
+            0 <= (t := _index(t)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldt := _index(ldt)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -9752,14 +11000,21 @@ def xlarft_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= direct <= 2147483647 and -2147483648 <= storev <= 2147483647 and
-            -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= k <= 9223372036854775807 and -2147483648 <= data_type_v <= 2147483647 and
-            0 <= v <= 18446744073709551615 and -9223372036854775808 <= ldv <= 9223372036854775807 and
-            -2147483648 <= data_type_tau <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            -2147483648 <= data_type_t <= 2147483647 and 0 <= t <= 18446744073709551615 and
-            -9223372036854775808 <= ldt <= 9223372036854775807 and -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (direct := _index(direct)) <= 2147483647 and
+            -2147483648 <= (storev := _index(storev)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (k := _index(k)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_v := _index(data_type_v)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldv := _index(ldv)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_tau := _index(data_type_tau)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_t := _index(data_type_t)) <= 2147483647 and
+            0 <= (t := _index(t)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldt := _index(ldt)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -9794,18 +11049,26 @@ def xpolar(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_h <= 2147483647 and 0 <= h <= 18446744073709551615 and
-            -9223372036854775808 <= ldh <= 9223372036854775807 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and
-            0 <= d_res_nrm <= 18446744073709551615 and 0 <= d_a_nrm_f <= 18446744073709551615 and
-            0 <= d_rcond <= 18446744073709551615 and 0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_h := _index(data_type_h)) <= 2147483647 and
+            0 <= (h := _index(h)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldh := _index(ldh)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (d_res_nrm := _index(d_res_nrm)) <= 18446744073709551615 and
+            0 <= (d_a_nrm_f := _index(d_a_nrm_f)) <= 18446744073709551615 and
+            0 <= (d_rcond := _index(d_rcond)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -9834,12 +11097,18 @@ def xpolar_buffer_size(handle, params, uplo, m, n, data_type_a, a, lda, data_typ
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_h <= 2147483647 and 0 <= h <= 18446744073709551615 and
-            -9223372036854775808 <= ldh <= 9223372036854775807 and -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_h := _index(data_type_h)) <= 2147483647 and
+            0 <= (h := _index(h)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldh := _index(ldh)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -9872,14 +11141,19 @@ def xpotrf(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -9906,10 +11180,14 @@ def xpotrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, compute_typ
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -9938,13 +11216,18 @@ def xpotrs(handle, params, uplo, n, nrhs, data_type_a, a, lda, data_type_b, b, l
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= nrhs <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (nrhs := _index(nrhs)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_b := _index(data_type_b)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldb := _index(ldb)) <= 9223372036854775807 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -9973,15 +11256,22 @@ def xstedc(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= compz <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_de <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and -2147483648 <= data_type_z <= 2147483647 and
-            0 <= z <= 18446744073709551615 and -9223372036854775808 <= ldz <= 9223372036854775807 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (compz := _index(compz)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_de := _index(data_type_de)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_z := _index(data_type_z)) <= 2147483647 and
+            0 <= (z := _index(z)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldz := _index(ldz)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -10009,12 +11299,17 @@ def xstedc_buffer_size(handle, params, compz, n, data_type_de, d, e, data_type_z
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= compz <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_de <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and -2147483648 <= data_type_z <= 2147483647 and
-            0 <= z <= 18446744073709551615 and -9223372036854775808 <= ldz <= 9223372036854775807 and
-            -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (compz := _index(compz)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_de := _index(data_type_de)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_z := _index(data_type_z)) <= 2147483647 and
+            0 <= (z := _index(z)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldz := _index(ldz)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -10048,16 +11343,23 @@ def xsyev_batched(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615 and
-            -9223372036854775808 <= batch_size <= 9223372036854775807
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            -9223372036854775808 <= (batch_size := _index(batch_size)) <= 9223372036854775807
         )
     except Exception:
         _ok = False
@@ -10088,13 +11390,18 @@ def xsyev_batched_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647 and
-            -9223372036854775808 <= batch_size <= 9223372036854775807
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            -9223372036854775808 <= (batch_size := _index(batch_size)) <= 9223372036854775807
         )
     except Exception:
         _ok = False
@@ -10127,15 +11434,22 @@ def xsyevd(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -10163,12 +11477,17 @@ def xsyevd_buffer_size(handle, params, jobz, uplo, n, data_type_a, a, lda, data_
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -10202,18 +11521,27 @@ def xsyevdx(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= vl <= 18446744073709551615 and
-            0 <= vu <= 18446744073709551615 and -9223372036854775808 <= il <= 9223372036854775807 and
-            -9223372036854775808 <= iu <= 9223372036854775807 and -2147483648 <= data_type_w <= 2147483647 and
-            0 <= w <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647 and
-            0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            0 <= (vl := _index(vl)) <= 18446744073709551615 and
+            0 <= (vu := _index(vu)) <= 18446744073709551615 and
+            -9223372036854775808 <= (il := _index(il)) <= 9223372036854775807 and
+            -9223372036854775808 <= (iu := _index(iu)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -10247,14 +11575,22 @@ def xsyevdx_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= vl <= 18446744073709551615 and
-            0 <= vu <= 18446744073709551615 and -9223372036854775808 <= il <= 9223372036854775807 and
-            -9223372036854775808 <= iu <= 9223372036854775807 and -2147483648 <= data_type_w <= 2147483647 and
-            0 <= w <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            0 <= (vl := _index(vl)) <= 18446744073709551615 and
+            0 <= (vu := _index(vu)) <= 18446744073709551615 and
+            -9223372036854775808 <= (il := _index(il)) <= 9223372036854775807 and
+            -9223372036854775808 <= (iu := _index(iu)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -10283,7 +11619,10 @@ def xsyevj_get_residual(handle, info):
     residual)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        _ok = (
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -10305,7 +11644,10 @@ def xsyevj_get_sweeps(handle, info):
     executed_sweeps)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+        _ok = (
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -10326,7 +11668,10 @@ def xsyevj_set_max_sweeps(info, max_sweeps):
     C: ``cusolverStatus_t cusolverDnXsyevjSetMaxSweeps(syevjInfo_t info, int max_sweeps)``
     """
     try:
-        _ok = 0 <= info <= 18446744073709551615 and -2147483648 <= max_sweeps <= 2147483647
+        _ok = (
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            -2147483648 <= (max_sweeps := _index(max_sweeps)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -10345,7 +11690,10 @@ def xsyevj_set_sort_eig(info, sort_eig):
     C: ``cusolverStatus_t cusolverDnXsyevjSetSortEig(syevjInfo_t info, int sort_eig)``
     """
     try:
-        _ok = 0 <= info <= 18446744073709551615 and -2147483648 <= sort_eig <= 2147483647
+        _ok = (
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            -2147483648 <= (sort_eig := _index(sort_eig)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -10364,7 +11712,7 @@ def xsyevj_set_tolerance(info, tolerance):
     C: ``cusolverStatus_t cusolverDnXsyevjSetTolerance(syevjInfo_t info, double tolerance)``
     """
     try:
-        _ok = 0 <= info <= 18446744073709551615
+        _ok = 0 <= (info := _index(info)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -10393,23 +11741,30 @@ def xsygv_strided_batched(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= itype <= 2147483647 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and
-            -9223372036854775808 <= stride_a <= 9223372036854775807 and
-            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -9223372036854775808 <= ldb <= 9223372036854775807 and
-            -9223372036854775808 <= stride_b <= 9223372036854775807 and
-            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            -9223372036854775808 <= stride_w <= 9223372036854775807 and
-            -2147483648 <= compute_type <= 2147483647 and
-            -9223372036854775808 <= batch_size <= 9223372036854775807 and
-            0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -9223372036854775808 <= (stride_a := _index(stride_a)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_b := _index(data_type_b)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldb := _index(ldb)) <= 9223372036854775807 and
+            -9223372036854775808 <= (stride_b := _index(stride_b)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            -9223372036854775808 <= (stride_w := _index(stride_w)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            -9223372036854775808 <= (batch_size := _index(batch_size)) <= 9223372036854775807 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -10443,19 +11798,25 @@ def xsygv_strided_batched_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= itype <= 2147483647 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and
-            -9223372036854775808 <= stride_a <= 9223372036854775807 and
-            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -9223372036854775808 <= ldb <= 9223372036854775807 and
-            -9223372036854775808 <= stride_b <= 9223372036854775807 and
-            -2147483648 <= data_type_w <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            -9223372036854775808 <= stride_w <= 9223372036854775807 and
-            -2147483648 <= compute_type <= 2147483647 and
-            -9223372036854775808 <= batch_size <= 9223372036854775807
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -9223372036854775808 <= (stride_a := _index(stride_a)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_b := _index(data_type_b)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldb := _index(ldb)) <= 9223372036854775807 and
+            -9223372036854775808 <= (stride_b := _index(stride_b)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            -9223372036854775808 <= (stride_w := _index(stride_w)) <= 9223372036854775807 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            -9223372036854775808 <= (batch_size := _index(batch_size)) <= 9223372036854775807
         )
     except Exception:
         _ok = False
@@ -10491,18 +11852,26 @@ def xsygvd(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= itype <= 2147483647 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_b <= 2147483647 and 0 <= d_b <= 18446744073709551615 and
-            -9223372036854775808 <= ldb <= 9223372036854775807 and
-            -2147483648 <= data_type_w <= 2147483647 and 0 <= d_w <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_b := _index(data_type_b)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldb := _index(ldb)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (d_w := _index(d_w)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -10535,15 +11904,21 @@ def xsygvd_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= itype <= 2147483647 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_b <= 2147483647 and 0 <= d_b <= 18446744073709551615 and
-            -9223372036854775808 <= ldb <= 9223372036854775807 and
-            -2147483648 <= data_type_w <= 2147483647 and 0 <= d_w <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_b := _index(data_type_b)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldb := _index(ldb)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (d_w := _index(d_w)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -10579,20 +11954,31 @@ def xsygvdx(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= itype <= 2147483647 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -9223372036854775808 <= n <= 9223372036854775807 and -2147483648 <= data_type_a <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_b <= 2147483647 and 0 <= d_b <= 18446744073709551615 and
-            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= vl <= 18446744073709551615 and
-            0 <= vu <= 18446744073709551615 and -9223372036854775808 <= il <= 9223372036854775807 and
-            -9223372036854775808 <= iu <= 9223372036854775807 and -2147483648 <= data_type_w <= 2147483647 and
-            0 <= d_w <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647 and
-            0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_b := _index(data_type_b)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldb := _index(ldb)) <= 9223372036854775807 and
+            0 <= (vl := _index(vl)) <= 18446744073709551615 and
+            0 <= (vu := _index(vu)) <= 18446744073709551615 and
+            -9223372036854775808 <= (il := _index(il)) <= 9223372036854775807 and
+            -9223372036854775808 <= (iu := _index(iu)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (d_w := _index(d_w)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -10627,16 +12013,25 @@ def xsygvdx_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= itype <= 2147483647 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and
-            -2147483648 <= data_type_b <= 2147483647 and 0 <= d_b <= 18446744073709551615 and
-            -9223372036854775808 <= ldb <= 9223372036854775807 and 0 <= vl <= 18446744073709551615 and
-            0 <= vu <= 18446744073709551615 and -9223372036854775808 <= il <= 9223372036854775807 and
-            -9223372036854775808 <= iu <= 9223372036854775807 and -2147483648 <= data_type_w <= 2147483647 and
-            0 <= d_w <= 18446744073709551615 and -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_b := _index(data_type_b)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldb := _index(ldb)) <= 9223372036854775807 and
+            0 <= (vl := _index(vl)) <= 18446744073709551615 and
+            0 <= (vu := _index(vu)) <= 18446744073709551615 and
+            -9223372036854775808 <= (il := _index(il)) <= 9223372036854775807 and
+            -9223372036854775808 <= (iu := _index(iu)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_w := _index(data_type_w)) <= 2147483647 and
+            0 <= (d_w := _index(d_w)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -10671,14 +12066,20 @@ def xsytrf(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -10706,11 +12107,15 @@ def xsytrf_buffer_size(handle, params, uplo, n, data_type_a, a, lda, ipiv, compu
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= uplo <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -10743,17 +12148,22 @@ def xsytrs(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= nrhs <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
-            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -9223372036854775808 <= ldb <= 9223372036854775807 and
-            0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (nrhs := _index(nrhs)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_b := _index(data_type_b)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldb := _index(ldb)) <= 9223372036854775807 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -10781,13 +12191,17 @@ def xsytrs_buffer_size(handle, uplo, n, nrhs, data_type_a, a, lda, ipiv, data_ty
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= nrhs <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and 0 <= ipiv <= 18446744073709551615 and
-            -2147483648 <= data_type_b <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -9223372036854775808 <= ldb <= 9223372036854775807
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (nrhs := _index(nrhs)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (data_type_b := _index(data_type_b)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ldb := _index(ldb)) <= 9223372036854775807
         )
     except Exception:
         _ok = False
@@ -10819,14 +12233,18 @@ def xtrtri(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807 and
-            0 <= buffer_on_device <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_device <= 18446744073709551615 and
-            0 <= buffer_on_host <= 18446744073709551615 and
-            0 <= workspace_in_bytes_on_host <= 18446744073709551615 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (diag := _index(diag)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807 and
+            0 <= (buffer_on_device := _index(buffer_on_device)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_device := _index(workspace_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (buffer_on_host := _index(buffer_on_host)) <= 18446744073709551615 and
+            0 <= (workspace_in_bytes_on_host := _index(workspace_in_bytes_on_host)) <= 18446744073709551615 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -10853,10 +12271,13 @@ def xtrtri_buffer_size(handle, uplo, diag, n, data_type_a, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= diag <= 2147483647 and -9223372036854775808 <= n <= 9223372036854775807 and
-            -2147483648 <= data_type_a <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -9223372036854775808 <= lda <= 9223372036854775807
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (diag := _index(diag)) <= 2147483647 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -2147483648 <= (data_type_a := _index(data_type_a)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (lda := _index(lda)) <= 9223372036854775807
         )
     except Exception:
         _ok = False
@@ -10886,13 +12307,19 @@ def zcgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -10921,12 +12348,17 @@ def zcgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -10954,13 +12386,19 @@ def zcgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -10989,12 +12427,17 @@ def zcgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11022,13 +12465,19 @@ def zegels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11057,12 +12506,17 @@ def zegels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11090,13 +12544,19 @@ def zegesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11125,12 +12585,17 @@ def zegesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11157,12 +12622,18 @@ def zgebrd(handle, m, n, a, lda, d, e, tauq, taup, work, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and 0 <= tauq <= 18446744073709551615 and
-            0 <= taup <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            0 <= (tauq := _index(tauq)) <= 18446744073709551615 and
+            0 <= (taup := _index(taup)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11184,8 +12655,8 @@ def zgebrd_buffer_size(handle, m, n):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and -2147483648 <= (n := _index(n)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -11209,11 +12680,15 @@ def zgeqrf(handle, m, n, a, lda, tau, workspace, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            0 <= workspace <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11235,9 +12710,11 @@ def zgeqrf_buffer_size(handle, m, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -11262,14 +12739,21 @@ def zgesvd(handle, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -128 <= jobu <= 127 and -128 <= jobvt <= 127 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
-            -2147483648 <= ldu <= 2147483647 and 0 <= vt <= 18446744073709551615 and
-            -2147483648 <= ldvt <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= rwork <= 18446744073709551615 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -128 <= (jobu := _index(jobu)) <= 127 and -128 <= (jobvt := _index(jobvt)) <= 127 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (vt := _index(vt)) <= 18446744073709551615 and
+            -2147483648 <= (ldvt := _index(ldvt)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (rwork := _index(rwork)) <= 18446744073709551615 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11293,8 +12777,8 @@ def zgesvd_buffer_size(handle, m, n):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and -2147483648 <= (n := _index(n)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -11323,17 +12807,27 @@ def zgesvda_strided_batched(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
-            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
-            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
-            0 <= d_work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= d_info <= 18446744073709551615 and 0 <= h_r_nrm_f <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -9223372036854775808 <= (stride_a := _index(stride_a)) <= 9223372036854775807 and
+            0 <= (d_s := _index(d_s)) <= 18446744073709551615 and
+            -9223372036854775808 <= (stride_s := _index(stride_s)) <= 9223372036854775807 and
+            0 <= (d_u := _index(d_u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            -9223372036854775808 <= (stride_u := _index(stride_u)) <= 9223372036854775807 and
+            0 <= (d_v := _index(d_v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            -9223372036854775808 <= (stride_v := _index(stride_v)) <= 9223372036854775807 and
+            0 <= (d_work := _index(d_work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615 and
+            0 <= (h_r_nrm_f := _index(h_r_nrm_f)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -11363,15 +12857,23 @@ def zgesvda_strided_batched_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= rank <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -9223372036854775808 <= stride_a <= 9223372036854775807 and
-            0 <= d_s <= 18446744073709551615 and -9223372036854775808 <= stride_s <= 9223372036854775807 and
-            0 <= d_u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            -9223372036854775808 <= stride_u <= 9223372036854775807 and 0 <= d_v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and -9223372036854775808 <= stride_v <= 9223372036854775807 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -9223372036854775808 <= (stride_a := _index(stride_a)) <= 9223372036854775807 and
+            0 <= (d_s := _index(d_s)) <= 18446744073709551615 and
+            -9223372036854775808 <= (stride_s := _index(stride_s)) <= 9223372036854775807 and
+            0 <= (d_u := _index(d_u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            -9223372036854775808 <= (stride_u := _index(stride_u)) <= 9223372036854775807 and
+            0 <= (d_v := _index(d_v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            -9223372036854775808 <= (stride_v := _index(stride_v)) <= 9223372036854775807 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -11399,14 +12901,22 @@ def zgesvdj(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, in
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
-            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (econ := _index(econ)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11431,14 +12941,22 @@ def zgesvdj_batched(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, work, lwork, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
-            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -11463,13 +12981,19 @@ def zgesvdj_batched_buffer_size(handle, jobz, m, n, a, lda, s, u, ldu, v, ldv, p
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= s <= 18446744073709551615 and 0 <= u <= 18446744073709551615 and
-            -2147483648 <= ldu <= 2147483647 and 0 <= v <= 18446744073709551615 and
-            -2147483648 <= ldv <= 2147483647 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -11496,13 +13020,19 @@ def zgesvdj_buffer_size(handle, jobz, econ, m, n, a, lda, s, u, ldu, v, ldv, par
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= econ <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= s <= 18446744073709551615 and
-            0 <= u <= 18446744073709551615 and -2147483648 <= ldu <= 2147483647 and
-            0 <= v <= 18446744073709551615 and -2147483648 <= ldv <= 2147483647 and
-            0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (econ := _index(econ)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (s := _index(s)) <= 18446744073709551615 and
+            0 <= (u := _index(u)) <= 18446744073709551615 and
+            -2147483648 <= (ldu := _index(ldu)) <= 2147483647 and
+            0 <= (v := _index(v)) <= 18446744073709551615 and
+            -2147483648 <= (ldv := _index(ldv)) <= 2147483647 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11528,10 +13058,14 @@ def zgetrf(handle, m, n, a, lda, workspace, dev_ipiv, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
-            0 <= dev_ipiv <= 18446744073709551615 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            0 <= (dev_ipiv := _index(dev_ipiv)) <= 18446744073709551615 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11553,9 +13087,11 @@ def zgetrf_buffer_size(handle, m, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -11580,11 +13116,16 @@ def zgetrs(handle, trans, n, nrhs, a, lda, dev_ipiv, b, ldb, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= trans <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= dev_ipiv <= 18446744073709551615 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (dev_ipiv := _index(dev_ipiv)) <= 18446744073709551615 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11607,11 +13148,16 @@ def zheevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11633,10 +13179,13 @@ def zheevd_buffer_size(handle, jobz, uplo, n, a, lda, w):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11661,13 +13210,19 @@ def zheevdx(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w, work, lwork
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
-            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11694,11 +13249,15 @@ def zheevdx_buffer_size(handle, jobz, range, uplo, n, a, lda, vl, vu, il, iu, w)
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= range <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and -2147483648 <= il <= 2147483647 and
-            -2147483648 <= iu <= 2147483647 and 0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and 0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11726,12 +13285,17 @@ def zheevj(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11754,12 +13318,18 @@ def zheevj_batched(handle, jobz, uplo, n, a, lda, w, work, lwork, info, params, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -11784,11 +13354,15 @@ def zheevj_batched_buffer_size(handle, jobz, uplo, n, a, lda, w, params, batch_s
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -11815,10 +13389,14 @@ def zheevj_buffer_size(handle, jobz, uplo, n, a, lda, w, params):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= jobz <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11843,13 +13421,19 @@ def zhegvd(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11872,11 +13456,16 @@ def zhegvd_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11902,14 +13491,22 @@ def zhegvdx(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl, vu, il, iu,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
-            0 <= w <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11938,13 +13535,18 @@ def zhegvdx_buffer_size(handle, itype, jobz, range, uplo, n, a, lda, b, ldb, vl,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= range <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            -2147483648 <= il <= 2147483647 and -2147483648 <= iu <= 2147483647 and
-            0 <= w <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (range := _index(range)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            -2147483648 <= (il := _index(il)) <= 2147483647 and
+            -2147483648 <= (iu := _index(iu)) <= 2147483647 and 0 <= (w := _index(w)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -11973,13 +13575,20 @@ def zhegvj(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, work, lwork, info, p
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615 and 0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12002,12 +13611,17 @@ def zhegvj_buffer_size(handle, itype, jobz, uplo, n, a, lda, b, ldb, w, params):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= itype <= 2147483647 and
-            -2147483648 <= jobz <= 2147483647 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= b <= 18446744073709551615 and
-            -2147483648 <= ldb <= 2147483647 and 0 <= w <= 18446744073709551615 and
-            0 <= params <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (itype := _index(itype)) <= 2147483647 and
+            -2147483648 <= (jobz := _index(jobz)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (w := _index(w)) <= 18446744073709551615 and
+            0 <= (params := _index(params)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12034,12 +13648,17 @@ def zhetrd(handle, uplo, n, a, lda, d, e, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12062,10 +13681,14 @@ def zhetrd_buffer_size(handle, uplo, n, a, lda, d, e, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= d <= 18446744073709551615 and
-            0 <= e <= 18446744073709551615 and 0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            0 <= (e := _index(e)) <= 18446744073709551615 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12091,13 +13714,19 @@ def zkgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12126,12 +13755,17 @@ def zkgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12159,13 +13793,19 @@ def zkgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12194,12 +13834,17 @@ def zkgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12225,10 +13870,14 @@ def zlaswp(handle, n, a, lda, k1, k2, dev_ipiv, incx):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            -2147483648 <= k1 <= 2147483647 and -2147483648 <= k2 <= 2147483647 and
-            0 <= dev_ipiv <= 18446744073709551615 and -2147483648 <= incx <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            -2147483648 <= (k1 := _index(k1)) <= 2147483647 and
+            -2147483648 <= (k2 := _index(k2)) <= 2147483647 and
+            0 <= (dev_ipiv := _index(dev_ipiv)) <= 18446744073709551615 and
+            -2147483648 <= (incx := _index(incx)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -12250,10 +13899,14 @@ def zlauum(handle, uplo, n, a, lda, work, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12275,9 +13928,11 @@ def zlauum_buffer_size(handle, uplo, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -12301,10 +13956,14 @@ def zpotrf(handle, uplo, n, a, lda, workspace, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= workspace <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12326,10 +13985,13 @@ def zpotrf_batched(handle, uplo, n, aarray, lda, info_array, batch_size):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= aarray <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= info_array <= 18446744073709551615 and
-            -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (aarray := _index(aarray)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (info_array := _index(info_array)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -12351,9 +14013,11 @@ def zpotrf_buffer_size(handle, uplo, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -12377,10 +14041,14 @@ def zpotri(handle, uplo, n, a, lda, work, lwork, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12402,9 +14070,11 @@ def zpotri_buffer_size(handle, uplo, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -12428,11 +14098,15 @@ def zpotrs(handle, uplo, n, nrhs, a, lda, b, ldb, dev_info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12455,11 +14129,16 @@ def zpotrs_batched(handle, uplo, n, nrhs, a, lda, b, ldb, d_info, batch_size):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= b <= 18446744073709551615 and -2147483648 <= ldb <= 2147483647 and
-            0 <= d_info <= 18446744073709551615 and -2147483648 <= batch_size <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -2147483648 <= (ldb := _index(ldb)) <= 2147483647 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615 and
+            -2147483648 <= (batch_size := _index(batch_size)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -12481,11 +14160,15 @@ def zsytrf(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12507,8 +14190,10 @@ def zsytrf_buffer_size(handle, n, a, lda):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -12532,11 +14217,15 @@ def zsytri(handle, uplo, n, a, lda, ipiv, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12558,9 +14247,12 @@ def zsytri_buffer_size(handle, uplo, n, a, lda, ipiv):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= ipiv <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (ipiv := _index(ipiv)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12585,12 +14277,17 @@ def zungbr(handle, side, m, n, k, a, lda, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12612,10 +14309,14 @@ def zungbr_buffer_size(handle, side, m, n, k, a, lda, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= k <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12640,11 +14341,16 @@ def zungqr(handle, m, n, k, a, lda, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12666,10 +14372,13 @@ def zungqr_buffer_size(handle, m, n, k, a, lda, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12694,11 +14403,15 @@ def zungtr(handle, uplo, n, a, lda, tau, work, lwork, info):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615 and
-            0 <= work <= 18446744073709551615 and -2147483648 <= lwork <= 2147483647 and
-            0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12720,9 +14433,12 @@ def zungtr_buffer_size(handle, uplo, n, a, lda, tau):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= uplo <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and 0 <= a <= 18446744073709551615 and
-            -2147483648 <= lda <= 2147483647 and 0 <= tau <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12747,13 +14463,20 @@ def zunmqr(handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, dev_i
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= dev_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (dev_info := _index(dev_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12776,12 +14499,17 @@ def zunmqr_buffer_size(handle, side, trans, m, n, k, a, lda, tau, c, ldc):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= trans <= 2147483647 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= k <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (k := _index(k)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -12806,13 +14534,20 @@ def zunmtr(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc, work, lwork, in
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647 and 0 <= work <= 18446744073709551615 and
-            -2147483648 <= lwork <= 2147483647 and 0 <= info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647 and
+            0 <= (work := _index(work)) <= 18446744073709551615 and
+            -2147483648 <= (lwork := _index(lwork)) <= 2147483647 and
+            0 <= (info := _index(info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12835,12 +14570,17 @@ def zunmtr_buffer_size(handle, side, uplo, trans, m, n, a, lda, tau, c, ldc):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= side <= 2147483647 and
-            -2147483648 <= uplo <= 2147483647 and -2147483648 <= trans <= 2147483647 and
-            -2147483648 <= m <= 2147483647 and -2147483648 <= n <= 2147483647 and
-            0 <= a <= 18446744073709551615 and -2147483648 <= lda <= 2147483647 and
-            0 <= tau <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -2147483648 <= ldc <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (side := _index(side)) <= 2147483647 and
+            -2147483648 <= (uplo := _index(uplo)) <= 2147483647 and
+            -2147483648 <= (trans := _index(trans)) <= 2147483647 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -2147483648 <= (lda := _index(lda)) <= 2147483647 and
+            0 <= (tau := _index(tau)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -2147483648 <= (ldc := _index(ldc)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -12868,13 +14608,19 @@ def zygels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12903,12 +14649,17 @@ def zygels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12936,13 +14687,19 @@ def zygesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -12971,12 +14728,17 @@ def zygesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -13004,13 +14766,19 @@ def zzgels(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_workspace, lwo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -13039,12 +14807,17 @@ def zzgels_buffer_size(handle, m, n, nrhs, d_a, ldda, d_b, lddb, d_x, lddx, d_wo
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= m <= 2147483647 and
-            -2147483648 <= n <= 2147483647 and -2147483648 <= nrhs <= 2147483647 and
-            0 <= d_a <= 18446744073709551615 and -2147483648 <= ldda <= 2147483647 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (m := _index(m)) <= 2147483647 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -13072,13 +14845,19 @@ def zzgesv(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, d_workspace,
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615 and 0 <= lwork_bytes <= 18446744073709551615 and
-            0 <= d_info <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615 and
+            0 <= (lwork_bytes := _index(lwork_bytes)) <= 18446744073709551615 and
+            0 <= (d_info := _index(d_info)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -13107,12 +14886,17 @@ def zzgesv_buffer_size(handle, n, nrhs, d_a, ldda, dipiv, d_b, lddb, d_x, lddx, 
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= n <= 2147483647 and
-            -2147483648 <= nrhs <= 2147483647 and 0 <= d_a <= 18446744073709551615 and
-            -2147483648 <= ldda <= 2147483647 and 0 <= dipiv <= 18446744073709551615 and
-            0 <= d_b <= 18446744073709551615 and -2147483648 <= lddb <= 2147483647 and
-            0 <= d_x <= 18446744073709551615 and -2147483648 <= lddx <= 2147483647 and
-            0 <= d_workspace <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (n := _index(n)) <= 2147483647 and
+            -2147483648 <= (nrhs := _index(nrhs)) <= 2147483647 and
+            0 <= (d_a := _index(d_a)) <= 18446744073709551615 and
+            -2147483648 <= (ldda := _index(ldda)) <= 2147483647 and
+            0 <= (dipiv := _index(dipiv)) <= 18446744073709551615 and
+            0 <= (d_b := _index(d_b)) <= 18446744073709551615 and
+            -2147483648 <= (lddb := _index(lddb)) <= 2147483647 and
+            0 <= (d_x := _index(d_x)) <= 18446744073709551615 and
+            -2147483648 <= (lddx := _index(lddx)) <= 2147483647 and
+            0 <= (d_workspace := _index(d_workspace)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -13763,4 +15547,15 @@ _ARG_KINDS = {
     'zzgels_buffer_size': ('ptr', 'i32', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
     'zzgesv': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr', 'u64', 'ptr'),
     'zzgesv_buffer_size': ('ptr', 'i32', 'i32', 'ptr', 'i32', 'ptr', 'ptr', 'i32', 'ptr', 'i32', 'ptr'),
+}
+
+
+# Handles destroyed through this module, per destroy function (a second destroy is refused).
+_handles = {
+    'destroy': _loader.HandleRegistry('cusolverDn.destroy'),
+    'destroy_gesvdj_info': _loader.HandleRegistry('cusolverDn.destroy_gesvdj_info'),
+    'destroy_params': _loader.HandleRegistry('cusolverDn.destroy_params'),
+    'destroy_syevj_info': _loader.HandleRegistry('cusolverDn.destroy_syevj_info'),
+    'irs_infos_destroy': _loader.HandleRegistry('cusolverDn.irs_infos_destroy'),
+    'irs_params_destroy': _loader.HandleRegistry('cusolverDn.irs_params_destroy'),
 }

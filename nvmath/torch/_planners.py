@@ -161,6 +161,12 @@ class PlannerCache:
     :meth:`resize` changes the bound; :meth:`planners` lists them.
     """
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(
+            "PlannerCache objects cannot be pickled or copied: they hold planned Matmul objects (GPU "
+            "handles and memory of this process); create a new PlannerCache where it is needed"
+        )
+
     def __init__(self, maxsize: int = 64, *, autotune: bool | int = False, keep_operands: bool = True):
         self._check_size(maxsize)
         self._keep = bool(keep_operands)

@@ -38,7 +38,13 @@ def test_cuda_validation(kwargs, exc):
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "exc"), [({"num_threads": 0}, ValueError), ({"num_threads": 2.0}, TypeError)]
+    ("kwargs", "exc"),
+    [
+        ({"num_threads": 0}, ValueError),
+        ({"num_threads": 2.0}, TypeError),
+        ({"num_threads": 2**64 + 1}, ValueError),  # the CPU libraries take a C int
+        ({"num_threads": 2**31}, ValueError),
+    ],
 )
 def test_cpu_validation(kwargs, exc):
     """ExecutionCPU validates num_threads in __post_init__."""

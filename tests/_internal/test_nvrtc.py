@@ -71,10 +71,11 @@ def test_kernel_modules_use_the_shared_cache(fake_core):
     assert set(copy_kernels._kernels(0)) == {1, 2, 4, 8, 16}
     orgqr = {f"orgqr_{t}" for t in ("float32", "float64", "complex64", "complex128")}
     pivots = {f"pivots{p}_{w}" for p in (4, 8) for w in (4, 8)}
-    assert set(solver_kernels._kernels(0)) == {"zero4", "zero8", "zero16", "eye", *orgqr, *pivots}
+    nonfinite = {"scan4", "scan8", "flag4", "flag8"}
+    assert set(solver_kernels._kernels(0)) == {"zero4", "zero8", "zero16", "eye", *orgqr, *pivots, *nonfinite}
     copy_kernels._kernels(0)
     solver_kernels._kernels(0)
     assert [c[3][-1] for c in fake_core.compiled] == [
         "nvmath_strided_copy<nvmath_b16>",
-        "nvmath_orgqr_small<double, 2>",
+        "nvmath_fill_flagged<unsigned long long>",
     ]

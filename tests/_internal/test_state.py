@@ -219,7 +219,8 @@ def test_guard_validation():
 
 
 def test_guard_cost_is_small():
-    """The decorator adds well under 0.2 us per call over an unguarded method (best of 5)."""
+    """The decorator (state check and the one-thread-at-a-time flag) adds well under 0.2 us per call
+    over an unguarded method (best of 200)."""
     if sys.gettrace() is not None:
         pytest.skip("a tracer (coverage, debugger) distorts the timing")
 
@@ -235,9 +236,10 @@ def test_guard_cost_is_small():
         def guarded(self, *, stream=None):
             return stream
 
-    p, n = P(), 200_000
-    bare = min(timeit.repeat(lambda: p.bare(stream=1), number=n, repeat=5)) / n
-    guarded = min(timeit.repeat(lambda: p.guarded(stream=1), number=n, repeat=5)) / n
+    # many short repeats: the minimum finds the machine's quiet moments (shared CI runners)
+    p, n = P(), 20_000
+    bare = min(timeit.repeat(lambda: p.bare(stream=1), number=n, repeat=200)) / n
+    guarded = min(timeit.repeat(lambda: p.guarded(stream=1), number=n, repeat=200)) / n
     assert guarded - bare < 0.2e-6, f"guard costs {(guarded - bare) * 1e9:.0f} ns"
 
 

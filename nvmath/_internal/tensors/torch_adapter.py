@@ -27,6 +27,11 @@ class TorchAdapter(TensorAdapter):
     package = "torch"
 
     def __init__(self, tensor: Any, stream: Any = None):
+        if tensor.is_neg():  # its memory holds the values of opposite sign: nvmath reads memory
+            raise ValueError(
+                "it is a torch negative-bit view (e.g. z.conj().imag): its memory holds the negated "
+                "values, which nvmath would read and write as they are; pass x.resolve_neg() (a copy)"
+            )
         self.tensor = tensor
         self.data_ptr = tensor.data_ptr()
         self.shape = tensor.shape

@@ -17,6 +17,7 @@ GPU) and raises :class:`nvmath.LinAlgError` naming the failing matrices.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -45,6 +46,7 @@ from nvmath.linalg._solvers._common import (
 )
 from nvmath.linalg._solvers._dispatch import Choice, choose, choose_lanes
 from nvmath.linalg._solvers._gpu import GpuContext, InfoArray, WorkMatrix
+from nvmath.linalg._solvers._nonfinite import NonFiniteGuard, block_layout
 from nvmath.linalg._solvers._options import LOGGER_NAME, SolverOptions
 
 __all__ = ["SingleMatrixSolver", "SolverBase", "batch_view", "device_view"]
@@ -103,6 +105,7 @@ class SolverBase(FreedOnExit):
         self._ctx: GpuContext | None = None
         self._gpu: Any = None
         self._last_info: tuple[str, str, Any, tuple[int, ...]] | None = None
+        self._nonfinite = NonFiniteGuard()  # which input matrices held NaN/Inf (see _nonfinite)
         self._lock = threading.RLock()
         self._lifecycle = Lifecycle(self._NAME, self._ERROR)
         self._log.debug("%s: operands %s; execution %s", self._NAME, self._specs, self.execution)
@@ -202,6 +205,8 @@ class SolverBase(FreedOnExit):
                 with devices.device_ctx(self._device_id):
                     ctx.use_stream(handle)
                     state = self._plan_gpu(ctx)
+                    work = getattr(state, "work", None)
+                    self._nonfinite.allocate(ctx, work.count if work is not None else 1)
                     if handle.mortal:  # planning queued work there; see _finish_gpu
                         streams.mark_done(handle)
             except BaseException:
@@ -294,13 +299,23 @@ class SolverBase(FreedOnExit):
         """Copy a working-buffer view into a new device tensor of the operands' package (not handed out)."""
         ctx = self._ctx
         assert ctx is not None
-        shape = tuple(view.shape)
-        strides = tuple(view.strides) if is_dense(shape, tuple(view.strides)) else colmajor_strides(shape)
+        shape, nb = tuple(view.shape), len(self._batch_shape)
+        strides = tuple(view.strides)
+        if not (is_dense(shape, strides) and block_layout(shape, strides, nb)):
+            strides = colmajor_strides(shape)
+            if not block_layout(shape, strides, nb):
+                strides = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))  # C order
         result = self._like.empty(
             shape, view.dtype, strides=strides, device_id=ctx.device_id, stream=ctx.stream
         )
         copy_into(result, view, ctx.stream)
+        self._nonfinite.poison_device(ctx, result)
         return result
+
+    @property
+    def _batch_shape(self) -> tuple[int, ...]:
+        spec = next(iter(self._specs.values()))
+        return tuple(getattr(spec, "batch_shape", ()))
 
     def _emit(self, view: TensorAdapter) -> Any:
         """Copy a device result (a working-buffer view) out to a new tensor in the caller's space."""
@@ -308,7 +323,7 @@ class SolverBase(FreedOnExit):
         assert ctx is not None
         if self._host_operands:
             host = view.to("cpu", ctx.stream)
-            return _cpu.to_caller(np.asarray(host.tensor), self._like)
+            return _cpu.to_caller(self._nonfinite.poison_host(np.asarray(host.tensor)), self._like)
         return self._emit_device(view).unwrap(ctx.stream)
 
     def _gpu_load(self, stream: Any, name: str) -> tuple[GpuContext, Any]:
@@ -319,6 +334,8 @@ class SolverBase(FreedOnExit):
         ctx = self._gpu_call(stream)
         g = self._gpu
         self._load(g.work.adapter, name)
+        if name == "a":  # the matrix operand: the non-finite policy (see _nonfinite)
+            self._nonfinite.scan_device(ctx, g.work)
         return ctx, g
 
     def _fresh(self, src: TensorAdapter, spec: RhsSpec) -> WorkMatrix:
@@ -340,8 +357,9 @@ class SolverBase(FreedOnExit):
         ctx = self._ctx
         assert ctx is not None
         if self._host_operands:
-            host = adapter.to("cpu", ctx.stream)
-            return _cpu.to_caller(np.asarray(host.tensor), self._like if like is None else like)
+            host = self._nonfinite.poison_host(np.asarray(adapter.to("cpu", ctx.stream).tensor))
+            return _cpu.to_caller(host, self._like if like is None else like)
+        self._nonfinite.poison_device(ctx, adapter)
         return adapter.unwrap(ctx.stream)
 
     def _finish_gpu(self) -> None:
@@ -361,17 +379,27 @@ class SolverBase(FreedOnExit):
         """Operand ``name`` as a numpy array (CPU execution)."""
         return _cpu.host_array(self._operand(name), self._operand_stream(stream))
 
+    def _scan(self, a: np.ndarray) -> np.ndarray:
+        """The matrix operand ``a`` for LAPACK: identity stand-ins where it holds NaN/Inf (see _nonfinite)."""
+        return self._nonfinite.scan_host(a)
+
     def _out(self, result: np.ndarray | None, stream: Any) -> Any:
         """A CPU result in the caller's package and memory space."""
         if result is None:
             return None
-        return _cpu.to_caller(result, self._like, self._operand_stream(stream))
+        return _cpu.to_caller(self._nonfinite.poison_host(result), self._like, self._operand_stream(stream))
 
     # ------------------------------------------------------------------ info
-    def _record_info(self, kind: str, info: np.ndarray | InfoArray, batch_shape: tuple[int, ...]) -> None:
+    def _record_info(
+        self, kind: str, info: np.ndarray | InfoArray | None, batch_shape: tuple[int, ...]
+    ) -> None:
+        """Keep the status of the last execution (``None``: the routine has none; only non-finite
+        input can fail it) and raise now where ``options.check`` says so."""
         self._last_info = (self._OP, kind, info, batch_shape)
         if self._checks_now(kind):
             self.check()
+        elif kind == "getrf" and self._OP == "lu_factor" and self._checks_now("nonfinite"):
+            self.check(nonfinite_only=True)  # a singular LU is valid; NaN/Inf input is not
 
     def _checks_now(self, kind: str) -> bool:
         """``options.check``: ``"auto"`` checks where reading ``info`` adds no synchronization (CPU
@@ -384,7 +412,7 @@ class SolverBase(FreedOnExit):
             return not self.on_gpu or self._host_operands or self.options.blocking is True
         return bool(check)
 
-    def check(self) -> None:
+    def check(self, *, nonfinite_only: bool = False) -> None:
         """Raise :class:`nvmath.LinAlgError` if the last factorization or execution failed for any matrix.
 
         On the GPU this reads the device ``info`` array (a host synchronization). Returns ``None``
@@ -394,7 +422,11 @@ class SolverBase(FreedOnExit):
         if record is None:
             return
         op, kind, info, batch_shape = record
-        values = info.read() if isinstance(info, InfoArray) else np.asarray(info)
+        if info is None or nonfinite_only:
+            values = np.zeros(max(1, int(np.prod(batch_shape))), dtype=np.int32)
+        else:
+            values = info.read() if isinstance(info, InfoArray) else np.asarray(info)
+        values = self._nonfinite.merge(values)
         error = info_error(op, kind, values, batch_shape)
         if error is not None:
             raise error
@@ -448,7 +480,7 @@ class SingleMatrixSolver(SolverBase):
         with self._lock, self._phase("solution"):
             if not self.on_gpu:
                 host = as_matrix_rhs(_cpu.host_array(badapter, self._operand_stream(stream)))
-                x = cpu_solve(host).reshape(bspec.shape)
+                x = self._nonfinite.poison_host(cpu_solve(host)).reshape(bspec.shape)
                 return _cpu.to_caller(x, badapter, self._operand_stream(stream))
             with devices.device_ctx(self._device_id):
                 ctx = self._gpu_call(stream)

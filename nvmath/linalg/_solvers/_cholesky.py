@@ -169,7 +169,7 @@ class Cholesky(SingleMatrixSolver):
         spec = self._specs["a"]
         with self._lock, self._phase("execution"):
             if not self.on_gpu:
-                factor, info = _cpu.cholesky(self._host("a", stream), self.lower)
+                factor, info = _cpu.cholesky(self._scan(self._host("a", stream)), self.lower)
                 self._factor = factor
                 self._record_info("potrf", info, spec.batch_shape)
                 return self._out(factor, stream)

@@ -26,6 +26,7 @@ import numpy as np
 
 from nvmath._errors import LinAlgError
 from nvmath._internal.tensors import TensorAdapter, check_consistent, wrap
+from nvmath.linalg._solvers._nonfinite import NONFINITE_INFO
 
 __all__ = [
     "SUPPORTED_DTYPES",
@@ -286,6 +287,8 @@ _INFO_MEANING = {
 
 def describe_info(kind: str, value: int) -> str:
     """What a non-zero ``info`` value of a LAPACK-style routine of ``kind`` means."""
+    if value == NONFINITE_INFO:
+        return "the input holds NaN or Inf (its results were set to NaN)"
     if kind == "piv":  # written by the device pivot check before lu_solve: -(1 + first bad position)
         return f"pivot piv[{-1 - int(value)}] is outside 1..n (the solution was set to NaN)"
     if value < 0:

@@ -210,10 +210,11 @@ class DirectSolver(SolverBase):
         a = self._a
         with self._lock, self._phase("factorization"):
             if not self.on_gpu:
-                lu, piv, info = _cpu.lu_factor(self._host_stack("a", stream))
+                self._nonfinite.explicit = self._count is not None
+                lu, piv, info = _cpu.lu_factor(self._scan(self._host_stack("a", stream)))
                 self._cpu_factors = (lu, piv)
                 if self.options.inplace_a:
-                    self._host_back("a", lu, stream)
+                    self._host_back("a", self._nonfinite.poison_host(lu, force=True), stream)
                 self._factored = True
                 self._record_info("getrf", info, a.batch_shape)
                 return
@@ -221,8 +222,11 @@ class DirectSolver(SolverBase):
                 ctx = self._gpu_call(stream)
                 g = self._gpu
                 self._load_all("a", g.work)
+                self._nonfinite.explicit = self._count is not None
+                self._nonfinite.scan_device(ctx, g.work, batch=a.batch_shape)
                 gpu_getrf(ctx, g)
                 if self.options.inplace_a:
+                    self._nonfinite.poison_device(ctx, g.work.adapter, force=True)
                     self._copy_back("a", g.work)
                 self._factored = True
                 self._finish_gpu()
@@ -241,6 +245,7 @@ class DirectSolver(SolverBase):
     def _solve_cpu(self, stream: Any) -> Any:
         assert self._cpu_factors is not None
         x = _cpu.lu_solve(*self._cpu_factors, self._host_stack("b", stream))
+        x = self._nonfinite.poison_host(x, force=True)
         if self.options.inplace_b:
             self._host_back("b", x, stream)
             return self._user("b")
@@ -257,6 +262,7 @@ class DirectSolver(SolverBase):
             g = self._gpu
             self._load_all("b", g.bwork)
             gpu_getrs(ctx, g, g.bwork, 0, g.bptrs)
+            self._nonfinite.poison_device(ctx, g.bwork.adapter, force=True)
             if self.options.inplace_b:
                 self._copy_back("b", g.bwork)
                 result = self._user("b")

@@ -166,7 +166,7 @@ class Eigh(SingleMatrixSolver):
         spec = self._specs["a"]
         with self._lock, self._phase("execution"):
             if not self.on_gpu:
-                w, v, info = _cpu.eigh(self._host("a", stream), self.lower, self.vectors)
+                w, v, info = _cpu.eigh(self._scan(self._host("a", stream)), self.lower, self.vectors)
                 result = (
                     (self._out(w, stream), self._out(v, stream)) if self.vectors else self._out(w, stream)
                 )

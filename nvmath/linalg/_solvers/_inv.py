@@ -76,7 +76,7 @@ class Inverse(SingleMatrixSolver):
         spec = self._specs["a"]
         with self._lock, self._phase("execution"):
             if not self.on_gpu:
-                result, info = _cpu.inv(self._host("a", stream))
+                result, info = _cpu.inv(self._scan(self._host("a", stream)))
                 out = self._out(result, stream)
                 self._record_info("getrf", info, spec.batch_shape)
                 return out

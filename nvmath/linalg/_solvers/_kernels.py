@@ -4,6 +4,9 @@
   matrices (Cholesky factors and QR's ``R`` come back from cuSOLVER with the other triangle holding
   the input or the Householder vectors).
 * ``fill_identity``: write identity matrices (the right-hand side of an inverse on the looped path).
+* ``scan_nonfinite`` / ``fill_flagged``: flag the matrices of a batch that hold NaN or Inf (one
+  grid-stride pass over the input) and overwrite flagged matrices (with an identity stand-in before
+  the library call, with NaN in the results after it) -- the solvers' non-finite policy.
 * ``orgqr_small``: form ``Q`` from the Householder reflectors of a batch of small QR factorizations
   (cuBLAS ``geqrfBatched``), one thread block per matrix -- instead of one ``orgqr`` call per matrix.
 
@@ -21,7 +24,16 @@ import numpy as np
 from nvmath._internal import nvrtc, streams
 from nvmath._internal.streams import StreamHandle
 
-__all__ = ["CHECK_PIVOTS_THREADS", "ORGQR_THREADS", "check_pivots", "fill_identity", "orgqr_small", "zero_triangle"]
+__all__ = [
+    "CHECK_PIVOTS_THREADS",
+    "ORGQR_THREADS",
+    "check_pivots",
+    "fill_flagged",
+    "fill_identity",
+    "orgqr_small",
+    "scan_nonfinite",
+    "zero_triangle",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +148,37 @@ __global__ void nvmath_check_pivots(P* piv, int* info, W* x, long long n, long l
   }
 }
 
+// flags[b] = 1 when block b (the first per words at a + b * stride) holds a NaN or Inf: a word of a float
+// (W = unsigned int) or double (unsigned long long) whose exponent bits (`exponent`) are all ones. flags
+// are zeroed first; every writer writes 1, so the race is benign.
+template <typename W>
+__global__ void nvmath_scan_nonfinite(const W* a, int* flags, long long per, long long stride, long long count,
+                                      W exponent) {
+  const long long total = per * count;
+  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
+       t += (long long)gridDim.x * blockDim.x) {
+    const long long b = t / per;
+    if ((a[b * stride + t % per] & exponent) == exponent) flags[b] = 1;
+  }
+}
+
+// Overwrite every flagged block b (the first per words at x + b * stride) of column-major matrices with
+// `rows` rows: word 0 of a diagonal element gets `diag`, every other word `off` (identity: 1 and 0; NaN:
+// both NaN). One thread block per matrix (grid-stride over the batch): a block whose flag is clear reads
+// one int and exits, so the common all-finite case costs a launch.
+template <typename W>
+__global__ void nvmath_fill_flagged(W* x, const int* flags, long long rows, long long per, long long stride,
+                                    long long count, int words, W diag, W off) {
+  for (long long b = blockIdx.x; b < count; b += gridDim.x) {
+    if (!flags[b]) continue;
+    W* xb = x + b * stride;
+    for (long long r = threadIdx.x; r < per; r += blockDim.x) {
+      const long long e = r / words, k = r % words;
+      xb[r] = (k == 0 && e % rows == e / rows) ? diag : off;
+    }
+  }
+}
+
 __global__ void nvmath_fill_identity(unsigned int* a, long long n, long long stride_words, long long count,
                                      int words, unsigned int w0, unsigned int w1) {
   const long long per = n * n * words;
@@ -168,6 +211,12 @@ _NAMES.update(
     }
 )
 _NAMES.update({f"orgqr_{dtype}": name for dtype, name in _ORGQR.items()})
+_NAMES.update(
+    {"scan4": "nvmath_scan_nonfinite<unsigned int>", "scan8": "nvmath_scan_nonfinite<unsigned long long>"}
+)
+_NAMES.update(
+    {"flag4": "nvmath_fill_flagged<unsigned int>", "flag8": "nvmath_fill_flagged<unsigned long long>"}
+)
 # The quiet NaN of the 32- and 64-bit words of each dtype, and the words per element.
 _NAN_WORDS = {
     "float32": (4, 0x7FC00000, 1),
@@ -176,6 +225,7 @@ _NAN_WORDS = {
     "complex128": (8, 0x7FF8000000000000, 2),
 }
 CHECK_PIVOTS_THREADS = 128
+FILL_FLAGGED_THREADS = 256
 
 ORGQR_THREADS = 64
 """Threads per block of :func:`orgqr_small` (one column of ``Q`` per thread up to 64 columns)."""
@@ -334,3 +384,56 @@ def check_pivots(
     config = LaunchConfig(grid=min(count, nvrtc.MAX_BLOCKS), block=CHECK_PIVOTS_THREADS)
     with streams.stream_ctx(stream):
         launch(stream.core, config, kernel, *args)
+
+
+def scan_nonfinite(
+    ptr: int, flags: int, *, per: int, stride: int, count: int, dtype: str, device_id: int, stream: StreamHandle
+) -> None:
+    """Set ``flags[b] = 1`` (int32, zeroed by the caller) for each of ``count`` blocks (the first ``per``
+    elements at element ``b * stride`` of ``ptr``) holding a NaN or Inf (one grid-stride read, no sync)."""
+    word, _, words = _NAN_WORDS[dtype]
+    total = per * words * count
+    if total == 0:
+        return
+    kernel = _kernels(device_id)[f"scan{word}"]
+    exponent = np.uint32(0x7F800000) if word == 4 else np.uint64(0x7FF0000000000000)
+    args = (np.uintp(ptr), np.uintp(flags), np.int64(per * words), np.int64(stride * words), np.int64(count))
+    nvrtc.launch_1d(kernel, total, stream, *args, exponent)
+
+
+def fill_flagged(
+    ptr: int,
+    flags: int,
+    *,
+    rows: int,
+    per: int,
+    stride: int,
+    count: int,
+    dtype: str,
+    identity: bool,
+    device_id: int,
+    stream: StreamHandle,
+) -> None:
+    """Overwrite each flagged block (``flags[b] != 0``; the first ``per`` elements at element
+    ``b * stride`` of ``ptr``): with identity matrices of ``rows`` rows (column-major) or with NaN."""
+    from cuda.core import LaunchConfig, launch
+
+    word, nan, words = _NAN_WORDS[dtype]
+    total = per * words * count
+    if total == 0:
+        return
+    one = {4: 0x3F800000, 8: 0x3FF0000000000000}[word]
+    diag, off = (one, 0) if identity else (nan, nan)
+    word_type = np.uint32 if word == 4 else np.uint64
+    kernel = _kernels(device_id)[f"flag{word}"]
+    args = (
+        np.uintp(ptr),
+        np.uintp(flags),
+        np.int64(max(rows, 1)),
+        np.int64(per * words),
+        np.int64(stride * words),
+        np.int64(count),
+    )
+    config = LaunchConfig(grid=min(count, nvrtc.MAX_BLOCKS), block=FILL_FLAGGED_THREADS)
+    with streams.stream_ctx(stream):
+        launch(stream.core, config, kernel, *args, np.int32(words), word_type(diag), word_type(off))

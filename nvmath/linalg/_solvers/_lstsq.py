@@ -139,7 +139,7 @@ class Lstsq(SolverBase):
             if self.on_gpu:
                 return self._run_gpu(stream)
             a_spec, b_spec = self._specs["a"], self._specs["b"]
-            a, b = self._host("a", stream), self._host("b", stream)
+            a, b = self._scan(self._host("a", stream)), self._host("b", stream)
             b2 = b.reshape(b.shape + (1,)) if b_spec.vector else b
             x, resid, rank, sv, info = _cpu.lstsq(a, b2, self.rcond)
             if b_spec.vector:

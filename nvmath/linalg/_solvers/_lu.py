@@ -190,7 +190,7 @@ class LU(SingleMatrixSolver):
         spec = self._specs["a"]
         with self._lock, self._phase("execution"):
             if not self.on_gpu:
-                lu, piv, info = _cpu.lu_factor(self._host("a", stream))
+                lu, piv, info = _cpu.lu_factor(self._scan(self._host("a", stream)))
                 self._factors = (lu, piv)
                 self._record_info("getrf", info, spec.batch_shape)
                 return self._out(lu, stream), self._out(piv, stream)

@@ -87,7 +87,9 @@ class DirectSolverOptions:
         check: when to read ``info`` after ``factorize()`` and raise :class:`nvmath.LinAlgError`
             naming the singular matrices: ``"auto"`` (default) where it adds no synchronization --
             CPU execution, host operands or ``blocking=True``; ``True`` always (on the GPU with
-            ``blocking="auto"`` this synchronizes the stream); ``False`` never (call ``check()``).
+            ``blocking="auto"`` this synchronizes the stream); ``False`` never (call ``check()``). A
+            matrix ``a`` holding NaN or Inf is such a failure; when nothing raises its results are NaN
+            (the non-finite policy of docs/solvers.rst).
         streams: how many CUDA streams a loop of per-matrix library calls (the looped kernels) fans out
             to: ``None`` picks by size (:data:`~nvmath.linalg._solvers._dispatch.STREAM_LANES`), ``1``
             keeps every call on the caller's stream, at most 32. The extra streams are nvmath's own,
@@ -127,7 +129,8 @@ class SolverOptions:
         check: when to read ``info`` after each execution and raise :class:`nvmath.LinAlgError` for
             the matrices that failed: ``"auto"`` (default) where it adds no synchronization (CPU
             execution, host operands, ``blocking=True``), ``True`` always (a stream synchronization
-            on the GPU), ``False`` never (call the planner's ``check()`` when convenient).
+            on the GPU), ``False`` never (call the planner's ``check()`` when convenient). A matrix
+            ``a`` holding NaN or Inf is such a failure; when nothing raises its results are NaN.
         streams: how many CUDA streams a loop of per-matrix calls fans out to (see
             :class:`DirectSolverOptions`; ``None``: by size, ``1``: the caller's stream only).
     """

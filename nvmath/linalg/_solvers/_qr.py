@@ -181,15 +181,18 @@ class QR(SingleMatrixSolver):
             g = self._gpu
             target = g.work.adapter if g.work.cols == n else batch_view(g.work, spec.batch_shape, m, n)
             self._load(target, "a")
+            self._nonfinite.scan_device(ctx, g.work, cols=n, batch=spec.batch_shape)
             g.info.zero()
             self._geqrf(ctx, g, m, n)
             r = self._r_factor(ctx, g, m if self.mode == "complete" else k, n)
             if self.mode == "r":
                 self._finish_gpu()
+                self._record_info("qr", None, spec.batch_shape)
                 return r
             self._form_q(ctx, g, m, k)
             q = self._emit(batch_view(g.work, spec.batch_shape, m, g.qcols))
             self._finish_gpu()
+        self._record_info("qr", None, spec.batch_shape)
         return q, r
 
     @requires(PlannerState.PLANNED, operands=True)
@@ -198,8 +201,10 @@ class QR(SingleMatrixSolver):
         with self._lock, self._phase("execution"):
             if self.on_gpu:
                 return self._run_gpu(stream)
-            q, r = _cpu.qr(self._host("a", stream), self.mode)
-            return self._out(r, stream) if self.mode == "r" else (self._out(q, stream), self._out(r, stream))
+            q, r = _cpu.qr(self._scan(self._host("a", stream)), self.mode)
+            out = self._out(r, stream) if self.mode == "r" else (self._out(q, stream), self._out(r, stream))
+            self._record_info("qr", None, self._specs["a"].batch_shape)
+            return out
 
 
 def qr(

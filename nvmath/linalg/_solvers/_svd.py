@@ -143,7 +143,7 @@ class SVD(SingleMatrixSolver):
         spec = self._specs["a"]
         with self._lock, self._phase("execution"):
             if not self.on_gpu:
-                u, s, vh, info = _cpu.svd(self._host("a", stream), self.full_matrices, self.compute_uv)
+                u, s, vh, info = _cpu.svd(self._scan(self._host("a", stream)), self.full_matrices, self.compute_uv)
                 out = self._out(s, stream)
                 if self.compute_uv:
                     out = (self._out(u, stream), out, self._out(vh, stream))

@@ -12,18 +12,27 @@ it (and deletes the file).
 
 The cache can never hurt:
 
-* **Its own files only.** The file starts with the format marker ``{"nvmath_autotune_cache":``
-  (files of the first format, ``{"entries": ..., "format": 1}``, are recognized too). A path naming
-  any other existing file is refused: ``enable()`` / ``AutotuneCache(path)`` / ``clear()`` raise
-  ``ValueError``; the environment variable is ignored with a warning; a store is skipped with a
-  warning. Nothing else is ever written or deleted.
+* **Its own files only.** The file starts with the format marker ``{"nvmath_autotune_cache":``.
+  Only an absent path or a regular file carrying that marker is ever written or deleted: a
+  directory, a path under a plain file, a name too long, a FIFO, a device, a socket, an empty file,
+  a first-format file without the marker or any other file is refused, each in its own words
+  (:mod:`._cache_files`). ``enable()`` / ``AutotuneCache(path)`` / ``clear()`` raise ``ValueError``;
+  the environment variable is ignored with a warning; a store is skipped with a warning. ``~`` is
+  expanded. A symbolic link to a cache file is resolved on purpose: its target is updated and the
+  link stays. Files are opened only after ``lstat`` says they are regular, with ``O_NOFOLLOW |
+  O_NONBLOCK``, and checked again with ``fstat``: nothing ever blocks on a FIFO.
+* **Valid records only.** ``store()`` raises ``TypeError`` for a key that is not a ``str``, an
+  algorithm that is not ``bytes`` or info that is not JSON-able, and ``ValueError`` for an algorithm
+  record that is not exactly ``cublasLtMatmulHeuristicResult_t``'s size (96 bytes): one bad record
+  never damages the stored ones.
 * **Damage is a warning, never an exception.** A file that is not JSON, too deeply nested, of
   another layout, or holding an entry that is not ``{"algorithm": <hex record of the right
   size>, ...}`` is logged and read as an empty cache (the next store rewrites it).
 * **Concurrent processes.** Each store takes an exclusive lock (``fcntl.flock`` on
-  ``<path>.lock``), re-reads the file, adds its entry and writes a temporary file that replaces the
-  cache atomically (``os.replace``): readers never see a torn file and no writer loses another's
-  entries. Lookups re-read the file when it changed since the last read.
+  ``<path>.lock``), re-reads the file, adds its entry and writes a temporary file in the same
+  directory that replaces the cache atomically (``os.replace``, only over a file that is still
+  ours): readers never see a torn file and no writer loses another's entries. Lookups re-read the
+  file when it changed since the last read.
 """
 
 from __future__ import annotations
@@ -38,6 +47,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from nvmath.linalg.advanced import _cache_files
 
 try:  # POSIX; elsewhere stores are atomic but not serialized between processes
     import fcntl
@@ -56,8 +67,6 @@ FORMAT_VERSION = 2
 
 MARKER = '{"nvmath_autotune_cache":'
 """The first bytes of every cache file this module writes."""
-
-_PEEK = 4096  # bytes read to recognize a first-format file
 
 
 def problem_key(parts: Iterable[Any]) -> str:
@@ -78,25 +87,38 @@ def _record_size() -> int:
 
 
 def is_cache_file(path: Path) -> bool:
-    """Whether ``path`` may be written or deleted by the cache: missing, empty, or one of its files."""
+    """Whether ``path`` may be written or deleted by the cache: absent, or a regular file of its own."""
+    return _cache_files.refusal(path, MARKER.encode()) is None
+
+
+def _why_not(path: Path) -> str | None:
+    return _cache_files.refusal(path, MARKER.encode())
+
+
+def check_record(key: object, algorithm: object, info: dict[str, Any]) -> None:
+    """Refuse a record ``store()`` could not write and read back.
+
+    Raises:
+        TypeError: ``key`` not a ``str``, ``algorithm`` not ``bytes``, ``info`` not JSON-able.
+        ValueError: ``algorithm`` not exactly one heuristic-result record long.
+    """
+    if not isinstance(key, str):
+        raise TypeError(f"the cache key must be a str; got {type(key).__name__} {key!r:.60}")
+    if not isinstance(algorithm, (bytes, bytearray)):
+        raise TypeError(
+            f"the algorithm must be bytes (a heuristic-result record); got {type(algorithm).__name__}"
+        )
+    size = _record_size()
+    if len(algorithm) != size:
+        raise ValueError(
+            f"the algorithm record has {len(algorithm)} bytes; a cuBLASLt heuristic result has {size}"
+        )
     try:
-        with open(path, "rb") as f:
-            head = f.read(_PEEK)
-    except FileNotFoundError:
-        return True
-    except OSError:  # a directory, no permission, ...: not ours to touch
-        return False
-    if not head.strip() or head.startswith(MARKER.encode()):
-        return True
-    # the first format: json.dumps(sort_keys=True) of {"entries": ..., "format": 1}
-    return head.lstrip().startswith(b'{\n "entries": {') and b'"format": 1' in _tail(path)
-
-
-def _tail(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(0, f.tell() - 64))
-        return f.read()
+        json.dumps(info)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"the entry's info must be JSON-able (numbers, str, lists, dicts): {exc}"
+        ) from None
 
 
 def parse(text: str, record_size: int) -> dict[str, dict[str, Any]]:
@@ -151,7 +173,7 @@ def _file_lock(path: Path) -> Iterator[None]:
     if fcntl is None:  # pragma: no cover
         yield
         return
-    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _cache_files.open_regular(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -161,7 +183,7 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 def _stat(path: Path) -> tuple[int, int, int] | None:
     try:
-        st = path.stat()
+        st = os.lstat(path)
     except OSError:
         return None
     return (st.st_ino, st.st_mtime_ns, st.st_size)
@@ -204,14 +226,10 @@ class AutotuneCache:
         Raises:
             TypeError: not a path. ValueError: an existing file that is not an autotune cache.
         """
-        if not isinstance(path, (str, os.PathLike)) or not str(path):
-            raise TypeError(f"path must be a non-empty str or os.PathLike; got {path!r}")
-        path = Path(path)
-        if not is_cache_file(path):
-            raise ValueError(
-                f"{path} exists and is not an nvmath autotune cache file (it does not start with "
-                f"{MARKER!r}); refusing to use it -- choose a new file name"
-            )
+        path = _cache_files.normalize(path, MARKER.encode())
+        why = _why_not(path)
+        if why is not None:
+            raise ValueError(f"{path} {why}; refusing to use it as the autotune cache -- choose another path")
         with self._lock:
             self._path, self._entries, self._seen, self._env_checked = path, None, None, True
 
@@ -231,11 +249,17 @@ class AutotuneCache:
             path = self._path
             if path is None or not path.parent.is_dir():
                 return
-            with _file_lock(path):
-                if not is_cache_file(path):
-                    raise ValueError(f"{path} is no longer an nvmath autotune cache file; not deleting it")
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+            why = _why_not(path)
+            if why is None and os.path.lexists(path):
+                with _file_lock(path):
+                    why = _why_not(path)
+                    if why is None:
+                        with contextlib.suppress(FileNotFoundError):
+                            path.unlink()
+            if why is not None:
+                raise ValueError(
+                    f"{path} is no longer an nvmath autotune cache file: it {why}; not deleting it"
+                )
             self._seen = None
 
     def _check_env(self) -> None:
@@ -243,15 +267,15 @@ class AutotuneCache:
             self._env_checked = True
             value = os.environ.get(ENV_VAR)
             if value:
-                path = Path(value)
-                if is_cache_file(path):
+                try:
+                    path = _cache_files.normalize(value, MARKER.encode())
+                    why = _why_not(path)
+                except ValueError as exc:
+                    why = str(exc)
+                if why is None:
                     self._path = path
                 else:
-                    logger.warning(
-                        "%s=%s names a file that is not an nvmath autotune cache (no %r marker); "
-                        "the autotune cache stays disabled",
-                        ENV_VAR, value, MARKER,
-                    )  # fmt: skip
+                    logger.warning("%s=%s %s; the autotune cache stays disabled", ENV_VAR, value, why)
 
     def _read(self) -> dict[str, dict[str, Any]]:
         """The file's entries (empty, with a warning, when it is unreadable or damaged)."""
@@ -260,7 +284,8 @@ class AutotuneCache:
         if self._seen is None:
             return {}
         try:
-            return parse(self._path.read_text(encoding="utf-8", errors="strict"), _record_size())
+            raw = _cache_files.read_regular(self._path)
+            return {} if raw is None else parse(raw.decode("utf-8", errors="strict"), _record_size())
         except (OSError, UnicodeDecodeError, DamagedCache) as exc:
             logger.warning("autotune cache %s is unreadable (%s); using an empty cache", self._path, exc)
         except Exception as exc:  # noqa: BLE001 - the cache never raises from a lookup
@@ -289,25 +314,36 @@ class AutotuneCache:
         """Store ``algorithm`` (record bytes) and JSON-able ``info`` under ``key``, then write the file.
 
         Never raises for the file: a foreign or unwritable file is a logged warning.
+
+        Raises:
+            TypeError, ValueError: the record itself is invalid (see :func:`check_record`).
         """
+        check_record(key, algorithm, info)
         if self.path is None:
             return
         with self._lock:
             path = self._path
             assert path is not None
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with _file_lock(path):
-                    if not is_cache_file(path):
-                        logger.warning("%s is not an nvmath autotune cache file; not writing to it", path)
-                        return
-                    entries = dict(self._read())  # what the other processes stored meanwhile
-                    entries[key] = {"algorithm": algorithm.hex(), **info}
-                    _write_atomically(path, render(entries))
-                    self._entries, self._seen = entries, _stat(path)
-                    self.stores += 1
+                why = _why_not(path)
+                if why is None:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    with _file_lock(path):
+                        why = _why_not(path)
+                        if why is None:
+                            self._store_locked(path, key, algorithm, info)
+                if why is not None:
+                    logger.warning("%s %s; not writing the autotune cache to it", path, why)
             except OSError as exc:
                 logger.warning("autotune cache %s could not be written (%s); entry not stored", path, exc)
+
+    def _store_locked(self, path: Path, key: str, algorithm: bytes, info: dict[str, Any]) -> None:
+        """Merge the entry into the file's current entries and replace the file (the lock held)."""
+        entries = dict(self._read())  # what the other processes stored meanwhile
+        entries[key] = {"algorithm": bytes(algorithm).hex(), **info}
+        _write_atomically(path, render(entries))
+        self._entries, self._seen = entries, _stat(path)
+        self.stores += 1
 
     def __len__(self) -> int:
         if self.path is None:

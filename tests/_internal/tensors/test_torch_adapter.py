@@ -151,3 +151,22 @@ def test_operands_on_two_devices_rejected(torch_cuda):
         pytest.skip("needs 2 GPUs")
     with pytest.raises(ValueError, match="operand 'b' is on device 1 but 'a' is on device 0"):
         wrap_operands(a=torch.zeros(2, device="cuda:0"), b=torch.zeros(2, device="cuda:1"))
+
+
+def test_negative_bit_view_is_explained():
+    """A torch negative-bit view (z.conj().imag) is refused with a message naming it and the fix
+    (resolve_neg()), not torch's "can't call numpy()"; the resolved tensor is accepted."""
+    import torch
+
+    from nvmath._internal.tensors import wrap
+
+    z = torch.randn(3, 3, dtype=torch.complex128)
+    view = z.conj().imag
+    assert view.is_neg()
+    with pytest.raises(ValueError, match=r"negative-bit view.*resolve_neg\(\)"):
+        wrap(view, "operand 'a'")
+    import nvmath
+
+    with pytest.raises(ValueError, match="negative-bit view"):
+        nvmath.linalg.inv(view)
+    assert wrap(view.resolve_neg()).dtype == "float64"

@@ -86,11 +86,11 @@ def test_foreign_files_are_refused_and_never_touched(tmp_path, content):
 
 
 def test_directories_and_system_files_are_refused(tmp_path):
-    """A directory and /etc/passwd are refused as cache files."""
-    with pytest.raises(ValueError, match="not an nvmath autotune cache"):
+    """A directory and /etc/passwd are refused as cache files, each in its own words."""
+    with pytest.raises(ValueError, match="is a directory"):
         C.AutotuneCache(tmp_path)
     if Path("/etc/passwd").exists():
-        with pytest.raises(ValueError, match="/etc/passwd"):
+        with pytest.raises(ValueError, match="/etc/passwd.*not an nvmath autotune cache"):
             C.AutotuneCache("/etc/passwd")
 
 
@@ -108,18 +108,24 @@ def test_environment_variable_naming_a_foreign_file_is_ignored(monkeypatch, capl
     assert Path("/etc/passwd").read_bytes() == before
 
 
-def test_empty_and_first_format_files_are_ours(tmp_path):
-    """An empty file and a file of the first format ({"entries": ..., "format": 1}) are accepted,
-    read, and rewritten in the current format."""
+def test_empty_and_unmarked_first_format_files_are_not_ours(tmp_path):
+    """An empty file and a JSON file shaped like the first format but without the marker are a
+    user's files: refused by enable(), never rewritten by a store nor deleted by clear()."""
     empty = tmp_path / "empty.json"
     empty.write_text("")
-    assert C.AutotuneCache(empty).lookup("k") is None
+    with pytest.raises(ValueError, match="empty file"):
+        C.AutotuneCache(empty)
     old = tmp_path / "old.json"
-    old.write_text(json.dumps({"format": 1, "entries": _entries(2)}, indent=1, sort_keys=True))
-    cache = C.AutotuneCache(old)
-    assert cache.lookup("key1")["algorithm"] == _record(1)
+    text = json.dumps({"format": 1, "entries": _entries(2)}, indent=1, sort_keys=True)
+    old.write_text(text)
+    with pytest.raises(ValueError, match="carries no nvmath marker"):
+        C.AutotuneCache(old)
+    cache = C.AutotuneCache(tmp_path / "new.json")
+    cache._path = old  # swapped behind the cache's back
     cache.store("key9", _record(9))
-    assert old.read_text().startswith(C.MARKER) and len(C.AutotuneCache(old)) == 3
+    with pytest.raises(ValueError, match="no longer"):
+        cache.clear()
+    assert old.read_text() == text and empty.read_text() == ""
 
 
 def test_store_merges_what_other_writers_stored(tmp_path):

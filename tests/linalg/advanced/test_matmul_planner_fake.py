@@ -806,3 +806,20 @@ def test_saved_row_order_winner_plans_in_its_formulation(lt, rng, monkeypatch):
     bad["algo"]["data"][7] = 999
     with adv.Matmul(F.fake(a), F.fake(b)) as mm, pytest.raises(ValueError, match="cannot run this problem"):
         mm.plan(algorithms=[adv.Algorithm.from_numpy(bad)])
+
+
+def test_planner_is_not_picklable_and_refuses_overlapping_threads(lt, rng):
+    """The advanced Matmul refuses pickling with a reason, and execute() while another thread is
+    recorded inside a method of the object gets InvalidMatmulState (the shared state guard)."""
+    import pickle
+
+    a, b = _rand(rng, (4, 3)), _rand(rng, (3, 2))
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        with pytest.raises(TypeError, match="Matmul objects cannot be pickled"):
+            pickle.dumps(mm)
+        mm.plan()
+        mm._lifecycle.owner = -1  # as if another thread were inside a method
+        with pytest.raises(InvalidMatmulState, match="another thread"):
+            mm.execute()
+        mm._lifecycle.owner = None
+        _close(mm.execute().array, a @ b)

@@ -94,6 +94,45 @@ extern "C" void run_piv32_w8(void* p, int* i, void* x, long long n, long long r,
                              int w, unsigned long long nan, long long c, int th, int b) {
   run_piv<int, unsigned long long>((int*)p, i, (unsigned long long*)x, n, r, ld, s, w, nan, c, th, b);
 }
+
+template <typename W>
+static void run_blocks(int threads, int blocks, void (*body)(void*), void* arg) {
+  blockDim.x = threads;
+  gridDim.x = blocks;
+  for (int bk = 0; bk < blocks; ++bk) {
+    std::barrier<> bar(threads);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        threadIdx.x = t;
+        blockIdx.x = bk;
+        nvmath_bar = &bar;
+        body(arg);
+      });
+    for (auto& th : pool) th.join();
+  }
+}
+struct nvmath_nf_args { void* x; int* flags; long long rows, per, stride, count; int words; unsigned long long a, b; };
+template <typename W>
+static void scan_body(void* p) {
+  auto* q = (nvmath_nf_args*)p;
+  nvmath_scan_nonfinite<W>((const W*)q->x, q->flags, q->per, q->stride, q->count, (W)q->a);
+}
+template <typename W>
+static void fill_body(void* p) {
+  auto* q = (nvmath_nf_args*)p;
+  nvmath_fill_flagged<W>((W*)q->x, q->flags, q->rows, q->per, q->stride, q->count, q->words, (W)q->a, (W)q->b);
+}
+extern "C" void run_nonfinite(int fill, int word, void* x, int* flags, long long rows, long long per,
+                              long long stride, long long count, int words, unsigned long long a,
+                              unsigned long long b, int threads, int blocks) {
+  nvmath_nf_args args{x, flags, rows, per, stride, count, words, a, b};
+  if (word == 4)
+    run_blocks<unsigned int>(threads, blocks, fill ? fill_body<unsigned int> : scan_body<unsigned int>, &args);
+  else
+    run_blocks<unsigned long long>(threads, blocks, fill ? fill_body<unsigned long long> : scan_body<unsigned long long>,
+                                   &args);
+}
 """
 
 _PREFIX = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
@@ -118,6 +157,8 @@ def host_kernel(tmp_path_factory):
     for letter in "sdcz":
         getattr(handle, f"run_{letter}").argtypes = [p, p, ll, ll, ll, ll, ll, ll, ctypes.c_int, ctypes.c_int]
     handle.run_piv32_w8.argtypes = [p, p, p, ll, ll, ll, ll, ctypes.c_int, ctypes.c_ulonglong, ll, ctypes.c_int, ctypes.c_int]
+    i, u = ctypes.c_int, ctypes.c_ulonglong
+    handle.run_nonfinite.argtypes = [i, i, p, p, ll, ll, ll, ll, i, u, u, i, i]
     return handle
 
 
@@ -218,3 +259,35 @@ def test_gpu_batched_qr_q_kernel(gpu_space, solvers, rng, monkeypatch, dtype, sh
         assert not qr._gpu.q_kernel
         q2, r2 = (gpu_space.get(t) for t in qr.execute())
     assert rel(q, q2) < tol(dtype, m) and rel(r, r2) < tol(dtype, m)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+@pytest.mark.parametrize("threads,blocks", [(64, 2), (3, 1), (1, 5)])
+def test_host_build_of_the_nonfinite_kernels(host_kernel, dtype, threads, blocks):
+    """scan_nonfinite flags exactly the matrices holding NaN/Inf in their first columns (not in the
+    columns beyond, which a working buffer may hold uninitialized); fill_flagged writes the identity
+    stand-in (or NaN) over flagged matrices only and leaves the rest untouched."""
+    word, nan, words = _kernels._NAN_WORDS[dtype]
+    rows, cols, alloc, count = 3, 4, 5, 5
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((count, alloc, rows)).astype(dtype)  # column-major blocks: (col, row)
+    a[:, cols:, :] = np.nan  # beyond the scanned columns: must not flag
+    a[1, 2, 0] = np.nan
+    a[3, 0, 2] = np.inf if dtype.startswith("float") else complex(0, -np.inf)
+    before = a.copy()
+    flags = np.zeros(count, dtype=np.int32)
+    per, stride = rows * cols * words, rows * alloc * words
+    exponent = 0x7F800000 if word == 4 else 0x7FF0000000000000
+    ptr, fptr = a.ctypes.data, flags.ctypes.data
+    host_kernel.run_nonfinite(0, word, ptr, fptr, rows, per, stride, count, words, exponent, 0, threads, blocks)
+    assert flags.tolist() == [0, 1, 0, 1, 0]
+    one = 0x3F800000 if word == 4 else 0x3FF0000000000000
+    host_kernel.run_nonfinite(1, word, ptr, fptr, rows, per, stride, count, words, one, 0, threads, blocks)
+    for b in range(count):
+        if flags[b]:
+            np.testing.assert_array_equal(a[b, :cols, :].T, np.eye(rows, cols))
+        else:
+            np.testing.assert_array_equal(a[b, :cols], before[b, :cols])
+        np.testing.assert_array_equal(a[b, cols:], before[b, cols:])  # beyond per: untouched
+    host_kernel.run_nonfinite(1, word, ptr, fptr, rows, stride, stride, count, words, nan, nan, threads, blocks)
+    assert np.isnan(a[[1, 3]]).all() and np.isfinite(a[[0, 2, 4], :cols]).all()
