@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import fake_gpu
+import fft_reset_cases
 import nvmath.fft as nf
 from nvmath._internal import caches, dtypes, streams
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
@@ -521,3 +522,25 @@ def test_stateless_irfft_with_overwrite_operand(fake, rng):
         c = FakeDevice(np.fft.rfftn(s))
         out = nf.irfft(c, options={"overwrite_operand": True})
         np.testing.assert_allclose(out, s * s.size, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("space", ["device", "host-operand"])
+@pytest.mark.parametrize("case", fft_reset_cases.CASES, ids=lambda c: c.name)
+def test_reset_operand_unchecked_rederives_or_refuses_like_the_checked_path(fake, rng, case, space):
+    """Every batch arrangement reset_operand() accepts (other batch extents, transposed batch strides,
+    a merged batch) runs through reset_operand_unchecked() too, with the numpy result's shape and
+    values; what reset_operand() refuses (another distance, rank or size) the unchecked path refuses
+    with ValueError as well -- never a result computed with the planned layout of another arrangement.
+    Device operands and host operands executed on the (fake) GPU (staged) alike."""
+
+    def make_fft(operand, case):
+        options = {"fft_type": case.kind, **case.options}
+        f = FFT(operand, axes=case.axes, options=options, execution="cuda")
+        f.plan()
+        return f
+
+    to_package = FakeDevice if space == "device" else (lambda a: a)
+    outcomes = fft_reset_cases.check_swaps(case, rng, make_fft, to_package, np.asarray)
+    assert "accepted" in outcomes[::2]  # at least one other arrangement runs on the same plan
+    if case.name == "c2c-1d" and space == "device":  # (staged host operands take any batch distance)
+        assert outcomes[::2] == ["accepted"] * 4 + ["refused"] * 3
