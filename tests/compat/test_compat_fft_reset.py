@@ -99,7 +99,9 @@ def test_reset_operand_unchecked_matches_checked_path_cupy(cupy, rng, case):
     def to_package(a):
         return _strided_copy(
             cp.asarray, a, lambda n: cp.empty(n, dtype=dt),
-            lambda b, shape, strides: cp.lib.stride_tricks.as_strided(b, shape, [s * b.itemsize for s in strides]),
+            lambda b, shape, strides: cp.lib.stride_tricks.as_strided(
+                b, shape, [s * b.itemsize for s in strides]
+            ),
         )  # fmt: skip
 
     outcomes = fft_reset_cases.check_swaps(case, rng, _planned, to_package, cp.asnumpy)
