@@ -279,8 +279,8 @@ def rfft(
 ) -> Any:
     """N-D real-to-complex FFT; the last of ``axes`` has ``n // 2 + 1`` outputs.
 
-    Arguments as for :func:`fft`; the operand must be real (float16 on the GPU with power-of-two
-    sizes, float32 or float64).
+    Arguments as for :func:`fft`; the operand must be real (float16 on the GPU, in the sizes cuFFT
+    plans; float32 or float64).
     """
     return _transform(
         operand, axes=axes, direction=FFTDirection.FORWARD, options=options, execution=execution,

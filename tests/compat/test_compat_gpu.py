@@ -188,3 +188,22 @@ def test_numpy_get_nvrtc_version_on_gpu_machine():
     major, minor, patch = get_nvrtc_version()
     assert major >= 12 and minor >= 0 and patch >= 0
     assert np.int64(major) == major
+
+
+@pytest.mark.parametrize("n", [177, 353, 96, 100])
+def test_half_precision_sizes_are_cufft_s_decision(torch_cuda, n):
+    """A complex32 FFT of a non-power-of-two size runs when cuFFT plans it (nvmath-python passes every
+    size through) and raises cuFFTError, not ValueError, when cuFFT refuses it."""
+    from nvmath.bindings.cufft import cuFFTError
+
+    torch = torch_cuda
+    x64 = torch.randn(4, n, dtype=torch.complex64, device="cuda")
+    x = x64.to(torch.complex32)
+    try:
+        out = nf.fft(x, axes=(1,))
+    except cuFFTError:
+        return  # cuFFT's refusal, reported with nvmath-python's exception type
+    torch.cuda.synchronize()
+    assert out.dtype == torch.complex32 and out.shape == x.shape
+    ref = torch.fft.fft(x.to(torch.complex64), dim=1)
+    assert rel(torch, out.to(torch.complex64), ref) < 2e-2
