@@ -207,3 +207,29 @@ def test_half_precision_sizes_are_cufft_s_decision(torch_cuda, n):
     assert out.dtype == torch.complex32 and out.shape == x.shape
     ref = torch.fft.fft(x.to(torch.complex64), dim=1)
     assert rel(torch, out.to(torch.complex64), ref) < 2e-2
+
+
+def test_user_allocator_gets_default_stream_as_handle_0(torch_cuda):
+    """An nvmath-python style async allocator that wraps the stream it is given with
+    torch.cuda.ExternalStream works on the default stream (handle 0, not cuda.core's legacy 1)."""
+    from nvmath.memory import BaseCUDAMemoryManagerAsync, MemoryPointer
+
+    torch = torch_cuda
+    seen = []
+
+    class TorchAllocator(BaseCUDAMemoryManagerAsync):
+        def __init__(self, device_id, logger):
+            self.device_id = device_id
+
+        def memalloc_async(self, size, stream):
+            seen.append(int(stream.handle))
+            ext = torch.cuda.ExternalStream(int(stream.handle), device=self.device_id)
+            ptr = torch.cuda.caching_allocator_alloc(size, self.device_id, ext)
+            return MemoryPointer(ptr, size, finalizer=lambda: torch.cuda.caching_allocator_delete(ptr))
+
+    x = torch.randn(4, 1024, dtype=torch.complex64, device="cuda")
+    with torch.cuda.stream(torch.cuda.default_stream()):
+        out = nf.fft(x, axes=(1,), options={"allocator": TorchAllocator(0, None)})
+    torch.cuda.synchronize()
+    assert rel(torch, out, torch.fft.fft(x, dim=1)) < 1e-5
+    assert seen and seen[0] == 0
