@@ -227,9 +227,9 @@ def test_user_allocator_gets_default_stream_as_handle_0(torch_cuda):
             ptr = torch.cuda.caching_allocator_alloc(size, self.device_id, ext)
             return MemoryPointer(ptr, size, finalizer=lambda: torch.cuda.caching_allocator_delete(ptr))
 
-    x = torch.randn(4, 1024, dtype=torch.complex64, device="cuda")
+    x = torch.randn(4, 4099, dtype=torch.complex64, device="cuda")  # a prime size: cuFFT needs a workspace
     with torch.cuda.stream(torch.cuda.default_stream()):
         out = nf.fft(x, axes=(1,), options={"allocator": TorchAllocator(0, None)})
     torch.cuda.synchronize()
-    assert rel(torch, out, torch.fft.fft(x, dim=1)) < 1e-5
+    assert rel(torch, out, torch.fft.fft(x, dim=1)) < 1e-4
     assert seen and seen[0] == 0
