@@ -246,3 +246,24 @@ def test_fake_rejects_what_the_checked_binding_refused():
         bad[position] = value
         with pytest.raises(AssertionError, match="the checked binding refuses"):
             fake_gpu.check_c_args(cublas, "cublasGemmEx", tuple(bad))
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "dtype", "want"),
+    [
+        (64, 64, "float32", 128 * 1024),  # 8 result-sized slices, not the 32 MiB cap
+        (8, 8, "float64", _cublas.MIN_WORKSPACE_BYTES),
+        (2048, 2048, "float32", _cublas.WORKSPACE_BYTES),
+    ],
+)
+def test_workspace_sized_to_the_problem(fake_gpu, monkeypatch, rng, m, n, dtype, want):
+    """The cuBLAS workspace bound for a product grows with its result, between 64 KiB and 32 MiB
+    (nvmath-python does not take 32 MiB for a 64x64 product)."""
+    import cublas_fakes
+
+    sizes = []
+    cublas_fakes.route(monkeypatch, "set_workspace", lambda h, p, nbytes: sizes.append(nbytes))
+    a, b = rand(rng, (m, 16), dtype), rand(rng, (16, n), dtype)
+    got = la.matmul(fake(a), fake(b))
+    assert rel_error(got.array, a.astype(np.float64) @ b) < TOL[dtype]
+    assert sizes == [want]
