@@ -267,3 +267,31 @@ def test_workspace_sized_to_the_problem(fake_gpu, monkeypatch, rng, m, n, dtype,
     got = la.matmul(fake(a), fake(b))
     assert rel_error(got.array, a.astype(np.float64) @ b) < TOL[dtype]
     assert sizes == [want]
+
+
+@pytest.mark.parametrize("c_shape", [(5, 6), (1, 5, 6), (3, 1, 5, 6), (1, 1, 5, 6)])
+def test_c_broadcast_over_batch_dimensions(fake_gpu, monkeypatch, rng, c_shape):
+    """A c with the matrix shape and broadcastable batch dimensions is read broadcast (numpy rules),
+    as nvmath-python does; the result is beta * c + a @ b for every batch entry."""
+    from nvmath.linalg.generic import _problem
+
+    monkeypatch.setitem(_problem.BROADCASTERS, "fake", lambda t, shape: fake(np.broadcast_to(t.array, shape)))
+    a, b = rand(rng, (3, 2, 5, 4), "float64"), rand(rng, (3, 2, 4, 6), "float64")
+    c = rand(rng, c_shape, "float64")
+    with la.Matmul(fake(a), fake(b), fake(c), beta=0.5) as mm:
+        mm.plan()
+        out = mm.execute()
+        assert rel_error(out.array, a @ b + 0.5 * c) < TOL["float64"]
+        c[...] = rand(rng, c_shape, "float64")  # c is read at every execution, not copied once
+        assert rel_error(mm.execute().array, a @ b + 0.5 * c) < TOL["float64"]
+
+
+def test_c_not_broadcastable_is_refused(fake_gpu, rng):
+    """A c whose batch dimensions do not broadcast, whose matrix shape differs, or that would be the
+    in-place result while broadcast raises ValueError before any GPU work."""
+    a, b = rand(rng, (3, 5, 4), "float64"), rand(rng, (3, 4, 6), "float64")
+    for c_shape in [(2, 5, 6), (5, 1), (3, 5, 1)]:
+        with pytest.raises(ValueError, match="c must have the result's shape"):
+            la.matmul(fake(a), fake(b), fake(rand(rng, c_shape, "float64")), beta=1.0)
+    with pytest.raises(ValueError, match="c must have the result's shape"):
+        la.matmul(fake(a), fake(b), fake(rand(rng, (5, 6), "float64")), beta=1.0, options={"inplace": True})
