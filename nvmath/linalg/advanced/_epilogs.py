@@ -329,9 +329,10 @@ def _aux_input(kind: str, aux: OperandSpec, p: _Problem, dtype: str) -> list[tup
         raise ValueError(
             f"{name} must have dtype {dtype} (what the forward epilog produced); got {aux.dtype}"
         )
-    if tuple(aux.shape) != expected:
+    if tuple(aux.shape) not in (expected, expected[-2:]):  # unbatched: one aux for every batch entry
         raise ValueError(
-            f"{name} must have shape {expected} (what the forward epilog produced); got {aux.shape}"
+            f"{name} must have shape {expected} (what the forward epilog produced), or {expected[-2:]} "
+            f"for one aux shared by every batch entry; got {aux.shape}"
         )
     ld = aux.strides[-1] if p.n > 1 else rows
     if aux.strides[-2] != 1 or ld < rows or ld % quantum:
