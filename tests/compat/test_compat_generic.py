@@ -48,3 +48,31 @@ def test_c_broadcast_over_batch_torch_gpu(torch_cuda, rng, c_shape):
     an, bn, cn = a.cpu().numpy(), b.cpu().numpy(), c.cpu().numpy()
     host = nvmath.linalg.matmul(an, bn, cn, beta=0.25, execution="cuda")
     np.testing.assert_allclose(host, (a @ b + 0.25 * c).cpu().numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_reset_operands_with_another_package_is_type_error(rng):
+    """Resetting a numpy-planned Matmul with a torch tensor raises TypeError (nvmath-python's type)."""
+    torch = pytest.importorskip("torch")
+    a, b = rng.standard_normal((4, 3)), rng.standard_normal((3, 2))
+    with nvmath.linalg.Matmul(a, b) as mm:
+        mm.plan()
+        with pytest.raises(TypeError):
+            mm.reset_operands(a=torch.from_numpy(a))
+        with pytest.raises(ValueError):
+            mm.reset_operands(a=a.astype(np.float32))
+
+
+def test_free_drops_the_operands(rng):
+    """free() releases the references to the operands (they can be collected)."""
+    import gc
+    import weakref
+
+    a, b = rng.standard_normal((4, 3)), rng.standard_normal((3, 2))
+    mm = nvmath.linalg.Matmul(a, b)
+    mm.plan()
+    mm.execute()
+    ref = weakref.ref(a)
+    mm.free()
+    del a
+    gc.collect()
+    assert ref() is None

@@ -79,7 +79,8 @@ def _same(old: TensorAdapter, new: TensorAdapter, name: str) -> None:
         ("conjugation bit", old.is_conjugate, new.is_conjugate),
     ):
         if x != y:
-            raise ValueError(
+            error = TypeError if what == "package" else ValueError  # (nvmath-python's types)
+            raise error(
                 f"reset_operands: operand '{name}' has {what} {y!r} but the plan was made for {x!r}; "
                 "create a new Matmul for operands of another kind"
             )
@@ -394,6 +395,8 @@ class Matmul(FreedOnExit):
                 ws.release()
         self._workspace = self._scratch = None
         self._programs, self._grouped, self._keep, self._fast = [], None, [], None
+        for p in self._problems:  # the operands are not kept alive by a freed object
+            p.ops = None
         self._lifecycle.mark_freed()
 
     # ------------------------------------------------------------------ the stateless path
