@@ -141,6 +141,16 @@ def test_algorithm_constructed_from_a_heuristic_record():
         adv.Algorithm(np.zeros(2, dtype=lt.matmul_heuristic_result_dtype))
 
 
+def test_algorithm_attribute_is_the_heuristic_record():
+    """``Algorithm.algorithm`` (nvmath-python's attribute) is the wrapped heuristic result record."""
+    rec = np.zeros((), dtype=lt.matmul_heuristic_result_dtype)
+    rec["workspace_size"] = 2048
+    alg = adv.Algorithm(rec)
+    assert alg.algorithm.dtype == lt.matmul_heuristic_result_dtype
+    assert int(alg.algorithm["workspace_size"]) == 2048
+    assert bytes(alg.algorithm.tobytes()) == bytes(alg.as_numpy().tobytes())
+
+
 def test_lifecycle_misuse_exception_types(fake_gpu, rng):
     """execute() before plan() and after release_operands() raise RuntimeError; after free(),
     InvalidMatmulState (nvmath-python's types; ours subclass RuntimeError)."""
