@@ -244,3 +244,13 @@ def test_device_callable_bad_value_refused_when_used(rng):
     with pytest.raises(TypeError, match="str"):
         cb.ltoir = "not LTO-IR"
     assert (cb.ltoir, cb.data) == (0x1000, 0)
+
+
+def test_device_callable_size_and_data_defaults():
+    """nvmath-python's defaults: size = len(ltoir) for bytes, data = 0 (a null pointer) once an ltoir
+    is given; an empty DeviceCallable keeps both None."""
+    cb = DeviceCallable(b"\x01\x02\x03\x04")
+    assert cb.size == 4 and cb.data == 0
+    assert DeviceCallable(ltoir=b"xy", data=None).data == 0
+    empty = DeviceCallable()
+    assert empty.ltoir is None and empty.size is None and empty.data is None
