@@ -92,8 +92,14 @@ class MemoryPointer:
         return self.device_ptr
 
     def free(self) -> None:
-        """Release the memory now (idempotent; a failing finalizer warns, it does not raise)."""
+        """Release the memory now (a failing finalizer warns, it does not raise).
+
+        Raises:
+            RuntimeError: the memory was already freed (a second call, as in nvmath-python).
+        """
         if self._finalizer is not None:
+            if not self._finalizer.alive:
+                raise RuntimeError(f"{self!r}: the buffer has already been freed")
             self._finalizer()
 
     def __repr__(self) -> str:
