@@ -76,3 +76,23 @@ def test_free_drops_the_operands(rng):
     del a
     gc.collect()
     assert ref() is None
+
+
+def test_qualifier_to_string():
+    """Every matrix qualifier class has nvmath-python's ``to_string(record)`` classmethod."""
+    from nvmath.linalg import (
+        DiagonalMatrixQualifier,
+        DiagType,
+        FillMode,
+        GeneralMatrixQualifier,
+        HermitianMatrixQualifier,
+        SymmetricMatrixQualifier,
+        TriangularMatrixQualifier,
+    )
+
+    tr = TriangularMatrixQualifier.create(uplo=FillMode.UPPER, diag=DiagType.UNIT)
+    assert TriangularMatrixQualifier.to_string(tr) == "(tr, conjugate=False, uplo=UPPER, diag=UNIT, incx=1)"
+    for cls in (GeneralMatrixQualifier, SymmetricMatrixQualifier, HermitianMatrixQualifier,
+                DiagonalMatrixQualifier):  # fmt: skip
+        text = cls.to_string(cls.create(conjugate=True))
+        assert text.startswith(f"({cls.create()['abbreviation']}, conjugate=True, uplo=")
