@@ -254,3 +254,10 @@ def test_device_callable_size_and_data_defaults():
     assert DeviceCallable(ltoir=b"xy", data=None).data == 0
     empty = DeviceCallable()
     assert empty.ltoir is None and empty.size is None and empty.data is None
+
+
+@pytest.mark.parametrize("key", [("not", "a", "key"), (), "key", ("nvmath.fft", 1)])
+def test_estimate_workspace_size_malformed_key_is_value_error(key):
+    """A key not made by create_key raises ValueError, as in nvmath-python."""
+    with pytest.raises(ValueError):
+        nf.estimate_workspace_size(key)

@@ -408,6 +408,18 @@ def test_estimate_workspace_size(fake, rng):
     assert not fake.live
 
 
+def test_estimate_workspace_size_uses_the_given_handle(fake, rng):
+    """With handle=h both techniques run on h (refined makes the plan on it, as in nvmath-python)
+    and leave it alive; no other handle is created."""
+    key = FFT.create_key_from_metadata((4, 4), "complex64", "cuda")
+    h = fake.create()
+    created = len(kinds(fake, "create"))
+    assert nf.estimate_workspace_size(key, handle=h) == 2048
+    assert nf.estimate_workspace_size(key, technique="refined", handle=h) == 4096
+    assert len(kinds(fake, "create")) == created and h in fake.live and h in fake.plans
+    fake.destroy(h)
+
+
 # ---------------------------------------------------------------- low-overhead paths
 def test_stateless_hits_reuse_one_plan_and_keep_no_operand(fake, rng):
     """Repeated stateless calls hit (no new plan, no rewrap needed) and give numpy's values."""
