@@ -261,3 +261,32 @@ def test_estimate_workspace_size_malformed_key_is_value_error(key):
     """A key not made by create_key raises ValueError, as in nvmath-python."""
     with pytest.raises(ValueError):
         nf.estimate_workspace_size(key)
+
+
+@pytest.mark.parametrize(
+    ("function", "kind", "fft_type", "error"),
+    [
+        ("rfft", "real", "C2C", ValueError),
+        ("rfft", "real", "C2R", ValueError),
+        ("fft", "complex", "C2R", ValueError),  # C2R runs only INVERSE
+        ("fft", "complex", "R2C", ValueError),
+        ("ifft", "complex", "R2C", ValueError),
+    ],
+)
+def test_mismatched_fft_type_raises(rng, function, kind, fft_type, error):
+    """An fft_type that does not fit the function and operand raises, as in nvmath-python (the option
+    is not silently replaced)."""
+    x = rng.standard_normal(16)
+    if kind == "complex":
+        x = x + 1j * rng.standard_normal(16)
+    with pytest.raises(error):
+        getattr(nf, function)(x, options={"fft_type": fft_type})
+
+
+def test_fitting_fft_type_options_are_honoured(rng):
+    """ifft with fft_type='C2R' is a C2R transform; irfft always computes C2R; rfft with 'R2C' runs."""
+    x = rng.standard_normal(16)
+    spec = np.fft.rfft(x)
+    np.testing.assert_allclose(nf.ifft(spec, options={"fft_type": "C2R"}), x * 16, atol=1e-9)
+    np.testing.assert_allclose(nf.irfft(spec, options={"fft_type": "C2C"}), x * 16, atol=1e-9)
+    np.testing.assert_allclose(nf.rfft(x, options={"fft_type": "R2C"}), spec, atol=1e-9)
