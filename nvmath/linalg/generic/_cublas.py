@@ -367,6 +367,7 @@ class TrmmProgram(_PerMatrix):
             return
         s = self.scalars
         s.set(alpha, beta)
+        has_c = has_c and beta != 0  # beta == 0 does not read c (geam is not promised to skip it)
         m, n, ex, ldd = self.m, self.n, self.expanded, self.ldd
         for ps, px, pd in self.matrices(ptrs):
             if ex is not None:
@@ -393,6 +394,7 @@ class DgmmProgram(_PerMatrix):
             return
         s = self.scalars
         s.set(alpha, beta)
+        has_c = has_c and beta != 0  # beta == 0 does not read c (geam is not promised to skip it)
         m, n, ldd = self.m, self.n, self.ldd
         for ps, px, pd in self.matrices(ptrs):
             out, ldo = (scratch, max(m, 1)) if has_c else (pd, ldd)

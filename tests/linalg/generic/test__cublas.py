@@ -295,3 +295,38 @@ def test_c_not_broadcastable_is_refused(fake_gpu, rng):
             la.matmul(fake(a), fake(b), fake(rand(rng, c_shape, "float64")), beta=1.0)
     with pytest.raises(ValueError, match="c must have the result's shape"):
         la.matmul(fake(a), fake(b), fake(rand(rng, (5, 6), "float64")), beta=1.0, options={"inplace": True})
+
+
+def _nan_c_cases(rng, dtype):
+    """(name, a, b, qualifiers, float64 reference of 2 * op(a) @ op(b)) for gemm, trmm and dgmm."""
+    G = la.GeneralMatrixQualifier.create
+    a, b = rand(rng, (5, 4), dtype, "col"), rand(rng, (4, 3), dtype)
+    t = rand(rng, (5, 5), dtype)
+    tri = np.tril(t.astype(np.complex128))
+    v = rand(rng, (1, 3), dtype)[0]
+    return [
+        ("gemm", a, b, None, 2.0 * a.astype(np.complex128) @ b),
+        ("trmm", t, a, quals(la.TriangularMatrixQualifier.create(uplo=la.FillMode.LOWER), G(), G()),
+         2.0 * tri @ a),
+        ("dgmm", a[:, :3], v, quals(G(), la.DiagonalMatrixQualifier.create(), G()),
+         2.0 * a[:, :3].astype(np.complex128) * v),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("sequence", [False, True], ids=["tensor", "sequence"])
+@pytest.mark.parametrize("inplace", [False, True], ids=["new", "inplace"])
+@pytest.mark.parametrize("dtype", ["float64", "complex64"])
+def test_beta_zero_does_not_read_c(fake_gpu, sequence, inplace, dtype):
+    """beta == 0 never lets c's contents reach the result on the GPU (gemm, grouped and looped
+    sequences, trmm and dgmm whose ``geam`` would read c): a NaN-poisoned c gives 2 * a @ b."""
+    rng = np.random.default_rng(8)
+    for name, a, b, q, ref in _nan_c_cases(rng, dtype):
+        c = np.full(ref.shape, np.nan, dtype)
+        fc = fake(c)
+        args = ([fake(a)], [fake(b)], [fc]) if sequence else (fake(a), fake(b), fc)
+        kw = {} if q is None else {"qualifiers": [q] if sequence else q}
+        out = la.matmul(*args, alpha=2.0, beta=0.0, options={"inplace": inplace}, **kw)
+        out = out[0] if sequence else out
+        assert (out is fc) == inplace, name
+        assert not np.isnan(out.array).any(), name
+        assert rel_error(out.array, ref) < TOL[dtype], name
