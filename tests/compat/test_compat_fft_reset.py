@@ -57,6 +57,41 @@ def test_reset_operand_unchecked_matches_checked_path_cpu(rng, case, package):
     fft_reset_cases.check_swaps(case, rng, lambda op, c: _planned(op, c, "cpu"), to_package, to_numpy)
 
 
+def _keys(a: np.ndarray, case) -> tuple:
+    """``a``'s key with CPU execution, and the key of a device operand of ``a``'s layout (CUDA)."""
+    options = {"fft_type": case.kind, **case.options}
+    strides = tuple(s // a.itemsize for s in a.strides)
+    return (
+        FFT.create_key(a, axes=case.axes, options=options, execution="cpu"),
+        FFT.create_key_from_metadata(
+            a.shape, a.dtype, "cuda", strides=strides, axes=case.axes, options=options
+        ),
+    )
+
+
+@pytest.mark.parametrize("case", fft_reset_cases.CASES, ids=lambda c: c.name)
+def test_cpu_keys_and_resets_accept_the_arrangements_cuda_keys_accept(rng, case):
+    """CPU keys group batch arrangements as CUDA keys do: a candidate's CPU key equals the planned
+    operand's exactly when its CUDA key does, and reset_operand / reset_operand_unchecked on the CPU
+    accept exactly those candidates (at least one other arrangement), with numpy's result."""
+    base = fft_reset_cases.make_operand(rng, case)
+    cpu0, cuda0 = _keys(base, case)
+    expected = []
+    for build in case.candidates:
+        candidate = build(base.copy())
+        try:
+            cpu, cuda = _keys(candidate, case)
+        except (TypeError, ValueError):  # no key at all (the planned axes do not apply)
+            expected.append("refused")
+            continue
+        assert (cpu == cpu0) == (cuda == cuda0), f"{case.name}: {candidate.shape} {candidate.strides}"
+        expected.append("accepted" if cpu == cpu0 else "refused")
+    on_cpu = lambda op, c: _planned(op, c, "cpu")  # noqa: E731
+    outcomes = fft_reset_cases.check_swaps(case, rng, on_cpu, np.asarray, np.asarray)
+    assert outcomes[::2] == expected
+    assert "accepted" in expected
+
+
 def _strided_copy(module, a: np.ndarray, empty, as_strided):
     """A device copy of ``a`` with ``a``'s exact strides (padding and transposed batches kept)."""
     item = a.itemsize

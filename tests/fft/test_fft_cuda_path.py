@@ -536,6 +536,23 @@ def test_stateless_irfft_with_overwrite_operand(fake, rng):
         np.testing.assert_allclose(out, s * s.size, rtol=1e-10, atol=1e-10)
 
 
+def _swap_fft(operand, case, execution="cuda"):
+    """A planned FFT of ``operand`` as ``case`` describes it (for :func:`fft_reset_cases.check_swaps`)."""
+    f = FFT(operand, axes=case.axes, options={"fft_type": case.kind, **case.options}, execution=execution)
+    f.plan()
+    return f
+
+
+@pytest.mark.parametrize("case", fft_reset_cases.CASES, ids=lambda c: c.name)
+def test_cpu_accepts_the_batch_arrangements_the_gpu_accepts(fake, rng, case):
+    """reset_operand (checked and unchecked) accepts and refuses the same candidates with CPU execution
+    of host operands as with (fake) GPU execution of device operands, with numpy's results on both."""
+    gpu = fft_reset_cases.check_swaps(case, rng, _swap_fft, FakeDevice, np.asarray)
+    on_cpu = lambda op, c: _swap_fft(op, c, "cpu")  # noqa: E731
+    cpu = fft_reset_cases.check_swaps(case, rng, on_cpu, np.asarray, np.asarray)
+    assert cpu == gpu
+
+
 @pytest.mark.parametrize("space", ["device", "host-operand"])
 @pytest.mark.parametrize("case", fft_reset_cases.CASES, ids=lambda c: c.name)
 def test_reset_operand_unchecked_rederives_or_refuses_like_the_checked_path(fake, rng, case, space):

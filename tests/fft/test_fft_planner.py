@@ -131,7 +131,8 @@ def test_keys(x, rng):
     with FFT(x) as f:
         assert f.get_key() == k
     assert k != FFT.create_key(x, axes=[1])
-    assert k != FFT.create_key(x.T)
+    assert k != FFT.create_key(np.asfortranarray(x)), "another memory order: another plan"
+    assert k == FFT.create_key(x.T), "the same plan over the same memory (as on the GPU)"
     assert k != FFT.create_key(x.astype(np.complex64))
     k0 = FFT.create_key(x, axes=[0])
     assert k0 != FFT.create_key(x, axes=[0], options={"result_layout": "natural"})
