@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import timeit
 
 import numpy as np
 import pytest
+from call_profile import c_calls, profile_calls, python_calls
 
 from nvmath._errors import FunctionNotFoundError, LibraryNotFoundError
 from nvmath.bindings import _loader, cublas, cublasLt, cufft, cusolver, cusolverDn
@@ -180,22 +180,23 @@ def test_input_arrays_and_strings() -> None:
     assert _loader.c_string("log.txt") == b"log.txt" and _loader.c_string(None) is None
 
 
-def test_per_call_overhead_is_small() -> None:
-    """A bound call costs about a microsecond (0.1-1 us measured; 10 us allows for slow CI machines)."""
+def test_bound_call_is_the_wrapper_and_the_c_function() -> None:
+    """After the first call resolves a symbol, a call is the generated wrapper and the ctypes function
+    alone: the lazy stub is replaced, no checking or retry helper runs for valid arguments, and the
+    only other C call is the ``byref`` of an output parameter. (The per-call cost is measured by the
+    benchmarks' overhead/binding-call row.)"""
     cublasLt.get_version()
+    assert cublasLt._p_cublasLtGetVersion is not cublasLt._bind.stubs["_p_cublasLtGetVersion"]
+    events = profile_calls(lambda: cublasLt.get_version())
+    assert python_calls(events) == ["get_version"] and c_calls(events) == []
     layout = cublasLt.matrix_layout_create(cublas.CudaDataType.R_32F, 8, 8, 8)
     try:
-        cost = min(timeit.repeat(cublasLt.get_version, number=2000, repeat=5)) / 2000
         buf = np.zeros(1, np.uint64)
         ptr = buf.ctypes.data
-        cost6 = (
-            min(
-                timeit.repeat(
-                    lambda: cublasLt.matrix_layout_get_attribute(layout, 2, ptr, 8), number=2000, repeat=5
-                )
-            )
-            / 2000
-        )
+        assert cublasLt.matrix_layout_get_attribute(layout, 2, ptr, 8) == 8
+        events = profile_calls(lambda: cublasLt.matrix_layout_get_attribute(layout, 2, ptr, 8))
     finally:
         cublasLt.matrix_layout_destroy(layout)
-    assert cost < 10e-6 and cost6 < 10e-6
+    assert python_calls(events) == ["matrix_layout_get_attribute"]
+    assert c_calls(events) == ["byref"]
+    assert int(buf[0]) == 8  # the attribute read (rows) came back through the pointer
