@@ -89,6 +89,16 @@ def _generic_c_broadcast() -> str:
     return "" if np.allclose(got, a @ b + c) else "wrong values"
 
 
+@probe("generic matmul: beta=0 does not read c (explicit sequences, in place)")
+def _generic_beta_zero() -> str:
+    import nvmath.linalg
+
+    a, b = np.ones((3, 4)), np.ones((4, 5))
+    c = np.full((3, 5), np.nan)
+    got = nvmath.linalg.matmul([a], [b], [c], beta=0.0, options={"inplace": True})[0]
+    return "" if np.allclose(got, a @ b) else "NaN in c reached the result"
+
+
 @probe("generic reset_operands with another package: TypeError; free() drops the operands")
 def _generic_reset_free() -> str:
     import nvmath.linalg
