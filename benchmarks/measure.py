@@ -108,9 +108,10 @@ def _measure(fn: Any, case: Case, ctx: Context) -> list[float]:
         probe = timing.time_on_stream(fn, ctx.stream, warmup=0, iterations=1)[0]  # also a warm-up
         warmup, iterations = device_iterations(probe, s)
         return timing.time_on_stream(fn, ctx.stream, warmup=max(0, warmup - 1), iterations=iterations)
+    calls = s.host_calls if case.host_calls is None else min(case.host_calls, s.host_calls)
     return timing.time_host_per_call(
         fn,
-        calls=s.host_calls,
+        calls=calls,
         repeats=s.host_repeats,
         warmup=s.warmup,
         sync=ctx.sync if ctx.has_gpu else None,

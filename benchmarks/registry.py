@@ -87,6 +87,8 @@ class Case:
         needs_gpu: whether the case needs a CUDA device.
         quick: whether ``--quick`` runs include the case.
         description: one line for the report.
+        host_calls: host mode: calls per loop for this case (``None``: the settings'; a few for
+            calls that take a large fraction of a second, such as starting an interpreter).
     """
 
     suite: str
@@ -99,6 +101,7 @@ class Case:
     quick: bool = True
     description: str = ""
     tags: tuple[str, ...] = field(default=())
+    host_calls: int | None = None
 
     def __post_init__(self) -> None:
         if not self.suite or not self.name:
@@ -112,6 +115,8 @@ class Case:
             )
         if not self.setups:
             raise ValueError(f"case {self.name!r} has no setups")
+        if self.host_calls is not None and self.host_calls < 1:
+            raise ValueError(f"case {self.name!r}: host_calls must be >= 1; got {self.host_calls}")
 
     @property
     def key(self) -> str:

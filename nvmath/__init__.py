@@ -12,6 +12,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from nvmath import _coexist  # noqa: E402
+
+_coexist.check_nvmath_python(__path__[0])  # nvmath-python installed over the same files: refuse
+_coexist.install_finder()  # nvmath-python modules we do not provide: an ImportError saying so
+
 from nvmath import _errors as errors  # noqa: E402
 from nvmath._errors import (  # noqa: E402
     CudaLibraryError,
@@ -23,6 +28,12 @@ from nvmath._errors import (  # noqa: E402
 from nvmath import bindings, fft, linalg, memory  # noqa: E402
 from nvmath._utils import ComputeType, CudaDataType, LibraryPropertyType  # noqa: E402  (as nvmath-python 1.0)
 from nvmath.memory import BaseCUDAMemoryManager, BaseCUDAMemoryManagerAsync, MemoryPointer  # noqa: E402
+
+
+
+def __getattr__(name: str) -> object:
+    raise _coexist.attribute_error(name)
+
 
 __all__ = [
     "__version__",

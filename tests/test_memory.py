@@ -55,14 +55,19 @@ def test_protocols_are_structural():
     assert not isinstance(object(), BaseCUDAMemoryManager)
 
 
-def test_memory_pointer_free_is_idempotent():
-    """MemoryPointer.free() calls the finalizer once, however often it is called."""
+def test_memory_pointer_second_free_raises():
+    """MemoryPointer.free() calls the finalizer once; a second free() raises RuntimeError, as in
+    nvmath-python (a pointer without a finalizer frees nothing, any number of times)."""
     calls = []
     mp = MemoryPointer(0x2000, 64, lambda: calls.append(1))
     assert (mp.device_ptr, mp.ptr, mp.size) == (0x2000, 0x2000, 64)
     mp.free()
-    mp.free()
+    with pytest.raises(RuntimeError, match="already been freed"):
+        mp.free()
     assert calls == [1]
+    bare = MemoryPointer(0x3000, 8, None)
+    bare.free()
+    bare.free()
 
 
 def test_memory_pointer_finalizes_on_collection():
@@ -91,5 +96,6 @@ def test_failing_finalizer_warns():
     with pytest.warns(RuntimeWarning, match="cannot free"):
         mp.free()
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        mp.free()
+        warnings.simplefilter("error")  # the failed finalizer is not run again: no second warning
+        with pytest.raises(RuntimeError, match="already been freed"):
+            mp.free()

@@ -4,7 +4,8 @@ Reads nvmath-python 1.0's public names and signatures from its wheel (``ast`` ov
 ``.py`` sources and ``.pyi`` stubs: nothing of it is imported or run) and compares them with ours
 (``inspect`` on the imported package). Printed: per module, the share of compatible constructors,
 methods / properties / functions, enum members and the instance attributes users read (``FFT``'s),
-and every incompatibility found.
+and every incompatibility found. A behaviour section runs calls written as nvmath-python users write
+them (``tools/compat_behaviour.py``, CPU only) and checks results, accepted inputs and exception types.
 
 Compatible means a call written for nvmath-python binds the same way here: each of its positional
 parameters is accepted at the same position (by the same name where it can be passed by keyword),
@@ -479,7 +480,24 @@ def measure(wheel_path: Path, include_all: bool) -> tuple[list[Item], set[str]]:
                 names = [n for n in wheel.all_names(module) if n not in _SKIP_LINALG]
             for name in names:
                 items += compare_name(wheel, scope, module, name, ours_mod)
+    items += behaviour_items()
+    counted.add(BEHAVIOUR)
     return items, counted
+
+
+BEHAVIOUR = "behaviour (results, inputs, exceptions)"
+
+
+def behaviour_items() -> list[Item]:
+    """The behaviour probes of ``tools/compat_behaviour.py`` (CPU-only calls as nvmath-python users
+    write them), one item each."""
+    import importlib.util
+
+    path = Path(__file__).with_name("compat_behaviour.py")
+    spec = importlib.util.spec_from_file_location("compat_behaviour", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [Item(BEHAVIOUR, what, not why, why) for what, why in module.run()]
 
 
 def report(items: list[Item], counted: set[str], details: bool) -> float:

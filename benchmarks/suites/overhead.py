@@ -2,7 +2,8 @@
 
 Our side uses the internal data-plane API, imported lazily in each setup so that the harness runs
 even while it is missing: ``nvmath._internal.tensors.wrap``, ``nvmath._internal.streams.get_stream``,
-``nvmath._internal.memory.allocate`` and the planner guard of ``nvmath._internal.state``. The
+``nvmath._internal.memory.allocate``, the planner guard of ``nvmath._internal.state``, a bound call of
+``nvmath.bindings`` and the import of ``nvmath.bindings`` in a fresh interpreter. The
 nvmath-python rows use its private helpers where they exist (skipped otherwise).
 """
 
@@ -56,6 +57,38 @@ register(
         mode="host",
         setups={"nvmath": _wrap_nvmath, "torch": _wrap_torch, "nvmath-python": _wrap_peer},
         description="wrap a torch CUDA tensor (torch: read data_ptr, shape, stride, dtype, device)",
+    )
+)
+
+
+def _cpu_tensor() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise Skip(f"torch is not installed: {exc}") from exc
+    return torch.ones(SHAPE, dtype=torch.float32)
+
+
+def _wrap_cpu_nvmath(ctx):
+    from nvmath._internal.tensors import wrap
+
+    t = _cpu_tensor()
+    return lambda: wrap(t, name="operand")
+
+
+def _wrap_cpu_torch(ctx):
+    t = _cpu_tensor()
+    return lambda: (t.data_ptr(), t.shape, t.stride(), t.dtype, t.device)
+
+
+register(
+    Case(
+        suite="overhead",
+        name="wrap-torch-cpu-tensor",
+        mode="host",
+        needs_gpu=False,
+        setups={"nvmath": _wrap_cpu_nvmath, "torch": _wrap_cpu_torch},
+        description="wrap a torch CPU tensor (torch: read data_ptr, shape, stride, dtype, device)",
     )
 )
 
@@ -223,6 +256,55 @@ register(
         needs_gpu=False,
         setups={"nvmath": _guard_nvmath, "python": _guard_python},
         description="execute()-like method with the @requires guard (python: the same method unguarded)",
+    )
+)
+
+
+# --------------------------------------------------------------------------- bindings
+def _binding_call(ctx):
+    """``cublasLt.get_version`` through the package's bindings (ours, or nvmath-python's in its process)."""
+    from nvmath.bindings import cublasLt
+
+    cublasLt.get_version()  # loads the library and resolves the symbol
+    return cublasLt.get_version
+
+
+register(
+    Case(
+        suite="overhead",
+        name="binding-call",
+        mode="host",
+        setups={"nvmath": _binding_call, "nvmath-python": _binding_call},
+        description="a bound C call after the first (cublasLtGetVersion through nvmath.bindings.cublasLt)",
+    )
+)
+
+
+def _interpreter(code: str) -> Any:
+    """A callable that runs ``python -c code`` in a fresh interpreter with this checkout importable."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    argv = [sys.executable, "-c", code]
+    return lambda: subprocess.run(argv, env=env, check=True)
+
+
+register(
+    Case(
+        suite="overhead",
+        name="import-nvmath-bindings",
+        mode="host",
+        needs_gpu=False,
+        host_calls=3,
+        setups={
+            "nvmath": lambda ctx: _interpreter("import nvmath.bindings"),
+            "python": lambda ctx: _interpreter("pass"),
+        },
+        description="a fresh interpreter importing nvmath.bindings (python: one importing nothing)",
     )
 )
 

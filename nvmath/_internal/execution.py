@@ -86,10 +86,10 @@ def _check_name(name: Any) -> str:
     return name.lower()
 
 
-def _from_mapping(value: Mapping[str, Any]) -> Execution:
-    if "name" not in value:
-        raise ValueError(f"an execution dict needs a 'name' key ('cuda' or 'cpu'); got {dict(value)!r}")
-    cls = _CLASSES[_check_name(value["name"])]
+def _from_mapping(value: Mapping[str, Any], default: str) -> Execution:
+    """The execution a dict describes; without a ``'name'`` (or with ``None``) the operands' space."""
+    name = value.get("name")
+    cls = _CLASSES[_check_name(default if name is None else name)]
     kwargs = {k: v for k, v in value.items() if k != "name"}
     fields = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(str(k) for k in kwargs if k not in fields)
@@ -106,7 +106,8 @@ def resolve_execution(execution: Any, operand_device: int | str | None) -> Execu
 
     Args:
         execution: ``None`` (the operands' memory space), ``'cuda'`` / ``'cpu'`` (any case), a dict
-            with a ``'name'`` key and the class's fields, or an :class:`ExecutionCUDA` /
+            of the class's fields with a ``'name'`` key (without one: the operands' memory space, as
+            in nvmath-python), or an :class:`ExecutionCUDA` /
             :class:`ExecutionCPU` instance.
         operand_device: where the operands live: a CUDA device id (int), or ``'cpu'`` / ``None`` for
             host memory.
@@ -128,7 +129,7 @@ def resolve_execution(execution: Any, operand_device: int | str | None) -> Execu
     elif isinstance(execution, (ExecutionCUDA, ExecutionCPU)):
         resolved = execution
     elif isinstance(execution, Mapping):
-        resolved = _from_mapping(execution)
+        resolved = _from_mapping(execution, "cpu" if gpu is None else "cuda")
     else:
         raise TypeError(f"execution must be {_ACCEPTED}; got {type(execution).__name__}: {execution!r}")
     if isinstance(resolved, ExecutionCUDA) and gpu is not None and resolved.device_id != gpu:

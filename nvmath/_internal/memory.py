@@ -34,6 +34,7 @@ __all__ = [
     "check_allocator",
     "device_memory_info",
     "pointer_of",
+    "user_stream",
 ]
 
 logger = logging.getLogger(__name__)
@@ -91,8 +92,14 @@ class MemoryPointer:
         return self.device_ptr
 
     def free(self) -> None:
-        """Release the memory now (idempotent; a failing finalizer warns, it does not raise)."""
+        """Release the memory now (a failing finalizer warns, it does not raise).
+
+        Raises:
+            RuntimeError: the memory was already freed (a second call, as in nvmath-python).
+        """
         if self._finalizer is not None:
+            if not self._finalizer.alive:
+                raise RuntimeError(f"{self!r}: the buffer has already been freed")
             self._finalizer()
 
     def __repr__(self) -> str:
@@ -236,9 +243,40 @@ def allocate(
     return allocation
 
 
+_NULL_STREAMS: dict[int, Any] = {}
+
+
+def user_stream(stream: StreamHandle) -> Any:
+    """The ``cuda.core.Stream`` a user allocator's ``memalloc_async`` receives for ``stream``.
+
+    The null (default) stream is one whose handle is 0, as nvmath-python passes it, so that a user's
+    ``torch.cuda.ExternalStream(stream.handle)`` works (cuda.core's ``LEGACY_DEFAULT_STREAM`` has
+    handle 1, which torch refuses). Should cuda.core refuse to wrap handle 0, the legacy stream is
+    given (same ordering, handle 1).
+    """
+    if stream.ptr != 0:
+        return stream.core
+    core = _NULL_STREAMS.get(stream.device_id)
+    if core is None:
+        try:
+            core = _null_core(stream.device_id)
+        except Exception:  # noqa: BLE001 - cuda.core refused: the legacy default stream instead
+            core = stream.core
+        _NULL_STREAMS[stream.device_id] = core
+    return core
+
+
+def _null_core(device_id: int) -> Any:
+    """A ``cuda.core.Stream`` wrapping handle 0 (the null stream) on ``device_id``."""
+    import cuda.core as cc
+
+    devices.core_device(device_id)
+    return cc.Stream.from_handle(0)
+
+
 def _allocate_user(nbytes: int, device_id: int, stream: StreamHandle, allocator: Any) -> Allocation:
     if callable(getattr(allocator, "memalloc_async", None)):
-        obj = allocator.memalloc_async(nbytes, stream.core)
+        obj = allocator.memalloc_async(nbytes, user_stream(stream))
     else:
         with devices.device_ctx(device_id):
             obj = allocator.memalloc(nbytes)

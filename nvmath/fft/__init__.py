@@ -53,17 +53,17 @@ def estimate_workspace_size(key: tuple, *, technique: str = "default", handle: i
         key: from :meth:`FFT.create_key`, :meth:`FFT.create_key_from_metadata` or :meth:`FFT.get_key`.
         technique: ``"default"`` (cuFFT's size query, no plan is made) or ``"refined"`` (the plans are
             made and destroyed: the exact size).
-        handle: a cuFFT handle to run the ``"default"`` query on (one is created otherwise).
+        handle: a cuFFT handle to use (one is created otherwise): the ``"default"`` query runs on it,
+            and the ``"refined"`` plan is made on it (it is not destroyed).
 
     Returns:
         The size in bytes (0 for CPU execution).
 
     Raises:
-        TypeError: ``key`` is not an FFT key.
-        ValueError: an unknown ``technique``.
+        ValueError: ``key`` is not an FFT key (as nvmath-python), or an unknown ``technique``.
     """
     if not (isinstance(key, tuple) and len(key) == 5 and key[0] == "nvmath.fft"):
-        raise TypeError(
+        raise ValueError(
             f"key must come from FFT.create_key / create_key_from_metadata / get_key; got {key!r}"
         )
     if technique not in _TECHNIQUES:

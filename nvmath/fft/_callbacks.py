@@ -81,10 +81,10 @@ class DeviceCallable(MutableOptions):
         ltoir: the LTO-IR as ``bytes`` (a ``bytearray`` or ``memoryview`` is copied to ``bytes``), or
             the int address of it in host memory (then ``size`` is required); ``None``
             (nvmath-python's default) makes an empty callable that plans and keys as no callback.
-        size: the size of the LTO-IR in bytes: required for an address; for ``bytes`` ``None`` (the
-            length is used) or their length.
-        data: an int device pointer passed to the callback as ``user_info`` (``None`` is stored as 0,
-            no user data).
+        size: the size of the LTO-IR in bytes: required for an address; for ``bytes`` their length
+            (filled in when the object is made without it, as in nvmath-python).
+        data: an int device pointer passed to the callback as ``user_info``; ``None`` (no user data)
+            becomes 0 when the object is made with an ``ltoir``, as in nvmath-python.
         name: ``None`` (the default) or one of cuFFT's default callback names, plain or mangled
             (:func:`callback_symbol`), which :func:`compile_prolog` / :func:`compile_epilog`,
             nvmath-python and ``nvcc -dlto`` of the documented callback names give; checked against
@@ -99,6 +99,14 @@ class DeviceCallable(MutableOptions):
 
     def _check_field(self, name: str, value: Any) -> Any:
         return _check_callable_field(name, value)
+
+    def __post_init__(self) -> None:
+        # nvmath-python's defaults: a bytes LTO-IR's size is its length, user data a null pointer
+        if isinstance(self.ltoir, bytes) and self.size is None:
+            self.size = len(self.ltoir)
+        if self.ltoir is not None and self.data is None:
+            self.data = 0
+        super().__post_init__()
 
     def _check_together(self) -> None:
         ltoir, size = self.ltoir, self.size
@@ -116,6 +124,8 @@ class DeviceCallable(MutableOptions):
         snap = super()._snapshot()
         if isinstance(snap.ltoir, bytes) and snap.size is None:  # what cuFFT is given: the length
             snap.__dict__["size"] = len(snap.ltoir)
+        if snap.data is None:  # no user data: a null pointer
+            snap.__dict__["data"] = 0
         return snap
 
     def key(self) -> tuple:
@@ -140,10 +150,9 @@ def _check_callable_field(name: str, value: Any) -> Any:
             raise TypeError(f"DeviceCallable.size must be an int or None; got {type(value).__name__}: {value!r}")
         return value
     if name == "data":
-        data = 0 if value is None else value
-        if isinstance(data, bool) or not isinstance(data, int) or data < 0:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise TypeError(f"DeviceCallable.data must be an int device pointer (>= 0) or None; got {value!r}")
-        return data
+        return value
     if name == "name" and value is not None:
         if not isinstance(value, str) or not value:
             raise TypeError(f"DeviceCallable.name must be a non-empty str or None; got {value!r}")

@@ -363,13 +363,15 @@ def workspace_size(
         device_id: the device.
         technique: ``"default"`` (``cufftXtGetSizeMany``, no plan is made) or ``"refined"`` (plans
             are made and destroyed: the exact size).
-        handle: an existing cuFFT handle to use for ``"default"`` (otherwise one is created).
+        handle: an existing cuFFT handle to use (otherwise one is created): the size query runs on
+            it, and with ``"refined"`` the (first) plan is made on it, as in nvmath-python; it is not
+            destroyed.
     """
     cufft = _cufft()
     sizes = []
     with devices.device_ctx(device_id):
-        for step in traits.steps:
-            own = handle is None or technique == "refined"
+        for i, step in enumerate(traits.steps):
+            own = handle is None or (technique == "refined" and i > 0)  # a handle holds one plan
             h = cufft.create() if own else handle
             try:
                 if technique == "refined":

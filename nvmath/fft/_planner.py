@@ -486,12 +486,20 @@ class FFT(FFTAttributes, FreedOnExit):
                 raise ValueError(
                     f"reset_operand: the new operand's {what} is {got!r}; the FFT was planned for {planned!r}"
                 )
-        traits = t
-        if (tuple(new.shape), tuple(new.strides)) != (t.operand_shape, t.operand_strides):
-            traits = same_plan_traits(new, t, self._options, self._execution)
         if stream is not None and self._stream is not None:
             self._stream_handle(stream)
-        if traits is not t:  # another shape or batch layout the same cuFFT plan runs
+        self._swap_in(new)
+
+    def _swap_in(self, new: TensorAdapter) -> None:
+        """Make ``new`` the operand; another shape or batch arrangement than the planned traits
+        describe re-derives them (the same cuFFT plan runs it) or is refused.
+
+        Raises:
+            ValueError: the new layout needs another cuFFT plan (nothing changes).
+        """
+        t = self._traits
+        if (tuple(new.shape), tuple(new.strides)) != (t.operand_shape, t.operand_strides):
+            traits = same_plan_traits(new, t, self._options, self._execution)
             self._traits, self._staging = traits, None
             self._fast_alloc = torch_allocator(traits, self._device_id) if fast_torch(new, traits) else None
         self._operand, self._consumed = new, False
@@ -499,9 +507,12 @@ class FFT(FFTAttributes, FreedOnExit):
 
     @requires(_CREATED, _PLANNED)
     def reset_operand_unchecked(self, operand: Any, *, stream: Any = None) -> None:
-        """Replace the operand without checks (it must match the planned one exactly)."""
-        self._operand, self._consumed = resolved(wrap(operand, "operand"), self._traits.inplace), False
-        self._lifecycle.mark_operands_reset()
+        """Replace the operand skipping the package, device and dtype checks (they must match the
+        planned ones). Another shape or batch arrangement with the same :meth:`create_key` is
+        re-derived as :meth:`reset_operand` does (two tuple comparisons when it is unchanged); a layout
+        that needs another plan raises ``ValueError`` -- never a result computed with the wrong layout.
+        """
+        self._swap_in(resolved(wrap(operand, "operand"), self._traits.inplace))
 
     @requires(_CREATED, _PLANNED)
     def release_operand(self) -> None:

@@ -79,9 +79,15 @@ _DEFAULT_EXECUTION = caches.memo("nvmath.fft: default executions", 64)
 
 
 def _options(options: Any, fft_type: str | None) -> FFTOptions:
+    """The call's options with the function's transform type, as nvmath-python resolves them:
+    ``irfft`` always computes C2R; ``rfft`` uses R2C unless the options name a type (which is
+    checked against the operand like any other, so ``rfft(x, options={"fft_type": "C2C"})`` raises
+    for a real ``x``); ``fft`` / ``ifft`` use the options' type."""
     if options is None:
         return _DEFAULT_OPTIONS[fft_type]
     options = check_or_create_options(FFTOptions, options, "FFT options")
+    if fft_type == "R2C" and options.fft_type is not None:
+        return options
     if fft_type is not None and options.fft_type != fft_type:
         options = freeze_options(dataclasses.replace(options, fft_type=fft_type))
     return options
@@ -279,8 +285,8 @@ def rfft(
 ) -> Any:
     """N-D real-to-complex FFT; the last of ``axes`` has ``n // 2 + 1`` outputs.
 
-    Arguments as for :func:`fft`; the operand must be real (float16 on the GPU with power-of-two
-    sizes, float32 or float64).
+    Arguments as for :func:`fft`; the operand must be real (float16 on the GPU, in the sizes cuFFT
+    plans; float32 or float64).
     """
     return _transform(
         operand, axes=axes, direction=FFTDirection.FORWARD, options=options, execution=execution,

@@ -83,6 +83,8 @@ class FFTTraits:
         staging_strides: CUDA only: the layout of the internal device buffer the operand is copied
             into before each execution, or ``None`` when cuFFT reads the operand directly.
         steps: CUDA only: the cuFFT plans, in execution order.
+        layout_key: CPU only: what a CPU key compares (:func:`plan_key`): the cuFFT plans a device
+            operand of this layout would get, or ``None`` where cuFFT cannot describe it.
     """
 
     fft_type: str
@@ -99,6 +101,7 @@ class FFTTraits:
     cross_space: bool = False
     staging_strides: tuple[int, ...] | None = None
     steps: tuple[CufftStep, ...] = ()
+    layout_key: tuple | None = None
 
     @property
     def launches(self) -> int:
@@ -214,16 +217,14 @@ def suggest_permutation(ndim: int, axes: tuple[int, ...]) -> tuple[tuple[int, ..
 def _check_precision(
     dtype: str, fft_shape: tuple[int, ...], execution: str, package: str, result: str
 ) -> None:
+    """Refuse half precision on the CPU and complex32 outside torch (``fft_shape``: not checked)."""
     if dtype in _HALF:
         if execution == "cpu":
             raise ValueError(
                 f"CPU execution does not support {dtype}; use ExecutionCUDA or {', '.join(CPU_DTYPES)}"
             )
-        bad = [n for n in fft_shape if n & (n - 1)]
-        if bad:
-            raise ValueError(
-                f"{dtype} transforms need power-of-two sizes (a cuFFT rule); got transform shape {fft_shape}"
-            )
+        # which half-precision sizes run is cuFFT's decision (it plans many non-powers of two on
+        # recent GPUs): planning raises cuFFTError for the ones it refuses, as nvmath-python does
     if "complex32" in (dtype, result) and package != "torch":
         raise TypeError(
             f"a {package} operand cannot hold complex32 (the {'operand' if dtype == 'complex32' else 'result'} "
@@ -451,21 +452,40 @@ def make_traits(
         "execution": execution,
         "cross_space": execution != operand_space,
     }
-    if execution == "cpu":
-        return _cpu_traits(orders, options.result_layout, common)
     problem = _Problem(
         fft_type, shape, strides, axes, dict(zip(axes, fft_shape)), result_shape, orders,
         options.result_layout, options.layout_fallback, dtype in _HALF, options.overwrite_operand,
     )  # fmt: skip
+    if execution == "cpu":
+        return _cpu_traits(problem, common)
     return _cuda_traits(problem, options.inplace, operand_space == "cpu", common)
 
 
-def _cpu_traits(orders: tuple[tuple[int, ...], ...], result_layout: str, common: dict[str, Any]) -> FFTTraits:
+def _cpu_traits(problem: _Problem, common: dict[str, Any]) -> FFTTraits:
     """Traits of a CPU transform: the result is dense, in the natural or the operand's axis order."""
-    layout = orders[2] if result_layout == "natural" else orders[1]
+    layout = problem.orders[2] if problem.result_layout == "natural" else problem.orders[1]
     strides, result_shape = common["operand_strides"], common["result_shape"]
     result_strides = strides if common["inplace"] else _dense(result_shape, layout)
-    return FFTTraits(result_strides=result_strides, **common)
+    layout_key = _cuda_layout_key(problem, common["inplace"])
+    return FFTTraits(result_strides=result_strides, layout_key=layout_key, **common)
+
+
+def _steps_key(steps: Sequence[CufftStep]) -> tuple:
+    return tuple((s.kind, s.plan_args(), s.src, s.dst, s.offsets) for s in steps)
+
+
+def _cuda_layout_key(problem: _Problem, inplace: bool) -> tuple | None:
+    """The cuFFT plans a device operand of ``problem``'s layout would get (whether it is staged, the
+    steps), so that CPU keys group the batch arrangements CUDA keys group; ``None`` where cuFFT cannot
+    describe the layout (the CPU key then compares the whole layout)."""
+    try:
+        if inplace:
+            staging, steps = _cuda_inplace(problem, False)
+        else:
+            staging, _, steps = _cuda_out_of_place(problem, False)
+    except (UnsupportedLayoutError, LayoutUnsupported):
+        return None
+    return staging is not None, _steps_key(steps)
 
 
 def _cuda_traits(problem: _Problem, inplace: bool, cross: bool, common: dict[str, Any]) -> FFTTraits:
@@ -508,12 +528,18 @@ def plan_key(traits: FFTTraits) -> tuple:
     Operands that need the same cuFFT plans -- same transform sizes, total batch count and distance
     between consecutive transforms, e.g. shapes ``(2, 3, 64)`` and ``(3, 2, 64)`` over ``axes=(2,)``
     -- have equal keys, whatever their shapes and batch strides; an :class:`~nvmath.fft.FFT` planned
-    for one accepts the other in ``reset_operand``. CPU transforms key on the whole traits.
+    for one accepts the other in ``reset_operand``. CPU transforms group the same arrangements (the
+    cuFFT plans a device operand of their layout would get: scipy takes any strides, and a swapped-in
+    operand re-derives its traits); where cuFFT cannot describe a layout, the CPU key is the whole traits.
     """
     if traits.execution != "cuda":
-        return traits_key(traits)
-    steps = tuple((s.kind, s.plan_args(), s.src, s.dst, s.offsets) for s in traits.steps)
+        if traits.layout_key is None:
+            return traits_key(traits)
+        return (
+            traits.execution, traits.fft_type, traits.operand_dtype, traits.result_dtype, traits.inplace,
+            traits.cross_space, traits.layout_key,
+        )  # fmt: skip
     return (
         "cuda", traits.fft_type, traits.operand_dtype, traits.result_dtype, traits.inplace,
-        traits.cross_space, traits.staging_strides is not None, steps,
+        traits.cross_space, traits.staging_strides is not None, _steps_key(traits.steps),
     )  # fmt: skip

@@ -77,10 +77,18 @@ def test_dict_with_name():
     assert resolve_execution({"name": "cpu", "num_threads": 4}, 0) == ExecutionCPU(num_threads=4)
 
 
+def test_dict_without_name_is_the_operands_space():
+    """A dict without 'name' (or with None) describes the operands' memory space, as in nvmath-python."""
+    assert resolve_execution({"num_threads": 2}, None) == ExecutionCPU(num_threads=2)
+    assert resolve_execution({}, "cpu") == ExecutionCPU()
+    assert resolve_execution({"device_id": 0}, 0) == ExecutionCUDA(device_id=0)
+    assert resolve_execution({"name": None}, 0) == ExecutionCUDA(device_id=0)
+
+
 def test_dict_errors():
-    """A dict without 'name', with an unknown name or unknown fields is rejected clearly."""
-    with pytest.raises(ValueError, match="needs a 'name' key"):
-        resolve_execution({"device_id": 1}, None)
+    """A dict with an unknown name or unknown fields (also for the operands' space) is rejected clearly."""
+    with pytest.raises(TypeError, match="unknown field.*'device_id'"):
+        resolve_execution({"device_id": 1}, None)  # host operands: ExecutionCPU has no device_id
     with pytest.raises(ValueError, match="execution name must be one of 'cuda', 'cpu'; got 'tpu'"):
         resolve_execution({"name": "tpu"}, None)
     with pytest.raises(TypeError, match="unknown field.*'threads'.*num_threads"):

@@ -67,6 +67,38 @@ def test_user_async_allocator_is_used_and_freed_once():
     assert mm.log[1:] == [("free", 0x1000)]
 
 
+def test_user_allocator_gets_the_null_stream_as_handle_0(monkeypatch):
+    """The default (null) stream reaches a user's memalloc_async as a stream with handle 0, as in
+    nvmath-python (cuda.core's legacy default stream has handle 1, which torch.cuda.ExternalStream
+    refuses); other streams are passed as they are."""
+    class _Wrapped:
+        handle = 0
+
+    monkeypatch.setattr(memory, "_null_core", lambda device_id: _Wrapped())
+    monkeypatch.setattr(memory, "_NULL_STREAMS", {})
+    null = StreamHandle(0, 0, "torch")
+    null._core = "legacy-stream"
+    mm = _AsyncManager()
+    memory.allocate(64, device_id=0, stream=null, package="torch", allocator=mm).free()
+    memory.allocate(64, device_id=0, stream=_handle(), package="torch", allocator=mm).free()
+    streams_given = [entry[2] for entry in mm.log if entry[0] == "alloc"]
+    assert streams_given[0].handle == 0 and streams_given[1] == "core-stream"
+
+
+def test_user_allocator_null_stream_falls_back_to_legacy(monkeypatch):
+    """Where cuda.core cannot wrap handle 0, the legacy default stream (same ordering) is given."""
+    def refuse(device_id):
+        raise RuntimeError("no")
+
+    monkeypatch.setattr(memory, "_null_core", refuse)
+    monkeypatch.setattr(memory, "_NULL_STREAMS", {})
+    null = StreamHandle(0, 0, "torch")
+    null._core = "legacy-stream"
+    mm = _AsyncManager()
+    memory.allocate(64, device_id=0, stream=null, package="torch", allocator=mm).free()
+    assert mm.log[0][2] == "legacy-stream"
+
+
 def test_allocation_freed_on_collection():
     """An Allocation dropped without free() releases its memory."""
     mm = _AsyncManager()

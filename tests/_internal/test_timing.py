@@ -48,12 +48,16 @@ def test_host_per_call_counts_calls_and_syncs():
     assert len(calls) == 4 + 150 and len(syncs) == 4
 
 
-def test_host_per_call_units_are_microseconds():
-    """A call that sleeps 2 ms reports about 2000 us per call."""
-    import time
+def test_host_per_call_units_are_microseconds(monkeypatch):
+    """Samples are microseconds per call: with a clock (ns) that each call advances by 2 ms, three
+    calls per loop give exactly 2000 us per call (a fake clock: no wall-clock assert)."""
+    now = [0]
+    monkeypatch.setattr(timing.time, "perf_counter_ns", lambda: now[0])
 
-    (sample,) = timing.time_host_per_call(lambda: time.sleep(0.002), calls=3, repeats=1, warmup=0)
-    assert 1500 < sample < 50_000
+    def call():
+        now[0] += 2_000_000
+
+    assert timing.time_host_per_call(call, calls=3, repeats=2, warmup=1) == [2000.0, 2000.0]
 
 
 def test_host_per_call_validates():

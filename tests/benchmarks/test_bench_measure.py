@@ -67,6 +67,17 @@ def test_run_one_host_ok():
     assert r.status == "ok" and r.unit == "us/call" and r.n == 3 and r.median is not None and r.median >= 0
 
 
+def test_case_host_calls_caps_the_loop():
+    """A case's host_calls sets the calls per loop (never more than the settings')."""
+    calls = []
+    case = _case(lambda ctx: lambda: calls.append(1), host_calls=2)
+    assert run_one(case, "nvmath", Context(settings=QUICK)).status == "ok"
+    assert len(calls) == QUICK.warmup + 2 * QUICK.host_repeats
+    calls.clear()
+    run_one(_case(lambda ctx: lambda: calls.append(1), host_calls=50), "nvmath", Context(settings=QUICK))
+    assert len(calls) == QUICK.warmup + QUICK.host_calls * QUICK.host_repeats
+
+
 def test_run_one_skip_and_import_error():
     """Skip and ImportError in a setup become 'skipped' with the reason."""
 

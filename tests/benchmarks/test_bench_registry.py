@@ -21,6 +21,8 @@ def test_case_validation():
         Case(suite="s", name="x", setups={"tensorflow": _noop})
     with pytest.raises(ValueError, match="no setups"):
         Case(suite="s", name="x", setups={})
+    with pytest.raises(ValueError, match="host_calls must be >= 1"):
+        Case(suite="s", name="x", setups={"torch": _noop}, host_calls=0)
 
 
 def test_registry_order_filters_and_duplicates():

@@ -66,12 +66,29 @@ def test_import_loads_nothing() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_import_is_cheap() -> None:
-    """Importing the five modules takes well under a second (about 40 ms with bytecode cached)."""
-    code = "import time; t = time.perf_counter(); import nvmath.bindings; print(time.perf_counter() - t)"
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)  # warm the bytecode cache
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    assert float(out.stdout) < 1.0
+def test_import_binds_lazily_and_imports_nothing_heavy() -> None:
+    """What keeps ``import nvmath.bindings`` cheap, in a fresh interpreter (``nvmath`` included): it
+    imports only nvmath, the standard library and numpy (no torch, cupy, scipy or cuda-python module),
+    maps no CUDA library and resolves no symbol -- every ``_p_<symbol>`` is still its lazy stub. The
+    import time itself is the benchmarks' overhead/import-nvmath-bindings row."""
+    code = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "import nvmath.bindings\n"
+        "from nvmath.bindings import _loader\n"
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+        "other = sorted(new - set(sys.stdlib_module_names) - {'nvmath', 'numpy'})\n"
+        "assert not other, other\n"
+        "assert _loader.loaded_libraries() == {}, _loader.loaded_libraries()\n"
+        f"for name in {MODULES!r}:\n"
+        "    module = getattr(nvmath.bindings, name)\n"
+        "    stubs = module._bind.stubs\n"
+        "    resolved = [k for k, stub in stubs.items() if getattr(module, k) is not stub]\n"
+        "    assert stubs and not resolved, (name, resolved[:5])\n"
+        "maps = open('/proc/self/maps').read() if sys.platform == 'linux' else ''\n"
+        "assert not any(lib in maps for lib in ('libcublas', 'libcufft', 'libcusolver', 'libcuda.so')), maps\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import timeit
 
 import numpy as np
 import pytest
+from call_profile import c_calls, profile_calls, python_calls
 
 from nvmath._errors import FunctionNotFoundError, LibraryNotFoundError
 from nvmath.bindings import _loader, cublas, cublasLt, cufft, cusolver, cusolverDn
@@ -180,25 +180,27 @@ def test_input_arrays_and_strings() -> None:
     assert _loader.c_string("log.txt") == b"log.txt" and _loader.c_string(None) is None
 
 
-def test_per_call_overhead_is_small() -> None:
-    """A bound call costs about a microsecond (0.1-1 us measured; 10 us allows for slow CI machines)."""
+def test_bound_call_is_the_wrapper_and_the_c_function() -> None:
+    """After the first call resolves a symbol, a call is the generated wrapper and the ctypes function
+    alone: the lazy stub is replaced, no checking or retry helper runs for valid arguments, and the
+    only other C calls are ``operator.index`` of each integer argument (the range check) and the
+    ``byref`` of an output parameter. (The per-call cost is measured by the
+    benchmarks' overhead/binding-call row.)"""
     cublasLt.get_version()
+    assert cublasLt._p_cublasLtGetVersion is not cublasLt._bind.stubs["_p_cublasLtGetVersion"]
+    events = profile_calls(lambda: cublasLt.get_version())
+    assert python_calls(events) == ["get_version"] and c_calls(events) == []
     layout = cublasLt.matrix_layout_create(cublas.CudaDataType.R_32F, 8, 8, 8)
     try:
-        cost = min(timeit.repeat(cublasLt.get_version, number=2000, repeat=5)) / 2000
         buf = np.zeros(1, np.uint64)
         ptr = buf.ctypes.data
-        cost6 = (
-            min(
-                timeit.repeat(
-                    lambda: cublasLt.matrix_layout_get_attribute(layout, 2, ptr, 8), number=2000, repeat=5
-                )
-            )
-            / 2000
-        )
+        assert cublasLt.matrix_layout_get_attribute(layout, 2, ptr, 8) == 8
+        events = profile_calls(lambda: cublasLt.matrix_layout_get_attribute(layout, 2, ptr, 8))
     finally:
         cublasLt.matrix_layout_destroy(layout)
-    assert cost < 10e-6 and cost6 < 10e-6
+    assert python_calls(events) == ["matrix_layout_get_attribute"]
+    assert c_calls(events) == ["index"] * 4 + ["byref"]
+    assert int(buf[0]) == 8  # the attribute read (rows) came back through the pointer
 
 
 def test_distributed_wheel_found_on_sys_path(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
@@ -216,8 +218,11 @@ def test_distributed_wheel_found_on_sys_path(monkeypatch: pytest.MonkeyPatch, tm
         raise RuntimeError(f"Failure finding lib{name}")
 
     monkeypatch.setattr(_loader, "_pathfinder_load", not_found)
+    # no sys.path entry holds the wheel (the GPU machines have torch's NCCL wheel on the real path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "empty")])
     with pytest.raises(LibraryNotFoundError, match=r"pip install nvmath-kit\[distributed\]"):
         _loader.library_info("nccl")
+    monkeypatch.setitem(_loader._LIBRARIES, "nccl", _loader._Library(_loader._SPECS["nccl"]))
     stand_in = ctypes.util.find_library("m")  # any loadable shared object stands in for libnccl
     if stand_in is None:
         pytest.skip("no libm to stand in for libnccl")
@@ -226,7 +231,7 @@ def test_distributed_wheel_found_on_sys_path(monkeypatch: pytest.MonkeyPatch, tm
     source = next(p for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64")
                   if (p := Path(d) / stand_in).exists())  # fmt: skip
     shutil.copy(source, lib_dir / "libnccl.so.2")
-    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
     info = _loader.library_info("nccl")
     assert info["path"] == str(lib_dir / "libnccl.so.2")
     assert info["found_via"] == "nvidia namespace package on sys.path"

@@ -244,3 +244,49 @@ def test_device_callable_bad_value_refused_when_used(rng):
     with pytest.raises(TypeError, match="str"):
         cb.ltoir = "not LTO-IR"
     assert (cb.ltoir, cb.data) == (0x1000, 0)
+
+
+def test_device_callable_size_and_data_defaults():
+    """nvmath-python's defaults: size = len(ltoir) for bytes, data = 0 (a null pointer) once an ltoir
+    is given; an empty DeviceCallable keeps both None."""
+    cb = DeviceCallable(b"\x01\x02\x03\x04")
+    assert cb.size == 4 and cb.data == 0
+    assert DeviceCallable(ltoir=b"xy", data=None).data == 0
+    empty = DeviceCallable()
+    assert empty.ltoir is None and empty.size is None and empty.data is None
+
+
+@pytest.mark.parametrize("key", [("not", "a", "key"), (), "key", ("nvmath.fft", 1)])
+def test_estimate_workspace_size_malformed_key_is_value_error(key):
+    """A key not made by create_key raises ValueError, as in nvmath-python."""
+    with pytest.raises(ValueError):
+        nf.estimate_workspace_size(key)
+
+
+@pytest.mark.parametrize(
+    ("function", "kind", "fft_type", "error"),
+    [
+        ("rfft", "real", "C2C", ValueError),
+        ("rfft", "real", "C2R", ValueError),
+        ("fft", "complex", "C2R", ValueError),  # C2R runs only INVERSE
+        ("fft", "complex", "R2C", ValueError),
+        ("ifft", "complex", "R2C", ValueError),
+    ],
+)
+def test_mismatched_fft_type_raises(rng, function, kind, fft_type, error):
+    """An fft_type that does not fit the function and operand raises, as in nvmath-python (the option
+    is not silently replaced)."""
+    x = rng.standard_normal(16)
+    if kind == "complex":
+        x = x + 1j * rng.standard_normal(16)
+    with pytest.raises(error):
+        getattr(nf, function)(x, options={"fft_type": fft_type})
+
+
+def test_fitting_fft_type_options_are_honoured(rng):
+    """ifft with fft_type='C2R' is a C2R transform; irfft always computes C2R; rfft with 'R2C' runs."""
+    x = rng.standard_normal(16)
+    spec = np.fft.rfft(x)
+    np.testing.assert_allclose(nf.ifft(spec, options={"fft_type": "C2R"}), x * 16, atol=1e-9)
+    np.testing.assert_allclose(nf.irfft(spec, options={"fft_type": "C2C"}), x * 16, atol=1e-9)
+    np.testing.assert_allclose(nf.rfft(x, options={"fft_type": "R2C"}), spec, atol=1e-9)

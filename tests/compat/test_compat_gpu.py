@@ -188,3 +188,48 @@ def test_numpy_get_nvrtc_version_on_gpu_machine():
     major, minor, patch = get_nvrtc_version()
     assert major >= 12 and minor >= 0 and patch >= 0
     assert np.int64(major) == major
+
+
+@pytest.mark.parametrize("n", [177, 353, 96, 100])
+def test_half_precision_sizes_are_cufft_s_decision(torch_cuda, n):
+    """A complex32 FFT of a non-power-of-two size runs when cuFFT plans it (nvmath-python passes every
+    size through) and raises cuFFTError, not ValueError, when cuFFT refuses it."""
+    from nvmath.bindings.cufft import cuFFTError
+
+    torch = torch_cuda
+    x64 = torch.randn(4, n, dtype=torch.complex64, device="cuda")
+    x = x64.to(torch.complex32)
+    try:
+        out = nf.fft(x, axes=(1,))
+    except cuFFTError:
+        return  # cuFFT's refusal, reported with nvmath-python's exception type
+    torch.cuda.synchronize()
+    assert out.dtype == torch.complex32 and out.shape == x.shape
+    ref = torch.fft.fft(x.to(torch.complex64), dim=1)
+    assert rel(torch, out.to(torch.complex64), ref) < 2e-2
+
+
+def test_user_allocator_gets_default_stream_as_handle_0(torch_cuda):
+    """An nvmath-python style async allocator that wraps the stream it is given with
+    torch.cuda.ExternalStream works on the default stream (handle 0, not cuda.core's legacy 1)."""
+    from nvmath.memory import BaseCUDAMemoryManagerAsync, MemoryPointer
+
+    torch = torch_cuda
+    seen = []
+
+    class TorchAllocator(BaseCUDAMemoryManagerAsync):
+        def __init__(self, device_id, logger):
+            self.device_id = device_id
+
+        def memalloc_async(self, size, stream):
+            seen.append(int(stream.handle))
+            ext = torch.cuda.ExternalStream(int(stream.handle), device=self.device_id)
+            ptr = torch.cuda.caching_allocator_alloc(size, self.device_id, ext)
+            return MemoryPointer(ptr, size, finalizer=lambda: torch.cuda.caching_allocator_delete(ptr))
+
+    x = torch.randn(4, 4099, dtype=torch.complex64, device="cuda")  # a prime size: cuFFT needs a workspace
+    with torch.cuda.stream(torch.cuda.default_stream()):
+        out = nf.fft(x, axes=(1,), options={"allocator": TorchAllocator(0, None)})
+    torch.cuda.synchronize()
+    assert rel(torch, out, torch.fft.fft(x, dim=1)) < 1e-4
+    assert seen and seen[0] == 0

@@ -141,6 +141,16 @@ def test_algorithm_constructed_from_a_heuristic_record():
         adv.Algorithm(np.zeros(2, dtype=lt.matmul_heuristic_result_dtype))
 
 
+def test_algorithm_attribute_is_the_heuristic_record():
+    """``Algorithm.algorithm`` (nvmath-python's attribute) is the wrapped heuristic result record."""
+    rec = np.zeros((), dtype=lt.matmul_heuristic_result_dtype)
+    rec["workspace_size"] = 2048
+    alg = adv.Algorithm(rec)
+    assert alg.algorithm.dtype == lt.matmul_heuristic_result_dtype
+    assert int(alg.algorithm["workspace_size"]) == 2048
+    assert bytes(alg.algorithm.tobytes()) == bytes(alg.as_numpy().tobytes())
+
+
 def test_lifecycle_misuse_exception_types(fake_gpu, rng):
     """execute() before plan() and after release_operands() raise RuntimeError; after free(),
     InvalidMatmulState (nvmath-python's types; ours subclass RuntimeError)."""
@@ -225,3 +235,25 @@ def test_bias_gradient_operand_in_its_order_is_not_copied(fake_gpu, rng):
         assert mm._plan.problem.staged is None and mm._staged is None
         out, aux = mm.execute()
         _close(aux["bgrada"].array.reshape(-1), a.sum(axis=1))
+
+
+def test_complex_epilog_is_cublaslt_error(fake_gpu, rng):
+    """An epilog cuBLASLt refuses for complex operands raises cuBLASLtError (nvmath-python's type; it
+    is a ValueError here too), before any GPU work."""
+    from nvmath.bindings.cublasLt import cuBLASLtError
+
+    a = rng.standard_normal((8, 8)) + 1j * rng.standard_normal((8, 8))
+    x = fake_gpu.fake(a.astype(np.complex64))
+    with pytest.raises(cuBLASLtError) as info:
+        adv.matmul(x, x, epilog=E.RELU)
+    assert isinstance(info.value, ValueError) and info.value.status == 15
+
+
+def test_refused_bias_dtype_is_cublaslt_error(fake_gpu, rng):
+    """A bias dtype cuBLASLt does not take for the result dtype raises cuBLASLtError (and ValueError)."""
+    from nvmath.bindings.cublasLt import cuBLASLtError
+
+    a, b = fake_gpu.fake(_rand(rng, (6, 4))), fake_gpu.fake(_rand(rng, (4, 5)))
+    bias = fake_gpu.fake(rng.standard_normal(6))  # float64 bias, float32 result
+    with pytest.raises(cuBLASLtError):
+        adv.matmul(a, b, epilog=E.BIAS, epilog_inputs={"bias": bias})

@@ -326,3 +326,61 @@ def test_fp8_aux_issue_case_in_a_fresh_process(tmp_path):
     log = (proc.stdout + proc.stderr).splitlines()
     hits = [line for line in log if "rror" in line or "not supported" in line or "ssert" in line]
     assert "planned and ran" in proc.stdout, " | ".join(hits[-12:])[-3000:]
+
+
+@pytest.mark.parametrize("kind", ["relu", "gelu"])
+def test_fp8_backward_with_unbatched_aux_over_a_batched_problem(torch, kind):
+    """FP8 DRELU / DGELU over a batched problem with the aux of one unbatched forward pass (as
+    nvmath-python accepts): the one aux masks every batch entry."""
+    m, n, k = 64, 48, 32
+    x = fp8(torch, (m, k), 7).to(torch.bfloat16)
+    w = fp8(torch, (n, k), 8).to(torch.bfloat16).mT
+    forward = adv.MatmulEpilog.RELU_AUX if kind == "relu" else adv.MatmulEpilog.GELU_AUX
+    _, aux = adv.matmul(x, w, epilog=forward)
+    pre = x.double() @ w.double()
+    a, b, grad = operands(torch, m=m, n=n, k=k, batch=(3,))
+    backward = adv.MatmulEpilog.DRELU if kind == "relu" else adv.MatmulEpilog.DGELU
+    try:
+        out = adv.matmul(
+            a, b, epilog=backward, epilog_inputs={f"{kind}_aux": aux[f"{kind}_aux"]},
+            quantization_scales={"a": 1.0, "b": 1.0}, options={"result_type": BF16},
+        )  # fmt: skip
+    except (CudaLibraryError, NotSupportedError) as exc:
+        pytest.xfail(f"cuBLASLt does not run a batched FP8 {backward.name} here: {exc}")
+    if kind == "relu":
+        want = grad * (pre > 0)
+    else:
+        t = pre.to(torch.bfloat16).double()  # the aux holds the bf16 pre-activation
+        u = math.sqrt(2 / math.pi) * (t + 0.044715 * t**3)
+        th = torch.tanh(u)
+        du = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * t**2)
+        want = grad * (0.5 * (1 + th) + 0.5 * t * (1 - th**2) * du)
+    assert out.shape == (3, m, n)
+    assert rel_err(torch, out, want) < 0.02
+
+
+def test_release_operands_drops_fp8_scale_tensors(torch):
+    """release_operands() drops the FP8 scale tensors too; the reset after it must give them again
+    (ValueError naming the missing scale), and with them the product is right."""
+    import gc
+    import weakref
+
+    a, b, pre = operands(torch)
+    sa = torch.tensor([1.0], device="cuda")
+    sb = torch.tensor([0.5], device="cuda")
+    mm = adv.Matmul(a, b, quantization_scales={"a": sa, "b": sb}, options={"result_type": BF16})
+    mm.plan()
+    first = mm.execute()
+    assert rel_err(torch, first, 0.5 * pre) < 0.01
+    refs = [weakref.ref(sa), weakref.ref(sb)]
+    mm.release_operands()
+    del sa, sb
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
+    with pytest.raises(ValueError, match="quantization_scales"):
+        mm.reset_operands(a=a, b=b)
+    with pytest.raises(ValueError, match="quantization_scales.b"):
+        mm.reset_operands(a=a, b=b, quantization_scales={"a": torch.tensor([1.0], device="cuda")})
+    mm.reset_operands(a=a, b=b, quantization_scales={"a": 2.0, "b": torch.tensor([0.25], device="cuda")})
+    assert rel_err(torch, mm.execute(), 0.5 * pre) < 0.01
+    mm.free()

@@ -135,3 +135,16 @@ def test_direct_solver_options_execution_stream_positional():
     params = list(inspect.signature(la.DirectSolver).parameters.values())
     assert [p.name for p in params] == ["a", "b", "options", "execution", "stream"]
     assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
+
+
+def test_execution_dict_without_name_runs_in_the_operands_space():
+    """``execution={"num_threads": 2}`` for numpy operands runs on the CPU (nvmath-python's default name)."""
+    import numpy as np
+
+    import nvmath.fft
+    import nvmath.linalg
+
+    x = np.arange(8, dtype=np.complex128)
+    np.testing.assert_allclose(nvmath.fft.fft(x, execution={"num_threads": 2}), np.fft.fft(x))
+    a = np.eye(3)
+    np.testing.assert_allclose(nvmath.linalg.matmul(a, a, execution={"num_threads": 1}), a)

@@ -61,3 +61,11 @@ def test_checker_rejects_required_where_optional(surface):
     theirs = [P(surface, "ltoir", "pok", True)]
     ours = [P(surface, "ltoir", "pok", False)]
     assert "optional" in surface.compatible(theirs, ours)
+
+
+def test_behaviour_section_is_fully_compatible(surface):
+    """Every behaviour probe (CPU calls as nvmath-python users write them) behaves as nvmath-python."""
+    items = surface.behaviour_items()
+    assert len(items) >= 15
+    bad = [f"{it.what}: {it.why}" for it in items if not it.ok]
+    assert not bad, bad

@@ -29,9 +29,11 @@ from nvmath.fft._callbacks import (
 
 
 def test_device_callable_from_bytes():
-    """bytes give the size on use (the snapshot an FFT takes); data None is 0; hashable (plan keys)."""
+    """bytes give the size when the object is made (nvmath-python's default); data None is 0;
+    hashable (plan keys); an empty callable keeps data None."""
     c = DeviceCallable(b"abc")
-    assert (c.size, c.data, c.name) == (None, 0, None)
+    assert (c.size, c.data, c.name) == (3, 0, None)
+    assert (DeviceCallable().size, DeviceCallable().data) == (None, None)
     assert as_device_callable(c, "prolog").size == 3
     assert hash(c) == hash(DeviceCallable(bytearray(b"abc")))
     assert DeviceCallable(b"abc", data=None).data == 0

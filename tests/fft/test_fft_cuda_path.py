@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import fake_gpu
+import fft_reset_cases
 import nvmath.fft as nf
 from nvmath._internal import caches, dtypes, streams
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
@@ -407,6 +408,18 @@ def test_estimate_workspace_size(fake, rng):
     assert not fake.live
 
 
+def test_estimate_workspace_size_uses_the_given_handle(fake, rng):
+    """With handle=h both techniques run on h (refined makes the plan on it, as in nvmath-python)
+    and leave it alive; no other handle is created."""
+    key = FFT.create_key_from_metadata((4, 4), "complex64", "cuda")
+    h = fake.create()
+    created = len(kinds(fake, "create"))
+    assert nf.estimate_workspace_size(key, handle=h) == 2048
+    assert nf.estimate_workspace_size(key, technique="refined", handle=h) == 4096
+    assert len(kinds(fake, "create")) == created and h in fake.live and h in fake.plans
+    fake.destroy(h)
+
+
 # ---------------------------------------------------------------- low-overhead paths
 def test_stateless_hits_reuse_one_plan_and_keep_no_operand(fake, rng):
     """Repeated stateless calls hit (no new plan, no rewrap needed) and give numpy's values."""
@@ -521,3 +534,42 @@ def test_stateless_irfft_with_overwrite_operand(fake, rng):
         c = FakeDevice(np.fft.rfftn(s))
         out = nf.irfft(c, options={"overwrite_operand": True})
         np.testing.assert_allclose(out, s * s.size, rtol=1e-10, atol=1e-10)
+
+
+def _swap_fft(operand, case, execution="cuda"):
+    """A planned FFT of ``operand`` as ``case`` describes it (for :func:`fft_reset_cases.check_swaps`)."""
+    f = FFT(operand, axes=case.axes, options={"fft_type": case.kind, **case.options}, execution=execution)
+    f.plan()
+    return f
+
+
+@pytest.mark.parametrize("case", fft_reset_cases.CASES, ids=lambda c: c.name)
+def test_cpu_accepts_the_batch_arrangements_the_gpu_accepts(fake, rng, case):
+    """reset_operand (checked and unchecked) accepts and refuses the same candidates with CPU execution
+    of host operands as with (fake) GPU execution of device operands, with numpy's results on both."""
+    gpu = fft_reset_cases.check_swaps(case, rng, _swap_fft, FakeDevice, np.asarray)
+    on_cpu = lambda op, c: _swap_fft(op, c, "cpu")  # noqa: E731
+    cpu = fft_reset_cases.check_swaps(case, rng, on_cpu, np.asarray, np.asarray)
+    assert cpu == gpu
+
+
+@pytest.mark.parametrize("space", ["device", "host-operand"])
+@pytest.mark.parametrize("case", fft_reset_cases.CASES, ids=lambda c: c.name)
+def test_reset_operand_unchecked_rederives_or_refuses_like_the_checked_path(fake, rng, case, space):
+    """Every batch arrangement reset_operand() accepts (other batch extents, transposed batch strides,
+    a merged batch) runs through reset_operand_unchecked() too, with the numpy result's shape and
+    values; what reset_operand() refuses (another distance, rank or size) the unchecked path refuses
+    with ValueError as well -- never a result computed with the planned layout of another arrangement.
+    Device operands and host operands executed on the (fake) GPU (staged) alike."""
+
+    def make_fft(operand, case):
+        options = {"fft_type": case.kind, **case.options}
+        f = FFT(operand, axes=case.axes, options=options, execution="cuda")
+        f.plan()
+        return f
+
+    to_package = FakeDevice if space == "device" else (lambda a: a)
+    outcomes = fft_reset_cases.check_swaps(case, rng, make_fft, to_package, np.asarray)
+    assert "accepted" in outcomes[::2]  # at least one other arrangement runs on the same plan
+    if case.name == "c2c-1d" and space == "device":  # (staged host operands take any batch distance)
+        assert outcomes[::2] == ["accepted"] * 4 + ["refused"] * 3

@@ -97,11 +97,11 @@ def test_c2r_even_needs_two_elements():
         logical_shapes("C2R", (3, 1), (0, 1), "even")
 
 
-def test_half_precision_needs_powers_of_two():
-    """fp16 transforms with non-power-of-two sizes raise before any GPU work."""
-    with pytest.raises(ValueError, match=r"power-of-two sizes.*\(6,\)"):
-        make_traits((4, 6), (6, 1), "float16", axes=(1,), execution="cuda", package="torch")
-    make_traits((4, 8), (8, 1), "float16", axes=(1,), execution="cuda", package="torch")
+def test_half_precision_sizes_are_left_to_cufft():
+    """fp16 transforms of any size get traits: cuFFT decides at planning which sizes it runs."""
+    for n in (6, 8, 177):
+        t = make_traits((4, n), (n, 1), "float16", axes=(1,), execution="cuda", package="torch")
+        assert t.fft_shape == (n,) and t.result_shape == (4, n // 2 + 1)
 
 
 def test_half_precision_real_side_needs_unit_stride():

@@ -104,7 +104,10 @@ def _as_record(value: Any) -> np.ndarray:
     )
 
 
-def _config_property(attr: str, doc: str, enum_cls: type | None = None, prefix: str = "") -> property:
+def _config_property(
+    attr: str, doc: str, enum_cls: type | None = None, prefix: str = "", *, flag: bool = False
+) -> property:
+    """A settable algorithm configuration attribute (``flag``: a bool is taken as 0 / 1)."""
     code = int(_CONFIG[attr])
 
     def fget(self: Algorithm) -> Any:
@@ -113,6 +116,8 @@ def _config_property(attr: str, doc: str, enum_cls: type | None = None, prefix: 
 
     def fset(self: Algorithm, value: Any) -> None:
         raw = _encode(enum_cls, prefix, value, attr.lower()) if enum_cls is not None else value
+        if flag and isinstance(raw, bool):
+            raw = int(raw)
         if isinstance(raw, bool) or not isinstance(raw, int):
             raise TypeError(f"{attr.lower()} must be an int; got {value!r}")
         lt.matmul_algo_config_set(self.algo_ptr, code, raw)
@@ -149,6 +154,12 @@ class Algorithm:
         self.algo_ptr: int = record.ctypes.data if ptr is None else ptr
 
     # ------------------------------------------------------------------ record fields
+    @property
+    def algorithm(self) -> np.ndarray:
+        """The ``cublasLtMatmulHeuristicResult_t`` record this object wraps (a 0-d numpy array of
+        ``cublasLt.matmul_heuristic_result_dtype``, shared: configuration changes show in it)."""
+        return self._record
+
     @property
     def algorithm_id(self) -> int:
         """The cuBLASLt algorithm id."""
@@ -200,7 +211,7 @@ class Algorithm:
     reduction_scheme = _config_property(
         "REDUCTION_SCHEME", "Split-K reduction scheme (``MatmulReductionScheme``)."
     )
-    cta_swizzling = _config_property("CTA_SWIZZLING", "CTA swizzling (0 or 1).")
+    cta_swizzling = _config_property("CTA_SWIZZLING", "CTA swizzling (0 or 1; True / False too).", flag=True)
     custom_option = _config_property("CUSTOM_OPTION", "Algorithm-specific custom option.")
 
     # ------------------------------------------------------------------ serialisation

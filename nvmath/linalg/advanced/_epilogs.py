@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nvmath._internal import dtypes as _dt
+from nvmath.bindings.cublasLt import cuBLASLtError
 from nvmath.linalg.advanced._layout import (
     BatchTraits,
     Op,
@@ -60,6 +61,7 @@ __all__ = [
     "AUX_QUANTIZATION_SCALE",
     "EPILOG_SPECS",
     "AuxOutputSpec",
+    "EpilogNotSupported",
     "AuxQuantization",
     "EpilogSpec",
     "EpilogTraits",
@@ -299,8 +301,8 @@ def _bias_traits(bias: OperandSpec, p: _Problem, types: TypeTraits) -> tuple[boo
             f"bias needs unit stride along its length; got shape {bias.shape}, strides {bias.strides}"
         )
     allowed = bias_dtypes(types)
-    if bias.dtype not in allowed:
-        raise ValueError(
+    if bias.dtype not in allowed:  # cuBLASLt's refusal (FP8: its bias table), made before any GPU work
+        raise EpilogNotSupported(
             f"bias dtype {bias.dtype} is not supported with result dtype {types.d_dtype}; allowed: {allowed}"
         )
     stride = 0
@@ -329,9 +331,10 @@ def _aux_input(kind: str, aux: OperandSpec, p: _Problem, dtype: str) -> list[tup
         raise ValueError(
             f"{name} must have dtype {dtype} (what the forward epilog produced); got {aux.dtype}"
         )
-    if tuple(aux.shape) != expected:
+    if tuple(aux.shape) not in (expected, expected[-2:]):  # unbatched: one aux for every batch entry
         raise ValueError(
-            f"{name} must have shape {expected} (what the forward epilog produced); got {aux.shape}"
+            f"{name} must have shape {expected} (what the forward epilog produced), or {expected[-2:]} "
+            f"for one aux shared by every batch entry; got {aux.shape}"
         )
     ld = aux.strides[-1] if p.n > 1 else rows
     if aux.strides[-2] != 1 or ld < rows or ld % quantum:
@@ -370,9 +373,17 @@ def _bgrad_output(
     ]
 
 
+class EpilogNotSupported(cuBLASLtError, ValueError):
+    """An epilog cuBLASLt refuses for the problem's dtypes, refused before any GPU work: the
+    ``cuBLASLtError`` (status ``CUBLAS_STATUS_NOT_SUPPORTED``) nvmath-python raises, and a ValueError."""
+
+    def __init__(self, detail: str):
+        super().__init__(15, "CUBLAS_STATUS_NOT_SUPPORTED", detail)
+
+
 def _check_applicable(spec: EpilogSpec, p: _Problem, types: TypeTraits, version: int | None) -> None:
     if spec.epilog != E.DEFAULT and types.d_dtype.startswith("complex"):
-        raise ValueError(
+        raise EpilogNotSupported(
             f"epilog {spec.epilog.name} is not supported for complex dtypes (cuBLASLt reports NOT_SUPPORTED); "
             f"D is {types.d_dtype}; use epilog=None"
         )

@@ -128,7 +128,7 @@ class ScaleSlot:
             for a tensor-wide one (a float32 tensor of one element).
     """
 
-    __slots__ = ("device", "layout", "name", "number", "ptr", "user")
+    __slots__ = ("device", "exec_device", "layout", "name", "number", "ptr", "user")
 
     def __init__(
         self, name: str, value: Any, package: str, device_id: Any, exec_device: int, stream: StreamHandle,
@@ -136,6 +136,7 @@ class ScaleSlot:
     ):  # fmt: skip
         self.name = name
         self.layout = layout
+        self.exec_device = exec_device
         self.number = float(value) if _is_number(value) else None
         if self.number is not None:
             host = wrap(np.array([self.number], dtype=np.float32))
@@ -146,6 +147,16 @@ class ScaleSlot:
             self.user = user
             self.device = _device_scale(user, layout, exec_device, stream)
         self.ptr = self.device.data_ptr
+
+    @property
+    def released(self) -> bool:
+        """Whether the slot's tensor was dropped by :meth:`release` (a reset must supply a new one)."""
+        return self.number is None and self.user is None
+
+    def release(self) -> None:
+        """Drop the user's tensor and any device copy (``release_operands``); numbers are kept."""
+        if self.number is None:
+            self.user = self.device = None
 
     @property
     def copied(self) -> bool:
@@ -174,12 +185,8 @@ class ScaleSlot:
             self.number = float(value)
             copy_into(self.device, wrap(np.array([self.number], dtype=np.float32)), stream)
             return
-        fresh = ScaleSlot(self.name, value, package, device_id, _device_of(self.device), stream, self.layout)
+        fresh = ScaleSlot(self.name, value, package, device_id, self.exec_device, stream, self.layout)
         self.number, self.user, self.device, self.ptr = fresh.number, fresh.user, fresh.device, fresh.ptr
-
-
-def _device_of(adapter: TensorAdapter) -> int:
-    return int(adapter.device_id)  # type: ignore[arg-type]
 
 
 def _device_scale(

@@ -506,9 +506,13 @@ class Matmul(FreedOnExit):
         """
         for slot in self._slots.values():
             slot.release()
+        for scale in self._scales.values():  # FP8 scale tensors too (numbers are the object's own)
+            scale.release()
         if self._plan is not None:
             for slot in self._plan.epilog_slots.values():
                 slot.release()
+            for scale in self._plan.epilog_scales.values():
+                scale.release()
         self._lifecycle.mark_operands_released()
 
     # ------------------------------------------------------------------ the stateless path's entry

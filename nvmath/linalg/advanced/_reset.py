@@ -121,10 +121,15 @@ def _swap_gpu_operands(mm: Resettable, spec: Any, ops: Mapping[str, Any], checke
 
 def _require_all(mm: Resettable, given: Mapping[str, Any], scales: Any, epilog_inputs: Any) -> None:
     needed = [n for n in mm._slots if n not in given]
-    if mm._scales and scales is None:
-        needed.append("quantization_scales")
+    named = set() if scales is None else check_or_create_options(
+        MatmulQuantizationScales, scales, "quantization_scales"
+    ).given()
+    needed += [f"quantization_scales.{n}" for n, s in mm._scales.items() if s.released and n not in named]
     if mm._plan is not None and (mm._plan.epilog_slots or mm._plan.epilog_scales) and epilog_inputs is None:
         needed.append("epilog_inputs")
+    elif mm._plan is not None and epilog_inputs is not None:
+        scales_in = mm._plan.epilog_scales.items()
+        needed += [f"epilog_inputs[{n!r}]" for n, s in scales_in if s.released and n not in epilog_inputs]
     if needed:
         raise ValueError(
             f"after release_operands(), reset_operands() needs every operand; missing: {', '.join(needed)}"

@@ -10,6 +10,9 @@
             ``execution="cuda"``
 ==========  ==========================================================================================
 
+``beta == 0`` never reads ``c``, as in BLAS (NaN or Inf in ``c`` do not reach the result), also in
+place and in explicit batches.
+
 Operands are numpy arrays here (torch CPU tensors are shared without a copy, their lazy conjugation
 resolved). ``ExecutionCPU.num_threads`` limits the BLAS threads through ``threadpoolctl`` when it is
 installed (``pip install nvmath-kit[cpu]``); without it the BLAS default is used and a debug line
@@ -54,7 +57,12 @@ def blas_threads(num_threads: int | None) -> Iterator[None]:
 
 
 def _finish(product: np.ndarray, alpha: Any, beta: Any, c: np.ndarray | None, out: np.ndarray) -> np.ndarray:
-    """``out[...] = alpha * product + beta * c`` with as few passes as possible."""
+    """``out[...] = alpha * product + beta * c`` with as few passes as possible.
+
+    ``beta == 0`` does not read ``c`` (BLAS semantics: NaN or Inf in ``c`` do not reach the result).
+    """
+    if c is not None and beta == 0:
+        c = None
     if product is not out:
         if c is not None and c is out:  # in place: out holds c
             out *= beta
@@ -101,6 +109,8 @@ def _symm(t: Traits, a, b, q, alpha, beta, c, out) -> np.ndarray:
     fn = getattr(blas, prefix + ("hemm" if t.kind == "hemm" else "symm"))
     ls = t.layouts[t.structured]
     row = t.order == "row"
+    if c is not None and beta == 0:  # BLAS semantics: c is not read
+        c = None
     if c is not None and c is not out:
         np.copyto(out, c)
     if out.size == 0:  # BLAS wrappers refuse empty matrices; there is nothing to compute

@@ -47,6 +47,7 @@ __all__ = [
     "MIRROR_MIN",
     "PROGRAMS",
     "TYPES",
+    "MIN_WORKSPACE_BYTES",
     "WORKSPACE_BYTES",
     "GpuProgram",
     "TypeInfo",
@@ -70,7 +71,19 @@ scratch matrix and run GEMM instead. Measured on H200 (``benchmarks generic``, 2
 runs natively; the GEMM route stays for a GPU where the measure says otherwise."""
 
 WORKSPACE_BYTES = 32 * 1024 * 1024
-"""The cuBLAS workspace (the vendor's recommendation for Hopper and Blackwell)."""
+"""The largest cuBLAS workspace a problem gets (the vendor's recommendation for Hopper and Blackwell)."""
+
+MIN_WORKSPACE_BYTES = 64 * 1024
+"""The smallest cuBLAS workspace given to a non-empty problem."""
+
+
+def workspace_bytes(traits: Traits) -> int:
+    """The cuBLAS workspace for a problem: room for split-K partial results (eight result-sized
+    slices), between :data:`MIN_WORKSPACE_BYTES` and :data:`WORKSPACE_BYTES` -- a 64x64 product asks
+    for 64 KiB, not 32 MiB (cuBLAS picks algorithms that fit whatever it is given)."""
+    m, n, _ = traits.cm
+    need = 8 * m * n * _ITEMSIZE[traits.dtype]
+    return min(WORKSPACE_BYTES, max(MIN_WORKSPACE_BYTES, -(-need // 4096) * 4096))
 
 
 class TypeInfo(NamedTuple):
@@ -154,6 +167,7 @@ class GpuProgram:
 
     Attributes:
         scratch_bytes: device scratch the program needs besides the cuBLAS workspace.
+        workspace_bytes: the cuBLAS workspace the program binds (:func:`workspace_bytes`).
     """
 
     scratch_bytes = 0
@@ -163,6 +177,7 @@ class GpuProgram:
         self.types = TYPES[traits.dtype]
         self.itemsize = _ITEMSIZE[traits.dtype]
         self.scalars = Scalars(self.types.scale)
+        self.workspace_bytes = workspace_bytes(traits)
         t = traits
         self.x2 = "a" if t.x1 == "b" else "b"
         self.l1, self.l2, self.ld = t.layouts[t.x1], t.layouts[self.x2], t.layouts["d"]
@@ -352,6 +367,7 @@ class TrmmProgram(_PerMatrix):
             return
         s = self.scalars
         s.set(alpha, beta)
+        has_c = has_c and beta != 0  # beta == 0 does not read c (geam is not promised to skip it)
         m, n, ex, ldd = self.m, self.n, self.expanded, self.ldd
         for ps, px, pd in self.matrices(ptrs):
             if ex is not None:
@@ -378,6 +394,7 @@ class DgmmProgram(_PerMatrix):
             return
         s = self.scalars
         s.set(alpha, beta)
+        has_c = has_c and beta != 0  # beta == 0 does not read c (geam is not promised to skip it)
         m, n, ldd = self.m, self.n, self.ldd
         for ps, px, pd in self.matrices(ptrs):
             out, ldo = (scratch, max(m, 1)) if has_c else (pd, ldd)

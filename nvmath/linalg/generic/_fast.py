@@ -76,10 +76,11 @@ def torch_gemm(
     the lock of shared ones). torch's current stream (``stream=None``) is memoised (one raw read per
     call); the host scalars are written only when they change.
     """
-    from nvmath.linalg.generic._cublas import WORKSPACE_BYTES, bind, get_handle
+    from nvmath.linalg.generic._cublas import bind, get_handle
 
     torch = sys.modules["torch"]
     t = problem.traits
+    wsb = program.workspace_bytes
     dev = device_id
     device = torch.device("cuda", dev)
     tdt = getattr(torch, t.dtype)
@@ -112,7 +113,7 @@ def torch_gemm(
         with devices.device_ctx(dev):
             ws, _ = workspace()
             handle = get_handle(dev)
-            bind(handle, sh, ws.ensure(WORKSPACE_BYTES, sh), WORKSPACE_BYTES)
+            bind(handle, sh, ws.ensure(wsb, sh), wsb)
             gemm(handle, sh, a.data_ptr(), b.data_ptr(), d.data_ptr(), alpha, beta, has_c)
             if blocking:
                 streams.synchronize(sh)
@@ -167,10 +168,11 @@ def torch_grouped(
     check: Callable[[Any, Any], tuple[Any, Any]],
 ) -> Callable[..., Any]:
     """The entry of an explicit batch of torch CUDA GEMMs run as one grouped launch (not in place)."""
-    from nvmath.linalg.generic._cublas import WORKSPACE_BYTES, bind, get_handle
+    from nvmath.linalg.generic._cublas import bind, get_handle, workspace_bytes
 
     torch = sys.modules["torch"]
     dev = device_id
+    wsb = max(workspace_bytes(p.traits) for p in problems)
     device = torch.device("cuda", dev)
     tdt = getattr(torch, problems[0].traits.dtype)
     layouts = [(tuple(p.traits.result_shape), tuple(p.traits.result_strides)) for p in problems]
@@ -193,7 +195,7 @@ def torch_grouped(
         with devices.device_ctx(dev):
             ws, scratch = workspace()
             handle = get_handle(dev)
-            bind(handle, sh, ws.ensure(WORKSPACE_BYTES, sh), WORKSPACE_BYTES)
+            bind(handle, sh, ws.ensure(wsb, sh), wsb)
             alphas, betas = [x for x, _ in scalars], [y for _, y in scalars]
             try:
                 launch(handle, sh, ptrs, alphas, betas, has_c, scratch.ensure(need, sh))

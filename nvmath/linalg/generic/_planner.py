@@ -79,7 +79,8 @@ def _same(old: TensorAdapter, new: TensorAdapter, name: str) -> None:
         ("conjugation bit", old.is_conjugate, new.is_conjugate),
     ):
         if x != y:
-            raise ValueError(
+            error = TypeError if what == "package" else ValueError  # (nvmath-python's types)
+            raise error(
                 f"reset_operands: operand '{name}' has {what} {y!r} but the plan was made for {x!r}; "
                 "create a new Matmul for operands of another kind"
             )
@@ -269,7 +270,7 @@ class Matmul(FreedOnExit):
         self._fast = self._grouped = None
 
     def _run_gpu(self, stream: Any) -> list[Any]:
-        from nvmath.linalg.generic._cublas import WORKSPACE_BYTES, bind, get_handle
+        from nvmath.linalg.generic._cublas import bind, get_handle
 
         dev = self._device
         pkg = self._package if self._device_id != "cpu" else "numpy"
@@ -278,13 +279,14 @@ class Matmul(FreedOnExit):
             if any(p.prep for p in self._problems) and pkg in ("torch", "cupy"):
                 streams.stream_wait(sh, streams.current_stream(dev, pkg))  # copies were made there
             staged = [p.stage(dev, sh) for p in self._problems]
-            ws = self._workspace.ensure(WORKSPACE_BYTES, sh)
+            wsb = max(g.workspace_bytes for g in self._programs)
+            ws = self._workspace.ensure(wsb, sh)
             need = (
                 self._grouped.scratch_bytes if self._grouped else max(g.scratch_bytes for g in self._programs)
             )
             scratch = self._scratch.ensure(need, sh) if need else 0
             handle = get_handle(dev)
-            bind(handle, sh, ws, WORKSPACE_BYTES)
+            bind(handle, sh, ws, wsb)
             if self._grouped is not None:
                 self._launch_grouped(handle, sh, staged, scratch)
             else:
@@ -393,6 +395,8 @@ class Matmul(FreedOnExit):
                 ws.release()
         self._workspace = self._scratch = None
         self._programs, self._grouped, self._keep, self._fast = [], None, [], None
+        for p in self._problems:  # the operands are not kept alive by a freed object
+            p.ops = None
         self._lifecycle.mark_freed()
 
     # ------------------------------------------------------------------ the stateless path

@@ -26,7 +26,7 @@ from nvmath.linalg._solvers._cpu import host_array, to_caller
 from nvmath.linalg.generic._qualifiers import Qualifier
 from nvmath.linalg.generic._traits import CPU_DTYPES, GPU_DTYPES, OperandInfo, Traits, problem_traits
 
-__all__ = ["Problem", "materialize"]
+__all__ = ["BROADCASTERS", "Problem", "broadcast_c", "materialize"]
 
 
 def _torch_copy(tensor: Any, conjugate: bool, layout: str) -> Any:
@@ -49,6 +49,22 @@ MATERIALIZERS: dict[str, Any] = {
     "cupy": lambda t, conj, layout: _array_copy(sys.modules["cupy"], t, conj, layout),
 }
 """Package -> ``copy(tensor, conjugate, layout)`` making a BLAS-readable copy (see :func:`materialize`)."""
+
+
+BROADCASTERS: dict[str, Any] = {
+    "torch": lambda t, shape: t.expand(shape),
+    "numpy": np.broadcast_to,
+    "cupy": lambda t, shape: sys.modules["cupy"].broadcast_to(t, shape),
+}
+"""Package -> ``broadcast(tensor, shape)``: a read-only view of ``c`` with the result's batch shape."""
+
+
+def broadcast_c(op: TensorAdapter, shape: tuple[int, ...]) -> TensorAdapter:
+    """A view of ``c`` broadcast over the result's batch dimensions (stride 0 along them)."""
+    broadcast = BROADCASTERS.get(op.package)
+    if broadcast is None:
+        raise ValueError(f"c cannot be broadcast over the batch dimensions for {op.package} operands")
+    return wrap(broadcast(op.tensor, shape), "operand 'c'")
 
 
 def materialize(tensor: Any, package: str, conjugate: bool, layout: str) -> Any:
@@ -113,6 +129,8 @@ class Problem:
             if traits.copies:  # pragma: no cover - materialised operands are always readable
                 raise ValueError(f"operands {', '.join(n for n, _ in traits.copies)} cannot be read by BLAS")
         self.traits: Traits = traits
+        # c broadcast over the batch dimensions: viewed with the result's shape at every execution
+        self.c_broadcast = self.has_c and tuple(ops["c"].shape) != traits.result_shape
         self.kernel_quals = tuple(
             dataclasses.replace(q, conjugate=False) if any(p[0] == n for p in self.prep) else q
             for n, q in zip(("a", "b"), quals[:2])
@@ -141,7 +159,10 @@ class Problem:
 
     def prepared(self) -> dict[str, TensorAdapter]:
         """The operands as BLAS reads them (materialised copies where ``prep`` says)."""
-        ops = self._blas_side(self.ops)
+        ops = self.ops
+        if self.c_broadcast:
+            ops = {**ops, "c": broadcast_c(ops["c"], self.traits.result_shape)}
+        ops = self._blas_side(ops)
         if self.prep:
             ops = dict(ops)
             for name, conjugate, layout in self.prep:

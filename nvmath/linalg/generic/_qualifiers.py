@@ -91,6 +91,26 @@ class _QualifierFactory:
         names = other.dtype.names or ()
         return np.bool_("conjugate" in names and bool(np.all(other["abbreviation"] == cls.abbreviation)))
 
+    @classmethod
+    def to_string(cls, other: MatrixQualifier) -> str:
+        """A readable form of one qualifier record (as nvmath-python's ``to_string``), e.g.
+        ``(tr, conjugate=False, uplo=UPPER, diag=UNIT, incx=1)``.
+
+        Raises:
+            ValueError: ``other`` is not a single record of :data:`matrix_qualifiers_dtype`.
+        """
+        rec = np.asarray(other)
+        if rec.dtype.names is None or rec.size != 1:
+            raise ValueError(f"to_string takes one matrix_qualifiers_dtype record; got {other!r}")
+        rec = rec.reshape(())
+        uplo, diag = int(rec["uplo"]), int(rec["diag"])
+        uplo_name = FillMode(uplo).name if uplo in FillMode._value2member_map_ else str(uplo)
+        diag_name = DiagType(diag).name if diag in DiagType._value2member_map_ else str(diag)
+        return (
+            f"({rec['abbreviation']}, conjugate={bool(rec['conjugate'])}, uplo={uplo_name}, "
+            f"diag={diag_name}, incx={int(rec['incx'])})"
+        )
+
     @staticmethod
     def _valid_uplo(other: MatrixQualifier) -> bool:
         return bool(np.all(np.isin(other["uplo"], (int(FillMode.LOWER), int(FillMode.UPPER)))))

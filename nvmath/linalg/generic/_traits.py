@@ -233,7 +233,7 @@ def problem_traits(
     drop |= {len(full) - 1} if sq_b else set()
     result_shape = tuple(d for i, d in enumerate(full) if i not in drop)
     if c is not None:
-        _check_c(c, result_shape)
+        _check_c(c, result_shape, inplace)
     structured = "a" if qa.kind != "ge" else ("b" if qb.kind != "ge" else None)
     kind = KIND_OF[(qa if structured == "a" else qb).kind] if structured else "gemm"
     if kind == "hemm" and not a.dtype.startswith("complex"):
@@ -259,14 +259,28 @@ def _check_dtypes(a: OperandInfo, b: OperandInfo, c: OperandInfo | None, dtypes:
         raise ValueError(f"dtype {a.dtype} is not supported here; supported: {', '.join(dtypes)}")
 
 
-def _check_c(c: OperandInfo, result_shape: tuple[int, ...]) -> None:
-    """``c`` has the result's shape exactly (no broadcast) and no negative strides."""
+def _check_c(c: OperandInfo, result_shape: tuple[int, ...], inplace: bool = False) -> None:
+    """``c`` has the result's shape, or its matrix shape with batch dimensions that broadcast to the
+    result's (numpy rules; not in place: the result is written into ``c`` then), and no negative
+    strides."""
     if any(s < 0 for s in c.strides):
         raise ValueError(f"operand 'c' has negative strides {tuple(c.strides)}; strides must be >= 0")
-    if tuple(c.shape) != result_shape:
-        raise ValueError(
-            f"c must have the result's shape {result_shape}; got {tuple(c.shape)} (c is not broadcast)"
+    shape = tuple(c.shape)
+    if shape == result_shape:
+        return
+    batch = result_shape[:-2]
+    fits = (
+        not inplace
+        and len(result_shape) >= 2
+        and 2 <= len(shape) <= len(result_shape)
+        and shape[-2:] == result_shape[-2:]
+        and all(x in (1, y) for x, y in zip(shape[-3::-1], batch[::-1]))
+    )
+    if not fits:
+        rule = "c must have the result's shape" if inplace else (
+            "c must have the result's shape, or its matrix shape with batch dimensions that broadcast to it"
         )
+        raise ValueError(f"{rule}: the result is {result_shape}; got c of shape {shape}")
 
 
 def _full_strides(strides: tuple[int, ...], sq_a: int, sq_b: int) -> tuple[int, ...]:

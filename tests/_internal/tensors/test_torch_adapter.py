@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import timeit
-
 import numpy as np
 import pytest
+from call_profile import c_calls, profile_calls, python_calls
 
 from nvmath._internal import streams
 from nvmath._internal.tensors import wrap
@@ -96,13 +95,64 @@ def test_to_cpu_is_identity(torch):
     assert w.to("cpu") is w
 
 
-def test_wrap_cost(torch):
-    """Wrapping a CPU torch tensor costs about a microsecond or less (generous bound for slow CI)."""
-    t = torch.zeros(8, 8)
-    wrap(t)
-    n = 20000
-    cost = min(timeit.repeat(lambda: wrap(t), number=n, repeat=5)) / n
-    assert cost < 5e-6
+def _spy_slow_paths(monkeypatch, torch) -> list[str]:
+    """Record any DLPack export, StridedMemoryView construction or generic adapter a wrap makes."""
+    from nvmath._internal.tensors import generic_adapter
+
+    seen: list[str] = []
+    real_dlpack = torch.Tensor.__dlpack__
+
+    def dlpack(self, *args, **kwargs):
+        seen.append("__dlpack__")
+        return real_dlpack(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "__dlpack__", dlpack)
+    real_init = generic_adapter.GenericAdapter.__init__
+
+    def generic_init(self, *args, **kwargs):
+        seen.append("GenericAdapter")
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(generic_adapter.GenericAdapter, "__init__", generic_init)
+    try:
+        from cuda.core import utils as core_utils
+    except ImportError:
+        core_utils = None
+    if core_utils is not None:
+
+        class SpyView:
+            @staticmethod
+            def from_dlpack(*args, **kwargs):
+                seen.append("StridedMemoryView")
+                raise AssertionError("the torch fast path built a StridedMemoryView")
+
+            from_cuda_array_interface = from_dlpack
+
+        monkeypatch.setattr(core_utils, "StridedMemoryView", SpyView)
+    return seen
+
+
+def _check_fast_path(t, monkeypatch, torch) -> None:
+    """``wrap(t)`` enters only wrap() and the adapter's __init__, calls only the class lookup and the
+    tensor's data_ptr / stride (get_device on CUDA, is_conj for complex dtypes), never exports DLPack."""
+    from nvmath._internal.tensors.torch_adapter import TorchAdapter
+
+    wrap(t)  # the first wrap of a dtype may fill the dtype table
+    seen = _spy_slow_paths(monkeypatch, torch)
+    events = profile_calls(lambda: wrap(t))
+    assert python_calls(events) == ["wrap", "__init__"]
+    expected = ["get", "data_ptr", "stride"] + (["get_device"] if t.is_cuda else [])
+    expected += ["is_conj"] if t.is_complex() else []
+    assert c_calls(events) == expected
+    assert type(wrap(t)) is TorchAdapter and seen == []
+
+
+@pytest.mark.parametrize("dtype", ["float32", "complex64"])
+def test_wrap_takes_the_direct_attribute_path(torch, monkeypatch, dtype):
+    """Wrapping a CPU torch tensor reads its attributes directly: no DLPack capsule, no
+    StridedMemoryView, no generic adapter, no Python call beyond the adapter's constructor (the cost
+    is measured by the benchmarks' overhead/wrap-torch-cpu-tensor row)."""
+    _check_fast_path(torch.zeros(8, 8, dtype=getattr(torch, dtype)), monkeypatch, torch)
 
 
 # --------------------------------------------------------------------------------------------- GPU
@@ -131,14 +181,10 @@ def test_empty_on_a_side_stream_and_round_trip(torch_cuda):
 
 
 @pytest.mark.gpu
-def test_gpu_wrap_cost(torch_cuda):
-    """Wrapping a CUDA torch tensor stays around a microsecond."""
-    t = torch_cuda.zeros(8, 8, device="cuda")
-    wrap(t)
-    n = 20000
-    cost = min(timeit.repeat(lambda: wrap(t), number=n, repeat=5)) / n
-    print(f"torch CUDA wrap: {cost * 1e9:.0f} ns")
-    assert cost < 3e-6
+def test_gpu_wrap_takes_the_direct_attribute_path(torch_cuda, monkeypatch):
+    """Wrapping a CUDA torch tensor takes the same direct path as a CPU one (no DLPack, no
+    StridedMemoryView; its cost is the benchmarks' overhead/wrap-torch-tensor row)."""
+    _check_fast_path(torch_cuda.zeros(8, 8, device="cuda")[:, 1:], monkeypatch, torch_cuda)
 
 
 @pytest.mark.gpu

@@ -182,7 +182,8 @@ BAD_EPILOG = [
     ("relu_aux shape", E.DRELU, {"relu_aux": S((M, N), (1, M), "uint8")}, {}, f"({M}, {N})"),
     ("relu_aux row-major", E.DRELU, {"relu_aux": S((16, N), (N, 1), "uint8")}, {}, f"({N}, 1)"),
     ("relu_aux ld", E.DRELU, {"relu_aux": S((16, N), (1, 24), "uint8")}, {}, "(1, 24)"),
-    ("relu_aux unbatched", E.DRELU, {"relu_aux": S((16, N), (1, 16), "uint8")}, {"batch": BATCH}, "(2, 3, 16"),
+    ("relu_aux part-batched", E.DRELU, {"relu_aux": S((3, 16, N), (16 * N, 1, 16), "uint8")}, {"batch": BATCH},
+     "(2, 3, 16"),
     ("gelu_aux dtype", E.DGELU, {"gelu_aux": S((16, N), (1, 16), "float16")}, {}, "float16"),
     ("gelu_aux shape", E.DGELU_BGRAD, {"gelu_aux": S((M, N), (1, M), "float32")}, {}, f"({M}, {N})"),
     ("gelu_aux ld", E.DGELU, {"gelu_aux": S((16, N), (1, 20), "float32")}, {}, "(1, 20)"),
@@ -326,6 +327,15 @@ def test_backward_aux_input_attributes():
     assert attrs["EPILOGUE_AUX_LD"] == 16 * 8 and attrs["EPILOGUE_AUX_BATCH_STRIDE"] == 16 * N * 8
     t = traits(E.DGELU, good_inputs(E.DGELU))
     assert dict(t.attributes)["EPILOGUE_AUX_LD"] == 16
+
+
+def test_unbatched_aux_input_has_batch_stride_zero():
+    """An unbatched relu_aux / gelu_aux given to a batched backward epilog is read by every batch
+    entry: EPILOGUE_AUX_BATCH_STRIDE is 0."""
+    t = traits(E.DRELU, {"relu_aux": S((16, N), (1, 16), "uint8")}, batch=BATCH)
+    assert dict(t.attributes)["EPILOGUE_AUX_BATCH_STRIDE"] == 0
+    t = traits(E.DGELU, {"gelu_aux": S((16, N), (1, 16), "float32")}, batch=BATCH)
+    assert dict(t.attributes)["EPILOGUE_AUX_BATCH_STRIDE"] == 0
 
 
 def test_transposed_aux_is_that_of_d_transposed():

@@ -110,6 +110,12 @@ def test_algorithm_config_properties(cublaslt):
         alg.tile = (3, 5)
     with pytest.raises(TypeError):
         alg.split_k = "four"
+    alg.cta_swizzling = True  # a flag, as nvmath-python documents it
+    assert alg.cta_swizzling == 1
+    alg.cta_swizzling = False
+    assert alg.cta_swizzling == 0
+    with pytest.raises(TypeError):
+        alg.split_k = True
 
 
 def test_algorithm_config_key_ignores_non_configuration_bytes(cublaslt):

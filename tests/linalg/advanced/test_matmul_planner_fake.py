@@ -164,6 +164,21 @@ def test_relu_aux_then_drelu_bgrad(lt, rng):
     _close(grads["drelu_bgrad"].array, want.sum(axis=1))
 
 
+@pytest.mark.parametrize("kind", ["relu", "gelu"])
+def test_unbatched_aux_broadcast_over_a_batched_backward(lt, rng, kind):
+    """DRELU / DGELU with the aux of an unbatched forward pass over a batched problem: the one aux
+    masks every batch entry (batch stride 0), as nvmath-python accepts."""
+    a, b = _rand(rng, (10, 6)), _rand(rng, (6, 7))
+    forward = E.RELU_AUX if kind == "relu" else E.GELU_AUX
+    _, aux = adv.matmul(F.fake(a), F.fake(b), epilog=forward)
+    pre = a @ b
+    g, h = _rand(rng, (3, 10, 4)), _rand(rng, (3, 4, 7))
+    backward = E.DRELU if kind == "relu" else E.DGELU
+    dz = adv.matmul(F.fake(g), F.fake(h), epilog=backward, epilog_inputs={f"{kind}_aux": aux[f"{kind}_aux"]})
+    grad = (pre > 0) if kind == "relu" else F.gelu_tanh_grad(pre.astype(np.float64))
+    _close(dz.array, (g @ h) * grad, 1e-4)
+
+
 def test_gelu_aux_then_dgelu(lt, rng):
     """GELU_AUX returns the pre-activation that DGELU consumes."""
     a, b = _rand(rng, (9, 6)), _rand(rng, (6, 7))

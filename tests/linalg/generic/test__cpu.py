@@ -170,3 +170,58 @@ def test_zero_sizes():
     a, b, c = np.ones((2, 0)), np.ones((0, 3)), np.full((2, 3), 2.0)
     np.testing.assert_array_equal(la.matmul(a, b), np.zeros((2, 3)))
     np.testing.assert_array_equal(la.matmul(a, b, c, beta=1.5), np.full((2, 3), 3.0))
+
+
+def _nan_c_problems(rng, dtype):
+    """(name, a, b, qualifiers, float64 reference of alpha * op(a) @ op(b)) for gemm, symm and dgmm."""
+    G = la.GeneralMatrixQualifier.create
+    a, b = rand(rng, (5, 4), dtype), rand(rng, (4, 3), dtype)
+    s = rand(rng, (5, 5), dtype)
+    s = s + s.T
+    v = rand(rng, (1, 3), dtype)[0]
+    return [
+        ("gemm", a, b, None, 2.0 * a.astype(np.complex128) @ b),
+        ("symm", s, a, quals(la.SymmetricMatrixQualifier.create(), G(), G()),
+         2.0 * s.astype(np.complex128) @ a),
+        ("dgmm", a[:, :3], v, quals(G(), la.DiagonalMatrixQualifier.create(), G()),
+         2.0 * a[:, :3].astype(np.complex128) * v),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("sequence", [False, True], ids=["tensor", "sequence"])
+@pytest.mark.parametrize("inplace", [False, True], ids=["new", "inplace"])
+@pytest.mark.parametrize("beta", [0.0, 0, 0j], ids=["float", "int", "complex"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+def test_beta_zero_does_not_read_c(sequence, inplace, beta, dtype):
+    """beta == 0 never reads c (BLAS semantics): a NaN-poisoned c gives alpha * a @ b, for tensors and
+    explicit sequences, in place or not, for every CPU routine family."""
+    if isinstance(beta, complex) and not dtype.startswith("complex"):
+        pytest.skip("a complex beta is refused for real dtypes")
+    rng = np.random.default_rng(5)
+    for name, a, b, q, ref in _nan_c_problems(rng, dtype):
+        c = np.full(ref.shape, np.nan, dtype)
+        args = ([a], [b], [c]) if sequence else (a, b, c)
+        kw = {} if q is None else {"qualifiers": [q] if sequence else q}
+        out = la.matmul(*args, alpha=2.0, beta=beta, options={"inplace": inplace}, **kw)
+        out = out[0] if sequence else out
+        assert (out is c) == inplace, name
+        assert not np.isnan(out).any(), name
+        assert rel_error(out, ref) < TOL[dtype], name
+
+
+def test_beta_zero_does_not_read_c_torch_and_planned(torch):
+    """The same for torch CPU tensors, and for a planned Matmul executed twice with a mixed sequence
+    (one problem beta 0 with a NaN c, one that reads its c)."""
+    rng = np.random.default_rng(6)
+    a, b = rand(rng, (4, 6), "float64"), rand(rng, (6, 2), "float64")
+    c = torch.full((4, 2), float("nan"), dtype=torch.float64)
+    out = la.matmul([torch.from_numpy(a)], [torch.from_numpy(b)], [c], beta=0.0, options={"inplace": True})
+    assert out[0] is c
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-12)
+    c0, c1 = np.full((4, 2), np.nan), rand(rng, (4, 2), "float64")
+    with la.Matmul([a, a], [b, b], [c0, c1], beta=[0.0, 1.5]) as mm:
+        mm.plan()
+        for _ in range(2):
+            r0, r1 = mm.execute()
+            np.testing.assert_allclose(r0, a @ b, rtol=1e-12)
+            np.testing.assert_allclose(r1, a @ b + 1.5 * c1, rtol=1e-12)

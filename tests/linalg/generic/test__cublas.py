@@ -246,3 +246,87 @@ def test_fake_rejects_what_the_checked_binding_refused():
         bad[position] = value
         with pytest.raises(AssertionError, match="the checked binding refuses"):
             fake_gpu.check_c_args(cublas, "cublasGemmEx", tuple(bad))
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "dtype", "want"),
+    [
+        (64, 64, "float32", 128 * 1024),  # 8 result-sized slices, not the 32 MiB cap
+        (8, 8, "float64", _cublas.MIN_WORKSPACE_BYTES),
+        (2048, 2048, "float32", _cublas.WORKSPACE_BYTES),
+    ],
+)
+def test_workspace_sized_to_the_problem(fake_gpu, monkeypatch, rng, m, n, dtype, want):
+    """The cuBLAS workspace bound for a product grows with its result, between 64 KiB and 32 MiB
+    (nvmath-python does not take 32 MiB for a 64x64 product)."""
+    import cublas_fakes
+
+    sizes = []
+    cublas_fakes.route(monkeypatch, "set_workspace", lambda h, p, nbytes: sizes.append(nbytes))
+    a, b = rand(rng, (m, 16), dtype), rand(rng, (16, n), dtype)
+    got = la.matmul(fake(a), fake(b))
+    assert rel_error(got.array, a.astype(np.float64) @ b) < TOL[dtype]
+    assert sizes == [want]
+
+
+@pytest.mark.parametrize("c_shape", [(5, 6), (1, 5, 6), (3, 1, 5, 6), (1, 1, 5, 6)])
+def test_c_broadcast_over_batch_dimensions(fake_gpu, monkeypatch, rng, c_shape):
+    """A c with the matrix shape and broadcastable batch dimensions is read broadcast (numpy rules),
+    as nvmath-python does; the result is beta * c + a @ b for every batch entry."""
+    from nvmath.linalg.generic import _problem
+
+    monkeypatch.setitem(_problem.BROADCASTERS, "fake", lambda t, shape: fake(np.broadcast_to(t.array, shape)))
+    a, b = rand(rng, (3, 2, 5, 4), "float64"), rand(rng, (3, 2, 4, 6), "float64")
+    c = rand(rng, c_shape, "float64")
+    with la.Matmul(fake(a), fake(b), fake(c), beta=0.5) as mm:
+        mm.plan()
+        out = mm.execute()
+        assert rel_error(out.array, a @ b + 0.5 * c) < TOL["float64"]
+        c[...] = rand(rng, c_shape, "float64")  # c is read at every execution, not copied once
+        assert rel_error(mm.execute().array, a @ b + 0.5 * c) < TOL["float64"]
+
+
+def test_c_not_broadcastable_is_refused(fake_gpu, rng):
+    """A c whose batch dimensions do not broadcast, whose matrix shape differs, or that would be the
+    in-place result while broadcast raises ValueError before any GPU work."""
+    a, b = rand(rng, (3, 5, 4), "float64"), rand(rng, (3, 4, 6), "float64")
+    for c_shape in [(2, 5, 6), (5, 1), (3, 5, 1)]:
+        with pytest.raises(ValueError, match="c must have the result's shape"):
+            la.matmul(fake(a), fake(b), fake(rand(rng, c_shape, "float64")), beta=1.0)
+    with pytest.raises(ValueError, match="c must have the result's shape"):
+        la.matmul(fake(a), fake(b), fake(rand(rng, (5, 6), "float64")), beta=1.0, options={"inplace": True})
+
+
+def _nan_c_cases(rng, dtype):
+    """(name, a, b, qualifiers, float64 reference of 2 * op(a) @ op(b)) for gemm, trmm and dgmm."""
+    G = la.GeneralMatrixQualifier.create
+    a, b = rand(rng, (5, 4), dtype, "col"), rand(rng, (4, 3), dtype)
+    t = rand(rng, (5, 5), dtype)
+    tri = np.tril(t.astype(np.complex128))
+    v = rand(rng, (1, 3), dtype)[0]
+    return [
+        ("gemm", a, b, None, 2.0 * a.astype(np.complex128) @ b),
+        ("trmm", t, a, quals(la.TriangularMatrixQualifier.create(uplo=la.FillMode.LOWER), G(), G()),
+         2.0 * tri @ a),
+        ("dgmm", a[:, :3], v, quals(G(), la.DiagonalMatrixQualifier.create(), G()),
+         2.0 * a[:, :3].astype(np.complex128) * v),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("sequence", [False, True], ids=["tensor", "sequence"])
+@pytest.mark.parametrize("inplace", [False, True], ids=["new", "inplace"])
+@pytest.mark.parametrize("dtype", ["float64", "complex64"])
+def test_beta_zero_does_not_read_c(fake_gpu, sequence, inplace, dtype):
+    """beta == 0 never lets c's contents reach the result on the GPU (gemm, grouped and looped
+    sequences, trmm and dgmm whose ``geam`` would read c): a NaN-poisoned c gives 2 * a @ b."""
+    rng = np.random.default_rng(8)
+    for name, a, b, q, ref in _nan_c_cases(rng, dtype):
+        c = np.full(ref.shape, np.nan, dtype)
+        fc = fake(c)
+        args = ([fake(a)], [fake(b)], [fc]) if sequence else (fake(a), fake(b), fc)
+        kw = {} if q is None else {"qualifiers": [q] if sequence else q}
+        out = la.matmul(*args, alpha=2.0, beta=0.0, options={"inplace": inplace}, **kw)
+        out = out[0] if sequence else out
+        assert (out is fc) == inplace, name
+        assert not np.isnan(out.array).any(), name
+        assert rel_error(out.array, ref) < TOL[dtype], name

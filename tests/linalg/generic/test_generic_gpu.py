@@ -475,3 +475,30 @@ def test_launches_take_the_unchecked_path(torch, monkeypatch):
         for o, y in zip(la.matmul(xs, [w]), xs):
             check(o, host(y) @ host(w), dtype)
     assert fell_back == []
+
+
+# ------------------------------------------------------------------------------------- beta == 0
+@pytest.mark.parametrize("sequence", [False, True], ids=["tensor", "sequence"])
+@pytest.mark.parametrize("inplace", [False, True], ids=["new", "inplace"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64"])
+def test_beta_zero_does_not_read_c(torch, sequence, inplace, dtype):
+    """beta == 0 never lets c reach the result (cuBLAS semantics): a NaN-poisoned c gives 2 * op(a) @ op(b)
+    for gemm (grouped or looped sequences) and, for float / complex, trmm and dgmm (geam-based)."""
+    a, b = rand(torch, (5, 4), dtype, "col", 1), rand(torch, (4, 3), dtype, "row", 2)
+    problems = [("gemm", a, b, None, 2 * host(a) @ host(b))]
+    if dtype != "float16":
+        t, v = rand(torch, (5, 5), dtype, "row", 3), rand(torch, (3,), dtype, "row", 4)
+        problems += [
+            ("trmm", t, a, quals(TriangularMatrixQualifier.create(uplo=FillMode.LOWER), G(), G()),
+             2 * np.tril(host(t)) @ host(a)),
+            ("dgmm", a[:, :3], v, quals(G(), DiagonalMatrixQualifier.create(), G()),
+             2 * host(a[:, :3]) * host(v)),
+        ]  # fmt: skip
+    for name, x, y, q, ref in problems:
+        c = torch.full(ref.shape, float("nan"), dtype=getattr(torch, dtype), device="cuda")
+        args = ([x], [y], [c]) if sequence else (x, y, c)
+        kw = {} if q is None else {"qualifiers": [q] if sequence else q}
+        out = la.matmul(*args, alpha=2.0, beta=0.0, options={"inplace": inplace}, **kw)
+        out = out[0] if sequence else out
+        assert (out is c) == inplace, name
+        check(out, ref, dtype)

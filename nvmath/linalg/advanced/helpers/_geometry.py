@@ -47,6 +47,7 @@ __all__ = [
     "check_format",
     "normalize_axis",
     "resolve_geometry",
+    "block_scale_offset",
     "scale_offset",
 ]
 
@@ -306,3 +307,36 @@ def scale_offset(index: Any, geom: BlockGeometry) -> Any:
     tile = (o // TILE_ROWS) * (geom.padded_blocks // TILE_COLS) + k // TILE_COLS
     within = (o % 32) * 16 + ((o % TILE_ROWS) // 32) * 4 + k % TILE_COLS
     return matrix * geom.matrix_size + tile * TILE_SIZE + within
+
+
+def block_scale_offset(index: Any, geom: BlockGeometry) -> Any:
+    """The offset of the scale of block ``index``: as :func:`scale_offset`, but the block-axis entry
+    counts blocks (``K // block`` of them), as nvmath-python's ``get_block_scale_offset`` does.
+
+    Raises:
+        TypeError, ValueError: as :func:`scale_offset`.
+        IndexError: an int entry out of range (the block-axis one against the block count).
+    """
+    if not isinstance(index, Sequence) or isinstance(index, (str, bytes)):
+        raise TypeError(f"index must be a tuple of ints or integer tensors; got {type(index).__name__}")
+    if len(index) != len(geom.shape):
+        raise ValueError(
+            f"index {tuple(index)!r} has {len(index)} entries; the operand has shape {geom.shape}"
+        )
+    idx = list(index)
+    value = idx[geom.axis]
+    if not _arrays.is_tensor(value):
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(
+                f"index[{geom.axis}] must be an int or an integer tensor; got {value!r}"
+            ) from None
+        if not -geom.blocks <= value < geom.blocks:
+            raise IndexError(
+                f"index[{geom.axis}] = {value} is out of range: the block axis of shape {geom.shape} has "
+                f"{geom.blocks} blocks of {geom.block} (the entry is a block index)"
+            )
+        value %= geom.blocks
+    idx[geom.axis] = value * geom.block
+    return scale_offset(idx, geom)

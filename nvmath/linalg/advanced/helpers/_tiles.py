@@ -18,8 +18,8 @@ __all__ = ["check_scales", "tile", "untile"]
 _PERMUTATION = (0, 1, 4, 3, 2, 5)
 
 
-def check_scales(scales: Any, fmt: BlockScalingFormat, name: str) -> str:
-    """Check that ``scales`` is a tensor of a scale dtype of ``fmt``; return its package.
+def check_scales(scales: Any, fmt: BlockScalingFormat, name: str, *, also: tuple[str, ...] = ()) -> str:
+    """Check that ``scales`` is a tensor of a scale dtype of ``fmt`` (or of ``also``); return its package.
 
     Raises:
         TypeError: not a torch / numpy / cupy tensor.
@@ -27,9 +27,11 @@ def check_scales(scales: Any, fmt: BlockScalingFormat, name: str) -> str:
     """
     pkg = _arrays.package_of(scales, name)
     dtype = _arrays.dtype_name(scales)
-    if dtype not in SCALE_DTYPES[fmt]:
-        allowed = " or ".join(SCALE_DTYPES[fmt])
-        raise ValueError(f"{name} must have dtype {allowed} for {fmt.value} block scaling; got {dtype}")
+    allowed = SCALE_DTYPES[fmt] + tuple(a for a in also if a not in SCALE_DTYPES[fmt])
+    if dtype not in allowed:
+        raise ValueError(
+            f"{name} must have dtype {' or '.join(allowed)} for {fmt.value} block scaling; got {dtype}"
+        )
     return pkg
 
 

@@ -11,6 +11,7 @@ synchronized); NVFP4 (UE4M3) scales always fit float16.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,14 @@ import numpy as np
 from nvmath.linalg.advanced.helpers import _arrays
 from nvmath.linalg.advanced.helpers._geometry import BlockScalingFormat
 
-__all__ = ["FLOAT_BITS", "check_output_dtype", "decode", "mxfp8_exponents", "smallest_exact_dtype"]
+__all__ = [
+    "FLOAT_BITS",
+    "check_expand_dtype",
+    "check_output_dtype",
+    "decode",
+    "mxfp8_exponents",
+    "smallest_exact_dtype",
+]
 
 FLOAT_BITS: dict[str, tuple[int, int, int]] = {
     "float8_e4m3fn": (-9, 8, 4),
@@ -99,21 +107,84 @@ def mxfp8_exponents(dense: Any) -> tuple[Any, Any, tuple[int, int] | None]:
     return k, nan, _arrays.min_max(finite)
 
 
-def decode(dense: Any, fmt: BlockScalingFormat, output_dtype: Any, pkg: str) -> Any:
-    """The numbers of dense scales ``dense`` in the dtype ``output_dtype`` asks for.
+_E4M3 = "float8_e4m3fn"
+_EXPAND_OUTPUTS = {
+    BlockScalingFormat.NVFP4: (_E4M3, *_OUTPUT_NAMES),
+    BlockScalingFormat.MXFP8: ("uint8", *_OUTPUT_NAMES),
+}
 
-    ``output_dtype`` may also be the scales' own dtype: the raw entries are returned then.
+
+def check_expand_dtype(output_dtype: Any, fmt: BlockScalingFormat, pkg: str) -> str | None:
+    """The dtype name ``expand_block_scale``'s ``output_dtype`` asks for (``None``: ``'smallest'``).
+
+    Raises:
+        TypeError: a dtype ``fmt``'s scales cannot be expanded to (as nvmath-python raises).
     """
+    try:
+        return check_output_dtype(output_dtype, pkg, raw=_EXPAND_OUTPUTS[fmt][0])
+    except ValueError as exc:
+        allowed = ", ".join(_EXPAND_OUTPUTS[fmt])
+        raise TypeError(
+            f"output_dtype must be 'smallest' or one of {allowed} for {fmt.value} scales; "
+            f"got {output_dtype!r}"
+        ) from exc
+
+
+def _e4m3_values() -> np.ndarray:
+    """float32 value of each of the 256 UE4M3 (float8_e4m3fn) bit patterns."""
+    b = np.arange(256)
+    exp, man = (b >> 3) & 15, (b & 7).astype(np.float64)
+    mag = np.where(exp == 0, man / 8 * 2.0**-6, (1 + man / 8) * np.ldexp(1.0, exp - 7))
+    mag = np.where((exp == 15) & (man == 7), np.nan, mag)
+    return np.where(b >= 128, -mag, mag).astype(np.float32)
+
+
+def _nvfp4_values(dense: Any, pkg: str) -> Any:
+    """float32 values of NVFP4 scales given as float8_e4m3fn or as their uint8 bit patterns."""
+    if _arrays.dtype_name(dense) != "uint8":
+        return _arrays.astype(dense, "float32")
+    if pkg == "torch":
+        return dense.view(_arrays.as_dtype("torch", _E4M3)).to(_arrays.as_dtype("torch", "float32"))
+    table = _e4m3_values()
+    return (table if pkg == "numpy" else sys.modules[pkg].asarray(table))[dense]
+
+
+def decode(dense: Any, fmt: BlockScalingFormat, output_dtype: Any, pkg: str) -> Any:
+    """The scales ``dense`` in the dtype ``output_dtype`` asks for, as nvmath-python's
+    ``expand_block_scale`` gives them.
+
+    ``'smallest'`` (and the format's raw dtype) give the scale entries themselves: ``float8_e4m3fn``
+    for NVFP4 (uint8 bit patterns are viewed as it; packages without that dtype get float16, which
+    holds every UE4M3 value), the ``uint8`` exponent bytes (UE8M0) for MXFP8. A float dtype gives the
+    values (MXFP8: ``2**(x - 127)``, 255 is NaN).
+
+    Raises:
+        TypeError: an ``output_dtype`` not allowed for ``fmt``.
+        ValueError: MXFP8 values that ``output_dtype`` cannot hold (too large or too small).
+    """
+    name = check_expand_dtype(output_dtype, fmt, pkg)
     raw = _arrays.dtype_name(dense)
-    name = check_output_dtype(output_dtype, pkg, raw=raw)
-    if name == raw:
-        return dense
     if fmt is BlockScalingFormat.NVFP4:
-        values = _arrays.astype(dense, "float32")
-        return _arrays.astype(values, name or smallest_exact_dtype(pkg, *FLOAT_BITS["float8_e4m3fn"]))
+        if name in (None, _E4M3):
+            if raw == _E4M3:
+                return dense
+            if pkg == "torch":
+                return dense.view(_arrays.as_dtype("torch", _E4M3))
+            if name == _E4M3:
+                raise TypeError(f"{pkg} has no float8_e4m3fn dtype: choose float16, float32 or float64")
+            name = "float16"
+        return _arrays.astype(_nvfp4_values(dense, pkg), name)
+    if raw == "float8_e8m0fnu":
+        dense = dense.view(_arrays.as_dtype("torch", "uint8"))
+    if name in (None, "uint8"):
+        return dense
     k, nan, span = mxfp8_exponents(dense)
-    if name is None:
-        k_min, k_max = span or (0, 0)
-        name = smallest_exact_dtype(pkg, k_min, k_max, 1)
+    if span is not None:
+        low, high, _ = FLOAT_BITS[name]
+        if not (low <= span[0] and span[1] <= high):
+            raise ValueError(
+                f"output_dtype {name} cannot hold the MXFP8 scales 2**{span[0]} .. 2**{span[1]}; "
+                f"choose a wider dtype (float32 or float64)"
+            )
     values = _arrays.elementwise_where(nan, float("nan"), _arrays.exact_pow2(k))
     return _arrays.astype(values, name)

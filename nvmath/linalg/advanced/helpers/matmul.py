@@ -36,7 +36,7 @@ from nvmath.linalg.advanced.helpers._geometry import (
     BlockScalingFormat,
     check_format,
     resolve_geometry,
-    scale_offset,
+    block_scale_offset,
 )
 from nvmath.linalg.advanced.helpers._mxfp8 import apply_mxfp8_scale, create_mxfp8_scale, invert_mxfp8_scale
 from nvmath.linalg.advanced.helpers._tiles import check_scales, tile, untile
@@ -62,14 +62,16 @@ def get_block_scale_offset(
     *,
     axis: int | None = None,
 ) -> Any:
-    """The position, in the 1-D block-scale tensor, of the scale of operand element ``index``.
+    """The position, in the 1-D block-scale tensor, of the scale of block ``index``.
 
     This helper is experimental. The offsets of a shape whose outer extent is a multiple of 128
     and whose block count per row is a multiple of 4 are a bijection onto
     ``range(operand size // block)``; otherwise the tiles are padded and some offsets are unused.
 
     Args:
-        index: one entry per operand dimension (logical indices for FP4): ints (negative ones count
+        index: one entry per operand dimension, as in nvmath-python: element indices, except along
+            the block axis, where the entry is the block's index (``element // block``; the
+            scale of ``a[5, 40]`` of an NVFP4 ``a`` is at ``(5, 2)``). Ints (negative ones count
             from the end) or integer tensors, broadcast together (not range-checked).
         operand_or_shape: the operand (torch / numpy / cupy tensor) or its logical shape, at least
             2-D, with a block-axis extent that is a multiple of the block size.
@@ -90,12 +92,14 @@ def get_block_scale_offset(
 
     Example:
         >>> from nvmath.linalg.advanced.helpers.matmul import get_block_scale_offset
-        >>> get_block_scale_offset((33, 64), (256, 256), "MXFP8")  # a (M, K): row 33, block 2
+        >>> get_block_scale_offset((33, 2), (256, 256), "MXFP8")  # a (M, K): row 33, block 2
         22
-        >>> get_block_scale_offset((33, 160), (256, 256), "MXFP8")  # block 5: the next tile
+        >>> get_block_scale_offset((33, 5), (256, 256), "MXFP8")  # block 5: the next tile
         533
+        >>> get_block_scale_offset((5, 2), (128, 128), "NVFP4")
+        82
     """
-    return scale_offset(index, resolve_geometry(operand_or_shape, block_scaling_format, axis))
+    return block_scale_offset(index, resolve_geometry(operand_or_shape, block_scaling_format, axis))
 
 
 def to_block_scale(
@@ -148,32 +152,35 @@ def expand_block_scale(
 ) -> Any:
     """Give every operand element the value of its block's scale.
 
-    This helper is experimental. ``operand * expand_block_scale(...)`` dequantizes an operand.
+    This helper is experimental. ``operand * expand_block_scale(..., output_dtype=torch.float32)``
+    dequantizes an operand.
 
     Args:
         scales_1d: the 1-D scales in cuBLASLt's tiled layout (``uint8`` / torch ``float8_e8m0fnu``
-            for MXFP8, ``float8_e4m3fn`` for NVFP4), torch, numpy or cupy.
+            for MXFP8; ``float8_e4m3fn``, or ``uint8`` holding its bit patterns, for NVFP4),
+            torch, numpy or cupy.
         operand_or_shape: the operand or its logical shape (see :func:`get_block_scale_offset`).
         block_scaling_format: :class:`BlockScalingFormat` or its name.
         axis: the block axis (see the module docstring for ``None``).
-        output_dtype: ``'smallest'``: the narrowest of float16, bfloat16 (torch only), float32
-            and float64 holding every scale exactly (float16 for NVFP4; for MXFP8 judged from the
-            scales present, read on the host); one of those dtypes (object or name); or the
-            scales' own dtype for the raw scale entries.
+        output_dtype: ``'smallest'`` (as in nvmath-python): the scale entries themselves, that is
+            ``float8_e4m3fn`` for NVFP4 (float16 for packages without that dtype) and the ``uint8``
+            exponent bytes (UE8M0) for MXFP8; or a float dtype for the values: float16, bfloat16
+            (torch), float32 or float64 (object or name), which must hold every MXFP8 value.
         device: where to put the result (a torch device, ``"cpu"`` for numpy, a device id for
             cupy); ``None`` keeps ``scales_1d``'s device.
 
     Returns:
         A tensor of the operand's logical shape, with ``scales_1d``'s package, laid out with the
-        block axis contiguous. MXFP8 NaN scales (255) give NaN.
+        block axis contiguous. MXFP8 NaN scales (255) give NaN in a float ``output_dtype``.
 
     Raises:
-        TypeError: a bad argument type.
-        ValueError: a bad dtype or length of ``scales_1d``, a bad ``output_dtype`` or ``device``,
-            or see :func:`get_block_scale_offset`.
+        TypeError: a bad argument type, or an ``output_dtype`` the format's scales cannot be
+            expanded to (``uint8`` for NVFP4, ``float8_e4m3fn`` for MXFP8, an integer dtype, ...).
+        ValueError: a bad dtype or length of ``scales_1d``, a bad ``device``, MXFP8 values that
+            ``output_dtype`` cannot hold, or see :func:`get_block_scale_offset`.
     """
     fmt = check_format(block_scaling_format)
-    pkg = check_scales(scales_1d, fmt, "scales_1d")
+    pkg = check_scales(scales_1d, fmt, "scales_1d", also=("uint8",))
     geom = resolve_geometry(operand_or_shape, fmt, axis)
     scales = _arrays.to_device(scales_1d, device)
     with _arrays.device_ctx(scales):

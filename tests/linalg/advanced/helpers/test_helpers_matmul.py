@@ -68,12 +68,14 @@ def test_importing_the_helpers_imports_neither_torch_nor_cupy():
 
 def test_docstring_examples_hold():
     """The offsets quoted in get_block_scale_offset's docstring are right."""
-    assert H.get_block_scale_offset((33, 64), (256, 256), "MXFP8") == 22
-    assert H.get_block_scale_offset((33, 160), (256, 256), "MXFP8") == 533
+    assert H.get_block_scale_offset((33, 2), (256, 256), "MXFP8") == 22
+    assert H.get_block_scale_offset((33, 5), (256, 256), "MXFP8") == 533
+    assert H.get_block_scale_offset((5, 2), (128, 128), "NVFP4") == 82  # nvmath-python's documented value
+    assert H.get_block_scale_offset((5, 5), (128, 128), "NVFP4") == 593
 
 
 def test_shape_lists_and_tuples_agree():
     """A list shape, a tuple shape and a torch.Size address the same scales."""
     torch = pytest.importorskip("torch")
     for shape in ([2, 128, 64], (2, 128, 64), torch.Size([2, 128, 64])):
-        assert H.get_block_scale_offset((1, 127, 63), shape, H.BlockScalingFormat.NVFP4) == 1023
+        assert H.get_block_scale_offset((1, 127, 3), shape, H.BlockScalingFormat.NVFP4) == 1023
