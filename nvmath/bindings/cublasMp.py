@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes as _c
 from enum import IntEnum as _IntEnum
+from operator import index as _index
 
 from nvmath._errors import CudaLibraryError as _CudaLibraryError
 
@@ -288,7 +289,10 @@ def buffer_deregister(grid, ptr):
     C: ``cublasMpStatus_t cublasMpBufferDeregister(cublasMpGrid_t grid, void* ptr)``
     """
     try:
-        _ok = 0 <= grid <= 18446744073709551615 and 0 <= ptr <= 18446744073709551615
+        _ok = (
+            0 <= (grid := _index(grid)) <= 18446744073709551615 and
+            0 <= (ptr := _index(ptr)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -308,8 +312,9 @@ def buffer_register(grid, ptr, size):
     """
     try:
         _ok = (
-            0 <= grid <= 18446744073709551615 and 0 <= ptr <= 18446744073709551615 and
-            0 <= size <= 18446744073709551615
+            0 <= (grid := _index(grid)) <= 18446744073709551615 and
+            0 <= (ptr := _index(ptr)) <= 18446744073709551615 and
+            0 <= (size := _index(size)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -329,7 +334,7 @@ def create(stream):
     C: ``cublasMpStatus_t cublasMpCreate(cublasMpHandle_t* handle, cudaStream_t stream)``
     """
     try:
-        _ok = 0 <= stream <= 18446744073709551615
+        _ok = 0 <= (stream := _index(stream)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -341,6 +346,7 @@ def create(stream):
         return _retry(create, locals(), _ARG_KINDS['create'])
     if _s:
         _raise(_s)
+    _handles['destroy'].created(handle.value)
     return handle.value
 
 
@@ -350,17 +356,19 @@ def destroy(handle):
     C: ``cublasMpStatus_t cublasMpDestroy(cublasMpHandle_t handle)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615
+        _ok = 0 <= (handle := _index(handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(destroy, locals(), _ARG_KINDS['destroy'])
+    _handles['destroy'].destroying(handle, 'cublasMp.destroy')
     try:
         _s = _p_cublasMpDestroy(handle)
     except _ArgumentError:
         return _retry(destroy, locals(), _ARG_KINDS['destroy'])
     if _s:
         _raise(_s)
+    _handles['destroy'].destroyed(handle)
 
 
 def free(grid, ptr):
@@ -369,7 +377,10 @@ def free(grid, ptr):
     C: ``cublasMpStatus_t cublasMpFree(cublasMpGrid_t grid, void* ptr)``
     """
     try:
-        _ok = 0 <= grid <= 18446744073709551615 and 0 <= ptr <= 18446744073709551615
+        _ok = (
+            0 <= (grid := _index(grid)) <= 18446744073709551615 and
+            0 <= (ptr := _index(ptr)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -397,21 +408,31 @@ def gemm(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= trans_a <= 2147483647 and
-            -2147483648 <= trans_b <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= ia <= 9223372036854775807 and
-            -9223372036854775808 <= ja <= 9223372036854775807 and 0 <= desc_a <= 18446744073709551615 and
-            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ib <= 9223372036854775807 and
-            -9223372036854775808 <= jb <= 9223372036854775807 and 0 <= desc_b <= 18446744073709551615 and
-            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -9223372036854775808 <= ic <= 9223372036854775807 and
-            -9223372036854775808 <= jc <= 9223372036854775807 and 0 <= desc_c <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647 and 0 <= d_work <= 18446744073709551615 and
-            0 <= workspace_size_in_bytes_on_device <= 18446744073709551615 and
-            0 <= h_work <= 18446744073709551615 and
-            0 <= workspace_size_in_bytes_on_host <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (trans_a := _index(trans_a)) <= 2147483647 and
+            -2147483648 <= (trans_b := _index(trans_b)) <= 2147483647 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (k := _index(k)) <= 9223372036854775807 and
+            0 <= (alpha := _index(alpha)) <= 18446744073709551615 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ia := _index(ia)) <= 9223372036854775807 and
+            -9223372036854775808 <= (ja := _index(ja)) <= 9223372036854775807 and
+            0 <= (desc_a := _index(desc_a)) <= 18446744073709551615 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ib := _index(ib)) <= 9223372036854775807 and
+            -9223372036854775808 <= (jb := _index(jb)) <= 9223372036854775807 and
+            0 <= (desc_b := _index(desc_b)) <= 18446744073709551615 and
+            0 <= (beta := _index(beta)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ic := _index(ic)) <= 9223372036854775807 and
+            -9223372036854775808 <= (jc := _index(jc)) <= 9223372036854775807 and
+            0 <= (desc_c := _index(desc_c)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647 and
+            0 <= (d_work := _index(d_work)) <= 18446744073709551615 and
+            0 <= (workspace_size_in_bytes_on_device := _index(workspace_size_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (h_work := _index(h_work)) <= 18446744073709551615 and
+            0 <= (workspace_size_in_bytes_on_host := _index(workspace_size_in_bytes_on_host)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -445,18 +466,27 @@ def gemm_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and -2147483648 <= trans_a <= 2147483647 and
-            -2147483648 <= trans_b <= 2147483647 and -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= ia <= 9223372036854775807 and
-            -9223372036854775808 <= ja <= 9223372036854775807 and 0 <= desc_a <= 18446744073709551615 and
-            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ib <= 9223372036854775807 and
-            -9223372036854775808 <= jb <= 9223372036854775807 and 0 <= desc_b <= 18446744073709551615 and
-            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -9223372036854775808 <= ic <= 9223372036854775807 and
-            -9223372036854775808 <= jc <= 9223372036854775807 and 0 <= desc_c <= 18446744073709551615 and
-            -2147483648 <= compute_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            -2147483648 <= (trans_a := _index(trans_a)) <= 2147483647 and
+            -2147483648 <= (trans_b := _index(trans_b)) <= 2147483647 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (k := _index(k)) <= 9223372036854775807 and
+            0 <= (alpha := _index(alpha)) <= 18446744073709551615 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ia := _index(ia)) <= 9223372036854775807 and
+            -9223372036854775808 <= (ja := _index(ja)) <= 9223372036854775807 and
+            0 <= (desc_a := _index(desc_a)) <= 18446744073709551615 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ib := _index(ib)) <= 9223372036854775807 and
+            -9223372036854775808 <= (jb := _index(jb)) <= 9223372036854775807 and
+            0 <= (desc_b := _index(desc_b)) <= 18446744073709551615 and
+            0 <= (beta := _index(beta)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ic := _index(ic)) <= 9223372036854775807 and
+            -9223372036854775808 <= (jc := _index(jc)) <= 9223372036854775807 and
+            0 <= (desc_c := _index(desc_c)) <= 18446744073709551615 and
+            -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -483,7 +513,7 @@ def get_stream(handle):
     C: ``cublasMpStatus_t cublasMpGetStream(cublasMpHandle_t handle, cudaStream_t* stream)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615
+        _ok = 0 <= (handle := _index(handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -518,9 +548,10 @@ def grid_create(nprow, npcol, layout, comm):
     """
     try:
         _ok = (
-            -9223372036854775808 <= nprow <= 9223372036854775807 and
-            -9223372036854775808 <= npcol <= 9223372036854775807 and -2147483648 <= layout <= 2147483647 and
-            0 <= comm <= 18446744073709551615
+            -9223372036854775808 <= (nprow := _index(nprow)) <= 9223372036854775807 and
+            -9223372036854775808 <= (npcol := _index(npcol)) <= 9223372036854775807 and
+            -2147483648 <= (layout := _index(layout)) <= 2147483647 and
+            0 <= (comm := _index(comm)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -533,6 +564,7 @@ def grid_create(nprow, npcol, layout, comm):
         return _retry(grid_create, locals(), _ARG_KINDS['grid_create'])
     if _s:
         _raise(_s)
+    _handles['grid_destroy'].created(grid.value)
     return grid.value
 
 
@@ -542,17 +574,19 @@ def grid_destroy(grid):
     C: ``cublasMpStatus_t cublasMpGridDestroy(cublasMpGrid_t grid)``
     """
     try:
-        _ok = 0 <= grid <= 18446744073709551615
+        _ok = 0 <= (grid := _index(grid)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(grid_destroy, locals(), _ARG_KINDS['grid_destroy'])
+    _handles['grid_destroy'].destroying(grid, 'cublasMp.grid_destroy')
     try:
         _s = _p_cublasMpGridDestroy(grid)
     except _ArgumentError:
         return _retry(grid_destroy, locals(), _ARG_KINDS['grid_destroy'])
     if _s:
         _raise(_s)
+    _handles['grid_destroy'].destroyed(grid)
 
 
 def logger_set_level(level):
@@ -561,7 +595,7 @@ def logger_set_level(level):
     C: ``cublasMpStatus_t cublasMpLoggerSetLevel(int level)``
     """
     try:
-        _ok = -2147483648 <= level <= 2147483647
+        _ok = -2147483648 <= (level := _index(level)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
@@ -580,7 +614,10 @@ def malloc(grid, size):
     C: ``cublasMpStatus_t cublasMpMalloc(cublasMpGrid_t grid, void** ptr, size_t size)``
     """
     try:
-        _ok = 0 <= grid <= 18446744073709551615 and 0 <= size <= 18446744073709551615
+        _ok = (
+            0 <= (grid := _index(grid)) <= 18446744073709551615 and
+            0 <= (size := _index(size)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -610,23 +647,33 @@ def matmul(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= matmul_desc <= 18446744073709551615 and
-            -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= ia <= 9223372036854775807 and
-            -9223372036854775808 <= ja <= 9223372036854775807 and 0 <= desc_a <= 18446744073709551615 and
-            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ib <= 9223372036854775807 and
-            -9223372036854775808 <= jb <= 9223372036854775807 and 0 <= desc_b <= 18446744073709551615 and
-            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -9223372036854775808 <= ic <= 9223372036854775807 and
-            -9223372036854775808 <= jc <= 9223372036854775807 and 0 <= desc_c <= 18446744073709551615 and
-            0 <= d <= 18446744073709551615 and -9223372036854775808 <= id <= 9223372036854775807 and
-            -9223372036854775808 <= jd <= 9223372036854775807 and 0 <= desc_d <= 18446744073709551615 and
-            0 <= d_work <= 18446744073709551615 and
-            0 <= workspace_size_in_bytes_on_device <= 18446744073709551615 and
-            0 <= h_work <= 18446744073709551615 and
-            0 <= workspace_size_in_bytes_on_host <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (matmul_desc := _index(matmul_desc)) <= 18446744073709551615 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (k := _index(k)) <= 9223372036854775807 and
+            0 <= (alpha := _index(alpha)) <= 18446744073709551615 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ia := _index(ia)) <= 9223372036854775807 and
+            -9223372036854775808 <= (ja := _index(ja)) <= 9223372036854775807 and
+            0 <= (desc_a := _index(desc_a)) <= 18446744073709551615 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ib := _index(ib)) <= 9223372036854775807 and
+            -9223372036854775808 <= (jb := _index(jb)) <= 9223372036854775807 and
+            0 <= (desc_b := _index(desc_b)) <= 18446744073709551615 and
+            0 <= (beta := _index(beta)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ic := _index(ic)) <= 9223372036854775807 and
+            -9223372036854775808 <= (jc := _index(jc)) <= 9223372036854775807 and
+            0 <= (desc_c := _index(desc_c)) <= 18446744073709551615 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            -9223372036854775808 <= (id := _index(id)) <= 9223372036854775807 and
+            -9223372036854775808 <= (jd := _index(jd)) <= 9223372036854775807 and
+            0 <= (desc_d := _index(desc_d)) <= 18446744073709551615 and
+            0 <= (d_work := _index(d_work)) <= 18446744073709551615 and
+            0 <= (workspace_size_in_bytes_on_device := _index(workspace_size_in_bytes_on_device)) <= 18446744073709551615 and
+            0 <= (h_work := _index(h_work)) <= 18446744073709551615 and
+            0 <= (workspace_size_in_bytes_on_host := _index(workspace_size_in_bytes_on_host)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -660,19 +707,29 @@ def matmul_buffer_size(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= matmul_desc <= 18446744073709551615 and
-            -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= k <= 9223372036854775807 and 0 <= alpha <= 18446744073709551615 and
-            0 <= a <= 18446744073709551615 and -9223372036854775808 <= ia <= 9223372036854775807 and
-            -9223372036854775808 <= ja <= 9223372036854775807 and 0 <= desc_a <= 18446744073709551615 and
-            0 <= b <= 18446744073709551615 and -9223372036854775808 <= ib <= 9223372036854775807 and
-            -9223372036854775808 <= jb <= 9223372036854775807 and 0 <= desc_b <= 18446744073709551615 and
-            0 <= beta <= 18446744073709551615 and 0 <= c <= 18446744073709551615 and
-            -9223372036854775808 <= ic <= 9223372036854775807 and
-            -9223372036854775808 <= jc <= 9223372036854775807 and 0 <= desc_c <= 18446744073709551615 and
-            0 <= d <= 18446744073709551615 and -9223372036854775808 <= id <= 9223372036854775807 and
-            -9223372036854775808 <= jd <= 9223372036854775807 and 0 <= desc_d <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (matmul_desc := _index(matmul_desc)) <= 18446744073709551615 and
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (k := _index(k)) <= 9223372036854775807 and
+            0 <= (alpha := _index(alpha)) <= 18446744073709551615 and
+            0 <= (a := _index(a)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ia := _index(ia)) <= 9223372036854775807 and
+            -9223372036854775808 <= (ja := _index(ja)) <= 9223372036854775807 and
+            0 <= (desc_a := _index(desc_a)) <= 18446744073709551615 and
+            0 <= (b := _index(b)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ib := _index(ib)) <= 9223372036854775807 and
+            -9223372036854775808 <= (jb := _index(jb)) <= 9223372036854775807 and
+            0 <= (desc_b := _index(desc_b)) <= 18446744073709551615 and
+            0 <= (beta := _index(beta)) <= 18446744073709551615 and
+            0 <= (c := _index(c)) <= 18446744073709551615 and
+            -9223372036854775808 <= (ic := _index(ic)) <= 9223372036854775807 and
+            -9223372036854775808 <= (jc := _index(jc)) <= 9223372036854775807 and
+            0 <= (desc_c := _index(desc_c)) <= 18446744073709551615 and
+            0 <= (d := _index(d)) <= 18446744073709551615 and
+            -9223372036854775808 <= (id := _index(id)) <= 9223372036854775807 and
+            -9223372036854775808 <= (jd := _index(jd)) <= 9223372036854775807 and
+            0 <= (desc_d := _index(desc_d)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -700,7 +757,7 @@ def matmul_descriptor_create(compute_type):
     cublasComputeType_t computeType)``
     """
     try:
-        _ok = -2147483648 <= compute_type <= 2147483647
+        _ok = -2147483648 <= (compute_type := _index(compute_type)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
@@ -712,6 +769,7 @@ def matmul_descriptor_create(compute_type):
         return _retry(matmul_descriptor_create, locals(), _ARG_KINDS['matmul_descriptor_create'])
     if _s:
         _raise(_s)
+    _handles['matmul_descriptor_destroy'].created(matmul_desc.value)
     return matmul_desc.value
 
 
@@ -721,17 +779,19 @@ def matmul_descriptor_destroy(matmul_desc):
     C: ``cublasMpStatus_t cublasMpMatmulDescriptorDestroy(cublasMpMatmulDescriptor_t matmulDesc)``
     """
     try:
-        _ok = 0 <= matmul_desc <= 18446744073709551615
+        _ok = 0 <= (matmul_desc := _index(matmul_desc)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(matmul_descriptor_destroy, locals(), _ARG_KINDS['matmul_descriptor_destroy'])
+    _handles['matmul_descriptor_destroy'].destroying(matmul_desc, 'cublasMp.matmul_descriptor_destroy')
     try:
         _s = _p_cublasMpMatmulDescriptorDestroy(matmul_desc)
     except _ArgumentError:
         return _retry(matmul_descriptor_destroy, locals(), _ARG_KINDS['matmul_descriptor_destroy'])
     if _s:
         _raise(_s)
+    _handles['matmul_descriptor_destroy'].destroyed(matmul_desc)
 
 
 def matmul_descriptor_get_attribute(matmul_desc, attr, buf, size_in_bytes):
@@ -742,8 +802,10 @@ def matmul_descriptor_get_attribute(matmul_desc, attr, buf, size_in_bytes):
     """
     try:
         _ok = (
-            0 <= matmul_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (matmul_desc := _index(matmul_desc)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -769,8 +831,10 @@ def matmul_descriptor_set_attribute(matmul_desc, attr, buf, size_in_bytes):
     """
     try:
         _ok = (
-            0 <= matmul_desc <= 18446744073709551615 and -2147483648 <= attr <= 2147483647 and
-            0 <= buf <= 18446744073709551615 and 0 <= size_in_bytes <= 18446744073709551615
+            0 <= (matmul_desc := _index(matmul_desc)) <= 18446744073709551615 and
+            -2147483648 <= (attr := _index(attr)) <= 2147483647 and
+            0 <= (buf := _index(buf)) <= 18446744073709551615 and
+            0 <= (size_in_bytes := _index(size_in_bytes)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -793,14 +857,15 @@ def matrix_descriptor_create(m, n, mb, nb, rsrc, csrc, lld, type, grid):
     """
     try:
         _ok = (
-            -9223372036854775808 <= m <= 9223372036854775807 and
-            -9223372036854775808 <= n <= 9223372036854775807 and
-            -9223372036854775808 <= mb <= 9223372036854775807 and
-            -9223372036854775808 <= nb <= 9223372036854775807 and
-            -9223372036854775808 <= rsrc <= 9223372036854775807 and
-            -9223372036854775808 <= csrc <= 9223372036854775807 and
-            -9223372036854775808 <= lld <= 9223372036854775807 and -2147483648 <= type <= 2147483647 and
-            0 <= grid <= 18446744073709551615
+            -9223372036854775808 <= (m := _index(m)) <= 9223372036854775807 and
+            -9223372036854775808 <= (n := _index(n)) <= 9223372036854775807 and
+            -9223372036854775808 <= (mb := _index(mb)) <= 9223372036854775807 and
+            -9223372036854775808 <= (nb := _index(nb)) <= 9223372036854775807 and
+            -9223372036854775808 <= (rsrc := _index(rsrc)) <= 9223372036854775807 and
+            -9223372036854775808 <= (csrc := _index(csrc)) <= 9223372036854775807 and
+            -9223372036854775808 <= (lld := _index(lld)) <= 9223372036854775807 and
+            -2147483648 <= (type := _index(type)) <= 2147483647 and
+            0 <= (grid := _index(grid)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -813,6 +878,7 @@ def matrix_descriptor_create(m, n, mb, nb, rsrc, csrc, lld, type, grid):
         return _retry(matrix_descriptor_create, locals(), _ARG_KINDS['matrix_descriptor_create'])
     if _s:
         _raise(_s)
+    _handles['matrix_descriptor_destroy'].created(desc.value)
     return desc.value
 
 
@@ -822,17 +888,19 @@ def matrix_descriptor_destroy(desc):
     C: ``cublasMpStatus_t cublasMpMatrixDescriptorDestroy(cublasMpMatrixDescriptor_t desc)``
     """
     try:
-        _ok = 0 <= desc <= 18446744073709551615
+        _ok = 0 <= (desc := _index(desc)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(matrix_descriptor_destroy, locals(), _ARG_KINDS['matrix_descriptor_destroy'])
+    _handles['matrix_descriptor_destroy'].destroying(desc, 'cublasMp.matrix_descriptor_destroy')
     try:
         _s = _p_cublasMpMatrixDescriptorDestroy(desc)
     except _ArgumentError:
         return _retry(matrix_descriptor_destroy, locals(), _ARG_KINDS['matrix_descriptor_destroy'])
     if _s:
         _raise(_s)
+    _handles['matrix_descriptor_destroy'].destroyed(desc)
 
 
 def set_stream(handle, stream):
@@ -841,7 +909,10 @@ def set_stream(handle, stream):
     C: ``cublasMpStatus_t cublasMpSetStream(cublasMpHandle_t handle, cudaStream_t stream)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615 and 0 <= stream <= 18446744073709551615
+        _ok = (
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (stream := _index(stream)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -890,4 +961,13 @@ _ARG_KINDS = {
     'matrix_descriptor_create': ('i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i32', 'ptr'),
     'matrix_descriptor_destroy': ('ptr',),
     'set_stream': ('ptr', 'ptr'),
+}
+
+
+# Handles destroyed through this module, per destroy function (a second destroy is refused).
+_handles = {
+    'destroy': _loader.HandleRegistry('cublasMp.destroy'),
+    'grid_destroy': _loader.HandleRegistry('cublasMp.grid_destroy'),
+    'matmul_descriptor_destroy': _loader.HandleRegistry('cublasMp.matmul_descriptor_destroy'),
+    'matrix_descriptor_destroy': _loader.HandleRegistry('cublasMp.matrix_descriptor_destroy'),
 }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes as _c
 from enum import IntEnum as _IntEnum
+from operator import index as _index
 
 from nvmath._errors import CudaLibraryError as _CudaLibraryError
 
@@ -385,8 +386,9 @@ def attach_comm(plan, comm_type, comm_handle):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= comm_type <= 2147483647 and
-            0 <= comm_handle <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (comm_type := _index(comm_type)) <= 2147483647 and
+            0 <= (comm_handle := _index(comm_handle)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -409,6 +411,7 @@ def create():
     _s = _p_cufftCreate(_byref(handle))
     if _s:
         _raise(_s)
+    _handles['destroy'].created(handle.value)
     return handle.value
 
 
@@ -421,6 +424,7 @@ def create_reshape():
     _s = _p_cufftMpCreateReshape(_byref(handle))
     if _s:
         _raise(_s)
+    _handles['destroy_reshape'].created(handle.value)
     return handle.value
 
 
@@ -430,17 +434,19 @@ def destroy(plan):
     C: ``cufftResult cufftDestroy(cufftHandle plan)``
     """
     try:
-        _ok = -2147483648 <= plan <= 2147483647
+        _ok = -2147483648 <= (plan := _index(plan)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(destroy, locals(), _ARG_KINDS['destroy'])
+    _handles['destroy'].destroying(plan, 'cufftMp.destroy')
     try:
         _s = _p_cufftDestroy(plan)
     except _ArgumentError:
         return _retry(destroy, locals(), _ARG_KINDS['destroy'])
     if _s:
         _raise(_s)
+    _handles['destroy'].destroyed(plan)
 
 
 def destroy_reshape(handle):
@@ -449,17 +455,19 @@ def destroy_reshape(handle):
     C: ``cufftResult cufftMpDestroyReshape(cufftReshapeHandle handle)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615
+        _ok = 0 <= (handle := _index(handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
         return _retry(destroy_reshape, locals(), _ARG_KINDS['destroy_reshape'])
+    _handles['destroy_reshape'].destroying(handle, 'cufftMp.destroy_reshape')
     try:
         _s = _p_cufftMpDestroyReshape(handle)
     except _ArgumentError:
         return _retry(destroy_reshape, locals(), _ARG_KINDS['destroy_reshape'])
     if _s:
         _raise(_s)
+    _handles['destroy_reshape'].destroyed(handle)
 
 
 def exec_c2c(plan, idata, odata, direction):
@@ -470,8 +478,10 @@ def exec_c2c(plan, idata, odata, direction):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
-            0 <= odata <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (idata := _index(idata)) <= 18446744073709551615 and
+            0 <= (odata := _index(odata)) <= 18446744073709551615 and
+            -2147483648 <= (direction := _index(direction)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -492,8 +502,9 @@ def exec_c2r(plan, idata, odata):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
-            0 <= odata <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (idata := _index(idata)) <= 18446744073709551615 and
+            0 <= (odata := _index(odata)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -514,8 +525,9 @@ def exec_d2z(plan, idata, odata):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
-            0 <= odata <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (idata := _index(idata)) <= 18446744073709551615 and
+            0 <= (odata := _index(odata)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -536,8 +548,9 @@ def exec_r2c(plan, idata, odata):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
-            0 <= odata <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (idata := _index(idata)) <= 18446744073709551615 and
+            0 <= (odata := _index(odata)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -559,9 +572,11 @@ def exec_reshape_async(handle, data_out, data_in, workspace, stream):
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= data_out <= 18446744073709551615 and
-            0 <= data_in <= 18446744073709551615 and 0 <= workspace <= 18446744073709551615 and
-            0 <= stream <= 18446744073709551615
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (data_out := _index(data_out)) <= 18446744073709551615 and
+            0 <= (data_in := _index(data_in)) <= 18446744073709551615 and
+            0 <= (workspace := _index(workspace)) <= 18446744073709551615 and
+            0 <= (stream := _index(stream)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -582,8 +597,9 @@ def exec_z2d(plan, idata, odata):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
-            0 <= odata <= 18446744073709551615
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (idata := _index(idata)) <= 18446744073709551615 and
+            0 <= (odata := _index(odata)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -605,8 +621,10 @@ def exec_z2z(plan, idata, odata, direction):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= idata <= 18446744073709551615 and
-            0 <= odata <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (idata := _index(idata)) <= 18446744073709551615 and
+            0 <= (odata := _index(odata)) <= 18446744073709551615 and
+            -2147483648 <= (direction := _index(direction)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -626,7 +644,7 @@ def get_property(type):
     C: ``cufftResult cufftGetProperty(libraryPropertyType type, int* value)``
     """
     try:
-        _ok = -2147483648 <= type <= 2147483647
+        _ok = -2147483648 <= (type := _index(type)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
@@ -647,7 +665,7 @@ def get_reshape_size(handle):
     C: ``cufftResult cufftMpGetReshapeSize(cufftReshapeHandle handle, size_t* workspace_size)``
     """
     try:
-        _ok = 0 <= handle <= 18446744073709551615
+        _ok = 0 <= (handle := _index(handle)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -668,7 +686,7 @@ def get_size(handle):
     C: ``cufftResult cufftGetSize(cufftHandle handle, size_t* workSize)``
     """
     try:
-        _ok = -2147483648 <= handle <= 2147483647
+        _ok = -2147483648 <= (handle := _index(handle)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
@@ -702,8 +720,10 @@ def make_plan2d(plan, nx, ny, type):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= nx <= 2147483647 and
-            -2147483648 <= ny <= 2147483647 and -2147483648 <= type <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (ny := _index(ny)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -727,9 +747,11 @@ def make_plan3d(plan, nx, ny, nz, type):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= nx <= 2147483647 and
-            -2147483648 <= ny <= 2147483647 and -2147483648 <= nz <= 2147483647 and
-            -2147483648 <= type <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (nx := _index(nx)) <= 2147483647 and
+            -2147483648 <= (ny := _index(ny)) <= 2147483647 and
+            -2147483648 <= (nz := _index(nz)) <= 2147483647 and
+            -2147483648 <= (type := _index(type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -758,9 +780,11 @@ def make_reshape_11_4(
     """
     try:
         _ok = (
-            0 <= handle <= 18446744073709551615 and 0 <= element_size <= 18446744073709551615 and
-            -2147483648 <= rank <= 2147483647 and 0 <= comm_handle <= 18446744073709551615 and
-            -2147483648 <= comm_type <= 2147483647
+            0 <= (handle := _index(handle)) <= 18446744073709551615 and
+            0 <= (element_size := _index(element_size)) <= 18446744073709551615 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647 and
+            0 <= (comm_handle := _index(comm_handle)) <= 18446744073709551615 and
+            -2147483648 <= (comm_type := _index(comm_type)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -789,7 +813,10 @@ def set_auto_allocation(plan, auto_allocate):
     C: ``cufftResult cufftSetAutoAllocation(cufftHandle plan, int autoAllocate)``
     """
     try:
-        _ok = -2147483648 <= plan <= 2147483647 and -2147483648 <= auto_allocate <= 2147483647
+        _ok = (
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (auto_allocate := _index(auto_allocate)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -808,7 +835,10 @@ def set_stream(plan, stream):
     C: ``cufftResult cufftSetStream(cufftHandle plan, cudaStream_t stream)``
     """
     try:
-        _ok = -2147483648 <= plan <= 2147483647 and 0 <= stream <= 18446744073709551615
+        _ok = (
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (stream := _index(stream)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -828,8 +858,10 @@ def xt_exec(plan, input, output, direction):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and 0 <= input <= 18446744073709551615 and
-            0 <= output <= 18446744073709551615 and -2147483648 <= direction <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            0 <= (input := _index(input)) <= 18446744073709551615 and
+            0 <= (output := _index(output)) <= 18446744073709551615 and
+            -2147483648 <= (direction := _index(direction)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -853,7 +885,10 @@ def xt_set_distribution(
     long* strides_input, const long long* strides_output)``
     """
     try:
-        _ok = -2147483648 <= plan <= 2147483647 and -2147483648 <= rank <= 2147483647
+        _ok = (
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (rank := _index(rank)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -882,8 +917,9 @@ def xt_set_subformat_default(plan, subformat_forward, subformat_inverse):
     """
     try:
         _ok = (
-            -2147483648 <= plan <= 2147483647 and -2147483648 <= subformat_forward <= 2147483647 and
-            -2147483648 <= subformat_inverse <= 2147483647
+            -2147483648 <= (plan := _index(plan)) <= 2147483647 and
+            -2147483648 <= (subformat_forward := _index(subformat_forward)) <= 2147483647 and
+            -2147483648 <= (subformat_inverse := _index(subformat_inverse)) <= 2147483647
         )
     except Exception:
         _ok = False
@@ -928,4 +964,11 @@ _ARG_KINDS = {
         'i32', 'i32', 'array:i64', 'array:i64', 'array:i64', 'array:i64', 'array:i64', 'array:i64',
     ),
     'xt_set_subformat_default': ('i32', 'i32', 'i32'),
+}
+
+
+# Handles destroyed through this module, per destroy function (a second destroy is refused).
+_handles = {
+    'destroy': _loader.HandleRegistry('cufftMp.destroy'),
+    'destroy_reshape': _loader.HandleRegistry('cufftMp.destroy_reshape'),
 }

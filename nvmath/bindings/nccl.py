@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes as _c
 from enum import IntEnum as _IntEnum
+from operator import index as _index
 
 from nvmath._errors import CudaLibraryError as _CudaLibraryError
 
@@ -278,7 +279,7 @@ def comm_abort(comm):
     C: ``ncclResult_t ncclCommAbort(ncclComm_t comm)``
     """
     try:
-        _ok = 0 <= comm <= 18446744073709551615
+        _ok = 0 <= (comm := _index(comm)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -297,7 +298,7 @@ def comm_count(comm):
     C: ``ncclResult_t ncclCommCount(const ncclComm_t comm, int* count)``
     """
     try:
-        _ok = 0 <= comm <= 18446744073709551615
+        _ok = 0 <= (comm := _index(comm)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -318,7 +319,7 @@ def comm_cu_device(comm):
     C: ``ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device)``
     """
     try:
-        _ok = 0 <= comm <= 18446744073709551615
+        _ok = 0 <= (comm := _index(comm)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -339,7 +340,7 @@ def comm_destroy(comm):
     C: ``ncclResult_t ncclCommDestroy(ncclComm_t comm)``
     """
     try:
-        _ok = 0 <= comm <= 18446744073709551615
+        _ok = 0 <= (comm := _index(comm)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -358,7 +359,7 @@ def comm_finalize(comm):
     C: ``ncclResult_t ncclCommFinalize(ncclComm_t comm)``
     """
     try:
-        _ok = 0 <= comm <= 18446744073709551615
+        _ok = 0 <= (comm := _index(comm)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -377,7 +378,7 @@ def comm_get_async_error(comm):
     C: ``ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError)``
     """
     try:
-        _ok = 0 <= comm <= 18446744073709551615
+        _ok = 0 <= (comm := _index(comm)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -400,9 +401,11 @@ def comm_init_rank_scalable(nranks, myrank, n_id, comm_ids, config):
     """
     try:
         _ok = (
-            -2147483648 <= nranks <= 2147483647 and -2147483648 <= myrank <= 2147483647 and
-            -2147483648 <= n_id <= 2147483647 and 0 <= comm_ids <= 18446744073709551615 and
-            0 <= config <= 18446744073709551615
+            -2147483648 <= (nranks := _index(nranks)) <= 2147483647 and
+            -2147483648 <= (myrank := _index(myrank)) <= 2147483647 and
+            -2147483648 <= (n_id := _index(n_id)) <= 2147483647 and
+            0 <= (comm_ids := _index(comm_ids)) <= 18446744073709551615 and
+            0 <= (config := _index(config)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -424,7 +427,7 @@ def comm_user_rank(comm):
     C: ``ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank)``
     """
     try:
-        _ok = 0 <= comm <= 18446744073709551615
+        _ok = 0 <= (comm := _index(comm)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -445,7 +448,7 @@ def get_error_string(result):
     C: ``const char* ncclGetErrorString(ncclResult_t result)``
     """
     try:
-        _ok = -2147483648 <= result <= 2147483647
+        _ok = -2147483648 <= (result := _index(result)) <= 2147483647
     except Exception:
         _ok = False
     if _ok is not True:
@@ -463,7 +466,7 @@ def get_last_error(comm):
     C: ``const char* ncclGetLastError(ncclComm_t comm)``
     """
     try:
-        _ok = 0 <= comm <= 18446744073709551615
+        _ok = 0 <= (comm := _index(comm)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -481,7 +484,7 @@ def get_unique_id(unique_id):
     C: ``ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId)``
     """
     try:
-        _ok = 0 <= unique_id <= 18446744073709551615
+        _ok = 0 <= (unique_id := _index(unique_id)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:

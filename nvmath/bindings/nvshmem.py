@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes as _c
 from enum import IntEnum as _IntEnum
+from operator import index as _index
 
 from nvmath._errors import CudaLibraryError as _CudaLibraryError
 
@@ -145,7 +146,10 @@ def align(arg0, arg1):
     C: ``void* nvshmem_align(size_t arg0, size_t arg1)``
     """
     try:
-        _ok = 0 <= arg0 <= 18446744073709551615 and 0 <= arg1 <= 18446744073709551615
+        _ok = (
+            0 <= (arg0 := _index(arg0)) <= 18446744073709551615 and
+            0 <= (arg1 := _index(arg1)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -163,7 +167,7 @@ def barrier_all_on_stream(arg0):
     C: ``void nvshmemx_barrier_all_on_stream(cudaStream_t arg0)``
     """
     try:
-        _ok = 0 <= arg0 <= 18446744073709551615
+        _ok = 0 <= (arg0 := _index(arg0)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -180,7 +184,7 @@ def free(ptr):
     C: ``void nvshmem_free(void* ptr)``
     """
     try:
-        _ok = 0 <= ptr <= 18446744073709551615
+        _ok = 0 <= (ptr := _index(ptr)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -197,7 +201,7 @@ def get_uniqueid(uniqueid):
     C: ``int nvshmemx_get_uniqueid(nvshmemx_uniqueid_t* uniqueid)``
     """
     try:
-        _ok = 0 <= uniqueid <= 18446744073709551615
+        _ok = 0 <= (uniqueid := _index(uniqueid)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -224,7 +228,10 @@ def hostlib_init_attr(flags, attr):
     C: ``int nvshmemx_hostlib_init_attr(unsigned flags, nvshmemx_init_attr_t* attr)``
     """
     try:
-        _ok = 0 <= flags <= 4294967295 and 0 <= attr <= 18446744073709551615
+        _ok = (
+            0 <= (flags := _index(flags)) <= 4294967295 and
+            0 <= (attr := _index(attr)) <= 18446744073709551615
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -263,7 +270,7 @@ def malloc(size):
     C: ``void* nvshmem_malloc(size_t size)``
     """
     try:
-        _ok = 0 <= size <= 18446744073709551615
+        _ok = 0 <= (size := _index(size)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
@@ -299,7 +306,10 @@ def ptr(ptr_, pe):
     C: ``void* nvshmem_ptr(const void* ptr, int pe)``
     """
     try:
-        _ok = 0 <= ptr_ <= 18446744073709551615 and -2147483648 <= pe <= 2147483647
+        _ok = (
+            0 <= (ptr_ := _index(ptr_)) <= 18446744073709551615 and
+            -2147483648 <= (pe := _index(pe)) <= 2147483647
+        )
     except Exception:
         _ok = False
     if _ok is not True:
@@ -319,8 +329,10 @@ def set_attr_uniqueid_args(myrank, nranks, uniqueid, attr):
     """
     try:
         _ok = (
-            -2147483648 <= myrank <= 2147483647 and -2147483648 <= nranks <= 2147483647 and
-            0 <= uniqueid <= 18446744073709551615 and 0 <= attr <= 18446744073709551615
+            -2147483648 <= (myrank := _index(myrank)) <= 2147483647 and
+            -2147483648 <= (nranks := _index(nranks)) <= 2147483647 and
+            0 <= (uniqueid := _index(uniqueid)) <= 18446744073709551615 and
+            0 <= (attr := _index(attr)) <= 18446744073709551615
         )
     except Exception:
         _ok = False
@@ -340,7 +352,7 @@ def sync_all_on_stream(arg0):
     C: ``void nvshmemx_sync_all_on_stream(cudaStream_t arg0)``
     """
     try:
-        _ok = 0 <= arg0 <= 18446744073709551615
+        _ok = 0 <= (arg0 := _index(arg0)) <= 18446744073709551615
     except Exception:
         _ok = False
     if _ok is not True:
