@@ -107,10 +107,12 @@ class StreamHandle:
     def core(self) -> Any:
         """The ``cuda.core.Stream`` for this handle (created once; ``Stream.from_handle`` is slow)."""
         core = self._core
-        if core is None:
+        if core is None or (core is self.obj and getattr(core, "is_closed", False)):
             import cuda.core as cc
 
-            if isinstance(self.obj, cc.Stream):
+            # The caller's own Stream, unless it was closed: a handle value outlives the object that
+            # made it (the driver reuses it for the next stream), and a non-owning wrapper still works.
+            if isinstance(self.obj, cc.Stream) and not getattr(self.obj, "is_closed", False):
                 core = self.obj
             elif self.ptr in (0, 1):
                 core = cc.LEGACY_DEFAULT_STREAM

@@ -355,3 +355,29 @@ def test_current_getters_are_the_one_lookup(monkeypatch):
 def test_is_capturing_needs_no_driver_for_the_default_streams():
     """The legacy and per-thread default streams never capture (answered without a driver)."""
     assert not any(streams.is_capturing(p) for p in (0, 1, 2))
+
+
+def test_core_of_a_closed_caller_stream_is_a_wrapper_of_the_handle(monkeypatch):
+    """A handle whose caller's cuda.core Stream was closed (the driver reuses the handle value for the
+    next stream) launches through a non-owning wrapper of the handle, never the closed object."""
+    import cuda.core as cc
+
+    from nvmath._internal import devices, streams
+
+    class FakeStream:
+        def __init__(self, ptr, closed=False):
+            self.ptr, self.is_closed = ptr, closed
+
+        @staticmethod
+        def from_handle(ptr):
+            return FakeStream(ptr)
+
+    monkeypatch.setattr(cc, "Stream", FakeStream)
+    monkeypatch.setattr(devices, "core_device", lambda device_id: None)
+    user = FakeStream(0x1234)
+    handle = streams.StreamHandle(0x1234, 0, "cuda", user)
+    assert handle.core is user  # open: the caller's own object
+    user.is_closed = True
+    core = handle.core
+    assert core is not user and isinstance(core, FakeStream) and core.ptr == 0x1234 and not core.is_closed
+    assert handle.core is core  # made once
