@@ -118,8 +118,10 @@ class FFT(FFTAttributes, FreedOnExit):
         self._consumed = False
         self._inplace = traits.inplace
         self._direction_int = int(self._direction)
-        # the caller's stream, resolved by one memoising resolver (GPU execution only)
-        self._streams = None if self._cpu else streams.CallerStream(self._device_id, self._device_package)
+        # the caller's stream, resolved by one memoising resolver (wherever a GPU is involved: GPU
+        # execution, or device operands staged through the host for CPU execution)
+        on_host = self._device_id == "cpu"
+        self._streams = None if on_host else streams.CallerStream(self._device_id, self._device_package)
         self._stream = self._stream_handle(stream) if self._device_id != "cpu" else streams.check_stream(stream)
         self._lifecycle = Lifecycle(
             "FFT", InvalidFFTState, reset_method="reset_operand", release_method="release_operand"

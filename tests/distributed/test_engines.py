@@ -46,7 +46,7 @@ def _require(library: str) -> None:
     try:
         _loader.library_info(library)
     except LibraryNotFoundError:
-        pytest.skip(f"lib{library} is not installed (the [distributed] extra)")
+        pytest.skip(f"lib{library} is not installed (pip install 'nvmath-kit[distributed]')")
 
 
 def test_real_nvshmem_fills_our_buffers():
@@ -67,12 +67,13 @@ def test_real_nvshmem_fills_our_buffers():
 
 
 def test_real_nccl_makes_a_unique_id():
-    """ncclGetUniqueId fills the 128-byte id; ncclGetVersion is at least what cuBLASMp needs."""
+    """ncclGetUniqueId fills the 128-byte id; ncclGetVersion reads a 2.x version (the GPU machines' torch
+    ships 2.28; cuBLASMp's minimum, 2.29.2, is the [distributed] extra's pin, not every NCCL's)."""
     _require("nccl")
     from nvmath.bindings import nccl
 
     uid = np.zeros(_engines.NCCL_UNIQUE_ID_BYTES, np.uint8)
     nccl.get_unique_id(uid.ctypes.data)
     assert uid.any()
-    assert nccl.get_version() >= 22902
+    assert 21800 <= nccl.get_version() < 30000
     assert "invalid argument" in nccl.get_error_string(nccl.Result.INVALID_ARGUMENT).lower()

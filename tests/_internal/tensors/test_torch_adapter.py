@@ -134,14 +134,15 @@ def _spy_slow_paths(monkeypatch, torch) -> list[str]:
 
 def _check_fast_path(t, monkeypatch, torch) -> None:
     """``wrap(t)`` enters only wrap() and the adapter's __init__, calls only the class lookup and the
-    tensor's data_ptr / stride (get_device on CUDA, is_conj for complex dtypes), never exports DLPack."""
+    tensor's is_neg (negative-bit views are refused) / data_ptr / stride (get_device on CUDA, is_conj for
+    complex dtypes), never exports DLPack."""
     from nvmath._internal.tensors.torch_adapter import TorchAdapter
 
     wrap(t)  # the first wrap of a dtype may fill the dtype table
     seen = _spy_slow_paths(monkeypatch, torch)
     events = profile_calls(lambda: wrap(t))
     assert python_calls(events) == ["wrap", "__init__"]
-    expected = ["get", "data_ptr", "stride"] + (["get_device"] if t.is_cuda else [])
+    expected = ["get", "is_neg", "data_ptr", "stride"] + (["get_device"] if t.is_cuda else [])
     expected += ["is_conj"] if t.is_complex() else []
     assert c_calls(events) == expected
     assert type(wrap(t)) is TorchAdapter and seen == []
