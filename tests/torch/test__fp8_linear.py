@@ -1,0 +1,251 @@
+"""FP8 Linear / MLP layers (nvmath.torch._fp8_linear and the Linear/MLP hooks).
+
+CPU: the layer's forward and backward equal a float64 reference of the same quantized arithmetic
+(quantize with the recipe's scale, multiply the FP8 values, dequantize), and are within FP8
+tolerance of the float layer; the weight's FP8 copy is made once per weight version; bad sizes,
+recipes and torch.compile are refused. GPU (H200): the cuBLASLt path against the CPU emulation, the
+planners reused across steps, convergence against bf16.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import nvmath.torch as nt  # noqa: E402
+from nvmath.torch import _fp8_linear, fp8  # noqa: E402
+
+E4, E5 = torch.float8_e4m3fn, torch.float8_e5m2
+
+
+def ref_q(x, s, dtype):
+    """float64 reference quantization (x*s rounded to float32, saturated, torch's FP8 cast)."""
+    f = fp8.FP8_MAX[dtype]
+    xs = (x.double() * float(s)).float().double()
+    return xs.clamp(-f, f).to(dtype).double()
+
+
+def scale_of(t, dtype, margin=0):
+    return (fp8.FP8_MAX[dtype] / float(t.abs().max())) / 2.0**margin
+
+
+def rel(a, b):
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+def make(recipe, n_in=32, n_out=48, act=None, seed=0, dtype=torch.float32):
+    torch.manual_seed(seed)
+    lin = nt.Linear(n_in, n_out, activation=act, dtype=dtype, fp8=recipe)
+    ref = torch.nn.Linear(n_in, n_out, dtype=dtype)
+    ref.load_state_dict({k: v for k, v in lin.state_dict().items() if not k.startswith("fp8_state")})
+    return lin, ref
+
+
+@pytest.mark.parametrize("margin", [0, 2])
+def test_forward_backward_equal_quantized_reference_current_scaling(margin):
+    """Current scaling: y, dx, dw, db equal the float64 reference of the quantized arithmetic."""
+    lin, _ = make(fp8.CurrentScaling(margin=margin))
+    x = torch.randn(4, 16, 32, requires_grad=True)
+    g = torch.randn(4, 16, 48)
+    y = lin(x)
+    y.backward(g)
+    w, b, x2, g2 = lin.weight.detach(), lin.bias.detach(), x.detach().reshape(-1, 32), g.reshape(-1, 48)
+    sx, sw, sg = scale_of(x2, E4, margin), scale_of(w, E4, margin), scale_of(g2, E5, margin)
+    qx, qw, qg = ref_q(x2, sx, E4), ref_q(w, sw, E4), ref_q(g2, sg, E5)
+    want_y = (qx @ qw.T) / (sx * sw) + b.double()
+    assert rel(y.detach().reshape(-1, 48), want_y) < 1e-6
+    assert rel(x.grad.reshape(-1, 32), (qg @ qw) / (sg * sw)) < 1e-6
+    assert rel(lin.weight.grad, (qg.T @ qx) / (sg * sx)) < 1e-6
+    assert rel(lin.bias.grad, g2.double().sum(0)) < 1e-6
+
+
+@pytest.mark.parametrize("recipe", [fp8.CurrentScaling(), fp8.DelayedScaling(amax_history_len=4)], ids=["current", "delayed"])
+@pytest.mark.parametrize("act", [None, "relu", "gelu"])
+def test_close_to_float_layer(recipe, act):
+    """Forward and backward within FP8 tolerance of torch's float layer (delayed: after a warm-up call)."""
+    lin, ref = make(recipe, act=act, seed=1)
+    x = torch.randn(64, 32, requires_grad=True)
+    xr = x.detach().clone().requires_grad_()
+    g = torch.randn(64, 48)
+    lin(x).backward(g)  # warm-up: delayed scaling has its amax history from here on
+    x.grad = None
+    lin.zero_grad()
+    y = lin(x)
+    y.backward(g)
+    f = {None: lambda t: t, "relu": torch.relu, "gelu": lambda t: torch.nn.functional.gelu(t, approximate="tanh")}
+    yr = f[act](ref(xr))
+    yr.backward(g)
+    assert rel(y.detach(), yr.detach()) < 0.06
+    tol = 0.3 if act == "relu" else 0.12  # (ReLU: pre-activations near 0 flip the mask of the gradient)
+    assert rel(x.grad, xr.grad) < tol and rel(lin.weight.grad, ref.weight.grad) < tol
+    assert rel(lin.bias.grad, ref.bias.grad) < (tol if act == "relu" else 0.05)
+
+
+def test_weight_copy_once_per_optimizer_step():
+    """The weight's FP8 copy is made once per weight version: again after optimizer.step, not per call."""
+    lin, _ = make(fp8.DelayedScaling())
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    x = torch.randn(16, 32)
+    for _ in range(3):  # gradient accumulation: three micro-batches, one weight
+        lin(x).sum().backward()
+    assert lin.fp8_state.weight_updates == 1
+    opt.step()
+    lin(x)
+    assert lin.fp8_state.weight_updates == 2
+
+
+def test_bad_sizes_refused_before_work():
+    """Sizes that are not multiples of 16 raise ValueError naming them (token count, features)."""
+    lin, _ = make(fp8.CurrentScaling(), n_in=32, n_out=40)
+    with pytest.raises(ValueError, match="out_features = 40"):
+        lin(torch.randn(16, 32))
+    lin, _ = make(fp8.CurrentScaling())
+    with pytest.raises(ValueError, match="token count.*= 10"):
+        lin(torch.randn(10, 32))
+    with pytest.raises(TypeError, match="float64"):
+        make(fp8.CurrentScaling(), dtype=torch.float64)[0](torch.randn(16, 32, dtype=torch.float64))
+    assert int(lin.fp8_state.amax_history.abs().sum()) == 0  # nothing recorded by the refused calls
+
+
+def test_bad_recipe_and_recipe_change():
+    """fp8= must be a recipe; a layer's state belongs to one recipe."""
+    with pytest.raises(TypeError, match="fp8 must be"):
+        nt.Linear(16, 16, fp8="e4m3")
+    lin = nt.Linear(16, 16)
+    with nt.fp8_autocast(fp8.CurrentScaling()):
+        lin(torch.randn(16, 16))
+    assert isinstance(lin.fp8_state, _fp8_linear.FP8LinearState)
+    with pytest.raises(ValueError, match="one recipe per layer"):
+        with nt.fp8_autocast(fp8.DelayedScaling()):
+            lin(torch.randn(16, 16))
+
+
+def test_autocast_switches_layers_on_and_off():
+    """Under fp8_autocast a recipe-less Linear runs FP8 (its state made then); enabled=False turns it off."""
+    from nvmath.torch import _fp8_hooks
+
+    lin, ref = make(None, seed=3)
+    x = torch.randn(16, 32)
+    assert not _fp8_hooks.autocast_on() and not hasattr(lin, "fp8_state")
+    with nt.fp8_autocast(fp8.CurrentScaling()):
+        assert _fp8_hooks.autocast_on()
+        y8 = lin(x).detach()
+        with nt.fp8_autocast(enabled=False):
+            assert not _fp8_hooks.autocast_on()
+    assert isinstance(lin.fp8_state, _fp8_linear.FP8LinearState)
+    assert not torch.allclose(y8, ref(x), atol=1e-5) and rel(y8, ref(x).detach()) < 0.06
+
+
+def test_state_dict_round_trip_and_keys():
+    """An FP8 layer's state_dict has nn.Linear's keys plus fp8_state.*; it loads into a fresh layer."""
+    lin, _ = make(fp8.DelayedScaling(amax_history_len=8))
+    lin(torch.randn(16, 32)).sum().backward()
+    sd = lin.state_dict()
+    assert {"weight", "bias", "fp8_state.scale", "fp8_state.amax_history", "fp8_state.found_inf"} == set(sd)
+    fresh = nt.Linear(32, 48, fp8=fp8.DelayedScaling(amax_history_len=8))
+    fresh.load_state_dict(sd)
+    for k, v in fresh.state_dict().items():
+        assert torch.equal(v, sd[k]), k
+
+
+def test_compile_refused(monkeypatch):
+    """Inside a torch.compile trace the FP8 path raises a clear RuntimeError (it runs eagerly)."""
+    lin, _ = make(fp8.CurrentScaling())
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    with pytest.raises(RuntimeError, match="eagerly"):
+        lin(torch.randn(16, 32))
+
+
+def torch_mlp(m8):
+    """torch's float MLP with the parameters of nvmath MLP ``m8``."""
+    ref = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU("tanh"), torch.nn.Linear(64, 32))
+    ref.load_state_dict({k.replace("fc1", "0").replace("fc2", "2"): v for k, v in m8.state_dict().items()
+                         if "fp8_state" not in k})  # fmt: skip
+    return ref
+
+
+def test_mlp_fp8_close_to_float_and_trains():
+    """An FP8 MLP is within FP8 tolerance of torch's float MLP and its loss falls over a few CPU steps."""
+    torch.manual_seed(0)
+    m8 = nt.MLP(32, 64, 32, fp8=fp8.DelayedScaling(amax_history_len=16))
+    x = torch.randn(64, 32)
+    m8(x)
+    assert rel(m8(x).detach(), torch_mlp(m8)(x).detach()) < 0.08
+    opt = torch.optim.Adam(m8.parameters(), lr=3e-3)
+    target = torch.tanh(x @ torch.randn(32, 32) / 6)
+    losses = []
+    for _ in range(40):
+        loss = torch.nn.functional.mse_loss(m8(x), target)
+        opt.zero_grad()
+        loss.backward()
+        assert fp8.optimizer_step(opt, m8)
+        losses.append(float(loss))
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_nonfinite_input_gives_nan_and_skipped_step():
+    """An inf in the input: the output is NaN (not saturated garbage) and optimizer_step skips the step."""
+    lin, _ = make(fp8.DelayedScaling())
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    x = torch.randn(16, 32)
+    x[3, 5] = float("inf")
+    y = lin(x)
+    assert bool(y[3].isnan().any())
+    y.sum().backward()
+    w0 = lin.weight.detach().clone()
+    assert not fp8.optimizer_step(opt, lin) and torch.equal(lin.weight, w0)
+
+
+# ---------------------------------------------------------------- GPU
+def _fp8_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device")
+    cc = torch.cuda.get_device_capability()
+    if cc < (8, 9):
+        pytest.skip(f"FP8 needs compute capability 8.9; this GPU has {cc[0]}.{cc[1]}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("recipe", [fp8.CurrentScaling(), fp8.DelayedScaling(amax_history_len=4)], ids=["current", "delayed"])
+def test_gpu_matches_cpu_emulation_and_reuses_planners(recipe):
+    """cuBLASLt FP8 forward/backward equal the CPU emulation (float32 sums in another order); the
+    planners are made in the first step only (later steps reset operands and scales)."""
+    _fp8_gpu()
+    cpu, _ = make(recipe, n_in=256, n_out=512, act="gelu", seed=5)
+    gpu = nt.Linear(256, 512, activation="gelu", fp8=recipe).cuda()
+    gpu.load_state_dict(cpu.state_dict())
+    opt = torch.optim.SGD(gpu.parameters(), lr=1e-3)
+    x = torch.randn(128, 256)
+    g = torch.randn(128, 512)
+    plans = None
+    for step in range(3):
+        xc, xg = x.clone().requires_grad_(), x.cuda().requires_grad_()
+        yc, yg = cpu(xc), gpu(xg)
+        yc.backward(g)
+        yg.backward(g.cuda())
+        assert rel(yg.cpu(), yc) < 1e-3 and rel(xg.grad.cpu(), xc.grad) < 1e-3
+        assert rel(gpu.weight.grad.cpu(), cpu.weight.grad) < 1e-3
+        if plans is None:
+            plans = _fp8_linear.fp8_gemm_cache.plans
+        assert _fp8_linear.fp8_gemm_cache.plans == plans  # no re-planning after the first step
+        with torch.no_grad():  # the same update on both
+            cpu.weight -= 1e-3 * cpu.weight.grad
+            gpu.weight.copy_(cpu.weight)
+        cpu.zero_grad()
+        gpu.zero_grad()
+    del opt
+
+
+@pytest.mark.gpu
+def test_gpu_bf16_close_to_torch():
+    """A bf16 FP8 MLP on the GPU is within FP8 tolerance of torch's bf16 MLP."""
+    _fp8_gpu()
+    torch.manual_seed(0)
+    m8 = nt.MLP(1024, 4096, 1024, fp8=fp8.CurrentScaling(), device="cuda", dtype=torch.bfloat16)
+    ref = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU("tanh"), torch.nn.Linear(4096, 1024))
+    ref = ref.to("cuda", torch.bfloat16)
+    ref.load_state_dict({k.replace("fc1", "0").replace("fc2", "2"): v for k, v in m8.state_dict().items()
+                         if "fp8_state" not in k})  # fmt: skip
+    x = torch.randn(2048, 1024, device="cuda", dtype=torch.bfloat16)
+    assert rel(m8(x).float(), ref(x).float()) < 0.08
