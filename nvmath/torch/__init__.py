@@ -31,6 +31,7 @@ from nvmath.torch import fp8
 from nvmath.torch._capture import CaptureError
 from nvmath.torch._fp8 import fp8_autocast
 from nvmath.torch._functional import linear, mlp
+from nvmath.torch._grouped import GroupedLinear, grouped_linear
 from nvmath.torch._modules import MLP, Linear
 from nvmath.torch._planners import CacheStats, PlannerCache, compiled_cache, default_cache
 
@@ -38,12 +39,14 @@ __all__ = [
     "MLP",
     "CacheStats",
     "CaptureError",
+    "GroupedLinear",
     "Linear",
     "PlannerCache",
     "compiled_cache",
     "default_cache",
     "fp8",
     "fp8_autocast",
+    "grouped_linear",
     "linear",
     "mlp",
 ]
