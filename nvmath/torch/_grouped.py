@@ -87,6 +87,11 @@ def _grouped_mm(a: list, b: list, c: list, beta: float) -> None:
     if a[0].is_cuda or a[0].dtype in _CPU_SEQUENCE_DTYPES:
         from nvmath.linalg import matmul
 
+        if not beta and not a[0].is_cuda:
+            # the CPU execution of an in-place sequence reads c even with beta = 0 (0 * NaN garbage of
+            # an uninitialised c is NaN); cuBLAS does not read c then
+            for z in c:
+                z.zero_()
         matmul(a, b, c, beta=beta, options=_INPLACE)
         return
     for x, y, z in zip(a, b, c):
