@@ -23,8 +23,8 @@ keeps the previous scale (initially 1).
 
 Non-finite amax: skip-step policy. An infinite or NaN amax means the step overflowed upstream. Then:
 
-* the quantized tensor carries NaN where ``x * s`` is not finite (never a saturated value in its
-  place), so the outputs and gradients of the step are visibly non-finite, never silently wrong;
+* the whole quantized tensor is NaN (never saturated values in place of the non-finite ones), so the
+  outputs and gradients of the step are visibly non-finite, never silently wrong;
 * the scaling state is left as it was (the amax is not pushed into the history, the scale is not
   changed) and the state's ``found_inf`` flag is set;
 * :func:`optimizer_step` (call it instead of ``optimizer.step()``) then skips the optimizer's step and
@@ -52,6 +52,7 @@ __all__ = [
     "Format",
     "MXFP8BlockScaling",
     "ScalingState",
+    "amax_of",
     "current_recipe",
     "dequantize",
     "fp8_autocast",
@@ -161,7 +162,7 @@ class MXFP8BlockScaling:
     """MXFP8: 32-element blocks along K with power-of-two (e8m0) scales, e4m3 data.
 
     cuBLASLt runs it on compute capability 10.0 (Blackwell) and newer. nvmath.torch refuses it on
-    older GPUs (Hopper, H100/H200 = 9.0, has no block-scaled FP8 GEMM) and on CPU tensors, naming
+    older GPUs (Hopper, H100/H200 = 9.0, has no MXFP8 GEMM) and on CPU tensors, naming
     the capability; it does not run it yet on Blackwell either (no such GPU to validate it on).
     """
 
@@ -210,13 +211,24 @@ def scale_from_amax(amax: torch.Tensor, old_scale: torch.Tensor, fp8_max: float,
     return torch.where(good, new, old_scale)
 
 
-def quantize(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``fp8(clamp(x * scale))``: round to nearest even, finite values saturated, non-finite ones NaN."""
+def amax_of(x: torch.Tensor) -> torch.Tensor:
+    """``max |x|`` as a float32 scalar tensor (0 for an empty tensor; NaN / inf propagate)."""
+    if not x.numel():
+        return torch.zeros((), dtype=torch.float32, device=x.device)
+    return torch.linalg.vector_norm(x, float("inf")).float()
+
+
+def quantize(
+    x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype, amax: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``fp8(clamp(x * scale))``: the product in float32, rounded to nearest even, finite values
+    saturated to the format's largest; when ``x`` holds a non-finite value (``amax``, computed here
+    when not given, is inf or NaN) the whole result is NaN -- never a saturated value in its place."""
     fp8_max = FP8_MAX[dtype]
-    xs = x.float() * scale
-    q = xs.clamp(-fp8_max, fp8_max)
-    q = torch.where(torch.isfinite(xs), q, torch.full_like(q, float("nan")))
-    return q.to(dtype)
+    if amax is None:
+        amax = amax_of(x)
+    poisoned = scale + (amax - amax)  # (amax - amax: 0 when finite, NaN otherwise; no extra pass over x)
+    return (x.float() * poisoned).clamp_(-fp8_max, fp8_max).to(dtype)
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -252,14 +264,14 @@ class ScalingState(torch.nn.Module):
         dtype = self.dtype(role)
         fp8_max = FP8_MAX[dtype]
         with torch.no_grad():
-            amax = x.detach().abs().amax().float() if x.numel() else x.new_zeros((), dtype=torch.float32)
+            amax = amax_of(x.detach())
             finite = torch.isfinite(amax)
             margin = self.recipe.margin
             if self.recipe.delayed:
                 scale = self.scale[i].clone()
             else:
                 scale = scale_from_amax(amax, self.scale[i], fp8_max, margin)
-            q = quantize(x.detach(), scale, dtype)
+            q = quantize(x.detach(), scale, dtype, amax)
             self._record(i, amax, finite, fp8_max, margin)
         return q, scale
 
