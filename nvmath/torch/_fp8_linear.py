@@ -92,7 +92,14 @@ class FP8GemmCache:
         if not qa.is_cuda:
             prod = qa.float() @ qb.float().T
             return (prod * (inv_a * inv_b)).to(dtype)
-        key = (tuple(qa.shape), tuple(qb.shape), qa.dtype, qb.dtype, dtype, qa.device)
+        return self.run_planned(qa, qb, inv_a, inv_b, dtype)
+
+    def run_planned(
+        self, qa: torch.Tensor, qb: torch.Tensor, inv_a: torch.Tensor, inv_b: torch.Tensor, dtype: torch.dtype
+    ) -> torch.Tensor:
+        """The product on this problem's planned ``Matmul`` (planned on first use, else ``reset_operands``)."""
+        pa, pb = qa.data_ptr() | 256, qb.data_ptr() | 256  # the pointer alignments (capped at 256) are
+        key = (tuple(qa.shape), tuple(qb.shape), qa.dtype, qb.dtype, dtype, qa.device, pa & -pa, pb & -pb)  # planned
         scales = {"a": inv_a.reshape(1), "b": inv_b.reshape(1)}
         with self._lock:
             mm = self._planners.get(key)
@@ -150,8 +157,10 @@ class FP8LinearState(ScalingState):
 
     def weight_fp8(self, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(qw, qw.T contiguous, 1 / sw)`` of ``w``, made again only when ``w`` changed."""
-        key = (w.data_ptr(), w._version, w.shape, w.dtype)
-        if key != self._weight_key or self._weight_copies is None:
+        # the tensor itself (held: an address may be reused by another tensor) and its version
+        key = (w, w._version, w.data_ptr())
+        old = self._weight_key
+        if old is None or old[0] is not w or old[1:] != key[1:] or self._weight_copies is None:
             q, s = self.quantize(w, "weight")
             self._weight_copies = (q, q.T.contiguous(), s.reciprocal())
             self._weight_key = key
