@@ -231,6 +231,17 @@ def quantize(
     return (x.float() * poisoned).clamp_(-fp8_max, fp8_max).to(dtype)
 
 
+def _fused_quantize(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> tuple | None:
+    """``(q, amax)`` in one pass for a CUDA tensor (:mod:`._fp8_kernels`), else ``None``."""
+    if not x.is_cuda:
+        return None
+    from nvmath.torch import _fp8_kernels
+
+    if not _fp8_kernels.available(x):
+        return None
+    return _fp8_kernels.fused_quantize(x, scale, dtype)
+
+
 def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """``q / scale`` in float32 (what the GEMM's dequantization scale ``1 / scale`` computes)."""
     return q.float() * scale.reciprocal()
@@ -258,21 +269,34 @@ class ScalingState(torch.nn.Module):
         return self.recipe.fp8_format.dtype(role)
 
     def quantize(self, x: torch.Tensor, role: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """Quantize ``x`` as ``role``: ``(q, scale)`` (``scale``: the float32 scale used, shape ())
-        and update the state by the recipe (in place, on the device, no host synchronisation)."""
+        """Quantize ``x`` as ``role``: ``(q, scale)`` (``scale``: the float32 scale used, shape (); NaN
+        when ``x`` holds a non-finite value, so that dequantizing by it poisons whatever it touches)
+        and update the state by the recipe (in place, on the device, no host synchronisation).
+
+        CUDA tensors are quantized by one fused kernel (:mod:`._fp8_kernels`) where it is available:
+        with delayed scaling one pass yields ``q`` and the amax; with current scaling an amax pass
+        precedes it."""
         i = ROLES.index(role)
         dtype = self.dtype(role)
         fp8_max = FP8_MAX[dtype]
+        margin = self.recipe.margin
         with torch.no_grad():
-            amax = amax_of(x.detach())
-            finite = torch.isfinite(amax)
-            margin = self.recipe.margin
-            if self.recipe.delayed:
+            x = x.detach()
+            fused = _fused_quantize(x, self.scale[i], dtype) if self.recipe.delayed else None
+            if fused is not None:  # (a CUDA tensor: q and amax in one pass, the scale known beforehand)
+                q, amax = fused
                 scale = self.scale[i].clone()
             else:
-                scale = scale_from_amax(amax, self.scale[i], fp8_max, margin)
-            q = quantize(x.detach(), scale, dtype, amax)
+                amax = amax_of(x)
+                if self.recipe.delayed:
+                    scale = self.scale[i].clone()
+                else:
+                    scale = scale_from_amax(amax, self.scale[i], fp8_max, margin)
+                fused = _fused_quantize(x, scale, dtype)
+                q = fused[0] if fused is not None else quantize(x, scale, dtype, amax)
+            finite = torch.isfinite(amax)
             self._record(i, amax, finite, fp8_max, margin)
+            scale = scale + (amax - amax)  # NaN when amax is not: the GEMM's dequantization poisons the result
         return q, scale
 
     def _record(self, i: int, amax: torch.Tensor, finite: torch.Tensor, fp8_max: float, margin: int) -> None:

@@ -185,3 +185,39 @@ def test_fp8_autocast_nesting():
     with pytest.raises(TypeError, match="recipe"):
         with fp8.fp8_autocast("hybrid"):
             pass
+
+
+# ---------------------------------------------------------------- GPU: the one-pass kernel
+@pytest.mark.gpu
+@pytest.mark.parametrize("wide", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("dtype", [E4, E5])
+def test_gpu_fused_quantize_equals_torch_path(wide, dtype):
+    """The one-pass CUDA kernel gives the same FP8 bits as torch's quantize and the same amax
+    (finite inputs, values beyond the format included: both saturate)."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("needs a CUDA GPU of compute capability 8.9+ (cvt.rn.satfinite to FP8)")
+    from nvmath.torch import _fp8_kernels
+
+    x = (torch.randn(1000, 257, device="cuda") * 50).to(wide)
+    s = torch.tensor(7.3, device="cuda")
+    out = _fp8_kernels.fused_quantize(x, s, dtype)
+    assert out is not None, "the FP8 quantization kernels did not build"
+    q, amax = out
+    want = fp8.quantize(x, s, dtype)
+    assert torch.equal(q.view(torch.uint8), want.view(torch.uint8))
+    assert float(amax) == float(x.float().abs().max())
+
+
+@pytest.mark.gpu
+def test_gpu_state_nonfinite_poisons_scale():
+    """On CUDA (fused path) a non-finite input leaves the state as it was, flags it, and returns a NaN scale."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("needs a CUDA GPU of compute capability 8.9+")
+    st = fp8.ScalingState(fp8.DelayedScaling(amax_history_len=4), device="cuda")
+    st.quantize(torch.ones(64, device="cuda", dtype=torch.bfloat16) * 3, "input")
+    before = st.amax_history.clone(), st.scale.clone()
+    x = torch.ones(64, device="cuda", dtype=torch.bfloat16)
+    x[5] = float("inf")
+    _, s = st.quantize(x, "input")
+    assert bool(s.isnan()) and st.nonfinite_count() == 1
+    assert torch.equal(st.amax_history, before[0]) and torch.equal(st.scale, before[1])
