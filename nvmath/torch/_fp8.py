@@ -23,8 +23,9 @@ keeps the previous scale (initially 1).
 
 Non-finite amax: skip-step policy. An infinite or NaN amax means the step overflowed upstream. Then:
 
-* the whole quantized tensor is NaN (never saturated values in place of the non-finite ones), so the
-  outputs and gradients of the step are visibly non-finite, never silently wrong;
+* the scale :meth:`ScalingState.quantize` returns is NaN, so the GEMM that dequantizes by it yields
+  NaN (the torch path's quantized tensor is all NaN too): the outputs and gradients of the step are
+  visibly non-finite, never silently wrong;
 * the scaling state is left as it was (the amax is not pushed into the history, the scale is not
   changed) and the state's ``found_inf`` flag is set;
 * :func:`optimizer_step` (call it instead of ``optimizer.step()``) then skips the optimizer's step and
