@@ -111,10 +111,13 @@ for _name, _recipe, _baseline, _desc in (
 ):
     register(
         Case(
-            suite="torch", name=_name, setups={"nvmath": _nvmath_fp8(_recipe), "torch": _baseline},
-            flops=MLP_FLOPS, quick=_name == "mlp-step-fp8-delayed",
+            suite="torch",
+            name=_name,
+            setups={"nvmath": _nvmath_fp8(_recipe), "torch": _baseline},
+            flops=MLP_FLOPS,
+            quick=_name == "mlp-step-fp8-delayed",
             description=f"MLP 4096->16384 GELU->4096 step, 8192 tokens: nvmath FP8 ({_recipe} scaling) vs {_desc}",
-        )  # fmt: skip
+        )
     )
 
 
@@ -156,7 +159,9 @@ def _moe_grouped_mm(ctx: Any) -> Any:
     if gm is None:
         raise Skip("this torch has no torch._grouped_mm")
     offs = torch.tensor(MOE_COUNTS, device="cuda").cumsum(0).int()
-    rows = torch.repeat_interleave(torch.arange(len(MOE_COUNTS), device="cuda"), torch.tensor(MOE_COUNTS, device="cuda"))
+    rows = torch.repeat_interleave(
+        torch.arange(len(MOE_COUNTS), device="cuda"), torch.tensor(MOE_COUNTS, device="cuda")
+    )
 
     def fwd() -> Any:
         return gm(x, w.transpose(-2, -1), offs=offs) + b[rows]
@@ -175,7 +180,10 @@ for _name, _baseline, _desc in (
 ):
     register(
         Case(
-            suite="torch", name=_name, setups={"nvmath": _moe_nvmath, "torch": _baseline}, flops=MOE_FLOPS,
+            suite="torch",
+            name=_name,
+            setups={"nvmath": _moe_nvmath, "torch": _baseline},
+            flops=MOE_FLOPS,
             description=f"8 experts 4096->2048, 16384 uneven bf16 tokens, fwd+bwd: nvmath GroupedLinear vs {_desc}",
-        )  # fmt: skip
+        )
     )

@@ -348,4 +348,4 @@ for _name, _setup, _what in (
     )
 
 # ---------------------------------------------------------------- FP8 training and mixture of experts
-from benchmarks.suites import _torch_fp8  # noqa: F401, E402 - registers the FP8 MLP and MoE rows in this suite
+from benchmarks.suites import _torch_fp8  # noqa: F401 - registers the FP8 MLP and MoE rows in this suite

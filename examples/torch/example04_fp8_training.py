@@ -46,7 +46,9 @@ class Block(torch.nn.Module):
         super().__init__()
         self.norm = torch.nn.LayerNorm(d)
         if recipe is None and not gpu:  # nvmath.torch's bf16 layers run on the GPU
-            self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU("tanh"), torch.nn.Linear(4 * d, d))
+            self.mlp = torch.nn.Sequential(
+                torch.nn.Linear(d, 4 * d), torch.nn.GELU("tanh"), torch.nn.Linear(4 * d, d)
+            )
         else:
             self.mlp = nt.MLP(d, 4 * d, d, activation="gelu", fp8=recipe)
 
@@ -85,7 +87,11 @@ teacher_mlp = torch.nn.Sequential(torch.nn.LayerNorm(d), torch.nn.Linear(d, 4 * 
                                   torch.nn.Linear(4 * d, d)).to(device)  # fmt: skip
 init = mlp_state(Block(fp8.CurrentScaling()))
 
-runs = {"bf16": None, "fp8-delayed": fp8.DelayedScaling(amax_history_len=16), "fp8-current": fp8.CurrentScaling()}
+runs = {
+    "bf16": None,
+    "fp8-delayed": fp8.DelayedScaling(amax_history_len=16),
+    "fp8-current": fp8.CurrentScaling(),
+}
 curves = {}
 for name, recipe in runs.items():
     torch.manual_seed(1)  # the same batches for every run

@@ -56,7 +56,10 @@ g = torch.randn_like(y)
 y.backward(g)
 xs = x.detach().double().requires_grad_()
 w_up, b_up = moe.up.weight.detach().double().requires_grad_(), moe.up.bias.detach().double().requires_grad_()
-w_dn, b_dn = moe.down.weight.detach().double().requires_grad_(), moe.down.bias.detach().double().requires_grad_()
+w_dn, b_dn = (
+    moe.down.weight.detach().double().requires_grad_(),
+    moe.down.bias.detach().double().requires_grad_(),
+)
 gate = gate.detach().double()  # the model's routing (a float64 router could break near-ties differently)
 ref = torch.zeros_like(xs)
 for e in range(experts):

@@ -26,8 +26,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise ImportError("nvmath.torch needs PyTorch (pip install torch)") from exc
 
-from nvmath.torch import _dispatch, _ops  # noqa: F401  (registers the routes and torch.ops.nvmath.*)
-from nvmath.torch import fp8
+from nvmath.torch import _dispatch, _ops, fp8  # noqa: F401  (_dispatch, _ops: register the routes and torch.ops.nvmath.*)
 from nvmath.torch._capture import CaptureError
 from nvmath.torch._fp8 import fp8_autocast
 from nvmath.torch._functional import linear, mlp

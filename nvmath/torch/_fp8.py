@@ -297,7 +297,8 @@ class ScalingState(torch.nn.Module):
                 q = fused[0] if fused is not None else quantize(x, scale, dtype, amax)
             finite = torch.isfinite(amax)
             self._record(i, amax, finite, fp8_max, margin)
-            scale = scale + (amax - amax)  # NaN when amax is not: the GEMM's dequantization poisons the result
+            # NaN when amax is not finite: the GEMM that dequantizes by it yields NaN
+            scale = scale + (amax - amax)
         return q, scale
 
     def _record(self, i: int, amax: torch.Tensor, finite: torch.Tensor, fp8_max: float, margin: int) -> None:
@@ -311,7 +312,9 @@ class ScalingState(torch.nn.Module):
             reduced = hist.amax() if self.recipe.amax_compute_algo == "max" else hist[0]
         else:
             reduced = amax
-        self.scale[i] = torch.where(finite, scale_from_amax(reduced, self.scale[i], fp8_max, margin), self.scale[i])
+        self.scale[i] = torch.where(
+            finite, scale_from_amax(reduced, self.scale[i], fp8_max, margin), self.scale[i]
+        )
 
     def nonfinite_count(self) -> int:
         """How many amax updates were skipped (non-finite) since the flags were last cleared (syncs)."""

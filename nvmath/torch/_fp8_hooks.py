@@ -43,7 +43,9 @@ def autocast_on() -> bool:
     return _fp8.current_recipe() is not None
 
 
-def linear_forward(module: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def linear_forward(
+    module: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
     """``module``'s forward in FP8 under its recipe (or the autocast's), its state made on first use."""
     from nvmath.torch import _fp8_linear
 

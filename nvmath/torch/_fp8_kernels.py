@@ -58,7 +58,7 @@ def fused_quantize(
     device_id = x.device.index if x.device.index is not None else torch.cuda.current_device()
     try:
         kernel, zero = _kernels_for(x.dtype, dtype, device_id)
-    except Exception as exc:  # (NVRTC or the driver refused: keep training on torch's kernels)
+    except Exception as exc:  # noqa: BLE001 (NVRTC or the driver refused: train on torch's kernels)
         _broken.append(repr(exc))
         logger.warning("FP8 quantization kernels unavailable (%s); using torch operations instead", exc)
         return None

@@ -40,7 +40,14 @@ from torch.autograd.function import once_differentiable
 from nvmath.torch._capture import refuse_planning
 from nvmath.torch._fp8 import Recipe, ScalingState, check_recipe, current_recipe
 
-__all__ = ["FP8_MULTIPLE", "FP8GemmCache", "FP8LinearState", "check_fp8_sizes", "fp8_gemm_cache", "fp8_linear"]
+__all__ = [
+    "FP8_MULTIPLE",
+    "FP8GemmCache",
+    "FP8LinearState",
+    "check_fp8_sizes",
+    "fp8_gemm_cache",
+    "fp8_linear",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -98,8 +105,8 @@ class FP8GemmCache:
         self, qa: torch.Tensor, qb: torch.Tensor, inv_a: torch.Tensor, inv_b: torch.Tensor, dtype: torch.dtype
     ) -> torch.Tensor:
         """The product on this problem's planned ``Matmul`` (planned on first use, else ``reset_operands``)."""
-        pa, pb = qa.data_ptr() | 256, qb.data_ptr() | 256  # the pointer alignments (capped at 256) are
-        key = (tuple(qa.shape), tuple(qb.shape), qa.dtype, qb.dtype, dtype, qa.device, pa & -pa, pb & -pb)  # planned
+        pa, pb = qa.data_ptr() | 256, qb.data_ptr() | 256  # a plan assumes its operands' pointer alignment
+        key = (qa.shape, qb.shape, qa.dtype, qb.dtype, dtype, qa.device, pa & -pa, pb & -pb)
         scales = {"a": inv_a.reshape(1), "b": inv_b.reshape(1)}
         with self._lock:
             mm = self._planners.get(key)

@@ -47,7 +47,9 @@ def check_counts(counts: Any, num_groups: int, tokens: int) -> list[int]:
     """
     if isinstance(counts, torch.Tensor):
         if counts.dtype.is_floating_point or counts.dtype.is_complex or counts.dtype == torch.bool:
-            raise TypeError(f"counts must be an integer tensor (e.g. torch.int64 or torch.int32); got {counts.dtype}")
+            raise TypeError(
+                f"counts must be an integer tensor (e.g. torch.int64 or torch.int32); got {counts.dtype}"
+            )
         if counts.dim() != 1:
             raise ValueError(f"counts must be 1-D (one count per group); got shape {tuple(counts.shape)}")
         values = [int(c) for c in counts.tolist()]
@@ -56,7 +58,9 @@ def check_counts(counts: Any, num_groups: int, tokens: int) -> list[int]:
             raise TypeError(f"counts must hold ints; got {[type(c).__name__ for c in counts]}")
         values = list(counts)
     else:
-        raise TypeError(f"counts must be an integer tensor or a sequence of ints; got {type(counts).__name__}")
+        raise TypeError(
+            f"counts must be an integer tensor or a sequence of ints; got {type(counts).__name__}"
+        )
     if len(values) != num_groups:
         raise ValueError(f"counts must have one entry per group ({num_groups}); got {len(values)}")
     if any(c < 0 for c in values):
@@ -111,7 +115,9 @@ class GroupedLinearFn(torch.autograd.Function):
         if b is None:
             y = x.new_empty((x.shape[0], n))  # (a group without tokens has no rows)
         else:
-            y = torch.repeat_interleave(b, torch.tensor(counts, device=b.device), dim=0, output_size=x.shape[0])
+            y = torch.repeat_interleave(
+                b, torch.tensor(counts, device=b.device), dim=0, output_size=x.shape[0]
+            )
             y = y.to(x.dtype).contiguous()
         _grouped_mm([x[s:e] for _, s, e in bounds], [w[g].T for g, _, _ in bounds], [y[s:e] for _, s, e in bounds],
                     1.0 if b is not None else 0.0)  # fmt: skip
@@ -167,7 +173,9 @@ def grouped_linear(
                 f"{name} must have weight's dtype and device ({weight.dtype}, {weight.device}); got {t.dtype}, {t.device}"
             )
     if weight.dtype not in _SEQUENCE_DTYPES:
-        raise TypeError(f"GroupedLinear computes in {', '.join(map(str, _SEQUENCE_DTYPES))}; got {weight.dtype}")
+        raise TypeError(
+            f"GroupedLinear computes in {', '.join(map(str, _SEQUENCE_DTYPES))}; got {weight.dtype}"
+        )
     if weight.dim() != 3 or x.dim() != 2 or x.shape[1] != weight.shape[2]:
         raise RuntimeError(
             f"input of shape {tuple(x.shape)} (tokens, in_features) does not fit weight of shape "

@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from nvmath.torch import fp8  # noqa: E402
+from nvmath.torch import fp8
 
 E4, E5 = torch.float8_e4m3fn, torch.float8_e5m2
 
@@ -87,7 +87,7 @@ def test_scale_and_quantize_match_float64_reference(dtype, margin):
     assert q.dtype == dtype and torch.equal(q.view(torch.uint8), want.view(torch.uint8))
     mant = 3 if dtype == E4 else 2
     err = (fp8.dequantize(q, s).double() - x).abs()
-    assert bool((err <= x.abs() * 2.0 ** -(mant + 1) + 2.0 ** -9 / float(s)).all())
+    assert bool((err <= x.abs() * 2.0 ** -(mant + 1) + 2.0**-9 / float(s)).all())
 
 
 def test_quantize_saturates_finite_and_nans_nonfinite():
@@ -182,9 +182,8 @@ def test_fp8_autocast_nesting():
             assert fp8.current_recipe() is None
         assert fp8.current_recipe() is r1
     assert fp8.current_recipe() is None
-    with pytest.raises(TypeError, match="recipe"):
-        with fp8.fp8_autocast("hybrid"):
-            pass
+    with pytest.raises(TypeError, match="recipe"), fp8.fp8_autocast("hybrid"):
+        pass
 
 
 # ---------------------------------------------------------------- GPU: the one-pass kernel

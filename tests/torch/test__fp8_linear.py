@@ -13,8 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import nvmath.torch as nt  # noqa: E402
-from nvmath.torch import _fp8_linear, fp8  # noqa: E402
+import nvmath.torch as nt
+from nvmath.torch import _fp8_linear, fp8
 
 E4, E5 = torch.float8_e4m3fn, torch.float8_e5m2
 
@@ -60,7 +60,9 @@ def test_forward_backward_equal_quantized_reference_current_scaling(margin):
     assert rel(lin.bias.grad, g2.double().sum(0)) < 1e-6
 
 
-@pytest.mark.parametrize("recipe", [fp8.CurrentScaling(), fp8.DelayedScaling(amax_history_len=4)], ids=["current", "delayed"])
+@pytest.mark.parametrize(
+    "recipe", [fp8.CurrentScaling(), fp8.DelayedScaling(amax_history_len=4)], ids=["current", "delayed"]
+)
 @pytest.mark.parametrize("act", [None, "relu", "gelu"])
 def test_close_to_float_layer(recipe, act):
     """Forward and backward within FP8 tolerance of torch's float layer (delayed: after a warm-up call)."""
@@ -73,7 +75,11 @@ def test_close_to_float_layer(recipe, act):
     lin.zero_grad()
     y = lin(x)
     y.backward(g)
-    f = {None: lambda t: t, "relu": torch.relu, "gelu": lambda t: torch.nn.functional.gelu(t, approximate="tanh")}
+    f = {
+        None: lambda t: t,
+        "relu": torch.relu,
+        "gelu": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
+    }
     yr = f[act](ref(xr))
     yr.backward(g)
     assert rel(y.detach(), yr.detach()) < 0.06
@@ -116,9 +122,8 @@ def test_bad_recipe_and_recipe_change():
     with nt.fp8_autocast(fp8.CurrentScaling()):
         lin(torch.randn(16, 16))
     assert isinstance(lin.fp8_state, _fp8_linear.FP8LinearState)
-    with pytest.raises(ValueError, match="one recipe per layer"):
-        with nt.fp8_autocast(fp8.DelayedScaling()):
-            lin(torch.randn(16, 16))
+    with pytest.raises(ValueError, match="one recipe per layer"), nt.fp8_autocast(fp8.DelayedScaling()):
+        lin(torch.randn(16, 16))
 
 
 def test_autocast_switches_layers_on_and_off():
@@ -207,7 +212,9 @@ def _fp8_gpu():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("recipe", [fp8.CurrentScaling(), fp8.DelayedScaling(amax_history_len=4)], ids=["current", "delayed"])
+@pytest.mark.parametrize(
+    "recipe", [fp8.CurrentScaling(), fp8.DelayedScaling(amax_history_len=4)], ids=["current", "delayed"]
+)
 def test_gpu_matches_cpu_emulation_and_reuses_planners(recipe):
     """cuBLASLt FP8 forward/backward equal the CPU emulation (float32 sums in another order); the
     planners are made in the first step only (later steps reset operands and scales)."""
@@ -269,7 +276,13 @@ def test_planned_gemm_on_fake_gpu_plans_once_and_matches_emulation(fake_gpu):
             assert rel(got, want) < (1e-6 if dtype == torch.float32 else 1e-2)
     assert cache.plans == 2  # one per result dtype, made in the first step only
     a = aligned(a, 64)  # another pointer alignment: another plan (a plan assumes its operands' alignment)
-    assert rel(cache.run_planned(a, b, inv_a, inv_b, torch.float32), (a.double() @ b.double().T) * float(inv_a * inv_b)) < 1e-6
+    assert (
+        rel(
+            cache.run_planned(a, b, inv_a, inv_b, torch.float32),
+            (a.double() @ b.double().T) * float(inv_a * inv_b),
+        )
+        < 1e-6
+    )
     assert cache.plans == 3
     cache.clear()
 
@@ -280,7 +293,7 @@ def aligned(t, alignment=256):
     n = t.numel() * t.element_size()
     buf = torch.empty(n + 1024, dtype=torch.uint8)
     off = (-buf.data_ptr()) % (2 * alignment) + (alignment if alignment < 256 else 0)
-    out = buf[off:off + n].view(t.dtype).view(t.shape)
+    out = buf[off : off + n].view(t.dtype).view(t.shape)
     out.copy_(t)
     return out
 

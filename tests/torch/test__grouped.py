@@ -8,8 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import nvmath.torch as nt  # noqa: E402
-from nvmath.torch._grouped import check_counts  # noqa: E402
+import nvmath.torch as nt
+from nvmath.torch._grouped import check_counts
 
 
 def loop_reference(layer, x, counts):
@@ -20,7 +20,7 @@ def loop_reference(layer, x, counts):
     xd = x.detach().double().requires_grad_()
     start = 0
     for g, c in enumerate(counts):
-        outs.append(torch.nn.functional.linear(xd[start:start + c], w[g], None if b is None else b[g]))
+        outs.append(torch.nn.functional.linear(xd[start : start + c], w[g], None if b is None else b[g]))
         start += c
     return torch.cat(outs), xd, w, b
 
@@ -88,7 +88,9 @@ def test_one_grouped_call_per_product(monkeypatch):
 
     calls = []
     real = _grouped._grouped_mm
-    monkeypatch.setattr(_grouped, "_grouped_mm", lambda a, b, c, beta: (calls.append(len(a)), real(a, b, c, beta)))
+    monkeypatch.setattr(
+        _grouped, "_grouped_mm", lambda a, b, c, beta: (calls.append(len(a)), real(a, b, c, beta))
+    )
     layer = nt.GroupedLinear(4, 8, 8)
     x = torch.randn(10, 8, requires_grad=True)
     layer(x, [3, 0, 7, 0]).sum().backward()
@@ -142,6 +144,10 @@ def test_gpu_equal_loop_and_grouped_mm(dtype):
     assert rel(layer.weight.grad, w.grad) < tol and rel(layer.bias.grad, b.grad) < tol
     gm = getattr(torch, "_grouped_mm", None)
     if gm is not None and dtype == torch.bfloat16 and torch.cuda.get_device_capability() >= (9, 0):
-        ref = gm(x.detach(), layer.weight.detach().transpose(-2, -1), offs=torch.tensor(counts, device="cuda").cumsum(0).int())
+        ref = gm(
+            x.detach(),
+            layer.weight.detach().transpose(-2, -1),
+            offs=torch.tensor(counts, device="cuda").cumsum(0).int(),
+        )
         ref = ref + torch.repeat_interleave(layer.bias.detach(), torch.tensor(counts, device="cuda"), dim=0)
         assert rel(y.detach(), ref) < 1e-2
