@@ -265,6 +265,17 @@ class ScalingState(torch.nn.Module):
         )
         self.register_buffer("found_inf", torch.zeros(len(ROLES), dtype=torch.int32, device=device))
 
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        # .to(device) moves the state; .to(dtype) / .bfloat16() on a model must not narrow it: scales
+        # and amax histories stay float32
+        before = dict(self._buffers)
+        super()._apply(fn, recurse)
+        for name, old in before.items():
+            new = self._buffers[name]
+            if old is not None and new is not None and new.dtype != old.dtype:
+                self._buffers[name] = old.to(new.device)  # (the original values, not a narrowed copy)
+        return self
+
     def dtype(self, role: str) -> torch.dtype:
         """The FP8 dtype of ``role`` under this recipe."""
         return self.recipe.fp8_format.dtype(role)

@@ -205,7 +205,7 @@ class FP8LinearFn(torch.autograd.Function):
         ctx.save_for_backward(qx, inv_x, qwt, inv_w, z if act is not None else None)
         ctx.act, ctx.state, ctx.gemm, ctx.x_shape = act, state, gemm, x.shape
         ctx.w_dtype, ctx.b_dtype = w.dtype, None if b is None else b.dtype
-        return y.view(*x.shape[:-1], w.shape[0])
+        return y.reshape(*x.shape[:-1], w.shape[0])
 
     @staticmethod
     @once_differentiable
@@ -221,7 +221,7 @@ class FP8LinearFn(torch.autograd.Function):
         needs = ctx.needs_input_grad
         dx = dw = db = None
         if needs[0]:
-            dx = ctx.gemm(qg, qwt, inv_g, inv_w, g.dtype).view(ctx.x_shape)
+            dx = ctx.gemm(qg, qwt, inv_g, inv_w, g.dtype).reshape(ctx.x_shape)
         if needs[1]:
             dw = ctx.gemm(qg.T.contiguous(), qx.T.contiguous(), inv_g, inv_x, torch.float32).to(ctx.w_dtype)
         if needs[2] and ctx.b_dtype is not None:

@@ -220,3 +220,15 @@ def test_gpu_state_nonfinite_poisons_scale():
     _, s = st.quantize(x, "input")
     assert bool(s.isnan()) and st.nonfinite_count() == 1
     assert torch.equal(st.amax_history, before[0]) and torch.equal(st.scale, before[1])
+
+
+def test_state_stays_float32_when_the_model_is_cast():
+    """model.to(torch.bfloat16) / .half() casts the parameters, not the FP8 scales and amax histories."""
+    m = torch.nn.Module()
+    m.fp8_state = fp8.ScalingState(fp8.DelayedScaling(amax_history_len=3))
+    m.fp8_state.quantize(torch.tensor([3.0]), "input")
+    want = m.fp8_state.scale.clone()
+    m.to(torch.bfloat16).half()
+    st = m.fp8_state
+    assert st.scale.dtype == st.amax_history.dtype == torch.float32 and st.found_inf.dtype == torch.int32
+    assert torch.equal(st.scale, want)
