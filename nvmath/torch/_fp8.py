@@ -277,6 +277,220 @@ class ScalingState(torch.nn.Module):
         return self
 
     def dtype(self, role: str) -> torch.dtype:
+        """The torch FP8 dtype of ``role`` (``"input"``, ``"weight"`` or ``"grad_output"``)."""
+        if role == "grad_output" and self is Format.HYBRID:
+            return torch.float8_e5m2
+        return torch.float8_e4m3fn
+
+
+def _check_format(fmt: Any) -> Format:
+    if isinstance(fmt, str):
+        try:
+            return Format(fmt.lower())
+        except ValueError:
+            pass
+    if isinstance(fmt, Format):
+        return fmt
+    raise ValueError(f"fp8_format must be a Format or one of 'e4m3', 'hybrid'; got {fmt!r}")
+
+
+def _check_margin(margin: Any) -> int:
+    if isinstance(margin, bool) or not isinstance(margin, int) or margin < 0:
+        raise ValueError(f"margin must be an int >= 0 (the scale is divided by 2**margin); got {margin!r}")
+    return margin
+
+
+@dataclasses.dataclass(frozen=True)
+class CurrentScaling:
+    """Per-tensor current scaling: each tensor is scaled by its own amax when it is quantized.
+
+    Args:
+        margin: the scale is divided by ``2**margin`` (headroom below the format's largest value).
+        fp8_format: :class:`Format` (or ``"hybrid"`` / ``"e4m3"``).
+    """
+
+    margin: int = 0
+    fp8_format: Format = Format.HYBRID
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "margin", _check_margin(self.margin))
+        object.__setattr__(self, "fp8_format", _check_format(self.fp8_format))
+
+    delayed = False
+    history_len = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class DelayedScaling:
+    """Per-tensor delayed scaling: the scale comes from the amax history of earlier uses.
+
+    Args:
+        margin: as :class:`CurrentScaling`.
+        fp8_format: as :class:`CurrentScaling`.
+        amax_history_len: how many earlier amax values are kept (>= 1).
+        amax_compute_algo: ``"max"`` (the largest in the history) or ``"most_recent"``.
+    """
+
+    margin: int = 0
+    fp8_format: Format = Format.HYBRID
+    amax_history_len: int = 1024
+    amax_compute_algo: str = "max"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "margin", _check_margin(self.margin))
+        object.__setattr__(self, "fp8_format", _check_format(self.fp8_format))
+        n = self.amax_history_len
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"amax_history_len must be an int >= 1; got {n!r}")
+        if self.amax_compute_algo not in ("max", "most_recent"):
+            raise ValueError(
+                f"amax_compute_algo must be 'max' or 'most_recent'; got {self.amax_compute_algo!r}"
+            )
+
+    delayed = True
+
+    @property
+    def history_len(self) -> int:
+        return self.amax_history_len
+
+
+MXFP8_MIN_CC = (10, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class MXFP8BlockScaling:
+    """MXFP8: 32-element blocks along K with power-of-two (e8m0) scales, e4m3 data.
+
+    cuBLASLt runs it on compute capability 10.0 (Blackwell) and newer. nvmath.torch refuses it on
+    older GPUs (Hopper, H100/H200 = 9.0, has no MXFP8 GEMM) and on CPU tensors, naming
+    the capability; it does not run it yet on Blackwell either (no such GPU to validate it on).
+    """
+
+    fp8_format: Format = Format.E4M3
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fp8_format", _check_format(self.fp8_format))
+
+
+Recipe = CurrentScaling | DelayedScaling
+
+
+def check_recipe(recipe: Any, device: torch.device) -> Recipe:
+    """Return ``recipe`` when FP8 layers can run it on ``device``; raise naming what is missing.
+
+    Raises:
+        TypeError: not a recipe.
+        RuntimeError: an FP8 recipe on a GPU below compute capability 8.9, or MXFP8 below 10.0 / on CPU.
+    """
+    if not isinstance(recipe, CurrentScaling | DelayedScaling | MXFP8BlockScaling):
+        raise TypeError(
+            f"recipe must be nvmath.torch.fp8.CurrentScaling, DelayedScaling or MXFP8BlockScaling; got {recipe!r}"
+        )
+    cc = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    if isinstance(recipe, MXFP8BlockScaling):
+        where = f"compute capability {cc[0]}.{cc[1]}" if cc else "CPU tensors"
+        if cc is None or cc < MXFP8_MIN_CC:
+            raise RuntimeError(
+                f"MXFP8 block scaling needs a GPU of compute capability >= 10.0 (Blackwell); got {where}. "
+                "Use CurrentScaling or DelayedScaling (per-tensor FP8) instead."
+            )
+        raise NotImplementedError("MXFP8 block scaling layers are not implemented yet in nvmath.torch")
+    if cc is not None and cc < (8, 9):
+        raise RuntimeError(
+            f"FP8 GEMMs need a GPU of compute capability >= 8.9 (Ada, Hopper or newer); device {device} has "
+            f"compute capability {cc[0]}.{cc[1]}. Train in bfloat16 there."
+        )
+    return recipe
+
+
+def scale_from_amax(amax: torch.Tensor, old_scale: torch.Tensor, fp8_max: float, margin: int) -> torch.Tensor:
+    """``(fp8_max / amax) / 2**margin`` where ``amax`` is finite and > 0, else ``old_scale`` (float32)."""
+    amax = amax.float()
+    new = (fp8_max / amax) / float(2**margin)
+    good = torch.isfinite(amax) & (amax > 0) & torch.isfinite(new)
+    return torch.where(good, new, old_scale)
+
+
+def amax_of(x: torch.Tensor) -> torch.Tensor:
+    """``max |x|`` as a float32 scalar tensor (0 for an empty tensor; NaN / inf propagate)."""
+    if not x.numel():
+        return torch.zeros((), dtype=torch.float32, device=x.device)
+    return torch.linalg.vector_norm(x, float("inf")).float()
+
+
+def quantize(
+    x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype, amax: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``fp8(clamp(x * scale))``: the product in float32, rounded to nearest even, finite values
+    saturated to the format's largest; when ``x`` holds a non-finite value (``amax``, computed here
+    when not given, is inf or NaN) the whole result is NaN -- never a saturated value in its place."""
+    fp8_max = FP8_MAX[dtype]
+    if amax is None:
+        amax = amax_of(x)
+    poisoned = scale + (amax - amax)  # (amax - amax: 0 when finite, NaN otherwise; no extra pass over x)
+    return (x.float() * poisoned).clamp_(-fp8_max, fp8_max).to(dtype)
+
+
+def _fused_quantize(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> tuple | None:
+    """``(q, amax)`` in one pass for a CUDA tensor (:mod:`._fp8_kernels`), else ``None``."""
+    if not x.is_cuda:
+        return None
+    from nvmath.torch import _fp8_kernels
+
+    if not _fp8_kernels.available(x):
+        return None
+    return _fp8_kernels.fused_quantize(x, scale, dtype)
+
+
+def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``q / scale`` in float32 (what the GEMM's dequantization scale ``1 / scale`` computes)."""
+    return q.float() * scale.reciprocal()
+
+
+class ScalingState(torch.nn.Module):
+    """The FP8 scaling state of one layer: per role (input, weight, grad_output) a scale, an amax
+    history and a ``found_inf`` flag, all buffers (so they are in ``state_dict`` and follow ``.to()``).
+
+    Buffers: ``scale`` (3,), ``amax_history`` (history_len, 3), ``found_inf`` (3,) (a count of skipped
+    updates since the last :func:`optimizer_step`), in :data:`ROLES` order.
+    """
+
+    def __init__(self, recipe: Recipe, device: Any = None):
+        super().__init__()
+        self.recipe = recipe
+        self.register_buffer("scale", torch.ones(len(ROLES), dtype=torch.float32, device=device))
+        self.register_buffer(
+            "amax_history", torch.zeros(recipe.history_len, len(ROLES), dtype=torch.float32, device=device)
+        )
+        self.register_buffer("found_inf", torch.zeros(len(ROLES), dtype=torch.int32, device=device))
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        # .to(device) moves the state; .to(dtype) / .bfloat16() on a model must not narrow it: scales
+        # and amax histories stay float32
+        before = dict(self._buffers)
+        super()._apply(fn, recurse)
+        for name, old in before.items():
+            new = self._buffers[name]
+            if old is not None and new is not None and new.dtype != old.dtype:
+                self._buffers[name] = old.to(new.device)  # (the original values, not a narrowed copy)
+        return self
+
+    @contextlib.contextmanager
+    def using_buffers(
+        self, scale: torch.Tensor, amax_history: torch.Tensor, found_inf: torch.Tensor
+    ) -> Iterator[None]:
+        """Read and update these tensors instead of the state's buffers inside the block: what a
+        ``torch.library`` custom op is handed for the buffers it mutates (under ``torch.compile``,
+        copies that the compiled graph writes back)."""
+        names = ("scale", "amax_history", "found_inf")
+        saved = {n: self._buffers[n] for n in names}
+        self._buffers.update(zip(names, (scale, amax_history, found_inf)))
+        try:
+            yield
+        finally:
+            self._buffers.update(saved)
+
+    def dtype(self, role: str) -> torch.dtype:
         """The FP8 dtype of ``role`` under this recipe."""
         return self.recipe.fp8_format.dtype(role)
 
@@ -311,6 +525,25 @@ class ScalingState(torch.nn.Module):
             # NaN when amax is not finite: the GEMM that dequantizes by it yields NaN
             scale = scale + (amax - amax)
         return q, scale
+
+    def delayed_scale(self, role: str) -> torch.Tensor:
+        """The scale a delayed recipe quantizes ``role`` with now (a copy, shape ()): what a GEMM writing
+        that tensor in FP8 is given as its D scale (before the tensor's amax is known)."""
+        if not self.recipe.delayed:
+            raise RuntimeError("only delayed scaling knows a tensor's scale before its amax")
+        return self.scale[ROLES.index(role)].clone()
+
+    def record_amax(self, role: str, amax: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """Record the amax of ``role``'s tensor measured elsewhere (by the GEMM that wrote it in FP8
+        with ``scale``, e.g. cuBLASLt's ``result_amax``) as :meth:`quantize` would; return ``scale``,
+        NaN when ``amax`` is not finite (the poisoned dequantization of :meth:`quantize`)."""
+        i = ROLES.index(role)
+        fp8_max = FP8_MAX[self.dtype(role)]
+        with torch.no_grad():
+            amax = amax.detach().reshape(()).float()
+            finite = torch.isfinite(amax)
+            self._record(i, amax, finite, fp8_max, self.recipe.margin)
+            return scale + (amax - amax)
 
     def _record(self, i: int, amax: torch.Tensor, finite: torch.Tensor, fp8_max: float, margin: int) -> None:
         """Push a finite amax into role ``i``'s history and update its scale; flag a non-finite one."""

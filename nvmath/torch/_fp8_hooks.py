@@ -13,7 +13,7 @@ import torch
 
 from nvmath.torch import _fp8
 
-__all__ = ["autocast_on", "check_layer_recipe", "linear_forward", "setup"]
+__all__ = ["autocast_on", "check_layer_recipe", "linear_forward", "mlp_forward", "setup"]
 
 
 def setup(module: torch.nn.Module, recipe: Any, device: Any) -> None:
@@ -52,3 +52,21 @@ def linear_forward(
     recipe = module.fp8 if module.fp8 is not None else _fp8.current_recipe()
     state = _fp8_linear.layer_state(module, recipe, weight.device)
     return _fp8_linear.fp8_linear(x, weight, bias, module.activation, state)
+
+
+def mlp_forward(module: Any, x: torch.Tensor) -> torch.Tensor:
+    """An MLP block's forward in FP8: one fused block (:mod:`._fp8_mlp`) where it applies (GELU,
+    bfloat16 / float16, one recipe), else its two FP8 Linear layers."""
+    from nvmath.torch import _fp8_linear, _fp8_mlp
+
+    f1, f2 = module.fc1, module.fc2
+    r1 = f1.fp8 if f1.fp8 is not None else _fp8.current_recipe()
+    r2 = f2.fp8 if f2.fp8 is not None else _fp8.current_recipe()
+    if r1 is None or r2 is None or isinstance(r1, _fp8.MXFP8BlockScaling):
+        return f2(f1(x))
+    s1 = _fp8_linear.layer_state(f1, r1, f1.weight.device)
+    s2 = _fp8_linear.layer_state(f2, r2, f2.weight.device)
+    if torch.compiler.is_compiling() or not _fp8_mlp.fused_applies(module.activation, x.dtype, s1, s2):
+        # (under torch.compile: two FP8 Linear custom ops, see nvmath.torch._fp8_ops)
+        return f2(f1(x))
+    return _fp8_mlp.fp8_mlp(x, f1.weight, f1.bias, f2.weight, f2.bias, s1, s2)

@@ -159,15 +159,20 @@ class FP8LinearState(ScalingState):
         self._weight_key: tuple | None = None
         self._weight_copies: tuple | None = None
         self.weight_updates = 0
+        from nvmath.torch import _fp8_ops
+
+        self.op_number = _fp8_ops.register(self)
+        """This state's number in the registry of the ``torch.compile`` custom ops (:mod:`._fp8_ops`)."""
         self.checked_device: torch.device | None = None
         """The device the recipe was last checked for (:func:`layer_state` checks on a new one)."""
 
     def weight_fp8(self, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(qw, qw.T contiguous, 1 / sw)`` of ``w``, made again only when ``w`` changed."""
-        # the tensor itself (held: an address may be reused by another tensor) and its version
-        key = (w, w._version, w.data_ptr())
+        # the tensor held (so its memory cannot be another tensor's), its address, layout and version:
+        # the same tensor, or (under torch.compile, which hands the op an alias) one viewing its memory
+        key = (w, w._version, w.data_ptr(), w.shape, w.stride(), w.dtype)
         old = self._weight_key
-        if old is None or old[0] is not w or old[1:] != key[1:] or self._weight_copies is None:
+        if old is None or old[1:] != key[1:] or self._weight_copies is None:
             q, s = self.quantize(w, "weight")
             self._weight_copies = (q, q.T.contiguous(), s.reciprocal())
             self._weight_key = key
@@ -187,6 +192,48 @@ def _activation(z: torch.Tensor, act: str | None) -> torch.Tensor:
     return z
 
 
+def linear_forward(
+    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, act: str | None, state: FP8LinearState,
+    gemm: FP8GemmCache,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    """``(y, qx, 1 / sx, z)``: the forward and what the backward needs (``z``: the pre-activation with an
+    activation, else ``None``); updates ``state`` (input and weight roles)."""
+    x2 = x.reshape(-1, x.shape[-1])
+    qx, sx = state.quantize(x2, "input")
+    qw, _, inv_w = state.weight_fp8(w)
+    inv_x = sx.reciprocal()
+    z = gemm(qx, qw, inv_x, inv_w, x.dtype)
+    if b is not None:
+        z = z + b.to(z.dtype)
+    y = _activation(z, act)
+    return y.reshape(*x.shape[:-1], w.shape[0]), qx, inv_x, z if act is not None else None
+
+
+def linear_backward(
+    g: torch.Tensor, qx: torch.Tensor, inv_x: torch.Tensor, z: torch.Tensor | None, w: torch.Tensor,
+    act: str | None, b_dtype: torch.dtype | None, needs: tuple, state: FP8LinearState, gemm: FP8GemmCache,
+    x_shape: tuple,
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
+    """``(dx, dw, db)`` of :func:`linear_forward` (``None`` where ``needs`` says not needed); updates
+    ``state`` (grad_output role). The weight's FP8 copies come from ``state`` (made in the forward)."""
+    _, qwt, inv_w = state.weight_fp8(w)
+    g2 = g.reshape(-1, g.shape[-1])
+    if act == "relu":
+        g2 = torch.ops.aten.threshold_backward(g2, z, 0)
+    elif act == "gelu":
+        g2 = torch.ops.aten.gelu_backward(g2, z, approximate="tanh")
+    qg, sg = state.quantize(g2.contiguous(), "grad_output")
+    inv_g = sg.reciprocal()
+    dx = dw = db = None
+    if needs[0]:
+        dx = gemm(qg, qwt, inv_g, inv_w, g.dtype).reshape(x_shape)
+    if needs[1]:
+        dw = gemm(qg.T.contiguous(), qx.T.contiguous(), inv_g, inv_x, torch.float32).to(w.dtype)
+    if needs[2] and b_dtype is not None:
+        db = g2.float().sum(0).to(b_dtype)
+    return dx, dw, db
+
+
 class FP8LinearFn(torch.autograd.Function):
     """``act(x @ w.T + b)`` with FP8 GEMMs forward and backward (see the module docstring)."""
 
@@ -194,38 +241,19 @@ class FP8LinearFn(torch.autograd.Function):
     def forward(
         ctx: Any, x: Any, w: Any, b: Any, act: str | None, state: FP8LinearState, gemm: FP8GemmCache
     ) -> Any:  # fmt: skip
-        x2 = x.reshape(-1, x.shape[-1])
-        qx, sx = state.quantize(x2, "input")
-        qw, qwt, inv_w = state.weight_fp8(w)
-        inv_x = sx.reciprocal()
-        z = gemm(qx, qw, inv_x, inv_w, x.dtype)
-        if b is not None:
-            z = z + b.to(z.dtype)
-        y = _activation(z, act)
-        ctx.save_for_backward(qx, inv_x, qwt, inv_w, z if act is not None else None)
+        y, qx, inv_x, z = linear_forward(x, w, b, act, state, gemm)
+        ctx.save_for_backward(qx, inv_x, z, w)
         ctx.act, ctx.state, ctx.gemm, ctx.x_shape = act, state, gemm, x.shape
-        ctx.w_dtype, ctx.b_dtype = w.dtype, None if b is None else b.dtype
-        return y.reshape(*x.shape[:-1], w.shape[0])
+        ctx.b_dtype = None if b is None else b.dtype
+        return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, g: Any) -> Any:
-        qx, inv_x, qwt, inv_w, z = ctx.saved_tensors
-        g2 = g.reshape(-1, g.shape[-1])
-        if ctx.act == "relu":
-            g2 = torch.ops.aten.threshold_backward(g2, z, 0)
-        elif ctx.act == "gelu":
-            g2 = torch.ops.aten.gelu_backward(g2, z, approximate="tanh")
-        qg, sg = ctx.state.quantize(g2, "grad_output")
-        inv_g = sg.reciprocal()
-        needs = ctx.needs_input_grad
-        dx = dw = db = None
-        if needs[0]:
-            dx = ctx.gemm(qg, qwt, inv_g, inv_w, g.dtype).reshape(ctx.x_shape)
-        if needs[1]:
-            dw = ctx.gemm(qg.T.contiguous(), qx.T.contiguous(), inv_g, inv_x, torch.float32).to(ctx.w_dtype)
-        if needs[2] and ctx.b_dtype is not None:
-            db = g2.float().sum(0).to(ctx.b_dtype)
+        qx, inv_x, z, w = ctx.saved_tensors
+        dx, dw, db = linear_backward(
+            g, qx, inv_x, z, w, ctx.act, ctx.b_dtype, ctx.needs_input_grad, ctx.state, ctx.gemm, ctx.x_shape
+        )
         return dx, dw, db, None, None, None
 
 
@@ -260,15 +288,20 @@ def fp8_linear(
     """``activation(x @ weight.T + bias)`` in FP8 under ``state``'s recipe (see the module docstring).
 
     Raises:
-        RuntimeError: under ``torch.compile`` (FP8 layers run eagerly), or devices that differ.
+        RuntimeError: shapes or devices that differ.
         ValueError: sizes that are not multiples of 16.
         TypeError: an input dtype other than bfloat16, float16, float32.
     """
-    if torch.compiler.is_compiling():
-        raise RuntimeError(
-            "nvmath.torch FP8 layers run eagerly (their weight cache and scaling state are Python state "
-            "torch.compile does not trace); leave them out of the compiled region (torch.compiler.disable)"
-        )
+    check_input(x, weight)
+    if torch.compiler.is_compiling():  # the custom op torch.compile traces (nvmath.torch._fp8_ops)
+        from nvmath.torch import _fp8_ops
+
+        return _fp8_ops.fp8_linear_compiled(x, weight, bias, activation, state)
+    return FP8LinearFn.apply(x, weight, bias, activation, state, gemm or fp8_gemm_cache)
+
+
+def check_input(x: torch.Tensor, weight: torch.Tensor) -> None:
+    """Raise unless ``x`` can go through an FP8 layer of ``weight`` (see :func:`fp8_linear`)."""
     if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != weight.shape[1]:
         raise RuntimeError(
             f"input of shape {tuple(getattr(x, 'shape', ()))} cannot be multiplied by weight.T (weight of "
@@ -280,4 +313,3 @@ def fp8_linear(
         raise TypeError(f"FP8 Linear layers compute in bfloat16, float16 or float32; the input is {x.dtype}")
     tokens = x.numel() // x.shape[-1] if x.shape[-1] else 0
     check_fp8_sizes(tokens, weight.shape[1], weight.shape[0])
-    return FP8LinearFn.apply(x, weight, bias, activation, state, gemm or fp8_gemm_cache)

@@ -154,12 +154,45 @@ def test_state_dict_round_trip_and_keys():
         assert torch.equal(v, sd[k]), k
 
 
-def test_compile_refused(monkeypatch):
-    """Inside a torch.compile trace the FP8 path raises a clear RuntimeError (it runs eagerly)."""
-    lin, _ = make(fp8.CurrentScaling())
-    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
-    with pytest.raises(RuntimeError, match="eagerly"):
-        lin(torch.randn(16, 32))
+@pytest.mark.parametrize("act", [None, "gelu"])
+def test_compiled_fullgraph_equals_eager(act):
+    """torch.compile(fullgraph=True) traces the FP8 layer as the nvmath::fp8_linear custom ops: the
+    outputs, gradients and scaling-state updates equal the eager layer's step after step, and the
+    weight's FP8 copy is still made once per weight version."""
+    recipe = fp8.DelayedScaling(amax_history_len=4)
+    lin, _ = make(recipe, act=act, seed=3)
+    twin, _ = make(recipe, act=act, seed=3)
+    compiled = torch.compile(lin, fullgraph=True, backend="aot_eager")
+    x = torch.randn(16, 32)
+    for _ in range(3):
+        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+        ya, yb = compiled(xa), twin(xb)
+        ya.sum().backward()
+        yb.sum().backward()
+        assert torch.equal(ya, yb) and torch.equal(xa.grad, xb.grad)
+        assert torch.equal(lin.weight.grad, twin.weight.grad) and torch.equal(lin.bias.grad, twin.bias.grad)
+        for name, buf in lin.fp8_state.named_buffers():
+            assert torch.equal(buf, twin.fp8_state.get_buffer(name)), name
+        with torch.no_grad():
+            for m in (lin, twin):
+                m.weight -= 0.1 * m.weight.grad
+                m.zero_grad()
+    assert lin.fp8_state.weight_updates == twin.fp8_state.weight_updates == 3
+
+
+def test_compiled_fake_kernels_give_shapes_and_dtypes():
+    """The custom ops' fake kernels agree with the real ones (torch.library.opcheck)."""
+    from nvmath.torch import _fp8_ops
+
+    lin, _ = make(fp8.CurrentScaling(), act="gelu", seed=4)
+    x = torch.randn(16, 32, requires_grad=True)
+    args = (x, lin.weight, lin.bias, lin.fp8_state.op_number, "gelu")
+    torch.library.opcheck(_fp8_ops.fp8_linear_op, args, test_utils=("test_faketensor",))
+    y, qx, inv_x, z = _fp8_ops.fp8_linear_op(*args)
+    assert qx.dtype == E4 and qx.shape == (16, 32) and z.shape == (16, 48) and inv_x.shape == ()
+    g = torch.randn_like(y)
+    bargs = (g, qx, inv_x, z, lin.weight, lin.fp8_state.op_number, "gelu", lin.bias.dtype, [True, True, True])
+    torch.library.opcheck(_fp8_ops.fp8_linear_backward_op, bargs, test_utils=("test_faketensor",))
 
 
 def torch_mlp(m8):

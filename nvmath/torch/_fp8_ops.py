@@ -1,0 +1,132 @@
+"""``torch.ops.nvmath.fp8_linear`` / ``fp8_linear_backward``: the FP8 Linear layer as custom operators,
+what ``torch.compile(fullgraph=True)`` traces instead of :class:`._fp8_linear.FP8LinearFn`.
+
+* ``nvmath::fp8_linear(x, weight, bias?, state, activation) -> (y, qx, inv_x, z)``
+* ``nvmath::fp8_linear_backward(grad, qx, inv_x, z, weight, state, activation, bias_dtype, needs)
+  -> (dx, dw, db)``
+
+The layer's scaling state is not a tensor: the operators take it by a registry number (``state``,
+made with the state: :func:`register`) and run the eager code (:mod:`._fp8_linear`), which updates
+the state's buffers in place as eagerly (amax histories, scales, ``found_inf``). To torch the
+operators are functional: the updates are a side effect the graph does not see. An optimizing pass
+could merge two calls of one layer on the same input tensor in one graph (one state update instead
+of two); call a layer once per input. An operator that declared the buffers mutated could not have
+an autograd formula (torch refuses ``register_autograd`` on mutating operators), and the backward's
+updates happen outside the forward graph anyway.
+
+The weight's FP8 copies (made once per weight version) stay a cache inside the operator: it runs
+outside the traced graph, on every call, so the refresh is decided at run time from the weight's
+version counter, as eagerly -- nothing about it is baked into the graph. ``qx`` (FP8) and ``z`` are
+outputs the backward operator takes back (the fake kernel gives their shapes and dtypes).
+
+What is not claimed: CUDA-graph capture (``mode="reduce-overhead"``) of these operators. A capture
+needs the planners made and the quantize kernels compiled before it (a warm-up step), a weight-cache
+refresh inside a replayed graph does not happen (the replay repeats the recorded launches, with the
+copies of the captured step), and the per-problem planner lookup is host code a replay skips. So
+FP8 layers under CUDA graphs are not supported (see docs/fp8_training.rst).
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from nvmath.torch import _fp8_linear
+
+__all__ = ["fp8_linear_compiled", "register"]
+
+_STATES: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_NEXT = itertools.count(1)
+
+
+def register(state: Any) -> int:
+    """A registry number for ``state`` (the registry holds it weakly); the state keeps it as
+    ``op_number`` (a constant ``torch.compile`` reads, made when the state is)."""
+    number = next(_NEXT)
+    _STATES[number] = state
+    return number
+
+
+def _state(number: int) -> Any:
+    state = _STATES.get(number)
+    if state is None:
+        raise RuntimeError(f"FP8 scaling state #{number} no longer exists (its layer was deleted)")
+    return state
+
+
+@torch.library.custom_op("nvmath::fp8_linear", mutates_args=())
+def fp8_linear_op(
+    x: Tensor, weight: Tensor, bias: Tensor | None, state: int, activation: str
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The FP8 Linear forward: ``(y, qx, 1 / sx, z)`` (``z`` empty without an activation)."""
+    y, qx, inv_x, z = _fp8_linear.linear_forward(
+        x, weight, bias, activation or None, _state(state), _fp8_linear.fp8_gemm_cache
+    )
+    return y, qx, inv_x, z if z is not None else x.new_empty((0,))
+
+
+@fp8_linear_op.register_fake
+def _fp8_linear_fake(x, weight, bias, state, activation):
+    tokens = x.numel() // x.shape[-1]
+    y = x.new_empty((*x.shape[:-1], weight.shape[0]))
+    qx = x.new_empty((tokens, x.shape[-1]), dtype=_state(state).dtype("input"))
+    z = x.new_empty((tokens, weight.shape[0])) if activation else x.new_empty((0,))
+    return y, qx, x.new_empty((), dtype=torch.float32), z
+
+
+@torch.library.custom_op("nvmath::fp8_linear_backward", mutates_args=())
+def fp8_linear_backward_op(
+    grad: Tensor, qx: Tensor, inv_x: Tensor, z: Tensor, weight: Tensor, state: int, activation: str,
+    bias_dtype: torch.dtype | None, needs: list[bool],
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """``(dx, dw, db)`` of ``nvmath::fp8_linear`` (empty tensors for gradients not needed)."""
+    x_shape = (*grad.shape[:-1], weight.shape[1])
+    grads = _fp8_linear.linear_backward(
+        grad, qx, inv_x, z if activation else None, weight, activation or None, bias_dtype, tuple(needs),
+        _state(state), _fp8_linear.fp8_gemm_cache, x_shape,
+    )  # fmt: skip
+    e = grad.new_empty((0,))
+    return tuple(t if t is not None else e for t in grads)  # type: ignore[return-value]
+
+
+@fp8_linear_backward_op.register_fake
+def _fp8_linear_backward_fake(grad, qx, inv_x, z, weight, state, activation, bias_dtype, needs):
+    e = grad.new_empty((0,))
+    return (
+        grad.new_empty((*grad.shape[:-1], weight.shape[1])) if needs[0] else e,
+        weight.new_empty(weight.shape) if needs[1] else e,
+        grad.new_empty((weight.shape[0],), dtype=bias_dtype) if needs[2] and bias_dtype is not None else e,
+    )
+
+
+def _setup(ctx: Any, inputs: tuple, output: tuple) -> None:
+    x, weight, bias, state, activation = inputs
+    _, qx, inv_x, z = output
+    ctx.save_for_backward(qx, inv_x, z, weight)
+    ctx.state, ctx.activation = state, activation
+    ctx.bias_dtype = None if bias is None else bias.dtype
+
+
+def _grad(ctx: Any, gy: Tensor, _gq: Tensor, _gi: Tensor, _gz: Tensor) -> tuple:
+    qx, inv_x, z, weight = ctx.saved_tensors
+    needs = [bool(n) for n in ctx.needs_input_grad[:3]]
+    dx, dw, db = torch.ops.nvmath.fp8_linear_backward(
+        gy, qx, inv_x, z, weight, ctx.state, ctx.activation, ctx.bias_dtype, needs
+    )
+    has_bias = ctx.bias_dtype is not None
+    return (dx if needs[0] else None, dw if needs[1] else None, db if needs[2] and has_bias else None,
+            None, None)  # fmt: skip
+
+
+fp8_linear_op.register_autograd(_grad, setup_context=_setup)
+
+
+def fp8_linear_compiled(
+    x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None, state: Any
+) -> Tensor:
+    """``activation(x @ weight.T + bias)`` in FP8 through ``torch.ops.nvmath.fp8_linear``."""
+    return torch.ops.nvmath.fp8_linear(x, weight, bias, state.op_number, activation or "")[0]
