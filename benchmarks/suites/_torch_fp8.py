@@ -6,7 +6,12 @@
   ``mlp-step-fp8-delayed-compile`` against ``torch.compile`` (default mode); ``mlp-step-fp8-torchao``:
   nvmath current scaling against torchao's ``convert_to_float8_training`` (tensorwise scaling, the
   same recipe; skipped where torchao is not installed). The FP8 step includes the weights' FP8 copies
-  (remade each step, as after an optimizer step: the weights' versions are bumped).
+  (remade each step, as after an optimizer step: the weights' versions are bumped). The nvmath note
+  says whether every fused GEMM ran fused (``fused: all``) or which cuBLASLt refused.
+* ``mlp-step-fp8-delayed-unfused``: the same step with the block's fused epilogues off (bias, GELU,
+  gelu_backward and fc2's input quantization as torch ops): the fusion's share, against the same
+  baseline. ``mlp-step-fp8-delayed-compiled``: ``torch.compile(fullgraph=True)`` of the nvmath FP8
+  block (its two FP8 Linear custom ops) against ``torch.compile`` of the bf16 block.
 * ``moe-8x-uneven-{loop,grouped-mm}``: a ``GroupedLinear`` of 8 experts 4096 -> 2048 on 16384 bf16
   tokens spread 4096/3072/2560/2048/1792/1280/1024/512, forward + backward, against a torch loop of
   ``F.linear`` per expert and against ``torch._grouped_mm`` (skipped where torch lacks it or its
@@ -46,24 +51,38 @@ def _bump(torch: Any, params: list) -> None:
             p.mul_(1.0)
 
 
-def _nvmath_fp8(recipe_name: str):
+def _nvmath_fp8(recipe_name: str, variant: str = "fused"):
+    """nvmath's FP8 MLP step: ``"fused"`` (the block's fused epilogues, eager), ``"unfused"`` (every
+    fused stage off: the two-layer form, for the fusion's share) or ``"compiled"`` (``torch.compile``
+    of the block: its two FP8 Linear custom ops, unfused)."""
+
     def setup(ctx: Any) -> Any:
         torch = _fp8_torch(ctx)
         import nvmath.torch as nt
-        from nvmath.torch import fp8
+        from nvmath.torch import _fp8_epilogs, _fp8_mlp, fp8
 
         recipe = {"delayed": fp8.DelayedScaling(), "current": fp8.CurrentScaling()}[recipe_name]
         block = nt.MLP(D_MODEL, D_FF, D_MODEL, fp8=recipe, device="cuda", dtype=torch.bfloat16)
         x, g = _inputs(torch)
         weights = [block.fc1.weight, block.fc2.weight]
         params = [x, *block.parameters()]
+        f1, f2 = block.fc1, block.fc2
+        model = {
+            "fused": block,
+            "compiled": torch.compile(block, fullgraph=True),
+            "unfused": lambda t: _fp8_mlp.fp8_mlp(
+                t, f1.weight, f1.bias, f2.weight, f2.bias, f1.fp8_state, f2.fp8_state, fused=_fp8_mlp.NO_FUSION
+            ),
+        }[variant]
 
         def step() -> Any:
             _bump(torch, weights)
-            return torch.autograd.grad(block(x), params, grad_outputs=g)
+            return torch.autograd.grad(model(x), params, grad_outputs=g)
 
-        step()  # plans the six FP8 GEMMs (not timed)
-        return Prepared(step, note=f"nvmath.torch.MLP(fp8={type(recipe).__name__}())")
+        step()  # plans the FP8 GEMMs (not timed)
+        refused = _fp8_epilogs.fp8_epilog_gemms.report()
+        fusion = "" if variant != "fused" else ("; fused: all" if not refused else f"; REFUSED: {refused}")
+        return Prepared(step, note=f"nvmath.torch.MLP(fp8={type(recipe).__name__}()) {variant}{fusion}")
 
     return setup
 
@@ -103,20 +122,24 @@ def _torchao(ctx: Any) -> Any:
     return Prepared(fn, note="torchao float8 tensorwise, eager")
 
 
-for _name, _recipe, _baseline, _desc in (
-    ("mlp-step-fp8-delayed", "delayed", _torch_bf16(None), "torch bf16 eager"),
-    ("mlp-step-fp8-current", "current", _torch_bf16(None), "torch bf16 eager"),
-    ("mlp-step-fp8-delayed-compile", "delayed", _torch_bf16("default"), "torch bf16 torch.compile"),
-    ("mlp-step-fp8-torchao", "current", _torchao, "torchao float8 (tensorwise)"),
+for _name, _recipe, _variant, _baseline, _desc in (
+    ("mlp-step-fp8-delayed", "delayed", "fused", _torch_bf16(None), "torch bf16 eager"),
+    ("mlp-step-fp8-current", "current", "fused", _torch_bf16(None), "torch bf16 eager"),
+    ("mlp-step-fp8-delayed-unfused", "delayed", "unfused", _torch_bf16(None), "torch bf16 eager"),
+    ("mlp-step-fp8-delayed-compile", "delayed", "fused", _torch_bf16("default"), "torch bf16 torch.compile"),
+    ("mlp-step-fp8-delayed-compiled", "delayed", "compiled", _torch_bf16("default"), "torch bf16 torch.compile"),
+    ("mlp-step-fp8-torchao", "current", "fused", _torchao, "torchao float8 (tensorwise)"),
 ):
     register(
         Case(
             suite="torch",
             name=_name,
-            setups={"nvmath": _nvmath_fp8(_recipe), "torch": _baseline},
+            setups={"nvmath": _nvmath_fp8(_recipe, _variant), "torch": _baseline},
             flops=MLP_FLOPS,
             quick=_name == "mlp-step-fp8-delayed",
-            description=f"MLP 4096->16384 GELU->4096 step, 8192 tokens: nvmath FP8 ({_recipe} scaling) vs {_desc}",
+            description=(
+                f"MLP 4096->16384 GELU->4096 step, 8192 tokens: nvmath FP8 ({_recipe} scaling, {_variant}) vs {_desc}"
+            ),
         )
     )
 

@@ -44,7 +44,7 @@ from torch.autograd.function import once_differentiable
 from nvmath.torch._fp8_epilogs import FP8EpilogGemms, GemmConfig, fp8_epilog_gemms
 from nvmath.torch._fp8_linear import FP8GemmCache, FP8LinearState, check_fp8_sizes, check_input, fp8_gemm_cache
 
-__all__ = ["FP8MLPFn", "dgelu_config", "fc1_config", "fc2_config", "fp8_mlp", "fused_applies"]
+__all__ = ["NO_FUSION", "FP8MLPFn", "dgelu_config", "fc1_config", "fc2_config", "fp8_mlp", "fused_applies"]
 
 FUSED_DTYPES = (torch.bfloat16, torch.float16)
 
@@ -71,6 +71,17 @@ def fc2_config(dtype: torch.dtype) -> GemmConfig:
 def dgelu_config(dtype: torch.dtype) -> GemmConfig:
     """fc2's dgrad with fc1's GELU derivative (the aux in ``dtype``)."""
     return GemmConfig("DGELU", dtype)
+
+
+class _NoFusion:
+    """Fused GEMMs that are never available: :func:`fp8_mlp` then runs every stage unfused."""
+
+    def supported(self, *args: Any, **kwargs: Any) -> bool:
+        return False
+
+
+NO_FUSION: Any = _NoFusion()
+"""Pass as ``fused=`` to :func:`fp8_mlp` to run the block unfused (benchmarks, tests)."""
 
 
 def _gelu_fallback(z: torch.Tensor, b: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:

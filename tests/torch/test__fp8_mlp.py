@@ -27,13 +27,6 @@ def rel(a, b):
     return float((a - b).norm() / b.norm())
 
 
-class _Unfused:
-    """An FP8EpilogGemms that cuBLASLt refused everything to: the block runs every stage unfused."""
-
-    def supported(self, *args, **kwargs):
-        return False
-
-
 def block(recipe, dtype=BF16, seed=0, n=(32, 64, 48)):
     torch.manual_seed(seed)
     return nt.MLP(*n, fp8=recipe, dtype=dtype)
@@ -59,7 +52,7 @@ def test_all_refused_equals_two_fp8_layers(recipe):
     a, b = block(recipe), block(recipe)
     x, g = torch.randn(32, 32, dtype=BF16), torch.randn(32, 48, dtype=BF16)
     for _ in range(3):
-        got = step(a, x, g, fused=_Unfused())
+        got = step(a, x, g, fused=_fp8_mlp.NO_FUSION)
         xx = x.clone().requires_grad_()
         y = b.fc2(b.fc1(xx))
         y.backward(g)
@@ -115,7 +108,7 @@ def test_fused_close_to_unfused(recipe):
     a, b = block(recipe, seed=2), block(recipe, seed=2)
     x, g = torch.randn(64, 32, dtype=BF16), torch.randn(64, 48, dtype=BF16)
     for _ in range(3):
-        for u, v in zip(step(a, x, g), step(b, x, g, fused=_Unfused())):
+        for u, v in zip(step(a, x, g), step(b, x, g, fused=_fp8_mlp.NO_FUSION)):
             assert rel(u, v) < 0.08
         a.zero_grad()
         b.zero_grad()
@@ -204,7 +197,7 @@ def test_gpu_fused_block_runs_fused_and_matches_unfused(recipe):
     for _ in range(3):
         fused = step(a, x.cuda(), g.cuda(), fused=gemms)
         assert gemms.report() == {}
-        unfused = step(b, x.cuda(), g.cuda(), fused=_Unfused())
+        unfused = step(b, x.cuda(), g.cuda(), fused=_fp8_mlp.NO_FUSION)
         emulated = step(c, x, g)
         for u, v, w in zip(fused, unfused, emulated):
             assert rel(u.cpu(), v.cpu()) < 0.08 and rel(u.cpu(), w) < 0.08
