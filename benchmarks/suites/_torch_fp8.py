@@ -59,7 +59,7 @@ def _nvmath_fp8(recipe_name: str, variant: str = "fused"):
     def setup(ctx: Any) -> Any:
         torch = _fp8_torch(ctx)
         import nvmath.torch as nt
-        from nvmath.torch import _fp8_epilogs, _fp8_mlp, fp8
+        from nvmath.torch import _fp8_mlp, fp8
 
         recipe = {"delayed": fp8.DelayedScaling(), "current": fp8.CurrentScaling()}[recipe_name]
         block = nt.MLP(D_MODEL, D_FF, D_MODEL, fp8=recipe, device="cuda", dtype=torch.bfloat16)
@@ -80,7 +80,7 @@ def _nvmath_fp8(recipe_name: str, variant: str = "fused"):
             return torch.autograd.grad(model(x), params, grad_outputs=g)
 
         step()  # plans the FP8 GEMMs (not timed)
-        refused = _fp8_epilogs.fp8_epilog_gemms.report()
+        refused = fp8.fused_gemm_report()
         fusion = "" if variant != "fused" else ("; fused: all" if not refused else f"; REFUSED: {refused}")
         return Prepared(step, note=f"nvmath.torch.MLP(fp8={type(recipe).__name__}()) {variant}{fusion}")
 

@@ -22,6 +22,17 @@ from nvmath.torch._fp8 import (
     scale_from_amax,
 )
 
+
+
+def fused_gemm_report() -> dict[str, str]:
+    """The fused FP8 GEMMs of :class:`~nvmath.torch.MLP` blocks that cuBLASLt refused at planning
+    (``{configuration and shapes: cuBLASLt's answer}``), which therefore run unfused; empty when every
+    fused GEMM planned so far runs fused (see ``docs/fp8_training.rst``)."""
+    from nvmath.torch._fp8_epilogs import fp8_epilog_gemms
+
+    return fp8_epilog_gemms.report()
+
+
 __all__ = [
     "FP8_MAX",
     "CurrentScaling",
@@ -33,6 +44,7 @@ __all__ = [
     "current_recipe",
     "dequantize",
     "fp8_autocast",
+    "fused_gemm_report",
     "optimizer_step",
     "quantize",
     "scale_from_amax",
