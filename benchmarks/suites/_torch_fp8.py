@@ -11,7 +11,7 @@
 * ``mlp-step-fp8-delayed-unfused``: the same step with the block's fused epilogues off (bias, GELU,
   gelu_backward and fc2's input quantization as torch ops): the fusion's share, against the same
   baseline. ``mlp-step-fp8-delayed-compiled``: ``torch.compile(fullgraph=True)`` of the nvmath FP8
-  block (its two FP8 Linear custom ops) against ``torch.compile`` of the bf16 block.
+  block (its ``nvmath::fp8_mlp`` custom ops) against ``torch.compile`` of the bf16 block.
 * ``moe-8x-uneven-{loop,grouped-mm}``: a ``GroupedLinear`` of 8 experts 4096 -> 2048 on 16384 bf16
   tokens spread 4096/3072/2560/2048/1792/1280/1024/512, forward + backward, against a torch loop of
   ``F.linear`` per expert and against ``torch._grouped_mm`` (skipped where torch lacks it or its
@@ -54,7 +54,7 @@ def _bump(torch: Any, params: list) -> None:
 def _nvmath_fp8(recipe_name: str, variant: str = "fused"):
     """nvmath's FP8 MLP step: ``"fused"`` (the block's fused epilogues, eager), ``"unfused"`` (every
     fused stage off: the two-layer form, for the fusion's share) or ``"compiled"`` (``torch.compile``
-    of the block: its two FP8 Linear custom ops, unfused)."""
+    of the block: its fused custom ops)."""
 
     def setup(ctx: Any) -> Any:
         torch = _fp8_torch(ctx)

@@ -66,7 +66,6 @@ def mlp_forward(module: Any, x: torch.Tensor) -> torch.Tensor:
         return f2(f1(x))
     s1 = _fp8_linear.layer_state(f1, r1, f1.weight.device)
     s2 = _fp8_linear.layer_state(f2, r2, f2.weight.device)
-    if torch.compiler.is_compiling() or not _fp8_mlp.fused_applies(module.activation, x.dtype, s1, s2):
-        # (under torch.compile: two FP8 Linear custom ops, see nvmath.torch._fp8_ops)
+    if not _fp8_mlp.fused_applies(module.activation, x.dtype, s1, s2):
         return f2(f1(x))
     return _fp8_mlp.fp8_mlp(x, f1.weight, f1.bias, f2.weight, f2.bias, s1, s2)

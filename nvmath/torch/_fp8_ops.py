@@ -4,6 +4,9 @@ what ``torch.compile(fullgraph=True)`` traces instead of :class:`._fp8_linear.FP
 * ``nvmath::fp8_linear(x, weight, bias?, state, activation) -> (y, qx, inv_x, z)``
 * ``nvmath::fp8_linear_backward(grad, qx, inv_x, z, weight, state, activation, bias_dtype, needs)
   -> (dx, dw, db)``
+* ``nvmath::fp8_mlp(x, w1, b1?, w2, b2?, state1, state2) -> (y, qx, inv_x, qh, inv_h, aux)`` and
+  ``nvmath::fp8_mlp_backward(...) -> (dx, dw1, db1, dw2, db2)``: the fused MLP block
+  (:mod:`._fp8_mlp`), its fused epilogues included.
 
 The layer's scaling state is not a tensor: the operators take it by a registry number (``state``,
 made with the state: :func:`register`) and run the eager code (:mod:`._fp8_linear`), which updates
@@ -37,7 +40,7 @@ from torch import Tensor
 
 from nvmath.torch import _fp8_linear
 
-__all__ = ["fp8_linear_compiled", "register"]
+__all__ = ["fp8_linear_compiled", "fp8_mlp_compiled", "register"]
 
 _STATES: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 _NEXT = itertools.count(1)
@@ -130,3 +133,84 @@ def fp8_linear_compiled(
 ) -> Tensor:
     """``activation(x @ weight.T + bias)`` in FP8 through ``torch.ops.nvmath.fp8_linear``."""
     return torch.ops.nvmath.fp8_linear(x, weight, bias, state.op_number, activation or "")[0]
+
+
+# ---------------------------------------------------------------- the fused MLP block
+@torch.library.custom_op("nvmath::fp8_mlp", mutates_args=())
+def fp8_mlp_op(
+    x: Tensor, w1: Tensor, b1: Tensor | None, w2: Tensor, b2: Tensor | None, state1: int, state2: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The fused FP8 MLP block's forward: ``(y, qx, 1 / sx, qh, 1 / sh, aux)`` (:mod:`._fp8_mlp`)."""
+    from nvmath.torch import _fp8_epilogs, _fp8_mlp
+
+    return _fp8_mlp.mlp_forward(
+        x, w1, b1, w2, b2, _state(state1), _state(state2), _fp8_linear.fp8_gemm_cache,
+        _fp8_epilogs.fp8_epilog_gemms,
+    )  # fmt: skip
+
+
+@fp8_mlp_op.register_fake
+def _fp8_mlp_fake(x, w1, b1, w2, b2, state1, state2):
+    tokens, hidden = x.numel() // x.shape[-1], w1.shape[0]
+    f32 = x.new_empty((), dtype=torch.float32)
+    return (
+        x.new_empty((*x.shape[:-1], w2.shape[0])),
+        x.new_empty((tokens, x.shape[-1]), dtype=_state(state1).dtype("input")),
+        f32,
+        x.new_empty((tokens, hidden), dtype=_state(state2).dtype("input")),
+        f32.clone(),
+        x.new_empty((tokens, hidden)).mT,  # (hidden, tokens) column-major
+    )
+
+
+@torch.library.custom_op("nvmath::fp8_mlp_backward", mutates_args=())
+def fp8_mlp_backward_op(
+    grad: Tensor, qx: Tensor, inv_x: Tensor, qh: Tensor, inv_h: Tensor, aux: Tensor, w1: Tensor, w2: Tensor,
+    state1: int, state2: int, b1_dtype: torch.dtype | None, b2_dtype: torch.dtype | None, needs: list[bool],
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
+    """``(dx, dw1, db1, dw2, db2)`` of ``nvmath::fp8_mlp`` (empty tensors for gradients not needed)."""
+    from nvmath.torch import _fp8_epilogs, _fp8_mlp
+
+    x_shape = (*grad.shape[:-1], w1.shape[1])
+    grads = _fp8_mlp.mlp_backward(
+        grad, qx, inv_x, qh, inv_h, aux, w1, w2, (b1_dtype, b2_dtype), tuple(needs), _state(state1),
+        _state(state2), _fp8_linear.fp8_gemm_cache, _fp8_epilogs.fp8_epilog_gemms, x_shape,
+    )  # fmt: skip
+    e = grad.new_empty((0,))
+    return tuple(t if t is not None else e for t in grads)  # type: ignore[return-value]
+
+
+@fp8_mlp_backward_op.register_fake
+def _fp8_mlp_backward_fake(grad, qx, inv_x, qh, inv_h, aux, w1, w2, state1, state2, b1_dtype, b2_dtype, needs):
+    e = grad.new_empty((0,))
+    return (
+        grad.new_empty((*grad.shape[:-1], w1.shape[1])) if needs[0] else e,
+        w1.new_empty(w1.shape) if needs[1] else e,
+        grad.new_empty((w1.shape[0],), dtype=b1_dtype) if needs[2] and b1_dtype is not None else e,
+        w2.new_empty(w2.shape) if needs[3] else e,
+        grad.new_empty((w2.shape[0],), dtype=b2_dtype) if needs[4] and b2_dtype is not None else e,
+    )
+
+
+def _mlp_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
+    x, w1, b1, w2, b2, state1, state2 = inputs
+    ctx.save_for_backward(*output[1:], w1, w2)
+    ctx.states = (state1, state2)
+    ctx.b_dtypes = (None if b1 is None else b1.dtype, None if b2 is None else b2.dtype)
+
+
+def _mlp_grad(ctx: Any, gy: Tensor, *_unused: Tensor) -> tuple:
+    needs = [bool(n) for n in ctx.needs_input_grad[:5]]
+    grads = torch.ops.nvmath.fp8_mlp_backward(gy, *ctx.saved_tensors, *ctx.states, *ctx.b_dtypes, needs)
+    has = (True, True, ctx.b_dtypes[0] is not None, True, ctx.b_dtypes[1] is not None)
+    return (*(t if n and h else None for t, n, h in zip(grads, needs, has)), None, None)
+
+
+fp8_mlp_op.register_autograd(_mlp_grad, setup_context=_mlp_setup)
+
+
+def fp8_mlp_compiled(
+    x: Tensor, w1: Tensor, b1: Tensor | None, w2: Tensor, b2: Tensor | None, s1: Any, s2: Any
+) -> Tensor:
+    """The fused FP8 MLP block through ``torch.ops.nvmath.fp8_mlp``."""
+    return torch.ops.nvmath.fp8_mlp(x, w1, b1, w2, b2, s1.op_number, s2.op_number)[0]
