@@ -145,37 +145,41 @@ class FP8EpilogGemms:
         self.maxsize = maxsize
         self._planners: OrderedDict[tuple, Any] = OrderedDict()
         self._refused: dict[tuple, str] = {}
+        self._verdicts: dict[tuple, bool] = {}
         self._lock = threading.Lock()
         self.plans = 0
 
     @staticmethod
-    def _key(cfg: GemmConfig, qa: torch.Tensor, qb: torch.Tensor, aux: torch.Tensor | None) -> tuple:
+    def _key(cfg: GemmConfig, qa: torch.Tensor, qb: torch.Tensor, aux_dtype: torch.dtype | None) -> tuple:
         pa, pb = qa.data_ptr() | 256, qb.data_ptr() | 256  # a plan assumes its operands' alignment
-        aux_dtype = None if aux is None else aux.dtype
         return (cfg, qa.shape, qb.shape, qa.dtype, qb.dtype, qa.device, pa & -pa, pb & -pb, aux_dtype)
 
     def supported(
         self, cfg: GemmConfig, qa: torch.Tensor, qb: torch.Tensor, *, aux_dtype: torch.dtype | None = None
     ) -> bool:
-        """Whether cuBLASLt plans ``cfg`` for operands like ``qa``, ``qb`` (planned on placeholders of
-        their shapes the first time; a refusal is remembered). CPU tensors: always (the emulation)."""
+        """Whether cuBLASLt plans ``cfg`` for operands like ``qa``, ``qb`` (and a GELU aux input of
+        ``aux_dtype``). Decided once per problem (a dictionary lookup after that) by planning on
+        placeholders of the operands' shapes, before the caller updates any scaling state; a refusal
+        is remembered and logged once. CPU tensors: always (the emulation)."""
         if not qa.is_cuda:
             return True
-        a = torch.empty_like(qa)
-        b = torch.empty_like(qb)
+        key = self._key(cfg, qa, qb, aux_dtype)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._verdicts[key] = self._try_plan(key, cfg, qa, qb, aux_dtype)
+        return verdict
+
+    def _try_plan(
+        self, key: tuple, cfg: GemmConfig, qa: torch.Tensor, qb: torch.Tensor, aux_dtype: torch.dtype | None
+    ) -> bool:
+        a, b = torch.empty_like(qa), torch.empty_like(qb)
         aux = None  # (M, N) column-major, as GELU_AUX wrote it
         if aux_dtype is not None:
-            aux = torch.empty((qb.shape[0], qa.shape[0]), dtype=aux_dtype, device=qa.device).mT
-        key = self._key(cfg, qa, qb, aux)
-        if key in self._refused:
-            return False
-        with self._lock:
-            if key in self._planners:
-                return True
-        ones = torch.ones(1, dtype=torch.float32, device=qa.device)
+            aux = torch.zeros((qb.shape[0], qa.shape[0]), dtype=aux_dtype, device=qa.device).mT
+        one = torch.ones(1, dtype=torch.float32, device=qa.device)
         bias = torch.zeros(qa.shape[0], dtype=cfg.bias, device=qa.device) if cfg.has_bias else None
         try:
-            self._planned(cfg, a, b, ones, ones, ones if cfg.fp8_result else None, bias, aux, key=key)
+            self._planned(cfg, a, b, one, one, one if cfg.fp8_result else None, bias, aux)
         except Exception as exc:  # noqa: BLE001 (cuBLASLt's answer for these types: use the unfused path)
             self._refused[key] = f"{type(exc).__name__}: {exc}"
             logger.warning("fused FP8 GEMM %s refused (%s); running it unfused", cfg, exc)
@@ -197,9 +201,8 @@ class FP8EpilogGemms:
 
     def _planned(
         self, cfg: GemmConfig, qa: Any, qb: Any, inv_a: Any, inv_b: Any, d_scale: Any, bias: Any, aux: Any,
-        *, key: tuple | None = None,
     ) -> Any:  # fmt: skip
-        key = key or self._key(cfg, qa, qb, aux)
+        key = self._key(cfg, qa, qb, None if aux is None else aux.dtype)
         scales = {"a": inv_a.reshape(1), "b": inv_b.reshape(1)}
         if cfg.fp8_result:
             scales["d"] = d_scale.reshape(1).float()
@@ -248,6 +251,7 @@ class FP8EpilogGemms:
                 mm.free()
             self._planners.clear()
             self._refused.clear()
+            self._verdicts.clear()
 
 
 fp8_epilog_gemms = FP8EpilogGemms()

@@ -85,20 +85,24 @@ def test_emulation_equals_float64_reference():
 
 
 def test_refusal_is_remembered_and_reported(monkeypatch):
-    """A config cuBLASLt refuses at planning: supported() is False (asked once), report() names it."""
+    """A config cuBLASLt refuses at planning: supported() is False (tried once per problem, a lookup
+    after that), report() names it; another config still plans."""
     gemms = FP8EpilogGemms()
     calls = []
 
-    def refuse(*args, **kwargs):
-        calls.append(1)
-        raise ValueError("no algorithm")
+    def refuse(cfg, *args, **kwargs):
+        calls.append(cfg.epilog)
+        if cfg.epilog == "BIAS":
+            raise ValueError("no algorithm")
 
     monkeypatch.setattr(gemms, "_planned", refuse)
     qa, qb = fp8_operand((32, 64), E4, 0), fp8_operand((16, 64), E4, 1)
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
     cfg = _fp8_mlp.fc2_config(BF16)
     assert not gemms.supported(cfg, qa, qb) and not gemms.supported(cfg, qa, qb)
-    assert len(calls) == 1
+    assert gemms.supported(GemmConfig("DGELU", BF16), qa, qb, aux_dtype=BF16)
+    assert gemms.supported(GemmConfig("DGELU", BF16), qa, qb, aux_dtype=BF16)
+    assert calls == ["BIAS", "DGELU"]
     (what, why), = gemms.report().items()
     assert "BIAS" in what and "no algorithm" in why
 
