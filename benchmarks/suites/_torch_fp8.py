@@ -71,7 +71,14 @@ def _nvmath_fp8(recipe_name: str, variant: str = "fused"):
             "fused": block,
             "compiled": torch.compile(block, fullgraph=True),
             "unfused": lambda t: _fp8_mlp.fp8_mlp(
-                t, f1.weight, f1.bias, f2.weight, f2.bias, f1.fp8_state, f2.fp8_state, fused=_fp8_mlp.NO_FUSION
+                t,
+                f1.weight,
+                f1.bias,
+                f2.weight,
+                f2.bias,
+                f1.fp8_state,
+                f2.fp8_state,
+                fused=_fp8_mlp.NO_FUSION,
             ),
         }[variant]
 
@@ -127,7 +134,13 @@ for _name, _recipe, _variant, _baseline, _desc in (
     ("mlp-step-fp8-current", "current", "fused", _torch_bf16(None), "torch bf16 eager"),
     ("mlp-step-fp8-delayed-unfused", "delayed", "unfused", _torch_bf16(None), "torch bf16 eager"),
     ("mlp-step-fp8-delayed-compile", "delayed", "fused", _torch_bf16("default"), "torch bf16 torch.compile"),
-    ("mlp-step-fp8-delayed-compiled", "delayed", "compiled", _torch_bf16("default"), "torch bf16 torch.compile"),
+    (
+        "mlp-step-fp8-delayed-compiled",
+        "delayed",
+        "compiled",
+        _torch_bf16("default"),
+        "torch bf16 torch.compile",
+    ),
     ("mlp-step-fp8-torchao", "current", "fused", _torchao, "torchao float8 (tensorwise)"),
 ):
     register(

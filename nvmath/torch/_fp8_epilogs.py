@@ -46,7 +46,7 @@ import torch
 from nvmath.torch._capture import refuse_planning
 from nvmath.torch._fp8 import FP8_MAX
 
-__all__ = ["GemmConfig", "FP8EpilogGemms", "emulate", "fp8_epilog_gemms"]
+__all__ = ["FP8EpilogGemms", "GemmConfig", "emulate", "fp8_epilog_gemms"]
 
 logger = logging.getLogger(__name__)
 

@@ -42,7 +42,13 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from nvmath.torch._fp8_epilogs import FP8EpilogGemms, GemmConfig, fp8_epilog_gemms
-from nvmath.torch._fp8_linear import FP8GemmCache, FP8LinearState, check_fp8_sizes, check_input, fp8_gemm_cache
+from nvmath.torch._fp8_linear import (
+    FP8GemmCache,
+    FP8LinearState,
+    check_fp8_sizes,
+    check_input,
+    fp8_gemm_cache,
+)
 
 __all__ = [
     "NO_FUSION",
@@ -215,7 +221,9 @@ def fp8_mlp(
     """
     check_input(x, w1)
     if w2.shape[1] != w1.shape[0]:
-        raise RuntimeError(f"fc2's weight {tuple(w2.shape)} does not take fc1's output ({w1.shape[0]} features)")
+        raise RuntimeError(
+            f"fc2's weight {tuple(w2.shape)} does not take fc1's output ({w1.shape[0]} features)"
+        )
     check_fp8_sizes(x.numel() // x.shape[-1] if x.shape[-1] else 0, w2.shape[1], w2.shape[0])
     if torch.compiler.is_compiling():  # the custom op torch.compile traces (nvmath.torch._fp8_ops)
         from nvmath.torch import _fp8_ops

@@ -107,7 +107,7 @@ def _fp8_linear_backward_fake(grad, qx, inv_x, z, weight, state, activation, bia
 
 
 def _setup(ctx: Any, inputs: tuple, output: tuple) -> None:
-    x, weight, bias, state, activation = inputs
+    _x, weight, bias, state, activation = inputs
     _, qx, inv_x, z = output
     ctx.save_for_backward(qx, inv_x, z, weight)
     ctx.state, ctx.activation = state, activation
@@ -181,7 +181,9 @@ def fp8_mlp_backward_op(
 
 
 @fp8_mlp_backward_op.register_fake
-def _fp8_mlp_backward_fake(grad, qx, inv_x, qh, inv_h, aux, w1, w2, state1, state2, b1_dtype, b2_dtype, needs):
+def _fp8_mlp_backward_fake(
+    grad, qx, inv_x, qh, inv_h, aux, w1, w2, state1, state2, b1_dtype, b2_dtype, needs
+):
     e = grad.new_empty((0,))
     return (
         grad.new_empty((*grad.shape[:-1], w1.shape[1])) if needs[0] else e,
@@ -193,7 +195,7 @@ def _fp8_mlp_backward_fake(grad, qx, inv_x, qh, inv_h, aux, w1, w2, state1, stat
 
 
 def _mlp_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
-    x, w1, b1, w2, b2, state1, state2 = inputs
+    _x, w1, b1, w2, b2, state1, state2 = inputs
     ctx.save_for_backward(*output[1:], w1, w2)
     ctx.states = (state1, state2)
     ctx.b_dtypes = (None if b1 is None else b1.dtype, None if b2 is None else b2.dtype)

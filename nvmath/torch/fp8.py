@@ -23,7 +23,6 @@ from nvmath.torch._fp8 import (
 )
 
 
-
 def fused_gemm_report() -> dict[str, str]:
     """The fused FP8 GEMMs of :class:`~nvmath.torch.MLP` blocks that cuBLASLt refused at planning
     (``{configuration and shapes: cuBLASLt's answer}``), which therefore run unfused; empty when every

@@ -4,12 +4,14 @@ accepts every configuration the FP8 MLP block uses; on the H200 the fused GEMMs 
 
 from __future__ import annotations
 
+import typing
+
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from nvmath.torch import _fp8_epilogs, _fp8_mlp  # noqa: E402
-from nvmath.torch._fp8_epilogs import FP8EpilogGemms, GemmConfig, emulate  # noqa: E402
+from nvmath.torch import _fp8_mlp
+from nvmath.torch._fp8_epilogs import FP8EpilogGemms, GemmConfig, emulate
 
 E4, E5, BF16, F16 = torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16
 
@@ -103,14 +105,14 @@ def test_refusal_is_remembered_and_reported(monkeypatch):
     assert gemms.supported(GemmConfig("DGELU", BF16), qa, qb, aux_dtype=BF16)
     assert gemms.supported(GemmConfig("DGELU", BF16), qa, qb, aux_dtype=BF16)
     assert calls == ["BIAS", "DGELU"]
-    (what, why), = gemms.report().items()
+    ((what, why),) = gemms.report().items()
     assert "BIAS" in what and "no algorithm" in why
 
 
 class _Recorder:
     """Stands in for nvmath.linalg.advanced.Matmul: records the constructor and plan arguments."""
 
-    made: list = []
+    made: typing.ClassVar[list] = []
 
     def __init__(self, a, b, **kwargs):
         self.args = {"a": a, "b": b, **kwargs}
@@ -153,8 +155,13 @@ def test_planned_path_passes_scales_bias_and_epilog(monkeypatch):
     assert a["b"].stride() == (1, 64)  # qb.T: K-contiguous (the TN layout)
     assert set(a["quantization_scales"]) == {"a", "b", "d"} and float(a["quantization_scales"]["d"]) == 3.0
     assert a["options"]["result_amax"] and a["plan"]["epilog"].name == "GELU_AUX_BIAS"
-    assert a["plan"]["epilog_inputs"]["bias"].dtype == F16 and a["plan"]["epilog_inputs"]["bias"].shape == (32, 1)
-    assert a["reset"]["quantization_scales"].keys() == {"a", "b", "d"} and "bias" in a["reset"]["epilog_inputs"]
+    assert a["plan"]["epilog_inputs"]["bias"].dtype == F16 and a["plan"]["epilog_inputs"]["bias"].shape == (
+        32,
+        1,
+    )
+    assert (
+        a["reset"]["quantization_scales"].keys() == {"a", "b", "d"} and "bias" in a["reset"]["epilog_inputs"]
+    )
     assert gemms.plans == 1
 
 

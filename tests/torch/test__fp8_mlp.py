@@ -14,9 +14,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import nvmath.torch as nt  # noqa: E402
-from nvmath.torch import _fp8_mlp, fp8  # noqa: E402
-from nvmath.torch._fp8_linear import FP8LinearState  # noqa: E402
+import nvmath.torch as nt
+from nvmath.torch import _fp8_mlp, fp8
+from nvmath.torch._fp8_linear import FP8LinearState
 
 E4, E5, BF16 = torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16
 DELAYED = fp8.DelayedScaling(amax_history_len=4)
