@@ -1,4 +1,4 @@
-"""FP8 GEMMs with fused cuBLASLt epilogues for the FP8 MLP block (:mod:`._fp8_mlp`).
+"""FP8 GEMMs with fused cuBLASLt epilogues for the FP8 layers (:mod:`._fp8_linear`, :mod:`._fp8_mlp`).
 
 Every product here is ``D = epilog((qa @ qb.T) * inv_a * inv_b)`` of FP8 ``qa`` (M, K) and ``qb``
 (N, K), both contiguous along K (cuBLASLt's FP8 "TN" layout), in the transposed orientation of
@@ -9,7 +9,7 @@ that orientation, is ``y`` row-major: ``D.mT``.
 A :class:`GemmConfig` says what the epilogue fuses and which dtypes and scales go to the planned
 :class:`nvmath.linalg.advanced.Matmul`:
 
-* ``epilog``: ``BIAS``, ``GELU_AUX_BIAS`` / ``GELU_AUX`` (bias and GELU, the pre-activation kept in the
+* ``epilog``: ``BIAS``, ``RELU`` / ``RELU_BIAS``, ``GELU_AUX_BIAS`` / ``GELU_AUX`` (bias and GELU, the pre-activation kept in the
   aux output ``gelu_aux`` for the backward) or ``DGELU`` (``D = acc * gelu'(gelu_aux)``, the aux an
   epilog input);
 * ``result``: D's dtype. An FP8 D (e4m3) takes a D scale (``quantization_scales["d"]``, the
@@ -50,8 +50,8 @@ __all__ = ["FP8EpilogGemms", "GemmConfig", "emulate", "fp8_epilog_gemms"]
 
 logger = logging.getLogger(__name__)
 
-EPILOGS = ("BIAS", "GELU_AUX", "GELU_AUX_BIAS", "DGELU")
-"""The epilogues the FP8 MLP block fuses (names of :class:`nvmath.linalg.advanced.MatmulEpilog`)."""
+EPILOGS = ("BIAS", "RELU", "RELU_BIAS", "GELU_AUX", "GELU_AUX_BIAS", "DGELU")
+"""The epilogues the FP8 layers fuse (names of :class:`nvmath.linalg.advanced.MatmulEpilog`)."""
 
 _WIDE = (torch.bfloat16, torch.float16, torch.float32)
 
@@ -79,7 +79,7 @@ class GemmConfig:
 
     @property
     def has_bias(self) -> bool:
-        return self.epilog in ("BIAS", "GELU_AUX_BIAS")
+        return self.epilog in ("BIAS", "RELU_BIAS", "GELU_AUX_BIAS")
 
     @property
     def gelu_aux_out(self) -> bool:
@@ -126,6 +126,8 @@ def emulate(
     if cfg.gelu_aux_out:
         extras["gelu_aux"] = acc.to(cfg.aux_type or cfg.result)
         acc = torch.nn.functional.gelu(acc, approximate="tanh")
+    elif cfg.epilog in ("RELU", "RELU_BIAS"):
+        acc = torch.relu(acc)
     elif cfg.epilog == "DGELU":
         acc = torch.ops.aten.gelu_backward(acc, gelu_aux.float(), approximate="tanh")
     if cfg.result_amax:

@@ -192,21 +192,53 @@ def _activation(z: torch.Tensor, act: str | None) -> torch.Tensor:
     return z
 
 
+def epilog_config(act: str | None, has_bias: bool, dtype: torch.dtype) -> Any:
+    """The fused epilogue of a Linear layer's forward GEMM (bias and activation), or ``None`` when
+    there is nothing to fuse or the layer is float32 (an FP8 GEMM's bias is then bfloat16: not fused)."""
+    from nvmath.torch._fp8_epilogs import GemmConfig
+
+    epilog = {(None, True): "BIAS", ("relu", False): "RELU", ("relu", True): "RELU_BIAS",
+              ("gelu", False): "GELU_AUX", ("gelu", True): "GELU_AUX_BIAS"}.get((act, has_bias))  # fmt: skip
+    if epilog is None or dtype not in (torch.bfloat16, torch.float16):
+        return None
+    return GemmConfig(epilog, dtype, bias=dtype if has_bias else None)
+
+
+def _forward_gemm(
+    qx: Any, qw: Any, inv_x: Any, inv_w: Any, b: Any, act: str | None, dtype: torch.dtype, gemm: Any
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(y, saved)``: the forward GEMM with its bias and activation fused where cuBLASLt takes them
+    (``saved``: what the activation's backward reads: GELU's pre-activation, or ReLU's output, whose
+    sign is the pre-activation's); else the plain GEMM and torch's bias and activation."""
+    from nvmath.torch._fp8_epilogs import fp8_epilog_gemms as fused
+
+    cfg = epilog_config(act, b is not None, dtype)
+    if cfg is not None and fused.supported(cfg, qw, qx):
+        yt, ex = fused(cfg, qw, qx, inv_w, inv_x, bias=b)
+        y = yt.mT.contiguous()
+        if act == "gelu":
+            return y, ex["gelu_aux"].mT.contiguous()
+        return y, (y if act == "relu" else None)
+    z = gemm(qx, qw, inv_x, inv_w, dtype)
+    if b is not None:
+        z = z + b.to(z.dtype)
+    return _activation(z, act), (z if act is not None else None)
+
+
 def linear_forward(
     x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, act: str | None, state: FP8LinearState,
     gemm: FP8GemmCache,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:  # fmt: skip
-    """``(y, qx, 1 / sx, z)``: the forward and what the backward needs (``z``: the pre-activation with an
-    activation, else ``None``); updates ``state`` (input and weight roles)."""
+    """``(y, qx, 1 / sx, z)``: the forward and what the backward needs (``z``: with GELU the
+    pre-activation, with ReLU the pre-activation or the output (the same sign), else ``None``);
+    updates ``state`` (input and weight roles). Bias and activation are fused into the GEMM in
+    bfloat16 / float16 layers (:func:`epilog_config`) where cuBLASLt takes them."""
     x2 = x.reshape(-1, x.shape[-1])
     qx, sx = state.quantize(x2, "input")
     qw, _, inv_w = state.weight_fp8(w)
     inv_x = sx.reciprocal()
-    z = gemm(qx, qw, inv_x, inv_w, x.dtype)
-    if b is not None:
-        z = z + b.to(z.dtype)
-    y = _activation(z, act)
-    return y.reshape(*x.shape[:-1], w.shape[0]), qx, inv_x, z if act is not None else None
+    y, z = _forward_gemm(qx, qw, inv_x, inv_w, b, act, x.dtype, gemm)
+    return y.reshape(*x.shape[:-1], w.shape[0]), qx, inv_x, z
 
 
 def linear_backward(

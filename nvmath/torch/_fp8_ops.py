@@ -69,7 +69,11 @@ def fp8_linear_op(
     y, qx, inv_x, z = _fp8_linear.linear_forward(
         x, weight, bias, activation or None, _state(state), _fp8_linear.fp8_gemm_cache
     )
-    return y, qx, inv_x, z if z is not None else x.new_empty((0,))
+    if z is None:
+        z = x.new_empty((0,))
+    elif z.untyped_storage().data_ptr() == y.untyped_storage().data_ptr():
+        z = z.clone()  # (ReLU fused: the output itself; an operator's outputs must not alias)
+    return y, qx, inv_x, z
 
 
 @fp8_linear_op.register_fake

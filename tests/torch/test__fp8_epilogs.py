@@ -57,7 +57,7 @@ def test_matmul_arguments():
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"epilog": "RELU_BIAS", "result": BF16}, "epilog must be one of"),
+    [({"epilog": "DRELU", "result": BF16}, "epilog must be one of"),
      ({"epilog": "BIAS", "result": BF16, "result_amax": True}, "result_amax needs an FP8 result")],
 )  # fmt: skip
 def test_bad_config_refused(kwargs, message):

@@ -379,3 +379,97 @@ def test_weight_copy_follows_the_tensor_not_its_address():
     w2.mul_(2)
     state.weight_fp8(w2)
     assert state.weight_updates == 3
+
+
+# ---------------------------------------------------------------- fused bias / activation
+def test_epilog_config_per_activation_and_dtype():
+    """The forward GEMM's epilogue: BIAS, RELU(_BIAS), GELU_AUX(_BIAS) in bf16/fp16 layers, the bias in
+    the layer's dtype; nothing for a bias-free plain layer or a float32 layer."""
+    bf = torch.bfloat16
+    table = {(None, True): "BIAS", ("relu", False): "RELU", ("relu", True): "RELU_BIAS",
+             ("gelu", False): "GELU_AUX", ("gelu", True): "GELU_AUX_BIAS"}  # fmt: skip
+    for (act, bias), epilog in table.items():
+        cfg = _fp8_linear.epilog_config(act, bias, bf)
+        assert (cfg.epilog, cfg.result, cfg.bias) == (epilog, bf, bf if bias else None)
+    assert _fp8_linear.epilog_config(None, False, bf) is None
+    assert _fp8_linear.epilog_config("gelu", True, torch.float32) is None
+
+
+@pytest.mark.parametrize("act", [None, "relu", "gelu"])
+def test_fused_bias_activation_forward_reference_and_backward(act, monkeypatch):
+    """A bf16 FP8 Linear with its bias and activation fused: the output equals a float64 reference of
+    the fused arithmetic (bias added to the unrounded product, activation, one rounding), and forward
+    and gradients are within FP8 tolerance of the unfused layer (bias and activation as torch ops)."""
+    from nvmath.torch import _fp8_epilogs, _fp8_mlp
+
+    recipe = fp8.CurrentScaling()
+    lin, _ = make(recipe, act=act, seed=11, dtype=torch.bfloat16)
+    twin, _ = make(recipe, act=act, seed=11, dtype=torch.bfloat16)
+    x, g = torch.randn(32, 32, dtype=torch.bfloat16), torch.randn(32, 48, dtype=torch.bfloat16)
+    sx, sw = scale_of(x, E4), scale_of(lin.weight.detach(), E4)
+    xa = x.clone().requires_grad_()
+    ya = lin(xa)
+    ya.backward(g)
+    z = (ref_q(x, sx, E4) @ ref_q(lin.weight.detach(), sw, E4).T) / (sx * sw) + lin.bias.detach().double()
+    want = {None: z, "relu": torch.relu(z), "gelu": torch.nn.functional.gelu(z, approximate="tanh")}[act]
+    assert torch.equal(ya.detach(), want.to(torch.bfloat16))
+    monkeypatch.setattr(_fp8_epilogs, "fp8_epilog_gemms", _fp8_mlp.NO_FUSION)
+    xb = x.clone().requires_grad_()
+    yb = twin(xb)
+    yb.backward(g)
+    for u, v in (
+        (ya, yb),
+        (xa.grad, xb.grad),
+        (lin.weight.grad, twin.weight.grad),
+        (lin.bias.grad, twin.bias.grad),
+    ):
+        assert rel(u.detach(), v.detach()) < 0.05
+
+
+@pytest.mark.parametrize("act", ["relu", "gelu"])
+def test_fused_layer_compiles(act):
+    """A bf16 FP8 Linear with fused epilogues compiles (fullgraph) and equals the eager layer."""
+    recipe = fp8.DelayedScaling(amax_history_len=4)
+    lin, _ = make(recipe, act=act, seed=12, dtype=torch.bfloat16)
+    twin, _ = make(recipe, act=act, seed=12, dtype=torch.bfloat16)
+    compiled = torch.compile(lin, fullgraph=True, backend="aot_eager")
+    x = torch.randn(16, 32, dtype=torch.bfloat16)
+    for _ in range(2):
+        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+        ya, yb = compiled(xa), twin(xb)
+        ya.float().sum().backward()
+        yb.float().sum().backward()
+        assert torch.equal(ya, yb) and torch.equal(xa.grad, xb.grad)
+        assert torch.equal(lin.weight.grad, twin.weight.grad)
+        lin.zero_grad()
+        twin.zero_grad()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("act", [None, "relu", "gelu"])
+def test_gpu_fused_linear_matches_unfused(act, monkeypatch):
+    """On the H200 the fused forward epilogue (BIAS / RELU_BIAS / GELU_AUX_BIAS over FP8 operands)
+    plans (fp8.fused_gemm_report() empty) and equals the unfused layer within FP8 tolerance."""
+    from nvmath.torch import _fp8_epilogs, _fp8_mlp
+
+    _fp8_gpu()
+    recipe = fp8.DelayedScaling(amax_history_len=4)
+    lin = nt.Linear(512, 1024, activation=act, fp8=recipe, device="cuda", dtype=torch.bfloat16)
+    twin = nt.Linear(512, 1024, activation=act, fp8=recipe, device="cuda", dtype=torch.bfloat16)
+    twin.load_state_dict(lin.state_dict())
+    x = torch.randn(256, 512, device="cuda", dtype=torch.bfloat16)
+    g = torch.randn(256, 1024, device="cuda", dtype=torch.bfloat16)
+    outs = []
+    for m in (lin, twin):
+        if m is twin:
+            monkeypatch.setattr(_fp8_epilogs, "fp8_epilog_gemms", _fp8_mlp.NO_FUSION)
+        for _ in range(2):
+            m.zero_grad()
+            xx = x.clone().requires_grad_()
+            y = m(xx)
+            y.backward(g)
+        outs.append((y.detach(), xx.grad, m.weight.grad, m.bias.grad))
+        if m is lin:
+            assert fp8.fused_gemm_report() == {}
+    for u, v in zip(*outs):
+        assert rel(u.float(), v.float()) < 0.05
