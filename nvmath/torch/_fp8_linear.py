@@ -294,6 +294,13 @@ def resolve_recipe(fixed: Recipe | None) -> Recipe | None:
     return fixed if fixed is not None else current_recipe()
 
 
+def check_device(state: FP8LinearState, device: torch.device) -> None:
+    """Check ``state``'s recipe for ``device`` (the compute capability) unless already checked for it."""
+    if state.checked_device != device:
+        check_recipe(state.recipe, device)
+        state.checked_device = device
+
+
 def layer_state(module: torch.nn.Module, recipe: Recipe, device: torch.device) -> FP8LinearState:
     """``module.fp8_state`` for ``recipe``: made (and registered) on first use; a different recipe raises."""
     state = getattr(module, "fp8_state", None)
@@ -302,9 +309,8 @@ def layer_state(module: torch.nn.Module, recipe: Recipe, device: torch.device) -
         state = FP8LinearState(recipe, device)
         state.checked_device = device
         module.add_module("fp8_state", state)
-    elif state.checked_device != device:
-        check_recipe(recipe, device)
-        state.checked_device = device
+    elif not torch.compiler.is_compiling():  # (compiled: the custom operators check, at run time)
+        check_device(state, device)
     if state.recipe != recipe:
         raise ValueError(
             f"this layer's FP8 scaling state was made for {state.recipe!r}; it now runs under {recipe!r}. "

@@ -66,8 +66,10 @@ def fp8_linear_op(
     x: Tensor, weight: Tensor, bias: Tensor | None, state: int, activation: str
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The FP8 Linear forward: ``(y, qx, 1 / sx, z)`` (``z`` empty without an activation)."""
+    st = _state(state)
+    _fp8_linear.check_device(st, x.device)
     y, qx, inv_x, z = _fp8_linear.linear_forward(
-        x, weight, bias, activation or None, _state(state), _fp8_linear.fp8_gemm_cache
+        x, weight, bias, activation or None, st, _fp8_linear.fp8_gemm_cache
     )
     if z is None:
         z = x.new_empty((0,))
@@ -147,6 +149,8 @@ def fp8_mlp_op(
     """The fused FP8 MLP block's forward: ``(y, qx, 1 / sx, qh, 1 / sh, aux)`` (:mod:`._fp8_mlp`)."""
     from nvmath.torch import _fp8_epilogs, _fp8_mlp
 
+    _fp8_linear.check_device(_state(state1), x.device)
+    _fp8_linear.check_device(_state(state2), x.device)
     return _fp8_mlp.mlp_forward(
         x, w1, b1, w2, b2, _state(state1), _state(state2), _fp8_linear.fp8_gemm_cache,
         _fp8_epilogs.fp8_epilog_gemms,

@@ -247,3 +247,19 @@ def test_gpu_compiled_fp8_mlp_inductor():
         assert rel(ya, yb) < 0.08 and rel(xa.grad, xb.grad) < 0.08
         m.zero_grad()
         twin.zero_grad()
+
+
+def test_compiled_layers_check_capability_in_the_operator(monkeypatch):
+    """Under torch.compile the compute-capability check of the recipe runs inside the custom operator
+    (eager code), not in the traced module code: a refusal still raises, naming the capability."""
+    from nvmath.torch import _fp8_linear
+
+    m = block(DELAYED, seed=7)
+
+    def refuse(recipe, device):
+        raise RuntimeError("FP8 GEMMs need a GPU of compute capability >= 8.9; device x has 8.0")
+
+    monkeypatch.setattr(_fp8_linear, "check_recipe", refuse)
+    compiled = torch.compile(m, fullgraph=True, backend="aot_eager")
+    with pytest.raises(RuntimeError, match="compute capability"):
+        compiled(torch.randn(16, 32, dtype=BF16))
