@@ -179,6 +179,13 @@ class FP8LinearState(ScalingState):
             self.weight_updates += 1
         return self._weight_copies
 
+    def __setstate__(self, state: dict) -> None:
+        # a copy (copy.deepcopy, pickle) is another state: its own number in the custom ops' registry
+        from nvmath.torch import _fp8_ops
+
+        super().__setstate__(state)
+        self.op_number = _fp8_ops.register(self)
+
     def _apply(self, fn: Any, recurse: bool = True) -> Any:
         self._weight_key = self._weight_copies = None  # (moved or cast: the copies are stale)
         return super()._apply(fn, recurse)

@@ -473,3 +473,17 @@ def test_gpu_fused_linear_matches_unfused(act, monkeypatch):
             assert fp8.fused_gemm_report() == {}
     for u, v in zip(*outs):
         assert rel(u.float(), v.float()) < 0.05
+
+
+def test_deepcopied_layer_has_its_own_state_under_compile():
+    """copy.deepcopy of an FP8 layer registers the copy's scaling state anew: the compiled copy updates
+    its own state, never the original's."""
+    import copy
+
+    lin, _ = make(fp8.DelayedScaling(amax_history_len=4), seed=13)
+    twin = copy.deepcopy(lin)
+    assert twin.fp8_state.op_number != lin.fp8_state.op_number
+    before = lin.fp8_state.amax_history.clone()
+    torch.compile(twin, fullgraph=True, backend="aot_eager")(torch.randn(16, 32))
+    assert torch.equal(lin.fp8_state.amax_history, before)
+    assert twin.fp8_state.amax_history.abs().sum() > 0
