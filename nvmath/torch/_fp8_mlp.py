@@ -25,7 +25,9 @@ Backward (``g`` = dL/dy, quantized once, e5m2 under HYBRID)
   * wgrad / dgrad: plain FP8 GEMMs; every tensor that is a GEMM operand along the feature axis in one
     GEMM and along the token axis in another (``x``, ``h``, ``g``, ``dz1``) needs both layouts for
     cuBLASLt's FP8 "TN" rule on Hopper: its transposed FP8 copy is one torch copy of the 1-byte tensor
-    (the weights' transposed copies are made once per weight version).
+    (the weights' transposed copies are made once per weight version). The quantize kernel (the
+    library's FP8 aux kernel) writes its output in the input's order only, so it cannot write the
+    transposed copy in the same pass; a cast-transpose kernel is not written yet.
 
 Any fused GEMM cuBLASLt refuses at planning falls back, before any state is updated, to the unfused
 form of that stage (plain FP8 GEMM and torch's bias / GELU / ``gelu_backward`` / quantize); which ones
