@@ -346,3 +346,6 @@ for _name, _setup, _what in (
             description=f"{_what} vs torch.nn.functional.linear, 64x256 @ 256x256 + bias fp32, us/call",
         )
     )
+
+# ---------------------------------------------------------------- FP8 training and mixture of experts
+from benchmarks.suites import _torch_fp8  # noqa: F401 - registers the FP8 MLP and MoE rows in this suite

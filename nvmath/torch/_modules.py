@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from nvmath.torch import _fp8_hooks
 from nvmath.torch._functional import check_activation, linear, mlp
 from nvmath.torch._planners import PlannerCache
 
@@ -36,11 +37,14 @@ class Linear(torch.nn.Module):
             ``torch.nn.functional.gelu(x, approximate="tanh")``).
         device, dtype: of the parameters.
         cache: a :class:`PlannerCache` (default: :data:`nvmath.torch.default_cache`).
+        fp8: an :mod:`nvmath.torch.fp8` recipe: run the layer's GEMMs in FP8 (forward and backward)
+            with a scaling state in ``fp8_state`` (in ``state_dict``). ``None``: FP8 only inside an
+            :func:`nvmath.torch.fp8_autocast` block, under its recipe. See ``docs/fp8_training.rst``.
     """
 
     def __init__(
         self, in_features: int, out_features: int, bias: bool = True, activation: str | None = None,
-        device: Any = None, dtype: Any = None, *, cache: PlannerCache | None = None,
+        device: Any = None, dtype: Any = None, *, cache: PlannerCache | None = None, fp8: Any = None,
     ):  # fmt: skip
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
@@ -52,6 +56,7 @@ class Linear(torch.nn.Module):
             self.bias = torch.nn.Parameter(torch.empty(out_features, **kw))
         else:
             self.register_parameter("bias", None)
+        _fp8_hooks.setup(self, fp8, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -78,6 +83,8 @@ class Linear(torch.nn.Module):
             weight, bias = params["weight"], params["bias"]
         except KeyError:
             weight, bias = self.weight, self.bias
+        if self.fp8 is not None or _fp8_hooks.autocast_on():  # FP8 (nvmath.torch.fp8): its own module
+            return _fp8_hooks.linear_forward(self, x, weight, bias)
         return linear(x, weight, bias, self.activation, cache=self.cache)
 
     def extra_repr(self) -> str:
@@ -98,21 +105,26 @@ class MLP(torch.nn.Module):
         in_features, hidden_features, out_features: sizes.
         bias: learn biases in both layers.
         activation: ``"relu"`` or ``"gelu"`` (tanh approximation).
-        device, dtype, cache: as :class:`Linear`.
+        device, dtype, cache, fp8: as :class:`Linear` (``fp8``: both layers run FP8, each with its own
+            scaling state; with GELU in bfloat16 / float16 bias, GELU and fc2's input quantization are
+            fused into the GEMMs, see ``docs/fp8_training.rst``).
     """
 
     def __init__(
         self, in_features: int, hidden_features: int, out_features: int, bias: bool = True,
         activation: str = "gelu", device: Any = None, dtype: Any = None, *, cache: PlannerCache | None = None,
+        fp8: Any = None,
     ):  # fmt: skip
         super().__init__()
         self.activation = check_activation(activation, allow_none=False)
         self.cache = cache
-        self.fc1 = Linear(in_features, hidden_features, bias, activation, device, dtype, cache=cache)
-        self.fc2 = Linear(hidden_features, out_features, bias, None, device, dtype, cache=cache)
+        self.fc1 = Linear(in_features, hidden_features, bias, activation, device, dtype, cache=cache, fp8=fp8)
+        self.fc2 = Linear(hidden_features, out_features, bias, None, device, dtype, cache=cache, fp8=fp8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``fc2(activation(fc1(x)))`` for ``x`` of shape ``(*, in_features)``: fused on CUDA tensors
         (see the class), torch's operations on other devices."""
         f1, f2 = self.fc1, self.fc2
+        if f1.fp8 is not None or _fp8_hooks.autocast_on():  # FP8: the fused FP8 block (or two FP8 layers)
+            return _fp8_hooks.mlp_forward(self, x)
         return mlp(x, f1.weight, f1.bias, f2.weight, f2.bias, self.activation, cache=self.cache)

@@ -1,0 +1,225 @@
+"""Torch suite, FP8 training and mixture-of-experts rows (issue #23).
+
+* ``mlp-step-fp8-{delayed,current}``: the MLP block step of ``mlp-step`` (4096 -> 16384 GELU(tanh)
+  -> 4096, 8192 bf16 tokens, forward + backward with the input's and the four parameters' gradients)
+  with ``nvmath.torch.MLP(fp8=DelayedScaling() / CurrentScaling())`` against torch bf16 eager;
+  ``mlp-step-fp8-delayed-compile`` against ``torch.compile`` (default mode); ``mlp-step-fp8-torchao``:
+  nvmath current scaling against torchao's ``convert_to_float8_training`` (tensorwise scaling, the
+  same recipe; skipped where torchao is not installed). The FP8 step includes the weights' FP8 copies
+  (remade each step, as after an optimizer step: the weights' versions are bumped). The nvmath note
+  says whether every fused GEMM ran fused (``fused: all``) or which cuBLASLt refused.
+* ``mlp-step-fp8-delayed-unfused``: the same step with the block's fused epilogues off (bias, GELU,
+  gelu_backward and fc2's input quantization as torch ops): the fusion's share, against the same
+  baseline. ``mlp-step-fp8-delayed-compiled``: ``torch.compile(fullgraph=True)`` of the nvmath FP8
+  block (its ``nvmath::fp8_mlp`` custom ops) against ``torch.compile`` of the bf16 block.
+* ``moe-8x-uneven-{loop,grouped-mm}``: a ``GroupedLinear`` of 8 experts 4096 -> 2048 on 16384 bf16
+  tokens spread 4096/3072/2560/2048/1792/1280/1024/512, forward + backward, against a torch loop of
+  ``F.linear`` per expert and against ``torch._grouped_mm`` (skipped where torch lacks it or its
+  backward).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.registry import Case, Prepared, Skip, register
+from benchmarks.suites._data import torch_on_ctx_stream, torch_random
+
+TOKENS, D_MODEL, D_FF = 8192, 4096, 16384
+MLP_FLOPS = 6 * 2.0 * TOKENS * D_MODEL * D_FF
+MOE_COUNTS = (4096, 3072, 2560, 2048, 1792, 1280, 1024, 512)
+MOE_IN, MOE_OUT = 4096, 2048
+MOE_FLOPS = 3 * 2.0 * sum(MOE_COUNTS) * MOE_IN * MOE_OUT
+
+
+def _fp8_torch(ctx: Any) -> Any:
+    torch = torch_on_ctx_stream(ctx)
+    if torch.cuda.get_device_capability(ctx.device_id) < (8, 9):
+        raise Skip("FP8 needs compute capability 8.9")
+    return torch
+
+
+def _inputs(torch: Any) -> tuple[Any, Any]:
+    x = torch_random(torch, (TOKENS, D_MODEL), torch.bfloat16).requires_grad_()
+    return x, torch_random(torch, (TOKENS, D_MODEL), torch.bfloat16)
+
+
+def _bump(torch: Any, params: list) -> None:
+    """Move the parameters' versions as an optimizer step does (values unchanged)."""
+    with torch.no_grad():
+        for p in params:
+            p.mul_(1.0)
+
+
+def _nvmath_fp8(recipe_name: str, variant: str = "fused"):
+    """nvmath's FP8 MLP step: ``"fused"`` (the block's fused epilogues, eager), ``"unfused"`` (every
+    fused stage off: the two-layer form, for the fusion's share) or ``"compiled"`` (``torch.compile``
+    of the block: its fused custom ops)."""
+
+    def setup(ctx: Any) -> Any:
+        torch = _fp8_torch(ctx)
+        import nvmath.torch as nt
+        from nvmath.torch import _fp8_mlp, fp8
+
+        recipe = {"delayed": fp8.DelayedScaling(), "current": fp8.CurrentScaling()}[recipe_name]
+        block = nt.MLP(D_MODEL, D_FF, D_MODEL, fp8=recipe, device="cuda", dtype=torch.bfloat16)
+        x, g = _inputs(torch)
+        weights = [block.fc1.weight, block.fc2.weight]
+        params = [x, *block.parameters()]
+        f1, f2 = block.fc1, block.fc2
+        model = {
+            "fused": block,
+            "compiled": torch.compile(block, fullgraph=True),
+            "unfused": lambda t: _fp8_mlp.fp8_mlp(
+                t,
+                f1.weight,
+                f1.bias,
+                f2.weight,
+                f2.bias,
+                f1.fp8_state,
+                f2.fp8_state,
+                fused=_fp8_mlp.NO_FUSION,
+            ),
+        }[variant]
+
+        def step() -> Any:
+            _bump(torch, weights)
+            return torch.autograd.grad(model(x), params, grad_outputs=g)
+
+        step()  # plans the FP8 GEMMs (not timed)
+        refused = fp8.fused_gemm_report()
+        fusion = "" if variant != "fused" else ("; fused: all" if not refused else f"; REFUSED: {refused}")
+        return Prepared(step, note=f"nvmath.torch.MLP(fp8={type(recipe).__name__}()) {variant}{fusion}")
+
+    return setup
+
+
+def _torch_bf16(mode: str | None):
+    def setup(ctx: Any) -> Any:
+        torch = torch_on_ctx_stream(ctx)
+        block = torch.nn.Sequential(
+            torch.nn.Linear(D_MODEL, D_FF, device="cuda", dtype=torch.bfloat16), torch.nn.GELU(approximate="tanh"),
+            torch.nn.Linear(D_FF, D_MODEL, device="cuda", dtype=torch.bfloat16),
+        )  # fmt: skip
+        model = block if mode is None else torch.compile(block)
+        x, g = _inputs(torch)
+        params = [x, *block.parameters()]
+        fn = lambda: torch.autograd.grad(model(x), params, grad_outputs=g)
+        fn()
+        return Prepared(fn, note="bf16 " + ("eager" if mode is None else "torch.compile"))
+
+    return setup
+
+
+def _torchao(ctx: Any) -> Any:
+    torch = _fp8_torch(ctx)
+    try:
+        from torchao.float8 import convert_to_float8_training
+    except ImportError as exc:
+        raise Skip(f"torchao is not installed: {exc}") from exc
+    block = torch.nn.Sequential(
+        torch.nn.Linear(D_MODEL, D_FF, device="cuda", dtype=torch.bfloat16), torch.nn.GELU(approximate="tanh"),
+        torch.nn.Linear(D_FF, D_MODEL, device="cuda", dtype=torch.bfloat16),
+    )  # fmt: skip
+    convert_to_float8_training(block)
+    x, g = _inputs(torch)
+    params = [x, *block.parameters()]
+    fn = lambda: torch.autograd.grad(block(x), params, grad_outputs=g)
+    fn()
+    return Prepared(fn, note="torchao float8 tensorwise, eager")
+
+
+for _name, _recipe, _variant, _baseline, _desc in (
+    ("mlp-step-fp8-delayed", "delayed", "fused", _torch_bf16(None), "torch bf16 eager"),
+    ("mlp-step-fp8-current", "current", "fused", _torch_bf16(None), "torch bf16 eager"),
+    ("mlp-step-fp8-delayed-unfused", "delayed", "unfused", _torch_bf16(None), "torch bf16 eager"),
+    ("mlp-step-fp8-delayed-compile", "delayed", "fused", _torch_bf16("default"), "torch bf16 torch.compile"),
+    (
+        "mlp-step-fp8-delayed-compiled",
+        "delayed",
+        "compiled",
+        _torch_bf16("default"),
+        "torch bf16 torch.compile",
+    ),
+    ("mlp-step-fp8-torchao", "current", "fused", _torchao, "torchao float8 (tensorwise)"),
+):
+    register(
+        Case(
+            suite="torch",
+            name=_name,
+            setups={"nvmath": _nvmath_fp8(_recipe, _variant), "torch": _baseline},
+            flops=MLP_FLOPS,
+            quick=_name == "mlp-step-fp8-delayed",
+            description=(
+                f"MLP 4096->16384 GELU->4096 step, 8192 tokens: nvmath FP8 ({_recipe} scaling, {_variant}) vs {_desc}"
+            ),
+        )
+    )
+
+
+# ---------------------------------------------------------------- mixture of experts
+def _moe_inputs(ctx: Any) -> tuple[Any, Any, Any, Any]:
+    torch = torch_on_ctx_stream(ctx)
+    x = torch_random(torch, (sum(MOE_COUNTS), MOE_IN), torch.bfloat16).requires_grad_()
+    g = torch_random(torch, (sum(MOE_COUNTS), MOE_OUT), torch.bfloat16)
+    w = (torch_random(torch, (len(MOE_COUNTS), MOE_OUT, MOE_IN), torch.bfloat16) * 0.02).requires_grad_()
+    b = torch_random(torch, (len(MOE_COUNTS), MOE_OUT), torch.bfloat16).requires_grad_()
+    return torch, x, g, (w, b)
+
+
+def _moe_nvmath(ctx: Any) -> Any:
+    torch, x, g, (w, b) = _moe_inputs(ctx)
+    import nvmath.torch as nt
+
+    counts = list(MOE_COUNTS)
+    fn = lambda: torch.autograd.grad(nt.grouped_linear(x, w, b, counts), [x, w, b], grad_outputs=g)
+    fn()
+    return Prepared(fn, note="GroupedLinear: one grouped launch per product")
+
+
+def _moe_loop(ctx: Any) -> Any:
+    torch, x, g, (w, b) = _moe_inputs(ctx)
+    F = torch.nn.functional
+
+    def fwd() -> Any:
+        return torch.cat([F.linear(xg, w[i], b[i]) for i, xg in enumerate(x.split(MOE_COUNTS))])
+
+    fn = lambda: torch.autograd.grad(fwd(), [x, w, b], grad_outputs=g)
+    fn()
+    return Prepared(fn, note="torch loop of F.linear")
+
+
+def _moe_grouped_mm(ctx: Any) -> Any:
+    torch, x, g, (w, b) = _moe_inputs(ctx)
+    gm = getattr(torch, "_grouped_mm", None)
+    if gm is None:
+        raise Skip("this torch has no torch._grouped_mm")
+    offs = torch.tensor(MOE_COUNTS, device="cuda").cumsum(0).int()
+    rows = torch.repeat_interleave(
+        torch.arange(len(MOE_COUNTS), device="cuda"), torch.tensor(MOE_COUNTS, device="cuda")
+    )
+
+    def fwd() -> Any:
+        return gm(x, w.transpose(-2, -1), offs=offs) + b[rows]
+
+    fn = lambda: torch.autograd.grad(fwd(), [x, w, b], grad_outputs=g)
+    try:
+        fn()
+    except RuntimeError as exc:
+        raise Skip(f"torch._grouped_mm (with its backward) does not run here: {exc}") from exc
+    return Prepared(fn, note="torch._grouped_mm + bias")
+
+
+for _name, _baseline, _desc in (
+    ("moe-8x-uneven-loop", _moe_loop, "a torch loop of F.linear"),
+    ("moe-8x-uneven-grouped-mm", _moe_grouped_mm, "torch._grouped_mm"),
+):
+    register(
+        Case(
+            suite="torch",
+            name=_name,
+            setups={"nvmath": _moe_nvmath, "torch": _baseline},
+            flops=MOE_FLOPS,
+            description=f"8 experts 4096->2048, 16384 uneven bf16 tokens, fwd+bwd: nvmath GroupedLinear vs {_desc}",
+        )
+    )

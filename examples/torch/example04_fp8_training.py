@@ -1,0 +1,140 @@
+"""Train a transformer MLP block in bf16 and in FP8 (both recipes) on generated data; compare the losses.
+
+The block is ``x + MLP(LayerNorm(x))`` (GELU, 4x hidden) learning a fixed random "teacher" block.
+Three runs from the same initial weights and batches:
+
+* ``bf16``: ``nvmath.torch.MLP`` in bfloat16 (on the GPU; a CPU run uses torch's own bf16 layers);
+* ``fp8-delayed``: ``nvmath.torch.MLP(fp8=DelayedScaling())`` -- e4m3 forward, e5m2 gradients,
+  scales from an amax history;
+* ``fp8-current``: ``nvmath.torch.MLP(fp8=CurrentScaling())`` -- scales from each tensor's own amax.
+
+The optimizer step goes through ``nvmath.torch.fp8.optimizer_step``: a step whose FP8 scaling saw a
+non-finite amax is skipped (none is expected here). The final losses (mean of the last 10% of steps)
+are printed with their gap to bf16; with matplotlib installed the curves are saved as
+``fp8_loss_curves.png`` in ``$OUT`` (or the temporary directory).
+
+Usage: ``python example04_fp8_training.py [--steps N]`` (default: 1000 on a GPU of compute capability
+8.9+, 30 on the CPU, where the FP8 layers emulate the same quantized arithmetic through torch).
+"""
+
+from nvmath._diagnostics.requirements import require
+
+require("torch")  # or exit 77 ("skipped") with a message saying what is missing
+
+import argparse
+import importlib.util
+import os
+import tempfile
+
+import torch
+
+import nvmath.torch as nt
+from nvmath.torch import fp8
+
+gpu = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 9)
+device = "cuda" if gpu else "cpu"
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--steps", type=int, default=1000 if gpu else 30)
+steps = parser.parse_args().steps
+d, tokens = (512, 4096) if gpu else (32, 64)
+
+
+class Block(torch.nn.Module):
+    """``x + MLP(LayerNorm(x))``; ``recipe`` None: bf16."""
+
+    def __init__(self, recipe):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(d)
+        if recipe is None and not gpu:  # nvmath.torch's bf16 layers run on the GPU
+            self.mlp = torch.nn.Sequential(
+                torch.nn.Linear(d, 4 * d), torch.nn.GELU("tanh"), torch.nn.Linear(4 * d, d)
+            )
+        else:
+            self.mlp = nt.MLP(d, 4 * d, d, activation="gelu", fp8=recipe)
+
+    def forward(self, x):
+        return x + self.mlp(self.norm(x))
+
+
+def mlp_state(block):
+    """The block's parameters under nvmath.torch.MLP's names (fc1/fc2), without FP8 state."""
+    names = {"mlp.0.": "mlp.fc1.", "mlp.2.": "mlp.fc2."}
+    out = {}
+    for k, v in block.state_dict().items():
+        if "fp8_state" in k:
+            continue
+        for a, b in names.items():
+            k = k.replace(a, b)
+        out[k] = v
+    return out
+
+
+def load(block, state):
+    """Load ``state`` (fc1/fc2 names) into ``block`` whatever its MLP's naming; keep its FP8 state."""
+    own = block.state_dict()
+    renamed = {}
+    for k in own:
+        if "fp8_state" in k:
+            renamed[k] = own[k]
+            continue
+        key = k.replace("mlp.0.", "mlp.fc1.").replace("mlp.2.", "mlp.fc2.")
+        renamed[k] = state[key]
+    block.load_state_dict(renamed)
+
+
+torch.manual_seed(0)
+teacher_mlp = torch.nn.Sequential(torch.nn.LayerNorm(d), torch.nn.Linear(d, 4 * d), torch.nn.GELU("tanh"),
+                                  torch.nn.Linear(4 * d, d)).to(device)  # fmt: skip
+init = mlp_state(Block(fp8.CurrentScaling()))
+
+runs = {
+    "bf16": None,
+    "fp8-delayed": fp8.DelayedScaling(amax_history_len=16),
+    "fp8-current": fp8.CurrentScaling(),
+}
+curves = {}
+for name, recipe in runs.items():
+    torch.manual_seed(1)  # the same batches for every run
+    model = Block(recipe)
+    load(model, init)
+    model = model.to(device, torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses, skipped = [], 0
+    for step in range(steps):
+        x = torch.randn(tokens, d, device=device)
+        with torch.no_grad():
+            target = x + teacher_mlp(x) * 0.5
+        loss = torch.nn.functional.mse_loss(model(x.bfloat16()).float(), target)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        skipped += not fp8.optimizer_step(opt, model)
+        losses.append(float(loss.detach()))
+    curves[name] = losses
+    tail = max(1, steps // 10)
+    final = sum(losses[-tail:]) / tail
+    print(f"{name:12s} first loss {losses[0]:.4f}  final loss {final:.5f}  skipped steps {skipped}")
+    assert final < losses[0], f"{name} did not learn"
+
+tail = max(1, steps // 10)
+finals = {k: sum(v[-tail:]) / tail for k, v in curves.items()}
+for name in ("fp8-delayed", "fp8-current"):
+    gap = finals[name] / finals["bf16"] - 1
+    print(f"{name}: final loss {gap:+.2%} against bf16")
+    assert abs(gap) < 0.10, f"{name}'s final loss is {gap:+.2%} off bf16's"
+
+if importlib.util.find_spec("matplotlib") is not None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, losses in curves.items():
+        ax.plot(losses, label=name, linewidth=1)
+    ax.set(xlabel="step", ylabel="MSE loss", yscale="log", title=f"MLP block, {device}, {steps} steps")
+    ax.legend()
+    path = os.path.join(os.environ.get("OUT") or tempfile.gettempdir(), "fp8_loss_curves.png")
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    print(f"loss curves: {path}")
+else:
+    print("matplotlib is not installed: no plot")
