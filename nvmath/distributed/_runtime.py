@@ -21,7 +21,7 @@ from typing import Any
 from . import _engines
 from .process_group import MPIProcessGroup, ProcessGroup
 
-__all__ = ["DistributedContext", "finalize", "get_context", "initialize", "register_plan"]
+__all__ = ["DistributedContext", "context", "finalize", "get_context", "initialize", "register_plan"]
 
 logger = logging.getLogger(__name__)
 
@@ -124,11 +124,18 @@ def initialize(device_id: int, process_group: Any, backends: Sequence[str] | Non
         )
 
 
-def get_context() -> DistributedContext:
-    """The context :func:`initialize` made.
+def get_context() -> DistributedContext | None:
+    """The context :func:`initialize` made, or ``None`` when the runtime is not initialized (as in
+    nvmath-python 1.0, this never raises; nvmath's own code uses the checked :func:`context`)."""
+    state = _STATE
+    return None if state is None else state.context
+
+
+def context() -> DistributedContext:
+    """The context :func:`initialize` made, for callers that need a running runtime.
 
     Raises:
-        RuntimeError: not initialized.
+        RuntimeError: not initialized (the message says to call :func:`initialize`).
     """
     return _state().context
 

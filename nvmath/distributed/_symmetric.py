@@ -155,7 +155,7 @@ def allocate_symmetric_memory(
     name = _dtype_name(package, dtype)
     strides = layout_strides(shape, axis_order)
     nvshmem = _runtime.engine("nvshmem")
-    context = _runtime.get_context()
+    context = _runtime.context()
     group = context.process_group
     nbytes = math.prod(shape) * dtypes.itemsize(name)
     size = nbytes
