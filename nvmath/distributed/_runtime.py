@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -21,7 +21,9 @@ from typing import Any
 from . import _engines
 from .process_group import MPIProcessGroup, ProcessGroup
 
-__all__ = ["DistributedContext", "context", "finalize", "get_context", "initialize", "register_plan"]
+__all__ = [
+    "DistributedContext", "before_finalize", "context", "finalize", "get_context", "initialize", "register_plan",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,7 @@ class _State:
 
 _LOCK = threading.RLock()
 _STATE: _State | None = None
+_BEFORE_FINALIZE: list[Callable[[], None]] = []
 
 
 def _activate_device(device_id: int) -> None:
@@ -177,6 +180,13 @@ def symmetric_registry() -> dict[int, Any]:
     return _state().symmetric
 
 
+def before_finalize(callback: Callable[[], None]) -> None:
+    """Run ``callback`` at the start of every :func:`finalize` (collective, like finalize): plan
+    caches register their ``clear`` here so that cached plans do not block finalize."""
+    if callback not in _BEFORE_FINALIZE:
+        _BEFORE_FINALIZE.append(callback)
+
+
 def abandon() -> None:
     """Forget the context without tearing anything down (tests; a job whose engines already died)."""
     global _STATE
@@ -194,6 +204,8 @@ def finalize() -> None:
     global _STATE
     with _LOCK:
         state = _state()
+        for callback in list(_BEFORE_FINALIZE):
+            callback()
         live = len(state.plans)
         if live or state.symmetric:
             raise RuntimeError(

@@ -27,6 +27,7 @@ __all__ = [
     "ReshapeBoxes",
     "View",
     "engine_output_view",
+    "local_operand_view",
     "operand_view",
     "padded_extent",
     "reshape_boxes",
@@ -77,6 +78,13 @@ def _real_length(traits: SlabFFTTraits) -> int:
     """The global real last extent of the transform (the R2C operand's, the C2R result's)."""
     shape = traits.global_shape if traits.fft_type == "R2C" else traits.global_result_shape
     return shape[-1]
+
+
+def local_operand_view(shape: tuple[int, ...], dtype: str) -> View:
+    """The layout a rank's operand of local ``shape`` must have, knowable before the global shape
+    (real operands are R2C inputs, padded along the last axis, which is never the slab axis of a
+    valid R2C)."""
+    return _view(shape, dtype, shape[-1] if dtype.startswith("float") else None)
 
 
 def operand_view(traits: SlabFFTTraits) -> View:
