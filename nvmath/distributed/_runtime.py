@@ -22,7 +22,13 @@ from . import _engines
 from .process_group import MPIProcessGroup, ProcessGroup
 
 __all__ = [
-    "DistributedContext", "before_finalize", "context", "finalize", "get_context", "initialize", "register_plan",
+    "DistributedContext",
+    "before_finalize",
+    "context",
+    "finalize",
+    "get_context",
+    "initialize",
+    "register_plan",
 ]
 
 logger = logging.getLogger(__name__)

@@ -23,15 +23,21 @@ def _check_local_shape(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, int) or not isinstance(shape, Sequence) or not all(
         isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
     ):  # fmt: skip
-        raise ValueError(f"shape={shape!r}: expected this rank's local shape, a sequence of non-negative ints")
+        raise ValueError(
+            f"shape={shape!r}: expected this rank's local shape, a sequence of non-negative ints"
+        )
     return tuple(shape)
 
 
-def _capacity(global_shape: tuple[int, ...], dtype: str, partition: int, nranks: int, fft_type: str | None) -> int:
+def _capacity(
+    global_shape: tuple[int, ...], dtype: str, partition: int, nranks: int, fft_type: str | None
+) -> int:
     """Bytes for any transform of this operand (both C2R parities, both redistribute settings)."""
     parities = ("even", "odd") if fft_type == "C2R" else ("even",)
-    return max(slab_capacity_bytes(global_shape, dtype, partition, nranks, fft_type=fft_type, last_axis_parity=p)
-               for p in parities)  # fmt: skip
+    return max(
+        slab_capacity_bytes(global_shape, dtype, partition, nranks, fft_type=fft_type, last_axis_parity=p)
+        for p in parities
+    )
 
 
 def allocate_operand(
@@ -67,7 +73,9 @@ def allocate_operand(
         NotImplementedError: Box distributions (not implemented yet).
     """
     if memory_space not in (None, "cuda", "gpu", "device"):
-        raise ValueError(f"memory_space={memory_space!r}: symmetric memory is GPU memory (use None or 'cuda')")
+        raise ValueError(
+            f"memory_space={memory_space!r}: symmetric memory is GPU memory (use None or 'cuda')"
+        )
     shape = _check_local_shape(shape)
     package_name = getattr(package, "__name__", package)
     if package_name not in _symmetric.PACKAGES:
@@ -87,8 +95,8 @@ def allocate_operand(
     capacity = _capacity(global_shape, dtype, partition, group.nranks, fft_type)
     view = local_operand_view(shape, dtype)
     flat = _symmetric.allocate_symmetric_memory(
-        (-(-capacity // _itemsize(dtype)),), package_name, dtype=input_dtype if input_dtype is not None else None,
-        skip_symmetric_check=True, logger=logger,
+        (-(-capacity // _itemsize(dtype)),), package_name, dtype=input_dtype, skip_symmetric_check=True,
+        logger=logger,
     )  # fmt: skip
     return _as_strided(flat, view.shape, view.strides, package_name)
 

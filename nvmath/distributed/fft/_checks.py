@@ -39,7 +39,9 @@ def slab_partition(distribution: Any, ndim: int) -> int:
     """
     if isinstance(distribution, Slab):
         if distribution.ndim is not None and distribution.ndim != ndim:
-            raise ValueError(f"distribution {distribution!r} is {distribution.ndim}-D; the operand is {ndim}-D")
+            raise ValueError(
+                f"distribution {distribution!r} is {distribution.ndim}-D; the operand is {ndim}-D"
+            )
         partition = distribution.partition_dim
         if partition not in (0, 1):
             raise ValueError(
@@ -66,7 +68,9 @@ def local_facts(shape: tuple[int, ...], partition: int, agreed: Mapping[str, Any
             "extent": shape[partition]}  # fmt: skip
 
 
-def global_slab_shape(everyone: Mapping[int, Mapping[str, Any]], partition: int, what: str, rank: int) -> tuple[int, ...]:
+def global_slab_shape(
+    everyone: Mapping[int, Mapping[str, Any]], partition: int, what: str, rank: int
+) -> tuple[int, ...]:
     """The global shape from every rank's :func:`local_facts` (the same on every rank).
 
     Raises:
@@ -85,7 +89,7 @@ def global_slab_shape(everyone: Mapping[int, Mapping[str, Any]], partition: int,
             f"over {nranks} ranks (expected {expected}; rank(s) {sorted(wrong)} differ, seen on rank "
             f"{rank}). Allocate operands with nvmath.distributed.fft.allocate_operand or shape them with "
             "Slab.shape(rank, global_shape).",
-            {"extent": {**{0: extents[0]}, **wrong}},
+            {"extent": {0: extents[0], **wrong}},
         )
     others = list(everyone[0]["agreed"]["extents off the slab axis"])
     others.insert(partition, total)
@@ -137,5 +141,7 @@ def resolve_direction(direction: Any, fft_type: str) -> FFTDirection:
     direction = normalize_direction(direction)
     wanted = {"R2C": FFTDirection.FORWARD, "C2R": FFTDirection.INVERSE}.get(fft_type)
     if wanted is not None and direction is not wanted:
-        raise ValueError(f"a {fft_type} transform runs {wanted.name.lower()} only; got direction={direction.name}")
+        raise ValueError(
+            f"a {fft_type} transform runs {wanted.name.lower()} only; got direction={direction.name}"
+        )
     return direction

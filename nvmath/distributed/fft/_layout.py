@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True)
 class View:
     """A typed view of the symmetric buffer: shape, element strides, dtype (offset 0)."""
@@ -166,4 +165,3 @@ def slab_capacity_bytes(
         views = (operand_view(traits), result_view(traits), engine_output_view(traits, rank, nranks))
         largest = max(largest, *(v.nbytes for v in views))
     return largest
-

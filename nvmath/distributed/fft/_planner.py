@@ -23,8 +23,7 @@ from nvmath._internal import streams
 from nvmath._internal.logging import get_logger
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
-from nvmath._internal.tensors import TensorAdapter, wrap
-from nvmath._internal.tensors import transfers
+from nvmath._internal.tensors import TensorAdapter, transfers, wrap
 from nvmath.distributed import _runtime, _symmetric
 from nvmath.distributed._agreement import gather_by_rank
 from nvmath.distributed.process_group import ReductionOp
@@ -45,7 +44,9 @@ class InvalidFFTState(InvalidPlannerState):
     """A distributed FFT method was called in a state that does not allow it."""
 
 
-def _local_problem(adapter: TensorAdapter, nvshmem: Any, device: int) -> tuple[BaseException | None, int | None]:
+def _local_problem(
+    adapter: TensorAdapter, nvshmem: Any, device: int
+) -> tuple[BaseException | None, int | None]:
     """``(error, symmetric bytes from the operand)`` of this rank's operand (nothing collective)."""
     try:
         view = local_operand_view(tuple(adapter.shape), adapter.dtype)
@@ -83,7 +84,8 @@ def _check_capacity(everyone: dict[int, dict[str, Any]], traits: SlabFFTTraits, 
     short = {r: f["bytes"] for r, f in everyone.items() if f["bytes"] is not None and f["bytes"] < needed}
     if short:
         raise ValueError(
-            f"{_WHAT}: the symmetric buffers of rank(s) {sorted(short)} hold {sorted(set(short.values()))} bytes "
+            f"{_WHAT}: the symmetric buffers of rank(s) {sorted(short)} hold "
+            f"{sorted(set(short.values()))} bytes "
             f"from the operand, but this in-place transform needs {needed} on every rank: allocate "
             "operands with nvmath.distributed.fft.allocate_operand(...)"
         )
@@ -118,8 +120,13 @@ class FFT(FreedOnExit):
         group = context.process_group
         mine, nbytes = _local_problem(adapter, self._nvshmem, context.device_id)
         problem = None if mine is None else f"{type(mine).__name__}: {mine}"
-        agreed = {"dtype": adapter.dtype, "distribution": "Slab." + "XY"[partition], "fft_type": options.fft_type,
-                  "redistribute": options.redistribute, "last_axis_parity": options.last_axis_parity}  # fmt: skip
+        agreed = {
+            "dtype": adapter.dtype,
+            "distribution": "Slab." + "XY"[partition],
+            "fft_type": options.fft_type,
+            "redistribute": options.redistribute,
+            "last_axis_parity": options.last_axis_parity,
+        }
         facts = {**local_facts(tuple(adapter.shape), partition, agreed), "problem": problem, "bytes": nbytes}
         everyone = gather_by_rank(group, facts)
         _raise_problems(everyone, mine)
@@ -142,8 +149,15 @@ class FFT(FreedOnExit):
         self._lifecycle = Lifecycle("FFT", InvalidFFTState, reset_method="reset_operand",
                                     release_method="release_operand")  # fmt: skip
         self._bind(adapter)
-        self._logger.info("distributed FFT %s %s of %s on %d ranks (rank %d: local %s)", traits.fft_type,
-                          "Slab." + "XY"[partition], global_shape, group.nranks, group.rank, traits.local_shape)
+        self._logger.info(
+            "distributed FFT %s %s of %s on %d ranks (rank %d: local %s)",
+            traits.fft_type,
+            "Slab." + "XY"[partition],
+            global_shape,
+            group.nranks,
+            group.rank,
+            traits.local_shape,
+        )
 
     # -------------------------------------------------------------------------------- properties
     @property
@@ -223,9 +237,13 @@ class FFT(FreedOnExit):
             return
         adapter = wrap(operand, "operand")
         if distribution is not None and slab_partition(distribution, adapter.ndim) != self._partition:
-            raise ValueError(f"distribution {distribution!r}: this FFT was planned for {'Slab.' + 'XY'[self._partition]}")
+            raise ValueError(
+                f"distribution {distribution!r}: this FFT was planned for {'Slab.' + 'XY'[self._partition]}"
+            )
         if adapter.package != self._package:
-            raise TypeError(f"the new operand is a {adapter.package} tensor; the FFT was planned for {self._package}")
+            raise TypeError(
+                f"the new operand is a {adapter.package} tensor; the FFT was planned for {self._package}"
+            )
         error, _ = _local_problem(adapter, self._nvshmem, self._device)
         if error is not None:
             raise error
@@ -287,7 +305,9 @@ class FFT(FreedOnExit):
         """One stateless call on this cached, planned FFT (see ``_stateless.py``)."""
         self.reset_operand(operand, stream=stream)
         try:
-            return self.execute(direction=direction, stream=stream, sync_symmetric_memory=sync_symmetric_memory)
+            return self.execute(
+                direction=direction, stream=stream, sync_symmetric_memory=sync_symmetric_memory
+            )
         finally:
             self.release_operand()
 
@@ -309,6 +329,8 @@ class FFT(FreedOnExit):
             self._lifecycle.mark_freed()
 
     def __repr__(self) -> str:
-        return (f"<nvmath.distributed.fft.FFT {self._traits.fft_type} {self._traits.global_shape} "
-                f"Slab.{'XY'[self._partition]} -> {self.result_distribution}, {self._lifecycle.state.name}>")  # fmt: skip
-
+        t, state = self._traits, self._lifecycle.state.name
+        return (
+            f"<nvmath.distributed.fft.FFT {t.fft_type} {t.global_shape} Slab.{'XY'[self._partition]} -> "
+            f"{self.result_distribution}, {state}>"
+        )

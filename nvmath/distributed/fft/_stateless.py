@@ -45,7 +45,9 @@ _COMPLEX = ("complex64", "complex128")
 def _options(options: Any, fft_type: str) -> FFTOptions:
     options = check_or_create_options(FFTOptions, options, "FFT options")
     if options.fft_type not in (None, fft_type):
-        raise ValueError(f"options.fft_type={options.fft_type!r} contradicts the function, which computes a {fft_type}")
+        raise ValueError(
+            f"options.fft_type={options.fft_type!r} contradicts the function, which computes a {fft_type}"
+        )
     return freeze_options(dataclasses.replace(options, fft_type=fft_type))
 
 
@@ -73,8 +75,10 @@ def _run(operand: Any, distribution: Any, options: Any, stream: Any, sync: bool,
     context = _runtime.context()
     key = None
     if options.logger is None:  # the rank too: one process may host several ranks (threads, in tests)
-        key = (adapter_head(adapter), partition, options.fft_type, options.redistribute,
-               options.last_axis_parity, options.blocking, id(context), context.process_group.rank)  # fmt: skip
+        key = (
+            adapter_head(adapter), partition, options.fft_type, options.redistribute,
+            options.last_axis_parity, options.blocking, id(context), context.process_group.rank,
+        )  # fmt: skip
     return call_cached(plan_cache, key, _build, adapter, direction, stream, sync,
                        build_args=(adapter, distribution, options, stream))  # fmt: skip
 

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 from nvmath.fft._traits import resolve_fft_type
 
-__all__ = ["ENGINE_DTYPES", "SLAB_SUBFORMATS", "SlabFFTTraits", "slab_extent", "slab_fft_traits", "slab_shape"]
+__all__ = [
+    "ENGINE_DTYPES",
+    "SLAB_SUBFORMATS",
+    "SlabFFTTraits",
+    "slab_extent",
+    "slab_fft_traits",
+    "slab_shape",
+]
 
 ENGINE_DTYPES = ("float32", "float64", "complex64", "complex128")
 """The element types cuFFTMp transforms (single and double precision)."""

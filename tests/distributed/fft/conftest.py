@@ -15,15 +15,15 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 pytest.register_assert_rewrite("mp_fakes")
 
-from dist_fakes import FakeNccl  # noqa: E402
-from mp_fakes import FakeCufftMp, HeapNvshmem, host_view  # noqa: E402
+from dist_fakes import FakeNccl
+from mp_fakes import FakeCufftMp, HeapNvshmem, host_view
 
-import nvmath.distributed as nd  # noqa: E402
-from nvmath._internal import caches, streams  # noqa: E402
-from nvmath._internal.tensors import transfers  # noqa: E402
-from nvmath._internal.tensors.base import TensorAdapter  # noqa: E402
-from nvmath.distributed import _engines, _runtime, _symmetric  # noqa: E402
-from nvmath.distributed.fft import _cufftmp  # noqa: E402
+import nvmath.distributed as nd
+from nvmath._internal import caches, streams
+from nvmath._internal.tensors import transfers
+from nvmath._internal.tensors.base import TensorAdapter
+from nvmath.distributed import _engines, _runtime, _symmetric
+from nvmath.distributed.fft import _cufftmp
 
 
 class FakeDevice(TensorAdapter):

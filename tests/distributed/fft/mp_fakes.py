@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import itertools
 import threading
 from typing import Any
 
@@ -29,7 +30,9 @@ def host_view(address: int, shape: tuple, strides: tuple, dtype: Any) -> np.ndar
         return np.empty(shape, dtype)
     span = (sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) + 1) * dtype.itemsize
     flat = np.frombuffer((ctypes.c_char * span).from_address(address), dtype=np.uint8)
-    return np.lib.stride_tricks.as_strided(flat.view(dtype), shape, tuple(s * dtype.itemsize for s in strides))
+    return np.lib.stride_tricks.as_strided(
+        flat.view(dtype), shape, tuple(s * dtype.itemsize for s in strides)
+    )
 
 
 class HeapNvshmem(FakeNvshmem):
@@ -81,7 +84,7 @@ class _CommType(enum.IntEnum):
 def split(n: int, nranks: int) -> list[tuple[int, int]]:
     """``[(start, stop)]`` of each rank's slab (numpy's array_split)."""
     bounds = np.cumsum([0] + [len(c) for c in np.array_split(np.arange(n), nranks)])
-    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
 
 
 def slab_array(address, global_shape, axis, rank, nranks, dtype, real_length=None):
@@ -193,7 +196,11 @@ class FakeCufftMp:
             full[(slice(None),) * in_axis + (slice(s, e),)] = local
         axes = tuple(range(len(sizes)))
         if kind in (_Type.C2C, _Type.Z2Z):
-            out = np.fft.fftn(full, axes=axes) if direction == -1 else np.fft.ifftn(full, axes=axes) * np.prod(sizes)
+            out = (
+                np.fft.fftn(full, axes=axes)
+                if direction == -1
+                else np.fft.ifftn(full, axes=axes) * np.prod(sizes)
+            )
         elif kind in (_Type.R2C, _Type.D2Z):
             out = np.fft.rfftn(full, axes=axes)
         else:
@@ -213,8 +220,8 @@ class FakeCufftMp:
 
     def make_reshape_11_4(self, handle, element_size, rank, lo_in, up_in, st_in, lo_out, up_out, st_out, comm,
                           comm_type):  # fmt: skip
-        self.reshapes[handle] = dict(size=element_size, boxes=(tuple(lo_in), tuple(up_in), tuple(st_in),
-                                     tuple(lo_out), tuple(up_out), tuple(st_out)))  # fmt: skip
+        boxes = (tuple(lo_in), tuple(up_in), tuple(st_in), tuple(lo_out), tuple(up_out), tuple(st_out))
+        self.reshapes[handle] = {"size": element_size, "boxes": boxes}
         self._log("make_reshape", handle, element_size, rank, comm, comm_type)
 
     def get_reshape_size(self, handle):

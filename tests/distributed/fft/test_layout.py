@@ -66,7 +66,9 @@ def test_capacity_fits_every_view_of_every_rank(nranks, shape, dtype, partition,
     capacity = slab_capacity_bytes(shape, dtype, partition, nranks, fft_type=fft_type)
     sizes = []
     for rank, redistribute in itertools.product(range(nranks), (True, False)):
-        t = slab_fft_traits(shape, dtype, partition, rank, nranks, fft_type=fft_type, redistribute=redistribute)
+        t = slab_fft_traits(
+            shape, dtype, partition, rank, nranks, fft_type=fft_type, redistribute=redistribute
+        )
         sizes += [operand_view(t).nbytes, result_view(t).nbytes, engine_output_view(t, rank, nranks).nbytes]
     assert max(sizes) == capacity
 

@@ -54,7 +54,7 @@ def test_c2c_forward_and_inverse_match_numpy(make_env, nranks, shape, partition,
     """A C2C FFT of X or Y slabs gives numpy's fftn in the operand's slab (redistribute=True) or the
     complementary one; the inverse of a redistributed result brings the input back (times N)."""
     env = make_env(group_of(nranks))
-    x = (np.random.default_rng(0).standard_normal(shape) + 1j * np.random.default_rng(1).standard_normal(shape))
+    x = np.random.default_rng(0).standard_normal(shape) + 1j * np.random.default_rng(1).standard_normal(shape)
     operands = scatter(env, x.astype(np.complex64), partition, np.complex64)
     slab = (Slab.X, Slab.Y)[partition]
     options = {"redistribute": redistribute}
