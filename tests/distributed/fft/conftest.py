@@ -49,6 +49,17 @@ class FakeDevice(TensorAdapter):
         raise AssertionError("the distributed FFT copies nothing between memory spaces")
 
 
+OWNERS: list = []
+"""The allocation records of the fake symmetric tensors (a real tensor keeps its record alive through
+DLPack; a numpy view cannot hold it), dropped after each test."""
+
+
+def numpy_view(address, shape, strides, dtype, device_id, owner, package):
+    """Symmetric tensors as numpy views of the fake heap."""
+    OWNERS.append(owner)
+    return host_view(address, shape, strides, dtype)
+
+
 class FakeStream:
     def __init__(self, ptr):
         self.ptr, self.device_id, self.ctx, self.mortal, self._done = ptr, 0, None, False, None
@@ -89,17 +100,14 @@ def make_env(monkeypatch):
     caches.clear_all()
     syncs: list = []
 
-    def make(group):
+    def make(group, views=None):
+        """``views``: how symmetric tensors come back (default: numpy views of the fake heap)."""
         nvshmem, nccl, lib = HeapNvshmem(group), FakeNccl(group), FakeCufftMp(group)
         engines = {"nvshmem": nvshmem, "nccl": nccl}
         monkeypatch.setattr(_engines, "load", lambda backends: {b: engines[b] for b in backends})
         monkeypatch.setattr(_runtime, "_activate_device", lambda device_id: None)
         monkeypatch.setattr(_cufftmp, "bindings", lambda: lib)
-        monkeypatch.setattr(
-            _symmetric, "view_at",
-            lambda address, shape, strides, dtype, device_id, owner, package: host_view(
-                address, shape, strides, dtype),
-        )  # fmt: skip
+        monkeypatch.setattr(_symmetric, "view_at", views or numpy_view)
         monkeypatch.setattr(streams, "get_stream", lambda s, **k: FakeStream(7 if s is None else s))
         monkeypatch.setattr(streams, "synchronize", lambda s: syncs.append(s.ptr))
         monkeypatch.setattr(transfers, "memcpy", lambda kind, dst, src, n, s: ctypes.memmove(dst, src, n))
@@ -109,3 +117,4 @@ def make_env(monkeypatch):
     yield make
     caches.clear_all()
     _runtime.abandon()
+    OWNERS.clear()
