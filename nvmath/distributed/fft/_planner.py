@@ -303,11 +303,11 @@ class FFT(FreedOnExit):
     # ----------------------------------------------------------------------------------- lifecycle
     def run_cached(self, operand: Any, direction: Any, stream: Any, sync_symmetric_memory: bool) -> Any:
         """One stateless call on this cached, planned FFT (see ``_stateless.py``)."""
-        self.reset_operand(operand, stream=stream)
+        self.reset_operand(operand)
+        # None means the package's current stream now, not the one current when the plan was cached
+        self._stream = streams.get_stream(stream, device_id=self._device, package=self._package)
         try:
-            return self.execute(
-                direction=direction, stream=stream, sync_symmetric_memory=sync_symmetric_memory
-            )
+            return self.execute(direction=direction, sync_symmetric_memory=sync_symmetric_memory)
         finally:
             self.release_operand()
 
