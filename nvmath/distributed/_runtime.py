@@ -210,7 +210,8 @@ def finalize() -> None:
     global _STATE
     with _LOCK:
         state = _state()
-        for callback in list(_BEFORE_FINALIZE):
+        callbacks = list(_BEFORE_FINALIZE)  # a copy: a callback may register another
+        for callback in callbacks:
             callback()
         live = len(state.plans)
         if live or state.symmetric:

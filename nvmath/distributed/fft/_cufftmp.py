@@ -151,6 +151,8 @@ class MpReshape:
         """Reshape the buffer at ``address`` into the scratch, then copy ``nbytes`` back (on ``stream``,
         a StreamHandle; ``memcpy(kind, dst, src, nbytes, stream)``)."""
         self.lib.exec_reshape_async(self.handle, self.scratch, address, self.workspace, stream.ptr)
+        # every rank's reshape has read this rank's buffer before it is overwritten below
+        self.nvshmem.sync_all_on_stream(stream.ptr)
         if nbytes:
             memcpy("DtoD", address, self.scratch, nbytes, stream)
 

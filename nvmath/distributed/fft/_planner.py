@@ -16,9 +16,11 @@ caller's stream and returns the result: a view of the operand's buffer.
 from __future__ import annotations
 
 import contextlib
+import warnings
+import weakref
 from typing import Any
 
-from nvmath._errors import InvalidPlannerState
+from nvmath._errors import InvalidPlannerState, NvmathWarning
 from nvmath._internal import streams
 from nvmath._internal.logging import get_logger
 from nvmath._internal.options import check_or_create_options
@@ -42,6 +44,16 @@ _WHAT = "nvmath.distributed.fft.FFT"
 
 class InvalidFFTState(InvalidPlannerState):
     """A distributed FFT method was called in a state that does not allow it."""
+
+
+def _collected_unfreed(description: str) -> None:
+    warnings.warn(
+        f"{description} was garbage-collected without free(): its cuFFTMp plan is NOT destroyed (that "
+        "is a collective, which the garbage collector cannot make on every rank) and its symmetric "
+        "workspace stays reserved. Call free() on every rank, or use `with FFT(...) as f:`.",
+        NvmathWarning,
+        stacklevel=2,
+    )
 
 
 def _local_problem(
@@ -145,6 +157,7 @@ class FFT(FreedOnExit):
         self._stream = streams.get_stream(stream, device_id=context.device_id, package=adapter.package)
         self._handles: dict[FFTDirection, _cufftmp.MpHandle] = {}
         self._reshape: _cufftmp.MpReshape | None = None
+        self._collected: weakref.finalize | None = None  # warns if planned and collected unfreed
         self._blocking = options.blocking is True
         self._lifecycle = Lifecycle("FFT", InvalidFFTState, reset_method="reset_operand",
                                     release_method="release_operand")  # fmt: skip
@@ -217,6 +230,7 @@ class FFT(FreedOnExit):
             undo.pop_all()
         self._handles[direction], self._reshape = handle, reshape
         _runtime.register_plan(self)
+        self._collected = weakref.finalize(self, _collected_unfreed, repr(self))
         self._lifecycle.mark_planned()
         self._logger.info("planned (workspace %d bytes)", self.workspace_bytes)
 
@@ -325,6 +339,8 @@ class FFT(FreedOnExit):
                 reshape.close()
         finally:
             self._operand = self._result = None
+            if self._collected is not None:
+                self._collected.detach()
             _runtime.unregister_plan(self)
             self._lifecycle.mark_freed()
 

@@ -133,16 +133,20 @@ def test_engine_call_sequence_and_symmetric_workspace(make_env):
     assert mine[2][2:] == (2, 3)  # forward input X-slab (INPLACE), inverse input Y-slab (SHUFFLED)
     assert names[4:] == ["create_reshape", "make_reshape", "set_stream", "xt_exec", "exec_reshape_async",
                          "destroy", "destroy_reshape"]  # fmt: skip
+    syncs = [e for e in env.nvshmem.log if e[0] == "sync_all_on_stream"]
+    assert syncs == [("sync_all_on_stream", 55)] * 4  # before the FFT and after the reshape, on 2 ranks
     assert ("set_stream", mine[0][1], 55) in mine and ("sync_all_on_stream", 55) in env.nvshmem.log
     mallocs = [e[1] for e in env.nvshmem.log if e[0] == "malloc"]
     assert mallocs.count(1010) == 2  # the workspace: max(1000, 1010) on both ranks
 
 
 def test_sync_and_blocking_options(make_env):
-    """sync_symmetric_memory=False skips the symmetric sync; blocking=True synchronizes the stream."""
+    """sync_symmetric_memory=False skips the symmetric sync before the transform; blocking=True
+    synchronizes the stream."""
     env = make_env(SingleRank())
     (op,) = scatter(env, np.ones((4, 4), np.complex64), 0, np.complex64)
-    dfft.fft(op, distribution=Slab.X, sync_symmetric_memory=False, options={"blocking": True}, stream=9)
+    options = {"blocking": True, "redistribute": False}  # (a redistribution syncs after its reshape)
+    dfft.fft(op, distribution=Slab.X, sync_symmetric_memory=False, options=options, stream=9)
     assert not [e for e in env.nvshmem.log if e[0] == "sync_all_on_stream"] and env.syncs == [9]
     dfft.plan_cache.clear()
 
@@ -265,3 +269,26 @@ def test_r2c_and_c2r_directions_are_fixed(make_env):
         f.plan()
         with pytest.raises(ValueError, match="R2C transform runs forward only"):
             f.execute(direction="inverse")
+
+
+def test_planned_fft_collected_without_free_warns(make_env):
+    """A planned FFT dropped without free() warns (its collective destroy cannot run from the
+    garbage collector) and no longer blocks finalize; a freed one does not warn."""
+    import gc
+    import warnings
+
+    from nvmath._errors import NvmathWarning
+
+    env = make_env(SingleRank())
+    held = [dfft.FFT(env.operand((4, 4), np.complex64), distribution=Slab.X)]
+    held[0].plan()
+    with pytest.warns(NvmathWarning, match="without free"):
+        held.clear()  # the last reference
+    g = dfft.FFT(env.operand((4, 4), np.complex64), distribution=Slab.X)
+    g.plan()
+    g.free()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        del g
+        gc.collect()
+    nd.finalize()
