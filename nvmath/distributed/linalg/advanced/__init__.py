@@ -1,32 +1,21 @@
-"""Distributed matrix multiplication on cuBLASMp (in progress).
+"""Distributed matrix multiplication on cuBLASMp: :func:`matmul` and :class:`Matmul`.
 
-Available: :class:`MatmulOptions`, :class:`MatmulAlgoType`, and the pure mapping of distributions
-onto cuBLASMp's block-cyclic matrix descriptors (``nvmath.distributed.linalg.advanced._traits``).
-:func:`matmul` and :class:`Matmul` are not implemented yet: they raise
-:class:`NotImplementedError` and are not in ``__all__``.
+``D = alpha * op(A) @ op(B) + beta * C`` over matrices distributed as ``Slab.X`` / ``Slab.Y`` (1-D
+row / column splits that divide evenly), :class:`~nvmath.distributed.distribution.BlockNonCyclic`
+or :class:`~nvmath.distributed.distribution.BlockCyclic` on 2-D process grids; local blocks in
+Fortran or C order (C-ordered ones become transposes cuBLASMp runs); float16, bfloat16, float32,
+float64, complex64, complex128. Everything here is collective.
+
+Not implemented yet (raise :class:`NotImplementedError`): epilogs, quantization scales,
+``result_amax``, ``block_scaling``, a ``result_type`` other than the operands'. The workspace is
+not registered with cuBLASMp (``cublasMpBufferRegister``), so communication may not overlap the GEMM.
+
+Status: CPU-tested against a numpy-computing fake cuBLASMp; not yet run on a GPU.
 """
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
-
 from ._options import MatmulAlgoType, MatmulOptions
+from ._planner import InvalidMatmulState, Matmul, matmul
 
-__all__ = ["MatmulAlgoType", "MatmulOptions"]
-
-_NOT_YET = (
-    "nvmath.distributed.linalg.advanced.{} is not implemented yet (the cuBLASMp planner has not landed; "
-    "see docs/distributed.rst)"
-)
-
-
-def matmul(a: Any, b: Any, /, *args: Any, **kwargs: Any) -> NoReturn:
-    """Not implemented yet (raises :class:`NotImplementedError`)."""
-    raise NotImplementedError(_NOT_YET.format("matmul"))
-
-
-class Matmul:
-    """Not implemented yet: constructing one raises :class:`NotImplementedError`."""
-
-    def __init__(self, a: Any, b: Any, /, *args: Any, **kwargs: Any):
-        raise NotImplementedError(_NOT_YET.format("Matmul"))
+__all__ = ["InvalidMatmulState", "Matmul", "MatmulAlgoType", "MatmulOptions", "matmul"]

@@ -26,7 +26,17 @@ from nvmath.distributed.distribution import BlockCyclic, ProcessGrid, Slab
 from nvmath.distributed.distribution._block import block_sizes_for
 from nvmath.distributed.distribution._index import numroc
 
-__all__ = ["GridArgs", "MatrixDescriptorArgs", "grid_args", "matmul_shapes", "matrix_descriptor", "operation"]
+__all__ = [
+    "GridArgs",
+    "MatrixDescriptorArgs",
+    "block_args",
+    "expected_local_shape",
+    "grid_args",
+    "local_shape",
+    "matmul_shapes",
+    "matrix_descriptor",
+    "operation",
+]
 
 
 @dataclass(frozen=True)
@@ -85,7 +95,7 @@ def grid_args(grid: ProcessGrid) -> GridArgs:
     )
 
 
-def _block_args(
+def block_args(
     global_shape: tuple[int, int], distribution: Any, nranks: int
 ) -> tuple[tuple, tuple, GridArgs]:
     """``((mb, nb), (rsrc, csrc), grid)`` of a distribution of a matrix of ``global_shape``."""
@@ -114,13 +124,19 @@ def _block_args(
     )
 
 
-def _expected_local_shape(global_shape: tuple[int, int], blocks: tuple, first: tuple, grid: GridArgs,
+def expected_local_shape(global_shape: tuple[int, int], blocks: tuple, first: tuple, grid: GridArgs,
                           rank: int) -> tuple[int, int]:  # fmt: skip
     coords = next((r, c) for r in range(grid.nprow) for c in range(grid.npcol) if grid.rank(r, c) == rank)
     return tuple(  # type: ignore[return-value]
         numroc(n, b, x, f, p)
         for n, b, x, f, p in zip(global_shape, blocks, coords, first, (grid.nprow, grid.npcol), strict=True)
     )
+
+
+def local_shape(global_shape: tuple[int, int], distribution: Any, rank: int, nranks: int) -> tuple[int, int]:
+    """This rank's local shape of a ``global_shape`` matrix distributed as ``distribution``."""
+    blocks, first, grid = block_args(global_shape, distribution, nranks)
+    return expected_local_shape(global_shape, blocks, first, grid, rank)
 
 
 def matrix_descriptor(
@@ -143,8 +159,8 @@ def matrix_descriptor(
     if len(global_shape) != 2 or len(local_shape) != 2 or len(local_strides) != 2:
         raise ValueError(f"global shape {tuple(global_shape)}: cuBLASMp multiplies matrices (2-D, no batch)")
     shape = (int(global_shape[0]), int(global_shape[1]))
-    blocks, first, grid = _block_args(shape, distribution, nranks)
-    expected = _expected_local_shape(shape, blocks, first, grid, rank)
+    blocks, first, grid = block_args(shape, distribution, nranks)
+    expected = expected_local_shape(shape, blocks, first, grid, rank)
     rows, cols = (int(n) for n in local_shape)
     if (rows, cols) != expected:
         raise ValueError(
