@@ -360,6 +360,21 @@ class Matmul(FreedOnExit):
             self._result = new["c"]
         self._lifecycle.mark_operands_reset()
 
+    def reset_operands_unchecked(self, a: Any = None, b: Any = None, c: Any = None, *, alpha: Any = None,
+                                 beta: Any = None, stream: Any = None) -> None:  # fmt: skip
+        """:meth:`reset_operands` without the layout checks (the caller guarantees them)."""
+        new = wrap_operands(**{n: v for n, v in (("a", a), ("b", b), ("c", c)) if v is not None})
+        self._ops.update(new)
+        if alpha is not None:
+            self._alpha = scalar(alpha, self._dtype, "alpha")
+        if beta is not None:
+            self._beta = scalar(beta, self._dtype, "beta")
+        if stream is not None:
+            self._stream = streams.get_stream(stream, device_id=self._device, package=self._package)
+        if "c" in new and self._options.inplace:
+            self._result = new["c"]
+        self._lifecycle.mark_operands_reset()
+
     def release_operands(self) -> None:
         """Drop the references to the operands (until :meth:`reset_operands`)."""
         self._lifecycle.mark_operands_released()

@@ -236,6 +236,8 @@ def test_epilog_not_implemented_and_lifecycle(env):
         mm.reset_operands(a=FakeDevice(np.ones((4, 4))))  # C order: another layout
     mm.reset_operands(a=FakeDevice(2 * np.ones((4, 4), order="F")))
     np.testing.assert_allclose(mm.execute(), 8.0)
+    mm.reset_operands_unchecked(b=FakeDevice(3 * np.ones((4, 4), order="F")))
+    np.testing.assert_allclose(mm.execute(), 24.0)
     mm.release_operands()
     with pytest.raises(InvalidMatmulState, match="release_operands"):
         mm.execute()
