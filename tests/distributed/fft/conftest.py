@@ -16,48 +16,13 @@ if _HERE not in sys.path:
 pytest.register_assert_rewrite("mp_fakes")
 
 from dist_fakes import FakeNccl
-from mp_fakes import FakeCufftMp, HeapNvshmem, host_view
+from mp_fakes import OWNERS, FakeCufftMp, FakeDevice, HeapNvshmem, host_view, numpy_view
 
 import nvmath.distributed as nd
 from nvmath._internal import caches, streams
 from nvmath._internal.tensors import transfers
-from nvmath._internal.tensors.base import TensorAdapter
 from nvmath.distributed import _engines, _runtime, _symmetric
 from nvmath.distributed.fft import _cufftmp
-
-
-class FakeDevice(TensorAdapter):
-    """A numpy view of the fake symmetric heap posing as a tensor on CUDA device 0."""
-
-    __slots__ = ("device_id",)
-    package = "fakegpu"
-    device = "cuda"
-    is_conjugate = False
-
-    def __init__(self, array: np.ndarray):
-        self.tensor = array
-        self.data_ptr = array.__array_interface__["data"][0]
-        self.shape, self.itemsize, self.size = array.shape, array.itemsize, array.size
-        self.strides = tuple(s // array.itemsize for s in array.strides)
-        self.dtype = array.dtype.name
-        self.device_id = 0
-
-    def empty(self, shape, dtype, *, strides=None, device_id=None, stream=None):
-        raise AssertionError("the distributed FFT allocates nothing outside the symmetric heap")
-
-    def to(self, device_id, stream=None):
-        raise AssertionError("the distributed FFT copies nothing between memory spaces")
-
-
-OWNERS: list = []
-"""The allocation records of the fake symmetric tensors (a real tensor keeps its record alive through
-DLPack; a numpy view cannot hold it), dropped after each test."""
-
-
-def numpy_view(address, shape, strides, dtype, device_id, owner, package):
-    """Symmetric tensors as numpy views of the fake heap."""
-    OWNERS.append(owner)
-    return host_view(address, shape, strides, dtype)
 
 
 class FakeStream:

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 from dist_fakes import FakeNvshmem
 
+from nvmath._internal.tensors.base import TensorAdapter
+
 
 def host_view(address: int, shape: tuple, strides: tuple, dtype: Any) -> np.ndarray:
     """A numpy view of host memory at ``address`` (element strides)."""
@@ -253,3 +255,37 @@ class FakeCufftMp:
     def destroy_reshape(self, handle):
         self.live.discard(handle)
         self._log("destroy_reshape", handle)
+
+
+class FakeDevice(TensorAdapter):
+    """A numpy view of the fake symmetric heap posing as a tensor on CUDA device 0."""
+
+    __slots__ = ("device_id",)
+    package = "fakegpu"
+    device = "cuda"
+    is_conjugate = False
+
+    def __init__(self, array: np.ndarray):
+        self.tensor = array
+        self.data_ptr = array.__array_interface__["data"][0]
+        self.shape, self.itemsize, self.size = array.shape, array.itemsize, array.size
+        self.strides = tuple(s // array.itemsize for s in array.strides)
+        self.dtype = array.dtype.name
+        self.device_id = 0
+
+    def empty(self, shape, dtype, *, strides=None, device_id=None, stream=None):
+        raise AssertionError("the distributed FFT allocates nothing outside the symmetric heap")
+
+    def to(self, device_id, stream=None):
+        raise AssertionError("the distributed FFT copies nothing between memory spaces")
+
+
+OWNERS: list = []
+"""The allocation records of the fake symmetric tensors (a real tensor keeps its record alive through
+DLPack; a numpy view cannot hold it), dropped after each test."""
+
+
+def numpy_view(address, shape, strides, dtype, device_id, owner, package):
+    """Symmetric tensors as numpy views of the fake heap."""
+    OWNERS.append(owner)
+    return host_view(address, shape, strides, dtype)

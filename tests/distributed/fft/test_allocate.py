@@ -7,9 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import OWNERS, FakeDevice
 from dist_fakes import SingleRank, ThreadGroup
-from mp_fakes import host_view
+from mp_fakes import OWNERS, FakeDevice, host_view
 
 import nvmath.distributed as nd
 import nvmath.distributed.fft as dfft

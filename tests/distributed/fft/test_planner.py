@@ -96,7 +96,7 @@ def test_r2c_then_c2r_match_numpy(make_env, nranks, shape, partition, redistribu
         copy = np.array(spectrum)  # the irfft below overwrites the buffer
         if len(shape) == 2 and out_partition == 0:
             return copy, None  # a 2-D C2R needs a Slab.Y operand
-        from conftest import FakeDevice
+        from mp_fakes import FakeDevice
 
         real = dfft.irfft(FakeDevice(spectrum), distribution=(Slab.X, Slab.Y)[out_partition], options=options)
         return copy, np.array(real)
@@ -186,7 +186,7 @@ def test_operand_off_the_symmetric_heap_raises_on_every_rank(make_env):
     """An operand off the heap on rank 1 raises there (saying to use allocate_operand) and on rank 0
     (naming rank 1); no rank goes on to plan."""
     env = make_env(ThreadGroup(2))
-    from conftest import FakeDevice
+    from mp_fakes import FakeDevice
 
     ops = [env.operand((2, 4), np.complex64), FakeDevice(np.zeros((2, 4), np.complex64))]
     results = env.run(lambda r: dfft.FFT(ops[r], distribution=Slab.X))
