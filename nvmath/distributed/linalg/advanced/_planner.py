@@ -68,6 +68,43 @@ def _local_check(ops: dict[str, TensorAdapter], device: int) -> None:
         )
 
 
+def _gather_checked(
+    group: Any,
+    device: int,
+    operands: dict[str, Any],
+    distributions: Any,
+    qualifiers: Any,
+    options: MatmulOptions,
+) -> tuple[dict[str, TensorAdapter], tuple, dict[int, Any]]:
+    """Check this rank's operands locally, then gather every rank's facts and verdict in one
+    collective; raise on every rank if any rank's operands are unusable. Returns the wrapped
+    operands, the qualifiers and ``{rank: facts}``."""
+    problem: BaseException | None = None
+    try:
+        ops = wrap_operands(**operands)
+        _local_check(ops, device)
+        quals = parse_qualifiers(qualifiers)
+        agreed = {
+            "dtype": ops["a"].dtype,
+            "distributions": tuple(repr(d) for d in distributions),
+            "qualifiers": quals,
+            "c": "c" in ops,
+            "options": (options.inplace, options.compute_type, options.algo_type,
+                        options.sm_count_communication, options.result_type),
+        }  # fmt: skip
+        shapes = {name: tuple(op.shape) for name, op in ops.items()}
+    except (TypeError, ValueError) as exc:
+        problem, agreed, shapes = exc, {}, {}
+    facts = {"agreed": agreed, "shapes": shapes, "problem": None if problem is None else repr(problem)}
+    everyone = gather_by_rank(group, facts)
+    if problem is not None:
+        raise problem
+    bad = {r: f["problem"] for r, f in everyone.items() if f["problem"]}
+    if bad:
+        raise ValueError(f"{_WHAT}: the operands of rank(s) {sorted(bad)} are not usable: {bad}")
+    return ops, quals, everyone
+
+
 class Matmul(FreedOnExit):
     """``D = alpha * op(a) @ op(b) + beta * c`` over distributed matrices (collective).
 
@@ -117,34 +154,8 @@ class Matmul(FreedOnExit):
         if c is not None and beta is None:
             raise ValueError("beta is required when c is given")
         group, device = context.process_group, context.device_id
-        problem: BaseException | None = None
-        try:
-            ops = wrap_operands(a=a, b=b, c=c)
-            _local_check(ops, device)
-            qa, qb = parse_qualifiers(qualifiers)
-            agreed = {
-                "dtype": ops["a"].dtype,
-                "distributions": tuple(repr(d) for d in distributions),
-                "qualifiers": (qa, qb),
-                "c": c is not None,
-                "options": (
-                    options.inplace,
-                    options.compute_type,
-                    options.algo_type,
-                    options.sm_count_communication,
-                    options.result_type,
-                ),
-            }
-            shapes = {name: tuple(op.shape) for name, op in ops.items()}
-        except (TypeError, ValueError) as exc:
-            problem, agreed, shapes = exc, {}, {}
-        facts = {"agreed": agreed, "shapes": shapes, "problem": None if problem is None else repr(problem)}
-        everyone = gather_by_rank(group, facts)
-        if problem is not None:
-            raise problem
-        bad = {r: f["problem"] for r, f in everyone.items() if f["problem"]}
-        if bad:
-            raise ValueError(f"{_WHAT}: the operands of rank(s) {sorted(bad)} are not usable: {bad}")
+        ops, (qa, qb), everyone = _gather_checked(group, device, {"a": a, "b": b, "c": c}, distributions,
+                                                  qualifiers, options)  # fmt: skip
         compare_facts({r: f["agreed"] for r, f in everyone.items()}, _WHAT, group.rank)
         self._setup(ops, distributions, everyone, group, device, qa, qb, options, alpha, beta, stream)
 
