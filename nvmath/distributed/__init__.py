@@ -1,12 +1,12 @@
 """Scale-out across GPUs and processes: cuFFTMp over NVSHMEM, cuBLASMp over NCCL.
 
-What works today (CPU-tested; the engines' GPU lane has not run yet): the runtime --
+What exists (CPU-tested against fake engines; the GPU lane has not run yet): the runtime --
 :func:`initialize`, :func:`finalize`, :func:`get_context`, the process groups
 (:class:`ProcessGroup`, :class:`MPIProcessGroup`, :class:`TorchProcessGroup`), symmetric memory
-(:func:`allocate_symmetric_memory`, :func:`free_symmetric_memory`) -- and the raw bindings
-``nvmath.bindings.{nvshmem, nccl, cufftMp, cublasMp}``. The distributions live in
-``nvmath.distributed.distribution``. Of the FFT (``nvmath.distributed.fft``) only the options
-exist; the matmul (``nvmath.distributed.linalg.advanced``) is not here yet.
+(:func:`allocate_symmetric_memory`, :func:`free_symmetric_memory`) -- the raw bindings
+``nvmath.bindings.{nvshmem, nccl, cufftMp, cublasMp}``, the distributions
+(``nvmath.distributed.distribution``), the slab FFT (``nvmath.distributed.fft``) and the matmul
+without epilogs (``nvmath.distributed.linalg.advanced``).
 
 Importing this package loads no engine: they load at :func:`initialize`, which raises an
 ImportError naming the ``[distributed]`` extra when they are not installed.

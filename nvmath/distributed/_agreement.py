@@ -14,7 +14,7 @@ from typing import Any
 
 from .process_group import ProcessGroup
 
-__all__ = ["RankDisagreementError", "check_agreement", "gather_by_rank"]
+__all__ = ["RankDisagreementError", "check_agreement", "compare_facts", "gather_by_rank"]
 
 
 class RankDisagreementError(ValueError):
@@ -50,13 +50,26 @@ def check_agreement(process_group: ProcessGroup, what: str, facts: Mapping[str, 
         ``{rank: facts}`` of every rank (callers may need the others' local shapes).
     """
     everyone = gather_by_rank(process_group, dict(facts))
+    compare_facts(everyone, what, process_group.rank)
+    return everyone
+
+
+def compare_facts(everyone: Mapping[int, Mapping[str, Any]], what: str, rank: int) -> None:
+    """Raise :class:`RankDisagreementError` unless every rank's facts equal rank 0's (pure: every
+    rank holding the same ``{rank: facts}`` raises the same error).
+
+    Args:
+        everyone: ``{rank: {name: value}}`` of every rank (from :func:`gather_by_rank`).
+        what: the operation, for the message.
+        rank: this rank (the message says where it was seen).
+    """
     reference = everyone[0]
     disagreeing: dict[str, dict[int, Any]] = {}
-    for rank in sorted(everyone):
-        theirs = everyone[rank]
+    for other in sorted(everyone):
+        theirs = everyone[other]
         for name in sorted(set(reference) | set(theirs)):
             if theirs.get(name) != reference.get(name):
-                disagreeing.setdefault(name, {0: reference.get(name)})[rank] = theirs.get(name)
+                disagreeing.setdefault(name, {0: reference.get(name)})[other] = theirs.get(name)
     if disagreeing:
         lines = [
             f"{name}: rank 0 has {values[0]!r}, "
@@ -66,7 +79,6 @@ def check_agreement(process_group: ProcessGroup, what: str, facts: Mapping[str, 
         ranks = sorted({r for values in disagreeing.values() for r in values if r != 0})
         raise RankDisagreementError(
             f"{what}: the ranks must pass the same values, but rank(s) {ranks} differ from rank 0 "
-            f"(seen on rank {process_group.rank}): " + "; ".join(lines),
+            f"(seen on rank {rank}): " + "; ".join(lines),
             disagreeing,
         )
-    return everyone

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -21,7 +21,15 @@ from typing import Any
 from . import _engines
 from .process_group import MPIProcessGroup, ProcessGroup
 
-__all__ = ["DistributedContext", "finalize", "get_context", "initialize", "register_plan"]
+__all__ = [
+    "DistributedContext",
+    "before_finalize",
+    "context",
+    "finalize",
+    "get_context",
+    "initialize",
+    "register_plan",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +55,7 @@ class _State:
 
 _LOCK = threading.RLock()
 _STATE: _State | None = None
+_BEFORE_FINALIZE: list[Callable[[], None]] = []
 
 
 def _activate_device(device_id: int) -> None:
@@ -124,11 +133,18 @@ def initialize(device_id: int, process_group: Any, backends: Sequence[str] | Non
         )
 
 
-def get_context() -> DistributedContext:
-    """The context :func:`initialize` made.
+def get_context() -> DistributedContext | None:
+    """The context :func:`initialize` made, or ``None`` when the runtime is not initialized (as in
+    nvmath-python 1.0, this never raises; nvmath's own code uses the checked :func:`context`)."""
+    state = _STATE
+    return None if state is None else state.context
+
+
+def context() -> DistributedContext:
+    """The context :func:`initialize` made, for callers that need a running runtime.
 
     Raises:
-        RuntimeError: not initialized.
+        RuntimeError: not initialized (the message says to call :func:`initialize`).
     """
     return _state().context
 
@@ -170,6 +186,13 @@ def symmetric_registry() -> dict[int, Any]:
     return _state().symmetric
 
 
+def before_finalize(callback: Callable[[], None]) -> None:
+    """Run ``callback`` at the start of every :func:`finalize` (collective, like finalize): plan
+    caches register their ``clear`` here so that cached plans do not block finalize."""
+    if callback not in _BEFORE_FINALIZE:
+        _BEFORE_FINALIZE.append(callback)
+
+
 def abandon() -> None:
     """Forget the context without tearing anything down (tests; a job whose engines already died)."""
     global _STATE
@@ -187,6 +210,9 @@ def finalize() -> None:
     global _STATE
     with _LOCK:
         state = _state()
+        callbacks = list(_BEFORE_FINALIZE)  # a copy: a callback may register another
+        for callback in callbacks:
+            callback()
         live = len(state.plans)
         if live or state.symmetric:
             raise RuntimeError(

@@ -26,7 +26,7 @@ from . import _runtime
 from ._agreement import check_agreement
 from .process_group import ReductionOp
 
-__all__ = ["allocate_symmetric_memory", "free_symmetric_memory"]
+__all__ = ["allocate_symmetric_memory", "bytes_from", "dtype_name", "free_symmetric_memory", "view_at"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def _collected(address: int, nbytes: int, registry: dict[int, Any], record: dict
         )
 
 
-def _dtype_name(package: str, dtype: Any) -> str:
+def dtype_name(package: str, dtype: Any) -> str:
     if package == "torch":
         import torch
 
@@ -104,9 +104,9 @@ def _check_shape(shape: Any) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _wrap(address: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str, device_id: int,
-          owner: _Allocation, package: str) -> Any:  # fmt: skip
-    """A ``package`` tensor viewing the allocation (through DLPack; ``owner`` lives as long as it)."""
+def view_at(address: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str, device_id: int,
+            owner: Any, package: str) -> Any:  # fmt: skip
+    """A ``package`` tensor viewing ``address`` (through DLPack; ``owner`` lives as long as it)."""
     from nvmath._internal.tensors.device_array import DeviceArray
 
     array = DeviceArray(address, shape, strides, dtype, device_id, owner)
@@ -152,10 +152,10 @@ def allocate_symmetric_memory(
     if package not in PACKAGES:
         raise ValueError(f"package={package!r}: expected one of {list(PACKAGES)} (GPU tensors)")
     shape = _check_shape(shape)
-    name = _dtype_name(package, dtype)
+    name = dtype_name(package, dtype)
     strides = layout_strides(shape, axis_order)
     nvshmem = _runtime.engine("nvshmem")
-    context = _runtime.get_context()
+    context = _runtime.context()
     group = context.process_group
     nbytes = math.prod(shape) * dtypes.itemsize(name)
     size = nbytes
@@ -173,7 +173,18 @@ def allocate_symmetric_memory(
         )
     owner = _Allocation(address, size, _runtime.symmetric_registry())
     log.debug("symmetric allocation of %d bytes at %#x (%s %s %s)", size, address, package, shape, name)
-    return _wrap(address, shape, strides, name, context.device_id, owner, package)
+    return view_at(address, shape, strides, name, context.device_id, owner, package)
+
+
+def bytes_from(address: int) -> int | None:
+    """Bytes from ``address`` to the end of the live symmetric allocation of this process holding it,
+    or ``None`` when no allocation of :func:`allocate_symmetric_memory` holds it (torch's own
+    symmetric memory, or not symmetric at all)."""
+    for start, ref in list(_runtime.symmetric_registry().items()):
+        record = ref()
+        if record is not None and not record.freed and start <= address < start + max(record.nbytes, 1):
+            return start + record.nbytes - address
+    return None
 
 
 def _address_of(tensor: Any) -> int:

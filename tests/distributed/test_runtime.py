@@ -17,10 +17,12 @@ from nvmath.bindings import _loader
 from nvmath.distributed import _engines, _runtime
 
 
-def test_get_context_before_initialize_says_how_to_fix():
-    """Use before initialize raises a RuntimeError naming initialize()."""
+def test_get_context_before_initialize_is_none_and_checked_access_says_how_to_fix():
+    """get_context() is None before initialize (nvmath-python 1.0 does not raise); the runtime's
+    checked accessor and finalize raise a RuntimeError naming initialize()."""
+    assert nd.get_context() is None
     with pytest.raises(RuntimeError, match=r"initialize\(device_id, process_group\)"):
-        nd.get_context()
+        _runtime.context()
     with pytest.raises(RuntimeError, match="not initialized"):
         nd.finalize()
 
@@ -39,8 +41,7 @@ def test_initialize_sets_context_and_finalize_tears_down_in_order(fake_runtime):
     nd.finalize()
     events = [e[0] for e in nccl.log[1:]] + [e[0] for e in nvshmem.log[-1:]]
     assert events == ["comm_finalize", "comm_destroy", "hostlib_finalize"]
-    with pytest.raises(RuntimeError, match="not initialized"):
-        nd.get_context()
+    assert nd.get_context() is None
 
 
 def test_second_initialize_raises(fake_runtime):
@@ -87,8 +88,7 @@ def test_missing_engines_raise_importerror_naming_the_extra(monkeypatch):
     with pytest.raises(ImportError, match=r"nvmath-kit\[distributed\]") as info:
         nd.initialize(0, SingleRank())
     assert "nvidia-nvshmem-cu13" in str(info.value) and "nvidia-nccl-cu13" in str(info.value)
-    with pytest.raises(RuntimeError, match="not initialized"):
-        nd.get_context()
+    assert nd.get_context() is None
 
 
 def test_running_nvshmem_is_reused_and_not_finalized(fake_runtime):
@@ -117,8 +117,7 @@ def test_nccl_failure_rolls_back_nvshmem(fake_runtime):
     with pytest.raises(RuntimeError, match="fake"):
         nd.initialize(0, group)
     assert nvshmem.log[-1] == ("hostlib_finalize",)
-    with pytest.raises(RuntimeError, match="not initialized"):
-        nd.get_context()
+    assert nd.get_context() is None
 
 
 def test_finalize_refuses_with_live_plans(fake_runtime):
@@ -187,3 +186,19 @@ def test_public_surface():
     }  # fmt: skip
     assert all(hasattr(nd, name) for name in nd.__all__)
     assert np is not None
+
+
+def test_distributions_read_the_real_runtime(fake_runtime):
+    """The distributions' runtime hook works against the real get_context(): a clear RuntimeError
+    naming initialize before it, this rank's slab after it."""
+    from nvmath.distributed.distribution import Slab
+
+    with pytest.raises(RuntimeError, match=r"nvmath\.distributed\.initialize"):
+        Slab.X.shape(0, (10, 4))
+    group = SingleRank(rank=1, nranks=3)
+    fake_runtime(group)
+    nd.initialize(0, group, backends=["nccl"])
+    try:
+        assert Slab.X.shape(1, (10, 4)) == (3, 4) and Slab.Y.shape(0, (4, 10)) == (4, 4)
+    finally:
+        nd.finalize()

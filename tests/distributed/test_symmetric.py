@@ -21,7 +21,7 @@ from nvmath.distributed._symmetric import layout_strides
 def as_device_array(monkeypatch):
     """Return nvmath's own DeviceArray instead of a cupy/torch tensor (no GPU here)."""
     monkeypatch.setattr(
-        _symmetric, "_wrap", lambda address, shape, strides, dtype, device_id, owner, package: DeviceArray(
+        _symmetric, "view_at", lambda address, shape, strides, dtype, device_id, owner, package: DeviceArray(
             address, shape, strides, dtype, device_id, owner)  # fmt: skip
     )
 

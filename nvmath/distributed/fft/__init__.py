@@ -1,56 +1,33 @@
-"""Distributed FFTs on cuFFTMp (in progress).
+"""Distributed FFTs on cuFFTMp: 2-D and 3-D C2C, R2C and C2R over slab distributions.
 
-Available: :class:`FFTOptions`, :class:`FFTDirection`, and the pure slab planning rules
-(``nvmath.distributed.fft._traits``). The transforms themselves -- :func:`fft`, :func:`ifft`,
-:func:`rfft`, :func:`irfft`, :class:`FFT`, :func:`allocate_operand` -- are not implemented yet: they
-raise :class:`NotImplementedError` and are not in ``__all__``.
+:func:`fft`, :func:`ifft`, :func:`rfft`, :func:`irfft` (stateless, through a plan cache) and
+:class:`FFT` (plan once, execute many times) transform in place an operand on the NVSHMEM
+symmetric heap, made with :func:`allocate_operand`; the distribution is ``Slab.X`` or ``Slab.Y``
+(``FFTOptions.redistribute`` chooses whether the result comes back in the operand's slab or stays
+in the complementary one). Everything here is collective: every rank makes the same calls.
+
+Not implemented yet: Box distributions (cuFFTMp's ``cufftXtSetDistribution``) and the standalone
+``Redistribute``; a Box distribution raises :class:`NotImplementedError`.
+
+Status: CPU-tested against fake engines; not yet run on a GPU.
 """
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
-
+from ._allocate import allocate_operand
 from ._options import FFTDirection, FFTOptions
+from ._planner import FFT, InvalidFFTState
+from ._stateless import fft, ifft, irfft, plan_cache, rfft
 
-__all__ = ["FFTDirection", "FFTOptions"]
-
-_NOT_YET = (
-    "nvmath.distributed.fft.{} is not implemented yet (the cuFFTMp planner has not landed; see "
-    "docs/distributed.rst). Use nvmath-python's nvmath.distributed.fft meanwhile."
-)
-
-
-def _not_yet(name: str) -> NoReturn:
-    raise NotImplementedError(_NOT_YET.format(name))
-
-
-def fft(operand: Any, /, *args: Any, **kwargs: Any) -> NoReturn:
-    """Not implemented yet (raises :class:`NotImplementedError`)."""
-    _not_yet("fft")
-
-
-def ifft(operand: Any, /, *args: Any, **kwargs: Any) -> NoReturn:
-    """Not implemented yet (raises :class:`NotImplementedError`)."""
-    _not_yet("ifft")
-
-
-def rfft(operand: Any, /, *args: Any, **kwargs: Any) -> NoReturn:
-    """Not implemented yet (raises :class:`NotImplementedError`)."""
-    _not_yet("rfft")
-
-
-def irfft(operand: Any, /, *args: Any, **kwargs: Any) -> NoReturn:
-    """Not implemented yet (raises :class:`NotImplementedError`)."""
-    _not_yet("irfft")
-
-
-def allocate_operand(shape: Any, package: Any, *args: Any, **kwargs: Any) -> NoReturn:
-    """Not implemented yet (raises :class:`NotImplementedError`)."""
-    _not_yet("allocate_operand")
-
-
-class FFT:
-    """Not implemented yet: constructing one raises :class:`NotImplementedError`."""
-
-    def __init__(self, operand: Any, /, *args: Any, **kwargs: Any):
-        _not_yet("FFT")
+__all__ = [
+    "FFT",
+    "FFTDirection",
+    "FFTOptions",
+    "InvalidFFTState",
+    "allocate_operand",
+    "fft",
+    "ifft",
+    "irfft",
+    "plan_cache",
+    "rfft",
+]

@@ -14,7 +14,17 @@ from dataclasses import dataclass
 
 from nvmath.fft._traits import resolve_fft_type
 
-__all__ = ["SLAB_SUBFORMATS", "SlabFFTTraits", "slab_extent", "slab_fft_traits", "slab_shape"]
+__all__ = [
+    "ENGINE_DTYPES",
+    "SLAB_SUBFORMATS",
+    "SlabFFTTraits",
+    "slab_extent",
+    "slab_fft_traits",
+    "slab_shape",
+]
+
+ENGINE_DTYPES = ("float32", "float64", "complex64", "complex128")
+"""The element types cuFFTMp transforms (single and double precision)."""
 
 # Slab partition axis -> cuFFTMp subformat (cufftXtSubFormat member name).
 SLAB_SUBFORMATS = {0: "INPLACE", 1: "INPLACE_SHUFFLED"}
@@ -102,6 +112,10 @@ def slab_fft_traits(
     """
     global_shape = tuple(global_shape)
     _check_problem(global_shape, partition, nranks)
+    if dtype not in ENGINE_DTYPES:
+        raise ValueError(
+            f"operand dtype {dtype!r}: cuFFTMp transforms {', '.join(ENGINE_DTYPES)} (no half precision)"
+        )
     fft_type, result_dtype = resolve_fft_type(dtype, fft_type)
     if len(global_shape) == 2 and fft_type in ("R2C", "C2R"):
         wanted = 0 if fft_type == "R2C" else 1

@@ -62,7 +62,8 @@ def test_redistribute_false_returns_the_complementary_slab():
         (((8, 3, 8), "complex64", 0, 0, 4), {}, "first two extents"),
         (((8, 8), "float32", 1, 0, 2), {}, "2-D R2C needs a Slab.X"),
         (((8, 8), "complex64", 0, 0, 2), {"fft_type": "C2R"}, "2-D C2R needs a Slab.Y"),
-        (((8, 8), "int32", 0, 0, 2), {}, "not supported"),
+        (((8, 8), "int32", 0, 0, 2), {}, "cuFFTMp transforms float32"),
+        (((8, 8), "float16", 0, 0, 2), {}, "no half precision"),
         (((8, 8), "float32", 0, 0, 2), {"fft_type": "C2C"}, "needs a complex operand"),
     ],
 )

@@ -1,0 +1,1 @@
+"""Distributed linear algebra (cuBLASMp): see :mod:`nvmath.distributed.linalg.advanced`."""

@@ -1,0 +1,246 @@
+"""nvmath.distributed.linalg.advanced.Matmul / matmul against a fake cuBLASMp that computes with numpy
+(mm_fakes.py): results on 1-4 thread-ranks for slab, block and block-cyclic distributions, Fortran
+and C local orders, transposes, in place or not, against numpy float64; the cuBLASMp call sequence;
+bad input raised on every rank; the lifecycle; what is not implemented yet says so."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fake_gpu
+from dist_fakes import FakeNccl, FakeNvshmem, SingleRank, ThreadGroup
+from mm_fakes import FakeCublasMp, FakeDevice
+
+import nvmath.distributed as nd
+import nvmath.distributed.linalg.advanced as dla
+from nvmath._internal import caches, memory, streams
+from nvmath.distributed import _engines, _runtime
+from nvmath.distributed.distribution import BlockCyclic, BlockNonCyclic, ProcessGrid, Slab
+from nvmath.distributed.distribution._ownership import rank_ownership
+from nvmath.distributed.linalg.advanced import _mpobjects
+from nvmath.distributed.linalg.advanced._planner import InvalidMatmulState, Matmul, matmul
+
+
+class FakeStream:
+    def __init__(self, ptr):
+        self.ptr, self.device_id, self.ctx, self.mortal, self._done = ptr, 0, None, False, None
+
+
+@pytest.fixture
+def env(monkeypatch):
+    """``env(group) -> FakeCublasMp`` with nvmath.distributed initialized (NCCL backend) on fakes."""
+    caches.clear_all()
+
+    def make(group):
+        lib = FakeCublasMp(group)
+        engines = {"nvshmem": FakeNvshmem(group), "nccl": FakeNccl(group)}
+        monkeypatch.setattr(_engines, "load", lambda backends: {b: engines[b] for b in backends})
+        monkeypatch.setattr(_engines, "start_nccl", lambda nccl, group: 0xC0)  # one context for thread-ranks
+        monkeypatch.setattr(_runtime, "_activate_device", lambda device_id: None)
+        monkeypatch.setattr(_mpobjects, "bindings", lambda: lib)
+        monkeypatch.setattr(memory, "allocate", lambda n, **kw: fake_gpu.HostAllocation(n))
+        monkeypatch.setattr(streams, "get_stream", lambda s, **k: FakeStream(7 if s is None else s))
+        monkeypatch.setattr(streams, "synchronize", lambda s: lib.calls.append((0, "synchronize", s.ptr)))
+        nd.initialize(0, group, backends=["nccl"])
+        return lib
+
+    yield make
+    _runtime.abandon()
+
+
+def run(group, function):
+    if isinstance(group, ThreadGroup):
+        results = group.run(function)
+    else:
+        try:
+            results = [function(0)]
+        except BaseException as exc:  # noqa: BLE001
+            results = [exc]
+    return results
+
+
+def ok(results):
+    errors = [r for r in results if isinstance(r, BaseException)]
+    first = [e for e in errors if type(e).__name__ != "BrokenBarrierError"]
+    if errors:
+        raise (first or errors)[0]
+    return results
+
+
+def parts(g, distribution, nranks, order):
+    """Every rank's part of ``g`` as a FakeDevice in ``order``."""
+    out = []
+    for rank in range(nranks):
+        rows, cols = (np.concatenate([np.arange(a, b) for a, b in dim] or [np.arange(0)])
+                      for dim in rank_ownership(distribution, g.shape, nranks, rank))  # fmt: skip
+        block = g[np.ix_(rows, cols)]
+        out.append(FakeDevice(np.asfortranarray(block) if order == "F" else np.ascontiguousarray(block)))
+    return out, [
+        tuple(np.concatenate([np.arange(a, b) for a, b in dim] or [np.arange(0)]) for dim in
+              rank_ownership(distribution, g.shape, nranks, r)) for r in range(nranks)
+    ]  # fmt: skip
+
+
+def gather(results, index, shape):
+    out = np.full(shape, np.nan, dtype=np.asarray(results[0]).dtype)
+    for r, rows_cols in enumerate(index):
+        out[np.ix_(*rows_cols)] = np.asarray(results[r])
+    return out
+
+
+def grids(nranks):
+    return {
+        "slab": (Slab.X, Slab.Y, Slab.X),
+        "block": tuple(BlockNonCyclic(ProcessGrid(shape=(nranks, 1))) for _ in range(3)),
+        "cyclic": tuple(BlockCyclic(ProcessGrid(shape=(nranks, 1)), (2, 3)) for _ in range(3)),
+    }
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 4])
+@pytest.mark.parametrize("kind", ["slab", "block", "cyclic"])
+@pytest.mark.parametrize(
+    ("order_a", "order_b", "order_c"), [("F", "F", "F"), ("C", "F", "C"), ("C", "C", "F")]
+)
+@pytest.mark.parametrize("dtype", ["float64", "complex64"])
+def test_matmul_matches_numpy(env, nranks, kind, order_a, order_b, order_c, dtype):
+    """alpha A @ B + beta C, in place into c, equals numpy's float64 result for every distribution
+    kind and any mix of Fortran / C local orders (C orders become transposes cuBLASMp runs)."""
+    group = SingleRank() if nranks == 1 else ThreadGroup(nranks)
+    env(group)
+    rng = np.random.default_rng(0)
+    m, k, n = 8, 12, 4 * nranks
+    make = (
+        (lambda s: rng.standard_normal(s) + 1j * rng.standard_normal(s))
+        if "complex" in dtype
+        else rng.standard_normal
+    )
+    A, B, C = (make(s).astype(dtype) for s in ((m, k), (k, n), (m, n)))
+    da, db, dc = grids(nranks)[kind]
+    pa, _ = parts(A, da, nranks, order_a)
+    pb, _ = parts(B, db, nranks, order_b)
+    pc, index = parts(C, dc, nranks, order_c)
+    results = ok(run(group, lambda r: matmul(pa[r], pb[r], pc[r], distributions=[da, db, dc], alpha=2.0,
+                                             beta=0.5)))  # fmt: skip
+    assert all(res is pc[r].tensor for r, res in enumerate(results))  # in place
+    expected = 2.0 * A.astype(np.complex128 if "complex" in dtype else np.float64) @ B + 0.5 * C
+    tol = 1e-12 if dtype == "float64" else 1e-4
+    np.testing.assert_allclose(gather(results, index, (m, n)), expected, rtol=tol, atol=tol * 10)
+
+
+def test_two_by_two_grid_transposes_and_new_result(env):
+    """On a 2x2 block grid, op(a) = a.T through qualifiers and a new (not in-place) Fortran result
+    without c; the input c is left untouched when inplace=False."""
+    group = ThreadGroup(4)
+    lib = env(group)
+    dist = BlockNonCyclic(ProcessGrid(shape=(2, 2), layout=ProcessGrid.Layout.COL_MAJOR))
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((6, 5)), rng.standard_normal((6, 7))
+    pa, _ = parts(A, dist, 4, "F")
+    pb, _ = parts(B, dist, 4, "C")
+    q = np.zeros(2, dtype=[("is_transpose", "<i4"), ("is_conjugate", "<i4")])
+    q[0]["is_transpose"] = 1
+    results = ok(group.run(lambda r: matmul(pa[r], pb[r], distributions=[dist, dist, dist], qualifiers=q,
+                                            options={"inplace": False})))  # fmt: skip
+    _, index = parts(np.zeros((5, 7)), dist, 4, "F")
+    np.testing.assert_allclose(gather(results, index, (5, 7)), A.T @ B, rtol=1e-12, atol=1e-12)
+    grids_made = [c for c in lib.calls if c[1] == "grid_create"]
+    assert (
+        len(grids_made) == 4 * 2
+    )  # one grid per rank for F-ordered a / d, one transposed for the C-ordered b
+    assert not lib.live  # matmul() frees everything
+
+
+def test_call_sequence_and_attributes(env):
+    """Handle, grid, descriptors, matmul descriptor with TRANSA/TRANSB and the algorithm, buffer
+    query; execute sets the stream and passes the workspaces; free destroys everything."""
+    group = SingleRank()
+    lib = env(group)
+    a, b, c = (FakeDevice(np.asfortranarray(np.ones((4, 4)))) for _ in range(3))
+    options = {"algo_type": dla.MatmulAlgoType.SPLIT_P2P, "sm_count_communication": 2}
+    with Matmul(a, b, c, distributions=[Slab.X] * 3, beta=1.0, options=options) as mm:
+        mm.plan()
+        mm.execute(stream=5)
+        mm.execute(release_workspace=True, stream=5)
+        mm.execute(stream=5)
+    names = [c[1] for c in lib.calls]
+    assert names[:5] == ["create", "grid_create", "matrix_descriptor_create", "matrix_descriptor_create",
+                         "matrix_descriptor_create"]  # fmt: skip
+    attrs = {c[2]: c[3] for c in lib.calls if c[1] == "set_attribute"}
+    assert attrs == {"TRANSA": 0, "TRANSB": 0, "ALGO_TYPE": 1, "COMMUNICATION_SM_COUNT": 2}
+    assert names.count("matmul") == 3 and ("set_stream" in names) and not lib.live
+    np.testing.assert_allclose(c.tensor, 1 + 3 * 4 * 1, rtol=0)  # c += a @ b three times (beta=1)
+
+
+def test_rank_problems_raise_on_every_rank(env):
+    """A dtype differing on rank 1 is a RankDisagreementError on both ranks; an operand rank 1 alone
+    cannot use (a strided local block) raises there and on rank 0 (naming rank 1); local shapes that
+    are not the distribution's raise on every rank; nothing is created."""
+    group = ThreadGroup(2)
+    lib = env(group)
+    ops = [FakeDevice(np.ones((2, 4), order="F")), FakeDevice(np.ones((2, 4), dtype=np.float32, order="F"))]
+    results = group.run(
+        lambda r: Matmul(ops[r], ops[r], distributions=[Slab.X] * 3, options={"inplace": False})
+    )
+    assert all(isinstance(e, nd.RankDisagreementError) and "rank(s) [1]" in str(e) for e in results), results
+    strided = [FakeDevice(np.ones((2, 4), order="F")), FakeDevice(np.ones((4, 8))[::2, ::2])]
+    results = group.run(
+        lambda r: Matmul(strided[r], strided[r], distributions=[Slab.X] * 3, options={"inplace": False})
+    )
+    assert isinstance(results[1], ValueError) and "Fortran or C order" in str(results[1])
+    assert isinstance(results[0], ValueError) and "rank(s) [1]" in str(results[0])
+    odd = [FakeDevice(np.ones((1, 4), order="F")), FakeDevice(np.ones((3, 4), order="F"))]
+    results = group.run(
+        lambda r: Matmul(odd[r], odd[r], distributions=[Slab.X] * 3, options={"inplace": False})
+    )
+    assert all(isinstance(e, ValueError) and "rank(s) [0, 1]" in str(e) for e in results), results
+    assert not [c for c in lib.calls if c[1] == "create"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [({"distributions": [Slab.X] * 2}, TypeError, r"\[dist_a, dist_b, dist_c\]"),
+     ({"options": {"inplace": True}, "c": None}, ValueError, "inplace"),
+     ({"beta": None}, ValueError, "beta is required"),
+     ({"quantization_scales": {"a": 1.0}}, NotImplementedError, "quantization_scales"),
+     ({"options": {"result_amax": True}}, NotImplementedError, "result_amax"),
+     ({"alpha": 1j}, TypeError, "alpha")],
+)  # fmt: skip
+def test_bad_and_unsupported_arguments(env, kwargs, error, match):
+    """Bad arguments raise typed errors; what is not implemented yet raises NotImplementedError."""
+    env(SingleRank())
+    a = FakeDevice(np.ones((4, 4), order="F"))
+    args = {"c": FakeDevice(np.ones((4, 4), order="F")), "distributions": [Slab.X] * 3, "beta": 1.0} | kwargs
+    with pytest.raises(error, match=match):
+        Matmul(a, a, **args)
+
+
+def test_epilog_not_implemented_and_lifecycle(env):
+    """plan(epilog=...) raises NotImplementedError; execute before plan raises; a live plan blocks
+    finalize; reset_operands checks layouts; free is idempotent."""
+    env(SingleRank())
+    a = FakeDevice(np.ones((4, 4), order="F"))
+    mm = Matmul(a, a, distributions=[Slab.X] * 3, options={"inplace": False})
+    with pytest.raises(InvalidMatmulState, match="before plan"):
+        mm.execute()
+    with pytest.raises(NotImplementedError, match="epilog"):
+        mm.plan(epilog=1)
+    mm.plan()
+    with pytest.raises(RuntimeError, match="plan"):
+        nd.finalize()
+    with pytest.raises(ValueError, match="planned package, shape"):
+        mm.reset_operands(a=FakeDevice(np.ones((4, 4))))  # C order: another layout
+    mm.reset_operands(a=FakeDevice(2 * np.ones((4, 4), order="F")))
+    np.testing.assert_allclose(mm.execute(), 8.0)
+    mm.reset_operands_unchecked(b=FakeDevice(3 * np.ones((4, 4), order="F")))
+    np.testing.assert_allclose(mm.execute(), 24.0)
+    mm.release_operands()
+    with pytest.raises(InvalidMatmulState, match="release_operands"):
+        mm.execute()
+    mm.free()
+    mm.free()
+    nd.finalize()
