@@ -17,9 +17,12 @@ A :class:`GemmConfig` says what the epilogue fuses and which dtypes and scales g
   ``max |epilog(...)|`` (before the D scale, cuBLASLt's ``AMAX_D`` semantics) as ``"result_amax"``;
 * ``bias``: the bias dtype (cuBLASLt's FP8 table: float16 over an FP8 D, whose C is float16; D's
   dtype over a bfloat16 / float16 D);
-* ``aux_type``: the GELU aux's dtype (``preferences.epilog.aux_type``): the wide dtype the backward's
-  ``DGELU`` reads (its D's dtype), asked for explicitly where it differs from cuBLASLt's default (C's
-  dtype, float16, over an FP8 D).
+* ``aux_type``: an explicit GELU aux dtype (``preferences.epilog.aux_type``, ``EPILOGUE_AUX_DATA_TYPE``)
+  or ``None``: cuBLASLt's default, :attr:`GemmConfig.aux_dtype` (D's dtype; C's, float16, over an FP8
+  D). The FP8-D config of the MLP block takes the default: cuBLASLt 13.1 on the H200 refused
+  ``GELU_AUX_BIAS`` with an e4m3 D, a float16 bias and a bfloat16 ``EPILOGUE_AUX_DATA_TYPE``
+  (INVALID_VALUE), while the same epilogue with the float16 bias and the default float16 aux runs
+  (the library's FP8 GELU aux path, ``tests/compat/test_compat_matmul_fp8_gpu.py``, passes there).
 
 cuBLASLt may refuse a combination at planning (no algorithm for this epilogue with these types). That
 has not been measured for every combination on the H200 yet, so :class:`FP8EpilogGemms` treats a
@@ -78,6 +81,14 @@ class GemmConfig:
         return self.result in FP8_MAX
 
     @property
+    def aux_dtype(self) -> torch.dtype:
+        """The GELU aux's dtype: ``aux_type``, else cuBLASLt's default (float16, C's dtype, over an FP8
+        D; D's dtype otherwise)."""
+        if self.aux_type is not None:
+            return self.aux_type
+        return torch.float16 if self.fp8_result else self.result
+
+    @property
     def has_bias(self) -> bool:
         return self.epilog in ("BIAS", "RELU_BIAS", "GELU_AUX_BIAS")
 
@@ -124,7 +135,7 @@ def emulate(
     if cfg.has_bias:
         acc = acc + bias.to(cfg.bias).float()[:, None]
     if cfg.gelu_aux_out:
-        extras["gelu_aux"] = acc.to(cfg.aux_type or cfg.result)
+        extras["gelu_aux"] = acc.to(cfg.aux_dtype)
         acc = torch.nn.functional.gelu(acc, approximate="tanh")
     elif cfg.epilog in ("RELU", "RELU_BIAS"):
         acc = torch.relu(acc)

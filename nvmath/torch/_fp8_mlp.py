@@ -9,8 +9,11 @@ Forward
   * fc1, **delayed scaling**: one GEMM ``qh = fp8(s_h * gelu(qx @ qw1.T / (sx * sw1) + b1))`` with the
     ``GELU_AUX_BIAS`` epilogue, D in e4m3 with fc2's input scale ``s_h`` (known before the tensor:
     delayed) and ``result_amax`` (``max |h|``, pushed into fc2's amax history): fc2's FP8 input comes
-    out of fc1's GEMM, with no bias, GELU, amax or quantize pass; the aux keeps the pre-activation
-    ``z`` in the layer's dtype for the backward.
+    out of fc1's GEMM, with no bias, GELU, amax or quantize pass. The aux (the pre-activation ``z``
+    for the backward) comes out in float16, cuBLASLt's default over an FP8 D (it refuses a bfloat16
+    aux type there, see :mod:`._fp8_epilogs`); a bfloat16 block rounds it to bfloat16 in one
+    elementwise pass (|z| beyond float16's 65504 is inf there, so its gradient is NaN and the
+    skip-step policy skips that step).
   * fc1, **current scaling**: the scale of ``h`` needs ``max |h|`` first, so fc1's GEMM fuses bias and
     GELU (``GELU_AUX_BIAS``, D in the layer's dtype) and ``h`` is then quantized (amax pass + one
     quantize pass).
@@ -75,9 +78,9 @@ def fused_applies(activation: str | None, dtype: torch.dtype, s1: Any, s2: Any) 
 def fc1_config(dtype: torch.dtype, has_bias: bool, h_dtype: torch.dtype | None) -> GemmConfig:
     """fc1's GEMM: bias + GELU with the aux; D in FP8 ``h_dtype`` (delayed scaling) or ``dtype``."""
     epilog = "GELU_AUX_BIAS" if has_bias else "GELU_AUX"
-    if h_dtype is not None:  # an FP8 D: C (and so the bias) is float16; the aux asked for in dtype
+    if h_dtype is not None:  # an FP8 D: C, the bias and the aux are float16 (what cuBLASLt runs)
         bias = torch.float16 if has_bias else None
-        return GemmConfig(epilog, h_dtype, bias=bias, aux_type=dtype, result_amax=True)
+        return GemmConfig(epilog, h_dtype, bias=bias, result_amax=True)
     return GemmConfig(epilog, dtype, bias=dtype if has_bias else None)
 
 
@@ -123,7 +126,7 @@ def _fc1(
         s_h = s2.delayed_scale("input")
         qht, ex = fused(cfg, qw1, qx, inv_w1, inv_x, d_scale=s_h, bias=b1)
         qh, sh = qht.mT.contiguous(), s2.record_amax("input", ex["result_amax"], s_h)
-        return qx, inv_x, qh, sh.reciprocal(), ex["gelu_aux"]
+        return qx, inv_x, qh, sh.reciprocal(), ex["gelu_aux"].to(dtype)  # (float16 aux: to the layer's dtype)
     cfg = fc1_config(dtype, b1 is not None, None)
     if fused.supported(cfg, qw1, qx):
         ht, ex = fused(cfg, qw1, qx, inv_w1, inv_x, bias=b1)

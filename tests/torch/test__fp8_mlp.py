@@ -105,6 +105,28 @@ def test_fused_forward_equals_float64_reference_delayed():
         assert float(s2.amax_history[0, 0]) == pytest.approx(float(h.abs().max()), rel=1e-2)
 
 
+@pytest.mark.parametrize("dtype", [BF16, torch.float16], ids=["bf16", "fp16"])
+def test_delayed_fused_aux_is_float16_pre_activation_in_layer_dtype(dtype):
+    """Delayed scaling, fused fc1 (e4m3 D): the aux saved for DGELU is the float32 pre-activation
+    rounded to float16 (cuBLASLt's default aux over an FP8 D, the type it runs) and then to the layer's
+    dtype, (hidden, tokens) column-major."""
+    from nvmath.torch._fp8_epilogs import FP8EpilogGemms
+    from nvmath.torch._fp8_linear import FP8GemmCache
+
+    m = block(DELAYED, dtype=dtype, seed=4)
+    f1, f2 = m.fc1, m.fc2
+    x = torch.randn(32, 32, dtype=dtype)
+    with torch.no_grad():
+        _, qx, inv_x, _, _, aux = _fp8_mlp.mlp_forward(
+            x, f1.weight, f1.bias, f2.weight, f2.bias, f1.fp8_state, f2.fp8_state, FP8GemmCache(), FP8EpilogGemms()
+        )  # fmt: skip
+    qw1, _, inv_w1 = f1.fp8_state.weight_fp8(f1.weight)
+    b1 = f1.bias.detach().half().float()[:, None]  # (float16 over an FP8 D)
+    z = (qw1.float() @ qx.float().T) * (inv_w1.float() * inv_x.float()) + b1
+    assert aux.dtype == dtype and aux.shape == (64, 32) and aux.stride() == (1, 64)
+    assert torch.equal(aux, z.half().to(dtype))
+
+
 @pytest.mark.parametrize("recipe", [DELAYED, fp8.CurrentScaling()], ids=["delayed", "current"])
 def test_fused_close_to_unfused(recipe):
     """The fused block's outputs and gradients are within FP8 tolerance of the unfused block's."""
