@@ -328,18 +328,21 @@ def test_fp8_aux_issue_case_in_a_fresh_process(tmp_path):
     assert "planned and ran" in proc.stdout, " | ".join(hits[-12:])[-3000:]
 
 
+@pytest.mark.parametrize("batch", [(3,), (2, 3)], ids=str)
+@pytest.mark.parametrize("bgrad", [False, True], ids=["", "bgrad"])
 @pytest.mark.parametrize("kind", ["relu", "gelu"])
-def test_fp8_backward_with_unbatched_aux_over_a_batched_problem(torch, kind):
-    """FP8 DRELU / DGELU over a batched problem with the aux of one unbatched forward pass (as
-    nvmath-python accepts): the one aux masks every batch entry."""
+def test_fp8_backward_with_unbatched_aux_over_a_batched_problem(torch, kind, bgrad, batch):
+    """FP8 DRELU / DGELU (and their _BGRAD forms) over a batched problem with the aux of one unbatched
+    forward pass (as nvmath-python accepts): the one aux masks every batch entry, each checked against
+    float64 (cuBLASLt ignores an aux batch stride of 0, so the planner gives it a batched copy)."""
     m, n, k = 64, 48, 32
     x = fp8(torch, (m, k), 7).to(torch.bfloat16)
     w = fp8(torch, (n, k), 8).to(torch.bfloat16).mT
     forward = adv.MatmulEpilog.RELU_AUX if kind == "relu" else adv.MatmulEpilog.GELU_AUX
     _, aux = adv.matmul(x, w, epilog=forward)
     pre = x.double() @ w.double()
-    a, b, grad = operands(torch, m=m, n=n, k=k, batch=(3,))
-    backward = adv.MatmulEpilog.DRELU if kind == "relu" else adv.MatmulEpilog.DGELU
+    a, b, grad = operands(torch, m=m, n=n, k=k, batch=batch)
+    backward = adv.MatmulEpilog[f"D{kind.upper()}{'_BGRAD' if bgrad else ''}"]
     try:
         out = adv.matmul(
             a, b, epilog=backward, epilog_inputs={f"{kind}_aux": aux[f"{kind}_aux"]},
@@ -355,8 +358,12 @@ def test_fp8_backward_with_unbatched_aux_over_a_batched_problem(torch, kind):
         th = torch.tanh(u)
         du = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * t**2)
         want = grad * (0.5 * (1 + th) + 0.5 * t * (1 - th**2) * du)
-    assert out.shape == (3, m, n)
-    assert rel_err(torch, out, want) < 0.02
+    if bgrad:
+        out, grads = out
+        assert rel_err(torch, grads[f"d{kind}_bgrad"].reshape(-1, m), want.reshape(-1, m, n).sum(-1)) < 0.02
+    assert out.shape == (*batch, m, n)
+    for i in range(math.prod(batch)):  # every batch entry, not only the first
+        assert rel_err(torch, out.reshape(-1, m, n)[i], want.reshape(-1, m, n)[i]) < 0.02
 
 
 def test_release_operands_drops_fp8_scale_tensors(torch):

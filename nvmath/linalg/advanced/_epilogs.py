@@ -18,6 +18,10 @@ Aux layouts (column-major, cuBLASLt orientation, M rows and N columns of D):
   is the library's work (:mod:`._aux_quantize`): cuBLASLt writes the aux in its default wide type
   into an internal output (:class:`AuxQuantization`), which a kernel quantizes into ``gelu_aux``.
 * bias gradients: ``(M,)`` (``(N,)`` for ``bgradb``), or ``(*batch, M, 1)`` when batched.
+* a backward epilog's aux input is the forward pass's aux: batched like the problem, or one matrix
+  (unbatched, or batch strides 0) for every batch entry, which the planner copies into a batched
+  buffer before each launch (:class:`BroadcastInput`; cuBLASLt does not honour an aux batch stride
+  of 0).
 
 Beyond nvmath-python: a bias along N (shape ``(N,)`` when ``N != M``, ``(1, N)`` or
 ``(*batch, 1, N)`` -- the row vector of ``torch.nn.Linear``) is fused by computing the transposed
@@ -63,6 +67,7 @@ __all__ = [
     "AuxOutputSpec",
     "EpilogNotSupported",
     "AuxQuantization",
+    "BroadcastInput",
     "EpilogSpec",
     "EpilogTraits",
     "epilog_spec",
@@ -184,6 +189,30 @@ class AuxOutputSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class BroadcastInput:
+    """An aux input of one matrix read by every batch entry of a batched backward epilog.
+
+    cuBLASLt does not honour an ``EPILOGUE_AUX_BATCH_STRIDE`` of 0 for an aux *input*: on the H200
+    (cuBLASLt 13.1) a batched DRELU read past the one bit-mask given (relative error 0.16, no error
+    status), and cuBLASLt documents no broadcast meaning for it (unlike ``BIAS_BATCH_STRIDE``). So the
+    planner copies the matrix into every slot of a batched buffer (:mod:`._aux_broadcast`) before each
+    launch, and the descriptor describes that buffer. (GELU's wide aux did give right numbers with a
+    0 stride in the one FP8 GPU test; it is materialised too, as nothing documents it.)
+
+    Attributes:
+        name: the epilog input (``"relu_aux"`` / ``"gelu_aux"``).
+        count: the batch count (slots of the buffer).
+        block: bytes between slots (the batch stride: the matrix's leading dimension times N).
+        span: bytes of the one matrix the user gave (what is copied into slot 0).
+    """
+
+    name: str
+    count: int
+    block: int
+    span: int
+
+
+@dataclasses.dataclass(frozen=True)
 class AuxQuantization:
     """An FP8 GELU aux the library quantizes from cuBLASLt's wide aux (see :mod:`._aux_quantize`).
 
@@ -228,6 +257,8 @@ class EpilogTraits:
         staged_operand: the operand read from a dense copy when its memory order does not give its
             required op (see :func:`._traits.get_problem`).
         aux_quantization: the library's quantization of an FP8 GELU aux, or ``None``.
+        broadcast_input: an aux input shared by every batch entry, which the planner materialises
+            into a batched buffer, or ``None`` (see :class:`BroadcastInput`).
     """
 
     epilog: E
@@ -240,6 +271,7 @@ class EpilogTraits:
     required_ops: tuple[Op | None, Op | None] = (None, None)
     staged_operand: str | None = None
     aux_quantization: AuxQuantization | None = None
+    broadcast_input: BroadcastInput | None = None
 
     @property
     def aux_names(self) -> tuple[str, ...]:
@@ -322,8 +354,11 @@ def _aux_dtype(kind: str, types: TypeTraits, prefs: MatmulEpilogPreferences) -> 
     return _wide_aux_dtype(types)
 
 
-def _aux_input(kind: str, aux: OperandSpec, p: _Problem, dtype: str) -> list[tuple[str, int]]:
-    """Validate a forward-pass aux tensor given to a backward epilog; return its LD / batch stride."""
+def _aux_input(
+    kind: str, aux: OperandSpec, p: _Problem, dtype: str
+) -> tuple[list[tuple[str, int]], BroadcastInput | None]:
+    """Validate a forward-pass aux tensor given to a backward epilog; return its LD / batch stride
+    attributes and, for one aux shared by every batch entry, the buffer to materialise it in."""
     rows = relu_aux_rows(p.m) if kind == "relu" else gelu_aux_rows(p.m)
     name, quantum, bits = f"{kind}_aux", (16 if kind == "relu" else 8), (8 if kind == "relu" else 1)
     expected = p.batch.shape + (rows, p.n)
@@ -345,7 +380,11 @@ def _aux_input(kind: str, aux: OperandSpec, p: _Problem, dtype: str) -> list[tup
     stride = tile_stride(name, aux.shape[:-2], aux.strides[:-2], p.batch)
     if stride % quantum:
         raise ValueError(f"{name}: batch stride {stride} must be a multiple of {quantum}")
-    return [("EPILOGUE_AUX_LD", ld * bits), ("EPILOGUE_AUX_BATCH_STRIDE", stride * bits)]
+    broadcast = None
+    if stride == 0 and p.batch.count > 1:  # never a 0 aux batch stride (see BroadcastInput)
+        stride, size = ld * p.n, _dt.itemsize(dtype)
+        broadcast = BroadcastInput(name, p.batch.count, stride * size, ((p.n - 1) * ld + rows) * size)
+    return [("EPILOGUE_AUX_LD", ld * bits), ("EPILOGUE_AUX_BATCH_STRIDE", stride * bits)], broadcast
 
 
 def _aux_output(kind: str, p: _Problem, dtype: str) -> tuple[AuxOutputSpec, list[tuple[str, int]]]:
@@ -479,7 +518,7 @@ def epilog_traits(
     if spec.aux == "gelu" and not spec.aux_is_input:
         extra_inputs, pattrs, pouts = _gelu_aux_prefs(spec, aux_dtype, prefs, types)
     _check_names(spec, given, extra_inputs)
-    outputs, aux_attrs, aux_ptrs = _aux_and_bgrad(spec, given, p, types, aux_dtype)
+    outputs, aux_attrs, aux_ptrs, broadcast = _aux_and_bgrad(spec, given, p, types, aux_dtype)
     quantization = _quantization(outputs, p, pouts) if extra_inputs else None  # an FP8 GELU aux
     return EpilogTraits(
         epilog=spec.epilog,
@@ -492,6 +531,7 @@ def epilog_traits(
         required_ops=spec.required_ops,
         staged_operand=spec.staged_operand,
         aux_quantization=quantization,
+        broadcast_input=broadcast,
     )
 
 
@@ -507,14 +547,17 @@ def _bias_settings(
 
 def _aux_and_bgrad(
     spec: EpilogSpec, given: Mapping[str, Any], p: _Problem, types: TypeTraits, aux_dtype: str
-) -> tuple[list[AuxOutputSpec], list[tuple[str, int]], list[tuple[str, str]]]:
+) -> tuple[list[AuxOutputSpec], list[tuple[str, int]], list[tuple[str, str]], BroadcastInput | None]:
     """The aux matrix (input or output) and the bias-gradient output of an epilog."""
     outputs: list[AuxOutputSpec] = []
     attrs: list[tuple[str, int]] = []
     ptrs: list[tuple[str, str]] = []
+    broadcast = None
     if spec.aux and spec.aux_is_input:
         aux_name = f"{spec.aux}_aux"
-        attrs += _aux_input(spec.aux, check_operand_spec(aux_name, given[aux_name], min_ndim=2), p, aux_dtype)
+        aux_spec = check_operand_spec(aux_name, given[aux_name], min_ndim=2)
+        aux_attrs, broadcast = _aux_input(spec.aux, aux_spec, p, aux_dtype)
+        attrs += aux_attrs
         ptrs.append(("EPILOGUE_AUX_POINTER", aux_name))
     elif spec.aux:
         out, aux_attrs = _aux_output(spec.aux, p, aux_dtype)
@@ -533,4 +576,4 @@ def _aux_and_bgrad(
         outputs.append(out)
         attrs += bias_attrs
         ptrs.append(("BIAS_POINTER", out.name))
-    return outputs, attrs, ptrs
+    return outputs, attrs, ptrs, broadcast

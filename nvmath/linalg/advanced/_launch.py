@@ -101,7 +101,7 @@ class MatmulLaunch:
     """
 
     __slots__ = (
-        "_aux", "_c_is_d", "_call", "_device", "_done_always", "_lt_handle", "_staged",
+        "_aux", "_broadcast", "_c_is_d", "_call", "_device", "_done_always", "_lt_handle", "_staged",
         "_staged_a", "_workspace", "algo", "closed", "device_id", "plan", "run", "swap",
     )  # fmt: skip
 
@@ -118,6 +118,7 @@ class MatmulLaunch:
         self._c_is_d = lay.c is lay.d
         self._staged = staged
         self._staged_a = staged is not None and staged.name == "a"
+        self._broadcast = plan.broadcast  # an aux input copied into every batch slot before each run
         self._aux, self._done_always = aux, done_always
         self._workspace, self.device_id, self._lt_handle = workspace, device_id, lt_handle
         # torch keeps its current device's primary context current: a run on a stream of that context
@@ -144,6 +145,14 @@ class MatmulLaunch:
         self.closed = True
         self.run = self._refuse
 
+    def prepare(self, handle: StreamHandle) -> None:
+        """Refresh the planner-owned copies the call reads (a staged operand, a broadcast aux input)
+        on ``handle``: what a run does first, and what autotuning does once before its timed runs."""
+        if self._staged is not None:
+            self._staged.refresh(handle)
+        if self._broadcast is not None:
+            self._broadcast.refresh(handle)
+
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise InvalidMatmulState(
             "this launch's plan was replaced or freed; plan() again (or use a live Matmul)"
@@ -165,6 +174,8 @@ class MatmulLaunch:
                 a = staged.ptr
             else:
                 b = staged.ptr
+        if self._broadcast is not None:
+            self._broadcast.refresh(handle)
         if self.swap:
             a, b = b, a
         if not c and self._c_is_d:
@@ -197,7 +208,8 @@ class MatmulLaunch:
         stream: int,
     ) -> None:  # fmt: skip
         """The bare call (autotuning's timed runs: the caller holds the context, refreshed the staged
-        copy and owns the buffers); ``a``, ``b`` are the user's operands, ``c`` 0 for none."""
+        copy and broadcast aux (:meth:`prepare`) and owns the buffers); ``a``, ``b`` are the user's
+        operands, ``c`` 0 for none."""
         if self.closed:
             self._refuse()
         staged = self._staged

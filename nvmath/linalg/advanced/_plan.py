@@ -20,6 +20,7 @@ from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.streams import StreamHandle
 from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _algorithm, _device
+from nvmath.linalg.advanced._aux_broadcast import BroadcastAux
 from nvmath.linalg.advanced._descriptors import LayoutSet, MatmulDesc, PointerAttribute, Preference
 from nvmath.linalg.advanced._epilogs import AUX_QUANTIZATION_SCALE, AuxOutputSpec, EpilogTraits, epilog_traits
 from nvmath.linalg.advanced._layout import Op
@@ -69,6 +70,8 @@ class Plan:
         input_pointers: per epilog-input or quantization-scale name, the descriptor pointers it feeds.
         alignments: the pointer alignments the heuristic was told (A, B, C, D of cuBLASLt).
         workspace_cap: ``MAX_WORKSPACE_BYTES``.
+        broadcast: the batched copy of an aux input shared by every batch entry (the descriptor
+            points at it; the launch refreshes it), or ``None``.
     """
 
     problem: MatmulProblem
@@ -83,9 +86,11 @@ class Plan:
     input_pointers: dict[str, list[PointerAttribute]]
     alignments: tuple[int, int, int, int]
     workspace_cap: int
+    broadcast: BroadcastAux | None = None
 
     def close(self) -> None:
-        """Destroy the cuBLASLt objects (idempotent)."""
+        """Destroy the cuBLASLt objects and drop the broadcast aux buffer (idempotent)."""
+        self.broadcast = None
         self.desc.close()
         self.layouts.close()
         if self.preference is not None:
@@ -442,7 +447,10 @@ def build_plan(
         inputs = {n: s.ptr for n, s in ep_slots.items()}
         inputs.update({n: s.ptr for n, s in ep_scales.items()})
         inputs.update({"scale:" + n: s.ptr for n, s in scales.items()})
+        broadcast = _broadcast(ep, ep_slots, inputs, stream)
         desc, aux_pointers, input_pointers = _descriptor(spec, problem, ep, inputs, aux)
+        if broadcast is not None:  # the descriptor keeps the buffer's address whatever the aux
+            input_pointers.pop(broadcast.spec.name, None)
         undo.callback(desc.close)
         layouts = LayoutSet(problem)
         undo.callback(layouts.close)
@@ -461,10 +469,24 @@ def build_plan(
             found = _algorithms(handle, desc, layouts, pref, prefs, algorithms, memo_key)
         plan = Plan(
             problem, ep, desc, layouts, pref, found, ep_slots, ep_scales, aux_pointers, input_pointers, aligns, cap,
+            broadcast,
         )  # fmt: skip
         undo.pop_all()
     debug(log, "problem: %s", lazy(_describe, plan))
     return plan
+
+
+def _broadcast(
+    ep: EpilogTraits, slots: Mapping[str, Slot], inputs: dict[str, int], stream: StreamHandle
+) -> BroadcastAux | None:
+    """The batched buffer of an aux input shared by every batch entry (allocated here, once per plan),
+    whose address replaces the input's in ``inputs``; ``None`` when the epilog has none."""
+    spec = ep.broadcast_input
+    if spec is None:
+        return None
+    broadcast = BroadcastAux(spec, slots[spec.name], stream)
+    inputs[spec.name] = broadcast.ptr
+    return broadcast
 
 
 def _describe(plan: Plan) -> str:

@@ -189,11 +189,11 @@ class Matmul(FreedOnExit):
     @property
     def address_ok(self) -> bool:
         """Whether the installed plan can run on bare addresses: GPU operands, not blocking, no ``c``,
-        no staged copy, no quantization or epilog scales (see :mod:`._direct`)."""
+        no staged copy or broadcast aux, no quantization or epilog scales (see :mod:`._direct`)."""
         plan = self._plan
         return (
             plan is not None and self._fast_deliver and not self._spec.has_c and self._staged is None
-            and not self._scales and not plan.epilog_scales
+            and not self._scales and not plan.epilog_scales and plan.broadcast is None
         )  # fmt: skip
 
     @property
@@ -303,7 +303,8 @@ class Matmul(FreedOnExit):
         self._tensor_slots = (*self._slots.values(), *plan.epilog_slots.values())  # for execute_wants_torch
         self._staged = staged = stage(p.staged, self._slots, self._staged, self._stream)
         done_always = streams.done_after_every_call(  # an FP8 aux step reads our buffers too
-            staged is not None or plan.epilog.aux_quantization is not None, self._spec.package
+            staged is not None or plan.epilog.aux_quantization is not None or plan.broadcast is not None,
+            self._spec.package,
         )
         self._launcher = MatmulLaunch(
             plan, self._scalars, self._ws, self._device_id, self._spec.package,
@@ -453,8 +454,7 @@ class Matmul(FreedOnExit):
             if p is not self._plan:  # another formulation (no staged copy, no aux outputs)
                 launch = MatmulLaunch(p, self._scalars, self._ws, self._device_id, "")
             calls += [(launch.enqueue, a.algo_ptr) for a in p.algorithms]
-        if self._staged is not None:
-            self._staged.refresh(handle)
+        installed.prepare(handle)  # type: ignore[union-attr]
 
         def run(i: int) -> None:
             enqueue, algo = calls[i]

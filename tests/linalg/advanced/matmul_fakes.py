@@ -24,7 +24,7 @@ import numpy as np
 
 import fake_gpu
 from nvmath._internal import dtypes, stateless
-from nvmath._internal.tensors import dispatch
+from nvmath._internal.tensors import dispatch, transfers
 from nvmath._internal.tensors.base import TensorAdapter, check_strides
 from nvmath._internal.tensors.host import element_strides, host_empty
 from nvmath.bindings import cublasLt as lt
@@ -203,10 +203,15 @@ class FakeLt:
         al, be = _view(alpha, (1,), (1,), scale)[0], _view(beta, (1,), (1,), scale)[0]
         la, lb, lc, ld = (_layout(p) for p in (adesc, bdesc, cdesc, ddesc))
         algo_marker = int(np.frombuffer((ctypes.c_char * 64).from_address(algo), dtype=np.uint64)[7])
-        self.matmul_calls.append(
-            {"stream": stream, "algo": algo_marker, "ws": ws, "ws_size": ws_size, "c": c, "d": d}
-        )
         epilogue = get("EPILOGUE")
+        aux = tuple(get(n) for n in ("EPILOGUE_AUX_POINTER", "EPILOGUE_AUX_LD", "EPILOGUE_AUX_BATCH_STRIDE"))
+        self.matmul_calls.append(
+            {"stream": stream, "algo": algo_marker, "ws": ws, "ws_size": ws_size, "c": c, "d": d, "aux": aux}
+        )
+        # the H200's cuBLASLt reads a batched DRELU's aux input wrongly with batch stride 0 (no error)
+        assert not (epilogue in (136, 152, 192, 208) and ld["BATCH_COUNT"] > 1 and aux[2] == 0), (
+            "a batched backward epilog was given an aux batch stride of 0, which cuBLASLt does not honour"
+        )
         for i in range(ld["BATCH_COUNT"]):
             A = _op(_matrix(a, la, i if la["BATCH_COUNT"] > 1 else 0), get("TRANSA")).astype(np.complex128)
             B = _op(_matrix(b, lb, i if lb["BATCH_COUNT"] > 1 else 0), get("TRANSB")).astype(np.complex128)
@@ -313,11 +318,18 @@ def install(monkeypatch, fake: FakeLt | None = None) -> FakeLt:
     monkeypatch.setattr(lt, "_p_cublasLtMatmulAlgoGetIds", fake.get_ids)
     monkeypatch.setattr(lt, "_p_cublasLtMatmul", fake.matmul)
     monkeypatch.setattr(_handles, "get_handle", lambda device_id: 0x1234)
+    monkeypatch.setattr(transfers, "memcpy", host_memcpy)
     info = _device.DeviceInfo("Fake GPU", (9, 0), 80 << 30)
     monkeypatch.setattr(_device, "device_info", lambda device_id: info)
     monkeypatch.setitem(dispatch._CLASSES, FakeTensor, FakeAdapter)
     monkeypatch.setitem(dispatch._CLASSES, FakeHostTensor, FakeHostAdapter)
     return fake
+
+
+def host_memcpy(kind: str, dst: int, src: int, nbytes: int, stream: Any) -> None:
+    """``transfers.memcpy`` on the fake GPU (every "device" address is host memory)."""
+    assert kind in ("HtoD", "DtoH", "DtoD") and nbytes >= 0, (kind, nbytes)
+    ctypes.memmove(dst, src, nbytes)
 
 
 def read_fake(t: FakeTensor) -> tuple:

@@ -329,13 +329,34 @@ def test_backward_aux_input_attributes():
     assert dict(t.attributes)["EPILOGUE_AUX_LD"] == 16
 
 
-def test_unbatched_aux_input_has_batch_stride_zero():
-    """An unbatched relu_aux / gelu_aux given to a batched backward epilog is read by every batch
-    entry: EPILOGUE_AUX_BATCH_STRIDE is 0."""
-    t = traits(E.DRELU, {"relu_aux": S((16, N), (1, 16), "uint8")}, batch=BATCH)
-    assert dict(t.attributes)["EPILOGUE_AUX_BATCH_STRIDE"] == 0
-    t = traits(E.DGELU, {"gelu_aux": S((16, N), (1, 16), "float32")}, batch=BATCH)
-    assert dict(t.attributes)["EPILOGUE_AUX_BATCH_STRIDE"] == 0
+@pytest.mark.parametrize("epilog", [E.DRELU, E.DRELU_BGRAD, E.DGELU, E.DGELU_BGRAD])
+@pytest.mark.parametrize("batched_view", [False, True], ids=["unbatched", "stride0-view"])
+def test_shared_aux_input_is_materialised_never_batch_stride_zero(epilog, batched_view):
+    """An aux shared by every batch entry of a batched backward epilog (unbatched, or a view whose batch
+    strides are 0) is never described with EPILOGUE_AUX_BATCH_STRIDE 0 (cuBLASLt does not honour it
+    for DRELU's bit-mask): the descriptor describes a batched buffer of one copy per batch entry, and
+    the traits say what to copy (slot size and the user's matrix span, in bytes)."""
+    relu = epilog in (E.DRELU, E.DRELU_BGRAD)
+    name, dtype, size, bits, ld = ("relu_aux", "uint8", 1, 8, 32)
+    if not relu:
+        name, dtype, size, bits, ld = ("gelu_aux", "float32", 4, 1, 24)
+    rows = 16  # relu: ceil(M / 8) bytes rounded up to 16; gelu: M rows rounded up to 8
+    aux = S((rows, N), (1, ld), dtype) if not batched_view else S((2, 3, rows, N), (0, 0, 1, ld), dtype)
+    t = traits(epilog, {name: aux}, batch=BATCH)
+    attrs = dict(t.attributes)
+    assert attrs["EPILOGUE_AUX_BATCH_STRIDE"] == ld * N * bits != 0
+    assert attrs["EPILOGUE_AUX_LD"] == ld * bits
+    assert t.broadcast_input == EP.BroadcastInput(name, 6, ld * N * size, ((N - 1) * ld + rows) * size)
+
+
+def test_batched_or_unbatched_problem_aux_input_needs_no_copy():
+    """A batched aux over a batched problem, and any aux of an unbatched problem, are read where they
+    are: no broadcast buffer."""
+    t = traits(E.DRELU, {"relu_aux": S((2, 3, 16, N), (3 * 16 * N, 16 * N, 1, 16), "uint8")}, batch=BATCH)
+    assert t.broadcast_input is None
+    assert dict(t.attributes)["EPILOGUE_AUX_BATCH_STRIDE"] == 16 * N * 8
+    t = traits(E.DGELU, {"gelu_aux": S((16, N), (1, 16), "float32")})
+    assert t.broadcast_input is None
 
 
 def test_transposed_aux_is_that_of_d_transposed():

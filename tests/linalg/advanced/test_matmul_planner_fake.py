@@ -167,7 +167,7 @@ def test_relu_aux_then_drelu_bgrad(lt, rng):
 @pytest.mark.parametrize("kind", ["relu", "gelu"])
 def test_unbatched_aux_broadcast_over_a_batched_backward(lt, rng, kind):
     """DRELU / DGELU with the aux of an unbatched forward pass over a batched problem: the one aux
-    masks every batch entry (batch stride 0), as nvmath-python accepts."""
+    masks every batch entry, as nvmath-python accepts (read from a batched copy: test__aux_broadcast)."""
     a, b = _rand(rng, (10, 6)), _rand(rng, (6, 7))
     forward = E.RELU_AUX if kind == "relu" else E.GELU_AUX
     _, aux = adv.matmul(F.fake(a), F.fake(b), epilog=forward)
