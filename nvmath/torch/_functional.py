@@ -125,18 +125,22 @@ def linear(
     if (
         isinstance(x, tensor) and isinstance(weight, tensor) and (bias is None or isinstance(bias, tensor))
         and not torch.compiler.is_compiling()
-        and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
-                                               or (bias is not None and bias.requires_grad)))
     ):  # fmt: skip
-        # the hot path: a planned problem's key vouches for every check below (a miss returns None)
-        try:
-            epilog = _kernels.INFER[activation][bias is None]
-        except (KeyError, TypeError):  # a bad activation: the checks below say what is wrong
-            pass
-        else:
-            out = (default_cache if cache is None else cache).linear(x, weight, bias, epilog, plan=False)
-            if out is not None:
-                return out[0]
+        if not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                              or (bias is not None and bias.requires_grad))):  # fmt: skip
+            # the hot path: a planned problem's key vouches for every check below (a miss returns None)
+            try:
+                epilog = _kernels.INFER[activation][bias is None]
+            except (KeyError, TypeError):  # a bad activation: the checks below say what is wrong
+                pass
+            else:
+                out = (default_cache if cache is None else cache).linear(x, weight, bias, epilog, plan=False)
+                if out is not None:
+                    return out[0]
+        elif activation in _kernels.ACTIVATIONS and _linear_ok(x, weight, bias) and not _by_torch(x):
+            # training on CUDA tensors: the checks below, each made once (none fails here but the dtype's)
+            check_dtypes(input=x)
+            return LinearFn.apply(x, weight, bias, activation, default_cache if cache is None else cache)
     check_activation(activation)
     if torch.compiler.is_compiling():
         if _by_torch(x):
