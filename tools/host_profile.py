@@ -12,6 +12,11 @@ of where the time goes, the total as the measurement).
 Rows: ``Matmul.execute``, the stateless advanced ``matmul`` hit, the generic ``matmul`` hit,
 ``nvmath.torch.linear`` forward and forward+backward, ``FFT.execute`` and the stateless ``fft`` hit,
 and the torch references (``torch.matmul``, ``torch.mm(out=)``, ``F.linear``, ``torch.fft.fft``).
+A Linear training step is also split: the forward with grad, the backward alone (``bwd (retained
+graph)``: one graph's backward run again and again, for nvmath and for ``F.linear``) and a Python
+``torch.autograd.Function`` around torch's products (``Python Function(F.linear)``). On CUDA tensors
+torch runs a Python backward on its autograd device thread: the profiled shares then mix that thread
+with the calling thread's wait (on Python 3.12+ cProfile sees every thread); read the totals.
 
 On the GPU machine (torch with CUDA)::
 
@@ -121,6 +126,31 @@ def _no_op_matmul(*args: Any) -> int:
 
 
 # ------------------------------------------------------------------------------------------ rows
+def _python_function_linear() -> Any:
+    """``F.linear`` (no bias gradient) as a Python ``torch.autograd.Function`` whose backward is two
+    ``torch.mm`` calls: what any Python-level autograd node costs around torch's own products (on CUDA
+    tensors torch runs a Python backward on its autograd device thread, which takes the GIL)."""
+    import torch
+
+    class TorchLinearFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any, w: Any, b: Any) -> Any:
+            ctx.save_for_backward(x, w)
+            return torch.nn.functional.linear(x, w, b)
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            x, w = ctx.saved_tensors
+            return torch.mm(g, w), torch.mm(g.t(), x), None
+
+    return TorchLinearFn.apply
+
+
+def _backward_rows(prefix: str, y: Any, gy: Any) -> dict[str, Callable[[], Any]]:
+    """The backward alone, run again and again on one retained graph of ``y`` (gradients accumulate)."""
+    return {f"{prefix} bwd (retained graph)": lambda: y.backward(gy, retain_graph=True)}
+
+
 def gpu_rows(size: int) -> tuple[dict[str, Callable[[], Any]], Callable[[], None]]:
     """Row name -> a no-argument call, on torch CUDA tensors (each run once before timing)."""
     import torch
@@ -157,7 +187,27 @@ def gpu_rows(size: int) -> tuple[dict[str, Callable[[], Any]], Callable[[], None
         "F.linear fwd+bwd": lambda: torch.nn.functional.linear(xg, wg, bias).backward(gy),
         "torch.fft.fft": lambda: torch.fft.fft(sig),
     }
+    rows.update(_training_rows(nt, xg, wg, bias, gy))
     return rows, torch.cuda.synchronize
+
+
+def _training_rows(
+    nt: Any, xg: Any, wg: Any, bias: Any, gy: Any, *, torch_rows: bool = True
+) -> dict[str, Callable[[], Any]]:
+    """Where a Linear training step's time goes: the forward with grad alone, the backward alone (on a
+    retained graph) and, with ``torch_rows``, torch's backward alone and a Python autograd node around
+    torch's products (the floor of any Python backward)."""
+    import torch
+
+    rows = {
+        "nvmath.torch.linear fwd (grad)": lambda: nt.linear(xg, wg, bias),
+        **_backward_rows("nvmath.torch.linear", nt.linear(xg, wg, bias), gy),
+    }
+    if torch_rows:
+        py_linear = _python_function_linear()
+        rows.update(_backward_rows("F.linear", torch.nn.functional.linear(xg, wg, bias), gy))
+        rows["Python Function(F.linear) fwd+bwd"] = lambda: py_linear(xg, wg, bias).backward(gy)
+    return rows
 
 
 def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callable[[], None]]:
@@ -192,6 +242,7 @@ def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callabl
         "nvmath.torch.linear fwd+bwd": lambda: nt.linear(xg, wg, bias).backward(gy),
         "torch.mm(out=) (CPU compute)": lambda: torch.mm(a, b, out=torch.empty(size, size)),
     }
+    rows.update(_training_rows(nt, xg, wg, bias, gy, torch_rows=False))  # (torch's would compute on the CPU)
     for fn in rows.values():
         fn()  # plan on the emulated cuBLASLt
     mp.setattr(lt, "_p_cublasLtMatmul", _no_op_matmul)

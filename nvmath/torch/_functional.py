@@ -62,11 +62,12 @@ def _linear_ok(x: Any, weight: Any, bias: Any) -> bool:
 
 
 def _check_shapes(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, name: str = "weight"
+    x_shape: tuple[int, ...], weight: torch.Tensor, bias: torch.Tensor | None, name: str = "weight"
 ) -> None:
-    if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1]:
+    """``x_shape`` (the input's shape) against ``weight`` and ``bias`` (torch's Linear rules)."""
+    if weight.dim() != 2 or len(x_shape) < 1 or x_shape[-1] != weight.shape[1]:
         raise RuntimeError(
-            f"input of shape {tuple(x.shape)} cannot be multiplied by {name}.T ({name} of shape "
+            f"input of shape {tuple(x_shape)} cannot be multiplied by {name}.T ({name} of shape "
             f"{tuple(weight.shape)}: (out_features, in_features), in_features must equal input.shape[-1])"
         )
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
@@ -125,18 +126,22 @@ def linear(
     if (
         isinstance(x, tensor) and isinstance(weight, tensor) and (bias is None or isinstance(bias, tensor))
         and not torch.compiler.is_compiling()
-        and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
-                                               or (bias is not None and bias.requires_grad)))
     ):  # fmt: skip
-        # the hot path: a planned problem's key vouches for every check below (a miss returns None)
-        try:
-            epilog = _kernels.INFER[activation][bias is None]
-        except (KeyError, TypeError):  # a bad activation: the checks below say what is wrong
-            pass
-        else:
-            out = (default_cache if cache is None else cache).linear(x, weight, bias, epilog, plan=False)
-            if out is not None:
-                return out[0]
+        if not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                              or (bias is not None and bias.requires_grad))):  # fmt: skip
+            # the hot path: a planned problem's key vouches for every check below (a miss returns None)
+            try:
+                epilog = _kernels.INFER[activation][bias is None]
+            except (KeyError, TypeError):  # a bad activation: the checks below say what is wrong
+                pass
+            else:
+                out = (default_cache if cache is None else cache).linear(x, weight, bias, epilog, plan=False)
+                if out is not None:
+                    return out[0]
+        elif activation in _kernels.ACTIVATIONS and _linear_ok(x, weight, bias) and not _by_torch(x):
+            # training on CUDA tensors: the checks below, each made once (none fails here but the dtype's)
+            check_dtypes(input=x)
+            return LinearFn.apply(x, weight, bias, activation, default_cache if cache is None else cache)
     check_activation(activation)
     if torch.compiler.is_compiling():
         if _by_torch(x):
@@ -144,7 +149,7 @@ def linear(
         return _ops.linear(x, weight, bias, activation, _grad_needed(x, weight, bias))
     if not _linear_ok(x, weight, bias):
         _check_operands(input=x, weight=weight, bias=bias)
-        _check_shapes(x, weight, bias)
+        _check_shapes(x.shape, weight, bias)
     if _by_torch(x):
         return _torch_linear(x, weight, bias, activation)
     cache = default_cache if cache is None else cache
@@ -179,8 +184,8 @@ def mlp(
             return _torch_linear(_torch_linear(x, w1, b1, activation), w2, b2, None)
         return _ops.mlp(x, w1, b1, w2, b2, activation, _grad_needed(x, w1, b1, w2, b2))
     _check_operands(input=x, w1=w1, b1=b1, w2=w2, b2=b2)
-    _check_shapes(x, w1, b1, "w1")
-    _check_shapes(x.new_empty((0, w1.shape[0])), w2, b2, "w2")
+    _check_shapes(x.shape, w1, b1, "w1")
+    _check_shapes((0, w1.shape[0]), w2, b2, "w2")  # (fc2's input: hidden features; no tensor made)
     if _by_torch(x):
         return _torch_linear(_torch_linear(x, w1, b1, activation), w2, b2, None)
     cache = default_cache if cache is None else cache

@@ -6,6 +6,7 @@ share the compute of :mod:`._kernels` and :mod:`._grads`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,26 @@ from nvmath.torch import _kernels
 from nvmath.torch._grads import matmul_backward, preactivation_of
 from nvmath.torch._planners import PlannerCache
 
-__all__ = ["LinearFn", "MLPFn", "MatmulFn"]
+__all__ = ["LinearFn", "MLPFn", "MatmulFn", "first_order"]
+
+
+def first_order(backward: Callable) -> Callable:
+    """``once_differentiable``, minus its ``no_grad`` block when grad mode is already off.
+
+    A plain ``.backward()`` (no ``create_graph``) runs the backward with grad mode off, where
+    ``once_differentiable`` would only enter and leave ``torch.no_grad()`` around the call (a context
+    object and two grad-mode switches per step). With grad mode on (``create_graph=True``) the call
+    goes through ``once_differentiable`` unchanged, so a second derivative is still refused.
+    """
+    guarded = once_differentiable(backward)
+
+    @functools.wraps(backward)
+    def wrapper(ctx: Any, *args: Any) -> Any:
+        if torch.is_grad_enabled():
+            return guarded(ctx, *args)
+        return backward(ctx, *args)
+
+    return wrapper
 
 
 class LinearFn(torch.autograd.Function):
@@ -24,13 +44,13 @@ class LinearFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: Any, w: Any, b: Any, act: str | None, cache: PlannerCache) -> Any:
-        y, aux = _kernels.linear_forward(cache, x, w, b, act, True)
-        ctx.save_for_backward(x, w, y if act == "relu" else None, aux if act == "gelu" else None)
+        y, aux = _kernels.linear_train(cache, x, w, b, act)  # (no empty aux tensor made for nothing)
+        ctx.save_for_backward(x, w, y if act == "relu" else None, aux)
         ctx.act, ctx.has_bias, ctx.cache = act, b is not None, cache
         return y
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx: Any, g: Any) -> Any:
         x, w, y, aux = ctx.saved_tensors
         grads = _kernels.linear_backward(
@@ -50,7 +70,7 @@ class MLPFn(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx: Any, g: Any) -> Any:
         x, w1, w2, h, aux = ctx.saved_tensors
         grads = _kernels.mlp_backward(
@@ -85,7 +105,7 @@ class MatmulFn(torch.autograd.Function):
         return result, given
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx: Any, g: Any, _g_aux: Any = None) -> Any:
         a, b, c, bias, result, z = ctx.saved_tensors
         grads = matmul_backward(

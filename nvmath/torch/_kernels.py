@@ -38,7 +38,7 @@ import torch
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.torch._planners import PlannerCache
 
-__all__ = ["ACTIVATIONS", "linear_backward", "linear_forward", "linear_infer", "mlp_backward"]
+__all__ = ["ACTIVATIONS", "linear_backward", "linear_forward", "linear_infer", "linear_train", "mlp_backward"]
 
 ACTIVATIONS = (None, "relu", "gelu")
 """The activations a Linear layer fuses (GELU is the tanh approximation)."""
@@ -86,14 +86,24 @@ def linear_infer(
     return cache.linear(x, w, b, _FORWARD[(act, b is not None, False)])[0]  # type: ignore[index]
 
 
+def linear_train(
+    cache: PlannerCache, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, act: str | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``act(x @ w.T + b)`` and the pre-activation the backward needs with GELU (else ``None``)."""
+    y, extras = cache.linear(x, w, b, _FORWARD[(act, b is not None, True)])  # type: ignore[misc]
+    aux = extras.get("gelu_aux") if extras else None  # (round_up(N, 8), M): rows past N are padding
+    return y, (aux[: w.shape[0]] if aux is not None else None)
+
+
 def linear_forward(
     cache: PlannerCache, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, act: str | None, keep: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``act(x @ w.T + b)`` and the aux the backward needs (an empty tensor when none)."""
-    n = w.shape[0]
-    y, extras = cache.linear(x, w, b, _FORWARD[(act, b is not None, keep)])  # type: ignore[misc]
-    aux = extras.get("gelu_aux") if extras else None  # (round_up(N, 8), M): rows past N are padding
-    return y, (aux[:n] if aux is not None else empty_aux(y))
+    if keep:
+        y, aux = linear_train(cache, x, w, b, act)
+        return y, (aux if aux is not None else empty_aux(y))
+    y, _ = cache.linear(x, w, b, _FORWARD[(act, b is not None, False)])  # type: ignore[misc]
+    return y, empty_aux(y)
 
 
 def activation_grad(g: torch.Tensor, act: str | None, y: torch.Tensor, aux: torch.Tensor) -> torch.Tensor:
@@ -109,8 +119,10 @@ def weight_grad(
     cache: PlannerCache, dz: torch.Tensor, x: torch.Tensor, bias: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``dz.T @ x`` (the weight gradient, (N, K)) and, with ``bias``, ``dz.sum(0)`` from BGRADB."""
-    out, extras = _split(cache.run(x.mT, dz, epilog=E.BGRADB if bias else None))
-    return out.mT.contiguous(), extras.get("bgradb")
+    out = cache.run(x.mT, dz, epilog=E.BGRADB if bias else None)
+    if isinstance(out, tuple):
+        return out[0].mT.contiguous(), out[1].get("bgradb")
+    return out.mT.contiguous(), None
 
 
 def linear_backward(
@@ -118,14 +130,16 @@ def linear_backward(
     act: str | None, has_bias: bool, needs: tuple[bool, bool, bool],
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
     """``(dx, dw, db)`` of :func:`linear_forward` (``None`` where ``needs`` says not needed)."""
-    g2, x2 = _rows(g), _rows(x)
-    dz = activation_grad(g2, act, _rows(y) if act == "relu" else y, aux)
+    flat = x.dim() == 2  # (the common case: no (tokens, features) views to make)
+    g2, x2 = (g, x) if flat else (_rows(g), _rows(x))
+    dz = activation_grad(g2, act, y if flat or act != "relu" else _rows(y), aux)
     dx = dw = db = None
     if needs[1] or (needs[2] and has_bias):
         dw, db = weight_grad(cache, dz, x2.contiguous(), has_bias and needs[2])
         dw = dw if needs[1] else None
     if needs[0]:
-        dx = cache.run(dz, w).contiguous().view(*x.shape)
+        dx = cache.run(dz, w).contiguous()
+        dx = dx if flat else dx.view(*x.shape)
     return dx, dw, db
 
 

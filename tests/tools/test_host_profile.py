@@ -70,3 +70,28 @@ def test_fake_row_end_to_end(hp, capsys):
     row = out["rows"][0]
     assert row["us"] > 0 and sum(row["steps"].values()) == pytest.approx(row["us"], rel=0.05)
     assert "nvmath/linalg/advanced/_launch.py" in row["files"]
+
+
+def test_fake_backward_row_runs_the_nvmath_backward(hp, capsys):
+    """--fake on the retained-graph backward row: nvmath's backward files, and no torch-compute row."""
+    pytest.importorskip("torch")
+    hp.main(["--fake", "--json", "--rows", "bwd (retained graph)", "--calls", "20"])
+    out = json.loads(capsys.readouterr().out)
+    assert [r["row"] for r in out["rows"]] == ["nvmath.torch.linear bwd (retained graph)"]
+    assert {"nvmath/torch/_functions.py", "nvmath/torch/_kernels.py"} <= set(out["rows"][0]["files"])
+
+
+def test_python_function_baseline_matches_torch_gradients(hp):
+    """The Python-Function baseline row computes F.linear and its input and weight gradients."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    b, g = torch.randn(3, dtype=torch.float64), torch.randn(5, 3, dtype=torch.float64)
+    y = hp._python_function_linear()(x, w, b)
+    y.backward(g)
+    xr, wr = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    yr = torch.nn.functional.linear(xr, wr, b)
+    yr.backward(g)
+    torch.testing.assert_close(y, yr)
+    torch.testing.assert_close(x.grad, xr.grad)
+    torch.testing.assert_close(w.grad, wr.grad)
