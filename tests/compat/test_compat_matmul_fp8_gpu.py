@@ -338,9 +338,12 @@ def test_fp8_backward_with_unbatched_aux_over_a_batched_problem(torch, kind, bgr
     m, n, k = 64, 48, 32
     x = fp8(torch, (m, k), 7).to(torch.bfloat16)
     w = fp8(torch, (n, k), 8).to(torch.bfloat16).mT
-    forward = adv.MatmulEpilog.RELU_AUX if kind == "relu" else adv.MatmulEpilog.GELU_AUX
-    _, aux = adv.matmul(x, w, epilog=forward)
-    pre = x.double() @ w.double()
+    # a bias of 1/32 keeps every pre-activation off 0 (sums of quarter products are sixteenths): the ReLU
+    # mask has no ties, whose derivative convention is cuBLASLt's own
+    forward = adv.MatmulEpilog.RELU_AUX_BIAS if kind == "relu" else adv.MatmulEpilog.GELU_AUX_BIAS
+    bias = torch.full((m,), 1 / 32, device="cuda", dtype=torch.bfloat16)
+    _, aux = adv.matmul(x, w, epilog=forward, epilog_inputs={"bias": bias})
+    pre = x.double() @ w.double() + 1 / 32
     a, b, grad = operands(torch, m=m, n=n, k=k, batch=batch)
     backward = adv.MatmulEpilog[f"D{kind.upper()}{'_BGRAD' if bgrad else ''}"]
     try:

@@ -5,7 +5,7 @@ batch entry but the first (relative error 0.16, no error status); the planner no
 into every slot of a batched buffer. These tests run every backward epilog (DRELU, DGELU and their
 _BGRAD forms) for bfloat16 and float32 -- FP8 is in tests/compat/test_compat_matmul_fp8_gpu.py --
 against float64 references. Operands are quarters, so the float32 accumulator holds the forward
-pre-activation exactly and the ReLU mask has no rounding-dependent sign.
+pre-activation exactly and the ReLU mask has no rounding-dependent sign; a bias of 1/32 keeps it off 0.
 """
 
 from __future__ import annotations
@@ -46,8 +46,12 @@ def rel_err(torch, got, want):
 def forward(torch, kind, dtype, m=50, n=40, k=32, seed=1):
     """One unbatched forward pass: (its aux, the float64 pre-activation as the aux holds it)."""
     x, w = quarters(torch, (m, k), seed, dtype), quarters(torch, (k, n), seed + 1, dtype)
-    _, aux = adv.matmul(x, w, epilog=E.RELU_AUX if kind == "relu" else E.GELU_AUX)
-    pre = x.double() @ w.double()
+    # a bias of 1/32 keeps every pre-activation off 0 (sums of quarter products are sixteenths): the
+    # ReLU mask has no ties, whose derivative convention is cuBLASLt's own
+    bias = torch.full((m,), 1 / 32, device="cuda", dtype=getattr(torch, dtype))
+    epilog = E.RELU_AUX_BIAS if kind == "relu" else E.GELU_AUX_BIAS
+    _, aux = adv.matmul(x, w, epilog=epilog, epilog_inputs={"bias": bias})
+    pre = x.double() @ w.double() + 1 / 32
     return aux[f"{kind}_aux"], (pre if kind == "relu" else pre.to(getattr(torch, dtype)).double())
 
 
@@ -76,8 +80,12 @@ def test_unbatched_aux_masks_every_batch_entry(torch, epilog, dtype, batch):
         out, grads = out
         assert rel_err(torch, grads[f"d{kind}_bgrad"].squeeze(-1), want.sum(-1)) < 3 * TOL[dtype]
     assert out.shape == (*batch, 50, 40)
+    gs, hs = g.reshape(-1, 50, 8), h.reshape(-1, 8, 40)
     for i in range(math.prod(batch)):  # every entry, not only the first
         assert rel_err(torch, out.reshape(-1, 50, 40)[i], want.reshape(-1, 50, 40)[i]) < TOL[dtype]
+        single = adv.matmul(gs[i], hs[i], epilog=epilog, epilog_inputs={f"{kind}_aux": aux})
+        single = single[0] if isinstance(single, tuple) else single
+        assert torch.equal(out.reshape(-1, 50, 40)[i], single)  # exact sums: the same as one unbatched call
 
 
 @pytest.mark.parametrize("kind", ["relu", "gelu"])
