@@ -297,6 +297,7 @@ class Matmul(FreedOnExit):
                     old, self._scalars, self._ws, self._device_id, self._spec.package,
                     lt_handle=self._spec.options.handle,
                     done_always=streams.done_after_every_call(False, self._spec.package),
+                    keep=self._scalar_buf,
                 )  # fmt: skip
             else:
                 old.close()
@@ -308,6 +309,7 @@ class Matmul(FreedOnExit):
         self._launcher = MatmulLaunch(
             plan, self._scalars, self._ws, self._device_id, self._spec.package,
             lt_handle=self._spec.options.handle, staged=staged, aux=self._aux, done_always=done_always,
+            keep=self._scalar_buf,
         )  # fmt: skip
         # stateless calls may pass bare addresses: GPU operands, out of place, no epilog inputs or scales
         self._pointer_ok = (
@@ -451,7 +453,7 @@ class Matmul(FreedOnExit):
         for p in plans:
             launch = installed
             if p is not self._plan:  # another formulation (no staged copy, no aux outputs)
-                launch = MatmulLaunch(p, self._scalars, self._ws, self._device_id, "")
+                launch = MatmulLaunch(p, self._scalars, self._ws, self._device_id, "", keep=self._scalar_buf)
             calls += [(launch.enqueue, a.algo_ptr) for a in p.algorithms]
         if self._staged is not None:
             self._staged.refresh(handle)
