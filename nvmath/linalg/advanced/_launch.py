@@ -72,11 +72,11 @@ def compiled_caller(desc: int, alpha: int, la: int, lb: int, beta: int, lc: int,
     alive as long as the caller. A nonzero status raises :class:`~nvmath.bindings.cublasLt.cuBLASLtError`
     as the binding does.
     """
-    address = fastpath.bound_address("cublasLt", "cublasLtMatmul")
-    if address is None:
-        return python_caller(desc, alpha, la, lb, beta, lc, ld)
     fixed = (0, desc, alpha, 0, la, 0, lb, beta, 0, lc, 0, ld, 0, 0, 0, 0)
-    return fastpath.make_caller(address, fixed, _SLOTS, error=cuBLASLtError)  # type: ignore[no-any-return]
+    return fastpath.bound_caller(  # type: ignore[no-any-return]
+        "cublasLt", "cublasLtMatmul", fixed, _SLOTS, error=cuBLASLtError,
+        pure=lambda: python_caller(desc, alpha, la, lb, beta, lc, ld),
+    )  # fmt: skip
 
 
 make_caller: Callable[..., Caller] = compiled_caller
