@@ -557,11 +557,13 @@ class Matmul(FreedOnExit):
                 self._alpha[0] = 1
                 self._alpha_is_one = True
         else:
-            spec = self._spec
-            self._alpha[0], self._beta[0] = check_alpha_beta(
-                alpha, beta, has_c=spec.has_c, scale_dtype=spec.types.scale_dtype
-            )
-            self._alpha_is_one = False
+            has_c, scale_dtype = self._spec.has_c, self._spec.types.scale_dtype
+            self._commit_scalars(*check_alpha_beta(alpha, beta, has_c=has_c, scale_dtype=scale_dtype))
+
+    def _commit_scalars(self, alpha: Any, beta: Any) -> None:
+        """Store checked host scalars: the one writer of ``_alpha`` / ``_beta`` (``reset`` calls it too)."""
+        self._alpha[0], self._beta[0] = alpha, beta
+        self._alpha_is_one = False
 
     def _forget(self) -> None:
         """Drop the caller's tensors after a stateless call (device copies of host tensors stay)."""

@@ -135,3 +135,21 @@ def test_launch_keeps_the_scalars_owner(lt, rng):
         mm.plan()
         base = mm.launcher._keep.ctypes.data  # noqa: SLF001
         assert ctypes.c_float.from_address(base).value == 1.0
+
+
+def test_reset_scalars_go_through_the_planners_owner(lt, rng, monkeypatch):
+    """reset_operands(alpha=, beta=) stores the checked scalars through Matmul's one writer of them
+    (_commit_scalars), and the next execute uses them."""
+    a, b, c = _rand(rng, (4, 3)), _rand(rng, (3, 2)), _rand(rng, (4, 2))
+    seen = []
+    original = adv.Matmul._commit_scalars  # noqa: SLF001 - the owner under test
+    def recording(self, x, y):
+        seen.append((x, y))
+        original(self, x, y)
+
+    monkeypatch.setattr(adv.Matmul, "_commit_scalars", recording)
+    with adv.Matmul(F.fake(a), F.fake(b), c=F.fake(c), beta=1.0) as mm:
+        mm.plan()
+        mm.reset_operands(alpha=2.0, beta=0.5)
+        assert seen[-1] == (2.0, 0.5)
+        np.testing.assert_allclose(mm.execute().array, 2 * a @ b + 0.5 * c, rtol=1e-5, atol=1e-6)
