@@ -285,6 +285,17 @@ class PlanCache(Generic[V]):
         self._release(victims)
         return entry
 
+    def hit(self, key: Hashable) -> V | None:
+        """:meth:`get` without the lock and without counting a miss, for an owner that serialises every
+        call of this cache under its own lock (``nvmath.torch.PlannerCache``): a hit's bookkeeping at
+        the cost of a dictionary lookup."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        self._entries.move_to_end(key)
+        self._hits += 1
+        return entry.value
+
     def peek(self, key: Hashable) -> V | None:
         """The plan for ``key`` or ``None``, counting nothing and leaving the recency order alone."""
         entry = self._entries.get(key)

@@ -233,7 +233,7 @@ class PlannerCache:
             pins = tuple(t.data_ptr() for t in inputs.values())
             key += tuple((n, _tkey(t, p)) for (n, t), p in zip(inputs.items(), pins))
         with self._lock:
-            entry = self._cache.get(key, count_miss=False)
+            entry = self._cache.hit(key)  # (under self._lock)
             if entry is None:
                 out, entry = self._plan_and_run(key, a, b, epilog, epilog_inputs, (pa, pb, pins))
                 entry.append(_ProductRun.of(entry, tuple(inputs), out))
@@ -276,7 +276,7 @@ class PlannerCache:
                 b.shape, b.stride(), b.dtype, b.device, qb & -qb,
             )  # fmt: skip
         with self._lock:
-            entry = self._cache.get(key, count_miss=False)
+            entry = self._cache.hit(key)  # (under self._lock)
             if entry is None:
                 return self._plan_linear(key, x, w, b, epilog) if plan else None
             lr = entry[2]
@@ -393,7 +393,7 @@ class PlannerCache:
         ]
         key = ("general", epilog, *parts)
         with self._lock:
-            entry = self._cache.get(key, count_miss=False)
+            entry = self._cache.hit(key)  # (under self._lock)
             if entry is None:
                 made = self._plan_and_run(key, a, b, epilog, epilog_inputs, (), c=c, alpha=alpha, beta=beta)
                 return made[0]

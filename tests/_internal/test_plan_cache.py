@@ -359,3 +359,14 @@ def test_peek_counts_nothing():
     c.put("b", Plan("b"))
     assert c.peek("a") is a and c.peek("zz") is None
     assert (c.stats.hits, c.stats.misses) == (0, 0) and list(c.keys()) == ["a", "b"]
+
+
+def test_hit_counts_a_hit_and_no_miss():
+    """hit() (the lock-free lookup of an owner holding its own lock) marks the plan most recent and
+    counts a hit; a missing key returns None and counts nothing."""
+    c = PlanCache(2)
+    a = Plan("a")
+    c.put("a", a)
+    c.put("b", Plan("b"))
+    assert c.hit("a") is a and c.hit("zz") is None
+    assert (c.stats.hits, c.stats.misses) == (1, 0) and list(c.keys()) == ["b", "a"]
