@@ -324,7 +324,9 @@ class Binder:
 
 def binder(library: str, namespace: dict[str, Any], declared_by: str) -> Binder:
     """The :class:`Binder` for one generated module."""
-    made = _BINDERS[library] = Binder(library, namespace, declared_by)
+    made = Binder(library, namespace, declared_by)
+    if namespace.get("__name__") == f"nvmath.bindings.{library}":  # the generated module's (not a test's)
+        _BINDERS[library] = made
     return made
 
 
@@ -332,7 +334,8 @@ _BINDERS: dict[str, Binder] = {}
 
 
 def bound_address(library: str, symbol: str) -> int | None:
-    """:meth:`Binder.bound_address` of the generated module of ``library`` (``None``: not imported)."""
+    """:meth:`Binder.bound_address` of the generated module ``nvmath.bindings.<library>`` (``None``: not
+    imported)."""
     found = _BINDERS.get(library)
     return found.bound_address(symbol) if found is not None else None
 

@@ -30,8 +30,11 @@ class CFake:
         current = cublasLt._p_cublasLtMatmul
         self._fake = getattr(current, "emulation", current)  # the fake GPU's Python emulation
 
+        self.alphas: list[float] = []
+
         def record(*args: int) -> int:
             self.calls.append(args)
+            self.alphas.append(ctypes.c_float.from_address(args[2]).value)  # (read while it is alive)
             return self.status or self._fake(*args)
 
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * 16))(record)
@@ -60,7 +63,7 @@ def _run(monkeypatch, factory, rng_seed, epilog):
         launch = mm.launcher
         lay = launch.plan.layouts
         fixed = (launch.plan.desc.ptr, lay.a.ptr, lay.b.ptr, lay.c.ptr, lay.d.ptr)
-    return probe.calls, results, fixed, a, b
+    return probe, results, fixed, a, b
 
 
 @needs_extension
@@ -70,15 +73,15 @@ def test_compiled_caller_gets_the_pure_callers_arguments(lt, monkeypatch, epilog
     would with that launch's descriptor/layouts (handle, descriptor, scalars, layouts, operands, algorithm,
     workspace, stream), and the products agree."""
     monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
-    calls_c, res_c, fixed_c, a, b = _run(monkeypatch, _launch.compiled_caller, 7, epilog)
-    calls_p, res_p, fixed_p, _, _ = _run(monkeypatch, _launch.python_caller, 7, epilog)
+    probe_c, res_c, fixed_c, a, b = _run(monkeypatch, _launch.compiled_caller, 7, epilog)
+    probe_p, res_p, fixed_p, _, _ = _run(monkeypatch, _launch.python_caller, 7, epilog)
+    calls_c, calls_p = probe_c.calls, probe_p.calls
+    assert probe_c.alphas == probe_p.alphas == [1.5] * 3
     assert len(calls_c) == len(calls_p) == 3
     for c_args, p_args, fx_c, fx_p in zip(calls_c, calls_p, [fixed_c] * 3, [fixed_p] * 3):
         # the two planners own different descriptors and buffers: compare each position's role
         assert (c_args[1], c_args[4], c_args[6], c_args[9], c_args[11]) == fx_c
         assert (p_args[1], p_args[4], p_args[6], p_args[9], p_args[11]) == fx_p
-        alphas = ctypes.c_float.from_address(c_args[2]).value, ctypes.c_float.from_address(p_args[2]).value
-        assert alphas == (1.5, 1.5)
         assert c_args[14] == p_args[14] and c_args[15] == p_args[15]  # workspace size, stream
         assert (c_args[12] != 0) == (p_args[12] != 0) and (c_args[13] != 0) == (p_args[13] != 0)
         assert c_args[8] == c_args[10] or c_args[8] == 0  # c is d (or none) exactly as the pure path
