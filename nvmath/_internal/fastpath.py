@@ -28,7 +28,7 @@ from nvmath.bindings import _loader
 
 __all__ = [
     "ENV_VAR", "MAX_ARGS", "available", "describe", "driver_symbol_address", "make_caller", "pure_caller",
-    "symbol_address",
+    "bound_address", "bound_caller", "symbol_address",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -38,6 +38,17 @@ MAX_ARGS = 24  # nvmath._fastcall.MAX_ARGS: cublasGemmStridedBatchedEx takes 23
 _LO, _HI, _MASK = -(2**63), 2**64 - 1, 2**64 - 1
 
 symbol_address = _loader.symbol_address
+
+
+def bound_address(library: str, symbol: str) -> int | None:
+    """The address a launch's compiled caller should call for ``symbol`` of ``library``: what the
+    binding calls now (a test may have put a recording C function there), or ``None`` when the compiled
+    path is off, the binding calls a Python function (a fake, a wrapper) or the library is missing --
+    the launch then uses its pure-Python caller, which calls the binding.
+    """
+    if _COMPILED is None:
+        return None
+    return _loader.bound_address(library, symbol)
 
 
 def _select() -> tuple[Any, str]:
@@ -56,6 +67,22 @@ def _select() -> tuple[Any, str]:
 
 
 _COMPILED, _WHY = _select()
+
+
+def bound_caller(
+    library: str, symbol: str, fixed: Sequence[Any], slots: Sequence[int], *, error: type,
+    pure: Callable[[], Callable[..., Any]],
+) -> Callable[..., Any]:  # fmt: skip
+    """A launch's caller of ``symbol``: compiled (:func:`make_caller` at :func:`bound_address`) when the
+    compiled path is active and the binding calls C, else ``pure()`` (the reference over the binding).
+
+    Both take the slot values in ``slots`` order; the compiled one raises ``error(status)`` as the
+    binding does. The caller holds the raw values of ``fixed``: keep their owners alive with it.
+    """
+    address = bound_address(library, symbol)
+    if address is None:
+        return pure()
+    return make_caller(address, fixed, slots, error=error)  # type: ignore[no-any-return]
 
 
 def available() -> bool:

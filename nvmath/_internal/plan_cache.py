@@ -103,11 +103,13 @@ class PlanCache(Generic[V]):
         on_evict: called with each plan that leaves the cache; default :func:`release_plan`.
         max_bytes: a budget for the device bytes the plans hold (``None``: none); needs ``nbytes``.
         nbytes: ``plan -> bytes of device memory it holds`` (measured when it is cached).
+        pinning: allow :meth:`pin`: a pinned key is never evicted by the bounds (only :meth:`discard`
+            and :meth:`clear` release it), nor is the newest plan while pinned ones fill the cache.
     """
 
     def __init__(
         self, maxsize: int = 128, name: str = "plan cache", on_evict: Callable[[V], Any] | None = None, *,
-        max_bytes: int | None = None, nbytes: Callable[[V], int] | None = None,
+        max_bytes: int | None = None, nbytes: Callable[[V], int] | None = None, pinning: bool = False,
     ):  # fmt: skip
         check_nonnegative_int("maxsize", maxsize)
         if max_bytes is not None:
@@ -127,6 +129,10 @@ class PlanCache(Generic[V]):
         self._max_bytes = max_bytes
         self._nbytes_of = nbytes
         self._bytes = 0
+        self._pinning = bool(pinning)
+        self.pinned: set[Hashable] = set()
+        """The pinned keys (read-only by convention; :meth:`pin` adds, :meth:`discard` / :meth:`clear`
+        drop them)."""
 
     # ----------------------------------------------------------------- properties
     @property
@@ -279,10 +285,40 @@ class PlanCache(Generic[V]):
         self._release(victims)
         return entry
 
+    def hit(self, key: Hashable) -> V | None:
+        """:meth:`get` without the lock and without counting a miss, for an owner that serialises every
+        call of this cache under its own lock (``nvmath.torch.PlannerCache``): a hit's bookkeeping at
+        the cost of a dictionary lookup."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        self._entries.move_to_end(key)
+        self._hits += 1
+        return entry.value
+
+    def peek(self, key: Hashable) -> V | None:
+        """The plan for ``key`` or ``None``, counting nothing and leaving the recency order alone."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry.value
+
     # ----------------------------------------------------------------- eviction
+    def pin(self, key: Hashable) -> None:
+        """Never evict ``key``'s plan by the bounds (a cache made with ``pinning=True``).
+
+        Raises:
+            ValueError: the cache was made without ``pinning``; KeyError: ``key`` is not cached.
+        """
+        if not self._pinning:
+            raise ValueError(f"{self.name} was made without pinning=True; it cannot pin plans")
+        with self._lock:
+            if key not in self._entries:
+                raise KeyError(key)
+            self.pinned.add(key)
+
     def discard(self, key: Hashable) -> bool:
         """Remove and release the plan for ``key``; return whether there was one."""
         with self._lock:
+            self.pinned.discard(key)
             entry = self._entries.pop(key, None)
             if entry is not None:
                 self._bytes -= entry.nbytes
@@ -295,6 +331,7 @@ class PlanCache(Generic[V]):
         with self._lock:
             entries = list(self._entries.values())
             self._entries.clear()
+            self.pinned.clear()
             self._bytes = 0
             victims = self._retire(entries)
         self._release(victims)
@@ -334,8 +371,16 @@ class PlanCache(Generic[V]):
     def _shrink(self) -> list[_Entry]:
         evicted = []
         limit = self._maxsize if self._enabled else 0
+        pinned = self.pinned
         while len(self._entries) > limit or self._over_budget():
-            _, entry = self._entries.popitem(last=False)
+            if pinned:  # the least recently used unpinned plan, never the newest
+                newest = next(reversed(self._entries))
+                victim = next((k for k in self._entries if k not in pinned and k != newest), None)
+                if victim is None:
+                    break
+                entry = self._entries.pop(victim)
+            else:
+                _, entry = self._entries.popitem(last=False)
             self._bytes -= entry.nbytes
             evicted.append(entry)
         self._evictions += len(evicted)

@@ -32,7 +32,7 @@ import weakref
 from typing import Any
 
 from nvmath._errors import warn_cleanup_failure
-from nvmath._internal import devices
+from nvmath._internal import devices, event_record
 from nvmath._internal.native_streams import native_stream
 
 __all__ = [
@@ -370,7 +370,7 @@ def record_done(handle: StreamHandle) -> None:
     done = handle._done
     if done is None:
         done = _own_event(handle, drv)
-    devices.check(drv.cuEventRecord(done, ptr), "cuEventRecord")
+    event_record.recorder(drv)(done, ptr)  # (compiled when the path is active)
 
 
 def done_after_every_call(internal: bool, package: str) -> bool:

@@ -304,6 +304,19 @@ class Binder:
                 self.namespace[key] = function
         return function
 
+    def bound_address(self, symbol: str) -> int | None:
+        """The C address ``_p_<symbol>`` calls now (the stub resolved first, loading the library), for a
+        caller that calls it without ctypes; ``None`` when a Python function replaced it (a test's fake,
+        a profiler's wrapper) or it cannot be resolved: such a caller then keeps calling the binding.
+        """
+        function = self.namespace.get("_p_" + symbol)
+        try:
+            if function is None or function is self.stubs.get("_p_" + symbol):
+                function = self.resolve(symbol)
+            return ctypes.cast(function, ctypes.c_void_p).value or None
+        except Exception:  # noqa: BLE001 - a Python replacement (not a C function) or no library
+            return None
+
     def unresolve(self) -> None:
         """Put every stub back (the next call of each function resolves it again); for tests."""
         self.namespace.update(self.stubs)
@@ -311,7 +324,20 @@ class Binder:
 
 def binder(library: str, namespace: dict[str, Any], declared_by: str) -> Binder:
     """The :class:`Binder` for one generated module."""
-    return Binder(library, namespace, declared_by)
+    made = Binder(library, namespace, declared_by)
+    if namespace.get("__name__") == f"nvmath.bindings.{library}":  # the generated module's (not a test's)
+        _BINDERS[library] = made
+    return made
+
+
+_BINDERS: dict[str, Binder] = {}
+
+
+def bound_address(library: str, symbol: str) -> int | None:
+    """:meth:`Binder.bound_address` of the generated module ``nvmath.bindings.<library>`` (``None``: not
+    imported)."""
+    found = _BINDERS.get(library)
+    return found.bound_address(symbol) if found is not None else None
 
 
 def share_globals(namespace: dict[str, Any], checked: types.ModuleType, names: Sequence[str]) -> None:

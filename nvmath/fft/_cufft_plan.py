@@ -53,13 +53,21 @@ def _cufft() -> Any:
 
 
 def _unchecked_exec() -> Any:
-    """``cufftXtExec`` through the unchecked binding (``nvmath.bindings._unchecked.cufft``): no per-call
-    range check. Its arguments are valid by construction: the plan handles come from ``cufftCreate``,
-    the addresses are the buffers' (tensor adapters or our allocations) plus byte offsets computed at
-    plan time, the direction is an ``int`` of a validated :class:`~nvmath.fft.FFTDirection`."""
+    """The caller of ``cufftXtExec(handle, input, output, direction)``: compiled when the path is active
+    (``nvmath._internal.fastpath``), else the unchecked binding (``nvmath.bindings._unchecked.cufft``:
+    no per-call range check). Its arguments are valid by construction: the plan handles come from
+    ``cufftCreate``, the addresses are the buffers' (tensor adapters or our allocations) plus byte
+    offsets computed at plan time, the direction is an ``int`` of a validated
+    :class:`~nvmath.fft.FFTDirection`. It is the only caller of ``cufftXtExec`` (through
+    :meth:`CufftPlan.run`)."""
+    from nvmath._internal import fastpath
     from nvmath.bindings._unchecked import cufft as unchecked
+    from nvmath.bindings.cufft import cuFFTError
 
-    return unchecked.xt_exec
+    return fastpath.bound_caller(
+        "cufft", "cufftXtExec", (0, 0, 0, 0), (0, 1, 2, 3), error=cuFFTError,
+        pure=lambda: unchecked.xt_exec,
+    )  # fmt: skip
 
 
 def cufft_info() -> dict[str, Any]:

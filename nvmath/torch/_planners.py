@@ -18,13 +18,13 @@ the capture check.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any, NamedTuple
 
 import torch
 
 from nvmath._internal import caches
+from nvmath._internal.plan_cache import PlanCache
 from nvmath.linalg.advanced import Matmul
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced._direct import AddressRun, address_run_possible
@@ -176,13 +176,14 @@ class PlannerCache:
             self._autotune = autotune
         else:
             raise ValueError(f"autotune must be a bool or an int >= 1 (iterations); got {autotune!r}")
-        self._maxsize = maxsize
         # key -> [planner, last pointers (None: it holds no operand), its _LinearRun / _ProductRun or None
-        # (None: swap the operands in)]; run_general()'s entries have no third item
-        self._entries: OrderedDict[Hashable, list] = OrderedDict()
-        self._pinned: set[Hashable] = set()
+        # (None: swap the operands in)]; run_general()'s entries have no third item. The PlanCache keeps
+        # the LRU order, hits and evictions; a key is pinned while a CUDA graph may replay its planner.
+        self._cache: PlanCache[list] = PlanCache(
+            maxsize, name="nvmath.torch planner cache", on_evict=_free_entry, pinning=True
+        )
         self._lock = threading.RLock()
-        self._hits = self._misses = self._evictions = 0
+        self._misses = 0
 
     @staticmethod
     def _check_size(maxsize: Any) -> None:
@@ -192,34 +193,29 @@ class PlannerCache:
     @property
     def stats(self) -> CacheStats:
         """The cache's counters and size."""
-        return CacheStats(
-            self._hits, self._misses, self._evictions, len(self._entries), self._maxsize, len(self._pinned)
-        )
+        base, pinned = self._cache.stats, len(self._cache.pinned)
+        return CacheStats(base.hits, self._misses, base.evictions, base.size, base.maxsize, pinned)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._cache)
 
     def planners(self) -> tuple[Matmul, ...]:
         """The cached planners, least recently used first (to inspect, e.g. ``.algorithms[0]`` or
         ``.view.epilog``; do not execute or free them)."""
         with self._lock:
-            return tuple(entry[0] for entry in self._entries.values())
+            cache = self._cache
+            return tuple(cache.peek(key)[0] for key in cache.keys())  # type: ignore[index]
 
     def resize(self, maxsize: int) -> None:
         """Change the bound (evicting least recently used unpinned planners beyond it)."""
         self._check_size(maxsize)
         with self._lock:
-            self._maxsize = maxsize
-            self._evict()
+            self._cache.resize(maxsize)
 
     def clear(self) -> None:
         """Free every planner (do not call while a CUDA graph that used one may still be replayed)."""
         with self._lock:
-            entries = list(self._entries.values())
-            self._entries.clear()
-            self._pinned.clear()
-        for entry in entries:
-            entry[0].free()
+            self._cache.clear()
 
     def run(
         self, a: Any, b: Any, *, epilog: Any = None, epilog_inputs: Mapping[str, Any] | None = None
@@ -243,20 +239,16 @@ class PlannerCache:
             pins = tuple(t.data_ptr() for t in inputs.values())
             key += tuple((n, _tkey(t, p)) for (n, t), p in zip(inputs.items(), pins))
         with self._lock:
-            entry = self._entries.get(key)
+            entry = self._cache.hit(key)  # (under self._lock)
             if entry is None:
-                out = self._plan_and_run(key, a, b, epilog, epilog_inputs, (pa, pb, pins))
-                entry = self._entries.get(key)
-                if entry is not None:  # (None: evicted at once, maxsize being reached with pinned planners)
-                    entry.append(_ProductRun.of(entry, tuple(inputs), out))
+                out, entry = self._plan_and_run(key, a, b, epilog, epilog_inputs, (pa, pb, pins))
+                entry.append(_ProductRun.of(entry, tuple(inputs), out))
                 return out
             run = entry[2]
             if run is None:
                 return self._hit(key, entry, a, b, epilog_inputs, (pa, pb, pins))
-            self._hits += 1
-            self._entries.move_to_end(key)
-            if run.run.workspace_size and key not in self._pinned and capturing(a):
-                self._pinned.add(key)  # (a graph replays the workspace: nothing else of the planner's)
+            if run.run.workspace_size and capturing(a) and key not in self._cache.pinned:
+                self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
             return run(pa, pb, pins)
 
     def linear(self, x: Any, w: Any, b: Any, epilog: Any, *, plan: bool = True) -> tuple[Any, Any] | None:
@@ -290,18 +282,16 @@ class PlannerCache:
                 b.shape, b.stride(), b.dtype, b.device, qb & -qb,
             )  # fmt: skip
         with self._lock:
-            entry = self._entries.get(key)
+            entry = self._cache.hit(key)  # (under self._lock)
             if entry is None:
                 return self._plan_linear(key, x, w, b, epilog) if plan else None
-            self._hits += 1
-            self._entries.move_to_end(key)
             lr = entry[2]
             if lr is None:
                 self._pin_if_capturing(key, x)
                 return self._linear_by_views(entry, x, w, b, epilog)
             run = lr.run
-            if run.workspace_size and key not in self._pinned and capturing(x):
-                self._pinned.add(key)  # (a graph replays the workspace: nothing else of the planner's)
+            if run.workspace_size and capturing(x) and key not in self._cache.pinned:
+                self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
             y = lr.template.new_empty_strided(lr.shape, lr.strides)  # (no dtype/device keywords to parse)
             if lr.x_first:
                 return y, run(px, pw, y.data_ptr())
@@ -309,8 +299,8 @@ class PlannerCache:
 
     def _pin_if_capturing(self, key: Hashable, t: Any) -> None:
         """Pin ``key``'s planner when a CUDA graph is being captured (a graph replays its workspace)."""
-        if key not in self._pinned and capturing(t):
-            self._pinned.add(key)
+        if key not in self._cache.pinned and capturing(t):
+            self._cache.pin(key)
 
     def _linear_views(self, x: Any, w: Any, b: Any, epilog: Any) -> tuple[Any, Any, Any, Any]:
         """``(x2, A, B, epilog_inputs)`` of a Linear layer's product (``x2``: ``x`` as 2-D rows)."""
@@ -324,11 +314,9 @@ class PlannerCache:
         when the planner can (GPU tensors, ``x`` viewed as rows without a copy, ``y``'s layout)."""
         x2, a, bb, inputs = self._linear_views(x, w, b, epilog)
         pins = () if inputs is None else (b.data_ptr(),)
-        out = self._plan_and_run(key, a, bb, epilog, inputs, (a.data_ptr(), bb.data_ptr(), pins))
+        out, entry = self._plan_and_run(key, a, bb, epilog, inputs, (a.data_ptr(), bb.data_ptr(), pins))
         y, extras = self._as_output(out, x, w, epilog)
-        entry = self._entries.get(key)
-        if entry is not None:  # (None: evicted at once, maxsize being reached with pinned planners)
-            entry.append(self._address_run(entry, x, x2, y, epilog, bool(pins)))
+        entry.append(self._address_run(entry, x, x2, y, epilog, bool(pins)))
         return y, extras
 
     @staticmethod
@@ -372,8 +360,6 @@ class PlannerCache:
 
     def _hit(self, key: Hashable, entry: list, a: Any, b: Any, epilog_inputs: Any, ptrs: tuple) -> Any:
         """Run on a cached planner (the caller holds the lock), swapping in only the operands that moved."""
-        self._hits += 1
-        self._entries.move_to_end(key)
         self._pin_if_capturing(key, a)
         return self._swap_and_run(entry, a, b, epilog_inputs, ptrs)
 
@@ -413,13 +399,11 @@ class PlannerCache:
         ]
         key = ("general", epilog, *parts)
         with self._lock:
-            entry = self._entries.get(key)
+            entry = self._cache.hit(key)  # (under self._lock)
             if entry is None:
-                return self._plan_and_run(key, a, b, epilog, epilog_inputs, (), c=c, alpha=alpha, beta=beta)
-            self._hits += 1
-            self._entries.move_to_end(key)
-            if key not in self._pinned and capturing(a):
-                self._pinned.add(key)
+                made = self._plan_and_run(key, a, b, epilog, epilog_inputs, (), c=c, alpha=alpha, beta=beta)
+                return made[0]
+            self._pin_if_capturing(key, a)
             mm = entry[0]
             mm.reset_operands_unchecked(a=a, b=b, c=c, alpha=alpha, beta=beta, epilog_inputs=epilog_inputs)
             return self._execute(entry, mm, ())
@@ -427,8 +411,9 @@ class PlannerCache:
     def _plan_and_run(
         self, key: Hashable, a: Any, b: Any, epilog: Any, epilog_inputs: Any, ptrs: tuple, *, c: Any = None,
         alpha: Any = None, beta: Any = None,
-    ) -> Any:  # fmt: skip
-        """Plan (and autotune, if asked) the planner of a new problem, run it and cache it (lock held)."""
+    ) -> tuple[Any, list]:  # fmt: skip
+        """Plan (and autotune, if asked) the planner of a new problem, run it and cache it (lock held):
+        ``(what it returned, its cache entry)``."""
         refuse_planning("nvmath.torch would plan a new matmul (first use of these shapes)", a)
         self._misses += 1
         mm = Matmul(a, b, c, alpha=alpha, beta=beta, options=_options(a, b, self._keep))
@@ -441,19 +426,13 @@ class PlannerCache:
         except BaseException:
             mm.free()
             raise
-        self._entries[key] = entry
-        self._evict()
-        return out
+        self._cache.put(key, entry)  # (evicts the least recently used unpinned planners beyond the bound)
+        return out, entry
 
-    def _evict(self) -> None:
-        """Free least recently used planners beyond the bound (never a pinned one, nor the newest)."""
-        while len(self._entries) > self._maxsize:
-            newest = next(reversed(self._entries))
-            victim = next((k for k in self._entries if k not in self._pinned and k != newest), None)
-            if victim is None:
-                return
-            self._entries.pop(victim)[0].free()
-            self._evictions += 1
+
+def _free_entry(entry: list) -> None:
+    """Free an evicted or cleared entry's planner."""
+    entry[0].free()
 
 
 default_cache = caches.register("nvmath.torch: default planner cache", PlannerCache())

@@ -305,3 +305,68 @@ def test_byte_budget_arguments_are_checked():
         PlanCache(4, max_bytes=-1, nbytes=len)
     with pytest.raises(TypeError):
         PlanCache(4, max_bytes=10, nbytes=3)
+
+
+# -- pinning (pinning=True) ---------------------------------------------------------------------------
+
+
+def test_pinned_plan_is_never_evicted_by_the_bound():
+    """A pinned key stays beyond maxsize; the least recently used unpinned plan goes instead, and the
+    newest plan is kept even when only pinned ones remain (the cache then runs over its bound)."""
+    c = PlanCache(2, pinning=True)
+    plans = {k: Plan(k) for k in "abcd"}
+    c.put("a", plans["a"])
+    c.pin("a")
+    c.put("b", plans["b"])
+    c.put("c", plans["c"])  # over the bound: b (unpinned, least recent) goes, pinned a stays
+    assert list(c.keys()) == ["a", "c"] and plans["b"].freed == 1 and plans["a"].freed == 0
+    c.pin("c")
+    c.put("d", plans["d"])  # a and c pinned: the newest is kept over the bound
+    assert list(c.keys()) == ["a", "c", "d"] and c.pinned == {"a", "c"}
+    c.resize(1)
+    assert list(c.keys()) == ["a", "c", "d"] and c.stats.evictions == 1
+
+
+def test_clear_and_discard_release_pinned_plans():
+    """clear() and discard() release pinned plans and forget the pins."""
+    c = PlanCache(4, pinning=True)
+    a, b = Plan("a"), Plan("b")
+    c.put("a", a)
+    c.put("b", b)
+    c.pin("a")
+    c.pin("b")
+    assert c.discard("a") and a.freed == 1 and c.pinned == {"b"}
+    c.clear()
+    assert b.freed == 1 and c.pinned == set() and len(c) == 0
+
+
+def test_pin_refuses_without_pinning_and_unknown_keys():
+    """pin() on a cache made without pinning is a ValueError naming the option; an uncached key a
+    KeyError."""
+    c = PlanCache(2)
+    c.put("a", Plan("a"))
+    with pytest.raises(ValueError, match="pinning=True"):
+        c.pin("a")
+    with pytest.raises(KeyError):
+        PlanCache(2, pinning=True).pin("missing")
+
+
+def test_peek_counts_nothing():
+    """peek() returns the plan (or None) without counting a hit or a miss or changing the LRU order."""
+    c = PlanCache(2)
+    a = Plan("a")
+    c.put("a", a)
+    c.put("b", Plan("b"))
+    assert c.peek("a") is a and c.peek("zz") is None
+    assert (c.stats.hits, c.stats.misses) == (0, 0) and list(c.keys()) == ["a", "b"]
+
+
+def test_hit_counts_a_hit_and_no_miss():
+    """hit() (the lock-free lookup of an owner holding its own lock) marks the plan most recent and
+    counts a hit; a missing key returns None and counts nothing."""
+    c = PlanCache(2)
+    a = Plan("a")
+    c.put("a", a)
+    c.put("b", Plan("b"))
+    assert c.hit("a") is a and c.hit("zz") is None
+    assert (c.stats.hits, c.stats.misses) == (1, 0) and list(c.keys()) == ["b", "a"]

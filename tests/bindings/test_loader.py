@@ -235,3 +235,18 @@ def test_distributed_wheel_found_on_sys_path(monkeypatch: pytest.MonkeyPatch, tm
     info = _loader.library_info("nccl")
     assert info["path"] == str(lib_dir / "libnccl.so.2")
     assert info["found_via"] == "nvidia namespace package on sys.path"
+
+
+def test_bound_address_reads_what_the_generated_binding_calls(monkeypatch) -> None:
+    """bound_address gives the C address a generated module's ``_p_<symbol>`` calls now (a ctypes
+    function put there), ``None`` for a Python replacement; a binder made over another namespace (as
+    above) does not replace the generated module's in the registry."""
+    from nvmath.bindings import cublasLt
+
+    _loader.binder("cublasLt", {}, "cuBLASLt 99.1.0")  # a test namespace: not registered
+    cfunc = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 0)
+    monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", cfunc)
+    assert _loader.bound_address("cublasLt", "cublasLtMatmul") == ctypes.cast(cfunc, ctypes.c_void_p).value
+    monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", lambda *args: 0)
+    assert _loader.bound_address("cublasLt", "cublasLtMatmul") is None
+    assert _loader.bound_address("not-a-library", "f") is None

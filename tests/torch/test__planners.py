@@ -5,6 +5,12 @@ from __future__ import annotations
 import pytest
 
 
+def _entries(cache):
+    """The cache's entries ([planner, last pointers, run]), least recently used first (white-box)."""
+    store = cache._cache  # noqa: SLF001 - the PlanCache under the planner cache
+    return [store.peek(key) for key in store.keys()]
+
+
 def _f64(torch, *shape):
     """Random float64 data at a 256-byte aligned address (the alignment is part of a planner's key)."""
     n = 1
@@ -93,7 +99,7 @@ def test_products_run_on_addresses_with_new_operands(torch, nt, fake_gpu, monkey
     out, aux = cache.run(a2.mT, g2, epilog=E.BGRADB)
     torch.testing.assert_close(out, a2.mT @ g2)
     torch.testing.assert_close(aux["bgradb"].reshape(-1), g2.sum(0))
-    assert [entry[2] is not None for entry in cache._entries.values()] == [True, True]
+    assert [entry[2] is not None for entry in _entries(cache)] == [True, True]
     assert cache.stats.hits == 3 and cache.stats.misses == 2
 
 
@@ -151,7 +157,7 @@ def test_keep_operands_false_holds_no_tensor_between_calls(torch, nt, fake_gpu):
         cache.run(a2, _f64(torch, 4, 5) * 0 + 1), a2 @ torch.ones(4, 5, dtype=torch.float64)
     )
     assert nt.compiled_cache.stats.maxsize == 64 and nt.compiled_cache._keep is False
-    (mm, *_), *_ = cache._entries.values()
+    (mm, *_), *_ = _entries(cache)
     assert type(mm._options.allocator).__name__ == "_OutsideTorchPools"  # workspaces outside torch's pools
 
 
@@ -219,7 +225,7 @@ def test_linear_batched_input_and_the_copying_reshape_fallback(torch, nt, fake_g
     for _ in range(2):
         x = _f64(torch, 5, 2, 4).transpose(0, 1)
         torch.testing.assert_close(cache.linear(x, w, b, E.BIAS)[0], _linear_ref(torch, x, w, b))
-    runs = [entry[2] is not None for entry in cache._entries.values()]
+    runs = [entry[2] is not None for entry in _entries(cache)]
     assert runs == [True, False] and cache.stats.hits == 2
 
 
@@ -300,7 +306,7 @@ def test_linear_address_hits_on_the_gpu(torch_cuda, nt, m):
             check(torch.randn(m, 512, device="cuda", dtype=torch.bfloat16))
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
-    assert cache.stats.misses == 1 and [e[2] is not None for e in cache._entries.values()] == [True]
+    assert cache.stats.misses == 1 and [e[2] is not None for e in _entries(cache)] == [True]
 
 
 def test_planners_lists_the_cached_planners_least_recent_first(torch, nt, fake_gpu):
@@ -335,7 +341,7 @@ def test_cache_plans_small_products_with_the_small_cap(torch, nt, fake_gpu):
     cache = nt.PlannerCache(2)
     a, b = _f64(torch, 3, 4), _f64(torch, 4, 5)
     torch.testing.assert_close(cache.run(a, b), a @ b)
-    (mm, *_), *_ = cache._entries.values()
+    (mm, *_), *_ = _entries(cache)
     assert mm._options.memory_limit == 1 << 20
 
 
@@ -390,3 +396,23 @@ def test_module_caches_are_registered_and_cleared_by_clear_all(torch, nt, fake_g
     planner = nt.default_cache.planners()[0]
     caches.clear_all()
     assert len(nt.default_cache) == 0 and not planner.is_planned
+
+
+
+def test_planner_cache_keeps_its_planners_in_a_pinning_plan_cache(torch, nt, fake_gpu):
+    """The planner cache stores its planners in the package's PlanCache (made with pinning): its stats
+    are that cache's hits/evictions/size, and resize() frees the least recently used planner."""
+    from nvmath._internal.plan_cache import PlanCache
+
+    cache = nt.PlannerCache(3)
+    store = cache._cache  # noqa: SLF001 - white-box: the PlanCache under it
+    assert isinstance(store, PlanCache)
+    a, b = _f64(torch, 3, 4), _f64(torch, 4, 5)
+    for m in (2, 3, 5):
+        x = _f64(torch, m, 4)
+        torch.testing.assert_close(cache.run(x, b), x @ b)
+    first = cache.planners()[0]
+    torch.testing.assert_close(cache.run(a, b), a @ b)  # a hit (3 x 4 was planned)
+    assert cache.stats.hits == store.stats.hits == 1 and cache.stats.size == store.stats.size == 3
+    cache.resize(2)
+    assert not first.is_planned and cache.stats.evictions == store.stats.evictions == 1

@@ -10,8 +10,11 @@ sequence every execute path shares (``Matmul.execute``, the stateless ``matmul``
 is the bare call autotuning times.
 
 The library call itself goes through one *caller* made by :data:`make_caller` from the fixed
-arguments: the pure-Python caller below is the reference; a compiled twin (``nvmath._fastcall``)
-may replace the factory, taking the same arguments and making the same call.
+arguments: :func:`compiled_caller`, an ``nvmath._fastcall.FastCall`` holding the descriptor, scalars
+and layouts with the handle, operands, algorithm, workspace and stream as its per-call slots, when the
+compiled path is active; else :func:`python_caller`, the reference, over the unchecked binding. Both
+take the same arguments and make the same call (the handle, algorithm and workspace stay per-call
+values: the thread's handle, ``select()`` and a regrown workspace change them between calls).
 
 A launch belongs to the plan it was built from: re-planning builds a new one, so a launch never
 runs a stale layout; :meth:`MatmulLaunch.close` (the planner's ``free()``, or a replaced plan) makes
@@ -24,13 +27,14 @@ from collections.abc import Callable
 from typing import Any
 
 from nvmath._errors import InvalidMatmulState
-from nvmath._internal import streams
+from nvmath._internal import fastpath, streams
 from nvmath._internal.memory import Workspace
 from nvmath._internal.streams import StreamHandle
 from nvmath.bindings._unchecked import cublasLt as lt_unchecked
+from nvmath.bindings.cublasLt import cuBLASLtError
 from nvmath.linalg.advanced import _handles
 
-__all__ = ["BoundWorkspace", "Caller", "MatmulLaunch", "make_caller", "python_caller"]
+__all__ = ["BoundWorkspace", "Caller", "MatmulLaunch", "compiled_caller", "make_caller", "python_caller"]
 
 Caller = Callable[[int, int, int, int, int, int, int, int, int], None]
 """``call(lt_handle, a, b, c, d, algo, workspace, workspace_size, stream)``: one ``cublasLtMatmul``."""
@@ -54,7 +58,28 @@ def python_caller(desc: int, alpha: int, la: int, lb: int, beta: int, lc: int, l
     return call
 
 
-make_caller: Callable[..., Caller] = python_caller
+# cublasLtMatmul(handle, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, ws, ws_size,
+# stream):
+# the positions a call fills, in Caller's order (handle, a, b, c, d, algo, ws, ws_size, stream)
+_SLOTS = (0, 3, 5, 8, 10, 12, 13, 14, 15)
+
+
+def compiled_caller(desc: int, alpha: int, la: int, lb: int, beta: int, lc: int, ld: int) -> Caller:
+    """The compiled caller of ``cublasLtMatmul`` with these fixed arguments, or :func:`python_caller`'s
+    when the compiled path is off or the binding calls a Python function (a fake GPU, a profiler).
+
+    The ``FastCall`` holds raw addresses: the launch keeps their owners (the plan, the scalars' buffer)
+    alive as long as the caller. A nonzero status raises :class:`~nvmath.bindings.cublasLt.cuBLASLtError`
+    as the binding does.
+    """
+    fixed = (0, desc, alpha, 0, la, 0, lb, beta, 0, lc, 0, ld, 0, 0, 0, 0)
+    return fastpath.bound_caller(  # type: ignore[no-any-return]
+        "cublasLt", "cublasLtMatmul", fixed, _SLOTS, error=cuBLASLtError,
+        pure=lambda: python_caller(desc, alpha, la, lb, beta, lc, ld),
+    )  # fmt: skip
+
+
+make_caller: Callable[..., Caller] = compiled_caller
 """The factory of launch callers (the seam a compiled twin replaces; see the module notes)."""
 
 
@@ -98,19 +123,22 @@ class MatmulLaunch:
         aux: the plan's :class:`~._aux.AuxOutputs`, or ``None``.
         done_always: record the done event on a mortal stream after every run, not only after runs
             that used the workspace (:func:`~nvmath._internal.streams.done_after_every_call`).
+        keep: the owner of the ``scalars`` memory, held as long as the launch (its caller may be a
+            compiled one holding the raw addresses).
     """
 
     __slots__ = (
-        "_aux", "_broadcast", "_c_is_d", "_call", "_device", "_done_always", "_lt_handle", "_staged",
+        "_aux", "_broadcast", "_c_is_d", "_call", "_device", "_done_always", "_keep", "_lt_handle", "_staged",
         "_staged_a", "_workspace", "algo", "closed", "device_id", "plan", "run", "swap",
     )  # fmt: skip
 
     def __init__(
         self, plan: Any, scalars: tuple[int, int], workspace: BoundWorkspace, device_id: int, package: str, *,
         lt_handle: int | None = None, staged: Any = None, aux: Any = None, done_always: bool = False,
+        keep: Any = None,
     ):  # fmt: skip
         lay = plan.layouts
-        self.plan = plan
+        self.plan, self._keep = plan, keep  # (the owners of the caller's fixed addresses)
         self._call = make_caller(
             plan.desc.ptr, scalars[0], lay.a.ptr, lay.b.ptr, scalars[1], lay.c.ptr, lay.d.ptr
         )

@@ -297,6 +297,7 @@ class Matmul(FreedOnExit):
                     old, self._scalars, self._ws, self._device_id, self._spec.package,
                     lt_handle=self._spec.options.handle,
                     done_always=streams.done_after_every_call(False, self._spec.package),
+                    keep=self._scalar_buf,
                 )  # fmt: skip
             else:
                 old.close()
@@ -309,6 +310,7 @@ class Matmul(FreedOnExit):
         self._launcher = MatmulLaunch(
             plan, self._scalars, self._ws, self._device_id, self._spec.package,
             lt_handle=self._spec.options.handle, staged=staged, aux=self._aux, done_always=done_always,
+            keep=self._scalar_buf,
         )  # fmt: skip
         # stateless calls may pass bare addresses: GPU operands, out of place, no epilog inputs or scales
         self._pointer_ok = (
@@ -452,7 +454,7 @@ class Matmul(FreedOnExit):
         for p in plans:
             launch = installed
             if p is not self._plan:  # another formulation (no staged copy, no aux outputs)
-                launch = MatmulLaunch(p, self._scalars, self._ws, self._device_id, "")
+                launch = MatmulLaunch(p, self._scalars, self._ws, self._device_id, "", keep=self._scalar_buf)
             calls += [(launch.enqueue, a.algo_ptr) for a in p.algorithms]
         installed.prepare(handle)  # type: ignore[union-attr]
 
@@ -559,11 +561,13 @@ class Matmul(FreedOnExit):
                 self._alpha[0] = 1
                 self._alpha_is_one = True
         else:
-            spec = self._spec
-            self._alpha[0], self._beta[0] = check_alpha_beta(
-                alpha, beta, has_c=spec.has_c, scale_dtype=spec.types.scale_dtype
-            )
-            self._alpha_is_one = False
+            has_c, scale_dtype = self._spec.has_c, self._spec.types.scale_dtype
+            self._commit_scalars(*check_alpha_beta(alpha, beta, has_c=has_c, scale_dtype=scale_dtype))
+
+    def _commit_scalars(self, alpha: Any, beta: Any) -> None:
+        """Store checked host scalars: the one writer of ``_alpha`` / ``_beta`` (``reset`` calls it too)."""
+        self._alpha[0], self._beta[0] = alpha, beta
+        self._alpha_is_one = False
 
     def _forget(self) -> None:
         """Drop the caller's tensors after a stateless call (device copies of host tensors stay)."""

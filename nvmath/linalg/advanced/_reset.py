@@ -24,7 +24,8 @@ __all__ = ["Resettable", "repoint", "reset"]
 
 
 class Resettable(Protocol):
-    """What :func:`reset` reads and writes of a :class:`~._planner.Matmul` (nothing else)."""
+    """What :func:`reset` reads of a :class:`~._planner.Matmul`; it writes none of these members itself
+    (the planner's own methods, and the slots' and lifecycle's, change them)."""
 
     _spec: Any  # the planner's _spec.Spec
     _slots: dict[str, Any]  # operand name -> _operands.Slot
@@ -33,9 +34,10 @@ class Resettable(Protocol):
     _lifecycle: Lifecycle
     _alpha: np.ndarray  # the host scalars cuBLASLt reads (length-1 views)
     _beta: np.ndarray
-    _alpha_is_one: bool
 
     def _get_stream(self, stream: Any) -> StreamHandle: ...
+
+    def _commit_scalars(self, alpha: Any, beta: Any) -> None: ...
 
 
 def reset(
@@ -79,8 +81,7 @@ def reset(
     for n, w in wrapped.items():  # commit: nothing below raises for validated input
         mm._slots[n].replace(w, handle)
     if scalars is not None:
-        mm._alpha[0], mm._beta[0] = scalars
-        mm._alpha_is_one = False
+        mm._commit_scalars(*scalars)
     for n, value in scale_values.items():
         mm._scales[n].replace(value, spec.package, spec.user_device, handle)
         repoint(mm, "scale:" + n, mm._scales[n].ptr)

@@ -41,6 +41,7 @@ from nvmath.bindings import cublas
 from nvmath.bindings._unchecked import cublas as cublas_unchecked
 from nvmath.bindings.cublas import ComputeType, CudaDataType, Operation
 from nvmath.linalg.generic._batching import batch_plan
+from nvmath.linalg.generic._launch import GemmLaunch
 from nvmath.linalg.generic._traits import Layout, Traits
 
 __all__ = [
@@ -231,6 +232,10 @@ class GemmProgram(GpuProgram):
         )
         self.count = c_int("the batch count of one strided launch", plan.count)
         self.enums = (int(self.l1.op), int(self.l2.op), int(self.types.data), int(self.types.compute))
+        self.launcher = GemmLaunch(
+            self.enums, (self.m, self.n, self.k), self.lds, self.strides, plan.count, plan.offsets,
+            self.itemsize, int(_ALGO),
+        )  # fmt: skip
 
     def launch(self, handle, stream, ptrs, alpha, beta, has_c, scratch):
         if self.empty:
@@ -240,29 +245,13 @@ class GemmProgram(GpuProgram):
         self.run(handle, ptrs[self.traits.x1], ptrs[self.x2], ptrs["d"], s.alpha, s.beta)
 
     def run(self, handle: int, p1: int, p2: int, pd: int, alpha: int, beta: int) -> None:
-        """The launches with pointers to matrix 0 and host scalar addresses.
+        """The launches with pointers to matrix 0 and host scalar addresses (:class:`~._launch.GemmLaunch`).
 
-        Unchecked bindings: m, n, k, the leading dimensions, strides and count were range-checked when
-        the program was built; the ops, types and algorithm are cuBLAS enums; ``handle`` comes from
-        :func:`get_handle`; the pointers are tensor addresses plus offsets inside the tensors.
+        m, n, k, the leading dimensions, strides and count were range-checked when the program was
+        built; the ops, types and algorithm are cuBLAS enums; ``handle`` comes from :func:`get_handle`;
+        the pointers are tensor addresses plus offsets inside the tensors.
         """
-        isz = self.itemsize
-        op1, op2, dt, compute = self.enums
-        ld1, ld2, ldd = self.lds
-        plan = self.plan
-        for off in plan.offsets:
-            q1, q2, qd = p1 + off["x1"] * isz, p2 + off["x2"] * isz, pd + off["d"] * isz
-            if plan.count == 1:
-                cublas_unchecked.gemm_ex(
-                    handle, op1, op2, self.m, self.n, self.k, alpha, q1, dt, ld1, q2, dt, ld2, beta, qd, dt,
-                    ldd, compute, _ALGO,
-                )  # fmt: skip
-            else:
-                s1, s2, sd = self.strides
-                cublas_unchecked.gemm_strided_batched_ex(
-                    handle, op1, op2, self.m, self.n, self.k, alpha, q1, dt, ld1, s1, q2, dt, ld2, s2, beta,
-                    qd, dt, ldd, sd, self.count, compute, _ALGO,
-                )  # fmt: skip
+        self.launcher.run(handle, p1, p2, pd, alpha, beta)
 
 
 class _PerMatrix(GpuProgram):

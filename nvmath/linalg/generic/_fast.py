@@ -74,7 +74,8 @@ def torch_gemm(
 
     ``workspace()`` gives the planner's current ``(workspace, scratch)`` (a cached plan's caller holds
     the lock of shared ones). torch's current stream (``stream=None``) is memoised (one raw read per
-    call); the host scalars are written only when they change.
+    call, through the planners' :class:`~nvmath._internal.streams.CallerStream`); the host scalars are
+    written only when they change.
     """
     from nvmath.linalg.generic._cublas import bind, get_handle
 
@@ -88,15 +89,17 @@ def torch_gemm(
     dense_c = t.order == "row"
     has_c = problem.has_c
     gemm = _gemm_runner(program)
-    raw = streams.torch_raw_stream()
-    last: list[Any] = [None]  # the memoised current stream handle
+    # the planners' stream resolver; its memo of the current stream is compared inline (a method call
+    # per hit would cost ~0.07 µs), a miss or an explicit stream goes through it
+    caller_stream = streams.CallerStream(dev, "torch")
+    raw = caller_stream.current
 
     def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
         alpha, beta = _checked(alpha, beta, check)
         if stream is None:
-            sh = last[0]
-            if sh is None or sh.ptr != raw(dev):
-                sh = last[0] = streams.current_stream(dev, "torch")
+            sh = caller_stream.last
+            if sh is None or raw is None or sh.ptr != raw(dev):
+                sh = caller_stream(None)
             d = (
                 torch.empty(shape, dtype=tdt, device=device)
                 if dense_c
@@ -105,7 +108,7 @@ def torch_gemm(
             if has_c:
                 d.copy_(c.detach())
         else:
-            sh = streams.get_stream(stream, device_id=dev, package="torch")
+            sh = caller_stream(stream)
             with torch.cuda.stream(streams.native_stream(sh, "torch")):
                 d = torch.empty_strided(shape, strides, dtype=tdt, device=device)
                 if has_c:

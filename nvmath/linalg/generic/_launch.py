@@ -1,0 +1,96 @@
+"""The one place that calls cuBLAS's dense GEMM for the generic matmul: :class:`GemmLaunch`.
+
+A :class:`~._cublas.GemmProgram` builds one when it is prepared: it holds every argument of the
+program's ``cublasGemmEx`` (one matrix per launch) or ``cublasGemmStridedBatchedEx`` (a strided batch)
+that does not change between calls -- ops, sizes, leading dimensions, types, compute type, algorithm,
+batch strides and count -- and a call gives the handle, the host scalar addresses and the matrix
+addresses. The call goes through a compiled ``nvmath._fastcall.FastCall`` when the compiled path is
+active and the binding calls C (``nvmath._internal.fastpath.bound_caller``), else through the unchecked
+binding (the reference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from nvmath._internal import fastpath
+from nvmath.bindings import cublas
+from nvmath.bindings._unchecked import cublas as cublas_unchecked
+
+__all__ = ["GemmLaunch"]
+
+# per-call positions, in call order (handle, alpha, x1, x2, beta, d)
+_GEMM_SLOTS = (0, 6, 7, 10, 13, 14)
+_STRIDED_SLOTS = (0, 6, 7, 11, 15, 16)
+
+
+class GemmLaunch:
+    """The fixed arguments of one program's GEMM launches; :meth:`run` makes them.
+
+    Args:
+        enums: ``(op1, op2, data type, compute type)`` as ints.
+        mnk: ``(m, n, k)``; lds: the leading dimensions of x1, x2 and d.
+        strides: the batch strides of x1, x2, d (elements); count: matrices per strided launch
+            (1: ``cublasGemmEx``).
+        offsets: per launch, ``{"x1", "x2", "d"}`` element offsets of matrix 0; itemsize: bytes per element.
+        algo: the cuBLAS algorithm enum.
+    """
+
+    __slots__ = ("call", "offsets")
+
+    def __init__(
+        self, enums: tuple[int, int, int, int], mnk: tuple[int, int, int], lds: tuple[int, int, int],
+        strides: tuple[int, int, int], count: int, offsets: Any, itemsize: int, algo: int,
+    ):  # fmt: skip
+        self.offsets = tuple((o["x1"] * itemsize, o["x2"] * itemsize, o["d"] * itemsize) for o in offsets)
+        self.call: Callable[[int, int, int, int, int, int], Any] = _caller(
+            enums, mnk, lds, strides, count, algo
+        )
+
+    def run(self, handle: int, p1: int, p2: int, pd: int, alpha: int, beta: int) -> None:
+        """Every launch with pointers to matrix 0 (``p1``, ``p2``: x1, x2) and host scalar addresses."""
+        call = self.call
+        for o1, o2, od in self.offsets:
+            call(handle, alpha, p1 + o1, p2 + o2, beta, pd + od)
+
+
+def _caller(enums: Any, mnk: Any, lds: Any, strides: Any, count: int, algo: int) -> Callable[..., Any]:
+    op1, op2, dt, compute = enums
+    m, n, k = mnk
+    ld1, ld2, ldd = lds
+    if count == 1:
+        fixed = (0, op1, op2, m, n, k, 0, 0, dt, ld1, 0, dt, ld2, 0, 0, dt, ldd, compute, algo)
+
+        def pure() -> Callable[..., Any]:
+            gemm = cublas_unchecked.gemm_ex
+
+            def call(handle: int, alpha: int, q1: int, q2: int, beta: int, qd: int) -> None:
+                gemm(
+                    handle, op1, op2, m, n, k, alpha, q1, dt, ld1, q2, dt, ld2, beta, qd, dt, ldd, compute,
+                    algo,
+                )  # fmt: skip
+
+            return call
+
+        return fastpath.bound_caller(
+            "cublas", "cublasGemmEx", fixed, _GEMM_SLOTS, error=cublas.cuBLASError, pure=pure
+        )
+    s1, s2, sd = strides
+    fixed = (0, op1, op2, m, n, k, 0, 0, dt, ld1, s1, 0, dt, ld2, s2, 0, 0, dt, ldd, sd, count, compute, algo)
+
+    def pure_strided() -> Callable[..., Any]:
+        gemm = cublas_unchecked.gemm_strided_batched_ex
+
+        def call(handle: int, alpha: int, q1: int, q2: int, beta: int, qd: int) -> None:
+            gemm(
+                handle, op1, op2, m, n, k, alpha, q1, dt, ld1, s1, q2, dt, ld2, s2, beta, qd, dt, ldd, sd,
+                count, compute, algo,
+            )  # fmt: skip
+
+        return call
+
+    return fastpath.bound_caller(
+        "cublas", "cublasGemmStridedBatchedEx", fixed, _STRIDED_SLOTS, error=cublas.cuBLASError,
+        pure=pure_strided,
+    )  # fmt: skip
