@@ -214,7 +214,8 @@ class SolverBase(FreedOnExit):
                 raise
             old, self._ctx, self._gpu = self._ctx, ctx, state
             self._invalidate()
-            if old is not None:
+            if old is not None:  # the guard's flags were re-allocated in ctx above
+                self._last_info = None  # the old status lives in old's memory
                 old.close()
         self._lifecycle.mark_planned()
 
@@ -239,8 +240,15 @@ class SolverBase(FreedOnExit):
         self._operands = {}
         self._lifecycle.mark_operands_released()
 
+    def _forget_device_status(self) -> None:
+        """Drop the last execution's status and non-finite flags: they live in the context being closed
+        (reading them afterwards would read freed memory)."""
+        self._last_info = None
+        self._nonfinite.release()
+
     def _free(self) -> None:
         ctx, self._ctx, self._gpu = self._ctx, None, None
+        self._forget_device_status()
         if ctx is not None:
             ctx.close()
         self._operands = {}
@@ -416,7 +424,8 @@ class SolverBase(FreedOnExit):
         """Raise :class:`nvmath.LinAlgError` if the last factorization or execution failed for any matrix.
 
         On the GPU this reads the device ``info`` array (a host synchronization). Returns ``None``
-        when every matrix succeeded or nothing was computed yet.
+        when every matrix succeeded or nothing was computed yet -- under the current plan: ``free()``
+        and a new plan on the GPU release the memory the status lived in, so they clear it.
         """
         record = self._last_info
         if record is None:

@@ -98,6 +98,12 @@ class NonFiniteGuard:
         if self._flags is None or self._ctx is not ctx or self._flags.count < max(count, 1):
             self._flags, self._ctx = InfoArray(ctx, max(count, 1)), ctx
 
+    def release(self) -> None:
+        """Forget the device flags and the last scan (at ``free()`` and re-planning: the flags' memory
+        belongs to the context being closed, and must neither be read nor kept alive from here)."""
+        self._flags = self._ctx = self._mask = None
+        self._on_device, self._batch = False, ()
+
     def scan_device(
         self, ctx: Any, work: Any, cols: int | None = None, batch: tuple[int, ...] | None = None
     ) -> None:
