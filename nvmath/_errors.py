@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 
 __all__ = [
     "NvmathError",
@@ -100,12 +101,18 @@ class CudaLibraryError(NvmathError):
 _NO_DEVICE_STATUSES = ("NOT_INITIALIZED", "INTERNAL_ERROR", "SETUP_FAILED", "INVALID_DEVICE")
 
 
+# The "is there a usable GPU" probe, registered by ``nvmath._internal.devices`` when it is imported
+# (which ``import nvmath`` always does). This module stays the bottom of the package: it imports
+# nothing of ours, so the probe is handed in rather than imported. ``None``: no probe, so the hint
+# is given (as when the probe cannot be run).
+gpu_probe: Callable[[], bool] | None = None
+
+
 def _no_device_hint() -> str:
     """A hint to add to an error when no usable NVIDIA GPU or driver was found ('' when there is one)."""
+    probe = gpu_probe
     try:
-        from nvmath._internal.devices import gpu_available
-
-        if gpu_available():
+        if probe is not None and probe():
             return ""
     except Exception:  # noqa: BLE001 - a hint never raises
         pass

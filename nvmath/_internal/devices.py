@@ -17,6 +17,7 @@ import logging
 import threading
 from typing import Any
 
+from nvmath import _errors
 from nvmath._errors import LibraryNotFoundError, NotSupportedError
 
 __all__ = [
@@ -103,6 +104,16 @@ def gpu_available() -> bool:
             logger.debug("no usable GPU: %s", exc)
             _GPU_AVAILABLE = False
     return _GPU_AVAILABLE
+
+
+def _gpu_probe_for_errors() -> bool:
+    """``gpu_available()`` looked up at call time (so a replaced ``gpu_available`` is honoured)."""
+    return gpu_available()
+
+
+# nvmath._errors adds "no NVIDIA GPU or CUDA driver was found" to library errors only when this
+# probe says so; registered here because _errors must not import this module (it is the bottom).
+_errors.gpu_probe = _gpu_probe_for_errors
 
 
 def device_count() -> int:

@@ -26,9 +26,9 @@ import numpy as np
 
 from nvmath._errors import LinAlgError
 from nvmath._internal.tensors import TensorAdapter, check_consistent, wrap
-from nvmath.linalg._solvers._nonfinite import NONFINITE_INFO
 
 __all__ = [
+    "NONFINITE_INFO",
     "SUPPORTED_DTYPES",
     "MatrixSpec",
     "RhsSpec",
@@ -46,6 +46,12 @@ __all__ = [
     "rhs_spec",
     "wrap_operands",
 ]
+
+NONFINITE_INFO = -(2**31)
+"""The ``info`` value (in :attr:`nvmath.LinAlgError.info`) of a matrix whose input held NaN or Inf.
+
+Defined here, the lowest of the solver modules, so that :func:`describe_info` can name it without
+importing ``_nonfinite`` (which needs ``_gpu``, which needs this module); ``_nonfinite`` re-exports it."""
 
 SUPPORTED_DTYPES: tuple[str, ...] = ("float32", "float64", "complex64", "complex128")
 """The element types every dense solver accepts."""

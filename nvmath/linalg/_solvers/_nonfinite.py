@@ -24,11 +24,9 @@ from typing import Any
 import numpy as np
 
 from nvmath._internal.tensors import TensorAdapter, is_dense
+from nvmath.linalg._solvers._common import NONFINITE_INFO  # defined there (lowest module); re-exported
 
 __all__ = ["NONFINITE_INFO", "NonFiniteGuard", "block_layout"]
-
-NONFINITE_INFO = -(2**31)
-"""The ``info`` value (in :attr:`nvmath.LinAlgError.info`) of a matrix whose input held NaN or Inf."""
 
 
 def block_layout(shape: tuple[int, ...], strides: tuple[int, ...], nb: int) -> bool:
