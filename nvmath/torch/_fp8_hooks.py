@@ -23,6 +23,8 @@ def setup(module: torch.nn.Module, recipe: Any, device: Any) -> None:
 
     module.fp8 = check_layer_recipe(recipe)
     if recipe is not None and not isinstance(recipe, _fp8.MXFP8BlockScaling):
+        from nvmath.torch import _fp8_ops  # noqa: F401  (the custom ops its state is for, before any trace)
+
         module.add_module("fp8_state", _fp8_linear.FP8LinearState(recipe, device))
 
 
@@ -47,17 +49,20 @@ def linear_forward(
     module: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:
     """``module``'s forward in FP8 under its recipe (or the autocast's), its state made on first use."""
-    from nvmath.torch import _fp8_linear
+    from nvmath.torch import _fp8_linear, _fp8_ops
 
     recipe = module.fp8 if module.fp8 is not None else _fp8.current_recipe()
     state = _fp8_linear.layer_state(module, recipe, weight.device)
+    if torch.compiler.is_compiling():  # the custom op torch.compile traces (nvmath.torch._fp8_ops)
+        _fp8_linear.check_input(x, weight)
+        return _fp8_ops.fp8_linear_compiled(x, weight, bias, module.activation, state)
     return _fp8_linear.fp8_linear(x, weight, bias, module.activation, state)
 
 
 def mlp_forward(module: Any, x: torch.Tensor) -> torch.Tensor:
     """An MLP block's forward in FP8: one fused block (:mod:`._fp8_mlp`) where it applies (GELU,
     bfloat16 / float16, one recipe), else its two FP8 Linear layers."""
-    from nvmath.torch import _fp8_linear, _fp8_mlp
+    from nvmath.torch import _fp8_linear, _fp8_mlp, _fp8_ops
 
     f1, f2 = module.fc1, module.fc2
     r1 = f1.fp8 if f1.fp8 is not None else _fp8.current_recipe()
@@ -68,4 +73,7 @@ def mlp_forward(module: Any, x: torch.Tensor) -> torch.Tensor:
     s2 = _fp8_linear.layer_state(f2, r2, f2.weight.device)
     if not _fp8_mlp.fused_applies(module.activation, x.dtype, s1, s2):
         return f2(f1(x))
+    if torch.compiler.is_compiling():  # the custom op torch.compile traces (nvmath.torch._fp8_ops)
+        _fp8_mlp.check_mlp_input(x, f1.weight, f2.weight)
+        return _fp8_ops.fp8_mlp_compiled(x, f1.weight, f1.bias, f2.weight, f2.bias, s1, s2)
     return _fp8_mlp.fp8_mlp(x, f1.weight, f1.bias, f2.weight, f2.bias, s1, s2)

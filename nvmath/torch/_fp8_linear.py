@@ -29,8 +29,10 @@ mean what the GPU does).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -147,6 +149,26 @@ class FP8GemmCache:
 fp8_gemm_cache = FP8GemmCache()
 """The planners of FP8 Linear layers (shared by layers of equal shapes)."""
 
+_STATES: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_NEXT = itertools.count(1)
+
+
+def register_state(state: Any) -> int:
+    """A registry number for ``state`` (the registry holds it weakly); the state keeps it as
+    ``op_number`` (a constant ``torch.compile`` reads, made when the state is). The custom ops
+    (:mod:`._fp8_ops`) take a state by this number: :func:`registered_state`."""
+    number = next(_NEXT)
+    _STATES[number] = state
+    return number
+
+
+def registered_state(number: int) -> Any:
+    """The state registered as ``number`` (a ``RuntimeError`` once it no longer exists)."""
+    state = _STATES.get(number)
+    if state is None:
+        raise RuntimeError(f"FP8 scaling state #{number} no longer exists (its layer was deleted)")
+    return state
+
 
 class FP8LinearState(ScalingState):
     """A Linear layer's :class:`ScalingState` and its weight's FP8 copies (kept per weight version).
@@ -159,9 +181,7 @@ class FP8LinearState(ScalingState):
         self._weight_key: tuple | None = None
         self._weight_copies: tuple | None = None
         self.weight_updates = 0
-        from nvmath.torch import _fp8_ops
-
-        self.op_number = _fp8_ops.register(self)
+        self.op_number = register_state(self)
         """This state's number in the registry of the ``torch.compile`` custom ops (:mod:`._fp8_ops`)."""
         self.checked_device: torch.device | None = None
         """The device the recipe was last checked for (:func:`layer_state` checks on a new one)."""
@@ -181,10 +201,8 @@ class FP8LinearState(ScalingState):
 
     def __setstate__(self, state: dict) -> None:
         # a copy (copy.deepcopy, pickle) is another state: its own number in the custom ops' registry
-        from nvmath.torch import _fp8_ops
-
         super().__setstate__(state)
-        self.op_number = _fp8_ops.register(self)
+        self.op_number = register_state(self)
 
     def _apply(self, fn: Any, recurse: bool = True) -> Any:
         self._weight_key = self._weight_copies = None  # (moved or cast: the copies are stale)
@@ -338,10 +356,6 @@ def fp8_linear(
         TypeError: an input dtype other than bfloat16, float16, float32.
     """
     check_input(x, weight)
-    if torch.compiler.is_compiling():  # the custom op torch.compile traces (nvmath.torch._fp8_ops)
-        from nvmath.torch import _fp8_ops
-
-        return _fp8_ops.fp8_linear_compiled(x, weight, bias, activation, state)
     return FP8LinearFn.apply(x, weight, bias, activation, state, gemm or fp8_gemm_cache)
 
 

@@ -224,15 +224,16 @@ def fp8_mlp(
     Raises:
         RuntimeError, ValueError, TypeError: as :func:`._fp8_linear.fp8_linear`, for either layer.
     """
+    check_mlp_input(x, w1, w2)
+    gemms = (gemm or fp8_gemm_cache, fused or fp8_epilog_gemms)
+    return FP8MLPFn.apply(x, w1, b1, w2, b2, s1, s2, gemms)
+
+
+def check_mlp_input(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> None:
+    """Raise unless ``x`` can go through the FP8 block of weights ``w1``, ``w2`` (see :func:`fp8_mlp`)."""
     check_input(x, w1)
     if w2.shape[1] != w1.shape[0]:
         raise RuntimeError(
             f"fc2's weight {tuple(w2.shape)} does not take fc1's output ({w1.shape[0]} features)"
         )
     check_fp8_sizes(x.numel() // x.shape[-1] if x.shape[-1] else 0, w2.shape[1], w2.shape[0])
-    if torch.compiler.is_compiling():  # the custom op torch.compile traces (nvmath.torch._fp8_ops)
-        from nvmath.torch import _fp8_ops
-
-        return _fp8_ops.fp8_mlp_compiled(x, w1, b1, w2, b2, s1, s2)
-    gemms = (gemm or fp8_gemm_cache, fused or fp8_epilog_gemms)
-    return FP8MLPFn.apply(x, w1, b1, w2, b2, s1, s2, gemms)

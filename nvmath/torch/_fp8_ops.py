@@ -9,13 +9,13 @@ what ``torch.compile(fullgraph=True)`` traces instead of :class:`._fp8_linear.FP
   (:mod:`._fp8_mlp`), its fused epilogues included.
 
 The layer's scaling state is not a tensor: the operators take it by a registry number (``state``,
-made with the state: :func:`register`) and run the eager code (:mod:`._fp8_linear`), which updates
-the state's buffers in place as eagerly (amax histories, scales, ``found_inf``). To torch the
-operators are functional: the updates are a side effect the graph does not see. An optimizing pass
-could merge two calls of one layer on the same input tensor in one graph (one state update instead
-of two); call a layer once per input. An operator that declared the buffers mutated could not have
-an autograd formula (torch refuses ``register_autograd`` on mutating operators), and the backward's
-updates happen outside the forward graph anyway.
+made with the state: :func:`._fp8_linear.register_state`) and run the eager code
+(:mod:`._fp8_linear`), which updates the state's buffers in place as eagerly (amax histories,
+scales, ``found_inf``). To torch the operators are functional: the updates are a side effect the
+graph does not see. An optimizing pass could merge two calls of one layer on the same input tensor
+in one graph (one state update instead of two); call a layer once per input. An operator that
+declared the buffers mutated could not have an autograd formula (torch refuses ``register_autograd``
+on mutating operators), and the backward's updates happen outside the forward graph anyway.
 
 The weight's FP8 copies (made once per weight version) stay a cache inside the operator: it runs
 outside the traced graph, on every call, so the refresh is decided at run time from the weight's
@@ -31,8 +31,6 @@ FP8 layers under CUDA graphs are not supported (see docs/fp8_training.rst).
 
 from __future__ import annotations
 
-import itertools
-import weakref
 from typing import Any
 
 import torch
@@ -40,25 +38,9 @@ from torch import Tensor
 
 from nvmath.torch import _fp8_linear
 
-__all__ = ["fp8_linear_compiled", "fp8_mlp_compiled", "register"]
+__all__ = ["fp8_linear_compiled", "fp8_mlp_compiled"]
 
-_STATES: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
-_NEXT = itertools.count(1)
-
-
-def register(state: Any) -> int:
-    """A registry number for ``state`` (the registry holds it weakly); the state keeps it as
-    ``op_number`` (a constant ``torch.compile`` reads, made when the state is)."""
-    number = next(_NEXT)
-    _STATES[number] = state
-    return number
-
-
-def _state(number: int) -> Any:
-    state = _STATES.get(number)
-    if state is None:
-        raise RuntimeError(f"FP8 scaling state #{number} no longer exists (its layer was deleted)")
-    return state
+_state = _fp8_linear.registered_state
 
 
 @torch.library.custom_op("nvmath::fp8_linear", mutates_args=())

@@ -6,6 +6,7 @@
 types where the conversion is exact. Names and behaviour follow nvmath-python 1.0.
 """
 
+from . import _convert  # noqa: F401  (registers Distribution.to's converter)
 from ._block import BlockCyclic, BlockNonCyclic
 from ._distribution import Box, Distribution, Slab
 from ._errors import BindDistributionError, ConvertDistributionError

@@ -14,7 +14,7 @@ from typing import Any
 from . import _runtime
 from ._block import BlockCyclic, BlockNonCyclic
 from ._check import as_extent
-from ._distribution import Box, Distribution, Slab
+from ._distribution import Box, Distribution, Slab, register_converter
 from ._errors import ConvertDistributionError
 from ._grid import ProcessGrid
 from ._ownership import rank_ownership, same_ownership
@@ -175,3 +175,6 @@ def _this_rank_box(layout: Distribution, shape: tuple[int, ...]) -> Box:
     lower = tuple(intervals[0][0] if intervals else 0 for intervals in ownership)
     upper = tuple(intervals[0][1] if intervals else 0 for intervals in ownership)
     return Box(lower, upper).bind(shape)
+
+
+register_converter(convert)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy as _copy
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 from . import _runtime
@@ -16,7 +16,24 @@ from ._check import as_extent, as_int, as_int_tuple, as_shape
 from ._errors import BindDistributionError
 from ._index import slab_interval
 
-__all__ = ["Box", "Distribution", "Slab"]
+__all__ = ["Box", "Distribution", "Slab", "register_converter"]
+
+Converter = Callable[..., "Distribution"]
+"""``converter(source, cls, *, ndim, copy) -> Distribution``: what :meth:`Distribution.to` runs."""
+
+
+def _no_converter(source: Distribution, cls: Any, *, ndim: int | None, copy: bool) -> Distribution:
+    raise RuntimeError("no distribution converter registered (import nvmath.distributed.distribution)")
+
+
+_converter: Converter = _no_converter
+
+
+def register_converter(converter: Converter) -> None:
+    """Install the function :meth:`Distribution.to` runs (``._convert`` registers ``convert`` when the
+    package is imported), so that the base class does not import the module that imports it."""
+    global _converter
+    _converter = converter
 
 
 class Distribution(ABC):
@@ -55,9 +72,7 @@ class Distribution(ABC):
         Raises:
             ConvertDistributionError: the conversion is not exact (or not known to be exact).
         """
-        from ._convert import convert
-
-        return convert(self, cls, ndim=ndim, copy=copy)
+        return _converter(self, cls, ndim=ndim, copy=copy)
 
     def copy(self) -> Distribution:
         """A copy of this distribution (bound if this one is)."""
