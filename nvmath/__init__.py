@@ -32,6 +32,10 @@ from nvmath.memory import BaseCUDAMemoryManager, BaseCUDAMemoryManagerAsync, Mem
 
 
 def __getattr__(name: str) -> object:
+    if name == "distributed":  # imported on first use: `import nvmath` stays light (no engine loads either way)
+        import importlib
+
+        return importlib.import_module("nvmath.distributed")
     raise _coexist.attribute_error(name)
 
 

@@ -84,3 +84,19 @@ def test_from_import_and_attribute_access():
     from nvmath.linalg import advanced
 
     assert callable(cufft.create) and callable(advanced.matmul)
+
+
+def test_modules_we_provide_are_never_called_missing():
+    """nvmath.distributed and its engine bindings exist here: none is in the not-provided table, the
+    attribute ``nvmath.distributed`` imports the package (loading no engine), and the bindings import."""
+    import importlib
+
+    provided = ["nvmath.distributed", "nvmath.bindings.cufftMp", "nvmath.bindings.cublasMp",
+                "nvmath.bindings.nvshmem", "nvmath.bindings.nccl"]  # fmt: skip
+    assert not set(provided) & set(_coexist.NOT_PROVIDED)
+    assert nvmath.distributed.__name__ == "nvmath.distributed"
+    for name in provided[1:]:
+        assert importlib.import_module(name).__name__ == name
+    code = "import sys, nvmath; nvmath.distributed; print(any(m.endswith(('cufftMp', 'cublasMp')) for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
