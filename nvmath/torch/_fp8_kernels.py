@@ -52,7 +52,7 @@ def fused_quantize(
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``(q, amax)``: ``q = fp8(x * scale)`` (``dtype``), ``amax`` a float32 scalar tensor; ``None``
     when the kernels cannot be built here (then :func:`available` is false from now on)."""
-    from nvmath._internal import streams
+    from nvmath._internal import devices, streams
     from nvmath.linalg.advanced import _aux_quantize
 
     device_id = x.device.index if x.device.index is not None else torch.cuda.current_device()
@@ -67,8 +67,11 @@ def fused_quantize(
     s = scale.reshape(1).to(torch.float32).contiguous()
     n = x.numel()
     stream = streams.current_stream(device_id, "torch")
-    _aux_quantize.quantize(
-        kernel, zero, x.data_ptr(), q.data_ptr(), s.data_ptr(), amax.data_ptr(), rows=n, ld=n, total=n,
-        stream=stream,
-    )  # fmt: skip
+    # the launch needs the device's context current in this thread: torch's autograd engine runs the
+    # backward in its own thread, where no driver context need be current
+    with devices.device_ctx(device_id):
+        _aux_quantize.quantize(
+            kernel, zero, x.data_ptr(), q.data_ptr(), s.data_ptr(), amax.data_ptr(), rows=n, ld=n, total=n,
+            stream=stream,
+        )  # fmt: skip
     return q, amax[0]

@@ -208,6 +208,40 @@ def test_gpu_fused_quantize_equals_torch_path(wide, dtype):
 
 
 @pytest.mark.gpu
+def test_gpu_fused_quantize_in_a_thread_without_context():
+    """The quantize kernel launches from a thread where no driver context is current (as torch's
+    autograd engine runs a backward): the library makes the device's context current itself."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("needs a CUDA GPU of compute capability 8.9+ (cvt.rn.satfinite to FP8)")
+    import threading
+
+    from nvmath._internal import devices
+    from nvmath.torch import _fp8_kernels
+
+    x = (torch.randn(300, 64, device="cuda") * 20).to(torch.bfloat16)
+    s = torch.tensor(3.0, device="cuda")
+    want = fp8.quantize(x, s, E4)
+    seen: dict = {}
+
+    def work() -> None:
+        try:
+            seen["context"] = devices.current_context()
+            seen["out"] = _fp8_kernels.fused_quantize(x, s, E4)
+        except BaseException as exc:  # noqa: BLE001 (reported on the main thread)
+            seen["error"] = exc
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert "error" not in seen, seen.get("error")
+    assert seen["context"] == 0  # the premise: nothing was current in that thread
+    q, amax = seen["out"]
+    torch.cuda.synchronize()
+    assert torch.equal(q.view(torch.uint8), want.view(torch.uint8))
+    assert float(amax) == float(x.float().abs().max())
+
+
+@pytest.mark.gpu
 def test_gpu_state_nonfinite_poisons_scale():
     """On CUDA (fused path) a non-finite input leaves the state as it was, flags it, and returns a NaN scale."""
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9):

@@ -106,7 +106,6 @@ class GroupedProgram:
         self.scratch_bytes = 3 * self.total * 8
         self.alphas = np.zeros(max(self.count, 1), dtype=ty.scale)
         self.betas = np.zeros(max(self.count, 1), dtype=ty.scale)
-        self._uploaded: tuple[int, bytes] | None = None
         self._pointers = np.zeros(3 * self.total, dtype=np.uint64)
 
     def _fill(self, ptrs: list[dict[str, int]]) -> None:
@@ -135,10 +134,10 @@ class GroupedProgram:
         if not self.count:
             return
         self._fill(ptrs)
-        raw = self._pointers.tobytes()
-        if self._uploaded != (scratch, raw):
-            upload(scratch, self._pointers, stream)
-            self._uploaded = (scratch, raw)
+        # always upload: the scratch is shared by every planner of the device in the plan cache, so
+        # an unchanged (address, pointers) pair does not mean the scratch still holds this program's
+        # arrays (another grouped program may have written it since: a stale array is a wild launch)
+        upload(scratch, self._pointers, stream)
         for j, i in enumerate(self.live):
             self.alphas[j] = alphas[i]
             self.betas[j] = betas[i]

@@ -65,7 +65,8 @@ def test_structured_sequence_loops(fake_gpu):
 
 
 def test_pointer_upload_once(fake_gpu, monkeypatch):
-    """A stateful sequence uploads its pointer arrays again only when an operand address changes."""
+    """A sequence uploads its pointer arrays at every launch: the scratch they live in is shared by the
+    plan cache's planners of the device, so a cached upload could be stale."""
     from nvmath.linalg.generic import _grouped
 
     uploads = []

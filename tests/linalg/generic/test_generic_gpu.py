@@ -307,6 +307,25 @@ def test_sequence_grouped(torch, dtype):
         check(o, 3 * host(x) @ host(y), dtype)
 
 
+def test_sequence_grouped_programs_share_scratch(torch):
+    """Two grouped sequences of different shapes called in turn on the same (address-stable) operands:
+    each launch runs with its own pointer arrays although the plan cache's planners share one scratch
+    (a cached upload let the second call of the first sequence run the other's arrays)."""
+    first = [(64, 32, 16), (8, 32, 48), (33, 32, 5)]
+    second = [(5, 40, 7), (128, 40, 64)]
+    seqs = []
+    for base, shapes in ((40, first), (60, second)):
+        a = [rand(torch, (m, k), "float32", "row", base + i) for i, (m, k, n) in enumerate(shapes)]
+        b = [rand(torch, (k, n), "float32", "row", base + 10 + i) for i, (m, k, n) in enumerate(shapes)]
+        seqs.append((a, b, [host(x) @ host(y) for x, y in zip(a, b)]))
+    for _ in range(3):
+        for a, b, want in seqs:
+            out = la.matmul(a, b)
+            for o, w in zip(out, want):
+                check(o, w, "float32")
+            del out
+
+
 def test_sequence_broadcast_and_batched(torch):
     """A length-1 sequence broadcasts; N-D elements contribute their whole batch to their group."""
     w = rand(torch, (8, 6), "float32", "row", 30)
