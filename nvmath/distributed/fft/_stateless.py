@@ -22,7 +22,7 @@ from nvmath._internal.tensors import wrap
 from nvmath.distributed import _runtime
 from nvmath.fft._options import FFTDirection
 
-from ._checks import slab_partition
+from ._checks import fft_layout
 from ._options import FFTOptions
 from ._planner import FFT
 
@@ -71,12 +71,12 @@ def _run(operand: Any, distribution: Any, options: Any, stream: Any, sync: bool,
             f"({'use rfft() for real operands' if kind == 'complex' else 'use fft() for complex operands'})"
         )
     options = _options(options, fft_type)
-    partition = slab_partition(distribution, adapter.ndim)
+    layout = fft_layout(distribution, adapter.ndim)
     context = _runtime.context()
     key = None
     if options.logger is None:  # the rank too: one process may host several ranks (threads, in tests)
         key = (
-            adapter_head(adapter), partition, options.fft_type, options.redistribute,
+            adapter_head(adapter), layout, options.fft_type, options.redistribute,
             options.last_axis_parity, options.blocking, id(context), context.process_group.rank,
         )  # fmt: skip
     return call_cached(plan_cache, key, _build, adapter, direction, stream, sync,

@@ -76,6 +76,8 @@ class _Type(enum.IntEnum):
 class _SubFormat(enum.IntEnum):
     FORMAT_INPLACE = 2
     FORMAT_INPLACE_SHUFFLED = 3
+    FORMAT_DISTRIBUTED_INPUT = 5
+    FORMAT_DISTRIBUTED_OUTPUT = 6
 
 
 class _CommType(enum.IntEnum):
@@ -138,6 +140,13 @@ class FakeCufftMp:
         self.plans[handle]["subformats"] = (forward, inverse)
         self._log("xt_set_subformat_default", handle, forward, inverse)
 
+    def xt_set_distribution(self, handle, rank, lo_in, up_in, lo_out, up_out, st_in, st_out):
+        assert "sizes" not in self.plans[handle], "cufftXtSetDistribution must come before planning"
+        assert rank == len(lo_in) == len(up_out) == len(st_in) == len(st_out)
+        boxes = tuple(tuple(int(v) for v in b) for b in (lo_in, up_in, lo_out, up_out, st_in, st_out))
+        self.plans[handle]["distribution"] = boxes
+        self._log("xt_set_distribution", handle, rank)
+
     def _make(self, handle, sizes, kind):
         assert "subformats" in self.plans[handle], "subformats must be set before planning"
         self.plans[handle].update(sizes=tuple(sizes), type=_Type(kind))
@@ -170,10 +179,60 @@ class FakeCufftMp:
         assert iptr == optr, "cuFFTMp slab transforms run in place"
         plan = self.plans[handle]
         self._log("xt_exec", handle, direction)
-        addresses = self._exchange(iptr)
+        everyone = self._exchange((iptr, plan))
         if self.group.rank == 0:
-            self._transform(plan, direction, addresses)
+            if "distribution" in plan:
+                self._transform_boxes([p for _, p in everyone], direction, [a for a, _ in everyone])
+            else:
+                self._transform(plan, direction, [a for a, _ in everyone])
         self._exchange(None)
+
+    @staticmethod
+    def _domains(kind, sizes, direction):
+        """``(input shape, input dtype, output shape, output dtype)`` of one execution."""
+        double = kind in (_Type.Z2Z, _Type.D2Z, _Type.Z2D)
+        real_t, cplx_t = (np.float64, np.complex128) if double else (np.float32, np.complex64)
+        half = (*sizes[:-1], sizes[-1] // 2 + 1)
+        if kind in (_Type.C2C, _Type.Z2Z):
+            return sizes, cplx_t, sizes, cplx_t
+        if kind in (_Type.R2C, _Type.D2Z):
+            assert direction == -1
+            return sizes, real_t, half, cplx_t
+        assert direction == 1
+        return half, cplx_t, sizes, real_t
+
+    @staticmethod
+    def _numpy_transform(kind, sizes, direction, full):
+        axes = tuple(range(len(sizes)))
+        if kind in (_Type.C2C, _Type.Z2Z):
+            return np.fft.fftn(full, axes=axes) if direction == -1 else np.fft.ifftn(full, axes=axes) * np.prod(sizes)
+        if kind in (_Type.R2C, _Type.D2Z):
+            return np.fft.rfftn(full, axes=axes)
+        return np.fft.irfftn(full, s=sizes, axes=axes) * np.prod(sizes)
+
+    def _transform_boxes(self, plans, direction, addresses):
+        """cufftXtSetDistribution semantics: the data of a forward execution is in the "input" boxes
+        (subformat DISTRIBUTED_INPUT) and lands in the "output" boxes; an inverse one the reverse."""
+        kind, sizes = plans[0]["type"], plans[0]["sizes"]
+        assert plans[0]["subformats"] == (5, 6), "Box plans take DISTRIBUTED_INPUT / DISTRIBUTED_OUTPUT"
+        in_shape, in_t, out_shape, out_t = self._domains(kind, sizes, direction)
+        source, target = (0, 2) if direction == -1 else (2, 0)  # index of lower in the distribution tuple
+        full = np.zeros(in_shape, dtype=np.complex128 if in_t in (np.complex64, np.complex128) else np.float64)
+        seen = np.zeros(in_shape, dtype=int)
+        for plan, address in zip(plans, addresses, strict=True):
+            d = plan["distribution"]
+            lo, up, st = d[source], d[source + 1], d[4 + source // 2]
+            index = tuple(slice(a, b) for a, b in zip(lo, up, strict=True))
+            full[index] = host_view(address, tuple(b - a for a, b in zip(lo, up, strict=True)), st, in_t)
+            seen[index] += 1
+        assert (seen == 1).all(), "the input boxes must tile the global array"
+        out = self._numpy_transform(kind, sizes, direction, full)
+        assert out.shape == tuple(out_shape)
+        for plan, address in zip(plans, addresses, strict=True):
+            d = plan["distribution"]
+            lo, up, st = d[target], d[target + 1], d[4 + target // 2]
+            index = tuple(slice(a, b) for a, b in zip(lo, up, strict=True))
+            host_view(address, tuple(b - a for a, b in zip(lo, up, strict=True)), st, out_t)[...] = out[index]
 
     def _transform(self, plan, direction, addresses):
         kind, sizes = plan["type"], plan["sizes"]
