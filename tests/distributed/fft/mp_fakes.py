@@ -20,7 +20,7 @@ import threading
 from typing import Any
 
 import numpy as np
-from dist_fakes import FakeNvshmem
+from dist_fakes import FakeNccl, FakeNvshmem
 
 from nvmath._internal.tensors.base import TensorAdapter
 
@@ -28,8 +28,8 @@ from nvmath._internal.tensors.base import TensorAdapter
 def host_view(address: int, shape: tuple, strides: tuple, dtype: Any) -> np.ndarray:
     """A numpy view of host memory at ``address`` (element strides)."""
     dtype = np.dtype(dtype)
-    if not shape or 0 in shape:
-        return np.empty(shape, dtype)
+    if not shape or 0 in shape:  # an empty view that still starts at ``address``
+        return np.frombuffer((ctypes.c_char * dtype.itemsize).from_address(address), dtype=dtype)[:0].reshape(shape)
     span = (sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) + 1) * dtype.itemsize
     flat = np.frombuffer((ctypes.c_char * span).from_address(address), dtype=np.uint8)
     return np.lib.stride_tricks.as_strided(
@@ -348,3 +348,62 @@ def numpy_view(address, shape, strides, dtype, device_id, owner, package):
     """Symmetric tensors as numpy views of the fake heap."""
     OWNERS.append(owner)
     return host_view(address, shape, strides, dtype)
+
+
+# ------------------------------------------------------------------------------------ environment
+class FakeStream:
+    def __init__(self, ptr):
+        self.ptr, self.device_id, self.ctx, self.mortal, self._done = ptr, 0, None, False, None
+
+
+class Env:
+    """What the ``mp`` fixture made: the group, fakes, and helpers to make operands."""
+
+    def __init__(self, group, nvshmem, lib, syncs):
+        self.group, self.nvshmem, self.lib, self.syncs = group, nvshmem, lib, syncs
+
+    def operand(self, local_shape, dtype, *, padded=None, nbytes=None):
+        """A FakeDevice on the fake heap: C order, the last axis padded to ``padded`` elements."""
+        dtype = np.dtype(dtype)
+        row = padded or local_shape[-1]
+        strides, step = [0] * len(local_shape), 1
+        for i in reversed(range(len(local_shape))):
+            strides[i] = step
+            step *= row if i == len(local_shape) - 1 else local_shape[i]
+        size = nbytes or 4 * max(step, 1) * 16
+        address = self.nvshmem.malloc(size)
+        return FakeDevice(host_view(address, tuple(local_shape), tuple(strides), dtype))
+
+    def run(self, function):
+        """``function(rank)`` on every rank (threads for a ThreadGroup), exceptions returned."""
+        if hasattr(self.group, "run"):
+            return self.group.run(function)
+        try:
+            return [function(0)]
+        except BaseException as exc:  # noqa: BLE001
+            return [exc]
+
+
+def install_fakes(monkeypatch, group, views=None, syncs=None):
+    """Initialize nvmath.distributed on ``group`` with the fake engines (an NVSHMEM already running,
+    so thread-ranks share one context), the fake cuFFTMp, host memory as the symmetric heap and
+    fake streams; returns the :class:`Env`. ``views``: how symmetric tensors come back (default:
+    numpy views of the fake heap)."""
+    import nvmath.distributed as nd
+    from nvmath._internal import streams
+    from nvmath._internal.tensors import transfers
+    from nvmath.distributed import _engines, _runtime, _symmetric
+    from nvmath.distributed.fft import _cufftmp
+
+    syncs = [] if syncs is None else syncs
+    nvshmem, nccl, lib = HeapNvshmem(group), FakeNccl(group), FakeCufftMp(group)
+    engines = {"nvshmem": nvshmem, "nccl": nccl}
+    monkeypatch.setattr(_engines, "load", lambda backends: {b: engines[b] for b in backends})
+    monkeypatch.setattr(_runtime, "_activate_device", lambda device_id: None)
+    monkeypatch.setattr(_cufftmp, "bindings", lambda: lib)
+    monkeypatch.setattr(_symmetric, "view_at", views or numpy_view)
+    monkeypatch.setattr(streams, "get_stream", lambda s, **k: FakeStream(7 if s is None else s))
+    monkeypatch.setattr(streams, "synchronize", lambda s: syncs.append(s.ptr))
+    monkeypatch.setattr(transfers, "memcpy", lambda kind, dst, src, n, s: ctypes.memmove(dst, src, n))
+    nd.initialize(0, group, backends=["nvshmem"])
+    return Env(group, nvshmem, lib, syncs)
