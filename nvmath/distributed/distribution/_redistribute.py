@@ -145,7 +145,8 @@ class Redistribute(FreedOnExit):
         target = parse_distribution(output_distribution, adapter.ndim, "output_distribution")
         group = context.process_group
         problem = _local_problem(adapter, self._nvshmem, context.device_id)
-        everyone = gather_by_rank(group, local_facts(tuple(adapter.shape), adapter.dtype, source, target, problem))
+        facts = local_facts(tuple(adapter.shape), adapter.dtype, source, target, problem)
+        everyone = gather_by_rank(group, facts)
         _raise_problems(everyone, group.rank)
         compare_facts({r: f["agreed"] for r, f in everyone.items()}, _WHAT, group.rank)
         self._plan: ReshapePlan = resolve_reshape(everyone, source, target, adapter.dtype, group.rank, _WHAT)
@@ -197,7 +198,7 @@ class Redistribute(FreedOnExit):
         cufftmp = _cufftmp()
         from nvmath.distributed.fft._layout import ReshapeBoxes
 
-        plan, shape, strides, dtype = self._plan, *self._head
+        plan, (_, strides, dtype) = self._plan, self._head
         boxes = ReshapeBoxes(_itemsize(dtype), *plan.input_box, strides, *plan.output_box,
                              c_strides(plan.output_shape))  # fmt: skip
         self._reshape = cufftmp.MpReshape(self._lib, self._nvshmem, boxes, 0, self._agree_max)
@@ -216,7 +217,9 @@ class Redistribute(FreedOnExit):
             return
         adapter = wrap(operand, "operand")
         if adapter.package != self._package:
-            raise TypeError(f"the new operand is a {adapter.package} tensor; this was planned for {self._package}")
+            raise TypeError(
+                f"the new operand is a {adapter.package} tensor; this was planned for {self._package}"
+            )
         head = (tuple(adapter.shape), tuple(adapter.strides), adapter.dtype)
         if head != self._head:
             raise ValueError(
@@ -313,8 +316,10 @@ def _package_dtype(adapter: Any) -> Any:
     return adapter.tensor.dtype
 
 
-def redistribute(operand: Any, /, input_distribution: Any, output_distribution: Any, *,
-                 sync_symmetric_memory: bool = True, options: Any = None, stream: Any = None) -> Any:  # fmt: skip
+def redistribute(
+    operand: Any, /, input_distribution: Any, output_distribution: Any, *, sync_symmetric_memory: bool = True,
+    options: Any = None, stream: Any = None,
+) -> Any:  # fmt: skip
     """Redistribute ``operand`` once (collective): plan, execute and free a :class:`Redistribute`.
 
     Args:

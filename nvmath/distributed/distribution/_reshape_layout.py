@@ -127,8 +127,11 @@ def resolve_reshape(everyone: Mapping[int, Mapping[str, Any]], source: BoxBounds
     check_tiling(inputs, global_shape, f"{what}: the input boxes")
     wrong = [r for r in range(nranks) if tuple(everyone[r]["shape"]) != _shape(inputs[r])]
     if wrong:
-        listed = ", ".join(f"rank {r} has {tuple(everyone[r]['shape'])}, its box {_shape(inputs[r])}" for r in wrong)
-        raise ValueError(f"{what}: the operands of rank(s) {wrong} are not of their input box's shape ({listed})")
+        listed = ", ".join(f"rank {r} has {tuple(everyone[r]['shape'])}, its box {_shape(inputs[r])}"
+                           for r in wrong)  # fmt: skip
+        raise ValueError(
+            f"{what}: the operands of rank(s) {wrong} are not of their input box's shape ({listed})"
+        )
     if isinstance(target, Slab):
         if target.partition_dim >= len(global_shape):
             raise ValueError(f"{what}: output_distribution={target!r} does not fit the shape {global_shape}")

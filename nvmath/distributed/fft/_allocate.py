@@ -49,7 +49,8 @@ def _box_capacity(everyone: dict[int, Any], dtype: str, fft_type: str | None, ra
     errors: list[ValueError] = []
     for parity in ("even", "odd") if fft_type == "C2R" else ("even",):
         try:
-            traits = box_fft_traits(pairs, dtype, rank, fft_type=fft_type, last_axis_parity=parity, what=_WHAT)
+            traits = box_fft_traits(pairs, dtype, rank, fft_type=fft_type, last_axis_parity=parity,
+                                    what=_WHAT)  # fmt: skip
         except ValueError as exc:
             errors.append(exc)
             continue

@@ -181,4 +181,3 @@ def distribution_arguments(traits: BoxFFTTraits, direction: int) -> tuple[tuple[
     operand, result = traits.boxes.input, traits.boxes.output
     first, second = (operand, result) if direction == _FORWARD else (result, operand)
     return (*first, *second, c_strides(_shape(first)), c_strides(_shape(second)))
-

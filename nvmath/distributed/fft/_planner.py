@@ -28,10 +28,9 @@ from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, require
 from nvmath._internal.tensors import TensorAdapter, transfers, wrap
 from nvmath.distributed import _runtime, _symmetric
 from nvmath.distributed._agreement import compare_facts, gather_by_rank
+from nvmath.distributed.distribution import Box
 from nvmath.distributed.process_group import ReductionOp
 from nvmath.fft._options import FFTDirection
-
-from nvmath.distributed.distribution import Box
 
 from . import _cufftmp
 from ._boxes import BoxFFTTraits, BoxPair, box_capacity_bytes, box_fft_traits, box_view
@@ -104,7 +103,8 @@ def _raise_problems(everyone: dict[int, dict[str, Any]], mine: BaseException | N
     raise ValueError(f"{_WHAT}: the operand of rank(s) {sorted(problems)} cannot be transformed ({listed})")
 
 
-def _needed_bytes(everyone: dict[int, dict[str, Any]], traits: SlabFFTTraits | BoxFFTTraits, nranks: int) -> int:
+def _needed_bytes(everyone: dict[int, dict[str, Any]], traits: SlabFFTTraits | BoxFFTTraits,
+                  nranks: int) -> int:  # fmt: skip
     """The symmetric bytes every rank's operand buffer must hold for this transform."""
     if isinstance(traits, BoxFFTTraits):
         pairs = {r: facts["boxes"] for r, facts in everyone.items()}

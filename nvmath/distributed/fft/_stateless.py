@@ -116,7 +116,8 @@ def rfft(operand: Any, /, *, distribution: Any, sync_symmetric_memory: bool = Tr
          stream: Any = None) -> Any:  # fmt: skip
     """Real-to-complex distributed FFT, in place (collective). The real operand's last axis is
     padded to ``2 * (n // 2 + 1)`` (:func:`~nvmath.distributed.fft.allocate_operand` does it) for slabs
-    (box operands are dense); a 2-D slab R2C takes a ``Slab.X`` operand. Returns the complex half spectrum (a view of the same buffer).
+    (box operands are dense); a 2-D slab R2C takes a ``Slab.X`` operand. Returns the complex half
+    spectrum (a view of the same buffer).
     Arguments as :func:`fft`."""
     return _run(operand, distribution, options, stream, sync_symmetric_memory, "R2C", FFTDirection.FORWARD,
                 "real", "rfft")  # fmt: skip

@@ -18,11 +18,11 @@ __all__ = [
     "ENGINE_DTYPES",
     "SLAB_SUBFORMATS",
     "SlabFFTTraits",
+    "check_problem_shape",
+    "result_global_shape",
     "slab_extent",
     "slab_fft_traits",
     "slab_shape",
-    "check_problem_shape",
-    "result_global_shape",
 ]
 
 ENGINE_DTYPES = ("float32", "float64", "complex64", "complex128")
@@ -63,7 +63,9 @@ def slab_shape(global_shape: Sequence[int], partition: int, rank: int, nranks: i
     return tuple(shape)
 
 
-def result_global_shape(global_shape: tuple[int, ...], fft_type: str, last_axis_parity: str) -> tuple[int, ...]:
+def result_global_shape(
+    global_shape: tuple[int, ...], fft_type: str, last_axis_parity: str
+) -> tuple[int, ...]:
     """The global shape of the result of a transform of an operand of ``global_shape``."""
     last = global_shape[-1]
     if fft_type == "R2C":

@@ -222,7 +222,8 @@ def test_box_on_one_rank_slab_on_the_other_disagree(env_of):
         (lambda env: env.operand((4, 4), np.float32), Box((0,), (4,)), Slab.Y, ValueError, "is 1-D"),
         (lambda env: env.operand((4, 4), np.float32), Slab.Z, Slab.Y, ValueError, "does not fit"),
         (lambda env: env.operand((4, 4), np.float32), Slab.X, "Y", TypeError, "output_distribution"),
-        (lambda env: env.operand((4, 4), np.float32), ((0, 0), (5, 4)), Slab.Y, ValueError, "input box.s shape"),
+        (lambda env: env.operand((4, 4), np.float32), ((0, 0), (5, 4)), Slab.Y, ValueError,
+         "input box.s shape"),
     ],
 )  # fmt: skip
 def test_bad_input(env_of, operand, source, target, error, match):

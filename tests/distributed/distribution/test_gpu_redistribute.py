@@ -15,7 +15,9 @@ pytestmark = pytest.mark.gpu
 IMPORTS = "from nvmath.distributed.distribution import Box, Redistribute, redistribute\n"
 
 
-@pytest.mark.parametrize(("shape", "dtype"), [((6, 8), "float32"), ((5, 6, 7), "complex128"), ((9,), "int64")])
+@pytest.mark.parametrize(
+    ("shape", "dtype"), [((6, 8), "float32"), ((5, 6, 7), "complex128"), ((9,), "int64")]
+)
 def test_one_rank_torch(shape, dtype):
     """At one rank the result is a dense copy of the operand, on the symmetric heap (freeable);
     Slab and Box distributions give the same; a strided operand view is read through its strides."""

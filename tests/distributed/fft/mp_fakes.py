@@ -29,7 +29,8 @@ def host_view(address: int, shape: tuple, strides: tuple, dtype: Any) -> np.ndar
     """A numpy view of host memory at ``address`` (element strides)."""
     dtype = np.dtype(dtype)
     if not shape or 0 in shape:  # an empty view that still starts at ``address``
-        return np.frombuffer((ctypes.c_char * dtype.itemsize).from_address(address), dtype=dtype)[:0].reshape(shape)
+        one = (ctypes.c_char * dtype.itemsize).from_address(address)
+        return np.frombuffer(one, dtype=dtype)[:0].reshape(shape)
     span = (sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) + 1) * dtype.itemsize
     flat = np.frombuffer((ctypes.c_char * span).from_address(address), dtype=np.uint8)
     return np.lib.stride_tricks.as_strided(
@@ -205,7 +206,9 @@ class FakeCufftMp:
     def _numpy_transform(kind, sizes, direction, full):
         axes = tuple(range(len(sizes)))
         if kind in (_Type.C2C, _Type.Z2Z):
-            return np.fft.fftn(full, axes=axes) if direction == -1 else np.fft.ifftn(full, axes=axes) * np.prod(sizes)
+            if direction == -1:
+                return np.fft.fftn(full, axes=axes)
+            return np.fft.ifftn(full, axes=axes) * np.prod(sizes)
         if kind in (_Type.R2C, _Type.D2Z):
             return np.fft.rfftn(full, axes=axes)
         return np.fft.irfftn(full, s=sizes, axes=axes) * np.prod(sizes)
@@ -217,7 +220,7 @@ class FakeCufftMp:
         assert plans[0]["subformats"] == (5, 6), "Box plans take DISTRIBUTED_INPUT / DISTRIBUTED_OUTPUT"
         in_shape, in_t, out_shape, out_t = self._domains(kind, sizes, direction)
         source, target = (0, 2) if direction == -1 else (2, 0)  # index of lower in the distribution tuple
-        full = np.zeros(in_shape, dtype=np.complex128 if in_t in (np.complex64, np.complex128) else np.float64)
+        full = np.zeros(in_shape, dtype=np.complex128 if np.dtype(in_t).kind == "c" else np.float64)
         seen = np.zeros(in_shape, dtype=int)
         for plan, address in zip(plans, addresses, strict=True):
             d = plan["distribution"]

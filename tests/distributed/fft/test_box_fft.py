@@ -164,7 +164,7 @@ def test_engine_calls_set_the_distribution_before_planning(make_env):
     box_in, box_out = (ins[1].lower, ins[1].upper), (outs[1].lower, outs[1].upper)
     in_shape = tuple(b - a for a, b in zip(*box_in, strict=True))
     out_shape = tuple(b - a for a, b in zip(*box_out, strict=True))
-    dense = lambda s: (s[1] * s[2], s[2], 1)  # noqa: E731
+    dense = lambda s: (s[1] * s[2], s[2], 1)
     assert forward == (*box_in, *box_out, dense(in_shape), dense(out_shape))
     assert inverse == (*box_out, *box_in, dense(out_shape), dense(in_shape))
 
@@ -211,7 +211,8 @@ def test_output_box_outside_the_result_names_its_rank(make_env):
     ins = pencils((4, 4), 2, (0, 1))
     outs = [Box((0, 0), (2, 4)), Box((2, 0), (4, 5))]
     results = _boxes_error(make_env, 2, ins, outs)
-    assert all(isinstance(e, ValueError) and "box of rank 1" in str(e) and "outside" in str(e) for e in results)
+    assert all(isinstance(e, ValueError) and "box of rank 1" in str(e) and "outside" in str(e)
+               for e in results)  # fmt: skip
 
 
 def test_c2r_output_boxes_of_the_other_parity_say_so(make_env):
@@ -269,13 +270,20 @@ def test_allocate_operand_for_boxes(make_env):
     assert [(tuple(a.shape), a.is_contiguous()) for a in made] == [(b.box_shape, True) for b in ins]
     assert mallocs(env) == [6 * 3 * 5 * 16] * 3  # rank 2's complex output box is the largest
     env.run(lambda r: nd.free_symmetric_memory(made[r]))
-    bad = env.run(lambda r: dfft.allocate_operand((3, 4, 7) if r == 1 else ins[r].box_shape, torch,
-                                                  input_dtype=torch.float64, distribution=(ins[r], outs[r])))
+    bad = env.run(
+        lambda r: dfft.allocate_operand(
+            (3, 4, 7) if r == 1 else ins[r].box_shape,
+            torch,
+            input_dtype=torch.float64,
+            distribution=(ins[r], outs[r]),
+        )
+    )
     assert all(isinstance(e, ValueError) and "rank(s) [1]" in str(e) for e in bad), bad
     gap = [Box((0, 0, 0), (3, 4, 8)), Box((3, 0, 0), (6, 4, 8)), Box((0, 4, 0), (5, 6, 8))]
     bad = env.run(lambda r: dfft.allocate_operand(gap[r].box_shape, torch, input_dtype=torch.float64,
                                                   distribution=(gap[r], outs[r])))  # fmt: skip
-    assert all(isinstance(e, ValueError) and "no rank holds the element [5, 4, 0]" in str(e) for e in bad), bad
+    assert all(isinstance(e, ValueError) and "no rank holds the element [5, 4, 0]" in str(e)
+               for e in bad), bad  # fmt: skip
     assert len(mallocs(env)) == 3
 
 

@@ -39,7 +39,7 @@ def test_r2c_and_c2r_result_shapes_match_numpy(shape):
     real shape of the chosen parity."""
     x = np.zeros(shape)
     half = np.fft.rfftn(x).shape
-    whole = lambda s: BoxPair(((0,) * len(s), s), ((0,) * len(s), s))  # noqa: E731
+    whole = lambda s: BoxPair(((0,) * len(s), s), ((0,) * len(s), s))
     r2c = box_fft_traits({0: BoxPair(((0,) * len(shape), shape), ((0,) * len(shape), half))}, "float64", 0,
                          fft_type=None, last_axis_parity="even", what="t")  # fmt: skip
     assert (r2c.fft_type, r2c.result_dtype, r2c.global_result_shape) == ("R2C", "complex128", half)
@@ -83,9 +83,10 @@ def _apply(boxes: ReshapeBoxes, source: np.ndarray, out_size: int) -> np.ndarray
     """Move the elements of one box to the other with the boxes' own strides (one rank)."""
     shape_in = tuple(u - lo for lo, u in zip(boxes.lower_input, boxes.upper_input, strict=True))
     shape_out = tuple(u - lo for lo, u in zip(boxes.lower_output, boxes.upper_output, strict=True))
-    src = np.lib.stride_tricks.as_strided(source, shape_in, tuple(s * source.itemsize for s in boxes.strides_input))
+    strided = np.lib.stride_tricks.as_strided
+    src = strided(source, shape_in, tuple(s * source.itemsize for s in boxes.strides_input))
     out = np.zeros(out_size, source.dtype)
-    dst = np.lib.stride_tricks.as_strided(out, shape_out, tuple(s * out.itemsize for s in boxes.strides_output))
+    dst = strided(out, shape_out, tuple(s * out.itemsize for s in boxes.strides_output))
     dst[...] = src
     return out
 

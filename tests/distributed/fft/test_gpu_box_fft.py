@@ -135,9 +135,12 @@ def run_two_ranks(code: str) -> list[str]:
         port = s.getsockname()[1]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", code], text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [sys.executable, "-c", code],
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env={**_env(), "RANK": str(r), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)},
-        )  # fmt: skip
+        )
         for r in range(2)
     ]
     outs = []
