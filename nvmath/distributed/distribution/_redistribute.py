@@ -118,7 +118,10 @@ class Redistribute(FreedOnExit):
 
     Args:
         operand: this rank's part of the global array: a cupy array or torch tensor on the NVSHMEM
-            symmetric heap, with 4-, 8- or 16-byte elements (any strides >= 0).
+            symmetric heap, with 4-, 8- or 16-byte elements (any strides >= 0). Every rank's operand
+            must lie at the same place of the same symmetric allocation (made by the same
+            :func:`~nvmath.distributed.allocate_symmetric_memory` call on every rank, viewed alike):
+            NVSHMEM finds the other ranks' data by this rank's addresses.
         input_distribution: the operand's distribution: this rank's :class:`Box` (or ``(lower,
             upper)`` pair), or a :class:`Slab` (the same on every rank).
         output_distribution: the result's, likewise.
