@@ -19,7 +19,7 @@ from nvmath.distributed.distribution import Box, Slab
 from nvmath.fft._options import FFTDirection, normalize_direction
 
 from ._boxes import BoxPair, box_pair
-from ._layout import View
+from ._layout import View, c_strides
 from ._traits import ENGINE_DTYPES, slab_extent
 
 __all__ = [
@@ -144,10 +144,11 @@ def check_operand_layout(package: str, device_id: Any, shape: tuple, strides: tu
             f"{expected.shape} here"
         )
     if any(s != e for s, e, n in zip(strides, expected.strides, shape, strict=True) if n > 1):
+        padded = ", last axis padded" if expected.strides != c_strides(shape) else ""
         raise ValueError(
             f"the operand's strides {tuple(strides)} are not the in-place layout cuFFTMp needs "
-            f"({expected.strides}, C order{', last axis padded' if dtype.startswith('float') else ''}): "
-            "allocate it with nvmath.distributed.fft.allocate_operand(...)"
+            f"({expected.strides}, C order{padded}): allocate it with "
+            "nvmath.distributed.fft.allocate_operand(...)"
         )
 
 
