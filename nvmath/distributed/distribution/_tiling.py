@@ -45,9 +45,10 @@ def as_bounds(box: Any, name: str) -> BoxBounds:
 
 
 def global_box_shape(boxes: Sequence[BoxBounds]) -> tuple[int, ...]:
-    """The smallest global shape holding every box: the largest ``upper`` along each dimension
-    (the boxes must have one dimensionality; :func:`check_tiling` checks the rest)."""
-    return tuple(max(upper[d] for _, upper in boxes) for d in range(len(boxes[0][1])))
+    """The smallest global shape holding every non-empty box: the largest ``upper`` along each
+    dimension (the boxes must have one dimensionality; :func:`check_tiling` checks the rest)."""
+    full = [b for b in boxes if all(lo < up for lo, up in zip(*b, strict=True))] or list(boxes)
+    return tuple(max(upper[d] for _, upper in full) for d in range(len(boxes[0][1])))
 
 
 def _overlap(a: BoxBounds, b: BoxBounds) -> bool:

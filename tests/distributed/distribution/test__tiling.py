@@ -83,8 +83,15 @@ def test_wrong_dimensionality_names_the_rank():
 
 
 def test_empty_boxes_are_allowed():
-    """A rank may hold an empty box (no elements) as long as the others tile the array."""
-    check_tiling([((0, 0), (4, 4)), ((4, 4), (4, 4)), ((0, 2), (0, 2))], (4, 4), "test")
+    """A rank may hold an empty box (no elements) as long as the others tile the array; empty boxes
+    do not widen the global shape, but must lie inside it."""
+    boxes = [((0, 0), (4, 4)), ((4, 4), (4, 4)), ((0, 2), (0, 2))]
+    assert global_box_shape(boxes) == (4, 4)
+    check_tiling(boxes, (4, 4), "test")
+    far = [((0, 0), (4, 4)), ((5, 5), (5, 5))]
+    assert global_box_shape(far) == (4, 4)
+    with pytest.raises(ValueError, match="box of rank 1 .* reaches outside"):
+        check_tiling(far, (4, 4), "test")
 
 
 def test_as_bounds():
