@@ -21,6 +21,12 @@ with the calling thread's wait (on Python 3.12+ cProfile sees every thread); rea
 On the GPU machine (torch with CUDA)::
 
     PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--rows SUBSTR] [--files]
+        [--stream default|pooled|external]
+
+``--stream`` picks torch's current stream for every row: ``default`` (the legacy default stream, as
+before), ``pooled`` (a ``torch.cuda.Stream`` of torch's pool) or ``external`` (a
+``torch.cuda.ExternalStream`` over a stream torch does not own, as the benchmark harness sets: nvmath
+treats it as one its owner may destroy, a *mortal* stream, see ``nvmath._internal.streams``).
 
 ``--files`` lists, per row, the package files whose Python code one call runs (``sys.setprofile``).
 
@@ -151,13 +157,27 @@ def _backward_rows(prefix: str, y: Any, gy: Any) -> dict[str, Callable[[], Any]]
     return {f"{prefix} bwd (retained graph)": lambda: y.backward(gy, retain_graph=True)}
 
 
-def gpu_rows(size: int) -> tuple[dict[str, Callable[[], Any]], Callable[[], None]]:
-    """Row name -> a no-argument call, on torch CUDA tensors (each run once before timing)."""
+def use_stream(kind: str) -> Any:
+    """Make torch's current stream on GPU 0 the ``kind`` of ``--stream``; return what keeps it alive."""
+    import torch
+
+    if kind == "default":
+        return None
+    own = torch.cuda.Stream(device=0)
+    stream = own if kind == "pooled" else torch.cuda.ExternalStream(own.cuda_stream, device=torch.device("cuda", 0))
+    torch.cuda.set_stream(stream)
+    return own, stream
+
+
+def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[], Any]], Callable[[], None]]:
+    """Row name -> a no-argument call, on torch CUDA tensors (each run once before timing), with torch's
+    current stream of kind ``stream`` (see ``--stream``)."""
     import torch
 
     import nvmath
     import nvmath.torch as nt
 
+    keep = use_stream(stream)
     dev = torch.device("cuda", 0)
     a, b = torch.randn(size, size, device=dev), torch.randn(size, size, device=dev)
     out = torch.empty(size, size, device=dev)
@@ -188,7 +208,14 @@ def gpu_rows(size: int) -> tuple[dict[str, Callable[[], Any]], Callable[[], None
         "torch.fft.fft": lambda: torch.fft.fft(sig),
     }
     rows.update(_training_rows(nt, xg, wg, bias, gy))
-    return rows, torch.cuda.synchronize
+    rows["generic matmul (grad)"] = lambda: nvmath.linalg.matmul(xg, wg)
+    rows["torch.matmul (grad)"] = lambda: torch.matmul(xg, wg)
+
+    def sync() -> None:
+        assert keep is not None or stream == "default"  # (the closure holds the stream alive)
+        torch.cuda.synchronize()
+
+    return rows, sync
 
 
 def _training_rows(
@@ -256,7 +283,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     mp = MonkeyPatch()
     try:
-        rows, sync = fake_rows(args.size, mp) if args.fake else gpu_rows(args.size)
+        rows, sync = fake_rows(args.size, mp) if args.fake else gpu_rows(args.size, args.stream)
         results = []
         for name, fn in rows.items():
             if args.rows and args.rows not in name:
@@ -313,9 +340,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fake", action="store_true", help="the CPU fake GPU (no GPU needed)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--files", action="store_true", help="also list the package files each row runs")
+    parser.add_argument(
+        "--stream", choices=("default", "pooled", "external"), default="default",
+        help="torch's current stream for the GPU rows (default: the legacy default stream)",
+    )
     args = parser.parse_args(argv)
     results = run(args)
-    meta = {"size": args.size, "calls": args.calls, "fake": args.fake, "unit": "us per call"}
+    meta = {"size": args.size, "calls": args.calls, "fake": args.fake, "stream": args.stream, "unit": "us per call"}
     if args.json:
         print(json.dumps({"meta": meta, "rows": results}, indent=1))
         return
