@@ -118,9 +118,9 @@ def generic_matmul(
         and a.dtype in _FLOATS and b.dtype in _FLOATS and not torch.compiler.is_compiling()
     ):  # fmt: skip
         # the common call (two operands, nothing else): the two-argument autograd function
-        from nvmath.linalg import matmul as generic
+        from nvmath.linalg.generic._stateless import product
 
-        return PlainProductFn.apply(a, b, generic)
+        return PlainProductFn.apply(a, b, product)
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         raise TypeError(
             "explicit batches (sequences of operands) of nvmath.linalg.matmul are not differentiated by "
