@@ -181,11 +181,15 @@ def matmul(
         The result in the operands' package and memory space (a list of results for explicit batches;
         ``c`` itself with ``MatmulOptions(inplace=True)``).
     """
-    beta = checked_beta(c, beta)
+    if beta is not None or c is not None:
+        beta = checked_beta(c, beta)
     if wants_torch(a, b, c):  # autograd or torch.compile: nvmath.torch builds the graph
         return route("generic.matmul", a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options,
                      execution=execution, stream=stream)  # fmt: skip
-    key = generic_key(a, b, c, qualifiers, options, execution)
+    if c is None and qualifiers is None and options is None and execution is None:
+        key = _pair_key(a, b) or generic_key(a, b)  # (the common call: two operands read raw)
+    else:
+        key = generic_key(a, b, c, qualifiers, options, execution)
     args = (a, b, c, alpha, beta, qualifiers, options, execution, stream)
     return call_cached(plan_cache, key, _build, a, b, c, alpha, beta, stream, build_args=args)
 
