@@ -28,6 +28,10 @@ before), ``pooled`` (a ``torch.cuda.Stream`` of torch's pool) or ``external`` (a
 ``torch.cuda.ExternalStream`` over a stream torch does not own, as the benchmark harness sets: nvmath
 treats it as one its owner may destroy, a *mortal* stream, see ``nvmath._internal.streams``).
 
+``--bench SUITE:CASES`` profiles the benchmark harness's own host rows instead (``python -m benchmarks``:
+its context, stream and setups; ``CASES`` a glob, e.g. ``matmul:host-64-*``), nvmath's and torch's
+setup of each case, so a harness row and this tool's row of the same call can be told apart step by step.
+
 ``--files`` lists, per row, the package files whose Python code one call runs (``sys.setprofile``).
 
 On a machine without a GPU, ``--fake`` runs the matmul and ``nvmath.torch`` rows on the CPU fake GPU
@@ -276,14 +280,59 @@ def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callabl
     return rows, lambda: None
 
 
+def bench_rows(
+    spec: str, closers: list[Callable[[], Any]]
+) -> tuple[dict[str, Callable[[], Any]], Callable[[], None]]:
+    """The host rows ``SUITE:CASES`` of the benchmark harness, made by its own setups (nvmath and torch) on
+    its own context; what must run after the measurement is appended to ``closers``.
+
+    Raises:
+        SystemExit: no row could be set up (the message lists each case's reason, e.g. no GPU).
+    """
+    import fnmatch
+
+    from benchmarks.context import Settings, make_context
+    from benchmarks.registry import Prepared, Skip, load_suite
+
+    suite, _, pattern = spec.partition(":")
+    ctx = make_context(Settings.for_run(quick=False))
+    closers.append(ctx.close)
+    ctx.mode = "host"
+    rows: dict[str, Callable[[], Any]] = {}
+    skipped: list[str] = []
+    for case in load_suite(suite):
+        if case.mode != "host" or not fnmatch.fnmatch(case.name, pattern or "*"):
+            continue
+        for lib in ("nvmath", "torch"):
+            setup = case.setups.get(lib)
+            if setup is None:
+                continue
+            try:
+                made = setup(ctx)
+            except Skip as exc:
+                skipped.append(f"{case.name} [{lib}]: {exc}")
+                continue
+            prepared = made if isinstance(made, Prepared) else Prepared(fn=made)
+            rows[f"{case.name} [{lib}]"] = prepared.fn
+            if prepared.teardown is not None:
+                closers.insert(0, prepared.teardown)
+    if not rows:
+        raise SystemExit(f"no host row of {spec!r} could be set up: " + ("; ".join(skipped) or "no such case"))
+    return rows, ctx.sync
+
+
 # ------------------------------------------------------------------------------------------ main
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Measure every selected row; one dict per row (``us``, ``steps``: step -> us)."""
     from _pytest.monkeypatch import MonkeyPatch
 
     mp = MonkeyPatch()
+    closers: list[Callable[[], Any]] = []
     try:
-        rows, sync = fake_rows(args.size, mp) if args.fake else gpu_rows(args.size, args.stream)
+        if args.bench:
+            rows, sync = bench_rows(args.bench, closers)
+        else:
+            rows, sync = fake_rows(args.size, mp) if args.fake else gpu_rows(args.size, args.stream)
         results = []
         for name, fn in rows.items():
             if args.rows and args.rows not in name:
@@ -296,6 +345,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             results.append({"row": name, "us": round(us, 2), "steps": steps, "files": files_touched(fn)})
         return results
     finally:
+        for close in closers:
+            close()
         if args.fake:  # free the planners made on the fake while it is installed (none outlives it)
             from nvmath._internal import caches
 
@@ -340,6 +391,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fake", action="store_true", help="the CPU fake GPU (no GPU needed)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--files", action="store_true", help="also list the package files each row runs")
+    parser.add_argument("--bench", default=None, help="SUITE:CASES: the benchmark harness's host rows instead")
     parser.add_argument(
         "--stream", choices=("default", "pooled", "external"), default="default",
         help="torch's current stream for the GPU rows (default: the legacy default stream)",

@@ -95,3 +95,23 @@ def test_python_function_baseline_matches_torch_gradients(hp):
     torch.testing.assert_close(y, yr)
     torch.testing.assert_close(x.grad, xr.grad)
     torch.testing.assert_close(w.grad, wr.grad)
+
+
+def test_bench_rows_without_a_gpu_say_why_none_runs(hp):
+    """--bench SUITE:CASES sets up the harness's own host rows; without a GPU every setup skips, and the
+    tool exits naming the cases and the reason (an unknown case says so too)."""
+    closers = []
+    with pytest.raises(SystemExit, match="host-64-stateless"):
+        hp.bench_rows("matmul:host-64-*", closers)
+    for close in closers:
+        close()
+    with pytest.raises(SystemExit, match="no such case"):
+        hp.bench_rows("matmul:no-such-case", [])
+
+
+def test_stream_option_parses_and_default_keeps_the_current_stream(hp):
+    """--stream takes default / pooled / external (anything else is refused by argparse); ``default``
+    changes nothing (the rows keep torch's legacy default stream)."""
+    assert hp.use_stream("default") is None
+    with pytest.raises(SystemExit):
+        hp.main(["--stream", "sideways"])
