@@ -19,6 +19,16 @@ __all__ = ["ROUTES"]
 
 _TENSORS = frozenset((torch.Tensor, torch.nn.Parameter))
 _FLOATS = frozenset(FLOATS)
+_PRODUCT: Any = None
+"""The generic matmul's two-operand stateless entry, imported on the first call (no import per call)."""
+
+
+def _product() -> Any:
+    global _PRODUCT
+    from nvmath.linalg.generic._stateless import product
+
+    _PRODUCT = product
+    return product
 
 
 def _epilog_bias(epilog_inputs: Any) -> Any:
@@ -118,9 +128,7 @@ def generic_matmul(
         and a.dtype in _FLOATS and b.dtype in _FLOATS and not torch.compiler.is_compiling()
     ):  # fmt: skip
         # the common call (two operands, nothing else): the two-argument autograd function
-        from nvmath.linalg.generic._stateless import product
-
-        return PlainProductFn.apply(a, b, product)
+        return PlainProductFn.apply(a, b, _PRODUCT or _product())
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         raise TypeError(
             "explicit batches (sequences of operands) of nvmath.linalg.matmul are not differentiated by "
