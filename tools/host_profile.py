@@ -168,7 +168,8 @@ def use_stream(kind: str) -> Any:
     if kind == "default":
         return None
     own = torch.cuda.Stream(device=0)
-    stream = own if kind == "pooled" else torch.cuda.ExternalStream(own.cuda_stream, device=torch.device("cuda", 0))
+    dev = torch.device("cuda", 0)
+    stream = own if kind == "pooled" else torch.cuda.ExternalStream(own.cuda_stream, device=dev)
     torch.cuda.set_stream(stream)
     return own, stream
 
@@ -317,7 +318,8 @@ def bench_rows(
             if prepared.teardown is not None:
                 closers.insert(0, prepared.teardown)
     if not rows:
-        raise SystemExit(f"no host row of {spec!r} could be set up: " + ("; ".join(skipped) or "no such case"))
+        why = "; ".join(skipped) or "no such case"
+        raise SystemExit(f"no host row of {spec!r} could be set up: {why}")
     return rows, ctx.sync
 
 
@@ -391,14 +393,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fake", action="store_true", help="the CPU fake GPU (no GPU needed)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--files", action="store_true", help="also list the package files each row runs")
-    parser.add_argument("--bench", default=None, help="SUITE:CASES: the benchmark harness's host rows instead")
+    parser.add_argument(
+        "--bench", default=None, help="SUITE:CASES: the benchmark harness's host rows instead"
+    )
     parser.add_argument(
         "--stream", choices=("default", "pooled", "external"), default="default",
         help="torch's current stream for the GPU rows (default: the legacy default stream)",
     )
     args = parser.parse_args(argv)
     results = run(args)
-    meta = {"size": args.size, "calls": args.calls, "fake": args.fake, "stream": args.stream, "unit": "us per call"}
+    meta = {"size": args.size, "calls": args.calls, "fake": args.fake, "stream": args.stream}
+    meta["unit"] = "us per call"
     if args.json:
         print(json.dumps({"meta": meta, "rows": results}, indent=1))
         return

@@ -22,11 +22,13 @@ and the workspace (memory from the package allocator, :data:`WORKSPACE_BYTES`) f
 planners sharing a thread's handle never see each other's workspace.
 
 Launches go through the launch objects of :mod:`._launch` (:class:`~._launch.GemmLaunch`,
-:class:`~._launch.RoutineLaunch`), which call the unchecked bindings (``nvmath.bindings._unchecked.cublas``,
-or their C functions through the compiled caller: no per-call range check, so no wrap-around may reach them): every integer a program passes is checked against its C type once,
-when the program is built at plan time (:func:`c_int`: ``ValueError`` naming the value and the limit);
-pointers are tensor addresses (plus offsets inside the tensor), handles come from :func:`get_handle`,
-streams are bounded to 64 bits by :mod:`nvmath._internal.streams`, the enums are cuBLAS's own.
+:class:`~._launch.RoutineLaunch`), which call the unchecked bindings
+(``nvmath.bindings._unchecked.cublas``, or their C functions through the compiled caller: no per-call
+range check, so no wrap-around may reach them): every integer a program passes is checked against its
+C type once, when the program is built at plan time (:func:`c_int`: ``ValueError`` naming the value
+and the limit); pointers are tensor addresses (plus offsets inside the tensor), handles come from
+:func:`get_handle`, streams are bounded to 64 bits by :mod:`nvmath._internal.streams`, the enums are
+cuBLAS's own.
 """
 
 from __future__ import annotations
@@ -374,8 +376,8 @@ class TrmmProgram(_PerMatrix):
             self.add_c = self._geam_launch(max(self.m, 1))
 
     def _trmm(self, ldo: int) -> Any:
-        fixed = (0, self.side, self.uplo, self.op_s, self.diag, self.m, self.n, 0, 0, self.lds, 0, self.ldx, 0,
-                 ldo)  # fmt: skip
+        s = self
+        fixed = (0, s.side, s.uplo, s.op_s, s.diag, s.m, s.n, 0, 0, s.lds, 0, s.ldx, 0, ldo)
         return self._routine_launch(fixed, (0, 7, 8, 10, 12)).call
 
     def launch(self, handle, stream, ptrs, alpha, beta, has_c, scratch):

@@ -118,11 +118,13 @@ class GroupedProgram:
         """The grouped GEMM's launch: per call the handle and the addresses of the a, b, c pointer arrays."""
         ta, tb, ms, ns, ks, l1s, l2s, lds, sizes = self.args
         al, be = self.alphas.ctypes.data, self.betas.ctypes.data
-        if self.dtype in ("float32", "float64"):  # (handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ...)
+        # (handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, count, sizes); Ex: types, compute
+        if self.dtype in ("float32", "float64"):
             fixed = (0, ta, tb, ms, ns, ks, al, 0, l1s, 0, l2s, be, 0, lds, self.count, sizes)
             return RoutineLaunch(f"{_PREFIX[self.dtype]}gemm_grouped_batched", fixed, (0, 7, 9, 12))
-        dt, compute = self.enums  # (handle, ta, tb, m, n, k, alpha, A, type, lda, B, type, ldb, beta, C, ...)
-        fixed = (0, ta, tb, ms, ns, ks, al, 0, dt, l1s, 0, dt, l2s, be, 0, dt, lds, self.count, sizes, compute)
+        dt, compute = self.enums
+        count = self.count
+        fixed = (0, ta, tb, ms, ns, ks, al, 0, dt, l1s, 0, dt, l2s, be, 0, dt, lds, count, sizes, compute)
         return RoutineLaunch("gemm_grouped_batched_ex", fixed, (0, 7, 10, 14))
 
     def _fill(self, ptrs: list[dict[str, int]]) -> None:
