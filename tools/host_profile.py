@@ -32,6 +32,9 @@ treats it as one its owner may destroy, a *mortal* stream, see ``nvmath._interna
 its context, stream and setups; ``CASES`` a glob, e.g. ``matmul:host-64-*``), nvmath's and torch's
 setup of each case, so a harness row and this tool's row of the same call can be told apart step by step.
 
+On the GPU each row also gets its GPU time per call (column ``GPU us``, :func:`gpu_per_call`): a row
+whose GPU time reaches its host time is bound by the GPU, and its host-time steps say little.
+
 ``--files`` lists, per row, the package files whose Python code one call runs (``sys.setprofile``).
 
 On a machine without a GPU, ``--fake`` runs the matmul and ``nvmath.torch`` rows on the CPU fake GPU
@@ -102,6 +105,26 @@ def measure(fn: Callable[[], Any], sync: Callable[[], None], calls: int, rounds:
         sync()
         best = min(best, (time.perf_counter_ns() - t0) / calls / 1e3)
     return best
+
+
+def gpu_per_call(fn: Callable[[], Any], calls: int = 200) -> float | None:
+    """GPU time per call (us) on torch's current stream: ``calls`` calls queued behind a ~50 ms spin
+    kernel, timed with CUDA events, so the events see the calls' kernels back to back, not the host's
+    gaps. A row whose GPU time reaches its host time is bound by the GPU, not by its host work.
+    ``None`` without torch's CUDA (the fake rows) or without ``torch.cuda._sleep``."""
+    torch = sys.modules.get("torch")
+    spin = getattr(getattr(torch, "cuda", None), "_sleep", None)
+    if torch is None or spin is None or not torch.cuda.is_available():
+        return None
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    spin(100_000_000)  # ~50 ms of clock cycles: longer than queueing the calls takes
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / calls
 
 
 def breakdown(
@@ -344,7 +367,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             us = measure(fn, sync, args.calls)
             shares = breakdown(fn, sync, max(args.calls // 4, 50))
             steps = {k: round(us * shares.get(k, 0.0), 2) for k in ORDER if shares.get(k)}
-            results.append({"row": name, "us": round(us, 2), "steps": steps, "files": files_touched(fn)})
+            row = {"row": name, "us": round(us, 2), "steps": steps, "files": files_touched(fn)}
+            gpu = None if args.fake else gpu_per_call(fn)
+            if gpu is not None:
+                row["gpu_us"] = round(gpu, 2)
+            results.append(row)
         return results
     finally:
         for close in closers:
@@ -378,10 +405,13 @@ def render(results: list[dict[str, Any]]) -> str:
     steps = [s for s in ORDER if any(s in r["steps"] for r in results)]
     width = max(len(r["row"]) for r in results) + 2
     short = {s: s.split(" (")[0][:10] for s in steps}
-    lines = [f"{'row':{width}s}{'us/call':>9s}" + "".join(f"{short[s]:>12s}" for s in steps)]
+    gpu = any("gpu_us" in r for r in results)  # the GPU time per call next to the host time
+    head = f"{'row':{width}s}{'us/call':>9s}" + (f"{'GPU us':>9s}" if gpu else "")
+    lines = [head + "".join(f"{short[s]:>12s}" for s in steps)]
     for r in results:
         cells = "".join(f"{r['steps'].get(s, 0.0):12.2f}" for s in steps)
-        lines.append(f"{r['row']:{width}s}{r['us']:9.2f}{cells}")
+        g = (f"{r['gpu_us']:9.2f}" if "gpu_us" in r else f"{'-':>9s}") if gpu else ""
+        lines.append(f"{r['row']:{width}s}{r['us']:9.2f}{g}{cells}")
     return "\n".join(lines)
 
 

@@ -115,3 +115,23 @@ def test_stream_option_parses_and_default_keeps_the_current_stream(hp):
     assert hp.use_stream("default") is None
     with pytest.raises(SystemExit):
         hp.main(["--stream", "sideways"])
+
+
+def test_render_shows_the_gpu_time_when_measured(hp):
+    """With a GPU time per call in some row the table gets a ``GPU us`` column after the host time ('-'
+    where a row has none); without any, no such column."""
+    rows = [
+        {"row": "a", "us": 3.0, "gpu_us": 4.5, "steps": {"library call": 1.0}},
+        {"row": "b", "us": 2.0, "steps": {"library call": 2.0}},
+    ]
+    lines = hp.render(rows).splitlines()
+    assert "GPU us" in lines[0]
+    assert lines[1].split()[:3] == ["a", "3.00", "4.50"] and lines[2].split()[:3] == ["b", "2.00", "-"]
+    assert "GPU us" not in hp.render(rows[1:]).splitlines()[0]
+
+
+def test_gpu_time_is_none_without_cuda(hp):
+    """Without torch's CUDA (this machine, the fake rows) there is no GPU time to measure: None, and the
+    call is not run."""
+    calls = []
+    assert hp.gpu_per_call(lambda: calls.append(1)) is None and calls == []
