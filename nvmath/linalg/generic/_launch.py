@@ -128,18 +128,51 @@ class RoutineLaunch:
         self._keep = template  # the arrays whose addresses the compiled caller holds
 
         def pure() -> Callable[..., Any]:
-            def call(*values: Any) -> None:
-                args = template.copy()
-                for position, value in zip(slots, values):
-                    args[position] = value
-                binding(*args)
-
-            return call
+            return _pure_caller(binding, template, tuple(slots))
 
         ints = tuple(ctypes.addressof(x) if isinstance(x, ctypes.Array) else x for x in template)
         self.call: Callable[..., Any] = fastpath.bound_caller(
             "cublas", _c_symbol(binding), ints, slots, error=cublas.cuBLASError, pure=pure
         )
+
+
+def _pure_caller(binding: Any, template: list[Any], slots: tuple[int, ...]) -> Callable[..., None]:
+    """``call(*values)``: ``binding`` with ``template``'s arguments and ``values`` at ``slots`` (the pure
+    path; the launches' 4, 5 and 6 slots get a caller without a loop)."""
+    p = slots + (0,) * (6 - len(slots))
+    p0, p1, p2, p3, p4, p5 = p[:6]
+    if len(slots) == 4:
+
+        def call4(v0: Any, v1: Any, v2: Any, v3: Any) -> None:
+            args = template.copy()
+            args[p0], args[p1], args[p2], args[p3] = v0, v1, v2, v3
+            binding(*args)
+
+        return call4
+    if len(slots) == 5:
+
+        def call5(v0: Any, v1: Any, v2: Any, v3: Any, v4: Any) -> None:
+            args = template.copy()
+            args[p0], args[p1], args[p2], args[p3], args[p4] = v0, v1, v2, v3, v4
+            binding(*args)
+
+        return call5
+    if len(slots) == 6:
+
+        def call6(v0: Any, v1: Any, v2: Any, v3: Any, v4: Any, v5: Any) -> None:
+            args = template.copy()
+            args[p0], args[p1], args[p2], args[p3], args[p4], args[p5] = v0, v1, v2, v3, v4, v5
+            binding(*args)
+
+        return call6
+
+    def call(*values: Any) -> None:
+        args = template.copy()
+        for position, value in zip(slots, values):
+            args[position] = value
+        binding(*args)
+
+    return call
 
 
 def _c_symbol(binding: Any) -> str:

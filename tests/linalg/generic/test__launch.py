@@ -165,3 +165,24 @@ def test_routine_launch_of_an_unknown_routine_raises():
 
     with pytest.raises(AttributeError):
         RoutineLaunch("nosuchgemm", (0,), (0,))
+
+
+@pytest.mark.parametrize("count", [1, 3, 4, 5, 6, 7])
+def test_pure_caller_places_each_value_at_its_slot(count):
+    """The pure path's caller (any number of slots; 4, 5 and 6 have loop-free callers) passes the fixed
+    arguments with the call's values at the slot positions, and leaves the template unchanged for the
+    next call."""
+    from nvmath.linalg.generic._launch import _pure_caller
+
+    seen = []
+    template = list(range(100, 112))
+    slots = tuple(range(1, 12, 2))[:count] if count <= 6 else (0, 2, 3, 5, 7, 9, 11)
+    call = _pure_caller(lambda *args: seen.append(args), template, slots)
+    for base in (0, 50):
+        call(*(base + i for i in range(len(slots))))
+    for base, args in zip((0, 50), seen):
+        expected = list(range(100, 112))
+        for i, position in enumerate(slots):
+            expected[position] = base + i
+        assert list(args) == expected
+    assert template == list(range(100, 112))
