@@ -30,6 +30,8 @@ COMPUTE_TYPES = {
     "float64": "COMPUTE_64F",
     "complex64": "COMPUTE_32F",
     "complex128": "COMPUTE_64F",
+    "float8_e4m3fn": "COMPUTE_32F",
+    "float8_e5m2": "COMPUTE_32F",
 }
 """The default compute type of each operand type (cuBLAS's)."""
 
@@ -40,6 +42,8 @@ _SCALARS = {
     "float64": np.float64,
     "complex64": np.complex64,
     "complex128": np.complex128,
+    "float8_e4m3fn": np.float32,
+    "float8_e5m2": np.float32,
 }
 
 
