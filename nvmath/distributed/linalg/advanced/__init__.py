@@ -7,7 +7,9 @@ Fortran or C order (C-ordered ones become transposes cuBLASMp runs); float16, bf
 float64, complex64, complex128, and FP8 (float8_e4m3fn / float8_e5m2) with tensor-wide quantization
 scales and ``result_amax``. The epilogs cuBLASMp has (:class:`MatmulEpilog`: bias, ReLU, GELU, their
 aux and backward forms, bias gradients) take and return this rank's parts. The workspace is
-registered with cuBLASMp, so the overlapped algorithms apply. Everything here is collective.
+registered with cuBLASMp, so the overlapped algorithms apply. :func:`matmul` takes and returns torch
+DTensors (Shard / Replicate on a 1-D mesh), with autograd through the distributed GEMMs (see
+``_dtensor``). Everything here is collective.
 
 Not implemented (raise :class:`NotImplementedError`): ``preferences``, ``block_scaling`` (MXFP8), a
 ``result_type`` other than the operands' for non-FP8 operands.

@@ -37,7 +37,16 @@ from ._epilogs import check_epilog_inputs, epilog_layout
 from ._extras import DescriptorTensors, check_scale
 from ._options import LOGGER_NAME, MatmulOptions
 from ._quantize import FP8, TypePlan, scales_given, type_plan
-from ._problem import COMPUTE_TYPES, global_matrix_shape, local_order, matmul_call, parse_qualifiers, scalar
+from ._problem import (
+    COMPUTE_TYPES,
+    agreed_order,
+    global_matrix_shape,
+    local_order,
+    local_orders,
+    matmul_call,
+    parse_qualifiers,
+    scalar,
+)
 from ._traits import local_shape, matrix_descriptor
 
 __all__ = ["InvalidMatmulState", "Matmul", "matmul"]
@@ -122,9 +131,10 @@ def _gather_checked(
             "types": (ops["b"].dtype, types.result, types.scales),
         }  # fmt: skip
         shapes = {name: tuple(op.shape) for name, op in ops.items()}
+        orders = {name: local_orders(tuple(op.shape), tuple(op.strides)) for name, op in ops.items()}
     except (TypeError, ValueError, NotImplementedError) as exc:
-        problem, agreed, shapes = exc, {}, {}
-    facts = {"agreed": agreed, "shapes": shapes, "problem": None if problem is None else repr(problem)}
+        problem, agreed, shapes, orders = exc, {}, {}, {}
+    facts = {"agreed": agreed, "shapes": shapes, "orders": orders, "problem": None if problem is None else repr(problem)}
     everyone = gather_by_rank(group, facts)
     if problem is not None:
         raise problem
@@ -201,7 +211,8 @@ class Matmul(FreedOnExit):
         }
         descs = {
             n: matrix_descriptor(
-                global_shapes[n], distributions["abc".index(n)], rank, nranks, ops[n].shape, ops[n].strides
+                global_shapes[n], distributions["abc".index(n)], rank, nranks, ops[n].shape, ops[n].strides,
+                agreed_order(n, {r: f["orders"][n] for r, f in everyone.items()}),
             )
             for n in names
         }
@@ -506,7 +517,7 @@ def matmul(
     /,
     c: Any = None,
     *,
-    distributions: Any,
+    distributions: Any = None,
     alpha: Any = None,
     beta: Any = None,
     epilog: Any = None,
@@ -519,8 +530,17 @@ def matmul(
 ) -> Any:
     """``alpha * op(a) @ op(b) + beta * c`` over distributed matrices (collective; plans, runs, frees).
 
-    Arguments as :class:`Matmul` and :meth:`Matmul.plan`.
+    Arguments as :class:`Matmul` and :meth:`Matmul.plan`. torch DTensors ``a`` and ``b`` (and ``c``)
+    on a 1-D mesh take their distributions from their placements and give a DTensor, with autograd
+    (see :mod:`._dtensor`); ``distributions`` is then not given.
     """
+    from . import _dtensor
+
+    if _dtensor.is_dtensor(a) or _dtensor.is_dtensor(b):
+        return _dtensor.matmul(a, b, c, distributions=distributions, alpha=alpha, beta=beta, epilog=epilog,
+                               epilog_inputs=epilog_inputs, qualifiers=qualifiers,
+                               quantization_scales=quantization_scales, options=options, preferences=preferences,
+                               stream=stream)  # fmt: skip
     with Matmul(
         a,
         b,

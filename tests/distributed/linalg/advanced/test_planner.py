@@ -187,3 +187,25 @@ def test_plan_arguments_and_lifecycle(env):
     mm.free()
     mm.free()
     nd.finalize()
+
+
+def test_ranks_agree_on_one_orientation(env):
+    """A one-row block fits both orders, so it follows the other ranks' C order (cuBLASMp needs one
+    orientation per matrix: 3 uneven chunks of a C-ordered 5-row matrix); Fortran on one rank and C
+    on another cannot be described and raise on every rank naming both."""
+    group = ThreadGroup(3)
+    env(group)
+    dist = BlockNonCyclic(ProcessGrid(shape=(3, 1)))
+    rng = np.random.default_rng(4)
+    A, B = rng.standard_normal((5, 4)), rng.standard_normal((4, 3))
+    pa, _ = parts(A, dist, 3, "C")  # rows 2, 2, 1: the last block is one row
+    rep = BlockNonCyclic(ProcessGrid(shape=(1, 3)))
+    pb = [FakeDevice(np.ascontiguousarray(B[:, r : r + 1])) for r in range(3)]
+    _, index = parts(np.zeros((5, 3)), dist, 3, "F")
+    results = ok(group.run(lambda r: matmul(pa[r], pb[r], distributions=[dist, rep, dist],
+                                            options={"inplace": False})))  # fmt: skip
+    np.testing.assert_allclose(gather(results, index, (5, 3)), A @ B, rtol=1e-12)
+    mixed = [FakeDevice(np.asfortranarray(pa[0].tensor)), pa[1], pa[2]]
+    results = group.run(lambda r: Matmul(mixed[r], pb[r], distributions=[dist, rep, dist],
+                                         options={"inplace": False}))  # fmt: skip
+    assert all(isinstance(e, ValueError) and "rank(s) [0" in str(e) and "C order" in str(e) for e in results), results
