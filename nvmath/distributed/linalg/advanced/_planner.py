@@ -227,6 +227,12 @@ class Matmul(FreedOnExit):
         else:
             descs["d"] = descs["c"]
         call = matmul_call(descs["a"], descs["b"], descs["d"], qa, qb, dtypes.is_complex(dtype))
+        if dtype in FP8 and (call.transa, call.transb) != ("T", "N"):
+            raise ValueError(
+                f"FP8 operands: cuBLASMp (through cuBLASLt) multiplies them as op(A) = A^T, op(B) = B only "
+                f"(this layout gives {call.transa}{call.transb}): give a in C order (row-major) and b in "
+                "Fortran order, or transpose through qualifiers"
+            )
         compute = (
             options.compute_type
             if options.compute_type is not None
@@ -356,6 +362,9 @@ class Matmul(FreedOnExit):
                 cuda_type = dtypes.cuda_data_type(types[name])
                 matrices[name] = keep(_mpobjects.MpMatrix(lib, desc, cuda_type, grids[desc.grid]))
             matrices["c"] = matrices["d"]
+            if self._types.result in FP8:  # cuBLASLt pairs an FP8 D with a 16-bit C (unread: beta is 0)
+                desc = self._descs["d"]
+                matrices["c"] = keep(_mpobjects.MpMatrix(lib, desc, dtypes.cuda_data_type("bfloat16"), grids[desc.grid]))
             call, opts = self._call, self._options
             algo = None if opts.algo_type is None else int(opts.algo_type)
             keep(

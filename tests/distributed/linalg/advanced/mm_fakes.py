@@ -236,7 +236,10 @@ class FakeCublasMp:
         ops = {0: lambda x: x, 1: lambda x: x.T, 2: lambda x: x.conj().T}
         A = ops[attrs["TRANSA"]](self._assemble(everyone, 0))
         B = ops[attrs["TRANSB"]](self._assemble(everyone, 1))
-        C = self._assemble(everyone, 2)
+        c_type, d_type = (self.objects[everyone[0][i][1]][7] for i in (2, 3))
+        if d_type in (28, 29):  # cuBLASLt's FP8 table: an FP8 D goes with a 16-bit C
+            assert c_type in (2, 14), f"FP8 D with C of cudaDataType {c_type}"
+        C = self._assemble(everyone, 2) if be != 0 else np.zeros((m, n))  # C is not read when beta is 0
         assert A.shape == (m, k) and B.shape == (k, n) and C.shape == (m, n)
         ab = self._scalar(attrs, "A_SCALE_POINTER") * self._scalar(attrs, "B_SCALE_POINTER")
         D = al * ab * (A @ B) + (be * C if be != 0 else 0)

@@ -24,7 +24,7 @@ def fp8_problem(nranks, seed=0):
     m, k, n = 4 * nranks, 16, 2 * nranks
     A = rng.uniform(-2, 2, (m, k)).astype(F8)
     B = rng.uniform(-2, 2, (k, n)).astype(ml_dtypes.float8_e5m2)
-    pa, _ = parts(A, Slab.X, nranks, "F")
+    pa, _ = parts(A, Slab.X, nranks, "C")  # FP8 runs as op(A) = A^T (TN): a row-major, b column-major
     pb, _ = parts(B, Slab.Y, nranks, "F")
     _, index = parts(np.zeros((m, n)), Slab.X, nranks, "F")
     return A.astype(np.float64) @ B.astype(np.float64), pa, pb, index, (m, n)
@@ -110,16 +110,19 @@ def test_fp8_with_c(env):
      ({"result_type": CudaDataType.CUDA_R_64F}, ValueError, "FP8 operands give"),
      ({"c": "float32"}, ValueError, "c must have the result's dtype"),
      ({"b": "float8_e5m2", "a": "float8_e5m2"}, ValueError, "not both float8_e5m2"),
-     ({"b": "float32"}, ValueError, "a=float8_e4m3fn, b=float32")],
+     ({"b": "float32"}, ValueError, "a=float8_e4m3fn, b=float32"),
+     ({"a_order": "F"}, ValueError, "op\\(A\\) = A\\^T")],
 )  # fmt: skip
 def test_fp8_rules(env, change, error, match):
     """Missing or extra scales, an amax without an FP8 result, a scale that is not float32 of one
-    element, an impossible result type, c of another dtype, e5m2 x e5m2, FP8 with non-FP8: typed
-    errors naming what is allowed."""
+    element, an impossible result type, c of another dtype, e5m2 x e5m2, FP8 with non-FP8, an FP8
+    layout other than TN: typed errors naming what is allowed."""
     env(SingleRank())
     dt = {"float8_e4m3fn": F8, "float8_e5m2": ml_dtypes.float8_e5m2, "float32": np.float32}
-    a = FakeDevice(np.asfortranarray(np.ones((4, 4)).astype(dt[change.get("a", "float8_e4m3fn")])))
+    a = FakeDevice(np.ascontiguousarray(np.ones((4, 4)).astype(dt[change.get("a", "float8_e4m3fn")])))
     b = FakeDevice(np.asfortranarray(np.ones((4, 4)).astype(dt[change.get("b", "float8_e4m3fn")])))
+    if change.get("a_order") == "F":
+        a = FakeDevice(np.asfortranarray(a.tensor))
     c = FakeDevice(np.ones((4, 4), np.float32, order="F")) if "c" in change else None
     options = {"inplace": c is not None, "result_amax": change.get("amax", False),
                "result_type": change.get("result_type", CudaDataType.CUDA_R_32F)}  # fmt: skip
