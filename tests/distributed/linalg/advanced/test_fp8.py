@@ -145,3 +145,21 @@ def test_fp8_scale_problem_raises_on_every_rank(env):
     assert isinstance(results[1], ValueError) and "need the scales" in str(results[1])
     assert isinstance(results[0], ValueError) and "rank(s) [1]" in str(results[0])
     assert nd.get_context() is not None
+
+
+def test_reset_refusals(env):
+    """reset_operands refuses a scale the plan does not use, a scale of another dtype, and epilog
+    inputs when the plan has no epilog taking them; the plan keeps working."""
+    env(SingleRank())
+    ab, pa, pb, index, shape = fp8_problem(1)
+    with Matmul(pa[0], pb[0], distributions=[Slab.X, Slab.Y, Slab.X], quantization_scales={"a": 1.0, "b": 1.0},
+                options={"inplace": False, "result_type": CudaDataType.CUDA_R_32F}) as mm:  # fmt: skip
+        mm.plan()
+        with pytest.raises(ValueError, match=r"this Matmul uses \['a', 'b'\]"):
+            mm.reset_operands(quantization_scales={"d": 1.0})
+        with pytest.raises(ValueError, match="float32 tensor"):
+            mm.reset_operands(quantization_scales={"a": FakeDevice(np.ones(1))})
+        with pytest.raises(ValueError, match="without an epilog"):
+            mm.reset_operands(epilog_inputs={"bias": FakeDevice(np.zeros(4, np.float32))})
+        mm.reset_operands(quantization_scales={"b": FakeDevice(np.array([3.0], np.float32))})
+        np.testing.assert_allclose(mm.execute(), 3.0 * ab, rtol=1e-6)
