@@ -22,7 +22,8 @@ Cases (issue 20's Benchmarks section), on P = the job's ranks:
   N=28672, K=8192; same layout) and ``tp-rowwise-8192x8192x28672`` (``a`` and ``b`` split along K,
   ``d`` by rows: GEMM + ReduceScatter) -- the tensor-parallel MLP shapes.
 
-Rows: ``nvmath`` (ours), ``torch`` (GEMMs: ``torch.matmul`` of DTensors with the same placements,
+Each ``nvmath`` row's note gives the setup + plan time, the device memory the setup took (every
+allocator's: NCCL's and NVSHMEM's too) and ``initialize``'s time. Rows: ``nvmath`` (ours), ``torch`` (GEMMs: ``torch.matmul`` of DTensors with the same placements,
 torch's collectives around a local cuBLAS GEMM; FFTs: torch has no distributed FFT -- DTensor shards
 only batch dimensions -- so its row is skipped), ``nvmath-python`` (the same code in nvmath-python's
 process, which needs its own torchrun launch: skipped with that reason when peers cannot join the
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -125,6 +127,7 @@ def _world(ctx: Any, backend: str) -> World:
 
         group = nd.TorchProcessGroup(device_id=ctx.device_id)
         started, reasons = [], {}
+        start = time.perf_counter()
         for backends in (["nvshmem", "nccl"], ["nccl"], ["nvshmem"]):
             try:
                 nd.initialize(ctx.device_id, group, backends=backends)
@@ -132,11 +135,30 @@ def _world(ctx: Any, backend: str) -> World:
                 break
             except ImportError as exc:
                 reasons[",".join(backends)] = str(exc)
-        _STATE.update(world=world, backends=started, reasons=reasons, dist=dist)
+        _STATE.update(world=world, backends=started, reasons=reasons, dist=dist,
+                      init_s=time.perf_counter() - start)  # fmt: skip
     ctx.extras["agree_iterations"] = agree_iterations(_STATE["dist"], ctx.device_id)
     if backend not in _STATE["backends"]:
         raise Skip(f"the {backend} engine is not available: {'; '.join(_STATE['reasons'].values())}")
     return _STATE["world"]
+
+
+class _Footprint:
+    """Plan time and device memory taken (all allocators: NCCL's and NVSHMEM's too) by a setup."""
+
+    def __init__(self, device_id: int):
+        import torch
+
+        self.torch, self.device_id = torch, device_id
+        torch.cuda.synchronize(device_id)
+        self.free0, self.t0 = torch.cuda.mem_get_info(device_id)[0], time.perf_counter()
+
+    def note(self, world: World, extra: str) -> str:
+        self.torch.cuda.synchronize(self.device_id)
+        ms = (time.perf_counter() - self.t0) * 1e3
+        mib = (self.free0 - self.torch.cuda.mem_get_info(self.device_id)[0]) / 2**20
+        return (f"{world.nranks} GPU(s), {extra}; setup+plan {ms:.0f} ms, +{mib:.0f} MiB on the GPU; "
+                f"initialize {_STATE.get('init_s', 0.0):.2f} s")  # fmt: skip
 
 
 # -------------------------------------------------------------------------------------- the FFT
@@ -182,6 +204,7 @@ def _fft_setup(p: FftProblem) -> Callable[[Any], Any]:
         total = torch.cuda.get_device_properties(ctx.device_id).total_memory
         if need > FIT_FRACTION * total:
             raise Skip(f"{shape} {p.kind} needs ~{need / 2**30:.0f} GiB per GPU on {world.nranks} GPU(s)")
+        footprint = _Footprint(ctx.device_id)
         local = Slab.X.shape(world.rank, shape)
         dtype = torch.complex64 if p.kind == "C2C" else torch.float32
         x = allocate_operand(local, torch, input_dtype=dtype, distribution=Slab.X, fft_type=p.kind)
@@ -193,7 +216,7 @@ def _fft_setup(p: FftProblem) -> Callable[[Any], Any]:
             fft.free()
             nd.free_symmetric_memory(x)
 
-        return Prepared(fn=fft.execute, teardown=teardown, note=f"{world.nranks} GPU(s), global {shape}")
+        return Prepared(fn=fft.execute, teardown=teardown, note=footprint.note(world, f"global {shape}"))
 
     return setup
 
@@ -245,11 +268,13 @@ def _gemm_setup(p: GemmProblem) -> Callable[[Any], Any]:
         from nvmath.distributed.linalg.advanced import Matmul
 
         _, a, b = _local_operands(p, world, ctx.device_id)
+        footprint = _Footprint(ctx.device_id)
         slab = {0: Slab.X, 1: Slab.Y}
         dists = [slab[d] for d in p.shard_dims()]
         mm = Matmul(a, b, distributions=dists, options={"inplace": False})
         mm.plan()
-        return Prepared(fn=mm.execute, teardown=mm.free, note=f"{world.nranks} GPU(s), {p.layout}")
+        mm.execute()  # the first call registers the workspace (counted in the footprint)
+        return Prepared(fn=mm.execute, teardown=mm.free, note=footprint.note(world, p.layout))
 
     return setup
 
