@@ -48,6 +48,6 @@ def test_example_under_launcher(path: Path, launcher: str):
     else:
         mpirun = shutil.which("mpirun")
         if mpirun is None:
-            pytest.skip("mpirun is not installed here")
+            pytest.skip("mpirun is not installed here (apt-get install openmpi-bin; pip install mpi4py)")
         command = [mpirun, "--allow-run-as-root", "--oversubscribe", "-n", str(n), sys.executable, str(path)]
     _launch(command)
