@@ -25,9 +25,9 @@ Cases (issue 20's Benchmarks section), on P = the job's ranks:
 Each ``nvmath`` row's note gives the setup + plan time, the device memory the setup took (every
 allocator's: NCCL's and NVSHMEM's too) and ``initialize``'s time. Rows: ``nvmath`` (ours), ``torch`` (GEMMs: ``torch.matmul`` of DTensors with the same placements,
 torch's collectives around a local cuBLAS GEMM; FFTs: torch has no distributed FFT -- DTensor shards
-only batch dimensions -- so its row is skipped), ``nvmath-python`` (the same code in nvmath-python's
-process, which needs its own torchrun launch: skipped with that reason when peers cannot join the
-job). Efficiency against one GPU: divide the P = 1 run's time by P times this run's (weak scaling:
+only batch dimensions -- so its row is skipped), ``nvmath-python`` (``--nvmath-python-path DIR``:
+the same calls in nvmath-python's process, one per rank, which form their own job on
+``MASTER_PORT + 1``; its engines' memory comes on top of ours, held by the waiting parent). Efficiency against one GPU: divide the P = 1 run's time by P times this run's (weak scaling:
 compare times directly). Cases skip with a reason where the engines (the ``[distributed]`` wheels)
 are missing.
 """
@@ -257,7 +257,8 @@ def _local_operands(p: GemmProblem, world: World, device_id: int) -> tuple[Any, 
         if shape[dim] % world.nranks:
             raise Skip(f"{shape[dim]} does not split over {world.nranks} GPUs")
         shape[dim] //= world.nranks
-    a, b = (torch.randn(s, device=f"cuda:{device_id}", dtype=dt, generator=gen) for s in shapes)
+    # Fortran order locally: cuBLASMp's native layout, and the one nvmath-python takes
+    a, b = (torch.randn(s[::-1], device=f"cuda:{device_id}", dtype=dt, generator=gen).t() for s in shapes)
     return torch, a, b
 
 
@@ -295,9 +296,27 @@ def _torch_gemm(p: GemmProblem) -> Callable[[Any], Any]:
     return setup
 
 
-def _peer(ctx: Any) -> None:
-    raise Skip("nvmath-python's rows need their own launch: torchrun ... -m benchmarks distributed run "
-               "with PYTHONPATH at nvmath-python (its peer process cannot join this job)")  # fmt: skip
+PEER_PORT_OFFSET = 1
+"""nvmath-python's processes (one per rank, started by the CLI's peer runner) form their own job on
+``MASTER_PORT + 1``: the ranks' peers start together, since every rank reaches its peer step at the
+same point of the run."""
+
+
+def _peer(setup: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``setup`` run in nvmath-python's process (where ``import nvmath`` is nvmath-python, whose
+    distributed API this suite's calls follow), joining the other ranks' peers."""
+
+    def peer_setup(ctx: Any) -> Any:
+        if "world" not in _STATE:
+            world = world_from_env(os.environ)
+            if world.launcher != "single":
+                port = int(os.environ.get("MASTER_PORT", "29512"))
+                os.environ["MASTER_PORT"] = str(port + PEER_PORT_OFFSET)
+                # torchrun's agent store holds the parents' group: the peers make their own store
+                os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
+        return setup(ctx)
+
+    return peer_setup
 
 
 # ------------------------------------------------------------------------------------- the cases
@@ -320,11 +339,11 @@ GEMMS = {
 def _register() -> None:
     nranks = world_from_env(os.environ).nranks  # the weak-scaling problems grow with the job
     for name, p in FFTS.items():
-        register(Case(suite=SUITE, name=name, setups={"nvmath": _fft_setup(p), "torch": _torch_fft, "nvmath-python": _peer},
+        register(Case(suite=SUITE, name=name, setups={"nvmath": _fft_setup(p), "torch": _torch_fft, "nvmath-python": _peer(_fft_setup(p))},
                       flops=p.flops(nranks), quick=p.shape[0] <= 1024 and not p.weak, tags=("collective",),
                       description=f"{p.kind} {'x'.join(map(str, p.shape))}{' per GPU' if p.weak else ''} Slab.X"))  # fmt: skip
     for name, g in GEMMS.items():
-        register(Case(suite=SUITE, name=name, setups={"nvmath": _gemm_setup(g), "torch": _torch_gemm(g), "nvmath-python": _peer},
+        register(Case(suite=SUITE, name=name, setups={"nvmath": _gemm_setup(g), "torch": _torch_gemm(g), "nvmath-python": _peer(_gemm_setup(g))},
                       flops=g.flops, quick=g.m <= 16384, tags=("collective",),
                       description=f"{g.dtype} M={g.m} N={g.n} K={g.k} {g.layout}"))  # fmt: skip
 

@@ -110,3 +110,18 @@ def test_only_rank_zero_reports(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("RANK", "1")
     assert cli.main(["distributed", "--out", str(tmp_path), "--cases", "gemm-bf16-8192"]) == 0
     assert not list(tmp_path.iterdir()) and "gemm" not in capsys.readouterr().out
+
+
+def test_peer_rows_form_their_own_job(monkeypatch):
+    """nvmath-python's per-rank processes rendezvous on MASTER_PORT + 1 with their own store (not
+    torchrun's agent store, which holds the parents' group), then run the same setup."""
+    monkeypatch.setattr(suite, "_STATE", {})
+    for key, value in {"RANK": "1", "WORLD_SIZE": "2", "MASTER_PORT": "29600",
+                       "TORCHELASTIC_USE_AGENT_STORE": "True"}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    seen = []
+    assert suite._peer(lambda ctx: seen.append(ctx) or "fn")("ctx") == "fn"
+    assert seen == ["ctx"]
+    import os
+
+    assert os.environ["MASTER_PORT"] == "29601" and os.environ["TORCHELASTIC_USE_AGENT_STORE"] == "False"
