@@ -77,7 +77,9 @@ def world_from_env(env: Mapping[str, str]) -> World:
                 rank, size = int(env[keys[0]]), int(env[keys[1]])
                 local = int(env.get(keys[2], rank))
             except ValueError:
-                raise ValueError(f"{launcher}'s environment is not numeric: {[env.get(k) for k in keys]}") from None
+                raise ValueError(
+                    f"{launcher}'s environment is not numeric: {[env.get(k) for k in keys]}"
+                ) from None
             if not 0 <= rank < size:
                 raise ValueError(f"{launcher}: rank {rank} is outside a job of {size}")
             return World(rank, size, local, launcher)
@@ -98,7 +100,9 @@ def _init_torch(world: World, device_id: int) -> Any:
             os.environ["RANK"], os.environ["WORLD_SIZE"] = str(world.rank), str(world.nranks)
         if world.launcher == "single":
             store = dist.HashStore()
-            dist.init_process_group("nccl", store=store, rank=0, world_size=1, device_id=torch.device("cuda", device_id))
+            dist.init_process_group(
+                "nccl", store=store, rank=0, world_size=1, device_id=torch.device("cuda", device_id)
+            )
         else:
             dist.init_process_group("nccl", device_id=torch.device("cuda", device_id))
     return dist

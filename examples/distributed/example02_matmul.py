@@ -18,7 +18,7 @@ import _launch
 torch, dist, nd, rank, nranks, device = _launch.start(["nccl"])
 
 from nvmath.distributed.distribution import Slab
-from nvmath.distributed.linalg.advanced import Matmul, MatmulEpilog, MatmulAlgoType
+from nvmath.distributed.linalg.advanced import Matmul, MatmulAlgoType, MatmulEpilog
 
 m, k, n = 256 * nranks, 512, 128 * nranks
 gen = torch.Generator(device="cuda").manual_seed(0)  # every rank makes the same global matrices

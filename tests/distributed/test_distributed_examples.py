@@ -29,8 +29,14 @@ def _nproc() -> int:
 
 
 def _launch(command: list[str]) -> None:
-    env = {**os.environ, **ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    env = {
+        **os.environ,
+        **ENV,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    proc = subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     if proc.returncode == SKIP_EXIT_CODE or "skipped:" in proc.stdout:
         pytest.skip(proc.stdout.strip()[-500:])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -44,7 +50,14 @@ def test_example_under_launcher(path: Path, launcher: str):
     """The example passes under torchrun / mpirun with one process per GPU (skipped without mpirun)."""
     n = _nproc()
     if launcher == "torchrun":
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}", str(path)]
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={n}",
+            str(path),
+        ]
     else:
         mpirun = shutil.which("mpirun")
         if mpirun is None:

@@ -33,7 +33,11 @@ __all__ = ["DistributedMatmulFunction", "Sharded", "is_dtensor", "matmul"]
 
 def is_dtensor(x: Any) -> bool:
     """Whether ``x`` is a torch DTensor (without importing torch)."""
-    return type(x).__module__.startswith("torch.distributed") and hasattr(x, "to_local") and hasattr(x, "placements")
+    return (
+        type(x).__module__.startswith("torch.distributed")
+        and hasattr(x, "to_local")
+        and hasattr(x, "placements")
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +68,9 @@ def sharded(x: Any, name: str) -> Sharded:
         TypeError: not a DTensor.
     """
     if not is_dtensor(x):
-        raise TypeError(f"operand {name}: with DTensor operands every operand must be a DTensor; got {type(x).__name__}")
+        raise TypeError(
+            f"operand {name}: with DTensor operands every operand must be a DTensor; got {type(x).__name__}"
+        )
     _, nranks = _nranks()
     mesh = x.device_mesh
     if mesh.ndim != 1 or mesh.size() != nranks:
@@ -161,7 +167,9 @@ def matmul(a: Any, b: Any, c: Any = None, **kwargs: Any) -> Any:
     if c is not None:
         sc = sharded(c, "c")
         if sc.spec[0] != "shard":
-            raise ValueError("c must be sharded (Shard(0) or Shard(1)); a replicated result is not a cuBLASMp layout")
+            raise ValueError(
+                "c must be sharded (Shard(0) or Shard(1)); a replicated result is not a cuBLASMp layout"
+            )
         out_dim = int(sc.spec[1])  # type: ignore[arg-type]
         out = local_matmul(sa, sb, out_dim, c=sc.local, **kwargs)
     else:

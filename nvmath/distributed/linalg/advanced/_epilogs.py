@@ -195,7 +195,9 @@ def epilog_layout(epilog: Any, local_shape: tuple[int, int], dtype: str, *, is_c
             "along D's rows): give c in Fortran order, or no c"
         )
     if not spec.is_default and is_complex:
-        raise ValueError(f"epilog {spec.epilog.name}: cuBLASMp has no epilog but DEFAULT for complex operands")
+        raise ValueError(
+            f"epilog {spec.epilog.name}: cuBLASMp has no epilog but DEFAULT for complex operands"
+        )
     rows, cols = local_shape
     tensors: dict[str, Tensor] = {}
     aux_ld = None

@@ -106,7 +106,9 @@ class DescriptorTensors:
         """New epilog inputs of the planned shapes (``inputs`` may name a subset)."""
         if self.layout is None:
             if inputs:
-                raise ValueError("epilog_inputs given, but the Matmul was planned without an epilog that takes them")
+                raise ValueError(
+                    "epilog_inputs given, but the Matmul was planned without an epilog that takes them"
+                )
             return
         merged = {**self.inputs, **inputs}
         check_epilog_inputs(self.layout, merged)

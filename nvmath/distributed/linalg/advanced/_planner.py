@@ -36,7 +36,6 @@ from . import _mpobjects
 from ._epilogs import check_epilog_inputs, epilog_layout
 from ._extras import DescriptorTensors, check_scale
 from ._options import LOGGER_NAME, MatmulOptions
-from ._quantize import FP8, TypePlan, scales_given, type_plan
 from ._problem import (
     COMPUTE_TYPES,
     agreed_order,
@@ -47,6 +46,7 @@ from ._problem import (
     parse_qualifiers,
     scalar,
 )
+from ._quantize import FP8, TypePlan, scales_given, type_plan
 from ._traits import local_shape, matrix_descriptor
 
 __all__ = ["InvalidMatmulState", "Matmul", "matmul"]
@@ -134,7 +134,12 @@ def _gather_checked(
         orders = {name: local_orders(tuple(op.shape), tuple(op.strides)) for name, op in ops.items()}
     except (TypeError, ValueError, NotImplementedError) as exc:
         problem, agreed, shapes, orders = exc, {}, {}, {}
-    facts = {"agreed": agreed, "shapes": shapes, "orders": orders, "problem": None if problem is None else repr(problem)}
+    facts = {
+        "agreed": agreed,
+        "shapes": shapes,
+        "orders": orders,
+        "problem": None if problem is None else repr(problem),
+    }
     everyone = gather_by_rank(group, facts)
     if problem is not None:
         raise problem
@@ -211,7 +216,12 @@ class Matmul(FreedOnExit):
         }
         descs = {
             n: matrix_descriptor(
-                global_shapes[n], distributions["abc".index(n)], rank, nranks, ops[n].shape, ops[n].strides,
+                global_shapes[n],
+                distributions["abc".index(n)],
+                rank,
+                nranks,
+                ops[n].shape,
+                ops[n].strides,
                 agreed_order(n, {r: f["orders"][n] for r, f in everyone.items()}),
             )
             for n in names
@@ -313,7 +323,9 @@ class Matmul(FreedOnExit):
             inputs = _wrap_inputs(epilog_inputs)
             for name, op in inputs.items():
                 if op.device_id != self._device or op.package != self._package:
-                    raise ValueError(f"epilog input {name!r} must be a {self._package} tensor on device {self._device}")
+                    raise ValueError(
+                        f"epilog input {name!r} must be a {self._package} tensor on device {self._device}"
+                    )
             check_epilog_inputs(layout, inputs)
         except (TypeError, ValueError) as exc:
             problem = exc
@@ -323,7 +335,9 @@ class Matmul(FreedOnExit):
             raise problem
         bad = {r: f["problem"] for r, f in everyone.items() if f["problem"]}
         if bad:
-            raise ValueError(f"{_WHAT}.plan: the epilog inputs of rank(s) {sorted(bad)} are not usable: {bad}")
+            raise ValueError(
+                f"{_WHAT}.plan: the epilog inputs of rank(s) {sorted(bad)} are not usable: {bad}"
+            )
         compare_facts({r: {"epilog": f["epilog"]} for r, f in everyone.items()}, _WHAT, group.rank)
         if layout.spec.epilog != 0:  # type: ignore[union-attr]
             self._tensors.set_epilog(layout, inputs)  # type: ignore[arg-type]
@@ -364,7 +378,9 @@ class Matmul(FreedOnExit):
             matrices["c"] = matrices["d"]
             if self._types.result in FP8:  # cuBLASLt pairs an FP8 D with a 16-bit C (unread: beta is 0)
                 desc = self._descs["d"]
-                matrices["c"] = keep(_mpobjects.MpMatrix(lib, desc, dtypes.cuda_data_type("bfloat16"), grids[desc.grid]))
+                matrices["c"] = keep(
+                    _mpobjects.MpMatrix(lib, desc, dtypes.cuda_data_type("bfloat16"), grids[desc.grid])
+                )
             call, opts = self._call, self._options
             algo = None if opts.algo_type is None else int(opts.algo_type)
             keep(
@@ -463,7 +479,9 @@ class Matmul(FreedOnExit):
         scales = scales_given(quantization_scales)
         unknown = set(scales) - set(self._types.scales)
         if unknown:
-            raise ValueError(f"quantization_scales {sorted(unknown)}: this Matmul uses {list(self._types.scales)}")
+            raise ValueError(
+                f"quantization_scales {sorted(unknown)}: this Matmul uses {list(self._types.scales)}"
+            )
         checked = {n: check_scale(n, v, self._package, self._device) for n, v in scales.items()}
         inputs = _wrap_inputs(epilog_inputs)
         self._tensors.reset_inputs(inputs)

@@ -16,8 +16,8 @@ from ._traits import MatrixDescriptorArgs, block_args, expected_local_shape, ope
 __all__ = [
     "COMPUTE_TYPES",
     "MatmulCall",
-    "global_matrix_shape",
     "agreed_order",
+    "global_matrix_shape",
     "local_order",
     "local_orders",
     "matmul_call",

@@ -13,15 +13,15 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 pytest.register_assert_rewrite("mm_fakes")
 
-import fake_gpu  # noqa: E402
-from dist_fakes import FakeNccl, FakeNvshmem  # noqa: E402
-from mm_fakes import FakeCublasMp, FakeStream  # noqa: E402
+import fake_gpu
+from dist_fakes import FakeNccl, FakeNvshmem
+from mm_fakes import FakeCublasMp, FakeStream
 
-import nvmath.distributed as nd  # noqa: E402
-from nvmath._internal import caches, memory, streams  # noqa: E402
-from nvmath._internal.tensors import copy as tcopy  # noqa: E402
-from nvmath.distributed import _engines, _runtime  # noqa: E402
-from nvmath.distributed.linalg.advanced import _mpobjects  # noqa: E402
+import nvmath.distributed as nd
+from nvmath._internal import caches, memory, streams
+from nvmath._internal.tensors import copy as tcopy
+from nvmath.distributed import _engines, _runtime
+from nvmath.distributed.linalg.advanced import _mpobjects
 
 
 @pytest.fixture

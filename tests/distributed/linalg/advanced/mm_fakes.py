@@ -248,7 +248,9 @@ class FakeCublasMp:
             rows, cols, local = self._local(*slots[3], rank)
             mine = slots[6]
             if mine.get("AMAX_D_POINTER"):  # this rank's block's amax, before the D scale
-                host_view(mine["AMAX_D_POINTER"], (1,), (1,), np.float32)[0] = np.abs(D[np.ix_(rows, cols)]).max()
+                host_view(mine["AMAX_D_POINTER"], (1,), (1,), np.float32)[0] = np.abs(
+                    D[np.ix_(rows, cols)]
+                ).max()
             local[...] = D[np.ix_(rows, cols)] * self._scalar(mine, "D_SCALE_POINTER")
             per_rank(rank, rows, cols, mine)
 

@@ -65,8 +65,7 @@ def run(group, function):
     results = group.run(function) if isinstance(group, ThreadGroup) else [function(0)]
     errors = [r for r in results if isinstance(r, BaseException)]
     if errors:
-        raise [e for e in errors if type(e).__name__ != "BrokenBarrierError"][0] if any(
-            type(e).__name__ != "BrokenBarrierError" for e in errors) else errors[0]  # fmt: skip
+        raise next((e for e in errors if type(e).__name__ != "BrokenBarrierError"), errors[0])
     return results
 
 
@@ -78,7 +77,9 @@ def chunk(x, placement, nranks, rank):
 
 def dtensor(x, mesh, placement, nranks, rank, grad=False):
     local = chunk(x, placement, nranks, rank).requires_grad_(grad)
-    return local, DTensor.from_local(local, mesh, [placement], run_check=False, shape=x.shape, stride=x.stride())
+    return local, DTensor.from_local(
+        local, mesh, [placement], run_check=False, shape=x.shape, stride=x.stride()
+    )
 
 
 def assemble(parts, placement, shape):
@@ -98,7 +99,10 @@ def test_dtensor_in_and_out(mesh, nranks, pa, pb, pd):
     when b is Shard(1), else rows), with torch.chunk's uneven split (5 rows, 7 columns)."""
     group, m = mesh(nranks)
     gen = torch.Generator().manual_seed(0)
-    A, B = torch.randn(5, 6, generator=gen, dtype=torch.float64), torch.randn(6, 7, generator=gen, dtype=torch.float64)
+    A, B = (
+        torch.randn(5, 6, generator=gen, dtype=torch.float64),
+        torch.randn(6, 7, generator=gen, dtype=torch.float64),
+    )
 
     def body(r):
         out = matmul(dtensor(A, m, pa, nranks, r)[1], dtensor(B, m, pb, nranks, r)[1], alpha=2.0)
@@ -142,8 +146,12 @@ def test_autograd_through_distributed_gemms(mesh, pa, pb):
 
     grads = run(group, body)
     del lib_calls_before
-    np.testing.assert_allclose(assemble([g[0] for g in grads], pa, None).numpy(), 1.5 * (G @ B.T).numpy(), rtol=1e-12)
-    np.testing.assert_allclose(assemble([g[1] for g in grads], pb, None).numpy(), 1.5 * (A.T @ G).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        assemble([g[0] for g in grads], pa, None).numpy(), 1.5 * (G @ B.T).numpy(), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        assemble([g[1] for g in grads], pb, None).numpy(), 1.5 * (A.T @ G).numpy(), rtol=1e-12
+    )
 
 
 def test_autograd_replicated_operand_one_rank(mesh):
@@ -155,7 +163,9 @@ def test_autograd_replicated_operand_one_rank(mesh):
     b_local, b = dtensor(B, m, Shard(1), 1, 0)
     out = matmul(a, b)
     out.to_local().sum().backward()
-    np.testing.assert_allclose(a_local.grad.numpy(), (torch.ones(3, 5, dtype=torch.float64) @ B.T).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        a_local.grad.numpy(), (torch.ones(3, 5, dtype=torch.float64) @ B.T).numpy(), rtol=1e-12
+    )
     assert b_local.grad is None
 
 

@@ -6,6 +6,8 @@ rows/columns; bad epilog inputs raise on every rank before anything is created."
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -13,8 +15,8 @@ from dist_fakes import SingleRank, ThreadGroup
 from mm_fakes import FakeDevice, gather, ok, parts, run
 
 from nvmath.distributed.distribution import Slab
-from nvmath.distributed.linalg.advanced import Matmul, MatmulEpilog, matmul
 from nvmath.distributed.distribution._ownership import rank_ownership
+from nvmath.distributed.linalg.advanced import Matmul, MatmulEpilog, matmul
 
 E = MatmulEpilog
 
@@ -22,6 +24,11 @@ E = MatmulEpilog
 def rows_cols(dist, shape, nranks, rank):
     return tuple(np.concatenate([np.arange(a, b) for a, b in dim] or [np.arange(0)])
                  for dim in rank_ownership(dist, shape, nranks, rank))  # fmt: skip
+
+
+def relu_aux_rows(rows):
+    """Bytes per column of a ReLU bit-mask: ceil(rows / 8) rounded up to 16."""
+    return math.ceil(math.ceil(rows / 8) / 16) * 16
 
 
 def gelu(x):
@@ -74,12 +81,12 @@ def test_forward_epilogs_match_numpy(env, nranks, dist_d, epilog):
     d_parts = [res[0] if has_aux else res for res in results]
     np.testing.assert_allclose(gather(d_parts, index, (m, n)), expected, rtol=1e-12, atol=1e-12)
     for r, res in enumerate(results if has_aux else []):
-        (rows, cols), (d, aux) = index[r], res
+        (rows, cols), (_, aux) = index[r], res
         assert list(aux) == (["relu_aux"] if "RELU" in name else ["gelu_aux"])
         block = pre[np.ix_(rows, cols)]
         if "RELU" in name:
             mask = aux["relu_aux"]
-            assert mask.dtype == np.uint8 and mask.shape == (-(-(-(-len(rows) // 8)) // 16) * 16, len(cols))
+            assert mask.dtype == np.uint8 and mask.shape == (relu_aux_rows(len(rows)), len(cols))
             bits = np.unpackbits(mask, axis=0, bitorder="little")[: len(rows)]
             np.testing.assert_array_equal(bits.astype(bool), block > 0)
         else:
@@ -106,7 +113,7 @@ def test_backward_epilogs_match_numpy(env, nranks, epilog):
         rows, cols = index[r]
         block = Z[np.ix_(rows, cols)]
         if "RELU" in epilog.name:
-            padded = np.zeros((-(-(-(-len(rows) // 8)) // 16) * 16 * 8, len(cols)), np.uint8)
+            padded = np.zeros((relu_aux_rows(len(rows)) * 8, len(cols)), np.uint8)
             padded[: len(rows)] = block > 0
             return {"relu_aux": FakeDevice(np.asfortranarray(np.packbits(padded, axis=0, bitorder="little")))}
         padded = np.zeros((-(-len(rows) // 8) * 8, len(cols)))
@@ -148,7 +155,7 @@ def test_bad_epilog_inputs_raise_on_every_rank(env):
     naming rank 1); a missing or unexpected input names what the epilog takes; nothing is created."""
     group = ThreadGroup(2)
     lib = env(group)
-    _, A, B, pa, pb, (m, n) = problem(2, Slab.X)
+    _, _, _, pa, pb, (m, _) = problem(2, Slab.X)
     bias = [FakeDevice(np.zeros(m // 2)), FakeDevice(np.zeros(m // 2 + 1))]
 
     def body(r, inputs):
@@ -173,9 +180,11 @@ def test_epilog_refusals(env):
     (a C-ordered c would make cuBLASMp compute D^T, whose rows are D's columns)."""
     env(SingleRank())
     z = FakeDevice(np.ones((4, 4), dtype=np.complex128, order="F"))
-    with Matmul(z, z, distributions=[Slab.X] * 3, options={"inplace": False}) as mm:
-        with pytest.raises(ValueError, match="complex"):
-            mm.plan(epilog=E.RELU)
+    with (
+        Matmul(z, z, distributions=[Slab.X] * 3, options={"inplace": False}) as mm,
+        pytest.raises(ValueError, match="complex"),
+    ):
+        mm.plan(epilog=E.RELU)
     a, c = FakeDevice(np.ones((4, 4), order="F")), FakeDevice(np.ones((4, 4)))
     with Matmul(a, a, c, distributions=[Slab.X] * 3, beta=0.0) as mm:
         with pytest.raises(ValueError, match="Fortran order"):

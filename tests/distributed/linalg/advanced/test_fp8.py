@@ -88,7 +88,7 @@ def test_fp8_result_with_amax_and_reset(env):
 def test_fp8_with_c(env):
     """c of the result's dtype (bfloat16) is added with beta; in place into c."""
     env(SingleRank())
-    ab, pa, pb, index, shape = fp8_problem(1, seed=2)
+    ab, pa, pb, _, shape = fp8_problem(1, seed=2)
     C = np.random.default_rng(5).standard_normal(shape).astype(ml_dtypes.bfloat16)
     c = FakeDevice(np.asfortranarray(C))
     d = matmul(pa[0], pb[0], c, distributions=[Slab.X, Slab.Y, Slab.X], beta=1.0,
@@ -151,7 +151,7 @@ def test_reset_refusals(env):
     """reset_operands refuses a scale the plan does not use, a scale of another dtype, and epilog
     inputs when the plan has no epilog taking them; the plan keeps working."""
     env(SingleRank())
-    ab, pa, pb, index, shape = fp8_problem(1)
+    ab, pa, pb, _, _ = fp8_problem(1)
     with Matmul(pa[0], pb[0], distributions=[Slab.X, Slab.Y, Slab.X], quantization_scales={"a": 1.0, "b": 1.0},
                 options={"inplace": False, "result_type": CudaDataType.CUDA_R_32F}) as mm:  # fmt: skip
         mm.plan()

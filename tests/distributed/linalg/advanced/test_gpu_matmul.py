@@ -117,7 +117,9 @@ def test_one_rank_transposed_not_in_place_and_lifecycle():
     """)
 
 
-@pytest.mark.parametrize("epilog", ["RELU_BIAS", "GELU_AUX_BIAS", "RELU_AUX", "BGRADA", "DRELU_BGRAD", "DGELU"])
+@pytest.mark.parametrize(
+    "epilog", ["RELU_BIAS", "GELU_AUX_BIAS", "RELU_AUX", "BGRADA", "DRELU_BGRAD", "DGELU"]
+)
 def test_one_rank_epilogs(epilog):
     """cuBLASMp's epilogs at one rank against torch: bias + activation, the ReLU bit-mask and the
     GELU pre-activation as aux outputs, a bias gradient, the backward forms reading the forward's aux."""

@@ -208,4 +208,6 @@ def test_ranks_agree_on_one_orientation(env):
     mixed = [FakeDevice(np.asfortranarray(pa[0].tensor)), pa[1], pa[2]]
     results = group.run(lambda r: Matmul(mixed[r], pb[r], distributions=[dist, rep, dist],
                                          options={"inplace": False}))  # fmt: skip
-    assert all(isinstance(e, ValueError) and "rank(s) [0" in str(e) and "C order" in str(e) for e in results), results
+    assert all(
+        isinstance(e, ValueError) and "rank(s) [0" in str(e) and "C order" in str(e) for e in results
+    ), results
