@@ -121,9 +121,10 @@ def agree_iterations(dist: Any, device_id: int) -> Callable[[int, int], tuple[in
     return agree
 
 
-def _world(ctx: Any, backend: str) -> World:
+def _world(ctx: Any, backend: str | None) -> World:
     """Start torch.distributed and nvmath.distributed once per process (both backends when the
-    wheels are there); raise Skip naming what is missing for ``backend``."""
+    wheels are there); raise Skip naming what is missing for ``backend`` (None: torch's rows, which
+    need none of our engines)."""
     if "world" not in _STATE:
         world = world_from_env(os.environ)
         dist = _init_torch(world, ctx.device_id)
@@ -142,7 +143,7 @@ def _world(ctx: Any, backend: str) -> World:
         _STATE.update(world=world, backends=started, reasons=reasons, dist=dist,
                       init_s=time.perf_counter() - start)  # fmt: skip
     ctx.extras["agree_iterations"] = agree_iterations(_STATE["dist"], ctx.device_id)
-    if backend not in _STATE["backends"]:
+    if backend is not None and backend not in _STATE["backends"]:
         raise Skip(f"the {backend} engine is not available: {'; '.join(_STATE['reasons'].values())}")
     return _STATE["world"]
 
@@ -286,7 +287,7 @@ def _gemm_setup(p: GemmProblem) -> Callable[[Any], Any]:
 
 def _torch_gemm(p: GemmProblem) -> Callable[[Any], Any]:
     def setup(ctx: Any) -> Any:
-        world = _world(ctx, "nccl")
+        world = _world(ctx, None)
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.tensor import DTensor, Shard
 
