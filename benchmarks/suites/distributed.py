@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from benchmarks.registry import Case, Prepared, Skip, register
+from benchmarks.suites._data import torch_on_ctx_stream
 
 __all__ = ["FftProblem", "GemmProblem", "World", "agree_iterations", "fft_bytes_per_rank", "world_from_env"]
 
@@ -124,7 +125,8 @@ def agree_iterations(dist: Any, device_id: int) -> Callable[[int, int], tuple[in
 def _world(ctx: Any, backend: str | None) -> World:
     """Start torch.distributed and nvmath.distributed once per process (both backends when the
     wheels are there); raise Skip naming what is missing for ``backend`` (None: torch's rows, which
-    need none of our engines)."""
+    need none of our engines). Every library runs on the harness's stream (torch's current one)."""
+    torch_on_ctx_stream(ctx)
     if "world" not in _STATE:
         world = world_from_env(os.environ)
         dist = _init_torch(world, ctx.device_id)
