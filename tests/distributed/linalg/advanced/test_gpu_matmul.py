@@ -254,3 +254,70 @@ def test_one_rank_dtensor_and_autograd():
     dist.destroy_process_group()
     print("ok")
     """)
+
+
+TWO_RANKS = """
+import os, sys, numpy as np, torch, torch.distributed as dist
+from nvmath._errors import LibraryNotFoundError
+from nvmath.bindings import _loader
+for lib in ("nccl", "cublasmp"):
+    try:
+        _loader.library_info(lib)
+    except LibraryNotFoundError as exc:
+        print("SKIP: the [distributed] wheels are not installed here:", exc)
+        raise SystemExit(0)
+import nvmath.distributed as nd
+import nvmath.distributed.linalg.advanced as dla
+from nvmath.distributed.distribution import Slab
+rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local)
+dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+nd.initialize(local, nd.TorchProcessGroup(device_id=local), backends=["nccl"])
+P = dist.get_world_size()
+m, k, n = 64 * P, 96, 48 * P
+g = torch.Generator(device="cuda").manual_seed(0)
+A = torch.randn(m, k, device="cuda", generator=g, dtype=torch.float64)
+B = torch.randn(k, n, device="cuda", generator=g, dtype=torch.float64)
+bias = torch.randn(m, device="cuda", generator=g, dtype=torch.float64)
+rows, cols = slice(rank * m // P, (rank + 1) * m // P), slice(rank * n // P, (rank + 1) * n // P)
+a = A[rows].t().contiguous().t()       # Slab.X, Fortran order
+b = B[:, cols].t().contiguous().t()    # Slab.Y, Fortran order
+d, aux = dla.matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X], epilog=dla.MatmulEpilog.RELU_AUX_BIAS,
+                    epilog_inputs={"bias": bias[rows].contiguous()}, options={"inplace": False})
+torch.cuda.synchronize()
+pre = A @ B + bias[:, None]
+torch.testing.assert_close(d, torch.relu(pre)[rows], rtol=1e-10, atol=1e-10)
+bits = np.unpackbits(aux["relu_aux"].cpu().numpy(), axis=0, bitorder="little")[: m // P]
+assert (bits.astype(bool) == (pre[rows] > 0).cpu().numpy()).all()
+for algo in (dla.MatmulAlgoType.SPLIT_P2P, dla.MatmulAlgoType.ATOMIC_P2P, dla.MatmulAlgoType.NO_OVERLAP):
+    d = dla.matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X], options={"inplace": False, "algo_type": algo})
+    torch.cuda.synchronize()
+    torch.testing.assert_close(d, (A @ B)[rows], rtol=1e-10, atol=1e-10)
+nd.finalize()
+dist.destroy_process_group()
+print("ok", rank)
+"""
+
+
+def test_two_ranks_bias_is_this_ranks_rows(tmp_path):
+    """On 2 GPUs (torchrun): with D split by rows, each rank's bias and ReLU bit-mask are its rows of
+    D's (the layout nvmath documents); the overlapped algorithms give the product. Skipped on one GPU."""
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs (one process per GPU): run on an nvidia-h200-x2 machine")
+    script = tmp_path / "two_ranks.py"
+    script.write_text(TWO_RANKS)
+    env = {**os.environ, **ENV, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        str(script),
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    if "SKIP:" in done.stdout:
+        pytest.skip(done.stdout.split("SKIP:", 1)[1].strip()[:300])
+    assert done.returncode == 0 and done.stdout.count("ok") == 2, done.stdout[-3000:] + done.stderr[-3000:]
