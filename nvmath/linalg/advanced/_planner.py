@@ -4,7 +4,8 @@ The class only sequences the layers below it: the constructor wraps the operands
 pure traits (every misuse is reported here, before any GPU work), then moves host operands to the
 GPU; :meth:`Matmul.plan` builds a :class:`~._plan.Plan` (descriptors, layouts, preference,
 algorithms); :meth:`Matmul.execute` allocates the result (and aux outputs) and makes one
-``cublasLtMatmul`` call with precomputed arguments on the caller's stream. States go
+``cublasLtMatmul`` call with precomputed arguments on the caller's stream. The operand methods
+(``reset_operands``, ``release_operands``) come from the mixin :class:`~._reset.OperandResets`. States go
 CREATED -> PLANNED -> FREED through one :class:`~nvmath._internal.state.Lifecycle`.
 """
 
@@ -38,7 +39,7 @@ from nvmath.linalg.advanced._options import (
     MatmulQuantizationScales,
 )
 from nvmath.linalg.advanced._plan import Plan, build_plan, row_order_possible
-from nvmath.linalg.advanced._reset import reset
+from nvmath.linalg.advanced._reset import OperandResets
 from nvmath.linalg.advanced._results import ResultMaker, deliver_outputs
 from nvmath.linalg.advanced._spec import Spec, place, specify
 from nvmath.linalg.advanced._staging import stage
@@ -53,7 +54,7 @@ _DEFAULTS = tuple(
 """Default option objects (frozen), shared to skip their validation on every construction."""
 _PLANNED = PlannerState.PLANNED.value
 
-class Matmul(FreedOnExit):
+class Matmul(OperandResets, FreedOnExit):
     """A stateful ``epilog(alpha * a @ b + beta * c)`` on cuBLASLt: plan once, execute many times.
 
     Args:
@@ -478,45 +479,6 @@ class Matmul(FreedOnExit):
         return tuple(int(i) for i in ids[:count])
 
     # ------------------------------------------------------------------ operands
-    @requires(PlannerState.CREATED, PlannerState.PLANNED)
-    def reset_operands(
-        self, *, a: Any = None, b: Any = None, c: Any = None, alpha: Any = None, beta: Any = None,
-        quantization_scales: Any = None, epilog_inputs: Mapping[str, Any] | None = None, stream: Any = None,
-    ) -> None:  # fmt: skip
-        """Replace operands (same shapes, strides, dtypes, package, device, alignment) without re-planning.
-
-        GPU tensors are swapped by pointer; host tensors are copied into the device copies. After
-        :meth:`release_operands` every operand (and scale and epilog input) must be given.
-        """
-        reset(self, {"a": a, "b": b, "c": c}, alpha, beta, quantization_scales, epilog_inputs, stream,
-              checked=True)  # fmt: skip
-
-    @requires(PlannerState.CREATED, PlannerState.PLANNED)
-    def reset_operands_unchecked(
-        self, *, a: Any = None, b: Any = None, c: Any = None, alpha: Any = None, beta: Any = None,
-        quantization_scales: Any = None, epilog_inputs: Mapping[str, Any] | None = None, stream: Any = None,
-    ) -> None:  # fmt: skip
-        """Like :meth:`reset_operands` without the layout and alignment checks (the caller guarantees them)."""
-        reset(self, {"a": a, "b": b, "c": c}, alpha, beta, quantization_scales, epilog_inputs, stream,
-              checked=False)  # fmt: skip
-
-    @requires(PlannerState.CREATED, PlannerState.PLANNED)
-    def release_operands(self) -> None:
-        """Drop every reference to the operands (and the device copies of host operands).
-
-        ``execute()`` then needs :meth:`reset_operands` with every operand first.
-        """
-        for slot in self._slots.values():
-            slot.release()
-        for scale in self._scales.values():  # FP8 scale tensors too (numbers are the object's own)
-            scale.release()
-        if self._plan is not None:
-            for slot in self._plan.epilog_slots.values():
-                slot.release()
-            for scale in self._plan.epilog_scales.values():
-                scale.release()
-        self._lifecycle.mark_operands_released()
-
     # ------------------------------------------------------------------ the stateless path's entry
     def run_cached(
         self, a: Any, b: Any, c: Any, ptrs: tuple | None, alpha: Any, beta: Any, stream: Any,
@@ -549,7 +511,7 @@ class Matmul(FreedOnExit):
             slots["c"].replace(wrap(c, "operand 'c'"), handle)
         if extras is not None:
             scales, epilog_inputs = extras
-            reset(self, {}, None, None, scales, epilog_inputs, handle, checked=False)
+            self._reset({}, None, None, scales, epilog_inputs, handle, checked=False)
         try:
             return self._launch(handle, None, False, current)
         finally:
@@ -565,7 +527,7 @@ class Matmul(FreedOnExit):
             self._commit_scalars(*check_alpha_beta(alpha, beta, has_c=has_c, scale_dtype=scale_dtype))
 
     def _commit_scalars(self, alpha: Any, beta: Any) -> None:
-        """Store checked host scalars: the one writer of ``_alpha`` / ``_beta`` (``reset`` calls it too)."""
+        """Store checked host scalars: the one writer of ``_alpha`` / ``_beta`` (:meth:`_reset` calls it too)."""
         self._alpha[0], self._beta[0] = alpha, beta
         self._alpha_is_one = False
 
