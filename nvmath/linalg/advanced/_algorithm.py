@@ -290,10 +290,21 @@ def to_records(algorithms: Sequence[Algorithm]) -> np.ndarray:
 
 
 def from_records(records: np.ndarray) -> list[Algorithm]:
-    """New :class:`Algorithm` objects over a private copy of ``records`` (independent of the memo)."""
+    """New :class:`Algorithm` objects over a private copy of ``records`` (independent of the memo).
+
+    ``records`` are a memo's copy of checked heuristic records: each object is made without
+    :class:`Algorithm`'s argument checks (a 0-d view of its row of the copy and that row's address).
+    """
     own = records.copy()
     base, size = own.ctypes.data, own.dtype.itemsize
-    return [Algorithm(own[i : i + 1].reshape(()), base + i * size) for i in range(len(own))]
+    new = Algorithm.__new__
+    made = []
+    for i in range(len(own)):
+        algorithm = new(Algorithm)
+        algorithm._record = own[i, ...]  # (a 0-d view)
+        algorithm.algo_ptr = base + i * size
+        made.append(algorithm)
+    return made
 
 
 def check_algorithm(handle: int, desc: int, layouts: Sequence[int], algorithm: Algorithm) -> None:
