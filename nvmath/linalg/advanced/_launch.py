@@ -132,6 +132,9 @@ class MatmulLaunch:
         "_staged_a", "_workspace", "algo", "closed", "device_id", "plan", "run", "swap",
     )  # fmt: skip
 
+    algo: tuple[int, int]
+    """``(algo_ptr, workspace size)`` of the selected algorithm (see :meth:`select`)."""
+
     def __init__(
         self, plan: Any, scalars: tuple[int, int], workspace: BoundWorkspace, device_id: int, package: str, *,
         lt_handle: int | None = None, staged: Any = None, aux: Any = None, done_always: bool = False,
@@ -152,11 +155,10 @@ class MatmulLaunch:
         # torch keeps its current device's primary context current: a run on a stream of that context
         # needs no context switch (nor the driver query that checks for one)
         self._device = streams.torch_device_getter() if package == "torch" else None
-        self.algo: tuple[int, int] = (0, 0)
         self.closed = False
         """Whether :meth:`close` was called (every run then raises)."""
         self.run: Callable[..., Any] = self._run
-        self.select(plan.algorithms[0])
+        self.algo = (plan.algorithms[0].algo_ptr, plan.workspace_size)  # select(the first), one read less
 
     def select(self, algorithm: Any) -> None:
         """Run ``algorithm`` (one of the plan's) from now on, with the workspace it and the plan need."""

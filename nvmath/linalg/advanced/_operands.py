@@ -68,7 +68,7 @@ class Slot:
         self.user_spec = spec_of(user)
         self.device: TensorAdapter | None = user.to(exec_device, stream) if self.host else user
         self.ptr = self.device.data_ptr
-        self.spec = spec_of(self.device)
+        self.spec = spec_of(self.device) if self.host else self.user_spec
         self.alignment = pointer_alignment(self.ptr)
 
     def check(self, new: TensorAdapter) -> None:

@@ -11,6 +11,7 @@ CREATED -> PLANNED -> FREED through one :class:`~nvmath._internal.state.Lifecycl
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,7 +41,7 @@ from nvmath.linalg.advanced._options import (
 )
 from nvmath.linalg.advanced._plan import Plan, build_plan, row_order_possible
 from nvmath.linalg.advanced._reset import OperandResets
-from nvmath.linalg.advanced._results import ResultMaker, deliver_outputs
+from nvmath.linalg.advanced._results import ResultMaker, deliver_outputs, empty_sibling
 from nvmath.linalg.advanced._spec import Spec, place, specify
 from nvmath.linalg.advanced._staging import stage
 from nvmath.linalg.advanced._traits import check_alpha_beta
@@ -53,6 +54,22 @@ _DEFAULTS = tuple(
 )
 """Default option objects (frozen), shared to skip their validation on every construction."""
 _PLANNED = PlannerState.PLANNED.value
+_FREED = PlannerState.FREED.value
+_LOG = get_logger(LOGGER_NAME)
+"""The planners' logger unless ``options.logger`` gives another."""
+
+
+
+def _host_scalars(alpha: Any, beta: Any, dtype: np.dtype) -> tuple[np.ndarray, tuple[int, int]]:
+    """``[alpha, beta]`` in host memory cuBLASLt reads (an array over a ctypes buffer, which is cheaper
+    to make and to take the address of than a numpy allocation), and the two addresses."""
+    dtype = np.dtype(dtype)
+    raw = (ctypes.c_char * (2 * dtype.itemsize))()
+    buf = np.frombuffer(raw, dtype=dtype, count=2)  # (keeps raw alive)
+    buf[0], buf[1] = alpha, beta
+    base = ctypes.addressof(raw)
+    return buf, (base, base + dtype.itemsize)
+
 
 class Matmul(OperandResets, FreedOnExit):
     """A stateful ``epilog(alpha * a @ b + beta * c)`` on cuBLASLt: plan once, execute many times.
@@ -82,7 +99,7 @@ class Matmul(OperandResets, FreedOnExit):
         options = (
             _DEFAULTS[0] if options is None else check_or_create_options(MatmulOptions, options, "options")
         )
-        log = get_logger(LOGGER_NAME, options.logger)
+        log = _LOG if options.logger is None else get_logger(LOGGER_NAME, options.logger)
         with log_phase(log, "Matmul: specification"):
             ops = wrap_operands(a=a, b=b, c=c)
             scales = (
@@ -93,8 +110,10 @@ class Matmul(OperandResets, FreedOnExit):
                 )
             )
             first = ops["a"]
-            values = wrap_scales(
-                {n: getattr(scales, n) for n in scales.given()}, first.package, first.device_id
+            values = (
+                {}
+                if quantization_scales is None
+                else wrap_scales({n: getattr(scales, n) for n in scales.given()}, first.package, first.device_id)
             )
             mm, types, scaling, key = specify(ops, qualifiers, values, options)
             alpha, beta = check_alpha_beta(alpha, beta, has_c=c is not None, scale_dtype=types.scale_dtype)
@@ -110,10 +129,8 @@ class Matmul(OperandResets, FreedOnExit):
         # host results are made like an empty sibling of a, never a itself (release_operands)
         first = ops["a"]
         self._host_template = first.empty((0,), first.dtype, device_id="cpu") if spec.host else None
-        self._scalar_buf = np.array([alpha, beta], dtype=to_numpy_dtype(types.scale_dtype))  # host pointers
+        self._scalar_buf, self._scalars = _host_scalars(alpha, beta, to_numpy_dtype(types.scale_dtype))
         self._alpha, self._beta = self._scalar_buf[0:1], self._scalar_buf[1:2]
-        base = self._scalar_buf.ctypes.data
-        self._scalars = (base, base + self._scalar_buf.itemsize)
         self._init_runtime(spec, slots["a"].device.package, _workspaces)
         debug(
             log,
@@ -243,7 +260,7 @@ class Matmul(OperandResets, FreedOnExit):
             if preferences is None
             else check_or_create_options(MatmulPlanPreferences, preferences, "plan preferences")
         )
-        handle = self._get_stream(stream)
+        handle = self._streams.resolve(stream)[0]
         args = (self._spec, self._slots, self._scales, prefs, algorithms, epilog, epilog_inputs, handle)
         with log_phase(self._log, "Matmul: planning"):
             try:
@@ -275,15 +292,19 @@ class Matmul(OperandResets, FreedOnExit):
         first = self._slots["a"]  # outputs follow a's package and device; the makers keep an empty
         template = first.device  # sibling, never the caller's tensor (release_operands drops them all)
         if not first.host:
-            template = template.empty((0,), template.dtype)
+            template = empty_sibling(template)
         p, ep = plan.problem, plan.epilog
         try:
             result = ResultMaker(template, p.result_shape, p.result_strides, self._spec.types.d_dtype)
-            aux = AuxOutputs(plan.aux, template, ep.aux_quantization, plan.epilog_scales, self._device_id)
+            aux = (
+                AuxOutputs(plan.aux, template, ep.aux_quantization, plan.epilog_scales, self._device_id)
+                if plan.aux
+                else None
+            )
         except BaseException:
             plan.close()
             raise
-        self._result, self._aux = result, (aux if plan.aux else None)
+        self._result, self._aux = result, aux
         old, self._plan = self._plan, plan
         if self._retired is not None:
             self._retired.close()
@@ -546,7 +567,7 @@ class Matmul(OperandResets, FreedOnExit):
     # ------------------------------------------------------------------ lifetime
     def free(self) -> None:
         """Release the workspace, the cuBLASLt objects and the operands; idempotent."""
-        if self._lifecycle.state is PlannerState.FREED:
+        if self._lifecycle.bits & _FREED:
             return
         if self._owns_workspace:
             self._workspace.release()

@@ -75,6 +75,8 @@ _TRAITS = caches.memo("nvmath.linalg.advanced: matmul traits", 256)
 
 def _scale_shapes(scales: Mapping[str, Any]) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """``(name, shape)`` of each given scale (``()`` for a number), sorted by name."""
+    if not scales:
+        return ()
     return tuple((n, tuple(getattr(v, "shape", ()))) for n, v in sorted(scales.items()))
 
 
