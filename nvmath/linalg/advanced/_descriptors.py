@@ -106,7 +106,7 @@ class HandlePool:
 
     def take(self, key: Hashable) -> int:
         """A kept handle of configuration ``key`` (the caller owns it now), or 0."""
-        if not self._free.get(key):
+        if not self._count:
             return 0
         with self._lock:
             free = self._free.get(key)
@@ -155,7 +155,7 @@ class HandlePool:
 LAYOUTS = caches.register(
     "nvmath.linalg.advanced: matrix layouts", HandlePool("cuBLASLt matrix layouts", lt.matrix_layout_destroy)
 )
-"""Closed plans' matrix layouts, by :class:`~._traits.MatrixLayout`."""
+"""Closed plans' matrix layouts, by the fields of their :class:`~._traits.MatrixLayout`."""
 
 DESCRIPTORS = caches.register(
     "nvmath.linalg.advanced: matmul descriptors",
@@ -288,6 +288,9 @@ class MatmulDesc(_LtObject):
         return slot
 
 
+_COL = int(lt.Order.COL)
+
+
 class MatrixLayout(_LtObject):
     """A ``cublasLtMatrixLayout_t`` built from a :class:`~._traits.MatrixLayout` (recycled: see the
     module notes)."""
@@ -299,21 +302,24 @@ class MatrixLayout(_LtObject):
 
     def __init__(self, layout: _traits.MatrixLayout):
         self.layout = layout
-        ptr = LAYOUTS.take(layout)
+        order = int(layout.order)
+        # the pool key: a plain tuple (hashed in C; the dataclass's hash is Python code)
+        key = (layout.rows, layout.cols, layout.ld, order, layout.dtype, layout.batch_count, layout.batch_offset)
+        ptr = LAYOUTS.take(key)
         if ptr:
-            super().__init__(ptr, layout)
+            super().__init__(ptr, key)
             return
         super().__init__(
             lt.matrix_layout_create(_dt.cuda_data_type(layout.dtype), layout.rows, layout.cols, layout.ld)
         )
-        if layout.order != lt.Order.COL or layout.batch_count > 1:
+        if order != _COL or layout.batch_count > 1:
             with freed_on_error(self):
-                if layout.order != lt.Order.COL:
-                    self._set("ORDER", int(layout.order))
+                if order != _COL:
+                    self._set("ORDER", order)
                 if layout.batch_count > 1:
                     self._set("BATCH_COUNT", layout.batch_count)
                     self._set("STRIDED_BATCH_OFFSET", layout.batch_offset)
-        self._key = layout
+        self._key = key
 
     def _set(self, name: str, value: int) -> None:
         attr = int(lt.MatrixLayoutAttribute[name])
@@ -331,7 +337,7 @@ class LayoutSet:
             for name in ("a", "b", "d"):
                 made.append(MatrixLayout(getattr(problem, name)))
             self.a, self.b, self.d = made
-            self.c = self.d if problem.c == problem.d else MatrixLayout(problem.c)
+            self.c = self.d if problem.c is problem.d or problem.c == problem.d else MatrixLayout(problem.c)
         except BaseException:
             for layout in made:
                 layout.close()

@@ -388,19 +388,15 @@ def _recipe_key(
     spec: Spec, prefs: MatmulPlanPreferences, epilog: Any, slots: Mapping[str, Slot], context: int | None,
     row_order: bool,
 ) -> Any:  # fmt: skip
-    """The :data:`RECIPES` key, or ``None`` (a problem that is not memoisable, an unhashable argument)."""
+    """The :data:`RECIPES` key, or ``None`` (a problem that is not memoisable); it may be unhashable
+    (an epilog that is no :class:`MatmulEpilog`: ``epilog_traits`` reports it)."""
     if spec.key is None:
         return None
     o = spec.options
-    key = (
+    return (
         spec.key, spec.device_id, o.memory_limit, o.sm_count_target, o.fast_accumulation, epilog, prefs,
         tuple(s.alignment for s in slots.values()), context, row_order,
     )  # fmt: skip
-    try:
-        hash(key)
-    except TypeError:  # an unhashable epilog or option: epilog_traits / the options report it
-        return None
-    return key
 
 
 def _recipe(
@@ -523,7 +519,12 @@ def build_plan(
     undo: list[Callable[[], Any]] = []  # closers of what this call made, run if a later step fails
     try:
         key = None if epilog_inputs else _recipe_key(spec, prefs, epilog, slots, stream.ctx, row_order)
-        recipe = RECIPES.get(key) if key is not None else None
+        recipe = None
+        if key is not None:
+            try:
+                recipe = RECIPES.get(key)
+            except TypeError:  # an unhashable epilog: epilog_traits reports it
+                key = None
         ep_slots: dict[str, Slot] = {}
         ep_scales: dict[str, ScaleSlot] = {}
         if recipe is None:
