@@ -340,9 +340,7 @@ class HashedKey:
         return self._hash
 
     def __eq__(self, other: object) -> bool:
-        return self is other or (
-            type(other) is HashedKey and self._hash == other._hash and self.key == other.key
-        )
+        return self is other or (type(other) is HashedKey and self._hash == hash(other) and self.key == other.key)
 
     def __repr__(self) -> str:
         return f"HashedKey({self.key!r})"
