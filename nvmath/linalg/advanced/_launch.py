@@ -110,6 +110,11 @@ class BoundWorkspace:
         return ptr
 
 
+def _refuse(*args: Any, **kwargs: Any) -> Any:
+    """A closed launch's ``run``."""
+    raise InvalidMatmulState("this launch's plan was replaced or freed; plan() again (or use a live Matmul)")
+
+
 class MatmulLaunch:
     """The fixed arguments of one plan's ``cublasLtMatmul`` and the sequence around it.
 
@@ -171,9 +176,11 @@ class MatmulLaunch:
 
     def close(self) -> None:
         """Refuse every later run (the plan was replaced or freed): ``run`` becomes a refusal, so a
-        live launch pays nothing for the check."""
+        live launch pays nothing for the check. (The refusal is a plain function: it also breaks the
+        reference cycle of ``run``, the launch's own bound method, so that a closed launch, its plan
+        and caller are freed when dropped, not by the garbage collector.)"""
         self.closed = True
-        self.run = self._refuse
+        self.run = _refuse
 
     def prepare(self, handle: StreamHandle) -> None:
         """Refresh the planner-owned copies the call reads (a staged operand, a broadcast aux input)
@@ -183,10 +190,6 @@ class MatmulLaunch:
         if self._broadcast is not None:
             self._broadcast.refresh(handle)
 
-    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise InvalidMatmulState(
-            "this launch's plan was replaced or freed; plan() again (or use a live Matmul)"
-        )
 
     def _run(
         self, handle: StreamHandle, a: int, b: int, c: int, d: int, algo: tuple[int, int] | None = None
@@ -241,7 +244,7 @@ class MatmulLaunch:
         copy and broadcast aux (:meth:`prepare`) and owns the buffers); ``a``, ``b`` are the user's
         operands, ``c`` 0 for none."""
         if self.closed:
-            self._refuse()
+            _refuse()
         staged = self._staged
         if staged is not None:
             if self._staged_a:
