@@ -278,6 +278,12 @@ class MatmulDesc(_LtObject):
         """Read an attribute back (for tests and logging)."""
         return lt.matmul_desc_get(self.ptr, lt.MatmulDescAttribute[name])
 
+    def close(self) -> None:
+        """As :meth:`_LtObject.close`; also drops the pointer attributes (each refers to the descriptor:
+        a closed one is then freed when dropped, not by the garbage collector)."""
+        self._pointers.clear()
+        super().close()
+
     def pointer(self, name: str) -> PointerAttribute:
         """The :class:`PointerAttribute` for a pointer attribute (made once per name); the descriptor
         is then destroyed, not recycled, when closed."""

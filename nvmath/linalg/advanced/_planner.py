@@ -60,11 +60,15 @@ _LOG = get_logger(LOGGER_NAME)
 
 
 
+_BUFFERS = {n: ctypes.c_char * (2 * n) for n in (2, 4, 8, 16)}
+"""The ctypes buffer types of two host scalars, by scalar size (fp16 ... complex128)."""
+
+
 def _host_scalars(alpha: Any, beta: Any, dtype: np.dtype) -> tuple[np.ndarray, tuple[int, int]]:
     """``[alpha, beta]`` in host memory cuBLASLt reads (an array over a ctypes buffer, which is cheaper
     to make and to take the address of than a numpy allocation), and the two addresses."""
     dtype = np.dtype(dtype)
-    raw = (ctypes.c_char * (2 * dtype.itemsize))()
+    raw = _BUFFERS[dtype.itemsize]()
     buf = np.frombuffer(raw, dtype=dtype, count=2)  # (keeps raw alive)
     buf[0], buf[1] = alpha, beta
     base = ctypes.addressof(raw)

@@ -117,11 +117,11 @@ def test_recipes_are_registered_and_an_unhashable_epilog_is_still_refused(lt, rn
 
 
 def test_create_plan_free_leaves_no_reference_cycle(lt, rng):
-    """A freed planner's launch, plan, descriptor, layouts and algorithms are freed when dropped (by
-    reference counting), not left to the garbage collector."""
+    """A freed planner's launch, plan, descriptor (also one with pointer attributes), layouts and
+    algorithms are freed when dropped (by reference counting), not left to the garbage collector."""
     import gc
 
-    a, b = _rand(rng, (6, 4)), _rand(rng, (4, 5))
+    a, b, bias = _rand(rng, (6, 4)), _rand(rng, (4, 5)), _rand(rng, (6,))
     _cycle(a, b)
     gc.collect()
     gc.set_debug(gc.DEBUG_SAVEALL)
@@ -129,10 +129,13 @@ def test_create_plan_free_leaves_no_reference_cycle(lt, rng):
         for _ in range(3):
             with adv.Matmul(F.fake(a), F.fake(b)) as mm:
                 mm.plan()
-                mm.plan()  # (a replaced plan and launch too)
+                mm.plan(epilog=E.BIAS, epilog_inputs={"bias": F.fake(bias)})  # (a replaced plan and launch)
+                mm.execute()
         gc.collect()
         left = {type(o).__name__ for o in gc.garbage}
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
-    assert not left & {"Matmul", "MatmulLaunch", "Plan", "MatmulDesc", "LayoutSet", "MatrixLayout", "Algorithm"}
+    assert not left & {
+        "Matmul", "MatmulLaunch", "Plan", "MatmulDesc", "PointerAttribute", "LayoutSet", "MatrixLayout", "Algorithm"
+    }
