@@ -60,12 +60,15 @@ class Slot:
 
     __slots__ = ("alignment", "device", "exec_device", "host", "name", "ptr", "spec", "user", "user_spec")
 
-    def __init__(self, name: str, user: TensorAdapter, exec_device: int, stream: StreamHandle | None):
+    def __init__(
+        self, name: str, user: TensorAdapter, exec_device: int, stream: StreamHandle | None,
+        user_spec: OperandSpec | None = None,
+    ):  # fmt: skip
         self.name = name
         self.exec_device = exec_device
         self.user: TensorAdapter | None = user
         self.host = user.device != "cuda"
-        self.user_spec = spec_of(user)
+        self.user_spec = spec_of(user) if user_spec is None else user_spec  # (the caller's spec_of(user))
         self.device: TensorAdapter | None = user.to(exec_device, stream) if self.host else user
         self.ptr = self.device.data_ptr
         self.spec = spec_of(self.device) if self.host else self.user_spec

@@ -119,9 +119,9 @@ class Matmul(OperandResets, FreedOnExit):
                 if quantization_scales is None
                 else wrap_scales({n: getattr(scales, n) for n in scales.given()}, first.package, first.device_id)
             )
-            mm, types, scaling, key = specify(ops, qualifiers, values, options)
+            mm, types, scaling, key, specs = specify(ops, qualifiers, values, options)
             alpha, beta = check_alpha_beta(alpha, beta, has_c=c is not None, scale_dtype=types.scale_dtype)
-            spec, slots, handle = place(ops, mm, types, scaling, key, qualifiers, options, stream)
+            spec, slots, handle = place(ops, mm, types, scaling, key, qualifiers, options, stream, specs)
             self._scales = {
                 n: ScaleSlot(
                     f"quantization scale {n!r}", values[n], spec.package, spec.user_device, spec.device_id,
