@@ -18,7 +18,8 @@ values: the thread's handle, ``select()`` and a regrown workspace change them be
 
 A launch belongs to the plan it was built from: re-planning builds a new one, so a launch never
 runs a stale layout; :meth:`MatmulLaunch.close` (the planner's ``free()``, or a replaced plan) makes
-every later run raise :class:`~nvmath._errors.InvalidMatmulState` before touching anything.
+every later run raise :class:`~nvmath._errors.InvalidMatmulState` before touching anything (one flag
+test per run).
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ class MatmulLaunch:
 
     __slots__ = (
         "_aux", "_broadcast", "_c_is_d", "_call", "_device", "_done_always", "_keep", "_lt_handle", "_staged",
-        "_staged_a", "_workspace", "algo", "closed", "device_id", "plan", "run", "swap",
+        "_staged_a", "_workspace", "algo", "closed", "device_id", "plan", "swap",
     )  # fmt: skip
 
     algo: tuple[int, int]
@@ -162,7 +163,6 @@ class MatmulLaunch:
         self._device = streams.torch_device_getter() if package == "torch" else None
         self.closed = False
         """Whether :meth:`close` was called (every run then raises)."""
-        self.run: Callable[..., Any] = self._run
         self.algo = (plan.algorithms[0].algo_ptr, plan.workspace_size)  # select(the first), one read less
 
     def select(self, algorithm: Any) -> None:
@@ -175,12 +175,12 @@ class MatmulLaunch:
         return self.algo[1]
 
     def close(self) -> None:
-        """Refuse every later run (the plan was replaced or freed): ``run`` becomes a refusal, so a
-        live launch pays nothing for the check. (The refusal is a plain function: it also breaks the
-        reference cycle of ``run``, the launch's own bound method, so that a closed launch, its plan
-        and caller are freed when dropped, not by the garbage collector.)"""
+        """Refuse every later run (the plan was replaced or freed).
+
+        (A launch holds no reference to itself: a launch, its plan and its caller are freed when
+        dropped, not left to the garbage collector, also when a planner is dropped without ``free()``.)
+        """
         self.closed = True
-        self.run = _refuse
 
     def prepare(self, handle: StreamHandle) -> None:
         """Refresh the planner-owned copies the call reads (a staged operand, a broadcast aux input)
@@ -191,7 +191,7 @@ class MatmulLaunch:
             self._broadcast.refresh(handle)
 
 
-    def _run(
+    def run(
         self, handle: StreamHandle, a: int, b: int, c: int, d: int, algo: tuple[int, int] | None = None
     ) -> Any:
         """Enqueue the product on ``handle``: ``a``, ``b`` (the user's operands), ``c`` (0: none), ``d``
@@ -199,7 +199,12 @@ class MatmulLaunch:
 
         Returns:
             The aux outputs as :meth:`~._aux.AuxOutputs.finish` gives them, or ``None`` without.
+
+        Raises:
+            InvalidMatmulState: the launch was closed (its plan replaced or freed), before anything runs.
         """
+        if self.closed:
+            _refuse()
         staged = self._staged
         if staged is not None:  # cuBLASLt reads the copy, refreshed before every launch
             staged.refresh(handle)

@@ -118,7 +118,8 @@ def test_recipes_are_registered_and_an_unhashable_epilog_is_still_refused(lt, rn
 
 def test_create_plan_free_leaves_no_reference_cycle(lt, rng):
     """A freed planner's launch, plan, descriptor (also one with pointer attributes), layouts and
-    algorithms are freed when dropped (by reference counting), not left to the garbage collector."""
+    algorithms -- and a planner dropped without free() -- are freed when dropped (by reference
+    counting), not left to the garbage collector."""
     import gc
 
     a, b, bias = _rand(rng, (6, 4)), _rand(rng, (4, 5)), _rand(rng, (6,))
@@ -131,6 +132,10 @@ def test_create_plan_free_leaves_no_reference_cycle(lt, rng):
                 mm.plan()
                 mm.plan(epilog=E.BIAS, epilog_inputs={"bias": F.fake(bias)})  # (a replaced plan and launch)
                 mm.execute()
+            dropped = adv.Matmul(F.fake(a), F.fake(b))  # a planner dropped without free()
+            dropped.plan()
+            dropped.execute()
+            del dropped
         gc.collect()
         left = {type(o).__name__ for o in gc.garbage}
     finally:
