@@ -87,7 +87,8 @@ class PoolStats:
 class HandlePool:
     """Configured handles of closed objects, by configuration key, for the next object of that key.
 
-    Bounded: a handle given back to a full pool destroys the oldest key's oldest handle. Thread-safe.
+    Bounded: a handle given back to a full pool destroys the oldest key's oldest handle (``maxsize``
+    0: every handle is destroyed, nothing is recycled). Thread-safe.
 
     Args:
         name: the name it is registered under (:mod:`nvmath._internal.caches`).
@@ -118,19 +119,20 @@ class HandlePool:
 
     def give(self, key: Hashable, ptr: int) -> None:
         """Keep ``ptr``, configured as ``key`` says (the pool owns it now)."""
-        victim = 0
         with self._lock:
-            if self._count >= self.maxsize:
+            if self._count < self.maxsize:
+                self._count += 1
+                self._free.setdefault(key, []).append(ptr)
+                return
+            victim = ptr  # full: the oldest key's oldest handle makes room (an empty pool keeps none)
+            if self._free:
                 oldest = next(iter(self._free))
                 victims = self._free[oldest]
                 victim = victims.pop(0)
                 if not victims:
                     del self._free[oldest]
-            else:
-                self._count += 1
-            self._free.setdefault(key, []).append(ptr)
-        if victim:
-            self._destroy_quietly(victim)
+                self._free.setdefault(key, []).append(ptr)
+        self._destroy_quietly(victim)
 
     def clear(self) -> None:
         """Destroy every kept handle."""

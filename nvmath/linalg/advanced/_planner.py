@@ -11,7 +11,6 @@ CREATED -> PLANNED -> FREED through one :class:`~nvmath._internal.state.Lifecycl
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,7 +31,7 @@ from nvmath.linalg.advanced import _autotune, _handles
 from nvmath.linalg.advanced._algorithm import Algorithm
 from nvmath.linalg.advanced._aux import AuxOutputs
 from nvmath.linalg.advanced._launch import BoundWorkspace, MatmulLaunch
-from nvmath.linalg.advanced._operands import ScaleSlot, wrap_scales
+from nvmath.linalg.advanced._operands import ScaleSlot, host_scalars, wrap_scales
 from nvmath.linalg.advanced._options import (
     LOGGER_NAME,
     MatmulOptions,
@@ -58,21 +57,6 @@ _FREED = PlannerState.FREED.value
 _LOG = get_logger(LOGGER_NAME)
 """The planners' logger unless ``options.logger`` gives another."""
 
-
-
-_BUFFERS = {n: ctypes.c_char * (2 * n) for n in (2, 4, 8, 16)}
-"""The ctypes buffer types of two host scalars, by scalar size (fp16 ... complex128)."""
-
-
-def _host_scalars(alpha: Any, beta: Any, dtype: np.dtype) -> tuple[np.ndarray, tuple[int, int]]:
-    """``[alpha, beta]`` in host memory cuBLASLt reads (an array over a ctypes buffer, which is cheaper
-    to make and to take the address of than a numpy allocation), and the two addresses."""
-    dtype = np.dtype(dtype)
-    raw = _BUFFERS[dtype.itemsize]()
-    buf = np.frombuffer(raw, dtype=dtype, count=2)  # (keeps raw alive)
-    buf[0], buf[1] = alpha, beta
-    base = ctypes.addressof(raw)
-    return buf, (base, base + dtype.itemsize)
 
 
 class Matmul(OperandResets, FreedOnExit):
@@ -133,7 +117,7 @@ class Matmul(OperandResets, FreedOnExit):
         # host results are made like an empty sibling of a, never a itself (release_operands)
         first = ops["a"]
         self._host_template = first.empty((0,), first.dtype, device_id="cpu") if spec.host else None
-        self._scalar_buf, self._scalars = _host_scalars(alpha, beta, to_numpy_dtype(types.scale_dtype))
+        self._scalar_buf, self._scalars = host_scalars(alpha, beta, to_numpy_dtype(types.scale_dtype))
         self._alpha, self._beta = self._scalar_buf[0:1], self._scalar_buf[1:2]
         self._init_runtime(spec, slots["a"].device.package, _workspaces)
         debug(
@@ -503,7 +487,6 @@ class Matmul(OperandResets, FreedOnExit):
         )  # fmt: skip
         return tuple(int(i) for i in ids[:count])
 
-    # ------------------------------------------------------------------ operands
     # ------------------------------------------------------------------ the stateless path's entry
     def run_cached(
         self, a: Any, b: Any, c: Any, ptrs: tuple | None, alpha: Any, beta: Any, stream: Any,

@@ -124,3 +124,13 @@ def test_pool_is_bounded_and_clear_destroys(pools, monkeypatch):
     caches.clear_all()
     assert D.LAYOUTS.stats.size == 0 and len(destroys) == 3
     assert caches.registered()["nvmath.linalg.advanced: matmul descriptors"] is D.DESCRIPTORS
+
+
+def test_a_pool_of_size_zero_recycles_nothing(pools, monkeypatch):
+    """maxsize 0 turns recycling off: every closed layout is destroyed, every new one created."""
+    creates = _counting(monkeypatch, "cublasLtMatrixLayoutCreate")
+    destroys = _counting(monkeypatch, "cublasLtMatrixLayoutDestroy")
+    monkeypatch.setattr(D.LAYOUTS, "maxsize", 0)
+    for _ in range(2):
+        D.MatrixLayout(Layout(3, 3, 3, 0, "float32", 1, 9)).close()
+    assert len(creates) == 2 and len(destroys) == 2 and D.LAYOUTS.stats.size == 0
