@@ -9,7 +9,8 @@ lookup, and the rest of our layers. The shares come from the profiled run and ar
 unprofiled time per call (the profiler slows Python code more than C calls: read the shares as a map
 of where the time goes, the total as the measurement).
 
-Rows: ``Matmul.execute``, the stateless advanced ``matmul`` hit, the generic ``matmul`` hit,
+Rows: ``Matmul.execute``, ``Matmul`` create + ``plan()`` + ``free()`` (also on an int stream, which
+is "mortal" as the benchmark harness's external stream is), the stateless advanced ``matmul`` hit, the generic ``matmul`` hit,
 ``nvmath.torch.linear`` forward and forward+backward, ``FFT.execute`` and the stateless ``fft`` hit,
 and the torch references (``torch.matmul``, ``torch.mm(out=)``, ``F.linear``, ``torch.fft.fft``).
 A Linear training step is also split: the forward with grad, the backward alone (``bwd (retained
@@ -220,9 +221,12 @@ def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[],
     inplace.plan()
     fft = nvmath.fft.FFT(sig)
     fft.plan()
+    ext = torch.cuda.Stream().cuda_stream  # an int stream: a "mortal" one, as the harness's external stream
     rows = {
         "Matmul.execute": mm.execute,
         "Matmul.execute inplace": inplace.execute,
+        "Matmul create+plan+free": _create_plan_free(nvmath.linalg.advanced.Matmul, a, b),
+        "Matmul create+plan+free (int stream)": _create_plan_free(nvmath.linalg.advanced.Matmul, a, b, ext),
         "advanced.matmul (hit)": lambda: nvmath.linalg.advanced.matmul(a, b),
         "generic matmul (hit)": lambda: nvmath.linalg.matmul(a, b),
         "nvmath.torch.linear fwd": lambda: nt.linear(a, w, bias),
@@ -244,6 +248,17 @@ def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[],
         torch.cuda.synchronize()
 
     return rows, sync
+
+
+def _create_plan_free(matmul: Any, a: Any, b: Any, stream: Any = None) -> Callable[[], None]:
+    """One ``Matmul(a, b)`` + ``plan()`` + ``free()`` (on ``stream``: the operands' current one by default)."""
+
+    def cycle() -> None:
+        mm = matmul(a, b, stream=stream)
+        mm.plan(stream=stream)
+        mm.free()
+
+    return cycle
 
 
 def _training_rows(
@@ -292,6 +307,7 @@ def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callabl
     mm.plan()
     rows = {
         "Matmul.execute": mm.execute,
+        "Matmul create+plan+free": _create_plan_free(adv.Matmul, a, b),
         "advanced.matmul (hit)": lambda: adv.matmul(a, b),
         "nvmath.torch.linear fwd": lambda: nt.linear(a, w, bias),
         "nvmath.torch.linear fwd+bwd": lambda: nt.linear(xg, wg, bias).backward(gy),

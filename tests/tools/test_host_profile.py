@@ -72,6 +72,18 @@ def test_fake_row_end_to_end(hp, capsys):
     assert "nvmath/linalg/advanced/_launch.py" in row["files"]
 
 
+def test_fake_create_plan_free_row(hp, capsys):
+    """--fake on the create+plan+free row: a positive time, through the planner, its plan and the
+    recycled descriptors."""
+    pytest.importorskip("torch")
+    hp.main(["--fake", "--json", "--rows", "create+plan+free", "--calls", "20"])
+    out = json.loads(capsys.readouterr().out)
+    assert [r["row"] for r in out["rows"]] == ["Matmul create+plan+free"]
+    row = out["rows"][0]
+    assert row["us"] > 0
+    assert {"nvmath/linalg/advanced/_planner.py", "nvmath/linalg/advanced/_descriptors.py"} <= set(row["files"])
+
+
 def test_fake_backward_row_runs_the_nvmath_backward(hp, capsys):
     """--fake on the retained-graph backward row: nvmath's backward files, and no torch-compute row."""
     pytest.importorskip("torch")

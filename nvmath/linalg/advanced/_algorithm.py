@@ -142,7 +142,10 @@ class Algorithm:
 
     __slots__ = ("_record", "algo_ptr")
 
-    def __init__(self, algorithm: Any, ptr: int | None = None):
+    def __init__(self, algorithm: Any, ptr: int | None = None, *, _trusted: bool = False):
+        if _trusted:  # internal: a 0-d view of a checked heuristic record and its address
+            self._record, self.algo_ptr = algorithm, ptr
+            return
         record = algorithm if isinstance(algorithm, np.ndarray) else _as_record(algorithm)
         if record.dtype != lt.matmul_heuristic_result_dtype or record.size != 1:
             raise TypeError(
@@ -290,10 +293,15 @@ def to_records(algorithms: Sequence[Algorithm]) -> np.ndarray:
 
 
 def from_records(records: np.ndarray) -> list[Algorithm]:
-    """New :class:`Algorithm` objects over a private copy of ``records`` (independent of the memo)."""
+    """New :class:`Algorithm` objects over a private copy of ``records`` (independent of the memo).
+
+    ``records`` are a memo's copy of checked heuristic records: each object is made without
+    :class:`Algorithm`'s argument checks (``_trusted``: a 0-d view of its row of the copy and that
+    row's address).
+    """
     own = records.copy()
     base, size = own.ctypes.data, own.dtype.itemsize
-    return [Algorithm(own[i : i + 1].reshape(()), base + i * size) for i in range(len(own))]
+    return [Algorithm(own[i, ...], base + i * size, _trusted=True) for i in range(len(own))]  # 0-d views
 
 
 def check_algorithm(handle: int, desc: int, layouts: Sequence[int], algorithm: Algorithm) -> None:

@@ -6,22 +6,34 @@ Attribute values are passed through ``ctypes`` scalars (about 1 us per attribute
 numpy-based ``*_set`` helpers cost twice that), with the C type taken from the bindings' attribute
 dtype tables. Attributes are named as the members of the bindings' enums (``"EPILOGUE"``,
 ``"MAX_WORKSPACE_BYTES"``, ...).
+
+Recycling: a matrix layout, and a matmul descriptor whose attributes were all given at construction
+(no pointer attribute, no later ``set``), is in a state fixed by its construction arguments. Closing
+one hands its handle to a bounded :class:`HandlePool` under those arguments instead of destroying it,
+and the next object built with the same arguments takes it from there: a ``Matmul`` created, planned
+and freed again and again for one problem makes no create, set or destroy call after the first
+(:data:`LAYOUTS`, :data:`DESCRIPTORS`; registered caches, so ``caches.clear_all()`` destroys them).
+The closed object's own ``ptr`` is 0 as before: a handle has one owner at a time.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from typing import Any, Self
 
 from nvmath._errors import warn_cleanup_failure
-from nvmath._internal.state import freed_on_error
+from nvmath._internal import caches
 from nvmath._internal import dtypes as _dt
+from nvmath._internal.state import freed_on_error
 from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _traits
 
 __all__ = [
+    "HandlePool",
     "LayoutSet",
     "MatmulDesc",
     "MatrixLayout",
@@ -62,15 +74,109 @@ def _set(setter: Callable, get_dtype: Callable, obj: int, attr: int, value: Any)
     setter(obj, attr, ctypes.addressof(buf), ctypes.sizeof(buf))
 
 
+@dataclass(frozen=True)
+class PoolStats:
+    """A :class:`HandlePool`'s counters: ``size`` handles kept now, ``maxsize`` the bound, ``reuses``
+    the handles taken again so far."""
+
+    size: int
+    maxsize: int
+    reuses: int
+
+
+class HandlePool:
+    """Configured handles of closed objects, by configuration key, for the next object of that key.
+
+    Bounded: a handle given back to a full pool destroys the oldest key's oldest handle (``maxsize``
+    0: every handle is destroyed, nothing is recycled). Thread-safe.
+
+    Args:
+        name: the name it is registered under (:mod:`nvmath._internal.caches`).
+        destroy: the library's destroy function of the handles.
+        maxsize: the most handles kept.
+    """
+
+    __slots__ = ("_count", "_destroy", "_free", "_lock", "maxsize", "name", "reuses")
+
+    def __init__(self, name: str, destroy: Callable[[int], None], maxsize: int = 128):
+        self.name, self._destroy, self.maxsize = name, destroy, maxsize
+        self._free: dict[Hashable, list[int]] = {}
+        self._count = 0
+        self._lock = threading.Lock()
+        self.reuses = 0
+
+    def take(self, key: Hashable) -> int:
+        """A kept handle of configuration ``key`` (the caller owns it now), or 0."""
+        if not self._count:
+            return 0
+        with self._lock:
+            free = self._free.get(key)
+            if not free:
+                return 0
+            self._count -= 1
+            self.reuses += 1
+            return free.pop()
+
+    def give(self, key: Hashable, ptr: int) -> None:
+        """Keep ``ptr``, configured as ``key`` says (the pool owns it now)."""
+        with self._lock:
+            if self._count < self.maxsize:
+                self._count += 1
+                self._free.setdefault(key, []).append(ptr)
+                return
+            victim = ptr  # full: the oldest key's oldest handle makes room (an empty pool keeps none)
+            if self._free:
+                oldest = next(iter(self._free))
+                victims = self._free[oldest]
+                victim = victims.pop(0)
+                if not victims:
+                    del self._free[oldest]
+                self._free.setdefault(key, []).append(ptr)
+        self._destroy_quietly(victim)
+
+    def clear(self) -> None:
+        """Destroy every kept handle."""
+        with self._lock:
+            free, self._free, self._count = self._free, {}, 0
+        for ptrs in free.values():
+            for ptr in ptrs:
+                self._destroy_quietly(ptr)
+
+    @property
+    def stats(self) -> PoolStats:
+        """A :class:`PoolStats` snapshot."""
+        return PoolStats(self._count, self.maxsize, self.reuses)
+
+    def _destroy_quietly(self, ptr: int) -> None:
+        try:
+            self._destroy(ptr)
+        except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
+            warn_cleanup_failure(f"destroying a pooled handle of {self.name}", exc)
+
+
+LAYOUTS = caches.register(
+    "nvmath.linalg.advanced: matrix layouts", HandlePool("cuBLASLt matrix layouts", lt.matrix_layout_destroy)
+)
+"""Closed plans' matrix layouts, by the fields of their :class:`~._traits.MatrixLayout`."""
+
+DESCRIPTORS = caches.register(
+    "nvmath.linalg.advanced: matmul descriptors",
+    HandlePool("cuBLASLt matmul descriptors", lt.matmul_desc_destroy),
+)
+"""Closed plans' matmul descriptors without pointer attributes, by compute type, scale type and attributes."""
+
+
 class _LtObject:
     """Owns one cuBLASLt object; subclasses set ``_destroy`` and ``kind``."""
 
-    __slots__ = ("__weakref__", "ptr")
+    __slots__ = ("__weakref__", "_key", "ptr")
     kind = "cuBLASLt object"
     _destroy: Callable[[int], None]
+    _pool: HandlePool | None = None
 
-    def __init__(self, ptr: int):
+    def __init__(self, ptr: int, key: Hashable = None):
         self.ptr = ptr
+        self._key = key  # the configuration the handle goes back to the pool under (None: destroyed)
 
     @property
     def closed(self) -> bool:
@@ -78,13 +184,19 @@ class _LtObject:
         return not self.ptr
 
     def close(self) -> None:
-        """Destroy the cuBLASLt object (idempotent; a failure warns, it never raises)."""
+        """Destroy the cuBLASLt object, or hand a recyclable one to its pool (idempotent; a failure
+        warns, it never raises)."""
         ptr, self.ptr = self.ptr, 0
-        if ptr:
-            try:
-                type(self)._destroy(ptr)
-            except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
-                warn_cleanup_failure(f"destroying a {self.kind}", exc)
+        if not ptr:
+            return
+        key, pool = self._key, self._pool
+        if key is not None and pool is not None:
+            pool.give(key, ptr)
+            return
+        try:
+            type(self)._destroy(ptr)
+        except Exception as exc:  # noqa: BLE001 - cleanup failures warn, never raise
+            warn_cleanup_failure(f"destroying a {self.kind}", exc)
 
     def __enter__(self) -> Self:
         return self
@@ -130,53 +242,92 @@ class MatmulDesc(_LtObject):
     Args:
         compute_type: the cuBLAS compute type.
         scale_type: the ``cudaDataType`` of alpha and beta.
+        attributes: ``(MatmulDescAttribute member name, int value)`` pairs to set; a descriptor that
+            gets no other attribute later is recycled (see the module notes).
     """
 
     __slots__ = ("_pointers", "attributes")
     kind = "cuBLASLt matmul descriptor"
     _destroy = staticmethod(lt.matmul_desc_destroy)
+    _pool = DESCRIPTORS
 
-    def __init__(self, compute_type: int, scale_type: int):
-        super().__init__(lt.matmul_desc_create(int(compute_type), int(scale_type)))
-        self.attributes: dict[str, int] = {}
+    def __init__(self, compute_type: int, scale_type: int, attributes: tuple[tuple[str, int], ...] = ()):
+        key = (int(compute_type), int(scale_type), attributes)
+        ptr = DESCRIPTORS.take(key)
+        if ptr:
+            super().__init__(ptr, key)
+        else:
+            super().__init__(lt.matmul_desc_create(key[0], key[1]))
+            with freed_on_error(self):
+                for name, value in attributes:
+                    self._set(name, value)
+            self._key = key
+        self.attributes: dict[str, int] = dict(attributes)
         self._pointers: dict[str, PointerAttribute] = {}
 
-    def set(self, name: str, value: int) -> None:
-        """Set a scalar attribute (by ``MatmulDescAttribute`` member name)."""
+    def _set(self, name: str, value: int) -> None:
         attr = int(lt.MatmulDescAttribute[name])
         _set(lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype, self.ptr, attr, int(value))
+
+    def set(self, name: str, value: int) -> None:
+        """Set a scalar attribute (by ``MatmulDescAttribute`` member name); the descriptor is then
+        destroyed, not recycled, when closed."""
+        self._key = None
+        self._set(name, value)
         self.attributes[name] = int(value)
 
     def get(self, name: str) -> Any:
         """Read an attribute back (for tests and logging)."""
         return lt.matmul_desc_get(self.ptr, lt.MatmulDescAttribute[name])
 
+    def close(self) -> None:
+        """As :meth:`_LtObject.close`; also drops the pointer attributes (each refers to the descriptor:
+        a closed one is then freed when dropped, not by the garbage collector)."""
+        self._pointers.clear()
+        super().close()
+
     def pointer(self, name: str) -> PointerAttribute:
-        """The :class:`PointerAttribute` for a pointer attribute (made once per name)."""
+        """The :class:`PointerAttribute` for a pointer attribute (made once per name); the descriptor
+        is then destroyed, not recycled, when closed."""
+        self._key = None
         slot = self._pointers.get(name)
         if slot is None:
             slot = self._pointers[name] = PointerAttribute(self, name)
         return slot
 
 
+_COL = int(lt.Order.COL)
+
+
 class MatrixLayout(_LtObject):
-    """A ``cublasLtMatrixLayout_t`` built from a :class:`~._traits.MatrixLayout`."""
+    """A ``cublasLtMatrixLayout_t`` built from a :class:`~._traits.MatrixLayout` (recycled: see the
+    module notes)."""
 
     __slots__ = ("layout",)
     kind = "cuBLASLt matrix layout"
     _destroy = staticmethod(lt.matrix_layout_destroy)
+    _pool = LAYOUTS
 
     def __init__(self, layout: _traits.MatrixLayout):
+        self.layout = layout
+        order = int(layout.order)
+        # the pool key: a plain tuple (hashed in C; the dataclass's hash is Python code)
+        key = (layout.rows, layout.cols, layout.ld, order, layout.dtype, layout.batch_count, layout.batch_offset)
+        ptr = LAYOUTS.take(key)
+        if ptr:
+            super().__init__(ptr, key)
+            return
         super().__init__(
             lt.matrix_layout_create(_dt.cuda_data_type(layout.dtype), layout.rows, layout.cols, layout.ld)
         )
-        self.layout = layout
-        with freed_on_error(self):
-            if layout.order != lt.Order.COL:
-                self._set("ORDER", int(layout.order))
-            if layout.batch_count > 1:
-                self._set("BATCH_COUNT", layout.batch_count)
-                self._set("STRIDED_BATCH_OFFSET", layout.batch_offset)
+        if order != _COL or layout.batch_count > 1:
+            with freed_on_error(self):
+                if order != _COL:
+                    self._set("ORDER", order)
+                if layout.batch_count > 1:
+                    self._set("BATCH_COUNT", layout.batch_count)
+                    self._set("STRIDED_BATCH_OFFSET", layout.batch_offset)
+        self._key = key
 
     def _set(self, name: str, value: int) -> None:
         attr = int(lt.MatrixLayoutAttribute[name])
@@ -194,7 +345,7 @@ class LayoutSet:
             for name in ("a", "b", "d"):
                 made.append(MatrixLayout(getattr(problem, name)))
             self.a, self.b, self.d = made
-            self.c = self.d if problem.c == problem.d else MatrixLayout(problem.c)
+            self.c = self.d if problem.c is problem.d or problem.c == problem.d else MatrixLayout(problem.c)
         except BaseException:
             for layout in made:
                 layout.close()

@@ -18,7 +18,8 @@ values: the thread's handle, ``select()`` and a regrown workspace change them be
 
 A launch belongs to the plan it was built from: re-planning builds a new one, so a launch never
 runs a stale layout; :meth:`MatmulLaunch.close` (the planner's ``free()``, or a replaced plan) makes
-every later run raise :class:`~nvmath._errors.InvalidMatmulState` before touching anything.
+every later run raise :class:`~nvmath._errors.InvalidMatmulState` before touching anything (one flag
+test per run).
 """
 
 from __future__ import annotations
@@ -110,6 +111,11 @@ class BoundWorkspace:
         return ptr
 
 
+def _refuse(*args: Any, **kwargs: Any) -> Any:
+    """A closed launch's ``run``."""
+    raise InvalidMatmulState("this launch's plan was replaced or freed; plan() again (or use a live Matmul)")
+
+
 class MatmulLaunch:
     """The fixed arguments of one plan's ``cublasLtMatmul`` and the sequence around it.
 
@@ -129,8 +135,11 @@ class MatmulLaunch:
 
     __slots__ = (
         "_aux", "_broadcast", "_c_is_d", "_call", "_device", "_done_always", "_keep", "_lt_handle", "_staged",
-        "_staged_a", "_workspace", "algo", "closed", "device_id", "plan", "run", "swap",
+        "_staged_a", "_workspace", "algo", "closed", "device_id", "plan", "swap",
     )  # fmt: skip
+
+    algo: tuple[int, int]
+    """``(algo_ptr, workspace size)`` of the selected algorithm (see :meth:`select`)."""
 
     def __init__(
         self, plan: Any, scalars: tuple[int, int], workspace: BoundWorkspace, device_id: int, package: str, *,
@@ -152,11 +161,9 @@ class MatmulLaunch:
         # torch keeps its current device's primary context current: a run on a stream of that context
         # needs no context switch (nor the driver query that checks for one)
         self._device = streams.torch_device_getter() if package == "torch" else None
-        self.algo: tuple[int, int] = (0, 0)
         self.closed = False
         """Whether :meth:`close` was called (every run then raises)."""
-        self.run: Callable[..., Any] = self._run
-        self.select(plan.algorithms[0])
+        self.algo = (plan.algorithms[0].algo_ptr, plan.workspace_size)  # select(the first), one read less
 
     def select(self, algorithm: Any) -> None:
         """Run ``algorithm`` (one of the plan's) from now on, with the workspace it and the plan need."""
@@ -168,10 +175,12 @@ class MatmulLaunch:
         return self.algo[1]
 
     def close(self) -> None:
-        """Refuse every later run (the plan was replaced or freed): ``run`` becomes a refusal, so a
-        live launch pays nothing for the check."""
+        """Refuse every later run (the plan was replaced or freed).
+
+        (A launch holds no reference to itself: a launch, its plan and its caller are freed when
+        dropped, not left to the garbage collector, also when a planner is dropped without ``free()``.)
+        """
         self.closed = True
-        self.run = self._refuse
 
     def prepare(self, handle: StreamHandle) -> None:
         """Refresh the planner-owned copies the call reads (a staged operand, a broadcast aux input)
@@ -181,12 +190,8 @@ class MatmulLaunch:
         if self._broadcast is not None:
             self._broadcast.refresh(handle)
 
-    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise InvalidMatmulState(
-            "this launch's plan was replaced or freed; plan() again (or use a live Matmul)"
-        )
 
-    def _run(
+    def run(
         self, handle: StreamHandle, a: int, b: int, c: int, d: int, algo: tuple[int, int] | None = None
     ) -> Any:
         """Enqueue the product on ``handle``: ``a``, ``b`` (the user's operands), ``c`` (0: none), ``d``
@@ -194,7 +199,12 @@ class MatmulLaunch:
 
         Returns:
             The aux outputs as :meth:`~._aux.AuxOutputs.finish` gives them, or ``None`` without.
+
+        Raises:
+            InvalidMatmulState: the launch was closed (its plan replaced or freed), before anything runs.
         """
+        if self.closed:
+            _refuse()
         staged = self._staged
         if staged is not None:  # cuBLASLt reads the copy, refreshed before every launch
             staged.refresh(handle)
@@ -239,7 +249,7 @@ class MatmulLaunch:
         copy and broadcast aux (:meth:`prepare`) and owns the buffers); ``a``, ``b`` are the user's
         operands, ``c`` 0 for none."""
         if self.closed:
-            self._refuse()
+            _refuse()
         staged = self._staged
         if staged is not None:
             if self._staged_a:

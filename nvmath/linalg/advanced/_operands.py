@@ -6,10 +6,12 @@ object for GPU operands, a device mirror for host operands (numpy, torch CPU, ..
 (uploaded once to a float32 device scalar), a float32 tensor of one element, or an outer-vector /
 block scale (see :mod:`._scaling`), used in place when it is a GPU tensor laid out as cuBLASLt reads
 it and 16-byte aligned, else copied into that layout (when given, never in ``execute()``).
+:func:`host_scalars` makes the host ``alpha`` / ``beta`` pair cuBLASLt reads.
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
 import numbers
 from collections.abc import Mapping
@@ -24,7 +26,7 @@ from nvmath.linalg.advanced._device import pointer_alignment
 from nvmath.linalg.advanced._layout import OperandSpec
 from nvmath.linalg.advanced._scaling import ScaleLayout
 
-__all__ = ["ScaleSlot", "Slot", "check_same_place", "spec_of", "wrap_scale", "wrap_scales"]
+__all__ = ["ScaleSlot", "Slot", "check_same_place", "host_scalars", "spec_of", "wrap_scale", "wrap_scales"]
 
 SCALE_ALIGNMENT = 16
 """Outer-vector and block scales are used in place only at this alignment (bytes); else copied."""
@@ -35,6 +37,21 @@ def spec_of(adapter: TensorAdapter) -> OperandSpec:
     return OperandSpec(
         tuple(adapter.shape), tuple(adapter.strides), adapter.dtype, bool(adapter.is_conjugate)
     )
+
+
+_BUFFERS = {n: ctypes.c_char * (2 * n) for n in (2, 4, 8, 16)}
+"""The ctypes buffer types of two host scalars, by scalar size (fp16 ... complex128)."""
+
+
+def host_scalars(alpha: Any, beta: Any, dtype: np.dtype) -> tuple[np.ndarray, tuple[int, int]]:
+    """``[alpha, beta]`` in host memory cuBLASLt reads (an array over a ctypes buffer, which is cheaper
+    to make and to take the address of than a numpy allocation), and the two addresses."""
+    dtype = np.dtype(dtype)
+    raw = _BUFFERS[dtype.itemsize]()
+    buf = np.frombuffer(raw, dtype=dtype, count=2)  # (keeps raw alive)
+    buf[0], buf[1] = alpha, beta
+    base = ctypes.addressof(raw)
+    return buf, (base, base + dtype.itemsize)
 
 
 def check_same_place(name: str, adapter: TensorAdapter, package: str, device_id: Any) -> None:
@@ -60,15 +77,18 @@ class Slot:
 
     __slots__ = ("alignment", "device", "exec_device", "host", "name", "ptr", "spec", "user", "user_spec")
 
-    def __init__(self, name: str, user: TensorAdapter, exec_device: int, stream: StreamHandle | None):
+    def __init__(
+        self, name: str, user: TensorAdapter, exec_device: int, stream: StreamHandle | None,
+        user_spec: OperandSpec | None = None,
+    ):  # fmt: skip
         self.name = name
         self.exec_device = exec_device
         self.user: TensorAdapter | None = user
         self.host = user.device != "cuda"
-        self.user_spec = spec_of(user)
+        self.user_spec = spec_of(user) if user_spec is None else user_spec  # (the caller's spec_of(user))
         self.device: TensorAdapter | None = user.to(exec_device, stream) if self.host else user
         self.ptr = self.device.data_ptr
-        self.spec = spec_of(self.device)
+        self.spec = spec_of(self.device) if self.host else self.user_spec
         self.alignment = pointer_alignment(self.ptr)
 
     def check(self, new: TensorAdapter) -> None:

@@ -7,11 +7,10 @@ later step fails, so a failing ``plan()`` leaves the planner as it was.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from nvmath._errors import NotSupportedError
 from nvmath._internal import caches
@@ -127,7 +126,7 @@ def _epilog(
     epilog: Any,
     epilog_inputs: Mapping[str, Any] | None,
     stream: StreamHandle,
-    undo: contextlib.ExitStack,
+    undo: list[Callable[[], Any]],
 ) -> tuple[EpilogTraits, MatmulProblem, dict[str, Slot], dict[str, ScaleSlot]]:
     """Validate the epilog on the user's tensors, then move host inputs to the device."""
     tensors, scales = wrap_epilog_inputs(
@@ -148,7 +147,7 @@ def _epilog(
         scale_slots[name] = ScaleSlot(
             f"epilog input {name!r}", value, spec.package, spec.user_device, spec.device_id, stream
         )
-    undo.callback(lambda: [s.release() for s in slots.values()])
+    undo.append(lambda: [s.release() for s in slots.values()])
     return ep, problem, slots, scale_slots
 
 
@@ -193,26 +192,15 @@ def _descriptor(
     ep: EpilogTraits,
     inputs: Mapping[str, int],
     aux: Sequence[AuxOutputSpec],
+    attributes: tuple[tuple[str, int], ...],
 ) -> tuple[
     MatmulDesc, list[tuple[AuxOutputSpec, PointerAttribute | None]], dict[str, list[PointerAttribute]]
 ]:
-    """The matmul descriptor with ops, epilog attributes and the pointers known at plan time."""
+    """The matmul descriptor with ``attributes`` (:func:`_desc_attributes`) and the pointers known at
+    plan time."""
     opts, t = spec.options, spec.types
-    desc = MatmulDesc(t.compute_type, t.scale_type)
+    desc = MatmulDesc(t.compute_type, t.scale_type, attributes)
     try:
-        if problem.transa != Op.N:
-            desc.set("TRANSA", int(problem.transa))
-        if problem.transb != Op.N:
-            desc.set("TRANSB", int(problem.transb))
-        for name, value in ep.attributes:
-            if not (name == "EPILOGUE" and value == 1):
-                desc.set(name, value)
-        if opts.sm_count_target:
-            desc.set("SM_COUNT_TARGET", opts.sm_count_target)
-        if t.narrow_inputs and opts.fast_accumulation:
-            desc.set("FAST_ACCUM", 1)
-        for name, value in spec.scaling.descriptor_attributes(problem.a_operand, problem.b_operand):
-            desc.set(name, value)
         pointers = list(ep.pointer_attributes)
         if t.narrow_inputs:
             pointers += [
@@ -224,6 +212,8 @@ def _descriptor(
         ]
         if opts.result_amax:
             pointers.append(("AMAX_D_POINTER", RESULT_AMAX))
+        if not pointers:  # (a plain problem: a recycled descriptor stays recyclable)
+            return desc, [(a, None) for a in aux], {}
         by_input: dict[str, list[PointerAttribute]] = {}
         aux_names = {a.name for a in aux}
         by_aux: dict[str, PointerAttribute] = {}
@@ -239,6 +229,23 @@ def _descriptor(
     except BaseException:
         desc.close()
         raise
+
+
+def _desc_attributes(spec: Spec, problem: MatmulProblem, ep: EpilogTraits) -> tuple[tuple[str, int], ...]:
+    """The scalar attributes of the problem's matmul descriptor (those not at their defaults)."""
+    opts, t = spec.options, spec.types
+    attrs: list[tuple[str, int]] = []
+    if problem.transa != Op.N:
+        attrs.append(("TRANSA", int(problem.transa)))
+    if problem.transb != Op.N:
+        attrs.append(("TRANSB", int(problem.transb)))
+    attrs += [(name, int(value)) for name, value in ep.attributes if not (name == "EPILOGUE" and value == 1)]
+    if opts.sm_count_target:
+        attrs.append(("SM_COUNT_TARGET", int(opts.sm_count_target)))
+    if t.narrow_inputs and opts.fast_accumulation:
+        attrs.append(("FAST_ACCUM", 1))
+    attrs += [(n, int(v)) for n, v in spec.scaling.descriptor_attributes(problem.a_operand, problem.b_operand)]
+    return tuple(attrs)
 
 
 def workspace_cap(memory_limit: Any, device_id: int, *, autotune: bool = False) -> int:
@@ -321,18 +328,86 @@ skips ``cublasLtMatmulAlgoGetHeuristic``. Only plain problems are memoised: no e
 and tensor-wide scales (pointer values the heuristic might look at never enter the key)."""
 
 
+class HashedKey:
+    """A memo key hashed once: a key kept (in a :class:`Recipe`) and looked up again and again."""
+
+    __slots__ = ("_hash", "key")
+
+    def __init__(self, key: Hashable):
+        self.key, self._hash = key, hash(key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (type(other) is HashedKey and self._hash == hash(other) and self.key == other.key)
+
+    def __repr__(self) -> str:
+        return f"HashedKey({self.key!r})"
+
+
 def _memo_key(
     spec: Spec, problem: MatmulProblem, ep: EpilogTraits, aligns: tuple[int, ...], cap: int,
     prefs: MatmulPlanPreferences, context: int | None,
-) -> Any:  # fmt: skip
-    """The memo key of a plain problem, or ``None`` (epilog pointer inputs, non-tensor-wide scales).
+) -> HashedKey | None:  # fmt: skip
+    """The :data:`HEURISTICS` key of a plain problem, or ``None`` (epilog pointer inputs,
+    non-tensor-wide scales).
 
     ``context`` is the planning stream's green context (``None``: the device's primary context): a
     partition's SM count may change the heuristic's answer.
     """
     if ep.pointer_attributes or not spec.scaling.tensor_wide:
         return None
-    return (spec.device_id, context, spec.version, prefs, signature(spec, problem, ep, aligns, cap))
+    return HashedKey((spec.device_id, context, spec.version, prefs, signature(spec, problem, ep, aligns, cap)))
+
+
+class Recipe(NamedTuple):
+    """The pure part of a plan: what one problem (:attr:`Spec.key <._spec.Spec>`), epilog, preferences,
+    operand alignments and context always give (memoised in :data:`RECIPES` when no epilog input is
+    given). Attributes: the epilog traits and problem; the aux outputs; the descriptor's scalar
+    attributes; the preference settings and workspace cap; the :data:`HEURISTICS` key (or ``None``)."""
+
+    ep: EpilogTraits
+    problem: MatmulProblem
+    aux: tuple[AuxOutputSpec, ...]
+    attributes: tuple[tuple[str, int], ...]
+    aligns: tuple[int, int, int, int]
+    settings: tuple[tuple[str, Any], ...]
+    cap: int
+    memo_key: HashedKey | None
+
+
+RECIPES = caches.memo("nvmath.linalg.advanced: plan recipes", 256)
+"""(problem key, options that reach cuBLASLt, epilog, preferences, alignments, context, row order) ->
+:class:`Recipe`."""
+
+
+def _recipe_key(
+    spec: Spec, prefs: MatmulPlanPreferences, epilog: Any, slots: Mapping[str, Slot], context: int | None,
+    row_order: bool,
+) -> Any:  # fmt: skip
+    """The :data:`RECIPES` key, or ``None`` (a problem that is not memoisable); it may be unhashable
+    (an epilog that is no :class:`MatmulEpilog`: ``epilog_traits`` reports it)."""
+    if spec.key is None:
+        return None
+    o = spec.options
+    return (
+        spec.key, spec.device_id, o.memory_limit, o.sm_count_target, o.fast_accumulation, epilog, prefs,
+        tuple(s.alignment for s in slots.values()), context, row_order,
+    )  # fmt: skip
+
+
+def _recipe(
+    spec: Spec, prefs: MatmulPlanPreferences, ep: EpilogTraits, problem: MatmulProblem,
+    slots: Mapping[str, Slot], context: int | None,
+) -> Recipe:  # fmt: skip
+    aligns = _alignments(spec, problem, slots)
+    settings = tuple(_preference_settings(spec, prefs, aligns))
+    cap = int(settings[0][1])
+    return Recipe(
+        ep, problem, tuple(_aux_specs(spec, ep)), _desc_attributes(spec, problem, ep), aligns, settings, cap,
+        _memo_key(spec, problem, ep, aligns, cap, prefs, context),
+    )  # fmt: skip
 
 
 def row_plan(
@@ -439,39 +514,51 @@ def build_plan(
         TypeError, ValueError: bad epilog, epilog inputs or algorithms (before any cuBLASLt object exists).
         NotSupportedError: cuBLASLt has no algorithm for the problem.
     """
-    with contextlib.ExitStack() as undo:
-        ep, problem, ep_slots, ep_scales = _epilog(spec, prefs, epilog, epilog_inputs, stream, undo)
-        if row_order:
-            problem = _row_problem(spec, ep)
-        aux = _aux_specs(spec, ep)
+    undo: list[Callable[[], Any]] = []  # closers of what this call made, run if a later step fails
+    try:
+        key = None if epilog_inputs else _recipe_key(spec, prefs, epilog, slots, stream.ctx, row_order)
+        recipe = None
+        if key is not None:
+            try:
+                recipe = RECIPES.get(key)
+            except TypeError:  # an unhashable epilog: epilog_traits reports it
+                key = None
+        ep_slots: dict[str, Slot] = {}
+        ep_scales: dict[str, ScaleSlot] = {}
+        if recipe is None:
+            ep, problem, ep_slots, ep_scales = _epilog(spec, prefs, epilog, epilog_inputs, stream, undo)
+            if row_order:
+                problem = _row_problem(spec, ep)
+            recipe = _recipe(spec, prefs, ep, problem, slots, stream.ctx)
+            if key is not None:
+                RECIPES.put(key, recipe)
+        ep, problem = recipe.ep, recipe.problem
         inputs = {n: s.ptr for n, s in ep_slots.items()}
         inputs.update({n: s.ptr for n, s in ep_scales.items()})
         inputs.update({"scale:" + n: s.ptr for n, s in scales.items()})
         broadcast = _broadcast(ep, ep_slots, inputs, stream)
-        desc, aux_pointers, input_pointers = _descriptor(spec, problem, ep, inputs, aux)
+        desc, aux_pointers, input_pointers = _descriptor(spec, problem, ep, inputs, recipe.aux, recipe.attributes)
         if broadcast is not None:  # the descriptor keeps the buffer's address whatever the aux
             input_pointers.pop(broadcast.spec.name, None)
-        undo.callback(desc.close)
+        undo.append(desc.close)
         layouts = LayoutSet(problem)
-        undo.callback(layouts.close)
-        aligns = _alignments(spec, problem, slots)
-        settings = _preference_settings(spec, prefs, aligns)
-        cap = int(settings[0][1])
-        memo_key = (
-            None if algorithms is not None else _memo_key(spec, problem, ep, aligns, cap, prefs, stream.ctx)
-        )
+        undo.append(layouts.close)
+        memo_key = recipe.memo_key if algorithms is None else None
         records = None if memo_key is None else HEURISTICS.get(memo_key, count_miss=False)
         if records is not None:  # a problem planned before: no preference object, no heuristic query
             pref, found = None, _algorithm.from_records(records)
         else:
-            pref = Preference(settings)
-            undo.callback(pref.close)
+            pref = Preference(recipe.settings)
+            undo.append(pref.close)
             found = _algorithms(handle, desc, layouts, pref, prefs, algorithms, memo_key)
         plan = Plan(
-            problem, ep, desc, layouts, pref, found, ep_slots, ep_scales, aux_pointers, input_pointers, aligns, cap,
-            broadcast,
+            problem, ep, desc, layouts, pref, found, ep_slots, ep_scales, aux_pointers, input_pointers,
+            recipe.aligns, recipe.cap, broadcast,
         )  # fmt: skip
-        undo.pop_all()
+    except BaseException:
+        for close in reversed(undo):
+            close()
+        raise
     debug(log, "problem: %s", lazy(_describe, plan))
     return plan
 

@@ -4,7 +4,8 @@ The class only sequences the layers below it: the constructor wraps the operands
 pure traits (every misuse is reported here, before any GPU work), then moves host operands to the
 GPU; :meth:`Matmul.plan` builds a :class:`~._plan.Plan` (descriptors, layouts, preference,
 algorithms); :meth:`Matmul.execute` allocates the result (and aux outputs) and makes one
-``cublasLtMatmul`` call with precomputed arguments on the caller's stream. States go
+``cublasLtMatmul`` call with precomputed arguments on the caller's stream. The operand methods
+(``reset_operands``, ``release_operands``) come from the mixin :class:`~._reset.OperandResets`. States go
 CREATED -> PLANNED -> FREED through one :class:`~nvmath._internal.state.Lifecycle`.
 """
 
@@ -30,7 +31,7 @@ from nvmath.linalg.advanced import _autotune, _handles
 from nvmath.linalg.advanced._algorithm import Algorithm
 from nvmath.linalg.advanced._aux import AuxOutputs
 from nvmath.linalg.advanced._launch import BoundWorkspace, MatmulLaunch
-from nvmath.linalg.advanced._operands import ScaleSlot, wrap_scales
+from nvmath.linalg.advanced._operands import ScaleSlot, host_scalars, wrap_scales
 from nvmath.linalg.advanced._options import (
     LOGGER_NAME,
     MatmulOptions,
@@ -38,8 +39,8 @@ from nvmath.linalg.advanced._options import (
     MatmulQuantizationScales,
 )
 from nvmath.linalg.advanced._plan import Plan, build_plan, row_order_possible
-from nvmath.linalg.advanced._reset import reset
-from nvmath.linalg.advanced._results import ResultMaker, deliver_outputs
+from nvmath.linalg.advanced._reset import OperandResets
+from nvmath.linalg.advanced._results import ResultMaker, deliver_outputs, empty_sibling
 from nvmath.linalg.advanced._spec import Spec, place, specify
 from nvmath.linalg.advanced._staging import stage
 from nvmath.linalg.advanced._traits import check_alpha_beta
@@ -52,8 +53,13 @@ _DEFAULTS = tuple(
 )
 """Default option objects (frozen), shared to skip their validation on every construction."""
 _PLANNED = PlannerState.PLANNED.value
+_FREED = PlannerState.FREED.value
+_LOG = get_logger(LOGGER_NAME)
+"""The planners' logger unless ``options.logger`` gives another."""
 
-class Matmul(FreedOnExit):
+
+
+class Matmul(OperandResets, FreedOnExit):
     """A stateful ``epilog(alpha * a @ b + beta * c)`` on cuBLASLt: plan once, execute many times.
 
     Args:
@@ -81,7 +87,7 @@ class Matmul(FreedOnExit):
         options = (
             _DEFAULTS[0] if options is None else check_or_create_options(MatmulOptions, options, "options")
         )
-        log = get_logger(LOGGER_NAME, options.logger)
+        log = _LOG if options.logger is None else get_logger(LOGGER_NAME, options.logger)
         with log_phase(log, "Matmul: specification"):
             ops = wrap_operands(a=a, b=b, c=c)
             scales = (
@@ -92,12 +98,14 @@ class Matmul(FreedOnExit):
                 )
             )
             first = ops["a"]
-            values = wrap_scales(
-                {n: getattr(scales, n) for n in scales.given()}, first.package, first.device_id
+            values = (
+                {}
+                if quantization_scales is None
+                else wrap_scales({n: getattr(scales, n) for n in scales.given()}, first.package, first.device_id)
             )
-            mm, types, scaling, key = specify(ops, qualifiers, values, options)
+            mm, types, scaling, key, specs = specify(ops, qualifiers, values, options)
             alpha, beta = check_alpha_beta(alpha, beta, has_c=c is not None, scale_dtype=types.scale_dtype)
-            spec, slots, handle = place(ops, mm, types, scaling, key, qualifiers, options, stream)
+            spec, slots, handle = place(ops, mm, types, scaling, key, qualifiers, options, stream, specs)
             self._scales = {
                 n: ScaleSlot(
                     f"quantization scale {n!r}", values[n], spec.package, spec.user_device, spec.device_id,
@@ -109,10 +117,8 @@ class Matmul(FreedOnExit):
         # host results are made like an empty sibling of a, never a itself (release_operands)
         first = ops["a"]
         self._host_template = first.empty((0,), first.dtype, device_id="cpu") if spec.host else None
-        self._scalar_buf = np.array([alpha, beta], dtype=to_numpy_dtype(types.scale_dtype))  # host pointers
+        self._scalar_buf, self._scalars = host_scalars(alpha, beta, to_numpy_dtype(types.scale_dtype))
         self._alpha, self._beta = self._scalar_buf[0:1], self._scalar_buf[1:2]
-        base = self._scalar_buf.ctypes.data
-        self._scalars = (base, base + self._scalar_buf.itemsize)
         self._init_runtime(spec, slots["a"].device.package, _workspaces)
         debug(
             log,
@@ -242,7 +248,7 @@ class Matmul(FreedOnExit):
             if preferences is None
             else check_or_create_options(MatmulPlanPreferences, preferences, "plan preferences")
         )
-        handle = self._get_stream(stream)
+        handle = self._streams.resolve(stream)[0]
         args = (self._spec, self._slots, self._scales, prefs, algorithms, epilog, epilog_inputs, handle)
         with log_phase(self._log, "Matmul: planning"):
             try:
@@ -274,15 +280,19 @@ class Matmul(FreedOnExit):
         first = self._slots["a"]  # outputs follow a's package and device; the makers keep an empty
         template = first.device  # sibling, never the caller's tensor (release_operands drops them all)
         if not first.host:
-            template = template.empty((0,), template.dtype)
+            template = empty_sibling(template)
         p, ep = plan.problem, plan.epilog
         try:
             result = ResultMaker(template, p.result_shape, p.result_strides, self._spec.types.d_dtype)
-            aux = AuxOutputs(plan.aux, template, ep.aux_quantization, plan.epilog_scales, self._device_id)
+            aux = (
+                AuxOutputs(plan.aux, template, ep.aux_quantization, plan.epilog_scales, self._device_id)
+                if plan.aux
+                else None
+            )
         except BaseException:
             plan.close()
             raise
-        self._result, self._aux = result, (aux if plan.aux else None)
+        self._result, self._aux = result, aux
         old, self._plan = self._plan, plan
         if self._retired is not None:
             self._retired.close()
@@ -477,46 +487,6 @@ class Matmul(FreedOnExit):
         )  # fmt: skip
         return tuple(int(i) for i in ids[:count])
 
-    # ------------------------------------------------------------------ operands
-    @requires(PlannerState.CREATED, PlannerState.PLANNED)
-    def reset_operands(
-        self, *, a: Any = None, b: Any = None, c: Any = None, alpha: Any = None, beta: Any = None,
-        quantization_scales: Any = None, epilog_inputs: Mapping[str, Any] | None = None, stream: Any = None,
-    ) -> None:  # fmt: skip
-        """Replace operands (same shapes, strides, dtypes, package, device, alignment) without re-planning.
-
-        GPU tensors are swapped by pointer; host tensors are copied into the device copies. After
-        :meth:`release_operands` every operand (and scale and epilog input) must be given.
-        """
-        reset(self, {"a": a, "b": b, "c": c}, alpha, beta, quantization_scales, epilog_inputs, stream,
-              checked=True)  # fmt: skip
-
-    @requires(PlannerState.CREATED, PlannerState.PLANNED)
-    def reset_operands_unchecked(
-        self, *, a: Any = None, b: Any = None, c: Any = None, alpha: Any = None, beta: Any = None,
-        quantization_scales: Any = None, epilog_inputs: Mapping[str, Any] | None = None, stream: Any = None,
-    ) -> None:  # fmt: skip
-        """Like :meth:`reset_operands` without the layout and alignment checks (the caller guarantees them)."""
-        reset(self, {"a": a, "b": b, "c": c}, alpha, beta, quantization_scales, epilog_inputs, stream,
-              checked=False)  # fmt: skip
-
-    @requires(PlannerState.CREATED, PlannerState.PLANNED)
-    def release_operands(self) -> None:
-        """Drop every reference to the operands (and the device copies of host operands).
-
-        ``execute()`` then needs :meth:`reset_operands` with every operand first.
-        """
-        for slot in self._slots.values():
-            slot.release()
-        for scale in self._scales.values():  # FP8 scale tensors too (numbers are the object's own)
-            scale.release()
-        if self._plan is not None:
-            for slot in self._plan.epilog_slots.values():
-                slot.release()
-            for scale in self._plan.epilog_scales.values():
-                scale.release()
-        self._lifecycle.mark_operands_released()
-
     # ------------------------------------------------------------------ the stateless path's entry
     def run_cached(
         self, a: Any, b: Any, c: Any, ptrs: tuple | None, alpha: Any, beta: Any, stream: Any,
@@ -549,7 +519,7 @@ class Matmul(FreedOnExit):
             slots["c"].replace(wrap(c, "operand 'c'"), handle)
         if extras is not None:
             scales, epilog_inputs = extras
-            reset(self, {}, None, None, scales, epilog_inputs, handle, checked=False)
+            self._reset({}, None, None, scales, epilog_inputs, handle, checked=False)
         try:
             return self._launch(handle, None, False, current)
         finally:
@@ -565,7 +535,7 @@ class Matmul(FreedOnExit):
             self._commit_scalars(*check_alpha_beta(alpha, beta, has_c=has_c, scale_dtype=scale_dtype))
 
     def _commit_scalars(self, alpha: Any, beta: Any) -> None:
-        """Store checked host scalars: the one writer of ``_alpha`` / ``_beta`` (``reset`` calls it too)."""
+        """Store checked host scalars: the one writer of ``_alpha`` / ``_beta`` (:meth:`_reset` calls it too)."""
         self._alpha[0], self._beta[0] = alpha, beta
         self._alpha_is_one = False
 
@@ -584,7 +554,7 @@ class Matmul(FreedOnExit):
     # ------------------------------------------------------------------ lifetime
     def free(self) -> None:
         """Release the workspace, the cuBLASLt objects and the operands; idempotent."""
-        if self._lifecycle.state is PlannerState.FREED:
+        if self._lifecycle.bits & _FREED:
             return
         if self._owns_workspace:
             self._workspace.release()

@@ -12,12 +12,29 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nvmath._internal import dtypes, streams
+from nvmath._internal import caches, dtypes, streams
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import TensorAdapter, wrap
 from nvmath._internal.tensors.copy import copy_into
 
-__all__ = ["ResultMaker", "deliver", "deliver_host", "deliver_outputs"]
+__all__ = ["ResultMaker", "deliver", "deliver_host", "deliver_outputs", "empty_sibling"]
+
+_SIBLINGS = caches.memo("nvmath.linalg.advanced: empty result templates", 64)
+"""(adapter class, package, device id, dtype) -> an empty tensor of that kind (torch and cupy)."""
+
+
+def empty_sibling(adapter: TensorAdapter) -> TensorAdapter:
+    """An empty (0-element) tensor of ``adapter``'s package, device and dtype: the template a
+    :class:`ResultMaker` makes outputs like, never the caller's tensor. torch and cupy ones hold no
+    state of the caller and are shared (memoised); other packages' are made anew."""
+    package = adapter.package
+    if package != "torch" and package != "cupy":
+        return adapter.empty((0,), adapter.dtype)
+    key = (type(adapter), package, adapter.device_id, adapter.dtype)
+    sibling = _SIBLINGS.get(key)
+    if sibling is None:
+        sibling = _SIBLINGS.put(key, adapter.empty((0,), adapter.dtype))
+    return sibling
 
 
 class ResultMaker:

@@ -75,6 +75,8 @@ _TRAITS = caches.memo("nvmath.linalg.advanced: matmul traits", 256)
 
 def _scale_shapes(scales: Mapping[str, Any]) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """``(name, shape)`` of each given scale (``()`` for a number), sorted by name."""
+    if not scales:
+        return ()
     return tuple((n, tuple(getattr(v, "shape", ()))) for n, v in sorted(scales.items()))
 
 
@@ -100,7 +102,7 @@ def _traits_key(
 
 def specify(
     ops: Mapping[str, Any], qualifiers: Any, scales: Mapping[str, Any], options: MatmulOptions
-) -> tuple[Any, Any, ScalingTraits, Any]:
+) -> tuple[Any, Any, ScalingTraits, Any, dict[str, Any]]:
     """The pure checks of the constructor: traits, types, scales (no GPU work); memoised per problem.
 
     Args:
@@ -111,7 +113,8 @@ def specify(
         options: the options.
 
     Returns:
-        ``(mm traits, types, scaling, key)``; ``key`` is ``None`` when the result was not memoised.
+        ``(mm traits, types, scaling, key, specs)``; ``key`` is ``None`` when the result was not
+        memoised; ``specs``: each operand's :class:`~._layout.OperandSpec`.
     """
     specs = {n: spec_of(op) for n, op in ops.items()}
     shapes = _scale_shapes(scales)
@@ -128,7 +131,7 @@ def specify(
                 raise ValueError(
                     f"FP8 operand {name!r} must be 16-byte aligned; its address is {ops[name].data_ptr:#x}"
                 )
-    return mm, types, scaling, key
+    return mm, types, scaling, key, specs
 
 
 def _compute_traits(
@@ -177,8 +180,10 @@ def place(
     qualifiers: Any,
     options: MatmulOptions,
     stream: Any,
+    specs: Mapping[str, Any] | None = None,
 ) -> tuple[Spec, dict[str, Slot], StreamHandle]:
-    """Check the device, resolve the stream and make the operand slots (copying host operands).
+    """Check the device, resolve the stream and make the operand slots (copying host operands);
+    ``specs``: the operands' specs as :func:`specify` gave them (else computed again).
 
     Returns:
         ``(spec, slots, stream handle)``.
@@ -191,7 +196,8 @@ def place(
     check_device_support(types, cc, version, block_scaling=options.block_scaling)
     check_scaling_support(scaling, cc, version)
     handle = streams.get_stream(stream, device_id=device_id, package=first.package)
-    slots = {n: Slot(n, op, device_id, handle) for n, op in ops.items()}
+    specs = specs or {}
+    slots = {n: Slot(n, op, device_id, handle, specs.get(n)) for n, op in ops.items()}
     if host:  # the device copies may have other strides: the traits of what cuBLASLt reads
         mm = get_mm_traits(
             slots["a"].spec, slots["b"].spec, slots["c"].spec if "c" in slots else None,
