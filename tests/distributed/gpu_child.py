@@ -12,8 +12,9 @@ must fail one test, not the suite). This module makes such a child tell *where* 
   it is made, so the last line names the engine call that did not return);
 * the parent (:func:`run_child`, :func:`run_ranks`) waits with ``communicate(timeout)``, kills a child
   that overruns and fails the test with the child's partial stdout and stderr;
-* a hang is recorded (:data:`HANGS`): after :data:`MAX_HANGS` hangs in the session, every later child
-  is skipped with the first diagnosis, so the lane ends within minutes even if every check hangs.
+* a hang is recorded (:data:`HANGS`): after :data:`MAX_HANGS` one-process hangs in the session, every
+  later child is skipped with the first diagnosis, and after one multi-process hang every later
+  multi-process check, so the lane ends within minutes even if every check hangs.
   :func:`canary` runs one tiny check once per session; the GPU modules skip their tests when it hung.
 
 Environment knobs (for the GPU run): ``NVMATH_GPU_CHILD_TIMEOUT`` (seconds, default 90),
@@ -91,6 +92,7 @@ class Hang:
     test: str
     last_step: str
     detail: str
+    several: bool = False  # one of several processes of a multi-rank check
 
 
 HANGS: list[Hang] = []
@@ -127,11 +129,16 @@ def _hung(rc: int | None, out: str, err: str) -> bool:
     return rc is None or "Timeout (" in err or "HANG:" in out
 
 
-def _skip_after_hangs() -> None:
-    if len(HANGS) >= MAX_HANGS:
-        first = HANGS[0]
-        pytest.skip(f"{len(HANGS)} earlier distributed GPU children hung (NVMATH_GPU_MAX_HANGS={MAX_HANGS}); "
-                    f"first: {first.test} at {first.last_step}")  # fmt: skip
+def _skip_after_hangs(several: bool) -> None:
+    """Skip when :data:`MAX_HANGS` one-process children hung, or (for a multi-process check) when a
+    multi-process check hung already (several processes on one GPU: likely the same cause)."""
+    hangs = [h for h in HANGS if not h.several]
+    if len(hangs) >= MAX_HANGS:
+        pytest.skip(f"{len(hangs)} earlier distributed GPU children hung (NVMATH_GPU_MAX_HANGS={MAX_HANGS}); "
+                    f"first: {hangs[0].test} at {hangs[0].last_step}")  # fmt: skip
+    groups = [h for h in HANGS if h.several]
+    if several and groups:
+        pytest.skip(f"an earlier multi-process check hung: {groups[0].test} at {groups[0].last_step}")
 
 
 @dataclass
@@ -176,7 +183,7 @@ def _check(name: str, results: list[Result], killed: bool, timeout: float) -> li
         if _hung(result.rc, result.out, result.err):
             why = (f"HUNG: killed after {timeout:.0f} s" if result.rc is None else
                    "HUNG: the child's watchdog fired (faulthandler stacks in stderr)")  # fmt: skip
-            HANGS.append(Hang(label, last_step(result.out), why))
+            HANGS.append(Hang(label, last_step(result.out), why, len(results) > 1))
             messages.append(report(label, result.rc, result.out, result.err, why))
         elif result.rc != 0:
             messages.append(report(label, result.rc, result.out, result.err, "FAILED"))
@@ -190,7 +197,7 @@ def run_child(code: str, *, name: str | None = None, timeout: float = TIMEOUT,
     """Run ``code`` in a fresh Python with :data:`HARNESS`; its stdout. A child printing ``SKIP:``
     skips the test; a failure or a hang fails it with the child's output (a hang is recorded)."""
     name = name or os.environ.get("PYTEST_CURRENT_TEST", "child").split(" ")[0]
-    _skip_after_hangs()
+    _skip_after_hangs(several=False)
     proc = subprocess.Popen([sys.executable, "-c", program(code, timeout)], env=environment(env), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     results, killed = _communicate([proc], timeout)
@@ -203,7 +210,7 @@ def run_ranks(code: str, nranks: int = 2, *, name: str | None = None, timeout: f
     import socket
 
     name = name or os.environ.get("PYTEST_CURRENT_TEST", "ranks").split(" ")[0]
-    _skip_after_hangs()
+    _skip_after_hangs(several=True)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -271,14 +278,17 @@ STEP("single-GPU cuFFT loaded next to cuFFTMp")
 import nvmath.fft
 single = nvmath.fft.fft(torch.from_numpy(x).cuda())
 WAIT("single-GPU fft")
-print("MAPPED after nvmath.fft", {s: _engines.mapped_libraries(s) for s in ("libcufftMp", "libcufft")}, flush=True)
-a.copy_(torch.from_numpy(x))
-STEP("stateless fft after nvmath.fft")
-out = dfft.fft(a, distribution=Slab.X)
+print("MAPPED after nvmath.fft", {s: _engines.mapped_libraries(s) for s in ("libcufftMp", "libcufft")},
+      flush=True)
+y = (np.arange(128).reshape(16, 8) % 5 - 2j).astype(np.complex64)  # a new plan: calls not bound yet
+b = dfft.allocate_operand(y.shape, torch, input_dtype=torch.complex64, distribution=Slab.X)
+b.copy_(torch.from_numpy(y))
+STEP("stateless fft (new plan) after nvmath.fft")
+out = dfft.fft(b, distribution=Slab.X)
 WAIT("stateless fft")
-np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-4, atol=1e-3)
+np.testing.assert_allclose(out.cpu().numpy(), np.fft.fft2(y.astype(np.complex128)), rtol=1e-4, atol=1e-3)
 STEP("finalize")
-nd.free_symmetric_memory(a)
+nd.free_symmetric_memory(a, b)
 nd.finalize()
 print("ok", flush=True)
 """

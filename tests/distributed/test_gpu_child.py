@@ -60,8 +60,15 @@ def test_one_hung_rank_fails_the_group_with_every_ranks_output():
         gpu_child.run_ranks(code, 2, name="g", timeout=4)
     text = str(info.value)
     assert "g [rank 1]: HUNG" in text and "STEP rank 1" in text and "g [rank 0]" not in text
-    assert len(gpu_child.HANGS) == 1
-    assert gpu_child.run_ranks('import os\nprint("r", os.environ["RANK"])', 2, timeout=30) == ["r 0\n", "r 1\n"]
+    assert len(gpu_child.HANGS) == 1 and gpu_child.HANGS[0].several
+    with pytest.raises(pytest.skip.Exception, match="an earlier multi-process check hung: g"):
+        gpu_child.run_ranks('print("never")', 2, timeout=30)
+    assert gpu_child.run_child('print("one process still runs")', timeout=30) == "one process still runs\n"
+
+
+def test_ranks_see_their_rank_and_world_size():
+    code = 'import os\nprint("r", os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["MASTER_PORT"] != "")'
+    assert gpu_child.run_ranks(code, 3, timeout=30) == [f"r {r} 3 True\n" for r in range(3)]
 
 
 def _gpu_modules():
