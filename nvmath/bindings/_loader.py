@@ -99,7 +99,8 @@ def dlopen_mode(name: str) -> int:
 
 
 def _wheel_on_sys_path(name: str) -> ctypes.CDLL | None:
-    """``name`` loaded (:func:`dlopen_mode`) from an ``nvidia/...`` wheel directory on ``sys.path``, or None."""
+    """``name`` loaded (:func:`dlopen_mode`) from an ``nvidia/...`` wheel directory on ``sys.path``,
+    or None."""
     import os
     import sys
 

@@ -75,8 +75,9 @@ def load(backends: tuple[str, ...]) -> dict[str, ModuleType]:
         copies = mapped_libraries("libnvshmem_host")
         if len(copies) > 1:
             warnings.warn(
-                f"{len(copies)} NVSHMEM host libraries are mapped in this process ({', '.join(copies)}): each is "
-                "its own NVSHMEM; cuFFTMp may use one nvmath did not initialize (and hang bootstrapping it).",
+                f"{len(copies)} NVSHMEM host libraries are mapped in this process ({', '.join(copies)}): "
+                "each is its own NVSHMEM; cuFFTMp may use one nvmath did not initialize (and hang "
+                "bootstrapping it).",
                 NvmathWarning,
                 stacklevel=3,
             )
@@ -226,7 +227,9 @@ def check_nvshmem_host(host: tuple[int, int, int] | None) -> None:
         )
 
 
-def check_nvshmem_for_cufftmp(host: tuple[int, int, int] | None, cufftmp: tuple[int, int, int] | None) -> None:
+def check_nvshmem_for_cufftmp(
+    host: tuple[int, int, int] | None, cufftmp: tuple[int, int, int] | None
+) -> None:
     """Refuse a host NVSHMEM that cuFFTMp's statically linked device part cannot run with (another
     major version, or older than the one cuFFTMp was built with), instead of failing or hanging
     inside cuFFTMp. Unknown versions are not checked (logged).
@@ -240,7 +243,8 @@ def check_nvshmem_for_cufftmp(host: tuple[int, int, int] | None, cufftmp: tuple[
         return
     if host[0] != needed[0] or host < needed:
         raise RuntimeError(
-            f"cuFFTMp {_text(cufftmp)} was built with NVSHMEM {_text(needed)} (its device part is linked in), "
+            f"cuFFTMp {_text(cufftmp)} was built with NVSHMEM {_text(needed)} (its device part is linked "
+            "in), "
             f"but the NVSHMEM host library loaded is {_text(host)}: install a host library of the same major "
             f"version and at least {_text(needed)} (pip install 'nvidia-nvshmem-cu13>={_text(needed)},"
             f"<{needed[0] + 1}')"

@@ -268,7 +268,8 @@ def test_cufftmp_is_loaded_deepbind_and_local(monkeypatch: pytest.MonkeyPatch, t
     _loader._library("cufftMp").cdll()
     deep = os.RTLD_NOW | os.RTLD_LOCAL | os.RTLD_DEEPBIND
     assert opened == [("libnvshmem_host.so.3", ctypes.RTLD_GLOBAL), ("libcufftMp.so.12", deep)]
-    assert _loader.dlopen_mode("cufftMp") & os.RTLD_DEEPBIND and not _loader.dlopen_mode("cufftMp") & os.RTLD_GLOBAL
+    mode = _loader.dlopen_mode("cufftMp")
+    assert mode & os.RTLD_DEEPBIND and not mode & os.RTLD_GLOBAL
     monkeypatch.setenv("NVMATH_CUFFTMP_DLOPEN", "global")
     assert _loader.dlopen_mode("cufftMp") == ctypes.RTLD_GLOBAL
     assert _loader.dlopen_mode("nccl") == _loader.dlopen_mode("cublasmp") == ctypes.RTLD_GLOBAL

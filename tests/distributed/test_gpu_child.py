@@ -27,7 +27,8 @@ def test_skip_marker_skips():
 
 def test_failure_shows_the_last_marker_and_both_streams():
     with pytest.raises(pytest.fail.Exception) as info:
-        gpu_child.run_child('STEP("plan")\nprint("partial out")\nraise ValueError("boom")', name="t", timeout=30)
+        code = 'STEP("plan")\nprint("partial out")\nraise ValueError("boom")'
+        gpu_child.run_child(code, name="t", timeout=30)
     text = str(info.value)
     assert "t: FAILED" in text and "last marker: STEP plan" in text and "partial out" in text
     assert "ValueError: boom" in text and not gpu_child.HANGS
@@ -44,7 +45,8 @@ def test_hang_is_cut_by_the_childs_watchdog_with_stacks():
 
 
 def test_hang_without_watchdog_is_killed_and_later_children_skip():
-    code = 'import time\n_fh.cancel_dump_traceback_later()\nSTEP("wait")\nprint("before", flush=True)\ntime.sleep(60)'
+    code = ('import time\n_fh.cancel_dump_traceback_later()\nSTEP("wait")\nprint("before", flush=True)\n'
+            'time.sleep(60)')
     for _ in range(2):
         with pytest.raises(pytest.fail.Exception) as info:
             gpu_child.run_child(code, name="k", timeout=3)
@@ -67,7 +69,7 @@ def test_one_hung_rank_fails_the_group_with_every_ranks_output():
 
 
 def test_ranks_see_their_rank_and_world_size():
-    code = 'import os\nprint("r", os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["MASTER_PORT"] != "")'
+    code = 'import os\ne = os.environ\nprint("r", e["RANK"], e["WORLD_SIZE"], bool(e["MASTER_PORT"]))'
     assert gpu_child.run_ranks(code, 3, timeout=30) == [f"r {r} 3 True\n" for r in range(3)]
 
 
@@ -80,7 +82,8 @@ def _gpu_modules():
     for folder in (here / "fft", here / "distribution"):
         if str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
-    return [importlib.import_module(m) for m in ("test_gpu_fft", "test_gpu_box_fft", "test_gpu_redistribute", "test_gpu_runtime")]
+    names = ("test_gpu_fft", "test_gpu_box_fft", "test_gpu_redistribute", "test_gpu_runtime")
+    return [importlib.import_module(m) for m in names]
 
 
 def test_every_gpu_child_program_compiles(monkeypatch):

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.gpu
 
 
 def _run(code: str) -> str:
-    """``code`` in a child with the hang-proof harness of ``gpu_child`` (NVLink multicast off, a 1 GiB heap)."""
+    """``code`` in a child with the hang-proof harness of ``gpu_child`` (NVLink multicast off, a
+    1 GiB heap)."""
     return gpu_child.run_child(code)
 
 

@@ -165,8 +165,8 @@ class MpHandle:
             self._set_stream(self.handle, stream_ptr)
         if _exec_mode() == "typed":
             function = getattr(self.lib, _TYPED_EXEC[self.type_name])
-            logger.debug("cufft%s(%s, %#x) direction %d", _TYPED_EXEC[self.type_name][4:], self.handle, address,
-                         self.direction)  # fmt: skip
+            name = _TYPED_EXEC[self.type_name]
+            logger.debug("cufft%s(%s, %#x) direction %d", name[4:], self.handle, address, self.direction)
             if self.type_name in ("C2C", "Z2Z"):
                 function(self.handle, address, address, self.direction)
             else:
@@ -234,8 +234,8 @@ class MpReshape:
 
     def run(self, out: int, inp: int, stream_ptr: int) -> None:
         """Reshape the symmetric buffer at ``inp`` into the symmetric buffer at ``out`` (out of place)."""
-        logger.debug("cufftMpExecReshapeAsync(%s, out %#x, in %#x, workspace %#x, stream %#x)", self.handle, out,
-                     inp, self.workspace, stream_ptr)  # fmt: skip
+        logger.debug("cufftMpExecReshapeAsync(%s, out %#x, in %#x, workspace %#x, stream %#x)",
+                     self.handle, out, inp, self.workspace, stream_ptr)  # fmt: skip
         self.lib.exec_reshape_async(self.handle, out, inp, self.workspace, stream_ptr)
 
     def execute(self, address: int, nbytes: int, stream: Any, memcpy: Any) -> None:

@@ -37,7 +37,8 @@ def _bindings(tmp_path, mode: str | None) -> dict[str, str]:
         env["NVMATH_CUFFTMP_DLOPEN"] = mode
     done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120)
     if "SKIP:" in done.stdout:
-        pytest.skip("libcufft and libcufftMp are not both installed: " + done.stdout.split("SKIP:", 1)[1][:200])
+        reason = done.stdout.split("SKIP:", 1)[1][:200]
+        pytest.skip(f"libcufft and libcufftMp are not both installed: {reason}")
     assert done.returncode == 0, done.stderr[-3000:]
     bound = {}
     for path in glob.glob(str(tmp_path / "ld.*")):

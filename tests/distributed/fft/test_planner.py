@@ -313,7 +313,8 @@ def test_typed_exec_switch_and_stream_set_once(make_env, monkeypatch):
         f.execute()
         f.execute(stream=11)
     handle = calls[0][1]
-    assert [c[2:] for c in calls] == [(op.data_ptr, op.data_ptr, -1)] * 3 and all(c[1] == handle for c in calls)
+    assert [c[2:] for c in calls] == [(op.data_ptr, op.data_ptr, -1)] * 3
+    assert all(c[1] == handle for c in calls)
     assert not [c for c in env.lib.calls if c[1] == "xt_exec"]
     streams_set = [c[3] for c in env.lib.calls if c[1] == "set_stream"]
     assert streams_set == [7, 11]
