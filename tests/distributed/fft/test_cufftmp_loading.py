@@ -22,20 +22,23 @@ import sys
 from nvmath._errors import LibraryNotFoundError
 from nvmath.bindings import _loader
 try:
-    for lib in ("cufft", "nvshmem_host", "cufftMp"):  # single-GPU cuFFT first, as in a user's process
+    for lib in {order!r}:
         _loader.library_info(lib)
 except LibraryNotFoundError as exc:
     print("SKIP:", exc)
 """
+FIRST_CUFFT = ("cufft", "nvshmem_host", "cufftMp")  # single-GPU cuFFT first (nvmath.fft, torch.fft)
+LAST_CUFFT = ("nvshmem_host", "cufftMp", "cufft")
 
 
-def _bindings(tmp_path, mode: str | None) -> dict[str, str]:
-    """``{symbol: library it was bound to}`` for cuFFTMp's internal calls of :data:`INTERNAL`."""
+def _bindings(tmp_path, mode: str | None, order=FIRST_CUFFT, caller="libcufftMp.so") -> dict[str, str]:
+    """``{symbol: library it was bound to}`` for the internal calls of :data:`INTERNAL` made by
+    ``caller`` when the libraries are loaded in ``order``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
            "LD_BIND_NOW": "1", "LD_DEBUG": "bindings", "LD_DEBUG_OUTPUT": str(tmp_path / "ld")}  # fmt: skip
     if mode:
         env["NVMATH_CUFFTMP_DLOPEN"] = mode
-    done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", CHILD.format(order=order)], env=env, capture_output=True, text=True, timeout=120)
     if "SKIP:" in done.stdout:
         reason = done.stdout.split("SKIP:", 1)[1][:200]
         pytest.skip(f"libcufft and libcufftMp are not both installed: {reason}")
@@ -43,7 +46,7 @@ def _bindings(tmp_path, mode: str | None) -> dict[str, str]:
     bound = {}
     for path in glob.glob(str(tmp_path / "ld.*")):
         for line in Path(path).read_text(errors="replace").splitlines():
-            if "libcufftMp.so" in line.split(" to ")[0] and " to " in line and "normal symbol `" in line:
+            if f"/{caller}" in line.split(" to ")[0] and " to " in line and "normal symbol `" in line:
                 symbol = line.split("normal symbol `", 1)[1].split("'", 1)[0]
                 if symbol in INTERNAL:
                     bound[symbol] = os.path.basename(line.split(" to ", 1)[1].split(" [", 1)[0])
@@ -61,3 +64,13 @@ def test_cufftmp_internal_calls_bind_to_cufftmp_after_libcufft(tmp_path):
     assert all(lib.startswith("libcufftMp.so") for lib in bound.values()), bound
     old = _bindings(tmp_path, "global")
     assert old and all(lib.startswith("libcufft.so") for lib in old.values()), old
+
+
+def test_libcufft_loaded_after_cufftmp_keeps_its_own_calls(tmp_path):
+    """Single-GPU libcufft loaded after cuFFTMp (nvmath.fft after a distributed FFT) binds its
+    internal calls to itself: cuFFTMp is RTLD_LOCAL (RTLD_GLOBAL, even with DEEPBIND as
+    cuda.pathfinder loads it, would capture them)."""
+    bound = _bindings(tmp_path, None, LAST_CUFFT, caller="libcufft.so")
+    assert bound and all(lib.startswith("libcufft.so") for lib in bound.values()), bound
+    old = _bindings(tmp_path, "global", LAST_CUFFT, caller="libcufft.so")
+    assert old and all(lib.startswith("libcufftMp.so") for lib in old.values()), old
