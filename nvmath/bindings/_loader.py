@@ -78,9 +78,29 @@ _WHEEL_LIBS = {
     "cufftMp": ("cufftmp/cu13/lib/libcufftMp.so.12", ("nvshmem_host",)),
 }
 
+# libcufftMp.so exports the whole cuFFT API (cufftCreate, cufftXtExec, cufftMakePlanMany...) and calls
+# those entry points of its own through its PLT. Loaded without RTLD_DEEPBIND into a process where the
+# single-GPU libcufft.so is already global (nvmath.fft, torch.fft, cuda.pathfinder loads RTLD_GLOBAL),
+# cuFFTMp's internal calls bind to *libcufft*'s functions: its plans end up half in one library, half in
+# the other (cuda.pathfinder marks cufftMp ``requires_rtld_deepbind`` for this reason). And loaded
+# RTLD_GLOBAL it would capture libcufft's own calls in the same way. So cuFFTMp is loaded RTLD_LOCAL |
+# RTLD_DEEPBIND. NVMATH_CUFFTMP_DLOPEN=global restores RTLD_GLOBAL without DEEPBIND (diagnosis only).
+_DEEPBIND = {"cufftMp"}
+
+
+def dlopen_mode(name: str) -> int:
+    """The ``dlopen`` flags a wheel library ``name`` found on sys.path is loaded with."""
+    import os
+
+    deepbind = getattr(os, "RTLD_DEEPBIND", 0)
+    if name in _DEEPBIND and deepbind and os.environ.get("NVMATH_CUFFTMP_DLOPEN", "deepbind") != "global":
+        return os.RTLD_NOW | os.RTLD_LOCAL | deepbind
+    return ctypes.RTLD_GLOBAL
+
 
 def _wheel_on_sys_path(name: str) -> ctypes.CDLL | None:
-    """``name`` loaded (RTLD_GLOBAL) from an ``nvidia/...`` wheel directory on ``sys.path``, or None."""
+    """``name`` loaded (:func:`dlopen_mode`) from an ``nvidia/...`` wheel directory on ``sys.path``,
+    or None."""
     import os
     import sys
 
@@ -93,7 +113,7 @@ def _wheel_on_sys_path(name: str) -> ctypes.CDLL | None:
         if os.path.isfile(path):
             for dependency in needs:  # so that their sonames resolve to these, not to older copies
                 _library(dependency).cdll()
-            return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            return ctypes.CDLL(path, mode=dlopen_mode(name))
     return None
 
 

@@ -8,18 +8,34 @@ sequences them. :func:`load` is the one place the libraries are loaded (at
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import logging
+import os
+import warnings
 from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
 
-from nvmath._errors import LibraryNotFoundError
+from nvmath._errors import LibraryNotFoundError, NvmathWarning
 
 from .process_group import ProcessGroup
 
-__all__ = ["BACKENDS", "NvshmemState", "load", "start_nccl", "start_nvshmem", "stop_nccl", "stop_nvshmem"]
+__all__ = [
+    "BACKENDS",
+    "CUFFTMP_NVSHMEM",
+    "NvshmemState",
+    "check_nvshmem_for_cufftmp",
+    "check_nvshmem_host",
+    "load",
+    "mapped_libraries",
+    "nvshmem_host_version",
+    "start_nccl",
+    "start_nvshmem",
+    "stop_nccl",
+    "stop_nvshmem",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +70,17 @@ def load(backends: tuple[str, ...]) -> dict[str, ModuleType]:
             + "; ".join(missing)
             + ". Install them with `pip install nvmath-kit[distributed]` (cuFFTMp, cuBLASMp, NVSHMEM, NCCL)."
         )
+    if "nvshmem" in modules:
+        check_nvshmem_host(nvshmem_host_version())
+        copies = mapped_libraries("libnvshmem_host")
+        if len(copies) > 1:
+            warnings.warn(
+                f"{len(copies)} NVSHMEM host libraries are mapped in this process ({', '.join(copies)}): "
+                "each is its own NVSHMEM; cuFFTMp may use one nvmath did not initialize (and hang "
+                "bootstrapping it).",
+                NvmathWarning,
+                stacklevel=3,
+            )
     return modules
 
 
@@ -154,3 +181,92 @@ def stop_nccl(nccl: ModuleType, comm: int) -> None:
     nccl.comm_finalize(comm)
     nccl.comm_destroy(comm)
 
+
+
+# ------------------------------------------------------------------------ library agreement checks
+# The NVSHMEM each cuFFTMp release was built with: cuFFTMp links NVSHMEM's *device* library statically
+# and uses the host library (libnvshmem_host.so.3) of the process, which must be of the same major
+# version and not older (NVSHMEM 3's host/device compatibility rule; an older host library refuses
+# cuFFTMp's modules). Read from the build paths in libcufftMp.so.12 12.1.3
+# (".../external/nvshmem/3.3.24/agnostic/x86_64/13.0/include/host/nvshmem_api.h").
+CUFFTMP_NVSHMEM = {(12, 1, 3): (3, 3, 24)}
+# The NVSHMEM 3.x ABI the bootstrap above is written for (init attribute layout, unique id size).
+NVSHMEM_MAJOR = 3
+
+
+def nvshmem_host_version() -> tuple[int, int, int] | None:
+    """``(major, minor, patch)`` of the loaded NVSHMEM host library (``nvshmemx_vendor_get_version_info``;
+    the generated bindings only have the OpenSHMEM spec version), or ``None`` if it cannot be read."""
+    from nvmath.bindings import _loader
+
+    try:
+        address = _loader.symbol_address("nvshmem_host", "nvshmemx_vendor_get_version_info")
+    except Exception:  # noqa: BLE001 - an NVSHMEM without the query: not checked
+        return None
+    query = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(address)
+    parts = [ctypes.c_int(-1) for _ in range(3)]
+    query(*(ctypes.addressof(p) for p in parts))
+    version = tuple(p.value for p in parts)
+    return None if min(version) < 0 else version  # type: ignore[return-value]
+
+
+def _text(version: tuple[int, ...] | None) -> str:
+    return "unknown" if version is None else ".".join(map(str, version))
+
+
+def check_nvshmem_host(host: tuple[int, int, int] | None) -> None:
+    """Refuse an NVSHMEM host library of another major version than the bootstrap's ABI.
+
+    Raises:
+        RuntimeError: naming the version found and the one needed.
+    """
+    if host is not None and host[0] != NVSHMEM_MAJOR:
+        raise RuntimeError(
+            f"NVSHMEM host library {_text(host)} is loaded; nvmath.distributed needs NVSHMEM "
+            f"{NVSHMEM_MAJOR}.x (pip install 'nvidia-nvshmem-cu13>=3.3,<4')"
+        )
+
+
+def check_nvshmem_for_cufftmp(
+    host: tuple[int, int, int] | None, cufftmp: tuple[int, int, int] | None
+) -> None:
+    """Refuse a host NVSHMEM that cuFFTMp's statically linked device part cannot run with (another
+    major version, or older than the one cuFFTMp was built with), instead of failing or hanging
+    inside cuFFTMp. Unknown versions are not checked (logged).
+
+    Raises:
+        RuntimeError: naming both versions and the fix.
+    """
+    needed = CUFFTMP_NVSHMEM.get(cufftmp) if cufftmp is not None else None
+    if host is None or needed is None:
+        logger.info("NVSHMEM host %s with cuFFTMp %s: compatibility not checked", _text(host), _text(cufftmp))
+        return
+    if host[0] != needed[0] or host < needed:
+        raise RuntimeError(
+            f"cuFFTMp {_text(cufftmp)} was built with NVSHMEM {_text(needed)} (its device part is linked "
+            "in), "
+            f"but the NVSHMEM host library loaded is {_text(host)}: install a host library of the same major "
+            f"version and at least {_text(needed)} (pip install 'nvidia-nvshmem-cu13>={_text(needed)},"
+            f"<{needed[0] + 1}')"
+        )
+    logger.info("NVSHMEM host %s with cuFFTMp %s (built with %s): compatible", _text(host), _text(cufftmp),
+                _text(needed))  # fmt: skip
+
+
+def mapped_libraries(stem: str, maps: str | None = None) -> list[str]:
+    """Distinct files named ``<stem>.so*`` mapped into this process (``/proc/self/maps``; empty
+    where there is none), resolved through symlinks."""
+    if maps is None:
+        try:
+            with open("/proc/self/maps") as handle:
+                maps = handle.read()
+        except OSError:
+            return []
+    found: list[str] = []
+    for line in maps.splitlines():
+        path = line.split(maxsplit=5)[5].strip() if len(line.split(maxsplit=5)) == 6 else ""
+        if os.path.basename(path).startswith(stem + ".so"):
+            real = os.path.realpath(path) if os.path.exists(path) else path
+            if real not in found:
+                found.append(real)
+    return found

@@ -237,6 +237,44 @@ def test_distributed_wheel_found_on_sys_path(monkeypatch: pytest.MonkeyPatch, tm
     assert info["found_via"] == "nvidia namespace package on sys.path"
 
 
+def test_cufftmp_is_loaded_deepbind_and_local(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """libcufftMp (which exports the whole cuFFT API and calls it through its PLT) is opened
+    RTLD_LOCAL | RTLD_DEEPBIND, so that a libcufft already global in the process (nvmath.fft,
+    torch.fft) cannot capture cuFFTMp's internal calls, nor cuFFTMp capture libcufft's; its NVSHMEM
+    dependency is loaded first; NVMATH_CUFFTMP_DLOPEN=global restores RTLD_GLOBAL; the other engine
+    wheels stay RTLD_GLOBAL."""
+    import os
+    import sys
+
+    if not hasattr(os, "RTLD_DEEPBIND"):
+        pytest.skip("no RTLD_DEEPBIND on this platform")
+    for name, relative in (("cufftMp", "cufftmp/cu13/lib/libcufftMp.so.12"),
+                           ("nvshmem_host", "nvshmem/lib/libnvshmem_host.so.3")):  # fmt: skip
+        path = tmp_path / "nvidia" / relative
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"")
+    opened = []
+
+    class Recorder:
+        def __init__(self, path, mode=0, **_):
+            self._name = path
+            opened.append((os.path.basename(path), mode))
+
+    for name in ("cufftMp", "nvshmem_host"):
+        monkeypatch.setitem(_loader._LIBRARIES, name, _loader._Library(_loader._SPECS[name]))
+    monkeypatch.setattr(_loader.ctypes, "CDLL", Recorder)
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    monkeypatch.delenv("NVMATH_CUFFTMP_DLOPEN", raising=False)
+    _loader._library("cufftMp").cdll()
+    deep = os.RTLD_NOW | os.RTLD_LOCAL | os.RTLD_DEEPBIND
+    assert opened == [("libnvshmem_host.so.3", ctypes.RTLD_GLOBAL), ("libcufftMp.so.12", deep)]
+    mode = _loader.dlopen_mode("cufftMp")
+    assert mode & os.RTLD_DEEPBIND and not mode & os.RTLD_GLOBAL
+    monkeypatch.setenv("NVMATH_CUFFTMP_DLOPEN", "global")
+    assert _loader.dlopen_mode("cufftMp") == ctypes.RTLD_GLOBAL
+    assert _loader.dlopen_mode("nccl") == _loader.dlopen_mode("cublasmp") == ctypes.RTLD_GLOBAL
+
+
 def test_bound_address_reads_what_the_generated_binding_calls(monkeypatch) -> None:
     """bound_address gives the C address a generated module's ``_p_<symbol>`` calls now (a ctypes
     function put there), ``None`` for a Python replacement; a binder made over another namespace (as

@@ -77,3 +77,56 @@ def test_real_nccl_makes_a_unique_id():
     assert uid.any()
     assert 21800 <= nccl.get_version() < 30000
     assert "invalid argument" in nccl.get_error_string(nccl.Result.INVALID_ARGUMENT).lower()
+
+
+def test_nvshmem_for_cufftmp_same_major_and_not_older():
+    """cuFFTMp 12.1.3 (built with NVSHMEM 3.3.24, its device part linked in) runs with a host
+    NVSHMEM 3.3.24 or newer 3.x; an older or another major host library is refused naming both
+    versions; unknown versions are not checked."""
+    assert _engines.CUFFTMP_NVSHMEM[(12, 1, 3)] == (3, 3, 24)
+    for host in ((3, 3, 24), (3, 4, 5), (3, 8, 0)):
+        _engines.check_nvshmem_for_cufftmp(host, (12, 1, 3))
+    for host in ((3, 3, 1), (3, 2, 5), (4, 0, 0), (2, 11, 0)):
+        with pytest.raises(RuntimeError, match=r"cuFFTMp 12\.1\.3 was built with NVSHMEM 3\.3\.24.*"
+                           + r"\.".join(map(str, host))):  # fmt: skip
+            _engines.check_nvshmem_for_cufftmp(host, (12, 1, 3))
+    _engines.check_nvshmem_for_cufftmp(None, (12, 1, 3))
+    _engines.check_nvshmem_for_cufftmp((3, 0, 0), (99, 0, 0))
+
+
+def test_nvshmem_host_of_another_major_is_refused():
+    """The bootstrap is written for NVSHMEM 3's ABI: a host library of another major is refused."""
+    _engines.check_nvshmem_host((3, 4, 5))
+    _engines.check_nvshmem_host(None)
+    with pytest.raises(RuntimeError, match=r"NVSHMEM host library 4\.0\.1 is loaded.*3\.x"):
+        _engines.check_nvshmem_host((4, 0, 1))
+
+
+def test_mapped_libraries_lists_distinct_files():
+    """Distinct files of a library stem in a /proc/self/maps text, in order (several mappings of one
+    file count once; a longer stem such as libcufftMp is not libcufft)."""
+    maps = "\n".join([
+        "7f00-7f01 r--p 00000000 08:01 11 /a/nvshmem/lib/libnvshmem_host.so.3",
+        "7f01-7f02 r-xp 00001000 08:01 11 /a/nvshmem/lib/libnvshmem_host.so.3",
+        "7f02-7f03 r--p 00000000 08:01 12 /b/nvshmem/lib/libnvshmem_host.so.3",
+        "7f03-7f04 r--p 00000000 08:01 13 /c/libcufftMp.so.12",
+        "7f04-7f05 rw-p 00000000 00:00 0 ",
+        "7f05-7f06 r--p 00000000 08:01 14 /d/libcufft.so.12",
+    ])  # fmt: skip
+    assert _engines.mapped_libraries("libnvshmem_host", maps) == [
+        "/a/nvshmem/lib/libnvshmem_host.so.3", "/b/nvshmem/lib/libnvshmem_host.so.3"]  # fmt: skip
+    assert _engines.mapped_libraries("libcufft", maps) == ["/d/libcufft.so.12"]
+    assert _engines.mapped_libraries("libcublasmp", maps) == []
+    assert isinstance(_engines.mapped_libraries("libc"), list)  # this process's own maps
+
+
+def test_real_nvshmem_reports_its_vendor_version():
+    """Where the NVSHMEM host library is installed, its vendor version (not the OpenSHMEM spec
+    version) is read, and it is a 3.x the bootstrap accepts."""
+    try:
+        _loader.library_info("nvshmem_host")
+    except LibraryNotFoundError as exc:
+        pytest.skip(f"libnvshmem_host is not installed: {exc}")
+    version = _engines.nvshmem_host_version()
+    assert version is not None and version[0] == 3 and version >= (3, 0, 0)
+    _engines.check_nvshmem_host(version)

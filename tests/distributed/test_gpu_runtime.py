@@ -9,34 +9,16 @@ instead of the suite.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
+import gpu_child
 import pytest
 
 pytestmark = pytest.mark.gpu
 
-REPO = Path(__file__).resolve().parents[2]
-ENV = {
-    "NVSHMEM_REMOTE_TRANSPORT": "none",
-    "NVSHMEM_DISABLE_NVLS": "1",
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_SYMMETRIC_SIZE": "1G",
-}
-
 
 def _run(code: str) -> str:
-    env = {**os.environ, **ENV, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
-    if "SKIP:" in done.stdout:
-        pytest.skip(done.stdout.split("SKIP:", 1)[1].strip())
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    """``code`` in a child with the hang-proof harness of ``gpu_child`` (NVLink multicast off, a
+    1 GiB heap)."""
+    return gpu_child.run_child(code)
 
 
 PRELUDE = """
@@ -55,6 +37,8 @@ def test_engine_bindings_load_and_report_versions():
     """nccl, nvshmem, cublasMp and cufftMp load from their wheels; their versions match the header majors."""
     out = _run(PRELUDE.format(libs=("nccl", "nvshmem_host", "cublasmp", "cufftMp")) + """
 from nvmath.bindings import cublasMp, cufftMp, nccl, nvshmem
+from nvmath.distributed import _engines
+print("nvshmem host", _engines.nvshmem_host_version(), "libraries", _loader.loaded_libraries())
 print("nccl", nccl.get_version(), "cublasmp", cublasMp.get_version(), "cufftmp", cufftMp.get_version())
 assert nccl.get_version() >= 22902, "cuBLASMp needs NCCL >= 2.29.2"
 assert nvshmem.init_status() == 0
@@ -75,14 +59,17 @@ class OneRank(nd.ProcessGroup):
     def allreduce_buffer(self, array, *, op): pass
 
 torch.cuda.init()
+STEP("initialize")
 nd.initialize(0, OneRank())
 ctx = nd.get_context()
 assert ctx.nvshmem_available and ctx.nccl_comm
+STEP("allocate")
 x = nd.allocate_symmetric_memory((16, 32), torch, dtype=torch.complex64)
 assert x.is_cuda and x.shape == (16, 32) and x.dtype == torch.complex64
 ref = torch.randn(16, 32, dtype=torch.complex64)
 x.copy_(ref.cuda())
 assert torch.equal(x.cpu(), ref)
+STEP("free and finalize")
 nd.free_symmetric_memory(x)
 nd.finalize()
 """)

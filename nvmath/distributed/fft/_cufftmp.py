@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from types import ModuleType
 from typing import Any
 
@@ -54,7 +55,30 @@ def bindings() -> ModuleType:
             f"nvmath.distributed.fft needs cuFFTMp (nvidia-cufftmp-cu13): {exc}. Install it with "
             "`pip install nvmath-kit[distributed]`."
         ) from exc
-    return importlib.import_module("nvmath.bindings.cufftMp")
+    lib = importlib.import_module("nvmath.bindings.cufftMp")
+    if not _CHECKED:
+        _check_libraries(lib)
+        _CHECKED.append(True)
+    return lib
+
+
+_CHECKED: list[bool] = []
+
+
+def version_tuple(version: int) -> tuple[int, int, int]:
+    """``cufftGetVersion``'s integer (``12103``) as ``(12, 1, 3)``."""
+    return version // 1000, version % 1000 // 100, version % 100
+
+
+def _check_libraries(lib: ModuleType) -> None:
+    """Refuse an NVSHMEM host library cuFFTMp's device part cannot run with (see ``_engines``); log
+    the libraries in play (libcufft next to libcufftMp is harmless only when cuFFTMp is DEEPBIND)."""
+    from nvmath.distributed import _engines
+
+    cufftmp = version_tuple(lib.get_version())
+    _engines.check_nvshmem_for_cufftmp(_engines.nvshmem_host_version(), cufftmp)
+    logger.info("cuFFTMp %s; mapped: %s", cufftmp, {stem: _engines.mapped_libraries(stem) for stem in
+                ("libcufftMp", "libcufft", "libnvshmem_host")})  # fmt: skip
 
 
 def cufft_type(fft_type: str, operand_dtype: str) -> str:
@@ -75,21 +99,51 @@ def _subformats(lib: ModuleType, traits: SlabFFTTraits | BoxFFTTraits, direction
     return int(lib.XtSubFormat["FORMAT_" + forward]), int(lib.XtSubFormat["FORMAT_" + inverse])
 
 
+def _exec_mode() -> str:
+    """``"xt"`` (``cufftXtExec``, the default) or ``"typed"`` (``cufftExecC2C`` / ``cufftExecR2C``...):
+    ``NVMATH_CUFFTMP_EXEC``, a switch for diagnosing the engine on a GPU."""
+    mode = os.environ.get("NVMATH_CUFFTMP_EXEC", "xt")
+    return mode if mode in ("xt", "typed") else "xt"
+
+
+_TYPED_EXEC = {"C2C": "exec_c2c", "Z2Z": "exec_z2z", "R2C": "exec_r2c", "D2Z": "exec_d2z", "C2R": "exec_c2r",
+               "Z2D": "exec_z2d"}  # fmt: skip
+
+
 class MpHandle:
     """One cuFFTMp plan (``cufftHandle``) for ``traits`` executed in ``direction`` (collective);
-    Box traits set the plan's distribution (``cufftXtSetDistribution``) before planning."""
+    Box traits set the plan's distribution (``cufftXtSetDistribution``) before planning.
 
-    def __init__(self, lib: ModuleType, traits: SlabFFTTraits | BoxFFTTraits, direction: int):
+    The calls follow cuFFTMp's documented order with NVSHMEM started by the caller: ``cufftCreate``,
+    ``cufftMpAttachComm(CUFFT_COMM_NONE, NULL)``, (``cufftXtSetDistribution``), ``cufftSetStream``
+    (``stream_ptr``, when given: the plan may work on the stream while planning),
+    ``cufftXtSetSubformatDefault``, ``cufftMakePlan2d/3d``. Each call is logged at DEBUG level first,
+    so that a log shows the last engine call reached.
+    """
+
+    def __init__(self, lib: ModuleType, traits: SlabFFTTraits | BoxFFTTraits, direction: int,
+                 stream_ptr: int | None = None):  # fmt: skip
         self.lib = lib
         self.direction = direction
         sizes = traits.global_result_shape if traits.fft_type == "C2R" else traits.global_shape
-        kind = int(lib.Type[cufft_type(traits.fft_type, traits.operand_dtype)])
+        self.type_name = cufft_type(traits.fft_type, traits.operand_dtype)
+        kind = int(lib.Type[self.type_name])
+        logger.debug("cufftCreate")
         handle = lib.create()
+        self.stream_ptr: int | None = None
         try:
+            logger.debug("cufftMpAttachComm(%s, CUFFT_COMM_NONE, NULL)", handle)
             lib.attach_comm(handle, int(lib.CommType.NONE), 0)
             if isinstance(traits, BoxFFTTraits):
-                lib.xt_set_distribution(handle, len(sizes), *distribution_arguments(traits, direction))
-            lib.xt_set_subformat_default(handle, *_subformats(lib, traits, direction))
+                arguments = distribution_arguments(traits, direction)
+                logger.debug("cufftXtSetDistribution(%s, %d, %s)", handle, len(sizes), arguments)
+                lib.xt_set_distribution(handle, len(sizes), *arguments)
+            if stream_ptr is not None:
+                self._set_stream(handle, stream_ptr)
+            subformats = _subformats(lib, traits, direction)
+            logger.debug("cufftXtSetSubformatDefault(%s, %s)", handle, subformats)
+            lib.xt_set_subformat_default(handle, *subformats)
+            logger.debug("cufftMakePlan%dd(%s, %s, %s)", len(sizes), handle, sizes, self.type_name)
             if len(sizes) == 2:
                 self.workspace_bytes = lib.make_plan2d(handle, *sizes, kind)
             else:
@@ -100,15 +154,32 @@ class MpHandle:
         self.handle: int | None = handle
         logger.debug("cuFFTMp plan %s %s %s direction %d", handle, sizes, traits.fft_type, direction)
 
+    def _set_stream(self, handle: int, stream_ptr: int) -> None:
+        logger.debug("cufftSetStream(%s, %#x)", handle, stream_ptr)
+        self.lib.set_stream(handle, stream_ptr)
+        self.stream_ptr = stream_ptr
+
     def execute(self, address: int, stream_ptr: int) -> None:
         """Transform the buffer at ``address`` in place, on the stream ``stream_ptr``."""
-        self.lib.set_stream(self.handle, stream_ptr)
+        if stream_ptr != self.stream_ptr:
+            self._set_stream(self.handle, stream_ptr)
+        if _exec_mode() == "typed":
+            function = getattr(self.lib, _TYPED_EXEC[self.type_name])
+            name = _TYPED_EXEC[self.type_name]
+            logger.debug("cufft%s(%s, %#x) direction %d", name[4:], self.handle, address, self.direction)
+            if self.type_name in ("C2C", "Z2Z"):
+                function(self.handle, address, address, self.direction)
+            else:
+                function(self.handle, address, address)
+            return
+        logger.debug("cufftXtExec(%s, %#x) direction %d", self.handle, address, self.direction)
         self.lib.xt_exec(self.handle, address, address, self.direction)
 
     def close(self) -> None:
         """Destroy the plan (collective; idempotent)."""
         handle, self.handle = self.handle, None
         if handle is not None:
+            logger.debug("cufftDestroy(%s)", handle)
             self.lib.destroy(handle)
 
 
@@ -132,9 +203,11 @@ class MpReshape:
         self.lib, self.nvshmem = lib, nvshmem
         self.scratch = self.workspace = 0
         boxes = lift_to_3d(boxes)
+        logger.debug("cufftMpCreateReshape")
         handle = lib.create_reshape()
         self.handle: int | None = handle
         try:
+            logger.debug("cufftMpMakeReshape(%s, %s)", handle, boxes)
             lib.make_reshape_11_4(
                 handle, boxes.element_size, len(boxes.lower_input), boxes.lower_input, boxes.upper_input,
                 boxes.strides_input, boxes.lower_output, boxes.upper_output, boxes.strides_output, 0,
@@ -161,6 +234,8 @@ class MpReshape:
 
     def run(self, out: int, inp: int, stream_ptr: int) -> None:
         """Reshape the symmetric buffer at ``inp`` into the symmetric buffer at ``out`` (out of place)."""
+        logger.debug("cufftMpExecReshapeAsync(%s, out %#x, in %#x, workspace %#x, stream %#x)",
+                     self.handle, out, inp, self.workspace, stream_ptr)  # fmt: skip
         self.lib.exec_reshape_async(self.handle, out, inp, self.workspace, stream_ptr)
 
     def execute(self, address: int, nbytes: int, stream: Any, memcpy: Any) -> None:
@@ -168,6 +243,7 @@ class MpReshape:
         a StreamHandle; ``memcpy(kind, dst, src, nbytes, stream)``)."""
         self.run(self.scratch, address, stream.ptr)
         # every rank's reshape has read this rank's buffer before it is overwritten below
+        logger.debug("nvshmemx_sync_all_on_stream(%#x)", stream.ptr)
         self.nvshmem.sync_all_on_stream(stream.ptr)
         if nbytes:
             memcpy("DtoD", address, self.scratch, nbytes, stream)

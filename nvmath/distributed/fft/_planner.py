@@ -276,7 +276,9 @@ class FFT(FreedOnExit):
         traits, rank, nranks = self._traits, self._group.rank, self._group.nranks
         with contextlib.ExitStack() as undo:
             direction = self._default_direction()
-            handle = _cufftmp.MpHandle(self._lib, traits, int(direction))
+            planning = self._stream if stream is None else streams.get_stream(
+                stream, device_id=self._device, package=self._package)  # fmt: skip
+            handle = _cufftmp.MpHandle(self._lib, traits, int(direction), planning.ptr)
             undo.callback(handle.close)
             reshape = None
             if isinstance(traits, SlabFFTTraits) and traits.result_partition == traits.partition:
@@ -336,10 +338,10 @@ class FFT(FreedOnExit):
         self._lifecycle.mark_operands_released()
 
     # ----------------------------------------------------------------------------------- execution
-    def _handle(self, direction: FFTDirection) -> _cufftmp.MpHandle:
+    def _handle(self, direction: FFTDirection, stream_ptr: int) -> _cufftmp.MpHandle:
         handle = self._handles.get(direction)
         if handle is None:  # the other direction of a C2C: one more (collective) cuFFTMp plan
-            handle = _cufftmp.MpHandle(self._lib, self._traits, int(direction))
+            handle = _cufftmp.MpHandle(self._lib, self._traits, int(direction), stream_ptr)
             self._handles[direction] = handle
         return handle
 
@@ -358,9 +360,9 @@ class FFT(FreedOnExit):
                 (``nvshmemx_sync_all_on_stream``), so that the other ranks' writes are complete.
         """
         direction = resolve_direction(direction, self._traits.fft_type)
-        handle = self._handles.get(direction) or self._handle(direction)
         stream_handle = self._stream if stream is None else streams.get_stream(
             stream, device_id=self._device, package=self._package)  # fmt: skip
+        handle = self._handles.get(direction) or self._handle(direction, stream_handle.ptr)
         address = self._operand.data_ptr  # type: ignore[union-attr]
         if sync_symmetric_memory:
             self._nvshmem.sync_all_on_stream(stream_handle.ptr)

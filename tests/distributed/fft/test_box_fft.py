@@ -155,9 +155,9 @@ def test_engine_calls_set_the_distribution_before_planning(make_env):
     ok(env.run(body))
     mine = [c[1:] for c in env.lib.calls if c[0] == 1]
     names = [c[0] for c in mine]
-    assert names[:5] == ["create", "attach_comm", "xt_set_distribution", "xt_set_subformat_default",
-                         "make_plan"]  # fmt: skip
-    assert mine[3][2:] == (5, 6)  # DISTRIBUTED_INPUT forward, DISTRIBUTED_OUTPUT inverse
+    assert names[:6] == ["create", "attach_comm", "xt_set_distribution", "set_stream",
+                         "xt_set_subformat_default", "make_plan"]  # fmt: skip
+    assert mine[4][2:] == (5, 6)  # DISTRIBUTED_INPUT forward, DISTRIBUTED_OUTPUT inverse
     assert "create_reshape" not in names and "exec_reshape_async" not in names
     plans = [h for h, p in env.lib.plans.items() if p["rank"] == 1]
     forward, inverse = (env.lib.plans[h]["distribution"] for h in plans)

@@ -11,12 +11,9 @@ a fresh subprocess (see ``test_gpu_fft.py``).
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-
+import gpu_child
 import pytest
-from test_gpu_fft import PRELUDE, _check, _env, _one_rank
+from test_gpu_fft import PRELUDE, _one_rank
 
 pytestmark = pytest.mark.gpu
 
@@ -36,16 +33,19 @@ x = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
 a = dfft.allocate_operand(shape, torch, input_dtype=getattr(torch, dtype), distribution=pair)
 assert a.is_contiguous()
 a.copy_(torch.from_numpy(x))
+STEP("fft")
 out = dfft.fft(a, distribution=pair)
-torch.cuda.synchronize()
+WAIT()
 tol = 1e-4 if dtype == "complex64" else 1e-10
 ref = np.fft.fftn(x.astype(np.complex128))
 np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=tol, atol=tol * np.abs(ref).max())
+STEP("FFT object")
 with dfft.FFT(a, distribution=pair) as f:
     f.plan()
+    STEP("execute")
     a.copy_(torch.from_numpy(x))
     inv = f.execute(direction="inverse")
-    torch.cuda.synchronize()
+    WAIT()
     ref = np.fft.ifftn(x.astype(np.complex128)) * x.size
     np.testing.assert_allclose(inv.cpu().numpy(), ref, rtol=tol, atol=tol * np.abs(ref).max())
 nd.free_symmetric_memory(a)
@@ -67,12 +67,14 @@ x = np.random.default_rng(1).standard_normal(shape)
 a = dfft.allocate_operand(shape, torch, input_dtype=torch.float64, distribution=(real, cplx))
 assert a.is_contiguous()
 a.copy_(torch.from_numpy(x))
+STEP("rfft")
 spectrum = dfft.rfft(a, distribution=(real, cplx), options=options)
-torch.cuda.synchronize()
+WAIT()
 ref = np.fft.rfftn(x)
 np.testing.assert_allclose(spectrum.cpu().numpy(), ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
+STEP("irfft")
 back = dfft.irfft(spectrum, distribution=(cplx, real), options=options)
-torch.cuda.synchronize()
+WAIT()
 np.testing.assert_allclose(back.cpu().numpy(), x * x.size, rtol=1e-10, atol=1e-9 * x.size)
 nd.free_symmetric_memory(a)
 nd.finalize()
@@ -88,6 +90,7 @@ import os, torch.distributed as dist
 rank = int(os.environ["RANK"])
 dist.init_process_group("gloo", rank=rank, world_size=2)
 torch.cuda.set_device(0)
+STEP("initialize")
 nd.initialize(0, nd.TorchProcessGroup(device_id="cpu"), backends=["nvshmem"])
 def part(array, box):
     return array[tuple(slice(a, b) for a, b in zip(box.lower, box.upper))]
@@ -97,15 +100,17 @@ outs = [Box((0, 0, 5), (16, 12, 10)), Box((0, 0, 0), (16, 12, 5))]  # rank 0 hol
 pair = (ins[rank], outs[rank])
 x = np.random.default_rng(3).standard_normal(shape) + 1j * np.random.default_rng(4).standard_normal(shape)
 a = dfft.allocate_operand(ins[rank].box_shape, torch, input_dtype=torch.complex128, distribution=pair)
+STEP("FFT object")
 with dfft.FFT(a, distribution=pair) as f:
     f.plan()
+    STEP("execute")
     a.copy_(torch.from_numpy(part(x, ins[rank])))
     out = f.execute()
-    torch.cuda.synchronize()
+    WAIT()
     np.testing.assert_allclose(out.cpu().numpy(), part(np.fft.fftn(x), outs[rank]), rtol=1e-10, atol=1e-8)
     a.copy_(torch.from_numpy(part(x, ins[rank])))
     out = f.execute(direction="inverse")
-    torch.cuda.synchronize()
+    WAIT()
     np.testing.assert_allclose(out.cpu().numpy(), part(np.fft.ifftn(x) * x.size, outs[rank]), rtol=1e-10,
                                atol=1e-8)
 nd.free_symmetric_memory(a)
@@ -114,12 +119,14 @@ xr = x.real.copy()
 b = dfft.allocate_operand(ins[rank].box_shape, torch, input_dtype=torch.float64,
                           distribution=(ins[rank], real_out[rank]))
 b.copy_(torch.from_numpy(part(xr, ins[rank])))
+STEP("rfft")
 spectrum = dfft.rfft(b, distribution=(ins[rank], real_out[rank]))
-torch.cuda.synchronize()
+WAIT()
 np.testing.assert_allclose(spectrum.cpu().numpy(), part(np.fft.rfftn(xr), real_out[rank]), rtol=1e-10,
                            atol=1e-8)
+STEP("irfft")
 back = dfft.irfft(spectrum, distribution=(real_out[rank], ins[rank]))
-torch.cuda.synchronize()
+WAIT()
 np.testing.assert_allclose(back.cpu().numpy(), part(xr, ins[rank]) * xr.size, rtol=1e-10, atol=1e-7)
 nd.free_symmetric_memory(b)
 nd.finalize()
@@ -129,30 +136,21 @@ print("ok", rank)
 
 
 def run_two_ranks(code: str) -> list[str]:
-    """Run ``code`` as ranks 0 and 1 (RANK, MASTER_ADDR/PORT set for gloo); the outputs."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", code],
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**_env(), "RANK": str(r), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)},
-        )
-        for r in range(2)
-    ]
-    outs = []
-    for p in procs:
-        try:
-            out, err = p.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise
-        outs.append(_check(subprocess.CompletedProcess(p.args, p.returncode, out, err)))
-    return outs
+    """Run ``code`` as ranks 0 and 1 (gloo settings in the environment), hang-proof (``gpu_child``)."""
+    return gpu_child.run_ranks(code, 2)
+
+
+@pytest.fixture(autouse=True)
+def _canary_guard(request):
+    """Every test but the canary is skipped when the session's one-rank canary FFT hung."""
+    if request.node.name != "test_canary_one_rank_fft":
+        gpu_child.skip_if_canary_hung()
+
+
+def test_canary_one_rank_fft():
+    """The session's one-rank canary FFT (``gpu_child.CANARY``; run once, shared with the other GPU
+    modules) passes: this module's tests are skipped with its diagnosis when it hung."""
+    gpu_child.check_canary()
 
 
 def test_box_fft_two_processes_on_one_gpu():

@@ -11,25 +11,10 @@ instead of the suite.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
+import gpu_child
 import pytest
 
 pytestmark = pytest.mark.gpu
-
-REPO = Path(__file__).resolve().parents[3]
-ENV = {
-    "NVSHMEM_REMOTE_TRANSPORT": "none",
-    "NVSHMEM_DISABLE_NVLS": "1",
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_SYMMETRIC_SIZE": "1G",
-}
 
 PRELUDE = """
 from nvmath._errors import LibraryNotFoundError
@@ -40,6 +25,7 @@ for lib in ("nvshmem_host", "cufftMp"):
     except LibraryNotFoundError as exc:
         print("SKIP: the [distributed] wheels are not installed here:", exc)
         raise SystemExit(0)
+STEP("import")
 import numpy as np, torch
 import nvmath.distributed as nd
 import nvmath.distributed.fft as dfft
@@ -53,31 +39,30 @@ class OneRank(nd.ProcessGroup):
     def allreduce_buffer(self, array, *, op): pass
 
 torch.cuda.init()
+STEP("initialize")
 nd.initialize(0, OneRank(), backends=["nvshmem"])
 """
 
 
-def _env() -> dict[str, str]:
-    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, **ENV, "PYTHONPATH": path}
-
-
-def _check(done: subprocess.CompletedProcess) -> str:
-    if "SKIP:" in done.stdout:
-        pytest.skip(done.stdout.split("SKIP:", 1)[1].strip())
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
-
-
-def _run(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=_env(), capture_output=True,
-                          text=True, timeout=300, check=False)  # fmt: skip
-    return _check(done)
-
-
 def _one_rank(code: str) -> str:
-    """Run ``code`` after the wheels' check and a one-rank initialize (NVSHMEM only)."""
-    return _run(PRELUDE + ONE_RANK + code)
+    """Run ``code`` after the wheels' check and a one-rank initialize (NVSHMEM only), in a child with
+    the hang-proof harness of ``gpu_child``."""
+    return gpu_child.run_child(PRELUDE + ONE_RANK + code)
+
+
+@pytest.fixture(autouse=True)
+def _canary_guard(request):
+    """Every test but the canary is skipped when the session's one-rank canary FFT hung."""
+    if request.node.name != "test_canary_one_rank_fft":
+        gpu_child.skip_if_canary_hung()
+
+
+def test_canary_one_rank_fft():
+    """One tiny one-rank 8x8 C2C (without, then with the redistribution; again after single-GPU
+    cuFFT is loaded) equals numpy's; prints the engines' versions and mapped libraries. Run once
+    per session (the other GPU modules reuse its verdict) and first in this module: if it hangs,
+    the rest of the distributed FFT lane is skipped with its diagnosis."""
+    gpu_child.check_canary()
 
 
 @pytest.mark.parametrize(
@@ -95,21 +80,27 @@ rng = np.random.default_rng(0)
 x = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype("{dtype}")
 a = dfft.allocate_operand(shape, torch, input_dtype=getattr(torch, "{dtype}"), distribution=slab)
 a.copy_(torch.from_numpy(x))
+STEP("single-GPU nvmath.fft")
 single = nvmath.fft.fft(torch.from_numpy(x).cuda()).cpu().numpy()
+STEP("fft")
 out = dfft.fft(a, distribution=slab, options={{"redistribute": {redistribute}}})
-torch.cuda.synchronize()
+WAIT()
 ref = np.fft.fftn(x.astype(np.complex128))
 tol = 1e-4 if "{dtype}" == "complex64" else 1e-10
 np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=tol, atol=tol * np.abs(ref).max())
 np.testing.assert_allclose(out.cpu().numpy(), single, rtol=tol, atol=tol * np.abs(ref).max())
 if {redistribute}:
+    STEP("ifft")
     back = dfft.ifft(out, distribution=slab)
+    WAIT("ifft")
     np.testing.assert_allclose(back.cpu().numpy(), x * x.size, rtol=tol, atol=tol * x.size * np.abs(x).max())
+STEP("FFT object")
 with dfft.FFT(a, distribution=slab) as f:
     f.plan()
+    STEP("FFT executes")
     for _ in range(2):
         f.execute(); f.execute(direction="inverse")
-torch.cuda.synchronize()
+WAIT()
 nd.free_symmetric_memory(a)
 nd.finalize()   # clears the stateless plan cache first
 print("ok")
@@ -131,14 +122,16 @@ x = np.random.default_rng(1).standard_normal(shape)
 a = dfft.allocate_operand(shape, torch, input_dtype=torch.float64, distribution=slab)
 assert a.stride()[-2] == 2 * (shape[-1] // 2 + 1)
 a.copy_(torch.from_numpy(x))
+STEP("rfft")
 spectrum = dfft.rfft(a, distribution=slab, options=options)
-torch.cuda.synchronize()
+WAIT()
 ref = np.fft.rfftn(x)
 np.testing.assert_allclose(spectrum.cpu().numpy(), ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
 out_slab = slab if {redistribute} else (Slab.Y if slab == Slab.X else Slab.X)
 if len(shape) == 3 or out_slab == Slab.Y:
+    STEP("irfft")
     real = dfft.irfft(spectrum, distribution=out_slab, options=options)
-    torch.cuda.synchronize()
+    WAIT()
     np.testing.assert_allclose(real.cpu().numpy(), x * x.size, rtol=1e-10, atol=1e-9 * x.size)
 nd.free_symmetric_memory(a)
 nd.finalize()
@@ -158,6 +151,7 @@ else:
     raise AssertionError("a non-symmetric operand was accepted")
 a = dfft.allocate_operand((8, 8), torch, input_dtype=torch.complex64, distribution=Slab.X)
 f = dfft.FFT(a, distribution=Slab.X)
+STEP("plan")
 f.plan()
 try:
     nd.finalize()
@@ -179,6 +173,7 @@ import os, torch.distributed as dist
 rank = int(os.environ["RANK"])
 dist.init_process_group("gloo", rank=rank, world_size=2)
 torch.cuda.set_device(0)
+STEP("initialize")
 nd.initialize(0, nd.TorchProcessGroup(device_id="cpu"), backends=["nvshmem"])
 shape = (16, 12, 10)
 x = np.random.default_rng(3).standard_normal(shape) + 0j
@@ -186,8 +181,9 @@ local = Slab.X.shape(rank, shape)
 start = 0 if rank == 0 else Slab.X.shape(0, shape)[0]
 a = dfft.allocate_operand(local, torch, input_dtype=torch.complex128, distribution=Slab.X)
 a.copy_(torch.from_numpy(x[start:start + local[0]]))
+STEP("fft")
 out = dfft.fft(a, distribution=Slab.X)
-torch.cuda.synchronize()
+WAIT()
 np.testing.assert_allclose(out.cpu().numpy(), np.fft.fftn(x)[start:start + local[0]], rtol=1e-10, atol=1e-8)
 nd.free_symmetric_memory(a)
 nd.finalize()
@@ -199,26 +195,5 @@ print("ok", rank)
 def test_two_processes_on_one_gpu():
     """Two ranks (gloo) sharing GPU 0 compute a 3-D C2C equal to numpy's, each holding its X-slab
     (needs NVSHMEM's support for several processes per GPU)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", TWO_RANKS],
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**_env(), "RANK": str(r), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)},
-        )
-        for r in range(2)
-    ]
-    outs = []
-    for p in procs:
-        try:
-            out, err = p.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise
-        outs.append(_check(subprocess.CompletedProcess(p.args, p.returncode, out, err)))
+    outs = gpu_child.run_ranks(TWO_RANKS, 2)
     assert all("ok" in o for o in outs)

@@ -128,10 +128,12 @@ def test_engine_call_sequence_and_symmetric_workspace(make_env):
     ok(env.run(body))
     mine = [c[1:] for c in env.lib.calls if c[0] == 1]
     names = [c[0] for c in mine]
-    assert names[:4] == ["create", "attach_comm", "xt_set_subformat_default", "make_plan"]
+    # cuFFTMp's documented order: the stream (the FFT's, 7) is set before planning
+    assert names[:5] == ["create", "attach_comm", "set_stream", "xt_set_subformat_default", "make_plan"]
     assert mine[1][2:] == (1, 0)  # CUFFT_COMM_NONE, NULL
-    assert mine[2][2:] == (2, 3)  # forward input X-slab (INPLACE), inverse input Y-slab (SHUFFLED)
-    assert names[4:] == ["create_reshape", "make_reshape", "set_stream", "xt_exec", "exec_reshape_async",
+    assert mine[2][2:] == (7,)
+    assert mine[3][2:] == (2, 3)  # forward input X-slab (INPLACE), inverse input Y-slab (SHUFFLED)
+    assert names[5:] == ["create_reshape", "make_reshape", "set_stream", "xt_exec", "exec_reshape_async",
                          "destroy", "destroy_reshape"]  # fmt: skip
     syncs = [e for e in env.nvshmem.log if e[0] == "sync_all_on_stream"]
     assert syncs == [("sync_all_on_stream", 55)] * 4  # before the FFT and after the reshape, on 2 ranks
@@ -295,3 +297,24 @@ def test_planned_fft_collected_without_free_warns(make_env):
         del g
         gc.collect()
     nd.finalize()
+
+
+def test_typed_exec_switch_and_stream_set_once(make_env, monkeypatch):
+    """NVMATH_CUFFTMP_EXEC=typed runs a plan through cufftExecC2C (the direction passed) instead of
+    cufftXtExec; the plan's stream is set once while planning and again only when it changes."""
+    env = make_env(SingleRank())
+    (op,) = scatter(env, np.ones((4, 4), np.complex64), 0, np.complex64)
+    calls = []
+    monkeypatch.setattr(env.lib, "exec_c2c", lambda *a: calls.append(("exec_c2c", *a)), raising=False)
+    monkeypatch.setenv("NVMATH_CUFFTMP_EXEC", "typed")
+    with dfft.FFT(op, distribution=Slab.X, options={"redistribute": False}) as f:
+        f.plan()
+        f.execute()
+        f.execute()
+        f.execute(stream=11)
+    handle = calls[0][1]
+    assert [c[2:] for c in calls] == [(op.data_ptr, op.data_ptr, -1)] * 3
+    assert all(c[1] == handle for c in calls)
+    assert not [c for c in env.lib.calls if c[1] == "xt_exec"]
+    streams_set = [c[3] for c in env.lib.calls if c[1] == "set_stream"]
+    assert streams_set == [7, 11]
