@@ -312,6 +312,28 @@ class ScalingState(torch.nn.Module):
             scale = scale + (amax - amax)
         return q, scale
 
+    def quantize_by(self, role: str, run: Any) -> tuple[Any, torch.Tensor]:
+        """Quantize ``role``'s tensor through ``run(scale) -> (outputs, amax)`` (a kernel that writes the
+        FP8 copies and measures the amax in one pass) and update the state as :meth:`quantize` does:
+        ``(outputs, scale)``, the scale NaN when the amax is not finite. Delayed scaling runs
+        ``run(scale)`` once; current scaling first runs ``run(None)`` (an amax-only pass: its outputs
+        are ignored) and then ``run`` with the scale of that amax."""
+        i = ROLES.index(role)
+        fp8_max = FP8_MAX[self.dtype(role)]
+        margin = self.recipe.margin
+        with torch.no_grad():
+            if self.recipe.delayed:
+                scale = self.scale[i].clone()
+                out, amax = run(scale)
+            else:
+                amax = run(None)[1]
+                scale = scale_from_amax(amax, self.scale[i], fp8_max, margin)
+                out = run(scale)[0]
+            amax = amax.reshape(()).float()
+            self._record(i, amax, torch.isfinite(amax), fp8_max, margin)
+            scale = scale + (amax - amax)
+        return out, scale
+
     def delayed_scale(self, role: str) -> torch.Tensor:
         """The scale a delayed recipe quantizes ``role`` with now (a copy, shape ()): what a GEMM writing
         that tensor in FP8 is given as its D scale (before the tensor's amax is known)."""

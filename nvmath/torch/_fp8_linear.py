@@ -9,7 +9,8 @@ A Linear layer ``y = act(x @ w.T + b)`` under an FP8 recipe (:mod:`._fp8`):
 
 Every GEMM is ``a @ b.T`` with both FP8 operands contiguous along K (cuBLASLt's "TN" layout, the one
 it runs FP8 in), so the weight's FP8 copy is kept in both orientations (``qw`` and ``qw.T``
-contiguous) and the backward transposes ``qx`` and ``qg`` once each. The weight's FP8 copies are made
+contiguous, written in one pass by :mod:`._fp8_cast` on the GPU) and the backward transposes ``qx``
+and ``qg`` once each. The weight's FP8 copies are made
 once per weight version (``tensor._version`` moves on every in-place update, i.e. once per optimizer
 step), not per call: gradient-accumulation micro-batches reuse them.
 
@@ -41,6 +42,7 @@ from torch.autograd.function import once_differentiable
 
 from nvmath.torch._capture import refuse_planning
 from nvmath.torch._fp8 import Recipe, ScalingState, check_recipe, current_recipe
+from nvmath.torch._fp8_cast import quantize_pair
 
 __all__ = [
     "FP8_MULTIPLE",
@@ -193,8 +195,8 @@ class FP8LinearState(ScalingState):
         key = (w, w._version, w.data_ptr(), w.shape, w.stride(), w.dtype)
         old = self._weight_key
         if old is None or old[1:] != key[1:] or self._weight_copies is None:
-            q, s = self.quantize(w, "weight")
-            self._weight_copies = (q, q.T.contiguous(), s.reciprocal())
+            q, qt, s, _ = quantize_pair(self, w, "weight")  # (both orders in one pass on the GPU)
+            self._weight_copies = (q, qt, s.reciprocal())
             self._weight_key = key
             self.weight_updates += 1
         return self._weight_copies

@@ -117,12 +117,12 @@ def test_delayed_fused_aux_is_float16_pre_activation_in_layer_dtype(dtype):
     f1, f2 = m.fc1, m.fc2
     x = torch.randn(32, 32, dtype=dtype)
     with torch.no_grad():
-        _, qx, inv_x, _, _, aux = _fp8_mlp.mlp_forward(
+        _, qxt, inv_x, _, _, aux = _fp8_mlp.mlp_forward(
             x, f1.weight, f1.bias, f2.weight, f2.bias, f1.fp8_state, f2.fp8_state, FP8GemmCache(), FP8EpilogGemms()
         )  # fmt: skip
     qw1, _, inv_w1 = f1.fp8_state.weight_fp8(f1.weight)
     b1 = f1.bias.detach().half().float()[:, None]  # (float16 over an FP8 D)
-    z = (qw1.float() @ qx.float().T) * (inv_w1.float() * inv_x.float()) + b1
+    z = (qw1.float() @ qxt.float()) * (inv_w1.float() * inv_x.float()) + b1
     assert aux.dtype == dtype and aux.shape == (64, 32) and aux.stride() == (1, 64)
     assert torch.equal(aux, z.half().to(dtype))
 

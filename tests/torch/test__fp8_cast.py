@@ -1,0 +1,363 @@
+"""Tests of nvmath.torch._fp8_cast: the cast-transpose, dgelu-cast-transpose-dbias and FP8 transpose
+kernels of the FP8 layers.
+
+CPU: the source compiles with NVRTC for Ada / Hopper (every instantiation, the saturating conversion);
+the grid walks every tile once; a Python transcription of the kernel's index arithmetic (block, tile,
+thread, the shared tile's transposed read) writes every element of ``q`` and ``q.T`` once with the
+quantized value; the torch path (CPU, fallbacks) equals the layers' former ops; the launch arguments
+(a recorder instead of cuda.core's launch); ``quantize_pair`` updates a scaling state exactly as
+``ScalingState.quantize`` does (one pass delayed, an amax pass first under current scaling).
+GPU (H200): the kernels' bits against torch's unfused ops (quantize, ``q.T.contiguous()``, amax,
+column sums in the kernel's order), the dgelu pass against ``gelu_backward``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from nvmath.torch import _fp8_cast as C  # noqa: E402
+from nvmath.torch import fp8  # noqa: E402
+from nvmath.torch._fp8 import ScalingState, quantize  # noqa: E402
+
+E4, E5, BF16, F16, F32 = torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16, torch.float32
+
+
+def _ptx(arch: str) -> str:
+    binding = pytest.importorskip("cuda.bindings.nvrtc")
+    try:
+        err, prog = binding.nvrtcCreateProgram(C._SOURCE.encode(), b"cast.cu", 0, [], [])
+    except Exception as exc:  # noqa: BLE001 - no libnvrtc on this machine
+        pytest.skip(f"NVRTC is not loadable: {exc}")
+    for name in C._NAMES.values():
+        binding.nvrtcAddNameExpression(prog, name.encode())
+    opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17"]
+    (err,) = binding.nvrtcCompileProgram(prog, len(opts), opts)
+    _, size = binding.nvrtcGetProgramLogSize(prog)
+    log = bytearray(size)
+    binding.nvrtcGetProgramLog(prog, log)
+    assert err == binding.nvrtcResult.NVRTC_SUCCESS, bytes(log).decode(errors="replace")
+    _, size = binding.nvrtcGetPTXSize(prog)
+    ptx = bytearray(size)
+    binding.nvrtcGetPTX(prog, ptx)
+    binding.nvrtcDestroyProgram(prog)
+    return bytes(ptx).decode(errors="replace")
+
+
+@pytest.mark.parametrize("arch", ["sm_89", "sm_90"])
+def test_source_compiles_every_instantiation(arch):
+    """All 12 cast-transpose instantiations and the transpose compile; the conversion saturates
+    (cvt.rn.satfinite), the dgelu value is rounded to bfloat16 / float16, the amax is an atomic max."""
+    ptx = _ptx(arch)
+    assert len(re.findall(r"\.entry", ptx)) == len(C._NAMES) == 13
+    for instr in ("satfinite.e4m3x2.f32", "satfinite.e5m2x2.f32", "cvt.rn.bf16.f32", "cvt.rn.f16.f32"):
+        assert instr in ptx
+    assert re.search(r"(atom|red)\.(shared|global)\.max\.u32", ptx)
+
+
+# ---------------------------------------------------------------- tiling
+@pytest.mark.parametrize(
+    ("rows", "cols"), [(2, 2), (64, 64), (130, 66), (8192, 16384), (16384, 4096), (10**6, 16)]
+)
+def test_grid_walks_every_tile_once(rows, cols):
+    """gridDim.x covers the columns in 64-wide strips; the block rows walk every 64-row tile exactly
+    once; about TARGET_BLOCKS blocks (never more block rows than tiles, nor than CUDA's grid.y limit)."""
+    gx, gy = C.grid(rows, cols)
+    tiles = -(-rows // 64)
+    assert gx * 64 >= cols > (gx - 1) * 64
+    assert 1 <= gy <= min(tiles, C.MAX_GRID_Y)
+    walked = sorted(t for by in range(gy) for t in C.tiles_of_block_row(rows, gy, by))
+    assert walked == list(range(tiles))
+    assert gx * gy <= max(C.TARGET_BLOCKS + gx, gx)
+
+
+def _kernel_in_python(x, aux, scale, dtype, colsum):
+    """The kernel's index arithmetic transcribed (vectorized over the 32 x-threads): returns q, qt, the
+    write counts of each, amax and partial (the values through torch's own rounding)."""
+    rows, cols = x.shape
+    gx, gy = C.grid(rows, cols)
+    v_all = x.float() if aux is None else torch.ops.aten.gelu_backward(x, aux, approximate="tanh").float()
+    qv = quantize(v_all, scale, dtype).view(torch.uint8) if scale is not None else None
+    q = torch.zeros(rows * cols, dtype=torch.uint8)
+    qt = torch.zeros(rows * cols, dtype=torch.uint8)
+    nq, nqt = torch.zeros(rows * cols, dtype=torch.int32), torch.zeros(rows * cols, dtype=torch.int32)
+    partial = np.zeros((gy, cols), dtype=np.float32)
+    amax = 0.0
+    tx = np.arange(32)
+    for bx in range(gx):
+        for by in range(gy):
+            sums = np.zeros((8, 64), dtype=np.float32)
+            c = bx * 64 + 2 * tx
+            for t in C.tiles_of_block_row(rows, gy, by):
+                r0 = t * 64
+                tile = np.zeros((64, 66), dtype=np.uint8)
+                for ty in range(8):
+                    for k in range(8):
+                        lr, r = ty + 8 * k, r0 + ty + 8 * k
+                        ok = (c < cols) & (r < rows)
+                        for j in (0, 1):  # (the two columns of the 4-byte load)
+                            cc = c[ok] + j
+                            if r >= rows or not len(cc):
+                                continue
+                            vals = v_all[r, cc].numpy()
+                            amax = max(amax, float(np.abs(vals).max()))
+                            sums[ty, 2 * tx[ok] + j] += vals
+                            if qv is not None:
+                                idx = torch.as_tensor(r * cols + cc)
+                                q[idx] = qv[r, cc]
+                                nq[idx] += 1
+                                tile[lr, 2 * tx[ok] + j] = qv[r, cc].numpy()
+                if qv is None:
+                    continue
+                for ty in range(8):
+                    for k in range(8):
+                        lc = ty + 8 * k
+                        cc, rr = bx * 64 + lc, r0 + 2 * tx
+                        ok = (cc < cols) & (rr < rows)
+                        for j in (0, 1):
+                            idx = torch.as_tensor(cc * rows + rr[ok] + j)
+                            qt[idx] = torch.as_tensor(tile[2 * tx[ok] + j, lc])
+                            nqt[idx] += 1
+            if colsum:
+                acc = sums[0].copy()
+                for j in range(1, 8):
+                    acc += sums[j]
+                n = min(64, cols - bx * 64)
+                partial[by, bx * 64 : bx * 64 + n] = acc[:n]
+    return q, qt, nq, nqt, amax, partial
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(2, 2), (64, 64), (130, 66), (66, 194)])
+@pytest.mark.parametrize("dgelu", [False, True], ids=["cast", "dgelu"])
+def test_kernel_index_math_writes_every_element_once(rows, cols, dgelu):
+    """The transcribed kernel writes each element of q and of q.T exactly once, q equals the quantized
+    values, q.T equals q transposed, the amax is max |v|, and the partial column sums add up to the
+    column sums (the order of :func:`emulate_partials`, bit for bit)."""
+    torch.manual_seed(rows + cols)
+    x = torch.randn(rows, cols, dtype=BF16)
+    aux = torch.randn(rows, cols, dtype=BF16) if dgelu else None
+    scale = torch.tensor(3.0)
+    q, qt, nq, nqt, amax, partial = _kernel_in_python(x, aux, scale, E4, True)
+    assert bool((nq == 1).all()) and bool((nqt == 1).all())
+    want = C.torch_cast_transpose(x, scale, E4, aux=aux, colsum=True)
+    assert torch.equal(q.view(rows, cols), want.q.view(torch.uint8))
+    assert torch.equal(qt.view(cols, rows), want.q.view(torch.uint8).T.contiguous())
+    assert amax == float(want.amax)
+    v = x if aux is None else torch.ops.aten.gelu_backward(x, aux, approximate="tanh")
+    assert np.array_equal(partial, C.emulate_partials(v.float().numpy()))
+    np.testing.assert_allclose(partial.sum(0), v.double().sum(0).numpy(), rtol=1e-4, atol=1e-3)
+
+
+def test_emulate_partials_shape_and_sums():
+    """emulate_partials gives (gridDim.y, C) rows that add up to the column sums."""
+    v = np.random.default_rng(0).standard_normal((1000, 130)).astype(np.float32)
+    p = C.emulate_partials(v)
+    assert p.shape == (C.grid(1000, 130)[1], 130)
+    np.testing.assert_allclose(p.sum(0), v.astype(np.float64).sum(0), rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- the torch path
+@pytest.mark.parametrize("dtype", [E4, E5])
+def test_torch_path_equals_the_layers_former_ops(dtype):
+    """On CPU tensors cast_transpose is torch's quantize (NaN-poisoned on a non-finite amax), q.T
+    contiguous, amax_of and the float32 column sums; with aux, of gelu_backward's output."""
+    torch.manual_seed(1)
+    x, z, s = torch.randn(48, 32, dtype=BF16), torch.randn(48, 32, dtype=BF16), torch.tensor(7.0)
+    for aux in (None, z):
+        v = x if aux is None else torch.ops.aten.gelu_backward(x, z, approximate="tanh")
+        r = C.cast_transpose(x, s, dtype, aux=aux, colsum=True)
+        assert torch.equal(r.q.float(), quantize(v, s, dtype).float())
+        assert r.qt.is_contiguous() and torch.equal(r.qt.float(), r.q.T.float())
+        assert float(r.amax) == float(v.float().abs().max())
+        assert torch.equal(r.colsum, v.float().sum(0))
+    only = C.cast_transpose(x, None, dtype)
+    assert only.q is None and only.qt is None and only.colsum is None
+    bad = x.clone()
+    bad[3, 4] = float("inf")
+    assert torch.isnan(C.cast_transpose(bad, s, dtype).q.float()).all()
+
+
+def test_transpose_on_cpu_is_a_contiguous_transpose():
+    """transpose() of a CPU FP8 tensor is q.T.contiguous()."""
+    q = torch.randn(32, 16).to(E4)
+    t = C.transpose(q)
+    assert t.shape == (16, 32) and t.is_contiguous() and torch.equal(t.float(), q.T.float())
+
+
+def test_kernel_shape_rules():
+    """The kernel takes 2-D contiguous tensors with even sizes and 2-element-aligned data; others
+    (and CPU tensors) take the torch path."""
+    x = torch.zeros(4, 6, dtype=BF16)
+    assert C._kernel_shape_ok(x)
+    assert not C._kernel_shape_ok(torch.zeros(3, 6, dtype=BF16))
+    assert not C._kernel_shape_ok(torch.zeros(4, 5, dtype=BF16))
+    assert not C._kernel_shape_ok(torch.zeros(6, 4, dtype=BF16).T)
+    assert not C._kernel_shape_ok(torch.zeros(2, 4, 6, dtype=BF16))
+    assert not C._kernel_shape_ok(torch.zeros(4, 8, dtype=BF16)[:, 1:7].contiguous()[0:0])
+    assert not C._kernel_shape_ok(torch.zeros(26, dtype=BF16)[1:25].view(4, 6))  # (2-byte aligned only)
+    assert not C.available(x)  # (a CPU tensor)
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    """cuda.core's launch replaced by a recorder; the kernels, stream and context stubbed."""
+    core = pytest.importorskip("cuda.core")
+    from nvmath._internal import devices, streams
+
+    calls = []
+    record = lambda stream, config, kernel, *args: calls.append((config, kernel, args))  # noqa: E731
+    monkeypatch.setattr(core, "launch", record)
+    monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
+    monkeypatch.setattr(streams, "current_stream", lambda device_id, package: type("H", (), {"core": "s"})())
+    monkeypatch.setattr(C, "_kernels", lambda device_id: {k: k for k in C._NAMES})
+    monkeypatch.setattr(C, "available", lambda x, aux=None: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(C, "_kernel_shape_ok", lambda x: True)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    return calls
+
+
+def test_launch_arguments(recorder):
+    """One launch of the (wide, fp8, dgelu) instantiation on grid() with 32 x 8 threads; pointers of x,
+    aux, q, q.T, the scale, the amax (zeroed first) and the partial sums ((gridDim.y, C) float32), then
+    rows and columns; an amax-only pass passes null q, q.T and scale; the transpose launches alike."""
+    x, z = torch.ones(256, 192, dtype=BF16), torch.ones(256, 192, dtype=BF16)
+    r = C.cast_transpose(x, torch.tensor(2.0), E5, aux=z, colsum=True)
+    (config, kernel, args), = recorder
+    assert kernel == (BF16, E5, 1)
+    assert tuple(config.grid)[:2] == C.grid(256, 192) and tuple(config.block)[:2] == C.THREADS
+    assert int(args[0]) == x.data_ptr() and int(args[1]) == z.data_ptr()
+    assert int(args[2]) == r.q.data_ptr() and int(args[3]) == r.qt.data_ptr()
+    assert r.q.shape == (256, 192) and r.qt.shape == (192, 256) and r.q.dtype == E5
+    assert all(int(a) != 0 for a in args[4:7]) and (int(args[7]), int(args[8])) == (256, 192)
+    assert r.colsum.shape == (192,) and float(r.amax) == 0.0
+    recorder.clear()
+    r = C.cast_transpose(x, None, E4)
+    (config, kernel, args), = recorder
+    assert kernel == (BF16, E4, 0) and r.q is None
+    assert [int(a) for a in (args[1], args[2], args[3], args[4], args[6])] == [0] * 5
+    recorder.clear()
+    q = torch.zeros(64, 128, dtype=E4)
+    t = C.transpose(q)
+    (config, kernel, args), = recorder
+    assert kernel == "transpose" and t.shape == (128, 64) and (int(args[2]), int(args[3])) == (64, 128)
+
+
+# ---------------------------------------------------------------- the scaling state
+@pytest.mark.parametrize("recipe", [fp8.DelayedScaling(amax_history_len=4), fp8.CurrentScaling(margin=1)],
+                         ids=["delayed", "current"])  # fmt: skip
+def test_quantize_pair_updates_the_state_as_quantize(recipe):
+    """quantize_pair's q, scale and the state's buffers equal ScalingState.quantize's, step after step;
+    q.T is q transposed; delayed scaling runs one pass, current scaling an amax pass first."""
+    a, b = ScalingState(recipe), ScalingState(recipe)
+    for i in range(3):
+        x = torch.randn(64, 32, dtype=BF16) * (i + 1)
+        q, qt, s, sums = C.quantize_pair(a, x, "grad_output", colsum=True)
+        q2, s2 = b.quantize(x, "grad_output")
+        assert torch.equal(q.float(), q2.float()) and torch.equal(s, s2)
+        assert torch.equal(qt.float(), q.T.float())
+        assert torch.equal(sums, x.float().sum(0))
+        for u, v in zip(a.buffers(), b.buffers()):
+            assert torch.equal(u, v)
+    passes = []
+
+    def run(scale):
+        passes.append(scale is None)
+        return None, torch.tensor(2.0)
+
+    a.quantize_by("input", run)
+    assert passes == ([False] if recipe.delayed else [True, False])
+
+
+def test_quantize_by_nonfinite_amax_poisons_and_flags():
+    """A non-finite amax from the pass: the scale returned is NaN, the history and scale are kept,
+    found_inf counts it."""
+    st = ScalingState(fp8.DelayedScaling(amax_history_len=2))
+    before = [t.clone() for t in (st.scale, st.amax_history)]
+    _, s = st.quantize_by("input", lambda scale: (None, torch.tensor(float("inf"))))
+    assert torch.isnan(s) and int(st.found_inf[0]) == 1
+    assert torch.equal(st.scale, before[0]) and torch.equal(st.amax_history, before[1])
+
+
+# ---------------------------------------------------------------- H200
+def _gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("FP8 needs compute capability 8.9")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wide", [BF16, F16, F32], ids=["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("dtype", [E4, E5], ids=["e4m3", "e5m2"])
+@pytest.mark.parametrize(("rows", "cols"), [(130, 66), (1024, 768), (8192, 4096)])
+def test_gpu_cast_transpose_bit_exact(wide, dtype, rows, cols):
+    """The kernel's q is torch's saturating quantize bit for bit, q.T its transpose, the amax
+    max |x|, the column sums those of emulate_partials (the kernel's order) summed by torch."""
+    _gpu()
+    torch.manual_seed(rows)
+    x = (torch.randn(rows, cols, device="cuda") * 100).to(wide)
+    s = torch.tensor(1.5, device="cuda")
+    assert C.available(x)
+    r = C.cast_transpose(x, s, dtype, colsum=True)
+    torch.cuda.synchronize()
+    assert not C.broken()
+    want = quantize(x, s, dtype)
+    assert torch.equal(r.q.view(torch.uint8), want.view(torch.uint8))
+    assert torch.equal(r.qt.view(torch.uint8), want.view(torch.uint8).T.contiguous())
+    assert float(r.amax) == float(x.float().abs().max())
+    partial = torch.from_numpy(C.emulate_partials(x.float().cpu().numpy())).cuda()
+    assert torch.equal(r.colsum, partial.sum(0))
+    only = C.cast_transpose(x, None, dtype)
+    assert only.q is None and float(only.amax) == float(r.amax)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wide", [BF16, F16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize(("rows", "cols"), [(130, 66), (2048, 4096)])
+def test_gpu_dgelu_cast_transpose_matches_gelu_backward(wide, rows, cols):
+    """dz = dh * gelu'(z) rounded to the layer dtype: within one rounding of torch's gelu_backward
+    (the same float32 formula; FMA contraction may differ), almost every FP8 byte equal to torch's
+    quantize of gelu_backward, q.T the transpose, the column sums and amax those of the values."""
+    _gpu()
+    torch.manual_seed(cols)
+    dh = torch.randn(rows, cols, device="cuda").to(wide)
+    z = (torch.randn(rows, cols, device="cuda") * 3).to(wide)
+    s = torch.tensor(4.0, device="cuda")
+    r = C.cast_transpose(dh, s, E5, aux=z, colsum=True)
+    ref = torch.ops.aten.gelu_backward(dh, z, approximate="tanh")
+    want = quantize(ref, s, E5).view(torch.uint8)
+    same = (r.q.view(torch.uint8) == want).float().mean()
+    assert float(same) > 0.999
+    assert torch.equal(r.qt.view(torch.uint8), r.q.view(torch.uint8).T.contiguous())
+    torch.testing.assert_close(r.amax, ref.float().abs().max(), rtol=1e-2, atol=0)
+    torch.testing.assert_close(r.colsum, ref.float().sum(0), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("rows", "cols"), [(130, 66), (8192, 16384)])
+def test_gpu_fp8_transpose_bit_exact(rows, cols):
+    """The FP8 transpose kernel equals q.T.contiguous() bit for bit."""
+    _gpu()
+    q = torch.randint(0, 256, (rows, cols), dtype=torch.uint8, device="cuda").view(E4)
+    t = C.transpose(q)
+    assert torch.equal(t.view(torch.uint8), q.view(torch.uint8).T.contiguous())
+
+
+@pytest.mark.gpu
+def test_gpu_kernels_launch_from_the_autograd_thread():
+    """The kernels launch from torch's autograd thread (no current context there): an FP8 MLP block's
+    backward runs them (no CUDA_ERROR_INVALID_CONTEXT) and they did not fall back."""
+    import nvmath.torch as nt
+
+    _gpu()
+    m = nt.MLP(256, 1024, 256, fp8=fp8.DelayedScaling(), dtype=BF16).cuda()
+    x = torch.randn(512, 256, dtype=BF16, device="cuda", requires_grad=True)
+    m(x).float().sum().backward()
+    torch.cuda.synchronize()
+    assert not C.broken() and torch.isfinite(x.grad).all()
