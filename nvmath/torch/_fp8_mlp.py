@@ -163,6 +163,23 @@ def mlp_forward(
     return y.contiguous().reshape(*x.shape[:-1], w2.shape[0]), qxt, inv_x, qht, inv_h, aux
 
 
+_SWAPPED: set[tuple] = set()
+
+
+def _row_major(gemm: Any, qa: Any, qb: Any, inv_a: Any, inv_b: Any, dtype: torch.dtype) -> torch.Tensor:
+    """``(qa @ qb.T) * inv_a * inv_b`` row-major (what the dgelu pass tiles together with the aux).
+    The planner picks D's order per problem; where the direct GEMM gave a column-major D once, the
+    swapped GEMM's transpose (row-major then) is used from then on for that problem."""
+    key = (qa.shape, qb.shape, qa.dtype, qb.dtype, dtype, qa.device)
+    if key in _SWAPPED:
+        d = gemm(qb, qa, inv_b, inv_a, dtype).mT
+    else:
+        d = gemm(qa, qb, inv_a, inv_b, dtype)
+        if not d.is_contiguous() and d.mT.is_contiguous():
+            _SWAPPED.add(key)
+    return d.contiguous()
+
+
 def _dz1(g2: torch.Tensor, qg: Any, inv_g: Any, w2: Any, aux: Any, s2: Any, gemm: Any, fused: Any) -> Any:
     """``(source, aux or None)`` of fc1's pre-activation gradient for :func:`._fp8_cast.quantize_pair`:
     fc2's dgrad ``dh`` (a plain FP8 GEMM) and the aux, whose dgelu-cast-transpose-dbias pass makes
@@ -170,7 +187,7 @@ def _dz1(g2: torch.Tensor, qg: Any, inv_g: Any, w2: Any, aux: Any, s2: Any, gemm
     fc2's dgrad with cuBLASLt's DGELU fused (or torch's gelu_backward after it)."""
     _, qw2t, inv_w2 = s2.weight_fp8(w2)
     if not (g2.is_cuda and _fp8_cast.broken()):
-        return gemm(qg, qw2t, inv_g, inv_w2, g2.dtype), aux.mT
+        return _row_major(gemm, qg, qw2t, inv_g, inv_w2, g2.dtype), aux.mT
     cfg = dgelu_config(g2.dtype)
     if fused.supported(cfg, qw2t, qg, aux_dtype=aux.dtype):
         return fused(cfg, qw2t, qg, inv_w2, inv_g, gelu_aux=aux)[0].mT.contiguous(), None
