@@ -10,7 +10,8 @@ runs far below the memory bandwidth; these kernels write both orders in the pass
   ``q = fp8(x * s)`` in both orders, ``amax = max |x|`` and, when asked, the column sums of ``x`` in
   float32 (a bias gradient). With ``aux`` (the saved GELU pre-activation ``z``, same shape and dtype)
   the value quantized is ``v = round(x * gelu'(z))`` (tanh GELU, computed in float32 and rounded to
-  ``x``'s dtype, as ``torch.ops.aten.gelu_backward`` returns it): the FP8 MLP block's
+  ``x``'s dtype, as ``torch.ops.aten.gelu_backward`` returns it; ``aux`` may also be float16 for a
+  bfloat16 ``x``, cuBLASLt's aux type over an FP8 D): the FP8 MLP block's
   dgelu-cast-transpose-dbias, reading fc2's dgrad output once. ``scale=None`` is an amax-only pass
   (current scaling needs the amax before the scale): nothing is written but the amax (and the sums).
 * :func:`transpose` -- an FP8 (R, C) tensor to (C, R) (fc1's GEMM writes ``h`` in FP8 directly).
@@ -140,11 +141,12 @@ __device__ __forceinline__ void nv_block_amax(unsigned int local, unsigned int* 
 
 // Tiles of 64 x 64 of a row-major (rows, cols) x (both even); block (32, 8); block (bx, by) runs the
 // tiles (t, bx) for t = by, by + gridDim.y, ... Thread (tx, ty) holds columns c0 + 2 tx, c0 + 2 tx + 1
-// of rows r0 + ty + 8 k (k < 8). v = x, or round(x * gelu'(aux)) with DGELU. q, qt: null for an
+// of rows r0 + ty + 8 k (k < 8). v = x, or round(x * gelu'(aux)) with DGELU (aux of type A: T, or
+// float16 for a bfloat16 x: cuBLASLt's aux over an FP8 D). q, qt: null for an
 // amax-only pass; partial: null without column sums, else (gridDim.y, cols) float32.
-template <typename T, int E5M2, int DGELU>
+template <typename T, typename A, int E5M2, int DGELU>
 __global__ void __launch_bounds__(256) nvmath_cast_transpose(
-    const T* __restrict__ x, const T* __restrict__ aux, unsigned char* __restrict__ q,
+    const T* __restrict__ x, const A* __restrict__ aux, unsigned char* __restrict__ q,
     unsigned char* __restrict__ qt, const float* __restrict__ scale, unsigned int* __restrict__ amax,
     float* __restrict__ partial, long long rows, long long cols) {
   __shared__ unsigned char tile[64][66];
@@ -248,11 +250,15 @@ extern "C" __global__ void __launch_bounds__(256) nvmath_fp8_transpose(
 }
 """
 
+_AUX = {torch.bfloat16: (None, torch.bfloat16, torch.float16), torch.float16: (None, torch.float16),
+        torch.float32: (None, torch.float32)}  # fmt: skip
+"""The aux dtypes each wide dtype takes (``None``: no aux, the plain cast-transpose)."""
+
 _NAMES: dict[Any, str] = {
-    (wide, fp8, dgelu): f"nvmath_cast_transpose<{ctype}, {e5m2}, {dgelu}>"
+    (wide, fp8, aux): f"nvmath_cast_transpose<{ctype}, {_WIDE[aux or wide]}, {e5m2}, {int(aux is not None)}>"
     for wide, ctype in _WIDE.items()
     for fp8, e5m2 in _E5M2.items()
-    for dgelu in (0, 1)
+    for aux in _AUX[wide]
 }
 _NAMES["transpose"] = "nvmath_fp8_transpose"
 _broken: list[str] = []
@@ -301,7 +307,8 @@ def available(x: torch.Tensor, aux: torch.Tensor | None = None) -> bool:
         return False
     if aux is None:
         return True
-    return aux.dtype == x.dtype and aux.shape == x.shape and aux.device == x.device and _kernel_shape_ok(aux)
+    alike = aux.dtype in _AUX[x.dtype] and aux.shape == x.shape and aux.device == x.device
+    return alike and _kernel_shape_ok(aux)
 
 
 def _kernels(device_id: int) -> dict[Any, Any] | None:
@@ -358,7 +365,7 @@ def cast_transpose(
         scale = scale.reshape(1).to(torch.float32).contiguous()
     if colsum:
         partial = torch.empty((grid(rows, cols)[1], cols), dtype=torch.float32, device=x.device)
-    key = (x.dtype, dtype, int(aux is not None))
+    key = (x.dtype, dtype, None if aux is None else aux.dtype)
     args = (_ptr(x), _ptr(aux), _ptr(q), _ptr(qt), _ptr(scale), _ptr(amax), _ptr(partial),
             np.int64(rows), np.int64(cols))  # fmt: skip
     if not _launch(x, key, *args):
@@ -373,7 +380,12 @@ def torch_cast_transpose(
 ) -> CastResult:  # fmt: skip
     """:func:`cast_transpose` through torch's ops (the kernels' semantics; a non-finite amax makes the
     whole ``q`` NaN here, as :func:`._fp8.quantize` does, where the kernel saturates)."""
-    v = x if aux is None else torch.ops.aten.gelu_backward(x, aux, approximate="tanh")
+    if aux is None:
+        v = x
+    elif aux.dtype == x.dtype:
+        v = torch.ops.aten.gelu_backward(x, aux, approximate="tanh")
+    else:  # (the kernel reads each in its own dtype and rounds the float32 result once)
+        v = torch.ops.aten.gelu_backward(x.float(), aux.float(), approximate="tanh").to(x.dtype)
     amax = amax_of(v)
     sums = v.float().sum(0) if colsum else None
     if scale is None:

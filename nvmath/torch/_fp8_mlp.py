@@ -11,9 +11,10 @@ Forward
     delayed) and ``result_amax`` (``max |h|``, pushed into fc2's amax history): fc2's FP8 input comes
     out of fc1's GEMM, with no bias, GELU, amax or quantize pass. The aux (the pre-activation ``z``
     for the backward) comes out in float16, cuBLASLt's default over an FP8 D (it refuses a bfloat16
-    aux type there, see :mod:`._fp8_epilogs`); a bfloat16 block rounds it to bfloat16 in one
-    elementwise pass (|z| beyond float16's 65504 is inf there, so its gradient is NaN and the
-    skip-step policy skips that step).
+    aux type there, see :mod:`._fp8_epilogs`), and is kept so: the backward's dgelu pass reads it
+    (|z| beyond float16's 65504 is inf there, so its gradient is NaN and the skip-step policy skips
+    that step). The custom operator (``torch.compile``) returns it in :func:`saved_aux_dtype` whatever
+    ran (the dtype its fake kernel declares).
   * fc1, **current scaling**: the scale of ``h`` needs ``max |h|`` first, so fc1's GEMM fuses bias and
     GELU (``GELU_AUX_BIAS``, D in the layer's dtype) and ``h`` is then quantized (amax pass + one
     quantize pass).
@@ -70,6 +71,7 @@ __all__ = [
     "fused_applies",
     "mlp_backward",
     "mlp_forward",
+    "saved_aux_dtype",
 ]
 
 FUSED_DTYPES = (torch.bfloat16, torch.float16)
@@ -97,6 +99,13 @@ def fc2_config(dtype: torch.dtype) -> GemmConfig:
 def dgelu_config(dtype: torch.dtype) -> GemmConfig:
     """fc2's dgrad with fc1's GELU derivative (the aux in ``dtype``)."""
     return GemmConfig("DGELU", dtype)
+
+
+def saved_aux_dtype(dtype: torch.dtype, s2: Any) -> torch.dtype:
+    """The aux dtype of a block whose every fused GEMM runs: float16 under delayed scaling (fc1's
+    FP8-output GEMM writes cuBLASLt's float16 aux), else the layer's ``dtype`` (what the custom
+    operator returns whatever ran, see :func:`mlp_forward`'s ``aux_dtype``)."""
+    return torch.float16 if s2.recipe.delayed else dtype
 
 
 class _NoFusion:
@@ -132,8 +141,8 @@ def _fc1(
         s_h = s2.delayed_scale("input")
         dt, ex = fused(cfg, qw1, qx, inv_w1, inv_x, d_scale=s_h, bias=b1)
         qh, sh = dt.mT.contiguous(), s2.record_amax("input", ex["result_amax"], s_h)
-        aux = ex["gelu_aux"].to(dtype)  # (float16 aux: to the layer's dtype)
-        return qxt, inv_x, qh, _fp8_cast.transpose(qh), sh.reciprocal(), aux
+        # (the float16 aux is kept: the dgelu pass reads it as it is)
+        return qxt, inv_x, qh, _fp8_cast.transpose(qh), sh.reciprocal(), ex["gelu_aux"]
     cfg = fc1_config(dtype, b1 is not None, None)
     if fused.supported(cfg, qw1, qx):
         ht, ex = fused(cfg, qw1, qx, inv_w1, inv_x, bias=b1)
@@ -146,11 +155,13 @@ def _fc1(
 
 def mlp_forward(
     x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor | None, w2: torch.Tensor, b2: torch.Tensor | None,
-    s1: Any, s2: Any, gemm: Any, fused: Any,
+    s1: Any, s2: Any, gemm: Any, fused: Any, aux_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, ...]:  # fmt: skip
     """``(y, qx.T, 1 / sx, qh.T, 1 / sh, aux)``: the block's output and what its backward needs (the
     FP8 input and hidden transposed, (features, tokens) row-major: the wgrad GEMMs' operands; ``aux``:
-    fc1's pre-activation, (hidden, tokens) column-major); updates both states' input/weight roles."""
+    fc1's pre-activation, (hidden, tokens) column-major, float16 from fc1's FP8-output GEMM, else in
+    the layer's dtype; ``aux_dtype`` converts it, for callers that need one dtype whatever ran);
+    updates both states' input/weight roles."""
     dtype = x.dtype
     qxt, inv_x, qh, qht, inv_h, aux = _fc1(x.reshape(-1, x.shape[-1]), w1, b1, s1, s2, gemm, fused)
     qw2, _, inv_w2 = s2.weight_fp8(w2)
@@ -159,6 +170,8 @@ def mlp_forward(
     else:
         y = gemm(qh, qw2, inv_h, inv_w2, dtype)
         y = y + b2.to(dtype) if b2 is not None else y
+    if aux_dtype is not None:
+        aux = aux.to(aux_dtype)
     aux = aux.mT.contiguous().mT  # (column-major on every path: what DGELU takes and the fake kernel says)
     return y.contiguous().reshape(*x.shape[:-1], w2.shape[0]), qxt, inv_x, qht, inv_h, aux
 
@@ -188,6 +201,7 @@ def _dz1(g2: torch.Tensor, qg: Any, inv_g: Any, w2: Any, aux: Any, s2: Any, gemm
     _, qw2t, inv_w2 = s2.weight_fp8(w2)
     if not (g2.is_cuda and _fp8_cast.broken()):
         return _row_major(gemm, qg, qw2t, inv_g, inv_w2, g2.dtype), aux.mT
+    aux = aux.to(g2.dtype)
     cfg = dgelu_config(g2.dtype)
     if fused.supported(cfg, qw2t, qg, aux_dtype=aux.dtype):
         return fused(cfg, qw2t, qg, inv_w2, inv_g, gelu_aux=aux)[0].mT.contiguous(), None

@@ -135,12 +135,14 @@ def fp8_mlp_op(
     _fp8_linear.check_device(_state(state2), x.device)
     return _fp8_mlp.mlp_forward(
         x, w1, b1, w2, b2, _state(state1), _state(state2), _fp8_linear.fp8_gemm_cache,
-        _fp8_epilogs.fp8_epilog_gemms,
+        _fp8_epilogs.fp8_epilog_gemms, aux_dtype=_fp8_mlp.saved_aux_dtype(x.dtype, _state(state2)),
     )  # fmt: skip
 
 
 @fp8_mlp_op.register_fake
 def _fp8_mlp_fake(x, w1, b1, w2, b2, state1, state2):
+    from nvmath.torch import _fp8_mlp
+
     tokens, hidden = x.numel() // x.shape[-1], w1.shape[0]
     f32 = x.new_empty((), dtype=torch.float32)
     return (
@@ -149,7 +151,7 @@ def _fp8_mlp_fake(x, w1, b1, w2, b2, state1, state2):
         f32,
         x.new_empty((hidden, tokens), dtype=_state(state2).dtype("input")),  # (qh.T)
         f32.clone(),
-        x.new_empty((tokens, hidden)).mT,  # (hidden, tokens) column-major
+        x.new_empty((tokens, hidden), dtype=_fp8_mlp.saved_aux_dtype(x.dtype, _state(state2))).mT,
     )
 
 

@@ -51,10 +51,10 @@ def _ptx(arch: str) -> str:
 
 @pytest.mark.parametrize("arch", ["sm_89", "sm_90"])
 def test_source_compiles_every_instantiation(arch):
-    """All 12 cast-transpose instantiations and the transpose compile; the conversion saturates
+    """All 14 cast-transpose instantiations and the transpose compile; the conversion saturates
     (cvt.rn.satfinite), the dgelu value is rounded to bfloat16 / float16, the amax is an atomic max."""
     ptx = _ptx(arch)
-    assert len(re.findall(r"\.entry", ptx)) == len(C._NAMES) == 13
+    assert len(re.findall(r"\.entry", ptx)) == len(C._NAMES) == 15
     for instr in ("satfinite.e4m3x2.f32", "satfinite.e5m2x2.f32", "cvt.rn.bf16.f32", "cvt.rn.f16.f32"):
         assert instr in ptx
     assert re.search(r"(atom|red)\.(shared|global)\.max\.u32", ptx)
@@ -182,6 +182,16 @@ def test_torch_path_equals_the_layers_former_ops(dtype):
     assert torch.isnan(C.cast_transpose(bad, s, dtype).q.float()).all()
 
 
+def test_torch_path_float16_aux_of_a_bfloat16_gradient():
+    """A float16 aux (cuBLASLt's over an FP8 D) with a bfloat16 gradient: the GELU derivative of the
+    float16 values in float32, rounded once to bfloat16 (what the kernel computes)."""
+    torch.manual_seed(2)
+    x, z, s = torch.randn(32, 16, dtype=BF16), torch.randn(32, 16, dtype=F16), torch.tensor(2.0)
+    r = C.cast_transpose(x, s, E5, aux=z, colsum=True)
+    v = torch.ops.aten.gelu_backward(x.float(), z.float(), approximate="tanh").to(BF16)
+    assert torch.equal(r.q.float(), quantize(v, s, E5).float()) and torch.equal(r.colsum, v.float().sum(0))
+
+
 def test_transpose_on_cpu_is_a_contiguous_transpose():
     """transpose() of a CPU FP8 tensor is q.T.contiguous()."""
     q = torch.randn(32, 16).to(E4)
@@ -229,7 +239,7 @@ def test_launch_arguments(recorder):
     x, z = torch.ones(256, 192, dtype=BF16), torch.ones(256, 192, dtype=BF16)
     r = C.cast_transpose(x, torch.tensor(2.0), E5, aux=z, colsum=True)
     (config, kernel, args), = recorder
-    assert kernel == (BF16, E5, 1)
+    assert kernel == (BF16, E5, BF16)
     assert tuple(config.grid)[:2] == C.grid(256, 192) and tuple(config.block)[:2] == C.THREADS
     assert int(args[0]) == x.data_ptr() and int(args[1]) == z.data_ptr()
     assert int(args[2]) == r.q.data_ptr() and int(args[3]) == r.qt.data_ptr()
@@ -239,7 +249,7 @@ def test_launch_arguments(recorder):
     recorder.clear()
     r = C.cast_transpose(x, None, E4)
     (config, kernel, args), = recorder
-    assert kernel == (BF16, E4, 0) and r.q is None
+    assert kernel == (BF16, E4, None) and r.q is None
     assert [int(a) for a in (args[1], args[2], args[3], args[4], args[6])] == [0] * 5
     recorder.clear()
     q = torch.zeros(64, 128, dtype=E4)
@@ -318,19 +328,21 @@ def test_gpu_cast_transpose_bit_exact(wide, dtype, rows, cols):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("wide", [BF16, F16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize(("wide", "aux_dtype"), [(BF16, BF16), (F16, F16), (BF16, F16)],
+                         ids=["bf16", "fp16", "bf16-fp16aux"])  # fmt: skip
 @pytest.mark.parametrize(("rows", "cols"), [(130, 66), (2048, 4096)])
-def test_gpu_dgelu_cast_transpose_matches_gelu_backward(wide, rows, cols):
+def test_gpu_dgelu_cast_transpose_matches_gelu_backward(wide, aux_dtype, rows, cols):
     """dz = dh * gelu'(z) rounded to the layer dtype: within one rounding of torch's gelu_backward
     (the same float32 formula; FMA contraction may differ), almost every FP8 byte equal to torch's
     quantize of gelu_backward, q.T the transpose, the column sums and amax those of the values."""
     _gpu()
     torch.manual_seed(cols)
     dh = torch.randn(rows, cols, device="cuda").to(wide)
-    z = (torch.randn(rows, cols, device="cuda") * 3).to(wide)
+    z = (torch.randn(rows, cols, device="cuda") * 3).to(aux_dtype)
     s = torch.tensor(4.0, device="cuda")
+    assert C.available(dh, z)
     r = C.cast_transpose(dh, s, E5, aux=z, colsum=True)
-    ref = torch.ops.aten.gelu_backward(dh, z, approximate="tanh")
+    ref = torch.ops.aten.gelu_backward(dh.float(), z.float(), approximate="tanh").to(wide)
     want = quantize(ref, s, E5).view(torch.uint8)
     same = (r.q.view(torch.uint8) == want).float().mean()
     assert float(same) > 0.999

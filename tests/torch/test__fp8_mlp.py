@@ -107,9 +107,9 @@ def test_fused_forward_equals_float64_reference_delayed():
 
 @pytest.mark.parametrize("dtype", [BF16, torch.float16], ids=["bf16", "fp16"])
 def test_delayed_fused_aux_is_float16_pre_activation_in_layer_dtype(dtype):
-    """Delayed scaling, fused fc1 (e4m3 D): the aux saved for DGELU is the float32 pre-activation
-    rounded to float16 (cuBLASLt's default aux over an FP8 D, the type it runs) and then to the layer's
-    dtype, (hidden, tokens) column-major."""
+    """Delayed scaling, fused fc1 (e4m3 D): the aux saved for the backward's dgelu pass is the float32
+    pre-activation rounded to float16 (cuBLASLt's default aux over an FP8 D, the type it runs), kept
+    in float16, (hidden, tokens) column-major; with ``aux_dtype`` (the custom operator) in that dtype."""
     from nvmath.torch._fp8_epilogs import FP8EpilogGemms
     from nvmath.torch._fp8_linear import FP8GemmCache
 
@@ -123,8 +123,15 @@ def test_delayed_fused_aux_is_float16_pre_activation_in_layer_dtype(dtype):
     qw1, _, inv_w1 = f1.fp8_state.weight_fp8(f1.weight)
     b1 = f1.bias.detach().half().float()[:, None]  # (float16 over an FP8 D)
     z = (qw1.float() @ qxt.float()) * (inv_w1.float() * inv_x.float()) + b1
-    assert aux.dtype == dtype and aux.shape == (64, 32) and aux.stride() == (1, 64)
-    assert torch.equal(aux, z.half().to(dtype))
+    assert aux.dtype == torch.float16 and aux.shape == (64, 32) and aux.stride() == (1, 64)
+    assert torch.equal(aux, z.half())
+    t = block(DELAYED, dtype=dtype, seed=4)  # (a twin in the same state as m before its call)
+    with torch.no_grad():
+        *_, aux2 = _fp8_mlp.mlp_forward(
+            x, t.fc1.weight, t.fc1.bias, t.fc2.weight, t.fc2.bias, t.fc1.fp8_state, t.fc2.fp8_state,
+            FP8GemmCache(), FP8EpilogGemms(), aux_dtype=dtype,
+        )  # fmt: skip
+    assert aux2.dtype == dtype and aux2.stride() == (1, 64) and torch.equal(aux2, aux.to(dtype))
 
 
 @pytest.mark.parametrize("recipe", [DELAYED, fp8.CurrentScaling()], ids=["delayed", "current"])
