@@ -146,6 +146,25 @@ def test_fused_close_to_unfused(recipe):
         b.zero_grad()
 
 
+def test_row_major_dgrad_swaps_a_column_major_gemm(monkeypatch):
+    """fc2's dgrad is handed to the dgelu pass row-major: a GEMM that returns a column-major D is
+    copied once and then replaced, for that problem, by the swapped GEMM's transpose (row-major)."""
+    monkeypatch.setattr(_fp8_mlp, "_SWAPPED", set())
+    calls = []
+
+    def colmajor_gemm(qa, qb, inv_a, inv_b, dtype):
+        calls.append((qa.shape, qb.shape))
+        return ((qa.float() @ qb.float().T) * (inv_a * inv_b)).to(dtype).T.contiguous().T
+
+    qa, qb = torch.randn(32, 16).to(E4), torch.randn(48, 16).to(E4)
+    one = torch.tensor(1.0)
+    want = (qa.float() @ qb.float().T).to(BF16)
+    for _ in range(2):
+        d = _fp8_mlp._row_major(colmajor_gemm, qa, qb, one, one, BF16)
+        assert d.is_contiguous() and torch.equal(d, want)
+    assert calls == [((32, 16), (48, 16)), ((48, 16), (32, 16))]
+
+
 def test_which_blocks_take_the_fused_path(monkeypatch):
     """GELU blocks in bf16 / fp16 with one recipe run fused; ReLU, float32 and mixed recipes run as two
     FP8 Linear layers."""
