@@ -119,7 +119,8 @@ def main() -> None:
         ms = _median_ms(fn, args.steps)
         print(
             f"nvmath FP8 {name}: {ms:.3f} ms  speedup vs torch bf16 {base / ms:.2f}x  "
-            f"(cast kernels broken: {_fp8_cast.broken()}; refused fused GEMMs: {fp8.fused_gemm_report()})"
+            f"(cast kernels in use: {_fp8_cast.in_use()}, failed to build: {_fp8_cast.broken()}; "
+            f"refused fused GEMMs: {fp8.fused_gemm_report()})"
         )
         if args.profile:
             _profile(f"nvmath FP8 {name}", fn)

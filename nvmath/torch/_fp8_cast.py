@@ -26,9 +26,12 @@ per block row (``partial``, (gridDim.y, C)), summed by torch afterwards: determi
 The conversion is ``cvt.rn.satfinite`` (round to nearest even, finite values saturated, NaN kept) of
 the float32 product ``v * s``, as :mod:`nvmath.linalg.advanced._aux_quantize`.
 
-Everything else -- CPU tensors, odd sizes, misaligned or non-contiguous tensors, or kernels that
-failed to build (then :func:`available` is false for the process, logged once) -- runs the same
-arithmetic through torch (:func:`torch_cast_transpose`): the ops the layers ran before these kernels.
+Everything else -- CPU tensors, odd sizes, misaligned or non-contiguous tensors, kernels that failed
+to build (then :func:`available` is false for the process, logged once), or the kernels switched off
+(:data:`ENABLED`, the environment variable ``NVMATH_FP8_FUSED_CAST=0``) -- runs the layers' former
+ops: :func:`quantize_pair` quantizes with the scaling state's own ``quantize`` and transposes with
+torch, and the FP8 MLP block runs fc2's dgrad with cuBLASLt's ``DGELU`` (:func:`in_use` is false).
+:func:`torch_cast_transpose` is the kernels' arithmetic in torch ops.
 :func:`emulate_partials` is the kernel's column-sum order in numpy (what the GPU tests compare
 bit-exactly).
 """
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from typing import Any
 
 import numpy as np
@@ -52,7 +56,10 @@ __all__ = [
     "emulate_partials",
     "grid",
     "torch_cast_transpose",
+    "in_use",
+    "quantize_pair",
     "transpose",
+    "wgrad_dtype",
 ]
 
 logger = logging.getLogger(__name__)
@@ -63,6 +70,10 @@ THREADS = (32, 8)
 """Threads of a block: 32 along the columns (two columns each), 8 along the rows (eight rows each)."""
 TARGET_BLOCKS = 2048
 """About how many blocks a launch runs (each loops over tiles of its column strip)."""
+
+ENABLED = os.environ.get("NVMATH_FP8_FUSED_CAST", "1").strip().lower() not in ("0", "false", "off", "no")
+"""Whether the FP8 layers use these kernels (default on; ``NVMATH_FP8_FUSED_CAST=0`` in the
+environment at import switches them off: the layers' former ops run instead)."""
 
 _WIDE = {torch.bfloat16: "nvmath_bf16", torch.float16: "nvmath_f16", torch.float32: "float"}
 _E5M2 = {torch.float8_e4m3fn: 0, torch.float8_e5m2: 1}
@@ -303,7 +314,7 @@ def _kernel_shape_ok(x: torch.Tensor) -> bool:
 def available(x: torch.Tensor, aux: torch.Tensor | None = None) -> bool:
     """Whether :func:`cast_transpose` runs ``x`` (and ``aux``) on the kernel: a contiguous, 2-D CUDA
     tensor of a wide dtype with even sizes, ``aux`` alike, and kernels that did not fail to build."""
-    if _broken or not x.is_cuda or x.dtype not in _WIDE or not _kernel_shape_ok(x):
+    if not in_use() or not x.is_cuda or x.dtype not in _WIDE or not _kernel_shape_ok(x):
         return False
     if aux is None:
         return True
@@ -380,12 +391,7 @@ def torch_cast_transpose(
 ) -> CastResult:  # fmt: skip
     """:func:`cast_transpose` through torch's ops (the kernels' semantics; a non-finite amax makes the
     whole ``q`` NaN here, as :func:`._fp8.quantize` does, where the kernel saturates)."""
-    if aux is None:
-        v = x
-    elif aux.dtype == x.dtype:
-        v = torch.ops.aten.gelu_backward(x, aux, approximate="tanh")
-    else:  # (the kernel reads each in its own dtype and rounds the float32 result once)
-        v = torch.ops.aten.gelu_backward(x.float(), aux.float(), approximate="tanh").to(x.dtype)
+    v = _torch_values(x, aux)
     amax = amax_of(v)
     sums = v.float().sum(0) if colsum else None
     if scale is None:
@@ -394,9 +400,19 @@ def torch_cast_transpose(
     return CastResult(q, q.T.contiguous(), amax, sums)
 
 
+def _torch_values(x: torch.Tensor, aux: torch.Tensor | None) -> torch.Tensor:
+    """The values the kernel quantizes, by torch: ``x``, or ``gelu_backward(x, aux)`` in ``x``'s dtype."""
+    if aux is None:
+        return x
+    if aux.dtype == x.dtype:
+        return torch.ops.aten.gelu_backward(x, aux, approximate="tanh")
+    # (the kernel reads each in its own dtype and rounds the float32 result once)
+    return torch.ops.aten.gelu_backward(x.float(), aux.float(), approximate="tanh").to(x.dtype)
+
+
 def transpose(q: torch.Tensor) -> torch.Tensor:
     """``q.T.contiguous()`` of an FP8 (R, C) tensor (the transpose kernel on CUDA where it applies)."""
-    if not (q.is_cuda and q.dtype in FP8_MAX and not _broken and _kernel_shape_ok(q)):
+    if not (q.is_cuda and q.dtype in FP8_MAX and in_use() and _kernel_shape_ok(q)):
         return q.T.contiguous()
     rows, cols = q.shape
     out = torch.empty((cols, rows), dtype=q.dtype, device=q.device)
@@ -433,8 +449,14 @@ def quantize_pair(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:  # fmt: skip
     """``(q, q.T contiguous, scale, column sums or None)`` of ``x`` (or of ``round(x * gelu'(aux))``)
     quantized as ``role`` under ``state`` (a :class:`._fp8.ScalingState`, updated as by its
-    ``quantize``): one :func:`cast_transpose` pass (two under current scaling, the first amax-only)."""
+    ``quantize``): one :func:`cast_transpose` pass (two under current scaling, the first amax-only);
+    where the kernel does not apply (:func:`available`), the state's ``quantize`` of the values and
+    torch's transpose and sum (the layers' former ops)."""
     dtype = state.dtype(role)
+    if not available(x, aux):
+        v = _torch_values(x, aux)
+        q, scale = state.quantize(v.contiguous(), role)
+        return q, q.T.contiguous(), scale, (v.float().sum(0) if colsum else None)
 
     def run(scale: torch.Tensor | None) -> tuple[CastResult, torch.Tensor]:
         r = cast_transpose(x.detach(), scale, dtype, aux=aux, colsum=colsum and scale is not None)
@@ -444,6 +466,18 @@ def quantize_pair(
     return r.q, r.qt, scale, r.colsum
 
 
+def in_use() -> bool:
+    """Whether the layers use the kernels: :data:`ENABLED` and the kernels did not fail to build in
+    this process (otherwise the layers' former ops run)."""
+    return ENABLED and not _broken
+
+
 def broken() -> bool:
-    """Whether the kernels failed to build in this process (the layers then run torch's ops)."""
+    """Whether the kernels failed to build in this process."""
     return bool(_broken)
+
+
+def wgrad_dtype(weight_dtype: torch.dtype) -> torch.dtype:
+    """The result dtype of a weight-gradient GEMM: the weight's (the accumulator rounded once) with
+    the kernels in use, else float32 (then cast to the weight's dtype: the layers' former path)."""
+    return weight_dtype if ENABLED else torch.float32

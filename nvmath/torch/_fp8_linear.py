@@ -44,7 +44,7 @@ from torch.autograd.function import once_differentiable
 
 from nvmath.torch._capture import refuse_planning
 from nvmath.torch._fp8 import Recipe, ScalingState, check_recipe, current_recipe
-from nvmath.torch._fp8_cast import quantize_pair, transpose
+from nvmath.torch._fp8_cast import quantize_pair, transpose, wgrad_dtype
 
 __all__ = [
     "FP8_MULTIPLE",
@@ -291,7 +291,7 @@ def linear_backward(
     if needs[0]:
         dx = gemm(qg, qwt, inv_g, inv_w, g.dtype).reshape(x_shape)
     if needs[1]:
-        dw = gemm(qgt, transpose(qx), inv_g, inv_x, w.dtype)
+        dw = gemm(qgt, transpose(qx), inv_g, inv_x, wgrad_dtype(w.dtype)).to(w.dtype)
     if want_db:
         db = sums.to(b_dtype)
     return dx, dw, db

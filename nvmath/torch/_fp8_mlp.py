@@ -32,7 +32,8 @@ Backward (``g`` = dL/dy, quantized once, e5m2 under HYBRID)
     writes ``dz1 = dh * gelu'(z)``'s FP8 copy in both orders, its amax and fc1's bias gradient (column
     sums in float32). cuBLASLt's DGELU epilogue ran as a separate slow pass after the GEMM on the
     H200 (cuBLASLt 13.1), and ``dz1`` then still needed a quantize, a transpose and a sum; it remains
-    the path where the cast kernels fail to build.
+    the path where the cast kernels are not in use (``NVMATH_FP8_FUSED_CAST=0``, or they failed to
+    build: :func:`._fp8_cast.in_use`), with the former quantize, transposes and sums.
   * wgrad GEMMs write the weight gradient in the weight's dtype directly (the float32 accumulator
     rounded once, as the former float32 result and ``.to()``).
 
@@ -196,10 +197,11 @@ def _row_major(gemm: Any, qa: Any, qb: Any, inv_a: Any, inv_b: Any, dtype: torch
 def _dz1(g2: torch.Tensor, qg: Any, inv_g: Any, w2: Any, aux: Any, s2: Any, gemm: Any, fused: Any) -> Any:
     """``(source, aux or None)`` of fc1's pre-activation gradient for :func:`._fp8_cast.quantize_pair`:
     fc2's dgrad ``dh`` (a plain FP8 GEMM) and the aux, whose dgelu-cast-transpose-dbias pass makes
-    ``dz1 = dh * gelu'(z)``; where the cast kernels failed to build on this GPU, ``dz1`` itself from
-    fc2's dgrad with cuBLASLt's DGELU fused (or torch's gelu_backward after it)."""
+    ``dz1 = dh * gelu'(z)``; where the cast kernels are not in use on this GPU (switched off or failed
+    to build), ``dz1`` itself from fc2's dgrad with cuBLASLt's DGELU fused (or torch's gelu_backward
+    after it): the former path."""
     _, qw2t, inv_w2 = s2.weight_fp8(w2)
-    if not (g2.is_cuda and _fp8_cast.broken()):
+    if not g2.is_cuda or _fp8_cast.in_use():
         return _row_major(gemm, qg, qw2t, inv_g, inv_w2, g2.dtype), aux.mT
     aux = aux.to(g2.dtype)
     cfg = dgelu_config(g2.dtype)
@@ -222,7 +224,7 @@ def mlp_backward(
     inv_g = sg.reciprocal()
     dw2 = db2 = db1 = dw1 = dx = sum_d = None
     if needs[3]:
-        dw2 = gemm(qgt, qht, inv_g, inv_h, w2.dtype)
+        dw2 = gemm(qgt, qht, inv_g, inv_h, _fp8_cast.wgrad_dtype(w2.dtype)).to(w2.dtype)
     if want_db2:
         db2 = sum_g.to(b_dtypes[1])
     if not (needs[0] or needs[1] or want_db1):
@@ -233,7 +235,7 @@ def mlp_backward(
         inv_d = sd.reciprocal()
         _, qw1t, inv_w1 = s1.weight_fp8(w1)
         if needs[1]:
-            dw1 = gemm(qdt, qxt, inv_d, inv_x, w1.dtype)
+            dw1 = gemm(qdt, qxt, inv_d, inv_x, _fp8_cast.wgrad_dtype(w1.dtype)).to(w1.dtype)
         if needs[0]:
             dx = gemm(qd, qw1t, inv_d, inv_w1, g2.dtype).reshape(x_shape)
     elif want_db1:  # (the bias gradient alone: no quantization, the state untouched)

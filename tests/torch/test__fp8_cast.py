@@ -258,6 +258,43 @@ def test_launch_arguments(recorder):
     assert kernel == "transpose" and t.shape == (128, 64) and (int(args[2]), int(args[3])) == (64, 128)
 
 
+def test_switched_off_runs_the_former_ops(monkeypatch):
+    """ENABLED false (NVMATH_FP8_FUSED_CAST=0): not in use, no tensor takes the kernel, transpose is
+    torch's, weight gradients come out of the GEMM in float32 (then cast), and quantize_pair is the
+    state's quantize plus torch's transpose and sum."""
+    monkeypatch.setattr(C, "ENABLED", False)
+    monkeypatch.setattr(C, "_kernel_shape_ok", lambda x: True)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    assert not C.in_use() and C.wgrad_dtype(BF16) == F32
+    assert not C.available(torch.zeros(4, 6, dtype=BF16))
+    monkeypatch.setattr(C, "_launch", lambda *a: pytest.fail("a kernel launched while switched off"))
+    q = torch.randn(8, 4).to(E4)
+    assert torch.equal(C.transpose(q).float(), q.T.float())
+    monkeypatch.undo()
+    monkeypatch.setattr(C, "ENABLED", False)
+    st, twin = ScalingState(fp8.CurrentScaling()), ScalingState(fp8.CurrentScaling())
+    x = torch.randn(16, 8, dtype=BF16)
+    q, qt, s, sums = C.quantize_pair(st, x, "input", colsum=True)
+    q2, s2 = twin.quantize(x, "input")
+    assert torch.equal(q.float(), q2.float()) and torch.equal(s, s2) and torch.equal(qt.float(), q.T.float())
+    assert torch.equal(sums, x.float().sum(0))
+
+
+@pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), ("0", False), ("off", False)])
+def test_environment_switch(value, on):
+    """NVMATH_FP8_FUSED_CAST: unset or 1 -> on; 0 / off -> off (read at import)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "NVMATH_FP8_FUSED_CAST"}
+    if value is not None:
+        env["NVMATH_FP8_FUSED_CAST"] = value
+    code = "from nvmath.torch import _fp8_cast; print(_fp8_cast.ENABLED)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(on)
+
+
 # ---------------------------------------------------------------- the scaling state
 @pytest.mark.parametrize("recipe", [fp8.DelayedScaling(amax_history_len=4), fp8.CurrentScaling(margin=1)],
                          ids=["delayed", "current"])  # fmt: skip

@@ -250,13 +250,17 @@ def _fp8_gpu():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("cast", [True, False], ids=["cast-kernels", "cast-off"])
 @pytest.mark.parametrize("recipe", [DELAYED, fp8.CurrentScaling()], ids=["delayed", "current"])
-def test_gpu_fused_block_runs_fused_and_matches_unfused(recipe):
+def test_gpu_fused_block_runs_fused_and_matches_unfused(recipe, cast, monkeypatch):
     """On the H200 every fused stage plans (report() empty: otherwise it names cuBLASLt's refusal),
     the fused block is within FP8 tolerance of the unfused one and of the CPU emulation, and no
-    fused GEMM is planned again after the first step."""
+    fused GEMM is planned again after the first step; with the cast-transpose kernels (the default)
+    and switched off (NVMATH_FP8_FUSED_CAST=0: the former path, fc2's dgrad with cuBLASLt's DGELU)."""
+    from nvmath.torch import _fp8_cast
     from nvmath.torch._fp8_epilogs import FP8EpilogGemms
 
+    monkeypatch.setattr(_fp8_cast, "ENABLED", cast)
     _fp8_gpu()
     n = (256, 1024, 512)
     a, b, c = (block(recipe, seed=5, n=n) for _ in range(3))
