@@ -421,13 +421,14 @@ def transpose(q: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def emulate_partials(v: np.ndarray) -> np.ndarray:
+def emulate_partials(v: np.ndarray, gy: int | None = None) -> np.ndarray:
     """The kernel's ``partial`` (gridDim.y, C) for the float32 values ``v`` (R, C): thread (tx, ty) of
     block row ``by`` adds its rows in order (tiles of :func:`tiles_of_block_row`, rows ``ty + 8 k``
-    of each), then the block adds the eight threads' sums of a column in ``ty`` order."""
+    of each), then the block adds the eight threads' sums of a column in ``ty`` order. ``gy``: the
+    grid's block rows (default: :func:`grid`'s)."""
     v = np.asarray(v, dtype=np.float32)
     rows, cols = v.shape
-    _, gy = grid(rows, cols)
+    gy = grid(rows, cols)[1] if gy is None else gy
     partial = np.zeros((gy, cols), dtype=np.float32)
     for by in range(gy):
         sums = np.zeros((8, cols), dtype=np.float32)
