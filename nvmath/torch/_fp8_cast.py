@@ -336,7 +336,8 @@ def _kernels(device_id: int) -> dict[Any, Any] | None:
 
 def _launch(x: torch.Tensor, kernel_key: Any, *args: Any) -> bool:
     """Launch the kernel ``kernel_key`` over ``x``'s grid on torch's current stream; False when the
-    kernels cannot be built (then nothing ran)."""
+    kernels cannot be built or the launch is refused (then nothing ran, and the kernels are not used
+    again in this process)."""
     from cuda.core import LaunchConfig, launch
 
     from nvmath._internal import devices, streams
@@ -348,9 +349,15 @@ def _launch(x: torch.Tensor, kernel_key: Any, *args: Any) -> bool:
     rows, cols = x.shape
     gx, gy = grid(rows, cols)
     stream = streams.current_stream(device_id, "torch")
-    # the launch needs the device's context current: torch's autograd thread need not have one
-    with devices.device_ctx(device_id):
-        launch(stream.core, LaunchConfig(grid=(gx, gy, 1), block=(*THREADS, 1)), kernels[kernel_key], *args)
+    config = LaunchConfig(grid=(gx, gy, 1), block=(*THREADS, 1))
+    try:
+        # the launch needs the device's context current: torch's autograd thread need not have one
+        with devices.device_ctx(device_id):
+            launch(stream.core, config, kernels[kernel_key], *args)
+    except Exception as exc:  # noqa: BLE001 (a refused launch: the layers' former ops from now on)
+        _broken.append(repr(exc))
+        logger.warning("FP8 cast-transpose launch failed (%s); using torch operations instead", exc)
+        return False
     return True
 
 

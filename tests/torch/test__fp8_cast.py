@@ -298,6 +298,22 @@ def test_environment_switch(value, on):
     assert out.stdout.strip() == str(on)
 
 
+def test_refused_launch_falls_back_for_the_process(recorder, monkeypatch):
+    """A launch cuda.core refuses: logged, the torch path computes this call, and the kernels are not
+    used again in this process (in_use() false)."""
+    import cuda.core
+
+    def refuse(*args):
+        raise RuntimeError("CUDA_ERROR_INVALID_VALUE")
+
+    monkeypatch.setattr(cuda.core, "launch", refuse)
+    monkeypatch.setattr(C, "_broken", [])
+    x = torch.randn(4, 6, dtype=BF16)
+    r = C.cast_transpose(x, torch.tensor(2.0), E4)
+    assert torch.equal(r.q.float(), quantize(x, torch.tensor(2.0), E4).float())
+    assert C.broken() and not C.in_use()
+
+
 # ---------------------------------------------------------------- the scaling state
 @pytest.mark.parametrize("recipe", [fp8.DelayedScaling(amax_history_len=4), fp8.CurrentScaling(margin=1)],
                          ids=["delayed", "current"])  # fmt: skip
