@@ -14,7 +14,7 @@ from benchmarks.measure import Result
 from benchmarks.progress import Progress
 from benchmarks.runner import plan_runs, run_cases
 
-__all__ = ["DEFAULT_LIBS", "best_of_rounds", "build_parser", "main", "parse_args"]
+__all__ = ["DEFAULT_LIBS", "best_of_rounds", "build_parser", "job_rank", "main", "parse_args"]
 
 DEFAULT_LIBS = ("nvmath", "torch", "cupy", "cuda.core", "nvmath-python", "numpy")
 RESULTS_BASE = Path(__file__).resolve().parent / "results"
@@ -57,7 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory holding nvmath-python's 'nvmath' package (default: $NVMATH_PYTHON_PATH)",
     )
     p.add_argument("--cases", default=None, help="comma-separated glob patterns of case names")
-    p.add_argument("--device", type=int, default=0, help="CUDA device id (default 0)")
+    p.add_argument(
+        "--device",
+        type=int,
+        default=_local_rank(),
+        help="CUDA device id (default: torchrun's / Open MPI's local rank, else 0)",
+    )
     p.add_argument("--seed", type=int, default=1234, help="random seed for inputs")
     p.add_argument("--list", action="store_true", help="list the suite's cases and exit")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -77,6 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
         "(sets $NVMATH_BENCH_COOLDOWN; default 0)",
     )
     return p
+
+
+def _local_rank() -> int:
+    """The local rank a launcher (torchrun, mpirun) gives this process, else 0."""
+    return int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
+
+
+def job_rank() -> int:
+    """This process's rank in a launched job (0 when not launched): only rank 0 reports."""
+    return int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
 
 
 def _positive(text: str) -> int:
@@ -225,6 +240,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no cases of suite {args.suite!r} match {args.cases!r}", file=sys.stderr)
         return 2
     results, ctx, versions = _run(args, cases)
+    if job_rank() != 0:  # the other ranks of a distributed run measured the same collectives
+        return 0
     doc = report.make_document(
         args.suite,
         results,

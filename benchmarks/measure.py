@@ -107,6 +107,9 @@ def _measure(fn: Any, case: Case, ctx: Context) -> list[float]:
     if case.mode == "device":
         probe = timing.time_on_stream(fn, ctx.stream, warmup=0, iterations=1)[0]  # also a warm-up
         warmup, iterations = device_iterations(probe, s)
+        agree = ctx.extras.get("agree_iterations") if "collective" in case.tags else None
+        if agree is not None:  # a collective must run as often on every rank (the distributed suite)
+            warmup, iterations = agree(warmup, iterations)
         return timing.time_on_stream(fn, ctx.stream, warmup=max(0, warmup - 1), iterations=iterations)
     calls = s.host_calls if case.host_calls is None else min(case.host_calls, s.host_calls)
     return timing.time_host_per_call(

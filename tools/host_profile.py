@@ -21,6 +21,19 @@ with the calling thread's wait (on Python 3.12+ cProfile sees every thread); rea
 On the GPU machine (torch with CUDA)::
 
     PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--rows SUBSTR] [--files]
+        [--stream default|pooled|external]
+
+``--stream`` picks torch's current stream for every row: ``default`` (the legacy default stream, as
+before), ``pooled`` (a ``torch.cuda.Stream`` of torch's pool) or ``external`` (a
+``torch.cuda.ExternalStream`` over a stream torch does not own, as the benchmark harness sets: nvmath
+treats it as one its owner may destroy, a *mortal* stream, see ``nvmath._internal.streams``).
+
+``--bench SUITE:CASES`` profiles the benchmark harness's own host rows instead (``python -m benchmarks``:
+its context, stream and setups; ``CASES`` a glob, e.g. ``matmul:host-64-*``), nvmath's and torch's
+setup of each case, so a harness row and this tool's row of the same call can be told apart step by step.
+
+On the GPU each row also gets its GPU time per call (column ``GPU us``, :func:`gpu_per_call`): a row
+whose GPU time reaches its host time is bound by the GPU, and its host-time steps say little.
 
 ``--files`` lists, per row, the package files whose Python code one call runs (``sys.setprofile``).
 
@@ -94,6 +107,26 @@ def measure(fn: Callable[[], Any], sync: Callable[[], None], calls: int, rounds:
     return best
 
 
+def gpu_per_call(fn: Callable[[], Any], calls: int = 200) -> float | None:
+    """GPU time per call (us) on torch's current stream: ``calls`` calls queued behind a ~50 ms spin
+    kernel, timed with CUDA events, so the events see the calls' kernels back to back, not the host's
+    gaps. A row whose GPU time reaches its host time is bound by the GPU, not by its host work.
+    ``None`` without torch's CUDA (the fake rows) or without ``torch.cuda._sleep``."""
+    torch = sys.modules.get("torch")
+    spin = getattr(getattr(torch, "cuda", None), "_sleep", None)
+    if torch is None or spin is None or not torch.cuda.is_available():
+        return None
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    spin(100_000_000)  # ~50 ms of clock cycles: longer than queueing the calls takes
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / calls
+
+
 def breakdown(
     fn: Callable[[], Any], sync: Callable[[], None], calls: int, rounds: int = 3
 ) -> dict[str, float]:
@@ -151,13 +184,28 @@ def _backward_rows(prefix: str, y: Any, gy: Any) -> dict[str, Callable[[], Any]]
     return {f"{prefix} bwd (retained graph)": lambda: y.backward(gy, retain_graph=True)}
 
 
-def gpu_rows(size: int) -> tuple[dict[str, Callable[[], Any]], Callable[[], None]]:
-    """Row name -> a no-argument call, on torch CUDA tensors (each run once before timing)."""
+def use_stream(kind: str) -> Any:
+    """Make torch's current stream on GPU 0 the ``kind`` of ``--stream``; return what keeps it alive."""
+    import torch
+
+    if kind == "default":
+        return None
+    own = torch.cuda.Stream(device=0)
+    dev = torch.device("cuda", 0)
+    stream = own if kind == "pooled" else torch.cuda.ExternalStream(own.cuda_stream, device=dev)
+    torch.cuda.set_stream(stream)
+    return own, stream
+
+
+def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[], Any]], Callable[[], None]]:
+    """Row name -> a no-argument call, on torch CUDA tensors (each run once before timing), with torch's
+    current stream of kind ``stream`` (see ``--stream``)."""
     import torch
 
     import nvmath
     import nvmath.torch as nt
 
+    keep = use_stream(stream)
     dev = torch.device("cuda", 0)
     a, b = torch.randn(size, size, device=dev), torch.randn(size, size, device=dev)
     out = torch.empty(size, size, device=dev)
@@ -188,7 +236,14 @@ def gpu_rows(size: int) -> tuple[dict[str, Callable[[], Any]], Callable[[], None
         "torch.fft.fft": lambda: torch.fft.fft(sig),
     }
     rows.update(_training_rows(nt, xg, wg, bias, gy))
-    return rows, torch.cuda.synchronize
+    rows["generic matmul (grad)"] = lambda: nvmath.linalg.matmul(xg, wg)
+    rows["torch.matmul (grad)"] = lambda: torch.matmul(xg, wg)
+
+    def sync() -> None:
+        assert keep is not None or stream == "default"  # (the closure holds the stream alive)
+        torch.cuda.synchronize()
+
+    return rows, sync
 
 
 def _training_rows(
@@ -249,14 +304,60 @@ def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callabl
     return rows, lambda: None
 
 
+def bench_rows(
+    spec: str, closers: list[Callable[[], Any]]
+) -> tuple[dict[str, Callable[[], Any]], Callable[[], None]]:
+    """The host rows ``SUITE:CASES`` of the benchmark harness, made by its own setups (nvmath and torch) on
+    its own context; what must run after the measurement is appended to ``closers``.
+
+    Raises:
+        SystemExit: no row could be set up (the message lists each case's reason, e.g. no GPU).
+    """
+    import fnmatch
+
+    from benchmarks.context import Settings, make_context
+    from benchmarks.registry import Prepared, Skip, load_suite
+
+    suite, _, pattern = spec.partition(":")
+    ctx = make_context(Settings.for_run(quick=False))
+    closers.append(ctx.close)
+    ctx.mode = "host"
+    rows: dict[str, Callable[[], Any]] = {}
+    skipped: list[str] = []
+    for case in load_suite(suite):
+        if case.mode != "host" or not fnmatch.fnmatch(case.name, pattern or "*"):
+            continue
+        for lib in ("nvmath", "torch"):
+            setup = case.setups.get(lib)
+            if setup is None:
+                continue
+            try:
+                made = setup(ctx)
+            except Skip as exc:
+                skipped.append(f"{case.name} [{lib}]: {exc}")
+                continue
+            prepared = made if isinstance(made, Prepared) else Prepared(fn=made)
+            rows[f"{case.name} [{lib}]"] = prepared.fn
+            if prepared.teardown is not None:
+                closers.insert(0, prepared.teardown)
+    if not rows:
+        why = "; ".join(skipped) or "no such case"
+        raise SystemExit(f"no host row of {spec!r} could be set up: {why}")
+    return rows, ctx.sync
+
+
 # ------------------------------------------------------------------------------------------ main
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Measure every selected row; one dict per row (``us``, ``steps``: step -> us)."""
     from _pytest.monkeypatch import MonkeyPatch
 
     mp = MonkeyPatch()
+    closers: list[Callable[[], Any]] = []
     try:
-        rows, sync = fake_rows(args.size, mp) if args.fake else gpu_rows(args.size)
+        if args.bench:
+            rows, sync = bench_rows(args.bench, closers)
+        else:
+            rows, sync = fake_rows(args.size, mp) if args.fake else gpu_rows(args.size, args.stream)
         results = []
         for name, fn in rows.items():
             if args.rows and args.rows not in name:
@@ -266,9 +367,15 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             us = measure(fn, sync, args.calls)
             shares = breakdown(fn, sync, max(args.calls // 4, 50))
             steps = {k: round(us * shares.get(k, 0.0), 2) for k in ORDER if shares.get(k)}
-            results.append({"row": name, "us": round(us, 2), "steps": steps, "files": files_touched(fn)})
+            row = {"row": name, "us": round(us, 2), "steps": steps, "files": files_touched(fn)}
+            gpu = None if args.fake else gpu_per_call(fn)
+            if gpu is not None:
+                row["gpu_us"] = round(gpu, 2)
+            results.append(row)
         return results
     finally:
+        for close in closers:
+            close()
         if args.fake:  # free the planners made on the fake while it is installed (none outlives it)
             from nvmath._internal import caches
 
@@ -298,10 +405,13 @@ def render(results: list[dict[str, Any]]) -> str:
     steps = [s for s in ORDER if any(s in r["steps"] for r in results)]
     width = max(len(r["row"]) for r in results) + 2
     short = {s: s.split(" (")[0][:10] for s in steps}
-    lines = [f"{'row':{width}s}{'us/call':>9s}" + "".join(f"{short[s]:>12s}" for s in steps)]
+    gpu = any("gpu_us" in r for r in results)  # the GPU time per call next to the host time
+    head = f"{'row':{width}s}{'us/call':>9s}" + (f"{'GPU us':>9s}" if gpu else "")
+    lines = [head + "".join(f"{short[s]:>12s}" for s in steps)]
     for r in results:
         cells = "".join(f"{r['steps'].get(s, 0.0):12.2f}" for s in steps)
-        lines.append(f"{r['row']:{width}s}{r['us']:9.2f}{cells}")
+        g = (f"{r['gpu_us']:9.2f}" if "gpu_us" in r else f"{'-':>9s}") if gpu else ""
+        lines.append(f"{r['row']:{width}s}{r['us']:9.2f}{g}{cells}")
     return "\n".join(lines)
 
 
@@ -313,9 +423,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fake", action="store_true", help="the CPU fake GPU (no GPU needed)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--files", action="store_true", help="also list the package files each row runs")
+    parser.add_argument(
+        "--bench", default=None, help="SUITE:CASES: the benchmark harness's host rows instead"
+    )
+    parser.add_argument(
+        "--stream", choices=("default", "pooled", "external"), default="default",
+        help="torch's current stream for the GPU rows (default: the legacy default stream)",
+    )
     args = parser.parse_args(argv)
     results = run(args)
-    meta = {"size": args.size, "calls": args.calls, "fake": args.fake, "unit": "us per call"}
+    meta = {"size": args.size, "calls": args.calls, "fake": args.fake, "stream": args.stream}
+    meta["unit"] = "us per call"
     if args.json:
         print(json.dumps({"meta": meta, "rows": results}, indent=1))
         return

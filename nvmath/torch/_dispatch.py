@@ -12,10 +12,23 @@ from typing import Any
 import torch
 
 from nvmath._internal import torch_bridge
-from nvmath.torch._functions import MatmulFn
-from nvmath.torch._rules import check_dtypes, check_unsupported, rule_for
+from nvmath.torch._functions import MatmulFn, PlainProductFn
+from nvmath.torch._rules import FLOATS, check_dtypes, check_unsupported, rule_for
 
 __all__ = ["ROUTES"]
+
+_TENSORS = frozenset((torch.Tensor, torch.nn.Parameter))
+_FLOATS = frozenset(FLOATS)
+_PRODUCT: Any = None
+"""The generic matmul's two-operand stateless entry, imported on the first call (no import per call)."""
+
+
+def _product() -> Any:
+    global _PRODUCT
+    from nvmath.linalg.generic._stateless import product
+
+    _PRODUCT = product
+    return product
 
 
 def _epilog_bias(epilog_inputs: Any) -> Any:
@@ -109,6 +122,13 @@ def generic_matmul(
     options: Any = None, execution: Any = None, stream: Any = None,
 ) -> Any:  # fmt: skip
     """``nvmath.linalg.matmul`` (the generic matmul) with autograd."""
+    if (
+        c is None and alpha is None and beta is None and qualifiers is None and options is None
+        and execution is None and stream is None and type(a) in _TENSORS and type(b) in _TENSORS
+        and a.dtype in _FLOATS and b.dtype in _FLOATS and not torch.compiler.is_compiling()
+    ):  # fmt: skip
+        # the common call (two operands, nothing else): the two-argument autograd function
+        return PlainProductFn.apply(a, b, _PRODUCT or _product())
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         raise TypeError(
             "explicit batches (sequences of operands) of nvmath.linalg.matmul are not differentiated by "

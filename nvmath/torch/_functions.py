@@ -17,7 +17,7 @@ from nvmath.torch import _kernels
 from nvmath.torch._grads import matmul_backward, preactivation_of
 from nvmath.torch._planners import PlannerCache
 
-__all__ = ["LinearFn", "MLPFn", "MatmulFn", "first_order"]
+__all__ = ["LinearFn", "MLPFn", "MatmulFn", "PlainProductFn", "first_order"]
 
 
 def first_order(backward: Callable) -> Callable:
@@ -112,3 +112,28 @@ class MatmulFn(torch.autograd.Function):
             ctx.mm, g, a, b, c, bias, result, z, ctx.act, ctx.alpha, ctx.beta, tuple(ctx.needs_input_grad[:4])
         )
         return (*grads, None, None, None, None, None, None)
+
+
+class PlainProductFn(torch.autograd.Function):
+    """``product(a, b)`` of two tensors, nothing else: the generic matmul's common call with grad.
+
+    :class:`MatmulFn` takes ten arguments (``c``, a bias, scalars, closures) that torch's ``apply``
+    inspects one by one on every call; a call of two operands and no options needs none of them, so
+    this function takes the two tensors and the product function (``mm``: the stateless matmul, the
+    same in the forward and the backward), and its context holds nothing more.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, a: Any, b: Any, mm: Callable) -> Any:
+        ctx.save_for_backward(a, b)
+        ctx.mm = mm
+        return mm(a, b)
+
+    @staticmethod
+    @first_order
+    def backward(ctx: Any, g: Any) -> Any:
+        a, b = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        da, db, _, _ = matmul_backward(ctx.mm, g, a, b, None, None, None, None, None, 1.0, None,
+                                       (needs[0], needs[1], False, False))  # fmt: skip
+        return da, db, None

@@ -14,7 +14,7 @@ import torch
 
 from nvmath.linalg.advanced import MatmulEpilog as E
 
-__all__ = ["DIFFERENTIABLE", "Rule", "check_dtypes", "rule_for"]
+__all__ = ["DIFFERENTIABLE", "FLOATS", "Rule", "check_dtypes", "rule_for"]
 
 
 class Rule(NamedTuple):
@@ -42,7 +42,9 @@ DIFFERENTIABLE: dict[E, Rule] = {
 }
 """Forward epilog -> its rule (ReLU's derivative is read from the output, GELU's from the aux)."""
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128)
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128)
+"""The dtypes nvmath.torch differentiates."""
+_FLOATS = FLOATS
 
 
 def rule_for(epilog: Any) -> Rule:

@@ -95,3 +95,43 @@ def test_python_function_baseline_matches_torch_gradients(hp):
     torch.testing.assert_close(y, yr)
     torch.testing.assert_close(x.grad, xr.grad)
     torch.testing.assert_close(w.grad, wr.grad)
+
+
+def test_bench_rows_without_a_gpu_say_why_none_runs(hp):
+    """--bench SUITE:CASES sets up the harness's own host rows; without a GPU every setup skips, and the
+    tool exits naming the cases and the reason (an unknown case says so too)."""
+    closers = []
+    with pytest.raises(SystemExit, match="host-64-stateless"):
+        hp.bench_rows("matmul:host-64-*", closers)
+    for close in closers:
+        close()
+    with pytest.raises(SystemExit, match="no such case"):
+        hp.bench_rows("matmul:no-such-case", [])
+
+
+def test_stream_option_parses_and_default_keeps_the_current_stream(hp):
+    """--stream takes default / pooled / external (anything else is refused by argparse); ``default``
+    changes nothing (the rows keep torch's legacy default stream)."""
+    assert hp.use_stream("default") is None
+    with pytest.raises(SystemExit):
+        hp.main(["--stream", "sideways"])
+
+
+def test_render_shows_the_gpu_time_when_measured(hp):
+    """With a GPU time per call in some row the table gets a ``GPU us`` column after the host time ('-'
+    where a row has none); without any, no such column."""
+    rows = [
+        {"row": "a", "us": 3.0, "gpu_us": 4.5, "steps": {"library call": 1.0}},
+        {"row": "b", "us": 2.0, "steps": {"library call": 2.0}},
+    ]
+    lines = hp.render(rows).splitlines()
+    assert "GPU us" in lines[0]
+    assert lines[1].split()[:3] == ["a", "3.00", "4.50"] and lines[2].split()[:3] == ["b", "2.00", "-"]
+    assert "GPU us" not in hp.render(rows[1:]).splitlines()[0]
+
+
+def test_gpu_time_is_none_without_cuda(hp):
+    """Without torch's CUDA (this machine, the fake rows) there is no GPU time to measure: None, and the
+    call is not run."""
+    calls = []
+    assert hp.gpu_per_call(lambda: calls.append(1)) is None and calls == []

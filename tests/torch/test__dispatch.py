@@ -312,3 +312,94 @@ def test_generic_matmul_gradcheck_gpu(torch_cuda, name):
     else:
         fn = lambda a, b: matmul(a, b)
     assert torch.autograd.gradcheck(fn, tuple(args))
+
+
+# ---------------------------------------------------------------- the generic matmul's two-operand path
+@pytest.mark.parametrize("name", ["plain", "batched", "broadcast-batch", "vector"])
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+@pytest.mark.parametrize("wants", [(True, True), (True, False), (False, True)])
+def test_generic_two_operand_grads_match_torch_cpu(torch, name, dtype, wants):
+    """A call of two operands and nothing else runs the two-argument autograd function (PlainProductFn);
+    its gradients equal torch.matmul's (float64 / complex128 reference), whichever operands need them."""
+    matmul = _generic()
+    gen = torch.Generator().manual_seed(21)
+    dt = getattr(torch, dtype)
+    a, b = (torch.randn(*s, dtype=dt, generator=gen).requires_grad_(w) for s, w in zip(GENERIC[name], wants))
+    g = torch.randn(torch.matmul(a, b).shape, dtype=dt, generator=gen)
+    out = matmul(a, b)
+    assert type(out.grad_fn).__name__ == "PlainProductFnBackward"
+    ref = torch.matmul(a.detach(), b.detach())
+    assert torch.allclose(out.detach(), ref)
+    got = torch.autograd.grad(out, [x for x in (a, b) if x.requires_grad], g)
+    a2, b2 = a.detach().requires_grad_(wants[0]), b.detach().requires_grad_(wants[1])
+    expected = torch.autograd.grad(torch.matmul(a2, b2), [x for x in (a2, b2) if x.requires_grad], g)
+    for x, y in zip(got, expected):
+        assert x.shape == y.shape and torch.allclose(x, y)
+
+
+def test_generic_two_operand_path_takes_parameters_and_repeats(torch):
+    """Parameters take the two-operand path too, and a repeated call (a plan-cache hit) gives the same
+    gradients as the first (the cached plan is run again, not replanned)."""
+    matmul = _generic()
+    from nvmath.linalg.generic._stateless import plan_cache
+
+    w = torch.nn.Parameter(torch.randn(4, 5, dtype=torch.float64))
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    grads = []
+    matmul(x.detach(), w.detach())  # the plan of the forward's layout
+    hits = plan_cache.stats.hits
+    for _ in range(3):
+        out = matmul(x, w)
+        assert type(out.grad_fn).__name__ == "PlainProductFnBackward"
+        grads.append(torch.autograd.grad(out.sum(), [x, w]))
+    assert plan_cache.stats.hits >= hits + 3
+    for gx, gw in grads[1:]:
+        assert torch.equal(gx, grads[0][0]) and torch.equal(gw, grads[0][1])
+    assert torch.allclose(grads[0][1], x.detach().sum(0)[:, None].expand(4, 5))
+
+
+@pytest.mark.parametrize("kwargs", [{"alpha": 2.0}, {"options": {}}, {"execution": "cpu"}])
+def test_generic_calls_with_more_than_operands_keep_the_general_path(torch, kwargs):
+    """Any argument beyond the two operands (scalars, options, execution) goes through MatmulFn, with the
+    same results and gradients as torch's (alpha scales the product and both gradients)."""
+    matmul = _generic()
+    gen = torch.Generator().manual_seed(5)
+    a = torch.randn(3, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+    b = torch.randn(4, 5, dtype=torch.float64, generator=gen, requires_grad=True)
+    out = matmul(a, b, **kwargs)
+    assert type(out.grad_fn).__name__ == "MatmulFnBackward"
+    scale = kwargs.get("alpha", 1.0)
+    assert torch.allclose(out.detach(), scale * (a.detach() @ b.detach()))
+    ga, gb = torch.autograd.grad(out.sum(), [a, b])
+    ones = torch.ones(3, 5, dtype=torch.float64)
+    assert torch.allclose(ga, scale * ones @ b.detach().T)
+    assert torch.allclose(gb, scale * a.detach().T @ ones)
+
+
+def test_generic_two_operand_path_refuses_integer_operands(torch):
+    """Integer operands cannot require grad; a float operand that does with an integer partner is refused
+    (TypeError naming the dtype) before any work, as on the general path."""
+    matmul = _generic()
+    a = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(TypeError, match="dtype"):
+        matmul(a, torch.ones(4, 5, dtype=torch.int64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_generic_two_operand_grads_match_torch_gpu(torch_cuda, dtype):
+    """On the GPU (cuBLAS) the two-operand path's result and gradients equal torch's (float64 reference)."""
+    torch = torch_cuda
+    matmul = _generic()
+    dt = getattr(torch, dtype)
+    a = torch.randn(2, 33, 17, dtype=dt, device="cuda", requires_grad=True)
+    b = torch.randn(17, 9, dtype=dt, device="cuda", requires_grad=True)
+    g = torch.randn(2, 33, 9, dtype=dt, device="cuda")
+    out = matmul(a, b)
+    assert type(out.grad_fn).__name__ == "PlainProductFnBackward"
+    ga, gb = torch.autograd.grad(out, [a, b], g)
+    a64, b64, g64 = a.detach().double(), b.detach().double(), g.double()
+    tol = {"rtol": 1e-4, "atol": 1e-4} if dtype == "float32" else {}
+    assert torch.allclose(out.double(), a64 @ b64, **tol)
+    assert torch.allclose(ga.double(), g64 @ b64.T, **tol)
+    assert torch.allclose(gb.double(), (a64.mT @ g64).sum(0), **tol)

@@ -57,3 +57,22 @@ def test_clear_padding_zeroes_rows_past_n(torch):
     gelu = torch.ones(8, 3)
     _clear_padding(gelu, 6)
     assert gelu[:6].eq(1).all() and gelu[6:].eq(0).all()
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_weight_grad_is_the_product_in_the_gradient_layout(torch, nt, fake_gpu, bias):
+    """weight_grad gives dz.T @ x as a contiguous (N, K) tensor (float64 reference; the layout torch's
+    gradient accumulation keeps without a copy) and, with ``bias``, dz.sum(0) (BGRADB)."""
+    from nvmath.torch._kernels import weight_grad
+
+    gen = torch.Generator().manual_seed(3)
+    dz = torch.randn(6, 4, dtype=torch.float64, generator=gen)  # (M, N)
+    x = torch.randn(6, 5, dtype=torch.float64, generator=gen)  # (M, K)
+    cache = nt.PlannerCache() if hasattr(nt, "PlannerCache") else nt.default_cache
+    dw, db = weight_grad(cache, dz, x, bias)
+    assert dw.shape == (4, 5) and dw.is_contiguous()
+    torch.testing.assert_close(dw, dz.T @ x)
+    if bias:
+        torch.testing.assert_close(db, dz.sum(0))
+    else:
+        assert db is None

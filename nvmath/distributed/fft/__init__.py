@@ -1,13 +1,12 @@
-"""Distributed FFTs on cuFFTMp: 2-D and 3-D C2C, R2C and C2R over slab distributions.
+"""Distributed FFTs on cuFFTMp: 2-D and 3-D C2C, R2C and C2R over slab or box distributions.
 
 :func:`fft`, :func:`ifft`, :func:`rfft`, :func:`irfft` (stateless, through a plan cache) and
 :class:`FFT` (plan once, execute many times) transform in place an operand on the NVSHMEM
 symmetric heap, made with :func:`allocate_operand`; the distribution is ``Slab.X`` or ``Slab.Y``
 (``FFTOptions.redistribute`` chooses whether the result comes back in the operand's slab or stays
-in the complementary one). Everything here is collective: every rank makes the same calls.
-
-Not implemented yet: Box distributions (cuFFTMp's ``cufftXtSetDistribution``) and the standalone
-``Redistribute``; a Box distribution raises :class:`NotImplementedError`.
+in the complementary one), or one pair ``(input Box, output Box)`` per rank (cuFFTMp's
+``cufftXtSetDistribution``). Everything here is collective: every rank makes the same calls.
+:class:`nvmath.distributed.distribution.Redistribute` moves arrays between distributions.
 
 Status: CPU-tested against fake engines; not yet run on a GPU.
 """

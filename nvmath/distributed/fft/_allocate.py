@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from nvmath.distributed import _runtime, _symmetric
-from nvmath.distributed._agreement import gather_by_rank
+from nvmath.distributed._agreement import compare_facts, gather_by_rank
 
-from ._checks import global_slab_shape, local_facts, slab_partition
-from ._layout import local_operand_view, slab_capacity_bytes
+from ._boxes import BoxPair, box_capacity_bytes, box_fft_traits, box_view
+from ._checks import fft_layout, global_slab_shape, layout_name, local_facts
+from ._layout import View, local_operand_view, slab_capacity_bytes
 from ._traits import ENGINE_DTYPES
 
 __all__ = ["allocate_operand"]
@@ -40,6 +41,42 @@ def _capacity(
     )
 
 
+def _box_capacity(everyone: dict[int, Any], dtype: str, fft_type: str | None, rank: int) -> int:
+    """Bytes for a transform on these boxes (same verdict on every rank; a C2R's output boxes may
+    suit either last-axis parity)."""
+    compare_facts({r: facts["agreed"] for r, facts in everyone.items()}, _WHAT, rank)
+    pairs = {r: facts["boxes"] for r, facts in everyone.items()}
+    errors: list[ValueError] = []
+    for parity in ("even", "odd") if fft_type == "C2R" else ("even",):
+        try:
+            traits = box_fft_traits(pairs, dtype, rank, fft_type=fft_type, last_axis_parity=parity,
+                                    what=_WHAT)  # fmt: skip
+        except ValueError as exc:
+            errors.append(exc)
+            continue
+        return box_capacity_bytes(pairs, traits.operand_dtype, traits.result_dtype)
+    raise errors[0]
+
+
+def _plan_memory(shape: tuple[int, ...], layout: int | BoxPair, agreed: dict[str, Any], dtype: str,
+                 fft_type: str | None) -> tuple[int, View]:  # fmt: skip
+    """``(symmetric bytes, this rank's view)`` after the one agreement collective."""
+    group = _runtime.context().process_group
+    if isinstance(layout, BoxPair):
+        view = box_view(tuple(u - lo for lo, u in zip(*layout.input, strict=True)), dtype)
+        problem = None if view.shape == shape else f"shape {shape} is not its input box's {view.shape}"
+        facts = {"agreed": {**agreed, "ndim": len(shape)}, "boxes": layout, "problem": problem}
+        everyone = gather_by_rank(group, facts)
+        problems = {r: f["problem"] for r, f in everyone.items() if f["problem"]}
+        if problems:
+            raise ValueError(f"{_WHAT}: on rank(s) {sorted(problems)} (seen on rank {group.rank}): "
+                             + "; ".join(f"rank {r}: {p}" for r, p in sorted(problems.items())))  # fmt: skip
+        return _box_capacity(everyone, dtype, fft_type, group.rank), view
+    everyone = gather_by_rank(group, local_facts(shape, layout, agreed))
+    global_shape = global_slab_shape(everyone, layout, _WHAT, group.rank)
+    return _capacity(global_shape, dtype, layout, group.nranks, fft_type), local_operand_view(shape, dtype)
+
+
 def allocate_operand(
     shape: Sequence[int],
     package: Any,
@@ -54,14 +91,15 @@ def allocate_operand(
     an in-place distributed FFT (collective: every rank calls it, in the same order).
 
     The buffer has the same size on every rank (cuFFTMp and NVSHMEM need it) and room for the
-    transform's output in either slab; a real (R2C) operand has its last axis padded to
-    ``2 * (n // 2 + 1)`` elements. Free it with :func:`nvmath.distributed.free_symmetric_memory`.
+    transform's output in either slab, or in any rank's output box; a real (R2C) slab operand has
+    its last axis padded to ``2 * (n // 2 + 1)`` elements (box operands are dense). Free it with
+    :func:`nvmath.distributed.free_symmetric_memory`.
 
     Args:
-        shape: this rank's local shape (``Slab.X.shape(rank, global_shape)``...).
+        shape: this rank's local shape (``Slab.X.shape(rank, global_shape)``, the input box's shape).
         package: ``cupy`` or ``torch`` (the module or its name).
         input_dtype: the operand's dtype (default: the package's default float type, so R2C).
-        distribution: ``Slab.X`` or ``Slab.Y``.
+        distribution: ``Slab.X`` or ``Slab.Y``, or this rank's pair ``(input Box, output Box)``.
         memory_space: ``None``, ``"cuda"`` or ``"gpu"`` (symmetric memory is device memory).
         fft_type: ``"C2C"``, ``"R2C"`` or ``"C2R"`` (``None``: R2C for real dtypes, C2C for complex).
         logger: a :class:`logging.Logger`.
@@ -69,8 +107,8 @@ def allocate_operand(
     Raises:
         RuntimeError: not initialized, or without the NVSHMEM backend.
         RankDisagreementError: the ranks' shapes are no slab split, or other arguments differ.
-        ValueError: a problem cuFFTMp cannot transform, or another memory space.
-        NotImplementedError: Box distributions (not implemented yet).
+        ValueError: a problem cuFFTMp cannot transform, boxes that do not tile the global arrays
+            (naming the rank), a shape that is not the input box's, or another memory space.
     """
     if memory_space not in (None, "cuda", "gpu", "device"):
         raise ValueError(
@@ -87,13 +125,9 @@ def allocate_operand(
         if not isinstance(fft_type, str) or fft_type.upper() not in ("C2C", "R2C", "C2R"):
             raise ValueError(f"fft_type={fft_type!r}: expected 'C2C', 'R2C', 'C2R' or None")
         fft_type = fft_type.upper()
-    partition = slab_partition(distribution, len(shape))
-    group = _runtime.context().process_group
-    agreed = {"dtype": dtype, "distribution": "Slab." + "XY"[partition], "fft_type": fft_type}
-    everyone = gather_by_rank(group, local_facts(shape, partition, agreed))
-    global_shape = global_slab_shape(everyone, partition, _WHAT, group.rank)
-    capacity = _capacity(global_shape, dtype, partition, group.nranks, fft_type)
-    view = local_operand_view(shape, dtype)
+    layout = fft_layout(distribution, len(shape))
+    agreed = {"dtype": dtype, "distribution": layout_name(layout), "fft_type": fft_type}
+    capacity, view = _plan_memory(shape, layout, agreed, dtype, fft_type)
     flat = _symmetric.allocate_symmetric_memory(
         (-(-capacity // _itemsize(dtype)),), package_name, dtype=input_dtype, skip_symmetric_check=True,
         logger=logger,

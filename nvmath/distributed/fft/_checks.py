@@ -1,7 +1,7 @@
 """Pure checks of the distributed FFT's inputs (no GPU, no communication).
 
-* :func:`slab_partition`: the distribution argument -> the operand's slab axis (Box pairs are not
-  implemented yet and say so);
+* :func:`fft_layout`: the distribution argument -> the operand's slab axis, or this rank's
+  :class:`~._boxes.BoxPair` (:func:`slab_partition` for slabs only);
 * :func:`local_facts` / :func:`global_slab_shape`: what each rank contributes to the one agreement
   collective, and the global shape all ranks derive from everyone's contributions (or the same
   :class:`~nvmath.distributed.RankDisagreementError` on every rank);
@@ -18,23 +18,44 @@ from nvmath.distributed._agreement import RankDisagreementError, compare_facts
 from nvmath.distributed.distribution import Box, Slab
 from nvmath.fft._options import FFTDirection, normalize_direction
 
-from ._layout import View
+from ._boxes import BoxPair, box_pair
+from ._layout import View, c_strides
 from ._traits import ENGINE_DTYPES, slab_extent
 
-__all__ = ["check_operand_layout", "global_slab_shape", "local_facts", "resolve_direction", "slab_partition"]
+__all__ = [
+    "check_operand_layout",
+    "fft_layout",
+    "global_slab_shape",
+    "layout_name",
+    "local_facts",
+    "resolve_direction",
+    "slab_partition",
+]
 
-_BOX_NOT_YET = (
-    "Box distributions are not implemented yet in nvmath.distributed.fft (cuFFTMp's "
-    "cufftXtSetDistribution path); use distribution=Slab.X or Slab.Y"
-)
+
+def fft_layout(distribution: Any, ndim: int) -> int | BoxPair:
+    """The operand's slab axis (0 for ``Slab.X``, 1 for ``Slab.Y``), or this rank's
+    :class:`~._boxes.BoxPair` for a pair ``(input Box, output Box)``.
+
+    Raises:
+        TypeError: neither a Slab nor a pair of boxes.
+        ValueError: a slab along another axis, or boxes or a slab of another dimensionality than
+            the operand.
+    """
+    pair = box_pair(distribution, ndim)
+    return slab_partition(distribution, ndim) if pair is None else pair
+
+
+def layout_name(layout: int | BoxPair) -> str:
+    """``"Slab.X"``, ``"Slab.Y"`` or ``"Box"`` (what every rank must agree on)."""
+    return "Box" if isinstance(layout, BoxPair) else "Slab." + "XY"[layout]
 
 
 def slab_partition(distribution: Any, ndim: int) -> int:
     """The slab axis of ``distribution`` (0 for ``Slab.X``, 1 for ``Slab.Y``).
 
     Raises:
-        NotImplementedError: a Box pair (not implemented yet).
-        TypeError: neither a Slab nor a pair of Boxes.
+        TypeError: not a Slab.
         ValueError: a slab along another axis, or of another dimensionality than the operand.
     """
     if isinstance(distribution, Slab):
@@ -49,11 +70,11 @@ def slab_partition(distribution: Any, ndim: int) -> int:
                 f"got a slab along axis {partition}"
             )
         return partition
-    if isinstance(distribution, Box) or (
-        isinstance(distribution, (tuple, list)) and len(distribution) == 2 and all(
-            isinstance(d, Box) or (isinstance(d, (tuple, list)) and len(d) == 2) for d in distribution)
-    ):  # fmt: skip
-        raise NotImplementedError(_BOX_NOT_YET)
+    if isinstance(distribution, Box):
+        raise TypeError(
+            f"distribution={distribution!r}: a Box distribution is a pair (input Box, output Box) on "
+            "each rank (the operand's box and the result's)"
+        )
     raise TypeError(
         f"distribution must be Slab.X, Slab.Y or a pair (input Box, output Box); got "
         f"{type(distribution).__name__}: {distribution!r}"
@@ -123,10 +144,11 @@ def check_operand_layout(package: str, device_id: Any, shape: tuple, strides: tu
             f"{expected.shape} here"
         )
     if any(s != e for s, e, n in zip(strides, expected.strides, shape, strict=True) if n > 1):
+        padded = ", last axis padded" if expected.strides != c_strides(shape) else ""
         raise ValueError(
             f"the operand's strides {tuple(strides)} are not the in-place layout cuFFTMp needs "
-            f"({expected.strides}, C order{', last axis padded' if dtype.startswith('float') else ''}): "
-            "allocate it with nvmath.distributed.fft.allocate_operand(...)"
+            f"({expected.strides}, C order{padded}): allocate it with "
+            "nvmath.distributed.fft.allocate_operand(...)"
         )
 
 

@@ -21,7 +21,8 @@ from typing import Any
 
 from nvmath._errors import LibraryNotFoundError
 
-from ._layout import ReshapeBoxes
+from ._boxes import BOX_SUBFORMATS, BoxFFTTraits, distribution_arguments
+from ._layout import ReshapeBoxes, lift_to_3d
 from ._traits import SLAB_SUBFORMATS, SlabFFTTraits
 
 __all__ = ["CUFFT_FORWARD", "CUFFT_INVERSE", "MpHandle", "MpReshape", "bindings", "cufft_type"]
@@ -61,9 +62,13 @@ def cufft_type(fft_type: str, operand_dtype: str) -> str:
     return _TYPES[(fft_type, operand_dtype)]
 
 
-def _subformats(lib: ModuleType, traits: SlabFFTTraits, direction: int) -> tuple[int, int]:
+def _subformats(lib: ModuleType, traits: SlabFFTTraits | BoxFFTTraits, direction: int) -> tuple[int, int]:
     """``(subformat_forward, subformat_inverse)``: the input of a forward transform, then the input
-    of an inverse one. The operand is the input of ``direction``; the other is the complementary slab."""
+    of an inverse one. For slabs the operand is the input of ``direction`` and the other is the
+    complementary slab; Box plans always take the boxes' formats (see ``_boxes``)."""
+    if isinstance(traits, BoxFFTTraits):
+        forward, inverse = BOX_SUBFORMATS
+        return int(lib.XtSubFormat["FORMAT_" + forward]), int(lib.XtSubFormat["FORMAT_" + inverse])
     mine = SLAB_SUBFORMATS[traits.partition]
     other = SLAB_SUBFORMATS[1 - traits.partition]
     forward, inverse = (mine, other) if direction == CUFFT_FORWARD else (other, mine)
@@ -71,9 +76,10 @@ def _subformats(lib: ModuleType, traits: SlabFFTTraits, direction: int) -> tuple
 
 
 class MpHandle:
-    """One cuFFTMp plan (``cufftHandle``) for ``traits`` executed in ``direction`` (collective)."""
+    """One cuFFTMp plan (``cufftHandle``) for ``traits`` executed in ``direction`` (collective);
+    Box traits set the plan's distribution (``cufftXtSetDistribution``) before planning."""
 
-    def __init__(self, lib: ModuleType, traits: SlabFFTTraits, direction: int):
+    def __init__(self, lib: ModuleType, traits: SlabFFTTraits | BoxFFTTraits, direction: int):
         self.lib = lib
         self.direction = direction
         sizes = traits.global_result_shape if traits.fft_type == "C2R" else traits.global_shape
@@ -81,6 +87,8 @@ class MpHandle:
         handle = lib.create()
         try:
             lib.attach_comm(handle, int(lib.CommType.NONE), 0)
+            if isinstance(traits, BoxFFTTraits):
+                lib.xt_set_distribution(handle, len(sizes), *distribution_arguments(traits, direction))
             lib.xt_set_subformat_default(handle, *_subformats(lib, traits, direction))
             if len(sizes) == 2:
                 self.workspace_bytes = lib.make_plan2d(handle, *sizes, kind)
@@ -105,14 +113,16 @@ class MpHandle:
 
 
 class MpReshape:
-    """A cuFFTMp reshape moving the engine's output to the result's slab, through a symmetric
-    scratch buffer of ``scratch_bytes`` (then copied back into the operand's buffer).
+    """A cuFFTMp reshape (``cufftMpMakeReshape``) with its symmetric workspace and, when
+    ``scratch_bytes`` > 0, a symmetric scratch buffer for in-place use (:meth:`execute`: reshape into
+    the scratch, then copy back into the operand's buffer); :meth:`run` reshapes out of place.
+    Boxes of fewer than 3 dimensions are given to cuFFTMp as 3-D boxes with leading extents of 1.
 
     Args:
         lib: the cuFFTMp bindings.
         nvshmem: the NVSHMEM bindings (for the symmetric scratch and workspace).
         boxes: this rank's reshape (:func:`~._layout.reshape_boxes`).
-        scratch_bytes: the symmetric capacity (equal on every rank).
+        scratch_bytes: the symmetric scratch capacity (equal on every rank; 0: no scratch).
         agree_max: ``f(n) -> max of n over the ranks`` (a collective; the workspace size may differ
             between ranks, symmetric allocations may not).
     """
@@ -121,6 +131,7 @@ class MpReshape:
                  agree_max: Any):  # fmt: skip
         self.lib, self.nvshmem = lib, nvshmem
         self.scratch = self.workspace = 0
+        boxes = lift_to_3d(boxes)
         handle = lib.create_reshape()
         self.handle: int | None = handle
         try:
@@ -130,7 +141,8 @@ class MpReshape:
                 int(lib.CommType.NONE),
             )  # fmt: skip
             workspace_bytes = max(int(agree_max(lib.get_reshape_size(handle))), 1)
-            self.scratch = self._malloc(scratch_bytes)
+            if scratch_bytes:
+                self.scratch = self._malloc(scratch_bytes)
             self.workspace = self._malloc(workspace_bytes)
         except BaseException:
             self.close()
@@ -141,16 +153,20 @@ class MpReshape:
         address = self.nvshmem.malloc(max(nbytes, 1)) or 0
         if not address:
             raise MemoryError(
-                f"nvshmem_malloc({nbytes}) failed for the distributed FFT's redistribution: the symmetric "
-                "heap is exhausted; set NVSHMEM_SYMMETRIC_SIZE larger before initialize(), or use "
-                "FFTOptions(redistribute=False)"
+                f"nvshmem_malloc({nbytes}) failed for a cuFFTMp reshape (the FFT's redistribution or "
+                "Redistribute): the symmetric heap is exhausted; set NVSHMEM_SYMMETRIC_SIZE larger before "
+                "initialize() (or use FFTOptions(redistribute=False))"
             )
         return address
+
+    def run(self, out: int, inp: int, stream_ptr: int) -> None:
+        """Reshape the symmetric buffer at ``inp`` into the symmetric buffer at ``out`` (out of place)."""
+        self.lib.exec_reshape_async(self.handle, out, inp, self.workspace, stream_ptr)
 
     def execute(self, address: int, nbytes: int, stream: Any, memcpy: Any) -> None:
         """Reshape the buffer at ``address`` into the scratch, then copy ``nbytes`` back (on ``stream``,
         a StreamHandle; ``memcpy(kind, dst, src, nbytes, stream)``)."""
-        self.lib.exec_reshape_async(self.handle, self.scratch, address, self.workspace, stream.ptr)
+        self.run(self.scratch, address, stream.ptr)
         # every rank's reshape has read this rank's buffer before it is overwritten below
         self.nvshmem.sync_all_on_stream(stream.ptr)
         if nbytes:

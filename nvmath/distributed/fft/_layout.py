@@ -26,7 +26,9 @@ __all__ = [
     "ENGINE_DTYPES",
     "ReshapeBoxes",
     "View",
+    "c_strides",
     "engine_output_view",
+    "lift_to_3d",
     "local_operand_view",
     "operand_view",
     "padded_extent",
@@ -58,7 +60,7 @@ def padded_extent(n: int) -> int:
     return 2 * (n // 2 + 1)
 
 
-def _c_strides(shape: Sequence[int], last: int | None = None) -> tuple[int, ...]:
+def c_strides(shape: Sequence[int], last: int | None = None) -> tuple[int, ...]:
     """C-order element strides of ``shape`` whose last axis occupies ``last`` elements (padding)."""
     strides, step = [0] * len(shape), 1
     for axis in reversed(range(len(shape))):
@@ -70,7 +72,7 @@ def _c_strides(shape: Sequence[int], last: int | None = None) -> tuple[int, ...]
 def _view(shape: tuple[int, ...], dtype: str, real_length: int | None) -> View:
     """``real_length``: the global real last extent when the view holds padded real data."""
     padded = None if real_length is None else padded_extent(real_length)
-    return View(shape, _c_strides(shape, padded), dtype)
+    return View(shape, c_strides(shape, padded), dtype)
 
 
 def _real_length(traits: SlabFFTTraits) -> int:
@@ -122,6 +124,22 @@ class ReshapeBoxes:
     lower_output: tuple[int, ...]
     upper_output: tuple[int, ...]
     strides_output: tuple[int, ...]
+
+
+def lift_to_3d(boxes: ReshapeBoxes) -> ReshapeBoxes:
+    """The same reshape on 3-D boxes (cuFFTMp's reshapes are 3-D): leading axes of extent 1 added
+    (bounds ``[0, 1)``, strides of the whole local array, which never step)."""
+    missing = 3 - len(boxes.lower_input)
+    if missing <= 0:
+        return boxes
+
+    def lift(lower: tuple, upper: tuple, strides: tuple) -> tuple[tuple, tuple, tuple]:
+        span = max([1] + [(u - lo) * s for lo, u, s in zip(lower, upper, strides, strict=True)])
+        return (0,) * missing + lower, (1,) * missing + upper, (span,) * missing + strides
+
+    lo_in, up_in, st_in = lift(boxes.lower_input, boxes.upper_input, boxes.strides_input)
+    lo_out, up_out, st_out = lift(boxes.lower_output, boxes.upper_output, boxes.strides_output)
+    return ReshapeBoxes(boxes.element_size, lo_in, up_in, st_in, lo_out, up_out, st_out)
 
 
 def _box(global_shape: tuple[int, ...], partition: int, rank: int, nranks: int) -> tuple[tuple, tuple]:

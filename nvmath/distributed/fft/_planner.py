@@ -27,12 +27,21 @@ from nvmath._internal.options import check_or_create_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.tensors import TensorAdapter, transfers, wrap
 from nvmath.distributed import _runtime, _symmetric
-from nvmath.distributed._agreement import gather_by_rank
+from nvmath.distributed._agreement import compare_facts, gather_by_rank
+from nvmath.distributed.distribution import Box
 from nvmath.distributed.process_group import ReductionOp
 from nvmath.fft._options import FFTDirection
 
 from . import _cufftmp
-from ._checks import check_operand_layout, global_slab_shape, local_facts, resolve_direction, slab_partition
+from ._boxes import BoxFFTTraits, BoxPair, box_capacity_bytes, box_fft_traits, box_view
+from ._checks import (
+    check_operand_layout,
+    fft_layout,
+    global_slab_shape,
+    layout_name,
+    local_facts,
+    resolve_direction,
+)
 from ._layout import View, local_operand_view, operand_view, reshape_boxes, result_view, slab_capacity_bytes
 from ._options import LOGGER_NAME, FFTOptions
 from ._traits import SlabFFTTraits, slab_fft_traits
@@ -56,12 +65,19 @@ def _collected_unfreed(description: str) -> None:
     )
 
 
+def _local_view(adapter: TensorAdapter, layout: int | BoxPair) -> View:
+    """The layout this rank's operand must have, knowable before any communication."""
+    if isinstance(layout, BoxPair):
+        return box_view(tuple(u - lo for lo, u in zip(*layout.input, strict=True)), adapter.dtype)
+    return local_operand_view(tuple(adapter.shape), adapter.dtype)
+
+
 def _local_problem(
-    adapter: TensorAdapter, nvshmem: Any, device: int
+    adapter: TensorAdapter, nvshmem: Any, device: int, layout: int | BoxPair
 ) -> tuple[BaseException | None, int | None]:
     """``(error, symmetric bytes from the operand)`` of this rank's operand (nothing collective)."""
     try:
-        view = local_operand_view(tuple(adapter.shape), adapter.dtype)
+        view = _local_view(adapter, layout)
         check_operand_layout(adapter.package, adapter.device_id, tuple(adapter.shape),
                              tuple(adapter.strides), adapter.dtype, view, device)  # fmt: skip
         if not nvshmem.ptr(adapter.data_ptr, nvshmem.my_pe()):
@@ -87,12 +103,23 @@ def _raise_problems(everyone: dict[int, dict[str, Any]], mine: BaseException | N
     raise ValueError(f"{_WHAT}: the operand of rank(s) {sorted(problems)} cannot be transformed ({listed})")
 
 
-def _check_capacity(everyone: dict[int, dict[str, Any]], traits: SlabFFTTraits, nranks: int) -> None:
+def _needed_bytes(everyone: dict[int, dict[str, Any]], traits: SlabFFTTraits | BoxFFTTraits,
+                  nranks: int) -> int:  # fmt: skip
+    """The symmetric bytes every rank's operand buffer must hold for this transform."""
+    if isinstance(traits, BoxFFTTraits):
+        pairs = {r: facts["boxes"] for r, facts in everyone.items()}
+        return box_capacity_bytes(pairs, traits.operand_dtype, traits.result_dtype)
     needed = slab_capacity_bytes(traits.global_shape, traits.operand_dtype, traits.partition, nranks,
                                  fft_type=traits.fft_type, last_axis_parity="even")  # fmt: skip
     if traits.fft_type == "C2R":  # the odd parity can need more
         needed = max(needed, slab_capacity_bytes(traits.global_shape, traits.operand_dtype, traits.partition,
                                                  nranks, fft_type="C2R", last_axis_parity="odd"))  # fmt: skip
+    return needed
+
+
+def _check_capacity(everyone: dict[int, dict[str, Any]], traits: SlabFFTTraits | BoxFFTTraits,
+                    nranks: int) -> None:  # fmt: skip
+    needed = _needed_bytes(everyone, traits, nranks)
     short = {r: f["bytes"] for r, f in everyone.items() if f["bytes"] is not None and f["bytes"] < needed}
     if short:
         raise ValueError(
@@ -103,13 +130,47 @@ def _check_capacity(everyone: dict[int, dict[str, Any]], traits: SlabFFTTraits, 
         )
 
 
+def _facts(adapter: TensorAdapter, layout: int | BoxPair, agreed: dict[str, Any]) -> dict[str, Any]:
+    """What this rank contributes to the one agreement collective (besides its local verdict)."""
+    if isinstance(layout, BoxPair):
+        return {"agreed": {**agreed, "ndim": adapter.ndim}, "boxes": layout}
+    return local_facts(tuple(adapter.shape), layout, agreed)
+
+
+def _traits(everyone: dict[int, dict[str, Any]], layout: int | BoxPair, dtype: str, options: FFTOptions,
+            group: Any) -> SlabFFTTraits | BoxFFTTraits:  # fmt: skip
+    """This rank's plan facts from every rank's contribution (the same verdict on every rank)."""
+    if isinstance(layout, BoxPair):
+        compare_facts({r: facts["agreed"] for r, facts in everyone.items()}, _WHAT, group.rank)
+        pairs = {r: facts["boxes"] for r, facts in everyone.items()}
+        return box_fft_traits(pairs, dtype, group.rank, fft_type=options.fft_type,
+                              last_axis_parity=options.last_axis_parity, what=_WHAT)  # fmt: skip
+    global_shape = global_slab_shape(everyone, layout, _WHAT, group.rank)
+    return slab_fft_traits(
+        global_shape, dtype, layout, group.rank, group.nranks, fft_type=options.fft_type,
+        redistribute=options.redistribute, last_axis_parity=options.last_axis_parity,
+    )  # fmt: skip
+
+
+def _views(traits: SlabFFTTraits | BoxFFTTraits) -> tuple[View, View]:
+    """``(operand view, result view)`` of this rank."""
+    if isinstance(traits, BoxFFTTraits):
+        return box_view(traits.local_shape, traits.operand_dtype), box_view(
+            traits.local_result_shape, traits.result_dtype)  # fmt: skip
+    return operand_view(traits), result_view(traits)
+
+
 class FFT(FreedOnExit):
     """A distributed 2-D or 3-D FFT on cuFFTMp, planned once and executed many times (collective).
 
     Args:
         operand: this rank's part of the global array: a cupy array or torch tensor on the NVSHMEM
-            symmetric heap (see :func:`allocate_operand`), in C order (real R2C operands padded).
-        distribution: ``Slab.X`` or ``Slab.Y`` (the same on every rank).
+            symmetric heap (see :func:`allocate_operand`), in C order (real R2C slab operands padded,
+            box operands dense).
+        distribution: ``Slab.X`` or ``Slab.Y`` (the same on every rank), or this rank's pair
+            ``(input Box, output Box)`` (:class:`~nvmath.distributed.distribution.Box` es or
+            ``(lower, upper)`` pairs): the boxes of all ranks must tile the operand's and the
+            result's global arrays (checked on every rank, naming the rank at fault).
         options: :class:`FFTOptions` or a dict of its fields.
         stream: the stream of the first operations (``None``: the package's current stream).
 
@@ -117,8 +178,8 @@ class FFT(FreedOnExit):
         RuntimeError: ``nvmath.distributed`` is not initialized, or without the NVSHMEM backend.
         ImportError: cuFFTMp is not installed.
         RankDisagreementError: the ranks disagree on dtype, distribution, options or extents.
-        ValueError, TypeError: an operand cuFFTMp cannot transform (on every rank, naming the rank).
-        NotImplementedError: Box distributions (not implemented yet).
+        ValueError, TypeError: an operand cuFFTMp cannot transform, or boxes that do not tile the
+            global arrays (on every rank, naming the rank).
     """
 
     def __init__(self, operand: Any, /, *, distribution: Any, options: Any = None, stream: Any = None):
@@ -128,30 +189,25 @@ class FFT(FreedOnExit):
         self._nvshmem = _runtime.engine("nvshmem")
         self._lib = _cufftmp.bindings()
         adapter = wrap(operand, "operand")
-        partition = slab_partition(distribution, adapter.ndim)
+        layout = fft_layout(distribution, adapter.ndim)
         group = context.process_group
-        mine, nbytes = _local_problem(adapter, self._nvshmem, context.device_id)
+        mine, nbytes = _local_problem(adapter, self._nvshmem, context.device_id, layout)
         problem = None if mine is None else f"{type(mine).__name__}: {mine}"
         agreed = {
             "dtype": adapter.dtype,
-            "distribution": "Slab." + "XY"[partition],
+            "distribution": layout_name(layout),
             "fft_type": options.fft_type,
             "redistribute": options.redistribute,
             "last_axis_parity": options.last_axis_parity,
         }
-        facts = {**local_facts(tuple(adapter.shape), partition, agreed), "problem": problem, "bytes": nbytes}
+        facts = {**_facts(adapter, layout, agreed), "problem": problem, "bytes": nbytes}
         everyone = gather_by_rank(group, facts)
         _raise_problems(everyone, mine)
-        global_shape = global_slab_shape(everyone, partition, _WHAT, group.rank)
-        traits = slab_fft_traits(
-            global_shape, adapter.dtype, partition, group.rank, group.nranks, fft_type=options.fft_type,
-            redistribute=options.redistribute, last_axis_parity=options.last_axis_parity,
-        )  # fmt: skip
+        traits = _traits(everyone, layout, adapter.dtype, options, group)
         _check_capacity(everyone, traits, group.nranks)
         self._options, self._traits, self._group, self._device = options, traits, group, context.device_id
-        self._partition, self._package = partition, adapter.package
-        self._operand_view: View = operand_view(traits)
-        self._result_view: View = result_view(traits)
+        self._layout, self._package = layout, adapter.package
+        self._operand_view, self._result_view = _views(traits)
         self._operand: TensorAdapter | None = adapter
         self._result: Any = None
         self._stream = streams.get_stream(stream, device_id=context.device_id, package=adapter.package)
@@ -165,8 +221,8 @@ class FFT(FreedOnExit):
         self._logger.info(
             "distributed FFT %s %s of %s on %d ranks (rank %d: local %s)",
             traits.fft_type,
-            "Slab." + "XY"[partition],
-            global_shape,
+            layout_name(layout),
+            traits.global_shape,
             group.nranks,
             group.rank,
             traits.local_shape,
@@ -184,8 +240,10 @@ class FFT(FreedOnExit):
         return self._traits.fft_type
 
     @property
-    def result_distribution(self) -> str:
-        """``"Slab.X"`` or ``"Slab.Y"``: where the result lies."""
+    def result_distribution(self) -> str | Box:
+        """Where the result lies: ``"Slab.X"`` or ``"Slab.Y"``, or this rank's output :class:`Box`."""
+        if isinstance(self._traits, BoxFFTTraits):
+            return Box(*self._traits.boxes.output)
         return "Slab." + "XY"[self._traits.result_partition]
 
     @property
@@ -221,7 +279,7 @@ class FFT(FreedOnExit):
             handle = _cufftmp.MpHandle(self._lib, traits, int(direction))
             undo.callback(handle.close)
             reshape = None
-            if traits.result_partition == traits.partition:
+            if isinstance(traits, SlabFFTTraits) and traits.result_partition == traits.partition:
                 capacity = slab_capacity_bytes(traits.global_shape, traits.operand_dtype, traits.partition,
                                                nranks, fft_type=traits.fft_type,
                                                last_axis_parity=self._options.last_axis_parity)  # fmt: skip
@@ -250,15 +308,14 @@ class FFT(FreedOnExit):
             self.release_operand()
             return
         adapter = wrap(operand, "operand")
-        if distribution is not None and slab_partition(distribution, adapter.ndim) != self._partition:
-            raise ValueError(
-                f"distribution {distribution!r}: this FFT was planned for {'Slab.' + 'XY'[self._partition]}"
-            )
+        if distribution is not None and fft_layout(distribution, adapter.ndim) != self._layout:
+            planned = self._layout if isinstance(self._layout, BoxPair) else layout_name(self._layout)
+            raise ValueError(f"distribution {distribution!r}: this FFT was planned for {planned}")
         if adapter.package != self._package:
             raise TypeError(
                 f"the new operand is a {adapter.package} tensor; the FFT was planned for {self._package}"
             )
-        error, _ = _local_problem(adapter, self._nvshmem, self._device)
+        error, _ = _local_problem(adapter, self._nvshmem, self._device, self._layout)
         if error is not None:
             raise error
         check_operand_layout(adapter.package, adapter.device_id, tuple(adapter.shape), tuple(adapter.strides),
@@ -347,6 +404,6 @@ class FFT(FreedOnExit):
     def __repr__(self) -> str:
         t, state = self._traits, self._lifecycle.state.name
         return (
-            f"<nvmath.distributed.fft.FFT {t.fft_type} {t.global_shape} Slab.{'XY'[self._partition]} -> "
+            f"<nvmath.distributed.fft.FFT {t.fft_type} {t.global_shape} {layout_name(self._layout)} -> "
             f"{self.result_distribution}, {state}>"
         )

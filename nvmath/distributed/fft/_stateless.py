@@ -22,7 +22,7 @@ from nvmath._internal.tensors import wrap
 from nvmath.distributed import _runtime
 from nvmath.fft._options import FFTDirection
 
-from ._checks import slab_partition
+from ._checks import fft_layout
 from ._options import FFTOptions
 from ._planner import FFT
 
@@ -71,12 +71,12 @@ def _run(operand: Any, distribution: Any, options: Any, stream: Any, sync: bool,
             f"({'use rfft() for real operands' if kind == 'complex' else 'use fft() for complex operands'})"
         )
     options = _options(options, fft_type)
-    partition = slab_partition(distribution, adapter.ndim)
+    layout = fft_layout(distribution, adapter.ndim)
     context = _runtime.context()
     key = None
     if options.logger is None:  # the rank too: one process may host several ranks (threads, in tests)
         key = (
-            adapter_head(adapter), partition, options.fft_type, options.redistribute,
+            adapter_head(adapter), layout, options.fft_type, options.redistribute,
             options.last_axis_parity, options.blocking, id(context), context.process_group.rank,
         )  # fmt: skip
     return call_cached(plan_cache, key, _build, adapter, direction, stream, sync,
@@ -90,14 +90,15 @@ def fft(operand: Any, /, *, distribution: Any, sync_symmetric_memory: bool = Tru
     Args:
         operand: this rank's part of the global complex array, on the NVSHMEM symmetric heap
             (:func:`~nvmath.distributed.fft.allocate_operand`).
-        distribution: ``Slab.X`` or ``Slab.Y``.
+        distribution: ``Slab.X`` or ``Slab.Y``, or this rank's pair ``(input Box, output Box)``.
         sync_symmetric_memory: synchronize every rank's symmetric memory on the stream first.
         options: :class:`~nvmath.distributed.fft.FFTOptions` or a dict of its fields.
         stream: the stream to run on (``None``: the package's current stream).
 
     Returns:
         The result, a view of the operand's buffer: in the operand's slab with
-        ``options.redistribute=True`` (default), else in the complementary one.
+        ``options.redistribute=True`` (default), else in the complementary one; in this rank's
+        output box with a box pair.
     """
     return _run(operand, distribution, options, stream, sync_symmetric_memory, "C2C", FFTDirection.FORWARD,
                 "complex", "fft")  # fmt: skip
@@ -114,8 +115,9 @@ def ifft(operand: Any, /, *, distribution: Any, sync_symmetric_memory: bool = Tr
 def rfft(operand: Any, /, *, distribution: Any, sync_symmetric_memory: bool = True, options: Any = None,
          stream: Any = None) -> Any:  # fmt: skip
     """Real-to-complex distributed FFT, in place (collective). The real operand's last axis is
-    padded to ``2 * (n // 2 + 1)`` (:func:`~nvmath.distributed.fft.allocate_operand` does it); a 2-D
-    R2C takes a ``Slab.X`` operand. Returns the complex half spectrum (a view of the same buffer).
+    padded to ``2 * (n // 2 + 1)`` (:func:`~nvmath.distributed.fft.allocate_operand` does it) for slabs
+    (box operands are dense); a 2-D slab R2C takes a ``Slab.X`` operand. Returns the complex half
+    spectrum (a view of the same buffer).
     Arguments as :func:`fft`."""
     return _run(operand, distribution, options, stream, sync_symmetric_memory, "R2C", FFTDirection.FORWARD,
                 "real", "rfft")  # fmt: skip

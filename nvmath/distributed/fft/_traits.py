@@ -18,6 +18,8 @@ __all__ = [
     "ENGINE_DTYPES",
     "SLAB_SUBFORMATS",
     "SlabFFTTraits",
+    "check_problem_shape",
+    "result_global_shape",
     "slab_extent",
     "slab_fft_traits",
     "slab_shape",
@@ -61,7 +63,10 @@ def slab_shape(global_shape: Sequence[int], partition: int, rank: int, nranks: i
     return tuple(shape)
 
 
-def _result_shape(global_shape: tuple[int, ...], fft_type: str, last_axis_parity: str) -> tuple[int, ...]:
+def result_global_shape(
+    global_shape: tuple[int, ...], fft_type: str, last_axis_parity: str
+) -> tuple[int, ...]:
+    """The global shape of the result of a transform of an operand of ``global_shape``."""
     last = global_shape[-1]
     if fft_type == "R2C":
         last = last // 2 + 1
@@ -70,16 +75,13 @@ def _result_shape(global_shape: tuple[int, ...], fft_type: str, last_axis_parity
     return (*global_shape[:-1], last)
 
 
-def _check_problem(global_shape: tuple[int, ...], partition: int, nranks: int) -> None:
+def check_problem_shape(global_shape: tuple[int, ...], nranks: int) -> None:
+    """Raise ValueError unless cuFFTMp can transform an array of ``global_shape`` on ``nranks``
+    ranks (2-D or 3-D, the first two extents at least the number of ranks; any distribution)."""
     if len(global_shape) not in (2, 3):
         raise ValueError(f"global shape {global_shape}: the distributed FFT is 2-D or 3-D (cuFFTMp)")
     if any(n < 1 for n in global_shape):
         raise ValueError(f"global shape {global_shape}: every extent must be >= 1")
-    if partition not in SLAB_SUBFORMATS:
-        raise ValueError(
-            f"slab axis {partition}: cuFFTMp's slab FFTs take Slab.X (axis 0) or Slab.Y (axis 1); "
-            "use Box distributions for other decompositions"
-        )
     if min(global_shape[:2]) < nranks:
         raise ValueError(
             f"global shape {global_shape} on {nranks} ranks: cuFFTMp needs the first two extents "
@@ -111,7 +113,12 @@ def slab_fft_traits(
         ValueError: a shape, slab or dtype cuFFTMp cannot transform (the message says why).
     """
     global_shape = tuple(global_shape)
-    _check_problem(global_shape, partition, nranks)
+    check_problem_shape(global_shape, nranks)
+    if partition not in SLAB_SUBFORMATS:
+        raise ValueError(
+            f"slab axis {partition}: cuFFTMp's slab FFTs take Slab.X (axis 0) or Slab.Y (axis 1); "
+            "use Box distributions for other decompositions"
+        )
     if dtype not in ENGINE_DTYPES:
         raise ValueError(
             f"operand dtype {dtype!r}: cuFFTMp transforms {', '.join(ENGINE_DTYPES)} (no half precision)"
@@ -125,7 +132,7 @@ def slab_fft_traits(
                 f"got {_SLAB_NAMES[partition]}"
             )
     result_partition = partition if redistribute else 1 - partition
-    global_result_shape = _result_shape(global_shape, fft_type, last_axis_parity)
+    global_result_shape = result_global_shape(global_shape, fft_type, last_axis_parity)
     return SlabFFTTraits(
         fft_type=fft_type,
         operand_dtype=dtype,

@@ -21,11 +21,14 @@ Handles: one cuBLAS handle per (thread, device), created on first use; every lau
 and the workspace (memory from the package allocator, :data:`WORKSPACE_BYTES`) first, so two
 planners sharing a thread's handle never see each other's workspace.
 
-Launches call the unchecked bindings (``nvmath.bindings._unchecked.cublas``: no per-call range check,
-so no wrap-around may reach them): every integer a program passes is checked against its C type once,
-when the program is built at plan time (:func:`c_int`: ``ValueError`` naming the value and the limit);
-pointers are tensor addresses (plus offsets inside the tensor), handles come from :func:`get_handle`,
-streams are bounded to 64 bits by :mod:`nvmath._internal.streams`, the enums are cuBLAS's own.
+Launches go through the launch objects of :mod:`._launch` (:class:`~._launch.GemmLaunch`,
+:class:`~._launch.RoutineLaunch`), which call the unchecked bindings
+(``nvmath.bindings._unchecked.cublas``, or their C functions through the compiled caller: no per-call
+range check, so no wrap-around may reach them): every integer a program passes is checked against its
+C type once, when the program is built at plan time (:func:`c_int`: ``ValueError`` naming the value
+and the limit); pointers are tensor addresses (plus offsets inside the tensor), handles come from
+:func:`get_handle`, streams are bounded to 64 bits by :mod:`nvmath._internal.streams`, the enums are
+cuBLAS's own.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from nvmath.bindings import cublas
 from nvmath.bindings._unchecked import cublas as cublas_unchecked
 from nvmath.bindings.cublas import ComputeType, CudaDataType, Operation
 from nvmath.linalg.generic._batching import batch_plan
-from nvmath.linalg.generic._launch import GemmLaunch
+from nvmath.linalg.generic._launch import GemmLaunch, RoutineLaunch
 from nvmath.linalg.generic._traits import Layout, Traits
 
 __all__ = [
@@ -268,13 +271,27 @@ class _PerMatrix(GpuProgram):
             {"s": self.ls.batch_strides, "x": self.lx.batch_strides, "d": self.ld.batch_strides},
             strided=False,
         )
-        # unchecked bindings: the integers below are checked here, once (see the module docstring)
-        self.fn = getattr(cublas_unchecked, f"{self.types.prefix}{self._routine()}", None)
-        self.geam = getattr(cublas_unchecked, f"{self.types.prefix}geam", None)
+        # the launches' integers are checked here, once (see the module docstring)
         if not self.empty:
             self.lds, self.ldx, self.ldd = self._ld(t.structured), self._ld(self.dense), self._ld("d")
             self.side, self.uplo, self.diag = int(t.side), int(t.uplo), int(t.diag)
             self.op_s = int(self.ls.op)
+
+    def _routine_launch(self, fixed: tuple, slots: tuple[int, ...]) -> RoutineLaunch:
+        """The launch of this program's routine (``cublas<t><kind>``) with these fixed arguments."""
+        return RoutineLaunch(f"{self.types.prefix}{self._routine()}", fixed, slots)
+
+    def _geam_launch(self, lda: int) -> Any:
+        """``geam(N, N, m, n, alpha, x, lda, beta, d, ldd, d, ldd)``: per call handle, alpha, x, beta, d."""
+        m, n, ldd = self.m, self.n, self.ldd
+        fixed = (0, _N, _N, m, n, 0, 0, lda, 0, 0, ldd, 0, ldd)
+        launch = RoutineLaunch(f"{self.types.prefix}geam", fixed, (0, 5, 6, 8, 9, 11))
+        call = launch.call
+
+        def geam(handle: int, alpha: int, x: int, beta: int, d: int) -> None:
+            call(handle, alpha, x, beta, d, d)
+
+        return geam
 
     def _routine(self) -> str:
         return self.traits.kind
@@ -325,6 +342,9 @@ class SymmProgram(_PerMatrix):
         )
         if self.expanded is not None:
             self.scratch_bytes = self.expanded.scratch_bytes
+        elif not self.empty:  # symm(side, uplo, m, n, alpha, s, lds, x, ldx, beta, d, ldd)
+            fixed = (0, self.side, self.uplo, self.m, self.n, 0, 0, self.lds, 0, self.ldx, 0, 0, self.ldd)
+            self.routine = self._routine_launch(fixed, (0, 5, 6, 8, 10, 11)).call
 
     def launch(self, handle, stream, ptrs, alpha, beta, has_c, scratch):
         if self.empty:
@@ -336,8 +356,7 @@ class SymmProgram(_PerMatrix):
             if ex is not None:
                 ex.run(handle, stream, ps, px, pd, scratch, s.alpha, s.beta)
             else:
-                m, n, lds, ldx, ldd = self.m, self.n, self.lds, self.ldx, self.ldd
-                self.fn(handle, self.side, self.uplo, m, n, s.alpha, ps, lds, px, ldx, s.beta, pd, ldd)
+                self.routine(handle, s.alpha, ps, px, s.beta, pd)
 
 
 class TrmmProgram(_PerMatrix):
@@ -350,6 +369,16 @@ class TrmmProgram(_PerMatrix):
         mode = "tru" if traits.diag else "tr"
         self.expanded = _Expanded(self, mode, self.ls.op) if ns >= TRMM_GEMM_MIN else None
         self.scratch_bytes = self.expanded.scratch_bytes if self.expanded else self.m * self.n * self.itemsize
+        if self.expanded is None and not self.empty:
+            # trmm(side, uplo, op, diag, m, n, alpha, s, lds, x, ldx, out, ldo): into d, or into the
+            # scratch (ld max(m, 1)) that geam then adds to beta * c
+            self.into_d, self.into_scratch = (self._trmm(ldo) for ldo in (self.ldd, max(self.m, 1)))
+            self.add_c = self._geam_launch(max(self.m, 1))
+
+    def _trmm(self, ldo: int) -> Any:
+        s = self
+        fixed = (0, s.side, s.uplo, s.op_s, s.diag, s.m, s.n, 0, 0, s.lds, 0, s.ldx, 0, ldo)
+        return self._routine_launch(fixed, (0, 7, 8, 10, 12)).call
 
     def launch(self, handle, stream, ptrs, alpha, beta, has_c, scratch):
         if self.empty:
@@ -357,16 +386,15 @@ class TrmmProgram(_PerMatrix):
         s = self.scalars
         s.set(alpha, beta)
         has_c = has_c and beta != 0  # beta == 0 does not read c (geam is not promised to skip it)
-        m, n, ex, ldd = self.m, self.n, self.expanded, self.ldd
+        ex = self.expanded
         for ps, px, pd in self.matrices(ptrs):
             if ex is not None:
                 ex.run(handle, stream, ps, px, pd, scratch, s.alpha, s.beta if has_c else s.zero)
-                continue
-            out, ldo = (scratch, max(m, 1)) if has_c else (pd, ldd)
-            self.fn(handle, self.side, self.uplo, self.op_s, self.diag, m, n, s.alpha, ps, self.lds, px,
-                    self.ldx, out, ldo)  # fmt: skip
-            if has_c:
-                self.geam(handle, _N, _N, m, n, s.one, out, ldo, s.beta, pd, ldd, pd, ldd)
+            elif has_c:
+                self.into_scratch(handle, s.alpha, ps, px, scratch)
+                self.add_c(handle, s.one, scratch, s.beta, pd)
+            else:
+                self.into_d(handle, s.alpha, ps, px, pd)
 
 
 class DgmmProgram(_PerMatrix):
@@ -377,6 +405,14 @@ class DgmmProgram(_PerMatrix):
         self.scratch_bytes = self.m * self.n * self.itemsize
         if not self.empty:
             self.incx = c_int(f"the increment of the diagonal of operand '{traits.structured}'", traits.incx)
+            # dgmm(side, m, n, x, ldx, s, incx, out, ldo): into d or into the scratch (ld max(m, 1)); geam
+            # adds beta * c to alpha * scratch, or scales d in place by alpha
+            self.into_d, self.into_scratch = (self._dgmm(ldo) for ldo in (self.ldd, max(self.m, 1)))
+            self.add_c, self.scale_d = self._geam_launch(max(self.m, 1)), self._geam_launch(self.ldd)
+
+    def _dgmm(self, ldo: int) -> Any:
+        fixed = (0, self.side, self.m, self.n, 0, self.ldx, 0, self.incx, 0, ldo)
+        return self._routine_launch(fixed, (0, 4, 6, 8)).call
 
     def launch(self, handle, stream, ptrs, alpha, beta, has_c, scratch):
         if self.empty:
@@ -384,14 +420,14 @@ class DgmmProgram(_PerMatrix):
         s = self.scalars
         s.set(alpha, beta)
         has_c = has_c and beta != 0  # beta == 0 does not read c (geam is not promised to skip it)
-        m, n, ldd = self.m, self.n, self.ldd
         for ps, px, pd in self.matrices(ptrs):
-            out, ldo = (scratch, max(m, 1)) if has_c else (pd, ldd)
-            self.fn(handle, self.side, m, n, px, self.ldx, ps, self.incx, out, ldo)
             if has_c:
-                self.geam(handle, _N, _N, m, n, s.alpha, out, ldo, s.beta, pd, ldd, pd, ldd)
-            elif alpha != 1:
-                self.geam(handle, _N, _N, m, n, s.alpha, pd, ldd, s.zero, pd, ldd, pd, ldd)
+                self.into_scratch(handle, px, ps, scratch)
+                self.add_c(handle, s.alpha, scratch, s.beta, pd)
+            else:
+                self.into_d(handle, px, ps, pd)
+                if alpha != 1:
+                    self.scale_d(handle, s.alpha, pd, s.zero, pd)
 
 
 PROGRAMS: dict[str, type[GpuProgram]] = {

@@ -93,9 +93,23 @@ def torch_gemm(
     # per hit would cost ~0.07 µs), a miss or an explicit stream goes through it
     caller_stream = streams.CallerStream(dev, "torch")
     raw = caller_stream.current
+    # torch keeps its current device's primary context current: on a stream of that context the
+    # launch needs no context switch, nor the driver query that checks for one
+    current_device = streams.torch_device_getter()
+
+    def launch(sh: Any, pa: int, pb: int, pd: int, alpha: Any, beta: Any) -> None:
+        ws, _ = workspace()
+        handle = get_handle(dev)
+        bind(handle, sh, ws.ensure(wsb, sh), wsb)
+        gemm(handle, sh, pa, pb, pd, alpha, beta, has_c)
+        if blocking:
+            streams.synchronize(sh)
 
     def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
-        alpha, beta = _checked(alpha, beta, check)
+        if alpha is None and beta is None:
+            alpha, beta = 1, 0
+        else:
+            alpha, beta = _checked(alpha, beta, check)
         if stream is None:
             sh = caller_stream.last
             if sh is None or raw is None or sh.ptr != raw(dev):
@@ -113,13 +127,11 @@ def torch_gemm(
                 d = torch.empty_strided(shape, strides, dtype=tdt, device=device)
                 if has_c:
                     d.copy_(c.detach())
-        with devices.device_ctx(dev):
-            ws, _ = workspace()
-            handle = get_handle(dev)
-            bind(handle, sh, ws.ensure(wsb, sh), wsb)
-            gemm(handle, sh, a.data_ptr(), b.data_ptr(), d.data_ptr(), alpha, beta, has_c)
-            if blocking:
-                streams.synchronize(sh)
+        if sh.ctx is None and current_device is not None and current_device() == dev:
+            launch(sh, a.data_ptr(), b.data_ptr(), d.data_ptr(), alpha, beta)
+        else:
+            with devices.device_ctx(dev):
+                launch(sh, a.data_ptr(), b.data_ptr(), d.data_ptr(), alpha, beta)
         return d
 
     return run

@@ -13,8 +13,10 @@ structured qualifiers        symm / hemm / trmm / dgmm have no grouped form: one
 The device pointer arrays are rebuilt on the host and uploaded (one ``cuMemcpyHtoDAsync`` on the
 call's stream into the plan's scratch memory) only when an operand address changed.
 
-The launch calls the unchecked binding: the per-group integers (C ``int`` arrays, which ctypes would
-fill with wrapped values) and the group count are range-checked when the program is built.
+The launch goes through a :class:`~._launch.RoutineLaunch` built with the program (the only caller of
+the grouped routine): the per-group integers (C ``int`` arrays, which ctypes would fill with wrapped
+values) and the group count are range-checked when the program is built, and the launch holds them
+with the alpha / beta arrays' addresses; a call gives the handle and the three pointer arrays.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from typing import Any
 import numpy as np
 
 from nvmath._internal import devices
-from nvmath.bindings._unchecked import cublas as cublas_unchecked
 from nvmath.linalg.generic._batching import batch_plan
 from nvmath.linalg.generic._cublas import TYPES, c_int
+from nvmath.linalg.generic._launch import RoutineLaunch
 from nvmath.linalg.generic._traits import Traits
 
 __all__ = ["GroupedProgram", "make_grouped", "upload"]
+
+_PREFIX = {"float32": "s", "float64": "d"}
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +111,20 @@ class GroupedProgram:
         self.alphas = np.zeros(max(self.count, 1), dtype=ty.scale)
         self.betas = np.zeros(max(self.count, 1), dtype=ty.scale)
         self._pointers = np.zeros(3 * self.total, dtype=np.uint64)
+        self._call = self._routine().call if self.count else None
+
+    def _routine(self) -> RoutineLaunch:
+        """The grouped GEMM's launch: per call the handle and the addresses of the a, b, c pointer arrays."""
+        ta, tb, ms, ns, ks, l1s, l2s, lds, sizes = self.args
+        al, be = self.alphas.ctypes.data, self.betas.ctypes.data
+        # (handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, count, sizes); Ex: types, compute
+        if self.dtype in ("float32", "float64"):
+            fixed = (0, ta, tb, ms, ns, ks, al, 0, l1s, 0, l2s, be, 0, lds, self.count, sizes)
+            return RoutineLaunch(f"{_PREFIX[self.dtype]}gemm_grouped_batched", fixed, (0, 7, 9, 12))
+        dt, compute = self.enums
+        count = self.count
+        fixed = (0, ta, tb, ms, ns, ks, al, 0, dt, l1s, 0, dt, l2s, be, 0, dt, lds, count, sizes, compute)
+        return RoutineLaunch("gemm_grouped_batched_ex", fixed, (0, 7, 10, 14))
 
     def _fill(self, ptrs: list[dict[str, int]]) -> None:
         isz, out, total = self.isz, self._pointers, self.total
@@ -141,20 +159,4 @@ class GroupedProgram:
         for j, i in enumerate(self.live):
             self.alphas[j] = alphas[i]
             self.betas[j] = betas[i]
-        ta, tb, ms, ns, ks, l1s, l2s, lds, sizes = self.args
-        pa, pb, pc = scratch, scratch + 8 * self.total, scratch + 16 * self.total
-        al, be = self.alphas.ctypes.data, self.betas.ctypes.data
-        # unchecked: the arrays and count were checked at plan time, the rest are addresses and our handle
-        if self.dtype in ("float32", "float64"):
-            fn = (
-                cublas_unchecked.sgemm_grouped_batched
-                if self.dtype == "float32"
-                else cublas_unchecked.dgemm_grouped_batched
-            )
-            fn(handle, ta, tb, ms, ns, ks, al, pa, l1s, pb, l2s, be, pc, lds, self.count, sizes)
-        else:
-            dt, compute = self.enums
-            cublas_unchecked.gemm_grouped_batched_ex(
-                handle, ta, tb, ms, ns, ks, al, pa, dt, l1s, pb, dt, l2s, be, pc, dt, lds, self.count, sizes,
-                compute,
-            )  # fmt: skip
+        self._call(handle, scratch, scratch + 8 * self.total, scratch + 16 * self.total)  # type: ignore[misc]

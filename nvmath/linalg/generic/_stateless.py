@@ -38,7 +38,7 @@ from nvmath._internal.torch_bridge import route, wants_torch
 from nvmath.linalg.generic._options import MatmulOptions
 from nvmath.linalg.generic._planner import Matmul, checked_beta
 
-__all__ = ["GenericPlanCache", "generic_key", "matmul", "plan_cache", "scratches", "workspaces"]
+__all__ = ["GenericPlanCache", "generic_key", "matmul", "plan_cache", "product", "scratches", "workspaces"]
 
 DEFAULT_CACHE_SIZE = 128
 """The default number of plans kept by :data:`plan_cache`."""
@@ -181,13 +181,25 @@ def matmul(
         The result in the operands' package and memory space (a list of results for explicit batches;
         ``c`` itself with ``MatmulOptions(inplace=True)``).
     """
-    beta = checked_beta(c, beta)
+    if beta is not None or c is not None:
+        beta = checked_beta(c, beta)
     if wants_torch(a, b, c):  # autograd or torch.compile: nvmath.torch builds the graph
         return route("generic.matmul", a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options,
                      execution=execution, stream=stream)  # fmt: skip
-    key = generic_key(a, b, c, qualifiers, options, execution)
+    if c is None and qualifiers is None and options is None and execution is None:
+        key = _pair_key(a, b) or generic_key(a, b)  # (the common call: two operands read raw)
+    else:
+        key = generic_key(a, b, c, qualifiers, options, execution)
     args = (a, b, c, alpha, beta, qualifiers, options, execution, stream)
     return call_cached(plan_cache, key, _build, a, b, c, alpha, beta, stream, build_args=args)
+
+
+def product(a: Any, b: Any) -> Any:
+    """:func:`matmul` of two operands and nothing else, without the routing check: for
+    ``nvmath.torch``'s autograd function, which calls it with grad mode off (the same plan cache)."""
+    key = _pair_key(a, b) or generic_key(a, b)
+    return call_cached(plan_cache, key, _build, a, b, None, None, None, None,
+                       build_args=(a, b, None, None, None, None, None, None, None))  # fmt: skip
 
 
 def _build(

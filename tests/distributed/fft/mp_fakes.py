@@ -20,7 +20,7 @@ import threading
 from typing import Any
 
 import numpy as np
-from dist_fakes import FakeNvshmem
+from dist_fakes import FakeNccl, FakeNvshmem
 
 from nvmath._internal.tensors.base import TensorAdapter
 
@@ -28,8 +28,9 @@ from nvmath._internal.tensors.base import TensorAdapter
 def host_view(address: int, shape: tuple, strides: tuple, dtype: Any) -> np.ndarray:
     """A numpy view of host memory at ``address`` (element strides)."""
     dtype = np.dtype(dtype)
-    if not shape or 0 in shape:
-        return np.empty(shape, dtype)
+    if not shape or 0 in shape:  # an empty view that still starts at ``address``
+        one = (ctypes.c_char * dtype.itemsize).from_address(address)
+        return np.frombuffer(one, dtype=dtype)[:0].reshape(shape)
     span = (sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) + 1) * dtype.itemsize
     flat = np.frombuffer((ctypes.c_char * span).from_address(address), dtype=np.uint8)
     return np.lib.stride_tricks.as_strided(
@@ -76,6 +77,8 @@ class _Type(enum.IntEnum):
 class _SubFormat(enum.IntEnum):
     FORMAT_INPLACE = 2
     FORMAT_INPLACE_SHUFFLED = 3
+    FORMAT_DISTRIBUTED_INPUT = 5
+    FORMAT_DISTRIBUTED_OUTPUT = 6
 
 
 class _CommType(enum.IntEnum):
@@ -138,6 +141,13 @@ class FakeCufftMp:
         self.plans[handle]["subformats"] = (forward, inverse)
         self._log("xt_set_subformat_default", handle, forward, inverse)
 
+    def xt_set_distribution(self, handle, rank, lo_in, up_in, lo_out, up_out, st_in, st_out):
+        assert "sizes" not in self.plans[handle], "cufftXtSetDistribution must come before planning"
+        assert rank == len(lo_in) == len(up_out) == len(st_in) == len(st_out)
+        boxes = tuple(tuple(int(v) for v in b) for b in (lo_in, up_in, lo_out, up_out, st_in, st_out))
+        self.plans[handle]["distribution"] = boxes
+        self._log("xt_set_distribution", handle, rank)
+
     def _make(self, handle, sizes, kind):
         assert "subformats" in self.plans[handle], "subformats must be set before planning"
         self.plans[handle].update(sizes=tuple(sizes), type=_Type(kind))
@@ -170,10 +180,62 @@ class FakeCufftMp:
         assert iptr == optr, "cuFFTMp slab transforms run in place"
         plan = self.plans[handle]
         self._log("xt_exec", handle, direction)
-        addresses = self._exchange(iptr)
+        everyone = self._exchange((iptr, plan))
         if self.group.rank == 0:
-            self._transform(plan, direction, addresses)
+            if "distribution" in plan:
+                self._transform_boxes([p for _, p in everyone], direction, [a for a, _ in everyone])
+            else:
+                self._transform(plan, direction, [a for a, _ in everyone])
         self._exchange(None)
+
+    @staticmethod
+    def _domains(kind, sizes, direction):
+        """``(input shape, input dtype, output shape, output dtype)`` of one execution."""
+        double = kind in (_Type.Z2Z, _Type.D2Z, _Type.Z2D)
+        real_t, cplx_t = (np.float64, np.complex128) if double else (np.float32, np.complex64)
+        half = (*sizes[:-1], sizes[-1] // 2 + 1)
+        if kind in (_Type.C2C, _Type.Z2Z):
+            return sizes, cplx_t, sizes, cplx_t
+        if kind in (_Type.R2C, _Type.D2Z):
+            assert direction == -1
+            return sizes, real_t, half, cplx_t
+        assert direction == 1
+        return half, cplx_t, sizes, real_t
+
+    @staticmethod
+    def _numpy_transform(kind, sizes, direction, full):
+        axes = tuple(range(len(sizes)))
+        if kind in (_Type.C2C, _Type.Z2Z):
+            if direction == -1:
+                return np.fft.fftn(full, axes=axes)
+            return np.fft.ifftn(full, axes=axes) * np.prod(sizes)
+        if kind in (_Type.R2C, _Type.D2Z):
+            return np.fft.rfftn(full, axes=axes)
+        return np.fft.irfftn(full, s=sizes, axes=axes) * np.prod(sizes)
+
+    def _transform_boxes(self, plans, direction, addresses):
+        """cufftXtSetDistribution semantics: the data of a forward execution is in the "input" boxes
+        (subformat DISTRIBUTED_INPUT) and lands in the "output" boxes; an inverse one the reverse."""
+        kind, sizes = plans[0]["type"], plans[0]["sizes"]
+        assert plans[0]["subformats"] == (5, 6), "Box plans take DISTRIBUTED_INPUT / DISTRIBUTED_OUTPUT"
+        in_shape, in_t, out_shape, out_t = self._domains(kind, sizes, direction)
+        source, target = (0, 2) if direction == -1 else (2, 0)  # index of lower in the distribution tuple
+        full = np.zeros(in_shape, dtype=np.complex128 if np.dtype(in_t).kind == "c" else np.float64)
+        seen = np.zeros(in_shape, dtype=int)
+        for plan, address in zip(plans, addresses, strict=True):
+            d = plan["distribution"]
+            lo, up, st = d[source], d[source + 1], d[4 + source // 2]
+            index = tuple(slice(a, b) for a, b in zip(lo, up, strict=True))
+            full[index] = host_view(address, tuple(b - a for a, b in zip(lo, up, strict=True)), st, in_t)
+            seen[index] += 1
+        assert (seen == 1).all(), "the input boxes must tile the global array"
+        out = self._numpy_transform(kind, sizes, direction, full)
+        assert out.shape == tuple(out_shape)
+        for plan, address in zip(plans, addresses, strict=True):
+            d = plan["distribution"]
+            lo, up, st = d[target], d[target + 1], d[4 + target // 2]
+            index = tuple(slice(a, b) for a, b in zip(lo, up, strict=True))
+            host_view(address, tuple(b - a for a, b in zip(lo, up, strict=True)), st, out_t)[...] = out[index]
 
     def _transform(self, plan, direction, addresses):
         kind, sizes = plan["type"], plan["sizes"]
@@ -289,3 +351,62 @@ def numpy_view(address, shape, strides, dtype, device_id, owner, package):
     """Symmetric tensors as numpy views of the fake heap."""
     OWNERS.append(owner)
     return host_view(address, shape, strides, dtype)
+
+
+# ------------------------------------------------------------------------------------ environment
+class FakeStream:
+    def __init__(self, ptr):
+        self.ptr, self.device_id, self.ctx, self.mortal, self._done = ptr, 0, None, False, None
+
+
+class Env:
+    """What the ``mp`` fixture made: the group, fakes, and helpers to make operands."""
+
+    def __init__(self, group, nvshmem, lib, syncs):
+        self.group, self.nvshmem, self.lib, self.syncs = group, nvshmem, lib, syncs
+
+    def operand(self, local_shape, dtype, *, padded=None, nbytes=None):
+        """A FakeDevice on the fake heap: C order, the last axis padded to ``padded`` elements."""
+        dtype = np.dtype(dtype)
+        row = padded or local_shape[-1]
+        strides, step = [0] * len(local_shape), 1
+        for i in reversed(range(len(local_shape))):
+            strides[i] = step
+            step *= row if i == len(local_shape) - 1 else local_shape[i]
+        size = nbytes or 4 * max(step, 1) * 16
+        address = self.nvshmem.malloc(size)
+        return FakeDevice(host_view(address, tuple(local_shape), tuple(strides), dtype))
+
+    def run(self, function):
+        """``function(rank)`` on every rank (threads for a ThreadGroup), exceptions returned."""
+        if hasattr(self.group, "run"):
+            return self.group.run(function)
+        try:
+            return [function(0)]
+        except BaseException as exc:  # noqa: BLE001
+            return [exc]
+
+
+def install_fakes(monkeypatch, group, views=None, syncs=None):
+    """Initialize nvmath.distributed on ``group`` with the fake engines (an NVSHMEM already running,
+    so thread-ranks share one context), the fake cuFFTMp, host memory as the symmetric heap and
+    fake streams; returns the :class:`Env`. ``views``: how symmetric tensors come back (default:
+    numpy views of the fake heap)."""
+    import nvmath.distributed as nd
+    from nvmath._internal import streams
+    from nvmath._internal.tensors import transfers
+    from nvmath.distributed import _engines, _runtime, _symmetric
+    from nvmath.distributed.fft import _cufftmp
+
+    syncs = [] if syncs is None else syncs
+    nvshmem, nccl, lib = HeapNvshmem(group), FakeNccl(group), FakeCufftMp(group)
+    engines = {"nvshmem": nvshmem, "nccl": nccl}
+    monkeypatch.setattr(_engines, "load", lambda backends: {b: engines[b] for b in backends})
+    monkeypatch.setattr(_runtime, "_activate_device", lambda device_id: None)
+    monkeypatch.setattr(_cufftmp, "bindings", lambda: lib)
+    monkeypatch.setattr(_symmetric, "view_at", views or numpy_view)
+    monkeypatch.setattr(streams, "get_stream", lambda s, **k: FakeStream(7 if s is None else s))
+    monkeypatch.setattr(streams, "synchronize", lambda s: syncs.append(s.ptr))
+    monkeypatch.setattr(transfers, "memcpy", lambda kind, dst, src, n, s: ctypes.memmove(dst, src, n))
+    nd.initialize(0, group, backends=["nvshmem"])
+    return Env(group, nvshmem, lib, syncs)

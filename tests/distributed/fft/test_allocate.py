@@ -81,7 +81,7 @@ def test_extents_that_are_no_slab_split_raise_on_every_rank(make_env):
         ({"input_dtype": torch.float16}, ValueError, "cuFFTMp transforms"),
         ({"fft_type": "C3C"}, ValueError, "fft_type"),
         ({"fft_type": "C2R"}, ValueError, "complex operand"),
-        ({"distribution": Box((0, 0), (4, 4))}, NotImplementedError, "Box"),
+        ({"distribution": Box((0, 0), (4, 4))}, TypeError, "pair"),
     ],
 )
 def test_bad_arguments(make_env, kwargs, error, match):

@@ -210,11 +210,14 @@ def test_bad_operands(make_env, make, error, match):
 
 
 def test_bad_distributions(make_env):
-    """Box pairs are not implemented yet (NotImplementedError); Slab.Z and other objects are refused."""
+    """A single Box (not a pair), boxes of another dimensionality, Slab.Z and other objects are
+    refused, saying what is allowed."""
     env = make_env(SingleRank())
     op = env.operand((4, 4, 4), np.complex64)
-    with pytest.raises(NotImplementedError, match="Box distributions are not implemented yet"):
-        dfft.FFT(op, distribution=(Box((0, 0, 0), (4, 4, 4)), Box((0, 0, 0), (4, 4, 4))))
+    with pytest.raises(TypeError, match=r"pair \(input Box, output Box\)"):
+        dfft.FFT(op, distribution=Box((0, 0, 0), (4, 4, 4)))
+    with pytest.raises(ValueError, match="is 2-D; the operand is 3-D"):
+        dfft.FFT(op, distribution=(Box((0, 0), (4, 4)), Box((0, 0), (4, 4))))
     with pytest.raises(ValueError, match="Slab.X or Slab.Y"):
         dfft.FFT(op, distribution=Slab.Z)
     with pytest.raises(TypeError, match="distribution must be"):

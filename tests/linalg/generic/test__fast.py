@@ -118,3 +118,33 @@ def test_torch_gpu_entry_numerics(torch, fake_gpu, monkeypatch):
         np.testing.assert_allclose(out.numpy(), alpha * (a @ b) + beta * c, rtol=1e-12)
     with pytest.raises(ValueError, match="complex"):
         run(ta, tb, tc, 1j, 1.0, None)
+
+
+@pytest.mark.parametrize("current", [None, 0, 1])
+def test_torch_gpu_entry_switches_context_only_off_the_current_device(torch, fake_gpu, monkeypatch, current):
+    """The torch CUDA entry launches without entering the device's context when torch's current device is
+    the plan's (``current`` 0: torch keeps that primary context current), and enters it otherwise (another
+    current device, or no device getter); the results are the same either way (alpha, repeated calls)."""
+    import contextlib
+
+    import cublas_fakes
+
+    from nvmath._internal import devices, streams
+
+    entered = []
+
+    def spy(device_id):
+        entered.append(device_id)
+        return contextlib.nullcontext()
+
+    monkeypatch.setattr(devices, "device_ctx", spy)
+    getter = None if current is None else (lambda: current)
+    monkeypatch.setattr(streams, "torch_device_getter", lambda: getter)
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((6, 3)), rng.standard_normal((3, 2))
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    run = _torch_entry(torch, monkeypatch, _planned(cublas_fakes.fake(a), cublas_fakes.fake(b)))
+    for alpha in (None, 3.0):
+        out = run(ta, tb, None, alpha, None, None)
+        np.testing.assert_allclose(out.numpy(), (1 if alpha is None else alpha) * (a @ b), rtol=1e-12)
+    assert entered == ([] if current == 0 else [0, 0])

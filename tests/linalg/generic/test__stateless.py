@@ -151,3 +151,20 @@ def test_beta_rules_of_the_stateless_call_match_the_planner():
     assert [w.filename for w in seen if "beta" in str(w.message)] == [__file__, __file__]
     with pytest.raises(ValueError, match="beta must be given"):
         la.matmul(a, b, np.ones((2, 2)))
+
+
+def test_two_operand_calls_use_the_key_of_generic_key(torch):
+    """The two-operand call (its key read raw, without generic_key's general path) caches its plan under
+    generic_key(a, b), for numpy and torch operands alike: a later call with options of the same layout
+    is another plan, a repeated plain call a hit, and the results equal numpy's (float64 reference)."""
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((4, 6)), rng.standard_normal((6, 2))
+    for x, y in ((a, b), (torch.from_numpy(a), torch.from_numpy(b))):
+        plan_cache.clear()
+        np.testing.assert_allclose(np.asarray(la.matmul(x, y)), a @ b, rtol=1e-12)
+        assert list(plan_cache.keys()) == [generic_key(x, y)]
+        hits = plan_cache.stats.hits
+        np.testing.assert_allclose(np.asarray(la.matmul(x, y)), a @ b, rtol=1e-12)
+        assert plan_cache.stats.hits == hits + 1 and plan_cache.stats.size == 1
+        np.testing.assert_allclose(np.asarray(la.matmul(x, y, options={})), a @ b, rtol=1e-12)
+        assert plan_cache.stats.size == 2

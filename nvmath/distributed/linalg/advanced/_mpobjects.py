@@ -1,8 +1,14 @@
-"""RAII wrappers of cuBLASMp objects: handle, grid, matrix descriptor, matmul descriptor.
+"""RAII wrappers of cuBLASMp objects: handle, grid, matrix descriptor, matmul descriptor, workspace.
 
 Grids are made over the NCCL communicator :func:`nvmath.distributed.initialize` started; creating
 and destroying them (and the handle) is collective in cuBLASMp: every rank makes and closes the
 same objects in the same order, which the planner guarantees (one agreement check first).
+
+The device workspace is allocated with ``cublasMpMalloc`` (``ncclMemAlloc`` + ``cublasMpBufferRegister``
+on a grid): cuBLASMp overlaps communication with the GEMM only with a registered workspace (else
+``DEFAULT`` falls back to no overlap and the explicit overlapped algorithms are NOT_SUPPORTED), and
+registration needs memory from ``ncclMemAlloc`` or the VMM APIs, which a caching allocator's block is
+not. ``cublasMpFree`` deregisters and frees it (collective, like the allocation).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from nvmath._errors import LibraryNotFoundError
 
 from ._traits import GridArgs, MatrixDescriptorArgs
 
-__all__ = ["MpGrid", "MpHandle", "MpMatmulDesc", "MpMatrix", "bindings"]
+__all__ = ["MpGrid", "MpHandle", "MpMatmulDesc", "MpMatrix", "MpWorkspace", "bindings"]
 
 OPERATIONS = {"N": 0, "T": 1, "C": 2}
 """``cublasOperation_t`` values."""
@@ -96,8 +102,31 @@ class MpMatmulDesc(_Closing):
             self.close()
             raise
 
-    def _set(self, attribute: Any, value: int) -> None:
-        buffer = np.array([value], dtype=np.int32)
+    def _set(self, attribute: Any, value: int, dtype: Any = np.int32) -> None:
+        buffer = np.array([value], dtype=dtype)
         self.lib.matmul_descriptor_set_attribute(
             self.value, int(attribute), buffer.ctypes.data, buffer.nbytes
         )
+
+    def set(self, name: str, value: int, dtype: Any = np.int32) -> None:
+        """Set the attribute ``name`` (a ``MatmulDescriptorAttribute`` member name) to ``value``
+        stored as ``dtype`` (int32 for enums and counts, int64 for leading dimensions, uint64 for
+        pointers)."""
+        self._set(self.lib.MatmulDescriptorAttribute[name], value, dtype)
+
+
+class MpWorkspace(_Closing):
+    """``cublasMpMalloc(grid, size)``: a device workspace registered with cuBLASMp (collective)."""
+
+    def __init__(self, lib: ModuleType, grid: MpGrid, size: int):
+        self.grid, self.size = grid, size
+        super().__init__(lib, lib.malloc(grid.value, size), "free")
+
+    @property
+    def ptr(self) -> int:
+        return int(self.value) if self.value is not None else 0
+
+    def close(self) -> None:
+        value, self.value = self.value, None
+        if value is not None:
+            self.lib.free(self.grid.value, value)

@@ -6,9 +6,13 @@ and verdict, so bad input raises on every rank naming the ranks. :meth:`Matmul.p
 cuBLASMp handle, grids, descriptors and workspace (collective); :meth:`Matmul.execute` runs
 ``D = alpha * op(A) @ op(B) + beta * C`` on the caller's stream.
 
-Scope today: no epilogs, no quantization scales, no ``result_amax`` / ``block_scaling`` (these
-raise :class:`NotImplementedError`); the workspace is ordinary device memory, not registered with
-``cublasMpBufferRegister``, so cuBLASMp may not overlap communication with the GEMM.
+Epilogs (:mod:`._epilogs`), FP8 quantization scales and ``result_amax`` (:mod:`._quantize`) go
+through the matmul descriptor (:mod:`._extras`); with aux outputs or an amax, ``execute`` returns
+``(result, aux)`` as nvmath-python does. The device workspace is registered with cuBLASMp
+(``cublasMpMalloc``, see :mod:`._mpobjects`), so the overlapped algorithms apply; it is
+deregistered and freed by ``execute(release_workspace=True)`` and :meth:`Matmul.free`. Not
+implemented (raise :class:`NotImplementedError`): ``preferences``, ``block_scaling``, a
+``result_type`` other than the operands' for non-FP8 operands.
 """
 
 from __future__ import annotations
@@ -19,18 +23,30 @@ from typing import Any
 import numpy as np
 
 from nvmath._errors import InvalidPlannerState
-from nvmath._internal import dtypes, memory, streams
+from nvmath._internal import dtypes, streams
 from nvmath._internal.logging import get_logger
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
-from nvmath._internal.tensors import TensorAdapter, wrap_operands
+from nvmath._internal.tensors import TensorAdapter, wrap, wrap_operands
 from nvmath.distributed import _runtime
 from nvmath.distributed._agreement import compare_facts, gather_by_rank
 from nvmath.linalg.advanced import MatmulComputeType
 
 from . import _mpobjects
+from ._epilogs import check_epilog_inputs, epilog_layout
+from ._extras import DescriptorTensors, check_scale
 from ._options import LOGGER_NAME, MatmulOptions
-from ._problem import COMPUTE_TYPES, global_matrix_shape, local_order, matmul_call, parse_qualifiers, scalar
+from ._problem import (
+    COMPUTE_TYPES,
+    agreed_order,
+    global_matrix_shape,
+    local_order,
+    local_orders,
+    matmul_call,
+    parse_qualifiers,
+    scalar,
+)
+from ._quantize import FP8, TypePlan, scales_given, type_plan
 from ._traits import local_shape, matrix_descriptor
 
 __all__ = ["InvalidMatmulState", "Matmul", "matmul"]
@@ -48,8 +64,20 @@ def _not_yet(**given: Any) -> None:
             raise NotImplementedError(f"{_WHAT}: {name} is not implemented yet in the distributed matmul")
 
 
-def _local_check(ops: dict[str, TensorAdapter], device: int) -> None:
-    """This rank's operands: GPU tensors of the runtime's device, one dtype, describable layouts."""
+def _wrap_inputs(epilog_inputs: Any) -> dict[str, TensorAdapter]:
+    """The epilog inputs, wrapped (``{}`` for None)."""
+    if epilog_inputs is None:
+        return {}
+    if not isinstance(epilog_inputs, dict):
+        raise TypeError(f"epilog_inputs must be a dict of tensors; got {type(epilog_inputs).__name__}")
+    return {name: wrap(value, f"epilog input {name!r}") for name, value in epilog_inputs.items()}
+
+
+def _local_check(ops: dict[str, TensorAdapter], device: int, options: MatmulOptions,
+                 scales: dict[str, Any]) -> tuple[TypePlan, dict[str, Any]]:  # fmt: skip
+    """This rank's operands: GPU tensors of the runtime's device, describable layouts, ``a`` and
+    ``b`` of one supported dtype (or both FP8, not both e5m2), ``c`` and the scales as the types
+    need; returns the problem's types and the checked scales."""
     for name, op in ops.items():
         if op.device_id != device:
             raise ValueError(
@@ -60,12 +88,20 @@ def _local_check(ops: dict[str, TensorAdapter], device: int) -> None:
                 f"operand {name}: shape {tuple(op.shape)} strides {tuple(op.strides)}: cuBLASMp "
                 "needs a 2-D local matrix in Fortran or C order"
             )
-    kinds = {op.dtype for op in ops.values()}
-    if len(kinds) != 1 or next(iter(kinds)) not in COMPUTE_TYPES:
+    ta, tb = ops["a"].dtype, ops["b"].dtype
+    both_fp8 = ta in FP8 and tb in FP8 and (ta, tb) != ("float8_e5m2", "float8_e5m2")
+    if ta not in COMPUTE_TYPES or (ta != tb and not both_fp8) or (ta == tb == "float8_e5m2"):
         raise ValueError(
-            f"operand dtypes {sorted(kinds)}: the distributed matmul takes one of "
-            f"{', '.join(COMPUTE_TYPES)} for every operand"
+            f"operand dtypes a={ta}, b={tb}: the distributed matmul takes a and b of one of "
+            f"{', '.join(COMPUTE_TYPES)} (or two FP8 types, not both float8_e5m2)"
         )
+    c_dtype = ops["c"].dtype if "c" in ops else None
+    if c_dtype is not None and ta not in FP8 and c_dtype != ta:
+        raise ValueError(f"operand c is {c_dtype}; a and b are {ta}: c must have their dtype")
+    types = type_plan(ta, c_dtype, options.result_type, set(scales), options.result_amax,
+                      options.block_scaling)  # fmt: skip
+    checked = {n: check_scale(n, v, ops["a"].package, device) for n, v in scales.items()}
+    return types, checked
 
 
 def _gather_checked(
@@ -75,14 +111,15 @@ def _gather_checked(
     distributions: Any,
     qualifiers: Any,
     options: MatmulOptions,
-) -> tuple[dict[str, TensorAdapter], tuple, dict[int, Any]]:
+    quantization_scales: Any,
+) -> tuple[dict[str, TensorAdapter], tuple, dict[int, Any], TypePlan, dict[str, Any]]:
     """Check this rank's operands locally, then gather every rank's facts and verdict in one
     collective; raise on every rank if any rank's operands are unusable. Returns the wrapped
-    operands, the qualifiers and ``{rank: facts}``."""
+    operands, the qualifiers, ``{rank: facts}``, the types and the checked scales."""
     problem: BaseException | None = None
     try:
         ops = wrap_operands(**operands)
-        _local_check(ops, device)
+        types, scales = _local_check(ops, device, options, scales_given(quantization_scales))
         quals = parse_qualifiers(qualifiers)
         agreed = {
             "dtype": ops["a"].dtype,
@@ -90,19 +127,26 @@ def _gather_checked(
             "qualifiers": quals,
             "c": "c" in ops,
             "options": (options.inplace, options.compute_type, options.algo_type,
-                        options.sm_count_communication, options.result_type),
+                        options.sm_count_communication, options.result_type, options.result_amax),
+            "types": (ops["b"].dtype, types.result, types.scales),
         }  # fmt: skip
         shapes = {name: tuple(op.shape) for name, op in ops.items()}
-    except (TypeError, ValueError) as exc:
-        problem, agreed, shapes = exc, {}, {}
-    facts = {"agreed": agreed, "shapes": shapes, "problem": None if problem is None else repr(problem)}
+        orders = {name: local_orders(tuple(op.shape), tuple(op.strides)) for name, op in ops.items()}
+    except (TypeError, ValueError, NotImplementedError) as exc:
+        problem, agreed, shapes, orders = exc, {}, {}, {}
+    facts = {
+        "agreed": agreed,
+        "shapes": shapes,
+        "orders": orders,
+        "problem": None if problem is None else repr(problem),
+    }
     everyone = gather_by_rank(group, facts)
     if problem is not None:
         raise problem
     bad = {r: f["problem"] for r, f in everyone.items() if f["problem"]}
     if bad:
         raise ValueError(f"{_WHAT}: the operands of rank(s) {sorted(bad)} are not usable: {bad}")
-    return ops, quals, everyone
+    return ops, quals, everyone, types, scales
 
 
 class Matmul(FreedOnExit):
@@ -113,7 +157,8 @@ class Matmul(FreedOnExit):
         distributions: ``[dist_a, dist_b, dist_c]`` (the third also gives the result's distribution).
         alpha, beta: scalars (``beta`` required with ``c``).
         qualifiers: a numpy structured array with ``is_transpose`` / ``is_conjugate`` per a, b.
-        quantization_scales: not implemented yet.
+        quantization_scales: FP8 scales (``MatmulQuantizationScales`` or a dict; numbers or float32
+            device tensors of one element): ``a`` and ``b`` for FP8 operands, ``d`` for an FP8 result.
         options: :class:`MatmulOptions` or a dict of its fields.
         stream: the stream of the first operations.
     """
@@ -134,11 +179,6 @@ class Matmul(FreedOnExit):
         stream: Any = None,
     ):
         options = check_or_create_options(MatmulOptions, options, "Matmul options")
-        _not_yet(
-            quantization_scales=quantization_scales,
-            result_amax=options.result_amax,
-            block_scaling=options.block_scaling,
-        )
         self._logger = get_logger(LOGGER_NAME, options.logger)
         context = _runtime.context()
         _runtime.engine("nccl")
@@ -154,10 +194,14 @@ class Matmul(FreedOnExit):
         if c is not None and beta is None:
             raise ValueError("beta is required when c is given")
         group, device = context.process_group, context.device_id
-        ops, (qa, qb), everyone = _gather_checked(group, device, {"a": a, "b": b, "c": c}, distributions,
-                                                  qualifiers, options)  # fmt: skip
+        ops, (qa, qb), everyone, types, scales = _gather_checked(
+            group, device, {"a": a, "b": b, "c": c}, distributions, qualifiers, options, quantization_scales
+        )
         compare_facts({r: f["agreed"] for r, f in everyone.items()}, _WHAT, group.rank)
+        self._types = types
         self._setup(ops, distributions, everyone, group, device, qa, qb, options, alpha, beta, stream)
+        self._tensors = DescriptorTensors(types, ops["a"], device, self._stream)
+        self._tensors.set_scales(scales)
 
     def _setup(
         self, ops, distributions, everyone, group, device, qa, qb, options, alpha, beta, stream
@@ -172,7 +216,13 @@ class Matmul(FreedOnExit):
         }
         descs = {
             n: matrix_descriptor(
-                global_shapes[n], distributions["abc".index(n)], rank, nranks, ops[n].shape, ops[n].strides
+                global_shapes[n],
+                distributions["abc".index(n)],
+                rank,
+                nranks,
+                ops[n].shape,
+                ops[n].strides,
+                agreed_order(n, {r: f["orders"][n] for r, f in everyone.items()}),
             )
             for n in names
         }
@@ -187,9 +237,11 @@ class Matmul(FreedOnExit):
         else:
             descs["d"] = descs["c"]
         call = matmul_call(descs["a"], descs["b"], descs["d"], qa, qb, dtypes.is_complex(dtype))
-        if options.result_type is not None and int(options.result_type) != dtypes.cuda_data_type(dtype):
-            raise NotImplementedError(
-                f"{_WHAT}: a result_type other than the operands' is not implemented yet"
+        if dtype in FP8 and (call.transa, call.transb) != ("T", "N"):
+            raise ValueError(
+                f"FP8 operands: cuBLASMp (through cuBLASLt) multiplies them as op(A) = A^T, op(B) = B only "
+                f"(this layout gives {call.transa}{call.transb}): give a in C order (row-major) and b in "
+                "Fortran order, or transpose through qualifiers"
             )
         compute = (
             options.compute_type
@@ -207,6 +259,8 @@ class Matmul(FreedOnExit):
         self._objects: list[Any] = []
         self._matrices: dict[str, Any] = {}
         self._workspace: Any = None
+        self._workspace_grid: Any = None
+        self._last_stream = self._stream
         self._host_workspace = np.empty(0, np.uint8)
         self._sizes = (0, 0)
         self._blocking = options.blocking is True
@@ -221,7 +275,7 @@ class Matmul(FreedOnExit):
         shape = d.local_shape[::-1] if d.transposed else d.local_shape
         strides = (max(shape[1], 1), 1) if d.transposed else (1, max(shape[0], 1))
         return like.empty(
-            tuple(shape), self._dtype, strides=strides, device_id=self._device, stream=self._stream
+            tuple(shape), self._types.result, strides=strides, device_id=self._device, stream=self._stream
         )
 
     def _args(self, d_ptr: int) -> tuple:
@@ -253,15 +307,59 @@ class Matmul(FreedOnExit):
             m["d"].value,
         )
 
+    def _plan_epilog(self, epilog: Any, epilog_inputs: Any) -> None:
+        """Check the epilog and its inputs on this rank, then agree in one collective (bad input
+        raises on every rank) and allocate the epilog's outputs."""
+        group = _runtime.context().process_group
+        problem: BaseException | None = None
+        layout = None
+        try:
+            d = self._descs["d"]
+            shape = d.local_shape[::-1] if d.transposed else d.local_shape
+            layout = epilog_layout(epilog, tuple(shape), self._types.result,
+                                   is_complex=dtypes.is_complex(self._dtype), swapped=self._call.swap)  # fmt: skip
+            if self._types.result in FP8 and (layout.inputs or layout.outputs):
+                raise ValueError(f"epilog {layout.spec.epilog.name} with an FP8 result is not supported")
+            inputs = _wrap_inputs(epilog_inputs)
+            for name, op in inputs.items():
+                if op.device_id != self._device or op.package != self._package:
+                    raise ValueError(
+                        f"epilog input {name!r} must be a {self._package} tensor on device {self._device}"
+                    )
+            check_epilog_inputs(layout, inputs)
+        except (TypeError, ValueError) as exc:
+            problem = exc
+        everyone = gather_by_rank(group, {"epilog": None if layout is None else int(layout.spec.epilog),
+                                          "problem": None if problem is None else repr(problem)})  # fmt: skip
+        if problem is not None:
+            raise problem
+        bad = {r: f["problem"] for r, f in everyone.items() if f["problem"]}
+        if bad:
+            raise ValueError(
+                f"{_WHAT}.plan: the epilog inputs of rank(s) {sorted(bad)} are not usable: {bad}"
+            )
+        compare_facts({r: {"epilog": f["epilog"]} for r, f in everyone.items()}, _WHAT, group.rank)
+        if layout.spec.epilog != 0:  # type: ignore[union-attr]
+            self._tensors.set_epilog(layout, inputs)  # type: ignore[arg-type]
+
     @requires(PlannerState.CREATED, PlannerState.PLANNED)
     def plan(
         self, *, preferences: Any = None, epilog: Any = None, epilog_inputs: Any = None, stream: Any = None
     ) -> None:
-        """Make the cuBLASMp handle, grids, descriptors and workspace (collective)."""
-        _not_yet(preferences=preferences, epilog=epilog, epilog_inputs=epilog_inputs)
+        """Make the cuBLASMp handle, grids, descriptors and workspace size (collective).
+
+        Args:
+            preferences: not implemented (must be None).
+            epilog: a :class:`MatmulEpilog` (None: DEFAULT).
+            epilog_inputs: ``{name: tensor}``, this rank's parts (see :mod:`._epilogs`).
+            stream: unused (the plan is made on the constructor's stream).
+        """
+        _not_yet(preferences=preferences)
         if self._lifecycle.state is PlannerState.PLANNED:
             return
-        lib, cuda_type = self._lib, dtypes.cuda_data_type(self._dtype)
+        self._plan_epilog(epilog, epilog_inputs)
+        lib = self._lib
+        types = {"a": self._ops["a"].dtype, "b": self._ops["b"].dtype, "d": self._types.result}
         with contextlib.ExitStack() as undo:
             objects, grids, matrices = [], {}, {}
 
@@ -275,8 +373,14 @@ class Matmul(FreedOnExit):
                 desc = self._descs[name]
                 if desc.grid not in grids:
                     grids[desc.grid] = keep(_mpobjects.MpGrid(lib, desc.grid, self._nccl))
+                cuda_type = dtypes.cuda_data_type(types[name])
                 matrices[name] = keep(_mpobjects.MpMatrix(lib, desc, cuda_type, grids[desc.grid]))
             matrices["c"] = matrices["d"]
+            if self._types.result in FP8:  # cuBLASLt pairs an FP8 D with a 16-bit C (unread: beta is 0)
+                desc = self._descs["d"]
+                matrices["c"] = keep(
+                    _mpobjects.MpMatrix(lib, desc, dtypes.cuda_data_type("bfloat16"), grids[desc.grid])
+                )
             call, opts = self._call, self._options
             algo = None if opts.algo_type is None else int(opts.algo_type)
             keep(
@@ -284,7 +388,10 @@ class Matmul(FreedOnExit):
                     lib, self._compute, call.transa, call.transb, algo, opts.sm_count_communication
                 )
             )
+            for attribute in self._tensors.attributes():
+                mm.set(*attribute)
             self._matrices = matrices
+            self._workspace_grid = grids[self._descs["a"].grid]
             result = self._result_tensor()
             sizes = lib.matmul_buffer_size(handle.value, mm.value, *self._args(result.data_ptr))
             undo.pop_all()
@@ -302,16 +409,20 @@ class Matmul(FreedOnExit):
     # ----------------------------------------------------------------------------------- execution
     @requires(PlannerState.PLANNED, operands=True)
     def execute(self, *, release_workspace: bool = False, stream: Any = None) -> Any:
-        """Run the multiplication (collective) and return the result (``c`` itself when in place)."""
+        """Run the multiplication (collective) and return the result (``c`` itself when in place),
+        or ``(result, aux)`` when the epilog has an aux output or ``result_amax`` is set.
+
+        The first call (and the first after ``release_workspace=True``) allocates and registers the
+        workspace with cuBLASMp (collective); releasing it waits for the stream first (the
+        registered memory is not stream-ordered)."""
         handle = (
             self._stream
             if stream is None
             else streams.get_stream(stream, device_id=self._device, package=self._package)
         )
         if self._workspace is None and self._sizes[0]:
-            self._workspace = memory.allocate(
-                self._sizes[0], device_id=self._device, stream=handle, package=self._package
-            )
+            self._workspace = _mpobjects.MpWorkspace(self._lib, self._workspace_grid, self._sizes[0])
+        self._last_stream = handle
         if self._host_workspace.size < self._sizes[1]:
             self._host_workspace = np.empty(self._sizes[1], np.uint8)
         lib, result = self._lib, self._result
@@ -326,11 +437,13 @@ class Matmul(FreedOnExit):
             self._sizes[1],
         )
         if release_workspace and self._workspace is not None:
-            self._workspace.free(handle)
-            self._workspace = None
-        if self._blocking:
             streams.synchronize(handle)
-        return result.tensor  # type: ignore[union-attr]
+            self._workspace.close()
+            self._workspace = None
+        elif self._blocking:
+            streams.synchronize(handle)
+        aux = self._tensors.aux()
+        return (result.tensor, aux) if aux else result.tensor  # type: ignore[union-attr]
 
     # ------------------------------------------------------------------------------------ operands
     def reset_operands(
@@ -341,13 +454,16 @@ class Matmul(FreedOnExit):
         *,
         alpha: Any = None,
         beta: Any = None,
+        quantization_scales: Any = None,
+        epilog_inputs: Any = None,
         stream: Any = None,
     ) -> None:
-        """New operands of the same local layouts (local checks only; ``None`` keeps one)."""
+        """New operands, scales or epilog inputs of the planned local layouts (local checks only;
+        ``None`` keeps one)."""
         given = {n: v for n, v in (("a", a), ("b", b), ("c", c)) if v is not None}
         if self._lifecycle.operands_released and set(given) != set(self._ops):
             raise InvalidMatmulState("Matmul.reset_operands() after release_operands() needs every operand")
-        new = wrap_operands(**given)
+        new = wrap_operands(**given) if given else {}
         for name, op in new.items():
             old = self._ops.get(name)
             if old is None or (op.package, tuple(op.shape), tuple(op.strides), op.dtype, op.device_id) != (
@@ -360,21 +476,31 @@ class Matmul(FreedOnExit):
                 raise ValueError(
                     f"the new operand {name} must have the planned package, shape, strides, dtype and device"
                 )
-        self._ops.update(new)
-        if alpha is not None:
-            self._alpha = scalar(alpha, self._dtype, "alpha")
-        if beta is not None:
-            self._beta = scalar(beta, self._dtype, "beta")
-        if stream is not None:
-            self._stream = streams.get_stream(stream, device_id=self._device, package=self._package)
-        if "c" in new and self._options.inplace:
-            self._result = new["c"]
-        self._lifecycle.mark_operands_reset()
+        scales = scales_given(quantization_scales)
+        unknown = set(scales) - set(self._types.scales)
+        if unknown:
+            raise ValueError(
+                f"quantization_scales {sorted(unknown)}: this Matmul uses {list(self._types.scales)}"
+            )
+        checked = {n: check_scale(n, v, self._package, self._device) for n, v in scales.items()}
+        inputs = _wrap_inputs(epilog_inputs)
+        self._tensors.reset_inputs(inputs)
+        self._apply(new, alpha, beta, stream, checked)
 
     def reset_operands_unchecked(self, a: Any = None, b: Any = None, c: Any = None, *, alpha: Any = None,
-                                 beta: Any = None, stream: Any = None) -> None:  # fmt: skip
+                                 beta: Any = None, quantization_scales: Any = None, epilog_inputs: Any = None,
+                                 stream: Any = None) -> None:  # fmt: skip
         """:meth:`reset_operands` without the layout checks (the caller guarantees them)."""
-        new = wrap_operands(**{n: v for n, v in (("a", a), ("b", b), ("c", c)) if v is not None})
+        given = {n: v for n, v in (("a", a), ("b", b), ("c", c)) if v is not None}
+        new = wrap_operands(**given) if given else {}
+        checked = {n: check_scale(n, v, self._package, self._device)
+                   for n, v in scales_given(quantization_scales).items()}  # fmt: skip
+        if epilog_inputs:
+            self._tensors.inputs.update(_wrap_inputs(epilog_inputs))
+        self._apply(new, alpha, beta, stream, checked)
+
+    def _apply(self, new: dict[str, TensorAdapter], alpha: Any, beta: Any, stream: Any,
+               scales: dict[str, Any]) -> None:  # fmt: skip
         self._ops.update(new)
         if alpha is not None:
             self._alpha = scalar(alpha, self._dtype, "alpha")
@@ -384,6 +510,12 @@ class Matmul(FreedOnExit):
             self._stream = streams.get_stream(stream, device_id=self._device, package=self._package)
         if "c" in new and self._options.inplace:
             self._result = new["c"]
+        if scales:
+            self._tensors.set_scales(scales)
+        if self._lifecycle.state is PlannerState.PLANNED and (scales or self._tensors.inputs):
+            for attribute in self._tensors.attributes():
+                if attribute[0].endswith("_POINTER"):
+                    self._mm.set(*attribute)
         self._lifecycle.mark_operands_reset()
 
     def release_operands(self) -> None:
@@ -395,10 +527,11 @@ class Matmul(FreedOnExit):
         if self._lifecycle.state is PlannerState.FREED:
             return
         try:
+            if self._workspace is not None:  # before its grid; the registered memory is not stream-ordered
+                streams.synchronize(self._last_stream)
+                self._workspace.close()
             for obj in reversed(self._objects):
                 obj.close()
-            if self._workspace is not None:
-                self._workspace.free(self._stream)
         finally:
             self._objects, self._workspace = [], None
             _runtime.unregister_plan(self)
@@ -411,7 +544,7 @@ def matmul(
     /,
     c: Any = None,
     *,
-    distributions: Any,
+    distributions: Any = None,
     alpha: Any = None,
     beta: Any = None,
     epilog: Any = None,
@@ -424,8 +557,17 @@ def matmul(
 ) -> Any:
     """``alpha * op(a) @ op(b) + beta * c`` over distributed matrices (collective; plans, runs, frees).
 
-    Arguments as :class:`Matmul` and :meth:`Matmul.plan`.
+    Arguments as :class:`Matmul` and :meth:`Matmul.plan`. torch DTensors ``a`` and ``b`` (and ``c``)
+    on a 1-D mesh take their distributions from their placements and give a DTensor, with autograd
+    (see :mod:`._dtensor`); ``distributions`` is then not given.
     """
+    from . import _dtensor
+
+    if _dtensor.is_dtensor(a) or _dtensor.is_dtensor(b):
+        return _dtensor.matmul(a, b, c, distributions=distributions, alpha=alpha, beta=beta, epilog=epilog,
+                               epilog_inputs=epilog_inputs, qualifiers=qualifiers,
+                               quantization_scales=quantization_scales, options=options, preferences=preferences,
+                               stream=stream)  # fmt: skip
     with Matmul(
         a,
         b,

@@ -16,8 +16,10 @@ from ._traits import MatrixDescriptorArgs, block_args, expected_local_shape, ope
 __all__ = [
     "COMPUTE_TYPES",
     "MatmulCall",
+    "agreed_order",
     "global_matrix_shape",
     "local_order",
+    "local_orders",
     "matmul_call",
     "parse_qualifiers",
     "scalar",
@@ -30,6 +32,8 @@ COMPUTE_TYPES = {
     "float64": "COMPUTE_64F",
     "complex64": "COMPUTE_32F",
     "complex128": "COMPUTE_64F",
+    "float8_e4m3fn": "COMPUTE_32F",
+    "float8_e5m2": "COMPUTE_32F",
 }
 """The default compute type of each operand type (cuBLAS's)."""
 
@@ -40,6 +44,8 @@ _SCALARS = {
     "float64": np.float64,
     "complex64": np.complex64,
     "complex128": np.complex128,
+    "float8_e4m3fn": np.float32,
+    "float8_e5m2": np.float32,
 }
 
 
@@ -56,6 +62,33 @@ def local_order(shape: Sequence[int], strides: Sequence[int]) -> str | None:
     if (strides[1] == 1 or cols <= 1) and (strides[0] >= max(cols, 1) or rows <= 1):
         return "C"
     return None
+
+
+def local_orders(shape: Sequence[int], strides: Sequence[int]) -> tuple[str, ...]:
+    """Every order (``"F"``, ``"C"``) the local matrix can be described in: one-row, one-column and
+    empty blocks fit both."""
+    rows, cols = shape
+    empty = rows == 0 or cols == 0
+    fits_f = (strides[0] == 1 or rows <= 1) and (strides[1] >= max(rows, 1) or cols <= 1)
+    fits_c = (strides[1] == 1 or cols <= 1) and (strides[0] >= max(cols, 1) or rows <= 1)
+    return tuple(o for o, ok in (("F", empty or fits_f), ("C", empty or fits_c)) if ok)
+
+
+def agreed_order(name: str, orders: Mapping[int, Sequence[str]]) -> str:
+    """The one order every rank describes ``name`` in (Fortran when all allow it).
+
+    Raises:
+        ValueError: the ranks' local blocks have no order in common (naming the ranks of each).
+    """
+    common = set.intersection(*(set(o) for o in orders.values()))
+    if not common:
+        f = sorted(r for r, o in orders.items() if "F" in o)
+        c = sorted(r for r, o in orders.items() if "F" not in o)
+        raise ValueError(
+            f"{name}: the local blocks of rank(s) {f} are in Fortran order and those of rank(s) {c} in C order; "
+            "cuBLASMp describes a matrix in one orientation on every rank: use one order"
+        )
+    return "F" if "F" in common else "C"
 
 
 def global_matrix_shape(

@@ -141,7 +141,7 @@ def local_shape(global_shape: tuple[int, int], distribution: Any, rank: int, nra
 
 def matrix_descriptor(
     global_shape: Sequence[int], distribution: Any, rank: int, nranks: int, local_shape: Sequence[int],
-    local_strides: Sequence[int],
+    local_strides: Sequence[int], order: str | None = None,
 ) -> MatrixDescriptorArgs:  # fmt: skip
     """The cuBLASMp descriptor of this rank's part of a distributed matrix.
 
@@ -150,6 +150,9 @@ def matrix_descriptor(
         distribution: how it is distributed (see the module documentation).
         rank, nranks: this rank and the number of ranks.
         local_shape, local_strides: this rank's tensor (element strides).
+        order: ``"F"`` or ``"C"`` to describe the local block in that order (every rank must describe
+            a matrix in one orientation, and a one-row, one-column or empty block fits both);
+            ``None``: Fortran when it fits.
 
     Raises:
         ValueError: not a matrix, a distribution cuBLASMp cannot describe, a local shape other than
@@ -168,13 +171,17 @@ def matrix_descriptor(
             f"{expected}"
         )
     s0, s1 = (int(s) for s in local_strides)
-    if rows == 0 or cols == 0:  # nothing here: any leading dimension >= 1 describes it
+    empty = rows == 0 or cols == 0  # nothing here: any leading dimension >= 1 describes it
+    if empty and order != "C":
         return MatrixDescriptorArgs(shape[0], shape[1], blocks[0], blocks[1], first[0], first[1],
                                     max(rows, 1), grid, False, (rows, cols))  # fmt: skip
-    if (s0 == 1 or rows <= 1) and (s1 >= max(rows, 1) or cols <= 1):
+    if empty:
+        return MatrixDescriptorArgs(shape[1], shape[0], blocks[1], blocks[0], first[1], first[0],
+                                    max(cols, 1), grid.transposed(), True, (cols, rows))  # fmt: skip
+    if order != "C" and (s0 == 1 or rows <= 1) and (s1 >= max(rows, 1) or cols <= 1):
         return MatrixDescriptorArgs(shape[0], shape[1], blocks[0], blocks[1], first[0], first[1],
                                     max(rows, 1) if cols <= 1 else s1, grid, False, (rows, cols))  # fmt: skip
-    if (s1 == 1 or cols <= 1) and (s0 >= max(cols, 1) or rows <= 1):
+    if order != "F" and (s1 == 1 or cols <= 1) and (s0 >= max(cols, 1) or rows <= 1):
         return MatrixDescriptorArgs(shape[1], shape[0], blocks[1], blocks[0], first[1], first[0],
                                     max(cols, 1) if rows <= 1 else s0, grid.transposed(), True,
                                     (cols, rows))  # fmt: skip

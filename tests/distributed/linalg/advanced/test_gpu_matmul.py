@@ -115,3 +115,209 @@ def test_one_rank_transposed_not_in_place_and_lifecycle():
     nd.finalize()
     print("ok")
     """)
+
+
+@pytest.mark.parametrize(
+    "epilog", ["RELU_BIAS", "GELU_AUX_BIAS", "RELU_AUX", "BGRADA", "DRELU_BGRAD", "DGELU"]
+)
+def test_one_rank_epilogs(epilog):
+    """cuBLASMp's epilogs at one rank against torch: bias + activation, the ReLU bit-mask and the
+    GELU pre-activation as aux outputs, a bias gradient, the backward forms reading the forward's aux."""
+    _run(f"""
+    E = dla.MatmulEpilog
+    name = "{epilog}"
+    torch.manual_seed(0)
+    m, k, n = 96, 64, 80
+    a = torch.randn(k, m, dtype=torch.float32, device="cuda").t()  # Fortran order (cuBLASLt's BGRADA needs N, N)
+    b = torch.randn(n, k, dtype=torch.float32, device="cuda").t()
+    bias = torch.randn(m, dtype=torch.float32, device="cuda")
+    pre = a.double() @ b.double()
+    inputs = {{}}
+    if "BIAS" in name and "BGRAD" not in name:
+        inputs["bias"] = bias
+        pre = pre + bias.double()[:, None]
+    z = torch.randn(m, n, dtype=torch.float64, device="cuda")  # the forward's pre-activation, for DRELU / DGELU
+    if name.startswith("DRELU"):
+        mask = torch.zeros(((m + 127) // 128) * 128, n, dtype=torch.uint8)
+        mask[:m] = (z > 0).cpu().to(torch.uint8)
+        packed = np.packbits(mask.numpy(), axis=0, bitorder="little")
+        inputs["relu_aux"] = torch.from_numpy(np.asfortranarray(packed)).cuda().t().contiguous().t()
+    if name == "DGELU":
+        aux = torch.zeros(n, ((m + 7) // 8) * 8, dtype=torch.float32, device="cuda").t()
+        aux[:m] = z.float()
+        inputs["gelu_aux"] = aux
+    out = dla.matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X], epilog=getattr(E, name),
+                     epilog_inputs=inputs or None, options={{"inplace": False}})
+    torch.cuda.synchronize()
+    d, aux = out if isinstance(out, tuple) else (out, {{}})
+    if name.startswith("RELU"):
+        expected = torch.relu(pre)
+    elif name.startswith("GELU"):
+        expected = torch.nn.functional.gelu(pre, approximate="tanh")
+    elif name.startswith("DRELU"):
+        expected = pre * (z > 0)
+    elif name == "DGELU":
+        zz = z.float().double().requires_grad_()
+        torch.nn.functional.gelu(zz, approximate="tanh").sum().backward()
+        expected = pre * zz.grad
+    else:
+        expected = pre
+    torch.testing.assert_close(d.double(), expected, rtol=2e-3, atol=2e-3)
+    if name == "RELU_AUX":
+        bits = np.unpackbits(aux["relu_aux"].cpu().numpy(), axis=0, bitorder="little")[:m]
+        assert (bits.astype(bool) == (pre > 0).cpu().numpy()).mean() > 0.999
+    if name == "GELU_AUX_BIAS":
+        torch.testing.assert_close(aux["gelu_aux"][:m].double(), pre, rtol=2e-3, atol=2e-3)
+    if name == "BGRADA":
+        torch.testing.assert_close(aux["bgrada"].double(), a.double().sum(1), rtol=2e-3, atol=2e-3)
+    if name == "DRELU_BGRAD":
+        torch.testing.assert_close(aux["drelu_bgrad"].double(), expected.sum(1), rtol=2e-3, atol=2e-2)
+    nd.finalize()
+    print("ok")
+    """)
+
+
+@pytest.mark.parametrize("result", ["bfloat16", "float8_e4m3fn"])
+def test_one_rank_fp8(result):
+    """FP8 e4m3 operands (a row-major, b column-major: TN) with tensor-wide scales at one rank,
+    a bf16 result, or an FP8 result with a D scale and result_amax, against float64 torch."""
+    _run(f"""
+    from nvmath._internal.dtypes import CudaDataType
+    torch.manual_seed(0)
+    m, k, n = 64, 128, 96
+    a = (torch.rand(m, k, device="cuda") * 4 - 2).to(torch.float8_e4m3fn)  # C order
+    b = (torch.rand(n, k, device="cuda") * 4 - 2).to(torch.float8_e4m3fn).t()  # Fortran order
+    ref = 0.5 * 2.0 * (a.double() @ b.double())
+    if "{result}" == "bfloat16":
+        d = dla.matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X], quantization_scales={{"a": 0.5, "b": 2.0}},
+                       options={{"inplace": False, "result_type": CudaDataType.CUDA_R_16BF}})
+        torch.cuda.synchronize()
+        assert d.dtype == torch.bfloat16
+        torch.testing.assert_close(d.double(), ref, rtol=1e-2, atol=1e-1)
+    else:
+        scale_d = torch.tensor([0.125], device="cuda")
+        d, aux = dla.matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X],
+                            quantization_scales={{"a": 0.5, "b": 2.0, "d": scale_d}},
+                            options={{"inplace": False, "result_amax": True}})
+        torch.cuda.synchronize()
+        assert d.dtype == torch.float8_e4m3fn
+        torch.testing.assert_close(d.double(), (0.125 * ref).to(torch.float8_e4m3fn).double(), rtol=0.13, atol=0.05)
+        torch.testing.assert_close(aux["result_amax"].double()[0], ref.abs().max(), rtol=1e-2, atol=1e-2)
+    nd.finalize()
+    print("ok")
+    """)
+
+
+def test_one_rank_registered_workspace_and_algorithms():
+    """With the workspace registered (cublasMpMalloc), every peer-to-peer algorithm and NO_OVERLAP
+    runs and gives the product; release_workspace frees it (after a sync) and the next execute
+    registers a new one."""
+    _run("""
+    a = torch.randn(128, 64, dtype=torch.float32, device="cuda")
+    b = torch.randn(64, 96, dtype=torch.float32, device="cuda")
+    for algo in (dla.MatmulAlgoType.DEFAULT, dla.MatmulAlgoType.SPLIT_P2P, dla.MatmulAlgoType.ATOMIC_P2P,
+                 dla.MatmulAlgoType.NO_OVERLAP):
+        with dla.Matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X],
+                        options={"inplace": False, "algo_type": algo}) as mm:
+            mm.plan()
+            for release in (True, False, False):
+                d = mm.execute(release_workspace=release)
+                torch.cuda.synchronize()
+                torch.testing.assert_close(d, a @ b, rtol=1e-4, atol=1e-3)
+    nd.finalize()
+    print("ok")
+    """)
+
+
+def test_one_rank_dtensor_and_autograd():
+    """torch DTensors (one-rank mesh) in and out of matmul, and gradients through the distributed
+    GEMMs equal torch's."""
+    _run("""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1, device_id=torch.device("cuda", 0))
+    mesh = init_device_mesh("cuda", (1,))
+    x = torch.randn(32, 48, dtype=torch.float64, device="cuda", requires_grad=True)
+    w = torch.randn(48, 40, dtype=torch.float64, device="cuda", requires_grad=True)
+    xd = DTensor.from_local(x, mesh, [Replicate()], run_check=False)
+    wd = DTensor.from_local(w, mesh, [Shard(1)], run_check=False)
+    y = dla.matmul(xd, wd, alpha=2.0)
+    assert isinstance(y, DTensor) and y.placements == (Shard(1),)
+    (y.to_local() ** 2).sum().backward()
+    xr, wr = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    ((2.0 * xr @ wr) ** 2).sum().backward()
+    torch.testing.assert_close(y.to_local(), 2.0 * xr @ wr)
+    torch.testing.assert_close(x.grad, xr.grad)
+    torch.testing.assert_close(w.grad, wr.grad)
+    nd.finalize()
+    dist.destroy_process_group()
+    print("ok")
+    """)
+
+
+TWO_RANKS = """
+import os, sys, numpy as np, torch, torch.distributed as dist
+from nvmath._errors import LibraryNotFoundError
+from nvmath.bindings import _loader
+for lib in ("nccl", "cublasmp"):
+    try:
+        _loader.library_info(lib)
+    except LibraryNotFoundError as exc:
+        print("SKIP: the [distributed] wheels are not installed here:", exc)
+        raise SystemExit(0)
+import nvmath.distributed as nd
+import nvmath.distributed.linalg.advanced as dla
+from nvmath.distributed.distribution import Slab
+rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local)
+dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+nd.initialize(local, nd.TorchProcessGroup(device_id=local), backends=["nccl"])
+P = dist.get_world_size()
+m, k, n = 64 * P, 96, 48 * P
+g = torch.Generator(device="cuda").manual_seed(0)
+A = torch.randn(m, k, device="cuda", generator=g, dtype=torch.float32)
+B = torch.randn(k, n, device="cuda", generator=g, dtype=torch.float32)
+bias = torch.randn(m, device="cuda", generator=g, dtype=torch.float32)
+rows, cols = slice(rank * m // P, (rank + 1) * m // P), slice(rank * n // P, (rank + 1) * n // P)
+a = A[rows].t().contiguous().t()       # Slab.X, Fortran order
+b = B[:, cols].t().contiguous().t()    # Slab.Y, Fortran order
+d, aux = dla.matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X], epilog=dla.MatmulEpilog.RELU_AUX_BIAS,
+                    epilog_inputs={"bias": bias[rows].contiguous()}, options={"inplace": False})
+torch.cuda.synchronize()
+pre = A @ B + bias[:, None]
+torch.testing.assert_close(d, torch.relu(pre)[rows], rtol=1e-4, atol=1e-3)
+bits = np.unpackbits(aux["relu_aux"].cpu().numpy(), axis=0, bitorder="little")[: m // P]
+assert (bits.astype(bool) == (pre[rows] > 0).cpu().numpy()).mean() > 0.999
+for algo in (dla.MatmulAlgoType.SPLIT_P2P, dla.MatmulAlgoType.ATOMIC_P2P, dla.MatmulAlgoType.NO_OVERLAP):
+    d = dla.matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X], options={"inplace": False, "algo_type": algo})
+    torch.cuda.synchronize()
+    torch.testing.assert_close(d, (A @ B)[rows], rtol=1e-4, atol=1e-3)
+nd.finalize()
+dist.destroy_process_group()
+print("ok", rank)
+"""
+
+
+def test_two_ranks_bias_is_this_ranks_rows(tmp_path):
+    """On 2 GPUs (torchrun): with D split by rows, each rank's bias and ReLU bit-mask are its rows of
+    D's (the layout nvmath documents); the overlapped algorithms give the product. Skipped on one GPU."""
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs (one process per GPU): run on an nvidia-h200-x2 machine")
+    script = tmp_path / "two_ranks.py"
+    script.write_text(TWO_RANKS)
+    env = {**os.environ, **ENV, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        str(script),
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    if "SKIP:" in done.stdout:
+        pytest.skip(done.stdout.split("SKIP:", 1)[1].strip()[:300])
+    assert done.returncode == 0 and done.stdout.count("ok") == 2, done.stdout[-3000:] + done.stderr[-3000:]

@@ -1,7 +1,8 @@
 """nvmath.distributed.linalg.advanced.Matmul / matmul against a fake cuBLASMp that computes with numpy
 (mm_fakes.py): results on 1-4 thread-ranks for slab, block and block-cyclic distributions, Fortran
 and C local orders, transposes, in place or not, against numpy float64; the cuBLASMp call sequence;
-bad input raised on every rank; the lifecycle; what is not implemented yet says so."""
+bad input raised on every rank; the lifecycle; the workspace registered with cuBLASMp; what is not
+implemented yet says so. Epilogs and FP8 are in test_epilogs.py / test_fp8.py."""
 
 from __future__ import annotations
 
@@ -12,85 +13,13 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import fake_gpu
-from dist_fakes import FakeNccl, FakeNvshmem, SingleRank, ThreadGroup
-from mm_fakes import FakeCublasMp, FakeDevice
+from dist_fakes import SingleRank, ThreadGroup
+from mm_fakes import FakeDevice, gather, ok, parts, run
 
 import nvmath.distributed as nd
 import nvmath.distributed.linalg.advanced as dla
-from nvmath._internal import caches, memory, streams
-from nvmath.distributed import _engines, _runtime
 from nvmath.distributed.distribution import BlockCyclic, BlockNonCyclic, ProcessGrid, Slab
-from nvmath.distributed.distribution._ownership import rank_ownership
-from nvmath.distributed.linalg.advanced import _mpobjects
 from nvmath.distributed.linalg.advanced._planner import InvalidMatmulState, Matmul, matmul
-
-
-class FakeStream:
-    def __init__(self, ptr):
-        self.ptr, self.device_id, self.ctx, self.mortal, self._done = ptr, 0, None, False, None
-
-
-@pytest.fixture
-def env(monkeypatch):
-    """``env(group) -> FakeCublasMp`` with nvmath.distributed initialized (NCCL backend) on fakes."""
-    caches.clear_all()
-
-    def make(group):
-        lib = FakeCublasMp(group)
-        engines = {"nvshmem": FakeNvshmem(group), "nccl": FakeNccl(group)}
-        monkeypatch.setattr(_engines, "load", lambda backends: {b: engines[b] for b in backends})
-        monkeypatch.setattr(_engines, "start_nccl", lambda nccl, group: 0xC0)  # one context for thread-ranks
-        monkeypatch.setattr(_runtime, "_activate_device", lambda device_id: None)
-        monkeypatch.setattr(_mpobjects, "bindings", lambda: lib)
-        monkeypatch.setattr(memory, "allocate", lambda n, **kw: fake_gpu.HostAllocation(n))
-        monkeypatch.setattr(streams, "get_stream", lambda s, **k: FakeStream(7 if s is None else s))
-        monkeypatch.setattr(streams, "synchronize", lambda s: lib.calls.append((0, "synchronize", s.ptr)))
-        nd.initialize(0, group, backends=["nccl"])
-        return lib
-
-    yield make
-    _runtime.abandon()
-
-
-def run(group, function):
-    if isinstance(group, ThreadGroup):
-        results = group.run(function)
-    else:
-        try:
-            results = [function(0)]
-        except BaseException as exc:  # noqa: BLE001
-            results = [exc]
-    return results
-
-
-def ok(results):
-    errors = [r for r in results if isinstance(r, BaseException)]
-    first = [e for e in errors if type(e).__name__ != "BrokenBarrierError"]
-    if errors:
-        raise (first or errors)[0]
-    return results
-
-
-def parts(g, distribution, nranks, order):
-    """Every rank's part of ``g`` as a FakeDevice in ``order``."""
-    out = []
-    for rank in range(nranks):
-        rows, cols = (np.concatenate([np.arange(a, b) for a, b in dim] or [np.arange(0)])
-                      for dim in rank_ownership(distribution, g.shape, nranks, rank))  # fmt: skip
-        block = g[np.ix_(rows, cols)]
-        out.append(FakeDevice(np.asfortranarray(block) if order == "F" else np.ascontiguousarray(block)))
-    return out, [
-        tuple(np.concatenate([np.arange(a, b) for a, b in dim] or [np.arange(0)]) for dim in
-              rank_ownership(distribution, g.shape, nranks, r)) for r in range(nranks)
-    ]  # fmt: skip
-
-
-def gather(results, index, shape):
-    out = np.full(shape, np.nan, dtype=np.asarray(results[0]).dtype)
-    for r, rows_cols in enumerate(index):
-        out[np.ix_(*rows_cols)] = np.asarray(results[r])
-    return out
 
 
 def grids(nranks):
@@ -173,6 +102,11 @@ def test_call_sequence_and_attributes(env):
     attrs = {c[2]: c[3] for c in lib.calls if c[1] == "set_attribute"}
     assert attrs == {"TRANSA": 0, "TRANSB": 0, "ALGO_TYPE": 1, "COMMUNICATION_SM_COUNT": 2}
     assert names.count("matmul") == 3 and ("set_stream" in names) and not lib.live
+    # the workspace is cublasMpMalloc'd (registered) at the first execute, freed by release_workspace,
+    # registered again at the next execute and freed (deregistered) by free()
+    assert [n for n in names if n in ("malloc", "free", "matmul")] == ["malloc", "matmul", "matmul", "free",
+                                                                      "malloc", "matmul", "free"]  # fmt: skip
+    assert names.index("free", names.index("malloc", 10)) < names.index("grid_destroy")
     np.testing.assert_allclose(c.tensor, 1 + 3 * 4 * 1, rtol=0)  # c += a @ b three times (beta=1)
 
 
@@ -206,12 +140,17 @@ def test_rank_problems_raise_on_every_rank(env):
     [({"distributions": [Slab.X] * 2}, TypeError, r"\[dist_a, dist_b, dist_c\]"),
      ({"options": {"inplace": True}, "c": None}, ValueError, "inplace"),
      ({"beta": None}, ValueError, "beta is required"),
-     ({"quantization_scales": {"a": 1.0}}, NotImplementedError, "quantization_scales"),
-     ({"options": {"result_amax": True}}, NotImplementedError, "result_amax"),
+     ({"quantization_scales": {"a": 1.0}}, ValueError, "need FP8 operands"),
+     ({"quantization_scales": {"e": 1.0}}, TypeError, "unknown names"),
+     ({"options": {"result_amax": True}}, ValueError, "need FP8 operands"),
+     ({"options": {"block_scaling": True}}, NotImplementedError, "block_scaling"),
+     ({"options": {"result_type": 0}}, NotImplementedError, "result type"),
      ({"alpha": 1j}, TypeError, "alpha")],
 )  # fmt: skip
 def test_bad_and_unsupported_arguments(env, kwargs, error, match):
-    """Bad arguments raise typed errors; what is not implemented yet raises NotImplementedError."""
+    """Bad arguments raise typed errors (scales and amax on non-FP8 operands among them); what is not
+    implemented (MXFP8 block scaling, a float64 problem with a float32 result) raises
+    NotImplementedError."""
     env(SingleRank())
     a = FakeDevice(np.ones((4, 4), order="F"))
     args = {"c": FakeDevice(np.ones((4, 4), order="F")), "distributions": [Slab.X] * 3, "beta": 1.0} | kwargs
@@ -219,16 +158,20 @@ def test_bad_and_unsupported_arguments(env, kwargs, error, match):
         Matmul(a, a, **args)
 
 
-def test_epilog_not_implemented_and_lifecycle(env):
-    """plan(epilog=...) raises NotImplementedError; execute before plan raises; a live plan blocks
-    finalize; reset_operands checks layouts; free is idempotent."""
+def test_plan_arguments_and_lifecycle(env):
+    """plan(preferences=...) raises NotImplementedError and an unknown epilog ValueError; execute
+    before plan raises; a live plan blocks finalize; reset_operands checks layouts; free is idempotent."""
     env(SingleRank())
     a = FakeDevice(np.ones((4, 4), order="F"))
     mm = Matmul(a, a, distributions=[Slab.X] * 3, options={"inplace": False})
     with pytest.raises(InvalidMatmulState, match="before plan"):
         mm.execute()
-    with pytest.raises(NotImplementedError, match="epilog"):
-        mm.plan(epilog=1)
+    with pytest.raises(NotImplementedError, match="preferences"):
+        mm.plan(preferences={"x": 1})
+    with pytest.raises(ValueError, match="not a cuBLASMp epilog"):
+        mm.plan(epilog=3)
+    with pytest.raises(TypeError, match="MatmulEpilog"):
+        mm.plan(epilog="RELU")
     mm.plan()
     with pytest.raises(RuntimeError, match="plan"):
         nd.finalize()
@@ -244,3 +187,27 @@ def test_epilog_not_implemented_and_lifecycle(env):
     mm.free()
     mm.free()
     nd.finalize()
+
+
+def test_ranks_agree_on_one_orientation(env):
+    """A one-row block fits both orders, so it follows the other ranks' C order (cuBLASMp needs one
+    orientation per matrix: 3 uneven chunks of a C-ordered 5-row matrix); Fortran on one rank and C
+    on another cannot be described and raise on every rank naming both."""
+    group = ThreadGroup(3)
+    env(group)
+    dist = BlockNonCyclic(ProcessGrid(shape=(3, 1)))
+    rng = np.random.default_rng(4)
+    A, B = rng.standard_normal((5, 4)), rng.standard_normal((4, 3))
+    pa, _ = parts(A, dist, 3, "C")  # rows 2, 2, 1: the last block is one row
+    rep = BlockNonCyclic(ProcessGrid(shape=(1, 3)))
+    pb = [FakeDevice(np.ascontiguousarray(B[:, r : r + 1])) for r in range(3)]
+    _, index = parts(np.zeros((5, 3)), dist, 3, "F")
+    results = ok(group.run(lambda r: matmul(pa[r], pb[r], distributions=[dist, rep, dist],
+                                            options={"inplace": False})))  # fmt: skip
+    np.testing.assert_allclose(gather(results, index, (5, 3)), A @ B, rtol=1e-12)
+    mixed = [FakeDevice(np.asfortranarray(pa[0].tensor)), pa[1], pa[2]]
+    results = group.run(lambda r: Matmul(mixed[r], pb[r], distributions=[dist, rep, dist],
+                                         options={"inplace": False}))  # fmt: skip
+    assert all(
+        isinstance(e, ValueError) and "rank(s) [0" in str(e) and "C order" in str(e) for e in results
+    ), results

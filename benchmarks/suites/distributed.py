@@ -1,0 +1,358 @@
+"""Distributed suite: FFT on cuFFTMp and GEMM on cuBLASMp across the GPUs of a job, run under torchrun.
+
+Every rank runs the same command and times the same collective calls::
+
+    torchrun --nproc-per-node 8 -m benchmarks distributed --libs nvmath,torch
+    torchrun --nproc-per-node 1 -m benchmarks distributed            # the 1-GPU baseline
+
+(``mpirun -n N python -m benchmarks distributed`` works too: the world comes from torch's
+environment or Open MPI's.) Only rank 0 prints and writes the results (``benchmarks/cli.py``);
+each rank measures on its ``LOCAL_RANK`` GPU. A case's iteration count is agreed over the ranks
+(the smallest), so a collective is never called a different number of times on two ranks
+(:func:`agree_iterations`, installed in the run context for cases tagged ``collective``).
+
+Cases (issue 20's Benchmarks section), on P = the job's ranks:
+
+* ``fft-c2c-fp32-{512,1024,2048}``: strong scaling of an in-place C2C complex64 FFT of N^3 on
+  ``Slab.X`` (``FFT.execute``, forward); ``fft-c2c-fp32-weak-512``: (512 P) x 512 x 512 (weak scaling);
+  ``fft-r2c-fp32-{512,1024}``: R2C float32. A problem whose slab (with cuFFTMp's scratch) would not fit
+  in 80% of a GPU is skipped with the size it needs.
+* ``gemm-{bf16,fp32}-{8192,16384,32768}``: square GEMMs, ``a`` split by rows, ``b`` and ``d`` by
+  columns (cuBLASMp's AllGather + GEMM, overlapped); ``tp-colwise-8192x28672x8192`` (M=8192 tokens,
+  N=28672, K=8192; same layout) and ``tp-rowwise-8192x8192x28672`` (``a`` and ``b`` split along K,
+  ``d`` by rows: GEMM + ReduceScatter) -- the tensor-parallel MLP shapes.
+
+Each ``nvmath`` row's note gives the setup + plan time, the device memory the setup took (every
+allocator's: NCCL's and NVSHMEM's too) and ``initialize``'s time. Rows: ``nvmath`` (ours), ``torch`` (GEMMs: ``torch.matmul`` of DTensors with the same placements,
+torch's collectives around a local cuBLAS GEMM; FFTs: torch has no distributed FFT -- DTensor shards
+only batch dimensions -- so its row is skipped), ``nvmath-python`` (``--nvmath-python-path DIR``:
+the same calls in nvmath-python's process, one per rank, which form their own job on
+``MASTER_PORT + 1``; its engines' memory comes on top of ours, held by the waiting parent). Efficiency against one GPU: divide the P = 1 run's time by P times this run's (weak scaling:
+compare times directly). Cases skip with a reason where the engines (the ``[distributed]`` wheels)
+are missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from benchmarks.registry import Case, Prepared, Skip, register
+from benchmarks.suites._data import torch_on_ctx_stream
+
+__all__ = ["FftProblem", "GemmProblem", "World", "agree_iterations", "fft_bytes_per_rank", "world_from_env"]
+
+SUITE = "distributed"
+FIT_FRACTION = 0.8
+"""A case runs only when its per-GPU bytes fit in this fraction of the GPU's memory."""
+
+
+# ------------------------------------------------------------------------------------ the world
+@dataclasses.dataclass(frozen=True)
+class World:
+    """The job as the environment describes it."""
+
+    rank: int
+    nranks: int
+    local_rank: int
+    launcher: str  # "torchrun", "mpirun" or "single"
+
+
+def world_from_env(env: Mapping[str, str]) -> World:
+    """The job's rank, size and local rank from torchrun's (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``)
+    or Open MPI's (``OMPI_COMM_WORLD_*``) variables; one process otherwise.
+
+    Raises:
+        ValueError: a variable that is not a number, or a rank outside the job.
+    """
+    for launcher, prefix, names in (
+        ("torchrun", "", ("RANK", "WORLD_SIZE", "LOCAL_RANK")),
+        ("mpirun", "OMPI_COMM_WORLD_", ("RANK", "SIZE", "LOCAL_RANK")),
+    ):
+        keys = [prefix + n for n in names]
+        if keys[0] in env and keys[1] in env:
+            try:
+                rank, size = int(env[keys[0]]), int(env[keys[1]])
+                local = int(env.get(keys[2], rank))
+            except ValueError:
+                raise ValueError(
+                    f"{launcher}'s environment is not numeric: {[env.get(k) for k in keys]}"
+                ) from None
+            if not 0 <= rank < size:
+                raise ValueError(f"{launcher}: rank {rank} is outside a job of {size}")
+            return World(rank, size, local, launcher)
+    return World(0, 1, 0, "single")
+
+
+_STATE: dict[str, Any] = {}
+
+
+def _init_torch(world: World, device_id: int) -> Any:
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        if world.launcher == "mpirun":
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", "29512")
+            os.environ["RANK"], os.environ["WORLD_SIZE"] = str(world.rank), str(world.nranks)
+        if world.launcher == "single":
+            store = dist.HashStore()
+            dist.init_process_group(
+                "nccl", store=store, rank=0, world_size=1, device_id=torch.device("cuda", device_id)
+            )
+        else:
+            dist.init_process_group("nccl", device_id=torch.device("cuda", device_id))
+    return dist
+
+
+def agree_iterations(dist: Any, device_id: int) -> Callable[[int, int], tuple[int, int]]:
+    """``(warmup, iterations) -> the smallest over the ranks`` (one all-reduce)."""
+
+    def agree(warmup: int, iterations: int) -> tuple[int, int]:
+        import torch
+
+        t = torch.tensor([-warmup, -iterations], device=f"cuda:{device_id}")  # MIN as -MAX(-x)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(-t[0]), int(-t[1])
+
+    return agree
+
+
+def _world(ctx: Any, backend: str | None) -> World:
+    """Start torch.distributed and nvmath.distributed once per process (both backends when the
+    wheels are there); raise Skip naming what is missing for ``backend`` (None: torch's rows, which
+    need none of our engines). Every library runs on the harness's stream (torch's current one)."""
+    torch_on_ctx_stream(ctx)
+    if "world" not in _STATE:
+        world = world_from_env(os.environ)
+        dist = _init_torch(world, ctx.device_id)
+        import nvmath.distributed as nd
+
+        group = nd.TorchProcessGroup(device_id=ctx.device_id)
+        started, reasons = [], {}
+        start = time.perf_counter()
+        for backends in (["nvshmem", "nccl"], ["nccl"], ["nvshmem"]):
+            try:
+                nd.initialize(ctx.device_id, group, backends=backends)
+                started = backends
+                break
+            except ImportError as exc:
+                reasons[",".join(backends)] = str(exc)
+        _STATE.update(world=world, backends=started, reasons=reasons, dist=dist,
+                      init_s=time.perf_counter() - start)  # fmt: skip
+    ctx.extras["agree_iterations"] = agree_iterations(_STATE["dist"], ctx.device_id)
+    if backend is not None and backend not in _STATE["backends"]:
+        raise Skip(f"the {backend} engine is not available: {'; '.join(_STATE['reasons'].values())}")
+    return _STATE["world"]
+
+
+class _Footprint:
+    """Plan time and device memory taken (all allocators: NCCL's and NVSHMEM's too) by a setup."""
+
+    def __init__(self, device_id: int):
+        import torch
+
+        self.torch, self.device_id = torch, device_id
+        torch.cuda.synchronize(device_id)
+        self.free0, self.t0 = torch.cuda.mem_get_info(device_id)[0], time.perf_counter()
+
+    def note(self, world: World, extra: str) -> str:
+        self.torch.cuda.synchronize(self.device_id)
+        ms = (time.perf_counter() - self.t0) * 1e3
+        mib = (self.free0 - self.torch.cuda.mem_get_info(self.device_id)[0]) / 2**20
+        return (f"{world.nranks} GPU(s), {extra}; setup+plan {ms:.0f} ms, +{mib:.0f} MiB on the GPU; "
+                f"initialize {_STATE.get('init_s', 0.0):.2f} s")  # fmt: skip
+
+
+# -------------------------------------------------------------------------------------- the FFT
+@dataclasses.dataclass(frozen=True)
+class FftProblem:
+    """A 3-D FFT of ``shape`` (``weak``: the first extent is per GPU) of ``kind`` C2C or R2C."""
+
+    shape: tuple[int, int, int]
+    kind: str = "C2C"
+    weak: bool = False
+
+    def global_shape(self, nranks: int) -> tuple[int, int, int]:
+        x, y, z = self.shape
+        return (x * nranks, y, z) if self.weak else (x, y, z)
+
+    def flops(self, nranks: int = 1) -> float:
+        import math
+
+        n = math.prod(self.global_shape(nranks))
+        return (5.0 if self.kind == "C2C" else 2.5) * n * math.log2(n)
+
+
+def fft_bytes_per_rank(shape: tuple[int, int, int], kind: str, nranks: int) -> int:
+    """Bytes one rank needs: its slab (the larger of the two slab splits, R2C padded) twice (cuFFTMp's
+    scratch is up to one more slab)."""
+    x, y, z = shape
+    zc = z if kind == "C2C" else z // 2 + 1
+    rows = max(-(-x // nranks) * y, x * -(-y // nranks))
+    return 2 * rows * zc * 8
+
+
+def _fft_setup(p: FftProblem) -> Callable[[Any], Any]:
+    def setup(ctx: Any) -> Prepared:
+        world = _world(ctx, "nvshmem")
+        import torch
+
+        import nvmath.distributed as nd
+        from nvmath.distributed.distribution import Slab
+        from nvmath.distributed.fft import FFT, allocate_operand
+
+        shape = p.global_shape(world.nranks)
+        need = fft_bytes_per_rank(shape, p.kind, world.nranks)
+        total = torch.cuda.get_device_properties(ctx.device_id).total_memory
+        if need > FIT_FRACTION * total:
+            raise Skip(f"{shape} {p.kind} needs ~{need / 2**30:.0f} GiB per GPU on {world.nranks} GPU(s)")
+        footprint = _Footprint(ctx.device_id)
+        local = Slab.X.shape(world.rank, shape)
+        dtype = torch.complex64 if p.kind == "C2C" else torch.float32
+        x = allocate_operand(local, torch, input_dtype=dtype, distribution=Slab.X, fft_type=p.kind)
+        x.copy_(torch.randn(x.shape, dtype=dtype, device=x.device))
+        fft = FFT(x, distribution=Slab.X, options={"fft_type": p.kind})
+        fft.plan()
+
+        def teardown() -> None:
+            fft.free()
+            nd.free_symmetric_memory(x)
+
+        return Prepared(fn=fft.execute, teardown=teardown, note=footprint.note(world, f"global {shape}"))
+
+    return setup
+
+
+def _torch_fft(ctx: Any) -> None:
+    raise Skip("torch has no distributed FFT (DTensor shards only the batch dimensions of an FFT)")
+
+
+# ------------------------------------------------------------------------------------- the GEMM
+@dataclasses.dataclass(frozen=True)
+class GemmProblem:
+    """``(M, K) @ (K, N)`` in ``dtype``; ``layout`` "colwise" (a by rows, b and d by columns:
+    AllGather + GEMM) or "rowwise" (a by columns and b by rows, d by rows: GEMM + ReduceScatter)."""
+
+    m: int
+    n: int
+    k: int
+    dtype: str = "bfloat16"
+    layout: str = "colwise"
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k
+
+    def shard_dims(self) -> tuple[int, int, int]:
+        """The shard dimension of a, b and d."""
+        return (0, 1, 1) if self.layout == "colwise" else (1, 0, 0)
+
+
+def _local_operands(p: GemmProblem, world: World, device_id: int) -> tuple[Any, Any, Any]:
+    import torch
+
+    dt = getattr(torch, p.dtype)
+    gen = torch.Generator(device=f"cuda:{device_id}").manual_seed(1234 + world.rank)
+    da, db, _ = p.shard_dims()
+    shapes = [[p.m, p.k], [p.k, p.n]]
+    for shape, dim in zip(shapes, (da, db), strict=True):
+        if shape[dim] % world.nranks:
+            raise Skip(f"{shape[dim]} does not split over {world.nranks} GPUs")
+        shape[dim] //= world.nranks
+    # Fortran order locally: cuBLASMp's native layout, and the one nvmath-python takes
+    a, b = (torch.randn(s[::-1], device=f"cuda:{device_id}", dtype=dt, generator=gen).t() for s in shapes)
+    return torch, a, b
+
+
+def _gemm_setup(p: GemmProblem) -> Callable[[Any], Any]:
+    def setup(ctx: Any) -> Prepared:
+        world = _world(ctx, "nccl")
+        from nvmath.distributed.distribution import Slab
+        from nvmath.distributed.linalg.advanced import Matmul
+
+        _, a, b = _local_operands(p, world, ctx.device_id)
+        footprint = _Footprint(ctx.device_id)
+        slab = {0: Slab.X, 1: Slab.Y}
+        dists = [slab[d] for d in p.shard_dims()]
+        mm = Matmul(a, b, distributions=dists, options={"inplace": False})
+        mm.plan()
+        mm.execute()  # the first call registers the workspace (counted in the footprint)
+        return Prepared(fn=mm.execute, teardown=mm.free, note=footprint.note(world, p.layout))
+
+    return setup
+
+
+def _torch_gemm(p: GemmProblem) -> Callable[[Any], Any]:
+    def setup(ctx: Any) -> Any:
+        world = _world(ctx, None)
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import DTensor, Shard
+
+        torch, a, b = _local_operands(p, world, ctx.device_id)
+        mesh = init_device_mesh("cuda", (world.nranks,))
+        da, db, _ = p.shard_dims()
+        ta = DTensor.from_local(a, mesh, [Shard(da)], run_check=False, shape=(p.m, p.k), stride=(p.k, 1))
+        tb = DTensor.from_local(b, mesh, [Shard(db)], run_check=False, shape=(p.k, p.n), stride=(p.n, 1))
+        return lambda: torch.matmul(ta, tb)
+
+    return setup
+
+
+PEER_PORT_OFFSET = 1
+"""nvmath-python's processes (one per rank, started by the CLI's peer runner) form their own job on
+``MASTER_PORT + 1``: the ranks' peers start together, since every rank reaches its peer step at the
+same point of the run."""
+
+
+def _peer(setup: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``setup`` run in nvmath-python's process (where ``import nvmath`` is nvmath-python, whose
+    distributed API this suite's calls follow), joining the other ranks' peers."""
+
+    def peer_setup(ctx: Any) -> Any:
+        if "world" not in _STATE:
+            world = world_from_env(os.environ)
+            if world.launcher != "single":
+                port = int(os.environ.get("MASTER_PORT", "29512"))
+                os.environ["MASTER_PORT"] = str(port + PEER_PORT_OFFSET)
+                # torchrun's agent store holds the parents' group: the peers make their own store
+                os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
+        return setup(ctx)
+
+    return peer_setup
+
+
+# ------------------------------------------------------------------------------------- the cases
+FFTS = {
+    "fft-c2c-fp32-512": FftProblem((512, 512, 512)),
+    "fft-c2c-fp32-1024": FftProblem((1024, 1024, 1024)),
+    "fft-c2c-fp32-2048": FftProblem((2048, 2048, 2048)),
+    "fft-c2c-fp32-weak-512": FftProblem((512, 512, 512), weak=True),
+    "fft-r2c-fp32-512": FftProblem((512, 512, 512), "R2C"),
+    "fft-r2c-fp32-1024": FftProblem((1024, 1024, 1024), "R2C"),
+}
+GEMMS = {
+    **{f"gemm-{short}-{n}": GemmProblem(n, n, n, dtype) for short, dtype in (("bf16", "bfloat16"), ("fp32", "float32"))
+       for n in (8192, 16384, 32768)},
+    "tp-colwise-8192x28672x8192": GemmProblem(8192, 28672, 8192),
+    "tp-rowwise-8192x8192x28672": GemmProblem(8192, 8192, 28672, layout="rowwise"),
+}  # fmt: skip
+
+
+def _register() -> None:
+    nranks = world_from_env(os.environ).nranks  # the weak-scaling problems grow with the job
+    for name, p in FFTS.items():
+        register(Case(suite=SUITE, name=name, setups={"nvmath": _fft_setup(p), "torch": _torch_fft, "nvmath-python": _peer(_fft_setup(p))},
+                      flops=p.flops(nranks), quick=p.shape[0] <= 1024 and not p.weak, tags=("collective",),
+                      description=f"{p.kind} {'x'.join(map(str, p.shape))}{' per GPU' if p.weak else ''} Slab.X"))  # fmt: skip
+    for name, g in GEMMS.items():
+        register(Case(suite=SUITE, name=name, setups={"nvmath": _gemm_setup(g), "torch": _torch_gemm(g), "nvmath-python": _peer(_gemm_setup(g))},
+                      flops=g.flops, quick=g.m <= 16384, tags=("collective",),
+                      description=f"{g.dtype} M={g.m} N={g.n} K={g.k} {g.layout}"))  # fmt: skip
+
+
+_register()
