@@ -174,7 +174,7 @@ def _cast_nvmath(dgelu: bool):
 
         z = torch_random(torch, (TOKENS, D_FF), torch.bfloat16) if dgelu else None
         fp8 = torch.float8_e5m2 if dgelu else torch.float8_e4m3fn
-        fn = lambda: _fp8_cast.cast_transpose(x, s, fp8, aux=z, colsum=dgelu)  # noqa: E731
+        fn = lambda: _fp8_cast.cast_transpose(x, s, fp8, aux=z, colsum=dgelu)
         fn()
         broken = "" if _fp8_cast.in_use() else " (kernels NOT IN USE: torch ops)"
         return Prepared(fn, note=f"nvmath.torch._fp8_cast.cast_transpose{broken}")

@@ -55,9 +55,9 @@ __all__ = [
     "cast_transpose",
     "emulate_partials",
     "grid",
-    "torch_cast_transpose",
     "in_use",
     "quantize_pair",
+    "torch_cast_transpose",
     "transpose",
     "wgrad_dtype",
 ]

@@ -24,9 +24,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from nvmath.torch import _fp8_cast as C  # noqa: E402
-from nvmath.torch import fp8  # noqa: E402
-from nvmath.torch._fp8 import ScalingState, quantize  # noqa: E402
+from nvmath.torch import _fp8_cast as C
+from nvmath.torch import fp8
+from nvmath.torch._fp8 import ScalingState, quantize
 
 E4, E5, BF16, F16, F32 = torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16, torch.float32
 
@@ -223,7 +223,7 @@ def recorder(monkeypatch):
     from nvmath._internal import devices, streams
 
     calls = []
-    record = lambda stream, config, kernel, *args: calls.append((config, kernel, args))  # noqa: E731
+    record = lambda stream, config, kernel, *args: calls.append((config, kernel, args))
     monkeypatch.setattr(core, "launch", record)
     monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
     monkeypatch.setattr(streams, "current_stream", lambda device_id, package: type("H", (), {"core": "s"})())
@@ -241,7 +241,7 @@ def test_launch_arguments(recorder):
     rows and columns; an amax-only pass passes null q, q.T and scale; the transpose launches alike."""
     x, z = torch.ones(256, 192, dtype=BF16), torch.ones(256, 192, dtype=BF16)
     r = C.cast_transpose(x, torch.tensor(2.0), E5, aux=z, colsum=True)
-    (config, kernel, args), = recorder
+    ((config, kernel, args),) = recorder
     assert kernel == (BF16, E5, BF16)
     assert tuple(config.grid)[:2] == C.grid(256, 192) and tuple(config.block)[:2] == C.THREADS
     assert int(args[0]) == x.data_ptr() and int(args[1]) == z.data_ptr()
@@ -251,13 +251,13 @@ def test_launch_arguments(recorder):
     assert r.colsum.shape == (192,) and float(r.amax) == 0.0
     recorder.clear()
     r = C.cast_transpose(x, None, E4)
-    (config, kernel, args), = recorder
+    ((config, kernel, args),) = recorder
     assert kernel == (BF16, E4, None) and r.q is None
     assert [int(a) for a in (args[1], args[2], args[3], args[4], args[6])] == [0] * 5
     recorder.clear()
     q = torch.zeros(64, 128, dtype=E4)
     t = C.transpose(q)
-    (config, kernel, args), = recorder
+    ((config, kernel, args),) = recorder
     assert kernel == "transpose" and t.shape == (128, 64) and (int(args[2]), int(args[3])) == (64, 128)
 
 
