@@ -12,6 +12,9 @@
   gelu_backward and fc2's input quantization as torch ops): the fusion's share, against the same
   baseline. ``mlp-step-fp8-delayed-compiled``: ``torch.compile(fullgraph=True)`` of the nvmath FP8
   block (its ``nvmath::fp8_mlp`` custom ops) against ``torch.compile`` of the bf16 block.
+* ``fp8-cast-transpose``, ``fp8-dgelu-cast-transpose-dbias``: the FP8 layers' cast-transpose pass
+  alone on the MLP's hidden tensor (8192 x 16384 bfloat16): nvmath's kernel against torch's ops for
+  the same outputs (quantize, ``q.T.contiguous()``, amax; with ``gelu_backward`` and the column sum).
 * ``moe-8x-uneven-{loop,grouped-mm}``: a ``GroupedLinear`` of 8 experts 4096 -> 2048 on 16384 bf16
   tokens spread 4096/3072/2560/2048/1792/1280/1024/512, forward + backward, against a torch loop of
   ``F.linear`` per expert and against ``torch._grouped_mm`` (skipped where torch lacks it or its
@@ -153,6 +156,66 @@ for _name, _recipe, _variant, _baseline, _desc in (
             description=(
                 f"MLP 4096->16384 GELU->4096 step, 8192 tokens: nvmath FP8 ({_recipe} scaling, {_variant}) vs {_desc}"
             ),
+        )
+    )
+
+
+# ---------------------------------------------------------------- FP8 cast-transpose kernels
+def _cast_inputs(ctx: Any) -> tuple[Any, Any, Any]:
+    torch = _fp8_torch(ctx)
+    x = torch_random(torch, (TOKENS, D_FF), torch.bfloat16)
+    return torch, x, torch.ones((), dtype=torch.float32, device=x.device)
+
+
+def _cast_nvmath(dgelu: bool):
+    def setup(ctx: Any) -> Any:
+        torch, x, s = _cast_inputs(ctx)
+        from nvmath.torch import _fp8_cast
+
+        z = torch_random(torch, (TOKENS, D_FF), torch.bfloat16) if dgelu else None
+        fp8 = torch.float8_e5m2 if dgelu else torch.float8_e4m3fn
+        fn = lambda: _fp8_cast.cast_transpose(x, s, fp8, aux=z, colsum=dgelu)
+        fn()
+        broken = "" if _fp8_cast.in_use() else " (kernels NOT IN USE: torch ops)"
+        return Prepared(fn, note=f"nvmath.torch._fp8_cast.cast_transpose{broken}")
+
+    return setup
+
+
+def _cast_torch(dgelu: bool):
+    def setup(ctx: Any) -> Any:
+        torch, x, s = _cast_inputs(ctx)
+        z = torch_random(torch, (TOKENS, D_FF), torch.bfloat16) if dgelu else None
+        fp8 = torch.float8_e5m2 if dgelu else torch.float8_e4m3fn
+        f = 57344.0 if dgelu else 448.0
+
+        def fn() -> Any:
+            v = torch.ops.aten.gelu_backward(x, z, approximate="tanh") if dgelu else x
+            q = (v.float() * s).clamp(-f, f).to(fp8)
+            return q, q.T.contiguous(), v.abs().amax(), (v.float().sum(0) if dgelu else None)
+
+        fn()
+        return Prepared(fn, note="torch: (gelu_backward,) quantize, q.T.contiguous(), amax(, sum)")
+
+    return setup
+
+
+for _name, _dgelu, _desc in (
+    ("fp8-cast-transpose", False, "bf16 (8192, 16384) -> e4m3 in both orders + amax"),
+    (
+        "fp8-dgelu-cast-transpose-dbias",
+        True,
+        "dh * gelu'(z) bf16 (8192, 16384) -> e5m2 both orders + amax + dbias",
+    ),
+):
+    register(
+        Case(
+            suite="torch",
+            name=_name,
+            setups={"nvmath": _cast_nvmath(_dgelu), "torch": _cast_torch(_dgelu)},
+            bytes=TOKENS * D_FF * ((4 if _dgelu else 2) + 2),
+            quick=False,
+            description=f"FP8 layers' cast-transpose pass: {_desc} (issue #23)",
         )
     )
 

@@ -208,8 +208,15 @@ def scale_from_amax(amax: torch.Tensor, old_scale: torch.Tensor, fp8_max: float,
     """``(fp8_max / amax) / 2**margin`` where ``amax`` is finite and > 0, else ``old_scale`` (float32)."""
     amax = amax.float()
     new = (fp8_max / amax) / float(2**margin)
-    good = torch.isfinite(amax) & (amax > 0) & torch.isfinite(new)
+    inf = float("inf")
+    good = (amax > 0) & (amax < inf) & (new < inf)  # (NaN compares false; new > 0 where amax is)
     return torch.where(good, new, old_scale)
+
+
+def _finite(t: torch.Tensor) -> torch.Tensor:
+    """``torch.isfinite(t)`` in two elementwise operations instead of four (``|t| < inf``; NaN compares
+    false): the scaling-state updates are many tiny launches per step."""
+    return t.abs() < float("inf")
 
 
 def amax_of(x: torch.Tensor) -> torch.Tensor:
@@ -306,11 +313,33 @@ class ScalingState(torch.nn.Module):
                     scale = scale_from_amax(amax, self.scale[i], fp8_max, margin)
                 fused = _fused_quantize(x, scale, dtype)
                 q = fused[0] if fused is not None else quantize(x, scale, dtype, amax)
-            finite = torch.isfinite(amax)
+            finite = _finite(amax)
             self._record(i, amax, finite, fp8_max, margin)
             # NaN when amax is not finite: the GEMM that dequantizes by it yields NaN
             scale = scale + (amax - amax)
         return q, scale
+
+    def quantize_by(self, role: str, run: Any) -> tuple[Any, torch.Tensor]:
+        """Quantize ``role``'s tensor through ``run(scale) -> (outputs, amax)`` (a kernel that writes the
+        FP8 copies and measures the amax in one pass) and update the state as :meth:`quantize` does:
+        ``(outputs, scale)``, the scale NaN when the amax is not finite. Delayed scaling runs
+        ``run(scale)`` once; current scaling first runs ``run(None)`` (an amax-only pass: its outputs
+        are ignored) and then ``run`` with the scale of that amax."""
+        i = ROLES.index(role)
+        fp8_max = FP8_MAX[self.dtype(role)]
+        margin = self.recipe.margin
+        with torch.no_grad():
+            if self.recipe.delayed:
+                scale = self.scale[i].clone()
+                out, amax = run(scale)
+            else:
+                amax = run(None)[1]
+                scale = scale_from_amax(amax, self.scale[i], fp8_max, margin)
+                out = run(scale)[0]
+            amax = amax.reshape(()).float()
+            self._record(i, amax, _finite(amax), fp8_max, margin)
+            scale = scale + (amax - amax)
+        return out, scale
 
     def delayed_scale(self, role: str) -> torch.Tensor:
         """The scale a delayed recipe quantizes ``role`` with now (a copy, shape ()): what a GEMM writing
@@ -327,7 +356,7 @@ class ScalingState(torch.nn.Module):
         fp8_max = FP8_MAX[self.dtype(role)]
         with torch.no_grad():
             amax = amax.detach().reshape(()).float()
-            finite = torch.isfinite(amax)
+            finite = _finite(amax)
             self._record(i, amax, finite, fp8_max, self.recipe.margin)
             return scale + (amax - amax)
 

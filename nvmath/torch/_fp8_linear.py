@@ -9,9 +9,12 @@ A Linear layer ``y = act(x @ w.T + b)`` under an FP8 recipe (:mod:`._fp8`):
 
 Every GEMM is ``a @ b.T`` with both FP8 operands contiguous along K (cuBLASLt's "TN" layout, the one
 it runs FP8 in), so the weight's FP8 copy is kept in both orientations (``qw`` and ``qw.T``
-contiguous) and the backward transposes ``qx`` and ``qg`` once each. The weight's FP8 copies are made
-once per weight version (``tensor._version`` moves on every in-place update, i.e. once per optimizer
-step), not per call: gradient-accumulation micro-batches reuse them.
+contiguous) and the backward transposes ``qx`` and ``qg`` once each; on the GPU the transposed
+copies come from :mod:`._fp8_cast`'s kernels (``qg`` and ``qw`` in both orders from the pass that
+quantizes them, with the GELU derivative and the bias gradient in ``qg``'s pass; ``qx.T`` from the
+FP8 transpose), not from torch's strided copy. The weight's FP8 copies are made once per weight
+version (``tensor._version`` moves on every in-place update, i.e. once per optimizer step), not per
+call: gradient-accumulation micro-batches reuse them.
 
 On the GPU each GEMM runs on a planned :class:`nvmath.linalg.advanced.Matmul` with tensor-wide
 quantization scales (``1 / s``: the dequantization scales, float32 device tensors) and a result in
@@ -41,6 +44,7 @@ from torch.autograd.function import once_differentiable
 
 from nvmath.torch._capture import refuse_planning
 from nvmath.torch._fp8 import Recipe, ScalingState, check_recipe, current_recipe
+from nvmath.torch._fp8_cast import quantize_pair, transpose, wgrad_dtype
 
 __all__ = [
     "FP8_MULTIPLE",
@@ -193,8 +197,8 @@ class FP8LinearState(ScalingState):
         key = (w, w._version, w.data_ptr(), w.shape, w.stride(), w.dtype)
         old = self._weight_key
         if old is None or old[1:] != key[1:] or self._weight_copies is None:
-            q, s = self.quantize(w, "weight")
-            self._weight_copies = (q, q.T.contiguous(), s.reciprocal())
+            q, qt, s, _ = quantize_pair(self, w, "weight")  # (both orders in one pass on the GPU)
+            self._weight_copies = (q, qt, s.reciprocal())
             self._weight_key = key
             self.weight_updates += 1
         return self._weight_copies
@@ -275,19 +279,21 @@ def linear_backward(
     ``state`` (grad_output role). The weight's FP8 copies come from ``state`` (made in the forward)."""
     _, qwt, inv_w = state.weight_fp8(w)
     g2 = g.reshape(-1, g.shape[-1])
+    aux = None
     if act == "relu":
         g2 = torch.ops.aten.threshold_backward(g2, z, 0)
-    elif act == "gelu":
-        g2 = torch.ops.aten.gelu_backward(g2, z, approximate="tanh")
-    qg, sg = state.quantize(g2.contiguous(), "grad_output")
+    elif act == "gelu":  # (gelu_backward in the cast-transpose pass: z is the aux)
+        g2, aux = g2.contiguous(), z.contiguous()
+    want_db = needs[2] and b_dtype is not None
+    qg, qgt, sg, sums = quantize_pair(state, g2.contiguous(), "grad_output", aux=aux, colsum=want_db)
     inv_g = sg.reciprocal()
     dx = dw = db = None
     if needs[0]:
         dx = gemm(qg, qwt, inv_g, inv_w, g.dtype).reshape(x_shape)
     if needs[1]:
-        dw = gemm(qg.T.contiguous(), qx.T.contiguous(), inv_g, inv_x, torch.float32).to(w.dtype)
-    if needs[2] and b_dtype is not None:
-        db = g2.float().sum(0).to(b_dtype)
+        dw = gemm(qgt, transpose(qx), inv_g, inv_x, wgrad_dtype(w.dtype)).to(w.dtype)
+    if want_db:
+        db = sums.to(b_dtype)
     return dx, dw, db
 
 

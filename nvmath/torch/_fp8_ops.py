@@ -4,7 +4,7 @@ what ``torch.compile(fullgraph=True)`` traces instead of :class:`._fp8_linear.FP
 * ``nvmath::fp8_linear(x, weight, bias?, state, activation) -> (y, qx, inv_x, z)``
 * ``nvmath::fp8_linear_backward(grad, qx, inv_x, z, weight, state, activation, bias_dtype, needs)
   -> (dx, dw, db)``
-* ``nvmath::fp8_mlp(x, w1, b1?, w2, b2?, state1, state2) -> (y, qx, inv_x, qh, inv_h, aux)`` and
+* ``nvmath::fp8_mlp(x, w1, b1?, w2, b2?, state1, state2) -> (y, qxt, inv_x, qht, inv_h, aux)`` and
   ``nvmath::fp8_mlp_backward(...) -> (dx, dw1, db1, dw2, db2)``: the fused MLP block
   (:mod:`._fp8_mlp`), its fused epilogues included.
 
@@ -128,34 +128,36 @@ def fp8_linear_compiled(
 def fp8_mlp_op(
     x: Tensor, w1: Tensor, b1: Tensor | None, w2: Tensor, b2: Tensor | None, state1: int, state2: int
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """The fused FP8 MLP block's forward: ``(y, qx, 1 / sx, qh, 1 / sh, aux)`` (:mod:`._fp8_mlp`)."""
+    """The fused FP8 MLP block's forward: ``(y, qx.T, 1 / sx, qh.T, 1 / sh, aux)`` (:mod:`._fp8_mlp`)."""
     from nvmath.torch import _fp8_epilogs, _fp8_mlp
 
     _fp8_linear.check_device(_state(state1), x.device)
     _fp8_linear.check_device(_state(state2), x.device)
     return _fp8_mlp.mlp_forward(
         x, w1, b1, w2, b2, _state(state1), _state(state2), _fp8_linear.fp8_gemm_cache,
-        _fp8_epilogs.fp8_epilog_gemms,
+        _fp8_epilogs.fp8_epilog_gemms, aux_dtype=_fp8_mlp.saved_aux_dtype(x.dtype, _state(state2)),
     )  # fmt: skip
 
 
 @fp8_mlp_op.register_fake
 def _fp8_mlp_fake(x, w1, b1, w2, b2, state1, state2):
+    from nvmath.torch import _fp8_mlp
+
     tokens, hidden = x.numel() // x.shape[-1], w1.shape[0]
     f32 = x.new_empty((), dtype=torch.float32)
     return (
         x.new_empty((*x.shape[:-1], w2.shape[0])),
-        x.new_empty((tokens, x.shape[-1]), dtype=_state(state1).dtype("input")),
+        x.new_empty((x.shape[-1], tokens), dtype=_state(state1).dtype("input")),  # (qx.T)
         f32,
-        x.new_empty((tokens, hidden), dtype=_state(state2).dtype("input")),
+        x.new_empty((hidden, tokens), dtype=_state(state2).dtype("input")),  # (qh.T)
         f32.clone(),
-        x.new_empty((tokens, hidden)).mT,  # (hidden, tokens) column-major
+        x.new_empty((tokens, hidden), dtype=_fp8_mlp.saved_aux_dtype(x.dtype, _state(state2))).mT,
     )
 
 
 @torch.library.custom_op("nvmath::fp8_mlp_backward", mutates_args=())
 def fp8_mlp_backward_op(
-    grad: Tensor, qx: Tensor, inv_x: Tensor, qh: Tensor, inv_h: Tensor, aux: Tensor, w1: Tensor, w2: Tensor,
+    grad: Tensor, qxt: Tensor, inv_x: Tensor, qht: Tensor, inv_h: Tensor, aux: Tensor, w1: Tensor, w2: Tensor,
     state1: int, state2: int, b1_dtype: torch.dtype | None, b2_dtype: torch.dtype | None, needs: list[bool],
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
     """``(dx, dw1, db1, dw2, db2)`` of ``nvmath::fp8_mlp`` (empty tensors for gradients not needed)."""
@@ -163,7 +165,7 @@ def fp8_mlp_backward_op(
 
     x_shape = (*grad.shape[:-1], w1.shape[1])
     grads = _fp8_mlp.mlp_backward(
-        grad, qx, inv_x, qh, inv_h, aux, w1, w2, (b1_dtype, b2_dtype), tuple(needs), _state(state1),
+        grad, qxt, inv_x, qht, inv_h, aux, w1, w2, (b1_dtype, b2_dtype), tuple(needs), _state(state1),
         _state(state2), _fp8_linear.fp8_gemm_cache, _fp8_epilogs.fp8_epilog_gemms, x_shape,
     )  # fmt: skip
     e = grad.new_empty((0,))
@@ -172,7 +174,7 @@ def fp8_mlp_backward_op(
 
 @fp8_mlp_backward_op.register_fake
 def _fp8_mlp_backward_fake(
-    grad, qx, inv_x, qh, inv_h, aux, w1, w2, state1, state2, b1_dtype, b2_dtype, needs
+    grad, qxt, inv_x, qht, inv_h, aux, w1, w2, state1, state2, b1_dtype, b2_dtype, needs
 ):
     e = grad.new_empty((0,))
     return (

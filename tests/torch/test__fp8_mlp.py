@@ -107,9 +107,9 @@ def test_fused_forward_equals_float64_reference_delayed():
 
 @pytest.mark.parametrize("dtype", [BF16, torch.float16], ids=["bf16", "fp16"])
 def test_delayed_fused_aux_is_float16_pre_activation_in_layer_dtype(dtype):
-    """Delayed scaling, fused fc1 (e4m3 D): the aux saved for DGELU is the float32 pre-activation
-    rounded to float16 (cuBLASLt's default aux over an FP8 D, the type it runs) and then to the layer's
-    dtype, (hidden, tokens) column-major."""
+    """Delayed scaling, fused fc1 (e4m3 D): the aux saved for the backward's dgelu pass is the float32
+    pre-activation rounded to float16 (cuBLASLt's default aux over an FP8 D, the type it runs), kept
+    in float16, (hidden, tokens) column-major; with ``aux_dtype`` (the custom operator) in that dtype."""
     from nvmath.torch._fp8_epilogs import FP8EpilogGemms
     from nvmath.torch._fp8_linear import FP8GemmCache
 
@@ -117,14 +117,21 @@ def test_delayed_fused_aux_is_float16_pre_activation_in_layer_dtype(dtype):
     f1, f2 = m.fc1, m.fc2
     x = torch.randn(32, 32, dtype=dtype)
     with torch.no_grad():
-        _, qx, inv_x, _, _, aux = _fp8_mlp.mlp_forward(
+        _, qxt, inv_x, _, _, aux = _fp8_mlp.mlp_forward(
             x, f1.weight, f1.bias, f2.weight, f2.bias, f1.fp8_state, f2.fp8_state, FP8GemmCache(), FP8EpilogGemms()
         )  # fmt: skip
     qw1, _, inv_w1 = f1.fp8_state.weight_fp8(f1.weight)
     b1 = f1.bias.detach().half().float()[:, None]  # (float16 over an FP8 D)
-    z = (qw1.float() @ qx.float().T) * (inv_w1.float() * inv_x.float()) + b1
-    assert aux.dtype == dtype and aux.shape == (64, 32) and aux.stride() == (1, 64)
-    assert torch.equal(aux, z.half().to(dtype))
+    z = (qw1.float() @ qxt.float()) * (inv_w1.float() * inv_x.float()) + b1
+    assert aux.dtype == torch.float16 and aux.shape == (64, 32) and aux.stride() == (1, 64)
+    assert torch.equal(aux, z.half())
+    t = block(DELAYED, dtype=dtype, seed=4)  # (a twin in the same state as m before its call)
+    with torch.no_grad():
+        *_, aux2 = _fp8_mlp.mlp_forward(
+            x, t.fc1.weight, t.fc1.bias, t.fc2.weight, t.fc2.bias, t.fc1.fp8_state, t.fc2.fp8_state,
+            FP8GemmCache(), FP8EpilogGemms(), aux_dtype=dtype,
+        )  # fmt: skip
+    assert aux2.dtype == dtype and aux2.stride() == (1, 64) and torch.equal(aux2, aux.to(dtype))
 
 
 @pytest.mark.parametrize("recipe", [DELAYED, fp8.CurrentScaling()], ids=["delayed", "current"])
@@ -137,6 +144,25 @@ def test_fused_close_to_unfused(recipe):
             assert rel(u, v) < 0.08
         a.zero_grad()
         b.zero_grad()
+
+
+def test_row_major_dgrad_swaps_a_column_major_gemm(monkeypatch):
+    """fc2's dgrad is handed to the dgelu pass row-major: a GEMM that returns a column-major D is
+    copied once and then replaced, for that problem, by the swapped GEMM's transpose (row-major)."""
+    monkeypatch.setattr(_fp8_mlp, "_SWAPPED", set())
+    calls = []
+
+    def colmajor_gemm(qa, qb, inv_a, inv_b, dtype):
+        calls.append((qa.shape, qb.shape))
+        return ((qa.float() @ qb.float().T) * (inv_a * inv_b)).to(dtype).T.contiguous().T
+
+    qa, qb = torch.randn(32, 16).to(E4), torch.randn(48, 16).to(E4)
+    one = torch.tensor(1.0)
+    want = (qa.float() @ qb.float().T).to(BF16)
+    for _ in range(2):
+        d = _fp8_mlp._row_major(colmajor_gemm, qa, qb, one, one, BF16)
+        assert d.is_contiguous() and torch.equal(d, want)
+    assert calls == [((32, 16), (48, 16)), ((48, 16), (32, 16))]
 
 
 def test_which_blocks_take_the_fused_path(monkeypatch):
@@ -224,13 +250,17 @@ def _fp8_gpu():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("cast", [True, False], ids=["cast-kernels", "cast-off"])
 @pytest.mark.parametrize("recipe", [DELAYED, fp8.CurrentScaling()], ids=["delayed", "current"])
-def test_gpu_fused_block_runs_fused_and_matches_unfused(recipe):
+def test_gpu_fused_block_runs_fused_and_matches_unfused(recipe, cast, monkeypatch):
     """On the H200 every fused stage plans (report() empty: otherwise it names cuBLASLt's refusal),
     the fused block is within FP8 tolerance of the unfused one and of the CPU emulation, and no
-    fused GEMM is planned again after the first step."""
+    fused GEMM is planned again after the first step; with the cast-transpose kernels (the default)
+    and switched off (NVMATH_FP8_FUSED_CAST=0: the former path, fc2's dgrad with cuBLASLt's DGELU)."""
+    from nvmath.torch import _fp8_cast
     from nvmath.torch._fp8_epilogs import FP8EpilogGemms
 
+    monkeypatch.setattr(_fp8_cast, "ENABLED", cast)
     _fp8_gpu()
     n = (256, 1024, 512)
     a, b, c = (block(recipe, seed=5, n=n) for _ in range(3))

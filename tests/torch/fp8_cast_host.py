@@ -1,0 +1,251 @@
+"""Run the FP8 cast-transpose kernels' CUDA source on the CPU, one host thread per CUDA thread.
+
+The kernel source of :mod:`nvmath.torch._fp8_cast` is compiled by the host C++ compiler (g++, C++20)
+behind a prelude that gives it CUDA's execution model: blocks run one after another, each as 256
+``std::thread`` s (``threadIdx``, ``blockIdx``, ``gridDim`` as variables), ``__syncthreads`` a
+``std::barrier`` of the block, ``__shfl_xor_sync`` an exchange through memory behind a barrier of the
+warp (the 32 threads of one ``threadIdx.y``), ``__shared__`` a static (one block at a time),
+``atomicMax`` a compare-exchange loop. The only code replaced is the PTX inline assembly of four leaf
+conversions (float16 -> float32, the float16 / bfloat16 round trip, the saturating FP8 conversion),
+by C++ with the same rounding (nearest even; the FP8 conversion saturates finite values): everything
+else -- the tiling, the bounds, the shared tile and its transposed read, the reductions -- is the
+kernel's own code. The GPU tests check the conversions against torch on the H200.
+
+:func:`build` compiles (skips without g++); :class:`HostKernels` launches on numpy arrays.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from nvmath.torch import _fp8_cast as C
+
+_LEAVES = {
+    # float16 bits -> float32
+    """__device__ __forceinline__ float nv_h2f(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}""": """__device__ __forceinline__ float nv_h2f(unsigned short h) {
+  _Float16 v;
+  std::memcpy(&v, &h, 2);
+  return (float)v;
+}""",
+    """__device__ __forceinline__ float nv_round(float x, const nvmath_f16*) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return nv_h2f(h);
+}""": """__device__ __forceinline__ float nv_round(float x, const nvmath_f16*) {
+  return (float)(_Float16)x;
+}""",
+    """__device__ __forceinline__ float nv_round(float x, const nvmath_bf16*) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return __uint_as_float(((unsigned int)h) << 16);
+}""": """__device__ __forceinline__ float nv_round(float x, const nvmath_bf16*) {
+  unsigned int u = __float_as_uint(x);
+  if (std::isnan(x)) return x;
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  return __uint_as_float(u);
+}""",
+    """template <int E5M2>
+__device__ __forceinline__ unsigned char nv_fp8(float x) {
+  unsigned short r;
+  if (E5M2) {
+    asm("{cvt.rn.satfinite.e5m2x2.f32 %0, %2, %1;}" : "=h"(r) : "f"(x), "f"(0.0f));
+  } else {
+    asm("{cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;}" : "=h"(r) : "f"(x), "f"(0.0f));
+  }
+  return (unsigned char)(r & 0xFFu);
+}""": """template <int E5M2>
+__device__ __forceinline__ unsigned char nv_fp8(float x) {
+  return host_fp8(x, E5M2);
+}""",
+}
+
+_PRELUDE = r"""
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <algorithm>
+#include <thread>
+#include <vector>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __shared__ static
+struct dim3s { unsigned x, y, z; };
+thread_local dim3s threadIdx;
+dim3s blockIdx, gridDim, blockDim;
+static std::barrier<>* g_block;
+static std::barrier<>* g_warp[8];
+static unsigned g_shfl[8][32];
+struct float2 { float x, y; };
+using std::max;
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline void __syncthreads() { g_block->arrive_and_wait(); }
+inline unsigned __shfl_xor_sync(unsigned, unsigned v, int offset) {
+  const unsigned w = threadIdx.y, l = threadIdx.x;
+  g_shfl[w][l] = v;
+  g_warp[w]->arrive_and_wait();
+  const unsigned r = g_shfl[w][l ^ offset];
+  g_warp[w]->arrive_and_wait();
+  return r;
+}
+inline unsigned atomicMax(unsigned* p, unsigned v) {
+  std::atomic_ref<unsigned> a(*p);
+  unsigned old = a.load();
+  while (old < v && !a.compare_exchange_weak(old, v)) {}
+  return old;
+}
+// round to nearest even among the format's finite values, saturating (cvt.rn.satfinite); NaN -> NaN
+static float fp8_value(int code, int e5m2) {
+  const int sign = code >> 7, e = e5m2 ? (code >> 2) & 31 : (code >> 3) & 15, m = e5m2 ? code & 3 : code & 7;
+  const int mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  const float frac = m / float(1 << mbits);
+  const float v = e ? std::ldexp(1.0f + frac, e - bias) : std::ldexp(frac, 1 - bias);
+  return sign ? -v : v;
+}
+static unsigned char host_fp8(float x, int e5m2) {
+  if (std::isnan(x)) return 0x7F;  // (a NaN of both formats)
+  const int top = e5m2 ? 0x7B : 0x7E;  // the largest finite positive code
+  int best = 0;
+  float bestd = INFINITY;
+  const int sign = std::signbit(x) ? 0x80 : 0;
+  const float ax = std::fabs(x);
+  for (int c = 0; c <= top; ++c) {
+    const float d = std::fabs(fp8_value(c, e5m2) - ax);
+    if (d < bestd || (d == bestd && (c & 1) == 0)) { bestd = d; best = c; }
+  }
+  return (unsigned char)(best | sign);
+}
+"""
+
+_LAUNCHER = r"""
+template <typename F>
+static void run_grid(unsigned gx, unsigned gy, F body) {
+  gridDim = {gx, gy, 1};
+  blockDim = {32, 8, 1};
+  for (unsigned by = 0; by < gy; ++by) {
+    for (unsigned bx = 0; bx < gx; ++bx) {
+      blockIdx = {bx, by, 0};
+      std::barrier<> block(256);
+      for (int w = 0; w < 8; ++w) { g_warp[w] = new std::barrier<>(32); }
+      g_block = &block;
+      std::vector<std::thread> threads;
+      for (unsigned ty = 0; ty < 8; ++ty)
+        for (unsigned tx = 0; tx < 32; ++tx)
+          threads.emplace_back([=] { threadIdx = {tx, ty, 0}; body(); });
+      for (auto& t : threads) t.join();
+      for (int w = 0; w < 8; ++w) delete g_warp[w];
+    }
+  }
+}
+
+// variant: 0 bf16, 1 f16, 2 f32 (x); aux: 0 none, 1 same as x, 2 float16 (bf16 x only); e5m2 0/1
+extern "C" int host_cast(int variant, int aux_kind, int e5m2, const void* x, const void* aux,
+                         unsigned char* q, unsigned char* qt, const float* scale, unsigned* amax,
+                         float* partial, long long rows, long long cols, unsigned gx, unsigned gy) {
+#define NV_RUN(T, A, E, D) run_grid(gx, gy, [=] { nvmath_cast_transpose<T, A, E, D>( \
+    (const T*)x, (const A*)aux, q, qt, scale, amax, partial, rows, cols); }); return 0;
+#define NV_E(T, A, D) if (e5m2) { NV_RUN(T, A, 1, D) } else { NV_RUN(T, A, 0, D) }
+  if (variant == 0 && aux_kind == 0) { NV_E(nvmath_bf16, nvmath_bf16, 0) }
+  if (variant == 0 && aux_kind == 1) { NV_E(nvmath_bf16, nvmath_bf16, 1) }
+  if (variant == 0 && aux_kind == 2) { NV_E(nvmath_bf16, nvmath_f16, 1) }
+  if (variant == 1 && aux_kind == 0) { NV_E(nvmath_f16, nvmath_f16, 0) }
+  if (variant == 1 && aux_kind == 1) { NV_E(nvmath_f16, nvmath_f16, 1) }
+  if (variant == 2 && aux_kind == 0) { NV_E(float, float, 0) }
+  if (variant == 2 && aux_kind == 1) { NV_E(float, float, 1) }
+  return 1;
+}
+
+extern "C" void host_transpose(const unsigned char* in, unsigned char* out, long long rows, long long cols,
+                               unsigned gx, unsigned gy) {
+  run_grid(gx, gy, [=] { nvmath_fp8_transpose(in, out, rows, cols); });
+}
+"""
+
+
+def source() -> str:
+    """The kernel source with its four PTX leaves replaced, between the prelude and the launcher."""
+    src = C._SOURCE
+    for old, new in _LEAVES.items():
+        if old not in src:
+            raise AssertionError(f"the kernel source changed: update the host leaf for\n{old}")
+        src = src.replace(old, new)
+    return _PRELUDE + src + _LAUNCHER
+
+
+def build(tmp: Path) -> HostKernels | None:
+    """Compile the host build into ``tmp``; ``None`` without a C++20 g++."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        return None
+    cpp, lib = tmp / "cast_host.cpp", tmp / "cast_host.so"
+    cpp.write_text(source())
+    flags = ["-std=c++20", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-pthread"]
+    cmd = [gxx, *flags, str(cpp), "-o", str(lib)]
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise AssertionError(f"host build of the kernels failed:\n{done.stderr[-4000:]}")
+    return HostKernels(ctypes.CDLL(str(lib)))
+
+
+_VARIANT = {"bfloat16": 0, "float16": 1, "float32": 2}
+
+
+class HostKernels:
+    """The compiled host build: :meth:`cast` and :meth:`transpose` on numpy arrays."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        self.lib = lib
+        lib.host_cast.restype = ctypes.c_int
+        lib.host_cast.argtypes = (
+            [ctypes.c_int] * 3 + [ctypes.c_void_p] * 7 + [ctypes.c_longlong] * 2 + [ctypes.c_uint] * 2
+        )
+
+    def cast(self, x: np.ndarray, wide: str, scale: float | None, e5m2: bool, aux: np.ndarray | None = None,
+             aux_wide: str | None = None, colsum: bool = True, gy: int | None = None) -> dict:  # fmt: skip
+        """Run the kernel over ``x`` (raw element bits: uint16 for bfloat16 / float16, float32); returns
+        ``q``, ``qt`` (uint8 bits, or None), ``amax`` (float) and ``partial`` ((gy, C) float32)."""
+        rows, cols = x.shape
+        gx, gy0 = C.grid(rows, cols)
+        gy = gy0 if gy is None else gy
+        x = np.ascontiguousarray(x)
+        kind = 0 if aux is None else (1 if aux_wide == wide else 2)
+        aux = None if aux is None else np.ascontiguousarray(aux)
+        q = np.zeros((rows, cols), np.uint8) if scale is not None else None
+        qt = np.zeros((cols, rows), np.uint8) if scale is not None else None
+        s = np.array([scale or 0.0], np.float32)
+        amax = np.zeros(1, np.uint32)
+        partial = np.full((gy, cols), np.nan, np.float32) if colsum else None
+
+        def ptr(a: np.ndarray | None) -> int | None:
+            return None if a is None else a.ctypes.data
+
+        rc = self.lib.host_cast(
+            _VARIANT[wide], kind, int(e5m2), ptr(x), ptr(aux), ptr(q), ptr(qt),
+            ptr(s) if scale is not None else None, ptr(amax), ptr(partial), rows, cols, gx, gy,
+        )  # fmt: skip
+        assert rc == 0
+        return {"q": q, "qt": qt, "amax": float(amax.view(np.float32)[0]), "partial": partial}
+
+    def transpose(self, q: np.ndarray, gy: int | None = None) -> np.ndarray:
+        rows, cols = q.shape
+        gx, gy0 = C.grid(rows, cols)
+        out = np.zeros((cols, rows), np.uint8)
+        q = np.ascontiguousarray(q)
+        self.lib.host_transpose(
+            ctypes.c_void_p(q.ctypes.data), ctypes.c_void_p(out.ctypes.data), ctypes.c_longlong(rows),
+            ctypes.c_longlong(cols), ctypes.c_uint(gx), ctypes.c_uint(gy0 if gy is None else gy),
+        )  # fmt: skip
+        return out
