@@ -509,6 +509,29 @@ static PyTypeObject FastCallType = {
 };
 
 /* ------------------------------------------------------------------------------------------------ */
+/* The done-event rule of nvmath._internal.streams.record_done in one call (a FastCall of this function
+   with every argument fixed): record `event` on `stream` unless the stream is capturing a CUDA graph.
+   `query` has the signature of cuStreamIsCapturing(CUstream, CUstreamCaptureStatus *), `record` that of
+   cuEventRecord(CUevent, CUstream) (both integer-class, returning CUresult). The capture state is asked
+   on every call; a failed query records anyway, so that the record reports the stream's error. */
+
+typedef int (*capture_query_fn)(u64, int *);
+typedef int (*event_record_fn)(u64, u64);
+
+static int record_unless_capturing(u64 query, u64 record, u64 stream, u64 event)
+{
+    int capture = 0;
+    if (((capture_query_fn)(uintptr_t)query)(stream, &capture) == 0 && capture != 0)
+        return 0;
+    return ((event_record_fn)(uintptr_t)record)(event, stream);
+}
+
+static PyObject *record_unless_capturing_address(PyObject *module, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong((uintptr_t)record_unless_capturing);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
 /* Test hooks: probe functions of every arity that record their arguments. */
 
 static u64 probe_args[FASTCALL_MAX_ARGS];
@@ -590,6 +613,8 @@ static PyObject *probe_set_status(PyObject *module, PyObject *arg)
 }
 
 static PyMethodDef module_methods[] = {
+    {"record_unless_capturing_address", record_unless_capturing_address, METH_NOARGS,
+     "Address of record_unless_capturing(query, record, stream, event): the done-event rule in one call."},
     {"_probe_address", probe_address, METH_O, "Address of the probe function of n uint64_t parameters."},
     {"_probe_mixed_address", probe_mixed_address, METH_NOARGS,
      "Address of the probe of 12 alternating int32_t / uint64_t parameters."},
