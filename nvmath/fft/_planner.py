@@ -321,7 +321,7 @@ class FFT(FFTAttributes, FreedOnExit):
         allocated through its package's adapter); ``tensor`` is what an in-place call returns when
         ``source`` is not an adapter (else ``source.unwrap()``).
         """
-        s = self._stream_of(stream)
+        s, current = self._streams.resolve(stream)  # type: ignore[union-attr]
         plan = self._plan
         result = None
         with streams.stream_ctx(s):
@@ -331,7 +331,7 @@ class FFT(FFTAttributes, FreedOnExit):
                     result = source
             else:
                 fast = self._fast_alloc
-                tensor = fast(s) if fast is not None else None
+                tensor = fast(s, current) if fast is not None else None
                 if tensor is None:
                     t = self._traits
                     result = wrap(source, "operand").empty(
@@ -379,10 +379,10 @@ class FFT(FFTAttributes, FreedOnExit):
 
     def _execute_cuda(self, direction: int, stream: Any, release_workspace: bool) -> Any:
         t, op = self._traits, self._operand
-        s = self._stream_of(stream)
+        s, current = self._streams.resolve(stream)  # type: ignore[union-attr]
         with streams.stream_ctx(s):
             staging = self._stage(op, s) if t.staging_strides is not None else None
-            result, tensor, result_ptr = self._new_result(op, staging, s)
+            result, tensor, result_ptr = self._new_result(op, staging, s, current)
             self._plan.run(
                 op.data_ptr, result_ptr, 0 if staging is None else staging.data_ptr, int(direction), s
             )
@@ -409,15 +409,16 @@ class FFT(FFTAttributes, FreedOnExit):
         copy_into(staging, op, s)
         return staging
 
-    def _new_result(self, op: TensorAdapter, staging: Any, s: Any) -> tuple[Any, Any, int]:
-        """``(adapter or None, tensor or None, device pointer)`` of the buffer cuFFT writes."""
+    def _new_result(self, op: TensorAdapter, staging: Any, s: Any, current: bool) -> tuple[Any, Any, int]:
+        """``(adapter or None, tensor or None, device pointer)`` of the buffer cuFFT writes (``current``:
+        ``s`` is torch's current stream, as the resolver found)."""
         t = self._traits
         if t.inplace:
             target = staging if t.cross_space else op
             return target, None, target.data_ptr
         fast = self._fast_alloc
         if fast is not None:
-            tensor = fast(s)
+            tensor = fast(s, current)
             if tensor is not None:
                 return None, tensor, tensor.data_ptr()
         result = op.empty(
