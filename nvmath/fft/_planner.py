@@ -319,20 +319,25 @@ class FFT(FFTAttributes, FreedOnExit):
 
         ``source`` is the operand's adapter or the user's object (wrapped only if a result must be
         allocated through its package's adapter); ``tensor`` is what an in-place call returns when
-        ``source`` is not an adapter (else ``source.unwrap()``).
+        ``source`` is not an adapter (else ``source.unwrap()``). A torch result is made by torch (no
+        context needed) and the plan launched with the stream's context switched only if needed
+        (:meth:`CufftPlan.launch`); anything else runs inside the stream's context.
         """
         s, current = self._streams.resolve(stream)  # type: ignore[union-attr]
         plan = self._plan
+        fast = self._fast_alloc
+        out = fast(s, current) if fast is not None else None
         result = None
-        with streams.stream_ctx(s):
-            if self._inplace:
-                plan.run(ptr, ptr, 0, direction, s)
-                if isinstance(source, TensorAdapter):
-                    result = source
-            else:
-                fast = self._fast_alloc
-                tensor = fast(s, current) if fast is not None else None
-                if tensor is None:
+        if out is not None and not release_workspace:
+            plan.launch(ptr, out.data_ptr(), direction, s)
+            tensor = out
+        else:
+            with streams.stream_ctx(s):
+                if self._inplace:
+                    plan.run(ptr, ptr, 0, direction, s)
+                    if isinstance(source, TensorAdapter):
+                        result = source
+                elif out is None:
                     t = self._traits
                     result = wrap(source, "operand").empty(
                         t.result_shape, t.result_dtype, strides=t.result_strides, device_id=self._device_id,
@@ -340,9 +345,10 @@ class FFT(FFTAttributes, FreedOnExit):
                     )  # fmt: skip
                     plan.run(ptr, result.data_ptr, 0, direction, s)
                 else:
-                    plan.run(ptr, tensor.data_ptr(), 0, direction, s)
-            if release_workspace:
-                plan.release_workspace()
+                    plan.run(ptr, out.data_ptr(), 0, direction, s)
+                    tensor = out
+                if release_workspace:
+                    plan.release_workspace()
         if self._blocking:
             streams.synchronize(s)
         return tensor if result is None else result.unwrap(s)
