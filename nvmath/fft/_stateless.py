@@ -9,7 +9,8 @@ plan is re-bound to it) and drops the operand again. So a repeated call costs li
 :meth:`FFT.execute`. Calls sharing a cached plan from several threads take turns on it.
 
 A call with default options, execution and no callbacks reads its operand raw
-(:data:`nvmath._internal.stateless.READERS`) and finds its tail in :data:`_TAILS`: no adapter on a hit.
+(:data:`nvmath._internal.stateless.READERS`) and finds its whole key in :data:`_KEYS` (first its tail
+in :data:`_TAILS`): no adapter and no key to build on a hit.
 
 The cache::
 

@@ -237,7 +237,7 @@ def _tool(name):
 
 
 @compiled_only
-def test_torch_execute_and_stateless_hits_are_numpys_and_bit_identical(one_call, monkeypatch):
+def test_torch_execute_and_stateless_hits_are_numpys_and_bit_identical(one_call, monkeypatch, request):
     """torch tensors posing as GPU tensors (``tools/torch_host_cost.py``), results made by torch on its
     current stream: ``FFT.execute`` and stateless ``fft`` hits give numpy's values, the one-call launches
     the same bits as the first (Python) launch, with the context switched for each one-call launch."""
@@ -246,6 +246,7 @@ def test_torch_execute_and_stateless_hits_are_numpys_and_bit_identical(one_call,
     from nvmath.fft import _planner_support, fft
 
     fake, drv, execs, keep = one_call
+    request.addfinalizer(lambda: torch.set_flush_denormal(False))  # (the tool's install turns it on)
     _tool("torch_host_cost").install(monkeypatch)
     monkeypatch.setattr(_planner_support, "torch_device", lambda device_id: torch.device("cpu"))
 
