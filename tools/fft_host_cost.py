@@ -47,13 +47,14 @@ def install(mp: Any) -> None:
     import torch
     import torch_host_cost  # noqa: F401 - (installed by the caller)
 
-    from nvmath._internal import dtypes, stateless
+    from nvmath._internal import dtypes, stateless, streams
     from nvmath.bindings import cufft
     from nvmath.fft import _cufft_plan, _planner_support
 
     sys.path.insert(0, str(ROOT / "tests" / "fft"))
     import test_fft_cuda_path as fake_fft
 
+    mp.setattr(streams, "_TORCH_RAW", None)  # looked up again under the fake (and restored after)
     lib = fake_fft.FakeCufft()
     mp.setattr(_cufft_plan, "_cufft", lambda: lib)
     mp.setattr(_cufft_plan, "Workspace", fake_fft.FakeWorkspace)

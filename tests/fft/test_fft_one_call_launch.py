@@ -242,12 +242,13 @@ def test_torch_execute_and_stateless_hits_are_numpys_and_bit_identical(one_call,
     current stream: ``FFT.execute`` and stateless ``fft`` hits give numpy's values, the one-call launches
     the same bits as the first (Python) launch, with the context switched for each one-call launch."""
     torch = pytest.importorskip("torch")
-    from nvmath._internal import dtypes, stateless
+    from nvmath._internal import dtypes, stateless, streams
     from nvmath.fft import _planner_support, fft
 
     fake, drv, execs, keep = one_call
     request.addfinalizer(lambda: torch.set_flush_denormal(False))  # (the tool's install turns it on)
     _tool("torch_host_cost").install(monkeypatch)
+    monkeypatch.setattr(streams, "_TORCH_RAW", None)  # (looked up again: the tool's getter, not a cached one)
     monkeypatch.setattr(_planner_support, "torch_device", lambda device_id: torch.device("cpu"))
 
     def read_as_gpu(t):
