@@ -49,7 +49,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SPECIAL_STREAMS = (0, 1, 2)
-"""The stream handles that always exist: legacy default (NULL), ``CU_STREAM_LEGACY``, ``CU_STREAM_PER_THREAD``."""
+"""The stream handles that always exist: the legacy default (NULL), ``CU_STREAM_LEGACY`` and
+``CU_STREAM_PER_THREAD``."""
 _SPECIAL = SPECIAL_STREAMS
 _LIBRARY_STREAMS: dict[int, StreamHandle] = {}
 _LOCK = threading.RLock()  # reentrant: a finalizer run by the GC inside it may need the library stream
@@ -71,8 +72,8 @@ class StreamHandle:
     """
 
     __slots__ = (
-        "__weakref__", "_core", "_done", "_recorder", "ctx", "device_id", "mortal", "native", "obj", "package",
-        "ptr",
+        "__weakref__", "_core", "_done", "_recorder", "ctx", "device_id", "mortal", "native", "obj",
+        "package", "ptr",
     )  # fmt: skip
 
     def __init__(

@@ -230,7 +230,8 @@ def test_without_the_compiled_path_every_launch_is_the_python_launch(fake, rng, 
 
 
 def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).parents[2] / "tools" / f"{name}.py")
+    path = pathlib.Path(__file__).parents[2] / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -253,7 +254,9 @@ def test_torch_execute_and_stateless_hits_are_numpys_and_bit_identical(one_call,
 
     def read_as_gpu(t):
         info = dtypes._TORCH_TO_INFO.get(t.dtype)
-        return None if info is None else (("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t)
+        if info is None:
+            return None
+        return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
 
     stateless.register_reader(torch.Tensor, read_as_gpu)
     x = torch.randn(4, 16, dtype=torch.complex128)

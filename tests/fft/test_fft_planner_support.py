@@ -72,13 +72,15 @@ def test_torch_allocator_makes_the_result_on_torchs_current_stream_only(monkeypa
     from nvmath._internal import streams
 
     reads = []
-    monkeypatch.setattr(streams, "torch_raw_stream", lambda: lambda device_id: reads.append(device_id) or 0x70)
+    raw = lambda device_id: reads.append(device_id) or 0x70  # noqa: E731 - torch's raw stream getter
+    monkeypatch.setattr(streams, "torch_raw_stream", lambda: raw)
     monkeypatch.setattr(ps, "torch_device", lambda device_id: torch.device("cpu"))
     a = wrap(torch.zeros((4, 6), dtype=torch.float32).t(), "x")  # a transposed (column-major) operand
     traits = ps.operand_traits(a, (0,), FFTOptions(), ExecutionCUDA())
     allocate = ps.torch_allocator(traits, 3)
     out = allocate(_Stream(0x70), False)
-    assert (tuple(out.shape), out.stride(), out.dtype) == (traits.result_shape, traits.result_strides, torch.complex64)
+    layout = (tuple(out.shape), out.stride(), out.dtype)
+    assert layout == (traits.result_shape, traits.result_strides, torch.complex64)
     assert not out.requires_grad and reads == [3]
     assert allocate(_Stream(0x71), False) is None and reads == [3, 3]
     again = allocate(_Stream(0x71), True)  # the caller read the current stream this call: not read again
