@@ -27,8 +27,8 @@ from typing import Any
 
 from nvmath._internal import devices
 from nvmath._internal.native_streams import native_stream
-from nvmath._internal.streams_handle import (  # (_LIBRARY_STREAMS: where the tests' fake GPU puts its)
-    _LIBRARY_STREAMS,
+from nvmath._internal.streams_handle import _LIBRARY_STREAMS  # noqa: F401 - (the tests' fake GPU sets it)
+from nvmath._internal.streams_handle import (
     SPECIAL_STREAMS,
     StreamHandle,
     done_after_every_call,
