@@ -283,6 +283,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
             fft_host_cost.free_planners()
             caches.clear_all()
+            sys.modules["torch"].set_flush_denormal(False)  # (torch_host_cost.install turns it on)
         mp.undo()
 
 
