@@ -509,6 +509,72 @@ static PyTypeObject FastCallType = {
 };
 
 /* ------------------------------------------------------------------------------------------------ */
+/* The done-event rule of nvmath._internal.streams.record_done in one call (a FastCall of this function
+   with every argument fixed): record `event` on `stream` unless the stream is capturing a CUDA graph.
+   `query` has the signature of cuStreamIsCapturing(CUstream, CUstreamCaptureStatus *), `record` that of
+   cuEventRecord(CUevent, CUstream) (both integer-class, returning CUresult). The capture state is asked
+   on every call; a failed query records anyway, so that the record reports the stream's error. */
+
+typedef int (*capture_query_fn)(u64, int *);
+typedef int (*event_record_fn)(u64, u64);
+
+static int record_unless_capturing(u64 query, u64 record, u64 stream, u64 event)
+{
+    int capture = 0;
+    if (((capture_query_fn)(uintptr_t)query)(stream, &capture) == 0 && capture != 0)
+        return 0;
+    return ((event_record_fn)(uintptr_t)record)(event, stream);
+}
+
+static PyObject *record_unless_capturing_address(PyObject *module, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong((uintptr_t)record_unless_capturing);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* One FFT launch of nvmath.fft._cufft_plan in one call (a FastCall of this function with the entry
+   points, the context and the plan fixed, and the two buffers and the direction per call):
+   cufftXtExec(plan, input, output, direction) with `ctx` current. The context is switched only when
+   another one is current, and restored after. `get` / `set` have the signatures of cuCtxGetCurrent
+   (CUcontext *) and cuCtxSetCurrent (CUcontext), `exec` that of cufftXtExec. Returns cufftXtExec's
+   status, or FFT_LAUNCH_DRIVER_FAILED | CUresult when a context call failed (nothing is launched when
+   the switch fails; a failed restore after a successful launch is reported as such). */
+
+#define FFT_LAUNCH_DRIVER_FAILED 0x10000
+
+typedef int (*ctx_get_fn)(u64 *);
+typedef int (*ctx_set_fn)(u64);
+typedef int (*xt_exec_fn)(u64, u64, u64, u64);
+
+static int fft_exec_in_context(u64 get, u64 set, u64 exec, u64 ctx, u64 plan, u64 input, u64 output,
+                               u64 direction)
+{
+    u64 prev = 0;
+    int status, restored;
+
+    status = ((ctx_get_fn)(uintptr_t)get)(&prev);
+    if (status != 0)
+        return FFT_LAUNCH_DRIVER_FAILED | status;
+    if (prev != ctx) {
+        status = ((ctx_set_fn)(uintptr_t)set)(ctx);
+        if (status != 0)
+            return FFT_LAUNCH_DRIVER_FAILED | status;
+    }
+    status = ((xt_exec_fn)(uintptr_t)exec)(plan, input, output, direction);
+    if (prev != ctx) {
+        restored = ((ctx_set_fn)(uintptr_t)set)(prev);
+        if (status == 0 && restored != 0)
+            return FFT_LAUNCH_DRIVER_FAILED | restored;
+    }
+    return status;
+}
+
+static PyObject *fft_exec_in_context_address(PyObject *module, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong((uintptr_t)fft_exec_in_context);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
 /* Test hooks: probe functions of every arity that record their arguments. */
 
 static u64 probe_args[FASTCALL_MAX_ARGS];
@@ -590,6 +656,10 @@ static PyObject *probe_set_status(PyObject *module, PyObject *arg)
 }
 
 static PyMethodDef module_methods[] = {
+    {"fft_exec_in_context_address", fft_exec_in_context_address, METH_NOARGS,
+     "Address of fft_exec_in_context(get, set, exec, ctx, plan, input, output, direction)."},
+    {"record_unless_capturing_address", record_unless_capturing_address, METH_NOARGS,
+     "Address of record_unless_capturing(query, record, stream, event): the done-event rule in one call."},
     {"_probe_address", probe_address, METH_O, "Address of the probe function of n uint64_t parameters."},
     {"_probe_mixed_address", probe_mixed_address, METH_NOARGS,
      "Address of the probe of 12 alternating int32_t / uint64_t parameters."},
@@ -619,7 +689,8 @@ PyMODINIT_FUNC PyInit__fastcall(void)
     Py_INCREF(&FastCallType);
     if (PyModule_AddObject(m, "FastCall", (PyObject *)&FastCallType) < 0
         || PyModule_AddIntConstant(m, "MAX_ARGS", FASTCALL_MAX_ARGS) < 0
-        || PyModule_AddStringConstant(m, "ABI", FASTCALL_ABI) < 0) {
+        || PyModule_AddStringConstant(m, "ABI", FASTCALL_ABI) < 0
+        || PyModule_AddIntConstant(m, "FFT_LAUNCH_DRIVER_FAILED", FFT_LAUNCH_DRIVER_FAILED) < 0) {
         Py_DECREF(&FastCallType);
         Py_DECREF(m);
         return NULL;

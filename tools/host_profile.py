@@ -40,7 +40,9 @@ whose GPU time reaches its host time is bound by the GPU, and its host-time step
 
 On a machine without a GPU, ``--fake`` runs the matmul and ``nvmath.torch`` rows on the CPU fake GPU
 of ``tools/torch_host_cost.py`` (torch CPU tensors posing as CUDA tensors, ``cublasLtMatmul`` a no-op):
-the pure-Python cost of our layers. The generic, FFT and torch-CUDA rows need a GPU.
+the pure-Python cost of our layers; the FFT rows (``FFT.execute``, ``fft.fft (hit)``) run on the fake of
+``tools/fft_host_cost.py`` (cufftXtExec a C no-op, no context switch). The generic and torch-CUDA rows
+need a GPU.
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ STEPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("library call", ("advanced/_launch.py",), ("call",)),
     ("library call", ("<ctypes", "CFuncPtr", "_no_op_matmul"), ()),
     ("argument checks", ("_nvm_guarded",), ()),
-    ("fake GPU stubs", ("tests/", "torch_host_cost"), ()),
+    ("fake GPU stubs", ("tests/", "torch_host_cost", "fft_host_cost"), ()),
     ("done-event rule", ("_internal/streams",), ("record_done", "mark_done", "_own_event")),
+    ("done-event rule", ("_internal/event_record",), ()),
     ("stream resolution", ("_internal/streams",), ()),
     ("context", ("_internal/devices",), ("context_ctx", "__enter__", "__exit__", "primary_context")),
     ("output allocation", ("_results.py", "_internal/memory", "empty_strided", "empty"), ()),
@@ -314,6 +317,10 @@ def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callabl
         "torch.mm(out=) (CPU compute)": lambda: torch.mm(a, b, out=torch.empty(size, size)),
     }
     rows.update(_training_rows(nt, xg, wg, bias, gy, torch_rows=False))  # (torch's would compute on the CPU)
+    import fft_host_cost
+
+    fft_host_cost.install(mp)  # FFT rows: cuFFT planned by a fake, cufftXtExec a C no-op
+    rows.update({k: v for k, v in fft_host_cost.rows(1024).items() if k.startswith(("FFT", "fft"))})
     for fn in rows.values():
         fn()  # plan on the emulated cuBLASLt
     mp.setattr(lt, "_p_cublasLtMatmul", _no_op_matmul)
@@ -393,9 +400,13 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         for close in closers:
             close()
         if args.fake:  # free the planners made on the fake while it is installed (none outlives it)
+            import fft_host_cost
+
             from nvmath._internal import caches
 
+            fft_host_cost.free_planners()
             caches.clear_all()
+            sys.modules["torch"].set_flush_denormal(False)  # (torch_host_cost.install turns it on)
         mp.undo()
 
 

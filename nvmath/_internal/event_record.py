@@ -4,6 +4,10 @@
 ``cuEventRecord`` when the compiled path is active and ``drv`` is ``cuda.bindings.driver`` (a fake
 driver, or no ``libcuda``, keeps the driver module's own call); a failure raises ``RuntimeError`` naming
 the call and status either way, as :func:`nvmath._internal.devices.check` does.
+
+:func:`capture_checked` gives the done-event rule of one stream handle (see
+:func:`nvmath._internal.streams.record_done`): ``record()`` asks whether the stream is capturing a CUDA
+graph and records only when it is not, in one compiled call when the path is active.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 
 from nvmath._internal import devices, fastpath
 
-__all__ = ["EventRecordError", "recorder"]
+__all__ = ["EventRecordError", "capture_checked", "combined_caller", "recorder"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,3 +66,49 @@ def _compiled(drv: Any) -> Record | None:
         call(int(event), stream)
 
     return record
+
+
+def capture_checked(drv: Any, event: Any, stream: int) -> Callable[[], None]:
+    """``record()``: record ``event`` on ``stream`` unless the stream is capturing a CUDA graph.
+
+    The capture state is asked on every call (it changes behind our back); the event, the stream and
+    the driver's entry points are fixed. Compiled when the path is active and ``drv`` is
+    ``cuda.bindings.driver``: one call of the extension's ``record_unless_capturing``, which calls
+    ``cuStreamIsCapturing`` then ``cuEventRecord``; else the driver module's calls. A failed query
+    records anyway (the record reports the stream's error); a failed record raises
+    :class:`EventRecordError` on both paths.
+    """
+    compiled = _compiled_capture_checked(drv, event, stream)
+    if compiled is not None:
+        return compiled
+    record = recorder(drv)
+
+    def record_unless_capturing() -> None:
+        status, capture = drv.cuStreamIsCapturing(stream)
+        if int(capture) and not int(status):
+            return
+        record(event, stream)
+
+    return record_unless_capturing
+
+
+def _compiled_capture_checked(drv: Any, event: Any, stream: int) -> Callable[[], Any] | None:
+    if not fastpath.available() or getattr(drv, "__name__", "") != "cuda.bindings.driver":
+        return None
+    try:
+        query = fastpath.driver_symbol_address("cuStreamIsCapturing")
+        record = fastpath.driver_symbol_address("cuEventRecord")
+    except Exception as exc:  # noqa: BLE001 - no driver library: the driver module's own calls
+        logger.debug("the capture-checked record stays on the driver module's calls: %s", exc)
+        return None
+    return combined_caller(query, record, int(event), stream)
+
+
+def combined_caller(query: int, record: int, event: int, stream: int) -> Callable[[], Any]:
+    """The compiled ``record_unless_capturing(query, record, stream, event)`` with every argument fixed
+    (``query``, ``record``: addresses of functions with the signatures of ``cuStreamIsCapturing`` and
+    ``cuEventRecord``); needs the compiled path (:func:`nvmath._internal.fastpath.available`)."""
+    from nvmath import _fastcall
+
+    address = _fastcall.record_unless_capturing_address()
+    return fastpath.make_caller(address, (query, record, stream, event), (), error=EventRecordError)

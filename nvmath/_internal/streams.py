@@ -1,4 +1,4 @@
-"""One normalizer for every way a user can name a CUDA stream, plus stream-ordering helpers.
+"""One resolver for every way a user can name a CUDA stream, and the stream helpers' public face.
 
 :func:`get_stream` turns a user's ``stream=`` argument into a :class:`StreamHandle`. Accepted:
 
@@ -10,16 +10,12 @@
   non-blocking stream per device for numpy and every other package.
 
 Handles are cached (bounded) per stream object and per raw pointer, so a repeated call with the
-same stream costs a dictionary lookup. A handle keeps the user's stream object alive.
+same stream costs a dictionary lookup. A handle keeps the user's stream object alive; whether its
+stream may be destroyed behind our back (*mortal*) is decided here, once per handle.
 
-Stream lifetime: a plan or workspace bound to a stream may outlive it (a cached plan, a stream closed
-or collected by its owner). Handles of streams that can be destroyed behind our back (raw ints other
-than the default streams, ``cuda.core`` streams, external and cupy streams) are *mortal*: planners
-call :func:`mark_done` after enqueueing work on them, and :func:`stream_wait` / :func:`survivor`
-order later work after that recorded event instead of touching the (maybe destroyed) stream.
-The event belongs to its handle: it is destroyed (once, never at interpreter shutdown) when the
-handle is collected, that is evicted from the caches and no longer held by any plan or workspace.
-Waits already enqueued on it stay valid (the driver releases a destroyed event once it completes).
+What is done with a handle -- its context, the library streams, waits between streams, the done-event
+rule of mortal streams under CUDA graph capture -- lives in :mod:`nvmath._internal.streams_handle` and
+is re-exported here: callers import this module only.
 """
 
 from __future__ import annotations
@@ -27,13 +23,23 @@ from __future__ import annotations
 import logging
 import numbers
 import sys
-import threading
-import weakref
 from typing import Any
 
-from nvmath._errors import warn_cleanup_failure
-from nvmath._internal import devices, event_record
+from nvmath._internal import devices
 from nvmath._internal.native_streams import native_stream
+from nvmath._internal.streams_handle import _LIBRARY_STREAMS  # noqa: F401 - (the tests' fake GPU sets it)
+from nvmath._internal.streams_handle import (
+    SPECIAL_STREAMS,
+    StreamHandle,
+    done_after_every_call,
+    is_capturing,
+    library_stream,
+    record_done,
+    stream_ctx,
+    stream_wait,
+    synchronize,
+    wait_on_ptr,
+)
 
 __all__ = [
     "STREAM_CACHE_SIZE",
@@ -68,73 +74,12 @@ _ACCEPTED = (
     "a cuda.core.Stream, an object with __cuda_stream__ (torch >= 2.10, cupy >= 14, cuda.bindings "
     "CUstream), a torch.cuda.Stream, a cupy.cuda.Stream, an int cudaStream_t, or None"
 )
-_SPECIAL = (0, 1, 2)  # legacy default (NULL), CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
-
-
-class StreamHandle:
-    """A normalized CUDA stream.
-
-    Attributes:
-        ptr: the ``cudaStream_t`` as an int.
-        device_id: the device the stream runs work on.
-        package: the package of the operands this handle was made for ("torch", "cupy", ...).
-        obj: the user's stream object (kept alive), or the int handle.
-        ctx: the stream's ``CUcontext`` (int) when it is not the device's primary context (a green
-            context, say), else ``None``.
-        native: a package-native stream object for ``ptr`` (torch / cupy), made lazily by adapters.
-        mortal: the stream may be destroyed while a plan still refers to it (see the module notes).
-    """
-
-    __slots__ = (
-        "__weakref__", "_core", "_done", "ctx", "device_id", "mortal", "native", "obj", "package", "ptr",
-    )  # fmt: skip
-
-    def __init__(
-        self, ptr: int, device_id: int, package: str, obj: Any = None, ctx: int | None = None,
-        mortal: bool = False,
-    ):  # fmt: skip
-        self.ptr = ptr
-        self.device_id = device_id
-        self.package = package
-        self.obj = ptr if obj is None else obj
-        self.ctx = ctx
-        self.mortal = mortal and ptr not in _SPECIAL
-        self.native: Any = None
-        self._core: Any = None
-        self._done: Any = None  # the event mark_done() records on a mortal stream
-
-    @property
-    def core(self) -> Any:
-        """The ``cuda.core.Stream`` for this handle (created once; ``Stream.from_handle`` is slow)."""
-        core = self._core
-        if core is None or (core is self.obj and getattr(core, "is_closed", False)):
-            import cuda.core as cc
-
-            # The caller's own Stream, unless it was closed: a handle value outlives the object that
-            # made it (the driver reuses it for the next stream), and a non-owning wrapper still works.
-            if isinstance(self.obj, cc.Stream) and not getattr(self.obj, "is_closed", False):
-                core = self.obj
-            elif self.ptr in (0, 1):
-                core = cc.LEGACY_DEFAULT_STREAM
-            elif self.ptr == 2:
-                core = cc.PER_THREAD_DEFAULT_STREAM
-            else:
-                devices.core_device(self.device_id)
-                core = cc.Stream.from_handle(self.ptr)
-            self._core = core
-        return core
-
-    def __repr__(self) -> str:
-        ctx = f", ctx={self.ctx:#x}" if self.ctx else ""
-        return f"StreamHandle(ptr={self.ptr:#x}, device_id={self.device_id}, package={self.package!r}{ctx})"
+_SPECIAL = SPECIAL_STREAMS
 
 
 _OBJ_CACHE: dict[int, StreamHandle] = {}
 _INT_CACHE: dict[str, dict[int, StreamHandle]] = {}
-_LIBRARY_STREAMS: dict[int, StreamHandle] = {}
-_LOCK = threading.RLock()  # reentrant: a finalizer run by the GC inside it may need the library stream
 _TORCH_RAW: Any = None
-_THREAD = threading.local()
 
 
 def get_stream(stream: Any, *, device_id: int, package: str) -> StreamHandle:
@@ -245,15 +190,6 @@ def current_getter(package: str) -> Any:
     return None
 
 
-def is_capturing(ptr: int) -> bool:
-    """Whether the stream ``ptr`` is capturing a CUDA graph (the default streams never are; a failed
-    query answers ``False`` and leaves the error to the next call on the stream)."""
-    if ptr in _SPECIAL:
-        return False
-    status, capture = devices.driver().cuStreamIsCapturing(ptr)
-    return int(status) == 0 and int(capture) != 0
-
-
 class CallerStream:
     """The one resolver of a planner's ``stream=`` argument (bound to its device and package).
 
@@ -298,46 +234,10 @@ class CallerStream:
         return self.resolve(stream)[0]
 
 
-def library_stream(device_id: int) -> StreamHandle:
-    """Return nvmath's own non-blocking stream on ``device_id``, created on first use."""
-    handle = _LIBRARY_STREAMS.get(device_id)
-    if handle is None:
-        with _LOCK:
-            handle = _LIBRARY_STREAMS.get(device_id)
-            if handle is None:
-                drv = devices.driver()
-                with devices.device_ctx(device_id):
-                    cu = devices.check(
-                        drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate"
-                    )
-                handle = StreamHandle(int(cu), device_id, "cuda", cu)
-                _LIBRARY_STREAMS[device_id] = handle
-                logger.debug("created the library stream %#x on device %d", handle.ptr, device_id)
-    return handle
-
-
-def stream_ctx(handle: StreamHandle) -> devices.context_ctx:
-    """Context manager making ``handle``'s own context current (its green context, if any)."""
-    return devices.context_ctx(handle.ctx or devices.primary_context(handle.device_id))
-
-
-def stream_wait(waiter: StreamHandle, signaler: StreamHandle) -> None:
-    """Make ``waiter`` wait (on the device, not the host) for the work queued so far on ``signaler``.
-
-    For a mortal ``signaler`` with a :func:`mark_done` event, the wait is on that event, so a
-    destroyed ``signaler`` is never touched; also when ``waiter`` is another handle of the same raw
-    stream (a new stream the driver gave a destroyed one's handle).
-    """
-    done = signaler._done
-    if waiter.ptr == signaler.ptr and waiter.ctx == signaler.ctx and (waiter is signaler or done is None):
-        return  # (a new stream may reuse a destroyed one's handle: then wait on the old one's event)
-    ctx = signaler.ctx or devices.primary_context(signaler.device_id)
-    if signaler.mortal and done is not None:
-        drv = devices.driver()
-        with devices.context_ctx(ctx):
-            devices.check(drv.cuStreamWaitEvent(waiter.ptr, done, 0), "cuStreamWaitEvent")
-        return
-    _record_and_wait(ctx, signaler.ptr, waiter.ptr)
+def clear_stream_cache() -> None:
+    """Forget the cached stream handles (the library streams are kept)."""
+    _OBJ_CACHE.clear()
+    _INT_CACHE.clear()
 
 
 def mark_done(handle: StreamHandle) -> None:
@@ -352,101 +252,14 @@ def mark_done(handle: StreamHandle) -> None:
             record_done(handle)
 
 
-def record_done(handle: StreamHandle) -> None:
-    """:func:`mark_done` for a caller that has ``handle``'s context current (saves a context switch).
-
-    Never records into a stream capture: a handle made before a capture began on its stream would
-    otherwise get an event of the capture, which cannot be waited on outside it
-    (CUDA_ERROR_INVALID_VALUE at a later free); the capture's graph orders its own replays, and the
-    event keeps the last record made outside the capture.
-    """
-    if not handle.mortal:
-        return
-    drv = devices.driver()
-    ptr = handle.ptr
-    status, capture = drv.cuStreamIsCapturing(ptr)
-    if int(capture) and not int(status):
-        return
-    done = handle._done
-    if done is None:
-        done = _own_event(handle, drv)
-    event_record.recorder(drv)(done, ptr)  # (compiled when the path is active)
-
-
-def done_after_every_call(internal: bool, package: str) -> bool:
-    """Whether every call of a plan on a mortal stream needs :func:`record_done`, not only the calls that
-    used the plan's workspace.
-
-    A call leaves something of ours to order later work or a late free after when it uses the
-    workspace, writes a buffer the plan keeps (``internal``: a staging copy, say), or allocates its
-    outputs with our own allocator (packages other than torch and cupy, whose allocators order their
-    frees themselves). A call that did none of these needs no event: nothing of ours is in flight.
-    """
-    return internal or package not in ("torch", "cupy")
-
-
-def _own_event(handle: StreamHandle, drv: Any) -> Any:
-    """Create ``handle``'s done event, destroyed by ``drv`` when ``handle`` is collected (exactly once;
-    a racing thread's extra event is destroyed at once)."""
-    event = devices.check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
-    with _LOCK:
-        done = handle._done
-        if done is None:
-            done = handle._done = event
-            event = None
-    if event is not None:
-        _destroy_event(drv, event)
-    else:
-        weakref.finalize(handle, _destroy_event, drv, done).atexit = False  # the driver may be gone then
-    return done
-
-
-def _destroy_event(drv: Any, event: Any) -> None:
-    """Destroy a done event; never raises (a failure warns), does nothing at interpreter shutdown."""
-    if sys.is_finalizing():
-        return
-    try:
-        status = drv.cuEventDestroy(event)[0]
-        if status != 0:
-            raise RuntimeError(f"cuEventDestroy failed: {getattr(status, 'name', status)}")
-    except Exception as exc:  # noqa: BLE001 - cleanup failures warn
-        warn_cleanup_failure("destroying a stream's done event", exc, stacklevel=2)
-
-
 def survivor(handle: StreamHandle | None) -> StreamHandle | None:
     """A stream to order a late release on: ``handle`` itself, or for a mortal one with a
     :func:`mark_done` event, the library stream made to wait on that event."""
-    if handle is None or not handle.mortal or handle._done is None:
+    if handle is None or not handle.mortal or handle.done is None:
         return handle
     lib = library_stream(handle.device_id)
     stream_wait(lib, handle)
     return lib
-
-
-def wait_on_ptr(waiter: StreamHandle, producer_ptr: int) -> None:
-    """Make ``waiter`` wait for the work queued so far on the raw stream ``producer_ptr``.
-
-    Used for ``__cuda_array_interface__`` producers, which export the stream their data is ready on.
-    """
-    if producer_ptr == waiter.ptr:
-        return
-    if producer_ptr in _SPECIAL:
-        ctx = waiter.ctx or devices.primary_context(waiter.device_id)
-    else:
-        ctx = int(devices.check(devices.driver().cuStreamGetCtx(producer_ptr), "cuStreamGetCtx"))
-    _record_and_wait(ctx, producer_ptr, waiter.ptr)
-
-
-def synchronize(handle: StreamHandle) -> None:
-    """Block the host until all work queued on ``handle`` has finished."""
-    with stream_ctx(handle):
-        devices.check(devices.driver().cuStreamSynchronize(handle.ptr), "cuStreamSynchronize")
-
-
-def clear_stream_cache() -> None:
-    """Forget the cached stream handles (the library streams are kept)."""
-    _OBJ_CACHE.clear()
-    _INT_CACHE.clear()
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -578,24 +391,3 @@ def _cupy_current_ptr(device_id: int) -> int:
     except TypeError:  # older cupy: no device argument
         with cupy.cuda.Device(device_id):
             return int(cupy.cuda.get_current_stream().ptr)
-
-
-def _event_for(ctx: int) -> Any:
-    """Return this thread's reusable (timing-disabled) event of context ``ctx``; ``ctx`` is current."""
-    events = getattr(_THREAD, "events", None)
-    if events is None:
-        events = _THREAD.events = {}
-    event = events.get(ctx)
-    if event is None:
-        drv = devices.driver()
-        event = devices.check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
-        events[ctx] = event
-    return event
-
-
-def _record_and_wait(ctx: int, signaler_ptr: int, waiter_ptr: int) -> None:
-    drv = devices.driver()
-    with devices.context_ctx(ctx):
-        event = _event_for(ctx)
-        devices.check(drv.cuEventRecord(event, signaler_ptr), "cuEventRecord")
-        devices.check(drv.cuStreamWaitEvent(waiter_ptr, event, 0), "cuStreamWaitEvent")

@@ -8,6 +8,12 @@ execution from the operand package's allocator (or ``options.allocator``) and re
 ``cufftSetWorkArea``. The stream is bound with ``cufftSetStream`` only when it changes; a new
 stream first waits for the previous one, so internal buffers are never raced.
 
+:meth:`CufftPlan.launch` is the hot path of a transform without staging: once a single-launch plan
+runs steadily on a stream (bound, workspace bound, no done event to record), one compiled call makes the
+stream's context current only if another one is, launches ``cufftXtExec`` and restores the context
+(``fft_exec_in_context`` in ``nvmath/_fastcall.c``); otherwise, and on the pure-Python path, it is
+:meth:`CufftPlan.run` inside :func:`~nvmath._internal.streams.stream_ctx`. Both launch the same call.
+
 A failing constructor destroys whatever it created; :meth:`CufftPlan.close` is idempotent and runs
 at garbage collection too; a failing ``cufftDestroy`` warns, it never raises.
 """
@@ -20,7 +26,7 @@ import weakref
 from typing import Any
 
 from nvmath._errors import warn_cleanup_failure
-from nvmath._internal import devices, dtypes, streams
+from nvmath._internal import devices, dtypes, fastpath, streams
 from nvmath._internal.memory import Workspace
 from nvmath._internal.options import freeze_options
 from nvmath._internal.streams import StreamHandle
@@ -28,7 +34,10 @@ from nvmath.fft._callbacks import CallbackPlanError, DeviceCallable, callback_sy
 from nvmath.fft._layout import CufftStep
 from nvmath.fft._traits import FFTTraits
 
-__all__ = ["LTO_MIN_VERSION", "CufftPlan", "cufft_info", "step_dtypes", "workspace_size"]
+__all__ = [
+    "LTO_MIN_VERSION", "CufftPlan", "cufft_info", "launch_error", "one_call_launch", "step_dtypes",
+    "workspace_size",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -60,13 +69,71 @@ def _unchecked_exec() -> Any:
     offsets computed at plan time, the direction is an ``int`` of a validated
     :class:`~nvmath.fft.FFTDirection`. It is the only caller of ``cufftXtExec`` (through
     :meth:`CufftPlan.run`)."""
-    from nvmath._internal import fastpath
     from nvmath.bindings._unchecked import cufft as unchecked
     from nvmath.bindings.cufft import cuFFTError
 
     return fastpath.bound_caller(
         "cufft", "cufftXtExec", (0, 0, 0, 0), (0, 1, 2, 3), error=cuFFTError,
         pure=lambda: unchecked.xt_exec,
+    )  # fmt: skip
+
+
+_DRIVER_FAILED = 0x10000  # nvmath._fastcall.FFT_LAUNCH_DRIVER_FAILED
+_CONTEXT_CALLS: list[tuple[int, int] | None] = []  # [(cuCtxGetCurrent, cuCtxSetCurrent) addresses or None]
+
+
+def launch_error(status: int) -> Exception:
+    """The error of a failed one-call launch (``fft_exec_in_context``): a ``cuFFTError`` with
+    cufftXtExec's status, or a ``RuntimeError`` naming the context call the driver refused."""
+    if status & _DRIVER_FAILED:
+        return RuntimeError(
+            f"CUDA driver call cuCtxGetCurrent / cuCtxSetCurrent around cufftXtExec failed: status "
+            f"{status & (_DRIVER_FAILED - 1)}"
+        )
+    from nvmath.bindings.cufft import cuFFTError
+
+    return cuFFTError(status)
+
+
+class _LaunchFailure(Exception):
+    """The ``error`` class of the compiled one-call launch: calling it with the status gives
+    :func:`launch_error`'s exception (that is what gets raised)."""
+
+    def __new__(cls, status: int) -> Exception:  # type: ignore[misc]
+        return launch_error(status)
+
+
+def _context_calls() -> tuple[int, int] | None:
+    """The driver's ``cuCtxGetCurrent`` / ``cuCtxSetCurrent`` addresses (looked up once), or ``None``
+    without a driver library."""
+    if not _CONTEXT_CALLS:
+        try:
+            found: tuple[int, int] | None = (
+                fastpath.driver_symbol_address("cuCtxGetCurrent"),
+                fastpath.driver_symbol_address("cuCtxSetCurrent"),
+            )
+        except Exception as exc:  # noqa: BLE001 - no driver library: the Python launch
+            logger.debug("FFT launches keep the Python context switch: %s", exc)
+            found = None
+        _CONTEXT_CALLS.append(found)
+    return _CONTEXT_CALLS[0]
+
+
+def one_call_launch(ctx: int, handle: int) -> Any:
+    """The compiled ``fft_exec_in_context`` of plan ``handle`` in context ``ctx`` (``(input, output,
+    direction)`` per call), or ``None`` where it cannot be made: the compiled path is off, the cuFFT
+    binding calls a Python function (a test's fake) or there is no driver library."""
+    if not fastpath.available():
+        return None
+    exec_address = fastpath.bound_address("cufft", "cufftXtExec")
+    calls = _context_calls() if exec_address is not None else None
+    if calls is None:
+        return None
+    from nvmath import _fastcall
+
+    return fastpath.make_caller(
+        _fastcall.fft_exec_in_context_address(), (*calls, exec_address, ctx, handle, 0, 0, 0), (5, 6, 7),
+        error=_LaunchFailure,
     )  # fmt: skip
 
 
@@ -274,6 +341,10 @@ class CufftPlan:
         first = self._launches[0]
         self._single = (*first[:3], *first[3][0]) if len(self._launches) == 1 and len(first[3]) == 1 else None
         self._xt_exec = _unchecked_exec()  # the hot path (see _unchecked_exec)
+        # launch(): the compiled one-call launch on the bound stream (None: the Python launch), per context
+        self._one_call: Any = None
+        self._one_call_stream: StreamHandle | None = None
+        self._one_call_by_ctx: dict[int, Any] = {}
         logger.debug(
             "cuFFT plans %s on device %d, workspace %d bytes", self.handles, device_id, self.workspace_size
         )
@@ -290,6 +361,7 @@ class CufftPlan:
     def bind(self, stream: StreamHandle) -> None:
         """Bind every handle (and the workspace) to ``stream``, after the previous stream's work."""
         cufft = _cufft()
+        self._one_call = self._one_call_stream = None  # (launch() finds its launch again after a run)
         previous = self._stream
         if previous is not None:
             streams.stream_wait(stream, previous)
@@ -342,13 +414,50 @@ class CufftPlan:
             # workspace, staging buffer or output of our allocator leaves nothing of ours in flight);
             streams.record_done(stream)  # the caller made the stream's context current
 
+    def launch(self, operand: int, result: int, direction: int, stream: StreamHandle) -> None:
+        """:meth:`run` without staging, with ``stream``'s context made current around it (the caller
+        holds none). Once the plan has run on ``stream`` (bound, workspace bound) and a call leaves
+        nothing to record (see :meth:`run`), a single-launch plan runs in one compiled call that also
+        switches the context only when another is current (:func:`one_call_launch`); otherwise, and on
+        the pure-Python path, it is ``run()`` inside :func:`~nvmath._internal.streams.stream_ctx`."""
+        one_call = self._one_call
+        if one_call is not None and stream is self._one_call_stream:
+            one_call(operand + self._single[3], result + self._single[4], direction)  # type: ignore[index]
+            return
+        with streams.stream_ctx(stream):
+            self.run(operand, result, 0, direction, stream)
+        if stream is not self._one_call_stream:
+            self._one_call, self._one_call_stream = self._one_call_for(stream), stream
+
+    def _one_call_for(self, stream: StreamHandle) -> Any:
+        """The one-call launch on the bound ``stream`` (cached per context), or ``None``: several launches,
+        buffers other than operand -> result, a call that must record the stream's done event, or no
+        compiled launch (see :func:`one_call_launch`)."""
+        single = self._single
+        if single is None or single[1:3] != (0, 1) or stream is not self._stream:
+            return None
+        if stream.mortal and (self.workspace_size or self._done_always):
+            return None
+        if not fastpath.available() or fastpath.bound_address("cufft", "cufftXtExec") is None:
+            return None
+        if _context_calls() is None:  # (no driver library: nor a context to ask for)
+            return None
+        ctx = stream.ctx or devices.primary_context(self.device_id)
+        made = self._one_call_by_ctx.get(ctx)
+        if made is None:
+            made = self._one_call_by_ctx[ctx] = one_call_launch(ctx, single[0])
+        return made
+
     def release_workspace(self) -> None:
         """Free the workspace (stream-ordered); the next execution allocates it again."""
+        self._one_call = self._one_call_stream = None
         self.workspace.release()
         self._bound_workspace = 0
 
     def close(self) -> None:
         """Destroy the handles and free the workspace; idempotent."""
+        self._one_call = self._one_call_stream = None
+        self._one_call_by_ctx = {}
         self._finalizer()
         workspace = getattr(self, "workspace", None)
         if workspace is not None:

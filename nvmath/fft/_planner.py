@@ -319,20 +319,25 @@ class FFT(FFTAttributes, FreedOnExit):
 
         ``source`` is the operand's adapter or the user's object (wrapped only if a result must be
         allocated through its package's adapter); ``tensor`` is what an in-place call returns when
-        ``source`` is not an adapter (else ``source.unwrap()``).
+        ``source`` is not an adapter (else ``source.unwrap()``). A torch result is made by torch (no
+        context needed) and the plan launched with the stream's context switched only if needed
+        (:meth:`CufftPlan.launch`); anything else runs inside the stream's context.
         """
-        s = self._stream_of(stream)
+        s, current = self._streams.resolve(stream)  # type: ignore[union-attr]
         plan = self._plan
+        fast = self._fast_alloc
+        out = fast(s, current) if fast is not None else None
         result = None
-        with streams.stream_ctx(s):
-            if self._inplace:
-                plan.run(ptr, ptr, 0, direction, s)
-                if isinstance(source, TensorAdapter):
-                    result = source
-            else:
-                fast = self._fast_alloc
-                tensor = fast(s) if fast is not None else None
-                if tensor is None:
+        if out is not None and not release_workspace:
+            plan.launch(ptr, out.data_ptr(), direction, s)
+            tensor = out
+        else:
+            with streams.stream_ctx(s):
+                if self._inplace:
+                    plan.run(ptr, ptr, 0, direction, s)
+                    if isinstance(source, TensorAdapter):
+                        result = source
+                elif out is None:
                     t = self._traits
                     result = wrap(source, "operand").empty(
                         t.result_shape, t.result_dtype, strides=t.result_strides, device_id=self._device_id,
@@ -340,9 +345,10 @@ class FFT(FFTAttributes, FreedOnExit):
                     )  # fmt: skip
                     plan.run(ptr, result.data_ptr, 0, direction, s)
                 else:
-                    plan.run(ptr, tensor.data_ptr(), 0, direction, s)
-            if release_workspace:
-                plan.release_workspace()
+                    plan.run(ptr, out.data_ptr(), 0, direction, s)
+                    tensor = out
+                if release_workspace:
+                    plan.release_workspace()
         if self._blocking:
             streams.synchronize(s)
         return tensor if result is None else result.unwrap(s)
@@ -379,10 +385,10 @@ class FFT(FFTAttributes, FreedOnExit):
 
     def _execute_cuda(self, direction: int, stream: Any, release_workspace: bool) -> Any:
         t, op = self._traits, self._operand
-        s = self._stream_of(stream)
+        s, current = self._streams.resolve(stream)  # type: ignore[union-attr]
         with streams.stream_ctx(s):
             staging = self._stage(op, s) if t.staging_strides is not None else None
-            result, tensor, result_ptr = self._new_result(op, staging, s)
+            result, tensor, result_ptr = self._new_result(op, staging, s, current)
             self._plan.run(
                 op.data_ptr, result_ptr, 0 if staging is None else staging.data_ptr, int(direction), s
             )
@@ -409,15 +415,16 @@ class FFT(FFTAttributes, FreedOnExit):
         copy_into(staging, op, s)
         return staging
 
-    def _new_result(self, op: TensorAdapter, staging: Any, s: Any) -> tuple[Any, Any, int]:
-        """``(adapter or None, tensor or None, device pointer)`` of the buffer cuFFT writes."""
+    def _new_result(self, op: TensorAdapter, staging: Any, s: Any, current: bool) -> tuple[Any, Any, int]:
+        """``(adapter or None, tensor or None, device pointer)`` of the buffer cuFFT writes (``current``:
+        ``s`` is torch's current stream, as the resolver found)."""
         t = self._traits
         if t.inplace:
             target = staging if t.cross_space else op
             return target, None, target.data_ptr
         fast = self._fast_alloc
         if fast is not None:
-            tensor = fast(s)
+            tensor = fast(s, current)
             if tensor is not None:
                 return None, tensor, tensor.data_ptr()
         result = op.empty(

@@ -79,18 +79,31 @@ def fast_torch(adapter: TensorAdapter, traits: FFTTraits) -> bool:
     )
 
 
-def torch_allocator(traits: FFTTraits, device_id: int) -> Any:
-    """A function ``(stream) -> tensor | None``: the result on torch's current stream, else ``None``."""
-    torch = sys.modules["torch"]
-    current = streams.torch_raw_stream()
-    empty, device = torch.empty_strided, torch.device("cuda", device_id)
-    shape, strides = traits.result_shape, traits.result_strides
-    dtype = dtypes.to_torch_dtype(traits.result_dtype)
+def torch_device(device_id: int) -> Any:
+    """The ``torch.device`` of results on GPU ``device_id`` (the CPU fake GPU of the tools puts CPU here)."""
+    return sys.modules["torch"].device("cuda", device_id)
 
-    def allocate(stream: Any) -> Any:
-        if stream.ptr != current(device_id):
+
+def torch_allocator(traits: FFTTraits, device_id: int) -> Any:
+    """A function ``(stream, current) -> tensor | None``: a result tensor of ``traits`` (shape, strides,
+    dtype) on GPU ``device_id`` when ``stream`` is torch's current stream, else ``None`` (the caller then
+    allocates through the operand's adapter, ordered on ``stream``).
+
+    ``current=True``: the caller knows ``stream`` is torch's current stream (its resolver read it this
+    call), so the stream is not read again. Results come from ``new_empty_strided`` of an empty template
+    tensor (no memory) of the result's dtype and device: torch's allocator on its current stream, with
+    no dtype or device argument to parse per call.
+    """
+    torch = sys.modules["torch"]
+    raw = streams.torch_raw_stream()
+    dtype = dtypes.to_torch_dtype(traits.result_dtype)
+    new = torch.empty(0, dtype=dtype, device=torch_device(device_id)).new_empty_strided
+    shape, strides = traits.result_shape, traits.result_strides
+
+    def allocate(stream: Any, current: bool) -> Any:
+        if not current and stream.ptr != raw(device_id):
             return None
-        return empty(shape, strides, dtype=dtype, device=device)
+        return new(shape, strides)
 
     return allocate
 

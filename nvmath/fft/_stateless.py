@@ -9,7 +9,8 @@ plan is re-bound to it) and drops the operand again. So a repeated call costs li
 :meth:`FFT.execute`. Calls sharing a cached plan from several threads take turns on it.
 
 A call with default options, execution and no callbacks reads its operand raw
-(:data:`nvmath._internal.stateless.READERS`) and finds its tail in :data:`_TAILS`: no adapter on a hit.
+(:data:`nvmath._internal.stateless.READERS`) and finds its whole key in :data:`_KEYS` (first its tail
+in :data:`_TAILS`): no adapter and no key to build on a hit.
 
 The cache::
 
@@ -128,6 +129,29 @@ _TAILS = caches.memo("nvmath.fft: call tails", 256)
 _MISSING = object()
 
 
+class _Key(tuple):
+    """A plan-cache key (``(*head, tail)``) that hashes once: the key :data:`_KEYS` hands out again and
+    again, so that the plan cache finds its entry by identity (equal to, and hashed as, the plain tuple)."""
+
+    def __init__(self, items: tuple):
+        self.hash = tuple.__hash__(self)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+
+# (fft_type, check_dtype, axes as given, operand head) -> its _Key, for the calls _TAILS serves: a
+# repeated call finds its whole plan-cache key with one lookup, and the plan cache its entry by identity.
+# Only keys are kept (no plan): an evicted plan is planned again under the same key, as without it.
+_KEYS = caches.memo("nvmath.fft: call keys", 256)
+
+
 def _axes_key(axes: Any) -> Any:
     """``axes`` as a hashable key for :data:`_TAILS` (``None`` or a tuple of ``int``; a list becomes a
     tuple), or ``_MISSING`` when the call must take the general path."""
@@ -157,7 +181,6 @@ def _build_raw(operand: Any, tail: _Tail, stream: Any) -> CachedPlan[FFT]:
 
 def _transform(
     operand: Any,
-    *,
     axes: Any,
     direction: Any,
     options: Any,
@@ -174,16 +197,21 @@ def _transform(
         options is None and execution is None and prolog is None and epilog is None
         and axes_key is not _MISSING
     )  # fmt: skip
-    if defaults:  # the hot path: the operand read raw, the rest of the key from _TAILS (no adapter)
+    if defaults:  # the hot path: the operand read raw, the key from _KEYS / _TAILS (no adapter)
         tp = type(operand)
         raw = (READERS.get(tp) or reader_for(tp))(operand)
         if raw is not None and not raw[0][5]:  # (a lazily conjugated operand is materialized: wrapped)
             head = raw[0]
-            tail = _TAILS.get((fft_type, axes_key, len(head[2]), head[1], head[4], check_dtype))
-            if tail is not None:  # (stored once the dtype passed check_dtype)
+            call = (fft_type, check_dtype, axes_key, head)
+            key = _KEYS.get(call)
+            if key is None:
+                tail = _TAILS.get((fft_type, axes_key, len(head[2]), head[1], head[4], check_dtype))
+                if tail is not None:  # (stored once the dtype passed check_dtype)
+                    key = _KEYS.put(call, _Key((*head, tail)))
+            if key is not None:
                 return call_cached(
-                    plan_cache, (*head, tail), _build_raw, operand, raw[1], raw[2], direction, stream,
-                    build_args=(operand, tail, stream),
+                    plan_cache, key, _build_raw, operand, raw[1], raw[2], direction, stream,
+                    build_args=(operand, key[6], stream),
                 )  # fmt: skip
     adapter = wrap(operand, "operand")
     if check_dtype != "complex" and check_dtype != "real" and check_dtype is not None:
@@ -201,11 +229,13 @@ def _transform(
         as_device_callable(prolog, "prolog"),
         as_device_callable(epilog, "epilog"),
     )
-    if defaults:
+    head = adapter_head(adapter)
+    key: tuple = (*head, tail)
+    if defaults:  # the next such call takes the hot path, and finds this very key
         _TAILS.put((fft_type, axes_key, ndim, adapter.device_id, adapter.dtype, check_dtype), tail)
+        key = _KEYS.put((fft_type, check_dtype, axes_key, head), _Key(key))
     return call_cached(
-        plan_cache, (*adapter_head(adapter), tail), _build, adapter, None, None, direction, stream,
-        build_args=(adapter, tail, stream),
+        plan_cache, key, _build, adapter, None, None, direction, stream, build_args=(adapter, tail, stream)
     )  # fmt: skip
 
 
@@ -239,8 +269,8 @@ def fft(
         The transform, in the operand's package and memory space (the operand itself in place).
     """
     return _transform(
-        operand, axes=axes, direction=direction, options=options, execution=execution, prolog=prolog,
-        epilog=epilog, stream=stream, fft_type=None, check_dtype=check_dtype, function="fft",
+        operand, axes, direction, options, execution, prolog, epilog, stream,
+        None, check_dtype, "fft",  # fft_type, check_dtype, function
     )  # fmt: skip
 
 
@@ -267,8 +297,8 @@ def ifft(
 
         direction = check_inverse(direction)
     return _transform(
-        operand, axes=axes, direction=direction, options=options, execution=execution, prolog=prolog,
-        epilog=epilog, stream=stream, fft_type=None, check_dtype=check_dtype, function="ifft",
+        operand, axes, direction, options, execution, prolog, epilog, stream,
+        None, check_dtype, "ifft",  # fft_type, check_dtype, function
     )  # fmt: skip
 
 
@@ -289,8 +319,8 @@ def rfft(
     plans; float32 or float64).
     """
     return _transform(
-        operand, axes=axes, direction=FFTDirection.FORWARD, options=options, execution=execution,
-        prolog=prolog, epilog=epilog, stream=stream, fft_type="R2C", check_dtype="real", function="rfft",
+        operand, axes, FFTDirection.FORWARD, options, execution, prolog, epilog, stream,
+        "R2C", "real", "rfft",  # fft_type, check_dtype, function
     )  # fmt: skip
 
 
@@ -311,6 +341,6 @@ def irfft(
     ``options={"last_axis_parity": "odd"}``. Arguments as for :func:`fft`.
     """
     return _transform(
-        operand, axes=axes, direction=FFTDirection.INVERSE, options=options, execution=execution,
-        prolog=prolog, epilog=epilog, stream=stream, fft_type="C2R", check_dtype="complex", function="irfft",
+        operand, axes, FFTDirection.INVERSE, options, execution, prolog, epilog, stream,
+        "C2R", "complex", "irfft",  # fft_type, check_dtype, function
     )  # fmt: skip

@@ -485,6 +485,58 @@ def test_stateless_list_axes_take_the_raw_key_path(fake, rng):
     assert (after.hits - before.hits, after.misses - before.misses) == (2, 0)
 
 
+def test_stateless_key_memo_hands_out_the_plan_cache_key(fake, rng):
+    """A repeated call with default arguments finds its whole key in ``_KEYS``: the very object the plan
+    cache holds (found by identity), hits counted as before; ifft shares fft's plan; another layout,
+    dtype, axes or transform type gets a key and a plan of its own; every result is numpy's."""
+    y = dev(rng, (4, 6))
+    nf.fft(y)
+    (key,) = list(nf.plan_cache.keys())
+    assert type(key) is _stateless._Key and list(_stateless._KEYS.values()) == [key]
+    before = nf.plan_cache.stats
+    np.testing.assert_allclose(nf.fft(y), np.fft.fftn(y.tensor))
+    np.testing.assert_allclose(nf.ifft(y), np.fft.ifftn(y.tensor, norm="forward"))
+    after = nf.plan_cache.stats
+    assert (after.hits - before.hits, after.misses - before.misses, after.size) == (2, 0, 1)
+    assert list(nf.plan_cache.keys())[0] is key and len(_stateless._KEYS) == 1
+    others = [
+        (dev(rng, (4, 6), view=lambda a: a.T.copy().T), None, lambda a: np.fft.fftn(a)),  # column-major
+        (dev(rng, (4, 6), "complex64"), None, lambda a: np.fft.fftn(a)),
+        (y, (1,), lambda a: np.fft.fft(a, axis=1)),
+    ]
+    for x, axes, ref in others:
+        for _ in range(2):
+            np.testing.assert_allclose(nf.fft(x, axes=axes), ref(x.tensor), rtol=1e-5, atol=1e-5)
+    r = dev(rng, (4, 6), "float64")
+    np.testing.assert_allclose(nf.rfft(r), np.fft.rfftn(r.tensor))
+    assert len(set(nf.plan_cache.keys())) == len(_stateless._KEYS) == 5
+    assert len(kinds(fake, "make_plan")) == 5
+
+
+def test_stateless_key_memo_keeps_no_plan(fake, rng):
+    """``_KEYS`` holds keys, not plans: a plan evicted from the cache is planned again under the same
+    key (a counted miss, numpy's result); ``caches.clear_all()`` empties the memo too."""
+    x = dev(rng, (8,))
+    nf.fft(x)
+    (key,) = list(nf.plan_cache.keys())
+    nf.plan_cache.clear()
+    before = nf.plan_cache.stats
+    np.testing.assert_allclose(nf.fft(x), np.fft.fft(x.tensor))
+    assert nf.plan_cache.stats.misses - before.misses == 1 and len(kinds(fake, "make_plan")) == 2
+    assert list(nf.plan_cache.keys())[0] is key
+    caches.clear_all()
+    assert len(_stateless._KEYS) == 0 and len(nf.plan_cache) == 0
+
+
+def test_key_hashes_and_compares_as_its_tuple():
+    """A ``_Key`` equals, and hashes as, the plain tuple of its items (either finds the other's entry)."""
+    items = ("fakegpu", 0, (4, 6), (6, 1), "complex128", False, "tail")
+    key = _stateless._Key(items)
+    assert key == items and items == key and hash(key) == hash(items) and not (key != items)
+    assert {items: 1}[key] == 1 and {key: 2}[items] == 2
+    assert key != _stateless._Key((*items[:-1], "other"))
+
+
 @pytest.mark.parametrize(
     ("axes", "key"),
     [(None, None), ((0, 1), (0, 1)), ([1, 0], (1, 0)), ([], ()), ((0.0,), "missing"), ("01", "missing")],

@@ -477,3 +477,30 @@ def test_gpu_execute_takes_the_unchecked_exec(torch_cuda, monkeypatch):
             f.plan()
             assert rel_err(to_host(f.execute(direction="inverse")), np.fft.ifftn(h) * h.size) < 1e-12 * 8
     assert fell_back == []
+
+
+def test_gpu_one_call_launch_on_the_compiled_path(torch_cuda):
+    """On the compiled path a planned FFT on torch's current stream goes one-call from its second
+    execution (fft_exec_in_context: the context switched only if needed) and gives the Python launch's
+    bits; on the pure path it never does. Stateless hits and stream changes stay right either way."""
+    from nvmath._internal import fastpath
+
+    torch = torch_cuda
+    x = torch.randn(64, 1024, dtype=torch.complex64, device="cuda")
+    ref = torch.fft.fft(x, dim=1)
+    with FFT(x, axes=[1]) as f:
+        f.plan()
+        first = f.execute()
+        plan = f._plan
+        again = [f.execute() for _ in range(3)]
+        assert (plan._one_call is not None) == fastpath.available(), fastpath.describe()
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            other = [f.execute() for _ in range(2)]
+        s.synchronize()
+        last = f.execute()
+    hits = [nf.fft(x, axes=[1]) for _ in range(3)]
+    torch.cuda.synchronize()
+    torch.testing.assert_close(first, ref, rtol=1e-4, atol=1e-3)
+    for y in (*again, *other, last, *hits):
+        assert torch.equal(y, first)

@@ -58,3 +58,31 @@ def test_host_array_shares_memory():
     n = np.zeros(3, np.complex128)
     ps.host_array(wrap(n, "x"))[2] = 7
     assert n[2] == 7
+
+
+class _Stream:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+def test_torch_allocator_makes_the_result_on_torchs_current_stream_only(monkeypatch):
+    """The allocator returns an uninitialised result of the traits' shape, strides and dtype when the
+    stream is torch's current one -- read from torch unless the caller says it is current -- and
+    ``None`` on any other stream (the planner then allocates through the adapter, on that stream)."""
+    from nvmath._internal import streams
+
+    reads = []
+    raw = lambda device_id: reads.append(device_id) or 0x70  # noqa: E731 - torch's raw stream getter
+    monkeypatch.setattr(streams, "torch_raw_stream", lambda: raw)
+    monkeypatch.setattr(ps, "torch_device", lambda device_id: torch.device("cpu"))
+    a = wrap(torch.zeros((4, 6), dtype=torch.float32).t(), "x")  # a transposed (column-major) operand
+    traits = ps.operand_traits(a, (0,), FFTOptions(), ExecutionCUDA())
+    allocate = ps.torch_allocator(traits, 3)
+    out = allocate(_Stream(0x70), False)
+    layout = (tuple(out.shape), out.stride(), out.dtype)
+    assert layout == (traits.result_shape, traits.result_strides, torch.complex64)
+    assert not out.requires_grad and reads == [3]
+    assert allocate(_Stream(0x71), False) is None and reads == [3, 3]
+    again = allocate(_Stream(0x71), True)  # the caller read the current stream this call: not read again
+    assert tuple(again.shape) == traits.result_shape and reads == [3, 3]
+    assert again.data_ptr() != out.data_ptr()

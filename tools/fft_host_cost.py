@@ -1,0 +1,148 @@
+"""The Python cost of ``FFT.execute`` and of a stateless ``nvmath.fft.fft`` hit, measured on the CPU.
+
+torch CPU tensors pose as CUDA tensors of package ``"torch"`` on GPU 0 (``tools/torch_host_cost.py``'s
+adapter, and a raw reader for the stateless key that reads them as on GPU 0), so the torch-only fast
+paths of the FFT planner run: torch's raw current stream, results made by torch. cuFFT is the fake of
+``tests/fft/test_fft_cuda_path.py`` for planning; ``cufftXtExec`` is a C function that does nothing
+(``nvmath._fastcall``'s probe when the extension is built, else a ctypes no-op), reached through the same
+caller as on the GPU (compiled or pure, as ``NVMATH_PURE_PYTHON`` says). The stream's context switch is
+a no-op here (the fake GPU's); on the GPU machine each driver call adds about 0.3-1 us.
+
+Run from the repository root::
+
+    PYTHONPATH=. python tools/fft_host_cost.py [--calls 20000] [--rounds 5] [--size 1024] [--profile ROW]
+
+Prints us per call (best of 5 rounds) per row; ``--profile`` prints a cProfile of one row.
+``tools/host_profile.py --fake`` shows the same rows split into steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import pathlib
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tools")]
+
+_NO_OP = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_void_p] * 4))
+
+
+def _no_op_exec() -> Any:
+    """A C function of four arguments returning 0: the fake ``cufftXtExec`` while timing."""
+    try:
+        from nvmath import _fastcall
+
+        return _NO_OP(_fastcall._probe_address(4))
+    except ImportError:
+        return _NO_OP(lambda *args: 0)
+
+
+def install(mp: Any) -> None:
+    """The fake GPU for the FFT rows (undone by ``mp.undo()``); needs ``torch_host_cost.install`` first."""
+    import torch
+    import torch_host_cost  # noqa: F401 - (installed by the caller)
+
+    from nvmath._internal import dtypes, stateless, streams
+    from nvmath.bindings import cufft
+    from nvmath.fft import _cufft_plan, _planner_support
+
+    sys.path.insert(0, str(ROOT / "tests" / "fft"))
+    import test_fft_cuda_path as fake_fft
+
+    mp.setattr(streams, "_TORCH_RAW", None)  # looked up again under the fake (and restored after)
+    lib = fake_fft.FakeCufft()
+    mp.setattr(_cufft_plan, "_cufft", lambda: lib)
+    mp.setattr(_cufft_plan, "Workspace", fake_fft.FakeWorkspace)
+    mp.setattr(_planner_support, "torch_device", lambda device_id: torch.device("cpu"))
+    mp.setattr(cufft, "_p_cufftXtExec", _no_op_exec())
+
+    def read_as_gpu(t: Any) -> Any:
+        info = dtypes._TORCH_TO_INFO.get(t.dtype)
+        if info is None:
+            return None
+        return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
+
+    stateless.register_reader(torch.Tensor, read_as_gpu)  # (READERS is emptied by caches.clear_all)
+
+
+_PLANNERS: list[Any] = []
+
+
+def free_planners() -> None:
+    """Free the planners :func:`rows` made (call before the fake is undone: they hold fake cuFFT plans)."""
+    while _PLANNERS:
+        _PLANNERS.pop().free()
+
+
+def rows(size: int = 1024) -> dict[str, Callable[[], Any]]:
+    """Row name -> a no-argument call (planned by a first call before timing)."""
+    import torch
+
+    import nvmath
+
+    sig = torch.randn(size, dtype=torch.complex64)
+    fft = nvmath.fft.FFT(sig)
+    fft.plan()
+    _PLANNERS.append(fft)
+    return {
+        "FFT.execute": fft.execute,
+        "fft.fft (hit)": lambda: nvmath.fft.fft(sig),
+        "torch.fft.fft (CPU compute)": lambda: torch.fft.fft(sig),
+    }
+
+
+def measure(fn: Callable[[], Any], calls: int, rounds: int = 5) -> float:
+    """Best us per call of ``rounds`` rounds of ``calls`` calls (on a shared machine: many short rounds)."""
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter_ns() - t0) / calls / 1e3)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--profile", default=None, help="a row name (substring) to cProfile")
+    args = parser.parse_args()
+    import cProfile
+    import pstats
+
+    import torch_host_cost
+    from _pytest.monkeypatch import MonkeyPatch
+
+    from nvmath._internal import caches, fastpath
+
+    mp = MonkeyPatch()
+    try:
+        torch_host_cost.install(mp)
+        install(mp)
+        table = rows(args.size)
+        print(f"call path: {fastpath.describe()}")
+        for name, fn in table.items():
+            fn()
+            if args.profile and args.profile in name:
+                prof = cProfile.Profile()
+                prof.enable()
+                for _ in range(args.calls):
+                    fn()
+                prof.disable()
+                pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+            print(f"{name:30s} {measure(fn, args.calls, args.rounds):7.2f} us/call")
+    finally:
+        free_planners()
+        caches.clear_all()
+        mp.undo()
+
+
+if __name__ == "__main__":
+    main()
