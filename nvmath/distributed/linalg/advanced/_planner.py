@@ -18,6 +18,7 @@ implemented (raise :class:`NotImplementedError`): ``preferences``, ``block_scali
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ from ._options import LOGGER_NAME, MatmulOptions
 from ._problem import (
     COMPUTE_TYPES,
     agreed_order,
+    describe_call,
     global_matrix_shape,
     local_order,
     local_orders,
@@ -52,6 +54,8 @@ from ._traits import local_shape, matrix_descriptor
 __all__ = ["InvalidMatmulState", "Matmul", "matmul"]
 
 _WHAT = "nvmath.distributed.linalg.advanced.Matmul"
+_MIN_WORKSPACE = 1 << 16
+"""The smallest device workspace allocated (cuBLASMp may report 0 bytes at one rank)."""
 
 
 class InvalidMatmulState(InvalidPlannerState):
@@ -260,6 +264,7 @@ class Matmul(FreedOnExit):
         self._matrices: dict[str, Any] = {}
         self._workspace: Any = None
         self._workspace_grid: Any = None
+        self._c_scratch: TensorAdapter | None = None
         self._last_stream = self._stream
         self._host_workspace = np.empty(0, np.uint8)
         self._sizes = (0, 0)
@@ -267,22 +272,29 @@ class Matmul(FreedOnExit):
         self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
 
     # ------------------------------------------------------------------------------------ planning
-    def _result_tensor(self) -> TensorAdapter:
-        if "c" in self._ops and self._options.inplace:
+    def _result_tensor(self, dtype: str | None = None) -> TensorAdapter:
+        """The result (``c`` in place, else a new tensor of D's local layout), or a new tensor of
+        D's layout and ``dtype``."""
+        if dtype is None and "c" in self._ops and self._options.inplace:
             return self._ops["c"]
         like = self._ops.get("c") or self._ops["a"]
         d = self._descs["d"]
         shape = d.local_shape[::-1] if d.transposed else d.local_shape
         strides = (max(shape[1], 1), 1) if d.transposed else (1, max(shape[0], 1))
         return like.empty(
-            tuple(shape), self._types.result, strides=strides, device_id=self._device, stream=self._stream
+            tuple(shape),
+            dtype or self._types.result,
+            strides=strides,
+            device_id=self._device,
+            stream=self._stream,
         )
 
     def _args(self, d_ptr: int) -> tuple:
         call, m = self._call, self._matrices
         first, second = ("b", "a") if call.swap else ("a", "b")
         ptr = {n: op.data_ptr for n, op in self._ops.items()}
-        c_ptr = ptr.get("c", d_ptr)
+        # no c: C is D (in place, one descriptor), or an FP8 D's 16-bit scratch C (out of place)
+        c_ptr = ptr.get("c", d_ptr if self._c_scratch is None else self._c_scratch.data_ptr)
         return (
             call.m,
             call.n,
@@ -376,11 +388,14 @@ class Matmul(FreedOnExit):
                 cuda_type = dtypes.cuda_data_type(types[name])
                 matrices[name] = keep(_mpobjects.MpMatrix(lib, desc, cuda_type, grids[desc.grid]))
             matrices["c"] = matrices["d"]
-            if self._types.result in FP8:  # cuBLASLt pairs an FP8 D with a 16-bit C (unread: beta is 0)
+            if self._types.result in FP8:
+                # cuBLASLt pairs an FP8 D with a 16-bit C, and takes C == D only with one descriptor
+                # (in place): C gets its own bfloat16 buffer of D's layout (never read: beta is 0).
                 desc = self._descs["d"]
                 matrices["c"] = keep(
                     _mpobjects.MpMatrix(lib, desc, dtypes.cuda_data_type("bfloat16"), grids[desc.grid])
                 )
+                self._c_scratch = self._result_tensor("bfloat16")
             call, opts = self._call, self._options
             algo = None if opts.algo_type is None else int(opts.algo_type)
             keep(
@@ -388,11 +403,13 @@ class Matmul(FreedOnExit):
                     lib, self._compute, call.transa, call.transb, algo, opts.sm_count_communication
                 )
             )
-            for attribute in self._tensors.attributes():
+            attributes = self._tensors.attributes()
+            for attribute in attributes:
                 mm.set(*attribute)
             self._matrices = matrices
             self._workspace_grid = grids[self._descs["a"].grid]
             result = self._result_tensor()
+            self._log_call(types, algo, attributes, len(grids))
             sizes = lib.matmul_buffer_size(handle.value, mm.value, *self._args(result.data_ptr))
             undo.pop_all()
         self._handle, self._mm, self._objects, self._result, self._sizes = (
@@ -405,6 +422,13 @@ class Matmul(FreedOnExit):
         _runtime.register_plan(self)
         self._lifecycle.mark_planned()
         self._logger.info("planned %s (workspace %d device + %d host bytes)", call, *self._sizes)
+
+    def _log_call(self, types: dict[str, str], algo: int | None, attributes: list, ngrids: int) -> None:
+        """Everything the cuBLASMp call is given (DEBUG): a failing call is diagnosed from the log."""
+        if self._logger.isEnabledFor(logging.DEBUG):
+            c = "bfloat16 scratch" if self._c_scratch is not None else ("c" if "c" in self._ops else "d")
+            self._logger.debug("%s", describe_call(self._call, self._compute, algo, ngrids, types, self._descs,
+                                                   c, attributes))  # fmt: skip
 
     # ----------------------------------------------------------------------------------- execution
     @requires(PlannerState.PLANNED, operands=True)
@@ -420,8 +444,13 @@ class Matmul(FreedOnExit):
             if stream is None
             else streams.get_stream(stream, device_id=self._device, package=self._package)
         )
-        if self._workspace is None and self._sizes[0]:
-            self._workspace = _mpobjects.MpWorkspace(self._lib, self._workspace_grid, self._sizes[0])
+        if self._workspace is None:  # on every rank (collective), even of 0 bytes: never a null d_work
+            self._workspace = _mpobjects.MpWorkspace(
+                self._lib, self._workspace_grid, max(self._sizes[0], _MIN_WORKSPACE)
+            )
+            self._logger.debug(
+                "workspace: %d bytes registered at %#x", self._workspace.size, self._workspace.ptr
+            )
         self._last_stream = handle
         if self._host_workspace.size < self._sizes[1]:
             self._host_workspace = np.empty(self._sizes[1], np.uint8)
@@ -431,7 +460,7 @@ class Matmul(FreedOnExit):
             self._handle.value,
             self._mm.value,
             *self._args(result.data_ptr),  # type: ignore[union-attr]
-            0 if self._workspace is None else self._workspace.ptr,
+            self._workspace.ptr,  # type: ignore[union-attr]
             self._sizes[0],
             self._host_workspace.ctypes.data,
             self._sizes[1],
@@ -533,7 +562,7 @@ class Matmul(FreedOnExit):
             for obj in reversed(self._objects):
                 obj.close()
         finally:
-            self._objects, self._workspace = [], None
+            self._objects, self._workspace, self._c_scratch = [], None, None
             _runtime.unregister_plan(self)
             self._lifecycle.mark_freed()
 

@@ -110,6 +110,18 @@ def test_call_sequence_and_attributes(env):
     np.testing.assert_allclose(c.tensor, 1 + 3 * 4 * 1, rtol=0)  # c += a @ b three times (beta=1)
 
 
+def test_workspace_of_zero_bytes_is_still_allocated(env):
+    """cuBLASMp may need no device workspace at one rank: a registered one is allocated anyway (never
+    a null d_work; every rank enters the collective cublasMpMalloc) and the call gets the 0 bytes
+    the size query answered."""
+    lib = env(SingleRank())
+    lib.sizes = (0, 0)
+    a, b = (FakeDevice(np.asfortranarray(np.ones((4, 4)))) for _ in range(2))
+    d = matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X], options={"inplace": False})
+    np.testing.assert_allclose(d, 4.0, rtol=0)
+    assert [c[2] for c in lib.calls if c[1] == "malloc"] == [1 << 16] and not lib.live
+
+
 def test_rank_problems_raise_on_every_rank(env):
     """A dtype differing on rank 1 is a RankDisagreementError on both ranks; an operand rank 1 alone
     cannot use (a strided local block) raises there and on rank 0 (naming rank 1); local shapes that
