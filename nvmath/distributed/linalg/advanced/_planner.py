@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from nvmath.linalg.advanced import MatmulComputeType
 from . import _mpobjects
 from ._epilogs import check_epilog_inputs, epilog_layout
 from ._extras import DescriptorTensors, check_scale
-from ._options import LOGGER_NAME, MatmulOptions
+from ._options import LOGGER_NAME, MatmulOptions, effective_algorithm
 from ._problem import (
     COMPUTE_TYPES,
     agreed_order,
@@ -184,6 +185,9 @@ class Matmul(FreedOnExit):
     ):
         options = check_or_create_options(MatmulOptions, options, "Matmul options")
         self._logger = get_logger(LOGGER_NAME, options.logger)
+        self._algo, why = effective_algorithm(options.algo_type, os.environ)
+        if why:
+            self._logger.warning("%s", why)
         context = _runtime.context()
         _runtime.engine("nccl")
         self._lib = _mpobjects.bindings()
@@ -397,7 +401,7 @@ class Matmul(FreedOnExit):
                 )
                 self._c_scratch = self._result_tensor("bfloat16")
             call, opts = self._call, self._options
-            algo = None if opts.algo_type is None else int(opts.algo_type)
+            algo = self._algo
             keep(
                 mm := _mpobjects.MpMatmulDesc(
                     lib, self._compute, call.transa, call.transb, algo, opts.sm_count_communication

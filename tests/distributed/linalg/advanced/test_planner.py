@@ -110,6 +110,19 @@ def test_call_sequence_and_attributes(env):
     np.testing.assert_allclose(c.tensor, 1 + 3 * 4 * 1, rtol=0)  # c += a @ b three times (beta=1)
 
 
+def test_multicast_algorithm_without_nvls_runs_as_default(env, monkeypatch, caplog):
+    """FUSED where NCCL_NVLS_ENABLE=0 is asked of cuBLASMp as DEFAULT (a warning says why) and gives
+    the product."""
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
+    lib = env(SingleRank())
+    a, b = (FakeDevice(np.asfortranarray(np.ones((4, 4)))) for _ in range(2))
+    options = {"inplace": False, "algo_type": dla.MatmulAlgoType.FUSED}
+    d = matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X], options=options)
+    np.testing.assert_allclose(d, 4.0, rtol=0)
+    assert [c[3] for c in lib.calls if c[1] == "set_attribute" and c[2] == "ALGO_TYPE"] == [0]
+    assert "FUSED needs NVLink multicast" in caplog.text
+
+
 def test_workspace_of_zero_bytes_is_still_allocated(env):
     """cuBLASMp may need no device workspace at one rank: a registered one is allocated anyway (never
     a null d_work; every rank enters the collective cublasMpMalloc) and the call gets the 0 bytes
