@@ -44,20 +44,30 @@ MULTICAST_ALGORITHMS = frozenset({MatmulAlgoType.SPLIT_MULTICAST, MatmulAlgoType
 """The algorithms that need NVLink multicast."""
 
 
-def effective_algorithm(algo: MatmulAlgoType | None, environ: Mapping[str, str]) -> tuple[int | None, str]:
+def effective_algorithm(
+    algo: MatmulAlgoType | None, environ: Mapping[str, str], nranks: int
+) -> tuple[int | None, str]:
     """The algorithm to ask cuBLASMp for, and why it differs from ``algo`` (``""`` when it does not).
 
-    A multicast algorithm where this process turned NVLink multicast off (``NCCL_NVLS_ENABLE=0``)
-    cannot run: it becomes ``DEFAULT`` (cuBLASMp treats the algorithm as a hint, and falls back the
-    same way where it can), decided before any GPU work so no call fails on it.
+    Decided before any GPU work, so no call fails on it: at one rank there is nothing to
+    communicate, so any algorithm is ``DEFAULT`` (cuBLASMp's local GEMM); a multicast algorithm where
+    this process turned NVLink multicast off (``NCCL_NVLS_ENABLE=0``) cannot run and becomes
+    ``DEFAULT`` (cuBLASMp treats the algorithm as a hint and falls back the same way where it can).
     """
+    if algo is None or algo == MatmulAlgoType.DEFAULT:
+        return (None if algo is None else int(algo)), ""
+    name = MatmulAlgoType(algo).name
+    if nranks == 1:
+        return int(
+            MatmulAlgoType.DEFAULT
+        ), f"algo_type={name} at one rank (no communication): DEFAULT is used"
     if algo in MULTICAST_ALGORITHMS and environ.get("NCCL_NVLS_ENABLE", "").strip() == "0":
         why = (
-            f"algo_type={MatmulAlgoType(algo).name} needs NVLink multicast, which NCCL_NVLS_ENABLE=0 turns "
-            "off in this process: DEFAULT is used instead"
+            f"algo_type={name} needs NVLink multicast, which NCCL_NVLS_ENABLE=0 turns off in this process: "
+            "DEFAULT is used instead"
         )
         return int(MatmulAlgoType.DEFAULT), why
-    return (None if algo is None else int(algo)), ""
+    return int(algo), ""
 
 
 def _to_algo_type(value: Any) -> MatmulAlgoType | None:

@@ -185,11 +185,13 @@ class Matmul(FreedOnExit):
     ):
         options = check_or_create_options(MatmulOptions, options, "Matmul options")
         self._logger = get_logger(LOGGER_NAME, options.logger)
-        self._algo, why = effective_algorithm(options.algo_type, os.environ)
-        if why:
-            self._logger.warning("%s", why)
         context = _runtime.context()
         _runtime.engine("nccl")
+        self._algo, why = effective_algorithm(options.algo_type, os.environ, context.process_group.nranks)
+        if why:
+            self._logger.log(
+                logging.DEBUG if context.process_group.nranks == 1 else logging.WARNING, "%s", why
+            )
         self._lib = _mpobjects.bindings()
         if not isinstance(distributions, (list, tuple)) or len(distributions) != 3:
             raise TypeError(

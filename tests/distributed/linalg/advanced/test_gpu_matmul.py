@@ -210,9 +210,10 @@ def test_one_rank_fp8(result):
 
 @pytest.mark.parametrize("algo", ["DEFAULT", "SPLIT_P2P", "ATOMIC_P2P", "NO_OVERLAP"])
 def test_one_rank_registered_workspace_and_algorithms(algo):
-    """With the workspace registered (cublasMpMalloc), each peer-to-peer algorithm and NO_OVERLAP
-    runs and gives the product, with Fortran and C operands; release_workspace frees it (after a
-    sync) and the next execute registers a new one."""
+    """With the workspace registered (cublasMpMalloc), a Matmul asked for each peer-to-peer algorithm
+    or NO_OVERLAP gives the product (at one rank the planner asks cuBLASMp for DEFAULT: nothing to
+    communicate), with Fortran operands (NN) and C-ordered ones (TT into a Fortran result);
+    release_workspace frees it (after a sync) and the next execute registers a new one."""
     _run(f"""
     algo = dla.MatmulAlgoType.{algo}
     for order in ("F", "C"):

@@ -100,7 +100,12 @@ def test_call_sequence_and_attributes(env):
     assert names[:5] == ["create", "grid_create", "matrix_descriptor_create", "matrix_descriptor_create",
                          "matrix_descriptor_create"]  # fmt: skip
     attrs = {c[2]: c[3] for c in lib.calls if c[1] == "set_attribute"}
-    assert attrs == {"TRANSA": 0, "TRANSB": 0, "ALGO_TYPE": 1, "COMMUNICATION_SM_COUNT": 2}
+    assert attrs == {
+        "TRANSA": 0,
+        "TRANSB": 0,
+        "ALGO_TYPE": 0,
+        "COMMUNICATION_SM_COUNT": 2,
+    }  # one rank: DEFAULT
     assert names.count("matmul") == 3 and ("set_stream" in names) and not lib.live
     # the workspace is cublasMpMalloc'd (registered) at the first execute, freed by release_workspace,
     # registered again at the next execute and freed (deregistered) by free()
@@ -111,15 +116,22 @@ def test_call_sequence_and_attributes(env):
 
 
 def test_multicast_algorithm_without_nvls_runs_as_default(env, monkeypatch, caplog):
-    """FUSED where NCCL_NVLS_ENABLE=0 is asked of cuBLASMp as DEFAULT (a warning says why) and gives
-    the product."""
+    """FUSED where NCCL_NVLS_ENABLE=0 is asked of cuBLASMp as DEFAULT on 2 ranks (a warning says
+    why) and gives the product; SPLIT_P2P is kept there."""
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
-    lib = env(SingleRank())
-    a, b = (FakeDevice(np.asfortranarray(np.ones((4, 4)))) for _ in range(2))
-    options = {"inplace": False, "algo_type": dla.MatmulAlgoType.FUSED}
-    d = matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X], options=options)
-    np.testing.assert_allclose(d, 4.0, rtol=0)
-    assert [c[3] for c in lib.calls if c[1] == "set_attribute" and c[2] == "ALGO_TYPE"] == [0]
+    group = ThreadGroup(2)
+    lib = env(group)
+    g = np.arange(48, dtype=np.float64).reshape(8, 6) / 7
+    pa, _ = parts(g, Slab.X, 2, "F")
+    pb, _ = parts(g.T.copy(), Slab.Y, 2, "F")
+    _, index = parts(np.zeros((8, 8)), Slab.X, 2, "F")
+    dists = [Slab.X, Slab.Y, Slab.X]
+    for algo, asked in ((dla.MatmulAlgoType.FUSED, 0), (dla.MatmulAlgoType.SPLIT_P2P, 1)):
+        options = {"inplace": False, "algo_type": algo}
+        results = ok(run(group, lambda r, o=options: matmul(pa[r], pb[r], distributions=dists, options=o)))
+        np.testing.assert_allclose(gather(results, index, (8, 8)), g @ g.T, rtol=1e-12)
+        set_algos = [c[3] for c in lib.calls if c[1] == "set_attribute" and c[2] == "ALGO_TYPE"]
+        assert set_algos[-2:] == [asked, asked]
     assert "FUSED needs NVLink multicast" in caplog.text
 
 
