@@ -274,6 +274,7 @@ class Matmul(FreedOnExit):
         self._last_stream = self._stream
         self._host_workspace = np.empty(0, np.uint8)
         self._sizes = (0, 0)
+        self._workspace_bytes = _MIN_WORKSPACE
         self._blocking = options.blocking is True
         self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
 
@@ -417,6 +418,10 @@ class Matmul(FreedOnExit):
             result = self._result_tensor()
             self._log_call(types, algo, attributes, len(grids))
             sizes = lib.matmul_buffer_size(handle.value, mm.value, *self._args(result.data_ptr))
+            # cublasMpMalloc registers symmetric memory (collective): every rank allocates the same
+            # size, the largest any rank needs, and never 0 bytes (no null d_work)
+            needs = gather_by_rank(_runtime.context().process_group, int(sizes[0])).values()
+            self._workspace_bytes = max(*needs, _MIN_WORKSPACE)
             undo.pop_all()
         self._handle, self._mm, self._objects, self._result, self._sizes = (
             handle,
@@ -450,10 +455,8 @@ class Matmul(FreedOnExit):
             if stream is None
             else streams.get_stream(stream, device_id=self._device, package=self._package)
         )
-        if self._workspace is None:  # on every rank (collective), even of 0 bytes: never a null d_work
-            self._workspace = _mpobjects.MpWorkspace(
-                self._lib, self._workspace_grid, max(self._sizes[0], _MIN_WORKSPACE)
-            )
+        if self._workspace is None:  # collective: the size every rank agreed at plan time
+            self._workspace = _mpobjects.MpWorkspace(self._lib, self._workspace_grid, self._workspace_bytes)
             self._logger.debug(
                 "workspace: %d bytes registered at %#x", self._workspace.size, self._workspace.ptr
             )

@@ -147,6 +147,23 @@ def test_workspace_of_zero_bytes_is_still_allocated(env):
     assert [c[2] for c in lib.calls if c[1] == "malloc"] == [1 << 16] and not lib.live
 
 
+def test_ranks_register_workspaces_of_one_size(env):
+    """Ranks whose size queries differ allocate one workspace size, the largest (cublasMpMalloc's
+    registration is collective over symmetric memory); each call still gets its own rank's size
+    (the fake checks it)."""
+    group = ThreadGroup(2)
+    lib = env(group)
+    lib.sizes = {0: (300_000, 128), 1: (500_000, 64)}
+    g = np.arange(48, dtype=np.float64).reshape(8, 6)
+    pa, _ = parts(g, Slab.X, 2, "F")
+    pb, _ = parts(g.T.copy(), Slab.Y, 2, "F")
+    _, index = parts(np.zeros((8, 8)), Slab.X, 2, "F")
+    dists, options = [Slab.X, Slab.Y, Slab.X], {"inplace": False}
+    results = ok(run(group, lambda r: matmul(pa[r], pb[r], distributions=dists, options=options)))
+    np.testing.assert_allclose(gather(results, index, (8, 8)), g @ g.T, rtol=1e-12)
+    assert [c[2] for c in lib.calls if c[1] == "malloc"] == [500_000, 500_000]
+
+
 def test_rank_problems_raise_on_every_rank(env):
     """A dtype differing on rank 1 is a RankDisagreementError on both ranks; an operand rank 1 alone
     cannot use (a strided local block) raises there and on rank 0 (naming rank 1); local shapes that
