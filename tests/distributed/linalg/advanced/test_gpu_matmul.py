@@ -235,6 +235,45 @@ def test_one_rank_registered_workspace_and_algorithms(algo):
     """)
 
 
+@pytest.mark.parametrize("algo", ["SPLIT_P2P", "ATOMIC_P2P", "NO_OVERLAP"])
+def test_probe_explicit_algorithm_at_one_rank(algo):
+    """Probe (xfails with cuBLASMp's reason instead of failing): the explicit algorithm given to
+    cuBLASMp as is at one rank (the planner asks DEFAULT there), Fortran then C operands, with a
+    workspace released and registered again. Says whether the INVALID_VALUE seen on the H200 came
+    from the algorithm at one rank, the TT layout or the re-registration."""
+    out = _run(f"""
+    from nvmath.distributed.linalg.advanced import _planner
+    _planner.effective_algorithm = lambda algo, environ, nranks: (int(algo), "")
+    algo = dla.MatmulAlgoType.{algo}
+    where = "start"
+    try:
+        for order in ("F", "C"):
+            a = torch.randn(128, 64, dtype=torch.float32, device="cuda")
+            b = torch.randn(64, 96, dtype=torch.float32, device="cuda")
+            if order == "F":
+                a, b = a.t().contiguous().t(), b.t().contiguous().t()
+            with dla.Matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X],
+                            options={{"inplace": False, "algo_type": algo}}) as mm:
+                where = f"{{algo.name}} order {{order}} plan"
+                mm.plan()
+                for i, release in enumerate((False, True, False)):
+                    where = f"{{algo.name}} order {{order}} execute {{i}} (release {{release}})"
+                    d = mm.execute(release_workspace=release)
+                    torch.cuda.synchronize()
+                    torch.testing.assert_close(d, a @ b, rtol=1e-4, atol=1e-3)
+    except Exception as exc:
+        print("PROBE-FAIL at", where, repr(exc)[:300])
+    try:
+        nd.finalize()
+    except Exception as exc:
+        print("PROBE-FAIL finalize after it:", repr(exc)[:200])
+    print("ok")
+    """)
+    if "PROBE-FAIL" in out:
+        lines = [x for x in out.splitlines() if "PROBE-FAIL" in x or "Invalid" in x or "not supported" in x]
+        pytest.xfail(" | ".join(lines[-4:])[:700])
+
+
 def test_one_rank_dtensor_and_autograd():
     """torch DTensors (one-rank mesh) in and out of matmul, and gradients through the distributed
     GEMMs equal torch's."""
