@@ -57,16 +57,15 @@ def effective_algorithm(
     if algo is None or algo == MatmulAlgoType.DEFAULT:
         return (None if algo is None else int(algo)), ""
     name = MatmulAlgoType(algo).name
+    default = int(MatmulAlgoType.DEFAULT)
     if nranks == 1:
-        return int(
-            MatmulAlgoType.DEFAULT
-        ), f"algo_type={name} at one rank (no communication): DEFAULT is used"
+        return default, f"algo_type={name} at one rank (no communication): DEFAULT is used"
     if algo in MULTICAST_ALGORITHMS and environ.get("NCCL_NVLS_ENABLE", "").strip() == "0":
         why = (
             f"algo_type={name} needs NVLink multicast, which NCCL_NVLS_ENABLE=0 turns off in this process: "
             "DEFAULT is used instead"
         )
-        return int(MatmulAlgoType.DEFAULT), why
+        return default, why
     return int(algo), ""
 
 
