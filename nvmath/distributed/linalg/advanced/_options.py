@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from nvmath._internal.options import MutableOptions, check_blocking, check_bool, check_int, check_logger
 from nvmath.linalg.advanced._options import to_compute_type, to_data_type
 
-__all__ = ["LOGGER_NAME", "MULTICAST_ALGORITHMS", "MatmulAlgoType", "MatmulOptions"]
+__all__ = ["LOGGER_NAME", "MULTICAST_ALGORITHMS", "MatmulAlgoType", "MatmulOptions", "effective_algorithm"]
 
 LOGGER_NAME = "nvmath.distributed.linalg.advanced"
 """The logger used when ``MatmulOptions.logger`` is ``None``."""
@@ -41,6 +42,31 @@ class MatmulAlgoType(enum.IntEnum):
 MULTICAST_ALGORITHMS = frozenset({MatmulAlgoType.SPLIT_MULTICAST, MatmulAlgoType.ATOMIC_MULTICAST,
                                   MatmulAlgoType.FUSED})  # fmt: skip
 """The algorithms that need NVLink multicast."""
+
+
+def effective_algorithm(
+    algo: MatmulAlgoType | None, environ: Mapping[str, str], nranks: int
+) -> tuple[int | None, str]:
+    """The algorithm to ask cuBLASMp for, and why it differs from ``algo`` (``""`` when it does not).
+
+    Decided before any GPU work, so no call fails on it: at one rank there is nothing to
+    communicate, so any algorithm is ``DEFAULT`` (cuBLASMp's local GEMM); a multicast algorithm where
+    this process turned NVLink multicast off (``NCCL_NVLS_ENABLE=0``) cannot run and becomes
+    ``DEFAULT`` (cuBLASMp treats the algorithm as a hint and falls back the same way where it can).
+    """
+    if algo is None or algo == MatmulAlgoType.DEFAULT:
+        return (None if algo is None else int(algo)), ""
+    name = MatmulAlgoType(algo).name
+    default = int(MatmulAlgoType.DEFAULT)
+    if nranks == 1:
+        return default, f"algo_type={name} at one rank (no communication): DEFAULT is used"
+    if algo in MULTICAST_ALGORITHMS and environ.get("NCCL_NVLS_ENABLE", "").strip() == "0":
+        why = (
+            f"algo_type={name} needs NVLink multicast, which NCCL_NVLS_ENABLE=0 turns off in this process: "
+            "DEFAULT is used instead"
+        )
+        return default, why
+    return int(algo), ""
 
 
 def _to_algo_type(value: Any) -> MatmulAlgoType | None:

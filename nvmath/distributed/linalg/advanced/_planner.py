@@ -18,6 +18,8 @@ implemented (raise :class:`NotImplementedError`): ``preferences``, ``block_scali
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 from typing import Any
 
 import numpy as np
@@ -35,10 +37,11 @@ from nvmath.linalg.advanced import MatmulComputeType
 from . import _mpobjects
 from ._epilogs import check_epilog_inputs, epilog_layout
 from ._extras import DescriptorTensors, check_scale
-from ._options import LOGGER_NAME, MatmulOptions
+from ._options import LOGGER_NAME, MatmulOptions, effective_algorithm
 from ._problem import (
     COMPUTE_TYPES,
     agreed_order,
+    describe_call,
     global_matrix_shape,
     local_order,
     local_orders,
@@ -52,6 +55,8 @@ from ._traits import local_shape, matrix_descriptor
 __all__ = ["InvalidMatmulState", "Matmul", "matmul"]
 
 _WHAT = "nvmath.distributed.linalg.advanced.Matmul"
+_MIN_WORKSPACE = 1 << 16
+"""The smallest device workspace allocated (cuBLASMp may report 0 bytes at one rank)."""
 
 
 class InvalidMatmulState(InvalidPlannerState):
@@ -182,6 +187,11 @@ class Matmul(FreedOnExit):
         self._logger = get_logger(LOGGER_NAME, options.logger)
         context = _runtime.context()
         _runtime.engine("nccl")
+        self._algo, why = effective_algorithm(options.algo_type, os.environ, context.process_group.nranks)
+        if why:
+            self._logger.log(
+                logging.DEBUG if context.process_group.nranks == 1 else logging.WARNING, "%s", why
+            )
         self._lib = _mpobjects.bindings()
         if not isinstance(distributions, (list, tuple)) or len(distributions) != 3:
             raise TypeError(
@@ -260,29 +270,38 @@ class Matmul(FreedOnExit):
         self._matrices: dict[str, Any] = {}
         self._workspace: Any = None
         self._workspace_grid: Any = None
+        self._c_scratch: TensorAdapter | None = None
         self._last_stream = self._stream
         self._host_workspace = np.empty(0, np.uint8)
         self._sizes = (0, 0)
+        self._workspace_bytes = _MIN_WORKSPACE
         self._blocking = options.blocking is True
         self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
 
     # ------------------------------------------------------------------------------------ planning
-    def _result_tensor(self) -> TensorAdapter:
-        if "c" in self._ops and self._options.inplace:
+    def _result_tensor(self, dtype: str | None = None) -> TensorAdapter:
+        """The result (``c`` in place, else a new tensor of D's local layout), or a new tensor of
+        D's layout and ``dtype``."""
+        if dtype is None and "c" in self._ops and self._options.inplace:
             return self._ops["c"]
         like = self._ops.get("c") or self._ops["a"]
         d = self._descs["d"]
         shape = d.local_shape[::-1] if d.transposed else d.local_shape
         strides = (max(shape[1], 1), 1) if d.transposed else (1, max(shape[0], 1))
         return like.empty(
-            tuple(shape), self._types.result, strides=strides, device_id=self._device, stream=self._stream
+            tuple(shape),
+            dtype or self._types.result,
+            strides=strides,
+            device_id=self._device,
+            stream=self._stream,
         )
 
     def _args(self, d_ptr: int) -> tuple:
         call, m = self._call, self._matrices
         first, second = ("b", "a") if call.swap else ("a", "b")
         ptr = {n: op.data_ptr for n, op in self._ops.items()}
-        c_ptr = ptr.get("c", d_ptr)
+        # no c: C is D (in place, one descriptor), or an FP8 D's 16-bit scratch C (out of place)
+        c_ptr = ptr.get("c", d_ptr if self._c_scratch is None else self._c_scratch.data_ptr)
         return (
             call.m,
             call.n,
@@ -376,24 +395,33 @@ class Matmul(FreedOnExit):
                 cuda_type = dtypes.cuda_data_type(types[name])
                 matrices[name] = keep(_mpobjects.MpMatrix(lib, desc, cuda_type, grids[desc.grid]))
             matrices["c"] = matrices["d"]
-            if self._types.result in FP8:  # cuBLASLt pairs an FP8 D with a 16-bit C (unread: beta is 0)
+            if self._types.result in FP8:
+                # cuBLASLt pairs an FP8 D with a 16-bit C, and takes C == D only with one descriptor
+                # (in place): C gets its own bfloat16 buffer of D's layout (never read: beta is 0).
                 desc = self._descs["d"]
                 matrices["c"] = keep(
                     _mpobjects.MpMatrix(lib, desc, dtypes.cuda_data_type("bfloat16"), grids[desc.grid])
                 )
+                self._c_scratch = self._result_tensor("bfloat16")
             call, opts = self._call, self._options
-            algo = None if opts.algo_type is None else int(opts.algo_type)
+            algo = self._algo
             keep(
                 mm := _mpobjects.MpMatmulDesc(
                     lib, self._compute, call.transa, call.transb, algo, opts.sm_count_communication
                 )
             )
-            for attribute in self._tensors.attributes():
+            attributes = self._tensors.attributes()
+            for attribute in attributes:
                 mm.set(*attribute)
             self._matrices = matrices
             self._workspace_grid = grids[self._descs["a"].grid]
             result = self._result_tensor()
+            self._log_call(types, algo, attributes, len(grids))
             sizes = lib.matmul_buffer_size(handle.value, mm.value, *self._args(result.data_ptr))
+            # cublasMpMalloc registers symmetric memory (collective): every rank allocates the same
+            # size, the largest any rank needs, and never 0 bytes (no null d_work)
+            needs = gather_by_rank(_runtime.context().process_group, int(sizes[0])).values()
+            self._workspace_bytes = max(*needs, _MIN_WORKSPACE)
             undo.pop_all()
         self._handle, self._mm, self._objects, self._result, self._sizes = (
             handle,
@@ -405,6 +433,13 @@ class Matmul(FreedOnExit):
         _runtime.register_plan(self)
         self._lifecycle.mark_planned()
         self._logger.info("planned %s (workspace %d device + %d host bytes)", call, *self._sizes)
+
+    def _log_call(self, types: dict[str, str], algo: int | None, attributes: list, ngrids: int) -> None:
+        """Everything the cuBLASMp call is given (DEBUG): a failing call is diagnosed from the log."""
+        if self._logger.isEnabledFor(logging.DEBUG):
+            c = "bfloat16 scratch" if self._c_scratch is not None else ("c" if "c" in self._ops else "d")
+            self._logger.debug("%s", describe_call(self._call, self._compute, algo, ngrids, types, self._descs,
+                                                   c, attributes))  # fmt: skip
 
     # ----------------------------------------------------------------------------------- execution
     @requires(PlannerState.PLANNED, operands=True)
@@ -420,8 +455,11 @@ class Matmul(FreedOnExit):
             if stream is None
             else streams.get_stream(stream, device_id=self._device, package=self._package)
         )
-        if self._workspace is None and self._sizes[0]:
-            self._workspace = _mpobjects.MpWorkspace(self._lib, self._workspace_grid, self._sizes[0])
+        if self._workspace is None:  # collective: the size every rank agreed at plan time
+            self._workspace = _mpobjects.MpWorkspace(self._lib, self._workspace_grid, self._workspace_bytes)
+            self._logger.debug(
+                "workspace: %d bytes registered at %#x", self._workspace.size, self._workspace.ptr
+            )
         self._last_stream = handle
         if self._host_workspace.size < self._sizes[1]:
             self._host_workspace = np.empty(self._sizes[1], np.uint8)
@@ -431,7 +469,7 @@ class Matmul(FreedOnExit):
             self._handle.value,
             self._mm.value,
             *self._args(result.data_ptr),  # type: ignore[union-attr]
-            0 if self._workspace is None else self._workspace.ptr,
+            self._workspace.ptr,  # type: ignore[union-attr]
             self._sizes[0],
             self._host_workspace.ctypes.data,
             self._sizes[1],
@@ -533,7 +571,7 @@ class Matmul(FreedOnExit):
             for obj in reversed(self._objects):
                 obj.close()
         finally:
-            self._objects, self._workspace = [], None
+            self._objects, self._workspace, self._c_scratch = [], None, None
             _runtime.unregister_plan(self)
             self._lifecycle.mark_freed()
 

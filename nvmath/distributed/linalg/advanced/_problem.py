@@ -17,6 +17,7 @@ __all__ = [
     "COMPUTE_TYPES",
     "MatmulCall",
     "agreed_order",
+    "describe_call",
     "global_matrix_shape",
     "local_order",
     "local_orders",
@@ -219,3 +220,16 @@ def matmul_call(
             "conjugate without a transpose): give c (or the result) in Fortran order"
         )
     return MatmulCall(True, _FLIP[opb], _FLIP[opa], n, m, k)
+
+
+def describe_call(call: MatmulCall, compute: int, algo: int | None, ngrids: int, types: Mapping[str, str],
+                  descs: Mapping[str, MatrixDescriptorArgs], c: str, attributes: Sequence[tuple]) -> str:  # fmt: skip
+    """One line saying everything a cuBLASMp matmul call is given (for the DEBUG log): the call, the
+    compute type and algorithm, the grids, each matrix's type and descriptor, what C is (``"c"``,
+    ``"d"``: D in place, or a scratch buffer) and the descriptor attributes (pointers in hex)."""
+    shown = [(a[0], hex(a[1]) if a[0].endswith("POINTER") else a[1]) for a in attributes]
+    matrices = "; ".join(f"{n}={types[n]} {descs[n]}" for n in ("a", "b", "d"))
+    return (
+        f"cuBLASMp matmul: {call} compute={compute} algo={algo}; {ngrids} grid(s); {matrices}; C is {c}; "
+        f"descriptor attributes {shown}"
+    )

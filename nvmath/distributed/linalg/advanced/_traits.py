@@ -47,6 +47,13 @@ class GridArgs:
     npcol: int
     layout: str  # "COL_MAJOR" (rank = row + col * nprow) or "ROW_MAJOR" (rank = row * npcol + col)
 
+    def __post_init__(self) -> None:
+        # A one-row or one-column grid numbers its ranks the same in either layout: it is always
+        # described COL_MAJOR, so equal grids are one cuBLASMp grid (at one rank every matrix of a
+        # plan then shares the grid its registered workspace is on).
+        if self.nprow == 1 or self.npcol == 1:
+            object.__setattr__(self, "layout", "COL_MAJOR")
+
     def rank(self, row: int, col: int) -> int:
         """The rank at grid coordinates ``(row, col)``."""
         return row + col * self.nprow if self.layout == "COL_MAJOR" else row * self.npcol + col

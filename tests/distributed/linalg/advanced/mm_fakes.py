@@ -116,6 +116,7 @@ class FakeCublasMp:
         self.slots: dict[int, Any] = {}
         self.next = 1000
         self.registered: dict[int, np.ndarray] = {}
+        self.sizes: Any = (4096, 128)  # what matmul_buffer_size answers (device, host bytes), or {rank: that}
 
     def _new(self, kind, value):
         with self.lock:
@@ -183,7 +184,10 @@ class FakeCublasMp:
 
     def matmul_buffer_size(self, handle, desc, *args):
         assert len(args) == 21  # m, n, k, alpha, (a, ia, ja, desc) x 2, beta, (c, ...), (d, ...)
-        return 4096, 128
+        return self._sizes()
+
+    def _sizes(self):
+        return self.sizes[self.group.rank] if isinstance(self.sizes, dict) else self.sizes
 
     def _exchange(self, value):
         self.slots[self.group.rank] = value
@@ -214,8 +218,10 @@ class FakeCublasMp:
 
     def matmul(self, handle, desc, m, n, k, alpha, a, ia, ja, da, b, ib, jb, db, beta, c, ic, jc, dc, d,
                id_, jd, dd, d_work, d_size, h_work, h_size):  # fmt: skip
-        assert (ia, ja, ib, jb, ic, jc, id_, jd) == (1,) * 8 and d_size == 4096 and h_size == 128
+        assert (ia, ja, ib, jb, ic, jc, id_, jd) == (1,) * 8 and (d_size, h_size) == self._sizes()
         assert d_work in self.registered, "the device workspace is not registered (cublasMpMalloc)"
+        # cuBLASLt (cuBLASMp's local GEMM): in place (C == D) only with one descriptor (INVALID_VALUE)
+        assert c != d or dc == dd, "C and D share memory but have different descriptors (cuBLASLt refuses)"
         with self.lock:
             self.calls.append((self.group.rank, "matmul", m, n, k))
         everyone = self._exchange(((a, da), (b, db), (c, dc), (d, dd), alpha, beta, dict(self.objects[desc])))

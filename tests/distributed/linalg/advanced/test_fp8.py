@@ -163,3 +163,21 @@ def test_reset_refusals(env):
             mm.reset_operands(epilog_inputs={"bias": FakeDevice(np.zeros(4, np.float32))})
         mm.reset_operands(quantization_scales={"b": FakeDevice(np.array([3.0], np.float32))})
         np.testing.assert_allclose(mm.execute(), 3.0 * ab, rtol=1e-6)
+
+
+def test_fp8_result_has_its_own_16bit_c(env, caplog):
+    """An FP8 result's C is a bfloat16 buffer of D's layout apart from D (cuBLASLt refuses C == D with
+    two descriptors, the failure seen on the H200), on the one cuBLASMp grid of a one-rank plan; the
+    DEBUG log states the call's types, descriptors and attributes."""
+    caplog.set_level("DEBUG", logger="nvmath.distributed.linalg.advanced")
+    group = SingleRank()
+    lib = env(group)
+    _, pa, pb, _, _ = fp8_problem(1)
+    d, _ = matmul(pa[0], pb[0], distributions=[Slab.X, Slab.Y, Slab.X], quantization_scales={"a": 1, "b": 1, "d": 1},
+                  options={"inplace": False, "result_amax": True})  # fmt: skip
+    descriptors = {h: v for h, v in lib.objects.items() if isinstance(v, tuple) and len(v) == 9}
+    assert sorted(v[7] for v in descriptors.values()) == [14, 28, 28, 29]  # c bf16, a and d e4m3, b e5m2
+    assert sum(1 for c in lib.calls if c[1] == "grid_create") == 1
+    assert d.dtype == F8
+    text = caplog.text
+    assert "C is bfloat16 scratch" in text and "d=float8_e4m3fn" in text and "'D_SCALE_POINTER', '0x" in text

@@ -3,25 +3,19 @@
 
 One process, one rank (cuBLASMp runs a local GEMM at one rank): float32 / float64 / complex64 /
 bfloat16, Fortran and C local orders, transposes, in place and not, against numpy's float64 result
-and torch's matmul. Each check runs in a fresh subprocess with NVLink multicast off, so an engine
-crash fails the test instead of the suite.
+and torch's matmul. Each check runs in a fresh subprocess (``gpu_child``: NVLink multicast off, a
+watchdog below a 90 s timeout, cuBLASMp's API trace and the planner's DEBUG log of every call), so an
+engine crash or hang fails the test with its diagnostics instead of the suite.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
+import gpu_child
 import pytest
 
 pytestmark = pytest.mark.gpu
-
-REPO = Path(__file__).resolve().parents[4]
-ENV = {"NVSHMEM_REMOTE_TRANSPORT": "none", "NVSHMEM_DISABLE_NVLS": "1", "NCCL_NVLS_ENABLE": "0",
-       "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}  # fmt: skip
 
 PRELUDE = """
 from nvmath._errors import LibraryNotFoundError
@@ -32,10 +26,18 @@ for lib in ("nccl", "cublasmp"):
     except LibraryNotFoundError as exc:
         print("SKIP: the [distributed] wheels are not installed here:", exc)
         raise SystemExit(0)
-import numpy as np, torch
+import logging, sys, numpy as np, torch
 import nvmath.distributed as nd
 import nvmath.distributed.linalg.advanced as dla
 from nvmath.distributed.distribution import BlockNonCyclic, ProcessGrid, Slab
+from nvmath.bindings import cublasMp, nccl
+logging.basicConfig(stream=sys.stdout, format="%(name)s %(levelname)s: %(message)s")
+logging.getLogger("nvmath.distributed.linalg.advanced").setLevel(logging.DEBUG)
+try:
+    print("step versions: cuBLASMp", cublasMp.get_version(), "NCCL", nccl.get_version(), "torch",
+          torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))
+except Exception as exc:
+    print("step versions unknown:", repr(exc))
 
 class OneRank(nd.ProcessGroup):
     rank, nranks = 0, 1
@@ -48,13 +50,7 @@ nd.initialize(0, OneRank(), backends=["nccl"])
 
 
 def _run(code: str) -> str:
-    env = {**os.environ, **ENV, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-c", PRELUDE + textwrap.dedent(code)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
-    if "SKIP:" in done.stdout:
-        pytest.skip(done.stdout.split("SKIP:", 1)[1].strip())
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return gpu_child.run(PRELUDE + textwrap.dedent(code))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "bfloat16"])
@@ -188,6 +184,7 @@ def test_one_rank_fp8(result):
     a = (torch.rand(m, k, device="cuda") * 4 - 2).to(torch.float8_e4m3fn)  # C order
     b = (torch.rand(n, k, device="cuda") * 4 - 2).to(torch.float8_e4m3fn).t()  # Fortran order
     ref = 0.5 * 2.0 * (a.double() @ b.double())
+    print("step operands made; result {result}")
     if "{result}" == "bfloat16":
         d = dla.matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X], quantization_scales={{"a": 0.5, "b": 2.0}},
                        options={{"inplace": False, "result_type": CudaDataType.CUDA_R_16BF}})
@@ -196,10 +193,13 @@ def test_one_rank_fp8(result):
         torch.testing.assert_close(d.double(), ref, rtol=1e-2, atol=1e-1)
     else:
         scale_d = torch.tensor([0.125], device="cuda")
-        d, aux = dla.matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X],
-                            quantization_scales={{"a": 0.5, "b": 2.0, "d": scale_d}},
-                            options={{"inplace": False, "result_amax": True}})
-        torch.cuda.synchronize()
+        for amax in (False, True):  # without result_amax first: tells an AMAX_D refusal from the rest
+            out = dla.matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X],
+                             quantization_scales={{"a": 0.5, "b": 2.0, "d": scale_d}},
+                             options={{"inplace": False, "result_amax": amax}})
+            torch.cuda.synchronize()
+            print("step FP8 result ran, result_amax", amax)
+        d, aux = out
         assert d.dtype == torch.float8_e4m3fn
         torch.testing.assert_close(d.double(), (0.125 * ref).to(torch.float8_e4m3fn).double(), rtol=0.13, atol=0.05)
         torch.testing.assert_close(aux["result_amax"].double()[0], ref.abs().max(), rtol=1e-2, atol=1e-2)
@@ -208,25 +208,70 @@ def test_one_rank_fp8(result):
     """)
 
 
-def test_one_rank_registered_workspace_and_algorithms():
-    """With the workspace registered (cublasMpMalloc), every peer-to-peer algorithm and NO_OVERLAP
-    runs and gives the product; release_workspace frees it (after a sync) and the next execute
-    registers a new one."""
-    _run("""
-    a = torch.randn(128, 64, dtype=torch.float32, device="cuda")
-    b = torch.randn(64, 96, dtype=torch.float32, device="cuda")
-    for algo in (dla.MatmulAlgoType.DEFAULT, dla.MatmulAlgoType.SPLIT_P2P, dla.MatmulAlgoType.ATOMIC_P2P,
-                 dla.MatmulAlgoType.NO_OVERLAP):
+@pytest.mark.parametrize("algo", ["DEFAULT", "SPLIT_P2P", "ATOMIC_P2P", "NO_OVERLAP"])
+def test_one_rank_registered_workspace_and_algorithms(algo):
+    """With the workspace registered (cublasMpMalloc), a Matmul asked for each peer-to-peer algorithm
+    or NO_OVERLAP gives the product (at one rank the planner asks cuBLASMp for DEFAULT: nothing to
+    communicate), with Fortran operands (NN) and C-ordered ones (TT into a Fortran result);
+    release_workspace frees it (after a sync) and the next execute registers a new one."""
+    _run(f"""
+    algo = dla.MatmulAlgoType.{algo}
+    for order in ("F", "C"):
+        a = torch.randn(128, 64, dtype=torch.float32, device="cuda")
+        b = torch.randn(64, 96, dtype=torch.float32, device="cuda")
+        if order == "F":
+            a, b = a.t().contiguous().t(), b.t().contiguous().t()
         with dla.Matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X],
-                        options={"inplace": False, "algo_type": algo}) as mm:
+                        options={{"inplace": False, "algo_type": algo}}) as mm:
             mm.plan()
-            for release in (True, False, False):
+            print("step planned", algo.name, order)
+            for i, release in enumerate((False, True, False)):
                 d = mm.execute(release_workspace=release)
                 torch.cuda.synchronize()
+                print("step executed", algo.name, order, i, "release", release)
                 torch.testing.assert_close(d, a @ b, rtol=1e-4, atol=1e-3)
     nd.finalize()
     print("ok")
     """)
+
+
+@pytest.mark.parametrize("algo", ["SPLIT_P2P", "ATOMIC_P2P", "NO_OVERLAP"])
+def test_probe_explicit_algorithm_at_one_rank(algo):
+    """Probe (xfails with cuBLASMp's reason instead of failing): the explicit algorithm given to
+    cuBLASMp as is at one rank (the planner asks DEFAULT there), Fortran then C operands, with a
+    workspace released and registered again. Says whether the INVALID_VALUE seen on the H200 came
+    from the algorithm at one rank, the TT layout or the re-registration."""
+    out = _run(f"""
+    from nvmath.distributed.linalg.advanced import _planner
+    _planner.effective_algorithm = lambda algo, environ, nranks: (int(algo), "")
+    algo = dla.MatmulAlgoType.{algo}
+    where = "start"
+    try:
+        for order in ("F", "C"):
+            a = torch.randn(128, 64, dtype=torch.float32, device="cuda")
+            b = torch.randn(64, 96, dtype=torch.float32, device="cuda")
+            if order == "F":
+                a, b = a.t().contiguous().t(), b.t().contiguous().t()
+            with dla.Matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X],
+                            options={{"inplace": False, "algo_type": algo}}) as mm:
+                where = f"{{algo.name}} order {{order}} plan"
+                mm.plan()
+                for i, release in enumerate((False, True, False)):
+                    where = f"{{algo.name}} order {{order}} execute {{i}} (release {{release}})"
+                    d = mm.execute(release_workspace=release)
+                    torch.cuda.synchronize()
+                    torch.testing.assert_close(d, a @ b, rtol=1e-4, atol=1e-3)
+    except Exception as exc:
+        print("PROBE-FAIL at", where, repr(exc)[:300])
+    try:
+        nd.finalize()
+    except Exception as exc:
+        print("PROBE-FAIL finalize after it:", repr(exc)[:200])
+    print("ok")
+    """)
+    if "PROBE-FAIL" in out:
+        lines = [x for x in out.splitlines() if "PROBE-FAIL" in x or "Invalid" in x or "not supported" in x]
+        pytest.xfail(" | ".join(lines[-4:])[:700])
 
 
 def test_one_rank_dtensor_and_autograd():
@@ -257,6 +302,8 @@ def test_one_rank_dtensor_and_autograd():
 
 
 TWO_RANKS = """
+import faulthandler
+faulthandler.dump_traceback_later(110, exit=True)
 import os, sys, numpy as np, torch, torch.distributed as dist
 from nvmath._errors import LibraryNotFoundError
 from nvmath.bindings import _loader
@@ -295,7 +342,7 @@ for algo in (dla.MatmulAlgoType.SPLIT_P2P, dla.MatmulAlgoType.ATOMIC_P2P, dla.Ma
     torch.testing.assert_close(d, (A @ B)[rows], rtol=1e-4, atol=1e-3)
 nd.finalize()
 dist.destroy_process_group()
-print("ok", rank)
+print("RANK-OK", rank)
 """
 
 
@@ -308,16 +355,10 @@ def test_two_ranks_bias_is_this_ranks_rows(tmp_path):
         pytest.skip("needs 2 GPUs (one process per GPU): run on an nvidia-h200-x2 machine")
     script = tmp_path / "two_ranks.py"
     script.write_text(TWO_RANKS)
-    env = {**os.environ, **ENV, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node=2",
-        str(script),
-    ]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
-    if "SKIP:" in done.stdout:
-        pytest.skip(done.stdout.split("SKIP:", 1)[1].strip()[:300])
-    assert done.returncode == 0 and done.stdout.count("ok") == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    launcher = (
+        "import runpy\n"
+        f"sys.argv = ['torchrun', '--standalone', '--nproc-per-node=2', {str(script)!r}]\n"
+        "runpy.run_module('torch.distributed.run', run_name='__main__')\n"
+    )
+    out = gpu_child.run(launcher, timeout=150, watchdog=130)
+    assert out.count("RANK-OK") == 2, out[-3000:]

@@ -9,6 +9,7 @@ import logging
 import pytest
 
 import nvmath.distributed.linalg.advanced as dla
+from nvmath.distributed.linalg.advanced._options import MULTICAST_ALGORITHMS, effective_algorithm
 from nvmath.linalg.advanced import MatmulComputeType
 
 
@@ -53,3 +54,24 @@ def test_bad_values_raise_where_set(field, value, error):
 def test_matmul_is_exported(name):
     """matmul / Matmul exist and are exported (their behaviour: test_planner.py)."""
     assert name in dla.__all__ and callable(getattr(dla, name))
+
+
+@pytest.mark.parametrize("algo", sorted(MULTICAST_ALGORITHMS))
+def test_multicast_algorithms_become_default_when_nvls_is_off(algo):
+    """SPLIT_MULTICAST, ATOMIC_MULTICAST and FUSED with NCCL_NVLS_ENABLE=0 are asked as DEFAULT, with
+    the reason; with multicast not turned off, and for the other algorithms, the algorithm is kept."""
+    used, why = effective_algorithm(algo, {"NCCL_NVLS_ENABLE": "0"}, 2)
+    assert used == dla.MatmulAlgoType.DEFAULT and algo.name in why and "NCCL_NVLS_ENABLE=0" in why
+    assert effective_algorithm(algo, {}, 2) == (int(algo), "")
+    assert effective_algorithm(algo, {"NCCL_NVLS_ENABLE": "1"}, 4) == (int(algo), "")
+    assert effective_algorithm(None, {"NCCL_NVLS_ENABLE": "0"}, 2) == (None, "")
+    for other in (dla.MatmulAlgoType.SPLIT_P2P, dla.MatmulAlgoType.NO_OVERLAP):
+        assert effective_algorithm(other, {"NCCL_NVLS_ENABLE": "0"}, 2) == (int(other), "")
+
+
+def test_one_rank_asks_default():
+    """At one rank (nothing to communicate) every algorithm is asked as DEFAULT; None stays None."""
+    for algo in dla.MatmulAlgoType:
+        used, why = effective_algorithm(algo, {}, 1)
+        assert used == 0 and (why == "" if algo == 0 else "one rank" in why)
+    assert effective_algorithm(None, {}, 1) == (None, "")

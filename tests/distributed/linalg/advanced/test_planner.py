@@ -100,7 +100,12 @@ def test_call_sequence_and_attributes(env):
     assert names[:5] == ["create", "grid_create", "matrix_descriptor_create", "matrix_descriptor_create",
                          "matrix_descriptor_create"]  # fmt: skip
     attrs = {c[2]: c[3] for c in lib.calls if c[1] == "set_attribute"}
-    assert attrs == {"TRANSA": 0, "TRANSB": 0, "ALGO_TYPE": 1, "COMMUNICATION_SM_COUNT": 2}
+    assert attrs == {
+        "TRANSA": 0,
+        "TRANSB": 0,
+        "ALGO_TYPE": 0,
+        "COMMUNICATION_SM_COUNT": 2,
+    }  # one rank: DEFAULT
     assert names.count("matmul") == 3 and ("set_stream" in names) and not lib.live
     # the workspace is cublasMpMalloc'd (registered) at the first execute, freed by release_workspace,
     # registered again at the next execute and freed (deregistered) by free()
@@ -108,6 +113,55 @@ def test_call_sequence_and_attributes(env):
                                                                       "malloc", "matmul", "free"]  # fmt: skip
     assert names.index("free", names.index("malloc", 10)) < names.index("grid_destroy")
     np.testing.assert_allclose(c.tensor, 1 + 3 * 4 * 1, rtol=0)  # c += a @ b three times (beta=1)
+
+
+def test_multicast_algorithm_without_nvls_runs_as_default(env, monkeypatch, caplog):
+    """FUSED where NCCL_NVLS_ENABLE=0 is asked of cuBLASMp as DEFAULT on 2 ranks (a warning says
+    why) and gives the product; SPLIT_P2P is kept there."""
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
+    group = ThreadGroup(2)
+    lib = env(group)
+    g = np.arange(48, dtype=np.float64).reshape(8, 6) / 7
+    pa, _ = parts(g, Slab.X, 2, "F")
+    pb, _ = parts(g.T.copy(), Slab.Y, 2, "F")
+    _, index = parts(np.zeros((8, 8)), Slab.X, 2, "F")
+    dists = [Slab.X, Slab.Y, Slab.X]
+    for algo, asked in ((dla.MatmulAlgoType.FUSED, 0), (dla.MatmulAlgoType.SPLIT_P2P, 1)):
+        options = {"inplace": False, "algo_type": algo}
+        results = ok(run(group, lambda r, o=options: matmul(pa[r], pb[r], distributions=dists, options=o)))
+        np.testing.assert_allclose(gather(results, index, (8, 8)), g @ g.T, rtol=1e-12)
+        set_algos = [c[3] for c in lib.calls if c[1] == "set_attribute" and c[2] == "ALGO_TYPE"]
+        assert set_algos[-2:] == [asked, asked]
+    assert "FUSED needs NVLink multicast" in caplog.text
+
+
+def test_workspace_of_zero_bytes_is_still_allocated(env):
+    """cuBLASMp may need no device workspace at one rank: a registered one is allocated anyway (never
+    a null d_work; every rank enters the collective cublasMpMalloc) and the call gets the 0 bytes
+    the size query answered."""
+    lib = env(SingleRank())
+    lib.sizes = (0, 0)
+    a, b = (FakeDevice(np.asfortranarray(np.ones((4, 4)))) for _ in range(2))
+    d = matmul(a, b, distributions=[Slab.X, Slab.Y, Slab.X], options={"inplace": False})
+    np.testing.assert_allclose(d, 4.0, rtol=0)
+    assert [c[2] for c in lib.calls if c[1] == "malloc"] == [1 << 16] and not lib.live
+
+
+def test_ranks_register_workspaces_of_one_size(env):
+    """Ranks whose size queries differ allocate one workspace size, the largest (cublasMpMalloc's
+    registration is collective over symmetric memory); each call still gets its own rank's size
+    (the fake checks it)."""
+    group = ThreadGroup(2)
+    lib = env(group)
+    lib.sizes = {0: (300_000, 128), 1: (500_000, 64)}
+    g = np.arange(48, dtype=np.float64).reshape(8, 6)
+    pa, _ = parts(g, Slab.X, 2, "F")
+    pb, _ = parts(g.T.copy(), Slab.Y, 2, "F")
+    _, index = parts(np.zeros((8, 8)), Slab.X, 2, "F")
+    dists, options = [Slab.X, Slab.Y, Slab.X], {"inplace": False}
+    results = ok(run(group, lambda r: matmul(pa[r], pb[r], distributions=dists, options=options)))
+    np.testing.assert_allclose(gather(results, index, (8, 8)), g @ g.T, rtol=1e-12)
+    assert [c[2] for c in lib.calls if c[1] == "malloc"] == [500_000, 500_000]
 
 
 def test_rank_problems_raise_on_every_rank(env):

@@ -14,6 +14,7 @@ from nvmath.distributed.distribution import BlockCyclic, BlockNonCyclic, Box, Pr
 from nvmath.distributed.distribution._ownership import rank_ownership
 from nvmath.distributed.linalg.advanced._traits import (
     GridArgs,
+    block_args,
     grid_args,
     matmul_shapes,
     matrix_descriptor,
@@ -120,6 +121,21 @@ def test_transposed_grid_keeps_every_rank_in_place():
     for args in (GridArgs(2, 3, "COL_MAJOR"), GridArgs(3, 2, "ROW_MAJOR")):
         t = args.transposed()
         assert all(args.rank(r, c) == t.rank(c, r) for r in range(args.nprow) for c in range(args.npcol))
+
+
+def test_one_row_or_column_grids_are_column_major():
+    """A 1 x P or P x 1 grid numbers its ranks alike in both layouts: it is always COL_MAJOR, so
+    Slab.X, Slab.Y and their transposes at one rank are one cuBLASMp grid."""
+    assert GridArgs(1, 4, "ROW_MAJOR") == GridArgs(1, 4, "COL_MAJOR")
+    assert (
+        GridArgs(3, 1, "ROW_MAJOR").layout == "COL_MAJOR"
+        and GridArgs(2, 2, "ROW_MAJOR").layout == "ROW_MAJOR"
+    )
+    one = {block_args((8, 6), s, 1)[2] for s in (Slab.X, Slab.Y)}
+    one |= {block_args((8, 6), s, 1)[2].transposed() for s in (Slab.X, Slab.Y)}
+    assert one == {GridArgs(1, 1, "COL_MAJOR")}
+    args = block_args((8, 6), Slab.Y, 2)[2]
+    assert args == GridArgs(1, 2, "COL_MAJOR") and [args.rank(0, c) for c in range(2)] == [0, 1]
 
 
 def test_bad_inputs(set_nranks):
