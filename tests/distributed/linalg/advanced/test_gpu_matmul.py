@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import textwrap
 
-import gpu_child
+import mm_child as gpu_child
 import pytest
 
 pytestmark = pytest.mark.gpu

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-import gpu_child
+import mm_child as gpu_child
 import pytest
 
 

@@ -1,4 +1,4 @@
-"""Runs a GPU check in a fresh Python process, hang-proof and diagnosable (imported as ``gpu_child``).
+"""Runs a GPU check in a fresh Python process, hang-proof and diagnosable (imported as ``gpu_child`` by its tests; named apart from tests/distributed/gpu_child.py).
 
 The child runs unbuffered with its output in files (nothing is lost to a full pipe or a kill) and a
 ``faulthandler`` watchdog that dumps every thread's stack and exits ``WATCHDOG_S`` seconds in, below
