@@ -126,7 +126,7 @@ def test_real_nvshmem_reports_its_vendor_version():
     try:
         _loader.library_info("nvshmem_host")
     except LibraryNotFoundError as exc:
-        pytest.skip(f"libnvshmem_host is not installed: {exc}")
+        pytest.skip(f"libnvshmem_host is not installed (pip install 'nvmath-kit[distributed]'): {exc}")
     version = _engines.nvshmem_host_version()
     assert version is not None and version[0] == 3 and version >= (3, 0, 0)
     _engines.check_nvshmem_host(version)
