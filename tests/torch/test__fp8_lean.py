@@ -1,0 +1,129 @@
+"""The lean scaling-state update (``NVMATH_FP8_LEAN_SCALING``, on by default) against the former
+sequence: the same scales, amax histories, flags and returned (poisoned) scales, bit for bit, on edge
+amax values and on training-like sequences; and fewer device operations per update (counted with a
+dispatch mode: the host cost of FP8 layers is mostly these launches)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from nvmath.torch import _fp8
+from nvmath.torch._fp8_cast import quantize_pair
+from nvmath.torch.fp8 import CurrentScaling, DelayedScaling
+
+F32_MAX = torch.finfo(torch.float32).max
+EDGE = [0.0, -0.0, -2.0, 1e-45, 1e-38, 3e-3, 1.0, 448.0, 1e30, F32_MAX, float("inf"), float("nan")]
+RECIPES = [
+    CurrentScaling(),
+    CurrentScaling(margin=2, fp8_format="e4m3"),
+    DelayedScaling(amax_history_len=1),
+    DelayedScaling(amax_history_len=4),
+    DelayedScaling(amax_history_len=5, amax_compute_algo="most_recent", margin=1),
+]
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> None:
+    torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+
+
+def _former(monkeypatch: pytest.MonkeyPatch, fn, *args):
+    with monkeypatch.context() as m:
+        m.setattr(_fp8, "LEAN_SCALING", False)
+        return fn(*args)
+
+
+@pytest.mark.parametrize("margin", [0, 1, 3, 140])
+@pytest.mark.parametrize("fp8_max", [448.0, 57344.0])
+def test_lean_scale_from_amax_equals_the_former_formula(monkeypatch, margin, fp8_max):
+    """scale_from_amax: one value per edge amax (0, -0, negative, subnormal, huge, inf, NaN) and old
+    scale, the same bits on both paths (margin 140: the quotient underflows to 0)."""
+    amax = torch.tensor(EDGE, dtype=torch.float32)
+    old = torch.linspace(0.5, 4.0, len(EDGE))
+    for a, o in zip(amax, old):
+        lean = _fp8.scale_from_amax(a, o, fp8_max, margin)
+        former = _former(monkeypatch, _fp8.scale_from_amax, a, o, fp8_max, margin)
+        _same(lean, former)
+
+
+def _drive(state: _fp8.ScalingState, steps: list) -> list:
+    """Run ``steps`` (``(kind, role, value)``) through ``state``; every returned tensor, then the buffers."""
+    out = []
+    for kind, role, value in steps:
+        if kind == "quantize":
+            out += list(state.quantize(value, role))
+        elif kind == "pair":
+            q, qt, s, sums = quantize_pair(state, value, role, colsum=True)
+            out += [q.float(), qt.float(), s, sums]
+        else:  # record_amax (an amax measured elsewhere: any float, negative included)
+            out.append(state.record_amax(role, value, torch.tensor(2.0)))
+        out += [state.scale.clone(), state.amax_history.clone(), state.found_inf.clone()]
+    return out
+
+
+def _steps(seed: int) -> list:
+    g = torch.Generator().manual_seed(seed)
+    steps = []
+    for k in range(14):
+        x = torch.randn(32, 16, generator=g) * float(10 ** (k % 5 - 2))
+        if k == 5:
+            x[3, 4] = float("inf")
+        if k == 9:
+            x[0, 0] = float("nan")
+        if k == 11:
+            x.zero_()
+        role = ("input", "weight", "grad_output")[k % 3]
+        steps.append(("quantize" if k % 2 else "pair", role, x.to(torch.bfloat16)))
+    for v in (3.5, float("nan"), -1.0, float("-inf"), 0.0, 7.0):
+        steps.append(("record", "input", torch.tensor([v])))
+    return steps
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=repr)
+def test_lean_state_updates_equal_the_former_sequence(monkeypatch, recipe):
+    """quantize, quantize_pair and record_amax over a sequence with inf, NaN, zero tensors and odd
+    measured amaxes: the FP8 copies, returned scales and every buffer after every step are the same
+    bits with the lean update as with the former one."""
+    lean = _drive(_fp8.ScalingState(recipe), _steps(0))
+    former = _former(monkeypatch, _drive, _fp8.ScalingState(recipe), _steps(0))
+    assert len(lean) == len(former)
+    for a, b in zip(lean, former):
+        if a is None:
+            assert b is None
+        else:
+            _same(a, b)
+
+
+VIEWS = {"detach", "alias", "view", "select", "slice", "reshape", "expand", "as_strided", "t", "transpose"}
+
+
+class _Count(TorchDispatchMode):
+    """The device operations dispatched inside the block (views excluded: they launch nothing)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if str(func).split(".")[1] not in VIEWS:
+            self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def _update_ops(state: _fp8.ScalingState) -> list[str]:
+    amax = torch.tensor(3.0)
+    scale = state.scale[0]
+    with _Count() as c:
+        state._update(0, amax, scale, 448.0, state.recipe.margin, False)
+    return c.ops
+
+
+@pytest.mark.parametrize("recipe", [DelayedScaling(), CurrentScaling()], ids=repr)
+def test_lean_update_runs_fewer_operations(monkeypatch, recipe):
+    """One role's update (history, flag, scale, poisoned scale) dispatches at most 15 operations on the
+    lean path, fewer than the former sequence (each a kernel launch on the GPU)."""
+    lean = _update_ops(_fp8.ScalingState(recipe))
+    former = _former(monkeypatch, _update_ops, _fp8.ScalingState(recipe))
+    assert len(lean) <= 15, lean  # (views, which launch nothing, excluded)
+    assert len(lean) < len(former), (lean, former)
