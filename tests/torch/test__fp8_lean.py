@@ -24,6 +24,12 @@ RECIPES = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _lean_on(monkeypatch):
+    """The lean path whatever NVMATH_FP8_LEAN_SCALING said at import (``_former`` switches it off)."""
+    monkeypatch.setattr(_fp8, "LEAN_SCALING", True)
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> None:
     torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
 
