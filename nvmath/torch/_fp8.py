@@ -314,6 +314,40 @@ class ScalingState(torch.nn.Module):
             "amax_history", torch.zeros(recipe.history_len, len(ROLES), dtype=torch.float32, device=device)
         )
         self.register_buffer("found_inf", torch.zeros(len(ROLES), dtype=torch.int32, device=device))
+        self._batch: list | None = None
+
+    @contextlib.contextmanager
+    def batched(self) -> Iterator[None]:
+        """Inside the block, the lean updates of delayed-scaling roles are collected and applied on
+        exit (also on an error) as one operation sequence over their columns of the buffers (an FP8
+        forward quantizes the input and the weight of a layer back to back: one update instead of
+        two, the same values). A role collected twice, or read by :meth:`delayed_scale`, applies what
+        was collected first."""
+        if not LEAN_SCALING or getattr(self, "_batch", None) is not None:
+            yield
+            return
+        self._batch = []
+        try:
+            yield
+        finally:
+            self._flush()
+            self._batch = None
+
+    def _flush(self) -> None:
+        """Apply the collected updates (one sequence over adjacent columns of one format, else each)."""
+        batch = getattr(self, "_batch", None)
+        if not batch:
+            return
+        self._batch = []
+        batch.sort(key=lambda r: r[0])
+        cols = [r[0] for r in batch]
+        if len(batch) == 1 or cols != list(range(cols[0], cols[-1] + 1)) or len({r[3] for r in batch}) > 1:
+            for i, amax, ok, fp8_max, margin in batch:
+                self._record_lean(i, amax, ok, fp8_max, margin, None)
+            return
+        cut = slice(cols[0], cols[-1] + 1)
+        amax, ok = torch.stack([r[1] for r in batch]), torch.stack([r[2] for r in batch])
+        self._record_lean(cut, amax, ok, batch[0][3], batch[0][4], None)
 
     def _apply(self, fn: Any, recurse: bool = True) -> Any:
         # .to(device) moves the state; .to(dtype) / .bfloat16() on a model must not narrow it: scales
@@ -343,6 +377,7 @@ class ScalingState(torch.nn.Module):
         fp8_max = FP8_MAX[dtype]
         margin = self.recipe.margin
         delayed = self.recipe.delayed
+        self._ready(i)
         with torch.no_grad():
             x = x.detach()
             # (the state's own scale is read by the launches below before _update changes it: stream order)
@@ -369,6 +404,7 @@ class ScalingState(torch.nn.Module):
         fp8_max = FP8_MAX[self.dtype(role)]
         margin = self.recipe.margin
         delayed = self.recipe.delayed
+        self._ready(i)
         with torch.no_grad():
             if delayed:
                 scale = self.scale[i]  # (read by run's launch before _update changes it: stream order)
@@ -384,7 +420,14 @@ class ScalingState(torch.nn.Module):
         that tensor in FP8 is given as its D scale (before the tensor's amax is known)."""
         if not self.recipe.delayed:
             raise RuntimeError("only delayed scaling knows a tensor's scale before its amax")
-        return self.scale[ROLES.index(role)].clone()
+        i = ROLES.index(role)
+        self._ready(i)
+        return self.scale[i].clone()
+
+    def _ready(self, i: int) -> None:
+        """Apply the collected updates when role ``i`` is among them (its scale is about to be read)."""
+        if any(r[0] == i for r in getattr(self, "_batch", None) or ()):
+            self._flush()
 
     def record_amax(self, role: str, amax: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         """Record the amax of ``role``'s tensor measured elsewhere (by the GEMM that wrote it in FP8
@@ -410,29 +453,34 @@ class ScalingState(torch.nn.Module):
             return used + (amax - amax)
         ok = (amax if magnitude is None else magnitude) < _INF  # (NaN compares false)
         used = torch.where(ok, scale, _nan_on(scale.device))  # (before the state's scale changes)
-        self._record_lean(i, amax, ok, fp8_max, margin, scale if computed else None)
+        batch = getattr(self, "_batch", None)
+        if batch is None or computed:
+            self._record_lean(i, amax, ok, fp8_max, margin, scale if computed else None)
+        else:  # (batched: applied by _flush; a role already collected is applied first)
+            self._ready(i)
+            self._batch.append((i, amax, ok, fp8_max, margin))
         return used
 
     def _record_lean(
-        self, i: int, amax: torch.Tensor, ok: torch.Tensor, fp8_max: float, margin: int,
+        self, i: int | slice, amax: torch.Tensor, ok: torch.Tensor, fp8_max: float, margin: int,
         computed: torch.Tensor | None,
     ) -> None:  # fmt: skip
         """:meth:`_record` in fewer operations (the same values): the history pushed by one ``cat``
         and one ``where`` written in place, the flag added as a bool, the scale by
         :func:`_lean_scale` written in place (or ``computed``, the scale current scaling already made:
         ``scale_from_amax`` of a finite amax, the old scale otherwise, what the update yields)."""
-        hist = self.amax_history[:, i]
+        hist = self.amax_history[:, i]  # (i: a slice of adjacent roles, amax and ok stacked, from _flush)
         if hist.shape[0] == 1:
             torch.where(ok, amax, hist, out=hist)
         else:
-            torch.where(ok, torch.cat((amax.reshape(1), hist[:-1])), hist, out=hist)
-        self.found_inf[i : i + 1].add_(~ok)
+            torch.where(ok, torch.cat((amax.reshape(1, *hist.shape[1:]), hist[:-1])), hist, out=hist)
+        self.found_inf[i if isinstance(i, slice) else slice(i, i + 1)].add_(~ok)
         scale = self.scale[i]
         if computed is not None:
             scale.copy_(computed)
             return
         if self.recipe.delayed:
-            reduced = hist.amax() if self.recipe.amax_compute_algo == "max" else hist[0]
+            reduced = hist.amax(0) if self.recipe.amax_compute_algo == "max" else hist[0]
         else:
             reduced = amax
         _lean_scale(reduced, scale, fp8_max, margin, ok, out=scale)

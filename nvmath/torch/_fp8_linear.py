@@ -272,8 +272,9 @@ def linear_forward(
     updates ``state`` (input and weight roles). Bias and activation are fused into the GEMM in
     bfloat16 / float16 layers (:func:`epilog_config`) where cuBLASLt takes them."""
     x2 = x.reshape(-1, x.shape[-1])
-    qx, sx = state.quantize(x2, "input")
-    qw, _, inv_w = state.weight_fp8(w)
+    with state.batched():  # (the input's and the weight's state updates as one)
+        qx, sx = state.quantize(x2, "input")
+        qw, _, inv_w = state.weight_fp8(w)
     inv_x = sx.reciprocal()
     y, z = _forward_gemm(qx, qw, inv_x, inv_w, b, act, x.dtype, gemm)
     return y.reshape(*x.shape[:-1], w.shape[0]), qx, inv_x, z
