@@ -165,17 +165,17 @@ def test_lean_update_runs_fewer_operations(monkeypatch, recipe):
     assert len(lean) < len(former), (lean, former)
 
 
-def _mlp_steps(recipe, blocks: int = 3) -> list:
-    """Three training steps of an FP8 MLP block and an FP8 Linear layer (CPU): outputs, gradients and
-    every state buffer after each step."""
+def _mlp_steps(recipe, blocks: int = 3, device: str = "cpu") -> list:
+    """Three training steps of an FP8 MLP block and an FP8 Linear layer: outputs, gradients and every
+    state buffer after each step."""
     import nvmath.torch as nt
 
     torch.manual_seed(0)
-    block = nt.MLP(32, 64, 32, fp8=recipe, dtype=torch.bfloat16)
-    lin = nt.Linear(32, 48, fp8=recipe, dtype=torch.bfloat16)
+    block = nt.MLP(32, 64, 32, fp8=recipe, dtype=torch.bfloat16, device=device)
+    lin = nt.Linear(32, 48, fp8=recipe, dtype=torch.bfloat16, device=device)
     out = []
     for k in range(blocks):
-        x = (torch.randn(16, 32) * 10.0**k).to(torch.bfloat16).requires_grad_()
+        x = (torch.randn(16, 32) * 10.0**k).to(device, torch.bfloat16).requires_grad_()
         y = block(x)
         z = lin(y)
         z.float().square().sum().backward()
@@ -195,6 +195,22 @@ def test_mlp_and_linear_training_steps_equal_the_former_path(monkeypatch, recipe
     gradients and scaling buffers, bit for bit, with the lean (batched) updates as with the former."""
     lean = _mlp_steps(recipe)
     former = _former(monkeypatch, _mlp_steps, recipe)
+    assert len(lean) == len(former)
+    for a, b in zip(lean, former):
+        _same(a, b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("recipe", [DelayedScaling(amax_history_len=4), CurrentScaling()], ids=repr)
+def test_gpu_training_steps_equal_the_former_path(monkeypatch, recipe):
+    """On the GPU (cast kernels, planned FP8 GEMMs, unchecked resets): the lean host path gives the
+    same outputs, gradients and scaling buffers, bit for bit, as the former one."""
+    from nvmath.torch import _fp8_linear
+
+    lean = _mlp_steps(recipe, device="cuda")
+    with monkeypatch.context() as m:
+        m.setattr(_fp8_linear, "UNCHECKED_RESET", False)
+        former = _former(monkeypatch, _mlp_steps, recipe, 3, "cuda")
     assert len(lean) == len(former)
     for a, b in zip(lean, former):
         _same(a, b)
