@@ -18,7 +18,8 @@ synchronisation inside the step (there should be none).
 
 Usage (on the GPU machine, from the repository root)::
 
-    PYTHONPATH=. python3 tools/fp8_mlp_profile.py [--profile] [--host] [--sync-check] [--recipes delayed,current]
+    PYTHONPATH=. python3 tools/fp8_mlp_profile.py [--profile] [--host] [--sync-check]
+        [--recipes delayed,current] [--device cuda|cpu]
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ def _count_ops(fn) -> int:
     """How many torch operations (views excluded) one call of ``fn`` dispatches."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    views = {"detach", "alias", "view", "select", "slice", "reshape", "expand", "as_strided", "t", "transpose"}
+    views = {"detach", "alias", "view", "select", "slice", "reshape", "expand", "as_strided", "t",
+             "transpose"}  # fmt: skip
 
     class Count(TorchDispatchMode):
         n = 0
@@ -250,8 +252,8 @@ def main() -> None:
         for lean in (True, False):
             ms = _median_ms(_with_mode(fn, lean), args.steps)
             print(
-                f"nvmath FP8 {name} ({'lean' if lean else 'former'} host path): {ms:.3f} ms  speedup vs torch "
-                f"bf16 {base / ms:.2f}x  (cast kernels in use: {_fp8_cast.in_use()}, failed to build: "
+                f"nvmath FP8 {name} ({'lean' if lean else 'former'} host path): {ms:.3f} ms  speedup vs "
+                f"torch bf16 {base / ms:.2f}x  (cast kernels in use: {_fp8_cast.in_use()}, failed to build: "
                 f"{_fp8_cast.broken()}; refused fused GEMMs: {fp8.fused_gemm_report()})"
             )
         if args.profile:

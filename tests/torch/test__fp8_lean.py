@@ -118,7 +118,8 @@ def test_batched_updates_equal_one_by_one(monkeypatch, recipe, group):
                 for a, b in zip(got, want):
                     _same(a, b)
                 if kind == "record" and recipe.delayed:
-                    _same(state_lean.delayed_scale(role), _former(monkeypatch, state_former.delayed_scale, role))
+                    want = _former(monkeypatch, state_former.delayed_scale, role)
+                    _same(state_lean.delayed_scale(role), want)
         for a, b in zip(_buffers(state_lean), _buffers(state_former)):
             _same(a, b)
 
