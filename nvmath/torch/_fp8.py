@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -67,6 +68,24 @@ FP8_MAX: dict[torch.dtype, float] = {torch.float8_e4m3fn: 448.0, torch.float8_e5
 
 ROLES = ("input", "weight", "grad_output")
 """The tensors of a Linear layer that an FP8 recipe quantizes."""
+
+LEAN_SCALING = os.environ.get("NVMATH_FP8_LEAN_SCALING", "1") != "0"
+"""Update the scaling state in about half the tiny device operations (the same values, bit for bit:
+``tests/torch/test__fp8.py`` compares both paths). ``NVMATH_FP8_LEAN_SCALING=0`` at import runs the
+former sequence (roll, clones, separate finiteness tests). The per-step host cost of FP8 layers is
+mostly these launches."""
+
+_INF = float("inf")
+_NANS: dict[torch.device, torch.Tensor] = {}
+
+
+def _nan_on(device: torch.device) -> torch.Tensor:
+    """A float32 NaN of shape () on ``device``, made once (``torch.where`` with a Python NaN would
+    fill a new one on every call: one more launch)."""
+    nan = _NANS.get(device)
+    if nan is None:
+        nan = _NANS[device] = torch.full((), _INF - _INF, dtype=torch.float32, device=device)
+    return nan
 
 
 class Format(enum.Enum):
@@ -206,11 +225,35 @@ def check_recipe(recipe: Any, device: torch.device) -> Recipe:
 
 def scale_from_amax(amax: torch.Tensor, old_scale: torch.Tensor, fp8_max: float, margin: int) -> torch.Tensor:
     """``(fp8_max / amax) / 2**margin`` where ``amax`` is finite and > 0, else ``old_scale`` (float32)."""
+    if LEAN_SCALING:
+        return _lean_scale(amax.float(), old_scale, fp8_max, margin, None)
     amax = amax.float()
     new = (fp8_max / amax) / float(2**margin)
     inf = float("inf")
     good = (amax > 0) & (amax < inf) & (new < inf)  # (NaN compares false; new > 0 where amax is)
     return torch.where(good, new, old_scale)
+
+
+def _lean_scale(
+    amax: torch.Tensor, old_scale: torch.Tensor, fp8_max: float, margin: int, ok: torch.Tensor | None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:  # fmt: skip
+    """:func:`scale_from_amax` in fewer operations, the same values: ``fp8_max / amax`` is what torch
+    computes as ``reciprocal(amax) * fp8_max``; ``amax > 0 and amax < inf`` is ``reciprocal(amax) > 0``
+    (the reciprocal of +inf is 0, of 0 / -0 / a negative value not > 0, of NaN NaN) and the quotient
+    ``< inf`` excludes the rest. ``ok``: a further condition (the amax pushed was finite); ``out``:
+    write the result there (it may be ``old_scale`` itself)."""
+    new = torch.reciprocal(amax)
+    good = new > 0
+    new.mul_(fp8_max)
+    if margin:
+        new.div_(float(2**margin))
+    good.logical_and_(new < _INF)
+    if ok is not None:
+        good.logical_and_(ok)
+    if out is None:
+        return torch.where(good, new, old_scale)
+    return torch.where(good, new, old_scale, out=out)
 
 
 def _finite(t: torch.Tensor) -> torch.Tensor:
@@ -271,6 +314,40 @@ class ScalingState(torch.nn.Module):
             "amax_history", torch.zeros(recipe.history_len, len(ROLES), dtype=torch.float32, device=device)
         )
         self.register_buffer("found_inf", torch.zeros(len(ROLES), dtype=torch.int32, device=device))
+        self._batch: list | None = None
+
+    @contextlib.contextmanager
+    def batched(self) -> Iterator[None]:
+        """Inside the block, the lean updates of delayed-scaling roles are collected and applied on
+        exit (also on an error) as one operation sequence over their columns of the buffers (an FP8
+        forward quantizes the input and the weight of a layer back to back: one update instead of
+        two, the same values). A role collected twice, or read by :meth:`delayed_scale`, applies what
+        was collected first."""
+        if not LEAN_SCALING or getattr(self, "_batch", None) is not None:
+            yield
+            return
+        self._batch = []
+        try:
+            yield
+        finally:
+            self._flush()
+            self._batch = None
+
+    def _flush(self) -> None:
+        """Apply the collected updates (one sequence over adjacent columns of one format, else each)."""
+        batch = getattr(self, "_batch", None)
+        if not batch:
+            return
+        self._batch = []
+        batch.sort(key=lambda r: r[0])
+        cols = [r[0] for r in batch]
+        if len(batch) == 1 or cols != list(range(cols[0], cols[-1] + 1)) or len({r[3] for r in batch}) > 1:
+            for i, amax, ok, fp8_max, margin in batch:
+                self._record_lean(i, amax, ok, fp8_max, margin, None)
+            return
+        cut = slice(cols[0], cols[-1] + 1)
+        amax, ok = torch.stack([r[1] for r in batch]), torch.stack([r[2] for r in batch])
+        self._record_lean(cut, amax, ok, batch[0][3], batch[0][4], None)
 
     def _apply(self, fn: Any, recurse: bool = True) -> Any:
         # .to(device) moves the state; .to(dtype) / .bfloat16() on a model must not narrow it: scales
@@ -299,25 +376,23 @@ class ScalingState(torch.nn.Module):
         dtype = self.dtype(role)
         fp8_max = FP8_MAX[dtype]
         margin = self.recipe.margin
+        delayed = self.recipe.delayed
+        self._ready(i)
         with torch.no_grad():
             x = x.detach()
-            fused = _fused_quantize(x, self.scale[i], dtype) if self.recipe.delayed else None
+            # (the state's own scale is read by the launches below before _update changes it: stream order)
+            scale = self.scale[i]
+            fused = _fused_quantize(x, scale, dtype) if delayed else None
             if fused is not None:  # (a CUDA tensor: q and amax in one pass, the scale known beforehand)
                 q, amax = fused
-                scale = self.scale[i].clone()
             else:
                 amax = amax_of(x)
-                if self.recipe.delayed:
-                    scale = self.scale[i].clone()
-                else:
-                    scale = scale_from_amax(amax, self.scale[i], fp8_max, margin)
+                if not delayed:
+                    scale = scale_from_amax(amax, scale, fp8_max, margin)
                 fused = _fused_quantize(x, scale, dtype)
                 q = fused[0] if fused is not None else quantize(x, scale, dtype, amax)
-            finite = _finite(amax)
-            self._record(i, amax, finite, fp8_max, margin)
             # NaN when amax is not finite: the GEMM that dequantizes by it yields NaN
-            scale = scale + (amax - amax)
-        return q, scale
+            return q, self._update(i, amax.reshape(()).float(), scale, fp8_max, margin, not delayed)
 
     def quantize_by(self, role: str, run: Any) -> tuple[Any, torch.Tensor]:
         """Quantize ``role``'s tensor through ``run(scale) -> (outputs, amax)`` (a kernel that writes the
@@ -328,25 +403,31 @@ class ScalingState(torch.nn.Module):
         i = ROLES.index(role)
         fp8_max = FP8_MAX[self.dtype(role)]
         margin = self.recipe.margin
+        delayed = self.recipe.delayed
+        self._ready(i)
         with torch.no_grad():
-            if self.recipe.delayed:
-                scale = self.scale[i].clone()
+            if delayed:
+                scale = self.scale[i]  # (read by run's launch before _update changes it: stream order)
                 out, amax = run(scale)
             else:
                 amax = run(None)[1]
                 scale = scale_from_amax(amax, self.scale[i], fp8_max, margin)
                 out = run(scale)[0]
-            amax = amax.reshape(()).float()
-            self._record(i, amax, _finite(amax), fp8_max, margin)
-            scale = scale + (amax - amax)
-        return out, scale
+            return out, self._update(i, amax.reshape(()).float(), scale, fp8_max, margin, not delayed)
 
     def delayed_scale(self, role: str) -> torch.Tensor:
         """The scale a delayed recipe quantizes ``role`` with now (a copy, shape ()): what a GEMM writing
         that tensor in FP8 is given as its D scale (before the tensor's amax is known)."""
         if not self.recipe.delayed:
             raise RuntimeError("only delayed scaling knows a tensor's scale before its amax")
-        return self.scale[ROLES.index(role)].clone()
+        i = ROLES.index(role)
+        self._ready(i)
+        return self.scale[i].clone()
+
+    def _ready(self, i: int) -> None:
+        """Apply the collected updates when role ``i`` is among them (its scale is about to be read)."""
+        if any(r[0] == i for r in getattr(self, "_batch", None) or ()):
+            self._flush()
 
     def record_amax(self, role: str, amax: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         """Record the amax of ``role``'s tensor measured elsewhere (by the GEMM that wrote it in FP8
@@ -356,9 +437,53 @@ class ScalingState(torch.nn.Module):
         fp8_max = FP8_MAX[self.dtype(role)]
         with torch.no_grad():
             amax = amax.detach().reshape(()).float()
-            finite = _finite(amax)
-            self._record(i, amax, finite, fp8_max, self.recipe.margin)
-            return scale + (amax - amax)
+            return self._update(i, amax, scale, fp8_max, self.recipe.margin, False, amax.abs())
+
+    def _update(
+        self, i: int, amax: torch.Tensor, scale: torch.Tensor, fp8_max: float, margin: int, computed: bool,
+        magnitude: torch.Tensor | None = None,
+    ) -> torch.Tensor:  # fmt: skip
+        """Record role ``i``'s ``amax`` (float32, shape ()) of a tensor quantized with ``scale`` and
+        return that scale (a new tensor), NaN when ``amax`` is not finite. ``computed``: ``scale`` is
+        the new scale already (current scaling: :func:`scale_from_amax` of this amax). ``magnitude``:
+        what is compared with inf (default ``amax``, which, as an absolute maximum, is >= 0 or NaN)."""
+        if not LEAN_SCALING:  # (the former sequence)
+            used = scale.clone()
+            self._record(i, amax, _finite(amax), fp8_max, margin)
+            return used + (amax - amax)
+        ok = (amax if magnitude is None else magnitude) < _INF  # (NaN compares false)
+        used = torch.where(ok, scale, _nan_on(scale.device))  # (before the state's scale changes)
+        batch = getattr(self, "_batch", None)
+        if batch is None or computed:
+            self._record_lean(i, amax, ok, fp8_max, margin, scale if computed else None)
+        else:  # (batched: applied by _flush; a role already collected is applied first)
+            self._ready(i)
+            self._batch.append((i, amax, ok, fp8_max, margin))
+        return used
+
+    def _record_lean(
+        self, i: int | slice, amax: torch.Tensor, ok: torch.Tensor, fp8_max: float, margin: int,
+        computed: torch.Tensor | None,
+    ) -> None:  # fmt: skip
+        """:meth:`_record` in fewer operations (the same values): the history pushed by one ``cat``
+        and one ``where`` written in place, the flag added as a bool, the scale by
+        :func:`_lean_scale` written in place (or ``computed``, the scale current scaling already made:
+        ``scale_from_amax`` of a finite amax, the old scale otherwise, what the update yields)."""
+        hist = self.amax_history[:, i]  # (i: a slice of adjacent roles, amax and ok stacked, from _flush)
+        if hist.shape[0] == 1:
+            torch.where(ok, amax, hist, out=hist)
+        else:
+            torch.where(ok, torch.cat((amax.reshape(1, *hist.shape[1:]), hist[:-1])), hist, out=hist)
+        self.found_inf[i if isinstance(i, slice) else slice(i, i + 1)].add_(~ok)
+        scale = self.scale[i]
+        if computed is not None:
+            scale.copy_(computed)
+            return
+        if self.recipe.delayed:
+            reduced = hist.amax(0) if self.recipe.amax_compute_algo == "max" else hist[0]
+        else:
+            reduced = amax
+        _lean_scale(reduced, scale, fp8_max, margin, ok, out=scale)
 
     def _record(self, i: int, amax: torch.Tensor, finite: torch.Tensor, fp8_max: float, margin: int) -> None:
         """Push a finite amax into role ``i``'s history and update its scale; flag a non-finite one."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -56,6 +57,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+UNCHECKED_RESET = os.environ.get("NVMATH_FP8_UNCHECKED_RESET", "1") != "0"
+"""Swap a cached planner's operands with ``reset_operands_unchecked`` (no layout and alignment checks:
+the cache key holds the shapes, strides, dtypes, device and alignments the plan was made for, so the
+checks cannot fail). ``NVMATH_FP8_UNCHECKED_RESET=0`` at import: the checked ``reset_operands``."""
 
 FP8_MULTIPLE = 16
 """in_features, out_features and the token count of an FP8 Linear layer must be multiples of this."""
@@ -112,7 +118,8 @@ class FP8GemmCache:
     ) -> torch.Tensor:
         """The product on this problem's planned ``Matmul`` (planned on first use, else ``reset_operands``)."""
         pa, pb = qa.data_ptr() | 256, qb.data_ptr() | 256  # a plan assumes its operands' pointer alignment
-        key = (qa.shape, qb.shape, qa.dtype, qb.dtype, dtype, qa.device, pa & -pa, pb & -pb)
+        key = (qa.shape, qb.shape, qa.stride(), qb.stride(), qa.dtype, qb.dtype, dtype, qa.device, pa & -pa,
+               pb & -pb)  # fmt: skip
         scales = {"a": inv_a.reshape(1), "b": inv_b.reshape(1)}
         with self._lock:
             mm = self._planners.get(key)
@@ -120,7 +127,9 @@ class FP8GemmCache:
                 mm = self._plan(key, qa, qb, scales, dtype)
             else:
                 self._planners.move_to_end(key)
-                mm.reset_operands(a=qa, b=qb.T, quantization_scales=scales)
+                # (the key is the planned layout: the checks of reset_operands cannot fail)
+                reset = mm.reset_operands_unchecked if UNCHECKED_RESET else mm.reset_operands
+                reset(a=qa, b=qb.T, quantization_scales=scales)
             try:
                 return mm.execute()
             finally:
@@ -263,8 +272,9 @@ def linear_forward(
     updates ``state`` (input and weight roles). Bias and activation are fused into the GEMM in
     bfloat16 / float16 layers (:func:`epilog_config`) where cuBLASLt takes them."""
     x2 = x.reshape(-1, x.shape[-1])
-    qx, sx = state.quantize(x2, "input")
-    qw, _, inv_w = state.weight_fp8(w)
+    with state.batched():  # (the input's and the weight's state updates as one)
+        qx, sx = state.quantize(x2, "input")
+        qw, _, inv_w = state.weight_fp8(w)
     inv_x = sx.reciprocal()
     y, z = _forward_gemm(qx, qw, inv_x, inv_w, b, act, x.dtype, gemm)
     return y.reshape(*x.shape[:-1], w.shape[0]), qx, inv_x, z

@@ -164,8 +164,9 @@ def mlp_forward(
     the layer's dtype; ``aux_dtype`` converts it, for callers that need one dtype whatever ran);
     updates both states' input/weight roles."""
     dtype = x.dtype
-    qxt, inv_x, qh, qht, inv_h, aux = _fc1(x.reshape(-1, x.shape[-1]), w1, b1, s1, s2, gemm, fused)
-    qw2, _, inv_w2 = s2.weight_fp8(w2)
+    with s1.batched(), s2.batched():  # (each layer's input and weight state updates as one)
+        qxt, inv_x, qh, qht, inv_h, aux = _fc1(x.reshape(-1, x.shape[-1]), w1, b1, s1, s2, gemm, fused)
+        qw2, _, inv_w2 = s2.weight_fp8(w2)
     if b2 is not None and fused.supported(fc2_config(dtype), qw2, qh):
         y = fused(fc2_config(dtype), qw2, qh, inv_w2, inv_h, bias=b2)[0].mT
     else:

@@ -389,6 +389,26 @@ def test_planned_gemm_on_fake_gpu_plans_once_and_matches_emulation(fake_gpu):
     cache.clear()
 
 
+def test_planned_gemm_other_strides_plan_anew_not_reset(fake_gpu, monkeypatch):
+    """Cached planners are swapped without re-checking layouts (``UNCHECKED_RESET``), so operands of the
+    same shape but other strides must not reuse a planner: they get their own plan and the right
+    product."""
+    monkeypatch.setattr(_fp8_linear, "UNCHECKED_RESET", True)
+    cache = _fp8_linear.FP8GemmCache()
+    g = torch.Generator().manual_seed(1)
+    a = aligned((torch.randn(64, 64, generator=g) * 4).to(E4))
+    b = aligned((torch.randn(64, 64, generator=g) * 4).to(E4))
+    one = torch.ones(())
+    cache.run_planned(a, b, one, one, torch.float32)
+    wide = aligned(torch.zeros(64, 128).to(E4))
+    wide[:, :64] = a
+    at = wide[:, :64]  # (the same values and shape, a leading dimension of 128)
+    got = cache.run_planned(at, b, one, one, torch.float32)
+    assert cache.plans == 2
+    assert rel(got, at.double() @ b.double().T) < 1e-6
+    cache.clear()
+
+
 def aligned(t, alignment=256):
     """A copy of contiguous ``t`` whose address is a multiple of ``alignment`` but not of twice it
     (CPU allocations vary; torch's CUDA allocator gives 512)."""
