@@ -15,7 +15,11 @@
 * ``moe-8x-uneven-{loop,grouped-mm}``: a ``GroupedLinear`` of 8 experts 4096 -> 2048 on 16384 bf16
   tokens spread 4096/3072/2560/2048/1792/1280/1024/512, forward + backward, against a torch loop of
   ``F.linear`` per expert and against ``torch._grouped_mm`` (skipped where torch lacks it or its
-  backward).
+  backward). The counts repeat every step, so nvmath runs its per-group cuBLASLt GEMMs (planned at
+  the counts' second sighting, during set-up).
+* ``moe-8x-routed-loop``: the same layer with new token counts every step (a seeded draw of 1,024
+  routings cycled, as a router would give; same sequence for both libraries): nvmath's first sighting
+  of a routing runs one grouped launch per product, so this row measures that path against the loop.
 """
 
 from __future__ import annotations
@@ -170,11 +174,59 @@ def _moe_inputs(ctx: Any) -> tuple[Any, Any, Any, Any]:
 def _moe_nvmath(ctx: Any) -> Any:
     torch, x, g, (w, b) = _moe_inputs(ctx)
     import nvmath.torch as nt
+    from nvmath.torch import _grouped_runs
 
     counts = list(MOE_COUNTS)
     fn = lambda: torch.autograd.grad(nt.grouped_linear(x, w, b, counts), [x, w, b], grad_outputs=g)
     fn()
-    return Prepared(fn, note="GroupedLinear: one grouped launch per product")
+    fn()  # (the second sighting of these counts plans the per-group GEMMs)
+    how = "per-group cuBLASLt GEMMs" if _grouped_runs.default_runs.planned else "one grouped launch per product"
+    return Prepared(fn, note=f"GroupedLinear: {how}")
+
+
+ROUTINGS = 1024
+
+
+def _routings() -> list[list[int]]:
+    """``ROUTINGS`` seeded draws of 8 expert counts summing to the token count (uneven, like a router)."""
+    import numpy as np
+
+    rng = np.random.default_rng(23)
+    tokens = sum(MOE_COUNTS)
+    return [rng.multinomial(tokens, rng.dirichlet(np.full(8, 2.0))).tolist() for _ in range(ROUTINGS)]
+
+
+def _cycle(items: list) -> Any:
+    state = {"i": 0}
+
+    def next_item() -> Any:
+        state["i"] = (state["i"] + 1) % len(items)
+        return items[state["i"]]
+
+    return next_item
+
+
+def _moe_routed_nvmath(ctx: Any) -> Any:
+    torch, x, g, (w, b) = _moe_inputs(ctx)
+    import nvmath.torch as nt
+
+    routing = _cycle(_routings())
+    fn = lambda: torch.autograd.grad(nt.grouped_linear(x, w, b, routing()), [x, w, b], grad_outputs=g)
+    fn()
+    return Prepared(fn, note="GroupedLinear, new counts every step: one grouped launch per product")
+
+
+def _moe_routed_loop(ctx: Any) -> Any:
+    torch, x, g, (w, b) = _moe_inputs(ctx)
+    F = torch.nn.functional
+    routing = _cycle(_routings())
+
+    def fwd() -> Any:
+        return torch.cat([F.linear(xg, w[i], b[i]) for i, xg in enumerate(x.split(routing()))])
+
+    fn = lambda: torch.autograd.grad(fwd(), [x, w, b], grad_outputs=g)
+    fn()
+    return Prepared(fn, note="torch loop of F.linear")
 
 
 def _moe_loop(ctx: Any) -> Any:
@@ -223,3 +275,13 @@ for _name, _baseline, _desc in (
             description=f"8 experts 4096->2048, 16384 uneven bf16 tokens, fwd+bwd: nvmath GroupedLinear vs {_desc}",
         )
     )
+register(
+    Case(
+        suite="torch",
+        name="moe-8x-routed-loop",
+        setups={"nvmath": _moe_routed_nvmath, "torch": _moe_routed_loop},
+        flops=MOE_FLOPS,
+        description="8 experts 4096->2048, 16384 bf16 tokens routed anew every step, fwd+bwd: nvmath "
+        "GroupedLinear vs a torch loop of F.linear",
+    )
+)

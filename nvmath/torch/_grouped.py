@@ -4,20 +4,10 @@
 ``counts[g]`` rows after those of groups ``0..g-1`` -- ``torch._grouped_mm(x, weight.transpose(-2, -1),
 offs=counts.cumsum(0))`` plus the bias, where the two overlap.
 
-Each product runs as one call of :func:`nvmath.linalg.matmul` on the sequence of the groups' problems
-(an explicit batch): on the GPU one grouped GEMM launch (``cublasGemmGroupedBatchedEx`` for bfloat16
-/ float16, ``cublas[SD]gemmGroupedBatched`` for float32 / float64), on the CPU its CPU execution
-(float32, float64; other CPU dtypes run as a loop of torch matmuls). The results are written in place
-(``MatmulOptions(inplace=True)``) into slices of the output, so nothing is concatenated:
-
-* forward: ``y`` starts as each row's bias (``beta = 1``), then the grouped GEMM adds ``x_g @ w_g.T``;
-* dgrad: ``dx_g = dy_g @ w_g`` into slices of ``dx``, one grouped launch;
-* wgrad: ``dw[g] = dy_g.T @ x_g`` into ``dw``, one grouped launch; ``db[g] = dy_g.sum(0)`` (one
-  segmented reduction, ``index_add``).
-
-Groups with no token are left out of the launches (their ``dw`` and ``db`` are zero). The counts are
-read to the host (one synchronisation for a GPU tensor, as ``torch.split`` by a tensor needs): the
-sizes of a grouped launch are host integers.
+The products run in :mod:`._grouped_kernels` (per-group cuBLASLt GEMMs into slices of one output, or
+one grouped launch per product); under ``torch.compile`` a GPU layer is the custom operators of
+:mod:`._grouped_ops`. The counts are read to the host (one synchronisation for a GPU tensor, as
+``torch.split`` by a tensor needs): the sizes of the GEMMs are host integers.
 """
 
 from __future__ import annotations
@@ -28,11 +18,12 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
+from nvmath.torch import _grouped_ops
+from nvmath.torch._grouped_kernels import grouped_backward, grouped_forward, per_group
+
 __all__ = ["GroupedLinear", "check_counts", "grouped_linear"]
 
-_INPLACE = {"inplace": True}
 _SEQUENCE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-_CPU_SEQUENCE_DTYPES = (torch.float32, torch.float64)
 
 
 def check_counts(counts: Any, num_groups: int, tokens: int) -> list[int]:
@@ -73,82 +64,21 @@ def check_counts(counts: Any, num_groups: int, tokens: int) -> list[int]:
     return values
 
 
-def _bounds(counts: list[int]) -> list[tuple[int, int, int]]:
-    """``(group, start, stop)`` of the groups with tokens."""
-    out, start = [], 0
-    for g, c in enumerate(counts):
-        if c:
-            out.append((g, start, start + c))
-        start += c
-    return out
-
-
-def _grouped_mm(a: list, b: list, c: list, beta: float) -> None:
-    """``c[i] = a[i] @ b[i] + beta * c[i]`` for every i: one ``nvmath.linalg.matmul`` sequence call (one
-    grouped launch on the GPU), or a torch loop for CPU dtypes the CPU execution does not take."""
-    if not a:
-        return
-    if a[0].is_cuda or a[0].dtype in _CPU_SEQUENCE_DTYPES:
-        from nvmath.linalg import matmul
-
-        if not beta and not a[0].is_cuda:
-            # the CPU execution of an in-place sequence reads c even with beta = 0 (0 * NaN garbage of
-            # an uninitialised c is NaN); cuBLAS does not read c then
-            for z in c:
-                z.zero_()
-        matmul(a, b, c, beta=beta, options=_INPLACE)
-        return
-    for x, y, z in zip(a, b, c):
-        if beta:
-            z.add_(x @ y)
-        else:
-            torch.matmul(x, y, out=z)
-
-
 class GroupedLinearFn(torch.autograd.Function):
-    """``y_g = x_g @ w[g].T + b[g]`` per group, grouped forward, dgrad and wgrad."""
+    """``y_g = x_g @ w[g].T + b[g]`` per group: forward, dgrad and wgrad (see the module notes)."""
 
     @staticmethod
     def forward(ctx: Any, x: Any, w: Any, b: Any, counts: list[int]) -> Any:
-        bounds = _bounds(counts)
-        n = w.shape[1]
-        if b is None:
-            y = x.new_empty((x.shape[0], n))  # (a group without tokens has no rows)
-        else:
-            y = torch.repeat_interleave(
-                b, torch.tensor(counts, device=b.device), dim=0, output_size=x.shape[0]
-            )
-            y = y.to(x.dtype).contiguous()
-        _grouped_mm([x[s:e] for _, s, e in bounds], [w[g].T for g, _, _ in bounds], [y[s:e] for _, s, e in bounds],
-                    1.0 if b is not None else 0.0)  # fmt: skip
         ctx.save_for_backward(x, w)
-        ctx.counts, ctx.bounds, ctx.has_bias = counts, bounds, b is not None
-        return y
+        ctx.counts, ctx.has_bias = counts, b is not None
+        return grouped_forward(x, w, b, counts)
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, g: Any) -> Any:
         x, w = ctx.saved_tensors
-        bounds = ctx.bounds
-        g = g.contiguous()
-        dx = dw = db = None
-        full = len(bounds) == len(ctx.counts)
-        if ctx.needs_input_grad[0]:
-            dx = x.new_empty(x.shape)
-            _grouped_mm([g[s:e] for _, s, e in bounds], [w[k] for k, _, _ in bounds],
-                        [dx[s:e] for _, s, e in bounds], 0.0)  # fmt: skip
-        if ctx.needs_input_grad[1]:
-            dw = w.new_empty(w.shape) if full else w.new_zeros(w.shape)
-            _grouped_mm([g[s:e].T for _, s, e in bounds], [x[s:e] for _, s, e in bounds],
-                        [dw[k] for k, _, _ in bounds], 0.0)  # fmt: skip
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            ids = torch.repeat_interleave(
-                torch.arange(len(ctx.counts), device=g.device), torch.tensor(ctx.counts, device=g.device),
-                output_size=g.shape[0],
-            )  # fmt: skip
-            db = torch.zeros((len(ctx.counts), g.shape[1]), dtype=torch.float32, device=g.device)
-            db = db.index_add_(0, ids, g.float()).to(w.dtype)
-        return dx, dw, db, None
+        needs = tuple(ctx.needs_input_grad[:3])
+        return (*grouped_backward(g, x, w, ctx.counts, ctx.has_bias, needs), None)
 
 
 def grouped_linear(
@@ -184,6 +114,8 @@ def grouped_linear(
     if bias is not None and tuple(bias.shape) != tuple(weight.shape[:2]):
         raise RuntimeError(f"bias must have shape {tuple(weight.shape[:2])}; got {tuple(bias.shape)}")
     values = check_counts(counts, weight.shape[0], x.shape[0])
+    if torch.compiler.is_compiling() and per_group(x):  # (the custom op: no addresses in a trace)
+        return _grouped_ops.grouped_linear_op(x.contiguous(), weight, bias, values)
     return GroupedLinearFn.apply(x.contiguous(), weight, bias, values)
 
 

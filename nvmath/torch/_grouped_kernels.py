@@ -1,0 +1,160 @@
+"""The compute of :class:`~nvmath.torch.GroupedLinear`: forward and backward on plain tensors (no autograd).
+
+Two ways to run each product (forward, dgrad, wgrad), the results written into slices of one
+preallocated output (nothing concatenated):
+
+* **per-group cuBLASLt GEMMs** (GPU tensors, :mod:`._grouped_runs`): one planned
+  :class:`~nvmath.linalg.advanced.Matmul` per group problem, run on the tensors' addresses into the
+  group's slice: forward ``y_g.T = w_g @ x_g.T + b_g`` with the bias in the GEMM (``BIAS`` epilog);
+  dgrad ``dx_g = dy_g @ w_g``; wgrad ``dw_g.T = x_g.T @ dy_g`` with the bias gradient from the same GEMM
+  (``BGRADB``). On Hopper these run cuBLASLt's sm90 kernels, where cuBLAS's grouped GEMM runs an sm80
+  one (see :mod:`._grouped_runs` for the measurements and why cuBLASLt 13.1 offers no grouped GEMM).
+  A problem is planned at its second sighting, so counts that change every step plan nothing;
+* **one grouped launch per product** (counts seen for the first time, more than
+  :data:`~._grouped_runs.MAX_PER_GROUP_LAUNCHES` groups with tokens, output slices less than 256-byte
+  aligned, CPU tensors): on the GPU one call of :func:`nvmath.linalg.matmul` on the sequence of the
+  groups' problems (``cublasGemmGroupedBatchedEx`` for bfloat16 / float16,
+  ``cublas[SD]gemmGroupedBatched`` for float32 / float64), in place (``MatmulOptions(inplace=True)``);
+  on the CPU a loop of torch matmuls (what ``torch.compile`` traces there). ``y`` starts as each
+  row's bias (``beta = 1``); ``db`` is one segmented reduction (``index_add``).
+
+Groups with no token are left out of the products (their ``dw`` and ``db`` are zero).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from nvmath.linalg.advanced import MatmulEpilog as E
+from nvmath.torch import _functional, _grouped_runs
+
+__all__ = ["grouped_backward", "grouped_forward", "per_group"]
+
+_INPLACE = {"inplace": True}
+
+
+def _bounds(counts: list[int]) -> list[tuple[int, int, int]]:
+    """``(group, start, stop)`` of the groups with tokens."""
+    out, start = [], 0
+    for g, c in enumerate(counts):
+        if c:
+            out.append((g, start, start + c))
+        start += c
+    return out
+
+
+def _grouped_mm(a: list, b: list, c: list, beta: float) -> None:
+    """``c[i] = a[i] @ b[i] + beta * c[i]`` for every i: one ``nvmath.linalg.matmul`` sequence call on
+    the GPU (one grouped launch), a loop of torch matmuls elsewhere (what ``torch.compile`` traces)."""
+    if not a:
+        return
+    if a[0].is_cuda:
+        from nvmath.linalg import matmul
+
+        matmul(a, b, c, beta=beta, options=_INPLACE)
+        return
+    for x, y, z in zip(a, b, c):
+        if beta:
+            z.add_(x @ y)
+        else:
+            torch.matmul(x, y, out=z)
+
+
+def per_group(t: Any) -> bool:
+    """Whether ``t``'s device runs cuBLASLt (the per-group products of :mod:`._grouped_runs`)."""
+    return t.device.type in _functional.FUSED_DEVICE_TYPES
+
+
+def _run_slices(problems: list) -> list | None:
+    """Run per-group products into their slices (:mod:`._grouped_runs`): their aux outputs, or ``None``
+    when they run as one grouped launch instead (nothing was run)."""
+    runs = _grouped_runs.default_runs.runs(problems)
+    if runs is None:
+        return None
+    return [run(a, b, d, inputs) for run, (a, b, d, _, inputs) in zip(runs, problems)]
+
+
+def _forward(x: Any, w: Any, b: Any, counts: list[int], bounds: list) -> Any:
+    """``y`` of :class:`GroupedLinearFn`: per-group GEMMs with the bias fused, or one grouped launch."""
+    y = x.new_empty((x.shape[0], w.shape[1]))  # (a group without tokens has no rows)
+    if per_group(x) and bounds:
+        if b is None:
+            problems = [(x[s:e], w[k].mT, y[s:e], None, None) for k, s, e in bounds]
+        else:  # y_g.T = w_g @ x_g.T + b_g[:, None]: the bias along D's rows (cuBLASLt's BIAS)
+            problems = [
+                (w[k], x[s:e].mT, y[s:e].mT, E.BIAS, {"bias": b[k].view(-1, 1)}) for k, s, e in bounds
+            ]
+        if _run_slices(problems) is not None:
+            return y
+    if b is not None:
+        rows = torch.tensor(counts, device=b.device)
+        y = torch.repeat_interleave(b, rows, dim=0, output_size=x.shape[0]).contiguous()
+    _grouped_mm([x[s:e] for _, s, e in bounds], [w[g].T for g, _, _ in bounds], [y[s:e] for _, s, e in bounds],
+                1.0 if b is not None else 0.0)  # fmt: skip
+    return y
+
+
+def _weight_grad(
+    g: Any, x: Any, w: Any, counts: list[int], bounds: list, want_db: bool
+) -> tuple[Any, Any]:
+    """``(dw, db or None)``: ``dw[k] = g_k.T @ x_k`` (zero for groups without tokens), ``db[k] = g_k.sum(0)``
+    (``BGRADB`` of the per-group GEMMs, or one segmented reduction)."""
+    dw = w.new_empty(w.shape)
+    for k, c in enumerate(counts):
+        if not c:
+            dw[k].zero_()
+    if per_group(x) and bounds:
+        epilog = E.BGRADB if want_db else None
+        problems = [(x[s:e].mT, g[s:e], dw[k].mT, epilog, None) for k, s, e in bounds]
+        made = _run_slices(problems)
+        if made is not None:
+            if not want_db:
+                return dw, None
+            parts = torch.stack([m["bgradb"].reshape(-1) for m in made]).to(w.dtype)
+            if len(bounds) == len(counts):
+                return dw, parts
+            db = w.new_zeros(w.shape[:2])
+            db[[k for k, _, _ in bounds]] = parts
+            return dw, db
+    _grouped_mm([g[s:e].T for _, s, e in bounds], [x[s:e] for _, s, e in bounds],
+                [dw[k] for k, _, _ in bounds], 0.0)  # fmt: skip
+    if not want_db:
+        return dw, None
+    rows = torch.tensor(counts, device=g.device)
+    ids = torch.repeat_interleave(torch.arange(len(counts), device=g.device), rows, output_size=g.shape[0])
+    db = torch.zeros((len(counts), g.shape[1]), dtype=torch.float32, device=g.device)
+    return dw, db.index_add_(0, ids, g.float()).to(w.dtype)
+
+
+def _input_grad(g: Any, x: Any, w: Any, bounds: list) -> Any:
+    """``dx_g = g_g @ w_g`` into slices of one ``dx`` (rows of groups without tokens: none)."""
+    dx = x.new_empty(x.shape)
+    if per_group(x) and bounds:
+        if _run_slices([(g[s:e], w[k], dx[s:e], None, None) for k, s, e in bounds]) is not None:
+            return dx
+    _grouped_mm([g[s:e] for _, s, e in bounds], [w[k] for k, _, _ in bounds],
+                [dx[s:e] for _, s, e in bounds], 0.0)  # fmt: skip
+    return dx
+
+
+def grouped_forward(x: Any, w: Any, b: Any, counts: list[int]) -> Any:
+    """``y`` of :func:`grouped_linear` (checked operands, ``x`` contiguous; no autograd)."""
+    return _forward(x, w, b, counts, _bounds(counts))
+
+
+def grouped_backward(
+    g: Any, x: Any, w: Any, counts: list[int], has_bias: bool, needs: tuple[bool, ...]
+) -> tuple[Any, Any, Any]:
+    """``(dx, dw, db)`` of :func:`grouped_forward` (``None`` where ``needs`` says not needed)."""
+    bounds = _bounds(counts)
+    g = g.contiguous()
+    dx = dw = db = None
+    want_db = has_bias and needs[2]
+    if needs[1] or want_db:
+        dw, db = _weight_grad(g, x, w, counts, bounds, want_db)
+        dw = dw if needs[1] else None
+    if needs[0]:
+        dx = _input_grad(g, x, w, bounds)
+    return dx, dw, db
