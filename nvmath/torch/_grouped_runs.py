@@ -121,8 +121,8 @@ class SliceRuns:
         """The runs of every problem (planning those seen before), or ``None`` when one of them cannot
         run so now: less aligned than :data:`D_ALIGNMENT`, seen for the first time, not plannable inside
         a CUDA graph capture, or not a plan that runs on addresses into its ``d``."""
-        if not problems or len(problems) > MAX_PER_GROUP_LAUNCHES:
-            return None
+        if not problems or len(problems) > min(MAX_PER_GROUP_LAUNCHES, self._cache.maxsize):
+            return None  # (a product's planners must all fit: none evicts another of the same call)
         keys = [self._key(p) for p in problems]
         if any(k is None for k in keys):
             return None
