@@ -20,6 +20,9 @@
 * ``moe-8x-routed-loop``: the same layer with new token counts every step (a seeded draw of 1,024
   routings cycled, as a router would give; same sequence for both libraries): nvmath's first sighting
   of a routing runs one grouped launch per product, so this row measures that path against the loop.
+* ``moe-8x-uneven-fp8-{delayed,current}-loop``: the ``moe-8x-uneven`` layer as
+  ``GroupedLinear(fp8=recipe)`` (each expert the library's FP8 Linear, its own scaling state; the
+  weights' FP8 copies remade every step, as after an optimizer step) against the torch bf16 loop.
 """
 
 from __future__ import annotations
@@ -180,7 +183,8 @@ def _moe_nvmath(ctx: Any) -> Any:
     fn = lambda: torch.autograd.grad(nt.grouped_linear(x, w, b, counts), [x, w, b], grad_outputs=g)
     fn()
     fn()  # (the second sighting of these counts plans the per-group GEMMs)
-    how = "per-group cuBLASLt GEMMs" if _grouped_runs.default_runs.planned else "one grouped launch per product"
+    planned = _grouped_runs.default_runs.planned
+    how = "per-group cuBLASLt GEMMs" if planned else "one grouped launch per product"
     return Prepared(fn, note=f"GroupedLinear: {how}")
 
 
@@ -285,3 +289,40 @@ register(
         "GroupedLinear vs a torch loop of F.linear",
     )
 )
+
+
+def _moe_fp8_nvmath(recipe_name: str):
+    def setup(ctx: Any) -> Any:
+        torch = _fp8_torch(ctx)
+        import nvmath.torch as nt
+        from nvmath.torch import fp8
+
+        recipe = {"delayed": fp8.DelayedScaling(), "current": fp8.CurrentScaling()}[recipe_name]
+        _, x, g, _ = _moe_inputs(ctx)
+        layer = nt.GroupedLinear(
+            len(MOE_COUNTS), MOE_IN, MOE_OUT, device="cuda", dtype=torch.bfloat16, fp8=recipe
+        )
+        params = [x, layer.weight, layer.bias]
+        counts = list(MOE_COUNTS)
+
+        def step() -> Any:
+            _bump(torch, [layer.weight])
+            return torch.autograd.grad(layer(x, counts), params, grad_outputs=g)
+
+        step()  # plans the FP8 GEMMs (not timed)
+        return Prepared(step, note=f"GroupedLinear(fp8={type(recipe).__name__}()): per-expert FP8 Linear")
+
+    return setup
+
+
+for _recipe in ("delayed", "current"):
+    register(
+        Case(
+            suite="torch",
+            name=f"moe-8x-uneven-fp8-{_recipe}-loop",
+            setups={"nvmath": _moe_fp8_nvmath(_recipe), "torch": _moe_loop},
+            flops=MOE_FLOPS,
+            description=f"8 experts 4096->2048, 16384 uneven tokens, fwd+bwd: nvmath FP8 GroupedLinear "
+            f"({_recipe} scaling) vs a torch bf16 loop of F.linear",
+        )
+    )

@@ -18,10 +18,10 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from nvmath.torch import _grouped_ops
+from nvmath.torch import _fp8_hooks, _grouped_ops
 from nvmath.torch._grouped_kernels import grouped_backward, grouped_forward, per_group
 
-__all__ = ["GroupedLinear", "check_counts", "grouped_linear"]
+__all__ = ["GroupedLinear", "check_counts", "check_operands", "grouped_linear"]
 
 _SEQUENCE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -81,19 +81,12 @@ class GroupedLinearFn(torch.autograd.Function):
         return (*grouped_backward(g, x, w, ctx.counts, ctx.has_bias, needs), None)
 
 
-def grouped_linear(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, counts: Any
-) -> torch.Tensor:
-    """``x[group g's rows] @ weight[g].T + bias[g]`` for every group (see the module docstring).
-
-    Args:
-        x: ``(tokens, in_features)``, the tokens grouped by group (group 0's first).
-        weight: ``(num_groups, out_features, in_features)``.
-        bias: ``(num_groups, out_features)`` or ``None``.
-        counts: tokens per group: a 1-D integer tensor or a sequence of ints, summing to ``tokens``.
+def check_operands(x: Any, weight: Any, bias: Any, counts: Any) -> list[int]:
+    """Check a grouped Linear call's operands (types, dtypes, devices, shapes) and its counts (see
+    :func:`check_counts`), before any launch; return the counts as host ints.
 
     Raises:
-        TypeError, ValueError: bad counts, shapes, dtypes or devices (before any launch).
+        TypeError, RuntimeError, ValueError: as :func:`grouped_linear` says.
     """
     for name, t in (("input", x), ("weight", weight), ("bias", bias)):
         if t is not None and not isinstance(t, torch.Tensor):
@@ -113,7 +106,24 @@ def grouped_linear(
         )
     if bias is not None and tuple(bias.shape) != tuple(weight.shape[:2]):
         raise RuntimeError(f"bias must have shape {tuple(weight.shape[:2])}; got {tuple(bias.shape)}")
-    values = check_counts(counts, weight.shape[0], x.shape[0])
+    return check_counts(counts, weight.shape[0], x.shape[0])
+
+
+def grouped_linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, counts: Any
+) -> torch.Tensor:
+    """``x[group g's rows] @ weight[g].T + bias[g]`` for every group (see the module docstring).
+
+    Args:
+        x: ``(tokens, in_features)``, the tokens grouped by group (group 0's first).
+        weight: ``(num_groups, out_features, in_features)``.
+        bias: ``(num_groups, out_features)`` or ``None``.
+        counts: tokens per group: a 1-D integer tensor or a sequence of ints, summing to ``tokens``.
+
+    Raises:
+        TypeError, ValueError: bad counts, shapes, dtypes or devices (before any launch).
+    """
+    values = check_operands(x, weight, bias, counts)
     if torch.compiler.is_compiling() and per_group(x):  # (the custom op: no addresses in a trace)
         return _grouped_ops.grouped_linear_op(x.contiguous(), weight, bias, values)
     return GroupedLinearFn.apply(x.contiguous(), weight, bias, values)
@@ -127,6 +137,9 @@ class GroupedLinear(torch.nn.Module):
         in_features, out_features: as ``torch.nn.Linear``.
         bias: learn a bias per group.
         device, dtype: of the parameters.
+        fp8: an :mod:`nvmath.torch.fp8` recipe: run each group's GEMMs in FP8 (forward and backward)
+            with a scaling state per group in ``fp8_states`` (in ``state_dict``); ``None``: FP8 only
+            inside an :func:`nvmath.torch.fp8_autocast` block. See :mod:`._grouped_fp8`.
 
     Parameters: ``weight`` (num_groups, out_features, in_features), ``bias`` (num_groups, out_features),
     each group initialised as ``torch.nn.Linear`` initialises its parameters.
@@ -134,7 +147,7 @@ class GroupedLinear(torch.nn.Module):
 
     def __init__(
         self, num_groups: int, in_features: int, out_features: int, bias: bool = True, device: Any = None,
-        dtype: Any = None,
+        dtype: Any = None, *, fp8: Any = None,
     ):  # fmt: skip
         super().__init__()
         if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
@@ -147,6 +160,9 @@ class GroupedLinear(torch.nn.Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        from nvmath.torch import _grouped_fp8
+
+        _grouped_fp8.setup(self, fp8, device)
 
     def reset_parameters(self) -> None:
         """Each group as ``torch.nn.Linear``: Kaiming-uniform weight, uniform bias in +-1/sqrt(in_features)."""
@@ -158,10 +174,14 @@ class GroupedLinear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, counts: Any) -> torch.Tensor:
         """``(tokens, out_features)`` from ``x`` (tokens, in_features) grouped by group and ``counts``."""
+        if self.fp8 is not None or _fp8_hooks.autocast_on():  # FP8 (nvmath.torch.fp8): its own module
+            from nvmath.torch import _grouped_fp8
+
+            return _grouped_fp8.grouped_fp8_forward(self, x, counts)
         return grouped_linear(x, self.weight, self.bias, counts)
 
     def extra_repr(self) -> str:
         return (
             f"num_groups={self.num_groups}, in_features={self.in_features}, out_features={self.out_features}, "
-            f"bias={self.bias is not None}"
+            f"bias={self.bias is not None}" + (f", fp8={self.fp8!r}" if self.fp8 is not None else "")
         )
