@@ -124,8 +124,9 @@ def _weight_grad(
         return dw, None
     rows = torch.tensor(counts, device=g.device)
     ids = torch.repeat_interleave(torch.arange(len(counts), device=g.device), rows, output_size=g.shape[0])
-    db = torch.zeros((len(counts), g.shape[1]), dtype=torch.float32, device=g.device)
-    return dw, db.index_add_(0, ids, g.float()).to(w.dtype)
+    acc = torch.promote_types(g.dtype, torch.float32)  # (bf16 / fp16 sums in float32; float64 in float64)
+    db = torch.zeros((len(counts), g.shape[1]), dtype=acc, device=g.device)
+    return dw, db.index_add_(0, ids, g.to(acc)).to(w.dtype)
 
 
 def _input_grad(g: Any, x: Any, w: Any, bounds: list) -> Any:

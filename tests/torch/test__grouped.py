@@ -314,6 +314,23 @@ def test_traced_gpu_layer_runs_the_custom_op(slice_runs, monkeypatch):
     assert rel(got[0], xd.grad) < 1e-12 and rel(got[1], w.grad) < 1e-12 and rel(got[2], b.grad) < 1e-12
 
 
+def test_fullgraph_compile_through_the_custom_op_with_changing_counts(monkeypatch):
+    """A GPU layer compiles with fullgraph=True through nvmath::grouped_linear (here its kernels run the
+    CPU loop) and stays equal to the loop of nn.Linear as the counts change (a dynamic counts list)."""
+    from nvmath.torch import _grouped
+
+    monkeypatch.setattr(_grouped, "per_group", lambda t: True)  # (route as a GPU layer; the op runs the loop)
+    torch.manual_seed(5)
+    layer = nt.GroupedLinear(3, 8, 4, dtype=torch.float64)
+    compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
+    for counts in ([3, 0, 7], [2, 4, 4], [5, 5, 0]):
+        x = torch.randn(10, 8, dtype=torch.float64, requires_grad=True)
+        got = torch.autograd.grad(compiled(x, counts).square().sum(), [x, layer.weight, layer.bias])
+        want, xd, w, b = loop_reference(layer, x, counts)
+        want.square().sum().backward()
+        assert rel(got[0], xd.grad) < 1e-12 and rel(got[1], w.grad) < 1e-12 and rel(got[2], b.grad) < 1e-12
+
+
 # ---------------------------------------------------------------- GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
