@@ -70,10 +70,7 @@ def per_group(t: Any) -> bool:
 def _run_slices(problems: list) -> list | None:
     """Run per-group products into their slices (:mod:`._grouped_runs`): their aux outputs, or ``None``
     when they run as one grouped launch instead (nothing was run)."""
-    runs = _grouped_runs.default_runs.runs(problems)
-    if runs is None:
-        return None
-    return [run(a, b, d, inputs) for run, (a, b, d, _, inputs) in zip(runs, problems)]
+    return _grouped_runs.default_runs.run(problems)
 
 
 def _forward(x: Any, w: Any, b: Any, counts: list[int], bounds: list) -> Any:

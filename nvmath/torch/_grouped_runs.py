@@ -117,6 +117,16 @@ class SliceRuns:
             self._cache.clear()
             self._seen.clear()
 
+    def run(self, problems: Sequence[Problem]) -> list | None:
+        """Run every problem into its ``d`` (planning those seen often enough): their aux outputs (a
+        dict or ``None`` each), or ``None`` when one of them cannot run so now (then none ran): see
+        :meth:`runs`."""
+        with self._lock:  # (no other thread evicts a planner between the lookup and its run)
+            runs = self.runs(problems)
+            if runs is None:
+                return None
+            return [r(a, b, d, inputs) for r, (a, b, d, _, inputs) in zip(runs, problems)]
+
     def runs(self, problems: Sequence[Problem]) -> list[_Run] | None:
         """The runs of every problem (planning those seen before), or ``None`` when one of them cannot
         run so now: less aligned than :data:`D_ALIGNMENT`, seen for the first time, not plannable inside
