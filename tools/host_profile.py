@@ -16,7 +16,8 @@ A Linear training step is also split: the forward with grad, the backward alone 
 graph)``: one graph's backward run again and again, for nvmath and for ``F.linear``) and a Python
 ``torch.autograd.Function`` around torch's products (``Python Function(F.linear)``). A GroupedLinear
 step of 8 groups (``nvmath.torch.grouped_linear fwd+bwd``) has a torch loop of ``F.linear`` beside it
-(``F.linear loop fwd+bwd``): the host cost of one launch per group. On CUDA tensors
+(``F.linear loop fwd+bwd``): the host cost of one launch per group (from ``--size 1024`` on, where
+each group's product reaches ``MIN_FLOPS_PER_GROUP``; smaller sizes run the grouped launch). On CUDA tensors
 torch runs a Python backward on its autograd device thread: the profiled shares then mix that thread
 with the calling thread's wait (on Python 3.12+ cProfile sees every thread); read the totals.
 

@@ -11,8 +11,8 @@ preallocated output (nothing concatenated):
   one (see :mod:`._grouped_runs` for the measurements and why cuBLASLt 13.1 offers no grouped GEMM).
   A problem is planned at its second sighting, so counts that change every step plan nothing;
 * **one grouped launch per product** (counts seen for the first time, more than
-  :data:`~._grouped_runs.MAX_PER_GROUP_LAUNCHES` groups with tokens, output slices less than 256-byte
-  aligned, CPU tensors): on the GPU one call of :func:`nvmath.linalg.matmul` on the sequence of the
+  :data:`~._grouped_runs.MAX_PER_GROUP_LAUNCHES` groups with tokens, less work per group than
+  :data:`~._grouped_runs.MIN_FLOPS_PER_GROUP`, output slices less than 256-byte aligned, CPU tensors): on the GPU one call of :func:`nvmath.linalg.matmul` on the sequence of the
   groups' problems (``cublasGemmGroupedBatchedEx`` for bfloat16 / float16,
   ``cublas[SD]gemmGroupedBatched`` for float32 / float64), in place (``MatmulOptions(inplace=True)``);
   on the CPU a loop of torch matmuls (what ``torch.compile`` traces there). ``y`` starts as each

@@ -35,11 +35,18 @@ from nvmath.linalg.advanced._direct import AddressRun, address_run_possible
 from nvmath.torch._capture import capturing
 from nvmath.torch._planners import SMALL_PRODUCT_SIDE, SMALL_PRODUCT_WORKSPACE
 
-__all__ = ["MAX_PER_GROUP_LAUNCHES", "Problem", "SliceRuns", "default_runs"]
+__all__ = ["MAX_PER_GROUP_LAUNCHES", "MIN_FLOPS_PER_GROUP", "Problem", "SliceRuns", "default_runs"]
 
 MAX_PER_GROUP_LAUNCHES = 32
 """Products of more groups with tokens than this stay one grouped launch (the host cost of one
 launch per group, ~10-15 us each, outgrows the grouped kernel's loss with many small groups)."""
+
+MIN_FLOPS_PER_GROUP = 2e9
+"""Products of less work per group with tokens than this stay one grouped launch: there the GPU
+runs each group's GEMM faster than the host launches it (~10-15 us of host time per launch, against
+one for the grouped GEMM), so the faster per-group kernels would not show. An estimate (2 GFLOP is
+~3-10 us of an H200's bfloat16 GEMM time at these sizes); the benchmark rows and
+``tools/host_profile.py`` measure both sides."""
 
 D_ALIGNMENT = 256
 """A planned out-of-place product writes its result assuming this pointer alignment (the planner
@@ -128,11 +135,15 @@ class SliceRuns:
             return [r(a, b, d, inputs) for r, (a, b, d, _, inputs) in zip(runs, problems)]
 
     def runs(self, problems: Sequence[Problem]) -> list[_Run] | None:
-        """The runs of every problem (planning those seen before), or ``None`` when one of them cannot
-        run so now: less aligned than :data:`D_ALIGNMENT`, seen for the first time, not plannable inside
+        """The runs of every problem (planning those seen before), or ``None`` when they do not run so
+        now: more than :data:`MAX_PER_GROUP_LAUNCHES`, less work than :data:`MIN_FLOPS_PER_GROUP` per
+        group, one less aligned than :data:`D_ALIGNMENT`, seen for the first time, not plannable inside
         a CUDA graph capture, or not a plan that runs on addresses into its ``d``."""
         if not problems or len(problems) > min(MAX_PER_GROUP_LAUNCHES, self._cache.maxsize):
             return None  # (a product's planners must all fit: none evicts another of the same call)
+        work = sum(a.shape[-2] * a.shape[-1] * b.shape[-1] for a, b, *_ in problems)
+        if 2 * work < MIN_FLOPS_PER_GROUP * len(problems):
+            return None
         keys = [self._key(p) for p in problems]
         if any(k is None for k in keys):
             return None

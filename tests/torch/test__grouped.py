@@ -132,6 +132,7 @@ def slice_runs(nt, fake_gpu, monkeypatch):
 
     runs = _grouped_runs.SliceRuns(plan_after=1)
     monkeypatch.setattr(_grouped_runs, "D_ALIGNMENT", 16)
+    monkeypatch.setattr(_grouped_runs, "MIN_FLOPS_PER_GROUP", 0)  # (the tests' products are tiny)
     monkeypatch.setattr(_grouped_runs, "default_runs", runs)
     yield runs
     runs.clear()
@@ -203,6 +204,7 @@ def test_first_sighting_runs_the_grouped_launch_then_plans(nt, fake_gpu, monkeyp
 
     runs = _grouped_runs.SliceRuns()
     monkeypatch.setattr(_grouped_runs, "D_ALIGNMENT", 16)
+    monkeypatch.setattr(_grouped_runs, "MIN_FLOPS_PER_GROUP", 0)
     monkeypatch.setattr(_grouped_runs, "default_runs", runs)
     launched = _no_grouped_launch(monkeypatch)
     counts = [4, 8, 4]
@@ -217,9 +219,10 @@ def test_first_sighting_runs_the_grouped_launch_then_plans(nt, fake_gpu, monkeyp
     runs.clear()
 
 
-def test_unaligned_slices_and_many_groups_run_the_grouped_launch(slice_runs, monkeypatch):
-    """Output slices less aligned than cuBLASLt's planned result, and more groups than
-    MAX_PER_GROUP_LAUNCHES, keep the one grouped launch per product (results still the loop's)."""
+def test_unaligned_slices_many_groups_and_small_work_run_the_grouped_launch(slice_runs, monkeypatch):
+    """Output slices less aligned than cuBLASLt's planned result, more groups than
+    MAX_PER_GROUP_LAUNCHES, and products of less work per group than MIN_FLOPS_PER_GROUP keep the one
+    grouped launch per product (results still the loop's)."""
     from nvmath.torch import _grouped_runs
 
     launched = _no_grouped_launch(monkeypatch)
@@ -232,6 +235,11 @@ def test_unaligned_slices_and_many_groups_run_the_grouped_launch(slice_runs, mon
     x = torch.randn(n * 2, 4, dtype=torch.float64)
     want = loop_reference(many, x, [2] * n)[0]
     assert rel(many(x, [2] * n).detach(), want.detach()) < 1e-12 and launched[-1] == n
+    monkeypatch.setattr(_grouped_runs, "MIN_FLOPS_PER_GROUP", 2 * 4 * 8 * 8 + 1)  # (one flop short)
+    layer = nt.GroupedLinear(2, 8, 8, dtype=torch.float64)
+    x = torch.randn(8, 8, dtype=torch.float64)
+    want = loop_reference(layer, x, [4, 4])[0]
+    assert rel(layer(x, [4, 4]).detach(), want.detach()) < 1e-12 and launched[-1] == 2
     assert len(slice_runs) == 0
 
 
@@ -391,6 +399,7 @@ def test_gpu_per_group_products_bf16_steps(bias, monkeypatch):
 
     runs = _grouped_runs.SliceRuns()
     monkeypatch.setattr(_grouped_runs, "default_runs", runs)
+    monkeypatch.setattr(_grouped_runs, "MIN_FLOPS_PER_GROUP", 0)  # (small products: per group all the same)
     launched = []
     real = _grouped_kernels._grouped_mm
     monkeypatch.setattr(_grouped_kernels, "_grouped_mm", lambda *a: (launched.append(len(a[0])), real(*a)))
