@@ -16,7 +16,8 @@ preallocated output (nothing concatenated):
   groups' problems (``cublasGemmGroupedBatchedEx`` for bfloat16 / float16,
   ``cublas[SD]gemmGroupedBatched`` for float32 / float64), in place (``MatmulOptions(inplace=True)``);
   on the CPU a loop of torch matmuls (what ``torch.compile`` traces there). ``y`` starts as each
-  row's bias (``beta = 1``); ``db`` is one segmented reduction (``index_add``).
+  row's bias (``beta = 1``); ``db`` is one column sum per group (float32 sums for bfloat16 / float16:
+  the ``index_add`` it replaces took 221 us per step on the H200 benchmark).
 
 Groups with no token are left out of the products (their ``dw`` and ``db`` are zero).
 """
@@ -109,21 +110,26 @@ def _weight_grad(
         if made is not None:
             if not want_db:
                 return dw, None
-            parts = torch.stack([m["bgradb"].reshape(-1) for m in made]).to(w.dtype)
-            if len(bounds) == len(counts):
-                return dw, parts
-            db = w.new_zeros(w.shape[:2])
-            db[[k for k, _, _ in bounds]] = parts
-            return dw, db
+            return dw, _by_group([m["bgradb"].reshape(-1) for m in made], bounds, w)
     _grouped_mm([g[s:e].T for _, s, e in bounds], [x[s:e] for _, s, e in bounds],
                 [dw[k] for k, _, _ in bounds], 0.0)  # fmt: skip
     if not want_db:
         return dw, None
-    rows = torch.tensor(counts, device=g.device)
-    ids = torch.repeat_interleave(torch.arange(len(counts), device=g.device), rows, output_size=g.shape[0])
     acc = torch.promote_types(g.dtype, torch.float32)  # (bf16 / fp16 sums in float32; float64 in float64)
-    db = torch.zeros((len(counts), g.shape[1]), dtype=acc, device=g.device)
-    return dw, db.index_add_(0, ids, g.to(acc)).to(w.dtype)
+    return dw, _by_group([g[s:e].sum(0, dtype=acc) for _, s, e in bounds], bounds, w)
+
+
+def _by_group(parts: list, bounds: list, w: Any) -> Any:
+    """The ``(num_groups, N)`` stack of ``parts`` (one row per group with tokens, in ``bounds``' order),
+    zero rows for the other groups, in ``w``'s dtype."""
+    if not parts:
+        return w.new_zeros(w.shape[:2])
+    if len(parts) < w.shape[0]:
+        rows = [parts[0].new_zeros(parts[0].shape)] * w.shape[0]
+        for (k, _, _), part in zip(bounds, parts):
+            rows[k] = part
+        parts = rows
+    return torch.stack(parts).to(w.dtype)
 
 
 def _input_grad(g: Any, x: Any, w: Any, bounds: list) -> Any:
