@@ -142,8 +142,8 @@ class SliceRuns:
         if not problems or len(problems) > min(MAX_PER_GROUP_LAUNCHES, self._cache.maxsize):
             return None  # (a product's planners must all fit: none evicts another of the same call)
         work = sum(a.shape[-2] * a.shape[-1] * b.shape[-1] for a, b, *_ in problems)
-        if 2 * work < MIN_FLOPS_PER_GROUP * len(problems):
-            return None
+        if not work or 2 * work < MIN_FLOPS_PER_GROUP * len(problems):
+            return None  # (an empty product (no features) has nothing to launch either way)
         keys = [self._key(p) for p in problems]
         if any(k is None for k in keys):
             return None
