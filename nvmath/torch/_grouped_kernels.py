@@ -9,21 +9,26 @@ preallocated output (nothing concatenated):
   dgrad ``dx_g = dy_g @ w_g``; wgrad ``dw_g.T = x_g.T @ dy_g`` with the bias gradient from the same GEMM
   (``BGRADB``). On Hopper these run cuBLASLt's sm90 kernels, where cuBLAS's grouped GEMM runs an sm80
   one (see :mod:`._grouped_runs` for the measurements and why cuBLASLt 13.1 offers no grouped GEMM).
-  A problem is planned at its second sighting, so counts that change every step plan nothing;
+  A problem is planned at its second sighting, so counts that change every step plan nothing; a
+  product seen before replays its recorded launches on its operands' addresses plus offsets (no
+  views, no per-group keys: the host cost per group is one cuBLASLt launch);
 * **one grouped launch per product** (counts seen for the first time, more than
   :data:`~._grouped_runs.MAX_PER_GROUP_LAUNCHES` groups with tokens, less work per group than
-  :data:`~._grouped_runs.MIN_FLOPS_PER_GROUP`, output slices less than 256-byte aligned, CPU tensors): on the GPU one call of :func:`nvmath.linalg.matmul` on the sequence of the
-  groups' problems (``cublasGemmGroupedBatchedEx`` for bfloat16 / float16,
-  ``cublas[SD]gemmGroupedBatched`` for float32 / float64), in place (``MatmulOptions(inplace=True)``);
-  on the CPU a loop of torch matmuls (what ``torch.compile`` traces there). ``y`` starts as each
-  row's bias (``beta = 1``); ``db`` is one column sum per group (float32 sums for bfloat16 / float16:
-  the ``index_add`` it replaces took 221 us per step on the H200 benchmark).
+  :data:`~._grouped_runs.MIN_FLOPS_PER_GROUP`, output slices less than 256-byte aligned, the per-group
+  path switched off (``default_runs.enabled = False``), CPU tensors): on the GPU one call of
+  :func:`nvmath.linalg.matmul` on the sequence of the groups' problems
+  (``cublasGemmGroupedBatchedEx`` for bfloat16 / float16, ``cublas[SD]gemmGroupedBatched`` for float32
+  / float64), in place (``MatmulOptions(inplace=True)``); on the CPU a loop of torch matmuls (what
+  ``torch.compile`` traces there). ``y`` starts as each row's bias (``beta = 1``); ``db`` is one column
+  sum per group (float32 sums for bfloat16 / float16: the ``index_add`` it replaces took 221 us per
+  step on the H200 benchmark).
 
 Groups with no token are left out of the products (their ``dw`` and ``db`` are zero).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -68,23 +73,26 @@ def per_group(t: Any) -> bool:
     return t.device.type in _functional.FUSED_DEVICE_TYPES
 
 
-def _run_slices(problems: list) -> list | None:
-    """Run per-group products into their slices (:mod:`._grouped_runs`): their aux outputs, or ``None``
-    when they run as one grouped launch instead (nothing was run)."""
-    return _grouped_runs.default_runs.run(problems)
+def _run_slices(kind: tuple, bases: tuple, problems: Callable[[], list]) -> list | None:
+    """Run per-group products into their slices (:meth:`._grouped_runs.SliceRuns.run_product`): their
+    aux outputs, or ``None`` when they run as one grouped launch instead (nothing was run)."""
+    return _grouped_runs.default_runs.run_product(kind, bases, problems)
 
 
 def _forward(x: Any, w: Any, b: Any, counts: list[int], bounds: list) -> Any:
     """``y`` of :class:`GroupedLinearFn`: per-group GEMMs with the bias fused, or one grouped launch."""
     y = x.new_empty((x.shape[0], w.shape[1]))  # (a group without tokens has no rows)
     if per_group(x) and bounds:
+        kind = ("forward", b is not None, tuple(counts))
         if b is None:
-            problems = [(x[s:e], w[k].mT, y[s:e], None, None) for k, s, e in bounds]
+            made = _run_slices(kind, (x, w, y, None), lambda: [
+                (x[s:e], w[k].mT, y[s:e], None, None) for k, s, e in bounds
+            ])  # fmt: skip
         else:  # y_g.T = w_g @ x_g.T + b_g[:, None]: the bias along D's rows (cuBLASLt's BIAS)
-            problems = [
+            made = _run_slices(kind, (w, x, y, b), lambda: [
                 (w[k], x[s:e].mT, y[s:e].mT, E.BIAS, {"bias": b[k].view(-1, 1)}) for k, s, e in bounds
-            ]
-        if _run_slices(problems) is not None:
+            ])  # fmt: skip
+        if made is not None:
             return y
     if b is not None:
         rows = torch.tensor(counts, device=b.device)
@@ -105,8 +113,9 @@ def _weight_grad(
             dw[k].zero_()
     if per_group(x) and bounds:
         epilog = E.BGRADB if want_db else None
-        problems = [(x[s:e].mT, g[s:e], dw[k].mT, epilog, None) for k, s, e in bounds]
-        made = _run_slices(problems)
+        made = _run_slices(("wgrad", want_db, tuple(counts)), (x, g, dw, None), lambda: [
+            (x[s:e].mT, g[s:e], dw[k].mT, epilog, None) for k, s, e in bounds
+        ])  # fmt: skip
         if made is not None:
             if not want_db:
                 return dw, None
@@ -132,11 +141,14 @@ def _by_group(parts: list, bounds: list, w: Any) -> Any:
     return torch.stack(parts).to(w.dtype)
 
 
-def _input_grad(g: Any, x: Any, w: Any, bounds: list) -> Any:
+def _input_grad(g: Any, x: Any, w: Any, counts: list[int], bounds: list) -> Any:
     """``dx_g = g_g @ w_g`` into slices of one ``dx`` (rows of groups without tokens: none)."""
     dx = x.new_empty(x.shape)
     if per_group(x) and bounds:
-        if _run_slices([(g[s:e], w[k], dx[s:e], None, None) for k, s, e in bounds]) is not None:
+        made = _run_slices(("dgrad", tuple(counts)), (g, w, dx, None), lambda: [
+            (g[s:e], w[k], dx[s:e], None, None) for k, s, e in bounds
+        ])  # fmt: skip
+        if made is not None:
             return dx
     _grouped_mm([g[s:e] for _, s, e in bounds], [w[k] for k, _, _ in bounds],
                 [dx[s:e] for _, s, e in bounds], 0.0)  # fmt: skip
@@ -160,5 +172,5 @@ def grouped_backward(
         dw, db = _weight_grad(g, x, w, counts, bounds, want_db)
         dw = dw if needs[1] else None
     if needs[0]:
-        dx = _input_grad(g, x, w, bounds)
+        dx = _input_grad(g, x, w, counts, bounds)
     return dx, dw, db

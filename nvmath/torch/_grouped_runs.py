@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from nvmath._internal import caches
@@ -81,11 +81,6 @@ class _Run:
         return self.run(a.data_ptr(), b.data_ptr(), d.data_ptr(), pins)
 
 
-def _free(entry: list) -> None:
-    if entry[0] is not None:
-        entry[0].free()
-
-
 class SliceRuns:
     """Planned per-group products by problem, run on addresses into slices of an output.
 
@@ -107,8 +102,13 @@ class SliceRuns:
                 raise ValueError(f"{name} must be an int >= 1; got {v!r}")
         self._plan_after = plan_after
         self._cache: PlanCache[list] = PlanCache(
-            maxsize, name="nvmath.torch grouped slice runs", on_evict=_free, pinning=True
+            maxsize, name="nvmath.torch grouped slice runs", on_evict=self._evicted, pinning=True
         )
+        # product key -> [(run, a offset, b offset, d offset, input offsets)]: a product's launches with
+        # every address an offset from its operands' base addresses (see run_product)
+        self._products: OrderedDict[tuple, list] = OrderedDict()
+        self.enabled = True
+        """``False`` runs every product as one grouped launch (the per-group path switched off)."""
         self._seen: OrderedDict[tuple, int] = OrderedDict()
         self._seen_max = seen
         self._lock = threading.RLock()
@@ -121,13 +121,63 @@ class SliceRuns:
     def clear(self) -> None:
         """Free every planner and forget the problems seen (not while a CUDA graph using one may replay)."""
         with self._lock:
+            self._products.clear()
             self._cache.clear()
             self._seen.clear()
+
+    def _evicted(self, entry: list) -> None:
+        """Free an evicted planner; forget the product launch lists (one may hold its run)."""
+        self._products.clear()
+        if entry[0] is not None:
+            entry[0].free()
+
+    def run_product(self, kind: Hashable, bases: tuple, problems: Callable[[], list[Problem]]) -> list | None:
+        """:meth:`run` of a product whose problems are views of ``bases`` = ``(A, B, D, bias or None)``
+        (each problem's ``a``, ``b``, ``d`` and bias view the first, second, third and fourth), made by
+        ``problems()`` only when needed.
+
+        The hot path: a product seen before (``kind``, e.g. the counts, and the bases' shapes, strides,
+        dtypes, devices and addresses modulo 256, which fix every view's alignment) replays its
+        launches on the bases' addresses plus the offsets recorded when it was first run: no view,
+        no per-group key.
+        """
+        if not self.enabled:
+            return None
+        ptrs = tuple(0 if t is None else t.data_ptr() for t in bases)
+        key = (kind, *(None if t is None else (t.shape, t.stride(), t.dtype, t.device, p & 255)
+                       for t, p in zip(bases, ptrs)))  # fmt: skip
+        with self._lock:
+            items = self._products.get(key)
+            if items is None or capturing(bases[0]):  # (a capture pins planners: the problems' path)
+                return self._first_product_run(key, ptrs, problems())
+            self._products.move_to_end(key)
+            pa, pb, pd, pi = ptrs
+            return [
+                run(pa + oa, pb + ob, pd + od, (pi + oi[0],) if oi else ()) for run, oa, ob, od, oi in items
+            ]
+
+    def _first_product_run(self, key: tuple, ptrs: tuple, problems: list[Problem]) -> list | None:
+        """Run a product by its problems (lock held) and, when it ran per group, record its launches."""
+        runs = self.runs(problems)
+        if runs is None:
+            return None
+        pa, pb, pd, pi = ptrs
+        items = []
+        for r, (a, b, d, _, inputs) in zip(runs, problems):
+            offsets = tuple(inputs[n].data_ptr() - pi for n in r.names) if inputs else ()  # (the bias: one)
+            items.append((r.run, a.data_ptr() - pa, b.data_ptr() - pb, d.data_ptr() - pd, offsets))
+        made = [r(a, b, d, inputs) for r, (a, b, d, _, inputs) in zip(runs, problems)]
+        self._products[key] = items
+        while len(self._products) > self._cache.maxsize:
+            self._products.popitem(last=False)
+        return made
 
     def run(self, problems: Sequence[Problem]) -> list | None:
         """Run every problem into its ``d`` (planning those seen often enough): their aux outputs (a
         dict or ``None`` each), or ``None`` when one of them cannot run so now (then none ran): see
         :meth:`runs`."""
+        if not self.enabled:
+            return None
         with self._lock:  # (no other thread evicts a planner between the lookup and its run)
             runs = self.runs(problems)
             if runs is None:

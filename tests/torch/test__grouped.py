@@ -243,6 +243,39 @@ def test_unaligned_slices_many_groups_and_small_work_run_the_grouped_launch(slic
     assert len(slice_runs) == 0
 
 
+def test_product_replays_its_launches_on_new_values_without_views(slice_runs):
+    """A product seen before (same counts, bases' layouts and addresses modulo 256) replays its recorded
+    launches (no problem views made) and computes the new values; an eviction forgets the replays; a
+    switched-off SliceRuns runs nothing."""
+    from nvmath.torch import _grouped_runs
+
+    counts, bounds = [4, 0, 8], [(0, 0, 4), (2, 4, 12)]
+    x, w = torch.randn(12, 8, dtype=torch.float64), torch.randn(3, 16, 8, dtype=torch.float64)
+    y = torch.empty(12, 16, dtype=torch.float64)
+
+    def problems():
+        return [(x[s:e], w[k].mT, y[s:e], None, None) for k, s, e in bounds]
+
+    def want():
+        return torch.cat([x[0:4] @ w[0].T, x[4:12] @ w[2].T])
+
+    runs = slice_runs
+    assert runs.run_product(("t", tuple(counts)), (x, w, y, None), problems) is not None
+    torch.testing.assert_close(y, want())
+    x.copy_(torch.randn_like(x))
+    w.copy_(torch.randn_like(w))
+    made = runs.run_product(("t", tuple(counts)), (x, w, y, None), lambda: pytest.fail("views made"))
+    assert made == [None, None]
+    torch.testing.assert_close(y, want())
+    runs._evicted([None, None])  # noqa: SLF001 - an eviction (white-box): the replays are forgotten
+    calls = []
+    runs.run_product(("t", tuple(counts)), (x, w, y, None), lambda: calls.append(1) or problems())
+    assert calls == [1]
+    runs.enabled = False
+    assert runs.run_product(("t", tuple(counts)), (x, w, y, None), lambda: pytest.fail("ran")) is None
+    assert runs.run(problems()) is None and isinstance(_grouped_runs.default_runs, _grouped_runs.SliceRuns)
+
+
 @pytest.mark.parametrize("kw", [{"maxsize": 0}, {"plan_after": 0}, {"seen": True}, {"maxsize": 1.5}])
 def test_slice_runs_bad_arguments(kw):
     """SliceRuns' bounds must be ints >= 1; the message names the argument."""
@@ -295,9 +328,8 @@ def test_custom_ops_pass_opcheck():
     torch.library.opcheck(torch.ops.nvmath.grouped_linear.default, (x, w, b, [3, 0, 7]))
     torch.library.opcheck(torch.ops.nvmath.grouped_linear.default, (x, w, None, [5, 5, 0]))
     g = torch.randn(10, 4, dtype=torch.float64)
-    torch.library.opcheck(
-        torch.ops.nvmath.grouped_linear_backward.default, (g, x.detach(), w.detach(), [3, 0, 7], True, [True] * 3)
-    )
+    args = (g, x.detach(), w.detach(), [3, 0, 7], True, [True] * 3)
+    torch.library.opcheck(torch.ops.nvmath.grouped_linear_backward.default, args)
 
 
 def test_traced_gpu_layer_runs_the_custom_op(slice_runs, monkeypatch):
