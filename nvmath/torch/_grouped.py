@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from nvmath.torch import _fp8_hooks, _grouped_ops
+from nvmath.torch import _grouped_ops
 from nvmath.torch._grouped_kernels import grouped_backward, grouped_forward, per_group
 
 __all__ = ["GroupedLinear", "check_counts", "check_operands", "grouped_linear"]
@@ -137,9 +137,10 @@ class GroupedLinear(torch.nn.Module):
         in_features, out_features: as ``torch.nn.Linear``.
         bias: learn a bias per group.
         device, dtype: of the parameters.
-        fp8: an :mod:`nvmath.torch.fp8` recipe: run each group's GEMMs in FP8 (forward and backward)
-            with a scaling state per group in ``fp8_states`` (in ``state_dict``); ``None``: FP8 only
-            inside an :func:`nvmath.torch.fp8_autocast` block. See :mod:`._grouped_fp8`.
+        fp8: experimental: an :mod:`nvmath.torch.fp8` recipe runs each group as an FP8 Linear layer
+            (forward and backward) with a scaling state per group in ``fp8_states`` (in
+            ``state_dict``); correct but not fast yet (see :mod:`._grouped_fp8`), so
+            :func:`nvmath.torch.fp8_autocast` leaves a ``GroupedLinear`` in its own dtype.
 
     Parameters: ``weight`` (num_groups, out_features, in_features), ``bias`` (num_groups, out_features),
     each group initialised as ``torch.nn.Linear`` initialises its parameters.
@@ -174,7 +175,7 @@ class GroupedLinear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, counts: Any) -> torch.Tensor:
         """``(tokens, out_features)`` from ``x`` (tokens, in_features) grouped by group and ``counts``."""
-        if self.fp8 is not None or _fp8_hooks.autocast_on():  # FP8 (nvmath.torch.fp8): its own module
+        if self.fp8 is not None:  # FP8 (experimental, explicit only: not under fp8_autocast): its own module
             from nvmath.torch import _grouped_fp8
 
             return _grouped_fp8.grouped_fp8_forward(self, x, counts)
