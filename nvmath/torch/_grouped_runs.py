@@ -137,18 +137,22 @@ class SliceRuns:
         ``problems()`` only when needed.
 
         The hot path: a product seen before (``kind``, e.g. the counts, and the bases' shapes, strides,
-        dtypes, devices and addresses modulo 256, which fix every view's alignment) replays its
+        dtypes, devices and addresses modulo :data:`D_ALIGNMENT`, which fix every view's alignment as
+        the problems' keys count it) replays its
         launches on the bases' addresses plus the offsets recorded when it was first run: no view,
         no per-group key.
         """
         if not self.enabled:
             return None
         ptrs = tuple(0 if t is None else t.data_ptr() for t in bases)
-        key = (kind, *(None if t is None else (t.shape, t.stride(), t.dtype, t.device, p & 255)
+        low = D_ALIGNMENT - 1  # (an address modulo D_ALIGNMENT fixes its views' alignments up to it)
+        key = (kind, *(None if t is None else (t.shape, t.stride(), t.dtype, t.device, p & low)
                        for t, p in zip(bases, ptrs)))  # fmt: skip
         with self._lock:
             items = self._products.get(key)
             if items is None or capturing(bases[0]):  # (a capture pins planners: the problems' path)
+                if items is None and not self._seen_before([key]):
+                    return None  # (new counts: no views, no per-group keys, nothing planned)
                 return self._first_product_run(key, ptrs, problems())
             self._products.move_to_end(key)
             pa, pb, pd, pi = ptrs
@@ -157,8 +161,9 @@ class SliceRuns:
             ]
 
     def _first_product_run(self, key: tuple, ptrs: tuple, problems: list[Problem]) -> list | None:
-        """Run a product by its problems (lock held) and, when it ran per group, record its launches."""
-        runs = self.runs(problems)
+        """Run a product by its problems (lock held) and, when it ran per group, record its launches
+        (the product was seen often enough: its problems are planned at once)."""
+        runs = self.runs(problems, seen=True)
         if runs is None:
             return None
         pa, pb, pd, pi = ptrs
@@ -184,11 +189,12 @@ class SliceRuns:
                 return None
             return [r(a, b, d, inputs) for r, (a, b, d, _, inputs) in zip(runs, problems)]
 
-    def runs(self, problems: Sequence[Problem]) -> list[_Run] | None:
+    def runs(self, problems: Sequence[Problem], *, seen: bool = False) -> list[_Run] | None:
         """The runs of every problem (planning those seen before), or ``None`` when they do not run so
         now: more than :data:`MAX_PER_GROUP_LAUNCHES`, less work than :data:`MIN_FLOPS_PER_GROUP` per
         group, one less aligned than :data:`D_ALIGNMENT`, seen for the first time, not plannable inside
-        a CUDA graph capture, or not a plan that runs on addresses into its ``d``."""
+        a CUDA graph capture, or not a plan that runs on addresses into its ``d`` (``seen``: the caller
+        counted the sightings, plan what is missing)."""
         if not problems or len(problems) > min(MAX_PER_GROUP_LAUNCHES, self._cache.maxsize):
             return None  # (a product's planners must all fit: none evicts another of the same call)
         work = sum(a.shape[-2] * a.shape[-1] * b.shape[-1] for a, b, *_ in problems)
@@ -200,7 +206,9 @@ class SliceRuns:
         with self._lock:
             entries = [self._cache.hit(k) for k in keys]
             missing = [i for i, e in enumerate(entries) if e is None]
-            if missing and (capturing(problems[0][0]) or not self._seen_before([keys[i] for i in missing])):
+            if missing and capturing(problems[0][0]):
+                return None
+            if missing and not (seen or self._seen_before([keys[i] for i in missing])):
                 return None
             planned: dict[tuple, list] = {}  # (groups of equal problems share one planner)
             for i in missing:
