@@ -13,12 +13,14 @@ the group's slice of a preallocated output: no concatenation, no zero-fill, the 
 (``BIAS`` epilog) and its gradient out of the weight-gradient GEMM (``BGRADB``).
 
 :class:`SliceRuns` keeps one planner per group problem (shapes, strides, dtypes, pointer alignments,
-epilog), least recently used evicted. The token counts of a mixture-of-experts layer may change
-every step, and planning costs ~0.2 ms of host time per problem; so a problem is planned only when it
-is seen a second time (:meth:`SliceRuns.runs` returns ``None`` on a first sighting, and the caller
-runs the product as one grouped launch): a layer whose counts repeat (fixed routing, a benchmark)
+epilog), least recently used evicted, and for each product run per group the list of its launches
+as offsets from its operands' base addresses (:meth:`SliceRuns.run_product`): a product seen before
+replays that list, so its host cost is the launches themselves. The token counts of a
+mixture-of-experts layer may change every step, and planning costs ~0.2 ms of host time per problem;
+so a product is planned only when it is seen a second time (the first time ``None`` comes back and the
+caller runs one grouped launch): a layer whose counts repeat (fixed-capacity routing, a benchmark)
 plans once and then runs per group; one whose counts never repeat keeps the grouped launch and plans
-nothing.
+nothing. ``SliceRuns.enabled = False`` switches the per-group path off.
 """
 
 from __future__ import annotations
