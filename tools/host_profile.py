@@ -15,7 +15,10 @@ is "mortal" as the benchmark harness's external stream is), the stateless advanc
 and the torch references (``torch.matmul``, ``torch.mm(out=)``, ``F.linear``, ``torch.fft.fft``).
 A Linear training step is also split: the forward with grad, the backward alone (``bwd (retained
 graph)``: one graph's backward run again and again, for nvmath and for ``F.linear``) and a Python
-``torch.autograd.Function`` around torch's products (``Python Function(F.linear)``). On CUDA tensors
+``torch.autograd.Function`` around torch's products (``Python Function(F.linear)``). A GroupedLinear
+step of 8 groups (``nvmath.torch.grouped_linear fwd+bwd``) has a torch loop of ``F.linear`` beside it
+(``F.linear loop fwd+bwd``): the host cost of one launch per group (from ``--size 1024`` on, where
+each group's product reaches ``MIN_FLOPS_PER_GROUP``; smaller sizes run the grouped launch). On CUDA tensors
 torch runs a Python backward on its autograd device thread: the profiled shares then mix that thread
 with the calling thread's wait (on Python 3.12+ cProfile sees every thread); read the totals.
 
@@ -245,6 +248,7 @@ def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[],
     rows.update(_training_rows(nt, xg, wg, bias, gy))
     rows["generic matmul (grad)"] = lambda: nvmath.linalg.matmul(xg, wg)
     rows["torch.matmul (grad)"] = lambda: torch.matmul(xg, wg)
+    rows.update(_grouped_rows(nt, size))
 
     def sync() -> None:
         assert keep is not None or stream == "default"  # (the closure holds the stream alive)
@@ -262,6 +266,32 @@ def _create_plan_free(matmul: Any, a: Any, b: Any, stream: Any = None) -> Callab
         mm.free()
 
     return cycle
+
+
+def _grouped_rows(nt: Any, size: int, groups: int = 8) -> dict[str, Callable[[], Any]]:
+    """A GroupedLinear training step of ``groups`` groups of ``size`` tokens (size x size weights):
+    nvmath's (per-group cuBLASLt products once planned, at the counts' second call) against a torch
+    loop of ``F.linear`` (split, per-group Linear, cat)."""
+    import torch
+
+    dev = torch.device("cuda", 0)
+    x = torch.randn(groups * size, size, device=dev, requires_grad=True)
+    w = torch.randn(groups, size, size, device=dev, requires_grad=True)
+    b = torch.randn(groups, size, device=dev, requires_grad=True)
+    gy = torch.ones(groups * size, size, device=dev)
+    counts = [size] * groups
+    linear = torch.nn.functional.linear
+
+    def loop() -> Any:
+        return torch.cat([linear(xg, w[i], b[i]) for i, xg in enumerate(x.split(counts))])
+
+    def grouped() -> Any:
+        return nt.grouped_linear(x, w, b, counts)
+
+    return {
+        f"nvmath.torch.grouped_linear fwd+bwd ({groups} groups)": lambda: grouped().backward(gy),
+        f"F.linear loop fwd+bwd ({groups} groups)": lambda: loop().backward(gy),
+    }
 
 
 def _training_rows(

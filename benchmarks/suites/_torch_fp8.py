@@ -18,7 +18,14 @@
 * ``moe-8x-uneven-{loop,grouped-mm}``: a ``GroupedLinear`` of 8 experts 4096 -> 2048 on 16384 bf16
   tokens spread 4096/3072/2560/2048/1792/1280/1024/512, forward + backward, against a torch loop of
   ``F.linear`` per expert and against ``torch._grouped_mm`` (skipped where torch lacks it or its
-  backward).
+  backward). The counts repeat every step, so nvmath runs its per-group cuBLASLt GEMMs (planned at
+  the counts' second sighting, during set-up).
+* ``moe-8x-routed-loop``: the same layer with new token counts every step (a seeded draw of 1,024
+  routings cycled, as a router would give; same sequence for both libraries): nvmath's first sighting
+  of a routing runs one grouped launch per product, so this row measures that path against the loop.
+* ``moe-8x-uneven-fp8-{delayed,current}-loop``: the ``moe-8x-uneven`` layer as
+  ``GroupedLinear(fp8=recipe)`` (each expert the library's FP8 Linear, its own scaling state; the
+  weights' FP8 copies remade every step, as after an optimizer step) against the torch bf16 loop.
 """
 
 from __future__ import annotations
@@ -233,11 +240,60 @@ def _moe_inputs(ctx: Any) -> tuple[Any, Any, Any, Any]:
 def _moe_nvmath(ctx: Any) -> Any:
     torch, x, g, (w, b) = _moe_inputs(ctx)
     import nvmath.torch as nt
+    from nvmath.torch import _grouped_runs
 
     counts = list(MOE_COUNTS)
     fn = lambda: torch.autograd.grad(nt.grouped_linear(x, w, b, counts), [x, w, b], grad_outputs=g)
     fn()
-    return Prepared(fn, note="GroupedLinear: one grouped launch per product")
+    fn()  # (the second sighting of these counts plans the per-group GEMMs)
+    planned = _grouped_runs.default_runs.planned
+    how = "per-group cuBLASLt GEMMs" if planned else "one grouped launch per product"
+    return Prepared(fn, note=f"GroupedLinear: {how}")
+
+
+ROUTINGS = 1024
+
+
+def _routings() -> list[list[int]]:
+    """``ROUTINGS`` seeded draws of 8 expert counts summing to the token count (uneven, like a router)."""
+    import numpy as np
+
+    rng = np.random.default_rng(23)
+    tokens = sum(MOE_COUNTS)
+    return [rng.multinomial(tokens, rng.dirichlet(np.full(8, 2.0))).tolist() for _ in range(ROUTINGS)]
+
+
+def _cycle(items: list) -> Any:
+    state = {"i": 0}
+
+    def next_item() -> Any:
+        state["i"] = (state["i"] + 1) % len(items)
+        return items[state["i"]]
+
+    return next_item
+
+
+def _moe_routed_nvmath(ctx: Any) -> Any:
+    torch, x, g, (w, b) = _moe_inputs(ctx)
+    import nvmath.torch as nt
+
+    routing = _cycle(_routings())
+    fn = lambda: torch.autograd.grad(nt.grouped_linear(x, w, b, routing()), [x, w, b], grad_outputs=g)
+    fn()
+    return Prepared(fn, note="GroupedLinear, new counts every step: one grouped launch per product")
+
+
+def _moe_routed_loop(ctx: Any) -> Any:
+    torch, x, g, (w, b) = _moe_inputs(ctx)
+    F = torch.nn.functional
+    routing = _cycle(_routings())
+
+    def fwd() -> Any:
+        return torch.cat([F.linear(xg, w[i], b[i]) for i, xg in enumerate(x.split(routing()))])
+
+    fn = lambda: torch.autograd.grad(fwd(), [x, w, b], grad_outputs=g)
+    fn()
+    return Prepared(fn, note="torch loop of F.linear")
 
 
 def _moe_loop(ctx: Any) -> Any:
@@ -284,5 +340,52 @@ for _name, _baseline, _desc in (
             setups={"nvmath": _moe_nvmath, "torch": _baseline},
             flops=MOE_FLOPS,
             description=f"8 experts 4096->2048, 16384 uneven bf16 tokens, fwd+bwd: nvmath GroupedLinear vs {_desc}",
+        )
+    )
+register(
+    Case(
+        suite="torch",
+        name="moe-8x-routed-loop",
+        setups={"nvmath": _moe_routed_nvmath, "torch": _moe_routed_loop},
+        flops=MOE_FLOPS,
+        description="8 experts 4096->2048, 16384 bf16 tokens routed anew every step, fwd+bwd: nvmath "
+        "GroupedLinear vs a torch loop of F.linear",
+    )
+)
+
+
+def _moe_fp8_nvmath(recipe_name: str):
+    def setup(ctx: Any) -> Any:
+        torch = _fp8_torch(ctx)
+        import nvmath.torch as nt
+        from nvmath.torch import fp8
+
+        recipe = {"delayed": fp8.DelayedScaling(), "current": fp8.CurrentScaling()}[recipe_name]
+        _, x, g, _ = _moe_inputs(ctx)
+        layer = nt.GroupedLinear(
+            len(MOE_COUNTS), MOE_IN, MOE_OUT, device="cuda", dtype=torch.bfloat16, fp8=recipe
+        )
+        params = [x, layer.weight, layer.bias]
+        counts = list(MOE_COUNTS)
+
+        def step() -> Any:
+            _bump(torch, [layer.weight])
+            return torch.autograd.grad(layer(x, counts), params, grad_outputs=g)
+
+        step()  # plans the FP8 GEMMs (not timed)
+        return Prepared(step, note=f"GroupedLinear(fp8={type(recipe).__name__}()): per-expert FP8 Linear")
+
+    return setup
+
+
+for _recipe in ("delayed", "current"):
+    register(
+        Case(
+            suite="torch",
+            name=f"moe-8x-uneven-fp8-{_recipe}-loop",
+            setups={"nvmath": _moe_fp8_nvmath(_recipe), "torch": _moe_loop},
+            flops=MOE_FLOPS,
+            description=f"8 experts 4096->2048, 16384 uneven tokens, fwd+bwd: nvmath FP8 GroupedLinear "
+            f"({_recipe} scaling) vs a torch bf16 loop of F.linear",
         )
     )

@@ -2,8 +2,9 @@
 
 A router sends each token to its top expert; the tokens are sorted by expert, the per-expert counts
 come from ``torch.bincount``, and two ``GroupedLinear`` layers (up and down projections, GELU
-between) run every expert's tokens in one grouped GEMM launch per product on the GPU (the CPU runs
-nvmath's CPU execution of the same grouped call). The output and the gradients are checked against
+between) run every expert's tokens on the GPU as per-expert cuBLASLt GEMMs into slices of one output
+once the counts repeat, else one grouped GEMM launch per product (the CPU runs a loop of torch
+matmuls). The output and the gradients are checked against
 a loop of ``torch.nn.Linear`` per expert, then the layer trains a few steps on generated data.
 """
 

@@ -4,20 +4,10 @@
 ``counts[g]`` rows after those of groups ``0..g-1`` -- ``torch._grouped_mm(x, weight.transpose(-2, -1),
 offs=counts.cumsum(0))`` plus the bias, where the two overlap.
 
-Each product runs as one call of :func:`nvmath.linalg.matmul` on the sequence of the groups' problems
-(an explicit batch): on the GPU one grouped GEMM launch (``cublasGemmGroupedBatchedEx`` for bfloat16
-/ float16, ``cublas[SD]gemmGroupedBatched`` for float32 / float64), on the CPU its CPU execution
-(float32, float64; other CPU dtypes run as a loop of torch matmuls). The results are written in place
-(``MatmulOptions(inplace=True)``) into slices of the output, so nothing is concatenated:
-
-* forward: ``y`` starts as each row's bias (``beta = 1``), then the grouped GEMM adds ``x_g @ w_g.T``;
-* dgrad: ``dx_g = dy_g @ w_g`` into slices of ``dx``, one grouped launch;
-* wgrad: ``dw[g] = dy_g.T @ x_g`` into ``dw``, one grouped launch; ``db[g] = dy_g.sum(0)`` (one
-  segmented reduction, ``index_add``).
-
-Groups with no token are left out of the launches (their ``dw`` and ``db`` are zero). The counts are
-read to the host (one synchronisation for a GPU tensor, as ``torch.split`` by a tensor needs): the
-sizes of a grouped launch are host integers.
+The products run in :mod:`._grouped_kernels` (per-group cuBLASLt GEMMs into slices of one output, or
+one grouped launch per product); under ``torch.compile`` a GPU layer is the custom operators of
+:mod:`._grouped_ops`. The counts are read to the host (one synchronisation for a GPU tensor, as
+``torch.split`` by a tensor needs): the sizes of the GEMMs are host integers.
 """
 
 from __future__ import annotations
@@ -28,11 +18,12 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-__all__ = ["GroupedLinear", "check_counts", "grouped_linear"]
+from nvmath.torch import _grouped_ops
+from nvmath.torch._grouped_kernels import grouped_backward, grouped_forward, per_group
 
-_INPLACE = {"inplace": True}
+__all__ = ["GroupedLinear", "check_counts", "check_operands", "grouped_linear"]
+
 _SEQUENCE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-_CPU_SEQUENCE_DTYPES = (torch.float32, torch.float64)
 
 
 def check_counts(counts: Any, num_groups: int, tokens: int) -> list[int]:
@@ -73,97 +64,29 @@ def check_counts(counts: Any, num_groups: int, tokens: int) -> list[int]:
     return values
 
 
-def _bounds(counts: list[int]) -> list[tuple[int, int, int]]:
-    """``(group, start, stop)`` of the groups with tokens."""
-    out, start = [], 0
-    for g, c in enumerate(counts):
-        if c:
-            out.append((g, start, start + c))
-        start += c
-    return out
-
-
-def _grouped_mm(a: list, b: list, c: list, beta: float) -> None:
-    """``c[i] = a[i] @ b[i] + beta * c[i]`` for every i: one ``nvmath.linalg.matmul`` sequence call (one
-    grouped launch on the GPU), or a torch loop for CPU dtypes the CPU execution does not take."""
-    if not a:
-        return
-    if a[0].is_cuda or a[0].dtype in _CPU_SEQUENCE_DTYPES:
-        from nvmath.linalg import matmul
-
-        if not beta and not a[0].is_cuda:
-            # the CPU execution of an in-place sequence reads c even with beta = 0 (0 * NaN garbage of
-            # an uninitialised c is NaN); cuBLAS does not read c then
-            for z in c:
-                z.zero_()
-        matmul(a, b, c, beta=beta, options=_INPLACE)
-        return
-    for x, y, z in zip(a, b, c):
-        if beta:
-            z.add_(x @ y)
-        else:
-            torch.matmul(x, y, out=z)
-
-
 class GroupedLinearFn(torch.autograd.Function):
-    """``y_g = x_g @ w[g].T + b[g]`` per group, grouped forward, dgrad and wgrad."""
+    """``y_g = x_g @ w[g].T + b[g]`` per group: forward, dgrad and wgrad (see the module notes)."""
 
     @staticmethod
     def forward(ctx: Any, x: Any, w: Any, b: Any, counts: list[int]) -> Any:
-        bounds = _bounds(counts)
-        n = w.shape[1]
-        if b is None:
-            y = x.new_empty((x.shape[0], n))  # (a group without tokens has no rows)
-        else:
-            y = torch.repeat_interleave(
-                b, torch.tensor(counts, device=b.device), dim=0, output_size=x.shape[0]
-            )
-            y = y.to(x.dtype).contiguous()
-        _grouped_mm([x[s:e] for _, s, e in bounds], [w[g].T for g, _, _ in bounds], [y[s:e] for _, s, e in bounds],
-                    1.0 if b is not None else 0.0)  # fmt: skip
         ctx.save_for_backward(x, w)
-        ctx.counts, ctx.bounds, ctx.has_bias = counts, bounds, b is not None
-        return y
+        ctx.counts, ctx.has_bias = counts, b is not None
+        return grouped_forward(x, w, b, counts)
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, g: Any) -> Any:
         x, w = ctx.saved_tensors
-        bounds = ctx.bounds
-        g = g.contiguous()
-        dx = dw = db = None
-        full = len(bounds) == len(ctx.counts)
-        if ctx.needs_input_grad[0]:
-            dx = x.new_empty(x.shape)
-            _grouped_mm([g[s:e] for _, s, e in bounds], [w[k] for k, _, _ in bounds],
-                        [dx[s:e] for _, s, e in bounds], 0.0)  # fmt: skip
-        if ctx.needs_input_grad[1]:
-            dw = w.new_empty(w.shape) if full else w.new_zeros(w.shape)
-            _grouped_mm([g[s:e].T for _, s, e in bounds], [x[s:e] for _, s, e in bounds],
-                        [dw[k] for k, _, _ in bounds], 0.0)  # fmt: skip
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            ids = torch.repeat_interleave(
-                torch.arange(len(ctx.counts), device=g.device), torch.tensor(ctx.counts, device=g.device),
-                output_size=g.shape[0],
-            )  # fmt: skip
-            db = torch.zeros((len(ctx.counts), g.shape[1]), dtype=torch.float32, device=g.device)
-            db = db.index_add_(0, ids, g.float()).to(w.dtype)
-        return dx, dw, db, None
+        needs = tuple(ctx.needs_input_grad[:3])
+        return (*grouped_backward(g, x, w, ctx.counts, ctx.has_bias, needs), None)
 
 
-def grouped_linear(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, counts: Any
-) -> torch.Tensor:
-    """``x[group g's rows] @ weight[g].T + bias[g]`` for every group (see the module docstring).
-
-    Args:
-        x: ``(tokens, in_features)``, the tokens grouped by group (group 0's first).
-        weight: ``(num_groups, out_features, in_features)``.
-        bias: ``(num_groups, out_features)`` or ``None``.
-        counts: tokens per group: a 1-D integer tensor or a sequence of ints, summing to ``tokens``.
+def check_operands(x: Any, weight: Any, bias: Any, counts: Any) -> list[int]:
+    """Check a grouped Linear call's operands (types, dtypes, devices, shapes) and its counts (see
+    :func:`check_counts`), before any launch; return the counts as host ints.
 
     Raises:
-        TypeError, ValueError: bad counts, shapes, dtypes or devices (before any launch).
+        TypeError, RuntimeError, ValueError: as :func:`grouped_linear` says.
     """
     for name, t in (("input", x), ("weight", weight), ("bias", bias)):
         if t is not None and not isinstance(t, torch.Tensor):
@@ -183,7 +106,26 @@ def grouped_linear(
         )
     if bias is not None and tuple(bias.shape) != tuple(weight.shape[:2]):
         raise RuntimeError(f"bias must have shape {tuple(weight.shape[:2])}; got {tuple(bias.shape)}")
-    values = check_counts(counts, weight.shape[0], x.shape[0])
+    return check_counts(counts, weight.shape[0], x.shape[0])
+
+
+def grouped_linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, counts: Any
+) -> torch.Tensor:
+    """``x[group g's rows] @ weight[g].T + bias[g]`` for every group (see the module docstring).
+
+    Args:
+        x: ``(tokens, in_features)``, the tokens grouped by group (group 0's first).
+        weight: ``(num_groups, out_features, in_features)``.
+        bias: ``(num_groups, out_features)`` or ``None``.
+        counts: tokens per group: a 1-D integer tensor or a sequence of ints, summing to ``tokens``.
+
+    Raises:
+        TypeError, ValueError: bad counts, shapes, dtypes or devices (before any launch).
+    """
+    values = check_operands(x, weight, bias, counts)
+    if torch.compiler.is_compiling() and per_group(x):  # (the custom op: no addresses in a trace)
+        return _grouped_ops.grouped_linear_op(x.contiguous(), weight, bias, values)
     return GroupedLinearFn.apply(x.contiguous(), weight, bias, values)
 
 
@@ -195,6 +137,10 @@ class GroupedLinear(torch.nn.Module):
         in_features, out_features: as ``torch.nn.Linear``.
         bias: learn a bias per group.
         device, dtype: of the parameters.
+        fp8: experimental: an :mod:`nvmath.torch.fp8` recipe runs each group as an FP8 Linear layer
+            (forward and backward) with a scaling state per group in ``fp8_states`` (in
+            ``state_dict``); correct but not fast yet (see :mod:`._grouped_fp8`), so
+            :func:`nvmath.torch.fp8_autocast` leaves a ``GroupedLinear`` in its own dtype.
 
     Parameters: ``weight`` (num_groups, out_features, in_features), ``bias`` (num_groups, out_features),
     each group initialised as ``torch.nn.Linear`` initialises its parameters.
@@ -202,7 +148,7 @@ class GroupedLinear(torch.nn.Module):
 
     def __init__(
         self, num_groups: int, in_features: int, out_features: int, bias: bool = True, device: Any = None,
-        dtype: Any = None,
+        dtype: Any = None, *, fp8: Any = None,
     ):  # fmt: skip
         super().__init__()
         if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
@@ -215,6 +161,9 @@ class GroupedLinear(torch.nn.Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        from nvmath.torch import _grouped_fp8
+
+        _grouped_fp8.setup(self, fp8, device)
 
     def reset_parameters(self) -> None:
         """Each group as ``torch.nn.Linear``: Kaiming-uniform weight, uniform bias in +-1/sqrt(in_features)."""
@@ -226,10 +175,14 @@ class GroupedLinear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, counts: Any) -> torch.Tensor:
         """``(tokens, out_features)`` from ``x`` (tokens, in_features) grouped by group and ``counts``."""
+        if self.fp8 is not None:  # FP8 (experimental, explicit only: not under fp8_autocast): its own module
+            from nvmath.torch import _grouped_fp8
+
+            return _grouped_fp8.grouped_fp8_forward(self, x, counts)
         return grouped_linear(x, self.weight, self.bias, counts)
 
     def extra_repr(self) -> str:
         return (
             f"num_groups={self.num_groups}, in_features={self.in_features}, out_features={self.out_features}, "
-            f"bias={self.bias is not None}"
+            f"bias={self.bias is not None}" + (f", fp8={self.fp8!r}" if self.fp8 is not None else "")
         )
