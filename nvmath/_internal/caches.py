@@ -115,6 +115,11 @@ def stats() -> dict[str, Any]:
 
 
 def clear_all() -> None:
-    """Clear every registered cache: cached plans and shared workspaces are freed, memos emptied."""
-    for cache in registered().values():
-        cache.clear()
+    """Clear every registered cache: cached plans and shared workspaces are freed, memos emptied.
+
+    Two passes: freeing a cached plan can hand its library handles back to a handle pool registered
+    (and so cleared) before the plan's cache; the second pass empties what the first refilled.
+    """
+    for _ in range(2):
+        for cache in registered().values():
+            cache.clear()

@@ -126,7 +126,20 @@ def grouped_linear(
     values = check_operands(x, weight, bias, counts)
     if torch.compiler.is_compiling() and per_group(x):  # (the custom op: no addresses in a trace)
         return _grouped_ops.grouped_linear_op(x.contiguous(), weight, bias, values)
+    if torch.compiler.is_compiling() and not x.is_cuda:
+        return _traced_loop(x, weight, bias, values)
     return GroupedLinearFn.apply(x.contiguous(), weight, bias, values)
+
+
+def _traced_loop(x: Any, w: Any, b: Any, counts: list[int]) -> Any:
+    """What ``torch.compile`` traces for CPU tensors: a loop of ``F.linear`` over the groups and one
+    ``cat``, differentiated by autograd itself (no writes into views of a preallocated result, which
+    torch 2.11's tracing of the autograd Function lost: zero gradients)."""
+    outs, start = [], 0
+    for g, c in enumerate(counts):
+        outs.append(torch.nn.functional.linear(x[start : start + c], w[g], None if b is None else b[g]))
+        start += c
+    return torch.cat(outs)
 
 
 class GroupedLinear(torch.nn.Module):

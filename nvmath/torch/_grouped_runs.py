@@ -120,6 +120,11 @@ class SliceRuns:
     def __len__(self) -> int:
         return len(self._cache)
 
+    @property
+    def stats(self) -> Any:
+        """The planner cache's counters (as every registered cache reports them)."""
+        return self._cache.stats
+
     def clear(self) -> None:
         """Free every planner and forget the problems seen (not while a CUDA graph using one may replay)."""
         with self._lock:

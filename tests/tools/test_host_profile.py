@@ -11,6 +11,11 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
+_NO_GPU_ONLY = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is not None and __import__("torch").cuda.is_available(),
+    reason="checks the behaviour without a GPU; this machine has one",
+)
+
 
 @pytest.fixture(scope="module")
 def hp():
@@ -109,6 +114,7 @@ def test_python_function_baseline_matches_torch_gradients(hp):
     torch.testing.assert_close(w.grad, wr.grad)
 
 
+@_NO_GPU_ONLY
 def test_bench_rows_without_a_gpu_say_why_none_runs(hp):
     """--bench SUITE:CASES sets up the harness's own host rows; without a GPU every setup skips, and the
     tool exits naming the cases and the reason (an unknown case says so too)."""
@@ -142,6 +148,7 @@ def test_render_shows_the_gpu_time_when_measured(hp):
     assert "GPU us" not in hp.render(rows[1:]).splitlines()[0]
 
 
+@_NO_GPU_ONLY
 def test_gpu_time_is_none_without_cuda(hp):
     """Without torch's CUDA (this machine, the fake rows) there is no GPU time to measure: None, and the
     call is not run."""

@@ -76,7 +76,10 @@ def _delete(address: int | None) -> None:
     if address is None:
         return
     with _LOCK:
-        _LIVE.pop(address, None)
+        kept = _LIVE.pop(address, None)
+    # dropped outside the lock: releasing what it kept alive can run another managed tensor's deleter
+    # (a tensor exported from a tensor we imported), which re-enters here (it deadlocked under the lock)
+    del kept
 
 
 _DELETER_FN = _DELETER(_delete)

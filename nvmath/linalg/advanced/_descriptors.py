@@ -115,7 +115,10 @@ class HandlePool:
                 return 0
             self._count -= 1
             self.reuses += 1
-            return free.pop()
+            ptr = free.pop()
+            if not free:  # no empty lists: give() takes its victim from the oldest key's list
+                del self._free[key]
+            return ptr
 
     def give(self, key: Hashable, ptr: int) -> None:
         """Keep ``ptr``, configured as ``key`` says (the pool owns it now)."""

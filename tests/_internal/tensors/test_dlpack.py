@@ -91,3 +91,26 @@ def test_zero_size_and_0d_exports():
     assert np.from_dlpack(_HostExport(_Owner(base), (0, 3), (3, 1))).shape == (0, 3)
     scalar = np.from_dlpack(_HostExport(_Owner(base[1:]), (), ()))
     assert scalar.shape == () and float(scalar) == 1.0
+
+
+def test_a_deleter_that_releases_another_managed_tensor_does_not_deadlock():
+    """The DLPack deleter drops what it kept alive outside its lock: when that releases another of our
+    managed tensors (nested exports), the second deleter runs instead of waiting on the first's lock
+    (it hung at interpreter exit on the GPU machine)."""
+    import threading
+
+    from nvmath._internal.tensors import dlpack as dl
+
+    inner, outer = 1_000_001, 1_000_002
+
+    class ReleasesInner:
+        def __del__(self) -> None:
+            dl._delete(inner)
+
+    dl._LIVE[inner] = (object(),)
+    dl._LIVE[outer] = (ReleasesInner(),)
+    t = threading.Thread(target=dl._delete, args=(outer,), daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "the nested deleter deadlocked"
+    assert inner not in dl._LIVE and outer not in dl._LIVE

@@ -71,6 +71,8 @@ def test_libcufft_loaded_after_cufftmp_keeps_its_own_calls(tmp_path):
     internal calls to itself: cuFFTMp is RTLD_LOCAL (RTLD_GLOBAL, even with DEEPBIND as
     cuda.pathfinder loads it, would capture them)."""
     bound = _bindings(tmp_path, None, LAST_CUFFT, caller="libcufft.so")
-    assert bound and all(lib.startswith("libcufft.so") for lib in bound.values()), bound
+    if not bound:  # (the H200 machine's cuFFT 12.0 build: nothing of it can be captured, in either mode)
+        pytest.skip("this libcufft binds its internal cuFFT calls directly (no PLT entry to capture)")
+    assert all(lib.startswith("libcufft.so") for lib in bound.values()), bound
     old = _bindings(tmp_path, "global", LAST_CUFFT, caller="libcufft.so")
     assert old and all(lib.startswith("libcufftMp.so") for lib in old.values()), old

@@ -134,3 +134,40 @@ def test_a_pool_of_size_zero_recycles_nothing(pools, monkeypatch):
     for _ in range(2):
         D.MatrixLayout(Layout(3, 3, 3, 0, "float32", 1, 9)).close()
     assert len(creates) == 2 and len(destroys) == 2 and D.LAYOUTS.stats.size == 0
+
+
+def test_a_full_pool_after_a_key_was_taken_empty_evicts_a_kept_handle():
+    """Taking a key's last handle leaves no empty list behind: a later give() to the full pool evicts a
+    handle that is kept (it raised IndexError from a finalizer on the GPU: the oldest key's list was empty)."""
+    destroyed = []
+    pool = D.HandlePool("test pool", destroyed.append, maxsize=2)
+    pool.give("a", 1)
+    pool.give("b", 2)
+    assert pool.take("a") == 1  # "a" now has no handle kept
+    pool.give("c", 3)
+    pool.give("d", 4)  # full: the oldest kept handle (b's) makes room
+    assert destroyed == [2] and pool.stats.size == 2
+    assert pool.take("c") == 3 and pool.take("d") == 4 and pool.take("b") == 0
+
+
+def test_clear_all_empties_a_pool_refilled_by_a_cache_cleared_after_it():
+    """caches.clear_all() leaves a handle pool empty even when clearing a later-registered cache (a plan
+    cache freeing its planners) hands handles back to the pool."""
+    destroyed = []
+    pool = caches.register("test: refilled pool", D.HandlePool("test pool", destroyed.append, maxsize=4))
+
+    class Refiller:
+        stats = None
+        planners = [7]  # one freed planner's handle, handed back once
+
+        def clear(self) -> None:
+            while self.planners:
+                pool.give("k", self.planners.pop())
+
+    caches.register("test: refiller", Refiller())
+    try:
+        caches.clear_all()
+        assert pool.stats.size == 0 and 7 in destroyed
+    finally:
+        caches._REGISTRY.pop("test: refilled pool")
+        caches._REGISTRY.pop("test: refiller")
