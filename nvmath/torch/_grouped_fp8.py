@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from nvmath.torch import _fp8, _fp8_hooks
-from nvmath.torch._grouped import check_operands
+from nvmath.torch._grouped_checks import check_operands
 
 __all__ = ["check_group_sizes", "grouped_fp8_forward", "setup"]
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nvmath.distributed.distribution import Box
+from nvmath.distributed.distribution._distribution import Box
 from nvmath.distributed.distribution._tiling import BoxBounds, as_bounds, check_tiling, global_box_shape
 from nvmath.fft._traits import resolve_fft_type
 

@@ -24,7 +24,8 @@ from nvmath.linalg.advanced import MatmulComputeType, MatmulQuantizationScales
 
 from ._epilogs import MatmulEpilog
 from ._options import MatmulAlgoType, MatmulOptions
-from ._planner import InvalidMatmulState, Matmul, matmul
+from ._planner import InvalidMatmulState, Matmul
+from ._stateless import matmul
 
 __all__ = [
     "InvalidMatmulState",

@@ -1,6 +1,6 @@
 """torch DTensors in and out of the distributed matmul, and autograd through it.
 
-:func:`matmul` (reached from :func:`~._planner.matmul` when ``a`` or ``b`` is a DTensor) reads
+:func:`matmul` (reached from :func:`~._stateless.matmul` when ``a`` or ``b`` is a DTensor) reads
 each operand's placement on a one-dimensional device mesh of every rank (see
 :mod:`nvmath.distributed.distribution._dtensor`): ``Shard(0)`` is a :class:`BlockNonCyclic` on a
 P x 1 grid (``torch.chunk``'s split: blocks of ``ceil(n / P)``, the last ranks short), ``Shard(1)``

@@ -593,19 +593,9 @@ def matmul(
     preferences: Any = None,
     stream: Any = None,
 ) -> Any:
-    """``alpha * op(a) @ op(b) + beta * c`` over distributed matrices (collective; plans, runs, frees).
-
-    Arguments as :class:`Matmul` and :meth:`Matmul.plan`. torch DTensors ``a`` and ``b`` (and ``c``)
-    on a 1-D mesh take their distributions from their placements and give a DTensor, with autograd
-    (see :mod:`._dtensor`); ``distributions`` is then not given.
-    """
-    from . import _dtensor
-
-    if _dtensor.is_dtensor(a) or _dtensor.is_dtensor(b):
-        return _dtensor.matmul(a, b, c, distributions=distributions, alpha=alpha, beta=beta, epilog=epilog,
-                               epilog_inputs=epilog_inputs, qualifiers=qualifiers,
-                               quantization_scales=quantization_scales, options=options, preferences=preferences,
-                               stream=stream)  # fmt: skip
+    """``alpha * op(a) @ op(b) + beta * c`` over distributed matrices given as local blocks
+    (collective; plans, runs, frees). Arguments as :class:`Matmul` and :meth:`Matmul.plan`; the public
+    ``matmul`` (:mod:`._stateless`) also takes DTensors."""
     with Matmul(
         a,
         b,

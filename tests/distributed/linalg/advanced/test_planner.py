@@ -19,7 +19,8 @@ from mm_fakes import FakeDevice, gather, ok, parts, run
 import nvmath.distributed as nd
 import nvmath.distributed.linalg.advanced as dla
 from nvmath.distributed.distribution import BlockCyclic, BlockNonCyclic, ProcessGrid, Slab
-from nvmath.distributed.linalg.advanced._planner import InvalidMatmulState, Matmul, matmul
+from nvmath.distributed.linalg.advanced import matmul
+from nvmath.distributed.linalg.advanced._planner import InvalidMatmulState, Matmul
 
 
 def grids(nranks):
