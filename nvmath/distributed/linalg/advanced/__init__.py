@@ -14,8 +14,9 @@ DTensors (Shard / Replicate on a 1-D mesh), with autograd through the distribute
 Not implemented (raise :class:`NotImplementedError`): ``preferences``, ``block_scaling`` (MXFP8), a
 ``result_type`` other than the operands' for non-FP8 operands.
 
-Status: CPU-tested against a numpy-computing fake cuBLASMp; one-rank GPU tests written, not yet run
-with the epilogs and FP8.
+Status: CPU-tested against a numpy-computing fake cuBLASMp; on one H200 at one rank the matmul (every
+dtype and order), DTensors and the BGRADA / DRELU_BGRAD epilogs passed; FP8 and the other epilogs have
+not run on a GPU yet, and nothing on several GPUs.
 """
 
 from __future__ import annotations
