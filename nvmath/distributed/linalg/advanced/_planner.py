@@ -29,13 +29,14 @@ from nvmath._internal import dtypes, streams
 from nvmath._internal.logging import get_logger
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
-from nvmath._internal.tensors import TensorAdapter, wrap, wrap_operands
+from nvmath._internal.tensors import TensorAdapter, wrap_operands
 from nvmath.distributed import _runtime
 from nvmath.distributed._agreement import compare_facts, gather_by_rank
 from nvmath.linalg.advanced import MatmulComputeType
 
 from . import _mpobjects
 from ._epilogs import check_epilog_inputs, epilog_layout
+from ._checks import gather_checked, not_yet, wrap_inputs
 from ._extras import DescriptorTensors, check_scale
 from ._options import LOGGER_NAME, MatmulOptions, effective_algorithm
 from ._problem import (
@@ -43,13 +44,10 @@ from ._problem import (
     agreed_order,
     describe_call,
     global_matrix_shape,
-    local_order,
-    local_orders,
     matmul_call,
-    parse_qualifiers,
     scalar,
 )
-from ._quantize import FP8, TypePlan, scales_given, type_plan
+from ._quantize import FP8, scales_given
 from ._traits import local_shape, matrix_descriptor
 
 __all__ = ["InvalidMatmulState", "Matmul", "matmul"]
@@ -61,97 +59,6 @@ _MIN_WORKSPACE = 1 << 16
 
 class InvalidMatmulState(InvalidPlannerState):
     """A distributed Matmul method was called in a state that does not allow it."""
-
-
-def _not_yet(**given: Any) -> None:
-    for name, value in given.items():
-        if value not in (None, False):
-            raise NotImplementedError(f"{_WHAT}: {name} is not implemented yet in the distributed matmul")
-
-
-def _wrap_inputs(epilog_inputs: Any) -> dict[str, TensorAdapter]:
-    """The epilog inputs, wrapped (``{}`` for None)."""
-    if epilog_inputs is None:
-        return {}
-    if not isinstance(epilog_inputs, dict):
-        raise TypeError(f"epilog_inputs must be a dict of tensors; got {type(epilog_inputs).__name__}")
-    return {name: wrap(value, f"epilog input {name!r}") for name, value in epilog_inputs.items()}
-
-
-def _local_check(ops: dict[str, TensorAdapter], device: int, options: MatmulOptions,
-                 scales: dict[str, Any]) -> tuple[TypePlan, dict[str, Any]]:  # fmt: skip
-    """This rank's operands: GPU tensors of the runtime's device, describable layouts, ``a`` and
-    ``b`` of one supported dtype (or both FP8, not both e5m2), ``c`` and the scales as the types
-    need; returns the problem's types and the checked scales."""
-    for name, op in ops.items():
-        if op.device_id != device:
-            raise ValueError(
-                f"operand {name} is on device {op.device_id}; nvmath.distributed runs on {device}"
-            )
-        if len(op.shape) != 2 or local_order(tuple(op.shape), tuple(op.strides)) is None:
-            raise ValueError(
-                f"operand {name}: shape {tuple(op.shape)} strides {tuple(op.strides)}: cuBLASMp "
-                "needs a 2-D local matrix in Fortran or C order"
-            )
-    ta, tb = ops["a"].dtype, ops["b"].dtype
-    both_fp8 = ta in FP8 and tb in FP8 and (ta, tb) != ("float8_e5m2", "float8_e5m2")
-    if ta not in COMPUTE_TYPES or (ta != tb and not both_fp8) or (ta == tb == "float8_e5m2"):
-        raise ValueError(
-            f"operand dtypes a={ta}, b={tb}: the distributed matmul takes a and b of one of "
-            f"{', '.join(COMPUTE_TYPES)} (or two FP8 types, not both float8_e5m2)"
-        )
-    c_dtype = ops["c"].dtype if "c" in ops else None
-    if c_dtype is not None and ta not in FP8 and c_dtype != ta:
-        raise ValueError(f"operand c is {c_dtype}; a and b are {ta}: c must have their dtype")
-    types = type_plan(ta, c_dtype, options.result_type, set(scales), options.result_amax,
-                      options.block_scaling)  # fmt: skip
-    checked = {n: check_scale(n, v, ops["a"].package, device) for n, v in scales.items()}
-    return types, checked
-
-
-def _gather_checked(
-    group: Any,
-    device: int,
-    operands: dict[str, Any],
-    distributions: Any,
-    qualifiers: Any,
-    options: MatmulOptions,
-    quantization_scales: Any,
-) -> tuple[dict[str, TensorAdapter], tuple, dict[int, Any], TypePlan, dict[str, Any]]:
-    """Check this rank's operands locally, then gather every rank's facts and verdict in one
-    collective; raise on every rank if any rank's operands are unusable. Returns the wrapped
-    operands, the qualifiers, ``{rank: facts}``, the types and the checked scales."""
-    problem: BaseException | None = None
-    try:
-        ops = wrap_operands(**operands)
-        types, scales = _local_check(ops, device, options, scales_given(quantization_scales))
-        quals = parse_qualifiers(qualifiers)
-        agreed = {
-            "dtype": ops["a"].dtype,
-            "distributions": tuple(repr(d) for d in distributions),
-            "qualifiers": quals,
-            "c": "c" in ops,
-            "options": (options.inplace, options.compute_type, options.algo_type,
-                        options.sm_count_communication, options.result_type, options.result_amax),
-            "types": (ops["b"].dtype, types.result, types.scales),
-        }  # fmt: skip
-        shapes = {name: tuple(op.shape) for name, op in ops.items()}
-        orders = {name: local_orders(tuple(op.shape), tuple(op.strides)) for name, op in ops.items()}
-    except (TypeError, ValueError, NotImplementedError) as exc:
-        problem, agreed, shapes, orders = exc, {}, {}, {}
-    facts = {
-        "agreed": agreed,
-        "shapes": shapes,
-        "orders": orders,
-        "problem": None if problem is None else repr(problem),
-    }
-    everyone = gather_by_rank(group, facts)
-    if problem is not None:
-        raise problem
-    bad = {r: f["problem"] for r, f in everyone.items() if f["problem"]}
-    if bad:
-        raise ValueError(f"{_WHAT}: the operands of rank(s) {sorted(bad)} are not usable: {bad}")
-    return ops, quals, everyone, types, scales
 
 
 class Matmul(FreedOnExit):
@@ -204,7 +111,7 @@ class Matmul(FreedOnExit):
         if c is not None and beta is None:
             raise ValueError("beta is required when c is given")
         group, device = context.process_group, context.device_id
-        ops, (qa, qb), everyone, types, scales = _gather_checked(
+        ops, (qa, qb), everyone, types, scales = gather_checked(
             group, device, {"a": a, "b": b, "c": c}, distributions, qualifiers, options, quantization_scales
         )
         compare_facts({r: f["agreed"] for r, f in everyone.items()}, _WHAT, group.rank)
@@ -339,7 +246,7 @@ class Matmul(FreedOnExit):
                                    is_complex=dtypes.is_complex(self._dtype), swapped=self._call.swap)  # fmt: skip
             if self._types.result in FP8 and (layout.inputs or layout.outputs):
                 raise ValueError(f"epilog {layout.spec.epilog.name} with an FP8 result is not supported")
-            inputs = _wrap_inputs(epilog_inputs)
+            inputs = wrap_inputs(epilog_inputs)
             for name, op in inputs.items():
                 if op.device_id != self._device or op.package != self._package:
                     raise ValueError(
@@ -373,7 +280,7 @@ class Matmul(FreedOnExit):
             epilog_inputs: ``{name: tensor}``, this rank's parts (see :mod:`._epilogs`).
             stream: unused (the plan is made on the constructor's stream).
         """
-        _not_yet(preferences=preferences)
+        not_yet(preferences=preferences)
         if self._lifecycle.state is PlannerState.PLANNED:
             return
         self._plan_epilog(epilog, epilog_inputs)
@@ -521,7 +428,7 @@ class Matmul(FreedOnExit):
                 f"quantization_scales {sorted(unknown)}: this Matmul uses {list(self._types.scales)}"
             )
         checked = {n: check_scale(n, v, self._package, self._device) for n, v in scales.items()}
-        inputs = _wrap_inputs(epilog_inputs)
+        inputs = wrap_inputs(epilog_inputs)
         self._tensors.reset_inputs(inputs)
         self._apply(new, alpha, beta, stream, checked)
 
@@ -534,7 +441,7 @@ class Matmul(FreedOnExit):
         checked = {n: check_scale(n, v, self._package, self._device)
                    for n, v in scales_given(quantization_scales).items()}  # fmt: skip
         if epilog_inputs:
-            self._tensors.inputs.update(_wrap_inputs(epilog_inputs))
+            self._tensors.inputs.update(wrap_inputs(epilog_inputs))
         self._apply(new, alpha, beta, stream, checked)
 
     def _apply(self, new: dict[str, TensorAdapter], alpha: Any, beta: Any, stream: Any,

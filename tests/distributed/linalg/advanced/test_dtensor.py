@@ -16,7 +16,7 @@ from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from nvmath._internal.tensors.base import TensorAdapter
-from nvmath.distributed.linalg.advanced import _planner, matmul
+from nvmath.distributed.linalg.advanced import _checks, _planner, matmul
 
 
 class FakeTorch(TensorAdapter):
@@ -47,8 +47,10 @@ def mesh(env, monkeypatch):
     """``mesh(nranks) -> (group, DeviceMesh)``: the fake engines on ``nranks`` thread-ranks, torch
     tensors seen as device tensors, and a fake torch process group holding a 1-D mesh."""
     real = _planner.wrap_operands
-    monkeypatch.setattr(_planner, "wrap_operands", lambda **ops: real(
-        **{n: FakeTorch(v) if isinstance(v, torch.Tensor) else v for n, v in ops.items()}))  # fmt: skip
+    seen_on_device = lambda **ops: real(  # noqa: E731
+        **{n: FakeTorch(v) if isinstance(v, torch.Tensor) else v for n, v in ops.items()})  # fmt: skip
+    monkeypatch.setattr(_planner, "wrap_operands", seen_on_device)
+    monkeypatch.setattr(_checks, "wrap_operands", seen_on_device)
 
     def make(nranks):
         group = SingleRank() if nranks == 1 else ThreadGroup(nranks)
