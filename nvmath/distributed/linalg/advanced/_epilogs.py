@@ -28,6 +28,8 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from nvmath.bindings import cublasMp as _cublasMp
+
 __all__ = [
     "EPILOG_SPECS",
     "EpilogLayout",
@@ -40,26 +42,11 @@ __all__ = [
 ]
 
 
-class MatmulEpilog(enum.IntEnum):
-    """cuBLASMp's epilogues (``cublasMpMatmulEpilogue_t``)."""
-
-    DEFAULT = 0
-    ALLREDUCE = 1
-    RELU = 2
-    RELU_AUX = 130
-    BIAS = 4
-    RELU_BIAS = 6
-    RELU_AUX_BIAS = 134
-    DRELU = 136
-    DRELU_BGRAD = 152
-    GELU = 32
-    GELU_AUX = 160
-    GELU_BIAS = 36
-    GELU_AUX_BIAS = 164
-    DGELU = 192
-    DGELU_BGRAD = 208
-    BGRADA = 256
-    BGRADB = 512
+MatmulEpilog = enum.IntEnum(  # type: ignore[misc]
+    "MatmulEpilog", [(m.name, m.value) for m in _cublasMp.MatmulEpilogue], module=__name__
+)
+MatmulEpilog.__doc__ = """cuBLASMp's epilogues (``cublasMpMatmulEpilogue_t``): the members of the generated
+binding's enum (one source of truth with the header), under nvmath-python's name."""
 
 
 @dataclasses.dataclass(frozen=True)
