@@ -5,7 +5,8 @@
   with ``nvmath.torch.MLP(fp8=DelayedScaling() / CurrentScaling())`` against torch bf16 eager;
   ``mlp-step-fp8-delayed-compile`` against ``torch.compile`` (default mode); ``mlp-step-fp8-torchao``:
   nvmath current scaling against torchao's ``convert_to_float8_training`` (tensorwise scaling, the
-  same recipe; skipped where torchao is not installed). The FP8 step includes the weights' FP8 copies
+  same recipe; skipped where torchao is not installed); ``mlp-step-fp8-torchao-compile``: the same
+  against torchao's block under ``torch.compile`` (default mode). The FP8 step includes the weights' FP8 copies
   (remade each step, as after an optimizer step: the weights' versions are bumped). The nvmath note
   says whether every fused GEMM ran fused (``fused: all``) or which cuBLASLt refused.
 * ``mlp-step-fp8-delayed-unfused``: the same step with the block's fused epilogues off (bias, GELU,
@@ -121,22 +122,26 @@ def _torch_bf16(mode: str | None):
     return setup
 
 
-def _torchao(ctx: Any) -> Any:
-    torch = _fp8_torch(ctx)
-    try:
-        from torchao.float8 import convert_to_float8_training
-    except ImportError as exc:
-        raise Skip(f"torchao is not installed: {exc}") from exc
-    block = torch.nn.Sequential(
-        torch.nn.Linear(D_MODEL, D_FF, device="cuda", dtype=torch.bfloat16), torch.nn.GELU(approximate="tanh"),
-        torch.nn.Linear(D_FF, D_MODEL, device="cuda", dtype=torch.bfloat16),
-    )  # fmt: skip
-    convert_to_float8_training(block)
-    x, g = _inputs(torch)
-    params = [x, *block.parameters()]
-    fn = lambda: torch.autograd.grad(block(x), params, grad_outputs=g)
-    fn()
-    return Prepared(fn, note="torchao float8 tensorwise, eager")
+def _torchao(mode: str | None):
+    def setup(ctx: Any) -> Any:
+        torch = _fp8_torch(ctx)
+        try:
+            from torchao.float8 import convert_to_float8_training
+        except ImportError as exc:
+            raise Skip(f"torchao is not installed: {exc}") from exc
+        block = torch.nn.Sequential(
+            torch.nn.Linear(D_MODEL, D_FF, device="cuda", dtype=torch.bfloat16), torch.nn.GELU(approximate="tanh"),
+            torch.nn.Linear(D_FF, D_MODEL, device="cuda", dtype=torch.bfloat16),
+        )  # fmt: skip
+        convert_to_float8_training(block)
+        model = block if mode is None else torch.compile(block)
+        x, g = _inputs(torch)
+        params = [x, *block.parameters()]
+        fn = lambda: torch.autograd.grad(model(x), params, grad_outputs=g)
+        fn()
+        return Prepared(fn, note="torchao float8 tensorwise, " + ("eager" if mode is None else "torch.compile"))
+
+    return setup
 
 
 for _name, _recipe, _variant, _baseline, _desc in (
@@ -151,7 +156,14 @@ for _name, _recipe, _variant, _baseline, _desc in (
         _torch_bf16("default"),
         "torch bf16 torch.compile",
     ),
-    ("mlp-step-fp8-torchao", "current", "fused", _torchao, "torchao float8 (tensorwise)"),
+    ("mlp-step-fp8-torchao", "current", "fused", _torchao(None), "torchao float8 (tensorwise)"),
+    (
+        "mlp-step-fp8-torchao-compile",
+        "current",
+        "fused",
+        _torchao("default"),
+        "torchao float8 (tensorwise) under torch.compile",
+    ),
 ):
     register(
         Case(

@@ -121,8 +121,8 @@ def test_pool_is_bounded_and_clear_destroys(pools, monkeypatch):
     for layout in made:
         layout.close()
     assert D.LAYOUTS.stats.size == 2 and destroys == [(ptrs[0],)]  # the oldest went
-    caches.clear_all()
-    assert D.LAYOUTS.stats.size == 0 and len(destroys) == 3
+    caches.clear_all()  # (also frees layouts that other cached plans of this process return to the pool)
+    assert D.LAYOUTS.stats.size == 0 and {(p,) for p in ptrs} <= set(destroys)
     assert caches.registered()["nvmath.linalg.advanced: matmul descriptors"] is D.DESCRIPTORS
 
 
