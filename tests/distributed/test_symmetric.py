@@ -129,7 +129,9 @@ def test_garbage_collected_tensor_warns_and_is_not_freed(fake_runtime, as_device
     nd.finalize()
 
 
-def test_address_reused_after_free_stays_freeable_when_the_old_tensor_dies_late(fake_runtime, as_device_array):
+def test_address_reused_after_free_stays_freeable_when_the_old_tensor_dies_late(
+    fake_runtime, as_device_array
+):
     """NVSHMEM hands a freed address out again: a tensor freed earlier and dropped only after the
     next allocation at its address (``out = plan.execute()`` in a loop) does not unregister the new
     allocation, which frees normally (on the GPU it raised "not a live allocation")."""

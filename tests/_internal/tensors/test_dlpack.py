@@ -128,7 +128,7 @@ for i in range(4):
     held.append(torch.from_dlpack(capsule))
 held.append(dlpack.make_capsule(buf.ctypes.data, (8,), (1,), dtypes.dlpack_dtype("float32"),
                                 (dlpack.KDL_CPU, 0), buf, versioned=False))  # never consumed
-# torch's module is wiped after ours at exit: the tensors (and the capsule) die after dlpack's globals are None
+# torch's module is wiped after ours at interpreter exit: the tensors (and the capsule) die after that
 torch._nvmath_test_held = held
 print("exported", float(held[3].sum()))
 """
