@@ -9,7 +9,8 @@ result's global shape (the last axis halved plus one for R2C, restored for C2R).
 Placements map through :mod:`nvmath.distributed.distribution._dtensor` (the matmul's mapping):
 ``torch.chunk``'s split and the Slab's must coincide, for the operand and the result, which is
 checked on every rank before any GPU work (``ConvertDistributionError`` otherwise). ``Replicate``
-and ``Partial`` operands, meshes of several dimensions and shards of other dimensions are refused.
+and ``Partial`` operands, meshes of several dimensions and shards of other dimensions are refused, and
+so is a DTensor that requires a gradient (no autograd through the FFT yet).
 
 A DTensor's local tensor comes from torch's allocator, not the NVSHMEM symmetric heap that
 cuFFTMp needs, and has no room for the in-place result: the local tensor is copied into a
@@ -111,6 +112,12 @@ def _shard_dim(x: Any) -> int:
     return dim
 
 
+def _grad_enabled() -> bool:
+    import torch
+
+    return torch.is_grad_enabled()
+
+
 def _nranks() -> tuple[int, int]:
     group = _runtime.context().process_group
     return group.rank, group.nranks
@@ -125,9 +132,15 @@ def dtensor_problem(x: Any, options: FFTOptions, distribution: Any = None) -> DT
             or 4-D operand.
         ConvertDistributionError: ``torch.chunk``'s split of the operand or of the result differs
             from the Slab's (uneven extents).
+        NotImplementedError: the DTensor requires a gradient (grad mode on).
     """
     if not is_dtensor(x):
         raise TypeError(f"expected a torch DTensor, got {type(x).__name__}")
+    if x.requires_grad and _grad_enabled():
+        raise NotImplementedError(
+            "autograd through the distributed FFT is not implemented: the result would carry no gradient; "
+            "run it under torch.no_grad() or pass x.detach()"
+        )
     shape = tuple(int(n) for n in x.shape)
     if len(shape) not in (2, 3):
         raise ValueError(f"the distributed FFT transforms 2-D and 3-D arrays; the DTensor's shape is {shape}")

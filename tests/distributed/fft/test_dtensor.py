@@ -186,6 +186,39 @@ def test_fft_object_of_a_dtensor_plans_once_and_frees_its_staging(mesh):
     run(env, lambda r: nd.finalize() if r == 0 else None)
 
 
+def test_stateless_dtensor_calls_reuse_one_cached_plan(mesh):
+    """Three fft() calls of DTensors of one layout plan once per rank (the staging buffer is new each
+    call, the cached plan is not), and each call frees its staging buffer."""
+    env, m = mesh(2)
+    x = complex_input((4, 6, 3))
+
+    def body(r):
+        for _ in range(3):
+            dfft.fft(as_dtensor(x, m, 0, 2, r))
+
+    run(env, body)
+    plans = [c for c in env.lib.calls if c[1] == "make_plan"]
+    assert sorted(c[0] for c in plans) == [0, 1]
+    frees = [e for e in env.nvshmem.log if e[0] == "free"]
+    assert len(frees) == 3 * 2 and no_live_allocations()
+
+
+def test_a_dtensor_that_requires_grad_is_refused(mesh):
+    """No autograd through the distributed FFT: a DTensor requiring a gradient raises
+    NotImplementedError (before any allocation) instead of returning a result without one; under
+    torch.no_grad() it is transformed."""
+    env, m = mesh(1)
+    x = complex_input((4, 6, 3))
+    operand = DTensor.from_local(x.clone().requires_grad_(), m, [Shard(0)], run_check=False)
+    before = mallocs(env)
+    with pytest.raises(NotImplementedError, match="no_grad"):
+        dfft.fft(operand)
+    assert mallocs(env) == before
+    with torch.no_grad():
+        out = dfft.fft(operand)
+    np.testing.assert_allclose(out.to_local().numpy(), np.fft.fftn(x.numpy()), atol=1e-9 * x.numel())
+
+
 def mallocs(env):
     return len([e for e in env.nvshmem.log if e[0] == "malloc"])
 
