@@ -26,8 +26,9 @@ SKIP_EXIT_CODE = 77
 
 
 def example_paths(*folder: str) -> list[Path]:
-    """The example scripts under ``examples/<folder...>``, sorted."""
-    return sorted(ROOT.joinpath("examples", *folder).glob("*.py"))
+    """The example scripts under ``examples/<folder...>``, sorted; helper modules the examples
+    import (a leading underscore, e.g. ``_launch.py``) are not examples."""
+    return sorted(p for p in ROOT.joinpath("examples", *folder).glob("*.py") if not p.name.startswith("_"))
 
 
 def require_calls(path: Path) -> list[tuple[int, set[str]]]:

@@ -46,5 +46,5 @@ torch.testing.assert_close(w_local.grad, w_ref.grad[:, columns])
 torch.testing.assert_close(x_local.grad, x_ref.grad)
 
 if rank == 0:
-    print(f"tensor-parallel linear on {nranks} GPU(s): forward and gradients ok")
+    print(f"tensor-parallel linear, forward and gradients, on {nranks} GPU(s): ok")
 _launch.stop(dist, nd)

@@ -40,12 +40,16 @@ class _Allocation:
         self.address = address
         self.nbytes = nbytes
         self.freed = False
-        registry[address] = weakref.ref(self)
-        weakref.finalize(self, _collected, address, nbytes, registry, self.__dict__)
+        ref = weakref.ref(self)
+        registry[address] = ref
+        weakref.finalize(self, _collected, address, nbytes, registry, ref, self.__dict__)
 
 
-def _collected(address: int, nbytes: int, registry: dict[int, Any], record: dict[str, Any]) -> None:
-    registry.pop(address, None)
+def _collected(address: int, nbytes: int, registry: dict[int, Any], ref: Any, record: dict[str, Any]) -> None:
+    # NVSHMEM hands a freed address out again: a later allocation may own this registry entry now
+    # (dropping the entry unconditionally made the next free of that allocation raise "not live")
+    if registry.get(address) is ref:
+        del registry[address]
     if not record.get("freed"):
         warnings.warn(
             f"a symmetric tensor ({nbytes} bytes at {address:#x}) was garbage-collected without "

@@ -111,7 +111,9 @@ class FakeFlags:
 
 
 class FakeNvshmem:
-    """A fake ``nvmath.bindings.nvshmem``: addresses from a counter, every call logged."""
+    """A fake ``nvmath.bindings.nvshmem``: addresses from a counter, every call logged. With
+    ``reuse_freed`` set, ``malloc`` hands out a freed address of the same size again first (as the
+    real symmetric heap does)."""
 
     Flags = FakeFlags
 
@@ -121,6 +123,9 @@ class FakeNvshmem:
         self.uids: dict[int, bytes] = {}
         self.next_address = 0x10000
         self.lock = threading.Lock()
+        self.reuse_freed = False
+        self.freed: dict[int, int] = {}  # address -> size, of freed allocations
+        self.sizes: dict[int, int] = {}
 
     def _buf(self, address: int, nbytes: int) -> np.ndarray:
         import ctypes
@@ -154,11 +159,19 @@ class FakeNvshmem:
     def malloc(self, size: int) -> int | None:
         with self.lock:
             self.log.append(("malloc", size))
-            address, self.next_address = self.next_address, self.next_address + size + 256
+            again = [a for a, n in self.freed.items() if n == size] if self.reuse_freed else []
+            if again:
+                address = again[0]
+                del self.freed[address]
+            else:
+                address, self.next_address = self.next_address, self.next_address + size + 256
+            self.sizes[address] = size
         return address
 
     def free(self, address: int) -> None:
         self.log.append(("free", address))
+        with self.lock:
+            self.freed[address] = self.sizes.pop(address, 0)
 
 
 class FakeNccl:

@@ -40,7 +40,22 @@ def _launch(command: list[str]) -> None:
     if proc.returncode == SKIP_EXIT_CODE or "skipped:" in proc.stdout:
         pytest.skip(proc.stdout.strip()[-500:])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert ": ok" in proc.stdout, proc.stdout[-2000:]
+    assert ": ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def test_helper_modules_are_not_examples():
+    """``_launch.py`` (the shared start-up the examples import) is neither run as an example nor
+    launched: it prints nothing and would fail the launcher test's ": ok" check."""
+    names = [p.name for p in example_paths("distributed")]
+    assert "_launch.py" not in names and len(names) >= 3, names
+
+
+@pytest.mark.parametrize("path", example_paths("distributed"), ids=lambda p: p.stem)
+def test_every_example_reports_ok(path: Path):
+    """Each example's rank 0 prints a line ending in ": ok" (what the launcher test looks for; the
+    DTensor example's "...: forward and gradients ok" failed it under torchrun and mpirun)."""
+    source = path.read_text()
+    assert ': ok")' in source, f"{path.name} prints no line ending in ': ok'"
 
 
 @pytest.mark.gpu

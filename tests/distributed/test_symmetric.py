@@ -127,3 +127,27 @@ def test_garbage_collected_tensor_warns_and_is_not_freed(fake_runtime, as_device
         gc.collect()
     assert not [e for e in nvshmem.log if e[0] == "free"]
     nd.finalize()
+
+
+def test_address_reused_after_free_stays_freeable_when_the_old_tensor_dies_late(
+    fake_runtime, as_device_array
+):
+    """NVSHMEM hands a freed address out again: a tensor freed earlier and dropped only after the
+    next allocation at its address (``out = plan.execute()`` in a loop) does not unregister the new
+    allocation, which frees normally (on the GPU it raised "not a live allocation")."""
+    group = SingleRank()
+    nvshmem, _ = fake_runtime(group)
+    nvshmem.reuse_freed = True
+    nd.initialize(0, group, backends=["nvshmem"])
+    out = nd.allocate_symmetric_memory((6,), "cupy", dtype="float32")
+    first = out.data_ptr
+    for _ in range(3):
+        nd.free_symmetric_memory(out)
+        out = nd.allocate_symmetric_memory((6,), "cupy", dtype="float32")  # the old one dies here
+        gc.collect()
+        assert out.data_ptr == first
+        assert _symmetric.bytes_from(first) == 24
+    nd.free_symmetric_memory(out)
+    assert [e for e in nvshmem.log if e[0] == "free"] == [("free", first)] * 4
+    assert _symmetric.bytes_from(first) is None
+    nd.finalize()

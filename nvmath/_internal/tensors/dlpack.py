@@ -71,18 +71,33 @@ _NAME = b"dltensor"
 _NAME_VERSIONED = b"dltensor_versioned"
 
 
-def _delete(address: int | None) -> None:
-    """The DLPack deleter: drop what the managed tensor kept alive (any thread; takes the GIL)."""
+def _delete(address: int | None, _live: dict[int, Any] = _LIVE, _lock: Any = _LOCK) -> None:
+    """The DLPack deleter: drop what the managed tensor kept alive (any thread; takes the GIL).
+
+    The table and lock are bound as defaults, not read from the module: a consumer can release its
+    tensor during interpreter exit, after this module's globals were set to ``None``."""
     if address is None:
         return
-    with _LOCK:
-        kept = _LIVE.pop(address, None)
+    with _lock:
+        kept = _live.pop(address, None)
     # dropped outside the lock: releasing what it kept alive can run another managed tensor's deleter
     # (a tensor exported from a tensor we imported), which re-enters here (it deadlocked under the lock)
     del kept
 
 
 _DELETER_FN = _DELETER(_delete)
+
+
+def _immortal(obj: Any) -> Any:
+    """Keep ``obj`` alive until the process ends. A consumer may call the deleter (or free an
+    unconsumed capsule) after this module was wiped at interpreter exit: freeing the ctypes thunks
+    (and with them ``_delete`` and the live table it binds) would leave consumers calling freed code
+    (a segmentation fault at exit)."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+    return obj
+
+
+_immortal(_DELETER_FN)
 
 _capi = ctypes.pythonapi
 _capi.PyCapsule_New.restype = ctypes.py_object
@@ -95,15 +110,17 @@ _capi.PyCapsule_GetPointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 _DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
-def _capsule_destructor(capsule: int) -> None:
-    """Free an export the consumer never took (a consumer renames the capsule "used_dltensor")."""
-    for name in (_NAME, _NAME_VERSIONED):
-        if _capi.PyCapsule_IsValid(capsule, name):
-            _delete(_capi.PyCapsule_GetPointer(capsule, name))
+def _capsule_destructor(capsule: int, _names: tuple[bytes, ...] = (_NAME, _NAME_VERSIONED),
+                        _api: Any = _capi, _release: Any = _delete) -> None:  # fmt: skip
+    """Free an export the consumer never took (a consumer renames the capsule "used_dltensor").
+    Module globals are bound as defaults (see :func:`_delete`)."""
+    for name in _names:
+        if _api.PyCapsule_IsValid(capsule, name):
+            _release(_api.PyCapsule_GetPointer(capsule, name))
             return
 
 
-_DESTRUCTOR_FN = _DESTRUCTOR(_capsule_destructor)
+_DESTRUCTOR_FN = _immortal(_DESTRUCTOR(_capsule_destructor))
 _DESTRUCTOR_ADDR = ctypes.cast(_DESTRUCTOR_FN, ctypes.c_void_p).value
 
 

@@ -26,6 +26,7 @@ from ._ownership import same_ownership
 
 __all__ = [
     "distribution_from_placements",
+    "is_dtensor",
     "placement_spec",
     "placement_specs_for",
     "placements_for",
@@ -33,6 +34,15 @@ __all__ = [
 ]
 
 Spec = tuple[str, int | None]
+
+
+def is_dtensor(x: Any) -> bool:
+    """Whether ``x`` is a torch DTensor (without importing torch)."""
+    return (
+        type(x).__module__.startswith("torch.distributed")
+        and hasattr(x, "to_local")
+        and hasattr(x, "placements")
+    )
 
 
 def placement_spec(placement: Any) -> Spec:

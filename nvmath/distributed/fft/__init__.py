@@ -8,8 +8,10 @@ in the complementary one), or one pair ``(input Box, output Box)`` per rank (cuF
 ``cufftXtSetDistribution``). Everything here is collective: every rank makes the same calls.
 :class:`nvmath.distributed.distribution.Redistribute` moves arrays between distributions.
 
-Status: CPU-tested against fake engines; the one-rank slab C2C passed on one H200 with cuFFTMp 12.1 (Box and
-redistributed cases not yet passing there; nothing on several GPUs).
+torch DTensors sharded on dimension 0 or 1 go in and come out as DTensors (``_dtensor.py``).
+
+Status: CPU-tested against fake engines; the one-rank slab and Box transforms and two processes on one
+GPU passed on one H200 with cuFFTMp 12.1 (the DTensor path not yet run there; nothing on several GPUs).
 """
 
 from __future__ import annotations

@@ -166,7 +166,9 @@ class FFT(FreedOnExit):
     Args:
         operand: this rank's part of the global array: a cupy array or torch tensor on the NVSHMEM
             symmetric heap (see :func:`allocate_operand`), in C order (real R2C slab operands padded,
-            box operands dense).
+            box operands dense); or a torch DTensor sharded on dimension 0 or 1 (see
+            :class:`~nvmath.distributed.fft._dtensor.DTensorFFT`: ``distribution`` may be left out,
+            :meth:`execute` returns a DTensor).
         distribution: ``Slab.X`` or ``Slab.Y`` (the same on every rank), or this rank's pair
             ``(input Box, output Box)`` (:class:`~nvmath.distributed.distribution.Box` es or
             ``(lower, upper)`` pairs): the boxes of all ranks must tile the operand's and the
@@ -181,6 +183,15 @@ class FFT(FreedOnExit):
         ValueError, TypeError: an operand cuFFTMp cannot transform, or boxes that do not tile the
             global arrays (on every rank, naming the rank).
     """
+
+    def __new__(cls, operand: Any = None, /, *args: Any, **kwargs: Any) -> Any:
+        from nvmath.distributed.distribution._dtensor import is_dtensor
+
+        if cls is FFT and is_dtensor(operand):  # a torch DTensor: staged (see _dtensor.py)
+            from ._dtensor import DTensorFFT
+
+            cls = DTensorFFT
+        return super().__new__(cls)
 
     def __init__(self, operand: Any, /, *, distribution: Any, options: Any = None, stream: Any = None):
         options = check_or_create_options(FFTOptions, options, "FFT options")

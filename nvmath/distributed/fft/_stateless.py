@@ -22,6 +22,7 @@ from nvmath._internal.tensors import wrap
 from nvmath.distributed import _runtime
 from nvmath.fft._options import FFTDirection
 
+from . import _dtensor
 from ._checks import fft_layout
 from ._options import FFTOptions
 from ._planner import FFT
@@ -64,6 +65,11 @@ def _build(operand: Any, distribution: Any, options: FFTOptions, stream: Any) ->
 
 def _run(operand: Any, distribution: Any, options: Any, stream: Any, sync: bool, fft_type: str,
          direction: FFTDirection, kind: str, name: str) -> Any:  # fmt: skip
+    if _dtensor.is_dtensor(operand):
+        return _run_dtensor(operand, distribution, options, stream, sync, fft_type, direction, kind, name)
+    if distribution is None:
+        raise TypeError(f"{name}() needs distribution= (Slab.X, Slab.Y or this rank's box pair); only a "
+                        "DTensor operand takes it from its placement")  # fmt: skip
     adapter = wrap(operand, "operand")
     if (adapter.dtype in _COMPLEX) != (kind == "complex"):
         raise ValueError(
@@ -83,14 +89,26 @@ def _run(operand: Any, distribution: Any, options: Any, stream: Any, sync: bool,
                        build_args=(adapter, distribution, options, stream))  # fmt: skip
 
 
-def fft(operand: Any, /, *, distribution: Any, sync_symmetric_memory: bool = True, options: Any = None,
-        stream: Any = None) -> Any:  # fmt: skip
+def _run_dtensor(operand: Any, distribution: Any, options: Any, stream: Any, sync: bool, fft_type: str,
+                 direction: FFTDirection, kind: str, name: str) -> Any:  # fmt: skip
+    """A DTensor operand: staged through a symmetric buffer, the result a DTensor (see ``_dtensor.py``)."""
+    dtype = str(operand.dtype).removeprefix("torch.")
+    if (dtype in _COMPLEX) != (kind == "complex"):
+        raise ValueError(f"{name}() needs a {kind} operand; got a {dtype} DTensor")
+    options = _options(options, fft_type)
+    return _dtensor.run_stateless(operand, distribution, options, stream, lambda staged, slab: _run(
+        staged, slab, options, stream, sync, fft_type, direction, kind, name))  # fmt: skip
+
+
+def fft(operand: Any, /, *, distribution: Any = None, sync_symmetric_memory: bool = True,
+        options: Any = None, stream: Any = None) -> Any:  # fmt: skip
     """Forward complex-to-complex distributed FFT, in place (collective).
 
     Args:
         operand: this rank's part of the global complex array, on the NVSHMEM symmetric heap
             (:func:`~nvmath.distributed.fft.allocate_operand`).
-        distribution: ``Slab.X`` or ``Slab.Y``, or this rank's pair ``(input Box, output Box)``.
+        distribution: ``Slab.X`` or ``Slab.Y``, or this rank's pair ``(input Box, output Box)``
+            (for a DTensor operand it comes from the placement and may be left out).
         sync_symmetric_memory: synchronize every rank's symmetric memory on the stream first.
         options: :class:`~nvmath.distributed.fft.FFTOptions` or a dict of its fields.
         stream: the stream to run on (``None``: the package's current stream).
@@ -98,22 +116,24 @@ def fft(operand: Any, /, *, distribution: Any, sync_symmetric_memory: bool = Tru
     Returns:
         The result, a view of the operand's buffer: in the operand's slab with
         ``options.redistribute=True`` (default), else in the complementary one; in this rank's
-        output box with a box pair.
+        output box with a box pair. A torch DTensor operand sharded on dimension 0 (``Slab.X``)
+        or 1 (``Slab.Y``) is copied through a symmetric buffer and the result is a new DTensor,
+        sharded where the result lies (see ``nvmath.distributed.fft._dtensor``).
     """
     return _run(operand, distribution, options, stream, sync_symmetric_memory, "C2C", FFTDirection.FORWARD,
                 "complex", "fft")  # fmt: skip
 
 
-def ifft(operand: Any, /, *, distribution: Any, sync_symmetric_memory: bool = True, options: Any = None,
-         stream: Any = None) -> Any:  # fmt: skip
+def ifft(operand: Any, /, *, distribution: Any = None, sync_symmetric_memory: bool = True,
+         options: Any = None, stream: Any = None) -> Any:  # fmt: skip
     """Inverse complex-to-complex distributed FFT, in place, unnormalized as cuFFT's (collective).
     Arguments as :func:`fft`."""
     return _run(operand, distribution, options, stream, sync_symmetric_memory, "C2C", FFTDirection.INVERSE,
                 "complex", "ifft")  # fmt: skip
 
 
-def rfft(operand: Any, /, *, distribution: Any, sync_symmetric_memory: bool = True, options: Any = None,
-         stream: Any = None) -> Any:  # fmt: skip
+def rfft(operand: Any, /, *, distribution: Any = None, sync_symmetric_memory: bool = True,
+         options: Any = None, stream: Any = None) -> Any:  # fmt: skip
     """Real-to-complex distributed FFT, in place (collective). The real operand's last axis is
     padded to ``2 * (n // 2 + 1)`` (:func:`~nvmath.distributed.fft.allocate_operand` does it) for slabs
     (box operands are dense); a 2-D slab R2C takes a ``Slab.X`` operand. Returns the complex half
@@ -123,8 +143,8 @@ def rfft(operand: Any, /, *, distribution: Any, sync_symmetric_memory: bool = Tr
                 "real", "rfft")  # fmt: skip
 
 
-def irfft(operand: Any, /, *, distribution: Any, sync_symmetric_memory: bool = True, options: Any = None,
-          stream: Any = None) -> Any:  # fmt: skip
+def irfft(operand: Any, /, *, distribution: Any = None, sync_symmetric_memory: bool = True,
+          options: Any = None, stream: Any = None) -> Any:  # fmt: skip
     """Complex-to-real distributed FFT, in place, unnormalized (collective); a 2-D C2R takes a
     ``Slab.Y`` operand. ``options.last_axis_parity`` gives the real length (``"even"``:
     ``2 * (m - 1)``, ``"odd"``: ``2 * m - 1``). Returns the real result with padded rows (a view of

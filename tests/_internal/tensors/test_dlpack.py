@@ -114,3 +114,39 @@ def test_a_deleter_that_releases_another_managed_tensor_does_not_deadlock():
     t.join(10)
     assert not t.is_alive(), "the nested deleter deadlocked"
     assert inner not in dl._LIVE and outer not in dl._LIVE
+
+
+_EXIT_SCRIPT = """
+import numpy as np, torch
+from nvmath._internal import dtypes
+from nvmath._internal.tensors import dlpack
+held = []
+for i in range(4):
+    buf = np.arange(8, dtype=np.float32) + i
+    capsule = dlpack.make_capsule(buf.ctypes.data, (8,), (1,), dtypes.dlpack_dtype("float32"),
+                                  (dlpack.KDL_CPU, 0), buf, versioned=i % 2 == 1)
+    held.append(torch.from_dlpack(capsule))
+held.append(dlpack.make_capsule(buf.ctypes.data, (8,), (1,), dtypes.dlpack_dtype("float32"),
+                                (dlpack.KDL_CPU, 0), buf, versioned=False))  # never consumed
+# torch's module is wiped after ours at interpreter exit: the tensors (and the capsule) die after that
+torch._nvmath_test_held = held
+print("exported", float(held[3].sum()))
+"""
+
+
+def test_consumers_released_at_interpreter_exit_after_this_module_was_wiped():
+    """Tensors a consumer still holds while the interpreter wipes this module's globals (then
+    releases them) call the deleter without touching the wiped globals: no "'NoneType' object has
+    no attribute 'pop'" and no segmentation fault at exit (both seen in the distributed GPU children)."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", _EXIT_SCRIPT], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=root)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "exported 52.0" in done.stdout
+    assert "Exception ignored" not in done.stderr and "Segmentation" not in done.stderr, done.stderr[-3000:]

@@ -25,19 +25,10 @@ from typing import Any
 
 from nvmath.distributed import _runtime
 from nvmath.distributed.distribution import BlockNonCyclic, ProcessGrid
-from nvmath.distributed.distribution._dtensor import placement_spec
+from nvmath.distributed.distribution._dtensor import is_dtensor, placement_spec
 from nvmath.distributed.distribution._index import noncyclic_block_size
 
 __all__ = ["DistributedMatmulFunction", "Sharded", "is_dtensor", "matmul"]
-
-
-def is_dtensor(x: Any) -> bool:
-    """Whether ``x`` is a torch DTensor (without importing torch)."""
-    return (
-        type(x).__module__.startswith("torch.distributed")
-        and hasattr(x, "to_local")
-        and hasattr(x, "placements")
-    )
 
 
 @dataclasses.dataclass(frozen=True)

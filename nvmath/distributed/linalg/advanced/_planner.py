@@ -123,36 +123,8 @@ class Matmul(FreedOnExit):
     def _setup(
         self, ops, distributions, everyone, group, device, qa, qb, options, alpha, beta, stream
     ) -> None:
-        nranks, rank = group.nranks, group.rank
-        names = [n for n in ("a", "b", "c") if n in ops]
-        global_shapes = {
-            n: global_matrix_shape(
-                n, distributions["abc".index(n)], {r: f["shapes"][n] for r, f in everyone.items()}, nranks
-            )
-            for n in names
-        }
-        descs = {
-            n: matrix_descriptor(
-                global_shapes[n],
-                distributions["abc".index(n)],
-                rank,
-                nranks,
-                ops[n].shape,
-                ops[n].strides,
-                agreed_order(n, {r: f["orders"][n] for r, f in everyone.items()}),
-            )
-            for n in names
-        }
+        descs = matrix_descriptors(ops, distributions, everyone, group.rank, group.nranks, qa, qb)
         dtype = ops["a"].dtype
-        if "c" not in ops:  # the result: distributions[2], Fortran order, shape (m, n)
-            m = descs["a"].n if qa[0] != descs["a"].transposed else descs["a"].m
-            n = descs["b"].m if qb[0] != descs["b"].transposed else descs["b"].n
-            shape = local_shape((m, n), distributions[2], rank, nranks)
-            descs["d"] = matrix_descriptor(
-                (m, n), distributions[2], rank, nranks, shape, (1, max(shape[0], 1))
-            )
-        else:
-            descs["d"] = descs["c"]
         call = matmul_call(descs["a"], descs["b"], descs["d"], qa, qb, dtypes.is_complex(dtype))
         if dtype in FP8 and (call.transa, call.transb) != ("T", "N"):
             raise ValueError(
@@ -172,6 +144,10 @@ class Matmul(FreedOnExit):
         self._package = ops["a"].package
         self._stream = streams.get_stream(stream, device_id=device, package=self._package)
         self._nccl = _runtime.context().nccl_comm
+        self._init_plan_state()
+
+    def _init_plan_state(self) -> None:
+        """The fields :meth:`plan` fills (nothing planned yet)."""
         self._result: TensorAdapter | None = None
         self._objects: list[Any] = []
         self._matrices: dict[str, Any] = {}
@@ -182,7 +158,7 @@ class Matmul(FreedOnExit):
         self._host_workspace = np.empty(0, np.uint8)
         self._sizes = (0, 0)
         self._workspace_bytes = _MIN_WORKSPACE
-        self._blocking = options.blocking is True
+        self._blocking = self._options.blocking is True
         self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
 
     # ------------------------------------------------------------------------------------ planning
@@ -284,62 +260,68 @@ class Matmul(FreedOnExit):
         if self._lifecycle.state is PlannerState.PLANNED:
             return
         self._plan_epilog(epilog, epilog_inputs)
-        lib = self._lib
         types = {"a": self._ops["a"].dtype, "b": self._ops["b"].dtype, "d": self._types.result}
         with contextlib.ExitStack() as undo:
-            objects, grids, matrices = [], {}, {}
+            objects: list[Any] = []
 
             def keep(obj: Any) -> Any:
                 objects.append(obj)
                 undo.callback(obj.close)
                 return obj
 
-            keep(handle := _mpobjects.MpHandle(lib, self._stream.ptr))
-            for name in ("a", "b", "d"):  # c has d's layout: they share a descriptor
-                desc = self._descs[name]
-                if desc.grid not in grids:
-                    grids[desc.grid] = keep(_mpobjects.MpGrid(lib, desc.grid, self._nccl))
-                cuda_type = dtypes.cuda_data_type(types[name])
-                matrices[name] = keep(_mpobjects.MpMatrix(lib, desc, cuda_type, grids[desc.grid]))
-            matrices["c"] = matrices["d"]
-            if self._types.result in FP8:
-                # cuBLASLt pairs an FP8 D with a 16-bit C, and takes C == D only with one descriptor
-                # (in place): C gets its own bfloat16 buffer of D's layout (never read: beta is 0).
-                desc = self._descs["d"]
-                matrices["c"] = keep(
-                    _mpobjects.MpMatrix(lib, desc, dtypes.cuda_data_type("bfloat16"), grids[desc.grid])
-                )
-                self._c_scratch = self._result_tensor("bfloat16")
-            call, opts = self._call, self._options
-            algo = self._algo
-            keep(
-                mm := _mpobjects.MpMatmulDesc(
-                    lib, self._compute, call.transa, call.transb, algo, opts.sm_count_communication
-                )
-            )
-            attributes = self._tensors.attributes()
-            for attribute in attributes:
-                mm.set(*attribute)
+            handle, grids, matrices = self._make_matrices(keep, types)
+            mm, attributes = self._make_matmul_desc(keep)
             self._matrices = matrices
             self._workspace_grid = grids[self._descs["a"].grid]
             result = self._result_tensor()
-            self._log_call(types, algo, attributes, len(grids))
-            sizes = lib.matmul_buffer_size(handle.value, mm.value, *self._args(result.data_ptr))
-            # cublasMpMalloc registers symmetric memory (collective): every rank allocates the same
-            # size, the largest any rank needs, and never 0 bytes (no null d_work)
-            needs = gather_by_rank(_runtime.context().process_group, int(sizes[0])).values()
-            self._workspace_bytes = max(*needs, _MIN_WORKSPACE)
+            self._log_call(types, self._algo, attributes, len(grids))
+            sizes = self._workspace_sizes(handle, mm, result)
             undo.pop_all()
-        self._handle, self._mm, self._objects, self._result, self._sizes = (
-            handle,
-            mm,
-            objects,
-            result,
-            tuple(sizes),
-        )
+        self._handle, self._mm, self._objects, self._result, self._sizes = handle, mm, objects, result, sizes
         _runtime.register_plan(self)
         self._lifecycle.mark_planned()
-        self._logger.info("planned %s (workspace %d device + %d host bytes)", call, *self._sizes)
+        self._logger.info("planned %s (workspace %d device + %d host bytes)", self._call, *self._sizes)
+
+    def _make_matrices(self, keep: Any, types: dict[str, str]) -> tuple[Any, dict, dict]:
+        """The cuBLASMp handle, grids and matrix descriptors (``keep`` closes them on failure)."""
+        lib, grids, matrices = self._lib, {}, {}
+        handle = keep(_mpobjects.MpHandle(lib, self._stream.ptr))
+        for name in ("a", "b", "d"):  # c has d's layout: they share a descriptor
+            desc = self._descs[name]
+            if desc.grid not in grids:
+                grids[desc.grid] = keep(_mpobjects.MpGrid(lib, desc.grid, self._nccl))
+            cuda_type = dtypes.cuda_data_type(types[name])
+            matrices[name] = keep(_mpobjects.MpMatrix(lib, desc, cuda_type, grids[desc.grid]))
+        matrices["c"] = matrices["d"]
+        if self._types.result in FP8:
+            # cuBLASLt pairs an FP8 D with a 16-bit C, and takes C == D only with one descriptor
+            # (in place): C gets its own bfloat16 buffer of D's layout (never read: beta is 0).
+            desc = self._descs["d"]
+            matrices["c"] = keep(
+                _mpobjects.MpMatrix(lib, desc, dtypes.cuda_data_type("bfloat16"), grids[desc.grid])
+            )
+            self._c_scratch = self._result_tensor("bfloat16")
+        return handle, grids, matrices
+
+    def _make_matmul_desc(self, keep: Any) -> tuple[Any, list]:
+        """The matmul descriptor with the epilog / scale attributes set; ``(desc, attributes)``."""
+        call, opts = self._call, self._options
+        mm = keep(_mpobjects.MpMatmulDesc(self._lib, self._compute, call.transa, call.transb, self._algo,
+                                          opts.sm_count_communication))  # fmt: skip
+        attributes = self._tensors.attributes()
+        for attribute in attributes:
+            mm.set(*attribute)
+        return mm, attributes
+
+    def _workspace_sizes(self, handle: Any, mm: Any, result: TensorAdapter) -> tuple[int, int]:
+        """``(device, host)`` workspace bytes cuBLASMp asks for; the device workspace every rank
+        allocates is the largest any rank needs (collective)."""
+        sizes = self._lib.matmul_buffer_size(handle.value, mm.value, *self._args(result.data_ptr))
+        # cublasMpMalloc registers symmetric memory (collective): every rank allocates the same
+        # size, the largest any rank needs, and never 0 bytes (no null d_work)
+        needs = gather_by_rank(_runtime.context().process_group, int(sizes[0])).values()
+        self._workspace_bytes = max(*needs, _MIN_WORKSPACE)
+        return tuple(sizes)  # type: ignore[return-value]
 
     def _log_call(self, types: dict[str, str], algo: int | None, attributes: list, ngrids: int) -> None:
         """Everything the cuBLASMp call is given (DEBUG): a failing call is diagnosed from the log."""
@@ -481,6 +463,27 @@ class Matmul(FreedOnExit):
             self._objects, self._workspace, self._c_scratch = [], None, None
             _runtime.unregister_plan(self)
             self._lifecycle.mark_freed()
+
+
+def matrix_descriptors(ops: dict[str, TensorAdapter], distributions: Any, everyone: dict[int, Any], rank: int,
+                       nranks: int, qa: Any, qb: Any) -> dict[str, Any]:  # fmt: skip
+    """This rank's matrix descriptors of a, b (and c) and of the result d (c's when given, else
+    ``distributions[2]`` in Fortran order), from every rank's gathered facts."""
+    names = [n for n in ("a", "b", "c") if n in ops]
+    descs = {}
+    for n in names:
+        dist = distributions["abc".index(n)]
+        global_shape = global_matrix_shape(n, dist, {r: f["shapes"][n] for r, f in everyone.items()}, nranks)
+        order = agreed_order(n, {r: f["orders"][n] for r, f in everyone.items()})
+        descs[n] = matrix_descriptor(global_shape, dist, rank, nranks, ops[n].shape, ops[n].strides, order)
+    if "c" in ops:
+        descs["d"] = descs["c"]
+        return descs
+    m = descs["a"].n if qa[0] != descs["a"].transposed else descs["a"].m
+    n = descs["b"].m if qb[0] != descs["b"].transposed else descs["b"].n
+    shape = local_shape((m, n), distributions[2], rank, nranks)
+    descs["d"] = matrix_descriptor((m, n), distributions[2], rank, nranks, shape, (1, max(shape[0], 1)))
+    return descs
 
 
 def matmul(
