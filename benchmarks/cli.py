@@ -14,7 +14,10 @@ from benchmarks.measure import Result
 from benchmarks.progress import Progress
 from benchmarks.runner import plan_runs, run_cases
 
-__all__ = ["DEFAULT_LIBS", "best_of_rounds", "build_parser", "job_rank", "main", "parse_args"]
+__all__ = [
+    "DEFAULT_LIBS", "PEER_TIMEOUT_ENV", "best_of_rounds", "build_parser", "job_rank", "job_size", "main",
+    "parse_args", "peer_timeout",
+]  # fmt: skip
 
 DEFAULT_LIBS = ("nvmath", "torch", "cupy", "cuda.core", "nvmath-python", "numpy")
 RESULTS_BASE = Path(__file__).resolve().parent / "results"
@@ -94,6 +97,11 @@ def job_rank() -> int:
     return int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
 
 
+def job_size() -> int:
+    """The number of processes of a launched job (1 when not launched)."""
+    return int(os.environ.get("WORLD_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "1")))
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -104,6 +112,24 @@ def _positive(text: str) -> int:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the command line."""
     return build_parser().parse_args(argv)
+
+
+PEER_TIMEOUT_ENV = "NVMATH_BENCH_PEER_TIMEOUT"
+
+
+def peer_timeout() -> float | None:
+    """``$NVMATH_BENCH_PEER_TIMEOUT``: seconds after which a peer's process is killed (unset: never).
+
+    Raises:
+        ValueError: not a positive number.
+    """
+    text = os.environ.get(PEER_TIMEOUT_ENV, "").strip()
+    if not text:
+        return None
+    value = float(text)
+    if not value > 0:
+        raise ValueError(f"${PEER_TIMEOUT_ENV} must be a number of seconds > 0; got {text!r}")
+    return value
 
 
 def _peer_results(
@@ -139,10 +165,14 @@ def _peer_results(
             pattern=args.cases,
             device_id=args.device,
             seed=args.seed,
+            timeout=peer_timeout(),
         )
     except Exception as exc:  # noqa: BLE001 - a failing peer becomes error rows
         return rows("error", str(exc)), {}
-    return reply.get("results", []), reply.get("versions", {})
+    results = reply.get("results", [])
+    if reply.get("note"):  # e.g. killed on its way out after replying
+        results = [{**r, "note": "; ".join(filter(None, (r.get("note"), reply["note"])))} for r in results]
+    return results, reply.get("versions", {})
 
 
 def best_of_rounds(rounds: list[list[dict]]) -> list[dict]:
@@ -247,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results,
         gpu=ctx.gpu_name,
         libs=args.libs,
-        settings={**vars(ctx.settings), "rounds": args.rounds},
+        settings={**vars(ctx.settings), "rounds": args.rounds, "nranks": job_size()},
         versions=versions,
     )
     print(report.render_markdown(doc))

@@ -118,8 +118,11 @@ def run_peer(
 ) -> dict[str, Any]:
     """Run ``suite`` for ``lib`` in a child process; return its JSON reply.
 
+    ``timeout`` (seconds; None: none) kills the child; a reply it wrote before is still returned.
+
     Raises:
-        RuntimeError: the child failed (its stderr tail is in the message) or wrote no reply.
+        RuntimeError: the child failed (its stderr tail is in the message), wrote no reply or did not
+            reply within ``timeout``.
     """
     peer_path = Path(peer_path)
     if not peer_path.is_dir():
@@ -139,16 +142,23 @@ def run_peer(
             seed=seed,
             probe=probe,
         )
-        proc = subprocess.run(
-            cmd,
-            check=False,
-            env=child_env(peer_path, root),
-            cwd=tmp,
-            stdout=subprocess.PIPE,
-            stderr=None if not probe else subprocess.PIPE,
-            text=True,
-            timeout=timeout,
-        )
+        try:
+            proc = subprocess.run(
+                cmd,
+                check=False,
+                env=child_env(peer_path, root),
+                cwd=tmp,
+                stdout=subprocess.PIPE,
+                stderr=None if not probe else subprocess.PIPE,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            if out_json.exists():  # it measured and replied, then hung on its way out (e.g. a finalize)
+                reply = json.loads(out_json.read_text())
+                reply["note"] = f"{lib}'s process was killed {timeout:g} s after it started, after it replied"
+                return reply
+            raise RuntimeError(f"{lib} child process did not reply within {timeout:g} s (killed)") from None
         if proc.returncode != 0 or not out_json.exists():
             tail = (proc.stderr or proc.stdout or "")[-2000:]
             raise RuntimeError(f"{lib} child process failed (exit {proc.returncode}): {tail}")

@@ -243,3 +243,39 @@ def test_make_bench_runs_the_cli():
     if proc.returncode != 0 and "No rule" in proc.stderr:
         pytest.fail("the Makefile has no bench target")
     assert "-m benchmarks" in proc.stdout
+
+
+@pytest.mark.parametrize(("text", "expected"), [(None, None), ("", None), ("90", 90.0), ("2.5", 2.5)])
+def test_peer_timeout_from_environment(monkeypatch, text, expected):
+    """$NVMATH_BENCH_PEER_TIMEOUT sets the seconds after which a peer's process is killed."""
+    if text is None:
+        monkeypatch.delenv(cli.PEER_TIMEOUT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(cli.PEER_TIMEOUT_ENV, text)
+    assert cli.peer_timeout() == expected
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "soon"])
+def test_bad_peer_timeout(monkeypatch, text):
+    """A timeout that is not a positive number raises ValueError naming the variable."""
+    monkeypatch.setenv(cli.PEER_TIMEOUT_ENV, text)
+    with pytest.raises(ValueError):
+        cli.peer_timeout()
+
+
+def test_the_document_records_the_job_size(tmp_path, monkeypatch):
+    """The settings record the launched job's size (WORLD_SIZE, else Open MPI's, else 1): the
+    efficiency lines divide by it."""
+    from types import SimpleNamespace
+
+    from benchmarks.context import Settings
+
+    ctx = SimpleNamespace(gpu_name="GPU", has_gpu=True, settings=Settings())
+    monkeypatch.setattr(cli, "_run", lambda args, cases: ([], ctx, {}))
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert cli.main(["overhead", "--cases", "stream-none", "--out", str(tmp_path), "--no-plots"]) == 0
+    assert json.loads((tmp_path / "overhead.json").read_text())["settings"]["nranks"] == 1
+    monkeypatch.delenv("WORLD_SIZE")
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")
+    assert cli.job_size() == 4

@@ -97,3 +97,32 @@ def test_child_env_extra_path_goes_first(tmp_path):
     env = subproc.child_env(tmp_path / "peer", tmp_path / "h", base)
     parts = env["PYTHONPATH"].split(os.pathsep)
     assert parts[:2] == ["/np235", "/x"] and parts[2] == str((tmp_path / "peer").resolve())
+
+
+def _fake_run(write_reply: bool):
+    """A subprocess.run that writes the child's reply (or not) and then times out."""
+    import json
+    import subprocess
+
+    def run(cmd, **kwargs):
+        if write_reply:
+            out = Path(cmd[cmd.index("--out") + 1])
+            out.write_text(json.dumps({"results": [{"case": "c"}], "versions": {}}))
+        raise subprocess.TimeoutExpired(cmd, kwargs["timeout"])
+
+    return run
+
+
+def test_a_child_that_replied_then_hung_still_counts(fake_peer, monkeypatch):
+    """A child killed at the timeout after writing its reply (hung in a finalize on its way out)
+    returns that reply, with a note saying it was killed."""
+    monkeypatch.setattr(subproc.subprocess, "run", _fake_run(write_reply=True))
+    reply = subproc.run_peer("overhead", "nvmath-python", fake_peer, timeout=5)
+    assert reply["results"] == [{"case": "c"}] and "killed 5 s after it started" in reply["note"]
+
+
+def test_a_child_that_never_replied_times_out(fake_peer, monkeypatch):
+    """A child killed at the timeout without a reply raises RuntimeError saying so."""
+    monkeypatch.setattr(subproc.subprocess, "run", _fake_run(write_reply=False))
+    with pytest.raises(RuntimeError, match="did not reply within 5 s"):
+        subproc.run_peer("overhead", "nvmath-python", fake_peer, timeout=5)
