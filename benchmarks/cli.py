@@ -170,8 +170,10 @@ def _peer_results(
     except Exception as exc:  # noqa: BLE001 - a failing peer becomes error rows
         return rows("error", str(exc)), {}
     results = reply.get("results", [])
-    if reply.get("note"):  # e.g. killed on its way out after replying
+    if reply.get("note"):  # it crashed or hung: after replying, or after some rows
         results = [{**r, "note": "; ".join(filter(None, (r.get("note"), reply["note"])))} for r in results]
+        done = {r.get("case") for r in results}
+        results += [r for r in rows("error", reply["note"]) if r["case"] not in done]
     return results, reply.get("versions", {})
 
 

@@ -154,12 +154,28 @@ def run_peer(
                 timeout=timeout,
             )
         except subprocess.TimeoutExpired:
-            if out_json.exists():  # it measured and replied, then hung on its way out (e.g. a finalize)
-                reply = json.loads(out_json.read_text())
-                reply["note"] = f"{lib}'s process was killed {timeout:g} s after it started, after it replied"
-                return reply
-            raise RuntimeError(f"{lib} child process did not reply within {timeout:g} s (killed)") from None
-        if proc.returncode != 0 or not out_json.exists():
+            reply = _partial_reply(out_json, f"{lib}'s process was killed {timeout:g} s after it started")
+            if reply is None:
+                raise RuntimeError(f"{lib} child process did not reply within {timeout:g} s (killed)") from None
+            return reply
+        if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout or "")[-2000:]
-            raise RuntimeError(f"{lib} child process failed (exit {proc.returncode}): {tail}")
+            failed = f"{lib}'s process exited with {proc.returncode} ({tail.strip()[-300:]})"
+            reply = _partial_reply(out_json, failed)
+            if reply is None:
+                raise RuntimeError(f"{lib} child process failed (exit {proc.returncode}): {tail}")
+            return reply
+        if not out_json.exists():
+            raise RuntimeError(f"{lib} child process wrote no reply (exit 0)")
         return json.loads(out_json.read_text())
+
+
+def _partial_reply(out_json: Path, what: str) -> dict[str, Any] | None:
+    """The reply a child wrote before it failed or hung (``note`` says what happened), or None."""
+    try:
+        reply = json.loads(out_json.read_text())
+    except (OSError, ValueError):  # none, or cut short while being written
+        return None
+    when = "after it replied" if reply.get("complete") else f"after {len(reply.get('results', []))} row(s)"
+    reply["note"] = f"{what} {when}"
+    return reply

@@ -273,7 +273,8 @@ def _fft_setup(p: FftProblem) -> Callable[[Any], Any]:
         footprint = _Footprint(ctx.device_id)
         local = Slab.X.shape(world.rank, shape)
         dtype = torch.complex64 if p.kind == "C2C" else torch.float32
-        x = allocate_operand(local, torch, input_dtype=dtype, distribution=Slab.X, fft_type=p.kind)
+        x = allocate_operand(local, torch, input_dtype=dtype, distribution=Slab.X, memory_space="cuda",
+                             fft_type=p.kind)  # nvmath-python requires memory_space for torch
         fft = None
         try:
             x.copy_(torch.randn(x.shape, dtype=dtype, device=x.device))

@@ -279,3 +279,21 @@ def test_the_document_records_the_job_size(tmp_path, monkeypatch):
     monkeypatch.delenv("WORLD_SIZE")
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")
     assert cli.job_size() == 4
+
+
+def test_rows_a_crashed_peer_did_not_reach_become_errors(monkeypatch):
+    """A peer that crashed after some rows: its rows are kept with the note, the cases it never
+    reached become error rows with the same note."""
+    import argparse
+
+    from benchmarks import registry
+
+    cases = [registry.Case(suite="s", name=n, setups={"nvmath-python": lambda ctx: None}) for n in ("a", "b")]
+    runs = [(c, "nvmath-python") for c in cases]
+    reply = {"results": [{"case": "a", "lib": "nvmath-python", "status": "ok", "note": ""}], "versions": {},
+             "note": "nvmath-python's process exited with -11 after 1 row(s)"}  # fmt: skip
+    monkeypatch.setattr(cli.subproc, "run_peer", lambda *a, **k: reply)
+    args = argparse.Namespace(nvmath_python_path=Path("/x"), suite="s", quick=True, cases=None, device=0, seed=1)
+    rows, _ = cli._peer_results(args, runs, "nvmath-python")
+    assert [(r["case"], r["status"]) for r in rows] == [("a", "ok"), ("b", "error")]
+    assert all("exited with -11" in r["note"] for r in rows)

@@ -78,7 +78,7 @@ def test_full_child_run_returns_results(fake_peer):
     reply = subproc.run_peer(
         "overhead", "nvmath-python", fake_peer, quick=True, pattern="stream-*", timeout=300
     )
-    assert reply["versions"] == {"nvmath-python": "fake-1.0"}
+    assert reply["versions"] == {"nvmath-python": "fake-1.0"} and reply["complete"] is True
     assert [(r["case"], r["lib"], r["status"]) for r in reply["results"]] == [
         ("stream-none", "nvmath-python", "skipped"),
         ("stream-torch-object", "nvmath-python", "skipped"),
@@ -99,18 +99,38 @@ def test_child_env_extra_path_goes_first(tmp_path):
     assert parts[:2] == ["/np235", "/x"] and parts[2] == str((tmp_path / "peer").resolve())
 
 
-def _fake_run(write_reply: bool):
-    """A subprocess.run that writes the child's reply (or not) and then times out."""
+def _fake_run(write_reply: bool, complete: bool = False, returncode: int | None = None):
+    """A subprocess.run that writes the child's reply (or not, or a partial one) and then times out,
+    or exits with ``returncode``."""
     import json
     import subprocess
 
     def run(cmd, **kwargs):
         if write_reply:
             out = Path(cmd[cmd.index("--out") + 1])
-            out.write_text(json.dumps({"results": [{"case": "c"}], "versions": {}}))
-        raise subprocess.TimeoutExpired(cmd, kwargs["timeout"])
+            out.write_text(json.dumps({"results": [{"case": "c"}], "versions": {}, "complete": complete}))
+        if returncode is None:
+            raise subprocess.TimeoutExpired(cmd, kwargs["timeout"])
+        return subprocess.CompletedProcess(cmd, returncode, stdout="Segmentation fault", stderr=None)
 
     return run
+
+
+@pytest.mark.parametrize(("complete", "when"), [(True, "after it replied"), (False, "after 1 row(s)")])
+def test_a_child_that_crashed_keeps_its_rows(fake_peer, monkeypatch, complete, when):
+    """A child that exits non-zero (a crash in an engine's finalize at exit, or in a later row)
+    returns the rows it wrote; the note says how it ended and when."""
+    monkeypatch.setattr(subproc.subprocess, "run", _fake_run(True, complete, returncode=-11))
+    reply = subproc.run_peer("overhead", "nvmath-python", fake_peer)
+    assert reply["results"] == [{"case": "c"}]
+    assert reply["note"] == f"nvmath-python's process exited with -11 (Segmentation fault) {when}"
+
+
+def test_a_child_that_crashed_before_any_row_fails(fake_peer, monkeypatch):
+    """No reply file and a non-zero exit: RuntimeError with the output's tail."""
+    monkeypatch.setattr(subproc.subprocess, "run", _fake_run(False, returncode=1))
+    with pytest.raises(RuntimeError, match="failed \\(exit 1\\): Segmentation fault"):
+        subproc.run_peer("overhead", "nvmath-python", fake_peer)
 
 
 def test_a_child_that_replied_then_hung_still_counts(fake_peer, monkeypatch):
