@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchmarks import registry, report, subproc
@@ -215,7 +215,14 @@ def gpu_skipped(runs: list[tuple[registry.Case, str]], reason: str) -> list[dict
     ]  # fmt: skip
 
 
-def _run(args: argparse.Namespace, cases: list[registry.Case]) -> tuple[list[dict], Context, dict]:
+Checkpoint = Callable[[list[dict], Context, dict], None]
+"""Called with the rows so far (and the context and versions) after every in-process row and after
+the peers: ``main`` writes them, so that a crash of an engine later in the run keeps them."""
+
+
+def _run(
+    args: argparse.Namespace, cases: list[registry.Case], checkpoint: Checkpoint | None = None
+) -> tuple[list[dict], Context, dict]:
     runs = plan_runs(cases, args.libs)
     ctx = make_context(Settings.for_run(quick=args.quick, seed=args.seed), args.device)
     skipped: list[dict] = []
@@ -238,20 +245,53 @@ def _run(args: argparse.Namespace, cases: list[registry.Case]) -> tuple[list[dic
             local_rows: list[dict] = []
             peer_rows: list[dict] = []
 
+            def save(current: list[dict] = local_rows, other: list[dict] = peer_rows) -> None:
+                if checkpoint is None:
+                    return
+                try:
+                    checkpoint(best_of_rounds([*rounds, current + other]) + skipped, ctx, versions)
+                except Exception as exc:  # noqa: BLE001 - a failed checkpoint must not end the run
+                    print(f"checkpoint not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+
             def run_local(into: list[dict] = local_rows) -> None:
-                into += [r.to_dict() for r in run_cases(local, ctx, progress)]
+                for run in local:
+                    into += [r.to_dict() for r in run_cases([run], ctx, progress)]
+                    save()
 
             def run_peers(into: list[dict] = peer_rows) -> None:
                 for lib in peers:
                     rows, peer_versions = _peer_results(args, runs, lib)
                     into += rows
                     versions.update(peer_versions)
+                    save()
 
             order = (run_local, run_peers) if index % 2 == 0 else (run_peers, run_local)
             for step in order:
                 step()
             rounds.append(local_rows + peer_rows)
     return best_of_rounds(rounds) + skipped, ctx, versions
+
+
+def _document(args: argparse.Namespace, results: list[dict], ctx: Context, versions: dict) -> dict:
+    return report.make_document(
+        args.suite,
+        results,
+        gpu=ctx.gpu_name,
+        libs=args.libs,
+        settings={**vars(ctx.settings), "rounds": args.rounds, "nranks": job_size()},
+        versions=versions,
+    )
+
+
+def _checkpoint(args: argparse.Namespace) -> Checkpoint | None:
+    """With ``--out``, on rank 0: write the JSON and Markdown of the rows so far (no plots)."""
+    if args.out is None or job_rank() != 0:
+        return None
+
+    def write(results: list[dict], ctx: Context, versions: dict) -> None:
+        report.write_outputs(_document(args, results, ctx, versions), args.out, plots=False)
+
+    return write
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -271,17 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not cases:
         print(f"no cases of suite {args.suite!r} match {args.cases!r}", file=sys.stderr)
         return 2
-    results, ctx, versions = _run(args, cases)
+    results, ctx, versions = _run(args, cases, _checkpoint(args))
     if job_rank() != 0:  # the other ranks of a distributed run measured the same collectives
         return 0
-    doc = report.make_document(
-        args.suite,
-        results,
-        gpu=ctx.gpu_name,
-        libs=args.libs,
-        settings={**vars(ctx.settings), "rounds": args.rounds, "nranks": job_size()},
-        versions=versions,
-    )
+    doc = _document(args, results, ctx, versions)
     print(report.render_markdown(doc))
     if args.out is None and not ctx.has_gpu:
         # a CPU-only trial run: the results folder of the checkout is for GPU results

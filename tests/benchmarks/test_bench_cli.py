@@ -271,7 +271,7 @@ def test_the_document_records_the_job_size(tmp_path, monkeypatch):
     from benchmarks.context import Settings
 
     ctx = SimpleNamespace(gpu_name="GPU", has_gpu=True, settings=Settings())
-    monkeypatch.setattr(cli, "_run", lambda args, cases: ([], ctx, {}))
+    monkeypatch.setattr(cli, "_run", lambda args, cases, checkpoint=None: ([], ctx, {}))
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert cli.main(["overhead", "--cases", "stream-none", "--out", str(tmp_path), "--no-plots"]) == 0
@@ -297,3 +297,26 @@ def test_rows_a_crashed_peer_did_not_reach_become_errors(monkeypatch):
     rows, _ = cli._peer_results(args, runs, "nvmath-python")
     assert [(r["case"], r["status"]) for r in rows] == [("a", "ok"), ("b", "error")]
     assert all("exited with -11" in r["note"] for r in rows)
+
+
+def test_rows_are_written_as_they_come(tmp_path, monkeypatch):
+    """With --out, the JSON and Markdown hold every row measured so far after each row: a crash of
+    an engine later in the run keeps them."""
+    from benchmarks.context import Context
+
+    seen = []
+    real_write = cli.report.write_outputs
+
+    def spy(doc, out_dir, *, plots=True):
+        seen.append(([r["case"] for r in doc["results"]], plots))
+        return real_write(doc, out_dir, plots=plots)
+
+    monkeypatch.setattr(cli.report, "write_outputs", spy)
+    monkeypatch.setattr(cli, "make_context", lambda settings, device_id=0: Context(
+        settings=settings, stream=_StubStream(), gpu_name="stub GPU"))  # fmt: skip
+    monkeypatch.delenv("RANK", raising=False)
+    argv = ["overhead", "--quick", "--cases", "stream-none,stream-torch-object", "--libs", "torch", "--out",
+            str(tmp_path), "--plain", "--no-plots"]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert seen[0] == (["stream-none"], False) and seen[-1][0] == ["stream-none", "stream-torch-object"]
+    assert len(seen) == 3  # after each of the two rows, then the final document

@@ -131,7 +131,7 @@ def test_device_defaults_to_the_local_rank(monkeypatch):
 def test_only_rank_zero_reports(monkeypatch, tmp_path, capsys):
     """A rank other than 0 measures but neither prints the report nor writes files."""
     ctx = SimpleNamespace(gpu_name="GPU", has_gpu=True, settings=Settings())
-    monkeypatch.setattr(cli, "_run", lambda args, cases: ([], ctx, {}))
+    monkeypatch.setattr(cli, "_run", lambda args, cases, checkpoint=None: ([], ctx, {}))
     monkeypatch.setenv("RANK", "1")
     assert cli.main(["distributed", "--out", str(tmp_path), "--cases", "gemm-bf16-8192"]) == 0
     assert not list(tmp_path.iterdir()) and "gemm" not in capsys.readouterr().out
