@@ -70,6 +70,8 @@ PY
 if [ -n "${CASES:-}" ]; then select=(--cases "$CASES"); else select=(--quick); fi
 timeout -k 15 "$LIMIT" torchrun --standalone --nproc-per-node 1 -m benchmarks distributed "${select[@]}" \
     --nvmath-python-path "$NVP" --out "$dest" --plain > "$dest/run.log" 2>&1
-echo "torchrun exit $? (124: killed at $LIMIT s)" | tee -a "$dest/env.txt"
-grep -E "^engine|nccl/core|NCCL loaded|No such" "$dest/env.txt"
-if [ -f "$dest/distributed.md" ]; then cat "$dest/distributed.md"; else tail -c 6000 "$dest/run.log"; fi
+rc=$?
+echo "torchrun exit $rc (124: killed at $LIMIT s; the rows measured before are in distributed.json)" | tee -a "$dest/env.txt"
+grep -E "^engine|nccl/core|NCCL loaded|No such|ERROR" "$dest/env.txt"
+[ -f "$dest/distributed.md" ] && cat "$dest/distributed.md"
+if [ "$rc" != 0 ] || [ ! -f "$dest/distributed.md" ]; then tail -c 4000 "$dest/run.log"; fi

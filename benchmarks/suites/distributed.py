@@ -43,7 +43,7 @@ wheels) are missing.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
+import importlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -134,15 +134,18 @@ def agree_iterations(dist: Any, device_id: int) -> Callable[[int, int], tuple[in
     return agree
 
 
-def _has_module(name: str) -> bool:
+def _importable(name: str) -> bool:
+    """Whether ``import name`` works (it is imported: a module that is there but fails to import,
+    e.g. nccl4py without its libnccl, counts as missing)."""
     try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):  # a missing parent package
+        importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - any failure to import is "not available"
         return False
+    return True
 
 
 def backend_attempts(
-    peer: bool, has_module: Callable[[str], bool] = _has_module
+    peer: bool, has_module: Callable[[str], bool] = _importable
 ) -> tuple[list[list[str]], dict[str, str]]:
     """The backend sets to try to ``initialize`` with, in order, and why some are left out.
 
@@ -151,7 +154,7 @@ def backend_attempts(
     twice). Ours loads every engine before starting any, so a failed set can be retried smaller.
     """
     if peer and not has_module("nccl.core"):
-        reason = "nvmath-python's NCCL backend needs nccl4py (the 'nccl.core' module), which is not installed"
+        reason = "nvmath-python's NCCL backend needs nccl4py (the 'nccl.core' module), which does not import"
         return [["nvshmem"]], {"nccl": reason}
     return [["nvshmem", "nccl"], ["nccl"], ["nvshmem"]], {}
 
