@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from benchmarks.progress import Progress
 from benchmarks.runner import plan_runs, run_cases
 
 __all__ = [
-    "DEFAULT_LIBS", "PEER_TIMEOUT_ENV", "best_of_rounds", "build_parser", "job_rank", "job_size", "main",
+    "DEADLINE_ENV", "DEFAULT_LIBS", "PEER_TIMEOUT_ENV", "best_of_rounds", "build_parser", "job_rank", "job_size", "main",
     "parse_args", "peer_timeout",
 ]  # fmt: skip
 
@@ -115,21 +116,32 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 PEER_TIMEOUT_ENV = "NVMATH_BENCH_PEER_TIMEOUT"
+DEADLINE_ENV = "NVMATH_BENCH_DEADLINE"
 
 
-def peer_timeout() -> float | None:
-    """``$NVMATH_BENCH_PEER_TIMEOUT``: seconds after which a peer's process is killed (unset: never).
-
-    Raises:
-        ValueError: not a positive number.
-    """
-    text = os.environ.get(PEER_TIMEOUT_ENV, "").strip()
+def _env_seconds(name: str) -> float | None:
+    text = os.environ.get(name, "").strip()
     if not text:
         return None
     value = float(text)
     if not value > 0:
-        raise ValueError(f"${PEER_TIMEOUT_ENV} must be a number of seconds > 0; got {text!r}")
+        raise ValueError(f"${name} must be a number of seconds > 0; got {text!r}")
     return value
+
+
+def peer_timeout(now: float | None = None) -> float | None:
+    """Seconds after which a peer's process is killed (None: never): ``$NVMATH_BENCH_PEER_TIMEOUT``,
+    cut to what is left before ``$NVMATH_BENCH_DEADLINE`` (a Unix time: the end of a run with a hard
+    time limit, which must still write what the peer measured), at least one second.
+
+    Raises:
+        ValueError: a variable that is not a positive number.
+    """
+    timeout, deadline = _env_seconds(PEER_TIMEOUT_ENV), _env_seconds(DEADLINE_ENV)
+    if deadline is not None:
+        left = max(1.0, deadline - (time.time() if now is None else now))
+        timeout = left if timeout is None else min(timeout, left)
+    return timeout
 
 
 def _peer_results(

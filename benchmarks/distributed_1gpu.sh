@@ -16,13 +16,14 @@
 #   WHL    folder of nvmath_python-1.0.0-*.whl and nccl4py-0.3.*.whl (.whl). nvmath-python's NCCL
 #          backend (its GEMMs) needs nccl4py; without it those rows skip, saying so.
 #   CASES  comma-separated case globs instead of the --quick selection (then normal iteration counts).
-#   LIMIT  seconds for the whole torchrun (140).
+#   LIMIT  seconds for the whole torchrun (130); nvmath-python's process is killed in time for the
+#          run to write what it measured (NVMATH_BENCH_DEADLINE).
 set -u
 OUT=${OUT:-/tmp/distributed-1gpu}
 ENG=${ENG:-/tmp/eng}
 NVP=${NVP:-/tmp/nvp}
 WHL=${WHL:-.whl}
-LIMIT=${LIMIT:-140}
+LIMIT=${LIMIT:-130}
 dest=$OUT/distributed
 mkdir -p "$dest"
 export NVSHMEM_REMOTE_TRANSPORT=none NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -68,6 +69,7 @@ except OSError as exc:
 PY
 
 if [ -n "${CASES:-}" ]; then select=(--cases "$CASES"); else select=(--quick); fi
+export NVMATH_BENCH_DEADLINE=$(( $(date +%s) + LIMIT - 10 ))
 timeout -k 15 "$LIMIT" torchrun --standalone --nproc-per-node 1 -m benchmarks distributed "${select[@]}" \
     --nvmath-python-path "$NVP" --out "$dest" --plain > "$dest/run.log" 2>&1
 rc=$?

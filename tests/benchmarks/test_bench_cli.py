@@ -248,11 +248,27 @@ def test_make_bench_runs_the_cli():
 @pytest.mark.parametrize(("text", "expected"), [(None, None), ("", None), ("90", 90.0), ("2.5", 2.5)])
 def test_peer_timeout_from_environment(monkeypatch, text, expected):
     """$NVMATH_BENCH_PEER_TIMEOUT sets the seconds after which a peer's process is killed."""
+    monkeypatch.delenv(cli.DEADLINE_ENV, raising=False)
     if text is None:
         monkeypatch.delenv(cli.PEER_TIMEOUT_ENV, raising=False)
     else:
         monkeypatch.setenv(cli.PEER_TIMEOUT_ENV, text)
     assert cli.peer_timeout() == expected
+
+
+@pytest.mark.parametrize(
+    ("timeout", "deadline", "now", "expected"),
+    [(None, "1000", 940.0, 60.0), ("30", "1000", 940.0, 30.0), ("90", "1000", 940.0, 60.0),
+     ("90", "1000", 1200.0, 1.0)],
+)  # fmt: skip
+def test_peer_timeout_is_cut_to_the_deadline(monkeypatch, timeout, deadline, now, expected):
+    """$NVMATH_BENCH_DEADLINE (a Unix time) cuts the peer's timeout to the time left, at least 1 s:
+    a run under a hard limit still gets to write what the peer measured."""
+    monkeypatch.delenv(cli.PEER_TIMEOUT_ENV, raising=False)
+    if timeout is not None:
+        monkeypatch.setenv(cli.PEER_TIMEOUT_ENV, timeout)
+    monkeypatch.setenv(cli.DEADLINE_ENV, deadline)
+    assert cli.peer_timeout(now=now) == expected
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "soon"])
