@@ -220,3 +220,31 @@ def test_footprint_note():
     note = suite.footprint_note(1, "colwise", 1234.4, 512.2, 3.25, 0.5)
     assert note == ("1 GPU(s), colwise; setup+plan+first call 1234 ms, +512 MiB; 3.2 GiB in use on the GPU; "
                     "initialize 0.50 s")  # fmt: skip
+
+
+def test_the_suites_calls_bind_to_the_api():
+    """Every call the suite's setups make binds to our API (the one nvmath-python 1.0's follows:
+    the peer runs the same calls): keyword names, and the option values it passes are accepted."""
+    import inspect
+
+    import nvmath.distributed as nd
+    import nvmath.fft as nf
+    from nvmath.distributed import fft as dfft
+    from nvmath.distributed.linalg import advanced as dla
+    from nvmath.linalg import advanced as la
+
+    x, a, b = object(), object(), object()
+    inspect.signature(nd.initialize).bind(0, object(), backends=["nvshmem", "nccl"])
+    inspect.signature(nd.TorchProcessGroup).bind(device_id=0)
+    inspect.signature(nd.free_symmetric_memory).bind(x)
+    inspect.signature(dfft.allocate_operand).bind((8, 8, 8), object(), input_dtype=object(), distribution=object(),
+                                                 memory_space="cuda", fft_type="R2C")  # fmt: skip
+    inspect.signature(dfft.FFT).bind(x, distribution=object(), options={"fft_type": "C2C"})
+    inspect.signature(dla.Matmul).bind(a, b, distributions=[object()] * 3, options={"inplace": False})
+    inspect.signature(nf.FFT).bind(x, options={"inplace": True})
+    inspect.signature(la.Matmul).bind(a, b)
+    for kind in ("C2C", "R2C"):
+        dfft.FFTOptions(fft_type=kind)
+    dla.MatmulOptions(inplace=False)
+    nf.FFTOptions(inplace=True)
+    nf.FFTOptions(fft_type="R2C")
