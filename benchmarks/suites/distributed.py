@@ -32,7 +32,8 @@ single-GPU cuFFT / cuBLASLt -- in-place C2C, out-of-place R2C, ``Matmul`` -- the
 efficiency lines, ``t_1gpu / (P t_P)``; at P = 1 this is the cost of the distributed engine over
 the single-GPU library, not a scaling number).
 
-Each row's note gives the setup + plan + first-call time, the device memory those took (every
+Each row's note gives the plan time (``plan()``; nvmath, nvmath-python, nvmath-1gpu), the
+setup + plan + first-call time, the device memory those took (every
 allocator's: NCCL's and NVSHMEM's too; ``mem_get_info``), the memory then in use on the GPU by all
 processes (the peak per GPU for that row: the timed calls allocate nothing more), and ``initialize``'s
 time (NVSHMEM + NCCL bootstrap). nvmath-python's process runs while ours waits holding its own engines:
@@ -196,10 +197,12 @@ def _world(ctx: Any, backend: str | None) -> World:
 
 
 def footprint_note(
-    nranks: int, what: str, setup_ms: float, taken_mib: float, used_gib: float, init_s: float
-) -> str:
+    nranks: int, what: str, setup_ms: float, taken_mib: float, used_gib: float, init_s: float,
+    plan_ms: float | None = None,
+) -> str:  # fmt: skip
     """The note of a measured row (see the module docstring)."""
-    return (f"{nranks} GPU(s), {what}; setup+plan+first call {setup_ms:.0f} ms, +{taken_mib:.0f} MiB; "
+    plan = "" if plan_ms is None else f"plan {plan_ms:.0f} ms, "
+    return (f"{nranks} GPU(s), {what}; {plan}setup+plan+first call {setup_ms:.0f} ms, +{taken_mib:.0f} MiB; "
             f"{used_gib:.1f} GiB in use on the GPU; initialize {init_s:.2f} s")  # fmt: skip
 
 
@@ -209,9 +212,16 @@ class _Footprint:
     def __init__(self, device_id: int):
         import torch
 
-        self.torch, self.device_id = torch, device_id
+        self.torch, self.device_id, self.plan_ms = torch, device_id, None
         torch.cuda.synchronize(device_id)
         self.free0, self.t0 = torch.cuda.mem_get_info(device_id)[0], time.perf_counter()
+
+    def plan(self, plan: Callable[[], Any]) -> None:
+        """Call ``plan`` and keep its time for the note."""
+        start = time.perf_counter()
+        plan()
+        self.torch.cuda.synchronize(self.device_id)
+        self.plan_ms = (time.perf_counter() - start) * 1e3
 
     def note(self, world: World, what: str) -> str:
         """Call after the setup's first call of the timed function."""
@@ -219,7 +229,7 @@ class _Footprint:
         ms = (time.perf_counter() - self.t0) * 1e3
         free, total = self.torch.cuda.mem_get_info(self.device_id)
         return footprint_note(world.nranks, what, ms, (self.free0 - free) / 2**20, (total - free) / 2**30,
-                              _STATE.get("init_s", 0.0))  # fmt: skip
+                              _STATE.get("init_s", 0.0), self.plan_ms)  # fmt: skip
 
 
 # -------------------------------------------------------------------------------------- the FFT
@@ -282,7 +292,7 @@ def _fft_setup(p: FftProblem) -> Callable[[Any], Any]:
         try:
             x.copy_(torch.randn(x.shape, dtype=dtype, device=x.device))
             fft = FFT(x, distribution=Slab.X, options={"fft_type": p.kind})
-            fft.plan()
+            footprint.plan(fft.plan)
             fft.execute()
             note = footprint.note(world, f"global {shape}")
         except BaseException:
@@ -317,7 +327,7 @@ def _fft_1gpu(p: FftProblem) -> Callable[[Any], Any]:
         options = {"inplace": True} if p.kind == "C2C" else {"fft_type": "R2C"}
         fft = nf.FFT(x, options=options)
         try:
-            fft.plan()
+            footprint.plan(fft.plan)
             fft.execute()
             note = footprint.note(world, f"{shape} on one GPU, {'in' if p.kind == 'C2C' else 'out of'} place")
         except BaseException:
@@ -383,7 +393,7 @@ def _gemm_setup(p: GemmProblem) -> Callable[[Any], Any]:
         dists = [slab[d] for d in p.shard_dims()]
         mm = Matmul(a, b, distributions=dists, options={"inplace": False})
         try:
-            mm.plan()
+            footprint.plan(mm.plan)
             mm.execute()  # the first call registers the workspace (counted in the footprint)
             note = footprint.note(world, p.layout)
         except BaseException:
@@ -405,7 +415,7 @@ def _gemm_1gpu(p: GemmProblem) -> Callable[[Any], Any]:
         footprint = _Footprint(ctx.device_id)
         mm = Matmul(a, b)
         try:
-            mm.plan()
+            footprint.plan(mm.plan)
             mm.execute()
             note = footprint.note(world, "the whole GEMM on one GPU")
         except BaseException:

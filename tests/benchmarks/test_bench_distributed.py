@@ -216,10 +216,13 @@ def test_peer_marks_the_process(monkeypatch):
 
 
 def test_footprint_note():
-    """A row's note: ranks, what ran, setup+plan+first call time, memory taken and in use, init time."""
+    """A row's note: ranks, what ran, plan time, setup+plan+first call time, memory taken and in use,
+    init time."""
     note = suite.footprint_note(1, "colwise", 1234.4, 512.2, 3.25, 0.5)
     assert note == ("1 GPU(s), colwise; setup+plan+first call 1234 ms, +512 MiB; 3.2 GiB in use on the GPU; "
                     "initialize 0.50 s")  # fmt: skip
+    with_plan = suite.footprint_note(2, "rowwise", 900.0, 0.0, 1.0, 0.25, plan_ms=120.4)
+    assert with_plan.startswith("2 GPU(s), rowwise; plan 120 ms, setup+plan+first call 900 ms, +0 MiB")
 
 
 def test_the_suites_calls_bind_to_the_api():

@@ -20,6 +20,9 @@ class _Footprint:
     def __init__(self, device_id):
         pass
 
+    def plan(self, plan):
+        plan()
+
     def note(self, world, what):
         return f"note: {what}"
 
