@@ -214,6 +214,7 @@ class _Footprint:
 
         self.torch, self.device_id, self.plan_ms = torch, device_id, None
         torch.cuda.synchronize(device_id)
+        torch.cuda.empty_cache()  # earlier rows' cached blocks would hide this row's torch allocations
         self.free0, self.t0 = torch.cuda.mem_get_info(device_id)[0], time.perf_counter()
 
     def plan(self, plan: Callable[[], Any]) -> None:
