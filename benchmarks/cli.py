@@ -16,8 +16,8 @@ from benchmarks.progress import Progress
 from benchmarks.runner import plan_runs, run_cases
 
 __all__ = [
-    "DEADLINE_ENV", "DEFAULT_LIBS", "PEER_TIMEOUT_ENV", "best_of_rounds", "build_parser", "job_rank", "job_size", "main",
-    "parse_args", "peer_timeout",
+    "DEADLINE_ENV", "DEFAULT_LIBS", "PEER_TIMEOUT_ENV", "best_of_rounds", "build_parser", "job_rank",
+    "job_size", "main", "parse_args", "peer_timeout",
 ]  # fmt: skip
 
 DEFAULT_LIBS = ("nvmath", "torch", "cupy", "cuda.core", "nvmath-python", "numpy")

@@ -156,7 +156,7 @@ def run_peer(
         except subprocess.TimeoutExpired:
             reply = _partial_reply(out_json, f"{lib}'s process was killed {timeout:g} s after it started")
             if reply is None:
-                raise RuntimeError(f"{lib} child process did not reply within {timeout:g} s (killed)") from None
+                raise RuntimeError(f"{lib} child process did not reply within {timeout:g} s") from None
             return reply
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout or "")[-2000:]

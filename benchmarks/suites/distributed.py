@@ -27,15 +27,15 @@ calls in nvmath-python 1.0's process, one per rank, which form their own job on 
 its NCCL backend needs nccl4py, without which its GEMM rows skip saying so); ``torch`` (GEMMs:
 ``torch.matmul`` of DTensors with the same placements, the result redistributed to ``d``'s, torch's
 collectives around a local cuBLAS GEMM; FFTs: torch has no distributed FFT -- DTensor shards only
-batch dimensions -- so its row is skipped); ``nvmath-1gpu`` (a baseline, never a peer: the *global* problem on one GPU through our
-single-GPU cuFFT / cuBLASLt -- in-place C2C, out-of-place R2C, ``Matmul`` -- the base of the report's
-efficiency lines, ``t_1gpu / (P t_P)``; at P = 1 this is the cost of the distributed engine over
-the single-GPU library, not a scaling number).
+batch dimensions -- so its row is skipped); ``nvmath-1gpu`` (a baseline, never a peer: the *global*
+problem on one GPU through our single-GPU cuFFT / cuBLASLt -- in-place C2C, out-of-place R2C, ``Matmul``
+-- the base of the report's efficiency lines, ``t_1gpu / (P t_P)``; at P = 1 this is the cost of the
+distributed engine over the single-GPU library, not a scaling number).
 
 Each row's note gives the plan time (``plan()``; nvmath, nvmath-python, nvmath-1gpu), the
 setup + plan + first-call time, the device memory those took (every
 allocator's: NCCL's and NVSHMEM's too; ``mem_get_info``), the memory then in use on the GPU by all
-processes (the peak per GPU for that row: the timed calls allocate nothing more), and ``initialize``'s
+processes (the per-GPU peak of that row: later calls reuse what the first one allocated), and ``initialize``'s
 time (NVSHMEM + NCCL bootstrap). nvmath-python's process runs while ours waits holding its own engines:
 its "in use" includes ours. Cases skip with a reason where the engines (the ``[distributed]``
 wheels) are missing.

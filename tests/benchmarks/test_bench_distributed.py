@@ -240,8 +240,9 @@ def test_the_suites_calls_bind_to_the_api():
     inspect.signature(nd.initialize).bind(0, object(), backends=["nvshmem", "nccl"])
     inspect.signature(nd.TorchProcessGroup).bind(device_id=0)
     inspect.signature(nd.free_symmetric_memory).bind(x)
-    inspect.signature(dfft.allocate_operand).bind((8, 8, 8), object(), input_dtype=object(), distribution=object(),
-                                                 memory_space="cuda", fft_type="R2C")  # fmt: skip
+    inspect.signature(dfft.allocate_operand).bind(
+        (8, 8, 8), object(), input_dtype=object(), distribution=object(), memory_space="cuda", fft_type="R2C"
+    )
     inspect.signature(dfft.FFT).bind(x, distribution=object(), options={"fft_type": "C2C"})
     inspect.signature(dla.Matmul).bind(a, b, distributions=[object()] * 3, options={"inplace": False})
     inspect.signature(nf.FFT).bind(x, options={"inplace": True})

@@ -103,7 +103,8 @@ def test_fft_row_plans_runs_once_and_frees_in_order(fakes, monkeypatch):
     prepared = suite._fft_setup(suite.FftProblem((4, 4, 4), "R2C"))(_ctx())
     assert isinstance(prepared, Prepared) and prepared.note == "note: global (4, 4, 4)"
     (_, alloc), new = log[0], log[1]
-    assert alloc["memory_space"] == "cuda" and alloc["fft_type"] == "R2C" and alloc["input_dtype"] == torch.float32
+    assert alloc["memory_space"] == "cuda" and alloc["fft_type"] == "R2C"
+    assert alloc["input_dtype"] == torch.float32
     assert new[2]["options"] == {"fft_type": "R2C"}
     assert log[2:] == [("plan",), ("execute",)]
     prepared.teardown()
