@@ -4,7 +4,9 @@ Usage (built by :mod:`benchmarks.subproc`)::
 
     python <copy>/benchmarks/_child.py --suite S --lib nvmath-python --out reply.json --forbid <repo>
 
-It writes ``{"results": [...], "versions": {...}, "nvmath_file": ...}`` to ``--out``.
+It writes ``{"results": [...], "versions": {...}, "nvmath_file": ..., "complete": ...}`` to ``--out``,
+again after every row (``complete`` false until the last): a process that crashes or hangs later
+(e.g. in an engine's finalize at exit) keeps the rows it measured.
 """
 
 from __future__ import annotations
@@ -65,13 +67,16 @@ def main(argv: list[str] | None = None) -> int:
         load_suite(args.suite)
         cases = REGISTRY.cases(args.suite, quick=args.quick, pattern=args.cases)
         runs = [(c, lib) for c, lib in plan_runs(cases, [args.lib]) if lib == args.lib]
-        ctx = make_context(Settings.for_run(quick=args.quick, seed=args.seed), args.device)
-        with ctx, Progress(len(runs), f"{args.suite} [{args.lib}]") as progress:
-            results = run_cases(runs, ctx, progress)
         import nvmath
 
-        reply["results"] = [r.to_dict() for r in results]
-        reply["versions"] = {args.lib: str(getattr(nvmath, "__version__", "unknown"))}
+        version = str(getattr(nvmath, "__version__", "unknown"))
+        reply.update(results=[], complete=False, versions={args.lib: version})
+        ctx = make_context(Settings.for_run(quick=args.quick, seed=args.seed), args.device)
+        with ctx, Progress(len(runs), f"{args.suite} [{args.lib}]") as progress:
+            for run in runs:  # the reply so far after every row: a crash later keeps the rows before it
+                reply["results"] += [r.to_dict() for r in run_cases([run], ctx, progress)]
+                args.out.write_text(json.dumps(reply))
+    reply["complete"] = True
     args.out.write_text(json.dumps(reply))
     return 0
 

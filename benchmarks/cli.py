@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchmarks import registry, report, subproc
@@ -14,7 +15,10 @@ from benchmarks.measure import Result
 from benchmarks.progress import Progress
 from benchmarks.runner import plan_runs, run_cases
 
-__all__ = ["DEFAULT_LIBS", "best_of_rounds", "build_parser", "job_rank", "main", "parse_args"]
+__all__ = [
+    "DEADLINE_ENV", "DEFAULT_LIBS", "PEER_TIMEOUT_ENV", "best_of_rounds", "build_parser", "job_rank",
+    "job_size", "main", "parse_args", "peer_timeout",
+]  # fmt: skip
 
 DEFAULT_LIBS = ("nvmath", "torch", "cupy", "cuda.core", "nvmath-python", "numpy")
 RESULTS_BASE = Path(__file__).resolve().parent / "results"
@@ -94,6 +98,11 @@ def job_rank() -> int:
     return int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
 
 
+def job_size() -> int:
+    """The number of processes of a launched job (1 when not launched)."""
+    return int(os.environ.get("WORLD_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "1")))
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -104,6 +113,35 @@ def _positive(text: str) -> int:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the command line."""
     return build_parser().parse_args(argv)
+
+
+PEER_TIMEOUT_ENV = "NVMATH_BENCH_PEER_TIMEOUT"
+DEADLINE_ENV = "NVMATH_BENCH_DEADLINE"
+
+
+def _env_seconds(name: str) -> float | None:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    value = float(text)
+    if not value > 0:
+        raise ValueError(f"${name} must be a number of seconds > 0; got {text!r}")
+    return value
+
+
+def peer_timeout(now: float | None = None) -> float | None:
+    """Seconds after which a peer's process is killed (None: never): ``$NVMATH_BENCH_PEER_TIMEOUT``,
+    cut to what is left before ``$NVMATH_BENCH_DEADLINE`` (a Unix time: the end of a run with a hard
+    time limit, which must still write what the peer measured), at least one second.
+
+    Raises:
+        ValueError: a variable that is not a positive number.
+    """
+    timeout, deadline = _env_seconds(PEER_TIMEOUT_ENV), _env_seconds(DEADLINE_ENV)
+    if deadline is not None:
+        left = max(1.0, deadline - (time.time() if now is None else now))
+        timeout = left if timeout is None else min(timeout, left)
+    return timeout
 
 
 def _peer_results(
@@ -139,10 +177,16 @@ def _peer_results(
             pattern=args.cases,
             device_id=args.device,
             seed=args.seed,
+            timeout=peer_timeout(),
         )
     except Exception as exc:  # noqa: BLE001 - a failing peer becomes error rows
         return rows("error", str(exc)), {}
-    return reply.get("results", []), reply.get("versions", {})
+    results = reply.get("results", [])
+    if reply.get("note"):  # it crashed or hung: after replying, or after some rows
+        results = [{**r, "note": "; ".join(filter(None, (r.get("note"), reply["note"])))} for r in results]
+        done = {r.get("case") for r in results}
+        results += [r for r in rows("error", reply["note"]) if r["case"] not in done]
+    return results, reply.get("versions", {})
 
 
 def best_of_rounds(rounds: list[list[dict]]) -> list[dict]:
@@ -183,7 +227,14 @@ def gpu_skipped(runs: list[tuple[registry.Case, str]], reason: str) -> list[dict
     ]  # fmt: skip
 
 
-def _run(args: argparse.Namespace, cases: list[registry.Case]) -> tuple[list[dict], Context, dict]:
+Checkpoint = Callable[[list[dict], Context, dict], None]
+"""Called with the rows so far (and the context and versions) after every in-process row and after
+the peers: ``main`` writes them, so that a crash of an engine later in the run keeps them."""
+
+
+def _run(
+    args: argparse.Namespace, cases: list[registry.Case], checkpoint: Checkpoint | None = None
+) -> tuple[list[dict], Context, dict]:
     runs = plan_runs(cases, args.libs)
     ctx = make_context(Settings.for_run(quick=args.quick, seed=args.seed), args.device)
     skipped: list[dict] = []
@@ -206,20 +257,53 @@ def _run(args: argparse.Namespace, cases: list[registry.Case]) -> tuple[list[dic
             local_rows: list[dict] = []
             peer_rows: list[dict] = []
 
+            def save(current: list[dict] = local_rows, other: list[dict] = peer_rows) -> None:
+                if checkpoint is None:
+                    return
+                try:
+                    checkpoint(best_of_rounds([*rounds, current + other]) + skipped, ctx, versions)
+                except Exception as exc:  # noqa: BLE001 - a failed checkpoint must not end the run
+                    print(f"checkpoint not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+
             def run_local(into: list[dict] = local_rows) -> None:
-                into += [r.to_dict() for r in run_cases(local, ctx, progress)]
+                for run in local:
+                    into += [r.to_dict() for r in run_cases([run], ctx, progress)]
+                    save()
 
             def run_peers(into: list[dict] = peer_rows) -> None:
                 for lib in peers:
                     rows, peer_versions = _peer_results(args, runs, lib)
                     into += rows
                     versions.update(peer_versions)
+                    save()
 
             order = (run_local, run_peers) if index % 2 == 0 else (run_peers, run_local)
             for step in order:
                 step()
             rounds.append(local_rows + peer_rows)
     return best_of_rounds(rounds) + skipped, ctx, versions
+
+
+def _document(args: argparse.Namespace, results: list[dict], ctx: Context, versions: dict) -> dict:
+    return report.make_document(
+        args.suite,
+        results,
+        gpu=ctx.gpu_name,
+        libs=args.libs,
+        settings={**vars(ctx.settings), "rounds": args.rounds, "nranks": job_size()},
+        versions=versions,
+    )
+
+
+def _checkpoint(args: argparse.Namespace) -> Checkpoint | None:
+    """With ``--out``, on rank 0: write the JSON and Markdown of the rows so far (no plots)."""
+    if args.out is None or job_rank() != 0:
+        return None
+
+    def write(results: list[dict], ctx: Context, versions: dict) -> None:
+        report.write_outputs(_document(args, results, ctx, versions), args.out, plots=False)
+
+    return write
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -239,17 +323,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not cases:
         print(f"no cases of suite {args.suite!r} match {args.cases!r}", file=sys.stderr)
         return 2
-    results, ctx, versions = _run(args, cases)
+    results, ctx, versions = _run(args, cases, _checkpoint(args))
     if job_rank() != 0:  # the other ranks of a distributed run measured the same collectives
         return 0
-    doc = report.make_document(
-        args.suite,
-        results,
-        gpu=ctx.gpu_name,
-        libs=args.libs,
-        settings={**vars(ctx.settings), "rounds": args.rounds},
-        versions=versions,
-    )
+    doc = _document(args, results, ctx, versions)
     print(report.render_markdown(doc))
     if args.out is None and not ctx.has_gpu:
         # a CPU-only trial run: the results folder of the checkout is for GPU results

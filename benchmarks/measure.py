@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import time
 import traceback
@@ -14,10 +15,14 @@ from typing import Any
 from benchmarks.context import Context
 from benchmarks.registry import Case, Prepared, Skip
 
-__all__ = ["STATUSES", "UNITS", "Result", "device_iterations", "run_one", "summarize", "timing"]
+__all__ = [
+    "STATUSES", "TRACEBACK_ENV", "UNITS", "Result", "device_iterations", "run_one", "summarize", "timing",
+]  # fmt: skip
 
 STATUSES = ("ok", "skipped", "error")
 UNITS = {"device": "ms", "host": "us/call"}
+TRACEBACK_ENV = "NVMATH_BENCH_TRACEBACK"
+"""Set (non-empty): a library's failure also prints its whole traceback on stderr."""
 
 
 def _load_timing() -> ModuleType:
@@ -158,6 +163,8 @@ def run_one(case: Case, lib: str, ctx: Context) -> Result:
     except (Skip, ImportError) as exc:
         result.status, result.note = "skipped", f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # noqa: BLE001 - a failing library becomes an error row
+        if os.environ.get(TRACEBACK_ENV):  # a one-shot GPU run: the whole traceback, on stderr
+            traceback.print_exc(file=sys.stderr)
         result.status = "error"
         result.note = f"{type(exc).__name__}: {exc} @ {traceback.extract_tb(exc.__traceback__)[-1].name}"
     finally:

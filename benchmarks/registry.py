@@ -41,12 +41,16 @@ __all__ = [
 ]
 
 OURS = "nvmath"
-LIBRARIES: tuple[str, ...] = ("nvmath", "torch", "cupy", "cuda.core", "nvmath-python", "numpy", "python")
+LIBRARIES: tuple[str, ...] = (
+    "nvmath", "torch", "cupy", "cuda.core", "nvmath-python", "numpy", "python", "nvmath-1gpu",
+)  # fmt: skip
 """Every library name a case may have a setup for, in table order."""
 SUBPROCESS_LIBRARIES = frozenset({"nvmath-python"})
 """Libraries that run in their own process (they share the import name ``nvmath``)."""
-BASELINE_LIBRARIES = frozenset({"python"})
-"""Reference rows (e.g. an unguarded method) that always run when a case has them."""
+BASELINE_LIBRARIES = frozenset({"python", "nvmath-1gpu"})
+"""Reference rows that always run when a case has them and are never a peer: ``python`` (e.g. an
+unguarded method), ``nvmath-1gpu`` (the distributed suite's problem on one GPU through our single-GPU
+cuFFT / cuBLASLt: the base of its efficiency column)."""
 MODES = ("device", "host")
 """``device``: CUDA-event ms per call; ``host``: host us per call in a loop with one sync."""
 

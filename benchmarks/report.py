@@ -18,8 +18,10 @@ __all__ = [
     "CEILING_CASE",
     "SCHEMA",
     "PLOTS_HINT",
+    "ONE_GPU",
     "copy_ceiling",
     "cpu_name",
+    "efficiencies",
     "find_ceiling",
     "library_versions",
     "machine_label",
@@ -291,15 +293,50 @@ def render_markdown(doc: dict[str, Any], *, ceiling_gbps: float | None = None) -
         lines.append(f"| {case} | {unit} | " + " | ".join(cells) + f" | {last} |")
         if vs:
             ours.append(vs)
-    return "\n".join(lines + _markdown_footer(results, ours)) + "\n"
+    nranks = int((doc.get("settings") or {}).get("nranks") or 1)
+    return "\n".join(lines + _markdown_footer(results, ours, nranks)) + "\n"
 
 
-def _markdown_footer(results: Sequence[dict[str, Any]], ours: list[float]) -> list[str]:
-    """The lines under the table: the geometric mean, the notes of measured rows, what was not measured."""
+ONE_GPU = "nvmath-1gpu"
+"""The baseline library whose time is the base of the efficiency lines (the distributed suite)."""
+
+
+def efficiencies(medians: dict[str, dict[str, float]], nranks: int) -> dict[str, dict[str, float]]:
+    """case -> lib -> parallel efficiency: :data:`ONE_GPU`'s time / (``nranks`` x the lib's time).
+
+    Only cases with a one-GPU time; every other library of the case gets a value (1.0: a job of
+    ``nranks`` GPUs is exactly ``nranks`` times as fast as one GPU; at ``nranks`` = 1 it is the cost
+    of the distributed engine over the single-GPU library).
+    """
+    return {
+        case: {lib: times[ONE_GPU] / (nranks * t) for lib, t in times.items() if lib != ONE_GPU}
+        for case, times in medians.items()
+        if ONE_GPU in times
+    }
+
+
+def _efficiency_lines(results: Sequence[dict[str, Any]], nranks: int) -> list[str]:
+    table = efficiencies(_ok_medians(results), nranks)
+    if not table:
+        return []
+    return [
+        "",
+        f"Efficiency against one GPU ({ONE_GPU}'s time / ({nranks} x the library's time); "
+        f"{nranks} GPU(s) in this run{': not a scaling number' if nranks == 1 else ''}):",
+        "",
+        *(f"- {case}: " + ", ".join(f"{lib} {e:.2f}" for lib, e in libs.items())
+          for case, libs in table.items()),
+    ]
+
+
+def _markdown_footer(results: Sequence[dict[str, Any]], ours: list[float], nranks: int = 1) -> list[str]:
+    """The lines under the table: the geometric mean, the efficiency against one GPU (where the suite
+    has a one-GPU baseline), the notes of measured rows, what was not measured."""
     lines: list[str] = []
     if ours:
         geomean = math.exp(sum(math.log(v) for v in ours) / len(ours))
         lines += ["", f"Geometric mean of nvmath vs best peer over {len(ours)} case(s): **{geomean:.2f}x**"]
+    lines += _efficiency_lines(results, nranks)
     notes = [
         f"- {r['case']} [{r['lib']}]: {r['note']}" for r in results if r["status"] == "ok" and r.get("note")
     ]

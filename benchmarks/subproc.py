@@ -118,8 +118,11 @@ def run_peer(
 ) -> dict[str, Any]:
     """Run ``suite`` for ``lib`` in a child process; return its JSON reply.
 
+    ``timeout`` (seconds; None: none) kills the child; a reply it wrote before is still returned.
+
     Raises:
-        RuntimeError: the child failed (its stderr tail is in the message) or wrote no reply.
+        RuntimeError: the child failed (its stderr tail is in the message), wrote no reply or did not
+            reply within ``timeout``.
     """
     peer_path = Path(peer_path)
     if not peer_path.is_dir():
@@ -139,17 +142,40 @@ def run_peer(
             seed=seed,
             probe=probe,
         )
-        proc = subprocess.run(
-            cmd,
-            check=False,
-            env=child_env(peer_path, root),
-            cwd=tmp,
-            stdout=subprocess.PIPE,
-            stderr=None if not probe else subprocess.PIPE,
-            text=True,
-            timeout=timeout,
-        )
-        if proc.returncode != 0 or not out_json.exists():
+        try:
+            proc = subprocess.run(
+                cmd,
+                check=False,
+                env=child_env(peer_path, root),
+                cwd=tmp,
+                stdout=subprocess.PIPE,
+                stderr=None if not probe else subprocess.PIPE,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            reply = _partial_reply(out_json, f"{lib}'s process was killed {timeout:g} s after it started")
+            if reply is None:
+                raise RuntimeError(f"{lib} child process did not reply within {timeout:g} s") from None
+            return reply
+        if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout or "")[-2000:]
-            raise RuntimeError(f"{lib} child process failed (exit {proc.returncode}): {tail}")
+            failed = f"{lib}'s process exited with {proc.returncode} ({tail.strip()[-300:]})"
+            reply = _partial_reply(out_json, failed)
+            if reply is None:
+                raise RuntimeError(f"{lib} child process failed (exit {proc.returncode}): {tail}")
+            return reply
+        if not out_json.exists():
+            raise RuntimeError(f"{lib} child process wrote no reply (exit 0)")
         return json.loads(out_json.read_text())
+
+
+def _partial_reply(out_json: Path, what: str) -> dict[str, Any] | None:
+    """The reply a child wrote before it failed or hung (``note`` says what happened), or None."""
+    try:
+        reply = json.loads(out_json.read_text())
+    except (OSError, ValueError):  # none, or cut short while being written
+        return None
+    when = "after it replied" if reply.get("complete") else f"after {len(reply.get('results', []))} row(s)"
+    reply["note"] = f"{what} {when}"
+    return reply

@@ -13,28 +13,38 @@ each rank measures on its ``LOCAL_RANK`` GPU. A case's iteration count is agreed
 
 Cases (issue 20's Benchmarks section), on P = the job's ranks:
 
-* ``fft-c2c-fp32-{512,1024,2048}``: strong scaling of an in-place C2C complex64 FFT of N^3 on
-  ``Slab.X`` (``FFT.execute``, forward); ``fft-c2c-fp32-weak-512``: (512 P) x 512 x 512 (weak scaling);
-  ``fft-r2c-fp32-{512,1024}``: R2C float32. A problem whose slab (with cuFFTMp's scratch) would not fit
-  in 80% of a GPU is skipped with the size it needs.
+* ``fft-c2c-fp32-{256,512,1024,2048}``: strong scaling of an in-place C2C complex64 FFT of N^3 on
+  ``Slab.X`` (``FFT.execute``, forward, on the same buffer every call); ``fft-c2c-fp32-weak-512``:
+  (512 P) x 512 x 512 (weak scaling); ``fft-r2c-fp32-{512,1024}``: R2C float32. A problem whose slab
+  (with cuFFTMp's scratch) would not fit in 80% of a GPU is skipped with the size it needs.
 * ``gemm-{bf16,fp32}-{8192,16384,32768}``: square GEMMs, ``a`` split by rows, ``b`` and ``d`` by
   columns (cuBLASMp's AllGather + GEMM, overlapped); ``tp-colwise-8192x28672x8192`` (M=8192 tokens,
   N=28672, K=8192; same layout) and ``tp-rowwise-8192x8192x28672`` (``a`` and ``b`` split along K,
   ``d`` by rows: GEMM + ReduceScatter) -- the tensor-parallel MLP shapes.
 
-Each ``nvmath`` row's note gives the setup + plan time, the device memory the setup took (every
-allocator's: NCCL's and NVSHMEM's too) and ``initialize``'s time. Rows: ``nvmath`` (ours), ``torch`` (GEMMs: ``torch.matmul`` of DTensors with the same placements,
-torch's collectives around a local cuBLAS GEMM; FFTs: torch has no distributed FFT -- DTensor shards
-only batch dimensions -- so its row is skipped), ``nvmath-python`` (``--nvmath-python-path DIR``:
-the same calls in nvmath-python's process, one per rank, which form their own job on
-``MASTER_PORT + 1``; its engines' memory comes on top of ours, held by the waiting parent). Efficiency against one GPU: divide the P = 1 run's time by P times this run's (weak scaling:
-compare times directly). Cases skip with a reason where the engines (the ``[distributed]`` wheels)
-are missing.
+Rows: ``nvmath`` (ours: cuFFTMp / cuBLASMp); ``nvmath-python`` (``--nvmath-python-path DIR``: the same
+calls in nvmath-python 1.0's process, one per rank, which form their own job on ``MASTER_PORT + 1``;
+its NCCL backend needs nccl4py, without which its GEMM rows skip saying so); ``torch`` (GEMMs:
+``torch.matmul`` of DTensors with the same placements, the result redistributed to ``d``'s, torch's
+collectives around a local cuBLAS GEMM; FFTs: torch has no distributed FFT -- DTensor shards only
+batch dimensions -- so its row is skipped); ``nvmath-1gpu`` (a baseline, never a peer: the *global*
+problem on one GPU through our single-GPU cuFFT / cuBLASLt -- in-place C2C, out-of-place R2C, ``Matmul``
+-- the base of the report's efficiency lines, ``t_1gpu / (P t_P)``; at P = 1 this is the cost of the
+distributed engine over the single-GPU library, not a scaling number).
+
+Each row's note gives the plan time (``plan()``; nvmath, nvmath-python, nvmath-1gpu), the
+setup + plan + first-call time, the device memory those took (every
+allocator's: NCCL's and NVSHMEM's too; ``mem_get_info``), the memory then in use on the GPU by all
+processes (the per-GPU peak of that row: later calls reuse what the first one allocated), and ``initialize``'s
+time (NVSHMEM + NCCL bootstrap). nvmath-python's process runs while ours waits holding its own engines:
+its "in use" includes ours. Cases skip with a reason where the engines (the ``[distributed]``
+wheels) are missing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -43,7 +53,10 @@ from typing import Any
 from benchmarks.registry import Case, Prepared, Skip, register
 from benchmarks.suites._data import torch_on_ctx_stream
 
-__all__ = ["FftProblem", "GemmProblem", "World", "agree_iterations", "fft_bytes_per_rank", "world_from_env"]
+__all__ = [
+    "FftProblem", "GemmProblem", "World", "agree_iterations", "backend_attempts", "fft_bytes_per_rank",
+    "footprint_note", "world_from_env",
+]  # fmt: skip
 
 SUITE = "distributed"
 FIT_FRACTION = 0.8
@@ -122,50 +135,102 @@ def agree_iterations(dist: Any, device_id: int) -> Callable[[int, int], tuple[in
     return agree
 
 
+def _importable(name: str) -> bool:
+    """Whether ``import name`` works (it is imported: a module that is there but fails to import,
+    e.g. nccl4py without its libnccl, counts as missing)."""
+    try:
+        importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - any failure to import is "not available"
+        return False
+    return True
+
+
+def backend_attempts(
+    peer: bool, has_module: Callable[[str], bool] = _importable
+) -> tuple[list[list[str]], dict[str, str]]:
+    """The backend sets to try to ``initialize`` with, in order, and why some are left out.
+
+    nvmath-python (``peer``) starts NVSHMEM before it imports nccl4py for NCCL, and leaves NVSHMEM
+    started when that import fails: so without nccl4py only NVSHMEM is tried (a retry would start it
+    twice). Ours loads every engine before starting any, so a failed set can be retried smaller.
+    """
+    if peer and not has_module("nccl.core"):
+        reason = "nvmath-python's NCCL backend needs nccl4py (the 'nccl.core' module), which does not import"
+        return [["nvshmem"]], {"nccl": reason}
+    return [["nvshmem", "nccl"], ["nccl"], ["nvshmem"]], {}
+
+
+def _initialize(world: World, device_id: int) -> None:
+    """``nvmath.distributed.initialize`` with the most backends that start; records what did and why."""
+    import nvmath.distributed as nd
+
+    group = nd.TorchProcessGroup(device_id=device_id)
+    attempts, reasons = backend_attempts(bool(_STATE.get("peer")))
+    started: list[str] = []
+    start = time.perf_counter()
+    for backends in attempts:
+        try:
+            nd.initialize(device_id, group, backends=backends)
+            started = backends
+            break
+        except ImportError as exc:
+            reasons[",".join(backends)] = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - an engine failed to start: its state is unknown, stop
+            reasons[",".join(backends)] = f"{type(exc).__name__}: {exc}"
+            break
+    _STATE.update(world=world, backends=started, reasons=reasons, init_s=time.perf_counter() - start)
+
+
 def _world(ctx: Any, backend: str | None) -> World:
     """Start torch.distributed and nvmath.distributed once per process (both backends when the
-    wheels are there); raise Skip naming what is missing for ``backend`` (None: torch's rows, which
-    need none of our engines). Every library runs on the harness's stream (torch's current one)."""
+    wheels are there); raise Skip naming what is missing for ``backend`` (None: rows that need none
+    of the distributed engines). Every library runs on the harness's stream (torch's current one)."""
     torch_on_ctx_stream(ctx)
     if "world" not in _STATE:
         world = world_from_env(os.environ)
-        dist = _init_torch(world, ctx.device_id)
-        import nvmath.distributed as nd
-
-        group = nd.TorchProcessGroup(device_id=ctx.device_id)
-        started, reasons = [], {}
-        start = time.perf_counter()
-        for backends in (["nvshmem", "nccl"], ["nccl"], ["nvshmem"]):
-            try:
-                nd.initialize(ctx.device_id, group, backends=backends)
-                started = backends
-                break
-            except ImportError as exc:
-                reasons[",".join(backends)] = str(exc)
-        _STATE.update(world=world, backends=started, reasons=reasons, dist=dist,
-                      init_s=time.perf_counter() - start)  # fmt: skip
+        _STATE["dist"] = _init_torch(world, ctx.device_id)
+        _initialize(world, ctx.device_id)
     ctx.extras["agree_iterations"] = agree_iterations(_STATE["dist"], ctx.device_id)
     if backend is not None and backend not in _STATE["backends"]:
         raise Skip(f"the {backend} engine is not available: {'; '.join(_STATE['reasons'].values())}")
     return _STATE["world"]
 
 
+def footprint_note(
+    nranks: int, what: str, setup_ms: float, taken_mib: float, used_gib: float, init_s: float,
+    plan_ms: float | None = None,
+) -> str:  # fmt: skip
+    """The note of a measured row (see the module docstring)."""
+    plan = "" if plan_ms is None else f"plan {plan_ms:.0f} ms, "
+    return (f"{nranks} GPU(s), {what}; {plan}setup+plan+first call {setup_ms:.0f} ms, +{taken_mib:.0f} MiB; "
+            f"{used_gib:.1f} GiB in use on the GPU; initialize {init_s:.2f} s")  # fmt: skip
+
+
 class _Footprint:
-    """Plan time and device memory taken (all allocators: NCCL's and NVSHMEM's too) by a setup."""
+    """Setup time and device memory taken (all allocators: NCCL's and NVSHMEM's too) by a setup."""
 
     def __init__(self, device_id: int):
         import torch
 
-        self.torch, self.device_id = torch, device_id
+        self.torch, self.device_id, self.plan_ms = torch, device_id, None
         torch.cuda.synchronize(device_id)
+        torch.cuda.empty_cache()  # earlier rows' cached blocks would hide this row's torch allocations
         self.free0, self.t0 = torch.cuda.mem_get_info(device_id)[0], time.perf_counter()
 
-    def note(self, world: World, extra: str) -> str:
+    def plan(self, plan: Callable[[], Any]) -> None:
+        """Call ``plan`` and keep its time for the note."""
+        start = time.perf_counter()
+        plan()
+        self.torch.cuda.synchronize(self.device_id)
+        self.plan_ms = (time.perf_counter() - start) * 1e3
+
+    def note(self, world: World, what: str) -> str:
+        """Call after the setup's first call of the timed function."""
         self.torch.cuda.synchronize(self.device_id)
         ms = (time.perf_counter() - self.t0) * 1e3
-        mib = (self.free0 - self.torch.cuda.mem_get_info(self.device_id)[0]) / 2**20
-        return (f"{world.nranks} GPU(s), {extra}; setup+plan {ms:.0f} ms, +{mib:.0f} MiB on the GPU; "
-                f"initialize {_STATE.get('init_s', 0.0):.2f} s")  # fmt: skip
+        free, total = self.torch.cuda.mem_get_info(self.device_id)
+        return footprint_note(world.nranks, what, ms, (self.free0 - free) / 2**20, (total - free) / 2**30,
+                              _STATE.get("init_s", 0.0), self.plan_ms)  # fmt: skip
 
 
 # -------------------------------------------------------------------------------------- the FFT
@@ -197,7 +262,18 @@ def fft_bytes_per_rank(shape: tuple[int, int, int], kind: str, nranks: int) -> i
     return 2 * rows * zc * 8
 
 
+def _check_fits(shape: tuple[int, int, int], kind: str, nranks: int, device_id: int) -> None:
+    import torch
+
+    need = fft_bytes_per_rank(shape, kind, nranks)
+    total = torch.cuda.get_device_properties(device_id).total_memory
+    if need > FIT_FRACTION * total:
+        raise Skip(f"{shape} {kind} needs ~{need / 2**30:.0f} GiB per GPU on {nranks} GPU(s)")
+
+
 def _fft_setup(p: FftProblem) -> Callable[[Any], Any]:
+    """The distributed FFT (``nvmath.distributed.fft.FFT``, in place on the symmetric heap)."""
+
     def setup(ctx: Any) -> Prepared:
         world = _world(ctx, "nvshmem")
         import torch
@@ -207,23 +283,58 @@ def _fft_setup(p: FftProblem) -> Callable[[Any], Any]:
         from nvmath.distributed.fft import FFT, allocate_operand
 
         shape = p.global_shape(world.nranks)
-        need = fft_bytes_per_rank(shape, p.kind, world.nranks)
-        total = torch.cuda.get_device_properties(ctx.device_id).total_memory
-        if need > FIT_FRACTION * total:
-            raise Skip(f"{shape} {p.kind} needs ~{need / 2**30:.0f} GiB per GPU on {world.nranks} GPU(s)")
+        _check_fits(shape, p.kind, world.nranks, ctx.device_id)
         footprint = _Footprint(ctx.device_id)
         local = Slab.X.shape(world.rank, shape)
         dtype = torch.complex64 if p.kind == "C2C" else torch.float32
-        x = allocate_operand(local, torch, input_dtype=dtype, distribution=Slab.X, fft_type=p.kind)
-        x.copy_(torch.randn(x.shape, dtype=dtype, device=x.device))
-        fft = FFT(x, distribution=Slab.X, options={"fft_type": p.kind})
-        fft.plan()
+        x = allocate_operand(local, torch, input_dtype=dtype, distribution=Slab.X, memory_space="cuda",
+                             fft_type=p.kind)  # nvmath-python requires memory_space for torch
+        fft = None
+        try:
+            x.copy_(torch.randn(x.shape, dtype=dtype, device=x.device))
+            fft = FFT(x, distribution=Slab.X, options={"fft_type": p.kind})
+            footprint.plan(fft.plan)
+            fft.execute()
+            note = footprint.note(world, f"global {shape}")
+        except BaseException:
+            if fft is not None:
+                fft.free()
+            nd.free_symmetric_memory(x)  # collective, as the allocation was: every rank gets here
+            raise
 
         def teardown() -> None:
             fft.free()
             nd.free_symmetric_memory(x)
 
-        return Prepared(fn=fft.execute, teardown=teardown, note=footprint.note(world, f"global {shape}"))
+        return Prepared(fn=fft.execute, teardown=teardown, note=note)
+
+    return setup
+
+
+def _fft_1gpu(p: FftProblem) -> Callable[[Any], Any]:
+    """The global problem on one GPU through our cuFFT planner (C2C in place, R2C out of place)."""
+
+    def setup(ctx: Any) -> Prepared:
+        world = _world(ctx, None)
+        import torch
+
+        import nvmath.fft as nf
+
+        shape = p.global_shape(world.nranks)
+        _check_fits(shape, p.kind, 1, ctx.device_id)
+        footprint = _Footprint(ctx.device_id)
+        dtype = torch.complex64 if p.kind == "C2C" else torch.float32
+        x = torch.randn(shape, dtype=dtype, device=f"cuda:{ctx.device_id}")
+        options = {"inplace": True} if p.kind == "C2C" else {"fft_type": "R2C"}
+        fft = nf.FFT(x, options=options)
+        try:
+            footprint.plan(fft.plan)
+            fft.execute()
+            note = footprint.note(world, f"{shape} on one GPU, {'in' if p.kind == 'C2C' else 'out of'} place")
+        except BaseException:
+            fft.free()
+            raise
+        return Prepared(fn=fft.execute, teardown=fft.free, note=note)
 
     return setup
 
@@ -270,6 +381,8 @@ def _local_operands(p: GemmProblem, world: World, device_id: int) -> tuple[Any, 
 
 
 def _gemm_setup(p: GemmProblem) -> Callable[[Any], Any]:
+    """The distributed GEMM (``nvmath.distributed.linalg.advanced.Matmul`` on cuBLASMp)."""
+
     def setup(ctx: Any) -> Prepared:
         world = _world(ctx, "nccl")
         from nvmath.distributed.distribution import Slab
@@ -280,25 +393,60 @@ def _gemm_setup(p: GemmProblem) -> Callable[[Any], Any]:
         slab = {0: Slab.X, 1: Slab.Y}
         dists = [slab[d] for d in p.shard_dims()]
         mm = Matmul(a, b, distributions=dists, options={"inplace": False})
-        mm.plan()
-        mm.execute()  # the first call registers the workspace (counted in the footprint)
-        return Prepared(fn=mm.execute, teardown=mm.free, note=footprint.note(world, p.layout))
+        try:
+            footprint.plan(mm.plan)
+            mm.execute()  # the first call registers the workspace (counted in the footprint)
+            note = footprint.note(world, p.layout)
+        except BaseException:
+            mm.free()
+            raise
+        return Prepared(fn=mm.execute, teardown=mm.free, note=note)
+
+    return setup
+
+
+def _gemm_1gpu(p: GemmProblem) -> Callable[[Any], Any]:
+    """The global GEMM on one GPU through our cuBLASLt ``Matmul`` (operands in the same layout)."""
+
+    def setup(ctx: Any) -> Prepared:
+        world = _world(ctx, None)
+        from nvmath.linalg.advanced import Matmul
+
+        _, a, b = _local_operands(p, World(0, 1, 0, "single"), ctx.device_id)
+        footprint = _Footprint(ctx.device_id)
+        mm = Matmul(a, b)
+        try:
+            footprint.plan(mm.plan)
+            mm.execute()
+            note = footprint.note(world, "the whole GEMM on one GPU")
+        except BaseException:
+            mm.free()
+            raise
+        return Prepared(fn=mm.execute, teardown=mm.free, note=note)
 
     return setup
 
 
 def _torch_gemm(p: GemmProblem) -> Callable[[Any], Any]:
-    def setup(ctx: Any) -> Any:
+    """``torch.matmul`` of DTensors sharded as the distributed GEMM's operands."""
+
+    def setup(ctx: Any) -> Prepared:
         world = _world(ctx, None)
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.tensor import DTensor, Shard
 
         torch, a, b = _local_operands(p, world, ctx.device_id)
         mesh = init_device_mesh("cuda", (world.nranks,))
-        da, db, _ = p.shard_dims()
-        ta = DTensor.from_local(a, mesh, [Shard(da)], run_check=False, shape=(p.m, p.k), stride=(p.k, 1))
-        tb = DTensor.from_local(b, mesh, [Shard(db)], run_check=False, shape=(p.k, p.n), stride=(p.n, 1))
-        return lambda: torch.matmul(ta, tb)
+        da, db, dd = p.shard_dims()
+        footprint = _Footprint(ctx.device_id)
+        ta = DTensor.from_local(a, mesh, [Shard(da)], run_check=False)
+        tb = DTensor.from_local(b, mesh, [Shard(db)], run_check=False)
+
+        def call() -> Any:  # d sharded as cuBLASMp's (a Partial d would skip the ReduceScatter)
+            return torch.matmul(ta, tb).redistribute(mesh, [Shard(dd)])
+
+        call()
+        return Prepared(fn=call, note=footprint.note(world, p.layout))
 
     return setup
 
@@ -314,6 +462,7 @@ def _peer(setup: Callable[[Any], Any]) -> Callable[[Any], Any]:
     distributed API this suite's calls follow), joining the other ranks' peers."""
 
     def peer_setup(ctx: Any) -> Any:
+        _STATE["peer"] = True  # nvmath-python's initialize: see backend_attempts
         if "world" not in _STATE:
             world = world_from_env(os.environ)
             if world.launcher != "single":
@@ -328,6 +477,7 @@ def _peer(setup: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 # ------------------------------------------------------------------------------------- the cases
 FFTS = {
+    "fft-c2c-fp32-256": FftProblem((256, 256, 256)),
     "fft-c2c-fp32-512": FftProblem((512, 512, 512)),
     "fft-c2c-fp32-1024": FftProblem((1024, 1024, 1024)),
     "fft-c2c-fp32-2048": FftProblem((2048, 2048, 2048)),
@@ -341,17 +491,24 @@ GEMMS = {
     "tp-colwise-8192x28672x8192": GemmProblem(8192, 28672, 8192),
     "tp-rowwise-8192x8192x28672": GemmProblem(8192, 8192, 28672, layout="rowwise"),
 }  # fmt: skip
+QUICK = frozenset({"fft-c2c-fp32-256", "fft-c2c-fp32-512", "fft-r2c-fp32-512", "gemm-bf16-8192",
+                   "gemm-fp32-8192", "tp-rowwise-8192x8192x28672"})  # fmt: skip
+"""``--quick``: the one-GPU selection (one H200 call of ~2 minutes, every library included)."""
 
 
 def _register() -> None:
     nranks = world_from_env(os.environ).nranks  # the weak-scaling problems grow with the job
     for name, p in FFTS.items():
-        register(Case(suite=SUITE, name=name, setups={"nvmath": _fft_setup(p), "torch": _torch_fft, "nvmath-python": _peer(_fft_setup(p))},
-                      flops=p.flops(nranks), quick=p.shape[0] <= 1024 and not p.weak, tags=("collective",),
+        setups = {"nvmath": _fft_setup(p), "torch": _torch_fft, "nvmath-python": _peer(_fft_setup(p)),
+                  "nvmath-1gpu": _fft_1gpu(p)}
+        register(Case(suite=SUITE, name=name, setups=setups,
+                      flops=p.flops(nranks), quick=name in QUICK, tags=("collective",),
                       description=f"{p.kind} {'x'.join(map(str, p.shape))}{' per GPU' if p.weak else ''} Slab.X"))  # fmt: skip
     for name, g in GEMMS.items():
-        register(Case(suite=SUITE, name=name, setups={"nvmath": _gemm_setup(g), "torch": _torch_gemm(g), "nvmath-python": _peer(_gemm_setup(g))},
-                      flops=g.flops, quick=g.m <= 16384, tags=("collective",),
+        setups = {"nvmath": _gemm_setup(g), "torch": _torch_gemm(g), "nvmath-python": _peer(_gemm_setup(g)),
+                  "nvmath-1gpu": _gemm_1gpu(g)}
+        register(Case(suite=SUITE, name=name, setups=setups,
+                      flops=g.flops, quick=name in QUICK, tags=("collective",),
                       description=f"{g.dtype} M={g.m} N={g.n} K={g.k} {g.layout}"))  # fmt: skip
 
 

@@ -243,3 +243,96 @@ def test_make_bench_runs_the_cli():
     if proc.returncode != 0 and "No rule" in proc.stderr:
         pytest.fail("the Makefile has no bench target")
     assert "-m benchmarks" in proc.stdout
+
+
+@pytest.mark.parametrize(("text", "expected"), [(None, None), ("", None), ("90", 90.0), ("2.5", 2.5)])
+def test_peer_timeout_from_environment(monkeypatch, text, expected):
+    """$NVMATH_BENCH_PEER_TIMEOUT sets the seconds after which a peer's process is killed."""
+    monkeypatch.delenv(cli.DEADLINE_ENV, raising=False)
+    if text is None:
+        monkeypatch.delenv(cli.PEER_TIMEOUT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(cli.PEER_TIMEOUT_ENV, text)
+    assert cli.peer_timeout() == expected
+
+
+@pytest.mark.parametrize(
+    ("timeout", "deadline", "now", "expected"),
+    [(None, "1000", 940.0, 60.0), ("30", "1000", 940.0, 30.0), ("90", "1000", 940.0, 60.0),
+     ("90", "1000", 1200.0, 1.0)],
+)  # fmt: skip
+def test_peer_timeout_is_cut_to_the_deadline(monkeypatch, timeout, deadline, now, expected):
+    """$NVMATH_BENCH_DEADLINE (a Unix time) cuts the peer's timeout to the time left, at least 1 s:
+    a run under a hard limit still gets to write what the peer measured."""
+    monkeypatch.delenv(cli.PEER_TIMEOUT_ENV, raising=False)
+    if timeout is not None:
+        monkeypatch.setenv(cli.PEER_TIMEOUT_ENV, timeout)
+    monkeypatch.setenv(cli.DEADLINE_ENV, deadline)
+    assert cli.peer_timeout(now=now) == expected
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "soon"])
+def test_bad_peer_timeout(monkeypatch, text):
+    """A timeout that is not a positive number raises ValueError naming the variable."""
+    monkeypatch.setenv(cli.PEER_TIMEOUT_ENV, text)
+    with pytest.raises(ValueError):
+        cli.peer_timeout()
+
+
+def test_the_document_records_the_job_size(tmp_path, monkeypatch):
+    """The settings record the launched job's size (WORLD_SIZE, else Open MPI's, else 1): the
+    efficiency lines divide by it."""
+    from types import SimpleNamespace
+
+    from benchmarks.context import Settings
+
+    ctx = SimpleNamespace(gpu_name="GPU", has_gpu=True, settings=Settings())
+    monkeypatch.setattr(cli, "_run", lambda args, cases, checkpoint=None: ([], ctx, {}))
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert cli.main(["overhead", "--cases", "stream-none", "--out", str(tmp_path), "--no-plots"]) == 0
+    assert json.loads((tmp_path / "overhead.json").read_text())["settings"]["nranks"] == 1
+    monkeypatch.delenv("WORLD_SIZE")
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")
+    assert cli.job_size() == 4
+
+
+def test_rows_a_crashed_peer_did_not_reach_become_errors(monkeypatch):
+    """A peer that crashed after some rows: its rows are kept with the note, the cases it never
+    reached become error rows with the same note."""
+    import argparse
+
+    from benchmarks import registry
+
+    cases = [registry.Case(suite="s", name=n, setups={"nvmath-python": lambda ctx: None}) for n in ("a", "b")]
+    runs = [(c, "nvmath-python") for c in cases]
+    reply = {"results": [{"case": "a", "lib": "nvmath-python", "status": "ok", "note": ""}], "versions": {},
+             "note": "nvmath-python's process exited with -11 after 1 row(s)"}  # fmt: skip
+    monkeypatch.setattr(cli.subproc, "run_peer", lambda *a, **k: reply)
+    args = argparse.Namespace(nvmath_python_path=Path("/x"), suite="s", quick=True, cases=None, device=0, seed=1)
+    rows, _ = cli._peer_results(args, runs, "nvmath-python")
+    assert [(r["case"], r["status"]) for r in rows] == [("a", "ok"), ("b", "error")]
+    assert all("exited with -11" in r["note"] for r in rows)
+
+
+def test_rows_are_written_as_they_come(tmp_path, monkeypatch):
+    """With --out, the JSON and Markdown hold every row measured so far after each row: a crash of
+    an engine later in the run keeps them."""
+    from benchmarks.context import Context
+
+    seen = []
+    real_write = cli.report.write_outputs
+
+    def spy(doc, out_dir, *, plots=True):
+        seen.append(([r["case"] for r in doc["results"]], plots))
+        return real_write(doc, out_dir, plots=plots)
+
+    monkeypatch.setattr(cli.report, "write_outputs", spy)
+    monkeypatch.setattr(cli, "make_context", lambda settings, device_id=0: Context(
+        settings=settings, stream=_StubStream(), gpu_name="stub GPU"))  # fmt: skip
+    monkeypatch.delenv("RANK", raising=False)
+    argv = ["overhead", "--quick", "--cases", "stream-none,stream-torch-object", "--libs", "torch", "--out",
+            str(tmp_path), "--plain", "--no-plots"]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert seen[0] == (["stream-none"], False) and seen[-1][0] == ["stream-none", "stream-torch-object"]
+    assert len(seen) == 3  # after each of the two rows, then the final document

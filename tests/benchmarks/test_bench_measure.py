@@ -183,3 +183,22 @@ def test_cooldown_runs_between_setup_and_timing(monkeypatch):
     settings = Settings(warmup=1, iterations=3, cooldown_s=0.25)
     r = run_one(_case(setup, mode="device"), "nvmath", Context(settings=settings))
     assert r.status == "ok" and events == [("setup",), ("sleep", 0.25), ("time",)]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_failure_traceback_on_request(monkeypatch, capsys, enabled):
+    """With $NVMATH_BENCH_TRACEBACK set, a failing library's whole traceback goes to stderr (a one-shot
+    GPU run keeps it); unset, only the error row's one-line note."""
+    from benchmarks.measure import TRACEBACK_ENV
+
+    if enabled:
+        monkeypatch.setenv(TRACEBACK_ENV, "1")
+    else:
+        monkeypatch.delenv(TRACEBACK_ENV, raising=False)
+
+    def setup(ctx):
+        raise KeyError("deep inside")
+
+    r = run_one(_case(setup), "nvmath", Context(settings=QUICK))
+    assert r.status == "error"
+    assert ("Traceback" in capsys.readouterr().err) == enabled

@@ -271,3 +271,27 @@ def test_titles_name_the_machine():
     doc = make_document("s", [], gpu=None, libs=["nvmath"], settings={})
     assert doc["machine"]["cpu"] == cpu_name()
     assert render_markdown(doc).startswith(f"# s: {cpu_name()} (no GPU), ")
+
+
+def test_efficiency_lines_against_one_gpu():
+    """With a one-GPU baseline row, the footer gives each library's efficiency: the baseline's time
+    over (ranks x the library's time); at one rank it says that this is not a scaling number."""
+    from benchmarks.report import efficiencies
+
+    rows = [_r("fft", "nvmath", 2.0), _r("fft", "nvmath-python", 4.0), _r("fft", "nvmath-1gpu", 1.0),
+            _r("gemm", "nvmath", 1.0)]  # fmt: skip
+    medians = {"fft": {"nvmath": 2.0, "nvmath-python": 4.0, "nvmath-1gpu": 1.0}, "gemm": {"nvmath": 1.0}}
+    assert efficiencies(medians, 1) == {"fft": {"nvmath": 0.5, "nvmath-python": 0.25}}
+    assert efficiencies(medians, 4) == {"fft": {"nvmath": 0.125, "nvmath-python": 0.0625}}
+    doc = _doc(rows)
+    text = render_markdown(doc)
+    assert "- fft: nvmath 0.50, nvmath-python 0.25" in text and "not a scaling number" in text
+    assert "gemm:" not in text.split("Efficiency", 1)[1]
+    assert "**2.00x**" in text  # nvmath vs best peer: nvmath-python (4.0) / 2.0; the baseline is no peer
+    doc["settings"]["nranks"] = 2
+    assert "- fft: nvmath 0.25, nvmath-python 0.12" in render_markdown(doc)
+
+
+def test_no_efficiency_lines_without_a_baseline():
+    """Suites without a one-GPU baseline get no efficiency lines."""
+    assert "Efficiency" not in render_markdown(_doc([_r("c", "nvmath", 1.0), _r("c", "torch", 2.0)]))

@@ -78,7 +78,7 @@ def test_full_child_run_returns_results(fake_peer):
     reply = subproc.run_peer(
         "overhead", "nvmath-python", fake_peer, quick=True, pattern="stream-*", timeout=300
     )
-    assert reply["versions"] == {"nvmath-python": "fake-1.0"}
+    assert reply["versions"] == {"nvmath-python": "fake-1.0"} and reply["complete"] is True
     assert [(r["case"], r["lib"], r["status"]) for r in reply["results"]] == [
         ("stream-none", "nvmath-python", "skipped"),
         ("stream-torch-object", "nvmath-python", "skipped"),
@@ -97,3 +97,52 @@ def test_child_env_extra_path_goes_first(tmp_path):
     env = subproc.child_env(tmp_path / "peer", tmp_path / "h", base)
     parts = env["PYTHONPATH"].split(os.pathsep)
     assert parts[:2] == ["/np235", "/x"] and parts[2] == str((tmp_path / "peer").resolve())
+
+
+def _fake_run(write_reply: bool, complete: bool = False, returncode: int | None = None):
+    """A subprocess.run that writes the child's reply (or not, or a partial one) and then times out,
+    or exits with ``returncode``."""
+    import json
+    import subprocess
+
+    def run(cmd, **kwargs):
+        if write_reply:
+            out = Path(cmd[cmd.index("--out") + 1])
+            out.write_text(json.dumps({"results": [{"case": "c"}], "versions": {}, "complete": complete}))
+        if returncode is None:
+            raise subprocess.TimeoutExpired(cmd, kwargs["timeout"])
+        return subprocess.CompletedProcess(cmd, returncode, stdout="Segmentation fault", stderr=None)
+
+    return run
+
+
+@pytest.mark.parametrize(("complete", "when"), [(True, "after it replied"), (False, "after 1 row(s)")])
+def test_a_child_that_crashed_keeps_its_rows(fake_peer, monkeypatch, complete, when):
+    """A child that exits non-zero (a crash in an engine's finalize at exit, or in a later row)
+    returns the rows it wrote; the note says how it ended and when."""
+    monkeypatch.setattr(subproc.subprocess, "run", _fake_run(True, complete, returncode=-11))
+    reply = subproc.run_peer("overhead", "nvmath-python", fake_peer)
+    assert reply["results"] == [{"case": "c"}]
+    assert reply["note"] == f"nvmath-python's process exited with -11 (Segmentation fault) {when}"
+
+
+def test_a_child_that_crashed_before_any_row_fails(fake_peer, monkeypatch):
+    """No reply file and a non-zero exit: RuntimeError with the output's tail."""
+    monkeypatch.setattr(subproc.subprocess, "run", _fake_run(False, returncode=1))
+    with pytest.raises(RuntimeError, match="failed \\(exit 1\\): Segmentation fault"):
+        subproc.run_peer("overhead", "nvmath-python", fake_peer)
+
+
+def test_a_child_that_replied_then_hung_still_counts(fake_peer, monkeypatch):
+    """A child killed at the timeout after writing its reply (hung in a finalize on its way out)
+    returns that reply, with a note saying it was killed."""
+    monkeypatch.setattr(subproc.subprocess, "run", _fake_run(write_reply=True))
+    reply = subproc.run_peer("overhead", "nvmath-python", fake_peer, timeout=5)
+    assert reply["results"] == [{"case": "c"}] and "killed 5 s after it started" in reply["note"]
+
+
+def test_a_child_that_never_replied_times_out(fake_peer, monkeypatch):
+    """A child killed at the timeout without a reply raises RuntimeError saying so."""
+    monkeypatch.setattr(subproc.subprocess, "run", _fake_run(write_reply=False))
+    with pytest.raises(RuntimeError, match="did not reply within 5 s"):
+        subproc.run_peer("overhead", "nvmath-python", fake_peer, timeout=5)
