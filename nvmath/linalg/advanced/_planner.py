@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import sys
+
 import numpy as np
 
 from nvmath._errors import InvalidMatmulState
@@ -25,7 +27,7 @@ from nvmath._internal.options import check_int, check_or_create_options, freeze_
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap, wrap_operands
-from nvmath._internal.torch_bridge import execute_wants_torch, route
+from nvmath._internal.torch_bridge import route
 from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _autotune, _handles
 from nvmath.linalg.advanced._algorithm import Algorithm
@@ -163,6 +165,10 @@ class Matmul(OperandResets, FreedOnExit):
         self._alpha_is_one = False
         self._pointer_ok = False
         self._streams = streams.CallerStream(spec.device_id, spec.package)
+        # torch operands may require grad (then nvmath.torch runs the call); other packages' never do
+        self._grad_mode = sys.modules["torch"].is_grad_enabled if spec.package == "torch" else None
+        self._direct: tuple | None = None  # ResultMaker.direct when execute() may allocate D itself
+        self._inplace_direct = False  # in place, GPU operands, non-blocking, no aux outputs (see _commit)
         self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
 
     # ------------------------------------------------------------------ properties
@@ -293,6 +299,10 @@ class Matmul(OperandResets, FreedOnExit):
             plan.close()
             raise
         self._result, self._aux = result, aux
+        # GPU operands, non-blocking, out of place, no aux outputs: execute() allocates D and runs
+        simple = self._fast_deliver and aux is None
+        self._direct = result.direct if simple and not self._inplace else None
+        self._inplace_direct = simple and self._inplace
         old, self._plan = self._plan, plan
         if self._retired is not None:
             self._retired.close()
@@ -343,8 +353,15 @@ class Matmul(OperandResets, FreedOnExit):
             release_workspace: free the workspace after the call (stream-ordered).
             stream: the stream to run on (default: the operands' package's current stream).
         """
-        if execute_wants_torch(self._tensor_slots):  # torch operands that require grad: nvmath.torch builds the graph
-            return route("advanced.execute", self, algorithm=algorithm, release_workspace=release_workspace, stream=stream)
+        grad = self._grad_mode
+        if grad is not None and grad():  # execute_wants_torch, inlined (hot): torch operands only here
+            for slot in self._tensor_slots:
+                user = slot.user
+                if user is not None and user.tensor.requires_grad:  # nvmath.torch builds the graph
+                    return route(
+                        "advanced.execute", self, algorithm=algorithm, release_workspace=release_workspace,
+                        stream=stream,
+                    )  # fmt: skip
         res = self._streams
         handle, raw = res.last, res.current
         if stream is None and raw is not None and handle is not None and handle.ptr == raw(self._device_id):
@@ -352,7 +369,21 @@ class Matmul(OperandResets, FreedOnExit):
         else:
             handle, current = res.resolve(stream)
         if algorithm is None:
-            return self._launch(handle, None, release_workspace, current)
+            direct = self._direct
+            if direct is None or not current or release_workspace:
+                if self._inplace_direct and not release_workspace:  # _launch, inlined (hot)
+                    slots, c = self._slots, self._c_slot
+                    self._launcher.run(handle, slots["a"].ptr, slots["b"].ptr, c.ptr, c.ptr)  # type: ignore
+                    return c.device.unwrap(handle)  # type: ignore[union-attr]
+                return self._launch(handle, None, release_workspace, current)
+            # _launch and ResultMaker.new, inlined (hot): a torch result on torch's current stream
+            empty, shape, strides, dtype, device = direct
+            out = empty(shape, strides, dtype=dtype, device=device)
+            slots, c = self._slots, self._c_slot
+            self._launcher.run(  # type: ignore[union-attr]
+                handle, slots["a"].ptr, slots["b"].ptr, c.ptr if c is not None else 0, out.data_ptr()
+            )  # (no aux outputs: returns None)
+            return out
         retired = self._retired
         if retired is not None and any(a is algorithm for a in retired.plan.algorithms):
             return self._launch_retired(retired, algorithm, handle, release_workspace, current)
@@ -564,7 +595,8 @@ class Matmul(OperandResets, FreedOnExit):
         for plan in (self._plan, self._retired.plan if self._retired is not None else None):
             if plan is not None:
                 plan.close()
-        self._plan = self._retired = self._launcher = self._staged = None
+        self._plan = self._retired = self._launcher = self._staged = self._direct = None
+        self._inplace_direct = False
         for slot in self._slots.values():
             slot.release()
         self._lifecycle.mark_freed()
