@@ -537,13 +537,20 @@ class Matmul(OperandResets, FreedOnExit):
             current = res.torch  # the memoised current stream: CallerStream.resolve, inlined (hot)
         else:
             handle, current = res.resolve(stream)
-        self._set_scalars(alpha, beta)
+        if alpha is not None or beta is not None or c is not None or not self._alpha_is_one:
+            self._set_scalars(alpha, beta)  # (else alpha is 1 already and there is no beta)
         slots = self._slots
         if ptrs is not None and self._pointer_ok:
             slots["a"].ptr, slots["b"].ptr = ptrs[0], ptrs[1]
             if c is not None:
                 slots["c"].ptr = ptrs[2]
-            return self._launch(handle, None, False, current)
+            direct = self._direct
+            if direct is None or not current:
+                return self._launch(handle, None, False, current)
+            empty, shape, strides, dtype, device = direct  # as in execute (hot)
+            out = empty(shape, strides, dtype=dtype, device=device)
+            self._launcher.run(handle, ptrs[0], ptrs[1], ptrs[2] or 0, out.data_ptr())  # type: ignore
+            return out
         slots["a"].replace(wrap(a, "operand 'a'"), handle)
         slots["b"].replace(wrap(b, "operand 'b'"), handle)
         if c is not None:

@@ -134,3 +134,31 @@ def test_execute_after_free_still_raises(as_torch):
     mm.free()
     with pytest.raises(InvalidMatmulState, match="free"):
         mm.execute()
+
+
+def test_stateless_hits_allocate_directly_and_match(as_torch, monkeypatch):
+    """Stateless hits on torch operands (read raw, posing as GPU 0) run by address into a result
+    allocated on the current stream: each a new tensor equal to a @ b (+ c), served by the last-call
+    memo from the third call on."""
+    from nvmath._internal import dtypes, stateless
+    from nvmath.linalg.advanced import _stateless
+
+    def read_as_gpu(t):
+        info = dtypes._TORCH_TO_INFO.get(t.dtype)
+        if info is None:
+            return None
+        return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
+
+    stateless.register_reader(torch.Tensor, read_as_gpu)
+    a, b, c = _aligned(6, 5, seed=18), _aligned(5, 4, seed=19), _aligned(6, 4, seed=20)
+    outs = [adv.matmul(a, b) for _ in range(4)]
+    assert _stateless._last is not None
+    monkeypatch.setattr(_results.ResultMaker, "new", lambda *args: pytest.fail("ResultMaker.new called"))
+    outs += [adv.matmul(a, b) for _ in range(2)]
+    assert len({o.data_ptr() for o in outs}) == len(outs)
+    for o in outs:
+        torch.testing.assert_close(o.double(), _ref(a, b), rtol=1e-5, atol=1e-6)
+    for alpha, beta in ((2.0, 0.5), (None, 1.0), (1.5, 0.0)):
+        out = adv.matmul(a, b, c, alpha=alpha, beta=beta)
+        ref = _ref(a, b, c, 1.0 if alpha is None else alpha, beta)
+        torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-6)
