@@ -165,8 +165,10 @@ class Matmul(OperandResets, FreedOnExit):
         self._alpha_is_one = False
         self._pointer_ok = False
         self._streams = streams.CallerStream(spec.device_id, spec.package)
-        # torch operands may require grad (then nvmath.torch runs the call); other packages' never do
-        self._grad_mode = sys.modules["torch"].is_grad_enabled if spec.package == "torch" else None
+        # torch tensors may require grad (then nvmath.torch runs the call); other packages' never do
+        torch, user = sys.modules.get("torch"), self._slots["a"].user
+        is_torch = torch is not None and isinstance(user.tensor, torch.Tensor)  # type: ignore[union-attr]
+        self._grad_mode = torch.is_grad_enabled if is_torch else None  # type: ignore[union-attr]
         self._direct: tuple | None = None  # ResultMaker.direct when execute() may allocate D itself
         self._inplace_direct = False  # in place, GPU operands, non-blocking, no aux outputs (see _commit)
         self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
