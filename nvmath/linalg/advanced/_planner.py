@@ -11,10 +11,9 @@ CREATED -> PLANNED -> FREED through one :class:`~nvmath._internal.state.Lifecycl
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import sys
 
 import numpy as np
 
@@ -122,22 +121,12 @@ class Matmul(OperandResets, FreedOnExit):
         self._scalar_buf, self._scalars = host_scalars(alpha, beta, to_numpy_dtype(types.scale_dtype))
         self._alpha, self._beta = self._scalar_buf[0:1], self._scalar_buf[1:2]
         self._init_runtime(spec, slots["a"].device.package, _workspaces)
-        debug(
-            log,
-            "Matmul: %s @ %s -> %s on device %d",
-            types.a_dtype,
-            types.b_dtype,
-            types.d_dtype,
-            spec.device_id,
-        )
+        t = types
+        debug(log, "Matmul: %s @ %s -> %s on device %d", t.a_dtype, t.b_dtype, t.d_dtype, spec.device_id)
         if not scaling.tensor_wide:
             copied = [n for n, s in self._scales.items() if s.copied]
-            debug(
-                log,
-                "Matmul: FP8 scale modes %s; copied into cuBLASLt's layout: %s",
-                scaling.describe(),
-                copied,
-            )
+            modes = scaling.describe()
+            debug(log, "Matmul: FP8 scale modes %s; copied into cuBLASLt's layout: %s", modes, copied)
 
     def _init_runtime(self, spec: Spec, package: str, shared: SharedWorkspaces | None) -> None:
         """The state execute() uses: workspace, plan slots, stream memo, lifecycle."""
@@ -169,8 +158,8 @@ class Matmul(OperandResets, FreedOnExit):
         torch, user = sys.modules.get("torch"), self._slots["a"].user
         is_torch = torch is not None and isinstance(user.tensor, torch.Tensor)  # type: ignore[union-attr]
         self._grad_mode = torch.is_grad_enabled if is_torch else None  # type: ignore[union-attr]
-        self._direct: tuple | None = None  # ResultMaker.direct when execute() may allocate D itself
-        self._inplace_direct = False  # in place, GPU operands, non-blocking, no aux outputs (see _commit)
+        self._direct: tuple | None = None  # execute()'s simple cases (see _commit)
+        self._inplace_direct = False
         self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
 
     # ------------------------------------------------------------------ properties
@@ -221,14 +210,10 @@ class Matmul(OperandResets, FreedOnExit):
         """The lock of the workspace this plan shares with other cached plans (``None``: its own)."""
         return None if self._owns_workspace else self._workspace.lock
 
-    def _resolve_stream(self, stream: Any) -> tuple[StreamHandle, bool]:
-        """``(handle, current)`` of a caller's ``stream`` (see
-        :class:`~nvmath._internal.streams.CallerStream`)."""
-        return self._streams.resolve(stream)
-
     def _get_stream(self, stream: Any) -> StreamHandle:
-        """The :class:`StreamHandle` of ``stream`` (see :meth:`_resolve_stream`)."""
-        return self._resolve_stream(stream)[0]
+        """The :class:`StreamHandle` of a caller's ``stream`` (see
+        :class:`~nvmath._internal.streams.CallerStream`)."""
+        return self._streams.resolve(stream)[0]
 
     def _handle(self) -> int:
         return self._options.handle or _handles.get_handle(self._spec.device_id)
@@ -301,9 +286,8 @@ class Matmul(OperandResets, FreedOnExit):
             plan.close()
             raise
         self._result, self._aux = result, aux
-        # GPU operands, non-blocking, out of place, no aux outputs: execute() allocates D and runs
-        simple = self._fast_deliver and aux is None
-        self._direct = result.direct if simple and not self._inplace else None
+        simple = self._fast_deliver and aux is None  # GPU operands, non-blocking, no aux outputs
+        self._direct = result.direct if simple and not self._inplace else None  # execute() allocates D
         self._inplace_direct = simple and self._inplace
         old, self._plan = self._plan, plan
         if self._retired is not None:
@@ -360,32 +344,26 @@ class Matmul(OperandResets, FreedOnExit):
             for slot in self._tensor_slots:
                 user = slot.user
                 if user is not None and user.tensor.requires_grad:  # nvmath.torch builds the graph
-                    return route(
-                        "advanced.execute", self, algorithm=algorithm, release_workspace=release_workspace,
-                        stream=stream,
-                    )  # fmt: skip
+                    return route("advanced.execute", self, algorithm=algorithm,
+                                 release_workspace=release_workspace, stream=stream)  # fmt: skip
         res = self._streams
         handle, raw = res.last, res.current
         if stream is None and raw is not None and handle is not None and handle.ptr == raw(self._device_id):
             current = res.torch  # the memoised current stream: CallerStream.resolve, inlined (hot)
         else:
             handle, current = res.resolve(stream)
-        if algorithm is None:
-            direct = self._direct
-            if direct is None or not current or release_workspace:
-                if self._inplace_direct and not release_workspace:  # _launch, inlined (hot)
-                    slots, c = self._slots, self._c_slot
-                    self._launcher.run(handle, slots["a"].ptr, slots["b"].ptr, c.ptr, c.ptr)  # type: ignore
-                    return c.device.unwrap(handle)  # type: ignore[union-attr]
-                return self._launch(handle, None, release_workspace, current)
-            # _launch and ResultMaker.new, inlined (hot): a torch result on torch's current stream
-            empty, shape, strides, dtype, device = direct
-            out = empty(shape, strides, dtype=dtype, device=device)
-            slots, c = self._slots, self._c_slot
-            self._launcher.run(  # type: ignore[union-attr]
-                handle, slots["a"].ptr, slots["b"].ptr, c.ptr if c is not None else 0, out.data_ptr()
-            )  # (no aux outputs: returns None)
-            return out
+        if algorithm is None:  # _launch (and ResultMaker.new) inlined where they are simple (hot)
+            direct, slots, c = self._direct, self._slots, self._c_slot
+            if direct is not None and current and not release_workspace:  # a torch result, current stream
+                empty, shape, strides, dtype, device = direct
+                out = empty(shape, strides, dtype=dtype, device=device)
+                pc = c.ptr if c is not None else 0  # (no aux outputs: run returns None)
+                self._launcher.run(handle, slots["a"].ptr, slots["b"].ptr, pc, out.data_ptr())  # type: ignore
+                return out
+            if self._inplace_direct and not release_workspace:
+                self._launcher.run(handle, slots["a"].ptr, slots["b"].ptr, c.ptr, c.ptr)  # type: ignore
+                return c.device.unwrap(handle)  # type: ignore[union-attr]
+            return self._launch(handle, None, release_workspace, current)
         retired = self._retired
         if retired is not None and any(a is algorithm for a in retired.plan.algorithms):
             return self._launch_retired(retired, algorithm, handle, release_workspace, current)
