@@ -338,8 +338,11 @@ def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callabl
     gy = torch.ones(size, size)
     mm = adv.Matmul(a, b)
     mm.plan()
+    inplace = adv.Matmul(a, b, aligned(size, size), beta=0.0, options={"inplace": True})
+    inplace.plan()
     rows = {
         "Matmul.execute": mm.execute,
+        "Matmul.execute inplace": inplace.execute,
         "Matmul create+plan+free": _create_plan_free(adv.Matmul, a, b),
         "advanced.matmul (hit)": lambda: adv.matmul(a, b),
         "nvmath.torch.linear fwd": lambda: nt.linear(a, w, bias),

@@ -71,6 +71,7 @@ def install(mp: Any) -> Any:
         init(self, *args, **kwargs)
         if self._raw_stream is not None:
             self._device = torch.device("cpu")
+            self.direct = (*self.direct[:4], self._device)
 
     mp.setattr(_results.ResultMaker, "__init__", cpu_results)
     import nvmath.torch as nt

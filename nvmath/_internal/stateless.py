@@ -145,7 +145,8 @@ def _read_torch(t: Any) -> Read | None:
         return None
     try:
         device = t.get_device() if t.is_cuda else "cpu"
-        return ("torch", device, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
+        conj = t.is_conj() if info[2] else False  # (torch sets the conjugate bit on complex tensors only)
+        return ("torch", device, t.shape, t.stride(), info[0], conj), t.data_ptr(), t
     except (RuntimeError, TypeError):  # sparse, nested, ...: the adapter judges it
         return None
 

@@ -287,6 +287,9 @@ class Binder:
         self.declared_by = declared_by
         self.stubs: dict[str, Callable] = {}
         self.prototypes: dict[str, tuple[Any, Sequence[Any]]] = {}
+        # "_p_<symbol>" -> (the function installed there, its C address): every plan asks for the address
+        # of the function it calls, and ctypes.cast costs about 3 us
+        self._addresses: dict[str, tuple[Any, int]] = {}
 
     def __call__(self, symbol: str, restype: Any, argtypes: Sequence[Any]) -> Callable:
         """A stub that resolves ``symbol`` on first call and installs it as ``_p_<symbol>``."""
@@ -329,13 +332,20 @@ class Binder:
         caller that calls it without ctypes; ``None`` when a Python function replaced it (a test's fake,
         a profiler's wrapper) or it cannot be resolved: such a caller then keeps calling the binding.
         """
-        function = self.namespace.get("_p_" + symbol)
+        key = "_p_" + symbol
+        function = self.namespace.get(key)
+        known = self._addresses.get(key)
+        if known is not None and known[0] is function:  # the same function as last time (not a stub)
+            return known[1]
         try:
-            if function is None or function is self.stubs.get("_p_" + symbol):
+            if function is None or function is self.stubs.get(key):
                 function = self.resolve(symbol)
-            return ctypes.cast(function, ctypes.c_void_p).value or None
+            address = ctypes.cast(function, ctypes.c_void_p).value or None
         except Exception:  # noqa: BLE001 - a Python replacement (not a C function) or no library
             return None
+        if address is not None:
+            self._addresses[key] = (function, address)
+        return address
 
     def unresolve(self) -> None:
         """Put every stub back (the next call of each function resolves it again); for tests."""

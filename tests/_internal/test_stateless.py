@@ -131,6 +131,19 @@ def test_raw_reader_gives_the_adapter_head(torch):
     assert reader_for(type(adapter))(adapter)[0] == head
 
 
+def test_raw_reader_conjugation_matches_the_adapter(torch):
+    """A lazily conjugated complex tensor reads conjugated, a plain one and a real one not, as their
+    adapters say (the reader asks torch only for complex dtypes)."""
+    from nvmath._internal.stateless import reader_for
+    from nvmath._internal.tensors import wrap
+
+    z = torch.randn(2, 3, dtype=torch.complex64)
+    for t in (z, z.conj(), torch.ones(2, 3).conj()):
+        adapter = wrap(t)  # (registers the dtype the reader looks up)
+        head = reader_for(type(t))(t)[0]
+        assert head[5] is t.is_conj() and head[5] == adapter.is_conjugate
+
+
 def test_unreadable_types_answer_none():
     """Types without a raw reader (numpy arrays, plain objects) answer None: the caller wraps them."""
     import numpy as np

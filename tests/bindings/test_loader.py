@@ -288,3 +288,25 @@ def test_bound_address_reads_what_the_generated_binding_calls(monkeypatch) -> No
     monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", lambda *args: 0)
     assert _loader.bound_address("cublasLt", "cublasLtMatmul") is None
     assert _loader.bound_address("not-a-library", "f") is None
+
+
+def test_bound_address_is_remembered_per_installed_function(monkeypatch) -> None:
+    """The address is computed once per function installed at ``_p_<symbol>`` (no ctypes.cast on later
+    asks), and computed again when another function is installed there."""
+    from nvmath.bindings import cublasLt
+
+    first = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 0)
+    second = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 1)
+    monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", first)
+    expected = ctypes.cast(first, ctypes.c_void_p).value
+    assert _loader.bound_address("cublasLt", "cublasLtMatmul") == expected
+    casts = []
+    cast = ctypes.cast
+    monkeypatch.setattr(ctypes, "cast", lambda *args: casts.append(args) or cast(*args))
+    assert _loader.bound_address("cublasLt", "cublasLtMatmul") == expected
+    assert casts == []
+    monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", second)
+    assert _loader.bound_address("cublasLt", "cublasLtMatmul") == cast(second, ctypes.c_void_p).value
+    assert len(casts) == 1
+    monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", lambda *args: 0)
+    assert _loader.bound_address("cublasLt", "cublasLtMatmul") is None

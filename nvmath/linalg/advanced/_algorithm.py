@@ -140,11 +140,13 @@ class Algorithm:
     workspace size recomputed.
     """
 
-    __slots__ = ("_record", "algo_ptr")
+    __slots__ = ("_index", "_rows", "_view", "_ws", "algo_ptr")
 
     def __init__(self, algorithm: Any, ptr: int | None = None, *, _trusted: bool = False):
+        self._ws: int | None = None  # the record's workspace size once read; -1: always read the record
+        self._rows: np.ndarray | None = None  # (from_records: the view of row _index made on first use)
         if _trusted:  # internal: a 0-d view of a checked heuristic record and its address
-            self._record, self.algo_ptr = algorithm, ptr
+            self._view, self.algo_ptr = algorithm, ptr
             return
         record = algorithm if isinstance(algorithm, np.ndarray) else _as_record(algorithm)
         if record.dtype != lt.matmul_heuristic_result_dtype or record.size != 1:
@@ -153,14 +155,30 @@ class Algorithm:
                 f"got {type(algorithm).__name__} of dtype {record.dtype} and shape {record.shape}"
             )
         record = record.reshape(())
-        self._record = record
+        self._view = record
         self.algo_ptr: int = record.ctypes.data if ptr is None else ptr
+
+    @classmethod
+    def _of_row(cls, rows: np.ndarray, index: int, ptr: int, workspace_size: int) -> Algorithm:
+        """Internal: row ``index`` of checked heuristic records ``rows`` (at ``ptr``), whose workspace
+        size is known; its 0-d view is made on first use (most planned algorithms never need one)."""
+        made = cls.__new__(cls)
+        made._rows, made._index, made._view, made._ws, made.algo_ptr = rows, index, None, workspace_size, ptr
+        return made
+
+    @property
+    def _record(self) -> np.ndarray:
+        view = self._view
+        if view is None:
+            view = self._view = self._rows[self._index, ...]  # type: ignore[index]
+        return view
 
     # ------------------------------------------------------------------ record fields
     @property
     def algorithm(self) -> np.ndarray:
         """The ``cublasLtMatmulHeuristicResult_t`` record this object wraps (a 0-d numpy array of
         ``cublasLt.matmul_heuristic_result_dtype``, shared: configuration changes show in it)."""
+        self._ws = -1  # the caller may write the record: read the workspace size from it from now on
         return self._record
 
     @property
@@ -171,7 +189,13 @@ class Algorithm:
     @property
     def workspace_size(self) -> int:
         """Workspace bytes this algorithm needs (as reported by the heuristic or the last check)."""
-        return int(self._record["workspace_size"])
+        ws = self._ws
+        if ws is None or ws < 0:  # not read yet, or the record was handed out (see algorithm)
+            size = int(self._record["workspace_size"])
+            if ws is None:
+                self._ws = size
+            return size
+        return ws
 
     @property
     def waves_count(self) -> float:
@@ -256,6 +280,8 @@ class Algorithm:
 
     def _set_workspace_size(self, nbytes: int) -> None:
         self._record["workspace_size"] = nbytes
+        if self._ws != -1:
+            self._ws = int(self._record["workspace_size"])
 
     def __repr__(self) -> str:
         try:
@@ -301,7 +327,8 @@ def from_records(records: np.ndarray) -> list[Algorithm]:
     """
     own = records.copy()
     base, size = own.ctypes.data, own.dtype.itemsize
-    return [Algorithm(own[i, ...], base + i * size, _trusted=True) for i in range(len(own))]  # 0-d views
+    sizes = own["workspace_size"].tolist()  # (one read for all: a plan's launch needs their maximum)
+    return [Algorithm._of_row(own, i, base + i * size, ws) for i, ws in enumerate(sizes)]
 
 
 def check_algorithm(handle: int, desc: int, layouts: Sequence[int], algorithm: Algorithm) -> None:

@@ -28,9 +28,9 @@ _HANDLES = ThreadHandles("cuBLASLt", lambda: cublasLt.create(), lambda handle: c
 _VERSION: int | None = None
 
 
-def get_handle(device_id: int) -> int:
-    """Return the calling thread's cuBLASLt handle for ``device_id``, creating it on first use."""
-    return _HANDLES.get(device_id)
+get_handle = _HANDLES.get
+"""``get_handle(device_id)``: the calling thread's cuBLASLt handle for ``device_id``, created on first use
+(the pool's bound method itself: every launch calls it, and a wrapper would add a Python frame)."""
 
 
 def cublaslt_version() -> int:

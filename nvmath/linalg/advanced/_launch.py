@@ -221,7 +221,11 @@ class MatmulLaunch:
         aux = self._aux
         made = aux.new(handle) if aux is not None else None  # (also points the descriptor at them)
         algo_ptr, ws_size = self.algo if algo is None else algo
-        ws = self._workspace.ptr_for(ws_size, handle) if ws_size else 0
+        ws = 0
+        if ws_size:
+            bound = self._workspace  # BoundWorkspace.ptr_for's first test, inlined (hot)
+            space = bound.workspace
+            ws = space.ptr if handle is bound.stream and space.size >= ws_size else bound.ptr_for(ws_size, handle)
         lt_handle = self._lt_handle or _handles.get_handle(self.device_id)
         # the stream may be gone when the workspace (or another buffer of ours) is next used or freed
         done = handle.mortal and (ws_size or self._done_always)

@@ -11,6 +11,7 @@ CREATED -> PLANNED -> FREED through one :class:`~nvmath._internal.state.Lifecycl
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ from nvmath._internal.options import check_int, check_or_create_options, freeze_
 from nvmath._internal.state import FreedOnExit, Lifecycle, PlannerState, requires
 from nvmath._internal.streams import StreamHandle
 from nvmath._internal.tensors import wrap, wrap_operands
-from nvmath._internal.torch_bridge import execute_wants_torch, route
+from nvmath._internal.torch_bridge import route
 from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _autotune, _handles
 from nvmath.linalg.advanced._algorithm import Algorithm
@@ -120,22 +121,12 @@ class Matmul(OperandResets, FreedOnExit):
         self._scalar_buf, self._scalars = host_scalars(alpha, beta, to_numpy_dtype(types.scale_dtype))
         self._alpha, self._beta = self._scalar_buf[0:1], self._scalar_buf[1:2]
         self._init_runtime(spec, slots["a"].device.package, _workspaces)
-        debug(
-            log,
-            "Matmul: %s @ %s -> %s on device %d",
-            types.a_dtype,
-            types.b_dtype,
-            types.d_dtype,
-            spec.device_id,
-        )
+        t = types
+        debug(log, "Matmul: %s @ %s -> %s on device %d", t.a_dtype, t.b_dtype, t.d_dtype, spec.device_id)
         if not scaling.tensor_wide:
             copied = [n for n, s in self._scales.items() if s.copied]
-            debug(
-                log,
-                "Matmul: FP8 scale modes %s; copied into cuBLASLt's layout: %s",
-                scaling.describe(),
-                copied,
-            )
+            modes = scaling.describe()
+            debug(log, "Matmul: FP8 scale modes %s; copied into cuBLASLt's layout: %s", modes, copied)
 
     def _init_runtime(self, spec: Spec, package: str, shared: SharedWorkspaces | None) -> None:
         """The state execute() uses: workspace, plan slots, stream memo, lifecycle."""
@@ -163,6 +154,12 @@ class Matmul(OperandResets, FreedOnExit):
         self._alpha_is_one = False
         self._pointer_ok = False
         self._streams = streams.CallerStream(spec.device_id, spec.package)
+        # torch tensors may require grad (then nvmath.torch runs the call); other packages' never do
+        torch, user = sys.modules.get("torch"), self._slots["a"].user
+        is_torch = torch is not None and isinstance(user.tensor, torch.Tensor)  # type: ignore[union-attr]
+        self._grad_mode = torch.is_grad_enabled if is_torch else None  # type: ignore[union-attr]
+        self._direct: tuple | None = None  # execute()'s simple cases (see _commit)
+        self._inplace_direct = False
         self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
 
     # ------------------------------------------------------------------ properties
@@ -213,14 +210,10 @@ class Matmul(OperandResets, FreedOnExit):
         """The lock of the workspace this plan shares with other cached plans (``None``: its own)."""
         return None if self._owns_workspace else self._workspace.lock
 
-    def _resolve_stream(self, stream: Any) -> tuple[StreamHandle, bool]:
-        """``(handle, current)`` of a caller's ``stream`` (see
-        :class:`~nvmath._internal.streams.CallerStream`)."""
-        return self._streams.resolve(stream)
-
     def _get_stream(self, stream: Any) -> StreamHandle:
-        """The :class:`StreamHandle` of ``stream`` (see :meth:`_resolve_stream`)."""
-        return self._resolve_stream(stream)[0]
+        """The :class:`StreamHandle` of a caller's ``stream`` (see
+        :class:`~nvmath._internal.streams.CallerStream`)."""
+        return self._streams.resolve(stream)[0]
 
     def _handle(self) -> int:
         return self._options.handle or _handles.get_handle(self._spec.device_id)
@@ -293,6 +286,9 @@ class Matmul(OperandResets, FreedOnExit):
             plan.close()
             raise
         self._result, self._aux = result, aux
+        simple = self._fast_deliver and aux is None  # GPU operands, non-blocking, no aux outputs
+        self._direct = result.direct if simple and not self._inplace else None  # execute() allocates D
+        self._inplace_direct = simple and self._inplace
         old, self._plan = self._plan, plan
         if self._retired is not None:
             self._retired.close()
@@ -343,15 +339,30 @@ class Matmul(OperandResets, FreedOnExit):
             release_workspace: free the workspace after the call (stream-ordered).
             stream: the stream to run on (default: the operands' package's current stream).
         """
-        if execute_wants_torch(self._tensor_slots):  # torch operands that require grad: nvmath.torch builds the graph
-            return route("advanced.execute", self, algorithm=algorithm, release_workspace=release_workspace, stream=stream)
+        grad = self._grad_mode
+        if grad is not None and grad():  # execute_wants_torch, inlined (hot): torch operands only here
+            for slot in self._tensor_slots:
+                user = slot.user
+                if user is not None and user.tensor.requires_grad:  # nvmath.torch builds the graph
+                    return route("advanced.execute", self, algorithm=algorithm,
+                                 release_workspace=release_workspace, stream=stream)  # fmt: skip
         res = self._streams
         handle, raw = res.last, res.current
         if stream is None and raw is not None and handle is not None and handle.ptr == raw(self._device_id):
             current = res.torch  # the memoised current stream: CallerStream.resolve, inlined (hot)
         else:
             handle, current = res.resolve(stream)
-        if algorithm is None:
+        if algorithm is None:  # _launch (and ResultMaker.new) inlined where they are simple (hot)
+            direct, slots, c = self._direct, self._slots, self._c_slot
+            if direct is not None and current and not release_workspace:  # a torch result, current stream
+                empty, shape, strides, dtype, device = direct
+                out = empty(shape, strides, dtype=dtype, device=device)
+                pc = c.ptr if c is not None else 0  # (no aux outputs: run returns None)
+                self._launcher.run(handle, slots["a"].ptr, slots["b"].ptr, pc, out.data_ptr())  # type: ignore
+                return out
+            if self._inplace_direct and not release_workspace:
+                self._launcher.run(handle, slots["a"].ptr, slots["b"].ptr, c.ptr, c.ptr)  # type: ignore
+                return c.device.unwrap(handle)  # type: ignore[union-attr]
             return self._launch(handle, None, release_workspace, current)
         retired = self._retired
         if retired is not None and any(a is algorithm for a in retired.plan.algorithms):
@@ -506,13 +517,20 @@ class Matmul(OperandResets, FreedOnExit):
             current = res.torch  # the memoised current stream: CallerStream.resolve, inlined (hot)
         else:
             handle, current = res.resolve(stream)
-        self._set_scalars(alpha, beta)
+        if alpha is not None or beta is not None or c is not None or not self._alpha_is_one:
+            self._set_scalars(alpha, beta)  # (else alpha is 1 already and there is no beta)
         slots = self._slots
         if ptrs is not None and self._pointer_ok:
             slots["a"].ptr, slots["b"].ptr = ptrs[0], ptrs[1]
             if c is not None:
                 slots["c"].ptr = ptrs[2]
-            return self._launch(handle, None, False, current)
+            direct = self._direct
+            if direct is None or not current:
+                return self._launch(handle, None, False, current)
+            empty, shape, strides, dtype, device = direct  # as in execute (hot)
+            out = empty(shape, strides, dtype=dtype, device=device)
+            self._launcher.run(handle, ptrs[0], ptrs[1], ptrs[2] or 0, out.data_ptr())  # type: ignore
+            return out
         slots["a"].replace(wrap(a, "operand 'a'"), handle)
         slots["b"].replace(wrap(b, "operand 'b'"), handle)
         if c is not None:
@@ -564,7 +582,8 @@ class Matmul(OperandResets, FreedOnExit):
         for plan in (self._plan, self._retired.plan if self._retired is not None else None):
             if plan is not None:
                 plan.close()
-        self._plan = self._retired = self._launcher = self._staged = None
+        self._plan = self._retired = self._launcher = self._staged = self._direct = None
+        self._inplace_direct = False
         for slot in self._slots.values():
             slot.release()
         self._lifecycle.mark_freed()

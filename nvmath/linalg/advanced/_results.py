@@ -45,20 +45,29 @@ class ResultMaker:
     """
 
     __slots__ = (
-        "_device", "_empty", "_raw_stream", "_tdtype", "device_id", "dtype", "shape", "strides", "template",
+        "_device", "_empty", "_raw_stream", "_tdtype", "device_id", "direct", "dtype", "shape", "strides",
+        "template",
     )  # fmt: skip
+
+    direct: tuple | None
+    """``(torch.empty_strided, shape, strides, torch dtype, torch device)`` for a torch CUDA result, which
+    a caller that knows its stream is torch's current one may allocate itself as
+    ``empty(shape, strides, dtype=dtype, device=device)`` (what :meth:`new` does then, without its call);
+    ``None`` for other results."""
 
     def __init__(self, template: TensorAdapter, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str):
         self.template = template
         self.shape, self.strides, self.dtype = tuple(shape), tuple(strides), dtype
         self.device_id = template.device_id
         self._raw_stream: Any = None
+        self.direct = None
         if template.package == "torch" and template.device == "cuda":
             torch = sys.modules["torch"]
             self._raw_stream = streams.torch_raw_stream()
             self._tdtype = dtypes.to_torch_dtype(dtype)
             self._device = torch.device("cuda", template.device_id)
             self._empty = torch.empty_strided
+            self.direct = (self._empty, self.shape, self.strides, self._tdtype, self._device)
 
     def new(self, stream: StreamHandle, current: bool = False) -> tuple[Any, int, bool]:
         """Allocate one output, first used on ``stream`` (``current``: the caller knows ``stream`` is

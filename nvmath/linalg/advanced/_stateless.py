@@ -54,6 +54,7 @@ class MatmulPlanCache(PlanCache):
 
     def clear(self) -> None:
         """Free every cached plan and the workspaces they share."""
+        _forget_last()
         super().clear()
         workspaces.clear()
 
@@ -199,6 +200,41 @@ def _build_raw(
     return _build(_wrap(a, b, c), alpha, beta, {"epilog": epilog}, stream)
 
 
+_last: tuple | None = None
+"""``(probe, entry)`` of the last hot call served by a cache hit: a call whose probe (the key's operand
+heads and epilog, and the pointers' low bits) equals it runs on that entry with no key built and no
+lookup (:meth:`~nvmath._internal.plan_cache.PlanCache.count_hit` counts it). Kept only while that entry
+is the cache's most recently used one: every other path of :func:`matmul` and ``plan_cache.clear()``
+drop it, and a freed (evicted) entry is never run (``live``)."""
+
+
+def _forget_last() -> None:
+    global _last
+    _last = None
+
+
+def _short_call(
+    probe: tuple, ra: Read, rb: Read, rc: Read | None, a: Any, b: Any, c: Any, alpha: Any, beta: Any,
+    epilog: Any, stream: Any,
+) -> Any:  # fmt: skip
+    """A hot call (operands read raw, at most an epilog) that :data:`_last` did not serve: a hit
+    becomes the new ``_last``; a miss plans (:func:`_build_raw`)."""
+    global _last
+    ptrs = (ra[1], rb[1], None if rc is None else rc[1])
+    key = matmul_key(ra, rb, rc, epilog)
+    entry = plan_cache.get(key, count_miss=False)
+    if entry is not None:
+        with entry.lock:
+            if entry.live:  # not freed by an eviction since the lookup
+                _last = (probe, entry)
+                return entry.planner.run_cached(a, b, c, ptrs, alpha, beta, stream)
+    _last = None
+    return call_cached(
+        plan_cache, key, _build_raw, a, b, c, ptrs, alpha, beta, stream,
+        build_args=(a, b, c, alpha, beta, epilog, stream),
+    )  # fmt: skip
+
+
 def matmul(
     a: Any, b: Any, /, c: Any = None, *, alpha: Any = None, beta: Any = None, epilog: Any = None,
     epilog_inputs: Mapping[str, Any] | None = None, qualifiers: Any = None, quantization_scales: Any = None,
@@ -233,11 +269,20 @@ def matmul(
             rb = read(b)
             rc = None if c is None else read(c)
             if rb is not None and (c is None or rc is not None):
-                ptrs = (ra[1], rb[1], None if rc is None else rc[1])
-                return call_cached(
-                    plan_cache, matmul_key(ra, rb, rc, epilog), _build_raw,
-                    a, b, c, ptrs, alpha, beta, stream, build_args=(a, b, c, alpha, beta, epilog, stream),
+                pa, pb, pc = ra[1], rb[1], None if rc is None else rc[1]
+                probe = (  # what the key holds, and the pointers' low bits (exactly: their alignment)
+                    ra[0], rb[0], None if rc is None else rc[0], epilog,
+                    pa & 255 if pa else -1, pb & 255 if pb else -1, pc & 255 if pc else -1,
                 )  # fmt: skip
+                last = _last
+                if last is not None and last[0] == probe:  # the entry of the last call: no key, no lookup
+                    entry = last[1]
+                    with entry.lock:
+                        if entry.live:
+                            plan_cache.count_hit()
+                            return entry.planner.run_cached(a, b, c, (pa, pb, pc), alpha, beta, stream)
+                return _short_call(probe, ra, rb, rc, a, b, c, alpha, beta, epilog, stream)
+    _forget_last()  # (another key becomes the most recently used: see _last)
     check_call(epilog=epilog, stream=stream)  # before anything is wrapped or loaded
     ops = _wrap(a, b, c)
     wc = ops.get("c")

@@ -116,6 +116,56 @@ def test_raw_key_evicted_plan_is_rebuilt(lt, rng):
     np.testing.assert_allclose(out.array, a @ b, rtol=1e-5, atol=1e-6)
 
 
+def test_last_call_memo_serves_repeats_and_counts_them_as_hits(lt, rng, monkeypatch):
+    """A repeated hot call runs on the last call's entry (no key built): counted as a hit, with each
+    call's own operands; calls that alternate keys each get their own plan's result."""
+    a, b = _rand(rng, (6, 5)), _rand(rng, (5, 4))
+    a2, b2 = _rand(rng, (4, 6)), _rand(rng, (6, 5))
+    adv.matmul(F.fake(a), F.fake(b))
+    built = []
+    key = _stateless.matmul_key
+    monkeypatch.setattr(_stateless, "matmul_key", lambda *args: built.append(1) or key(*args))
+    s0 = adv.plan_cache.stats
+    for _ in range(3):
+        x, y = _rand(rng, (6, 5)), _rand(rng, (5, 4))
+        np.testing.assert_allclose(adv.matmul(F.fake(x), F.fake(y)).array, x @ y, rtol=1e-5, atol=1e-6)
+    assert built == [1]  # the first repeat looks the entry up; the next two use the memo
+    assert adv.plan_cache.stats.hits - s0.hits == 3
+    for _ in range(2):  # alternating problems: every result is its own product
+        np.testing.assert_allclose(adv.matmul(F.fake(a2), F.fake(b2)).array, a2 @ b2, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(adv.matmul(F.fake(a), F.fake(b)).array, a @ b, rtol=1e-5, atol=1e-6)
+    assert lt.heuristic_calls == 2
+
+
+def test_last_call_memo_never_runs_a_freed_or_other_plan(lt, rng):
+    """clear() drops the memo; an evicted (freed) entry is planned again; another alignment, epilog or
+    a call with options is not served by the memo."""
+    a, b = _rand(rng, (8, 8)), _rand(rng, (8, 8))
+    adv.matmul(F.fake(a), F.fake(b))
+    adv.matmul(F.fake(a), F.fake(b))
+    assert _stateless._last is not None
+    adv.plan_cache.clear()
+    assert _stateless._last is None
+    adv.matmul(F.fake(a), F.fake(b))
+    adv.matmul(F.fake(a), F.fake(b))  # memoised again
+    entry = _stateless._last[1]
+    adv.plan_cache.resize(0)  # evicts and frees it
+    assert not entry.live
+    np.testing.assert_allclose(adv.matmul(F.fake(a), F.fake(b)).array, a @ b, rtol=1e-5, atol=1e-6)
+    adv.plan_cache.resize(8)
+    raw = np.empty(a.nbytes + 256 + 4, dtype=np.uint8)
+    start = (-raw.ctypes.data % 256) + 4
+    mis = raw[start : start + a.nbytes].view(np.float32).reshape(a.shape)
+    mis[...] = a
+    for _ in range(2):
+        adv.matmul(F.fake(a), F.fake(b))
+    np.testing.assert_allclose(adv.matmul(F.fake(mis), F.fake(b)).array, a @ b, rtol=1e-5, atol=1e-6)
+    last = lt.preferences[-1]
+    assert min(last["MIN_ALIGNMENT_A_BYTES"], last["MIN_ALIGNMENT_B_BYTES"]) == 4  # its own plan
+    adv.matmul(F.fake(a), F.fake(b), preferences={"limit": 2})
+    assert _stateless._last is None
+
+
 def test_execute_uses_precomputed_arguments_after_reset(lt, rng):
     """execute() reads the current operand pointers (swapped orientation included)."""
     a, b = _rand(rng, (3, 9)), _rand(rng, (9, 2))
