@@ -17,7 +17,7 @@ from nvmath.torch import _kernels
 from nvmath.torch._grads import matmul_backward, preactivation_of
 from nvmath.torch._planners import PlannerCache
 
-__all__ = ["LinearFn", "MLPFn", "MatmulFn", "PlainProductFn", "first_order"]
+__all__ = ["LinearFn", "MLPFn", "MatmulFn", "PlainProductFn", "apply_linear", "first_order"]
 
 
 def first_order(backward: Callable) -> Callable:
@@ -57,6 +57,26 @@ class LinearFn(torch.autograd.Function):
             ctx.cache, g, x, w, y, aux, ctx.act, ctx.has_bias, tuple(ctx.needs_input_grad[:3])
         )
         return (*grads, None, None)
+
+
+_transforms_active = torch._C._are_functorch_transforms_active
+_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+_apply_linear_fn = super(torch.autograd.Function, LinearFn).apply  # torch's C apply, bound to LinearFn
+
+
+def apply_linear(x: Any, w: Any, b: Any, act: str | None, cache: PlannerCache) -> Any:
+    """``LinearFn.apply(x, w, b, act, cache)`` without the Python layer of ``Function.apply``.
+
+    Outside functorch transforms, ``Function.apply`` of a function without ``setup_context`` unwraps
+    the tensors left over from a finished transform and calls torch's C ``apply``: done here for the
+    three tensors directly (no generator over every argument, no signature probe), so a training
+    step's forward makes one call of ours before the C one. Inside a transform it is
+    ``LinearFn.apply`` (which raises there, as for any function without ``setup_context``).
+    """
+    if _transforms_active():
+        return LinearFn.apply(x, w, b, act, cache)
+    b = None if b is None else _unwrap_if_dead(b)
+    return _apply_linear_fn(_unwrap_if_dead(x), _unwrap_if_dead(w), b, act, cache)
 
 
 class MLPFn(torch.autograd.Function):

@@ -37,6 +37,7 @@ import torch
 
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.torch._planners import PlannerCache
+from nvmath.torch._rules import check_linear
 
 __all__ = ["ACTIVATIONS", "linear_backward", "linear_forward", "linear_infer", "linear_train", "mlp_backward"]
 
@@ -89,8 +90,17 @@ def linear_infer(
 def linear_train(
     cache: PlannerCache, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, act: str | None
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``act(x @ w.T + b)`` and the pre-activation the backward needs with GELU (else ``None``)."""
-    y, extras = cache.linear(x, w, b, _FORWARD[(act, b is not None, True)])  # type: ignore[misc]
+    """``act(x @ w.T + b)`` and the pre-activation the backward needs with GELU (else ``None``).
+
+    A problem planned before skips every check (its key vouches for them); a new one is checked by
+    torch's rules (:func:`~._rules.check_linear`) before it is planned.
+    """
+    epilog = _FORWARD[(act, b is not None, True)]
+    out = cache.linear(x, w, b, epilog, plan=False)
+    if out is None:
+        check_linear(x, w, b)
+        out = cache.linear(x, w, b, epilog)
+    y, extras = out  # type: ignore[misc]
     aux = extras.get("gelu_aux") if extras else None  # (round_up(N, 8), M): rows past N are padding
     return y, (aux[: w.shape[0]] if aux is not None else None)
 

@@ -50,6 +50,7 @@ def _tkey(t: Any, ptr: int) -> tuple:
 
 _NO_INPUTS: dict = {}
 
+
 _ROW_MAJOR = (None, E.RELU, E.GELU)
 """Linear-layer epilogs that leave D's layout free: the product is formed as ``x @ w.T`` (row-major
 result); the others need D column-major, so it is formed as ``w @ x.T`` (whose column-major D is ``y``)."""
@@ -269,7 +270,7 @@ class PlannerCache:
         qx, qw = px | 256, pw | 256  # the pointer alignment, capped at 256: the lowest set bit
         if b is None:
             pb = 0
-            key = (
+            key: tuple = (
                 epilog, x.shape, x.stride(), x.dtype, x.device, qx & -qx,
                 w.shape, w.stride(), w.dtype, w.device, qw & -qw,
             )  # fmt: skip
@@ -290,12 +291,50 @@ class PlannerCache:
                 self._pin_if_capturing(key, x)
                 return self._linear_by_views(entry, x, w, b, epilog)
             run = lr.run
-            if run.workspace_size and capturing(x) and key not in self._cache.pinned:
+            if run.workspace_size and key not in self._cache.pinned and capturing(x):
                 self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
             y = lr.template.new_empty_strided(lr.shape, lr.strides)  # (no dtype/device keywords to parse)
             if lr.x_first:
                 return y, run(px, pw, y.data_ptr())
             return y, run(pw, px, y.data_ptr(), (pb,) if lr.bias else ())
+
+    def infer(self, x: Any, w: Any, b: Any, epilog: Any) -> Any:
+        """``y`` of :meth:`linear` for an epilog without aux outputs (inference), or ``None`` when the
+        problem is not planned yet (nothing checked, nothing done): the hot path of an eager
+        ``nvmath.torch.linear`` / ``Linear`` call without grad (no result tuple, no keyword)."""
+        px, pw = x.data_ptr(), w.data_ptr()
+        qx, qw = px | 256, pw | 256  # the pointer alignment, capped at 256: the lowest set bit
+        if b is None:
+            pb = 0
+            key: tuple = (
+                epilog, x.shape, x.stride(), x.dtype, x.device, qx & -qx,
+                w.shape, w.stride(), w.dtype, w.device, qw & -qw,
+            )  # fmt: skip
+        else:
+            pb = b.data_ptr()
+            qb = pb | 256
+            key = (
+                epilog, x.shape, x.stride(), x.dtype, x.device, qx & -qx,
+                w.shape, w.stride(), w.dtype, w.device, qw & -qw,
+                b.shape, b.stride(), b.dtype, b.device, qb & -qb,
+            )  # fmt: skip
+        with self._lock:
+            entry = self._cache.hit(key)  # (under self._lock)
+            if entry is None:
+                return None
+            lr = entry[2]
+            if lr is None:
+                self._pin_if_capturing(key, x)
+                return self._linear_by_views(entry, x, w, b, epilog)[0]
+            run = lr.run
+            if run.workspace_size and key not in self._cache.pinned and capturing(x):
+                self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
+            y = lr.template.new_empty_strided(lr.shape, lr.strides)
+            if lr.x_first:
+                run(px, pw, y.data_ptr())
+            else:
+                run(pw, px, y.data_ptr(), (pb,) if lr.bias else ())
+            return y
 
     def _pin_if_capturing(self, key: Hashable, t: Any) -> None:
         """Pin ``key``'s planner when a CUDA graph is being captured (a graph replays its workspace)."""
