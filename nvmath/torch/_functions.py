@@ -53,10 +53,10 @@ class LinearFn(torch.autograd.Function):
     @first_order
     def backward(ctx: Any, g: Any) -> Any:
         x, w, y, aux = ctx.saved_tensors
-        grads = _kernels.linear_backward(
-            ctx.cache, g, x, w, y, aux, ctx.act, ctx.has_bias, tuple(ctx.needs_input_grad[:3])
+        dx, dw, db = _kernels.linear_backward(
+            ctx.cache, g, x, w, y, aux, ctx.act, ctx.has_bias, ctx.needs_input_grad
         )
-        return (*grads, None, None)
+        return dx, dw, db, None, None
 
 
 _transforms_active = torch._C._are_functorch_transforms_active

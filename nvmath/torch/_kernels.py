@@ -137,12 +137,16 @@ def weight_grad(
 
 def linear_backward(
     cache: PlannerCache, g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, aux: torch.Tensor,
-    act: str | None, has_bias: bool, needs: tuple[bool, bool, bool],
+    act: str | None, has_bias: bool, needs: tuple[bool, ...],
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
-    """``(dx, dw, db)`` of :func:`linear_forward` (``None`` where ``needs`` says not needed)."""
+    """``(dx, dw, db)`` of :func:`linear_forward` (``None`` where ``needs``, whose first three items are
+    x's, w's and b's, says not needed)."""
     flat = x.dim() == 2  # (the common case: no (tokens, features) views to make)
     g2, x2 = (g, x) if flat else (_rows(g), _rows(x))
-    dz = activation_grad(g2, act, y if flat or act != "relu" else _rows(y), aux)
+    if act is None:  # (the plain layer: no call for the identity's gradient)
+        dz = g2.contiguous()
+    else:
+        dz = activation_grad(g2, act, y if flat or act != "relu" else _rows(y), aux)
     dx = dw = db = None
     if needs[1] or (needs[2] and has_bias):
         dw, db = weight_grad(cache, dz, x2.contiguous(), has_bias and needs[2])

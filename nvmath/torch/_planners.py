@@ -48,9 +48,6 @@ def _tkey(t: Any, ptr: int) -> tuple:
     return (t.shape, t.stride(), t.dtype, t.device, min(ptr & -ptr, 256) if ptr else 256)
 
 
-_NO_INPUTS: dict = {}
-
-
 _ROW_MAJOR = (None, E.RELU, E.GELU)
 """Linear-layer epilogs that leave D's layout free: the product is formed as ``x @ w.T`` (row-major
 result); the others need D column-major, so it is formed as ``w @ x.T`` (whose column-major D is ``y``)."""
@@ -138,11 +135,6 @@ class _ProductRun:
         entry[1] = None
         return cls(run, result)
 
-    def __call__(self, pa: int, pb: int, pins: tuple[int, ...]) -> Any:
-        y = self.template.new_empty_strided(self.shape, self.strides)
-        extras = self.run(pa, pb, y.data_ptr(), pins)
-        return y if extras is None else (y, extras)
-
 
 class PlannerCache:
     """Planned ``Matmul`` objects by problem, least recently used evicted beyond ``maxsize``.
@@ -228,7 +220,6 @@ class PlannerCache:
         Raises:
             CaptureError: the problem is not planned yet and a CUDA graph is being captured.
         """
-        inputs = epilog_inputs or _NO_INPUTS
         pa, pb = a.data_ptr(), b.data_ptr()
         qa, qb = pa | 256, pb | 256  # the pointer alignment, capped at 256: the lowest set bit
         key: tuple = (
@@ -236,21 +227,24 @@ class PlannerCache:
             b.shape, b.stride(), b.dtype, b.device, qb & -qb,
         )  # fmt: skip
         pins: tuple = ()
-        if inputs:
-            pins = tuple(t.data_ptr() for t in inputs.values())
-            key += tuple((n, _tkey(t, p)) for (n, t), p in zip(inputs.items(), pins))
+        if epilog_inputs:
+            pins = tuple(t.data_ptr() for t in epilog_inputs.values())
+            key += tuple((n, _tkey(t, p)) for (n, t), p in zip(epilog_inputs.items(), pins))
         with self._lock:
             entry = self._cache.hit(key)  # (under self._lock)
             if entry is None:
                 out, entry = self._plan_and_run(key, a, b, epilog, epilog_inputs, (pa, pb, pins))
-                entry.append(_ProductRun.of(entry, tuple(inputs), out))
+                entry.append(_ProductRun.of(entry, tuple(epilog_inputs or ()), out))
                 return out
-            run = entry[2]
-            if run is None:
+            pr = entry[2]
+            if pr is None:
                 return self._hit(key, entry, a, b, epilog_inputs, (pa, pb, pins))
-            if run.run.workspace_size and capturing(a) and key not in self._cache.pinned:
+            run = pr.run
+            if run.workspace_size and key not in self._cache.pinned and capturing(a):
                 self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
-            return run(pa, pb, pins)
+            y = pr.template.new_empty_strided(pr.shape, pr.strides)  # (as the planner allocates it)
+            extras = run(pa, pb, y.data_ptr(), pins)
+            return y if extras is None else (y, extras)
 
     def linear(self, x: Any, w: Any, b: Any, epilog: Any, *, plan: bool = True) -> tuple[Any, Any] | None:
         """A Linear layer's product ``epilog(x @ w.T + b)``: ``(y, aux_dict or None)``, ``y`` of shape
