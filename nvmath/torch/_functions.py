@@ -59,8 +59,15 @@ class LinearFn(torch.autograd.Function):
         return dx, dw, db, None, None
 
 
-_transforms_active = torch._C._are_functorch_transforms_active
-_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+def _always() -> bool:
+    return True
+
+
+# torch's C pieces of Function.apply (a torch without them: every call takes LinearFn.apply)
+_unwrap_if_dead = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
+_transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)
+if _unwrap_if_dead is None or _transforms_active is None:
+    _transforms_active = _always
 _apply_linear_fn = super(torch.autograd.Function, LinearFn).apply  # torch's C apply, bound to LinearFn
 
 

@@ -136,3 +136,20 @@ def test_linear_with_grad_outside_functorch_skips_only_function_apply_layer(torc
         torch.func.grad(lambda t: _functions.apply_linear(t, w, None, None, nt.default_cache).sum())(
             x.detach()
         )
+
+
+def test_linear_with_grad_takes_function_apply_without_torchs_c_pieces(torch, nt, fake_gpu, monkeypatch):
+    """Where torch lacks the C pieces of Function.apply that the direct entry uses, training calls go
+    through LinearFn.apply (same node, same gradients)."""
+    from nvmath.torch import _functions
+
+    calls = []
+    apply = _functions.LinearFn.apply
+    monkeypatch.setattr(_functions, "_transforms_active", _functions._always)
+    monkeypatch.setattr(_functions.LinearFn, "apply", lambda *a: calls.append(1) or apply(*a))
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(2, 3, dtype=torch.float64)
+    y = nt.linear(x, w, None)
+    y.sum().backward()
+    assert calls == [1] and type(y.grad_fn).__name__ == "LinearFnBackward"
+    torch.testing.assert_close(x.grad, torch.ones(4, 2, dtype=torch.float64) @ w)
