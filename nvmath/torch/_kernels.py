@@ -128,11 +128,9 @@ def activation_grad(g: torch.Tensor, act: str | None, y: torch.Tensor, aux: torc
 def weight_grad(
     cache: PlannerCache, dz: torch.Tensor, x: torch.Tensor, bias: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``dz.T @ x`` (the weight gradient, (N, K)) and, with ``bias``, ``dz.sum(0)`` from BGRADB."""
-    out = cache.run(x.mT, dz, epilog=E.BGRADB if bias else None)
-    if isinstance(out, tuple):
-        return out[0].mT.contiguous(), out[1].get("bgradb")
-    return out.mT.contiguous(), None
+    """``dz.T @ x`` (the weight gradient, (N, K)) and, with ``bias``, ``dz.sum(0)`` from BGRADB
+    (:meth:`~._planners.PlannerCache.weight_grad`)."""
+    return cache.weight_grad(x, dz, bias)
 
 
 def linear_backward(
@@ -149,7 +147,7 @@ def linear_backward(
         dz = activation_grad(g2, act, y if flat or act != "relu" else _rows(y), aux)
     dx = dw = db = None
     if needs[1] or (needs[2] and has_bias):
-        dw, db = weight_grad(cache, dz, x2.contiguous(), has_bias and needs[2])
+        dw, db = cache.weight_grad(x2.contiguous(), dz, has_bias and needs[2])
         dw = dw if needs[1] else None
     if needs[0]:
         dx = cache.run(dz, w).contiguous()

@@ -114,11 +114,16 @@ class _ProductRun:
     """How a planned product of :meth:`PlannerCache.run` runs on addresses: the :class:`AddressRun` and
     how its result is allocated (as the planner allocates it)."""
 
-    __slots__ = ("run", "shape", "strides", "template")
+    __slots__ = ("run", "shape", "strides", "template", "transposed")
 
     def __init__(self, run: AddressRun, result: Any):
         self.run, self.template = run, result.new_empty((0,))  # the result's dtype and device, no memory
         self.shape, self.strides = run.result_layout[:2]
+        shape, strides = self.shape[::-1], self.strides[::-1]
+        dense = len(shape) == 2 and (shape[1] <= 1 or strides[1] == 1)
+        dense = dense and (shape[0] <= 1 or strides[0] == shape[1])
+        self.transposed = (shape, strides) if dense else None
+        """The layout of the result's transpose (its memory), when that is a contiguous matrix."""
 
     @classmethod
     def of(cls, entry: list, names: tuple[str, ...], out: Any) -> _ProductRun | None:
@@ -245,6 +250,39 @@ class PlannerCache:
             y = pr.template.new_empty_strided(pr.shape, pr.strides)  # (as the planner allocates it)
             extras = run(pa, pb, y.data_ptr(), pins)
             return y if extras is None else (y, extras)
+
+    def weight_grad(self, x: Any, dz: Any, bias: bool) -> tuple[Any, Any]:
+        """A Linear layer's weight gradient ``dz.T @ x`` ((N, K), contiguous) from 2-D ``x`` (M, K) and
+        ``dz`` (M, N), and with ``bias`` its bias gradient ``dz.sum(0)`` (else ``None``).
+
+        Run as the product ``x.T @ dz`` (with BGRADB for the bias gradient: the orientation cuBLASLt
+        fuses), whose column-major result is the gradient's memory: a hit allocates the gradient itself
+        and runs on the addresses, making no view of ``x`` or of the result.
+        """
+        epilog = E.BGRADB if bias else None
+        px, pd = x.data_ptr(), dz.data_ptr()
+        qx, qd = px | 256, pd | 256  # the pointer alignment, capped at 256: the lowest set bit
+        key = (
+            "x.T @ dz", epilog, x.shape, x.stride(), x.dtype, x.device, qx & -qx,
+            dz.shape, dz.stride(), dz.dtype, dz.device, qd & -qd,
+        )  # fmt: skip
+        with self._lock:
+            entry = self._cache.hit(key)  # (under self._lock)
+            if entry is None:
+                out, entry = self._plan_and_run(key, x.mT, dz, epilog, None, (px, pd, ()))
+                entry.append(_ProductRun.of(entry, (), out))
+            elif entry[2] is None or entry[2].transposed is None:
+                out = self._hit(key, entry, x.mT, dz, None, (px, pd, ()))
+            else:
+                pr = entry[2]
+                run = pr.run
+                if run.workspace_size and key not in self._cache.pinned and capturing(x):
+                    self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
+                dw = pr.template.new_empty_strided(*pr.transposed)
+                extras = run(px, pd, dw.data_ptr())
+                return dw, extras["bgradb"] if extras else None
+        result, extras = out if isinstance(out, tuple) else (out, None)
+        return result.mT.contiguous(), extras["bgradb"] if extras else None
 
     def linear(self, x: Any, w: Any, b: Any, epilog: Any, *, plan: bool = True) -> tuple[Any, Any] | None:
         """A Linear layer's product ``epilog(x @ w.T + b)``: ``(y, aux_dict or None)``, ``y`` of shape

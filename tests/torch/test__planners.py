@@ -460,3 +460,27 @@ def test_a_pinned_planner_skips_the_capture_query(torch, nt, fake_gpu, monkeypat
     torch.testing.assert_close(cache.linear(x, w, b, E.BIAS)[0], _linear_ref(torch, x, w, b))
     torch.testing.assert_close(cache.run(x, w.mT), x @ w.mT)
     assert len(queries) == 2
+
+
+def test_weight_grad_matches_torch_on_new_and_planned_problems(torch, nt, fake_gpu, monkeypatch):
+    """weight_grad(x, dz, bias) is (dz.T @ x, dz.sum(0) or None), the gradient contiguous (N, K), on its
+    first call, on hits with new tensors (on addresses or, for a planner that cannot run so, by
+    swapping) and with the bias gradient on or off (two problems)."""
+    from nvmath.torch import _planners
+
+    for addresses in (True, False):
+        if not addresses:
+            monkeypatch.setattr(_planners, "address_run_possible", lambda mm, names=(): False)
+        cache = nt.PlannerCache(4)
+        for step in range(3):
+            for bias in (True, False):
+                x, dz = _f64(torch, 6, 4), _f64(torch, 6, 3)
+                dw, db = cache.weight_grad(x, dz, bias)
+                torch.testing.assert_close(dw, dz.T @ x)
+                assert dw.shape == (3, 4) and dw.is_contiguous()
+                if bias:
+                    torch.testing.assert_close(db.reshape(-1), dz.sum(0))
+                else:
+                    assert db is None
+        assert (cache.stats.hits, cache.stats.misses) == (4, 2)
+        assert [entry[2] is not None for entry in _entries(cache)] == [addresses, addresses]
