@@ -50,13 +50,19 @@ class LinearFn(torch.autograd.Function):
         return y
 
     @staticmethod
-    @first_order
     def backward(ctx: Any, g: Any) -> Any:
+        # first_order's rule without its extra call: grad mode is on only under create_graph=True, where
+        # once_differentiable runs this again with grad mode off (and refuses a second derivative)
+        if torch.is_grad_enabled():
+            return _linear_backward_once(ctx, g)
         x, w, y, aux = ctx.saved_tensors
         dx, dw, db = _kernels.linear_backward(
             ctx.cache, g, x, w, y, aux, ctx.act, ctx.has_bias, ctx.needs_input_grad
         )
         return dx, dw, db, None, None
+
+
+_linear_backward_once = once_differentiable(LinearFn.backward)
 
 
 def _always() -> bool:
