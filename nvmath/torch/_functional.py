@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from nvmath.torch import _kernels, _ops
-from nvmath.torch._functions import LinearFn, MLPFn
+from nvmath.torch._functions import LinearFn, MLPFn, apply_linear
 from nvmath.torch._planners import PlannerCache, default_cache
-from nvmath.torch._rules import check_dtypes
+from nvmath.torch._rules import FLOATS, check_dtypes, check_operands, check_shapes, linear_ok
 
 __all__ = ["check_activation", "linear", "mlp"]
 
@@ -28,50 +28,6 @@ def check_activation(activation: Any, *, allow_none: bool = True) -> str | None:
     if activation not in allowed:
         raise ValueError(f"activation must be one of {allowed}; got {activation!r}")
     return activation
-
-
-def _check_operands(**tensors: Any) -> None:
-    """torch's rules: tensors, one dtype, one device (messages name the tensors)."""
-    first_name, first = next(iter(tensors.items()))
-    for name, t in tensors.items():
-        if t is None:
-            continue
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
-        if t.dtype != first.dtype:
-            raise RuntimeError(
-                f"expected {name} and {first_name} to have the same dtype, but got: {t.dtype} != {first.dtype}"
-            )
-        if t.device != first.device:
-            raise RuntimeError(
-                f"expected {name} and {first_name} to be on the same device, but got: {t.device} != {first.device}"
-            )
-
-
-def _linear_ok(x: Any, weight: Any, bias: Any) -> bool:
-    """The common case in a few attribute reads: tensors of one dtype and device, matching shapes."""
-    tensor = torch.Tensor
-    if not isinstance(x, tensor) or not isinstance(weight, tensor):
-        return False
-    dtype, device, shape = weight.dtype, weight.device, weight.shape
-    if x.dtype != dtype or x.device != device or len(shape) != 2 or not x.shape or x.shape[-1] != shape[1]:
-        return False
-    return bias is None or (
-        isinstance(bias, tensor) and bias.dtype == dtype and bias.device == device and bias.shape == shape[:1]
-    )
-
-
-def _check_shapes(
-    x_shape: tuple[int, ...], weight: torch.Tensor, bias: torch.Tensor | None, name: str = "weight"
-) -> None:
-    """``x_shape`` (the input's shape) against ``weight`` and ``bias`` (torch's Linear rules)."""
-    if weight.dim() != 2 or len(x_shape) < 1 or x_shape[-1] != weight.shape[1]:
-        raise RuntimeError(
-            f"input of shape {tuple(x_shape)} cannot be multiplied by {name}.T ({name} of shape "
-            f"{tuple(weight.shape)}: (out_features, in_features), in_features must equal input.shape[-1])"
-        )
-    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
-        raise RuntimeError(f"bias must have shape ({weight.shape[0]},); got {tuple(bias.shape)}")
 
 
 #: Device types whose tensors run the fused cuBLASLt path; tensors elsewhere run torch's operations.
@@ -135,21 +91,23 @@ def linear(
             except (KeyError, TypeError):  # a bad activation: the checks below say what is wrong
                 pass
             else:
-                out = (default_cache if cache is None else cache).linear(x, weight, bias, epilog, plan=False)
-                if out is not None:
-                    return out[0]
-        elif activation in _kernels.ACTIVATIONS and _linear_ok(x, weight, bias) and not _by_torch(x):
-            # training on CUDA tensors: the checks below, each made once (none fails here but the dtype's)
-            check_dtypes(input=x)
-            return LinearFn.apply(x, weight, bias, activation, default_cache if cache is None else cache)
+                y = (default_cache if cache is None else cache).infer(x, weight, bias, epilog)
+                if y is not None:
+                    return y
+        elif (
+            activation in _kernels.ACTIVATIONS and x.dtype in FLOATS and x.device.type in FUSED_DEVICE_TYPES
+        ):  # fmt: skip
+            # training on CUDA tensors: the forward checks the operands by torch's rules on a problem's
+            # first call (a planned problem's key vouches for them: same dtypes, devices, shapes)
+            return apply_linear(x, weight, bias, activation, default_cache if cache is None else cache)
     check_activation(activation)
     if torch.compiler.is_compiling():
         if _by_torch(x):
             return _torch_linear(x, weight, bias, activation)
         return _ops.linear(x, weight, bias, activation, _grad_needed(x, weight, bias))
-    if not _linear_ok(x, weight, bias):
-        _check_operands(input=x, weight=weight, bias=bias)
-        _check_shapes(x.shape, weight, bias)
+    if not linear_ok(x, weight, bias):
+        check_operands(input=x, weight=weight, bias=bias)
+        check_shapes(x.shape, weight, bias)
     if _by_torch(x):
         return _torch_linear(x, weight, bias, activation)
     cache = default_cache if cache is None else cache
@@ -183,9 +141,9 @@ def mlp(
         if _by_torch(x):
             return _torch_linear(_torch_linear(x, w1, b1, activation), w2, b2, None)
         return _ops.mlp(x, w1, b1, w2, b2, activation, _grad_needed(x, w1, b1, w2, b2))
-    _check_operands(input=x, w1=w1, b1=b1, w2=w2, b2=b2)
-    _check_shapes(x.shape, w1, b1, "w1")
-    _check_shapes((0, w1.shape[0]), w2, b2, "w2")  # (fc2's input: hidden features; no tensor made)
+    check_operands(input=x, w1=w1, b1=b1, w2=w2, b2=b2)
+    check_shapes(x.shape, w1, b1, "w1")
+    check_shapes((0, w1.shape[0]), w2, b2, "w2")  # (fc2's input: hidden features; no tensor made)
     if _by_torch(x):
         return _torch_linear(_torch_linear(x, w1, b1, activation), w2, b2, None)
     cache = default_cache if cache is None else cache

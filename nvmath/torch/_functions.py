@@ -17,7 +17,7 @@ from nvmath.torch import _kernels
 from nvmath.torch._grads import matmul_backward, preactivation_of
 from nvmath.torch._planners import PlannerCache
 
-__all__ = ["LinearFn", "MLPFn", "MatmulFn", "PlainProductFn", "first_order"]
+__all__ = ["LinearFn", "MLPFn", "MatmulFn", "PlainProductFn", "apply_linear", "first_order"]
 
 
 def first_order(backward: Callable) -> Callable:
@@ -50,13 +50,46 @@ class LinearFn(torch.autograd.Function):
         return y
 
     @staticmethod
-    @first_order
     def backward(ctx: Any, g: Any) -> Any:
+        # first_order's rule without its extra call: grad mode is on only under create_graph=True, where
+        # once_differentiable runs this again with grad mode off (and refuses a second derivative)
+        if torch.is_grad_enabled():
+            return _linear_backward_once(ctx, g)
         x, w, y, aux = ctx.saved_tensors
-        grads = _kernels.linear_backward(
-            ctx.cache, g, x, w, y, aux, ctx.act, ctx.has_bias, tuple(ctx.needs_input_grad[:3])
+        dx, dw, db = _kernels.linear_backward(
+            ctx.cache, g, x, w, y, aux, ctx.act, ctx.has_bias, ctx.needs_input_grad
         )
-        return (*grads, None, None)
+        return dx, dw, db, None, None
+
+
+_linear_backward_once = once_differentiable(LinearFn.backward)
+
+
+def _always() -> bool:
+    return True
+
+
+# torch's C pieces of Function.apply (a torch without them: every call takes LinearFn.apply)
+_unwrap_if_dead = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
+_transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)
+if _unwrap_if_dead is None or _transforms_active is None:
+    _transforms_active = _always
+_apply_linear_fn = super(torch.autograd.Function, LinearFn).apply  # torch's C apply, bound to LinearFn
+
+
+def apply_linear(x: Any, w: Any, b: Any, act: str | None, cache: PlannerCache) -> Any:
+    """``LinearFn.apply(x, w, b, act, cache)`` without the Python layer of ``Function.apply``.
+
+    Outside functorch transforms, ``Function.apply`` of a function without ``setup_context`` unwraps
+    the tensors left over from a finished transform and calls torch's C ``apply``: done here for the
+    three tensors directly (no generator over every argument, no signature probe), so a training
+    step's forward makes one call of ours before the C one. Inside a transform it is
+    ``LinearFn.apply`` (which raises there, as for any function without ``setup_context``).
+    """
+    if _transforms_active():
+        return LinearFn.apply(x, w, b, act, cache)
+    b = None if b is None else _unwrap_if_dead(b)
+    return _apply_linear_fn(_unwrap_if_dead(x), _unwrap_if_dead(w), b, act, cache)
 
 
 class MLPFn(torch.autograd.Function):

@@ -37,6 +37,7 @@ import torch
 
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.torch._planners import PlannerCache
+from nvmath.torch._rules import check_linear
 
 __all__ = ["ACTIVATIONS", "linear_backward", "linear_forward", "linear_infer", "linear_train", "mlp_backward"]
 
@@ -89,8 +90,17 @@ def linear_infer(
 def linear_train(
     cache: PlannerCache, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, act: str | None
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``act(x @ w.T + b)`` and the pre-activation the backward needs with GELU (else ``None``)."""
-    y, extras = cache.linear(x, w, b, _FORWARD[(act, b is not None, True)])  # type: ignore[misc]
+    """``act(x @ w.T + b)`` and the pre-activation the backward needs with GELU (else ``None``).
+
+    A problem planned before skips every check (its key vouches for them); a new one is checked by
+    torch's rules (:func:`~._rules.check_linear`) before it is planned.
+    """
+    epilog = _FORWARD[(act, b is not None, True)]
+    out = cache.linear(x, w, b, epilog, plan=False)
+    if out is None:
+        check_linear(x, w, b)
+        out = cache.linear(x, w, b, epilog)
+    y, extras = out  # type: ignore[misc]
     aux = extras.get("gelu_aux") if extras else None  # (round_up(N, 8), M): rows past N are padding
     return y, (aux[: w.shape[0]] if aux is not None else None)
 
@@ -118,24 +128,26 @@ def activation_grad(g: torch.Tensor, act: str | None, y: torch.Tensor, aux: torc
 def weight_grad(
     cache: PlannerCache, dz: torch.Tensor, x: torch.Tensor, bias: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``dz.T @ x`` (the weight gradient, (N, K)) and, with ``bias``, ``dz.sum(0)`` from BGRADB."""
-    out = cache.run(x.mT, dz, epilog=E.BGRADB if bias else None)
-    if isinstance(out, tuple):
-        return out[0].mT.contiguous(), out[1].get("bgradb")
-    return out.mT.contiguous(), None
+    """``dz.T @ x`` (the weight gradient, (N, K)) and, with ``bias``, ``dz.sum(0)`` from BGRADB
+    (:meth:`~._planners.PlannerCache.weight_grad`)."""
+    return cache.weight_grad(x, dz, bias)
 
 
 def linear_backward(
     cache: PlannerCache, g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, aux: torch.Tensor,
-    act: str | None, has_bias: bool, needs: tuple[bool, bool, bool],
+    act: str | None, has_bias: bool, needs: tuple[bool, ...],
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
-    """``(dx, dw, db)`` of :func:`linear_forward` (``None`` where ``needs`` says not needed)."""
+    """``(dx, dw, db)`` of :func:`linear_forward` (``None`` where ``needs``, whose first three items are
+    x's, w's and b's, says not needed)."""
     flat = x.dim() == 2  # (the common case: no (tokens, features) views to make)
     g2, x2 = (g, x) if flat else (_rows(g), _rows(x))
-    dz = activation_grad(g2, act, y if flat or act != "relu" else _rows(y), aux)
+    if act is None:  # (the plain layer: no call for the identity's gradient)
+        dz = g2.contiguous()
+    else:
+        dz = activation_grad(g2, act, y if flat or act != "relu" else _rows(y), aux)
     dx = dw = db = None
     if needs[1] or (needs[2] and has_bias):
-        dw, db = weight_grad(cache, dz, x2.contiguous(), has_bias and needs[2])
+        dw, db = cache.weight_grad(x2.contiguous(), dz, has_bias and needs[2])
         dw = dw if needs[1] else None
     if needs[0]:
         dx = cache.run(dz, w).contiguous()

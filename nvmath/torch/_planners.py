@@ -48,8 +48,6 @@ def _tkey(t: Any, ptr: int) -> tuple:
     return (t.shape, t.stride(), t.dtype, t.device, min(ptr & -ptr, 256) if ptr else 256)
 
 
-_NO_INPUTS: dict = {}
-
 _ROW_MAJOR = (None, E.RELU, E.GELU)
 """Linear-layer epilogs that leave D's layout free: the product is formed as ``x @ w.T`` (row-major
 result); the others need D column-major, so it is formed as ``w @ x.T`` (whose column-major D is ``y``)."""
@@ -116,11 +114,16 @@ class _ProductRun:
     """How a planned product of :meth:`PlannerCache.run` runs on addresses: the :class:`AddressRun` and
     how its result is allocated (as the planner allocates it)."""
 
-    __slots__ = ("run", "shape", "strides", "template")
+    __slots__ = ("run", "shape", "strides", "template", "transposed")
 
     def __init__(self, run: AddressRun, result: Any):
         self.run, self.template = run, result.new_empty((0,))  # the result's dtype and device, no memory
         self.shape, self.strides = run.result_layout[:2]
+        shape, strides = self.shape[::-1], self.strides[::-1]
+        dense = len(shape) == 2 and (shape[1] <= 1 or strides[1] == 1)
+        dense = dense and (shape[0] <= 1 or strides[0] == shape[1])
+        self.transposed = (shape, strides) if dense else None
+        """The layout of the result's transpose (its memory), when that is a contiguous matrix."""
 
     @classmethod
     def of(cls, entry: list, names: tuple[str, ...], out: Any) -> _ProductRun | None:
@@ -136,11 +139,6 @@ class _ProductRun:
         mm.release_operands()
         entry[1] = None
         return cls(run, result)
-
-    def __call__(self, pa: int, pb: int, pins: tuple[int, ...]) -> Any:
-        y = self.template.new_empty_strided(self.shape, self.strides)
-        extras = self.run(pa, pb, y.data_ptr(), pins)
-        return y if extras is None else (y, extras)
 
 
 class PlannerCache:
@@ -227,7 +225,6 @@ class PlannerCache:
         Raises:
             CaptureError: the problem is not planned yet and a CUDA graph is being captured.
         """
-        inputs = epilog_inputs or _NO_INPUTS
         pa, pb = a.data_ptr(), b.data_ptr()
         qa, qb = pa | 256, pb | 256  # the pointer alignment, capped at 256: the lowest set bit
         key: tuple = (
@@ -235,21 +232,57 @@ class PlannerCache:
             b.shape, b.stride(), b.dtype, b.device, qb & -qb,
         )  # fmt: skip
         pins: tuple = ()
-        if inputs:
-            pins = tuple(t.data_ptr() for t in inputs.values())
-            key += tuple((n, _tkey(t, p)) for (n, t), p in zip(inputs.items(), pins))
+        if epilog_inputs:
+            pins = tuple(t.data_ptr() for t in epilog_inputs.values())
+            key += tuple((n, _tkey(t, p)) for (n, t), p in zip(epilog_inputs.items(), pins))
         with self._lock:
             entry = self._cache.hit(key)  # (under self._lock)
             if entry is None:
                 out, entry = self._plan_and_run(key, a, b, epilog, epilog_inputs, (pa, pb, pins))
-                entry.append(_ProductRun.of(entry, tuple(inputs), out))
+                entry.append(_ProductRun.of(entry, tuple(epilog_inputs or ()), out))
                 return out
-            run = entry[2]
-            if run is None:
+            pr = entry[2]
+            if pr is None:
                 return self._hit(key, entry, a, b, epilog_inputs, (pa, pb, pins))
-            if run.run.workspace_size and capturing(a) and key not in self._cache.pinned:
+            run = pr.run
+            if run.workspace_size and key not in self._cache.pinned and capturing(a):
                 self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
-            return run(pa, pb, pins)
+            y = pr.template.new_empty_strided(pr.shape, pr.strides)  # (as the planner allocates it)
+            extras = run(pa, pb, y.data_ptr(), pins)
+            return y if extras is None else (y, extras)
+
+    def weight_grad(self, x: Any, dz: Any, bias: bool) -> tuple[Any, Any]:
+        """A Linear layer's weight gradient ``dz.T @ x`` ((N, K), contiguous) from 2-D ``x`` (M, K) and
+        ``dz`` (M, N), and with ``bias`` its bias gradient ``dz.sum(0)`` (else ``None``).
+
+        Run as the product ``x.T @ dz`` (with BGRADB for the bias gradient: the orientation cuBLASLt
+        fuses), whose column-major result is the gradient's memory: a hit allocates the gradient itself
+        and runs on the addresses, making no view of ``x`` or of the result.
+        """
+        epilog = E.BGRADB if bias else None
+        px, pd = x.data_ptr(), dz.data_ptr()
+        qx, qd = px | 256, pd | 256  # the pointer alignment, capped at 256: the lowest set bit
+        key = (
+            "x.T @ dz", epilog, x.shape, x.stride(), x.dtype, x.device, qx & -qx,
+            dz.shape, dz.stride(), dz.dtype, dz.device, qd & -qd,
+        )  # fmt: skip
+        with self._lock:
+            entry = self._cache.hit(key)  # (under self._lock)
+            if entry is None:
+                out, entry = self._plan_and_run(key, x.mT, dz, epilog, None, (px, pd, ()))
+                entry.append(_ProductRun.of(entry, (), out))
+            elif entry[2] is None or entry[2].transposed is None:
+                out = self._hit(key, entry, x.mT, dz, None, (px, pd, ()))
+            else:
+                pr = entry[2]
+                run = pr.run
+                if run.workspace_size and key not in self._cache.pinned and capturing(x):
+                    self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
+                dw = pr.template.new_empty_strided(*pr.transposed)
+                extras = run(px, pd, dw.data_ptr())
+                return dw, extras["bgradb"] if extras else None
+        result, extras = out if isinstance(out, tuple) else (out, None)
+        return result.mT.contiguous(), extras["bgradb"] if extras else None
 
     def linear(self, x: Any, w: Any, b: Any, epilog: Any, *, plan: bool = True) -> tuple[Any, Any] | None:
         """A Linear layer's product ``epilog(x @ w.T + b)``: ``(y, aux_dict or None)``, ``y`` of shape
@@ -269,7 +302,7 @@ class PlannerCache:
         qx, qw = px | 256, pw | 256  # the pointer alignment, capped at 256: the lowest set bit
         if b is None:
             pb = 0
-            key = (
+            key: tuple = (
                 epilog, x.shape, x.stride(), x.dtype, x.device, qx & -qx,
                 w.shape, w.stride(), w.dtype, w.device, qw & -qw,
             )  # fmt: skip
@@ -290,12 +323,50 @@ class PlannerCache:
                 self._pin_if_capturing(key, x)
                 return self._linear_by_views(entry, x, w, b, epilog)
             run = lr.run
-            if run.workspace_size and capturing(x) and key not in self._cache.pinned:
+            if run.workspace_size and key not in self._cache.pinned and capturing(x):
                 self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
             y = lr.template.new_empty_strided(lr.shape, lr.strides)  # (no dtype/device keywords to parse)
             if lr.x_first:
                 return y, run(px, pw, y.data_ptr())
             return y, run(pw, px, y.data_ptr(), (pb,) if lr.bias else ())
+
+    def infer(self, x: Any, w: Any, b: Any, epilog: Any) -> Any:
+        """``y`` of :meth:`linear` for an epilog without aux outputs (inference), or ``None`` when the
+        problem is not planned yet (nothing checked, nothing done): the hot path of an eager
+        ``nvmath.torch.linear`` / ``Linear`` call without grad (no result tuple, no keyword)."""
+        px, pw = x.data_ptr(), w.data_ptr()
+        qx, qw = px | 256, pw | 256  # the pointer alignment, capped at 256: the lowest set bit
+        if b is None:
+            pb = 0
+            key: tuple = (
+                epilog, x.shape, x.stride(), x.dtype, x.device, qx & -qx,
+                w.shape, w.stride(), w.dtype, w.device, qw & -qw,
+            )  # fmt: skip
+        else:
+            pb = b.data_ptr()
+            qb = pb | 256
+            key = (
+                epilog, x.shape, x.stride(), x.dtype, x.device, qx & -qx,
+                w.shape, w.stride(), w.dtype, w.device, qw & -qw,
+                b.shape, b.stride(), b.dtype, b.device, qb & -qb,
+            )  # fmt: skip
+        with self._lock:
+            entry = self._cache.hit(key)  # (under self._lock)
+            if entry is None:
+                return None
+            lr = entry[2]
+            if lr is None:
+                self._pin_if_capturing(key, x)
+                return self._linear_by_views(entry, x, w, b, epilog)[0]
+            run = lr.run
+            if run.workspace_size and key not in self._cache.pinned and capturing(x):
+                self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
+            y = lr.template.new_empty_strided(lr.shape, lr.strides)
+            if lr.x_first:
+                run(px, pw, y.data_ptr())
+            else:
+                run(pw, px, y.data_ptr(), (pb,) if lr.bias else ())
+            return y
 
     def _pin_if_capturing(self, key: Hashable, t: Any) -> None:
         """Pin ``key``'s planner when a CUDA graph is being captured (a graph replays its workspace)."""

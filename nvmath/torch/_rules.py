@@ -14,7 +14,10 @@ import torch
 
 from nvmath.linalg.advanced import MatmulEpilog as E
 
-__all__ = ["DIFFERENTIABLE", "FLOATS", "Rule", "check_dtypes", "rule_for"]
+__all__ = [
+    "DIFFERENTIABLE", "FLOATS", "Rule", "check_dtypes", "check_linear", "check_operands", "check_shapes",
+    "linear_ok", "rule_for",
+]  # fmt: skip
 
 
 class Rule(NamedTuple):
@@ -90,3 +93,55 @@ def check_unsupported(qualifiers: Any, quantization_scales: Any, extra: dict | N
     for name, value in (extra or {}).items():
         if value is not None:
             raise ValueError(f"{name} is not supported when an operand requires grad; got {value!r}")
+
+
+def check_operands(**tensors: Any) -> None:
+    """torch's rules: tensors, one dtype, one device (messages name the tensors)."""
+    first_name, first = next(iter(tensors.items()))
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
+        if t.dtype != first.dtype:
+            raise RuntimeError(
+                f"expected {name} and {first_name} to have the same dtype, but got: {t.dtype} != {first.dtype}"
+            )
+        if t.device != first.device:
+            raise RuntimeError(
+                f"expected {name} and {first_name} to be on the same device, but got: {t.device} != {first.device}"
+            )
+
+
+def linear_ok(x: Any, weight: Any, bias: Any) -> bool:
+    """The common case in a few attribute reads: tensors of one dtype and device, matching shapes."""
+    tensor = torch.Tensor
+    if not isinstance(x, tensor) or not isinstance(weight, tensor):
+        return False
+    dtype, device, shape = weight.dtype, weight.device, weight.shape
+    if x.dtype != dtype or x.device != device or len(shape) != 2 or not x.shape or x.shape[-1] != shape[1]:
+        return False
+    return bias is None or (
+        isinstance(bias, tensor) and bias.dtype == dtype and bias.device == device and bias.shape == shape[:1]
+    )
+
+
+def check_shapes(
+    x_shape: tuple[int, ...], weight: torch.Tensor, bias: torch.Tensor | None, name: str = "weight"
+) -> None:
+    """``x_shape`` (the input's shape) against ``weight`` and ``bias`` (torch's Linear rules)."""
+    if weight.dim() != 2 or len(x_shape) < 1 or x_shape[-1] != weight.shape[1]:
+        raise RuntimeError(
+            f"input of shape {tuple(x_shape)} cannot be multiplied by {name}.T ({name} of shape "
+            f"{tuple(weight.shape)}: (out_features, in_features), in_features must equal input.shape[-1])"
+        )
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise RuntimeError(f"bias must have shape ({weight.shape[0]},); got {tuple(bias.shape)}")
+
+
+
+def check_linear(x: Any, weight: Any, bias: Any) -> None:
+    """torch's rules for ``linear(x, weight, bias)``: raise as ``torch.nn.functional.linear`` would."""
+    if not linear_ok(x, weight, bias):
+        check_operands(input=x, weight=weight, bias=bias)
+        check_shapes(x.shape, weight, bias)

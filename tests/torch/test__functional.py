@@ -92,3 +92,64 @@ def test_linear_checks_still_apply_to_planned_problems(torch, nt, fake_gpu):
         with pytest.raises(RuntimeError, match="weight and input to be on the same device"):
             nt.linear(x.to("meta"), w, b, "gelu")  # another device: not the planned problem
     assert nt.default_cache.stats.misses == misses + 1 and len(nt.default_cache) == 1
+
+
+def test_linear_with_grad_checks_new_problems_and_planned_ones_alike(torch, nt, fake_gpu):
+    """With a gradient needed, the operands are checked by torch's rules on a problem's first call (inside
+    the autograd forward) and a planned problem's key refuses any call that differs: mismatched dtypes,
+    shapes and devices raise torch's errors, nothing else is planned, and the planned call stays right."""
+    x, w, b = (torch.randn(*s, dtype=torch.float64) for s in ((5, 4), (3, 4), (3,)))
+    w.requires_grad_()
+    misses = nt.default_cache.stats.misses
+    with pytest.raises(RuntimeError, match="bias and input .*same dtype"):
+        nt.linear(x, w, b.float(), "relu")  # a new problem: refused before planning
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        nt.linear(torch.randn(5, 3, dtype=torch.float64), w, b)
+    assert nt.default_cache.stats.misses == misses and len(nt.default_cache) == 0
+    y = nt.linear(x, w, b, "relu")
+    y.sum().backward()
+    torch.testing.assert_close(y, torch.relu(x @ w.T + b))
+    torch.testing.assert_close(w.grad, ((x @ w.T + b > 0).to(x.dtype)).T @ x)
+    misses, planned = nt.default_cache.stats.misses, len(nt.default_cache)  # (the forward's and backward's)
+    with pytest.raises(RuntimeError, match=r"bias must have shape \(3,\)"):
+        nt.linear(x, w, torch.randn(1, dtype=torch.float64), "relu")
+    with pytest.raises(RuntimeError, match="weight and input .*same dtype"):
+        nt.linear(x.float(), w, b, "relu")
+    with pytest.raises(RuntimeError, match="weight and input to be on the same device"):
+        nt.linear(x.to("meta"), w, b, "relu")
+    assert nt.default_cache.stats.misses == misses and len(nt.default_cache) == planned
+
+
+def test_linear_with_grad_outside_functorch_skips_only_function_apply_layer(torch, nt, fake_gpu):
+    """The training call reaches torch's C apply directly: the graph node is LinearFn's, the input's
+    gradient matches torch, and under a functorch transform the call goes through LinearFn.apply (which
+    refuses a function without setup_context, as torch does)."""
+    from nvmath.torch import _functions
+
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(2, 3, dtype=torch.float64)
+    y = nt.linear(x, w, None)
+    assert type(y.grad_fn).__name__ == "LinearFnBackward"
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, torch.ones(4, 2, dtype=torch.float64) @ w)
+    with pytest.raises(RuntimeError, match="setup_context"):
+        torch.func.grad(lambda t: _functions.apply_linear(t, w, None, None, nt.default_cache).sum())(
+            x.detach()
+        )
+
+
+def test_linear_with_grad_takes_function_apply_without_torchs_c_pieces(torch, nt, fake_gpu, monkeypatch):
+    """Where torch lacks the C pieces of Function.apply that the direct entry uses, training calls go
+    through LinearFn.apply (same node, same gradients)."""
+    from nvmath.torch import _functions
+
+    calls = []
+    apply = _functions.LinearFn.apply
+    monkeypatch.setattr(_functions, "_transforms_active", _functions._always)
+    monkeypatch.setattr(_functions.LinearFn, "apply", lambda *a: calls.append(1) or apply(*a))
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(2, 3, dtype=torch.float64)
+    y = nt.linear(x, w, None)
+    y.sum().backward()
+    assert calls == [1] and type(y.grad_fn).__name__ == "LinearFnBackward"
+    torch.testing.assert_close(x.grad, torch.ones(4, 2, dtype=torch.float64) @ w)

@@ -210,3 +210,34 @@ def test_mlp_gpu_matches_torch(torch_cuda, nt, act, dtype):
     ref_grads = [xr.grad, fc1.weight.grad, fc1.bias.grad, fc2.weight.grad, fc2.bias.grad]
     for a, b in zip(ours_grads, ref_grads):
         assert _rel(torch, a, b) < 4 * TOL[dtype]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("act", [None, "gelu"])
+def test_linear_gpu_repeated_steps_match_torch(torch_cuda, nt, dtype, act):
+    """On the GPU, repeated training steps and inference calls of one Linear with new inputs (planned
+    problems then hit: the forward, the weight gradient with its bias gradient from the transposed
+    product's result, the input gradient, all on addresses) match a float64 torch reference every time."""
+    torch = torch_cuda
+    dt = getattr(torch, dtype)
+    torch.manual_seed(5)
+    cache = nt.PlannerCache(16)
+    ours = nt.Linear(256, 384, activation=act, device="cuda", dtype=dt, cache=cache)
+    ref = torch.nn.Linear(256, 384, device="cuda", dtype=torch.float64)
+    ref.load_state_dict({k: v.double() for k, v in ours.state_dict().items()})
+    for step in range(4):
+        ours.zero_grad()
+        ref.zero_grad()
+        x = torch.randn(96, 256, device="cuda", dtype=dt, requires_grad=True)
+        xr = x.detach().double().requires_grad_()
+        y, yr = ours(x), _ref_act(torch, ref(xr), act)
+        g = torch.randn_like(y)
+        y.backward(g)
+        yr.backward(g.double())
+        assert _rel(torch, y, yr) < TOL[dtype]
+        for a, b in zip(_grads(ours, x), _grads(ref, xr)):
+            assert a.dtype == dt and a.is_contiguous() and _rel(torch, a, b) < 2 * TOL[dtype]
+        with torch.no_grad():
+            assert _rel(torch, ours(x), _ref_act(torch, ref(xr), act)) < TOL[dtype]
+    assert cache.stats.hits >= 3 * 3  # (steps after the first: forward, weight and input gradients)

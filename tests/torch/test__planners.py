@@ -416,3 +416,71 @@ def test_planner_cache_keeps_its_planners_in_a_pinning_plan_cache(torch, nt, fak
     assert cache.stats.hits == store.stats.hits == 1 and cache.stats.size == store.stats.size == 3
     cache.resize(2)
     assert not first.is_planned and cache.stats.evictions == store.stats.evictions == 1
+
+
+def test_infer_runs_planned_problems_only_and_matches_linear(torch, nt, fake_gpu, monkeypatch):
+    """infer() returns None for a problem not planned yet (nothing planned, nothing counted), then the
+    same y as linear() on every hit, on addresses or (for a planner that cannot run so) by swapping."""
+    from nvmath.linalg.advanced import MatmulEpilog as E
+    from nvmath.torch import _planners
+
+    for addresses in (True, False):
+        if not addresses:
+            monkeypatch.setattr(_planners, "address_run_possible", lambda mm, names=(): False)
+        cache = nt.PlannerCache(4)
+        x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
+        assert cache.infer(x, w, b, E.BIAS) is None and len(cache) == 0 and cache.stats.misses == 0
+        cache.linear(x, w, b, E.BIAS)
+        assert (_entries(cache)[0][2] is not None) is addresses
+        for epilog, bias in ((E.BIAS, b), (E.BIAS, _f64(torch, 3))):
+            x = _f64(torch, 6, 4)
+            y = cache.infer(x, w, bias, epilog)
+            torch.testing.assert_close(y, _linear_ref(torch, x, w, bias))
+            assert y.shape == (6, 3) and y.is_contiguous()
+        assert cache.infer(x, w, None, None) is None  # (no bias: another problem)
+        assert (cache.stats.hits, cache.stats.misses) == (2, 1)
+
+
+def test_a_pinned_planner_skips_the_capture_query(torch, nt, fake_gpu, monkeypatch):
+    """A planner with a workspace asks whether a graph is captured until it is pinned, and not after."""
+    from nvmath.linalg.advanced import MatmulEpilog as E
+    from nvmath.torch import _planners
+
+    fake_gpu.workspace = 4096  # the heuristic's algorithms need a workspace
+    cache = nt.PlannerCache(4)
+    x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
+    cache.linear(x, w, b, E.BIAS)
+    cache.run(x, w.mT)
+    queries = []
+    monkeypatch.setattr(_planners, "capturing", lambda t: queries.append(t) or True)
+    cache.infer(x, w, b, E.BIAS)
+    cache.run(x, w.mT)
+    assert len(queries) == 2 and cache.stats.pinned == 2
+    torch.testing.assert_close(cache.infer(x, w, b, E.BIAS), _linear_ref(torch, x, w, b))
+    torch.testing.assert_close(cache.linear(x, w, b, E.BIAS)[0], _linear_ref(torch, x, w, b))
+    torch.testing.assert_close(cache.run(x, w.mT), x @ w.mT)
+    assert len(queries) == 2
+
+
+def test_weight_grad_matches_torch_on_new_and_planned_problems(torch, nt, fake_gpu, monkeypatch):
+    """weight_grad(x, dz, bias) is (dz.T @ x, dz.sum(0) or None), the gradient contiguous (N, K), on its
+    first call, on hits with new tensors (on addresses or, for a planner that cannot run so, by
+    swapping) and with the bias gradient on or off (two problems)."""
+    from nvmath.torch import _planners
+
+    for addresses in (True, False):
+        if not addresses:
+            monkeypatch.setattr(_planners, "address_run_possible", lambda mm, names=(): False)
+        cache = nt.PlannerCache(4)
+        for step in range(3):
+            for bias in (True, False):
+                x, dz = _f64(torch, 6, 4), _f64(torch, 6, 3)
+                dw, db = cache.weight_grad(x, dz, bias)
+                torch.testing.assert_close(dw, dz.T @ x)
+                assert dw.shape == (3, 4) and dw.is_contiguous()
+                if bias:
+                    torch.testing.assert_close(db.reshape(-1), dz.sum(0))
+                else:
+                    assert db is None
+        assert (cache.stats.hits, cache.stats.misses) == (4, 2)
+        assert [entry[2] is not None for entry in _entries(cache)] == [addresses, addresses]
