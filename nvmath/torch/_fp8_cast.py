@@ -14,6 +14,9 @@ runs far below the memory bandwidth; these kernels write both orders in the pass
   bfloat16 ``x``, cuBLASLt's aux type over an FP8 D): the FP8 MLP block's
   dgelu-cast-transpose-dbias, reading fc2's dgrad output once. ``scale=None`` is an amax-only pass
   (current scaling needs the amax before the scale): nothing is written but the amax (and the sums).
+  Without the sums it runs ``nvmath_amax``, a plain reduction over 16-byte vectors (no tiles, no
+  shared tile, four vectors in flight per thread: the pass is a read of the tensor at the memory's
+  bandwidth), where the tensor is 16-byte aligned (:func:`vector_amax_applies`).
 * :func:`transpose` -- an FP8 (R, C) tensor to (C, R) (fc1's GEMM writes ``h`` in FP8 directly).
 
 The kernels (NVRTC, :mod:`nvmath._internal.nvrtc`, compiled on first use per device) work on 64 x 64
@@ -46,6 +49,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from nvmath.linalg.advanced._aux_quantize import FP8_PRELUDE
 from nvmath.torch._fp8 import FP8_MAX, amax_of, quantize
 
 __all__ = [
@@ -75,18 +79,20 @@ ENABLED = os.environ.get("NVMATH_FP8_FUSED_CAST", "1").strip().lower() not in ("
 """Whether the FP8 layers use these kernels (default on; ``NVMATH_FP8_FUSED_CAST=0`` in the
 environment at import switches them off: the layers' former ops run instead)."""
 
+VECTOR_AMAX = os.environ.get("NVMATH_FP8_VECTOR_AMAX", "1").strip().lower() not in ("0", "false", "off", "no")
+"""Whether an amax-only pass (current scaling's first pass over a tensor) runs the vectorized
+reduction ``nvmath_amax`` (16-byte loads, no tiles: the pass writes nothing) instead of the
+cast-transpose kernel with null outputs; the same amax bits. ``NVMATH_FP8_VECTOR_AMAX=0`` in the
+environment at import: the cast-transpose kernel's amax-only pass (to compare them)."""
+AMAX_UNROLL = 4
+"""16-byte vectors of ``x`` (and of the aux) each thread of the amax reduction loads before reducing."""
+AMAX_BLOCKS = 1024
+"""Most blocks an amax reduction launches (about what the GPU holds at once; the threads loop)."""
+
 _WIDE = {torch.bfloat16: "nvmath_bf16", torch.float16: "nvmath_f16", torch.float32: "float"}
 _E5M2 = {torch.float8_e4m3fn: 0, torch.float8_e5m2: 1}
 
-_SOURCE = r"""
-struct nvmath_f16 { unsigned short bits; };
-struct nvmath_bf16 { unsigned short bits; };
-
-__device__ __forceinline__ float nv_h2f(unsigned short h) {
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-}
+_SOURCE = FP8_PRELUDE + r"""
 // two consecutive elements (a 4- or 8-byte aligned load) as float32
 __device__ __forceinline__ void nv_load2(const nvmath_bf16* p, float& a, float& b) {
   const unsigned int u = *reinterpret_cast<const unsigned int*>(p);
@@ -95,8 +101,8 @@ __device__ __forceinline__ void nv_load2(const nvmath_bf16* p, float& a, float& 
 }
 __device__ __forceinline__ void nv_load2(const nvmath_f16* p, float& a, float& b) {
   const unsigned int u = *reinterpret_cast<const unsigned int*>(p);
-  a = nv_h2f((unsigned short)(u & 0xFFFFu));
-  b = nv_h2f((unsigned short)(u >> 16));
+  a = nvmath_h2f((unsigned short)(u & 0xFFFFu));
+  b = nvmath_h2f((unsigned short)(u >> 16));
 }
 __device__ __forceinline__ void nv_load2(const float* p, float& a, float& b) {
   const float2 v = *reinterpret_cast<const float2*>(p);
@@ -108,7 +114,7 @@ __device__ __forceinline__ float nv_round(float x, const float*) { return x; }
 __device__ __forceinline__ float nv_round(float x, const nvmath_f16*) {
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  return nv_h2f(h);
+  return nvmath_h2f(h);
 }
 __device__ __forceinline__ float nv_round(float x, const nvmath_bf16*) {
   unsigned short h;
@@ -126,16 +132,6 @@ __device__ __forceinline__ float nv_dgelu(float dy, float x) {
   const float left_d = 0.5f * (1.0f + t);
   const float right_d = left * (1.0f - t * t) * (beta * (1.0f + 3.0f * kappa * x_sq));
   return dy * (left_d + right_d);
-}
-template <int E5M2>
-__device__ __forceinline__ unsigned char nv_fp8(float x) {
-  unsigned short r;
-  if (E5M2) {
-    asm("{cvt.rn.satfinite.e5m2x2.f32 %0, %2, %1;}" : "=h"(r) : "f"(x), "f"(0.0f));
-  } else {
-    asm("{cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;}" : "=h"(r) : "f"(x), "f"(0.0f));
-  }
-  return (unsigned char)(r & 0xFFu);
 }
 __device__ __forceinline__ void nv_block_amax(unsigned int local, unsigned int* amax) {
   __shared__ unsigned int warp_max[8];
@@ -188,7 +184,7 @@ __global__ void __launch_bounds__(256) nvmath_cast_transpose(
         sum0 += a;
         sum1 += b;
         if (write) {
-          const unsigned char qa = nv_fp8<E5M2>(a * s), qb = nv_fp8<E5M2>(b * s);
+          const unsigned char qa = nvmath_to_fp8<E5M2>(a * s), qb = nvmath_to_fp8<E5M2>(b * s);
           *reinterpret_cast<unsigned short*>(q + r * cols + c) =
               (unsigned short)(qa | ((unsigned int)qb << 8));
           tile[lr][2 * tx] = qa;
@@ -222,6 +218,64 @@ __global__ void __launch_bounds__(256) nvmath_cast_transpose(
       }
       partial[(long long)blockIdx.y * cols + c] = s0;
       partial[(long long)blockIdx.y * cols + c + 1] = s1;
+    }
+  }
+  nv_block_amax(local, amax);
+}
+
+// 32-bit word i of a 16-byte vector (i a constant after unrolling: stays in registers)
+__device__ __forceinline__ unsigned int nv_word(const uint4& v, int i) {
+  return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
+}
+// element k of a 16-byte vector of T as float32 (the values nv_load2 gives)
+__device__ __forceinline__ float nv_elem(const uint4& v, int k, const nvmath_bf16*) {
+  const unsigned int u = nv_word(v, k >> 1);
+  return __uint_as_float((k & 1) ? (u & 0xFFFF0000u) : (u << 16));
+}
+__device__ __forceinline__ float nv_elem(const uint4& v, int k, const nvmath_f16*) {
+  const unsigned int u = nv_word(v, k >> 1);
+  return nvmath_h2f((unsigned short)((k & 1) ? (u >> 16) : (u & 0xFFFFu)));
+}
+__device__ __forceinline__ float nv_elem(const uint4& v, int k, const float*) {
+  return __uint_as_float(nv_word(v, k));
+}
+
+// The amax-only pass as a plain reduction (current scaling's first pass): amax = max |v| over the n
+// elements of x (v = x, or round(x * gelu'(aux)) with DGELU, the values the cast-transpose
+// quantizes), read as 16-byte vectors (x and aux 16-byte aligned, n a multiple of 16 / sizeof(T)),
+// grid-stride, 4 vectors of each in flight per thread; block (32, 8), one atomicMax per block.
+template <typename T, typename A, int DGELU>
+__global__ void __launch_bounds__(256) nvmath_amax(
+    const T* __restrict__ x, const A* __restrict__ aux, unsigned int* __restrict__ amax, long long n) {
+  static_assert(sizeof(A) == sizeof(T), "the aux's elements pair with x's");
+  constexpr int V = 16 / sizeof(T);
+  constexpr int UNROLL = 4;
+  const long long vectors = n / V;
+  const long long stride = (long long)gridDim.x * 256;
+  const uint4* vx = reinterpret_cast<const uint4*>(x);
+  const uint4* va = reinterpret_cast<const uint4*>(aux);
+  unsigned int local = 0u;
+  for (long long i = (long long)blockIdx.x * 256 + threadIdx.y * 32 + threadIdx.x; i < vectors;
+       i += UNROLL * stride) {
+    uint4 bx[UNROLL], ba[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const long long j = i + u * stride;
+      if (j < vectors) {
+        bx[u] = vx[j];
+        if (DGELU) ba[u] = va[j];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      if (i + u * stride < vectors) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          float v = nv_elem(bx[u], k, x);
+          if (DGELU) v = nv_round(nv_dgelu(v, nv_elem(ba[u], k, aux)), x);
+          local = max(local, __float_as_uint(fabsf(v)));
+        }
+      }
     }
   }
   nv_block_amax(local, amax);
@@ -271,6 +325,11 @@ _NAMES: dict[Any, str] = {
     for fp8, e5m2 in _E5M2.items()
     for aux in _AUX[wide]
 }
+_NAMES.update({
+    ("amax", wide, aux): f"nvmath_amax<{ctype}, {_WIDE[aux or wide]}, {int(aux is not None)}>"
+    for wide, ctype in _WIDE.items()
+    for aux in _AUX[wide]
+})
 _NAMES["transpose"] = "nvmath_fp8_transpose"
 _broken: list[str] = []
 MAX_GRID_Y = 65535
@@ -334,10 +393,10 @@ def _kernels(device_id: int) -> dict[Any, Any] | None:
         return None
 
 
-def _launch(x: torch.Tensor, kernel_key: Any, *args: Any) -> bool:
-    """Launch the kernel ``kernel_key`` over ``x``'s grid on torch's current stream; False when the
-    kernels cannot be built or the launch is refused (then nothing ran, and the kernels are not used
-    again in this process)."""
+def _launch(x: torch.Tensor, kernel_key: Any, *args: Any, blocks: int | None = None) -> bool:
+    """Launch the kernel ``kernel_key`` over ``x``'s grid (:func:`grid`; ``blocks``: a 1-D grid of that
+    many blocks instead) on torch's current stream; False when the kernels cannot be built or the
+    launch is refused (then nothing ran, and the kernels are not used again in this process)."""
     from cuda.core import LaunchConfig, launch
 
     from nvmath._internal import devices, streams
@@ -346,8 +405,7 @@ def _launch(x: torch.Tensor, kernel_key: Any, *args: Any) -> bool:
     kernels = _kernels(device_id)
     if kernels is None:
         return False
-    rows, cols = x.shape
-    gx, gy = grid(rows, cols)
+    gx, gy = grid(*x.shape) if blocks is None else (blocks, 1)
     stream = streams.current_stream(device_id, "torch")
     config = LaunchConfig(grid=(gx, gy, 1), block=(*THREADS, 1))
     try:
@@ -374,6 +432,8 @@ def cast_transpose(
     ``scale=None``: the amax (and the sums) only."""
     if not available(x, aux):
         return torch_cast_transpose(x, scale, dtype, aux=aux, colsum=colsum)
+    if scale is None and not colsum and vector_amax_applies(x, aux):
+        return _vector_amax(x, aux, dtype)
     rows, cols = x.shape
     amax = torch.zeros(1, dtype=torch.float32, device=x.device)
     q = qt = partial = None
@@ -390,6 +450,32 @@ def cast_transpose(
         return torch_cast_transpose(x, scale, dtype, aux=aux, colsum=colsum)
     sums = partial.sum(0) if partial is not None else None
     return CastResult(q, qt, amax[0], sums)
+
+
+def vector_amax_applies(x: torch.Tensor, aux: torch.Tensor | None) -> bool:
+    """Whether an amax-only pass over ``x`` (and ``aux``), both already :func:`available`, runs the
+    vectorized reduction (:data:`VECTOR_AMAX` on; 16-byte aligned; a whole number of 16-byte vectors)."""
+    if not VECTOR_AMAX or x.data_ptr() % 16 or x.numel() % (16 // x.element_size()):
+        return False
+    return aux is None or aux.data_ptr() % 16 == 0
+
+
+def amax_blocks(numel: int, element_size: int) -> int:
+    """Blocks of the vectorized amax launch: enough for one round of :data:`AMAX_UNROLL` 16-byte
+    vectors per thread, at most :data:`AMAX_BLOCKS` (the threads then loop, grid-stride)."""
+    vectors = numel // (16 // element_size)
+    per_block = THREADS[0] * THREADS[1] * AMAX_UNROLL
+    return max(1, min(-(-vectors // per_block), AMAX_BLOCKS))
+
+
+def _vector_amax(x: torch.Tensor, aux: torch.Tensor | None, dtype: torch.dtype) -> CastResult:
+    """The amax-only pass by the vectorized reduction (the cast-transpose's torch path where it fails)."""
+    amax = torch.zeros(1, dtype=torch.float32, device=x.device)
+    key = ("amax", x.dtype, None if aux is None else aux.dtype)
+    blocks = amax_blocks(x.numel(), x.element_size())
+    if not _launch(x, key, _ptr(x), _ptr(aux), _ptr(amax), np.int64(x.numel()), blocks=blocks):
+        return torch_cast_transpose(x, None, dtype, aux=aux)
+    return CastResult(None, None, amax[0], None)
 
 
 def torch_cast_transpose(

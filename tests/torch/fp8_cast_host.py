@@ -5,13 +5,15 @@ behind a prelude that gives it CUDA's execution model: blocks run one after anot
 ``std::thread`` s (``threadIdx``, ``blockIdx``, ``gridDim`` as variables), ``__syncthreads`` a
 ``std::barrier`` of the block, ``__shfl_xor_sync`` an exchange through memory behind a barrier of the
 warp (the 32 threads of one ``threadIdx.y``), ``__shared__`` a static (one block at a time),
-``atomicMax`` a compare-exchange loop. The only code replaced is the PTX inline assembly of four leaf
+``atomicMax`` a compare-exchange loop (``uint4``, CUDA's 16-byte vector, a struct of four words). The
+only code replaced is the PTX inline assembly of four leaf
 conversions (float16 -> float32, the float16 / bfloat16 round trip, the saturating FP8 conversion),
 by C++ with the same rounding (nearest even; the FP8 conversion saturates finite values): everything
 else -- the tiling, the bounds, the shared tile and its transposed read, the reductions -- is the
 kernel's own code. The GPU tests check the conversions against torch on the H200.
 
-:func:`build` compiles (skips without g++); :class:`HostKernels` launches on numpy arrays.
+:func:`build` compiles (skips without g++); :class:`HostKernels` launches on numpy arrays (the
+cast-transpose, the vectorized amax reduction and the FP8 transpose).
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ from nvmath.torch import _fp8_cast as C
 
 _LEAVES = {
     # float16 bits -> float32
-    """__device__ __forceinline__ float nv_h2f(unsigned short h) {
+    """__device__ __forceinline__ float nvmath_h2f(unsigned short h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
-}""": """__device__ __forceinline__ float nv_h2f(unsigned short h) {
+}""": """__device__ __forceinline__ float nvmath_h2f(unsigned short h) {
   _Float16 v;
   std::memcpy(&v, &h, 2);
   return (float)v;
@@ -39,7 +41,7 @@ _LEAVES = {
     """__device__ __forceinline__ float nv_round(float x, const nvmath_f16*) {
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  return nv_h2f(h);
+  return nvmath_h2f(h);
 }""": """__device__ __forceinline__ float nv_round(float x, const nvmath_f16*) {
   return (float)(_Float16)x;
 }""",
@@ -54,7 +56,7 @@ _LEAVES = {
   return __uint_as_float(u);
 }""",
     """template <int E5M2>
-__device__ __forceinline__ unsigned char nv_fp8(float x) {
+__device__ __forceinline__ unsigned char nvmath_to_fp8(float x) {
   unsigned short r;
   if (E5M2) {
     asm("{cvt.rn.satfinite.e5m2x2.f32 %0, %2, %1;}" : "=h"(r) : "f"(x), "f"(0.0f));
@@ -63,7 +65,7 @@ __device__ __forceinline__ unsigned char nv_fp8(float x) {
   }
   return (unsigned char)(r & 0xFFu);
 }""": """template <int E5M2>
-__device__ __forceinline__ unsigned char nv_fp8(float x) {
+__device__ __forceinline__ unsigned char nvmath_to_fp8(float x) {
   return host_fp8(x, E5M2);
 }""",
 }
@@ -89,6 +91,7 @@ static std::barrier<>* g_block;
 static std::barrier<>* g_warp[8];
 static unsigned g_shfl[8][32];
 struct float2 { float x, y; };
+struct uint4 { unsigned x, y, z, w; };
 using std::max;
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
@@ -168,6 +171,21 @@ extern "C" int host_cast(int variant, int aux_kind, int e5m2, const void* x, con
   return 1;
 }
 
+// the vectorized amax reduction over n elements on a 1-D grid of gx blocks (32 x 8 threads each)
+extern "C" int host_amax(int variant, int aux_kind, const void* x, const void* aux, unsigned* amax,
+                         long long n, unsigned gx) {
+#define NV_AMAX(T, A, D) run_grid(gx, 1, [=] { nvmath_amax<T, A, D>((const T*)x, (const A*)aux, amax, n); }); \
+    return 0;
+  if (variant == 0 && aux_kind == 0) { NV_AMAX(nvmath_bf16, nvmath_bf16, 0) }
+  if (variant == 0 && aux_kind == 1) { NV_AMAX(nvmath_bf16, nvmath_bf16, 1) }
+  if (variant == 0 && aux_kind == 2) { NV_AMAX(nvmath_bf16, nvmath_f16, 1) }
+  if (variant == 1 && aux_kind == 0) { NV_AMAX(nvmath_f16, nvmath_f16, 0) }
+  if (variant == 1 && aux_kind == 1) { NV_AMAX(nvmath_f16, nvmath_f16, 1) }
+  if (variant == 2 && aux_kind == 0) { NV_AMAX(float, float, 0) }
+  if (variant == 2 && aux_kind == 1) { NV_AMAX(float, float, 1) }
+  return 1;
+}
+
 extern "C" void host_transpose(const unsigned char* in, unsigned char* out, long long rows, long long cols,
                                unsigned gx, unsigned gy) {
   run_grid(gx, gy, [=] { nvmath_fp8_transpose(in, out, rows, cols); });
@@ -238,6 +256,23 @@ class HostKernels:
         )  # fmt: skip
         assert rc == 0
         return {"q": q, "qt": qt, "amax": float(amax.view(np.float32)[0]), "partial": partial}
+
+    def amax(self, x: np.ndarray, wide: str, aux: np.ndarray | None = None, aux_wide: str | None = None,
+             blocks: int | None = None) -> float:  # fmt: skip
+        """Run the vectorized amax reduction over ``x`` (raw element bits, any shape: its elements in
+        order) on ``blocks`` blocks (default :func:`~nvmath.torch._fp8_cast.amax_blocks`'s)."""
+        x = np.ascontiguousarray(x)
+        kind = 0 if aux is None else (1 if aux_wide == wide else 2)
+        aux = None if aux is None else np.ascontiguousarray(aux)
+        gx = C.amax_blocks(x.size, x.itemsize) if blocks is None else blocks
+        amax = np.zeros(1, np.uint32)
+        rc = self.lib.host_amax(
+            _VARIANT[wide], kind, ctypes.c_void_p(x.ctypes.data),
+            ctypes.c_void_p(None if aux is None else aux.ctypes.data), ctypes.c_void_p(amax.ctypes.data),
+            ctypes.c_longlong(x.size), ctypes.c_uint(gx),
+        )  # fmt: skip
+        assert rc == 0
+        return float(amax.view(np.float32)[0])
 
     def transpose(self, q: np.ndarray, gy: int | None = None) -> np.ndarray:
         rows, cols = q.shape

@@ -54,10 +54,12 @@ def _ptx(arch: str) -> str:
 
 @pytest.mark.parametrize("arch", ["sm_89", "sm_90"])
 def test_source_compiles_every_instantiation(arch):
-    """All 14 cast-transpose instantiations and the transpose compile; the conversion saturates
-    (cvt.rn.satfinite), the dgelu value is rounded to bfloat16 / float16, the amax is an atomic max."""
+    """All 14 cast-transpose instantiations, the 7 amax reductions and the transpose compile; the
+    conversion saturates (cvt.rn.satfinite), the dgelu value is rounded to bfloat16 / float16, the
+    amax is an atomic max, the reductions load 16-byte vectors and keep them in registers."""
     ptx = _ptx(arch)
-    assert len(re.findall(r"\.entry", ptx)) == len(C._NAMES) == 15
+    assert len(re.findall(r"\.entry", ptx)) == len(C._NAMES) == 22
+    assert "ld.global.nc.v4" in ptx and ".local" not in ptx
     for instr in ("satfinite.e4m3x2.f32", "satfinite.e5m2x2.f32", "cvt.rn.bf16.f32", "cvt.rn.f16.f32"):
         assert instr in ptx
     assert re.search(r"(atom|red)\.(shared|global)\.max\.u32", ptx)
@@ -252,6 +254,23 @@ def test_launch_arguments(recorder):
     recorder.clear()
     r = C.cast_transpose(x, None, E4)
     ((config, kernel, args),) = recorder
+    assert kernel == ("amax", BF16, None) and r.q is None and r.colsum is None
+    assert tuple(config.grid)[:2] == (C.amax_blocks(x.numel(), 2), 1) and tuple(config.block)[:2] == C.THREADS
+    assert int(args[0]) == x.data_ptr() and int(args[1]) == 0 and int(args[2]) != 0
+    assert int(args[3]) == x.numel() and float(r.amax) == 0.0
+    recorder.clear()
+    C.cast_transpose(x, None, E5, aux=z)
+    ((config, kernel, args),) = recorder
+    assert kernel == ("amax", BF16, BF16) and int(args[1]) == z.data_ptr()
+    recorder.clear()
+    C.cast_transpose(x, None, E4, colsum=True)  # (the sums: the cast-transpose's amax-only pass)
+    ((config, kernel, args),) = recorder
+    assert kernel == (BF16, E4, None) and int(args[6]) != 0
+    recorder.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(C, "VECTOR_AMAX", False)
+        r = C.cast_transpose(x, None, E4)
+    ((config, kernel, args),) = recorder
     assert kernel == (BF16, E4, None) and r.q is None
     assert [int(a) for a in (args[1], args[2], args[3], args[4], args[6])] == [0] * 5
     recorder.clear()
@@ -259,6 +278,43 @@ def test_launch_arguments(recorder):
     t = C.transpose(q)
     ((config, kernel, args),) = recorder
     assert kernel == "transpose" and t.shape == (128, 64) and (int(args[2]), int(args[3])) == (64, 128)
+
+
+def test_vector_amax_applies_to_aligned_whole_vectors(monkeypatch):
+    """The vectorized amax takes 16-byte aligned tensors of a whole number of 16-byte vectors (x and the
+    aux); anything else runs the cast-transpose's amax-only pass; NVMATH_FP8_VECTOR_AMAX=0 never."""
+    base = torch.zeros(4096, dtype=BF16)
+    assert base.data_ptr() % 16 == 0
+    x = base[:1024].view(32, 32)
+    assert C.vector_amax_applies(x, None) and C.vector_amax_applies(x, base[2048:3072].view(32, 32))
+    assert not C.vector_amax_applies(base[2:1026].view(32, 32), None)  # (4-byte aligned)
+    assert not C.vector_amax_applies(base[:36].view(6, 6), None)  # (36 elements: 4.5 vectors)
+    assert not C.vector_amax_applies(x, base[2:1026].view(32, 32))
+    assert C.vector_amax_applies(torch.zeros(6, 2, dtype=F32), None)  # (float32: 4 per vector)
+    monkeypatch.setattr(C, "VECTOR_AMAX", False)
+    assert not C.vector_amax_applies(x, None)
+
+
+@pytest.mark.parametrize(("numel", "size", "blocks"),
+                         [(8, 2, 1), (8192, 2, 1), (8200, 2, 2), (8192 * 16384, 2, C.AMAX_BLOCKS), (4096, 4, 1)])  # fmt: skip
+def test_amax_blocks(numel, size, blocks):
+    """One block per 256 threads x AMAX_UNROLL vectors of 16 bytes, at least one, at most AMAX_BLOCKS."""
+    assert C.amax_blocks(numel, size) == blocks
+
+
+@pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), ("0", False), ("no", False)])
+def test_vector_amax_environment_switch(value, on):
+    """NVMATH_FP8_VECTOR_AMAX: unset or 1 -> the vectorized amax; 0 / no -> the cast-transpose's pass."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "NVMATH_FP8_VECTOR_AMAX"}
+    if value is not None:
+        env["NVMATH_FP8_VECTOR_AMAX"] = value
+    code = "from nvmath.torch import _fp8_cast; print(_fp8_cast.VECTOR_AMAX)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(on)
 
 
 def test_switched_off_runs_the_former_ops(monkeypatch):
@@ -408,6 +464,30 @@ def test_gpu_dgelu_cast_transpose_matches_gelu_backward(wide, aux_dtype, rows, c
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("wide", [BF16, F16, F32], ids=["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("dgelu", [False, True], ids=["plain", "dgelu"])
+@pytest.mark.parametrize(("rows", "cols"), [(130, 66), (1024, 768), (8192, 16384)])
+def test_gpu_vector_amax_equals_the_tiled_pass(wide, dgelu, rows, cols, monkeypatch):
+    """The amax-only pass (current scaling's first pass) by the vectorized reduction is the
+    cast-transpose kernel's amax-only pass bit for bit (130 x 66 bfloat16: not whole vectors, the tiled
+    pass itself), and max |x| for the plain pass; a NaN wins."""
+    _gpu()
+    torch.manual_seed(rows)
+    x = (torch.randn(rows, cols, device="cuda") * 100).to(wide)
+    aux = (torch.randn(rows, cols, device="cuda") * 3).to(wide) if dgelu else None
+    vec = C.cast_transpose(x, None, E5, aux=aux).amax
+    monkeypatch.setattr(C, "VECTOR_AMAX", False)
+    tiled = C.cast_transpose(x, None, E5, aux=aux).amax
+    torch.cuda.synchronize()
+    assert not C.broken() and torch.equal(vec, tiled)
+    if not dgelu:
+        assert float(vec) == float(x.float().abs().max())
+    monkeypatch.setattr(C, "VECTOR_AMAX", True)
+    x.view(-1)[rows * cols // 2] = float("nan")
+    assert torch.isnan(C.cast_transpose(x, None, E5, aux=aux).amax)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize(("rows", "cols"), [(130, 66), (8192, 16384)])
 def test_gpu_fp8_transpose_bit_exact(rows, cols):
     """The FP8 transpose kernel equals q.T.contiguous() bit for bit."""
@@ -503,6 +583,37 @@ def test_kernel_source_on_host_threads_dgelu(host, rows, cols, wide, aux_dtype):
     assert _within_one_fp8_step(got["q"], want) and np.array_equal(got["qt"], got["q"].T)
     np.testing.assert_allclose(got["amax"], float(v.float().abs().max()), rtol=1e-2)
     np.testing.assert_allclose(got["partial"].sum(0), v.float().sum(0).numpy(), rtol=1e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize(("rows", "cols", "blocks"), [(2, 4, None), (64, 66, None), (64, 130, 1), (96, 98, 2)])
+@pytest.mark.parametrize("wide", [BF16, F16, F32], ids=["bf16", "fp16", "fp32"])
+def test_kernel_source_on_host_threads_amax(host, rows, cols, blocks, wide):
+    """The vectorized amax reduction on host threads (blocks=1, 2: threads looping over several rounds
+    of four vectors, the last round partial) is max |x| bit for bit, the cast-transpose's amax-only
+    pass's value; a NaN anywhere wins."""
+    torch.manual_seed(rows + cols)
+    x = (torch.randn(rows, cols) * 300).to(wide)
+    name = str(wide).split(".")[-1]
+    got = host.amax(_bits(x), name, blocks=blocks)
+    assert got == float(x.float().abs().max()) == host.cast(_bits(x), name, None, False)["amax"]
+    x.view(-1)[-1] = float("nan")
+    assert np.isnan(host.amax(_bits(x), name, blocks=blocks))
+
+
+@pytest.mark.parametrize(("rows", "cols", "blocks"), [(64, 66, None), (96, 98, 2)])
+@pytest.mark.parametrize(("wide", "aux_dtype"), [(BF16, BF16), (F16, F16), (BF16, F16), (F32, F32)],
+                         ids=["bf16", "fp16", "bf16-fp16aux", "fp32"])  # fmt: skip
+def test_kernel_source_on_host_threads_amax_dgelu(host, rows, cols, blocks, wide, aux_dtype):
+    """The dgelu amax reduction on host threads equals the dgelu cast-transpose's amax-only pass bit for
+    bit (the same rounded values, the same maximum) and max |gelu_backward| to the formula's last bits."""
+    torch.manual_seed(cols)
+    dh, z = torch.randn(rows, cols).to(wide), (torch.randn(rows, cols) * 3).to(aux_dtype)
+    name, aux_name = str(wide).split(".")[-1], str(aux_dtype).split(".")[-1]
+    got = host.amax(_bits(dh), name, aux=_bits(z), aux_wide=aux_name, blocks=blocks)
+    tiled = host.cast(_bits(dh), name, None, True, aux=_bits(z), aux_wide=aux_name, colsum=False)
+    assert got == tiled["amax"]
+    v = torch.ops.aten.gelu_backward(dh.float(), z.float(), approximate="tanh").to(wide)
+    np.testing.assert_allclose(got, float(v.float().abs().max()), rtol=1e-2)
 
 
 @pytest.mark.parametrize(("rows", "cols", "gy"), [(2, 2, None), (130, 66, None), (320, 70, 2)])
