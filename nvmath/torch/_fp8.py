@@ -47,6 +47,8 @@ from typing import Any
 
 import torch
 
+from nvmath.torch._capture import capturing
+
 __all__ = [
     "FP8_MAX",
     "CurrentScaling",
@@ -79,12 +81,17 @@ _INF = float("inf")
 _NANS: dict[torch.device, torch.Tensor] = {}
 
 
-def _nan_on(device: torch.device) -> torch.Tensor:
-    """A float32 NaN of shape () on ``device``, made once (``torch.where`` with a Python NaN would
-    fill a new one on every call: one more launch)."""
+def _nan_like(t: torch.Tensor) -> torch.Tensor:
+    """A float32 NaN of shape () on ``t``'s device, made once (``torch.where`` with a Python NaN would
+    fill a new one on every call: one more launch). Inside a CUDA graph capture a new one, not kept:
+    its fill runs only when the graph replays, so it must not serve eager calls (a warm-up step before
+    the capture makes the kept one)."""
+    device = t.device
     nan = _NANS.get(device)
     if nan is None:
-        nan = _NANS[device] = torch.full((), _INF - _INF, dtype=torch.float32, device=device)
+        nan = torch.full((), _INF - _INF, dtype=torch.float32, device=device)
+        if not capturing(t):
+            _NANS[device] = nan
     return nan
 
 
@@ -452,7 +459,7 @@ class ScalingState(torch.nn.Module):
             self._record(i, amax, _finite(amax), fp8_max, margin)
             return used + (amax - amax)
         ok = (amax if magnitude is None else magnitude) < _INF  # (NaN compares false)
-        used = torch.where(ok, scale, _nan_on(scale.device))  # (before the state's scale changes)
+        used = torch.where(ok, scale, _nan_like(scale))  # (before the state's scale changes)
         batch = getattr(self, "_batch", None)
         if batch is None or computed:
             self._record_lean(i, amax, ok, fp8_max, margin, scale if computed else None)
