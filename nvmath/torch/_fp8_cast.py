@@ -22,7 +22,9 @@ runs far below the memory bandwidth; these kernels write both orders in the pass
 The kernels (NVRTC, :mod:`nvmath._internal.nvrtc`, compiled on first use per device) work on 64 x 64
 tiles through shared memory, so that both the reads and the writes of either order coalesce: a block
 of 32 x 8 threads reads a tile two columns per thread (one 4- or 8-byte load), writes ``q`` from
-registers and ``q.T`` from the shared tile, two bytes per thread. A block walks ``tile_rows /
+registers and ``q.T`` from the shared tile, two bytes per thread; the loads of the block's next tile
+are issued before this tile's stores and barriers (:data:`PREFETCH`), so that a block keeps reads in
+flight while it writes. A block walks ``tile_rows /
 gridDim.y`` tiles of one column strip (:func:`grid`), so the amax is one ``atomicMax`` per block (on the
 float bits of ``|v|``: they order as the values; a NaN wins) and the column sums are one float32 row
 per block row (``partial``, (gridDim.y, C)), summed by torch afterwards: deterministic for a shape.
@@ -92,20 +94,25 @@ AMAX_BLOCKS = 1024
 _WIDE = {torch.bfloat16: "nvmath_bf16", torch.float16: "nvmath_f16", torch.float32: "float"}
 _E5M2 = {torch.float8_e4m3fn: 0, torch.float8_e5m2: 1}
 
-_SOURCE = FP8_PRELUDE + r"""
-// two consecutive elements (a 4- or 8-byte aligned load) as float32
-__device__ __forceinline__ void nv_load2(const nvmath_bf16* p, float& a, float& b) {
-  const unsigned int u = *reinterpret_cast<const unsigned int*>(p);
+PREFETCH = os.environ.get("NVMATH_FP8_CAST_PREFETCH", "1").strip().lower() not in ("0", "false", "off", "no")
+"""Whether the cast-transpose kernel issues the loads of a block's next tile before the current tile's
+stores and barriers (``NVMATH_CT_PREFETCH`` in the source; the same outputs bit for bit, only the
+schedule differs). ``NVMATH_FP8_CAST_PREFETCH=0`` in the environment at import: each tile's loads at
+its start (the former schedule), to compare the two on the GPU."""
+
+_SOURCE = FP8_PRELUDE + f"#define NVMATH_CT_PREFETCH {int(PREFETCH)}\n" + r"""
+// two consecutive elements (one 4- or 8-byte aligned load): loaded raw, then as float32
+template <typename T> struct nv_pair { typedef unsigned int type; };
+template <> struct nv_pair<float> { typedef float2 type; };
+__device__ __forceinline__ void nv_unpack2(unsigned int u, float& a, float& b, const nvmath_bf16*) {
   a = __uint_as_float(u << 16);
   b = __uint_as_float(u & 0xFFFF0000u);
 }
-__device__ __forceinline__ void nv_load2(const nvmath_f16* p, float& a, float& b) {
-  const unsigned int u = *reinterpret_cast<const unsigned int*>(p);
+__device__ __forceinline__ void nv_unpack2(unsigned int u, float& a, float& b, const nvmath_f16*) {
   a = nvmath_h2f((unsigned short)(u & 0xFFFFu));
   b = nvmath_h2f((unsigned short)(u >> 16));
 }
-__device__ __forceinline__ void nv_load2(const float* p, float& a, float& b) {
-  const float2 v = *reinterpret_cast<const float2*>(p);
+__device__ __forceinline__ void nv_unpack2(float2 v, float& a, float& b, const float*) {
   a = v.x;
   b = v.y;
 }
@@ -146,11 +153,28 @@ __device__ __forceinline__ void nv_block_amax(unsigned int local, unsigned int* 
   }
 }
 
+// The pairs thread (tx, ty) reads of the tile at row r0 (rows r0 + ty + 8 k, columns c, c + 1), raw.
+template <typename T, typename A, int DGELU>
+__device__ __forceinline__ void nv_tile_load(
+    const T* __restrict__ x, const A* __restrict__ aux, typename nv_pair<T>::type* px,
+    typename nv_pair<A>::type* pa, long long r0, int ty, long long c, long long rows, long long cols) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const long long r = r0 + ty + 8 * k;
+    if (r < rows && c < cols) {
+      px[k] = *reinterpret_cast<const typename nv_pair<T>::type*>(x + r * cols + c);
+      if (DGELU) pa[k] = *reinterpret_cast<const typename nv_pair<A>::type*>(aux + r * cols + c);
+    }
+  }
+}
+
 // Tiles of 64 x 64 of a row-major (rows, cols) x (both even); block (32, 8); block (bx, by) runs the
 // tiles (t, bx) for t = by, by + gridDim.y, ... Thread (tx, ty) holds columns c0 + 2 tx, c0 + 2 tx + 1
 // of rows r0 + ty + 8 k (k < 8). v = x, or round(x * gelu'(aux)) with DGELU (aux of type A: T, or
 // float16 for a bfloat16 x: cuBLASLt's aux over an FP8 D). q, qt: null for an
-// amax-only pass; partial: null without column sums, else (gridDim.y, cols) float32.
+// amax-only pass; partial: null without column sums, else (gridDim.y, cols) float32. With
+// NVMATH_CT_PREFETCH the loads of a block's next tile are issued before this tile's stores and
+// barriers (twice the bytes in flight; the same values, sums and maxima in the same order).
 template <typename T, typename A, int E5M2, int DGELU>
 __global__ void __launch_bounds__(256) nvmath_cast_transpose(
     const T* __restrict__ x, const A* __restrict__ aux, unsigned char* __restrict__ q,
@@ -165,34 +189,50 @@ __global__ void __launch_bounds__(256) nvmath_cast_transpose(
   const float s = write ? *scale : 0.0f;
   unsigned int local = 0u;
   float sum0 = 0.0f, sum1 = 0.0f;
+  typename nv_pair<T>::type px[8];
+  typename nv_pair<A>::type pa[8];
+  if (NVMATH_CT_PREFETCH && (long long)blockIdx.y < tiles) {
+    nv_tile_load<T, A, DGELU>(x, aux, px, pa, (long long)blockIdx.y * 64, ty, c, rows, cols);
+  }
   for (long long t = blockIdx.y; t < tiles; t += gridDim.y) {
     const long long r0 = t * 64;
+    if (!NVMATH_CT_PREFETCH) nv_tile_load<T, A, DGELU>(x, aux, px, pa, r0, ty, c, rows, cols);
+    float va[8], vb[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      const int lr = ty + 8 * k;
-      const long long r = r0 + lr;
+      const long long r = r0 + ty + 8 * k;
       if (r < rows && c < cols) {
         float a, b;
-        nv_load2(x + r * cols + c, a, b);
+        nv_unpack2(px[k], a, b, x);
         if (DGELU) {
           float za, zb;
-          nv_load2(aux + r * cols + c, za, zb);
+          nv_unpack2(pa[k], za, zb, aux);
           a = nv_round(nv_dgelu(a, za), x);
           b = nv_round(nv_dgelu(b, zb), x);
         }
         local = max(local, max(__float_as_uint(fabsf(a)), __float_as_uint(fabsf(b))));
         sum0 += a;
         sum1 += b;
-        if (write) {
-          const unsigned char qa = nvmath_to_fp8<E5M2>(a * s), qb = nvmath_to_fp8<E5M2>(b * s);
+        va[k] = a;
+        vb[k] = b;
+      }
+    }
+    if (NVMATH_CT_PREFETCH && t + gridDim.y < tiles) {
+      nv_tile_load<T, A, DGELU>(x, aux, px, pa, (t + gridDim.y) * 64, ty, c, rows, cols);
+    }
+    if (write) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const int lr = ty + 8 * k;
+        const long long r = r0 + lr;
+        if (r < rows && c < cols) {
+          const unsigned char qa = nvmath_to_fp8<E5M2>(va[k] * s), qb = nvmath_to_fp8<E5M2>(vb[k] * s);
           *reinterpret_cast<unsigned short*>(q + r * cols + c) =
               (unsigned short)(qa | ((unsigned int)qb << 8));
           tile[lr][2 * tx] = qa;
           tile[lr][2 * tx + 1] = qb;
         }
       }
-    }
-    if (write) {
       __syncthreads();
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
@@ -227,7 +267,7 @@ __global__ void __launch_bounds__(256) nvmath_cast_transpose(
 __device__ __forceinline__ unsigned int nv_word(const uint4& v, int i) {
   return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
 }
-// element k of a 16-byte vector of T as float32 (the values nv_load2 gives)
+// element k of a 16-byte vector of T as float32 (the values nv_unpack2 gives)
 __device__ __forceinline__ float nv_elem(const uint4& v, int k, const nvmath_bf16*) {
   const unsigned int u = nv_word(v, k >> 1);
   return __uint_as_float((k & 1) ? (u & 0xFFFF0000u) : (u << 16));

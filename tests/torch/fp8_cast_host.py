@@ -193,9 +193,12 @@ extern "C" void host_transpose(const unsigned char* in, unsigned char* out, long
 """
 
 
-def source() -> str:
-    """The kernel source with its four PTX leaves replaced, between the prelude and the launcher."""
+def source(prefetch: bool | None = None) -> str:
+    """The kernel source with its four PTX leaves replaced, between the prelude and the launcher
+    (``prefetch``: the cast-transpose's schedule, default the module's :data:`~._fp8_cast.PREFETCH`)."""
     src = C._SOURCE
+    if prefetch is not None:
+        src = src.replace(f"#define NVMATH_CT_PREFETCH {int(C.PREFETCH)}", f"#define NVMATH_CT_PREFETCH {int(prefetch)}")
     for old, new in _LEAVES.items():
         if old not in src:
             raise AssertionError(f"the kernel source changed: update the host leaf for\n{old}")
@@ -203,13 +206,13 @@ def source() -> str:
     return _PRELUDE + src + _LAUNCHER
 
 
-def build(tmp: Path) -> HostKernels | None:
+def build(tmp: Path, prefetch: bool | None = None) -> HostKernels | None:
     """Compile the host build into ``tmp``; ``None`` without a C++20 g++."""
     gxx = shutil.which("g++")
     if gxx is None:
         return None
     cpp, lib = tmp / "cast_host.cpp", tmp / "cast_host.so"
-    cpp.write_text(source())
+    cpp.write_text(source(prefetch))
     flags = ["-std=c++20", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-pthread"]
     cmd = [gxx, *flags, str(cpp), "-o", str(lib)]
     done = subprocess.run(cmd, check=False, capture_output=True, text=True)

@@ -303,18 +303,23 @@ def test_amax_blocks(numel, size, blocks):
 
 
 @pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), ("0", False), ("no", False)])
-def test_vector_amax_environment_switch(value, on):
-    """NVMATH_FP8_VECTOR_AMAX: unset or 1 -> the vectorized amax; 0 / no -> the cast-transpose's pass."""
+def test_vector_amax_and_prefetch_environment_switches(value, on):
+    """NVMATH_FP8_VECTOR_AMAX: unset or 1 -> the vectorized amax; 0 / no -> the cast-transpose's pass.
+    NVMATH_FP8_CAST_PREFETCH likewise, written into the kernel source as NVMATH_CT_PREFETCH."""
     import os
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "NVMATH_FP8_VECTOR_AMAX"}
+    names = ("NVMATH_FP8_VECTOR_AMAX", "NVMATH_FP8_CAST_PREFETCH")
+    env = {k: v for k, v in os.environ.items() if k not in names}
     if value is not None:
-        env["NVMATH_FP8_VECTOR_AMAX"] = value
-    code = "from nvmath.torch import _fp8_cast; print(_fp8_cast.VECTOR_AMAX)"
+        env.update(dict.fromkeys(names, value))
+    code = (
+        "from nvmath.torch import _fp8_cast as C; "
+        "print(C.VECTOR_AMAX, C.PREFETCH, f'#define NVMATH_CT_PREFETCH {int(C.PREFETCH)}' in C._SOURCE)"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == str(on)
+    assert out.stdout.split() == [str(on), str(on), "True"]
 
 
 def test_switched_off_runs_the_former_ops(monkeypatch):
@@ -522,9 +527,7 @@ def _within_one_fp8_step(a, b, frac=0.99):
 
 
 # ---------------------------------------------------------------- the CUDA source on host threads
-@pytest.fixture(scope="module")
-def host(tmp_path_factory):
-    """The kernels' own source compiled for the CPU (fp8_cast_host: one std::thread per CUDA thread)."""
+def _host_build(tmp_path_factory, prefetch=None):
     import importlib.util
     import pathlib
 
@@ -532,10 +535,16 @@ def host(tmp_path_factory):
     spec = importlib.util.spec_from_file_location("fp8_cast_host", path)
     fp8_cast_host = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fp8_cast_host)
-    built = fp8_cast_host.build(tmp_path_factory.mktemp("cast_host"))
+    built = fp8_cast_host.build(tmp_path_factory.mktemp("cast_host"), prefetch)
     if built is None:
         pytest.skip("no g++ to build the host emulation of the kernels")
     return built
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    """The kernels' own source compiled for the CPU (fp8_cast_host: one std::thread per CUDA thread)."""
+    return _host_build(tmp_path_factory)
 
 
 def _bits(t):
@@ -583,6 +592,21 @@ def test_kernel_source_on_host_threads_dgelu(host, rows, cols, wide, aux_dtype):
     assert _within_one_fp8_step(got["q"], want) and np.array_equal(got["qt"], got["q"].T)
     np.testing.assert_allclose(got["amax"], float(v.float().abs().max()), rtol=1e-2)
     np.testing.assert_allclose(got["partial"].sum(0), v.float().sum(0).numpy(), rtol=1e-2, atol=5e-2)
+
+
+def test_kernel_source_on_host_threads_prefetch_changes_nothing(host, tmp_path_factory):
+    """The cast-transpose with its next tile's loads issued early (PREFETCH, the default) and with
+    each tile's loads at its start give the same bytes, amax and partial sums (plain and dgelu; one
+    tile per block row, several, a partial last tile)."""
+    other = _host_build(tmp_path_factory, prefetch=not C.PREFETCH)
+    torch.manual_seed(11)
+    for rows, cols, gy in ((130, 66, None), (320, 70, 2), (194, 66, 2)):
+        x, z = (torch.randn(rows, cols) * 50).to(BF16), (torch.randn(rows, cols) * 3).to(F16)
+        for aux in (None, z):
+            args = dict(aux=None if aux is None else _bits(aux), aux_wide=None if aux is None else "float16", gy=gy)
+            a, b = host.cast(_bits(x), "bfloat16", 2.0, True, **args), other.cast(_bits(x), "bfloat16", 2.0, True, **args)
+            assert np.array_equal(a["q"], b["q"]) and np.array_equal(a["qt"], b["qt"]) and a["amax"] == b["amax"]
+            assert np.array_equal(a["partial"], b["partial"])
 
 
 @pytest.mark.parametrize(("rows", "cols", "blocks"), [(2, 4, None), (64, 66, None), (64, 130, 1), (96, 98, 2)])
