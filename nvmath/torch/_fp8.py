@@ -401,12 +401,17 @@ class ScalingState(torch.nn.Module):
             # NaN when amax is not finite: the GEMM that dequantizes by it yields NaN
             return q, self._update(i, amax.reshape(()).float(), scale, fp8_max, margin, not delayed)
 
-    def quantize_by(self, role: str, run: Any) -> tuple[Any, torch.Tensor]:
+    def quantize_by(self, role: str, run: Any, finish: Any = None) -> tuple[Any, torch.Tensor]:
         """Quantize ``role``'s tensor through ``run(scale) -> (outputs, amax)`` (a kernel that writes the
         FP8 copies and measures the amax in one pass) and update the state as :meth:`quantize` does:
         ``(outputs, scale)``, the scale NaN when the amax is not finite. Delayed scaling runs
         ``run(scale)`` once; current scaling first runs ``run(None)`` (an amax-only pass: its outputs
-        are ignored) and then ``run`` with the scale of that amax."""
+        are ignored) and then ``run`` with the scale of that amax.
+
+        ``finish(amax, scale, hist, found_inf, fp8_max, margin)``: current scaling's update of the
+        role's elements of the buffers in one launch (:func:`._fp8_cast.current_update`: the new
+        scale written in place, returning the scale to dequantize by, or ``None`` to let this
+        method's torch operations do it); the second pass then reads the state's new scale."""
         i = ROLES.index(role)
         fp8_max = FP8_MAX[self.dtype(role)]
         margin = self.recipe.margin
@@ -418,6 +423,10 @@ class ScalingState(torch.nn.Module):
                 out, amax = run(scale)
             else:
                 amax = run(None)[1]
+                if finish is not None and LEAN_SCALING and self.amax_history.shape[0] == 1:
+                    used = finish(amax, self.scale[i], self.amax_history[0, i], self.found_inf[i], fp8_max, margin)
+                    if used is not None:
+                        return run(self.scale[i])[0], used
                 scale = scale_from_amax(amax, self.scale[i], fp8_max, margin)
                 out = run(scale)[0]
             return out, self._update(i, amax.reshape(()).float(), scale, fp8_max, margin, not delayed)

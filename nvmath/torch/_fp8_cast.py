@@ -18,12 +18,17 @@ runs far below the memory bandwidth; these kernels write both orders in the pass
   shared tile, four vectors in flight per thread: the pass is a read of the tensor at the memory's
   bandwidth), where the tensor is 16-byte aligned (:func:`vector_amax_applies`).
 * :func:`transpose` -- an FP8 (R, C) tensor to (C, R) (fc1's GEMM writes ``h`` in FP8 directly).
+* :func:`current_update` -- current scaling's state update between the amax pass and the cast pass
+  (new scale, history, ``found_inf``, the scale to dequantize by) as one one-thread launch instead of
+  a dozen tiny torch operations, the same values.
+
+The CUDA source is :mod:`._fp8_cast_source`.
 
 The kernels (NVRTC, :mod:`nvmath._internal.nvrtc`, compiled on first use per device) work on 64 x 64
 tiles through shared memory, so that both the reads and the writes of either order coalesce: a block
 of 32 x 8 threads reads a tile two columns per thread (one 4- or 8-byte load), writes ``q`` from
 registers and ``q.T`` from the shared tile, two bytes per thread; the loads of the block's next tile
-are issued before this tile's stores and barriers (:data:`PREFETCH`), so that a block keeps reads in
+are issued before this tile's stores and barriers (:data:`~._fp8_cast_source.PREFETCH`), so that a block keeps reads in
 flight while it writes. A block walks ``tile_rows /
 gridDim.y`` tiles of one column strip (:func:`grid`), so the amax is one ``atomicMax`` per block (on the
 float bits of ``|v|``: they order as the values; a NaN wins) and the column sums are one float32 row
@@ -51,14 +56,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from nvmath.linalg.advanced._aux_quantize import FP8_PRELUDE
 from nvmath.torch._fp8 import FP8_MAX, amax_of, quantize
+from nvmath.torch._fp8_cast_source import PREFETCH
+from nvmath.torch._fp8_cast_source import SOURCE as _SOURCE
 
 __all__ = [
+    "PREFETCH",
     "TILE",
     "CastResult",
     "available",
     "cast_transpose",
+    "current_update",
     "emulate_partials",
     "grid",
     "in_use",
@@ -94,267 +102,6 @@ AMAX_BLOCKS = 1024
 _WIDE = {torch.bfloat16: "nvmath_bf16", torch.float16: "nvmath_f16", torch.float32: "float"}
 _E5M2 = {torch.float8_e4m3fn: 0, torch.float8_e5m2: 1}
 
-PREFETCH = os.environ.get("NVMATH_FP8_CAST_PREFETCH", "1").strip().lower() not in ("0", "false", "off", "no")
-"""Whether the cast-transpose kernel issues the loads of a block's next tile before the current tile's
-stores and barriers (``NVMATH_CT_PREFETCH`` in the source; the same outputs bit for bit, only the
-schedule differs). ``NVMATH_FP8_CAST_PREFETCH=0`` in the environment at import: each tile's loads at
-its start (the former schedule), to compare the two on the GPU."""
-
-_SOURCE = FP8_PRELUDE + f"#define NVMATH_CT_PREFETCH {int(PREFETCH)}\n" + r"""
-// two consecutive elements (one 4- or 8-byte aligned load): loaded raw, then as float32
-template <typename T> struct nv_pair { typedef unsigned int type; };
-template <> struct nv_pair<float> { typedef float2 type; };
-__device__ __forceinline__ void nv_unpack2(unsigned int u, float& a, float& b, const nvmath_bf16*) {
-  a = __uint_as_float(u << 16);
-  b = __uint_as_float(u & 0xFFFF0000u);
-}
-__device__ __forceinline__ void nv_unpack2(unsigned int u, float& a, float& b, const nvmath_f16*) {
-  a = nvmath_h2f((unsigned short)(u & 0xFFFFu));
-  b = nvmath_h2f((unsigned short)(u >> 16));
-}
-__device__ __forceinline__ void nv_unpack2(float2 v, float& a, float& b, const float*) {
-  a = v.x;
-  b = v.y;
-}
-// x rounded (nearest even) to the element type, as float32
-__device__ __forceinline__ float nv_round(float x, const float*) { return x; }
-__device__ __forceinline__ float nv_round(float x, const nvmath_f16*) {
-  unsigned short h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  return nvmath_h2f(h);
-}
-__device__ __forceinline__ float nv_round(float x, const nvmath_bf16*) {
-  unsigned short h;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  return __uint_as_float(((unsigned int)h) << 16);
-}
-// dy * gelu'(x) of the tanh GELU, in float32
-__device__ __forceinline__ float nv_dgelu(float dy, float x) {
-  const float beta = 0.7978845608028654f;  // sqrt(2 / pi)
-  const float kappa = 0.044715f;
-  const float x_sq = x * x;
-  const float inner = beta * (x + kappa * (x_sq * x));
-  const float t = tanhf(inner);
-  const float left = 0.5f * x;
-  const float left_d = 0.5f * (1.0f + t);
-  const float right_d = left * (1.0f - t * t) * (beta * (1.0f + 3.0f * kappa * x_sq));
-  return dy * (left_d + right_d);
-}
-__device__ __forceinline__ void nv_block_amax(unsigned int local, unsigned int* amax) {
-  __shared__ unsigned int warp_max[8];
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    local = max(local, __shfl_xor_sync(0xffffffffu, local, offset));
-  }
-  if (threadIdx.x == 0) warp_max[threadIdx.y] = local;
-  __syncthreads();
-  if (threadIdx.x == 0 && threadIdx.y == 0) {
-    for (int w = 1; w < 8; ++w) local = max(local, warp_max[w]);
-    atomicMax(amax, local);
-  }
-}
-
-// The pairs thread (tx, ty) reads of the tile at row r0 (rows r0 + ty + 8 k, columns c, c + 1), raw.
-template <typename T, typename A, int DGELU>
-__device__ __forceinline__ void nv_tile_load(
-    const T* __restrict__ x, const A* __restrict__ aux, typename nv_pair<T>::type* px,
-    typename nv_pair<A>::type* pa, long long r0, int ty, long long c, long long rows, long long cols) {
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    const long long r = r0 + ty + 8 * k;
-    if (r < rows && c < cols) {
-      px[k] = *reinterpret_cast<const typename nv_pair<T>::type*>(x + r * cols + c);
-      if (DGELU) pa[k] = *reinterpret_cast<const typename nv_pair<A>::type*>(aux + r * cols + c);
-    }
-  }
-}
-
-// Tiles of 64 x 64 of a row-major (rows, cols) x (both even); block (32, 8); block (bx, by) runs the
-// tiles (t, bx) for t = by, by + gridDim.y, ... Thread (tx, ty) holds columns c0 + 2 tx, c0 + 2 tx + 1
-// of rows r0 + ty + 8 k (k < 8). v = x, or round(x * gelu'(aux)) with DGELU (aux of type A: T, or
-// float16 for a bfloat16 x: cuBLASLt's aux over an FP8 D). q, qt: null for an
-// amax-only pass; partial: null without column sums, else (gridDim.y, cols) float32. With
-// NVMATH_CT_PREFETCH the loads of a block's next tile are issued before this tile's stores and
-// barriers (twice the bytes in flight; the same values, sums and maxima in the same order).
-template <typename T, typename A, int E5M2, int DGELU>
-__global__ void __launch_bounds__(256) nvmath_cast_transpose(
-    const T* __restrict__ x, const A* __restrict__ aux, unsigned char* __restrict__ q,
-    unsigned char* __restrict__ qt, const float* __restrict__ scale, unsigned int* __restrict__ amax,
-    float* __restrict__ partial, long long rows, long long cols) {
-  __shared__ unsigned char tile[64][66];
-  __shared__ float colsum[8][64];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const long long c0 = (long long)blockIdx.x * 64, c = c0 + 2 * tx;
-  const long long tiles = (rows + 63) / 64;
-  const bool write = q != nullptr;
-  const float s = write ? *scale : 0.0f;
-  unsigned int local = 0u;
-  float sum0 = 0.0f, sum1 = 0.0f;
-  typename nv_pair<T>::type px[8];
-  typename nv_pair<A>::type pa[8];
-  if (NVMATH_CT_PREFETCH && (long long)blockIdx.y < tiles) {
-    nv_tile_load<T, A, DGELU>(x, aux, px, pa, (long long)blockIdx.y * 64, ty, c, rows, cols);
-  }
-  for (long long t = blockIdx.y; t < tiles; t += gridDim.y) {
-    const long long r0 = t * 64;
-    if (!NVMATH_CT_PREFETCH) nv_tile_load<T, A, DGELU>(x, aux, px, pa, r0, ty, c, rows, cols);
-    float va[8], vb[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const long long r = r0 + ty + 8 * k;
-      if (r < rows && c < cols) {
-        float a, b;
-        nv_unpack2(px[k], a, b, x);
-        if (DGELU) {
-          float za, zb;
-          nv_unpack2(pa[k], za, zb, aux);
-          a = nv_round(nv_dgelu(a, za), x);
-          b = nv_round(nv_dgelu(b, zb), x);
-        }
-        local = max(local, max(__float_as_uint(fabsf(a)), __float_as_uint(fabsf(b))));
-        sum0 += a;
-        sum1 += b;
-        va[k] = a;
-        vb[k] = b;
-      }
-    }
-    if (NVMATH_CT_PREFETCH && t + gridDim.y < tiles) {
-      nv_tile_load<T, A, DGELU>(x, aux, px, pa, (t + gridDim.y) * 64, ty, c, rows, cols);
-    }
-    if (write) {
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const int lr = ty + 8 * k;
-        const long long r = r0 + lr;
-        if (r < rows && c < cols) {
-          const unsigned char qa = nvmath_to_fp8<E5M2>(va[k] * s), qb = nvmath_to_fp8<E5M2>(vb[k] * s);
-          *reinterpret_cast<unsigned short*>(q + r * cols + c) =
-              (unsigned short)(qa | ((unsigned int)qb << 8));
-          tile[lr][2 * tx] = qa;
-          tile[lr][2 * tx + 1] = qb;
-        }
-      }
-      __syncthreads();
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const int lc = ty + 8 * k;
-        const long long cc = c0 + lc, rr = r0 + 2 * tx;
-        if (cc < cols && rr < rows) {
-          *reinterpret_cast<unsigned short*>(qt + cc * rows + rr) =
-              (unsigned short)(tile[2 * tx][lc] | ((unsigned int)tile[2 * tx + 1][lc] << 8));
-        }
-      }
-      __syncthreads();
-    }
-  }
-  if (partial != nullptr) {
-    colsum[ty][2 * tx] = sum0;
-    colsum[ty][2 * tx + 1] = sum1;
-    __syncthreads();
-    if (ty == 0 && c < cols) {
-      float s0 = colsum[0][2 * tx], s1 = colsum[0][2 * tx + 1];
-      for (int j = 1; j < 8; ++j) {
-        s0 += colsum[j][2 * tx];
-        s1 += colsum[j][2 * tx + 1];
-      }
-      partial[(long long)blockIdx.y * cols + c] = s0;
-      partial[(long long)blockIdx.y * cols + c + 1] = s1;
-    }
-  }
-  nv_block_amax(local, amax);
-}
-
-// 32-bit word i of a 16-byte vector (i a constant after unrolling: stays in registers)
-__device__ __forceinline__ unsigned int nv_word(const uint4& v, int i) {
-  return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
-}
-// element k of a 16-byte vector of T as float32 (the values nv_unpack2 gives)
-__device__ __forceinline__ float nv_elem(const uint4& v, int k, const nvmath_bf16*) {
-  const unsigned int u = nv_word(v, k >> 1);
-  return __uint_as_float((k & 1) ? (u & 0xFFFF0000u) : (u << 16));
-}
-__device__ __forceinline__ float nv_elem(const uint4& v, int k, const nvmath_f16*) {
-  const unsigned int u = nv_word(v, k >> 1);
-  return nvmath_h2f((unsigned short)((k & 1) ? (u >> 16) : (u & 0xFFFFu)));
-}
-__device__ __forceinline__ float nv_elem(const uint4& v, int k, const float*) {
-  return __uint_as_float(nv_word(v, k));
-}
-
-// The amax-only pass as a plain reduction (current scaling's first pass): amax = max |v| over the n
-// elements of x (v = x, or round(x * gelu'(aux)) with DGELU, the values the cast-transpose
-// quantizes), read as 16-byte vectors (x and aux 16-byte aligned, n a multiple of 16 / sizeof(T)),
-// grid-stride, 4 vectors of each in flight per thread; block (32, 8), one atomicMax per block.
-template <typename T, typename A, int DGELU>
-__global__ void __launch_bounds__(256) nvmath_amax(
-    const T* __restrict__ x, const A* __restrict__ aux, unsigned int* __restrict__ amax, long long n) {
-  static_assert(sizeof(A) == sizeof(T), "the aux's elements pair with x's");
-  constexpr int V = 16 / sizeof(T);
-  constexpr int UNROLL = 4;
-  const long long vectors = n / V;
-  const long long stride = (long long)gridDim.x * 256;
-  const uint4* vx = reinterpret_cast<const uint4*>(x);
-  const uint4* va = reinterpret_cast<const uint4*>(aux);
-  unsigned int local = 0u;
-  for (long long i = (long long)blockIdx.x * 256 + threadIdx.y * 32 + threadIdx.x; i < vectors;
-       i += UNROLL * stride) {
-    uint4 bx[UNROLL], ba[UNROLL];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const long long j = i + u * stride;
-      if (j < vectors) {
-        bx[u] = vx[j];
-        if (DGELU) ba[u] = va[j];
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      if (i + u * stride < vectors) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          float v = nv_elem(bx[u], k, x);
-          if (DGELU) v = nv_round(nv_dgelu(v, nv_elem(ba[u], k, aux)), x);
-          local = max(local, __float_as_uint(fabsf(v)));
-        }
-      }
-    }
-  }
-  nv_block_amax(local, amax);
-}
-
-// out (cols, rows) = in (rows, cols) of bytes, both row-major, rows and cols even; the tiling above
-extern "C" __global__ void __launch_bounds__(256) nvmath_fp8_transpose(
-    const unsigned char* __restrict__ in, unsigned char* __restrict__ out, long long rows, long long cols) {
-  __shared__ unsigned char tile[64][66];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const long long c0 = (long long)blockIdx.x * 64, c = c0 + 2 * tx;
-  const long long tiles = (rows + 63) / 64;
-  for (long long t = blockIdx.y; t < tiles; t += gridDim.y) {
-    const long long r0 = t * 64;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const int lr = ty + 8 * k;
-      const long long r = r0 + lr;
-      if (r < rows && c < cols) {
-        const unsigned short v = *reinterpret_cast<const unsigned short*>(in + r * cols + c);
-        tile[lr][2 * tx] = (unsigned char)(v & 0xFFu);
-        tile[lr][2 * tx + 1] = (unsigned char)(v >> 8);
-      }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const int lc = ty + 8 * k;
-      const long long cc = c0 + lc, rr = r0 + 2 * tx;
-      if (cc < cols && rr < rows) {
-        *reinterpret_cast<unsigned short*>(out + cc * rows + rr) =
-            (unsigned short)(tile[2 * tx][lc] | ((unsigned int)tile[2 * tx + 1][lc] << 8));
-      }
-    }
-    __syncthreads();
-  }
-}
-"""
-
 _AUX = {torch.bfloat16: (None, torch.bfloat16, torch.float16), torch.float16: (None, torch.float16),
         torch.float32: (None, torch.float32)}  # fmt: skip
 """The aux dtypes each wide dtype takes (``None``: no aux, the plain cast-transpose)."""
@@ -371,6 +118,7 @@ _NAMES.update({
     for aux in _AUX[wide]
 })
 _NAMES["transpose"] = "nvmath_fp8_transpose"
+_NAMES["current_scale"] = "nvmath_current_scale"
 _broken: list[str] = []
 MAX_GRID_Y = 65535
 
@@ -433,10 +181,13 @@ def _kernels(device_id: int) -> dict[Any, Any] | None:
         return None
 
 
-def _launch(x: torch.Tensor, kernel_key: Any, *args: Any, blocks: int | None = None) -> bool:
+def _launch(
+    x: torch.Tensor, kernel_key: Any, *args: Any, blocks: int | None = None, threads: tuple = THREADS
+) -> bool:
     """Launch the kernel ``kernel_key`` over ``x``'s grid (:func:`grid`; ``blocks``: a 1-D grid of that
-    many blocks instead) on torch's current stream; False when the kernels cannot be built or the
-    launch is refused (then nothing ran, and the kernels are not used again in this process)."""
+    many blocks instead) of ``threads`` blocks on torch's current stream; False when the kernels
+    cannot be built or the launch is refused (then nothing ran, and the kernels are not used again in
+    this process)."""
     from cuda.core import LaunchConfig, launch
 
     from nvmath._internal import devices, streams
@@ -447,7 +198,7 @@ def _launch(x: torch.Tensor, kernel_key: Any, *args: Any, blocks: int | None = N
         return False
     gx, gy = grid(*x.shape) if blocks is None else (blocks, 1)
     stream = streams.current_stream(device_id, "torch")
-    config = LaunchConfig(grid=(gx, gy, 1), block=(*THREADS, 1))
+    config = LaunchConfig(grid=(gx, gy, 1), block=(*threads, 1))
     try:
         # the launch needs the device's context current: torch's autograd thread need not have one
         with devices.device_ctx(device_id):
@@ -554,6 +305,26 @@ def transpose(q: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def current_update(
+    amax: torch.Tensor, scale: torch.Tensor, hist: torch.Tensor, found_inf: torch.Tensor, fp8_max: float,
+    margin: int,
+) -> torch.Tensor | None:  # fmt: skip
+    """Current scaling's state update after an amax pass as one kernel launch: ``scale`` (a role's
+    element of the state's scale) becomes :func:`._fp8.scale_from_amax` of ``amax``, a finite amax is
+    written to ``hist`` (the role's single history element), a non-finite one adds 1 to ``found_inf``
+    (the role's flag); returns the scale the GEMM dequantizes by (NaN for a non-finite amax). The
+    values of ScalingState's lean torch sequence, bit for bit (NaN payloads aside). ``None`` (nothing
+    done) where the kernel does not apply: a CPU state, or the kernels not in use."""
+    if not (amax.is_cuda and scale.is_cuda and in_use()):
+        return None
+    used = torch.empty((), dtype=torch.float32, device=scale.device)
+    args = (_ptr(amax), _ptr(scale), _ptr(hist), _ptr(found_inf), _ptr(used), np.float32(fp8_max),
+            np.float32(2.0**margin))  # fmt: skip
+    if not _launch(scale, "current_scale", *args, blocks=1, threads=(1, 1)):
+        return None
+    return used
+
+
 def emulate_partials(v: np.ndarray, gy: int | None = None) -> np.ndarray:
     """The kernel's ``partial`` (gridDim.y, C) for the float32 values ``v`` (R, C): thread (tx, ty) of
     block row ``by`` adds its rows in order (tiles of :func:`tiles_of_block_row`, rows ``ty + 8 k``
@@ -596,7 +367,7 @@ def quantize_pair(
         r = cast_transpose(x.detach(), scale, dtype, aux=aux, colsum=colsum and scale is not None)
         return r, r.amax
 
-    r, scale = state.quantize_by(role, run)
+    r, scale = state.quantize_by(role, run, finish=current_update)
     return r.q, r.qt, scale, r.colsum
 
 

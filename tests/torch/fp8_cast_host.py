@@ -95,6 +95,7 @@ struct uint4 { unsigned x, y, z, w; };
 using std::max;
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline void __syncthreads() { g_block->arrive_and_wait(); }
 inline unsigned __shfl_xor_sync(unsigned, unsigned v, int offset) {
   const unsigned w = threadIdx.y, l = threadIdx.x;
@@ -184,6 +185,12 @@ extern "C" int host_amax(int variant, int aux_kind, const void* x, const void* a
   if (variant == 2 && aux_kind == 0) { NV_AMAX(float, float, 0) }
   if (variant == 2 && aux_kind == 1) { NV_AMAX(float, float, 1) }
   return 1;
+}
+
+// the current-scaling state update: one thread, called directly
+extern "C" void host_current_scale(const float* amax, float* scale, float* hist, int* found_inf, float* used,
+                                   float fp8_max, float divisor) {
+  nvmath_current_scale(amax, scale, hist, found_inf, used, fp8_max, divisor);
 }
 
 extern "C" void host_transpose(const unsigned char* in, unsigned char* out, long long rows, long long cols,
@@ -276,6 +283,18 @@ class HostKernels:
         )  # fmt: skip
         assert rc == 0
         return float(amax.view(np.float32)[0])
+
+    def current_scale(self, amax: float, scale: float, hist: float, found_inf: int, fp8_max: float,
+                      margin: int) -> tuple[np.ndarray, ...]:  # fmt: skip
+        """Run the current-scaling update on one role's values: ``(scale, hist, found_inf, used)`` after."""
+        a = np.array([amax], np.float32)
+        sc, hi = np.array([scale], np.float32), np.array([hist], np.float32)
+        fl, used = np.array([found_inf], np.int32), np.zeros(1, np.float32)
+        self.lib.host_current_scale(
+            *(ctypes.c_void_p(t.ctypes.data) for t in (a, sc, hi, fl, used)), ctypes.c_float(fp8_max),
+            ctypes.c_float(2.0**margin),
+        )  # fmt: skip
+        return sc, hi, fl, used
 
     def transpose(self, q: np.ndarray, gy: int | None = None) -> np.ndarray:
         rows, cols = q.shape

@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 
 from nvmath.torch import _fp8_cast as C
 from nvmath.torch import fp8
-from nvmath.torch._fp8 import ScalingState, quantize
+from nvmath.torch._fp8 import ROLES, ScalingState, quantize
 
 E4, E5, BF16, F16, F32 = torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16, torch.float32
 
@@ -54,11 +54,13 @@ def _ptx(arch: str) -> str:
 
 @pytest.mark.parametrize("arch", ["sm_89", "sm_90"])
 def test_source_compiles_every_instantiation(arch):
-    """All 14 cast-transpose instantiations, the 7 amax reductions and the transpose compile; the
+    """All 14 cast-transpose instantiations, the 7 amax reductions, the current-scaling update and the
+    transpose compile; the
     conversion saturates (cvt.rn.satfinite), the dgelu value is rounded to bfloat16 / float16, the
     amax is an atomic max, the reductions load 16-byte vectors and keep them in registers."""
     ptx = _ptx(arch)
-    assert len(re.findall(r"\.entry", ptx)) == len(C._NAMES) == 22
+    assert len(re.findall(r"\.entry", ptx)) == len(C._NAMES) == 23
+    assert "div.rn.f32" in ptx  # (the update's 1 / amax: IEEE division, as torch's reciprocal)
     assert "ld.global.nc.v4" in ptx and ".local" not in ptx
     for instr in ("satfinite.e4m3x2.f32", "satfinite.e5m2x2.f32", "cvt.rn.bf16.f32", "cvt.rn.f16.f32"):
         assert instr in ptx
@@ -322,6 +324,24 @@ def test_vector_amax_and_prefetch_environment_switches(value, on):
     assert out.stdout.split() == [str(on), str(on), "True"]
 
 
+def test_current_update_launch(recorder, monkeypatch):
+    """current_update launches the one-thread update with the amax, the role's scale, history and flag
+    elements, a new scalar for the used scale, fp8_max and 2**margin; not on CPU tensors or with the
+    kernels off (None: the caller's torch update runs)."""
+    st = ScalingState(fp8.CurrentScaling(margin=2))
+    amax = torch.tensor([3.0])
+    used = C.current_update(amax[0], st.scale[2], st.amax_history[0, 2], st.found_inf[2], 57344.0, 2)
+    ((config, kernel, args),) = recorder
+    assert kernel == "current_scale" and tuple(config.grid)[:2] == (1, 1) and tuple(config.block)[:2] == (1, 1)
+    ptrs = [amax.data_ptr(), st.scale[2].data_ptr(), st.amax_history[0, 2].data_ptr(), st.found_inf[2].data_ptr()]
+    assert [int(a) for a in args[:4]] == ptrs and int(args[4]) == used.data_ptr()
+    assert float(args[5]) == 57344.0 and float(args[6]) == 4.0 and used.shape == ()
+    monkeypatch.setattr(C, "ENABLED", False)
+    assert C.current_update(amax[0], st.scale[2], st.amax_history[0, 2], st.found_inf[2], 57344.0, 2) is None
+    monkeypatch.undo()
+    assert C.current_update(amax[0], st.scale[2], st.amax_history[0, 2], st.found_inf[2], 57344.0, 2) is None
+
+
 def test_switched_off_runs_the_former_ops(monkeypatch):
     """ENABLED false (NVMATH_FP8_FUSED_CAST=0): not in use, no tensor takes the kernel, transpose is
     torch's, weight gradients come out of the GEMM in float32 (then cast), and quantize_pair is the
@@ -493,6 +513,24 @@ def test_gpu_vector_amax_equals_the_tiled_pass(wide, dgelu, rows, cols, monkeypa
 
 
 @pytest.mark.gpu
+def test_gpu_current_update_equals_the_torch_update():
+    """On the GPU, current scaling's one-launch update leaves every buffer as the torch update does,
+    bit for bit, and returns the same scale (NaN where that is NaN), for finite, zero, tiny, huge and
+    non-finite amaxes, both roles' formats, margins 0 and 2."""
+    _gpu()
+    for margin in (0, 2):
+        for amax in AMAXES:
+            a, b = (ScalingState(fp8.CurrentScaling(margin=margin)).cuda() for _ in range(2))
+            x = torch.tensor(amax, device="cuda")
+            for role in ("input", "grad_output"):
+                _, ua = a.quantize_by(role, lambda s: (None, x), finish=C.current_update)
+                _, ub = b.quantize_by(role, lambda s: (None, x))
+                assert torch.equal(ua, ub) or (torch.isnan(ua) and torch.isnan(ub)), (margin, amax, role)
+            for name, buf in a.state_dict().items():
+                assert torch.equal(buf, b.state_dict()[name]), (margin, amax, name)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize(("rows", "cols"), [(130, 66), (8192, 16384)])
 def test_gpu_fp8_transpose_bit_exact(rows, cols):
     """The FP8 transpose kernel equals q.T.contiguous() bit for bit."""
@@ -638,6 +676,64 @@ def test_kernel_source_on_host_threads_amax_dgelu(host, rows, cols, blocks, wide
     assert got == tiled["amax"]
     v = torch.ops.aten.gelu_backward(dh.float(), z.float(), approximate="tanh").to(wide)
     np.testing.assert_allclose(got, float(v.float().abs().max()), rtol=1e-2)
+
+
+AMAXES = [1.0, 3.3e-5, 250.0, 0.0, -0.0, float("inf"), float("nan"), 1e-38, 5e-39, 1e-45, 3.0e38, 2.0**-126]
+
+
+@pytest.mark.parametrize("margin", [0, 1, 3])
+@pytest.mark.parametrize("fmt", [fp8.Format.HYBRID, fp8.Format.E4M3], ids=["hybrid", "e4m3"])
+def test_kernel_source_current_scale_equals_the_torch_update(host, margin, fmt):
+    """The current-scaling update kernel (one launch per quantize) leaves the role's scale, history and
+    found_inf as ScalingState's lean torch sequence does, bit for bit, and returns the same scale
+    (NaN where that is NaN), for finite, zero, tiny (reciprocal overflowing), huge and non-finite
+    amaxes, every margin and both formats."""
+    for role in ("input", "grad_output"):
+        for amax in AMAXES:
+            st = ScalingState(fp8.CurrentScaling(margin=margin, fp8_format=fmt))
+            i = ROLES.index(role)
+            with torch.no_grad():
+                st.scale[i] = 0.75
+                st.amax_history[0, i] = 2.5
+                st.found_inf[i] = 2
+            a = torch.tensor(amax, dtype=F32)
+            before = (float(st.scale[i]), float(st.amax_history[0, i]), int(st.found_inf[i]))
+            _, used = st.quantize_by(role, lambda scale: (None, a))
+            sc, hi, fl, got = host.current_scale(amax, *before, fp8.FP8_MAX[st.dtype(role)], margin)
+            assert sc.view(np.uint32)[0] == np.float32(st.scale[i]).view(np.uint32), (role, amax)
+            assert hi.view(np.uint32)[0] == np.float32(st.amax_history[0, i]).view(np.uint32), (role, amax)
+            assert int(fl[0]) == int(st.found_inf[i]), (role, amax)
+            if np.isnan(float(used)):
+                assert np.isnan(got[0]), (role, amax)
+            else:
+                assert got.view(np.uint32)[0] == np.float32(used).view(np.uint32), (role, amax)
+
+
+def test_quantize_by_uses_the_finish_update(monkeypatch):
+    """Current scaling: quantize_by hands the amax and the role's buffer elements to finish (the
+    kernel's launcher) and runs the second pass with the state's scale, which finish updated; finish
+    returning None falls back to the torch update; delayed scaling never calls it."""
+    st = ScalingState(fp8.CurrentScaling())
+    seen, scales = [], []
+
+    def finish(amax, scale, hist, found_inf, fp8_max, margin):
+        seen.append((float(amax), scale.data_ptr(), hist.data_ptr(), found_inf.data_ptr(), fp8_max, margin))
+        scale.fill_(7.0)
+        return torch.tensor(7.0)
+
+    def run(scale):
+        scales.append(None if scale is None else float(scale))
+        return "out", torch.tensor(2.0)
+
+    out, used = st.quantize_by("grad_output", run, finish=finish)
+    assert out == "out" and float(used) == 7.0 and scales == [None, 7.0]
+    assert seen == [(2.0, st.scale[2].data_ptr(), st.amax_history[0, 2].data_ptr(), st.found_inf[2].data_ptr(),
+                     57344.0, 0)]  # fmt: skip
+    scales.clear()
+    out, used = st.quantize_by("input", run, finish=lambda *a: None)
+    assert float(used) == 448.0 / 2.0 and scales == [None, 224.0]
+    delayed = ScalingState(fp8.DelayedScaling(amax_history_len=2))
+    delayed.quantize_by("input", run, finish=lambda *a: pytest.fail("finish under delayed scaling"))
 
 
 @pytest.mark.parametrize(("rows", "cols", "gy"), [(2, 2, None), (130, 66, None), (320, 70, 2)])
