@@ -169,12 +169,21 @@ def available(x: torch.Tensor, aux: torch.Tensor | None = None) -> bool:
     return alike and _kernel_shape_ok(aux)
 
 
+_LOADED: dict[int, dict[Any, Any]] = {}
+"""device id -> the kernels (a dictionary lookup per launch: the NVRTC cache's key is rebuilt and
+hashed from the source and the names on every call, ~3 us)."""
+
+
 def _kernels(device_id: int) -> dict[Any, Any] | None:
+    loaded = _LOADED.get(device_id)
+    if loaded is not None:
+        return loaded
     from nvmath._internal import nvrtc
 
     try:
         what = "FP8 cast-transpose kernels"
-        return nvrtc.compiled_kernels(_SOURCE, _NAMES, device_id, what=what, logger=logger)
+        loaded = _LOADED[device_id] = nvrtc.compiled_kernels(_SOURCE, _NAMES, device_id, what=what, logger=logger)
+        return loaded
     except Exception as exc:  # noqa: BLE001 (NVRTC or the driver refused: the layers use torch's ops)
         _broken.append(repr(exc))
         logger.warning("FP8 cast-transpose kernels unavailable (%s); using torch operations instead", exc)

@@ -342,6 +342,28 @@ def test_current_update_launch(recorder, monkeypatch):
     assert C.current_update(amax[0], st.scale[2], st.amax_history[0, 2], st.found_inf[2], 57344.0, 2) is None
 
 
+def test_kernels_looked_up_once_per_device(monkeypatch):
+    """The kernels of a device come from the NVRTC cache once, then from a per-device dictionary (no
+    key rebuilt per launch); a build that fails is not kept (None, and the kernels go out of use)."""
+    from nvmath._internal import nvrtc
+
+    calls = []
+
+    def compiled(source, names, device_id, **kwargs):
+        calls.append(device_id)
+        if device_id == 3:
+            raise RuntimeError("NVRTC_ERROR_COMPILATION")
+        return {k: (device_id, k) for k in names}
+
+    monkeypatch.setattr(nvrtc, "compiled_kernels", compiled)
+    monkeypatch.setattr(C, "_LOADED", {})
+    monkeypatch.setattr(C, "_broken", [])
+    k0 = C._kernels(0)
+    assert C._kernels(0) is k0 and C._kernels(1)[("amax", BF16, None)] == (1, ("amax", BF16, None))
+    assert calls == [0, 1] and not C.broken()
+    assert C._kernels(3) is None and 3 not in C._LOADED and C.broken()
+
+
 def test_switched_off_runs_the_former_ops(monkeypatch):
     """ENABLED false (NVMATH_FP8_FUSED_CAST=0): not in use, no tensor takes the kernel, transpose is
     torch's, weight gradients come out of the GEMM in float32 (then cast), and quantize_pair is the
