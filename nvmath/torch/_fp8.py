@@ -424,7 +424,8 @@ class ScalingState(torch.nn.Module):
             else:
                 amax = run(None)[1]
                 if finish is not None and LEAN_SCALING and self.amax_history.shape[0] == 1:
-                    used = finish(amax, self.scale[i], self.amax_history[0, i], self.found_inf[i], fp8_max, margin)
+                    hist, flag = self.amax_history[0, i], self.found_inf[i]
+                    used = finish(amax, self.scale[i], hist, flag, fp8_max, margin)
                     if used is not None:
                         return run(self.scale[i])[0], used
                 scale = scale_from_amax(amax, self.scale[i], fp8_max, margin)

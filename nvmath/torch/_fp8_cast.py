@@ -28,8 +28,8 @@ The kernels (NVRTC, :mod:`nvmath._internal.nvrtc`, compiled on first use per dev
 tiles through shared memory, so that both the reads and the writes of either order coalesce: a block
 of 32 x 8 threads reads a tile two columns per thread (one 4- or 8-byte load), writes ``q`` from
 registers and ``q.T`` from the shared tile, two bytes per thread; the loads of the block's next tile
-are issued before this tile's stores and barriers (:data:`~._fp8_cast_source.PREFETCH`), so that a block keeps reads in
-flight while it writes. A block walks ``tile_rows /
+are issued before this tile's stores and barriers (:data:`~._fp8_cast_source.PREFETCH`), so that a
+block keeps reads in flight while it writes. A block walks ``tile_rows /
 gridDim.y`` tiles of one column strip (:func:`grid`), so the amax is one ``atomicMax`` per block (on the
 float bits of ``|v|``: they order as the values; a NaN wins) and the column sums are one float32 row
 per block row (``partial``, (gridDim.y, C)), summed by torch afterwards: deterministic for a shape.
@@ -182,7 +182,8 @@ def _kernels(device_id: int) -> dict[Any, Any] | None:
 
     try:
         what = "FP8 cast-transpose kernels"
-        loaded = _LOADED[device_id] = nvrtc.compiled_kernels(_SOURCE, _NAMES, device_id, what=what, logger=logger)
+        loaded = nvrtc.compiled_kernels(_SOURCE, _NAMES, device_id, what=what, logger=logger)
+        _LOADED[device_id] = loaded
         return loaded
     except Exception as exc:  # noqa: BLE001 (NVRTC or the driver refused: the layers use torch's ops)
         _broken.append(repr(exc))

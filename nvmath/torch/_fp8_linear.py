@@ -216,7 +216,9 @@ class FP8LinearState(ScalingState):
         self.checked_device: torch.device | None = None
         """The device the recipe was last checked for (:func:`layer_state` checks on a new one)."""
 
-    def weight_fp8(self, w: torch.Tensor, forward: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def weight_fp8(
+        self, w: torch.Tensor, forward: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(qw, qw.T contiguous, 1 / sw)`` of ``w``, made again only when ``w`` changed.
 
         ``forward``: the call of a layer's forward. Inside a CUDA graph capture that call makes the

@@ -175,8 +175,9 @@ extern "C" int host_cast(int variant, int aux_kind, int e5m2, const void* x, con
 // the vectorized amax reduction over n elements on a 1-D grid of gx blocks (32 x 8 threads each)
 extern "C" int host_amax(int variant, int aux_kind, const void* x, const void* aux, unsigned* amax,
                          long long n, unsigned gx) {
-#define NV_AMAX(T, A, D) run_grid(gx, 1, [=] { nvmath_amax<T, A, D>((const T*)x, (const A*)aux, amax, n); }); \
-    return 0;
+#define NV_AMAX(T, A, D) \
+  run_grid(gx, 1, [=] { nvmath_amax<T, A, D>((const T*)x, (const A*)aux, amax, n); }); \
+  return 0;
   if (variant == 0 && aux_kind == 0) { NV_AMAX(nvmath_bf16, nvmath_bf16, 0) }
   if (variant == 0 && aux_kind == 1) { NV_AMAX(nvmath_bf16, nvmath_bf16, 1) }
   if (variant == 0 && aux_kind == 2) { NV_AMAX(nvmath_bf16, nvmath_f16, 1) }
@@ -205,7 +206,8 @@ def source(prefetch: bool | None = None) -> str:
     (``prefetch``: the cast-transpose's schedule, default the module's :data:`~._fp8_cast.PREFETCH`)."""
     src = C._SOURCE
     if prefetch is not None:
-        src = src.replace(f"#define NVMATH_CT_PREFETCH {int(C.PREFETCH)}", f"#define NVMATH_CT_PREFETCH {int(prefetch)}")
+        old, new = (f"#define NVMATH_CT_PREFETCH {int(p)}" for p in (C.PREFETCH, prefetch))
+        src = src.replace(old, new)
     for old, new in _LEAVES.items():
         if old not in src:
             raise AssertionError(f"the kernel source changed: update the host leaf for\n{old}")

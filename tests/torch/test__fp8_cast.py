@@ -297,8 +297,10 @@ def test_vector_amax_applies_to_aligned_whole_vectors(monkeypatch):
     assert not C.vector_amax_applies(x, None)
 
 
-@pytest.mark.parametrize(("numel", "size", "blocks"),
-                         [(8, 2, 1), (8192, 2, 1), (8200, 2, 2), (8192 * 16384, 2, C.AMAX_BLOCKS), (4096, 4, 1)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("numel", "size", "blocks"),
+    [(8, 2, 1), (8192, 2, 1), (8200, 2, 2), (8192 * 16384, 2, C.AMAX_BLOCKS), (4096, 4, 1)],
+)
 def test_amax_blocks(numel, size, blocks):
     """One block per 256 threads x AMAX_UNROLL vectors of 16 bytes, at least one, at most AMAX_BLOCKS."""
     assert C.amax_blocks(numel, size) == blocks
@@ -332,8 +334,9 @@ def test_current_update_launch(recorder, monkeypatch):
     amax = torch.tensor([3.0])
     used = C.current_update(amax[0], st.scale[2], st.amax_history[0, 2], st.found_inf[2], 57344.0, 2)
     ((config, kernel, args),) = recorder
-    assert kernel == "current_scale" and tuple(config.grid)[:2] == (1, 1) and tuple(config.block)[:2] == (1, 1)
-    ptrs = [amax.data_ptr(), st.scale[2].data_ptr(), st.amax_history[0, 2].data_ptr(), st.found_inf[2].data_ptr()]
+    assert kernel == "current_scale" and tuple(config.grid)[:2] == (1, 1)
+    assert tuple(config.block)[:2] == (1, 1)
+    ptrs = [t.data_ptr() for t in (amax, st.scale[2], st.amax_history[0, 2], st.found_inf[2])]
     assert [int(a) for a in args[:4]] == ptrs and int(args[4]) == used.data_ptr()
     assert float(args[5]) == 57344.0 and float(args[6]) == 4.0 and used.shape == ()
     monkeypatch.setattr(C, "ENABLED", False)
@@ -663,13 +666,19 @@ def test_kernel_source_on_host_threads_prefetch_changes_nothing(host, tmp_path_f
     for rows, cols, gy in ((130, 66, None), (320, 70, 2), (194, 66, 2)):
         x, z = (torch.randn(rows, cols) * 50).to(BF16), (torch.randn(rows, cols) * 3).to(F16)
         for aux in (None, z):
-            args = dict(aux=None if aux is None else _bits(aux), aux_wide=None if aux is None else "float16", gy=gy)
-            a, b = host.cast(_bits(x), "bfloat16", 2.0, True, **args), other.cast(_bits(x), "bfloat16", 2.0, True, **args)
-            assert np.array_equal(a["q"], b["q"]) and np.array_equal(a["qt"], b["qt"]) and a["amax"] == b["amax"]
+            args = {"aux": None, "aux_wide": None, "gy": gy}
+            if aux is not None:
+                args.update(aux=_bits(aux), aux_wide="float16")
+            a = host.cast(_bits(x), "bfloat16", 2.0, True, **args)
+            b = other.cast(_bits(x), "bfloat16", 2.0, True, **args)
+            assert np.array_equal(a["q"], b["q"]) and np.array_equal(a["qt"], b["qt"])
+            assert a["amax"] == b["amax"]
             assert np.array_equal(a["partial"], b["partial"])
 
 
-@pytest.mark.parametrize(("rows", "cols", "blocks"), [(2, 4, None), (64, 66, None), (64, 130, 1), (96, 98, 2)])
+@pytest.mark.parametrize(
+    ("rows", "cols", "blocks"), [(2, 4, None), (64, 66, None), (64, 130, 1), (96, 98, 2)]
+)
 @pytest.mark.parametrize("wide", [BF16, F16, F32], ids=["bf16", "fp16", "fp32"])
 def test_kernel_source_on_host_threads_amax(host, rows, cols, blocks, wide):
     """The vectorized amax reduction on host threads (blocks=1, 2: threads looping over several rounds
@@ -749,8 +758,8 @@ def test_quantize_by_uses_the_finish_update(monkeypatch):
 
     out, used = st.quantize_by("grad_output", run, finish=finish)
     assert out == "out" and float(used) == 7.0 and scales == [None, 7.0]
-    assert seen == [(2.0, st.scale[2].data_ptr(), st.amax_history[0, 2].data_ptr(), st.found_inf[2].data_ptr(),
-                     57344.0, 0)]  # fmt: skip
+    ptrs = tuple(t.data_ptr() for t in (st.scale[2], st.amax_history[0, 2], st.found_inf[2]))
+    assert seen == [(2.0, *ptrs, 57344.0, 0)]
     scales.clear()
     out, used = st.quantize_by("input", run, finish=lambda *a: None)
     assert float(used) == 448.0 / 2.0 and scales == [None, 224.0]
