@@ -27,14 +27,15 @@ The CUDA source is :mod:`._fp8_cast_source`.
 The kernels (NVRTC, :mod:`nvmath._internal.nvrtc`, compiled on first use per device) work on 64 x 64
 tiles through shared memory, so that both the reads and the writes of either order coalesce: a block
 of 32 x 8 threads reads a tile two columns per thread (one 4- or 8-byte load), writes ``q`` from
-registers and ``q.T`` from the shared tile, two bytes per thread; the loads of the block's next tile
-are issued before this tile's stores and barriers (:data:`~._fp8_cast_source.PREFETCH`), so that a
-block keeps reads in flight while it writes. A block walks ``tile_rows /
-gridDim.y`` tiles of one column strip (:func:`grid`), so the amax is one ``atomicMax`` per block (on the
-float bits of ``|v|``: they order as the values; a NaN wins) and the column sums are one float32 row
-per block row (``partial``, (gridDim.y, C)), summed by torch afterwards: deterministic for a shape.
-The conversion is ``cvt.rn.satfinite`` (round to nearest even, finite values saturated, NaN kept) of
-the float32 product ``v * s``, as :mod:`nvmath.linalg.advanced._aux_quantize`.
+registers and ``q.T`` from the shared tile, two bytes per thread; in the plain pass the loads of the
+block's next tile are issued before this tile's transposed stores and barriers
+(:data:`~._fp8_cast_source.PREFETCH`), so that a block keeps reads in flight while it writes. A
+block walks ``tile_rows / gridDim.y`` tiles of one column strip (:func:`grid`), so the amax is one
+``atomicMax`` per block (on the float bits of ``|v|``: they order as the values; a NaN wins) and the
+column sums are one float32 row per block row (``partial``, (gridDim.y, C)), summed by torch
+afterwards: deterministic for a shape. The conversion is ``cvt.rn.satfinite`` (round to nearest
+even, finite values saturated, NaN kept) of the float32 product ``v * s``, as
+:mod:`nvmath.linalg.advanced._aux_quantize`.
 
 Everything else -- CPU tensors, odd sizes, misaligned or non-contiguous tensors, kernels that failed
 to build (then :func:`available` is false for the process, logged once), or the kernels switched off

@@ -15,10 +15,11 @@ from nvmath.linalg.advanced._aux_quantize import FP8_PRELUDE
 __all__ = ["PREFETCH", "SOURCE"]
 
 PREFETCH = os.environ.get("NVMATH_FP8_CAST_PREFETCH", "1").strip().lower() not in ("0", "false", "off", "no")
-"""Whether the cast-transpose kernel issues the loads of a block's next tile before the current tile's
-stores and barriers (``NVMATH_CT_PREFETCH`` in the source; the same outputs bit for bit, only the
-schedule differs). ``NVMATH_FP8_CAST_PREFETCH=0`` in the environment at import: each tile's loads at
-its start (the former schedule), to compare the two on the GPU."""
+"""Whether the plain cast-transpose (no DGELU) issues the loads of a block's next tile before the
+current tile's transposed stores and barriers (``NVMATH_CT_PREFETCH`` in the source; the same outputs
+bit for bit and the same occupancy, 64 registers as before: only the schedule differs; the DGELU pass
+is unchanged). ``NVMATH_FP8_CAST_PREFETCH=0`` in the environment at import: each tile's loads at its
+start, the former kernels exactly (the same PTX), to compare the two on the GPU."""
 
 SOURCE = FP8_PRELUDE + f"#define NVMATH_CT_PREFETCH {int(PREFETCH)}\n" + r"""
 // two consecutive elements (one 4- or 8-byte aligned load): loaded raw, then as float32
@@ -35,6 +36,11 @@ __device__ __forceinline__ void nv_unpack2(unsigned int u, float& a, float& b, c
 __device__ __forceinline__ void nv_unpack2(float2 v, float& a, float& b, const float*) {
   a = v.x;
   b = v.y;
+}
+// two consecutive elements loaded and unpacked at once (the schedule without NVMATH_CT_PREFETCH)
+template <typename T>
+__device__ __forceinline__ void nv_load2(const T* p, float& a, float& b) {
+  nv_unpack2(*reinterpret_cast<const typename nv_pair<T>::type*>(p), a, b, p);
 }
 // x rounded (nearest even) to the element type, as float32
 __device__ __forceinline__ float nv_round(float x, const float*) { return x; }
@@ -73,18 +79,15 @@ __device__ __forceinline__ void nv_block_amax(unsigned int local, unsigned int* 
   }
 }
 
-// The pairs thread (tx, ty) reads of the tile at row r0 (rows r0 + ty + 8 k, columns c, c + 1), raw.
-template <typename T, typename A, int DGELU>
+// The pairs of x thread (tx, ty) reads of the tile at row r0 (rows r0 + ty + 8 k, columns c, c + 1), raw.
+template <typename T>
 __device__ __forceinline__ void nv_tile_load(
-    const T* __restrict__ x, const A* __restrict__ aux, typename nv_pair<T>::type* px,
-    typename nv_pair<A>::type* pa, long long r0, int ty, long long c, long long rows, long long cols) {
+    const T* __restrict__ x, typename nv_pair<T>::type* px, long long r0, int ty, long long c, long long rows,
+    long long cols) {
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
     const long long r = r0 + ty + 8 * k;
-    if (r < rows && c < cols) {
-      px[k] = *reinterpret_cast<const typename nv_pair<T>::type*>(x + r * cols + c);
-      if (DGELU) pa[k] = *reinterpret_cast<const typename nv_pair<A>::type*>(aux + r * cols + c);
-    }
+    if (r < rows && c < cols) px[k] = *reinterpret_cast<const typename nv_pair<T>::type*>(x + r * cols + c);
   }
 }
 
@@ -93,8 +96,10 @@ __device__ __forceinline__ void nv_tile_load(
 // of rows r0 + ty + 8 k (k < 8). v = x, or round(x * gelu'(aux)) with DGELU (aux of type A: T, or
 // float16 for a bfloat16 x: cuBLASLt's aux over an FP8 D). q, qt: null for an
 // amax-only pass; partial: null without column sums, else (gridDim.y, cols) float32. With
-// NVMATH_CT_PREFETCH the loads of a block's next tile are issued before this tile's stores and
-// barriers (twice the bytes in flight; the same values, sums and maxima in the same order).
+// NVMATH_CT_PREFETCH the plain pass (no DGELU) issues the loads of a block's next tile before this
+// tile's transposed stores and barriers: the same values, sums and maxima in the same order, in 64
+// registers as before (4 blocks per SM); the DGELU pass keeps its schedule (44 registers: prefetching
+// would cost it a block per SM).
 template <typename T, typename A, int E5M2, int DGELU>
 __global__ void __launch_bounds__(256) nvmath_cast_transpose(
     const T* __restrict__ x, const A* __restrict__ aux, unsigned char* __restrict__ q,
@@ -109,50 +114,46 @@ __global__ void __launch_bounds__(256) nvmath_cast_transpose(
   const float s = write ? *scale : 0.0f;
   unsigned int local = 0u;
   float sum0 = 0.0f, sum1 = 0.0f;
+  constexpr bool prefetch = NVMATH_CT_PREFETCH != 0 && DGELU == 0;
   typename nv_pair<T>::type px[8];
-  typename nv_pair<A>::type pa[8];
-  if (NVMATH_CT_PREFETCH && (long long)blockIdx.y < tiles) {
-    nv_tile_load<T, A, DGELU>(x, aux, px, pa, (long long)blockIdx.y * 64, ty, c, rows, cols);
+  if constexpr (prefetch) {
+    if ((long long)blockIdx.y < tiles) nv_tile_load(x, px, (long long)blockIdx.y * 64, ty, c, rows, cols);
   }
   for (long long t = blockIdx.y; t < tiles; t += gridDim.y) {
     const long long r0 = t * 64;
-    if (!NVMATH_CT_PREFETCH) nv_tile_load<T, A, DGELU>(x, aux, px, pa, r0, ty, c, rows, cols);
-    float va[8], vb[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      const long long r = r0 + ty + 8 * k;
+      const int lr = ty + 8 * k;
+      const long long r = r0 + lr;
       if (r < rows && c < cols) {
         float a, b;
-        nv_unpack2(px[k], a, b, x);
+        if constexpr (prefetch) {
+          nv_unpack2(px[k], a, b, x);
+        } else {
+          nv_load2(x + r * cols + c, a, b);
+        }
         if (DGELU) {
           float za, zb;
-          nv_unpack2(pa[k], za, zb, aux);
+          nv_load2(aux + r * cols + c, za, zb);
           a = nv_round(nv_dgelu(a, za), x);
           b = nv_round(nv_dgelu(b, zb), x);
         }
         local = max(local, max(__float_as_uint(fabsf(a)), __float_as_uint(fabsf(b))));
         sum0 += a;
         sum1 += b;
-        va[k] = a;
-        vb[k] = b;
-      }
-    }
-    if (NVMATH_CT_PREFETCH && t + gridDim.y < tiles) {
-      nv_tile_load<T, A, DGELU>(x, aux, px, pa, (t + gridDim.y) * 64, ty, c, rows, cols);
-    }
-    if (write) {
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const int lr = ty + 8 * k;
-        const long long r = r0 + lr;
-        if (r < rows && c < cols) {
-          const unsigned char qa = nvmath_to_fp8<E5M2>(va[k] * s), qb = nvmath_to_fp8<E5M2>(vb[k] * s);
+        if (write) {
+          const unsigned char qa = nvmath_to_fp8<E5M2>(a * s), qb = nvmath_to_fp8<E5M2>(b * s);
           *reinterpret_cast<unsigned short*>(q + r * cols + c) =
               (unsigned short)(qa | ((unsigned int)qb << 8));
           tile[lr][2 * tx] = qa;
           tile[lr][2 * tx + 1] = qb;
         }
       }
+    }
+    if constexpr (prefetch) {
+      if (t + gridDim.y < tiles) nv_tile_load(x, px, (t + gridDim.y) * 64, ty, c, rows, cols);
+    }
+    if (write) {
       __syncthreads();
 #pragma unroll
       for (int k = 0; k < 8; ++k) {

@@ -658,9 +658,9 @@ def test_kernel_source_on_host_threads_dgelu(host, rows, cols, wide, aux_dtype):
 
 
 def test_kernel_source_on_host_threads_prefetch_changes_nothing(host, tmp_path_factory):
-    """The cast-transpose with its next tile's loads issued early (PREFETCH, the default) and with
-    each tile's loads at its start give the same bytes, amax and partial sums (plain and dgelu; one
-    tile per block row, several, a partial last tile)."""
+    """The plain cast-transpose with its next tile's loads issued early (PREFETCH, the default) and
+    with each tile's loads at its start give the same bytes, amax and partial sums (one tile per block
+    row, several, a partial last tile; the dgelu pass, the same schedule in both builds, alike)."""
     other = _host_build(tmp_path_factory, prefetch=not C.PREFETCH)
     torch.manual_seed(11)
     for rows, cols, gy in ((130, 66, None), (320, 70, 2), (194, 66, 2)):
