@@ -47,6 +47,8 @@ from typing import Any
 
 import torch
 
+from nvmath.torch._capture import capturing
+
 __all__ = [
     "FP8_MAX",
     "CurrentScaling",
@@ -79,12 +81,17 @@ _INF = float("inf")
 _NANS: dict[torch.device, torch.Tensor] = {}
 
 
-def _nan_on(device: torch.device) -> torch.Tensor:
-    """A float32 NaN of shape () on ``device``, made once (``torch.where`` with a Python NaN would
-    fill a new one on every call: one more launch)."""
+def _nan_like(t: torch.Tensor) -> torch.Tensor:
+    """A float32 NaN of shape () on ``t``'s device, made once (``torch.where`` with a Python NaN would
+    fill a new one on every call: one more launch). Inside a CUDA graph capture a new one, not kept:
+    its fill runs only when the graph replays, so it must not serve eager calls (a warm-up step before
+    the capture makes the kept one)."""
+    device = t.device
     nan = _NANS.get(device)
     if nan is None:
-        nan = _NANS[device] = torch.full((), _INF - _INF, dtype=torch.float32, device=device)
+        nan = torch.full((), _INF - _INF, dtype=torch.float32, device=device)
+        if not capturing(t):
+            _NANS[device] = nan
     return nan
 
 
@@ -394,12 +401,17 @@ class ScalingState(torch.nn.Module):
             # NaN when amax is not finite: the GEMM that dequantizes by it yields NaN
             return q, self._update(i, amax.reshape(()).float(), scale, fp8_max, margin, not delayed)
 
-    def quantize_by(self, role: str, run: Any) -> tuple[Any, torch.Tensor]:
+    def quantize_by(self, role: str, run: Any, finish: Any = None) -> tuple[Any, torch.Tensor]:
         """Quantize ``role``'s tensor through ``run(scale) -> (outputs, amax)`` (a kernel that writes the
         FP8 copies and measures the amax in one pass) and update the state as :meth:`quantize` does:
         ``(outputs, scale)``, the scale NaN when the amax is not finite. Delayed scaling runs
         ``run(scale)`` once; current scaling first runs ``run(None)`` (an amax-only pass: its outputs
-        are ignored) and then ``run`` with the scale of that amax."""
+        are ignored) and then ``run`` with the scale of that amax.
+
+        ``finish(amax, scale, hist, found_inf, fp8_max, margin)``: current scaling's update of the
+        role's elements of the buffers in one launch (:func:`._fp8_cast.current_update`: the new
+        scale written in place, returning the scale to dequantize by, or ``None`` to let this
+        method's torch operations do it); the second pass then reads the state's new scale."""
         i = ROLES.index(role)
         fp8_max = FP8_MAX[self.dtype(role)]
         margin = self.recipe.margin
@@ -411,6 +423,11 @@ class ScalingState(torch.nn.Module):
                 out, amax = run(scale)
             else:
                 amax = run(None)[1]
+                if finish is not None and LEAN_SCALING and self.amax_history.shape[0] == 1:
+                    hist, flag = self.amax_history[0, i], self.found_inf[i]
+                    used = finish(amax, self.scale[i], hist, flag, fp8_max, margin)
+                    if used is not None:
+                        return run(self.scale[i])[0], used
                 scale = scale_from_amax(amax, self.scale[i], fp8_max, margin)
                 out = run(scale)[0]
             return out, self._update(i, amax.reshape(()).float(), scale, fp8_max, margin, not delayed)
@@ -452,7 +469,7 @@ class ScalingState(torch.nn.Module):
             self._record(i, amax, _finite(amax), fp8_max, margin)
             return used + (amax - amax)
         ok = (amax if magnitude is None else magnitude) < _INF  # (NaN compares false)
-        used = torch.where(ok, scale, _nan_on(scale.device))  # (before the state's scale changes)
+        used = torch.where(ok, scale, _nan_like(scale))  # (before the state's scale changes)
         batch = getattr(self, "_batch", None)
         if batch is None or computed:
             self._record_lean(i, amax, ok, fp8_max, margin, scale if computed else None)

@@ -14,17 +14,28 @@ runs far below the memory bandwidth; these kernels write both orders in the pass
   bfloat16 ``x``, cuBLASLt's aux type over an FP8 D): the FP8 MLP block's
   dgelu-cast-transpose-dbias, reading fc2's dgrad output once. ``scale=None`` is an amax-only pass
   (current scaling needs the amax before the scale): nothing is written but the amax (and the sums).
+  Without the sums it runs ``nvmath_amax``, a plain reduction over 16-byte vectors (no tiles, no
+  shared tile, four vectors in flight per thread: the pass is a read of the tensor at the memory's
+  bandwidth), where the tensor is 16-byte aligned (:func:`vector_amax_applies`).
 * :func:`transpose` -- an FP8 (R, C) tensor to (C, R) (fc1's GEMM writes ``h`` in FP8 directly).
+* :func:`current_update` -- current scaling's state update between the amax pass and the cast pass
+  (new scale, history, ``found_inf``, the scale to dequantize by) as one one-thread launch instead of
+  a dozen tiny torch operations, the same values.
+
+The CUDA source is :mod:`._fp8_cast_source`.
 
 The kernels (NVRTC, :mod:`nvmath._internal.nvrtc`, compiled on first use per device) work on 64 x 64
 tiles through shared memory, so that both the reads and the writes of either order coalesce: a block
 of 32 x 8 threads reads a tile two columns per thread (one 4- or 8-byte load), writes ``q`` from
-registers and ``q.T`` from the shared tile, two bytes per thread. A block walks ``tile_rows /
-gridDim.y`` tiles of one column strip (:func:`grid`), so the amax is one ``atomicMax`` per block (on the
-float bits of ``|v|``: they order as the values; a NaN wins) and the column sums are one float32 row
-per block row (``partial``, (gridDim.y, C)), summed by torch afterwards: deterministic for a shape.
-The conversion is ``cvt.rn.satfinite`` (round to nearest even, finite values saturated, NaN kept) of
-the float32 product ``v * s``, as :mod:`nvmath.linalg.advanced._aux_quantize`.
+registers and ``q.T`` from the shared tile, two bytes per thread; in the plain pass the loads of the
+block's next tile are issued before this tile's transposed stores and barriers
+(:data:`~._fp8_cast_source.PREFETCH`), so that a block keeps reads in flight while it writes. A
+block walks ``tile_rows / gridDim.y`` tiles of one column strip (:func:`grid`), so the amax is one
+``atomicMax`` per block (on the float bits of ``|v|``: they order as the values; a NaN wins) and the
+column sums are one float32 row per block row (``partial``, (gridDim.y, C)), summed by torch
+afterwards: deterministic for a shape. The conversion is ``cvt.rn.satfinite`` (round to nearest
+even, finite values saturated, NaN kept) of the float32 product ``v * s``, as
+:mod:`nvmath.linalg.advanced._aux_quantize`.
 
 Everything else -- CPU tensors, odd sizes, misaligned or non-contiguous tensors, kernels that failed
 to build (then :func:`available` is false for the process, logged once), or the kernels switched off
@@ -47,12 +58,16 @@ import numpy as np
 import torch
 
 from nvmath.torch._fp8 import FP8_MAX, amax_of, quantize
+from nvmath.torch._fp8_cast_source import PREFETCH
+from nvmath.torch._fp8_cast_source import SOURCE as _SOURCE
 
 __all__ = [
+    "PREFETCH",
     "TILE",
     "CastResult",
     "available",
     "cast_transpose",
+    "current_update",
     "emulate_partials",
     "grid",
     "in_use",
@@ -75,191 +90,18 @@ ENABLED = os.environ.get("NVMATH_FP8_FUSED_CAST", "1").strip().lower() not in ("
 """Whether the FP8 layers use these kernels (default on; ``NVMATH_FP8_FUSED_CAST=0`` in the
 environment at import switches them off: the layers' former ops run instead)."""
 
+VECTOR_AMAX = os.environ.get("NVMATH_FP8_VECTOR_AMAX", "1").strip().lower() not in ("0", "false", "off", "no")
+"""Whether an amax-only pass (current scaling's first pass over a tensor) runs the vectorized
+reduction ``nvmath_amax`` (16-byte loads, no tiles: the pass writes nothing) instead of the
+cast-transpose kernel with null outputs; the same amax bits. ``NVMATH_FP8_VECTOR_AMAX=0`` in the
+environment at import: the cast-transpose kernel's amax-only pass (to compare them)."""
+AMAX_UNROLL = 4
+"""16-byte vectors of ``x`` (and of the aux) each thread of the amax reduction loads before reducing."""
+AMAX_BLOCKS = 1024
+"""Most blocks an amax reduction launches (about what the GPU holds at once; the threads loop)."""
+
 _WIDE = {torch.bfloat16: "nvmath_bf16", torch.float16: "nvmath_f16", torch.float32: "float"}
 _E5M2 = {torch.float8_e4m3fn: 0, torch.float8_e5m2: 1}
-
-_SOURCE = r"""
-struct nvmath_f16 { unsigned short bits; };
-struct nvmath_bf16 { unsigned short bits; };
-
-__device__ __forceinline__ float nv_h2f(unsigned short h) {
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-}
-// two consecutive elements (a 4- or 8-byte aligned load) as float32
-__device__ __forceinline__ void nv_load2(const nvmath_bf16* p, float& a, float& b) {
-  const unsigned int u = *reinterpret_cast<const unsigned int*>(p);
-  a = __uint_as_float(u << 16);
-  b = __uint_as_float(u & 0xFFFF0000u);
-}
-__device__ __forceinline__ void nv_load2(const nvmath_f16* p, float& a, float& b) {
-  const unsigned int u = *reinterpret_cast<const unsigned int*>(p);
-  a = nv_h2f((unsigned short)(u & 0xFFFFu));
-  b = nv_h2f((unsigned short)(u >> 16));
-}
-__device__ __forceinline__ void nv_load2(const float* p, float& a, float& b) {
-  const float2 v = *reinterpret_cast<const float2*>(p);
-  a = v.x;
-  b = v.y;
-}
-// x rounded (nearest even) to the element type, as float32
-__device__ __forceinline__ float nv_round(float x, const float*) { return x; }
-__device__ __forceinline__ float nv_round(float x, const nvmath_f16*) {
-  unsigned short h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  return nv_h2f(h);
-}
-__device__ __forceinline__ float nv_round(float x, const nvmath_bf16*) {
-  unsigned short h;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  return __uint_as_float(((unsigned int)h) << 16);
-}
-// dy * gelu'(x) of the tanh GELU, in float32
-__device__ __forceinline__ float nv_dgelu(float dy, float x) {
-  const float beta = 0.7978845608028654f;  // sqrt(2 / pi)
-  const float kappa = 0.044715f;
-  const float x_sq = x * x;
-  const float inner = beta * (x + kappa * (x_sq * x));
-  const float t = tanhf(inner);
-  const float left = 0.5f * x;
-  const float left_d = 0.5f * (1.0f + t);
-  const float right_d = left * (1.0f - t * t) * (beta * (1.0f + 3.0f * kappa * x_sq));
-  return dy * (left_d + right_d);
-}
-template <int E5M2>
-__device__ __forceinline__ unsigned char nv_fp8(float x) {
-  unsigned short r;
-  if (E5M2) {
-    asm("{cvt.rn.satfinite.e5m2x2.f32 %0, %2, %1;}" : "=h"(r) : "f"(x), "f"(0.0f));
-  } else {
-    asm("{cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;}" : "=h"(r) : "f"(x), "f"(0.0f));
-  }
-  return (unsigned char)(r & 0xFFu);
-}
-__device__ __forceinline__ void nv_block_amax(unsigned int local, unsigned int* amax) {
-  __shared__ unsigned int warp_max[8];
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    local = max(local, __shfl_xor_sync(0xffffffffu, local, offset));
-  }
-  if (threadIdx.x == 0) warp_max[threadIdx.y] = local;
-  __syncthreads();
-  if (threadIdx.x == 0 && threadIdx.y == 0) {
-    for (int w = 1; w < 8; ++w) local = max(local, warp_max[w]);
-    atomicMax(amax, local);
-  }
-}
-
-// Tiles of 64 x 64 of a row-major (rows, cols) x (both even); block (32, 8); block (bx, by) runs the
-// tiles (t, bx) for t = by, by + gridDim.y, ... Thread (tx, ty) holds columns c0 + 2 tx, c0 + 2 tx + 1
-// of rows r0 + ty + 8 k (k < 8). v = x, or round(x * gelu'(aux)) with DGELU (aux of type A: T, or
-// float16 for a bfloat16 x: cuBLASLt's aux over an FP8 D). q, qt: null for an
-// amax-only pass; partial: null without column sums, else (gridDim.y, cols) float32.
-template <typename T, typename A, int E5M2, int DGELU>
-__global__ void __launch_bounds__(256) nvmath_cast_transpose(
-    const T* __restrict__ x, const A* __restrict__ aux, unsigned char* __restrict__ q,
-    unsigned char* __restrict__ qt, const float* __restrict__ scale, unsigned int* __restrict__ amax,
-    float* __restrict__ partial, long long rows, long long cols) {
-  __shared__ unsigned char tile[64][66];
-  __shared__ float colsum[8][64];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const long long c0 = (long long)blockIdx.x * 64, c = c0 + 2 * tx;
-  const long long tiles = (rows + 63) / 64;
-  const bool write = q != nullptr;
-  const float s = write ? *scale : 0.0f;
-  unsigned int local = 0u;
-  float sum0 = 0.0f, sum1 = 0.0f;
-  for (long long t = blockIdx.y; t < tiles; t += gridDim.y) {
-    const long long r0 = t * 64;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const int lr = ty + 8 * k;
-      const long long r = r0 + lr;
-      if (r < rows && c < cols) {
-        float a, b;
-        nv_load2(x + r * cols + c, a, b);
-        if (DGELU) {
-          float za, zb;
-          nv_load2(aux + r * cols + c, za, zb);
-          a = nv_round(nv_dgelu(a, za), x);
-          b = nv_round(nv_dgelu(b, zb), x);
-        }
-        local = max(local, max(__float_as_uint(fabsf(a)), __float_as_uint(fabsf(b))));
-        sum0 += a;
-        sum1 += b;
-        if (write) {
-          const unsigned char qa = nv_fp8<E5M2>(a * s), qb = nv_fp8<E5M2>(b * s);
-          *reinterpret_cast<unsigned short*>(q + r * cols + c) =
-              (unsigned short)(qa | ((unsigned int)qb << 8));
-          tile[lr][2 * tx] = qa;
-          tile[lr][2 * tx + 1] = qb;
-        }
-      }
-    }
-    if (write) {
-      __syncthreads();
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const int lc = ty + 8 * k;
-        const long long cc = c0 + lc, rr = r0 + 2 * tx;
-        if (cc < cols && rr < rows) {
-          *reinterpret_cast<unsigned short*>(qt + cc * rows + rr) =
-              (unsigned short)(tile[2 * tx][lc] | ((unsigned int)tile[2 * tx + 1][lc] << 8));
-        }
-      }
-      __syncthreads();
-    }
-  }
-  if (partial != nullptr) {
-    colsum[ty][2 * tx] = sum0;
-    colsum[ty][2 * tx + 1] = sum1;
-    __syncthreads();
-    if (ty == 0 && c < cols) {
-      float s0 = colsum[0][2 * tx], s1 = colsum[0][2 * tx + 1];
-      for (int j = 1; j < 8; ++j) {
-        s0 += colsum[j][2 * tx];
-        s1 += colsum[j][2 * tx + 1];
-      }
-      partial[(long long)blockIdx.y * cols + c] = s0;
-      partial[(long long)blockIdx.y * cols + c + 1] = s1;
-    }
-  }
-  nv_block_amax(local, amax);
-}
-
-// out (cols, rows) = in (rows, cols) of bytes, both row-major, rows and cols even; the tiling above
-extern "C" __global__ void __launch_bounds__(256) nvmath_fp8_transpose(
-    const unsigned char* __restrict__ in, unsigned char* __restrict__ out, long long rows, long long cols) {
-  __shared__ unsigned char tile[64][66];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const long long c0 = (long long)blockIdx.x * 64, c = c0 + 2 * tx;
-  const long long tiles = (rows + 63) / 64;
-  for (long long t = blockIdx.y; t < tiles; t += gridDim.y) {
-    const long long r0 = t * 64;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const int lr = ty + 8 * k;
-      const long long r = r0 + lr;
-      if (r < rows && c < cols) {
-        const unsigned short v = *reinterpret_cast<const unsigned short*>(in + r * cols + c);
-        tile[lr][2 * tx] = (unsigned char)(v & 0xFFu);
-        tile[lr][2 * tx + 1] = (unsigned char)(v >> 8);
-      }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const int lc = ty + 8 * k;
-      const long long cc = c0 + lc, rr = r0 + 2 * tx;
-      if (cc < cols && rr < rows) {
-        *reinterpret_cast<unsigned short*>(out + cc * rows + rr) =
-            (unsigned short)(tile[2 * tx][lc] | ((unsigned int)tile[2 * tx + 1][lc] << 8));
-      }
-    }
-    __syncthreads();
-  }
-}
-"""
 
 _AUX = {torch.bfloat16: (None, torch.bfloat16, torch.float16), torch.float16: (None, torch.float16),
         torch.float32: (None, torch.float32)}  # fmt: skip
@@ -271,7 +113,13 @@ _NAMES: dict[Any, str] = {
     for fp8, e5m2 in _E5M2.items()
     for aux in _AUX[wide]
 }
+_NAMES.update({
+    ("amax", wide, aux): f"nvmath_amax<{ctype}, {_WIDE[aux or wide]}, {int(aux is not None)}>"
+    for wide, ctype in _WIDE.items()
+    for aux in _AUX[wide]
+})
 _NAMES["transpose"] = "nvmath_fp8_transpose"
+_NAMES["current_scale"] = "nvmath_current_scale"
 _broken: list[str] = []
 MAX_GRID_Y = 65535
 
@@ -322,22 +170,35 @@ def available(x: torch.Tensor, aux: torch.Tensor | None = None) -> bool:
     return alike and _kernel_shape_ok(aux)
 
 
+_LOADED: dict[int, dict[Any, Any]] = {}
+"""device id -> the kernels (a dictionary lookup per launch: the NVRTC cache's key is rebuilt and
+hashed from the source and the names on every call, ~3 us)."""
+
+
 def _kernels(device_id: int) -> dict[Any, Any] | None:
+    loaded = _LOADED.get(device_id)
+    if loaded is not None:
+        return loaded
     from nvmath._internal import nvrtc
 
     try:
         what = "FP8 cast-transpose kernels"
-        return nvrtc.compiled_kernels(_SOURCE, _NAMES, device_id, what=what, logger=logger)
+        loaded = nvrtc.compiled_kernels(_SOURCE, _NAMES, device_id, what=what, logger=logger)
+        _LOADED[device_id] = loaded
+        return loaded
     except Exception as exc:  # noqa: BLE001 (NVRTC or the driver refused: the layers use torch's ops)
         _broken.append(repr(exc))
         logger.warning("FP8 cast-transpose kernels unavailable (%s); using torch operations instead", exc)
         return None
 
 
-def _launch(x: torch.Tensor, kernel_key: Any, *args: Any) -> bool:
-    """Launch the kernel ``kernel_key`` over ``x``'s grid on torch's current stream; False when the
-    kernels cannot be built or the launch is refused (then nothing ran, and the kernels are not used
-    again in this process)."""
+def _launch(
+    x: torch.Tensor, kernel_key: Any, *args: Any, blocks: int | None = None, threads: tuple = THREADS
+) -> bool:
+    """Launch the kernel ``kernel_key`` over ``x``'s grid (:func:`grid`; ``blocks``: a 1-D grid of that
+    many blocks instead) of ``threads`` blocks on torch's current stream; False when the kernels
+    cannot be built or the launch is refused (then nothing ran, and the kernels are not used again in
+    this process)."""
     from cuda.core import LaunchConfig, launch
 
     from nvmath._internal import devices, streams
@@ -346,10 +207,9 @@ def _launch(x: torch.Tensor, kernel_key: Any, *args: Any) -> bool:
     kernels = _kernels(device_id)
     if kernels is None:
         return False
-    rows, cols = x.shape
-    gx, gy = grid(rows, cols)
+    gx, gy = grid(*x.shape) if blocks is None else (blocks, 1)
     stream = streams.current_stream(device_id, "torch")
-    config = LaunchConfig(grid=(gx, gy, 1), block=(*THREADS, 1))
+    config = LaunchConfig(grid=(gx, gy, 1), block=(*threads, 1))
     try:
         # the launch needs the device's context current: torch's autograd thread need not have one
         with devices.device_ctx(device_id):
@@ -374,6 +234,8 @@ def cast_transpose(
     ``scale=None``: the amax (and the sums) only."""
     if not available(x, aux):
         return torch_cast_transpose(x, scale, dtype, aux=aux, colsum=colsum)
+    if scale is None and not colsum and vector_amax_applies(x, aux):
+        return _vector_amax(x, aux, dtype)
     rows, cols = x.shape
     amax = torch.zeros(1, dtype=torch.float32, device=x.device)
     q = qt = partial = None
@@ -390,6 +252,32 @@ def cast_transpose(
         return torch_cast_transpose(x, scale, dtype, aux=aux, colsum=colsum)
     sums = partial.sum(0) if partial is not None else None
     return CastResult(q, qt, amax[0], sums)
+
+
+def vector_amax_applies(x: torch.Tensor, aux: torch.Tensor | None) -> bool:
+    """Whether an amax-only pass over ``x`` (and ``aux``), both already :func:`available`, runs the
+    vectorized reduction (:data:`VECTOR_AMAX` on; 16-byte aligned; a whole number of 16-byte vectors)."""
+    if not VECTOR_AMAX or x.data_ptr() % 16 or x.numel() % (16 // x.element_size()):
+        return False
+    return aux is None or aux.data_ptr() % 16 == 0
+
+
+def amax_blocks(numel: int, element_size: int) -> int:
+    """Blocks of the vectorized amax launch: enough for one round of :data:`AMAX_UNROLL` 16-byte
+    vectors per thread, at most :data:`AMAX_BLOCKS` (the threads then loop, grid-stride)."""
+    vectors = numel // (16 // element_size)
+    per_block = THREADS[0] * THREADS[1] * AMAX_UNROLL
+    return max(1, min(-(-vectors // per_block), AMAX_BLOCKS))
+
+
+def _vector_amax(x: torch.Tensor, aux: torch.Tensor | None, dtype: torch.dtype) -> CastResult:
+    """The amax-only pass by the vectorized reduction (the cast-transpose's torch path where it fails)."""
+    amax = torch.zeros(1, dtype=torch.float32, device=x.device)
+    key = ("amax", x.dtype, None if aux is None else aux.dtype)
+    blocks = amax_blocks(x.numel(), x.element_size())
+    if not _launch(x, key, _ptr(x), _ptr(aux), _ptr(amax), np.int64(x.numel()), blocks=blocks):
+        return torch_cast_transpose(x, None, dtype, aux=aux)
+    return CastResult(None, None, amax[0], None)
 
 
 def torch_cast_transpose(
@@ -426,6 +314,26 @@ def transpose(q: torch.Tensor) -> torch.Tensor:
     if not _launch(q, "transpose", _ptr(q), _ptr(out), np.int64(rows), np.int64(cols)):
         return q.T.contiguous()
     return out
+
+
+def current_update(
+    amax: torch.Tensor, scale: torch.Tensor, hist: torch.Tensor, found_inf: torch.Tensor, fp8_max: float,
+    margin: int,
+) -> torch.Tensor | None:  # fmt: skip
+    """Current scaling's state update after an amax pass as one kernel launch: ``scale`` (a role's
+    element of the state's scale) becomes :func:`._fp8.scale_from_amax` of ``amax``, a finite amax is
+    written to ``hist`` (the role's single history element), a non-finite one adds 1 to ``found_inf``
+    (the role's flag); returns the scale the GEMM dequantizes by (NaN for a non-finite amax). The
+    values of ScalingState's lean torch sequence, bit for bit (NaN payloads aside). ``None`` (nothing
+    done) where the kernel does not apply: a CPU state, or the kernels not in use."""
+    if not (amax.is_cuda and scale.is_cuda and in_use()):
+        return None
+    used = torch.empty((), dtype=torch.float32, device=scale.device)
+    args = (_ptr(amax), _ptr(scale), _ptr(hist), _ptr(found_inf), _ptr(used), np.float32(fp8_max),
+            np.float32(2.0**margin))  # fmt: skip
+    if not _launch(scale, "current_scale", *args, blocks=1, threads=(1, 1)):
+        return None
+    return used
 
 
 def emulate_partials(v: np.ndarray, gy: int | None = None) -> np.ndarray:
@@ -470,7 +378,7 @@ def quantize_pair(
         r = cast_transpose(x.detach(), scale, dtype, aux=aux, colsum=colsum and scale is not None)
         return r, r.amax
 
-    r, scale = state.quantize_by(role, run)
+    r, scale = state.quantize_by(role, run, finish=current_update)
     return r.q, r.qt, scale, r.colsum
 
 

@@ -48,6 +48,7 @@ import torch
 
 from nvmath.torch._capture import refuse_planning
 from nvmath.torch._fp8 import FP8_MAX
+from nvmath.torch._fp8_linear import evict, pin_if_capturing
 
 __all__ = ["FP8EpilogGemms", "GemmConfig", "emulate", "fp8_epilog_gemms"]
 
@@ -157,6 +158,7 @@ class FP8EpilogGemms:
     def __init__(self, maxsize: int = 64):
         self.maxsize = maxsize
         self._planners: OrderedDict[tuple, Any] = OrderedDict()
+        self._pinned: set[tuple] = set()
         self._refused: dict[tuple, str] = {}
         self._verdicts: dict[tuple, bool] = {}
         self._lock = threading.Lock()
@@ -178,7 +180,8 @@ class FP8EpilogGemms:
             return True
         key = self._key(cfg, qa, qb, aux_dtype)
         verdict = self._verdicts.get(key)
-        if verdict is None:
+        if verdict is None:  # (inside a capture: refused with the fix, not taken for cuBLASLt's answer)
+            refuse_planning(f"an FP8 layer would try a new fused GEMM ({cfg.epilog})", qa)
             verdict = self._verdicts[key] = self._try_plan(key, cfg, qa, qb, aux_dtype)
         return verdict
 
@@ -231,6 +234,7 @@ class FP8EpilogGemms:
             else:
                 self._planners.move_to_end(key)
                 mm.reset_operands(a=qa, b=qb.T, quantization_scales=scales, epilog_inputs=inputs or None)
+            pin_if_capturing(self._pinned, key, qa)
             try:
                 return mm.execute()
             finally:
@@ -249,8 +253,7 @@ class FP8EpilogGemms:
             raise
         self.plans += 1
         self._planners[key] = mm
-        while len(self._planners) > self.maxsize:
-            self._planners.popitem(last=False)[1].free()
+        evict(self._planners, self._pinned, self.maxsize)
         return mm
 
     def report(self) -> dict[str, str]:
@@ -258,11 +261,13 @@ class FP8EpilogGemms:
         return {f"{k[0]} a={tuple(k[1])} b={tuple(k[2])}": v for k, v in self._refused.items()}
 
     def clear(self) -> None:
-        """Free every planner and forget refusals."""
+        """Free every planner (also those captured CUDA graphs replay: drop such graphs first) and
+        forget refusals."""
         with self._lock:
             for mm in self._planners.values():
                 mm.free()
             self._planners.clear()
+            self._pinned.clear()
             self._refused.clear()
             self._verdicts.clear()
 

@@ -43,7 +43,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from nvmath.torch._capture import refuse_planning
+from nvmath.torch._capture import capturing, refuse_planning
 from nvmath.torch._fp8 import Recipe, ScalingState, check_recipe, current_recipe
 from nvmath.torch._fp8_cast import quantize_pair, transpose, wgrad_dtype
 
@@ -91,16 +91,32 @@ def _result_type(dtype: torch.dtype) -> Any:
     return table[dtype]
 
 
+def evict(planners: OrderedDict, pinned: set, maxsize: int) -> None:
+    """Free the least recently used planners beyond ``maxsize``, never a ``pinned`` one (a planner run
+    inside a CUDA graph capture: the graph replays its workspace and descriptors) nor the most recent
+    one (the planner just made, about to run)."""
+    for key in [k for k in list(planners)[:-1] if k not in pinned][: max(0, len(planners) - maxsize)]:
+        planners.pop(key).free()
+
+
+def pin_if_capturing(pinned: set, key: Any, t: torch.Tensor) -> None:
+    """Pin ``key``'s planner when a CUDA graph is being captured on ``t``'s device (see :func:`evict`)."""
+    if key not in pinned and capturing(t):
+        pinned.add(key)
+
+
 class FP8GemmCache:
     """``(qa @ qb.T) * inv_a * inv_b`` for FP8 ``qa`` (M, K), ``qb`` (N, K), both K-contiguous.
 
     GPU tensors run on one planned ``Matmul`` per problem (least recently used freed beyond
-    ``maxsize``), swapped with ``reset_operands``; CPU tensors run the same arithmetic in torch.
+    ``maxsize``, except those a CUDA graph captured: :func:`evict`), swapped with ``reset_operands``;
+    CPU tensors run the same arithmetic in torch.
     """
 
     def __init__(self, maxsize: int = 64):
         self.maxsize = maxsize
         self._planners: OrderedDict[tuple, Any] = OrderedDict()
+        self._pinned: set[tuple] = set()
         self._lock = threading.Lock()
         self.plans = 0
         """How many planners were made (a repeated problem makes none)."""
@@ -130,6 +146,7 @@ class FP8GemmCache:
                 # (the key is the planned layout: the checks of reset_operands cannot fail)
                 reset = mm.reset_operands_unchecked if UNCHECKED_RESET else mm.reset_operands
                 reset(a=qa, b=qb.T, quantization_scales=scales)
+            pin_if_capturing(self._pinned, key, qa)
             try:
                 return mm.execute()
             finally:
@@ -147,16 +164,16 @@ class FP8GemmCache:
             raise
         self.plans += 1
         self._planners[key] = mm
-        while len(self._planners) > self.maxsize:
-            self._planners.popitem(last=False)[1].free()
+        evict(self._planners, self._pinned, self.maxsize)
         return mm
 
     def clear(self) -> None:
-        """Free every planner."""
+        """Free every planner (also those captured CUDA graphs replay: drop such graphs first)."""
         with self._lock:
             for mm in self._planners.values():
                 mm.free()
             self._planners.clear()
+            self._pinned.clear()
 
 
 fp8_gemm_cache = FP8GemmCache()
@@ -199,13 +216,22 @@ class FP8LinearState(ScalingState):
         self.checked_device: torch.device | None = None
         """The device the recipe was last checked for (:func:`layer_state` checks on a new one)."""
 
-    def weight_fp8(self, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(qw, qw.T contiguous, 1 / sw)`` of ``w``, made again only when ``w`` changed."""
+    def weight_fp8(
+        self, w: torch.Tensor, forward: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(qw, qw.T contiguous, 1 / sw)`` of ``w``, made again only when ``w`` changed.
+
+        ``forward``: the call of a layer's forward. Inside a CUDA graph capture that call makes the
+        copies again (whatever the version), so the graph holds the quantization and every replay
+        quantizes the weight's values of that moment (a replay moves no version counter: an optimizer
+        step, in the graph or between replays, is otherwise invisible here); the backward's calls in
+        the same capture reuse those copies."""
         # the tensor held (so its memory cannot be another tensor's), its address, layout and version:
         # the same tensor, or (under torch.compile, which hands the op an alias) one viewing its memory
         key = (w, w._version, w.data_ptr(), w.shape, w.stride(), w.dtype)
         old = self._weight_key
-        if old is None or old[1:] != key[1:] or self._weight_copies is None:
+        fresh = forward and capturing(w)
+        if fresh or old is None or old[1:] != key[1:] or self._weight_copies is None:
             q, qt, s, _ = quantize_pair(self, w, "weight")  # (both orders in one pass on the GPU)
             self._weight_copies = (q, qt, s.reciprocal())
             self._weight_key = key
@@ -274,7 +300,7 @@ def linear_forward(
     x2 = x.reshape(-1, x.shape[-1])
     with state.batched():  # (the input's and the weight's state updates as one)
         qx, sx = state.quantize(x2, "input")
-        qw, _, inv_w = state.weight_fp8(w)
+        qw, _, inv_w = state.weight_fp8(w, forward=True)
     inv_x = sx.reciprocal()
     y, z = _forward_gemm(qx, qw, inv_x, inv_w, b, act, x.dtype, gemm)
     return y.reshape(*x.shape[:-1], w.shape[0]), qx, inv_x, z

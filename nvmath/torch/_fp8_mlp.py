@@ -134,7 +134,7 @@ def _fc1(
     """``(qx.T, 1 / sx, qh, qh.T, 1 / sh, aux)``: fc1 (fused as the recipe allows) and fc2's quantized
     input in both orders (``qx.T``, ``qh.T``: the wgrad GEMMs' operands)."""
     dtype = x2.dtype
-    qw1, _, inv_w1 = s1.weight_fp8(w1)
+    qw1, _, inv_w1 = s1.weight_fp8(w1, forward=True)
     qx, qxt, sx, _ = quantize_pair(s1, x2, "input")
     inv_x = sx.reciprocal()
     cfg = fc1_config(dtype, b1 is not None, s2.dtype("input"))
@@ -166,7 +166,7 @@ def mlp_forward(
     dtype = x.dtype
     with s1.batched(), s2.batched():  # (each layer's input and weight state updates as one)
         qxt, inv_x, qh, qht, inv_h, aux = _fc1(x.reshape(-1, x.shape[-1]), w1, b1, s1, s2, gemm, fused)
-        qw2, _, inv_w2 = s2.weight_fp8(w2)
+        qw2, _, inv_w2 = s2.weight_fp8(w2, forward=True)
     if b2 is not None and fused.supported(fc2_config(dtype), qw2, qh):
         y = fused(fc2_config(dtype), qw2, qh, inv_w2, inv_h, bias=b2)[0].mT
     else:

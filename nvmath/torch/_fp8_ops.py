@@ -22,11 +22,10 @@ outside the traced graph, on every call, so the refresh is decided at run time f
 version counter, as eagerly -- nothing about it is baked into the graph. ``qx`` (FP8) and ``z`` are
 outputs the backward operator takes back (the fake kernel gives their shapes and dtypes).
 
-What is not claimed: CUDA-graph capture (``mode="reduce-overhead"``) of these operators. A capture
-needs the planners made and the quantize kernels compiled before it (a warm-up step), a weight-cache
-refresh inside a replayed graph does not happen (the replay repeats the recorded launches, with the
-copies of the captured step), and the per-problem planner lookup is host code a replay skips. So
-FP8 layers under CUDA graphs are not supported (see docs/fp8_training.rst).
+What is not claimed: ``torch.compile(mode="reduce-overhead")`` (cudagraph trees over these
+operators). Eager FP8 layers capture under ``torch.cuda.graph`` after a warm-up step (planners made,
+kernels compiled; a layer's forward inside a capture always quantizes its weight, so replays see
+weight updates): see docs/fp8_training.rst.
 """
 
 from __future__ import annotations

@@ -5,13 +5,15 @@ behind a prelude that gives it CUDA's execution model: blocks run one after anot
 ``std::thread`` s (``threadIdx``, ``blockIdx``, ``gridDim`` as variables), ``__syncthreads`` a
 ``std::barrier`` of the block, ``__shfl_xor_sync`` an exchange through memory behind a barrier of the
 warp (the 32 threads of one ``threadIdx.y``), ``__shared__`` a static (one block at a time),
-``atomicMax`` a compare-exchange loop. The only code replaced is the PTX inline assembly of four leaf
+``atomicMax`` a compare-exchange loop (``uint4``, CUDA's 16-byte vector, a struct of four words). The
+only code replaced is the PTX inline assembly of four leaf
 conversions (float16 -> float32, the float16 / bfloat16 round trip, the saturating FP8 conversion),
 by C++ with the same rounding (nearest even; the FP8 conversion saturates finite values): everything
 else -- the tiling, the bounds, the shared tile and its transposed read, the reductions -- is the
 kernel's own code. The GPU tests check the conversions against torch on the H200.
 
-:func:`build` compiles (skips without g++); :class:`HostKernels` launches on numpy arrays.
+:func:`build` compiles (skips without g++); :class:`HostKernels` launches on numpy arrays (the
+cast-transpose, the vectorized amax reduction and the FP8 transpose).
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ from nvmath.torch import _fp8_cast as C
 
 _LEAVES = {
     # float16 bits -> float32
-    """__device__ __forceinline__ float nv_h2f(unsigned short h) {
+    """__device__ __forceinline__ float nvmath_h2f(unsigned short h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
-}""": """__device__ __forceinline__ float nv_h2f(unsigned short h) {
+}""": """__device__ __forceinline__ float nvmath_h2f(unsigned short h) {
   _Float16 v;
   std::memcpy(&v, &h, 2);
   return (float)v;
@@ -39,7 +41,7 @@ _LEAVES = {
     """__device__ __forceinline__ float nv_round(float x, const nvmath_f16*) {
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  return nv_h2f(h);
+  return nvmath_h2f(h);
 }""": """__device__ __forceinline__ float nv_round(float x, const nvmath_f16*) {
   return (float)(_Float16)x;
 }""",
@@ -54,7 +56,7 @@ _LEAVES = {
   return __uint_as_float(u);
 }""",
     """template <int E5M2>
-__device__ __forceinline__ unsigned char nv_fp8(float x) {
+__device__ __forceinline__ unsigned char nvmath_to_fp8(float x) {
   unsigned short r;
   if (E5M2) {
     asm("{cvt.rn.satfinite.e5m2x2.f32 %0, %2, %1;}" : "=h"(r) : "f"(x), "f"(0.0f));
@@ -63,7 +65,7 @@ __device__ __forceinline__ unsigned char nv_fp8(float x) {
   }
   return (unsigned char)(r & 0xFFu);
 }""": """template <int E5M2>
-__device__ __forceinline__ unsigned char nv_fp8(float x) {
+__device__ __forceinline__ unsigned char nvmath_to_fp8(float x) {
   return host_fp8(x, E5M2);
 }""",
 }
@@ -89,9 +91,11 @@ static std::barrier<>* g_block;
 static std::barrier<>* g_warp[8];
 static unsigned g_shfl[8][32];
 struct float2 { float x, y; };
+struct uint4 { unsigned x, y, z, w; };
 using std::max;
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline void __syncthreads() { g_block->arrive_and_wait(); }
 inline unsigned __shfl_xor_sync(unsigned, unsigned v, int offset) {
   const unsigned w = threadIdx.y, l = threadIdx.x;
@@ -168,6 +172,28 @@ extern "C" int host_cast(int variant, int aux_kind, int e5m2, const void* x, con
   return 1;
 }
 
+// the vectorized amax reduction over n elements on a 1-D grid of gx blocks (32 x 8 threads each)
+extern "C" int host_amax(int variant, int aux_kind, const void* x, const void* aux, unsigned* amax,
+                         long long n, unsigned gx) {
+#define NV_AMAX(T, A, D) \
+  run_grid(gx, 1, [=] { nvmath_amax<T, A, D>((const T*)x, (const A*)aux, amax, n); }); \
+  return 0;
+  if (variant == 0 && aux_kind == 0) { NV_AMAX(nvmath_bf16, nvmath_bf16, 0) }
+  if (variant == 0 && aux_kind == 1) { NV_AMAX(nvmath_bf16, nvmath_bf16, 1) }
+  if (variant == 0 && aux_kind == 2) { NV_AMAX(nvmath_bf16, nvmath_f16, 1) }
+  if (variant == 1 && aux_kind == 0) { NV_AMAX(nvmath_f16, nvmath_f16, 0) }
+  if (variant == 1 && aux_kind == 1) { NV_AMAX(nvmath_f16, nvmath_f16, 1) }
+  if (variant == 2 && aux_kind == 0) { NV_AMAX(float, float, 0) }
+  if (variant == 2 && aux_kind == 1) { NV_AMAX(float, float, 1) }
+  return 1;
+}
+
+// the current-scaling state update: one thread, called directly
+extern "C" void host_current_scale(const float* amax, float* scale, float* hist, int* found_inf, float* used,
+                                   float fp8_max, float divisor) {
+  nvmath_current_scale(amax, scale, hist, found_inf, used, fp8_max, divisor);
+}
+
 extern "C" void host_transpose(const unsigned char* in, unsigned char* out, long long rows, long long cols,
                                unsigned gx, unsigned gy) {
   run_grid(gx, gy, [=] { nvmath_fp8_transpose(in, out, rows, cols); });
@@ -175,9 +201,13 @@ extern "C" void host_transpose(const unsigned char* in, unsigned char* out, long
 """
 
 
-def source() -> str:
-    """The kernel source with its four PTX leaves replaced, between the prelude and the launcher."""
+def source(prefetch: bool | None = None) -> str:
+    """The kernel source with its four PTX leaves replaced, between the prelude and the launcher
+    (``prefetch``: the cast-transpose's schedule, default the module's :data:`~._fp8_cast.PREFETCH`)."""
     src = C._SOURCE
+    if prefetch is not None:
+        old, new = (f"#define NVMATH_CT_PREFETCH {int(p)}" for p in (C.PREFETCH, prefetch))
+        src = src.replace(old, new)
     for old, new in _LEAVES.items():
         if old not in src:
             raise AssertionError(f"the kernel source changed: update the host leaf for\n{old}")
@@ -185,13 +215,13 @@ def source() -> str:
     return _PRELUDE + src + _LAUNCHER
 
 
-def build(tmp: Path) -> HostKernels | None:
+def build(tmp: Path, prefetch: bool | None = None) -> HostKernels | None:
     """Compile the host build into ``tmp``; ``None`` without a C++20 g++."""
     gxx = shutil.which("g++")
     if gxx is None:
         return None
     cpp, lib = tmp / "cast_host.cpp", tmp / "cast_host.so"
-    cpp.write_text(source())
+    cpp.write_text(source(prefetch))
     flags = ["-std=c++20", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-pthread"]
     cmd = [gxx, *flags, str(cpp), "-o", str(lib)]
     done = subprocess.run(cmd, check=False, capture_output=True, text=True)
@@ -238,6 +268,35 @@ class HostKernels:
         )  # fmt: skip
         assert rc == 0
         return {"q": q, "qt": qt, "amax": float(amax.view(np.float32)[0]), "partial": partial}
+
+    def amax(self, x: np.ndarray, wide: str, aux: np.ndarray | None = None, aux_wide: str | None = None,
+             blocks: int | None = None) -> float:  # fmt: skip
+        """Run the vectorized amax reduction over ``x`` (raw element bits, any shape: its elements in
+        order) on ``blocks`` blocks (default :func:`~nvmath.torch._fp8_cast.amax_blocks`'s)."""
+        x = np.ascontiguousarray(x)
+        kind = 0 if aux is None else (1 if aux_wide == wide else 2)
+        aux = None if aux is None else np.ascontiguousarray(aux)
+        gx = C.amax_blocks(x.size, x.itemsize) if blocks is None else blocks
+        amax = np.zeros(1, np.uint32)
+        rc = self.lib.host_amax(
+            _VARIANT[wide], kind, ctypes.c_void_p(x.ctypes.data),
+            ctypes.c_void_p(None if aux is None else aux.ctypes.data), ctypes.c_void_p(amax.ctypes.data),
+            ctypes.c_longlong(x.size), ctypes.c_uint(gx),
+        )  # fmt: skip
+        assert rc == 0
+        return float(amax.view(np.float32)[0])
+
+    def current_scale(self, amax: float, scale: float, hist: float, found_inf: int, fp8_max: float,
+                      margin: int) -> tuple[np.ndarray, ...]:  # fmt: skip
+        """Run the current-scaling update on one role's values: ``(scale, hist, found_inf, used)`` after."""
+        a = np.array([amax], np.float32)
+        sc, hi = np.array([scale], np.float32), np.array([hist], np.float32)
+        fl, used = np.array([found_inf], np.int32), np.zeros(1, np.float32)
+        self.lib.host_current_scale(
+            *(ctypes.c_void_p(t.ctypes.data) for t in (a, sc, hi, fl, used)), ctypes.c_float(fp8_max),
+            ctypes.c_float(2.0**margin),
+        )  # fmt: skip
+        return sc, hi, fl, used
 
     def transpose(self, q: np.ndarray, gy: int | None = None) -> np.ndarray:
         rows, cols = q.shape

@@ -266,3 +266,18 @@ def test_state_stays_float32_when_the_model_is_cast():
     st = m.fp8_state
     assert st.scale.dtype == st.amax_history.dtype == torch.float32 and st.found_inf.dtype == torch.int32
     assert torch.equal(st.scale, want)
+
+
+def test_nan_kept_per_device_but_not_from_inside_a_capture(monkeypatch):
+    """The NaN the non-finite path selects is made once per device and kept; inside a CUDA graph
+    capture a fresh one is made and not kept (its fill would run only on replay)."""
+    from nvmath.torch import _fp8
+
+    monkeypatch.setattr(_fp8, "_NANS", {})
+    t = torch.ones(())
+    monkeypatch.setattr(_fp8, "capturing", lambda t: True)
+    inside = _fp8._nan_like(t)
+    assert math.isnan(float(inside)) and not _fp8._NANS
+    monkeypatch.setattr(_fp8, "capturing", lambda t: False)
+    kept = _fp8._nan_like(t)
+    assert _fp8._nan_like(t) is kept and kept is not inside and math.isnan(float(kept))

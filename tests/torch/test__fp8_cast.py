@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 
 from nvmath.torch import _fp8_cast as C
 from nvmath.torch import fp8
-from nvmath.torch._fp8 import ScalingState, quantize
+from nvmath.torch._fp8 import ROLES, ScalingState, quantize
 
 E4, E5, BF16, F16, F32 = torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16, torch.float32
 
@@ -54,10 +54,14 @@ def _ptx(arch: str) -> str:
 
 @pytest.mark.parametrize("arch", ["sm_89", "sm_90"])
 def test_source_compiles_every_instantiation(arch):
-    """All 14 cast-transpose instantiations and the transpose compile; the conversion saturates
-    (cvt.rn.satfinite), the dgelu value is rounded to bfloat16 / float16, the amax is an atomic max."""
+    """All 14 cast-transpose instantiations, the 7 amax reductions, the current-scaling update and the
+    transpose compile; the
+    conversion saturates (cvt.rn.satfinite), the dgelu value is rounded to bfloat16 / float16, the
+    amax is an atomic max, the reductions load 16-byte vectors and keep them in registers."""
     ptx = _ptx(arch)
-    assert len(re.findall(r"\.entry", ptx)) == len(C._NAMES) == 15
+    assert len(re.findall(r"\.entry", ptx)) == len(C._NAMES) == 23
+    assert "div.rn.f32" in ptx  # (the update's 1 / amax: IEEE division, as torch's reciprocal)
+    assert "ld.global.nc.v4" in ptx and ".local" not in ptx
     for instr in ("satfinite.e4m3x2.f32", "satfinite.e5m2x2.f32", "cvt.rn.bf16.f32", "cvt.rn.f16.f32"):
         assert instr in ptx
     assert re.search(r"(atom|red)\.(shared|global)\.max\.u32", ptx)
@@ -252,6 +256,23 @@ def test_launch_arguments(recorder):
     recorder.clear()
     r = C.cast_transpose(x, None, E4)
     ((config, kernel, args),) = recorder
+    assert kernel == ("amax", BF16, None) and r.q is None and r.colsum is None
+    assert tuple(config.grid)[:2] == (C.amax_blocks(x.numel(), 2), 1) and tuple(config.block)[:2] == C.THREADS
+    assert int(args[0]) == x.data_ptr() and int(args[1]) == 0 and int(args[2]) != 0
+    assert int(args[3]) == x.numel() and float(r.amax) == 0.0
+    recorder.clear()
+    C.cast_transpose(x, None, E5, aux=z)
+    ((config, kernel, args),) = recorder
+    assert kernel == ("amax", BF16, BF16) and int(args[1]) == z.data_ptr()
+    recorder.clear()
+    C.cast_transpose(x, None, E4, colsum=True)  # (the sums: the cast-transpose's amax-only pass)
+    ((config, kernel, args),) = recorder
+    assert kernel == (BF16, E4, None) and int(args[6]) != 0
+    recorder.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(C, "VECTOR_AMAX", False)
+        r = C.cast_transpose(x, None, E4)
+    ((config, kernel, args),) = recorder
     assert kernel == (BF16, E4, None) and r.q is None
     assert [int(a) for a in (args[1], args[2], args[3], args[4], args[6])] == [0] * 5
     recorder.clear()
@@ -259,6 +280,91 @@ def test_launch_arguments(recorder):
     t = C.transpose(q)
     ((config, kernel, args),) = recorder
     assert kernel == "transpose" and t.shape == (128, 64) and (int(args[2]), int(args[3])) == (64, 128)
+
+
+def test_vector_amax_applies_to_aligned_whole_vectors(monkeypatch):
+    """The vectorized amax takes 16-byte aligned tensors of a whole number of 16-byte vectors (x and the
+    aux); anything else runs the cast-transpose's amax-only pass; NVMATH_FP8_VECTOR_AMAX=0 never."""
+    base = torch.zeros(4096, dtype=BF16)
+    assert base.data_ptr() % 16 == 0
+    x = base[:1024].view(32, 32)
+    assert C.vector_amax_applies(x, None) and C.vector_amax_applies(x, base[2048:3072].view(32, 32))
+    assert not C.vector_amax_applies(base[2:1026].view(32, 32), None)  # (4-byte aligned)
+    assert not C.vector_amax_applies(base[:36].view(6, 6), None)  # (36 elements: 4.5 vectors)
+    assert not C.vector_amax_applies(x, base[2:1026].view(32, 32))
+    assert C.vector_amax_applies(torch.zeros(6, 2, dtype=F32), None)  # (float32: 4 per vector)
+    monkeypatch.setattr(C, "VECTOR_AMAX", False)
+    assert not C.vector_amax_applies(x, None)
+
+
+@pytest.mark.parametrize(
+    ("numel", "size", "blocks"),
+    [(8, 2, 1), (8192, 2, 1), (8200, 2, 2), (8192 * 16384, 2, C.AMAX_BLOCKS), (4096, 4, 1)],
+)
+def test_amax_blocks(numel, size, blocks):
+    """One block per 256 threads x AMAX_UNROLL vectors of 16 bytes, at least one, at most AMAX_BLOCKS."""
+    assert C.amax_blocks(numel, size) == blocks
+
+
+@pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), ("0", False), ("no", False)])
+def test_vector_amax_and_prefetch_environment_switches(value, on):
+    """NVMATH_FP8_VECTOR_AMAX: unset or 1 -> the vectorized amax; 0 / no -> the cast-transpose's pass.
+    NVMATH_FP8_CAST_PREFETCH likewise, written into the kernel source as NVMATH_CT_PREFETCH."""
+    import os
+    import subprocess
+    import sys
+
+    names = ("NVMATH_FP8_VECTOR_AMAX", "NVMATH_FP8_CAST_PREFETCH")
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    if value is not None:
+        env.update(dict.fromkeys(names, value))
+    code = (
+        "from nvmath.torch import _fp8_cast as C; "
+        "print(C.VECTOR_AMAX, C.PREFETCH, f'#define NVMATH_CT_PREFETCH {int(C.PREFETCH)}' in C._SOURCE)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(on), str(on), "True"]
+
+
+def test_current_update_launch(recorder, monkeypatch):
+    """current_update launches the one-thread update with the amax, the role's scale, history and flag
+    elements, a new scalar for the used scale, fp8_max and 2**margin; not on CPU tensors or with the
+    kernels off (None: the caller's torch update runs)."""
+    st = ScalingState(fp8.CurrentScaling(margin=2))
+    amax = torch.tensor([3.0])
+    used = C.current_update(amax[0], st.scale[2], st.amax_history[0, 2], st.found_inf[2], 57344.0, 2)
+    ((config, kernel, args),) = recorder
+    assert kernel == "current_scale" and tuple(config.grid)[:2] == (1, 1)
+    assert tuple(config.block)[:2] == (1, 1)
+    ptrs = [t.data_ptr() for t in (amax, st.scale[2], st.amax_history[0, 2], st.found_inf[2])]
+    assert [int(a) for a in args[:4]] == ptrs and int(args[4]) == used.data_ptr()
+    assert float(args[5]) == 57344.0 and float(args[6]) == 4.0 and used.shape == ()
+    monkeypatch.setattr(C, "ENABLED", False)
+    assert C.current_update(amax[0], st.scale[2], st.amax_history[0, 2], st.found_inf[2], 57344.0, 2) is None
+    monkeypatch.undo()
+    assert C.current_update(amax[0], st.scale[2], st.amax_history[0, 2], st.found_inf[2], 57344.0, 2) is None
+
+
+def test_kernels_looked_up_once_per_device(monkeypatch):
+    """The kernels of a device come from the NVRTC cache once, then from a per-device dictionary (no
+    key rebuilt per launch); a build that fails is not kept (None, and the kernels go out of use)."""
+    from nvmath._internal import nvrtc
+
+    calls = []
+
+    def compiled(source, names, device_id, **kwargs):
+        calls.append(device_id)
+        if device_id == 3:
+            raise RuntimeError("NVRTC_ERROR_COMPILATION")
+        return {k: (device_id, k) for k in names}
+
+    monkeypatch.setattr(nvrtc, "compiled_kernels", compiled)
+    monkeypatch.setattr(C, "_LOADED", {})
+    monkeypatch.setattr(C, "_broken", [])
+    k0 = C._kernels(0)
+    assert C._kernels(0) is k0 and C._kernels(1)[("amax", BF16, None)] == (1, ("amax", BF16, None))
+    assert calls == [0, 1] and not C.broken()
+    assert C._kernels(3) is None and 3 not in C._LOADED and C.broken()
 
 
 def test_switched_off_runs_the_former_ops(monkeypatch):
@@ -408,6 +514,48 @@ def test_gpu_dgelu_cast_transpose_matches_gelu_backward(wide, aux_dtype, rows, c
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("wide", [BF16, F16, F32], ids=["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("dgelu", [False, True], ids=["plain", "dgelu"])
+@pytest.mark.parametrize(("rows", "cols"), [(130, 66), (1024, 768), (8192, 16384)])
+def test_gpu_vector_amax_equals_the_tiled_pass(wide, dgelu, rows, cols, monkeypatch):
+    """The amax-only pass (current scaling's first pass) by the vectorized reduction is the
+    cast-transpose kernel's amax-only pass bit for bit (130 x 66 bfloat16: not whole vectors, the tiled
+    pass itself), and max |x| for the plain pass; a NaN wins."""
+    _gpu()
+    torch.manual_seed(rows)
+    x = (torch.randn(rows, cols, device="cuda") * 100).to(wide)
+    aux = (torch.randn(rows, cols, device="cuda") * 3).to(wide) if dgelu else None
+    vec = C.cast_transpose(x, None, E5, aux=aux).amax
+    monkeypatch.setattr(C, "VECTOR_AMAX", False)
+    tiled = C.cast_transpose(x, None, E5, aux=aux).amax
+    torch.cuda.synchronize()
+    assert not C.broken() and torch.equal(vec, tiled)
+    if not dgelu:
+        assert float(vec) == float(x.float().abs().max())
+    monkeypatch.setattr(C, "VECTOR_AMAX", True)
+    x.view(-1)[rows * cols // 2] = float("nan")
+    assert torch.isnan(C.cast_transpose(x, None, E5, aux=aux).amax)
+
+
+@pytest.mark.gpu
+def test_gpu_current_update_equals_the_torch_update():
+    """On the GPU, current scaling's one-launch update leaves every buffer as the torch update does,
+    bit for bit, and returns the same scale (NaN where that is NaN), for finite, zero, tiny, huge and
+    non-finite amaxes, both roles' formats, margins 0 and 2."""
+    _gpu()
+    for margin in (0, 2):
+        for amax in AMAXES:
+            a, b = (ScalingState(fp8.CurrentScaling(margin=margin)).cuda() for _ in range(2))
+            x = torch.tensor(amax, device="cuda")
+            for role in ("input", "grad_output"):
+                _, ua = a.quantize_by(role, lambda s: (None, x), finish=C.current_update)
+                _, ub = b.quantize_by(role, lambda s: (None, x))
+                assert torch.equal(ua, ub) or (torch.isnan(ua) and torch.isnan(ub)), (margin, amax, role)
+            for name, buf in a.state_dict().items():
+                assert torch.equal(buf, b.state_dict()[name]), (margin, amax, name)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize(("rows", "cols"), [(130, 66), (8192, 16384)])
 def test_gpu_fp8_transpose_bit_exact(rows, cols):
     """The FP8 transpose kernel equals q.T.contiguous() bit for bit."""
@@ -442,9 +590,7 @@ def _within_one_fp8_step(a, b, frac=0.99):
 
 
 # ---------------------------------------------------------------- the CUDA source on host threads
-@pytest.fixture(scope="module")
-def host(tmp_path_factory):
-    """The kernels' own source compiled for the CPU (fp8_cast_host: one std::thread per CUDA thread)."""
+def _host_build(tmp_path_factory, prefetch=None):
     import importlib.util
     import pathlib
 
@@ -452,10 +598,16 @@ def host(tmp_path_factory):
     spec = importlib.util.spec_from_file_location("fp8_cast_host", path)
     fp8_cast_host = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fp8_cast_host)
-    built = fp8_cast_host.build(tmp_path_factory.mktemp("cast_host"))
+    built = fp8_cast_host.build(tmp_path_factory.mktemp("cast_host"), prefetch)
     if built is None:
         pytest.skip("no g++ to build the host emulation of the kernels")
     return built
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    """The kernels' own source compiled for the CPU (fp8_cast_host: one std::thread per CUDA thread)."""
+    return _host_build(tmp_path_factory)
 
 
 def _bits(t):
@@ -503,6 +655,116 @@ def test_kernel_source_on_host_threads_dgelu(host, rows, cols, wide, aux_dtype):
     assert _within_one_fp8_step(got["q"], want) and np.array_equal(got["qt"], got["q"].T)
     np.testing.assert_allclose(got["amax"], float(v.float().abs().max()), rtol=1e-2)
     np.testing.assert_allclose(got["partial"].sum(0), v.float().sum(0).numpy(), rtol=1e-2, atol=5e-2)
+
+
+def test_kernel_source_on_host_threads_prefetch_changes_nothing(host, tmp_path_factory):
+    """The plain cast-transpose with its next tile's loads issued early (PREFETCH, the default) and
+    with each tile's loads at its start give the same bytes, amax and partial sums (one tile per block
+    row, several, a partial last tile; the dgelu pass, the same schedule in both builds, alike)."""
+    other = _host_build(tmp_path_factory, prefetch=not C.PREFETCH)
+    torch.manual_seed(11)
+    for rows, cols, gy in ((130, 66, None), (320, 70, 2), (194, 66, 2)):
+        x, z = (torch.randn(rows, cols) * 50).to(BF16), (torch.randn(rows, cols) * 3).to(F16)
+        for aux in (None, z):
+            args = {"aux": None, "aux_wide": None, "gy": gy}
+            if aux is not None:
+                args.update(aux=_bits(aux), aux_wide="float16")
+            a = host.cast(_bits(x), "bfloat16", 2.0, True, **args)
+            b = other.cast(_bits(x), "bfloat16", 2.0, True, **args)
+            assert np.array_equal(a["q"], b["q"]) and np.array_equal(a["qt"], b["qt"])
+            assert a["amax"] == b["amax"]
+            assert np.array_equal(a["partial"], b["partial"])
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "blocks"), [(2, 4, None), (64, 66, None), (64, 130, 1), (96, 98, 2)]
+)
+@pytest.mark.parametrize("wide", [BF16, F16, F32], ids=["bf16", "fp16", "fp32"])
+def test_kernel_source_on_host_threads_amax(host, rows, cols, blocks, wide):
+    """The vectorized amax reduction on host threads (blocks=1, 2: threads looping over several rounds
+    of four vectors, the last round partial) is max |x| bit for bit, the cast-transpose's amax-only
+    pass's value; a NaN anywhere wins."""
+    torch.manual_seed(rows + cols)
+    x = (torch.randn(rows, cols) * 300).to(wide)
+    name = str(wide).split(".")[-1]
+    got = host.amax(_bits(x), name, blocks=blocks)
+    assert got == float(x.float().abs().max()) == host.cast(_bits(x), name, None, False)["amax"]
+    x.view(-1)[-1] = float("nan")
+    assert np.isnan(host.amax(_bits(x), name, blocks=blocks))
+
+
+@pytest.mark.parametrize(("rows", "cols", "blocks"), [(64, 66, None), (96, 98, 2)])
+@pytest.mark.parametrize(("wide", "aux_dtype"), [(BF16, BF16), (F16, F16), (BF16, F16), (F32, F32)],
+                         ids=["bf16", "fp16", "bf16-fp16aux", "fp32"])  # fmt: skip
+def test_kernel_source_on_host_threads_amax_dgelu(host, rows, cols, blocks, wide, aux_dtype):
+    """The dgelu amax reduction on host threads equals the dgelu cast-transpose's amax-only pass bit for
+    bit (the same rounded values, the same maximum) and max |gelu_backward| to the formula's last bits."""
+    torch.manual_seed(cols)
+    dh, z = torch.randn(rows, cols).to(wide), (torch.randn(rows, cols) * 3).to(aux_dtype)
+    name, aux_name = str(wide).split(".")[-1], str(aux_dtype).split(".")[-1]
+    got = host.amax(_bits(dh), name, aux=_bits(z), aux_wide=aux_name, blocks=blocks)
+    tiled = host.cast(_bits(dh), name, None, True, aux=_bits(z), aux_wide=aux_name, colsum=False)
+    assert got == tiled["amax"]
+    v = torch.ops.aten.gelu_backward(dh.float(), z.float(), approximate="tanh").to(wide)
+    np.testing.assert_allclose(got, float(v.float().abs().max()), rtol=1e-2)
+
+
+AMAXES = [1.0, 3.3e-5, 250.0, 0.0, -0.0, float("inf"), float("nan"), 1e-38, 5e-39, 1e-45, 3.0e38, 2.0**-126]
+
+
+@pytest.mark.parametrize("margin", [0, 1, 3])
+@pytest.mark.parametrize("fmt", [fp8.Format.HYBRID, fp8.Format.E4M3], ids=["hybrid", "e4m3"])
+def test_kernel_source_current_scale_equals_the_torch_update(host, margin, fmt):
+    """The current-scaling update kernel (one launch per quantize) leaves the role's scale, history and
+    found_inf as ScalingState's lean torch sequence does, bit for bit, and returns the same scale
+    (NaN where that is NaN), for finite, zero, tiny (reciprocal overflowing), huge and non-finite
+    amaxes, every margin and both formats."""
+    for role in ("input", "grad_output"):
+        for amax in AMAXES:
+            st = ScalingState(fp8.CurrentScaling(margin=margin, fp8_format=fmt))
+            i = ROLES.index(role)
+            with torch.no_grad():
+                st.scale[i] = 0.75
+                st.amax_history[0, i] = 2.5
+                st.found_inf[i] = 2
+            a = torch.tensor(amax, dtype=F32)
+            before = (float(st.scale[i]), float(st.amax_history[0, i]), int(st.found_inf[i]))
+            _, used = st.quantize_by(role, lambda scale: (None, a))
+            sc, hi, fl, got = host.current_scale(amax, *before, fp8.FP8_MAX[st.dtype(role)], margin)
+            assert sc.view(np.uint32)[0] == np.float32(st.scale[i]).view(np.uint32), (role, amax)
+            assert hi.view(np.uint32)[0] == np.float32(st.amax_history[0, i]).view(np.uint32), (role, amax)
+            assert int(fl[0]) == int(st.found_inf[i]), (role, amax)
+            if np.isnan(float(used)):
+                assert np.isnan(got[0]), (role, amax)
+            else:
+                assert got.view(np.uint32)[0] == np.float32(used).view(np.uint32), (role, amax)
+
+
+def test_quantize_by_uses_the_finish_update(monkeypatch):
+    """Current scaling: quantize_by hands the amax and the role's buffer elements to finish (the
+    kernel's launcher) and runs the second pass with the state's scale, which finish updated; finish
+    returning None falls back to the torch update; delayed scaling never calls it."""
+    st = ScalingState(fp8.CurrentScaling())
+    seen, scales = [], []
+
+    def finish(amax, scale, hist, found_inf, fp8_max, margin):
+        seen.append((float(amax), scale.data_ptr(), hist.data_ptr(), found_inf.data_ptr(), fp8_max, margin))
+        scale.fill_(7.0)
+        return torch.tensor(7.0)
+
+    def run(scale):
+        scales.append(None if scale is None else float(scale))
+        return "out", torch.tensor(2.0)
+
+    out, used = st.quantize_by("grad_output", run, finish=finish)
+    assert out == "out" and float(used) == 7.0 and scales == [None, 7.0]
+    ptrs = tuple(t.data_ptr() for t in (st.scale[2], st.amax_history[0, 2], st.found_inf[2]))
+    assert seen == [(2.0, *ptrs, 57344.0, 0)]
+    scales.clear()
+    out, used = st.quantize_by("input", run, finish=lambda *a: None)
+    assert float(used) == 448.0 / 2.0 and scales == [None, 224.0]
+    delayed = ScalingState(fp8.DelayedScaling(amax_history_len=2))
+    delayed.quantize_by("input", run, finish=lambda *a: pytest.fail("finish under delayed scaling"))
 
 
 @pytest.mark.parametrize(("rows", "cols", "gy"), [(2, 2, None), (130, 66, None), (320, 70, 2)])

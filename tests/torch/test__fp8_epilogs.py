@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from nvmath.torch import _fp8_mlp
+from nvmath.torch import _capture, _fp8_mlp
 from nvmath.torch._fp8_epilogs import FP8EpilogGemms, GemmConfig, emulate
 
 E4, E5, BF16, F16 = torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16
@@ -105,6 +105,7 @@ def test_refusal_is_remembered_and_reported(monkeypatch):
     monkeypatch.setattr(gemms, "_planned", refuse)
     qa, qb = fp8_operand((32, 64), E4, 0), fp8_operand((16, 64), E4, 1)
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    monkeypatch.setattr(_capture, "_is_capturing", lambda: False)  # (CPU torch: no capture query)
     cfg = _fp8_mlp.fc2_config(BF16)
     assert not gemms.supported(cfg, qa, qb) and not gemms.supported(cfg, qa, qb)
     assert gemms.supported(GemmConfig("DGELU", BF16), qa, qb, aux_dtype=BF16)
@@ -235,3 +236,55 @@ def test_gpu_fused_gemm_matches_emulation(fp8_gpu, name):
         assert ex[key].dtype == value.dtype, key  # (fc1_fp8: cuBLASLt's default float16 aux)
         assert rel(ex[key].cpu().float().reshape(value.shape), value.float()) < 1e-2, key
     gemms.clear()
+
+
+# ---------------------------------------------------------------- CUDA graph capture
+def test_untried_config_inside_a_capture_raises_not_refused(monkeypatch):
+    """supported() of a problem not tried before a capture raises CaptureError (the warm-up fix) and
+    records no refusal (the next eager call still tries it); a verdict made before the capture is
+    answered inside it (a lookup)."""
+    from nvmath.torch._capture import CaptureError
+
+    gemms = FP8EpilogGemms()
+    monkeypatch.setattr(gemms, "_planned", lambda *args, **kwargs: None)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    qa, qb = fp8_operand((32, 64), E4, 0), fp8_operand((16, 64), E4, 1)
+    cfg = _fp8_mlp.fc2_config(BF16)
+    monkeypatch.setattr(_capture, "_is_capturing", lambda: True)
+    with pytest.raises(CaptureError, match="warm-up"):
+        gemms.supported(cfg, qa, qb)
+    assert not gemms.report()
+    monkeypatch.setattr(_capture, "_is_capturing", lambda: False)
+    assert gemms.supported(cfg, qa, qb)
+    monkeypatch.setattr(_capture, "_is_capturing", lambda: True)
+    assert gemms.supported(cfg, qa, qb)
+
+
+def test_planners_run_inside_a_capture_are_pinned(monkeypatch):
+    """A planner executed inside a CUDA graph capture is pinned: later problems beyond maxsize evict
+    the others (least recently used first), never it; clear() frees all and unpins."""
+    import nvmath.linalg.advanced as adv
+
+    freed = []
+
+    class Planner(_Recorder):
+        def free(self):
+            freed.append(self.args["a"].shape[0])
+
+    _Recorder.made = []
+    monkeypatch.setattr(adv, "Matmul", Planner)
+    gemms = FP8EpilogGemms(maxsize=2)
+    cfg = _fp8_mlp.fc2_config(BF16)
+    one, bias = torch.ones(()), None
+    ops = [(fp8_operand((16 * (i + 1), 64), E4, i), fp8_operand((16, 64), E4, 9)) for i in range(4)]
+    gemms._planned(cfg, *ops[0], one, one, None, bias, None)
+    monkeypatch.setattr(_capture, "_is_capturing", lambda: True)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    gemms._planned(cfg, *ops[0], one, one, None, bias, None)  # (a hit inside the capture: pinned)
+    monkeypatch.setattr(_capture, "_is_capturing", lambda: False)
+    for qa, qb in ops[1:]:
+        gemms._planned(cfg, qa, qb, one, one, None, bias, None)
+    assert freed == [32, 48]  # (16 pinned; 32 then 48 the least recently used unpinned)
+    assert sorted(k[1][0] for k in gemms._planners) == [16, 64]
+    gemms.clear()
+    assert sorted(freed) == [16, 32, 48, 64] and not gemms._pinned

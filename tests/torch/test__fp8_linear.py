@@ -360,6 +360,64 @@ def test_gpu_bf16_close_to_torch():
     assert rel(m8(x).float(), ref(x).float()) < 0.08
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "recipe", [fp8.CurrentScaling(), fp8.DelayedScaling(amax_history_len=4)], ids=["current", "delayed"]
+)
+def test_gpu_cuda_graph_forward_backward_sees_weight_updates(recipe):
+    """An FP8 Linear(gelu) forward + backward captured in a CUDA graph after a warm-up, its weight
+    changed in place between replays (as an optimizer outside the graph would): every replay gives
+    the eager twin's output, input / weight / bias gradients and scaling state bit for bit (the
+    forward inside the graph quantizes the weight's current values, not a copy of the captured
+    step's)."""
+    import copy
+
+    _fp8_gpu()
+    torch.manual_seed(4)
+    lin = nt.Linear(256, 512, activation="gelu", fp8=recipe, device="cuda", dtype=torch.bfloat16)
+    twin = copy.deepcopy(lin)
+    static_x = torch.randn(512, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    static_g = torch.randn(512, 512, device="cuda", dtype=torch.bfloat16)
+
+    def run(m, x, g):
+        y = m(x)
+        y.backward(g)
+        return y.detach()
+
+    def eager(x, g):
+        twin.zero_grad(set_to_none=True)
+        xx = x.detach().clone().requires_grad_()
+        return run(twin, xx, g), xx.grad
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            run(lin, static_x, static_g)
+    torch.cuda.current_stream().wait_stream(side)
+    for _ in range(2):
+        eager(static_x, static_g)
+    lin.zero_grad(set_to_none=True)
+    static_x.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_y = run(lin, static_x, static_g)
+    for i in range(3):
+        delta = 0.02 * torch.randn_like(lin.weight)
+        with torch.no_grad():
+            lin.weight.add_(delta)
+            twin.weight.add_(delta)
+            static_x.copy_(torch.randn_like(static_x) * (i + 1))
+            static_g.copy_(torch.randn_like(static_g))
+        graph.replay()
+        y, dx = eager(static_x, static_g)
+        torch.cuda.synchronize()
+        assert torch.equal(static_y, y) and torch.equal(static_x.grad, dx)
+        assert torch.equal(lin.weight.grad, twin.weight.grad) and torch.equal(lin.bias.grad, twin.bias.grad)
+        for (name, got), ref in zip(lin.fp8_state.state_dict().items(), twin.fp8_state.state_dict().values()):
+            assert torch.equal(got, ref), name
+
+
 # ---------------------------------------------------------------- the planned path on the fake GPU
 def test_planned_gemm_on_fake_gpu_plans_once_and_matches_emulation(fake_gpu):
     """The cuBLASLt path (planned Matmul with tensor-wide scales, TN operands, mixed e5m2 x e4m3,
@@ -468,6 +526,69 @@ def test_weight_copy_follows_the_tensor_not_its_address():
     w2.mul_(2)
     state.weight_fp8(w2)
     assert state.weight_updates == 3
+
+
+# ---------------------------------------------------------------- CUDA graph capture (CPU logic)
+def test_forward_inside_a_capture_quantizes_the_weight_again(monkeypatch):
+    """Inside a CUDA graph capture a layer's forward makes the weight's FP8 copies again whatever the
+    version (the graph then holds the quantization: each replay quantizes the weight's values of that
+    moment); the backward's calls reuse them; outside a capture the version decides, as before. A
+    whole forward + backward under the patched capture makes one copy per forward."""
+    state = _fp8_linear.FP8LinearState(fp8.DelayedScaling(amax_history_len=4))
+    w = torch.randn(16, 16)
+    state.weight_fp8(w, forward=True)
+    state.weight_fp8(w, forward=True)
+    assert state.weight_updates == 1
+    monkeypatch.setattr(_fp8_linear, "capturing", lambda t: True)
+    first = state.weight_fp8(w, forward=True)
+    assert state.weight_updates == 2
+    assert state.weight_fp8(w) is first and state.weight_updates == 2  # (the backward's call)
+    state.weight_fp8(w, forward=True)
+    assert state.weight_updates == 3
+    lin, _ = make(fp8.CurrentScaling(), act="gelu")
+    lin(torch.randn(16, 32)).sum().backward()
+    lin(torch.randn(16, 32)).sum().backward()
+    assert lin.fp8_state.weight_updates == 2
+
+
+def test_evict_keeps_pinned_and_newest_planners():
+    """evict frees the least recently used planners beyond maxsize, never a pinned one (a captured
+    graph replays it) nor the newest (about to run), even when that leaves more than maxsize."""
+    from collections import OrderedDict
+
+    freed = []
+
+    class P:
+        def __init__(self, name):
+            self.name = name
+
+        def free(self):
+            freed.append(self.name)
+
+    planners = OrderedDict((k, P(k)) for k in "abcde")
+    _fp8_linear.evict(planners, {"a", "c"}, 3)
+    assert freed == ["b", "d"] and list(planners) == ["a", "c", "e"]
+    _fp8_linear.evict(planners, {"a", "c"}, 1)
+    assert list(planners) == ["a", "c", "e"]  # (e is the newest)
+
+
+def test_gemm_run_inside_a_capture_pins_its_planner(fake_gpu, monkeypatch):
+    """FP8GemmCache pins a planner a captured call ran (on the emulated cuBLASLt): another problem
+    beyond maxsize evicts an unpinned one instead; clear() unpins."""
+    cache = _fp8_linear.FP8GemmCache(maxsize=1)
+    one = torch.ones(())
+    a = aligned((torch.randn(32, 64) * 4).to(E4))
+    b = aligned((torch.randn(48, 64) * 4).to(E4))
+    cache.run_planned(a, b, one, one, torch.float32)
+    monkeypatch.setattr(_fp8_linear, "capturing", lambda t: True)
+    cache.run_planned(a, b, one, one, torch.float32)
+    monkeypatch.setattr(_fp8_linear, "capturing", lambda t: False)
+    (pinned,) = cache._pinned
+    cache.run_planned(a, b, one, one, torch.bfloat16)
+    cache.run_planned(a, b, one, one, torch.float16)
+    assert pinned in cache._planners and len(cache._planners) == 2 and cache.plans == 3
+    cache.clear()
+    assert not cache._pinned and not cache._planners
 
 
 # ---------------------------------------------------------------- fused bias / activation

@@ -50,21 +50,23 @@ import numpy as np
 from nvmath._internal import nvrtc
 from nvmath._internal.streams import StreamHandle
 
-__all__ = ["FP8_DTYPES", "WIDE_DTYPES", "QUANTIZE_BLOCKS", "kernels", "quantize"]
+__all__ = ["FP8_DTYPES", "FP8_PRELUDE", "WIDE_DTYPES", "QUANTIZE_BLOCKS", "kernels", "quantize"]
 
 logger = logging.getLogger(__name__)
 
-_SOURCE = r"""
+FP8_PRELUDE = r"""
 struct nvmath_f16 { unsigned short bits; };
 struct nvmath_bf16 { unsigned short bits; };
 
-__device__ __forceinline__ float nvmath_to_float(float x) { return x; }
-__device__ __forceinline__ float nvmath_to_float(double x) { return (float)x; }
-__device__ __forceinline__ float nvmath_to_float(nvmath_f16 x) {
+// float16 bits -> float32 (exact)
+__device__ __forceinline__ float nvmath_h2f(unsigned short h) {
   float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
 }
+__device__ __forceinline__ float nvmath_to_float(float x) { return x; }
+__device__ __forceinline__ float nvmath_to_float(double x) { return (float)x; }
+__device__ __forceinline__ float nvmath_to_float(nvmath_f16 x) { return nvmath_h2f(x.bits); }
 __device__ __forceinline__ float nvmath_to_float(nvmath_bf16 x) {
   return __uint_as_float(((unsigned int)x.bits) << 16);
 }
@@ -80,7 +82,14 @@ __device__ __forceinline__ unsigned char nvmath_to_fp8(float x) {
   }
   return (unsigned char)(r & 0xFFu);
 }
+"""
+"""The device helpers every FP8 kernel of the library shares (this module's aux quantization and the
+FP8 layers' cast-transpose kernels, :mod:`nvmath.torch._fp8_cast`): the wide element types as 16-bit
+structs (NVRTC has no ``cuda_fp16.h`` / ``cuda_bf16.h`` without the toolkit's headers), their exact
+conversion to float32 (``nvmath_h2f``, ``nvmath_to_float``) and the saturating FP8 conversion
+``nvmath_to_fp8<E5M2>`` (``cvt.rn.satfinite``, see the module docstring)."""
 
+_SOURCE = FP8_PRELUDE + r"""
 extern "C" __global__ void nvmath_aux_zero_amax(unsigned int* amax) { *amax = 0u; }
 
 // out[t] = fp8(scale * wide[t]) for the `rows` real rows of each column of `ld` rows (0 in the
