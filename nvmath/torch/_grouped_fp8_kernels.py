@@ -214,15 +214,19 @@ def active_groups(counts: list[int], device: torch.device) -> torch.Tensor | Non
 
 
 def _forward_gemm(
-    qx: Any, qw: Any, inv_x: Any, inv_w: Any, b: Any, dtype: torch.dtype, gemm: Any, fused: Any
+    qx: Any, qw: Any, inv_x: Any, inv_w: Any, b: Any, cfg: Any, dtype: torch.dtype, gemm: Any, fused: Any
 ) -> Any:  # fmt: skip
     """One group's ``y_g`` (rows, N): the FP8 GEMM with the bias fused where the layer's dtype takes it
-    (as an FP8 ``Linear``), else the plain GEMM and torch's bias add."""
-    cfg = epilog_config(None, b is not None, dtype)
+    (``cfg``, :func:`~._fp8_linear.epilog_config`: as an FP8 ``Linear``), else the plain GEMM and
+    torch's bias add."""
     if cfg is not None and fused.supported(cfg, qw, qx):
         return fused(cfg, qw, qx, inv_w, inv_x, bias=b)[0].mT
     y = gemm(qx, qw, inv_x, inv_w, dtype)
     return y if b is None else y + b.to(y.dtype)
+
+
+def _join(parts: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
 
 
 def grouped_forward(
@@ -236,9 +240,12 @@ def grouped_forward(
     active = active_groups(counts, x.device)
     qx, x_used = quantize_role(state, "input", x, bounds)
     (qw, qwt, inv_w), inv_x = weight_fp8(state, w, (qx.amax, x_used, active))
-    ys = [_forward_gemm(qx.q[s:e], qw[k], inv_x[k], inv_w[k], None if b is None else b[k], x.dtype, gemm,
-                        fused) for k, s, e in bounds]  # fmt: skip
-    y = torch.cat(ys) if len(ys) > 1 else ys[0].contiguous()
+    # (the groups' views made by one call each, not one indexing per group and operand)
+    xs, qws, ixs, iws = qx.q.split(counts), qw.unbind(0), inv_x.unbind(0), inv_w.unbind(0)
+    bs = [None] * len(counts) if b is None else b.unbind(0)
+    cfg = epilog_config(None, b is not None, x.dtype)
+    y = _join([_forward_gemm(xs[k], qws[k], ixs[k], iws[k], bs[k], cfg, x.dtype, gemm, fused)
+               for k, _, _ in bounds])  # fmt: skip
     return y, (qx.qt, x.shape[1], inv_x, qwt, inv_w)
 
 
@@ -254,16 +261,17 @@ def grouped_backward(
     want_db = needs[2] and b_dtype is not None
     qg, g_used = quantize_role(state, "grad_output", g.contiguous(), bounds, colsum=want_db)
     inv_g = state.record("grad_output", qg.amax[None], g_used[None], active_groups(counts, g.device))[0]
-    inv_g = inv_g.reciprocal()
+    igs = inv_g.reciprocal().unbind(0)
     dx = dw = db = None
     if needs[0]:
-        parts = [gemm(qg.q[s:e], qwt[k], inv_g[k], inv_w[k], g.dtype) for k, s, e in bounds]
-        dx = torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
+        gs, wts, iws = qg.q.split(counts), qwt.unbind(0), inv_w.unbind(0)
+        dx = _join([gemm(gs[k], wts[k], igs[k], iws[k], g.dtype) for k, _, _ in bounds])
     if needs[1]:
         wdt = _fp8_cast.wgrad_dtype(w_dtype)
+        ixs = inv_x.unbind(0)
         dws: list = [None] * w_shape[0]
         for k, s, e in bounds:
-            dws[k] = gemm(qg.transposed(s, e), transposed_block(qxt, cols, s, e), inv_g[k], inv_x[k], wdt)
+            dws[k] = gemm(qg.transposed(s, e), transposed_block(qxt, cols, s, e), igs[k], ixs[k], wdt)
         if len(bounds) < len(dws):
             zero = torch.zeros(w_shape[1:], dtype=wdt, device=g.device)
             dws = [zero if p is None else p for p in dws]
