@@ -25,8 +25,9 @@
   routings cycled, as a router would give; same sequence for both libraries): nvmath's first sighting
   of a routing runs one grouped launch per product, so this row measures that path against the loop.
 * ``moe-8x-uneven-fp8-{delayed,current}-loop``: the ``moe-8x-uneven`` layer as
-  ``GroupedLinear(fp8=recipe)`` (each expert the library's FP8 Linear, its own scaling state; the
-  weights' FP8 copies remade every step, as after an optimizer step) against the torch bf16 loop.
+  ``GroupedLinear(fp8=recipe)`` (one autograd function over the experts, each with its own scales in
+  one stacked state; the weights' FP8 copies remade every step, as after an optimizer step) against
+  the torch bf16 loop.
 """
 
 from __future__ import annotations
@@ -385,7 +386,8 @@ def _moe_fp8_nvmath(recipe_name: str):
             return torch.autograd.grad(layer(x, counts), params, grad_outputs=g)
 
         step()  # plans the FP8 GEMMs (not timed)
-        return Prepared(step, note=f"GroupedLinear(fp8={type(recipe).__name__}()): per-expert FP8 Linear")
+        note = f"GroupedLinear(fp8={type(recipe).__name__}()): per-expert FP8 GEMMs, one stacked state"
+        return Prepared(step, note=note)
 
     return setup
 
