@@ -513,6 +513,8 @@ def test_layer_through_planned_gemms_equals_emulation(fake_gpu, monkeypatch, rec
         want = torch.autograd.grad(twin(xw, counts), [xw, twin.weight, twin.bias], grad_outputs=g)
         for a, b in zip(got, want):
             assert rel(a, b) < 1e-6
-        if step == 0:  # (3 groups with tokens x forward, dgrad, wgrad; later steps plan anew only where
-            assert planned.plans == 9  # the CPU allocator gave another pointer alignment: cuda's is fixed)
+        if step == 0:  # 3 groups with tokens x forward, dgrad, wgrad (group 0's dgrad and wgrad are one
+            # problem, (32, 32) @ (64, 32).T, when their operands' alignments agree); later steps plan
+            # anew only where the CPU allocator gave another alignment (cuda's is fixed)
+            assert planned.plans in (8, 9)
     planned.clear()
