@@ -100,7 +100,7 @@ class GroupedFP8Fn(torch.autograd.Function):
         y, saved = grouped_forward(x, w, b, counts, state, *gemms)
         qxt, cols, inv_x, qwt, inv_w = saved
         ctx.save_for_backward(qxt, inv_x, qwt, inv_w)
-        ctx.cols, ctx.counts, ctx.state, ctx.gemm = cols, counts, state, gemms[0]
+        ctx.cols, ctx.counts, ctx.state, ctx.gemms = cols, counts, state, (gemms[0], gemms[2])
         ctx.w_meta = (w.dtype, tuple(w.shape))
         ctx.b_dtype = None if b is None else b.dtype
         return y
@@ -114,7 +114,7 @@ class GroupedFP8Fn(torch.autograd.Function):
         saved = (qxt, ctx.cols, inv_x, qwt, inv_w)
         needs = tuple(ctx.needs_input_grad[:3])
         return (
-            *grouped_backward(g, saved, ctx.w_meta, ctx.b_dtype, ctx.counts, needs, ctx.state, ctx.gemm),
+            *grouped_backward(g, saved, ctx.w_meta, ctx.b_dtype, ctx.counts, needs, ctx.state, *ctx.gemms),
             None, None, None,
         )  # fmt: skip
 
@@ -130,6 +130,7 @@ def grouped_fp8_forward(module: Any, x: torch.Tensor, counts: Any) -> torch.Tens
     """
     from nvmath.torch._fp8_epilogs import fp8_epilog_gemms
     from nvmath.torch._fp8_linear import fp8_gemm_cache
+    from nvmath.torch._grouped_fp8_gemms import grouped_fp8_gemms
 
     weight, bias = module.weight, module.bias
     values = check_operands(x, weight, bias, counts)
@@ -141,4 +142,5 @@ def grouped_fp8_forward(module: Any, x: torch.Tensor, counts: Any) -> torch.Tens
     state = _state(module, module.fp8, weight.device)
     if not any(values):
         return x.new_empty((0, weight.shape[1]))
-    return GroupedFP8Fn.apply(x.contiguous(), weight, bias, values, state, (fp8_gemm_cache, fp8_epilog_gemms))
+    gemms = (fp8_gemm_cache, fp8_epilog_gemms, grouped_fp8_gemms)
+    return GroupedFP8Fn.apply(x.contiguous(), weight, bias, values, state, gemms)

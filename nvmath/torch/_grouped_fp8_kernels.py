@@ -231,7 +231,7 @@ def _join(parts: list[torch.Tensor]) -> torch.Tensor:
 
 def grouped_forward(
     x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, counts: list[int], state: GroupedScalingState,
-    gemm: Any, fused: Any,
+    gemm: Any, fused: Any, lean: Any,
 ) -> tuple[torch.Tensor, tuple]:  # fmt: skip
     """``(y, saved)``: the grouped layer's output and what :func:`grouped_backward` needs (the input's
     transposed FP8 copies and its and the weight's dequantization scales); updates ``state``'s input
@@ -241,17 +241,30 @@ def grouped_forward(
     qx, x_used = quantize_role(state, "input", x, bounds)
     (qw, qwt, inv_w), inv_x = weight_fp8(state, w, (qx.amax, x_used, active))
     # (the groups' views made by one call each, not one indexing per group and operand)
-    xs, qws, ixs, iws = qx.q.split(counts), qw.unbind(0), inv_x.unbind(0), inv_w.unbind(0)
+    xs, qws = qx.q.split(counts), qw.unbind(0)
     bs = [None] * len(counts) if b is None else b.unbind(0)
     cfg = epilog_config(None, b is not None, x.dtype)
+    saved = (qx.qt, x.shape[1], inv_x, qwt, inv_w)
+    if lean.applies(x):
+        if cfg is not None:  # (y.T = qw @ qx.T + b: the bias along D's rows, as FP8 Linear runs it)
+            made = lean.run("forward-bias", [(k, qws[k], xs[k]) for k, _, _ in bounds], inv_w, inv_x, x.dtype,
+                            bias=[bs[k] for k, _, _ in bounds])  # fmt: skip
+            made = made and [d.mT for d in made]
+        else:
+            made = lean.run("forward", [(k, xs[k], qws[k]) for k, _, _ in bounds], inv_x, inv_w, x.dtype)
+            made = made and [d if bs[k] is None else d + bs[k].to(d.dtype)
+                             for d, (k, _, _) in zip(made, bounds)]  # fmt: skip
+        if made:
+            return _join(made), saved
+    ixs, iws = inv_x.unbind(0), inv_w.unbind(0)
     y = _join([_forward_gemm(xs[k], qws[k], ixs[k], iws[k], bs[k], cfg, x.dtype, gemm, fused)
                for k, _, _ in bounds])  # fmt: skip
-    return y, (qx.qt, x.shape[1], inv_x, qwt, inv_w)
+    return y, saved
 
 
 def grouped_backward(
     g: torch.Tensor, saved: tuple, w_meta: tuple, b_dtype: torch.dtype | None, counts: list[int],
-    needs: tuple, state: GroupedScalingState, gemm: Any,
+    needs: tuple, state: GroupedScalingState, gemm: Any, lean: Any,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
     """``(dx, dw, db)`` of :func:`grouped_forward` (``None`` where ``needs`` says not needed; ``w_meta``:
     the weight's dtype and shape); updates ``state``'s grad_output role (one update for all groups)."""
@@ -261,17 +274,27 @@ def grouped_backward(
     want_db = needs[2] and b_dtype is not None
     qg, g_used = quantize_role(state, "grad_output", g.contiguous(), bounds, colsum=want_db)
     inv_g = state.record("grad_output", qg.amax[None], g_used[None], active_groups(counts, g.device))[0]
-    igs = inv_g.reciprocal().unbind(0)
+    inv_g = inv_g.reciprocal()
+    igs = inv_g.unbind(0)
     dx = dw = db = None
     if needs[0]:
-        gs, wts, iws = qg.q.split(counts), qwt.unbind(0), inv_w.unbind(0)
-        dx = _join([gemm(gs[k], wts[k], igs[k], iws[k], g.dtype) for k, _, _ in bounds])
+        gs, wts = qg.q.split(counts), qwt.unbind(0)
+        made = lean.applies(g) and lean.run("dgrad", [(k, gs[k], wts[k]) for k, _, _ in bounds], inv_g, inv_w,
+                                            g.dtype)  # fmt: skip
+        if not made:
+            iws = inv_w.unbind(0)
+            made = [gemm(gs[k], wts[k], igs[k], iws[k], g.dtype) for k, _, _ in bounds]
+        dx = _join(made)
     if needs[1]:
         wdt = _fp8_cast.wgrad_dtype(w_dtype)
-        ixs = inv_x.unbind(0)
+        pairs = [(k, qg.transposed(s, e), transposed_block(qxt, cols, s, e)) for k, s, e in bounds]
+        made = lean.applies(g) and lean.run("wgrad", pairs, inv_g, inv_x, wdt)
+        if not made:
+            ixs = inv_x.unbind(0)
+            made = [gemm(a, b, igs[k], ixs[k], wdt) for k, a, b in pairs]
         dws: list = [None] * w_shape[0]
-        for k, s, e in bounds:
-            dws[k] = gemm(qg.transposed(s, e), transposed_block(qxt, cols, s, e), igs[k], ixs[k], wdt)
+        for (k, _, _), d in zip(bounds, made):
+            dws[k] = d
         if len(bounds) < len(dws):
             zero = torch.zeros(w_shape[1:], dtype=wdt, device=g.device)
             dws = [zero if p is None else p for p in dws]

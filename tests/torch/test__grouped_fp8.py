@@ -518,3 +518,67 @@ def test_layer_through_planned_gemms_equals_emulation(fake_gpu, monkeypatch, rec
             # anew only where the CPU allocator gave another alignment (cuda's is fixed)
             assert planned.plans in (8, 9)
     planned.clear()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16-bias-fused"])
+@pytest.mark.parametrize("recipe", RECIPES, ids=["current", "delayed"])
+def test_layers_on_the_grouped_planners_equal_emulation(fake_gpu, recipe, dtype):
+    """Two layers of equal shapes (sharing the grouped runner's planners) through planned Matmuls on the
+    emulated cuBLASLt with scale slots (each group's dequantization scales written into its planner's
+    slots before the product) and pointer swaps: every step equals the CPU emulation of twin layers;
+    groups of equal counts get planners of their own (their scales differ); the second layer re-points
+    the shared forward planners' bias."""
+    from nvmath.torch._grouped_fp8_gemms import GroupedFP8Gemms, grouped_fp8_gemms
+
+    runner = grouped_fp8_gemms
+    assert isinstance(runner, GroupedFP8Gemms)
+    runner.clear()
+    runner.cpu_planned = True
+    try:
+        torch.manual_seed(15)
+        counts = [32, 0, 32, 16]
+        layers = [nt.GroupedLinear(4, 64, 32, dtype=dtype, fp8=recipe) for _ in range(2)]
+        twins = [nt.GroupedLinear(4, 64, 32, dtype=dtype, fp8=recipe) for _ in range(2)]
+        for layer, twin in zip(layers, twins):
+            twin.load_state_dict(layer.state_dict())
+        x = torch.randn(sum(counts), 64, dtype=dtype)
+        for step in range(2):
+            g = torch.randn(sum(counts), 32, dtype=dtype)
+            for layer, twin in zip(layers, twins):
+                runner.cpu_planned = True
+                xg = x.clone().requires_grad_()
+                got = torch.autograd.grad(layer(xg, counts), [xg, layer.weight, layer.bias], grad_outputs=g)
+                runner.cpu_planned = False
+                xw = x.clone().requires_grad_()
+                want = torch.autograd.grad(twin(xw, counts), [xw, twin.weight, twin.bias], grad_outputs=g)
+                for a, b in zip(got, want):
+                    assert rel(a, b) < (1e-6 if dtype == torch.float32 else 1e-2)
+            assert runner.enabled and runner.plans >= 9  # (3 groups with tokens x 3 products, at least)
+    finally:
+        runner.cpu_planned = False
+        runner.clear()
+
+
+def test_grouped_planners_switch_off_when_a_plan_fails(fake_gpu, monkeypatch, caplog):
+    """A planner that raises switches the grouped runner off (logged once): the layer then runs the FP8
+    Linear caches and still computes what its twin computes."""
+    from nvmath.torch import _grouped_fp8_gemms as R
+
+    runner = R.GroupedFP8Gemms()
+    runner.cpu_planned = True
+    monkeypatch.setattr(R, "grouped_fp8_gemms", runner)
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no algorithm")
+
+    monkeypatch.setattr(runner, "_plan", refuse)
+    torch.manual_seed(16)
+    layer = nt.GroupedLinear(2, 32, 16, fp8=fp8.CurrentScaling())
+    twin = nt.GroupedLinear(2, 32, 16, fp8=fp8.CurrentScaling())
+    twin.load_state_dict(layer.state_dict())
+    x = torch.randn(32, 32)
+    with caplog.at_level("WARNING"):
+        y = layer(x, [16, 16])
+    assert not runner.enabled and "grouped FP8 GEMM planners failed" in caplog.text
+    runner.cpu_planned = False
+    torch.testing.assert_close(y, twin(x, [16, 16]))
