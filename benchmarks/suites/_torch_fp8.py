@@ -386,7 +386,12 @@ def _moe_fp8_nvmath(recipe_name: str):
             return torch.autograd.grad(layer(x, counts), params, grad_outputs=g)
 
         step()  # plans the FP8 GEMMs (not timed)
-        note = f"GroupedLinear(fp8={type(recipe).__name__}()): per-expert FP8 GEMMs, one stacked state"
+        from nvmath.torch import _fp8_cast
+        from nvmath.torch._grouped_fp8_gemms import grouped_fp8_gemms
+
+        how = "grouped planners" if grouped_fp8_gemms.enabled else "FP8 Linear caches (grouped planners off)"
+        cast = "cast kernels" if _fp8_cast.in_use() else "torch quantization (cast kernels off)"
+        note = f"GroupedLinear(fp8={type(recipe).__name__}()): per-expert FP8 GEMMs on {how}, {cast}"
         return Prepared(step, note=note)
 
     return setup

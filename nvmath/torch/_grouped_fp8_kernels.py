@@ -12,9 +12,11 @@ per-group scale update. Current scaling runs an amax-only pass per group first. 
 tensors, the kernels not in use) torch's operations compute the same values group by group
 (:func:`~._fp8.quantize`, the arithmetic of an FP8 ``Linear`` on those tensors).
 
-The GEMMs are those of an FP8 ``Linear`` per group, on the library's cached planners
-(:data:`~._fp8_linear.fp8_gemm_cache`, :data:`~._fp8_epilogs.fp8_epilog_gemms`, the bias fused in
-bfloat16 / float16 layers), with the group's dequantization scales as views of the (G,) tensors.
+The GEMMs are those of an FP8 ``Linear`` per group (the bias fused in bfloat16 / float16 layers) on
+the grouped layer's planners (:mod:`._grouped_fp8_gemms`: fixed scale slots, pointer swaps); CPU
+tensors, or where those planners switched off, on the FP8 Linear layers' caches
+(:data:`~._fp8_linear.fp8_gemm_cache`, :data:`~._fp8_epilogs.fp8_epilog_gemms`) with each group's
+dequantization scales as views of the (G,) tensors.
 The stacked weight is quantized once per weight version (all groups in one call). The weight
 gradient is one (G, N, K) stack of the groups' wgrad GEMMs (zero for groups without tokens), the bias
 gradient the (G, N) column sums of the quantization pass: no per-group autograd selects (the zero-

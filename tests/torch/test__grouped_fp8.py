@@ -349,6 +349,10 @@ def test_gpu_fp8_steps_within_tolerance_of_bf16(recipe):
         assert rel(y.detach(), ref(x, counts).detach()) < 0.06
         assert rel(got[0], want[0]) < 0.12 and rel(got[1], want[1]) < 0.12 and rel(got[2], want[2]) < 0.05
         assert not got[1][1].any() and not got[2][1].any()
+    from nvmath.torch import _fp8_cast
+    from nvmath.torch._grouped_fp8_gemms import grouped_fp8_gemms
+
+    assert grouped_fp8_gemms.enabled and _fp8_cast.in_use()  # (neither fell back to the former paths)
 
 
 @pytest.mark.gpu
@@ -378,6 +382,9 @@ def test_gpu_equals_a_loop_of_fp8_linear_layers(recipe):
         assert rel(y.detach(), want_y) < 1e-2 and rel(xg.grad, want_dx) < 1e-2
         assert rel(layer.weight.grad, want_dw) < 1e-2 and rel(layer.bias.grad, want_db) < 1e-2
         assert_states_match(layer.fp8_state, lins, counts)
+    from nvmath.torch._grouped_fp8_gemms import grouped_fp8_gemms
+
+    assert grouped_fp8_gemms.enabled, "the grouped FP8 planners failed here and switched off (see the log)"
 
 
 # ---------------------------------------------------------------- the GPU quantization on host threads
