@@ -42,6 +42,11 @@ __all__ = ["GroupedFP8Gemms", "grouped_fp8_gemms"]
 
 logger = logging.getLogger(__name__)
 
+SLOT = 4
+"""Floats per scale slot: cuBLASLt's FP8 kernels refuse (``NOT_SUPPORTED`` at the launch) scale pointers
+that are not 16-byte aligned (seen on the H200: a slot at byte offset 0x24), so every slot starts on
+16 bytes."""
+
 _RESULT = {torch.bfloat16: "CUDA_R_16BF", torch.float16: "CUDA_R_16F", torch.float32: "CUDA_R_32F"}
 
 
@@ -152,8 +157,8 @@ class GroupedFP8Gemms:
         free = self._free.get(device)
         if free is None:
             size = 2 * self.maxsize + 1
-            self._slots[device] = torch.ones(size, dtype=torch.float32, device=device)
-            free = self._free[device] = list(range(size - 1, 0, -1))
+            self._slots[device] = torch.ones(size * SLOT, dtype=torch.float32, device=device)
+            free = self._free[device] = [SLOT * i for i in range(size - 1, 0, -1)]
         return free.pop(), free.pop()
 
     def _fill(self, entries: list[_Entry], problems: list, inv_a: torch.Tensor, inv_b: torch.Tensor) -> None:

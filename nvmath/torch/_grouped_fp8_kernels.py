@@ -227,6 +227,14 @@ def _forward_gemm(
     return y if b is None else y + b.to(y.dtype)
 
 
+def aligned_scalars(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``t`` (G,) as G 0-d tensors each on its own 16 bytes: cuBLASLt's FP8 kernels refuse scale pointers
+    that are not 16-byte aligned (``NOT_SUPPORTED`` at the launch), which ``t.unbind(0)`` gives."""
+    padded = t.new_zeros((t.shape[0], 4))
+    padded[:, 0] = t
+    return padded[:, 0].unbind(0)
+
+
 def _join(parts: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
 
@@ -258,7 +266,7 @@ def grouped_forward(
                              for d, (k, _, _) in zip(made, bounds)]  # fmt: skip
         if made:
             return _join(made), saved
-    ixs, iws = inv_x.unbind(0), inv_w.unbind(0)
+    ixs, iws = aligned_scalars(inv_x), aligned_scalars(inv_w)
     y = _join([_forward_gemm(xs[k], qws[k], ixs[k], iws[k], bs[k], cfg, x.dtype, gemm, fused)
                for k, _, _ in bounds])  # fmt: skip
     return y, saved
@@ -277,14 +285,13 @@ def grouped_backward(
     qg, g_used = quantize_role(state, "grad_output", g.contiguous(), bounds, colsum=want_db)
     inv_g = state.record("grad_output", qg.amax[None], g_used[None], active_groups(counts, g.device))[0]
     inv_g = inv_g.reciprocal()
-    igs = inv_g.unbind(0)
     dx = dw = db = None
     if needs[0]:
         gs, wts = qg.q.split(counts), qwt.unbind(0)
         made = lean.applies(g) and lean.run("dgrad", [(k, gs[k], wts[k]) for k, _, _ in bounds], inv_g, inv_w,
                                             g.dtype)  # fmt: skip
         if not made:
-            iws = inv_w.unbind(0)
+            igs, iws = aligned_scalars(inv_g), aligned_scalars(inv_w)
             made = [gemm(gs[k], wts[k], igs[k], iws[k], g.dtype) for k, _, _ in bounds]
         dx = _join(made)
     if needs[1]:
@@ -292,7 +299,7 @@ def grouped_backward(
         pairs = [(k, qg.transposed(s, e), transposed_block(qxt, cols, s, e)) for k, s, e in bounds]
         made = lean.applies(g) and lean.run("wgrad", pairs, inv_g, inv_x, wdt)
         if not made:
-            ixs = inv_x.unbind(0)
+            igs, ixs = aligned_scalars(inv_g), aligned_scalars(inv_x)
             made = [gemm(a, b, igs[k], ixs[k], wdt) for k, a, b in pairs]
         dws: list = [None] * w_shape[0]
         for (k, _, _), d in zip(bounds, made):

@@ -596,3 +596,22 @@ def test_grouped_planners_switch_off_when_a_plan_fails(fake_gpu, monkeypatch, ca
     assert not runner.enabled and "grouped FP8 GEMM planners failed" in caplog.text
     runner.cpu_planned = False
     torch.testing.assert_close(y, twin(x, [16, 16]))
+
+
+def test_scale_slots_and_fallback_scales_start_on_16_bytes():
+    """cuBLASLt's FP8 kernels refuse scale pointers off 16 bytes (NOT_SUPPORTED at the launch, seen on
+    the H200 with a slot at byte offset 0x24): every planner's scale slots and every per-group scale
+    handed to the FP8 Linear caches start on 16 bytes and hold the group's value."""
+    from nvmath.torch._grouped_fp8_gemms import GroupedFP8Gemms
+    from nvmath.torch._grouped_fp8_kernels import aligned_scalars
+
+    runner = GroupedFP8Gemms(maxsize=5)
+    taken = [runner._take_slots(torch.device("cpu")) for _ in range(5)]
+    buf = runner._slots[torch.device("cpu")]
+    slots = [s for pair in taken for s in pair]
+    assert len(set(slots)) == 10 and 0 not in slots
+    assert all(buf[s : s + 1].data_ptr() % 16 == 0 for s in slots)
+    t = torch.arange(1.0, 8.0)
+    parts = aligned_scalars(t)
+    assert [p.item() for p in parts] == t.tolist() and all(p.data_ptr() % 16 == 0 for p in parts)
+    assert all(p.dim() == 0 for p in parts)
