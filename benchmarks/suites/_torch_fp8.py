@@ -27,8 +27,9 @@
   routings cycled, as a router would give; same sequence for both libraries): nvmath's first sighting
   of a routing runs one grouped launch per product, so this row measures that path against the loop.
 * ``moe-8x-uneven-fp8-{delayed,current}-loop``: the ``moe-8x-uneven`` layer as
-  ``GroupedLinear(fp8=recipe)`` (each expert the library's FP8 Linear, its own scaling state; the
-  weights' FP8 copies remade every step, as after an optimizer step) against the torch bf16 loop.
+  ``GroupedLinear(fp8=recipe)`` (one autograd function over the experts, each with its own scales in
+  one stacked state; the weights' FP8 copies remade every step, as after an optimizer step) against
+  the torch bf16 loop.
 """
 
 from __future__ import annotations
@@ -439,7 +440,13 @@ def _moe_fp8_nvmath(recipe_name: str):
             return torch.autograd.grad(layer(x, counts), params, grad_outputs=g)
 
         step()  # plans the FP8 GEMMs (not timed)
-        return Prepared(step, note=f"GroupedLinear(fp8={type(recipe).__name__}()): per-expert FP8 Linear")
+        from nvmath.torch import _fp8_cast
+        from nvmath.torch._grouped_fp8_gemms import grouped_fp8_gemms
+
+        how = "grouped planners" if grouped_fp8_gemms.enabled else "FP8 Linear caches (grouped planners off)"
+        cast = "cast kernels" if _fp8_cast.in_use() else "torch quantization (cast kernels off)"
+        note = f"GroupedLinear(fp8={type(recipe).__name__}()): per-expert FP8 GEMMs on {how}, {cast}"
+        return Prepared(step, note=note)
 
     return setup
 

@@ -397,3 +397,40 @@ def wgrad_dtype(weight_dtype: torch.dtype) -> torch.dtype:
     """The result dtype of a weight-gradient GEMM: the weight's (the accumulator rounded once) with
     the kernels in use, else float32 (then cast to the weight's dtype: the layers' former path)."""
     return weight_dtype if ENABLED else torch.float32
+
+
+def launch_tiles(device: torch.device, kernel_key: Any, launches: list[tuple[int, int, tuple]]) -> bool:
+    """Launch the kernel ``kernel_key`` (a :func:`cast_transpose` key ``(wide, fp8, aux dtype or
+    None)``, or ``"transpose"``) once per ``(rows, cols, args)`` of ``launches`` on torch's current
+    stream, under one device context: the kernel's arguments as :func:`cast_transpose` passes them
+    (addresses as ``np.uintp``, sizes as ``np.int64``), each launch over its (rows, cols) grid
+    (:func:`grid`). For callers that run many slices of preallocated tensors (the FP8 grouped layer:
+    one launch per group, each with its own scale, amax and partial-sum addresses). False when the
+    kernels are not in use or cannot be built, or a launch is refused (the launches before it ran;
+    the kernels are not used again in this process)."""
+    if not in_use():
+        return False
+    from cuda.core import LaunchConfig, launch
+
+    from nvmath._internal import devices, streams
+
+    device_id = device.index if device.index is not None else torch.cuda.current_device()
+    kernels = _kernels(device_id)
+    if kernels is None:
+        return False
+    kernel = kernels[kernel_key]
+    stream = streams.current_stream(device_id, "torch").core
+    configs: dict[tuple[int, int], Any] = {}
+    try:
+        with devices.device_ctx(device_id):
+            for rows, cols, args in launches:
+                shape = grid(rows, cols)
+                config = configs.get(shape)
+                if config is None:
+                    config = configs[shape] = LaunchConfig(grid=(*shape, 1), block=(*THREADS, 1))
+                launch(stream, config, kernel, *args)
+    except Exception as exc:  # noqa: BLE001 (a refused launch: the layers' former ops from now on)
+        _broken.append(repr(exc))
+        logger.warning("FP8 cast-transpose launch failed (%s); using torch operations instead", exc)
+        return False
+    return True

@@ -82,10 +82,10 @@ class GroupedLinear(torch.nn.Module):
         in_features, out_features: as ``torch.nn.Linear``.
         bias: learn a bias per group.
         device, dtype: of the parameters.
-        fp8: experimental: an :mod:`nvmath.torch.fp8` recipe runs each group as an FP8 Linear layer
-            (forward and backward) with a scaling state per group in ``fp8_states`` (in
-            ``state_dict``); correct but not fast yet (see :mod:`._grouped_fp8`), so
-            :func:`nvmath.torch.fp8_autocast` leaves a ``GroupedLinear`` in its own dtype.
+        fp8: an :mod:`nvmath.torch.fp8` recipe: every group computes as an FP8 Linear layer (forward
+            and backward) with its own scales, all groups' scaling state in ``fp8_state`` (in
+            ``state_dict``); see :mod:`._grouped_fp8`. Only this argument makes the layer FP8
+            (:func:`nvmath.torch.fp8_autocast` leaves a ``GroupedLinear`` in its own dtype).
 
     Parameters: ``weight`` (num_groups, out_features, in_features), ``bias`` (num_groups, out_features),
     each group initialised as ``torch.nn.Linear`` initialises its parameters.
@@ -120,7 +120,7 @@ class GroupedLinear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, counts: Any) -> torch.Tensor:
         """``(tokens, out_features)`` from ``x`` (tokens, in_features) grouped by group and ``counts``."""
-        if self.fp8 is not None:  # FP8 (experimental, explicit only: not under fp8_autocast): its own module
+        if self.fp8 is not None:  # FP8 (explicit only: not under fp8_autocast): its own module
             from nvmath.torch import _grouped_fp8
 
             return _grouped_fp8.grouped_fp8_forward(self, x, counts)

@@ -1,21 +1,29 @@
-"""FP8 :class:`~nvmath.torch.GroupedLinear` (experimental): each group's Linear in FP8 through :mod:`._fp8_linear`.
+"""FP8 :class:`~nvmath.torch.GroupedLinear`: every group's Linear in FP8, as one autograd Function.
 
-Experimental: correct (equal to a loop of FP8 ``Linear`` layers) but slow. Measured on an H200 (8
-experts 4096 -> 2048, 16384 bf16 tokens, forward + backward): 31 ms per step with delayed scaling and
-40 ms with current scaling, against 2.47 ms for a torch bf16 loop (0.06-0.08x): each group is a whole
-FP8 Linear step (its quantizations, scale updates and transposes: tens of small launches per group),
-host-bound. So only ``GroupedLinear(fp8=recipe)`` runs it; :func:`~nvmath.torch.fp8_autocast` does not
-switch a ``GroupedLinear`` to FP8. What would make it fast: one scaling state for all experts (or
-stacked per-expert scales in one tensor), one quantization of ``x`` and of the stacked weights per
-step, and the per-group FP8 GEMMs written into slices as the bfloat16 path does.
+``GroupedLinear(..., fp8=recipe)`` computes what a loop of FP8 ``Linear`` layers (:mod:`._fp8_linear`)
+computes, one per group with its own per-tensor scales (each expert's activations, weights and
+gradients have their own ranges): e4m3 input and weight, gradients in the recipe's format (e5m2 under
+``Format.HYBRID``), the weight's FP8 copies made once per weight version, each GEMM an FP8 GEMM on a
+planned ``Matmul`` (bias fused in bfloat16 / float16 layers), bias gradient from the gradient's
+quantization pass. What differs is how (:mod:`._grouped_fp8_kernels`):
 
-With ``GroupedLinear(fp8=recipe)`` group ``g``'s tokens run the library's FP8 Linear (``fp8_linear(x_g, weight[g], bias[g])``): per-tensor
-scales, e4m3 input and weight, gradients in the recipe's format (e5m2 under ``Format.HYBRID``), the
-weight's FP8 copies made once per weight version, each GEMM on a planned ``Matmul`` (bias fused in
-bfloat16 / float16 layers). Every group has its own scaling state (``fp8_states[g]``: scales and amax
-histories of its input, weight and output gradient, in ``state_dict``), as each expert's activations
-and weights have their own ranges. The groups' outputs are joined by one ``torch.cat``; groups without
-tokens take no part (their gradients are zero).
+* one autograd Function over all groups (:class:`GroupedFP8Fn`): the forward quantizes ``x`` with one
+  cast-transpose launch per group into one FP8 buffer (both orders, the scales and amaxes at the
+  group's offsets of stacked tensors) and runs the per-group GEMMs; the backward quantizes the output
+  gradient likewise (with the column sums: the bias gradient), runs the dgrad and wgrad GEMMs and
+  returns the weight gradient as one (G, N, K) stack -- no ``weight[g]`` selects, whose backward
+  built a zero-filled full-size gradient per group and summed them;
+* the scaling state of all groups is one :class:`~._grouped_fp8_state.GroupedScalingState`
+  (``fp8_state``: scales (3, G), amax histories (L, 3, G), in ``state_dict``; checkpoints of the
+  former per-group states, ``fp8_states.<g>.*``, load into it), updated by a few vectorised
+  operations per step (the forward's input and weight roles in one update, the backward's gradient
+  role in another) -- no host synchronisation, no per-group state objects.
+
+Groups without tokens take no part (their gradients are zero, their scaling state is left as it was
+except for the weight role: the stacked weight is quantized whole, every group's weight amax
+recorded once per weight version). :func:`~nvmath.torch.fp8_autocast` does not switch a
+``GroupedLinear`` to FP8 (pass ``fp8=recipe``). Under ``torch.compile`` the layer's FP8 call runs
+eagerly (a graph break: :func:`grouped_fp8_forward` is excluded from tracing).
 
 Sizes: cuBLASLt's FP8 GEMMs need ``in_features``, ``out_features`` and every group's token count (the
 weight-gradient GEMM's reduction) multiples of 16; others raise ``ValueError`` before any launch,
@@ -27,25 +35,24 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from nvmath.torch import _fp8, _fp8_hooks
 from nvmath.torch._grouped_checks import check_operands
 
-__all__ = ["check_group_sizes", "grouped_fp8_forward", "setup"]
+__all__ = ["GroupedFP8Fn", "check_group_sizes", "grouped_fp8_forward", "setup"]
 
 
 def setup(module: torch.nn.Module, recipe: Any, device: Any) -> None:
-    """Set ``module.fp8`` and, with a per-tensor recipe, register ``module.fp8_states`` (one
-    :class:`~._fp8_linear.FP8LinearState` per group) now, so that a checkpoint loads into a fresh layer."""
+    """Set ``module.fp8`` and, with a per-tensor recipe, register ``module.fp8_state`` (a
+    :class:`~._grouped_fp8_state.GroupedScalingState` of all groups) now, so that a checkpoint loads
+    into a fresh layer (also one of the former per-group layout)."""
     module.fp8 = _fp8_hooks.check_layer_recipe(recipe)
     if recipe is not None and not isinstance(recipe, _fp8.MXFP8BlockScaling):
-        module.add_module("fp8_states", _new_states(module.num_groups, recipe, device))
+        from nvmath.torch._grouped_fp8_state import GroupedScalingState, load_old_keys
 
-
-def _new_states(groups: int, recipe: Any, device: Any) -> torch.nn.ModuleList:
-    from nvmath.torch import _fp8_linear, _fp8_ops  # noqa: F401  (_fp8_ops: the custom ops, before any trace)
-
-    return torch.nn.ModuleList(_fp8_linear.FP8LinearState(recipe, device) for _ in range(groups))
+        module.add_module("fp8_state", GroupedScalingState(recipe, module.num_groups, device))
+        module.register_load_state_dict_pre_hook(load_old_keys)
 
 
 def check_group_sizes(counts: list[int], in_features: int, out_features: int) -> None:
@@ -62,26 +69,57 @@ def check_group_sizes(counts: list[int], in_features: int, out_features: int) ->
             )
 
 
-def _states(module: Any, recipe: Any, device: torch.device) -> list:
-    """``module.fp8_states`` for ``recipe`` (made on first use when :func:`setup` made none: MXFP8)."""
-    from nvmath.torch import _fp8_linear
+def _state(module: Any, recipe: Any, device: torch.device) -> Any:
+    """``module.fp8_state`` for ``recipe`` on ``device`` (the recipe checked for the device once; an
+    MXFP8 recipe, which :func:`setup` made no state for, raises here)."""
+    from nvmath.torch._grouped_fp8_state import GroupedScalingState
 
-    states = getattr(module, "fp8_states", None)
-    if states is None:
+    state = getattr(module, "fp8_state", None)
+    if state is None:
         _fp8.check_recipe(recipe, device)
-        states = _new_states(module.num_groups, recipe, device)
-        module.add_module("fp8_states", states)
-    if states[0].recipe != recipe:
+        state = GroupedScalingState(recipe, module.num_groups, device)
+        module.add_module("fp8_state", state)
+    if state.recipe != recipe:
         raise ValueError(
-            f"this layer's FP8 scaling states were made for {states[0].recipe!r}; it now runs under "
-            f"{recipe!r}. Use one recipe per layer (or delete its fp8_states to start afresh)."
+            f"this layer's FP8 scaling state was made for {state.recipe!r}; it now runs under {recipe!r}. "
+            "Use one recipe per layer (or delete its fp8_state to start afresh)."
         )
-    if not torch.compiler.is_compiling():  # (compiled: the custom operators check, at run time)
-        for state in states:
-            _fp8_linear.check_device(state, device)
-    return list(states)
+    if state.checked_device != device:
+        _fp8.check_recipe(recipe, device)
+        state.checked_device = device
+    return state
 
 
+class GroupedFP8Fn(torch.autograd.Function):
+    """``y_g = x_g @ w[g].T + b[g]`` per group with FP8 GEMMs forward and backward (see the module notes)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, w: Any, b: Any, counts: list[int], state: Any, gemms: tuple) -> Any:
+        from nvmath.torch._grouped_fp8_kernels import grouped_forward
+
+        y, saved = grouped_forward(x, w, b, counts, state, *gemms)
+        qxt, cols, inv_x, qwt, inv_w = saved
+        ctx.save_for_backward(qxt, inv_x, qwt, inv_w)
+        ctx.cols, ctx.counts, ctx.state, ctx.gemms = cols, counts, state, (gemms[0], gemms[2])
+        ctx.w_meta = (w.dtype, tuple(w.shape))
+        ctx.b_dtype = None if b is None else b.dtype
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, g: Any) -> Any:
+        from nvmath.torch._grouped_fp8_kernels import grouped_backward
+
+        qxt, inv_x, qwt, inv_w = ctx.saved_tensors
+        saved = (qxt, ctx.cols, inv_x, qwt, inv_w)
+        needs = tuple(ctx.needs_input_grad[:3])
+        return (
+            *grouped_backward(g, saved, ctx.w_meta, ctx.b_dtype, ctx.counts, needs, ctx.state, *ctx.gemms),
+            None, None, None,
+        )  # fmt: skip
+
+
+@torch.compiler.disable
 def grouped_fp8_forward(module: Any, x: torch.Tensor, counts: Any) -> torch.Tensor:
     """``module``'s forward in FP8 under its recipe (``module.fp8``); see the module notes.
 
@@ -90,7 +128,9 @@ def grouped_fp8_forward(module: Any, x: torch.Tensor, counts: Any) -> torch.Tens
             dtype FP8 layers do not take, sizes that are not multiples of 16; all before any launch.
         RuntimeError, NotImplementedError: a recipe the device cannot run (as ``Linear(fp8=)``).
     """
-    from nvmath.torch import _fp8_linear, _fp8_ops
+    from nvmath.torch._fp8_epilogs import fp8_epilog_gemms
+    from nvmath.torch._fp8_linear import fp8_gemm_cache
+    from nvmath.torch._grouped_fp8_gemms import grouped_fp8_gemms
 
     weight, bias = module.weight, module.bias
     values = check_operands(x, weight, bias, counts)
@@ -99,17 +139,8 @@ def grouped_fp8_forward(module: Any, x: torch.Tensor, counts: Any) -> torch.Tens
             f"FP8 GroupedLinear layers compute in bfloat16, float16 or float32; the input is {x.dtype}"
         )
     check_group_sizes(values, weight.shape[2], weight.shape[1])
-    states = _states(module, module.fp8, weight.device)
-    compiling = torch.compiler.is_compiling()
-    outs, start = [], 0
-    for g, c in enumerate(values):
-        if c:
-            xg, wg, bg = x[start : start + c], weight[g], None if bias is None else bias[g]
-            if compiling:  # the custom op torch.compile traces (nvmath.torch._fp8_ops)
-                outs.append(_fp8_ops.fp8_linear_compiled(xg, wg, bg, None, states[g]))
-            else:
-                outs.append(_fp8_linear.fp8_linear(xg, wg, bg, None, states[g]))
-        start += c
-    if not outs:
+    state = _state(module, module.fp8, weight.device)
+    if not any(values):
         return x.new_empty((0, weight.shape[1]))
-    return outs[0] if len(outs) == 1 else torch.cat(outs)
+    gemms = (fp8_gemm_cache, fp8_epilog_gemms, grouped_fp8_gemms)
+    return GroupedFP8Fn.apply(x.contiguous(), weight, bias, values, state, gemms)

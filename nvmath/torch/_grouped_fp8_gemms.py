@@ -1,0 +1,209 @@
+"""The per-group FP8 GEMMs of the FP8 :class:`~nvmath.torch.GroupedLinear` on planners that swap only
+their operand pointers: :class:`GroupedFP8Gemms`.
+
+Why not the FP8 Linear layers' planner caches (:data:`~._fp8_linear.fp8_gemm_cache`,
+:data:`~._fp8_epilogs.fp8_epilog_gemms`). They hand every call's dequantization scales to
+``reset_operands`` and release the operands afterwards, so each GEMM runs the full reset (the scales
+checked as options and re-pointed; ~100 us of host time per GEMM measured on this machine's fake GPU
+against ~12 us for a pointer swap of ``a`` and ``b``), and a grouped layer runs three GEMMs per group
+(24 per step with 8 experts): host-bound. Here:
+
+* every planner is made with scale tensors that never move: two float32 slots of one device buffer
+  per planner (:attr:`GroupedFP8Gemms.slots`). Before a product's GEMMs run, one ``index_copy_``
+  writes every group's dequantization scales into its planner's slots (stream-ordered before the
+  GEMMs, so a planner shared by two layers of equal shapes reads each layer's scales);
+* a call then swaps ``a`` and ``b`` by pointer (``reset_operands_unchecked`` with the GPU fast path:
+  the key vouches for shapes, strides, dtypes and alignments) and executes; the bias of the forward
+  GEMM (the ``BIAS`` epilogue, as in FP8 ``Linear``) is re-pointed only when it is another tensor;
+* one planner per (product, group, problem): groups of equal counts do not share a planner (each has
+  its own scale slots).
+
+The planners keep their last operands referenced (no ``release_operands``: that would cost the full
+reset again), i.e. the FP8 copies of the last layer that ran each problem stay alive until the next
+call of that problem or :meth:`GroupedFP8Gemms.clear` -- one layer's FP8 buffers per problem shape,
+not one per layer. GPU tensors only (CPU tensors run the torch emulation of the caches; the tests run
+this class on the fake GPU with ``cpu_planned``); one stream at a time (the scale slots are shared).
+If planning or a reset raises, the class logs it once, switches itself off (``enabled``) and the
+layer runs the FP8 Linear caches from then on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from nvmath.torch._capture import refuse_planning
+
+__all__ = ["GroupedFP8Gemms", "grouped_fp8_gemms"]
+
+logger = logging.getLogger(__name__)
+
+SLOT = 4
+"""Floats per scale slot: cuBLASLt's FP8 kernels refuse (``NOT_SUPPORTED`` at the launch) scale pointers
+that are not 16-byte aligned (seen on the H200: a slot at byte offset 0x24), so every slot starts on
+16 bytes."""
+
+_RESULT = {torch.bfloat16: "CUDA_R_16BF", torch.float16: "CUDA_R_16F", torch.float32: "CUDA_R_32F"}
+
+
+def _align(t: torch.Tensor) -> int:
+    p = t.data_ptr() | 256
+    return p & -p
+
+
+class _Entry:
+    """A planner, its scale slots and the operands it holds (their addresses)."""
+
+    __slots__ = ("bias", "device", "mm", "ptrs", "slots")
+
+    def __init__(self, mm: Any, slots: tuple[int, int], device: torch.device):
+        self.mm, self.slots, self.device = mm, slots, device
+        self.ptrs: tuple = ()
+        self.bias: int = 0
+
+
+class GroupedFP8Gemms:
+    """Planned per-group FP8 GEMMs ``D_k = (qa_k @ qb_k.T) * inv_a[k] * inv_b[k]`` (see the module notes).
+
+    Args:
+        maxsize: the most planners kept (least recently used freed), >= 1.
+    """
+
+    def __init__(self, maxsize: int = 256):
+        self.maxsize = maxsize
+        self.enabled = True
+        """``False``: :meth:`run` returns ``None`` (the layer runs the FP8 Linear caches)."""
+        self.cpu_planned = False
+        """Run CPU tensors on planners too (the fake GPU of the tests)."""
+        self.plans = 0
+        """How many planners were made."""
+        self._entries: OrderedDict[tuple, _Entry] = OrderedDict()
+        self._slots: dict[torch.device, torch.Tensor] = {}
+        self._free: dict[torch.device, list[int]] = {}
+        self._index: dict[tuple, torch.Tensor] = {}
+        self._lock = threading.Lock()
+
+    def applies(self, t: torch.Tensor) -> bool:
+        """Whether :meth:`run` takes ``t``'s device."""
+        return self.enabled and (t.is_cuda or self.cpu_planned)
+
+    def run(
+        self, kind: str, problems: list[tuple[int, torch.Tensor, torch.Tensor]], inv_a: torch.Tensor,
+        inv_b: torch.Tensor, dtype: torch.dtype, bias: list | None = None,
+    ) -> list[torch.Tensor] | None:  # fmt: skip
+        """``[D_k]`` for ``problems`` = ``[(k, qa_k, qb_k)]`` (FP8, both contiguous along K) with the
+        dequantization scales ``inv_a[k]``, ``inv_b[k]`` ((G,) float32), in ``dtype``; with ``bias``
+        (one tensor per problem) the forward's ``BIAS`` epilogue along D's rows. ``None`` when this
+        runner is off or failed (nothing to use: the caller runs its other path)."""
+        if not self.enabled or not problems:
+            return None
+        try:
+            with self._lock:
+                entries = [self._entry(kind, k, qa, qb, dtype, None if bias is None else bias[i])
+                           for i, (k, qa, qb) in enumerate(problems)]  # fmt: skip
+                self._fill(entries, problems, inv_a, inv_b)
+                return [self._execute(e, qa, qb, None if bias is None else bias[i])
+                        for i, (e, (_, qa, qb)) in enumerate(zip(entries, problems))]  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 (a planner refused: the FP8 Linear caches from now on)
+            logger.warning("grouped FP8 GEMM planners failed (%s); using the FP8 Linear planner caches", exc)
+            self.enabled = False
+            self.clear()
+            return None
+
+    def _entry(self, kind: str, k: int, qa: Any, qb: Any, dtype: torch.dtype, bias: Any) -> _Entry:
+        key = (kind, k, qa.shape, qb.shape, qa.stride(), qb.stride(), qa.dtype, qb.dtype, dtype, qa.device,
+               _align(qa), _align(qb), None if bias is None else (bias.dtype, _align(bias)))  # fmt: skip
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+            return entry
+        entry = self._plan(qa, qb, dtype, bias)
+        self._entries[key] = entry
+        while len(self._entries) > self.maxsize:
+            self._evict(self._entries.popitem(last=False)[1])
+        return entry
+
+    def _plan(self, qa: Any, qb: Any, dtype: torch.dtype, bias: Any) -> _Entry:
+        from nvmath._internal.dtypes import CudaDataType
+        from nvmath.linalg.advanced import Matmul, MatmulEpilog
+
+        refuse_planning("a grouped FP8 layer would plan a new GEMM (first use of these shapes)", qa)
+        slots = self._take_slots(qa.device)
+        buf = self._slots[qa.device]
+        scales = {"a": buf[slots[0] : slots[0] + 1], "b": buf[slots[1] : slots[1] + 1]}
+        options = {"result_type": getattr(CudaDataType, _RESULT[dtype])}
+        mm = Matmul(qa, qb.T, quantization_scales=scales, options=options)
+        try:
+            if bias is None:
+                mm.plan()
+            else:
+                mm.plan(epilog=MatmulEpilog.BIAS, epilog_inputs={"bias": bias.reshape(-1, 1)})
+        except BaseException:
+            mm.free()
+            self._free[qa.device].extend(slots)
+            raise
+        self.plans += 1
+        entry = _Entry(mm, slots, qa.device)
+        entry.ptrs = (qa.data_ptr(), qb.data_ptr())
+        entry.bias = 0 if bias is None else bias.data_ptr()
+        return entry
+
+    def _take_slots(self, device: torch.device) -> tuple[int, int]:
+        """Two free scale slots of ``device``'s buffer (slot 0: scratch, where absent groups' scales go)."""
+        free = self._free.get(device)
+        if free is None:
+            size = 2 * self.maxsize + 1
+            self._slots[device] = torch.ones(size * SLOT, dtype=torch.float32, device=device)
+            free = self._free[device] = [SLOT * i for i in range(size - 1, 0, -1)]
+        return free.pop(), free.pop()
+
+    def _fill(self, entries: list[_Entry], problems: list, inv_a: torch.Tensor, inv_b: torch.Tensor) -> None:
+        """Write every group's ``inv_a[k]``, ``inv_b[k]`` into its planner's slots (one ``index_copy_``)."""
+        groups = inv_a.shape[0]
+        where = [0] * (2 * groups)
+        for e, (k, _, _) in zip(entries, problems):
+            where[2 * k], where[2 * k + 1] = e.slots
+        device = inv_a.device
+        key = (device, tuple(where))
+        index = self._index.get(key)
+        if index is None:
+            if len(self._index) > 4 * self.maxsize:
+                self._index.clear()
+            index = self._index[key] = torch.tensor(where, dtype=torch.int64, device=device)
+        self._slots[device].index_copy_(0, index, torch.stack((inv_a, inv_b), 1).reshape(-1))
+
+    @staticmethod
+    def _execute(entry: _Entry, qa: Any, qb: Any, bias: Any) -> torch.Tensor:
+        mm = entry.mm
+        ptrs = (qa.data_ptr(), qb.data_ptr())
+        if bias is not None and bias.data_ptr() != entry.bias:
+            mm.reset_operands_unchecked(a=qa, b=qb.T, epilog_inputs={"bias": bias.reshape(-1, 1)})
+            entry.bias = bias.data_ptr()
+        elif ptrs != entry.ptrs:
+            mm.reset_operands_unchecked(a=qa, b=qb.T)  # (the GPU fast path: a pointer swap)
+        entry.ptrs = ptrs
+        out = mm.execute()
+        return out[0] if isinstance(out, tuple) else out
+
+    def _evict(self, entry: _Entry) -> None:
+        entry.mm.free()
+        self._free[entry.device].extend(entry.slots)
+        self._index.clear()
+
+    def clear(self) -> None:
+        """Free every planner (and the operands they hold) and the scale slots."""
+        with self._lock:
+            for entry in self._entries.values():
+                entry.mm.free()
+            self._entries.clear()
+            self._slots.clear()
+            self._free.clear()
+            self._index.clear()
+
+
+grouped_fp8_gemms = GroupedFP8Gemms()
+"""The planners of FP8 grouped layers (shared by layers of equal shapes)."""

@@ -1,0 +1,313 @@
+"""The compute of the FP8 :class:`~nvmath.torch.GroupedLinear` on plain tensors (no autograd): every
+group's quantization and FP8 GEMMs, the scaling state of all groups updated at once.
+
+Quantization (:func:`quantize_groups`): a (T, C) tensor whose rows are grouped (``bounds``) is
+quantized with one scale per group into one FP8 (T, C) tensor and, for the weight-gradient GEMMs, one
+buffer of the groups' transposed copies (group ``g``'s (C, rows) block at element ``start * C``);
+the groups' amaxes land in one (G,) tensor and their column sums (a bias gradient) in one
+(G, blocks, C) float32 tensor summed once. On the GPU each group is one launch of the FP8 layers'
+cast-transpose kernel (:mod:`._fp8_cast`, :func:`~._fp8_cast.launch_tiles`) on addresses into those
+tensors (its scale, amax and partial sums at the group's offsets): no per-group tensors, no
+per-group scale update. Current scaling runs an amax-only pass per group first. Elsewhere (CPU
+tensors, the kernels not in use) torch's operations compute the same values group by group
+(:func:`~._fp8.quantize`, the arithmetic of an FP8 ``Linear`` on those tensors).
+
+The GEMMs are those of an FP8 ``Linear`` per group (the bias fused in bfloat16 / float16 layers) on
+the grouped layer's planners (:mod:`._grouped_fp8_gemms`: fixed scale slots, pointer swaps); CPU
+tensors, or where those planners switched off, on the FP8 Linear layers' caches
+(:data:`~._fp8_linear.fp8_gemm_cache`, :data:`~._fp8_epilogs.fp8_epilog_gemms`) with each group's
+dequantization scales as views of the (G,) tensors.
+The stacked weight is quantized once per weight version (all groups in one call). The weight
+gradient is one (G, N, K) stack of the groups' wgrad GEMMs (zero for groups without tokens), the bias
+gradient the (G, N) column sums of the quantization pass: no per-group autograd selects (the zero-
+filled full-size gradient per group and their sum that ``weight[g]`` cost in a loop of layers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch
+
+from nvmath.torch import _fp8_cast
+from nvmath.torch._fp8 import ROLES, amax_of, quantize
+from nvmath.torch._fp8_linear import epilog_config
+from nvmath.torch._grouped_fp8_state import GroupedScalingState
+
+__all__ = [
+    "Quantized",
+    "active_groups",
+    "bounds_of",
+    "grouped_backward",
+    "grouped_forward",
+    "quantize_groups",
+    "quantize_role",
+    "transposed_block",
+    "weight_fp8",
+]
+
+Bounds = list[tuple[int, int, int]]
+
+
+def bounds_of(counts: list[int]) -> Bounds:
+    """``(group, start, stop)`` of the groups with tokens."""
+    out, start = [], 0
+    for g, c in enumerate(counts):
+        if c:
+            out.append((g, start, start + c))
+        start += c
+    return out
+
+
+@dataclasses.dataclass
+class Quantized:
+    """A grouped tensor's FP8 copies: ``q`` (T, C); ``qt`` flat, group rows ``s:e``'s transpose the
+    (C, e - s) block at ``s * C``; ``amax`` (G,) float32 (0 for groups without rows); ``colsum``
+    (G, C) float32 column sums or ``None``."""
+
+    q: torch.Tensor | None
+    qt: torch.Tensor | None
+    amax: torch.Tensor
+    colsum: torch.Tensor | None
+
+    def transposed(self, s: int, e: int) -> torch.Tensor:
+        """Rows ``s:e``'s FP8 transpose, (C, e - s) row-major."""
+        return transposed_block(self.qt, self.q.shape[1], s, e)
+
+
+def transposed_block(qt: torch.Tensor, cols: int, s: int, e: int) -> torch.Tensor:
+    """Rows ``s:e``'s block (cols, e - s) of a flat buffer of transposed groups (:class:`Quantized`)."""
+    return qt[s * cols : e * cols].view(cols, e - s)
+
+
+def _ptr(t: torch.Tensor | None) -> int:
+    return 0 if t is None else t.data_ptr()
+
+
+def _kernel_run(
+    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None, colsum: bool
+) -> Quantized | None:  # fmt: skip
+    """The GPU pass: one cast-transpose launch per group (``scale`` None: amax only); ``None`` when the
+    kernels do not run here (nothing was written)."""
+    rows, cols = x.shape
+    dev = x.device
+    amax = torch.zeros(groups, dtype=torch.float32, device=dev)
+    q = qt = partial = None
+    if scale is not None:
+        q = torch.empty((rows, cols), dtype=dtype, device=dev)
+        qt = torch.empty(rows * cols, dtype=dtype, device=dev)
+    blocks = max(_fp8_cast.grid(e - s, cols)[1] for _, s, e in bounds)
+    if colsum:
+        partial = torch.zeros((groups, blocks, cols), dtype=torch.float32, device=dev)
+    px, pq, pqt, ps, pa, pp = (_ptr(t) for t in (x, q, qt, scale, amax, partial))
+    size = x.element_size()
+    launches = []
+    for g, s, e in bounds:
+        args = (np.uintp(px + s * cols * size), np.uintp(0), np.uintp(pq and pq + s * cols),
+                np.uintp(pqt and pqt + s * cols), np.uintp(ps and ps + 4 * g), np.uintp(pa + 4 * g),
+                np.uintp(pp and pp + 4 * g * blocks * cols), np.int64(e - s), np.int64(cols))  # fmt: skip
+        launches.append((e - s, cols, args))
+    if not _fp8_cast.launch_tiles(dev, (x.dtype, dtype, None), launches):
+        return None
+    return Quantized(q, qt, amax, partial.sum(1) if colsum else None)
+
+
+def _torch_run(
+    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None, colsum: bool
+) -> Quantized:  # fmt: skip
+    """:func:`_kernel_run`'s values by torch's operations, group by group (a non-finite amax makes that
+    group's ``q`` NaN, as :func:`~._fp8.quantize` does)."""
+    cols = x.shape[1]
+    amax = [torch.zeros((), dtype=torch.float32, device=x.device)] * groups
+    sums = [torch.zeros(cols, dtype=torch.float32, device=x.device)] * groups
+    qs = []
+    for g, s, e in bounds:
+        v = x[s:e]
+        amax[g] = amax_of(v)
+        if colsum:
+            sums[g] = v.float().sum(0)
+        if scale is not None:
+            qs.append(quantize(v, scale[g], dtype, amax[g]))
+    q = qt = None
+    if scale is not None:
+        q = torch.cat(qs) if qs else x.new_empty(x.shape, dtype=dtype)
+        qt = torch.cat([p.T.reshape(-1) for p in qs]) if qs else q.reshape(-1)
+    return Quantized(q, qt, torch.stack(amax), torch.stack(sums) if colsum else None)
+
+
+def quantize_groups(
+    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None,
+    colsum: bool = False,
+) -> Quantized:  # fmt: skip
+    """``x`` (T, C), rows grouped by ``bounds``, quantized to ``dtype`` with ``scale[g]`` for group
+    ``g``'s rows (``scale`` (G,) float32; ``None``: the amaxes only): see the module notes."""
+    if bounds and _fp8_cast.available(x):  # (a CUDA tensor the kernels take)
+        made = _kernel_run(x, bounds, groups, dtype, scale, colsum)
+        if made is not None:
+            return made
+    return _torch_run(x, bounds, groups, dtype, scale, colsum)
+
+
+def quantize_role(
+    state: GroupedScalingState, role: str, x: torch.Tensor, bounds: Bounds, colsum: bool = False
+) -> tuple[Quantized, torch.Tensor]:
+    """``(copies, used scales (G,))`` of ``x`` as ``role`` under ``state``'s recipe (the state not yet
+    updated: :meth:`~GroupedScalingState.record` takes the amaxes and the scales used)."""
+    dtype, groups = state.dtype(role), state.groups
+    if state.recipe.delayed:
+        scale = state.scale[ROLES.index(role)]
+        return quantize_groups(x, bounds, groups, dtype, scale, colsum), scale
+    amax = quantize_groups(x, bounds, groups, dtype, None).amax
+    scale = state.current_scale(role, amax)
+    return quantize_groups(x, bounds, groups, dtype, scale, colsum), scale
+
+
+def weight_fp8(
+    state: GroupedScalingState, w: torch.Tensor, x_part: tuple | None = None
+) -> tuple[tuple, torch.Tensor | None]:
+    """``((qw (G, N, K), qw.T (G, K, N), 1 / sw (G,)), inv_x)``: the weight's FP8 copies, remade (and the
+    weight role recorded) only when ``w`` changed; ``x_part`` = ``(amax (G,), used (G,), active)`` of
+    the forward's input, recorded in the same update (its dequantization scales ``inv_x`` returned)."""
+    key = (w, w._version, w.data_ptr(), w.shape, w.stride(), w.dtype)
+    old = state.weight_key
+    fresh = old is None or old[1:] != key[1:] or state.weight_copies is None
+    if not fresh:
+        if x_part is None:
+            return state.weight_copies, None
+        amax, used, active = x_part
+        return state.weight_copies, state.record("input", amax[None], used[None], active)[0].reciprocal()
+    groups, n, k = w.shape
+    flat = w.reshape(groups * n, k)
+    everyone = [(g, g * n, (g + 1) * n) for g in range(groups)]
+    made, w_used = quantize_role(state, "weight", flat, everyone)
+    if x_part is None:
+        used = state.record("weight", made.amax[None], w_used[None], None)
+        inv_x, inv_w = None, used[0].reciprocal()
+    else:
+        amax, x_used, active = x_part
+        both = torch.stack((amax, made.amax)), torch.stack((x_used, w_used))
+        if active is not None:  # (every group's weight is recorded: the weight is quantized whole)
+            active = torch.stack((active, torch.ones_like(active)))
+        inv = state.record("input", *both, active).reciprocal()
+        inv_x, inv_w = inv[0], inv[1]
+    qt = made.qt.view(groups, k, n)
+    state.weight_copies = (made.q.view(groups, n, k), qt, inv_w)
+    state.weight_key = key
+    state.weight_updates += 1
+    return state.weight_copies, inv_x
+
+
+_ACTIVE: dict[tuple, torch.Tensor] = {}
+
+
+def active_groups(counts: list[int], device: torch.device) -> torch.Tensor | None:
+    """The (G,) bool tensor of the groups with tokens (``None`` when all have some; cached per counts)."""
+    if all(counts):
+        return None
+    key = (tuple(counts), device)
+    found = _ACTIVE.get(key)
+    if found is None:
+        if len(_ACTIVE) > 256:
+            _ACTIVE.clear()
+        found = _ACTIVE[key] = torch.tensor([c > 0 for c in counts], device=device)
+    return found
+
+
+def _forward_gemm(
+    qx: Any, qw: Any, inv_x: Any, inv_w: Any, b: Any, cfg: Any, dtype: torch.dtype, gemm: Any, fused: Any
+) -> Any:  # fmt: skip
+    """One group's ``y_g`` (rows, N): the FP8 GEMM with the bias fused where the layer's dtype takes it
+    (``cfg``, :func:`~._fp8_linear.epilog_config`: as an FP8 ``Linear``), else the plain GEMM and
+    torch's bias add."""
+    if cfg is not None and fused.supported(cfg, qw, qx):
+        return fused(cfg, qw, qx, inv_w, inv_x, bias=b)[0].mT
+    y = gemm(qx, qw, inv_x, inv_w, dtype)
+    return y if b is None else y + b.to(y.dtype)
+
+
+def aligned_scalars(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``t`` (G,) as G 0-d tensors each on its own 16 bytes: cuBLASLt's FP8 kernels refuse scale pointers
+    that are not 16-byte aligned (``NOT_SUPPORTED`` at the launch), which ``t.unbind(0)`` gives."""
+    padded = t.new_zeros((t.shape[0], 4))
+    padded[:, 0] = t
+    return padded[:, 0].unbind(0)
+
+
+def _join(parts: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
+
+
+def grouped_forward(
+    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, counts: list[int], state: GroupedScalingState,
+    gemm: Any, fused: Any, lean: Any,
+) -> tuple[torch.Tensor, tuple]:  # fmt: skip
+    """``(y, saved)``: the grouped layer's output and what :func:`grouped_backward` needs (the input's
+    transposed FP8 copies and its and the weight's dequantization scales); updates ``state``'s input
+    and (for a new weight version) weight roles in one update."""
+    bounds = bounds_of(counts)
+    active = active_groups(counts, x.device)
+    qx, x_used = quantize_role(state, "input", x, bounds)
+    (qw, qwt, inv_w), inv_x = weight_fp8(state, w, (qx.amax, x_used, active))
+    # (the groups' views made by one call each, not one indexing per group and operand)
+    xs, qws = qx.q.split(counts), qw.unbind(0)
+    bs = [None] * len(counts) if b is None else b.unbind(0)
+    cfg = epilog_config(None, b is not None, x.dtype)
+    saved = (qx.qt, x.shape[1], inv_x, qwt, inv_w)
+    if lean.applies(x):
+        if cfg is not None:  # (y.T = qw @ qx.T + b: the bias along D's rows, as FP8 Linear runs it)
+            made = lean.run("forward-bias", [(k, qws[k], xs[k]) for k, _, _ in bounds], inv_w, inv_x, x.dtype,
+                            bias=[bs[k] for k, _, _ in bounds])  # fmt: skip
+            made = made and [d.mT for d in made]
+        else:
+            made = lean.run("forward", [(k, xs[k], qws[k]) for k, _, _ in bounds], inv_x, inv_w, x.dtype)
+            made = made and [d if bs[k] is None else d + bs[k].to(d.dtype)
+                             for d, (k, _, _) in zip(made, bounds)]  # fmt: skip
+        if made:
+            return _join(made), saved
+    ixs, iws = aligned_scalars(inv_x), aligned_scalars(inv_w)
+    y = _join([_forward_gemm(xs[k], qws[k], ixs[k], iws[k], bs[k], cfg, x.dtype, gemm, fused)
+               for k, _, _ in bounds])  # fmt: skip
+    return y, saved
+
+
+def grouped_backward(
+    g: torch.Tensor, saved: tuple, w_meta: tuple, b_dtype: torch.dtype | None, counts: list[int],
+    needs: tuple, state: GroupedScalingState, gemm: Any, lean: Any,
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
+    """``(dx, dw, db)`` of :func:`grouped_forward` (``None`` where ``needs`` says not needed; ``w_meta``:
+    the weight's dtype and shape); updates ``state``'s grad_output role (one update for all groups)."""
+    qxt, cols, inv_x, qwt, inv_w = saved
+    w_dtype, w_shape = w_meta
+    bounds = bounds_of(counts)
+    want_db = needs[2] and b_dtype is not None
+    qg, g_used = quantize_role(state, "grad_output", g.contiguous(), bounds, colsum=want_db)
+    inv_g = state.record("grad_output", qg.amax[None], g_used[None], active_groups(counts, g.device))[0]
+    inv_g = inv_g.reciprocal()
+    dx = dw = db = None
+    if needs[0]:
+        gs, wts = qg.q.split(counts), qwt.unbind(0)
+        made = lean.applies(g) and lean.run("dgrad", [(k, gs[k], wts[k]) for k, _, _ in bounds], inv_g, inv_w,
+                                            g.dtype)  # fmt: skip
+        if not made:
+            igs, iws = aligned_scalars(inv_g), aligned_scalars(inv_w)
+            made = [gemm(gs[k], wts[k], igs[k], iws[k], g.dtype) for k, _, _ in bounds]
+        dx = _join(made)
+    if needs[1]:
+        wdt = _fp8_cast.wgrad_dtype(w_dtype)
+        pairs = [(k, qg.transposed(s, e), transposed_block(qxt, cols, s, e)) for k, s, e in bounds]
+        made = lean.applies(g) and lean.run("wgrad", pairs, inv_g, inv_x, wdt)
+        if not made:
+            igs, ixs = aligned_scalars(inv_g), aligned_scalars(inv_x)
+            made = [gemm(a, b, igs[k], ixs[k], wdt) for k, a, b in pairs]
+        dws: list = [None] * w_shape[0]
+        for (k, _, _), d in zip(bounds, made):
+            dws[k] = d
+        if len(bounds) < len(dws):
+            zero = torch.zeros(w_shape[1:], dtype=wdt, device=g.device)
+            dws = [zero if p is None else p for p in dws]
+        dw = torch.stack(dws).to(w_dtype)
+    if want_db:
+        db = qg.colsum.to(b_dtype)
+    return dx, dw, db

@@ -1,0 +1,139 @@
+"""The scaling state of an FP8 :class:`~nvmath.torch.GroupedLinear`: every group's scales and amax
+histories as stacked tensors, updated for all groups at once.
+
+Each group (expert) keeps its own per-tensor scales, as a loop of FP8 ``Linear`` layers would (each
+expert's activations, weights and gradients have their own ranges), but not as one
+:class:`~._fp8_linear.FP8LinearState` per group: :class:`GroupedScalingState` holds, per role
+(:data:`~._fp8.ROLES`: input, weight, grad_output) and group, a scale, an amax history and a
+``found_inf`` count in three buffers, role-major so that a role's scales of all groups are one
+contiguous row (the FP8 kernels read group ``g``'s scale at its address):
+
+* ``scale`` (3, G) float32, ``amax_history`` (history_len, 3, G) float32, ``found_inf`` (3, G) int32.
+
+:meth:`GroupedScalingState.record` updates one or more adjacent roles of all groups with a few
+vectorised torch operations (the same values as each group's :class:`~._fp8.ScalingState` update:
+the recipe's history push, scale and skip-step policy), so a training step runs two updates (the
+forward's input and weight roles together, the backward's grad_output role) whatever the number of
+groups. Groups without tokens in a step are left as they were (their amax is not pushed), as in a
+loop where such a group's layer does not run.
+
+It is a :class:`~._fp8.ScalingState` for :func:`~._fp8.optimizer_step` (which reads and clears the
+``found_inf`` counts of every state in the modules it is given); the per-tensor methods of that class
+(``quantize`` and friends) do not apply to a grouped state and raise ``TypeError``.
+
+Checkpoints: the buffers are in ``state_dict`` as ``fp8_state.scale`` etc.; checkpoints of the former
+layout (one state per group, ``fp8_states.<g>.scale`` (3,), ``.amax_history`` (L, 3), ``.found_inf``
+(3,)) are converted on load by :func:`load_old_keys` (a load-state-dict pre-hook of the layer).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from nvmath.torch._fp8 import FP8_MAX, ROLES, Recipe, ScalingState, scale_from_amax
+
+__all__ = ["GroupedScalingState", "load_old_keys"]
+
+_INF = float("inf")
+_NANS: dict[torch.device, torch.Tensor] = {}
+_BUFFERS = ("scale", "amax_history", "found_inf")
+
+
+def _nan_on(device: torch.device) -> torch.Tensor:
+    """A float32 NaN of shape () on ``device``, made once (no fill launch per call)."""
+    nan = _NANS.get(device)
+    if nan is None:
+        nan = _NANS[device] = torch.full((), _INF - _INF, dtype=torch.float32, device=device)
+    return nan
+
+
+class GroupedScalingState(ScalingState):
+    """Per-group FP8 scaling state of ``groups`` groups under ``recipe`` (see the module notes), and
+    the FP8 copies of the stacked weight (made once per weight version: ``weight_updates`` counts how
+    many times)."""
+
+    def __init__(self, recipe: Recipe, groups: int, device: Any = None):
+        super().__init__(recipe, device)
+        self.groups = groups
+        n = len(ROLES)
+        self.register_buffer("scale", torch.ones(n, groups, dtype=torch.float32, device=device))
+        self.register_buffer(
+            "amax_history", torch.zeros(recipe.history_len, n, groups, dtype=torch.float32, device=device)
+        )
+        self.register_buffer("found_inf", torch.zeros(n, groups, dtype=torch.int32, device=device))
+        self.weight_key: tuple | None = None
+        """What the weight copies were made from (the tensor, its version, address, layout)."""
+        self.weight_copies: tuple | None = None
+        """``(qw (G, N, K), per-group qw.T (G, K, N), 1 / sw (G,))`` of the weight in ``weight_key``."""
+        self.weight_updates = 0
+        self.checked_device: torch.device | None = None
+        """The device the recipe was last checked for."""
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        self.weight_key = self.weight_copies = None  # (moved or cast: the copies are stale)
+        return super()._apply(fn, recurse)
+
+    def _per_tensor(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a grouped FP8 scaling state updates all groups at once (GroupedScalingState.record)")
+
+    quantize = quantize_by = delayed_scale = record_amax = _per_tensor  # type: ignore[assignment]
+
+    def fp8_max(self, role: str) -> float:
+        """The largest finite value of ``role``'s FP8 format."""
+        return FP8_MAX[self.dtype(role)]
+
+    def current_scale(self, role: str, amax: torch.Tensor) -> torch.Tensor:
+        """Current scaling: the (G,) scales of ``role`` from this tensor's per-group ``amax`` (each
+        group's previous scale where its amax is 0 or not finite)."""
+        i = ROLES.index(role)
+        return scale_from_amax(amax, self.scale[i], self.fp8_max(role), self.recipe.margin)
+
+    def record(
+        self, first: str, amax: torch.Tensor, used: torch.Tensor, active: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Record the per-group amaxes ``amax`` (R, G) of ``R`` adjacent roles from ``first`` (input and
+        weight together: ``R = 2``, one FP8 format), measured on tensors quantized with the scales
+        ``used`` (R, G): the state's own scales (delayed), or :meth:`current_scale`'s (current). Returns
+        the scales to dequantize by, (R, G): ``used``, NaN where an amax is not finite (the skip-step
+        policy of :class:`~._fp8.ScalingState`: the GEMMs of that group yield NaN, its state is left
+        as it was and its ``found_inf`` count moves). ``active`` (G,) bool: the groups that ran (the
+        others are left as they were), ``None``: all."""
+        i = ROLES.index(first)
+        rows = slice(i, i + amax.shape[0])
+        ok = amax < _INF  # (an amax is >= 0 or NaN; NaN compares false)
+        out = torch.where(ok, used, _nan_on(used.device))  # (before the state's scales change)
+        bad = ~ok
+        push = ok if active is None else ok & active
+        hist = self.amax_history[:, rows]
+        if hist.shape[0] == 1:
+            torch.where(push, amax, hist, out=hist)
+        else:
+            torch.where(push, torch.cat((amax.unsqueeze(0), hist[:-1])), hist, out=hist)
+        self.found_inf[rows].add_(bad if active is None else bad & active)
+        scale = self.scale[rows]
+        if not self.recipe.delayed:
+            # (current: ``used`` is scale_from_amax of this amax, the old scale where it was 0 or not finite)
+            torch.where(push, used, scale, out=scale)
+            return out
+        reduced = hist.amax(0) if self.recipe.amax_compute_algo == "max" else hist[0]
+        new = scale_from_amax(reduced, scale, FP8_MAX[self.dtype(ROLES[i])], self.recipe.margin)
+        torch.where(push, new, scale, out=scale)
+        return out
+
+
+def load_old_keys(
+    module: torch.nn.Module, state_dict: dict, prefix: str, *args: Any, **kwargs: Any
+) -> None:
+    """A ``load_state_dict`` pre-hook of an FP8 ``GroupedLinear``: a checkpoint with one scaling state
+    per group (``fp8_states.<g>.scale`` (3,), ``.amax_history`` (L, 3), ``.found_inf`` (3,), the former
+    layout) becomes the stacked ``fp8_state.*`` buffers (the groups along the last axis)."""
+    old = f"{prefix}fp8_states."
+    if not any(k.startswith(old) for k in state_dict):
+        return
+    groups = getattr(module, "num_groups", 0)
+    for name in _BUFFERS:
+        keys = [f"{old}{g}.{name}" for g in range(groups)]
+        if all(k in state_dict for k in keys):
+            state_dict[f"{prefix}fp8_state.{name}"] = torch.stack([state_dict.pop(k) for k in keys], -1)
