@@ -74,21 +74,20 @@ def torch_gemm(
 
     ``workspace()`` gives the planner's current ``(workspace, scratch)`` (a cached plan's caller holds
     the lock of shared ones). torch's current stream (``stream=None``) is memoised (one raw read per
-    call, through the planners' :class:`~nvmath._internal.streams.CallerStream`); the host scalars are
-    written only when they change.
+    call, through the planners' :class:`~nvmath._internal.streams.CallerStream`); the result comes from
+    ``torch.empty`` (``torch.empty_strided`` for a column-major result); the launch is
+    :func:`_launcher`'s.
     """
-    from nvmath.linalg.generic._cublas import bind, get_handle
-
     torch = sys.modules["torch"]
     t = problem.traits
-    wsb = program.workspace_bytes
     dev = device_id
     device = torch.device("cuda", dev)
     tdt = getattr(torch, t.dtype)
     shape, strides = tuple(t.result_shape), tuple(t.result_strides)
     dense_c = t.order == "row"
     has_c = problem.has_c
-    gemm = _gemm_runner(program)
+    empty, empty_strided = torch.empty, torch.empty_strided
+    launch = _launcher(program, dev, has_c, blocking, workspace)
     # the planners' stream resolver; its memo of the current stream is compared inline (a method call
     # per hit would cost ~0.07 µs), a miss or an explicit stream goes through it
     caller_stream = streams.CallerStream(dev, "torch")
@@ -97,14 +96,7 @@ def torch_gemm(
     # launch needs no context switch, nor the driver query that checks for one
     current_device = streams.torch_device_getter()
 
-    def launch(sh: Any, pa: int, pb: int, pd: int, alpha: Any, beta: Any) -> None:
-        ws, _ = workspace()
-        handle = get_handle(dev)
-        bind(handle, sh, ws.ensure(wsb, sh), wsb)
-        gemm(handle, sh, pa, pb, pd, alpha, beta, has_c)
-        if blocking:
-            streams.synchronize(sh)
-
+    on_stream = _on_stream(torch, caller_stream, (shape, strides, tdt, device), has_c)
     def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
         if alpha is None and beta is None:
             alpha, beta = 1, 0
@@ -114,19 +106,12 @@ def torch_gemm(
             sh = caller_stream.last
             if sh is None or raw is None or sh.ptr != raw(dev):
                 sh = caller_stream(None)
-            d = (
-                torch.empty(shape, dtype=tdt, device=device)
-                if dense_c
-                else torch.empty_strided(shape, strides, dtype=tdt, device=device)
-            )
+            d = empty(shape, dtype=tdt, device=device) if dense_c else empty_strided(
+                shape, strides, dtype=tdt, device=device)  # fmt: skip
             if has_c:
                 d.copy_(c.detach())
         else:
-            sh = caller_stream(stream)
-            with torch.cuda.stream(streams.native_stream(sh, "torch")):
-                d = torch.empty_strided(shape, strides, dtype=tdt, device=device)
-                if has_c:
-                    d.copy_(c.detach())
+            sh, d = on_stream(stream, c)
         if sh.ctx is None and current_device is not None and current_device() == dev:
             launch(sh, a.data_ptr(), b.data_ptr(), d.data_ptr(), alpha, beta)
         else:
@@ -137,24 +122,86 @@ def torch_gemm(
     return run
 
 
-def _gemm_runner(program: Any) -> Callable[..., None]:
-    """``run(handle, stream, pa, pb, pd, alpha, beta, has_c)`` for a :class:`GemmProgram`: its launch
-    without the pointer dictionary."""
-    from nvmath.linalg.generic._cublas import GemmProgram
+def _on_stream(torch: Any, caller_stream: Any, layout: tuple, has_c: bool) -> Callable[[Any, Any], tuple]:
+    """``on_stream(stream, c)``: ``(handle, result)`` for an explicit ``stream``; the result (``layout``:
+    shape, strides, dtype, device) is allocated, and ``c`` copied into it, on that stream."""
+    shape, strides, tdt, device = layout
+
+    def on_stream(stream: Any, c: Any) -> tuple[Any, Any]:
+        sh = caller_stream(stream)
+        with torch.cuda.stream(streams.native_stream(sh, "torch")):
+            d = torch.empty_strided(shape, strides, dtype=tdt, device=device)
+            if has_c:
+                d.copy_(c.detach())
+        return sh, d
+
+    return on_stream
+
+
+def _launcher(
+    program: Any, dev: int, has_c: bool, blocking: bool, workspace: Callable[[], tuple[Any, Any]]
+) -> Callable[[Any, int, int, int, Any, Any], None]:
+    """``launch(stream, pa, pb, pd, alpha, beta)``: ``program``'s GEMM on ``stream`` (in the device's
+    context): the handle bound to the stream and the planner's workspace, then the cuBLAS call."""
+    from nvmath.linalg.generic._cublas import bind, get_handle
+
+    wsb = program.workspace_bytes
+    gemm = _gemm_runner(program)
+    synchronize = streams.synchronize
+
+    def launch(sh: Any, pa: int, pb: int, pd: int, alpha: Any, beta: Any) -> None:
+        handle = get_handle(dev)
+        bind(handle, sh, workspace()[0].ensure(wsb, sh), wsb)
+        if gemm is not None:
+            gemm(handle, pa, pb, pd, alpha, beta)
+        else:  # pragma: no cover - a GemmProgram subclass keeps its own launch
+            program.launch(handle, sh, {"a": pa, "b": pb, "d": pd}, alpha, beta, has_c, 0)
+        if blocking:
+            synchronize(sh)
+
+    return launch
+
+
+def _gemm_runner(program: Any) -> Callable[..., None] | None:
+    """``run(handle, pa, pb, pd, alpha, beta)`` for a :class:`GemmProgram`: its launch without the
+    pointer dictionary, on host scalars of its own (rewritten only when the call's values change);
+    ``None`` for another program (its own :meth:`launch` is used)."""
+    from nvmath.linalg.generic._cublas import GemmProgram, Scalars
 
     if type(program) is not GemmProgram:  # pragma: no cover - subclasses keep their own launch
-
-        def general(handle, stream, pa, pb, pd, alpha, beta, has_c):
-            program.launch(handle, stream, {"a": pa, "b": pb, "d": pd}, alpha, beta, has_c, 0)
-
-        return general
+        return None
     if program.empty:
         return lambda *args: None
-    scalars, x1_is_a = program.scalars, program.traits.x1 == "a"
-    p_alpha, p_beta, gemm_run, buf = scalars.alpha, scalars.beta, program.run, scalars.buf
+    scalars = Scalars(program.types.scale)
+    buf, p_alpha, p_beta = scalars.buf, scalars.alpha, scalars.beta
+    buf[0], buf[1] = 1, 0
+    held = [1, 0]  # what buf holds (the launches read the host scalars when they are made)
+    launcher, x1_is_a = program.launcher, program.traits.x1 == "a"
+    if len(launcher.offsets) == 1 and not any(launcher.offsets[0]):  # one launch at the tensors' addresses
+        call = launcher.call
+        if x1_is_a:
 
-    def run(handle, stream, pa, pb, pd, alpha, beta, has_c):
-        buf[0], buf[1] = alpha, beta
+            def single(handle, pa, pb, pd, alpha, beta):
+                if alpha != held[0] or beta != held[1]:
+                    buf[0] = held[0] = alpha
+                    buf[1] = held[1] = beta
+                call(handle, p_alpha, pa, pb, p_beta, pd)
+
+            return single
+
+        def single_swapped(handle, pa, pb, pd, alpha, beta):
+            if alpha != held[0] or beta != held[1]:
+                buf[0] = held[0] = alpha
+                buf[1] = held[1] = beta
+            call(handle, p_alpha, pb, pa, p_beta, pd)
+
+        return single_swapped
+    gemm_run = launcher.run
+
+    def run(handle, pa, pb, pd, alpha, beta):
+        if alpha != held[0] or beta != held[1]:
+            buf[0] = held[0] = alpha
+            buf[1] = held[1] = beta
         if x1_is_a:
             gemm_run(handle, pa, pb, pd, p_alpha, p_beta)
         else:

@@ -14,6 +14,7 @@ costs; a miss plans and caches. ``alpha``, ``beta`` and ``stream`` are per call,
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -22,7 +23,7 @@ import numpy as np
 from nvmath._internal import caches
 from nvmath._internal.memory import SharedWorkspaces
 from nvmath._internal.options import check_or_create_options
-from nvmath._internal.plan_cache import PlanCache
+from nvmath._internal.plan_cache import CacheStats, PlanCache
 from nvmath._internal.state import freed_on_error
 from nvmath._internal.stateless import (
     READERS,
@@ -56,10 +57,20 @@ under the lock of the same device's and package's workspace."""
 
 
 class GenericPlanCache(PlanCache):
-    """The plan cache of :func:`matmul`; :meth:`clear` also frees the shared workspaces."""
+    """The plan cache of :func:`matmul`; :meth:`clear` also frees the shared workspaces.
+
+    Its ``stats.hits`` include the calls served by the last-call memo of :func:`_pair_call`."""
+
+    @property
+    def stats(self) -> CacheStats:
+        """A :class:`~nvmath._internal.plan_cache.CacheStats` snapshot (memo hits counted as hits)."""
+        base = super().stats
+        return dataclasses.replace(base, hits=base.hits + _memo_hits[0])
 
     def clear(self) -> None:
         """Free every cached plan and the workspaces they share."""
+        global _last
+        _last = _NO_LAST
         super().clear()
         workspaces.clear()
         scratches.clear()
@@ -161,6 +172,36 @@ def generic_key(
 
 
 # ---------------------------------------------------------------------------------------- the call
+_NO_LAST: tuple = (None, None, None)
+_last: tuple = _NO_LAST
+"""The last common call's ``(key, cache entry, its planner's pair entry)``: the same call again (equal
+key, entry live) runs without a cache lookup. One tuple, read and replaced whole (thread-safe); a
+call under another key takes the cache's path and becomes the last one. The cache's recency order
+stays right: a repeated call is the most recent already."""
+_memo_hits = [0]
+"""Calls served by :data:`_last` (counted under the entry's lock; added to ``plan_cache.stats.hits``)."""
+
+
+def _pair_call(key: tuple, a: Any, b: Any, alpha: Any, beta: Any, stream: Any) -> Any:
+    """The common call (two operands, keyed by :func:`_pair_key`): :data:`_last` first, then the cache."""
+    global _last
+    last_key, entry, run = _last
+    if key == last_key:
+        with entry.lock:
+            if entry.live:  # not freed by an eviction or a clear since it was the last call
+                _memo_hits[0] += 1
+                return run(a, b, None, alpha, beta, stream)
+    entry = plan_cache.get(key, count_miss=False)
+    if entry is not None:
+        with entry.lock:
+            if entry.live:
+                run = entry.planner.pair_entry()
+                _last = (key, entry, run)
+                return run(a, b, None, alpha, beta, stream)
+    args = (a, b, None, alpha, beta, None, None, None, stream)
+    return call_cached(plan_cache, key, _build, a, b, None, alpha, beta, stream, build_args=args)
+
+
 def matmul(
     a: Any,
     b: Any,
@@ -187,7 +228,10 @@ def matmul(
         return route("generic.matmul", a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options,
                      execution=execution, stream=stream)  # fmt: skip
     if c is None and qualifiers is None and options is None and execution is None:
-        key = _pair_key(a, b) or generic_key(a, b)  # (the common call: two operands read raw)
+        key = _pair_key(a, b)
+        if key is not None:  # the common call: two operands read raw
+            return _pair_call(key, a, b, alpha, beta, stream)
+        key = generic_key(a, b)
     else:
         key = generic_key(a, b, c, qualifiers, options, execution)
     args = (a, b, c, alpha, beta, qualifiers, options, execution, stream)
@@ -197,8 +241,10 @@ def matmul(
 def product(a: Any, b: Any) -> Any:
     """:func:`matmul` of two operands and nothing else, without the routing check: for
     ``nvmath.torch``'s autograd function, which calls it with grad mode off (the same plan cache)."""
-    key = _pair_key(a, b) or generic_key(a, b)
-    return call_cached(plan_cache, key, _build, a, b, None, None, None, None,
+    key = _pair_key(a, b)
+    if key is not None:
+        return _pair_call(key, a, b, None, None, None)
+    return call_cached(plan_cache, generic_key(a, b), _build, a, b, None, None, None, None,
                        build_args=(a, b, None, None, None, None, None, None, None))  # fmt: skip
 
 

@@ -108,12 +108,12 @@ def test_torch_gpu_entry_numerics(torch, fake_gpu, monkeypatch):
     ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c))
     plain = _planned(cublas_fakes.fake(a), cublas_fakes.fake(b))
     run = _torch_entry(torch, monkeypatch, plain)
-    for alpha in (None, 2.0, -1):
+    for alpha in (None, 2.0, -1, -1, None, 2.0):  # (the host scalars are rewritten only on a change)
         out = run(ta, tb, None, alpha, None, None)
         np.testing.assert_allclose(out.numpy(), (1 if alpha is None else alpha) * (a @ b), rtol=1e-12)
     with_c = _planned(cublas_fakes.fake(a), cublas_fakes.fake(b), cublas_fakes.fake(c), beta=1.0)
     run = _torch_entry(torch, monkeypatch, with_c)
-    for alpha, beta in ((1.0, 1.0), (0.5, -2.0)):
+    for alpha, beta in ((1.0, 1.0), (0.5, -2.0), (0.5, 0.0), (1.0, 1.0)):
         out = run(ta, tb, tc, alpha, beta, None)
         np.testing.assert_allclose(out.numpy(), alpha * (a @ b) + beta * c, rtol=1e-12)
     with pytest.raises(ValueError, match="complex"):

@@ -33,6 +33,33 @@ def test_repeated_calls_hit():
     assert plan_cache.stats.size == 2
 
 
+def test_last_call_memo_counts_hits_and_never_runs_a_freed_plan():
+    """A repeated common call (two operands) runs the last call's plan without a lookup: still counted as a
+    hit; after a clear, an eviction or another key it plans / looks up again and computes the right result."""
+    from nvmath.linalg.generic import _stateless
+
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((5, 4)), rng.standard_normal((4, 3))
+    x = rng.standard_normal((3, 3))
+    la.matmul(a, b)
+    la.matmul(a, b)  # (a hit through the cache: now the last call)
+    hits = plan_cache.stats.hits
+    for alpha in (None, 2.0, None):
+        np.testing.assert_allclose(la.matmul(a, b, alpha=alpha), (alpha or 1) * (a @ b))
+    assert plan_cache.stats.hits == hits + 3
+    entry = _stateless._last[1]
+    plan_cache.clear()
+    assert not entry.live and _stateless._last[1] is None
+    np.testing.assert_allclose(la.matmul(a, b), a @ b)  # planned again
+    la.matmul(a, b)
+    evicted = _stateless._last[1]
+    plan_cache.resize(1)
+    np.testing.assert_allclose(la.matmul(x, x), x @ x)  # evicts the last call's plan
+    assert not evicted.live
+    np.testing.assert_allclose(la.matmul(a, b), a @ b)
+    plan_cache.resize(_stateless.DEFAULT_CACHE_SIZE)
+
+
 def test_keys_separate_kinds():
     """Different layouts, dtypes, qualifiers, options and execution give different keys; equal ones match."""
     a, b = np.ones((4, 4)), np.ones((4, 4))
