@@ -37,8 +37,14 @@ def _checked(alpha: Any, beta: Any, check: Callable[[Any, Any], tuple[Any, Any]]
 
 
 def cpu_gemm(problem: Any, check: Callable[[Any, Any], tuple[Any, Any]]) -> Callable[..., Any]:
-    """The entry of a CPU GEMM on numpy / torch-CPU operands (no copies, no threads limit, not in place)."""
+    """The entry of a CPU GEMM on numpy / torch-CPU operands (no copies, no threads limit, not in place).
+
+    torch operands of the computation's dtype are multiplied by ``torch.matmul`` (torch's CPU BLAS, no
+    conversion to numpy and back; :func:`torch_cpu_gemm`), numpy ones by ``numpy.matmul``.
+    """
     t = problem.traits
+    if problem.package == "torch" and all(op.dtype == t.dtype for op in problem.ops.values()):
+        return torch_cpu_gemm(problem, check)
     shape, dtype = t.result_shape, np.dtype(t.dtype)
     conj_a, conj_b = problem.kernel_quals[0].conjugate, problem.kernel_quals[1].conjugate
     torch_out = problem.package == "torch"
@@ -58,6 +64,31 @@ def cpu_gemm(problem: Any, check: Callable[[Any, Any], tuple[Any, Any]]) -> Call
         if c is not None and beta != 0:
             out += beta * c if beta != 1 else c
         return sys.modules["torch"].from_numpy(out) if torch_out else out
+
+    return run
+
+
+def torch_cpu_gemm(problem: Any, check: Callable[[Any, Any], tuple[Any, Any]]) -> Callable[..., Any]:
+    """The entry of a CPU GEMM on torch CPU tensors of the computation's dtype: ``torch.matmul`` of the
+    detached operands (the result tracks no graph, as a product computed by numpy would not), then
+    ``alpha`` and ``beta * c`` in place (``beta == 0`` never reads ``c``)."""
+    torch = sys.modules["torch"]
+    matmul = torch.matmul
+    conj_a, conj_b = problem.kernel_quals[0].conjugate, problem.kernel_quals[1].conjugate
+
+    def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
+        a, b = a.detach(), b.detach()
+        if conj_a or conj_b:
+            a, b = (a.conj() if conj_a else a), (b.conj() if conj_b else b)
+        out = matmul(a, b)
+        if alpha is None and beta is None:
+            return out
+        alpha, beta = _checked(alpha, beta, check)
+        if alpha != 1:
+            out.mul_(alpha)
+        if c is not None and beta != 0:
+            out.add_(c.detach(), alpha=beta)
+        return out
 
     return run
 

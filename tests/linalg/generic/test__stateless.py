@@ -195,3 +195,50 @@ def test_two_operand_calls_use_the_key_of_generic_key(torch):
         assert plan_cache.stats.hits == hits + 1 and plan_cache.stats.size == 1
         np.testing.assert_allclose(np.asarray(la.matmul(x, y, options={})), a @ b, rtol=1e-12)
         assert plan_cache.stats.size == 2
+
+
+def test_repeated_cpu_call_with_grad_is_differentiated_by_torch(torch):
+    """A plain CPU call of two tensors that require grad goes to nvmath.torch once; a repeat of the same
+    shapes, strides and dtype is torch's own differentiable matmul: same product and gradients as
+    torch.matmul's (float64 reference), for a Parameter too; another shape goes to nvmath.torch again."""
+    from nvmath.linalg.generic import _stateless
+
+    _stateless._CPU_GRAD.clear()
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randn(5, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+    w = torch.nn.Parameter(torch.randn(4, 3, dtype=torch.float64, generator=gen))
+    g = torch.randn(5, 3, dtype=torch.float64, generator=gen)
+    names = []
+    for _ in range(3):
+        out = la.matmul(a, w)
+        names.append(type(out.grad_fn).__name__)
+        torch.testing.assert_close(out.detach(), a.detach() @ w.detach())
+        ga, gw = torch.autograd.grad(out, [a, w], g)
+        torch.testing.assert_close(ga, g @ w.detach().T)
+        torch.testing.assert_close(gw, a.detach().T @ g)
+    assert names[0] == "PlainProductFnBackward" and names[1] == names[2] == "MmBackward0"
+    out = la.matmul(a[:, :3], w[:3])  # a new layout: routed to nvmath.torch
+    assert type(out.grad_fn).__name__ == "PlainProductFnBackward"
+
+
+def test_cpu_call_with_grad_errors_are_nvmaths(torch):
+    """A CPU call with grad that nvmath refuses (mismatched inner sizes, mixed dtypes) raises nvmath's error
+    every time; it never becomes a torch.matmul call."""
+    from nvmath.linalg.generic import _stateless
+
+    _stateless._CPU_GRAD.clear()
+    a = torch.ones(3, 4, dtype=torch.float64, requires_grad=True)
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            la.matmul(a, torch.ones(5, 2, dtype=torch.float64))
+    b32 = torch.ones(4, 2, dtype=torch.float32)
+    first = None
+    for _ in range(2):
+        try:
+            out = la.matmul(a, b32)
+        except (TypeError, ValueError) as exc:
+            assert first in (None, type(exc))
+            first = type(exc)
+        else:
+            assert first is None and type(out.grad_fn).__name__ != "MmBackward0"
+    assert len(_stateless._CPU_GRAD) == 0
