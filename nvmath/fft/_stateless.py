@@ -10,7 +10,9 @@ plan is re-bound to it) and drops the operand again. So a repeated call costs li
 
 A call with default options, execution and no callbacks reads its operand raw
 (:data:`nvmath._internal.stateless.READERS`) and finds its whole key in :data:`_KEYS` (first its tail
-in :data:`_TAILS`): no adapter and no key to build on a hit.
+in :data:`_TAILS`): no adapter and no key to build on a hit. The cache (a
+:class:`~nvmath._internal.stateless.LastCallCache`) remembers the last such call: the same call again
+(the common loop) runs its plan with no lookup at all.
 
 The cache::
 
@@ -28,9 +30,16 @@ from typing import Any
 from nvmath._internal import caches
 from nvmath._internal.execution import resolve_execution
 from nvmath._internal.options import check_or_create_options, freeze_options
-from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.state import freed_on_error
-from nvmath._internal.stateless import READERS, CachedPlan, adapter_head, call_cached, reader_for
+from nvmath._internal.stateless import (
+    READERS,
+    CachedPlan,
+    LastCallCache,
+    adapter_head,
+    call_cached,
+    call_remembered,
+    reader_for,
+)
 from nvmath._internal.tensors import wrap
 from nvmath.fft._callbacks import as_device_callable
 from nvmath.fft._options import FFTDirection, FFTOptions
@@ -51,9 +60,9 @@ def _workspace_bytes(entry: CachedPlan[FFT]) -> int:
     return entry.planner.workspace_bytes
 
 
-plan_cache: PlanCache[CachedPlan[FFT]] = caches.register(
+plan_cache: LastCallCache = caches.register(
     "nvmath.fft: plans",
-    PlanCache(
+    LastCallCache(
         maxsize=DEFAULT_CACHE_SIZE, name="nvmath.fft plan cache", max_bytes=DEFAULT_MAX_BYTES,
         nbytes=_workspace_bytes,
     ),
@@ -203,14 +212,20 @@ def _transform(
         if raw is not None and not raw[0][5]:  # (a lazily conjugated operand is materialized: wrapped)
             head = raw[0]
             call = (fft_type, check_dtype, axes_key, head)
+            last, entry, run = plan_cache.last
+            if call == last:  # the last call again: its plan without a lookup
+                with entry.lock:
+                    if entry.live:  # not freed by an eviction or a clear since
+                        plan_cache.memo_hits += 1
+                        return run(operand, raw[1], raw[2], direction, stream)
             key = _KEYS.get(call)
             if key is None:
                 tail = _TAILS.get((fft_type, axes_key, len(head[2]), head[1], head[4], check_dtype))
                 if tail is not None:  # (stored once the dtype passed check_dtype)
                     key = _KEYS.put(call, _Key((*head, tail)))
             if key is not None:
-                return call_cached(
-                    plan_cache, key, _build_raw, operand, raw[1], raw[2], direction, stream,
+                return call_remembered(
+                    plan_cache, call, key, _build_raw, operand, raw[1], raw[2], direction, stream,
                     build_args=(operand, key[6], stream),
                 )  # fmt: skip
     adapter = wrap(operand, "operand")

@@ -14,7 +14,6 @@ costs; a miss plans and caches. ``alpha``, ``beta`` and ``stream`` are per call,
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Hashable, Mapping
 from typing import Any
@@ -24,15 +23,16 @@ import numpy as np
 from nvmath._internal import caches
 from nvmath._internal.memory import SharedWorkspaces
 from nvmath._internal.options import check_or_create_options
-from nvmath._internal.plan_cache import CacheStats, PlanCache
 from nvmath._internal.state import freed_on_error
 from nvmath._internal.stateless import (
     READERS,
     CachedPlan,
+    LastCallCache,
     _read_cupy,
     _read_torch,
     adapter_head,
     call_cached,
+    call_remembered,
     reader_for,
 )
 from nvmath._internal.tensors import wrap
@@ -57,21 +57,12 @@ scratches = caches.register(
 under the lock of the same device's and package's workspace."""
 
 
-class GenericPlanCache(PlanCache):
-    """The plan cache of :func:`matmul`; :meth:`clear` also frees the shared workspaces.
-
-    Its ``stats.hits`` include the calls served by the last-call memo of :func:`_pair_call`."""
-
-    @property
-    def stats(self) -> CacheStats:
-        """A :class:`~nvmath._internal.plan_cache.CacheStats` snapshot (memo hits counted as hits)."""
-        base = super().stats
-        return dataclasses.replace(base, hits=base.hits + _memo_hits[0])
+class GenericPlanCache(LastCallCache):
+    """The plan cache of :func:`matmul`; :meth:`clear` also frees the shared workspaces. It remembers the
+    last common call (two operands, see :func:`_pair_call`)."""
 
     def clear(self) -> None:
-        """Free every cached plan and the workspaces they share."""
-        global _last
-        _last = _NO_LAST
+        """Forget the last call, free every cached plan and the workspaces they share."""
         super().clear()
         workspaces.clear()
         scratches.clear()
@@ -173,34 +164,23 @@ def generic_key(
 
 
 # ---------------------------------------------------------------------------------------- the call
-_NO_LAST: tuple = (None, None, None)
-_last: tuple = _NO_LAST
-"""The last common call's ``(key, cache entry, its planner's pair entry)``: the same call again (equal
-key, entry live) runs without a cache lookup. One tuple, read and replaced whole (thread-safe); a
-call under another key takes the cache's path and becomes the last one. The cache's recency order
-stays right: a repeated call is the most recent already."""
-_memo_hits = [0]
-"""Calls served by :data:`_last` (counted under the entry's lock; added to ``plan_cache.stats.hits``)."""
-
-
 def _pair_call(key: tuple, a: Any, b: Any, alpha: Any, beta: Any, stream: Any) -> Any:
-    """The common call (two operands, keyed by :func:`_pair_key`): :data:`_last` first, then the cache."""
-    global _last
-    last_key, entry, run = _last
-    if key == last_key:
+    """The common call (two operands, keyed by :func:`_pair_key`): the cache's last call again without a
+    lookup when the key is the same, else through the cache (and then the last call)."""
+    last, entry, run = plan_cache.last
+    if key == last:
         with entry.lock:
             if entry.live:  # not freed by an eviction or a clear since it was the last call
-                _memo_hits[0] += 1
-                return run(a, b, None, alpha, beta, stream)
-    entry = plan_cache.get(key, count_miss=False)
-    if entry is not None:
-        with entry.lock:
-            if entry.live:
-                run = entry.planner.pair_entry()
-                _last = (key, entry, run)
+                plan_cache.memo_hits += 1
                 return run(a, b, None, alpha, beta, stream)
     args = (a, b, None, alpha, beta, None, None, None, stream)
-    return call_cached(plan_cache, key, _build, a, b, None, alpha, beta, stream, build_args=args)
+    return call_remembered(
+        plan_cache, key, key, _build, a, b, None, alpha, beta, stream, build_args=args, entry_of=_pair_entry
+    )
+
+
+def _pair_entry(planner: Matmul) -> Any:
+    return planner.pair_entry()
 
 
 def matmul(

@@ -47,12 +47,12 @@ def test_last_call_memo_counts_hits_and_never_runs_a_freed_plan():
     for alpha in (None, 2.0, None):
         np.testing.assert_allclose(la.matmul(a, b, alpha=alpha), (alpha or 1) * (a @ b))
     assert plan_cache.stats.hits == hits + 3
-    entry = _stateless._last[1]
+    entry = plan_cache.last[1]
     plan_cache.clear()
-    assert not entry.live and _stateless._last[1] is None
+    assert not entry.live and plan_cache.last[1] is None
     np.testing.assert_allclose(la.matmul(a, b), a @ b)  # planned again
     la.matmul(a, b)
-    evicted = _stateless._last[1]
+    evicted = plan_cache.last[1]
     plan_cache.resize(1)
     np.testing.assert_allclose(la.matmul(x, x), x @ x)  # evicts the last call's plan
     assert not evicted.live
