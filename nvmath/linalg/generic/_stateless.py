@@ -164,18 +164,48 @@ def generic_key(
 
 
 # ---------------------------------------------------------------------------------------- the call
-def _pair_call(key: tuple, a: Any, b: Any, alpha: Any, beta: Any, stream: Any) -> Any:
-    """The common call (two operands, keyed by :func:`_pair_key`): the cache's last call again without a
-    lookup when the key is the same, else through the cache (and then the last call)."""
+_OTHER = object()
+"""What :func:`_pair_call` returns for a call it does not serve."""
+_torch_tensor: Any = None
+"""``torch.Tensor`` once a call of two of them was keyed by raw reads (:func:`_pair_call`)."""
+
+
+def _pair_call(a: Any, b: Any, alpha: Any, beta: Any, stream: Any) -> Any:
+    """The common call of two operands (no ``c``, qualifiers, options or execution), or :data:`_OTHER`
+    when they do not read raw (:func:`_pair_key` is ``None``).
+
+    The cache's last call runs again without a lookup when this call equals it: two ``torch.Tensor``
+    operands are compared by their raw attributes (shape, strides, dtype, device, conjugation: what
+    decides their key, read without making it); other operands by their key. Any other call goes through
+    the cache and becomes the last one.
+    """
+    global _torch_tensor
+    tp = type(a)
+    call: Any = None
+    if tp is _torch_tensor and type(b) is tp:
+        call = (a.shape, a.stride(), a.dtype, a.get_device(), a.is_conj(),
+                b.shape, b.stride(), b.dtype, b.get_device(), b.is_conj())  # fmt: skip
     last, entry, run = plan_cache.last
-    if key == last:
+    if call is not None and call == last:
         with entry.lock:
             if entry.live:  # not freed by an eviction or a clear since it was the last call
                 plan_cache.memo_hits += 1
                 return run(a, b, None, alpha, beta, stream)
+    key = _pair_key(a, b)
+    if key is None:
+        return _OTHER
+    if call is None:
+        if key == last:
+            with entry.lock:
+                if entry.live:
+                    plan_cache.memo_hits += 1
+                    return run(a, b, None, alpha, beta, stream)
+        call = key
+        if _torch_tensor is None and READERS.get(tp) is _read_torch:
+            _torch_tensor = tp  # (the next call of two of them is compared raw)
     args = (a, b, None, alpha, beta, None, None, None, stream)
     return call_remembered(
-        plan_cache, key, key, _build, a, b, None, alpha, beta, stream, build_args=args, entry_of=_pair_entry
+        plan_cache, call, key, _build, a, b, None, alpha, beta, stream, build_args=args, entry_of=_pair_entry
     )
 
 
@@ -214,9 +244,9 @@ def matmul(
         return route("generic.matmul", a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options,
                      execution=execution, stream=stream)  # fmt: skip
     if c is None and qualifiers is None and options is None and execution is None:
-        key = _pair_key(a, b)
-        if key is not None:  # the common call: two operands read raw
-            return _pair_call(key, a, b, alpha, beta, stream)
+        out = _pair_call(a, b, alpha, beta, stream)  # the common call: two operands read raw
+        if out is not _OTHER:
+            return out
         key = generic_key(a, b)
     else:
         key = generic_key(a, b, c, qualifiers, options, execution)
@@ -257,9 +287,9 @@ def _product_with_grad(a: Any, b: Any) -> Any:
 def product(a: Any, b: Any) -> Any:
     """:func:`matmul` of two operands and nothing else, without the routing check: for
     ``nvmath.torch``'s autograd function, which calls it with grad mode off (the same plan cache)."""
-    key = _pair_key(a, b)
-    if key is not None:
-        return _pair_call(key, a, b, None, None, None)
+    out = _pair_call(a, b, None, None, None)
+    if out is not _OTHER:
+        return out
     return call_cached(plan_cache, generic_key(a, b), _build, a, b, None, None, None, None,
                        build_args=(a, b, None, None, None, None, None, None, None))  # fmt: skip
 

@@ -242,3 +242,21 @@ def test_cpu_call_with_grad_errors_are_nvmaths(torch):
         else:
             assert first is None and type(out.grad_fn).__name__ != "MmBackward0"
     assert len(_stateless._CPU_GRAD) == 0
+
+
+def test_torch_last_call_is_compared_raw_and_follows_every_change(torch):
+    """Two torch tensors: the last call is recognised from their raw attributes; a change of layout
+    (transposed view), dtype, shape or conjugation is a different call (each result equals torch's)."""
+    gen = torch.Generator().manual_seed(8)
+    a = torch.randn(4, 4, dtype=torch.float64, generator=gen)
+    b = torch.randn(4, 4, dtype=torch.float64, generator=gen)
+    z = torch.randn(4, 4, dtype=torch.complex128, generator=gen)
+    calls = [
+        (a, b), (a, b), (a.T, b), (a, b.T), (a.float(), b.float()), (a[:3], b), (z, z), (z.conj(), z), (z, z),
+        (a, b),
+    ]  # fmt: skip
+    memo = plan_cache.memo_hits
+    for _ in range(2):
+        for x, y in calls:
+            torch.testing.assert_close(la.matmul(x, y), x.resolve_conj() @ y)
+    assert plan_cache.memo_hits >= memo + 2  # (the repeated (a, b) of each round)
