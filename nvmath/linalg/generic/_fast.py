@@ -16,6 +16,7 @@ through :meth:`Matmul.execute`'s general path. :func:`fast_entry` picks the entr
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -117,15 +118,17 @@ def torch_gemm(
     shape, strides = tuple(t.result_shape), tuple(t.result_strides)
     dense_c = t.order == "row"
     has_c = problem.has_c
-    empty, empty_strided = torch.empty, torch.empty_strided
+    if dense_c:  # the result: one C call (no keywords to parse per call)
+        result = functools.partial(torch.empty, shape, dtype=tdt, device=device)
+    else:
+        result = functools.partial(torch.empty_strided, shape, strides, dtype=tdt, device=device)
     launch = _launcher(program, dev, has_c, blocking, workspace)
-    # the planners' stream resolver; its memo of the current stream is compared inline (a method call
-    # per hit would cost ~0.07 µs), a miss or an explicit stream goes through it
+    # the planners' stream resolver: its memo of the current stream is compared inline (no call)
     caller_stream = streams.CallerStream(dev, "torch")
-    raw = caller_stream.current
+    raw = caller_stream.current or _no_stream  # (without torch's getter: resolved every call)
     # torch keeps its current device's primary context current: on a stream of that context the
     # launch needs no context switch, nor the driver query that checks for one
-    current_device = streams.torch_device_getter()
+    current_device = streams.torch_device_getter() or _no_device
 
     on_stream = _on_stream(torch, caller_stream, (shape, strides, tdt, device), has_c)
     def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
@@ -135,15 +138,14 @@ def torch_gemm(
             alpha, beta = _checked(alpha, beta, check)
         if stream is None:
             sh = caller_stream.last
-            if sh is None or raw is None or sh.ptr != raw(dev):
+            if sh is None or sh.ptr != raw(dev):
                 sh = caller_stream(None)
-            d = empty(shape, dtype=tdt, device=device) if dense_c else empty_strided(
-                shape, strides, dtype=tdt, device=device)  # fmt: skip
+            d = result()
             if has_c:
                 d.copy_(c.detach())
         else:
             sh, d = on_stream(stream, c)
-        if sh.ctx is None and current_device is not None and current_device() == dev:
+        if sh.ctx is None and current_device() == dev:
             launch(sh, a.data_ptr(), b.data_ptr(), d.data_ptr(), alpha, beta)
         else:
             with devices.device_ctx(dev):
@@ -151,6 +153,16 @@ def torch_gemm(
         return d
 
     return run
+
+
+def _no_stream(device_id: int) -> None:
+    """The raw current stream when it cannot be read (never a stream's address)."""
+    return None
+
+
+def _no_device() -> int:
+    """torch's current device when it cannot be read (never a device)."""
+    return -1
 
 
 def _on_stream(torch: Any, caller_stream: Any, layout: tuple, has_c: bool) -> Callable[[Any, Any], tuple]:
