@@ -44,8 +44,9 @@ whose GPU time reaches its host time is bound by the GPU, and its host-time step
 On a machine without a GPU, ``--fake`` runs the matmul and ``nvmath.torch`` rows on the CPU fake GPU
 of ``tools/torch_host_cost.py`` (torch CPU tensors posing as CUDA tensors, ``cublasLtMatmul`` a no-op):
 the pure-Python cost of our layers; the FFT rows (``FFT.execute``, ``fft.fft (hit)``) run on the fake of
-``tools/fft_host_cost.py`` (cufftXtExec a C no-op, no context switch). The generic and torch-CUDA rows
-need a GPU.
+``tools/fft_host_cost.py`` (cufftXtExec a C no-op, no context switch), the generic matmul hits on the fake
+of ``tools/generic_host_cost.py`` (the cuBLAS calls C no-ops). The generic rows with grad and the
+torch-CUDA rows need a GPU.
 """
 
 from __future__ import annotations
@@ -351,6 +352,10 @@ def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callabl
 
     fft_host_cost.install(mp)  # FFT rows: cuFFT planned by a fake, cufftXtExec a C no-op
     rows.update({k: v for k, v in fft_host_cost.rows(1024).items() if k.startswith(("FFT", "fft"))})
+    import generic_host_cost
+
+    generic_host_cost.install(mp)  # the generic matmul's GPU route: cuBLAS planned by a fake, C no-ops
+    rows.update(generic_host_cost.rows(size))
     for fn in rows.values():
         fn()  # plan on the emulated cuBLASLt
     mp.setattr(lt, "_p_cublasLtMatmul", _no_op_matmul)
