@@ -258,6 +258,9 @@ _CPU_GRAD = caches.memo("nvmath.linalg.generic: CPU products with grad", 256)
 """The CPU calls of two torch tensors of one dtype (by shapes, strides and dtypes) that nvmath.torch ran
 once: torch's own ``matmul`` differentiates the next ones (see :func:`_product_with_grad`)."""
 _TENSORS: frozenset = frozenset()
+_DTYPES: frozenset = frozenset()
+"""The dtypes torch's CPU matmul computes as nvmath's CPU matmul does (not float16 / bfloat16, which
+nvmath computes in float32 and rounds once)."""
 
 
 def _product_with_grad(a: Any, b: Any) -> Any:
@@ -267,14 +270,19 @@ def _product_with_grad(a: Any, b: Any) -> Any:
     (:func:`~._fast.torch_cpu_gemm`), so torch's own differentiable ``matmul`` computes the same product
     and gradients without a Python autograd node (about 3x cheaper on a 64^3 call). It runs a call of
     two plain torch CPU tensors outside ``torch.compile`` once nvmath.torch has run (and so checked) a
-    call of the same shapes, strides and dtype; every other call is routed to nvmath.torch.
+    call of the same shapes, strides and dtype (float32, float64, complex64, complex128); every other
+    call is routed to nvmath.torch.
     """
-    global _TENSORS
+    global _TENSORS, _DTYPES
     torch = sys.modules["torch"]
     if not _TENSORS:
         _TENSORS = frozenset((torch.Tensor, torch.nn.Parameter))
+        _DTYPES = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128))
     key = None
-    if type(a) in _TENSORS and type(b) in _TENSORS and a.is_cpu and b.is_cpu and a.dtype is b.dtype:
+    if (
+        type(a) in _TENSORS and type(b) in _TENSORS and a.is_cpu and b.is_cpu and a.dtype is b.dtype
+        and a.dtype in _DTYPES
+    ):  # fmt: skip
         key = (a.shape, a.stride(), b.shape, b.stride(), a.dtype)
         if _CPU_GRAD.get(key) is not None and not torch.compiler.is_compiling():
             return torch.matmul(a, b)

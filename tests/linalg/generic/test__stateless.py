@@ -260,3 +260,22 @@ def test_torch_last_call_is_compared_raw_and_follows_every_change(torch):
         for x, y in calls:
             torch.testing.assert_close(la.matmul(x, y), x.resolve_conj() @ y)
     assert plan_cache.memo_hits >= memo + 2  # (the repeated (a, b) of each round)
+
+
+def test_narrow_cpu_call_with_grad_stays_with_nvmath_torch(torch):
+    """bfloat16 / float16 CPU operands with grad (nvmath computes them in float32, rounded once) are never
+    handed to torch's matmul, however often the call repeats."""
+    from nvmath.linalg.generic import _stateless
+
+    _stateless._CPU_GRAD.clear()
+    for dtype in (torch.bfloat16, torch.float16):
+        a = torch.ones(3, 4, dtype=dtype, requires_grad=True)
+        b = torch.ones(4, 2, dtype=dtype)
+        for _ in range(2):
+            try:
+                out = la.matmul(a, b)
+            except (TypeError, ValueError, NotImplementedError):
+                continue
+            assert type(out.grad_fn).__name__ != "MmBackward0"
+            torch.testing.assert_close(out.detach().float(), torch.full((3, 2), 4.0))
+    assert len(_stateless._CPU_GRAD) == 0
