@@ -29,7 +29,9 @@ from collections.abc import Callable
 from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tools"), str(ROOT / "tests" / "linalg" / "generic")]
+sys.path[:0] = [
+    str(ROOT), str(ROOT / "tests"), str(ROOT / "tools"), str(ROOT / "tests" / "linalg" / "generic"),
+]  # fmt: skip
 
 # cuBLAS entry point -> its number of (integer-class) parameters
 _NO_OPS = {

@@ -134,10 +134,11 @@ class LastCallCache(PlanCache):
 
     :attr:`last` is ``(call, entry, run)``: the last call's description (a tuple of raw reads and
     arguments that decide its plan), its cache entry and the callable that runs a call on the entry's
-    planner. A call equal to it runs ``run`` under the entry's lock when the entry is live, with no cache
-    lookup (the stateless function compares and runs it inline); any other call goes through the cache
-    (:func:`call_remembered`) and becomes the last one. The recency order stays right: a repeated call is the most recent already. One tuple,
-    read and replaced whole, so threads only ever see a consistent one.
+    planner. A call equal to it runs ``run`` under the entry's lock when the entry is live, with no
+    cache lookup (the stateless function compares and runs it inline); any other call goes through the
+    cache (:func:`call_remembered`) and becomes the last one. The recency order stays right: a repeated
+    call is the most recent already. One tuple, read and replaced whole, so threads only ever see a
+    consistent one.
 
     ``stats.hits`` include the calls served by :attr:`last` (:attr:`memo_hits`, counted under the
     entry's lock); :meth:`clear` forgets the last call.

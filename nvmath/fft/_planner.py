@@ -364,6 +364,34 @@ class FFT(FFTAttributes, FreedOnExit):
         """Whether :meth:`plan` ran and :meth:`free` did not."""
         return self._lifecycle.bits & _PLANNED_BIT != 0
 
+    def hit_entry(self) -> Any:
+        """The callable of :meth:`run_cached` for the stateless hit path (the cache's last call).
+
+        For a plan that runs directly with results made by torch (a torch GPU operand, no staging, not
+        in place, not blocking) it is one function: torch's current stream compared with the resolver's
+        memo, the result, the launch; any other call (an explicit stream or direction, no address) goes
+        to :meth:`run_cached`. The caller holds the cache entry's lock and checked it is live.
+        """
+        cs, alloc = self._streams, self._fast_alloc
+        if not self._direct or alloc is None or self._blocking or cs is None or not cs.torch:
+            return self.run_cached
+        if cs.current is None:  # (no raw reader of torch's current stream)
+            return self.run_cached
+        plan, run_cached, raw, dev = self._plan, self.run_cached, cs.current, cs.device_id
+        default, d = self._direction, self._direction_int
+
+        def hit(operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
+            if stream is not None or ptr is None or (direction is not default and direction is not None):
+                return run_cached(operand, ptr, tensor, direction, stream)
+            s = cs.last
+            if s is None or s.ptr != raw(dev):
+                s = cs(None)
+            out = alloc(s, True)  # (torch's current stream: cs is torch's resolver)
+            plan.launch(ptr, out.data_ptr(), d, s)
+            return out
+
+        return hit
+
     def run_cached(self, operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
         """One stateless call on this (cached, planned) object; the operand is not kept.
 

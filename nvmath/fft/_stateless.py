@@ -240,8 +240,12 @@ def _hot(operand: Any, axes_key: Any, direction: Any, stream: Any, fft_type: Any
         key = _KEYS.put(keyed, _Key((*head, tail)))
     return call_remembered(
         plan_cache, call, key, _build_raw, operand, raw[1], raw[2], direction, stream,
-        build_args=(operand, key[6], stream),
+        build_args=(operand, key[6], stream), entry_of=_hit_entry,
     )  # fmt: skip
+
+
+def _hit_entry(planner: FFT) -> Any:
+    return planner.hit_entry()
 
 
 def _transform(
