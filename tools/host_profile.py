@@ -24,7 +24,7 @@ with the calling thread's wait (on Python 3.12+ cProfile sees every thread); rea
 
 On the GPU machine (torch with CUDA)::
 
-    PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--rows SUBSTR] [--files]
+    PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--rows SUBSTR[,SUBSTR...]] [--files]
         [--stream default|pooled|external]
 
 ``--stream`` picks torch's current stream for every row: ``default`` (the legacy default stream, as
@@ -418,7 +418,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows, sync = fake_rows(args.size, mp) if args.fake else gpu_rows(args.size, args.stream)
         results = []
         for name, fn in rows.items():
-            if args.rows and args.rows not in name:
+            if args.rows and not any(part in name for part in args.rows.split(",")):
                 continue
             for _ in range(20):
                 fn()  # plan, warm caches
@@ -481,7 +481,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=64, help="square operand size (default 64)")
     parser.add_argument("--calls", type=int, default=2000, help="calls per timed loop")
-    parser.add_argument("--rows", default=None, help="only rows whose name contains this")
+    parser.add_argument(
+        "--rows", default=None, help="only rows whose name contains this (or one of these, comma-separated)"
+    )
     parser.add_argument("--fake", action="store_true", help="the CPU fake GPU (no GPU needed)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--files", action="store_true", help="also list the package files each row runs")

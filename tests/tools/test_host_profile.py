@@ -167,3 +167,11 @@ def test_fake_generic_hit_row_runs_the_gpu_route(hp, capsys):
     assert row["us"] > 0
     assert {"nvmath/linalg/generic/_fast.py", "nvmath/linalg/generic/_stateless.py"} <= set(row["files"])
     assert "nvmath/_internal/plan_cache.py" not in row["files"]  # (the last call: no cache lookup)
+
+
+def test_rows_option_takes_several_substrings(hp, capsys):
+    """--rows a,b selects every row whose name contains a or b (here the FFT rows of the fake)."""
+    pytest.importorskip("torch")
+    hp.main(["--fake", "--json", "--rows", "FFT.execute,fft.fft", "--calls", "20"])
+    out = json.loads(capsys.readouterr().out)
+    assert [r["row"] for r in out["rows"]] == ["FFT.execute", "fft.fft (hit)"]
