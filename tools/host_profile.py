@@ -24,7 +24,7 @@ with the calling thread's wait (on Python 3.12+ cProfile sees every thread); rea
 
 On the GPU machine (torch with CUDA)::
 
-    PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--rows SUBSTR[,SUBSTR...]] [--files]
+    PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--rows SUBSTR[,...]] [--files]
         [--stream default|pooled|external]
 
 ``--stream`` picks torch's current stream for every row: ``default`` (the legacy default stream, as
