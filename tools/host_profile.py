@@ -24,8 +24,8 @@ with the calling thread's wait (on Python 3.12+ cProfile sees every thread); rea
 
 On the GPU machine (torch with CUDA)::
 
-    PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--rows SUBSTR[,...]] [--files]
-        [--stream default|pooled|external]
+    PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--files]
+        [--rows SUBSTR[,...]] [--stream default|pooled|external]
 
 ``--stream`` picks torch's current stream for every row: ``default`` (the legacy default stream, as
 before), ``pooled`` (a ``torch.cuda.Stream`` of torch's pool) or ``external`` (a
