@@ -185,10 +185,26 @@ def _launcher(
     program: Any, dev: int, has_c: bool, blocking: bool, workspace: Callable[[], tuple[Any, Any]]
 ) -> Callable[[Any, int, int, int, Any, Any], None]:
     """``launch(stream, pa, pb, pd, alpha, beta)``: ``program``'s GEMM on ``stream`` (in the device's
-    context): the handle bound to the stream and the planner's workspace, then the cuBLAS call."""
+    context): the handle bound to the stream and the planner's workspace, then the cuBLAS call (one
+    function for the common single launch at the tensors' addresses)."""
     from nvmath.linalg.generic._cublas import bind, get_handle
 
     wsb = program.workspace_bytes
+    single = None if blocking else _single_launch(program)
+    if single is not None:
+        call, swap, (buf, held, p_alpha, p_beta) = single
+
+        def launch_one(sh: Any, pa: int, pb: int, pd: int, alpha: Any, beta: Any) -> None:
+            handle = get_handle(dev)
+            bind(handle, sh, workspace()[0].ensure(wsb, sh), wsb)
+            if alpha != held[0] or beta != held[1]:
+                buf[0] = held[0] = alpha
+                buf[1] = held[1] = beta
+            if swap:
+                pa, pb = pb, pa
+            call(handle, p_alpha, pa, pb, p_beta, pd)
+
+        return launch_one
     gemm = _gemm_runner(program)
     synchronize = streams.synchronize
 
@@ -205,41 +221,42 @@ def _launcher(
     return launch
 
 
+def _host_scalars(program: Any) -> tuple[Any, list, int, int]:
+    """``(buf, held, alpha address, beta address)``: host alpha / beta of a launch's own, holding 1 and 0;
+    ``held`` is what ``buf`` holds (a launch rewrites them only when the call's values change; cuBLAS
+    reads host scalars when the launch is made)."""
+    from nvmath.linalg.generic._cublas import Scalars
+
+    scalars = Scalars(program.types.scale)
+    scalars.buf[0], scalars.buf[1] = 1, 0
+    return scalars.buf, [1, 0], scalars.alpha, scalars.beta
+
+
+def _single_launch(program: Any) -> tuple[Any, bool, tuple] | None:
+    """``(call, swap, host scalars)`` of a :class:`GemmProgram` made of one launch at the tensors'
+    addresses (``call(handle, alpha, x1, x2, beta, d)``; ``swap``: x1 is ``b``), else ``None``."""
+    from nvmath.linalg.generic._cublas import GemmProgram
+
+    if type(program) is not GemmProgram or program.empty:
+        return None
+    launcher = program.launcher
+    if len(launcher.offsets) != 1 or any(launcher.offsets[0]):
+        return None
+    return launcher.call, program.traits.x1 != "a", _host_scalars(program)
+
+
 def _gemm_runner(program: Any) -> Callable[..., None] | None:
-    """``run(handle, pa, pb, pd, alpha, beta)`` for a :class:`GemmProgram`: its launch without the
-    pointer dictionary, on host scalars of its own (rewritten only when the call's values change);
-    ``None`` for another program (its own :meth:`launch` is used)."""
-    from nvmath.linalg.generic._cublas import GemmProgram, Scalars
+    """``run(handle, pa, pb, pd, alpha, beta)`` for a :class:`GemmProgram`: its launches without the
+    pointer dictionary, on host scalars of its own (:func:`_host_scalars`); ``None`` for another program
+    (its own :meth:`launch` is used)."""
+    from nvmath.linalg.generic._cublas import GemmProgram
 
     if type(program) is not GemmProgram:  # pragma: no cover - subclasses keep their own launch
         return None
     if program.empty:
         return lambda *args: None
-    scalars = Scalars(program.types.scale)
-    buf, p_alpha, p_beta = scalars.buf, scalars.alpha, scalars.beta
-    buf[0], buf[1] = 1, 0
-    held = [1, 0]  # what buf holds (the launches read the host scalars when they are made)
-    launcher, x1_is_a = program.launcher, program.traits.x1 == "a"
-    if len(launcher.offsets) == 1 and not any(launcher.offsets[0]):  # one launch at the tensors' addresses
-        call = launcher.call
-        if x1_is_a:
-
-            def single(handle, pa, pb, pd, alpha, beta):
-                if alpha != held[0] or beta != held[1]:
-                    buf[0] = held[0] = alpha
-                    buf[1] = held[1] = beta
-                call(handle, p_alpha, pa, pb, p_beta, pd)
-
-            return single
-
-        def single_swapped(handle, pa, pb, pd, alpha, beta):
-            if alpha != held[0] or beta != held[1]:
-                buf[0] = held[0] = alpha
-                buf[1] = held[1] = beta
-            call(handle, p_alpha, pb, pa, p_beta, pd)
-
-        return single_swapped
-    gemm_run = launcher.run
+    buf, held, p_alpha, p_beta = _host_scalars(program)
+    gemm_run, x1_is_a = program.launcher.run, program.traits.x1 == "a"
 
     def run(handle, pa, pb, pd, alpha, beta):
         if alpha != held[0] or beta != held[1]:
