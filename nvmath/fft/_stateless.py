@@ -207,7 +207,7 @@ def _hot(operand: Any, axes_key: Any, direction: Any, stream: Any, fft_type: Any
     global _torch_tensor
     tp = type(operand)
     call: Any = None
-    if tp is _torch_tensor:
+    if tp is _torch_tensor and READERS.get(tp) is _read_torch:  # (read as a raw read would read it)
         call = (fft_type, check_dtype, axes_key, operand.shape, operand.stride(), operand.dtype,
                 operand.get_device(), operand.is_conj())  # fmt: skip
         last, entry, run = plan_cache.last

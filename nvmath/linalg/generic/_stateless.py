@@ -182,7 +182,7 @@ def _pair_call(a: Any, b: Any, alpha: Any, beta: Any, stream: Any) -> Any:
     global _torch_tensor
     tp = type(a)
     call: Any = None
-    if tp is _torch_tensor and type(b) is tp:
+    if tp is _torch_tensor and type(b) is tp and READERS.get(tp) is _read_torch:  # (as _pair_key reads it)
         call = (a.shape, a.stride(), a.dtype, a.get_device(), a.is_conj(),
                 b.shape, b.stride(), b.dtype, b.get_device(), b.is_conj())  # fmt: skip
     last, entry, run = plan_cache.last
