@@ -68,6 +68,10 @@ def install(mp: Any) -> None:
         return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
 
     stateless.register_reader(torch.Tensor, read_as_gpu)  # (READERS is emptied by caches.clear_all)
+    from nvmath.fft import _stateless as fft_stateless
+
+    if hasattr(fft_stateless, "_read_torch"):  # the stateless FFT compares torch operands raw, as on the GPU
+        mp.setattr(fft_stateless, "_read_torch", read_as_gpu)
 
 
 _PLANNERS: list[Any] = []

@@ -24,8 +24,8 @@ with the calling thread's wait (on Python 3.12+ cProfile sees every thread); rea
 
 On the GPU machine (torch with CUDA)::
 
-    PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--rows SUBSTR] [--files]
-        [--stream default|pooled|external]
+    PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--files]
+        [--rows SUBSTR[,...]] [--stream default|pooled|external]
 
 ``--stream`` picks torch's current stream for every row: ``default`` (the legacy default stream, as
 before), ``pooled`` (a ``torch.cuda.Stream`` of torch's pool) or ``external`` (a
@@ -44,8 +44,9 @@ whose GPU time reaches its host time is bound by the GPU, and its host-time step
 On a machine without a GPU, ``--fake`` runs the matmul and ``nvmath.torch`` rows on the CPU fake GPU
 of ``tools/torch_host_cost.py`` (torch CPU tensors posing as CUDA tensors, ``cublasLtMatmul`` a no-op):
 the pure-Python cost of our layers; the FFT rows (``FFT.execute``, ``fft.fft (hit)``) run on the fake of
-``tools/fft_host_cost.py`` (cufftXtExec a C no-op, no context switch). The generic and torch-CUDA rows
-need a GPU.
+``tools/fft_host_cost.py`` (cufftXtExec a C no-op, no context switch), the generic matmul hits on the fake
+of ``tools/generic_host_cost.py`` (the cuBLAS calls C no-ops). The generic rows with grad and the
+torch-CUDA rows need a GPU.
 """
 
 from __future__ import annotations
@@ -354,6 +355,10 @@ def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callabl
 
     fft_host_cost.install(mp)  # FFT rows: cuFFT planned by a fake, cufftXtExec a C no-op
     rows.update({k: v for k, v in fft_host_cost.rows(1024).items() if k.startswith(("FFT", "fft"))})
+    import generic_host_cost
+
+    generic_host_cost.install(mp)  # the generic matmul's GPU route: cuBLAS planned by a fake, C no-ops
+    rows.update(generic_host_cost.rows(size))
     for fn in rows.values():
         fn()  # plan on the emulated cuBLASLt
     mp.setattr(lt, "_p_cublasLtMatmul", _no_op_matmul)
@@ -416,7 +421,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows, sync = fake_rows(args.size, mp) if args.fake else gpu_rows(args.size, args.stream)
         results = []
         for name, fn in rows.items():
-            if args.rows and args.rows not in name:
+            if args.rows and not any(part in name for part in args.rows.split(",")):
                 continue
             for _ in range(20):
                 fn()  # plan, warm caches
@@ -479,7 +484,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=64, help="square operand size (default 64)")
     parser.add_argument("--calls", type=int, default=2000, help="calls per timed loop")
-    parser.add_argument("--rows", default=None, help="only rows whose name contains this")
+    parser.add_argument(
+        "--rows", default=None, help="only rows whose name contains this (or one of these, comma-separated)"
+    )
     parser.add_argument("--fake", action="store_true", help="the CPU fake GPU (no GPU needed)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--files", action="store_true", help="also list the package files each row runs")

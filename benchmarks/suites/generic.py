@@ -321,3 +321,39 @@ for _name, _sa, _sb, _dt in (
             description=f"CPU us per call, {_dt} {_sa} @ {_sb} vs numpy.matmul (same BLAS threads)",
         )
     )
+
+
+def _cpu_grad_setups(n: int) -> dict:
+    """torch CPU tensors that require grad (the forward alone; the graph is dropped each call)."""
+
+    def data():
+        import torch
+
+        g = torch.Generator().manual_seed(7)
+        a = torch.randn(n, n, generator=g).requires_grad_()
+        b = torch.randn(n, n, generator=g).requires_grad_()
+        return torch, a, b
+
+    def torch_(ctx):
+        torch, a, b = data()
+        return lambda: torch.matmul(a, b)
+
+    def ours(ctx):
+        _torch, a, b = data()
+        import nvmath
+
+        return lambda: nvmath.linalg.matmul(a, b)
+
+    return {"nvmath": ours, "torch": torch_}
+
+
+register(
+    Case(
+        suite=SUITE,
+        name="cpu-grad-64",
+        mode="host",
+        needs_gpu=False,
+        setups=_cpu_grad_setups(64),
+        description="CPU us per call, float32 64^3 on torch tensors that require grad vs torch.matmul",
+    )
+)

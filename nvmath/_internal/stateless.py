@@ -20,7 +20,9 @@ between the lookup and taking the lock is not used: the call then goes through
 :meth:`PlanCache.use`, which pins what it returns). A hot path passes ``build`` as a module-level
 function and its arguments as ``build_args`` rather than make a closure on every call.
 
-Other helpers: :func:`run_once` (plan, run, free: a call whose key is ``None``).
+Other helpers: :func:`run_once` (plan, run, free: a call whose key is ``None``). A
+:class:`LastCallCache` also remembers the last call: a repeated call (the common loop) runs without a
+cache lookup; :func:`call_remembered` is :func:`call_cached` that makes a hit the last call.
 
 Key builders read tensors through :data:`READERS` (exact type -> reader): a reader gives the operand's
 *head* ``(package, device_id, shape, strides, dtype name, is_conjugate)``, its address and the object an
@@ -32,12 +34,13 @@ adapter) is the key built from adapters. A reader answers ``None`` for an operan
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, Protocol, TypeVar
 
 from nvmath._internal import caches, dtypes
-from nvmath._internal.plan_cache import PlanCache
+from nvmath._internal.plan_cache import CacheStats, PlanCache
 from nvmath._internal.tensors import TensorAdapter, adapter_class
 from nvmath._internal.tensors.host import element_strides
 
@@ -45,9 +48,12 @@ __all__ = [
     "READERS",
     "CachedPlan",
     "CachedPlanner",
+    "LastCallCache",
+    "NO_LAST",
     "Read",
     "adapter_head",
     "call_cached",
+    "call_remembered",
     "reader_for",
     "register_reader",
     "run_once",
@@ -117,6 +123,59 @@ def call_cached(
                 return entry.planner.run_cached(*args)
     with cache.use(key, (lambda: build(*build_args)) if build_args else build) as entry, entry.lock:
         return entry.planner.run_cached(*args)
+
+
+NO_LAST: tuple = (None, None, None)
+""":attr:`LastCallCache.last` when there is no last call."""
+
+
+class LastCallCache(PlanCache):
+    """A :class:`~nvmath._internal.plan_cache.PlanCache` whose stateless function remembers its last call.
+
+    :attr:`last` is ``(call, entry, run)``: the last call's description (a tuple of raw reads and
+    arguments that decide its plan), its cache entry and the callable that runs a call on the entry's
+    planner. A call equal to it runs ``run`` under the entry's lock when the entry is live, with no
+    cache lookup (the stateless function compares and runs it inline); any other call goes through the
+    cache (:func:`call_remembered`) and becomes the last one. The recency order stays right: a repeated
+    call is the most recent already. One tuple, read and replaced whole, so threads only ever see a
+    consistent one.
+
+    ``stats.hits`` include the calls served by :attr:`last` (:attr:`memo_hits`, counted under the
+    entry's lock); :meth:`clear` forgets the last call.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.last: tuple = NO_LAST
+        self.memo_hits = 0
+
+    @property
+    def stats(self) -> CacheStats:
+        """A :class:`~nvmath._internal.plan_cache.CacheStats` snapshot (the last call's hits included)."""
+        base = super().stats
+        return dataclasses.replace(base, hits=base.hits + self.memo_hits)
+
+    def clear(self) -> None:
+        """Forget the last call, then free every cached plan."""
+        self.last = NO_LAST
+        super().clear()
+
+
+def call_remembered(
+    cache: LastCallCache, call: Hashable, key: Hashable, build: Callable[..., CachedPlan[Any]], *args: Any,
+    build_args: tuple = (), entry_of: Callable[[Any], Callable[..., Any]] | None = None,
+) -> Any:  # fmt: skip
+    """:func:`call_cached` under ``key`` that makes a hit the cache's last call (``call``); ``entry_of``
+    gives the callable that runs a call on the planner (default: its ``run_cached``)."""
+    entry = cache.get(key, count_miss=False)
+    if entry is not None:
+        with entry.lock:
+            if entry.live:
+                planner = entry.planner
+                run = planner.run_cached if entry_of is None else entry_of(planner)
+                cache.last = (call, entry, run)
+                return run(*args)
+    return call_cached(cache, key, build, *args, build_args=build_args)
 
 
 def run_once(entry: CachedPlan[Any], *args: Any) -> Any:

@@ -109,6 +109,7 @@ class FFT(FFTAttributes, FreedOnExit):
         self._allowed = _ALLOWED[traits.fft_type]
         self._direction = self._allowed[0]
         self._plan: Any = None
+        self._hit: Any = None  # hit_entry(), once planned
         self._staging: TensorAdapter | None = None
         self._fast_alloc = torch_allocator(traits, self._device_id) if fast_torch(adapter, traits) else None
         # GPU execution without staging: execute() only needs the operand's address (see _run_direct)
@@ -274,6 +275,7 @@ class FFT(FFTAttributes, FreedOnExit):
                 )  # fmt: skip
         self._plan, self._direction = plan, default
         self._direction_int = int(default)
+        self._hit = self.hit_entry()
         self._lifecycle.mark_planned()
 
     # ------------------------------------------------------------------ execution
@@ -293,8 +295,10 @@ class FFT(FFTAttributes, FreedOnExit):
         if self._direct:
             if self._consumes:
                 self._consume()
-            d = self._direction_int if direction is None else int(self._check_direction(direction))
             op = self._operand
+            if direction is None and stream is None and not release_workspace:
+                return self._hit(op, op.data_ptr, None, None, None)  # (see hit_entry)
+            d = self._direction_int if direction is None else int(self._check_direction(direction))
             return self._run_direct(op.data_ptr, op, None, d, stream, release_workspace)
         d = self._direction if direction is None else self._check_direction(direction)
         if self._cpu:
@@ -363,6 +367,35 @@ class FFT(FFTAttributes, FreedOnExit):
     def is_planned(self) -> bool:
         """Whether :meth:`plan` ran and :meth:`free` did not."""
         return self._lifecycle.bits & _PLANNED_BIT != 0
+
+    def hit_entry(self) -> Any:
+        """The callable of :meth:`run_cached` for the stateless hit path (the cache's last call) and for
+        :meth:`execute` with the default direction and stream.
+
+        For a plan that runs directly with results made by torch (a torch GPU operand, no staging, not
+        in place, not blocking) it is one function: torch's current stream compared with the resolver's
+        memo, the result, the launch; any other call (an explicit stream or direction, no address) goes
+        to :meth:`run_cached`. The caller holds the cache entry's lock and checked it is live.
+        """
+        cs, alloc = self._streams, self._fast_alloc
+        if not self._direct or alloc is None or self._blocking or cs is None or not cs.torch:
+            return self.run_cached
+        if cs.current is None:  # (no raw reader of torch's current stream)
+            return self.run_cached
+        plan, run_cached, raw, dev = self._plan, self.run_cached, cs.current, cs.device_id
+        default, d = self._direction, self._direction_int
+
+        def hit(operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
+            if stream is not None or ptr is None or (direction is not default and direction is not None):
+                return run_cached(operand, ptr, tensor, direction, stream)
+            s = cs.last
+            if s is None or s.ptr != raw(dev):
+                s = cs(None)
+            out = alloc(s, True)  # (torch's current stream: cs is torch's resolver)
+            plan.launch(ptr, out.data_ptr(), d, s)
+            return out
+
+        return hit
 
     def run_cached(self, operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
         """One stateless call on this (cached, planned) object; the operand is not kept.

@@ -10,7 +10,9 @@ plan is re-bound to it) and drops the operand again. So a repeated call costs li
 
 A call with default options, execution and no callbacks reads its operand raw
 (:data:`nvmath._internal.stateless.READERS`) and finds its whole key in :data:`_KEYS` (first its tail
-in :data:`_TAILS`): no adapter and no key to build on a hit.
+in :data:`_TAILS`): no adapter and no key to build on a hit. The cache (a
+:class:`~nvmath._internal.stateless.LastCallCache`) remembers the last such call: the same call again
+(the common loop) runs its plan with no lookup at all.
 
 The cache::
 
@@ -28,9 +30,17 @@ from typing import Any
 from nvmath._internal import caches
 from nvmath._internal.execution import resolve_execution
 from nvmath._internal.options import check_or_create_options, freeze_options
-from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.state import freed_on_error
-from nvmath._internal.stateless import READERS, CachedPlan, adapter_head, call_cached, reader_for
+from nvmath._internal.stateless import (
+    READERS,
+    CachedPlan,
+    LastCallCache,
+    _read_torch,
+    adapter_head,
+    call_cached,
+    call_remembered,
+    reader_for,
+)
 from nvmath._internal.tensors import wrap
 from nvmath.fft._callbacks import as_device_callable
 from nvmath.fft._options import FFTDirection, FFTOptions
@@ -51,9 +61,9 @@ def _workspace_bytes(entry: CachedPlan[FFT]) -> int:
     return entry.planner.workspace_bytes
 
 
-plan_cache: PlanCache[CachedPlan[FFT]] = caches.register(
+plan_cache: LastCallCache = caches.register(
     "nvmath.fft: plans",
-    PlanCache(
+    LastCallCache(
         maxsize=DEFAULT_CACHE_SIZE, name="nvmath.fft plan cache", max_bytes=DEFAULT_MAX_BYTES,
         nbytes=_workspace_bytes,
     ),
@@ -179,6 +189,65 @@ def _build_raw(operand: Any, tail: _Tail, stream: Any) -> CachedPlan[FFT]:
     return _build(wrap(operand, "operand"), tail, stream)
 
 
+_OTHER = object()
+"""What :func:`_hot` returns for a call it does not serve."""
+_torch_tensor: Any = None
+"""``torch.Tensor`` once one was keyed by a raw read (:func:`_hot`)."""
+
+
+def _hot(operand: Any, axes_key: Any, direction: Any, stream: Any, fft_type: Any, check_dtype: Any) -> Any:
+    """A call with default options, execution and callbacks on an operand read raw, or :data:`_OTHER`.
+
+    The cache's last call runs again without a lookup when this call equals it: a ``torch.Tensor``
+    operand is compared by its raw attributes (shape, strides, dtype, device, conjugation: what decides
+    its key, read without making it), other operands by their key. Otherwise the key comes from
+    :data:`_KEYS` (made once from :data:`_TAILS`), and the call goes through the cache and becomes the
+    last one.
+    """
+    global _torch_tensor
+    tp = type(operand)
+    call: Any = None
+    if tp is _torch_tensor and READERS.get(tp) is _read_torch:  # (read as a raw read would read it)
+        call = (fft_type, check_dtype, axes_key, operand.shape, operand.stride(), operand.dtype,
+                operand.get_device(), operand.is_conj())  # fmt: skip
+        last, entry, run = plan_cache.last
+        if call == last:  # the last call again: its plan without a lookup
+            with entry.lock:
+                if entry.live:  # not freed by an eviction or a clear since
+                    plan_cache.memo_hits += 1
+                    return run(operand, operand.data_ptr(), operand, direction, stream)
+    read = READERS.get(tp) or reader_for(tp)
+    raw = read(operand)
+    if raw is None or raw[0][5]:  # (a lazily conjugated operand is materialized: wrapped)
+        return _OTHER
+    head = raw[0]
+    keyed = (fft_type, check_dtype, axes_key, head)
+    if call is None:
+        last, entry, run = plan_cache.last
+        if keyed == last:
+            with entry.lock:
+                if entry.live:
+                    plan_cache.memo_hits += 1
+                    return run(operand, raw[1], raw[2], direction, stream)
+        call = keyed
+        if _torch_tensor is None and read is _read_torch:
+            _torch_tensor = tp  # (the next call on one is compared raw)
+    key = _KEYS.get(keyed)
+    if key is None:
+        tail = _TAILS.get((fft_type, axes_key, len(head[2]), head[1], head[4], check_dtype))
+        if tail is None:  # (stored once the dtype passed check_dtype)
+            return _OTHER
+        key = _KEYS.put(keyed, _Key((*head, tail)))
+    return call_remembered(
+        plan_cache, call, key, _build_raw, operand, raw[1], raw[2], direction, stream,
+        build_args=(operand, key[6], stream), entry_of=_hit_entry,
+    )  # fmt: skip
+
+
+def _hit_entry(planner: FFT) -> Any:
+    return planner.hit_entry()
+
+
 def _transform(
     operand: Any,
     axes: Any,
@@ -191,28 +260,18 @@ def _transform(
     fft_type: str | None,
     check_dtype: str | None,
     function: str,
+    hot: bool = True,
 ) -> Any:
+    """One call of a stateless transform (``hot=False``: :func:`_hot` already declined it)."""
     axes_key = None if axes is None else _axes_key(axes)  # (the common case without a call)
     defaults = (
         options is None and execution is None and prolog is None and epilog is None
         and axes_key is not _MISSING
     )  # fmt: skip
-    if defaults:  # the hot path: the operand read raw, the key from _KEYS / _TAILS (no adapter)
-        tp = type(operand)
-        raw = (READERS.get(tp) or reader_for(tp))(operand)
-        if raw is not None and not raw[0][5]:  # (a lazily conjugated operand is materialized: wrapped)
-            head = raw[0]
-            call = (fft_type, check_dtype, axes_key, head)
-            key = _KEYS.get(call)
-            if key is None:
-                tail = _TAILS.get((fft_type, axes_key, len(head[2]), head[1], head[4], check_dtype))
-                if tail is not None:  # (stored once the dtype passed check_dtype)
-                    key = _KEYS.put(call, _Key((*head, tail)))
-            if key is not None:
-                return call_cached(
-                    plan_cache, key, _build_raw, operand, raw[1], raw[2], direction, stream,
-                    build_args=(operand, key[6], stream),
-                )  # fmt: skip
+    if defaults and hot:  # the hot path: the operand read raw, the key from _KEYS / _TAILS (no adapter)
+        out = _hot(operand, axes_key, direction, stream, fft_type, check_dtype)
+        if out is not _OTHER:
+            return out
     adapter = wrap(operand, "operand")
     if check_dtype != "complex" and check_dtype != "real" and check_dtype is not None:
         from nvmath.fft._validation import check_dtype_option
@@ -268,9 +327,14 @@ def fft(
     Returns:
         The transform, in the operand's package and memory space (the operand itself in place).
     """
+    hot = axes is None and options is None and execution is None and prolog is None and epilog is None
+    if hot:  # (the common call: no _transform frame on a hit)
+        out = _hot(operand, None, direction, stream, None, check_dtype)
+        if out is not _OTHER:
+            return out
     return _transform(
         operand, axes, direction, options, execution, prolog, epilog, stream,
-        None, check_dtype, "fft",  # fft_type, check_dtype, function
+        None, check_dtype, "fft", not hot,  # fft_type, check_dtype, function, hot
     )  # fmt: skip
 
 
@@ -296,9 +360,14 @@ def ifft(
         from nvmath.fft._validation import check_inverse
 
         direction = check_inverse(direction)
+    hot = axes is None and options is None and execution is None and prolog is None and epilog is None
+    if hot:  # (the common call: no _transform frame on a hit)
+        out = _hot(operand, None, direction, stream, None, check_dtype)
+        if out is not _OTHER:
+            return out
     return _transform(
         operand, axes, direction, options, execution, prolog, epilog, stream,
-        None, check_dtype, "ifft",  # fft_type, check_dtype, function
+        None, check_dtype, "ifft", not hot,  # fft_type, check_dtype, function, hot
     )  # fmt: skip
 
 

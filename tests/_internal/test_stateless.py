@@ -152,3 +152,29 @@ def test_unreadable_types_answer_none():
 
     assert reader_for(np.ndarray)(np.zeros(3)) is None
     assert reader_for(object)(object()) is None
+
+
+def test_last_call_cache_remembers_hits_only_and_counts_them():
+    """call_remembered: a miss builds and runs (nothing remembered), a hit becomes the last call with the
+    runner entry_of gives; memo hits add to stats.hits; clear() and an eviction make it unusable."""
+    from nvmath._internal.stateless import NO_LAST, LastCallCache, call_remembered
+
+    cache = LastCallCache(1)
+    built = []
+
+    def build():
+        built.append(CachedPlan(Planner()))
+        return built[-1]
+
+    assert call_remembered(cache, "call", "k", build, 1) == (1,)
+    assert cache.last is NO_LAST  # (a miss: the next call looks up)
+    assert call_remembered(cache, "call", "k", build, 2, entry_of=lambda p: p.run_cached) == (2,)
+    call, entry, run = cache.last
+    assert call == "call" and entry is built[0] and run(3) == (3,)
+    base = cache.stats.hits
+    cache.memo_hits += 2
+    assert cache.stats.hits == base + 2
+    call_remembered(cache, "other", "k2", build)  # evicts the last call's entry (maxsize 1)
+    assert not entry.live and cache.last[1] is entry  # (still remembered: its live flag says no)
+    cache.clear()
+    assert cache.last is NO_LAST and cache.stats.hits == base + 2

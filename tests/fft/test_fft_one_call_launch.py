@@ -269,3 +269,44 @@ def test_torch_execute_and_stateless_hits_are_numpys_and_bit_identical(one_call,
     np.testing.assert_allclose(ys[0].numpy(), ref, rtol=1e-12)
     assert all(y.numpy().tobytes() == ys[0].numpy().tobytes() for y in ys)
     assert [ctx for _, ctx in execs] == [0, 0xC0, 0xC0, 0, 0xC0, 0xC0]
+
+
+@compiled_only
+def test_stateless_last_call_hits_follow_direction_stream_and_layout(one_call, monkeypatch, request):
+    """torch tensors posing as GPU tensors, read raw as on the GPU: repeated default ``fft`` / ``ifft``
+    calls run the cache's last call through the plan's hit entry (numpy's values); an explicit direction,
+    an explicit stream and a new layout in between are each computed right."""
+    torch = pytest.importorskip("torch")
+    from nvmath._internal import dtypes, stateless, streams
+    from nvmath.fft import _planner_support, _stateless, fft, ifft, plan_cache
+
+    fake, drv, execs, keep = one_call
+    request.addfinalizer(lambda: torch.set_flush_denormal(False))  # (the tool's install turns it on)
+    _tool("torch_host_cost").install(monkeypatch)
+    monkeypatch.setattr(streams, "_TORCH_RAW", None)  # (looked up again: the tool's getter, not a cached one)
+    monkeypatch.setattr(_planner_support, "torch_device", lambda device_id: torch.device("cpu"))
+
+    def read_as_gpu(t):
+        info = dtypes._TORCH_TO_INFO.get(t.dtype)
+        if info is None:
+            return None
+        return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
+
+    stateless.register_reader(torch.Tensor, read_as_gpu)
+    monkeypatch.setattr(_stateless, "_read_torch", read_as_gpu)
+    monkeypatch.setattr(_stateless, "_torch_tensor", None)
+    plan_cache.clear()
+    request.addfinalizer(plan_cache.clear)
+    x = torch.randn(32, dtype=torch.complex128)
+    z = torch.randn(4, 8, dtype=torch.complex128)
+    memo = plan_cache.memo_hits
+    for _ in range(3):
+        np.testing.assert_allclose(fft(x).numpy(), np.fft.fft(x.numpy()), rtol=1e-12)
+    assert plan_cache.memo_hits >= memo + 1 and _stateless._torch_tensor is torch.Tensor
+    np.testing.assert_allclose(fft(x, direction="inverse").numpy(), np.fft.ifft(x.numpy()) * 32, rtol=1e-12)
+    np.testing.assert_allclose(fft(x, stream=0).numpy(), np.fft.fft(x.numpy()), rtol=1e-12)
+    np.testing.assert_allclose(fft(z).numpy(), np.fft.fft2(z.numpy()), rtol=1e-12)
+    np.testing.assert_allclose(fft(z.T).numpy(), np.fft.fft2(z.T.numpy()), rtol=1e-12)
+    for _ in range(2):
+        np.testing.assert_allclose(ifft(x).numpy(), np.fft.ifft(x.numpy()) * 32, rtol=1e-12)
+        np.testing.assert_allclose(fft(x).numpy(), np.fft.fft(x.numpy()), rtol=1e-12)

@@ -136,3 +136,30 @@ def test_threads_share_the_cache_safely(rng, fresh_cache):
         t.join()
     assert not errors
     assert fresh_cache.stats.size == 1
+
+
+def test_last_call_runs_again_without_a_lookup_and_never_after_a_free(torch, fresh_cache):
+    """A repeated default call (torch operand read raw) runs the cache's last call: results equal numpy's,
+    hits counted; alternating calls, a clear and an eviction each take the cache's path and stay right."""
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(16, dtype=torch.complex128, generator=gen)
+    y = torch.randn(8, dtype=torch.complex128, generator=gen)
+    nf.fft(x)
+    nf.fft(x)  # (a hit through the cache: now the last call)
+    hits, memo = fresh_cache.stats.hits, fresh_cache.memo_hits
+    for _ in range(3):
+        np.testing.assert_allclose(nf.fft(x).numpy(), np.fft.fft(x.numpy()))
+    assert fresh_cache.stats.hits == hits + 3 and fresh_cache.memo_hits == memo + 3
+    for _ in range(2):  # another kind of call in between: each is the last call in turn
+        np.testing.assert_allclose(nf.ifft(x).numpy(), np.fft.ifft(x.numpy()) * 16)
+        np.testing.assert_allclose(nf.fft(x).numpy(), np.fft.fft(x.numpy()))
+    entry = fresh_cache.last[1]
+    fresh_cache.clear()
+    assert not entry.live and fresh_cache.last[1] is None
+    np.testing.assert_allclose(nf.fft(x).numpy(), np.fft.fft(x.numpy()))
+    nf.fft(x)
+    evicted = fresh_cache.last[1]
+    fresh_cache.resize(1)
+    np.testing.assert_allclose(nf.fft(y).numpy(), np.fft.fft(y.numpy()))  # evicts the last call's plan
+    assert not evicted.live
+    np.testing.assert_allclose(nf.fft(x).numpy(), np.fft.fft(x.numpy()))

@@ -156,3 +156,24 @@ def test_gpu_time_is_none_without_cuda(hp):
     call is not run."""
     calls = []
     assert hp.gpu_per_call(lambda: calls.append(1)) is None and calls == []
+
+
+def test_fake_generic_hit_row_runs_the_gpu_route(hp, capsys):
+    """--fake on the generic matmul hit: the GPU route of the generic matmul (the torch GEMM entry and its
+    cuBLAS launch), served by the plan cache's last call."""
+    pytest.importorskip("torch")
+    hp.main(["--fake", "--json", "--rows", "generic matmul (hit)", "--calls", "20"])
+    out = json.loads(capsys.readouterr().out)
+    assert [r["row"] for r in out["rows"]] == ["generic matmul (hit)"]
+    row = out["rows"][0]
+    assert row["us"] > 0
+    assert {"nvmath/linalg/generic/_fast.py", "nvmath/linalg/generic/_stateless.py"} <= set(row["files"])
+    assert "nvmath/_internal/plan_cache.py" not in row["files"]  # (the last call: no cache lookup)
+
+
+def test_rows_option_takes_several_substrings(hp, capsys):
+    """--rows a,b selects every row whose name contains a or b (here the FFT rows of the fake)."""
+    pytest.importorskip("torch")
+    hp.main(["--fake", "--json", "--rows", "FFT.execute,fft.fft", "--calls", "20"])
+    out = json.loads(capsys.readouterr().out)
+    assert [r["row"] for r in out["rows"]] == ["FFT.execute", "fft.fft (hit)"]

@@ -315,10 +315,20 @@ def test_generic_matmul_gradcheck_gpu(torch_cuda, name):
 
 
 # ---------------------------------------------------------------- the generic matmul's two-operand path
+@pytest.fixture
+def routed_cpu_grad(monkeypatch):
+    """Every CPU call with grad goes to nvmath.torch (the generic matmul otherwise lets torch's ``matmul``
+    differentiate a repeated plain CPU call, see ``nvmath.linalg.generic._stateless._product_with_grad``)."""
+    from nvmath._internal.torch_bridge import route
+    from nvmath.linalg.generic import _stateless
+
+    monkeypatch.setattr(_stateless, "_product_with_grad", lambda a, b: route("generic.matmul", a, b))
+
+
 @pytest.mark.parametrize("name", ["plain", "batched", "broadcast-batch", "vector"])
 @pytest.mark.parametrize("dtype", ["float64", "complex128"])
 @pytest.mark.parametrize("wants", [(True, True), (True, False), (False, True)])
-def test_generic_two_operand_grads_match_torch_cpu(torch, name, dtype, wants):
+def test_generic_two_operand_grads_match_torch_cpu(torch, name, dtype, wants, routed_cpu_grad):
     """A call of two operands and nothing else runs the two-argument autograd function (PlainProductFn);
     its gradients equal torch.matmul's (float64 / complex128 reference), whichever operands need them."""
     matmul = _generic()
@@ -337,7 +347,7 @@ def test_generic_two_operand_grads_match_torch_cpu(torch, name, dtype, wants):
         assert x.shape == y.shape and torch.allclose(x, y)
 
 
-def test_generic_two_operand_path_takes_parameters_and_repeats(torch):
+def test_generic_two_operand_path_takes_parameters_and_repeats(torch, routed_cpu_grad):
     """Parameters take the two-operand path too, and a repeated call (a plan-cache hit) gives the same
     gradients as the first (the cached plan is run again, not replanned)."""
     matmul = _generic()

@@ -16,6 +16,7 @@ through :meth:`Matmul.execute`'s general path. :func:`fast_entry` picks the entr
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -37,8 +38,14 @@ def _checked(alpha: Any, beta: Any, check: Callable[[Any, Any], tuple[Any, Any]]
 
 
 def cpu_gemm(problem: Any, check: Callable[[Any, Any], tuple[Any, Any]]) -> Callable[..., Any]:
-    """The entry of a CPU GEMM on numpy / torch-CPU operands (no copies, no threads limit, not in place)."""
+    """The entry of a CPU GEMM on numpy / torch-CPU operands (no copies, no threads limit, not in place).
+
+    torch operands of the computation's dtype are multiplied by ``torch.matmul`` (torch's CPU BLAS, no
+    conversion to numpy and back; :func:`torch_cpu_gemm`), numpy ones by ``numpy.matmul``.
+    """
     t = problem.traits
+    if problem.package == "torch" and all(op.dtype == t.dtype for op in problem.ops.values()):
+        return torch_cpu_gemm(problem, check)
     shape, dtype = t.result_shape, np.dtype(t.dtype)
     conj_a, conj_b = problem.kernel_quals[0].conjugate, problem.kernel_quals[1].conjugate
     torch_out = problem.package == "torch"
@@ -62,6 +69,31 @@ def cpu_gemm(problem: Any, check: Callable[[Any, Any], tuple[Any, Any]]) -> Call
     return run
 
 
+def torch_cpu_gemm(problem: Any, check: Callable[[Any, Any], tuple[Any, Any]]) -> Callable[..., Any]:
+    """The entry of a CPU GEMM on torch CPU tensors of the computation's dtype: ``torch.matmul`` of the
+    detached operands (the result tracks no graph, as a product computed by numpy would not), then
+    ``alpha`` and ``beta * c`` in place (``beta == 0`` never reads ``c``)."""
+    torch = sys.modules["torch"]
+    matmul = torch.matmul
+    conj_a, conj_b = problem.kernel_quals[0].conjugate, problem.kernel_quals[1].conjugate
+
+    def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
+        a, b = a.detach(), b.detach()
+        if conj_a or conj_b:
+            a, b = (a.conj() if conj_a else a), (b.conj() if conj_b else b)
+        out = matmul(a, b)
+        if alpha is None and beta is None:
+            return out
+        alpha, beta = _checked(alpha, beta, check)
+        if alpha != 1:
+            out.mul_(alpha)
+        if c is not None and beta != 0:
+            out.add_(c.detach(), alpha=beta)
+        return out
+
+    return run
+
+
 def torch_gemm(
     problem: Any,
     program: Any,
@@ -74,37 +106,31 @@ def torch_gemm(
 
     ``workspace()`` gives the planner's current ``(workspace, scratch)`` (a cached plan's caller holds
     the lock of shared ones). torch's current stream (``stream=None``) is memoised (one raw read per
-    call, through the planners' :class:`~nvmath._internal.streams.CallerStream`); the host scalars are
-    written only when they change.
+    call, through the planners' :class:`~nvmath._internal.streams.CallerStream`); the result comes from
+    ``torch.empty`` (``torch.empty_strided`` for a column-major result); the launch is
+    :func:`_launcher`'s.
     """
-    from nvmath.linalg.generic._cublas import bind, get_handle
-
     torch = sys.modules["torch"]
     t = problem.traits
-    wsb = program.workspace_bytes
     dev = device_id
     device = torch.device("cuda", dev)
     tdt = getattr(torch, t.dtype)
     shape, strides = tuple(t.result_shape), tuple(t.result_strides)
     dense_c = t.order == "row"
     has_c = problem.has_c
-    gemm = _gemm_runner(program)
-    # the planners' stream resolver; its memo of the current stream is compared inline (a method call
-    # per hit would cost ~0.07 µs), a miss or an explicit stream goes through it
+    if dense_c:  # the result: one C call (no keywords to parse per call)
+        result = functools.partial(torch.empty, shape, dtype=tdt, device=device)
+    else:
+        result = functools.partial(torch.empty_strided, shape, strides, dtype=tdt, device=device)
+    launch = _launcher(program, dev, has_c, blocking, workspace)
+    # the planners' stream resolver: its memo of the current stream is compared inline (no call)
     caller_stream = streams.CallerStream(dev, "torch")
-    raw = caller_stream.current
+    raw = caller_stream.current or _no_stream  # (without torch's getter: resolved every call)
     # torch keeps its current device's primary context current: on a stream of that context the
     # launch needs no context switch, nor the driver query that checks for one
-    current_device = streams.torch_device_getter()
+    current_device = streams.torch_device_getter() or _no_device
 
-    def launch(sh: Any, pa: int, pb: int, pd: int, alpha: Any, beta: Any) -> None:
-        ws, _ = workspace()
-        handle = get_handle(dev)
-        bind(handle, sh, ws.ensure(wsb, sh), wsb)
-        gemm(handle, sh, pa, pb, pd, alpha, beta, has_c)
-        if blocking:
-            streams.synchronize(sh)
-
+    on_stream = _on_stream(torch, caller_stream, (shape, strides, tdt, device), has_c)
     def run(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
         if alpha is None and beta is None:
             alpha, beta = 1, 0
@@ -112,22 +138,14 @@ def torch_gemm(
             alpha, beta = _checked(alpha, beta, check)
         if stream is None:
             sh = caller_stream.last
-            if sh is None or raw is None or sh.ptr != raw(dev):
+            if sh is None or sh.ptr != raw(dev):
                 sh = caller_stream(None)
-            d = (
-                torch.empty(shape, dtype=tdt, device=device)
-                if dense_c
-                else torch.empty_strided(shape, strides, dtype=tdt, device=device)
-            )
+            d = result()
             if has_c:
                 d.copy_(c.detach())
         else:
-            sh = caller_stream(stream)
-            with torch.cuda.stream(streams.native_stream(sh, "torch")):
-                d = torch.empty_strided(shape, strides, dtype=tdt, device=device)
-                if has_c:
-                    d.copy_(c.detach())
-        if sh.ctx is None and current_device is not None and current_device() == dev:
+            sh, d = on_stream(stream, c)
+        if sh.ctx is None and current_device() == dev:
             launch(sh, a.data_ptr(), b.data_ptr(), d.data_ptr(), alpha, beta)
         else:
             with devices.device_ctx(dev):
@@ -137,24 +155,113 @@ def torch_gemm(
     return run
 
 
-def _gemm_runner(program: Any) -> Callable[..., None]:
-    """``run(handle, stream, pa, pb, pd, alpha, beta, has_c)`` for a :class:`GemmProgram`: its launch
-    without the pointer dictionary."""
+def _no_stream(device_id: int) -> None:
+    """The raw current stream when it cannot be read (never a stream's address)."""
+    return None
+
+
+def _no_device() -> int:
+    """torch's current device when it cannot be read (never a device)."""
+    return -1
+
+
+def _on_stream(torch: Any, caller_stream: Any, layout: tuple, has_c: bool) -> Callable[[Any, Any], tuple]:
+    """``on_stream(stream, c)``: ``(handle, result)`` for an explicit ``stream``; the result (``layout``:
+    shape, strides, dtype, device) is allocated, and ``c`` copied into it, on that stream."""
+    shape, strides, tdt, device = layout
+
+    def on_stream(stream: Any, c: Any) -> tuple[Any, Any]:
+        sh = caller_stream(stream)
+        with torch.cuda.stream(streams.native_stream(sh, "torch")):
+            d = torch.empty_strided(shape, strides, dtype=tdt, device=device)
+            if has_c:
+                d.copy_(c.detach())
+        return sh, d
+
+    return on_stream
+
+
+def _launcher(
+    program: Any, dev: int, has_c: bool, blocking: bool, workspace: Callable[[], tuple[Any, Any]]
+) -> Callable[[Any, int, int, int, Any, Any], None]:
+    """``launch(stream, pa, pb, pd, alpha, beta)``: ``program``'s GEMM on ``stream`` (in the device's
+    context): the handle bound to the stream and the planner's workspace, then the cuBLAS call (one
+    function for the common single launch at the tensors' addresses)."""
+    from nvmath.linalg.generic._cublas import bind, get_handle
+
+    wsb = program.workspace_bytes
+    single = None if blocking else _single_launch(program)
+    if single is not None:
+        call, swap, (buf, held, p_alpha, p_beta) = single
+
+        def launch_one(sh: Any, pa: int, pb: int, pd: int, alpha: Any, beta: Any) -> None:
+            handle = get_handle(dev)
+            bind(handle, sh, workspace()[0].ensure(wsb, sh), wsb)
+            if alpha != held[0] or beta != held[1]:
+                buf[0] = held[0] = alpha
+                buf[1] = held[1] = beta
+            if swap:
+                pa, pb = pb, pa
+            call(handle, p_alpha, pa, pb, p_beta, pd)
+
+        return launch_one
+    gemm = _gemm_runner(program)
+    synchronize = streams.synchronize
+
+    def launch(sh: Any, pa: int, pb: int, pd: int, alpha: Any, beta: Any) -> None:
+        handle = get_handle(dev)
+        bind(handle, sh, workspace()[0].ensure(wsb, sh), wsb)
+        if gemm is not None:
+            gemm(handle, pa, pb, pd, alpha, beta)
+        else:  # pragma: no cover - a GemmProgram subclass keeps its own launch
+            program.launch(handle, sh, {"a": pa, "b": pb, "d": pd}, alpha, beta, has_c, 0)
+        if blocking:
+            synchronize(sh)
+
+    return launch
+
+
+def _host_scalars(program: Any) -> tuple[Any, list, int, int]:
+    """``(buf, held, alpha address, beta address)``: host alpha / beta of a launch's own, holding 1 and 0;
+    ``held`` is what ``buf`` holds (a launch rewrites them only when the call's values change; cuBLAS
+    reads host scalars when the launch is made)."""
+    from nvmath.linalg.generic._cublas import Scalars
+
+    scalars = Scalars(program.types.scale)
+    scalars.buf[0], scalars.buf[1] = 1, 0
+    return scalars.buf, [1, 0], scalars.alpha, scalars.beta
+
+
+def _single_launch(program: Any) -> tuple[Any, bool, tuple] | None:
+    """``(call, swap, host scalars)`` of a :class:`GemmProgram` made of one launch at the tensors'
+    addresses (``call(handle, alpha, x1, x2, beta, d)``; ``swap``: x1 is ``b``), else ``None``."""
+    from nvmath.linalg.generic._cublas import GemmProgram
+
+    if type(program) is not GemmProgram or program.empty:
+        return None
+    launcher = program.launcher
+    if len(launcher.offsets) != 1 or any(launcher.offsets[0]):
+        return None
+    return launcher.call, program.traits.x1 != "a", _host_scalars(program)
+
+
+def _gemm_runner(program: Any) -> Callable[..., None] | None:
+    """``run(handle, pa, pb, pd, alpha, beta)`` for a :class:`GemmProgram`: its launches without the
+    pointer dictionary, on host scalars of its own (:func:`_host_scalars`); ``None`` for another program
+    (its own :meth:`launch` is used)."""
     from nvmath.linalg.generic._cublas import GemmProgram
 
     if type(program) is not GemmProgram:  # pragma: no cover - subclasses keep their own launch
-
-        def general(handle, stream, pa, pb, pd, alpha, beta, has_c):
-            program.launch(handle, stream, {"a": pa, "b": pb, "d": pd}, alpha, beta, has_c, 0)
-
-        return general
+        return None
     if program.empty:
         return lambda *args: None
-    scalars, x1_is_a = program.scalars, program.traits.x1 == "a"
-    p_alpha, p_beta, gemm_run, buf = scalars.alpha, scalars.beta, program.run, scalars.buf
+    buf, held, p_alpha, p_beta = _host_scalars(program)
+    gemm_run, x1_is_a = program.launcher.run, program.traits.x1 == "a"
 
-    def run(handle, stream, pa, pb, pd, alpha, beta, has_c):
-        buf[0], buf[1] = alpha, beta
+    def run(handle, pa, pb, pd, alpha, beta):
+        if alpha != held[0] or beta != held[1]:
+            buf[0] = held[0] = alpha
+            buf[1] = held[1] = beta
         if x1_is_a:
             gemm_run(handle, pa, pb, pd, p_alpha, p_beta)
         else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import numbers
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from nvmath._errors import InvalidMatmulState
@@ -422,6 +423,14 @@ class Matmul(FreedOnExit):
     def workspace_lock(self) -> Any:
         """The lock of the shared workspace this plan uses (``None`` when it owns its workspaces)."""
         return self._workspace.lock if self._shared else None
+
+    def pair_entry(self) -> Callable[..., Any]:
+        """The callable of :meth:`run_cached` for a call of two operands (not an explicit batch): the fast
+        entry itself when there is one (no grouped launch to fall back from), else :meth:`run_cached`.
+        The stateless path keeps it for repeated calls of the same key; the caller holds the entry's lock
+        and checks it is live."""
+        fast = self._fast
+        return fast if fast is not None and not self._sequence else self.run_cached
 
     def run_cached(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> Any:
         """One stateless call on this planned object with the call's operands (same kind, by the key)."""

@@ -14,6 +14,7 @@ costs; a miss plans and caches. ``alpha``, ``beta`` and ``stream`` are per call,
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -22,15 +23,16 @@ import numpy as np
 from nvmath._internal import caches
 from nvmath._internal.memory import SharedWorkspaces
 from nvmath._internal.options import check_or_create_options
-from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.state import freed_on_error
 from nvmath._internal.stateless import (
     READERS,
     CachedPlan,
+    LastCallCache,
     _read_cupy,
     _read_torch,
     adapter_head,
     call_cached,
+    call_remembered,
     reader_for,
 )
 from nvmath._internal.tensors import wrap
@@ -55,11 +57,12 @@ scratches = caches.register(
 under the lock of the same device's and package's workspace."""
 
 
-class GenericPlanCache(PlanCache):
-    """The plan cache of :func:`matmul`; :meth:`clear` also frees the shared workspaces."""
+class GenericPlanCache(LastCallCache):
+    """The plan cache of :func:`matmul`; :meth:`clear` also frees the shared workspaces. It remembers the
+    last common call (two operands, see :func:`_pair_call`)."""
 
     def clear(self) -> None:
-        """Free every cached plan and the workspaces they share."""
+        """Forget the last call, free every cached plan and the workspaces they share."""
         super().clear()
         workspaces.clear()
         scratches.clear()
@@ -161,6 +164,55 @@ def generic_key(
 
 
 # ---------------------------------------------------------------------------------------- the call
+_OTHER = object()
+"""What :func:`_pair_call` returns for a call it does not serve."""
+_torch_tensor: Any = None
+"""``torch.Tensor`` once a call of two of them was keyed by raw reads (:func:`_pair_call`)."""
+
+
+def _pair_call(a: Any, b: Any, alpha: Any, beta: Any, stream: Any) -> Any:
+    """The common call of two operands (no ``c``, qualifiers, options or execution), or :data:`_OTHER`
+    when they do not read raw (:func:`_pair_key` is ``None``).
+
+    The cache's last call runs again without a lookup when this call equals it: two ``torch.Tensor``
+    operands are compared by their raw attributes (shape, strides, dtype, device, conjugation: what
+    decides their key, read without making it); other operands by their key. Any other call goes through
+    the cache and becomes the last one.
+    """
+    global _torch_tensor
+    tp = type(a)
+    call: Any = None
+    if tp is _torch_tensor and type(b) is tp and READERS.get(tp) is _read_torch:  # (as _pair_key reads it)
+        call = (a.shape, a.stride(), a.dtype, a.get_device(), a.is_conj(),
+                b.shape, b.stride(), b.dtype, b.get_device(), b.is_conj())  # fmt: skip
+    last, entry, run = plan_cache.last
+    if call is not None and call == last:
+        with entry.lock:
+            if entry.live:  # not freed by an eviction or a clear since it was the last call
+                plan_cache.memo_hits += 1
+                return run(a, b, None, alpha, beta, stream)
+    key = _pair_key(a, b)
+    if key is None:
+        return _OTHER
+    if call is None:
+        if key == last:
+            with entry.lock:
+                if entry.live:
+                    plan_cache.memo_hits += 1
+                    return run(a, b, None, alpha, beta, stream)
+        call = key
+        if _torch_tensor is None and READERS.get(tp) is _read_torch:
+            _torch_tensor = tp  # (the next call of two of them is compared raw)
+    args = (a, b, None, alpha, beta, None, None, None, stream)
+    return call_remembered(
+        plan_cache, call, key, _build, a, b, None, alpha, beta, stream, build_args=args, entry_of=_pair_entry
+    )
+
+
+def _pair_entry(planner: Matmul) -> Any:
+    return planner.pair_entry()
+
+
 def matmul(
     a: Any,
     b: Any,
@@ -184,21 +236,69 @@ def matmul(
     if beta is not None or c is not None:
         beta = checked_beta(c, beta)
     if wants_torch(a, b, c):  # autograd or torch.compile: nvmath.torch builds the graph
+        if (
+            c is None and alpha is None and beta is None and qualifiers is None and options is None
+            and execution is None and stream is None
+        ):  # fmt: skip
+            return _product_with_grad(a, b)
         return route("generic.matmul", a, b, c, alpha=alpha, beta=beta, qualifiers=qualifiers, options=options,
                      execution=execution, stream=stream)  # fmt: skip
     if c is None and qualifiers is None and options is None and execution is None:
-        key = _pair_key(a, b) or generic_key(a, b)  # (the common call: two operands read raw)
+        out = _pair_call(a, b, alpha, beta, stream)  # the common call: two operands read raw
+        if out is not _OTHER:
+            return out
+        key = generic_key(a, b)
     else:
         key = generic_key(a, b, c, qualifiers, options, execution)
     args = (a, b, c, alpha, beta, qualifiers, options, execution, stream)
     return call_cached(plan_cache, key, _build, a, b, c, alpha, beta, stream, build_args=args)
 
 
+_CPU_GRAD = caches.memo("nvmath.linalg.generic: CPU products with grad", 256)
+"""The CPU calls of two torch tensors of one dtype (by shapes, strides and dtypes) that nvmath.torch ran
+once: torch's own ``matmul`` differentiates the next ones (see :func:`_product_with_grad`)."""
+_TENSORS: frozenset = frozenset()
+_DTYPES: frozenset = frozenset()
+"""The dtypes torch's CPU matmul computes as nvmath's CPU matmul does (not float16 / bfloat16, which
+nvmath computes in float32 and rounds once)."""
+
+
+def _product_with_grad(a: Any, b: Any) -> Any:
+    """A call of two operands (nothing else) that nvmath.torch differentiates.
+
+    On the CPU, the generic matmul multiplies torch tensors of one dtype with ``torch.matmul``
+    (:func:`~._fast.torch_cpu_gemm`), so torch's own differentiable ``matmul`` computes the same product
+    and gradients without a Python autograd node (about 3x cheaper on a 64^3 call). It runs a call of
+    two plain torch CPU tensors outside ``torch.compile`` once nvmath.torch has run (and so checked) a
+    call of the same shapes, strides and dtype (float32, float64, complex64, complex128); every other
+    call is routed to nvmath.torch.
+    """
+    global _TENSORS, _DTYPES
+    torch = sys.modules["torch"]
+    if not _TENSORS:
+        _TENSORS = frozenset((torch.Tensor, torch.nn.Parameter))
+        _DTYPES = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128))
+    key = None
+    if (
+        type(a) in _TENSORS and type(b) in _TENSORS and a.is_cpu and b.is_cpu and a.dtype is b.dtype
+        and a.dtype in _DTYPES
+    ):  # fmt: skip
+        key = (a.shape, a.stride(), b.shape, b.stride(), a.dtype)
+        if _CPU_GRAD.get(key) is not None and not torch.compiler.is_compiling():
+            return torch.matmul(a, b)
+    result = route("generic.matmul", a, b)
+    if key is not None and not torch.compiler.is_compiling():
+        _CPU_GRAD.put(key, True)
+    return result
+
+
 def product(a: Any, b: Any) -> Any:
     """:func:`matmul` of two operands and nothing else, without the routing check: for
     ``nvmath.torch``'s autograd function, which calls it with grad mode off (the same plan cache)."""
-    key = _pair_key(a, b) or generic_key(a, b)
-    return call_cached(plan_cache, key, _build, a, b, None, None, None, None,
+    out = _pair_call(a, b, None, None, None)
+    if out is not _OTHER:
+        return out
+    return call_cached(plan_cache, generic_key(a, b), _build, a, b, None, None, None, None,
                        build_args=(a, b, None, None, None, None, None, None, None))  # fmt: skip
 
 

@@ -72,7 +72,7 @@ def test_fast_torch_requires_grad(torch):
     torch.testing.assert_close(out, a @ a)
 
 
-def _torch_entry(torch, monkeypatch, mm):
+def _torch_entry(torch, monkeypatch, mm, blocking=False):
     """``torch_gemm``'s entry for planned ``mm`` with torch's CUDA allocation and current stream stubbed
     (results are CPU tensors, so the fake cuBLAS computes into them at their raw addresses)."""
     import sys
@@ -94,7 +94,7 @@ def _torch_entry(torch, monkeypatch, mm):
     with monkeypatch.context() as m:
         m.setitem(sys.modules, "torch", stub)
         return _fast.torch_gemm(
-            mm._problems[0], mm._programs[0], 0, False, lambda: (workspace, None), mm._check_scalars
+            mm._problems[0], mm._programs[0], 0, blocking, lambda: (workspace, None), mm._check_scalars
         )
 
 
@@ -108,12 +108,12 @@ def test_torch_gpu_entry_numerics(torch, fake_gpu, monkeypatch):
     ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c))
     plain = _planned(cublas_fakes.fake(a), cublas_fakes.fake(b))
     run = _torch_entry(torch, monkeypatch, plain)
-    for alpha in (None, 2.0, -1):
+    for alpha in (None, 2.0, -1, -1, None, 2.0):  # (the host scalars are rewritten only on a change)
         out = run(ta, tb, None, alpha, None, None)
         np.testing.assert_allclose(out.numpy(), (1 if alpha is None else alpha) * (a @ b), rtol=1e-12)
     with_c = _planned(cublas_fakes.fake(a), cublas_fakes.fake(b), cublas_fakes.fake(c), beta=1.0)
     run = _torch_entry(torch, monkeypatch, with_c)
-    for alpha, beta in ((1.0, 1.0), (0.5, -2.0)):
+    for alpha, beta in ((1.0, 1.0), (0.5, -2.0), (0.5, 0.0), (1.0, 1.0)):
         out = run(ta, tb, tc, alpha, beta, None)
         np.testing.assert_allclose(out.numpy(), alpha * (a @ b) + beta * c, rtol=1e-12)
     with pytest.raises(ValueError, match="complex"):
@@ -148,3 +148,23 @@ def test_torch_gpu_entry_switches_context_only_off_the_current_device(torch, fak
         out = run(ta, tb, None, alpha, None, None)
         np.testing.assert_allclose(out.numpy(), (1 if alpha is None else alpha) * (a @ b), rtol=1e-12)
     assert entered == ([] if current == 0 else [0, 0])
+
+
+def test_torch_gpu_entry_blocking_and_batched(torch, fake_gpu, monkeypatch):
+    """A blocking plan (the general launch, then a synchronize) and a batched product (a strided-batched
+    launch) through the torch CUDA entry give numpy's results with the call's alpha."""
+    import cublas_fakes
+
+    from nvmath._internal import streams
+
+    synced = []
+    monkeypatch.setattr(streams, "synchronize", lambda handle: synced.append(handle))
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((3, 5, 4)), rng.standard_normal((3, 4, 2))
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    for blocking in (True, False):
+        run = _torch_entry(torch, monkeypatch, _planned(cublas_fakes.fake(a), cublas_fakes.fake(b)), blocking)
+        for alpha in (None, 2.0):
+            out = run(ta, tb, None, alpha, None, None)
+            np.testing.assert_allclose(out.numpy(), (1 if alpha is None else alpha) * (a @ b), rtol=1e-12)
+    assert len(synced) == 2  # (the blocking plan's two calls)

@@ -33,6 +33,33 @@ def test_repeated_calls_hit():
     assert plan_cache.stats.size == 2
 
 
+def test_last_call_memo_counts_hits_and_never_runs_a_freed_plan():
+    """A repeated common call (two operands) runs the last call's plan without a lookup: still counted as a
+    hit; after a clear, an eviction or another key it plans / looks up again and computes the right result."""
+    from nvmath.linalg.generic import _stateless
+
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((5, 4)), rng.standard_normal((4, 3))
+    x = rng.standard_normal((3, 3))
+    la.matmul(a, b)
+    la.matmul(a, b)  # (a hit through the cache: now the last call)
+    hits = plan_cache.stats.hits
+    for alpha in (None, 2.0, None):
+        np.testing.assert_allclose(la.matmul(a, b, alpha=alpha), (alpha or 1) * (a @ b))
+    assert plan_cache.stats.hits == hits + 3
+    entry = plan_cache.last[1]
+    plan_cache.clear()
+    assert not entry.live and plan_cache.last[1] is None
+    np.testing.assert_allclose(la.matmul(a, b), a @ b)  # planned again
+    la.matmul(a, b)
+    evicted = plan_cache.last[1]
+    plan_cache.resize(1)
+    np.testing.assert_allclose(la.matmul(x, x), x @ x)  # evicts the last call's plan
+    assert not evicted.live
+    np.testing.assert_allclose(la.matmul(a, b), a @ b)
+    plan_cache.resize(_stateless.DEFAULT_CACHE_SIZE)
+
+
 def test_keys_separate_kinds():
     """Different layouts, dtypes, qualifiers, options and execution give different keys; equal ones match."""
     a, b = np.ones((4, 4)), np.ones((4, 4))
@@ -168,3 +195,87 @@ def test_two_operand_calls_use_the_key_of_generic_key(torch):
         assert plan_cache.stats.hits == hits + 1 and plan_cache.stats.size == 1
         np.testing.assert_allclose(np.asarray(la.matmul(x, y, options={})), a @ b, rtol=1e-12)
         assert plan_cache.stats.size == 2
+
+
+def test_repeated_cpu_call_with_grad_is_differentiated_by_torch(torch):
+    """A plain CPU call of two tensors that require grad goes to nvmath.torch once; a repeat of the same
+    shapes, strides and dtype is torch's own differentiable matmul: same product and gradients as
+    torch.matmul's (float64 reference), for a Parameter too; another shape goes to nvmath.torch again."""
+    from nvmath.linalg.generic import _stateless
+
+    _stateless._CPU_GRAD.clear()
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randn(5, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+    w = torch.nn.Parameter(torch.randn(4, 3, dtype=torch.float64, generator=gen))
+    g = torch.randn(5, 3, dtype=torch.float64, generator=gen)
+    names = []
+    for _ in range(3):
+        out = la.matmul(a, w)
+        names.append(type(out.grad_fn).__name__)
+        torch.testing.assert_close(out.detach(), a.detach() @ w.detach())
+        ga, gw = torch.autograd.grad(out, [a, w], g)
+        torch.testing.assert_close(ga, g @ w.detach().T)
+        torch.testing.assert_close(gw, a.detach().T @ g)
+    assert names[0] == "PlainProductFnBackward" and names[1] == names[2] == "MmBackward0"
+    out = la.matmul(a[:, :3], w[:3])  # a new layout: routed to nvmath.torch
+    assert type(out.grad_fn).__name__ == "PlainProductFnBackward"
+
+
+def test_cpu_call_with_grad_errors_are_nvmaths(torch):
+    """A CPU call with grad that nvmath refuses (mismatched inner sizes, mixed dtypes) raises nvmath's error
+    every time; it never becomes a torch.matmul call."""
+    from nvmath.linalg.generic import _stateless
+
+    _stateless._CPU_GRAD.clear()
+    a = torch.ones(3, 4, dtype=torch.float64, requires_grad=True)
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            la.matmul(a, torch.ones(5, 2, dtype=torch.float64))
+    b32 = torch.ones(4, 2, dtype=torch.float32)
+    first = None
+    for _ in range(2):
+        try:
+            out = la.matmul(a, b32)
+        except (TypeError, ValueError) as exc:
+            assert first in (None, type(exc))
+            first = type(exc)
+        else:
+            assert first is None and type(out.grad_fn).__name__ != "MmBackward0"
+    assert len(_stateless._CPU_GRAD) == 0
+
+
+def test_torch_last_call_is_compared_raw_and_follows_every_change(torch):
+    """Two torch tensors: the last call is recognised from their raw attributes; a change of layout
+    (transposed view), dtype, shape or conjugation is a different call (each result equals torch's)."""
+    gen = torch.Generator().manual_seed(8)
+    a = torch.randn(4, 4, dtype=torch.float64, generator=gen)
+    b = torch.randn(4, 4, dtype=torch.float64, generator=gen)
+    z = torch.randn(4, 4, dtype=torch.complex128, generator=gen)
+    calls = [
+        (a, b), (a, b), (a.T, b), (a, b.T), (a.float(), b.float()), (a[:3], b), (z, z), (z.conj(), z), (z, z),
+        (a, b),
+    ]  # fmt: skip
+    memo = plan_cache.memo_hits
+    for _ in range(2):
+        for x, y in calls:
+            torch.testing.assert_close(la.matmul(x, y), x.resolve_conj() @ y)
+    assert plan_cache.memo_hits >= memo + 2  # (the repeated (a, b) of each round)
+
+
+def test_narrow_cpu_call_with_grad_stays_with_nvmath_torch(torch):
+    """bfloat16 / float16 CPU operands with grad (nvmath computes them in float32, rounded once) are never
+    handed to torch's matmul, however often the call repeats."""
+    from nvmath.linalg.generic import _stateless
+
+    _stateless._CPU_GRAD.clear()
+    for dtype in (torch.bfloat16, torch.float16):
+        a = torch.ones(3, 4, dtype=dtype, requires_grad=True)
+        b = torch.ones(4, 2, dtype=dtype)
+        for _ in range(2):
+            try:
+                out = la.matmul(a, b)
+            except (TypeError, ValueError, NotImplementedError):
+                continue
+            assert type(out.grad_fn).__name__ != "MmBackward0"
+            torch.testing.assert_close(out.detach().float(), torch.full((3, 2), 4.0))
+    assert len(_stateless._CPU_GRAD) == 0
