@@ -25,6 +25,12 @@ not one per layer. GPU tensors only (CPU tensors run the torch emulation of the 
 this class on the fake GPU with ``cpu_planned``); one stream at a time (the scale slots are shared).
 If planning or a reset raises, the class logs it once, switches itself off (``enabled``) and the
 layer runs the FP8 Linear caches from then on.
+
+CUDA graphs: a planner (and the scale-slot index tensor of a product) used while a graph is captured
+is pinned: never evicted nor dropped (a graph replays the planner's workspace, descriptors and slots,
+and the index's memory) until :meth:`GroupedFP8Gemms.clear`. A problem or an index not made before
+the capture raises :class:`~nvmath.torch._capture.CaptureError` (planning and host-to-device copies
+cannot be captured); that error propagates and does not switch the class off.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from typing import Any
 
 import torch
 
-from nvmath.torch._capture import refuse_planning
+from nvmath.torch._capture import CaptureError, capturing, refuse_planning
 
 __all__ = ["GroupedFP8Gemms", "grouped_fp8_gemms"]
 
@@ -85,6 +91,8 @@ class GroupedFP8Gemms:
         self._slots: dict[torch.device, torch.Tensor] = {}
         self._free: dict[torch.device, list[int]] = {}
         self._index: dict[tuple, torch.Tensor] = {}
+        self._pinned: set[tuple] = set()
+        """Keys of ``_entries`` and ``_index`` a CUDA graph capture used (never evicted or dropped)."""
         self._lock = threading.Lock()
 
     def applies(self, t: torch.Tensor) -> bool:
@@ -108,6 +116,8 @@ class GroupedFP8Gemms:
                 self._fill(entries, problems, inv_a, inv_b)
                 return [self._execute(e, qa, qb, None if bias is None else bias[i])
                         for i, (e, (_, qa, qb)) in enumerate(zip(entries, problems))]  # fmt: skip
+        except CaptureError:
+            raise  # (a warm-up step is missing: the caller's error, not this class's)
         except Exception as exc:  # noqa: BLE001 (a planner refused: the FP8 Linear caches from now on)
             logger.warning("grouped FP8 GEMM planners failed (%s); using the FP8 Linear planner caches", exc)
             self.enabled = False
@@ -120,12 +130,18 @@ class GroupedFP8Gemms:
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
+            self._pin_if_capturing(key, qa)
             return entry
-        entry = self._plan(qa, qb, dtype, bias)
+        entry = self._plan(qa, qb, dtype, bias)  # (refused inside a capture)
         self._entries[key] = entry
-        while len(self._entries) > self.maxsize:
-            self._evict(self._entries.popitem(last=False)[1])
+        extra = len(self._entries) - self.maxsize
+        for old in [k for k in list(self._entries)[:-1] if k not in self._pinned][: max(0, extra)]:
+            self._evict(self._entries.pop(old))
         return entry
+
+    def _pin_if_capturing(self, key: tuple, t: torch.Tensor) -> None:
+        if key not in self._pinned and capturing(t):
+            self._pinned.add(key)
 
     def _plan(self, qa: Any, qb: Any, dtype: torch.dtype, bias: Any) -> _Entry:
         from nvmath._internal.dtypes import CudaDataType
@@ -171,9 +187,16 @@ class GroupedFP8Gemms:
         key = (device, tuple(where))
         index = self._index.get(key)
         if index is None:
+            if capturing(inv_a):
+                raise CaptureError(
+                    "a grouped FP8 layer would copy a new scale-slot index to the device while a CUDA graph "
+                    "is being captured (first use of these groups' planners together). Run the same step "
+                    "once before the capture (a warm-up iteration), then capture."
+                )
             if len(self._index) > 4 * self.maxsize:
-                self._index.clear()
+                self._drop_indices()
             index = self._index[key] = torch.tensor(where, dtype=torch.int64, device=device)
+        self._pin_if_capturing(key, inv_a)
         self._slots[device].index_copy_(0, index, torch.stack((inv_a, inv_b), 1).reshape(-1))
 
     @staticmethod
@@ -192,11 +215,17 @@ class GroupedFP8Gemms:
     def _evict(self, entry: _Entry) -> None:
         entry.mm.free()
         self._free[entry.device].extend(entry.slots)
-        self._index.clear()
+        self._drop_indices()
+
+    def _drop_indices(self) -> None:
+        """Forget the scale-slot indices, except those a capture used."""
+        self._index = {k: v for k, v in self._index.items() if k in self._pinned}
 
     def clear(self) -> None:
-        """Free every planner (and the operands they hold) and the scale slots."""
+        """Free every planner (and the operands they hold) and the scale slots, also those captured CUDA
+        graphs replay (drop such graphs first)."""
         with self._lock:
+            self._pinned.clear()
             for entry in self._entries.values():
                 entry.mm.free()
             self._entries.clear()
