@@ -132,12 +132,17 @@ class GroupedFP8Gemms:
             self._entries.move_to_end(key)
             self._pin_if_capturing(key, qa)
             return entry
-        entry = self._plan(qa, qb, dtype, bias)  # (refused inside a capture)
-        self._entries[key] = entry
-        extra = len(self._entries) - self.maxsize
-        for old in [k for k in list(self._entries)[:-1] if k not in self._pinned][: max(0, extra)]:
-            self._evict(self._entries.pop(old))
+        refuse_planning("a grouped FP8 layer would plan a new GEMM (first use of these shapes)", qa)
+        self._make_room()
+        entry = self._entries[key] = self._plan(qa, qb, dtype, bias)
         return entry
+
+    def _make_room(self) -> None:
+        """Free the least recently used planners not pinned by a capture until one more fits in
+        ``maxsize`` (before planning: the new planner's scale slots come from the freed ones)."""
+        extra = len(self._entries) + 1 - self.maxsize
+        for old in [k for k in self._entries if k not in self._pinned][: max(0, extra)]:
+            self._evict(self._entries.pop(old))
 
     def _pin_if_capturing(self, key: tuple, t: torch.Tensor) -> None:
         if key not in self._pinned and capturing(t):
@@ -147,7 +152,6 @@ class GroupedFP8Gemms:
         from nvmath._internal.dtypes import CudaDataType
         from nvmath.linalg.advanced import Matmul, MatmulEpilog
 
-        refuse_planning("a grouped FP8 layer would plan a new GEMM (first use of these shapes)", qa)
         slots = self._take_slots(qa.device)
         buf = self._slots[qa.device]
         scales = {"a": buf[slots[0] : slots[0] + 1], "b": buf[slots[1] : slots[1] + 1]}
@@ -175,6 +179,11 @@ class GroupedFP8Gemms:
             size = 2 * self.maxsize + 1
             self._slots[device] = torch.ones(size * SLOT, dtype=torch.float32, device=device)
             free = self._free[device] = [SLOT * i for i in range(size - 1, 0, -1)]
+        if len(free) < 2:
+            raise RuntimeError(
+                f"all {self.maxsize} grouped FP8 planners are pinned by captured CUDA graphs; a larger "
+                "GroupedFP8Gemms(maxsize=...) or clear() (after dropping those graphs) makes room"
+            )
         return free.pop(), free.pop()
 
     def _fill(self, entries: list[_Entry], problems: list, inv_a: torch.Tensor, inv_b: torch.Tensor) -> None:
