@@ -110,10 +110,11 @@ class GroupedFP8Gemms:
         if not self.enabled or not problems:
             return None
         try:
+            capture = capturing(inv_a)  # (once per product: a capture pins what it uses)
             with self._lock:
-                entries = [self._entry(kind, k, qa, qb, dtype, None if bias is None else bias[i])
+                entries = [self._entry(kind, k, qa, qb, dtype, None if bias is None else bias[i], capture)
                            for i, (k, qa, qb) in enumerate(problems)]  # fmt: skip
-                self._fill(entries, problems, inv_a, inv_b)
+                self._fill(entries, problems, inv_a, inv_b, capture)
                 return [self._execute(e, qa, qb, None if bias is None else bias[i])
                         for i, (e, (_, qa, qb)) in enumerate(zip(entries, problems))]  # fmt: skip
         except CaptureError:
@@ -124,13 +125,16 @@ class GroupedFP8Gemms:
             self.clear()
             return None
 
-    def _entry(self, kind: str, k: int, qa: Any, qb: Any, dtype: torch.dtype, bias: Any) -> _Entry:
+    def _entry(
+        self, kind: str, k: int, qa: Any, qb: Any, dtype: torch.dtype, bias: Any, capture: bool
+    ) -> _Entry:
         key = (kind, k, qa.shape, qb.shape, qa.stride(), qb.stride(), qa.dtype, qb.dtype, dtype, qa.device,
                _align(qa), _align(qb), None if bias is None else (bias.dtype, _align(bias)))  # fmt: skip
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
-            self._pin_if_capturing(key, qa)
+            if capture:
+                self._pinned.add(key)
             return entry
         refuse_planning("a grouped FP8 layer would plan a new GEMM (first use of these shapes)", qa)
         self._make_room()
@@ -143,10 +147,6 @@ class GroupedFP8Gemms:
         extra = len(self._entries) + 1 - self.maxsize
         for old in [k for k in self._entries if k not in self._pinned][: max(0, extra)]:
             self._evict(self._entries.pop(old))
-
-    def _pin_if_capturing(self, key: tuple, t: torch.Tensor) -> None:
-        if key not in self._pinned and capturing(t):
-            self._pinned.add(key)
 
     def _plan(self, qa: Any, qb: Any, dtype: torch.dtype, bias: Any) -> _Entry:
         from nvmath._internal.dtypes import CudaDataType
@@ -186,7 +186,9 @@ class GroupedFP8Gemms:
             )
         return free.pop(), free.pop()
 
-    def _fill(self, entries: list[_Entry], problems: list, inv_a: torch.Tensor, inv_b: torch.Tensor) -> None:
+    def _fill(
+        self, entries: list[_Entry], problems: list, inv_a: torch.Tensor, inv_b: torch.Tensor, capture: bool
+    ) -> None:
         """Write every group's ``inv_a[k]``, ``inv_b[k]`` into its planner's slots (one ``index_copy_``)."""
         groups = inv_a.shape[0]
         where = [0] * (2 * groups)
@@ -196,7 +198,7 @@ class GroupedFP8Gemms:
         key = (device, tuple(where))
         index = self._index.get(key)
         if index is None:
-            if capturing(inv_a):
+            if capture:
                 raise CaptureError(
                     "a grouped FP8 layer would copy a new scale-slot index to the device while a CUDA graph "
                     "is being captured (first use of these groups' planners together). Run the same step "
@@ -205,7 +207,8 @@ class GroupedFP8Gemms:
             if len(self._index) > 4 * self.maxsize:
                 self._drop_indices()
             index = self._index[key] = torch.tensor(where, dtype=torch.int64, device=device)
-        self._pin_if_capturing(key, inv_a)
+        if capture:
+            self._pinned.add(key)
         self._slots[device].index_copy_(0, index, torch.stack((inv_a, inv_b), 1).reshape(-1))
 
     @staticmethod
