@@ -226,9 +226,9 @@ def active_groups(counts: list[int], like: torch.Tensor) -> torch.Tensor | None:
     if found is None:
         if capturing(like):
             raise CaptureError(
-                f"an FP8 GroupedLinear met the counts {list(counts)} first inside a CUDA graph capture; their "
-                "device mask is a host-to-device copy a graph cannot replay. Run a step with these counts "
-                "before the capture (a warm-up iteration), then capture."
+                f"an FP8 GroupedLinear met the counts {list(counts)} first inside a CUDA graph capture; "
+                "their device mask is a host-to-device copy a graph cannot replay. Run a step with these "
+                "counts before the capture (a warm-up iteration), then capture."
             )
         if len(_ACTIVE) > 256:
             _ACTIVE.clear()

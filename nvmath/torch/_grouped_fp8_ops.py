@@ -76,9 +76,8 @@ def grouped_fp8_backward_op(
     (_qw, qwt, inv_w), _ = weight_fp8(st, weight)  # (the forward's copies: same weight version)
     saved = (qxt, weight.shape[2], inv_x, qwt, inv_w)
     gemm, _, lean = _gemms()
-    grads = grouped_backward(
-        grad, saved, (weight.dtype, tuple(weight.shape)), bias_dtype, list(counts), tuple(needs), st, gemm, lean
-    )
+    w_meta = (weight.dtype, tuple(weight.shape))
+    grads = grouped_backward(grad, saved, w_meta, bias_dtype, list(counts), tuple(needs), st, gemm, lean)
     # (a fresh empty per gradient not needed: an operator's outputs must not alias one another)
     return tuple(t if t is not None else grad.new_empty((0,)) for t in grads)  # type: ignore[return-value]
 
@@ -118,5 +117,5 @@ grouped_fp8_op.register_autograd(_grad, setup_context=_setup)
 def grouped_fp8_compiled(
     x: Tensor, weight: Tensor, bias: Tensor | None, counts: list[int], state: Any
 ) -> Tensor:
-    """``x[group g's rows] @ weight[g].T + bias[g]`` in FP8 through ``torch.ops.nvmath.grouped_fp8_linear``."""
+    """``x[group g's rows] @ weight[g].T + bias[g]`` in FP8 (``torch.ops.nvmath.grouped_fp8_linear``)."""
     return torch.ops.nvmath.grouped_fp8_linear(x, weight, bias, counts, state.op_number)[0]

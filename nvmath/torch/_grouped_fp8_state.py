@@ -72,7 +72,8 @@ class GroupedScalingState(ScalingState):
         self.checked_device: torch.device | None = None
         """The device the recipe was last checked for."""
         self.op_number = register_state(self)
-        """This state's number in the registry of the ``torch.compile`` custom ops (:mod:`._grouped_fp8_ops`)."""
+        """This state's number in the registry of the ``torch.compile`` custom ops
+        (:mod:`._grouped_fp8_ops`)."""
 
     def __setstate__(self, state: dict) -> None:
         # a copy (copy.deepcopy, pickle) is another state: its own number in the custom ops' registry

@@ -1,8 +1,8 @@
 """FP8 GroupedLinear under torch.compile (nvmath.torch._grouped_fp8_ops): fullgraph tracing through the
 nvmath::grouped_fp8_linear custom operators equals the eager layer bit for bit on CPU (outputs, every
 gradient, every group's scaling state, the weight's FP8 copies once per weight version); fake kernels
-agree with the real ones; counts as a list (fullgraph) or a CPU tensor (a graph break); the recipe check in the operator; a
-deep copy has its own state; GPU: inductor against eager."""
+agree with the real ones; counts as a list (fullgraph) or a CPU tensor (a graph break); the recipe
+check in the operator; a deep copy has its own state; GPU: inductor against eager."""
 
 from __future__ import annotations
 
