@@ -22,8 +22,18 @@ quantization pass. What differs is how (:mod:`._grouped_fp8_kernels`):
 Groups without tokens take no part (their gradients are zero, their scaling state is left as it was
 except for the weight role: the stacked weight is quantized whole, every group's weight amax
 recorded once per weight version). :func:`~nvmath.torch.fp8_autocast` does not switch a
-``GroupedLinear`` to FP8 (pass ``fp8=recipe``). Under ``torch.compile`` the layer's FP8 call runs
-eagerly (a graph break: :func:`grouped_fp8_forward` is excluded from tracing).
+``GroupedLinear`` to FP8 (pass ``fp8=recipe``). Under ``torch.compile`` (``fullgraph=True`` too) the
+layer's FP8 call is the custom operators ``nvmath::grouped_fp8_linear`` / ``_backward``
+(:mod:`._grouped_fp8_ops`), the counts a list of ints the graph is specialised on.
+
+CUDA graphs: after a warm-up step outside the capture (planners made, kernels compiled, the small
+index tensors of the counts made), a forward + backward captures under ``torch.cuda.graph``. Inside a
+capture the forward quantizes the weight whatever its version (each replay quantizes the weight's
+values of that moment, as an FP8 ``Linear``); the planners, scale-slot indices and active-group masks a
+capture used are pinned (never evicted while the process runs; ``grouped_fp8_gemms.clear()`` drops
+them: drop such graphs first); anything not made before the capture raises
+:class:`~nvmath.torch._capture.CaptureError`. A graph replays the counts it was captured with: capture
+one graph per set of counts (the counts are host values; a replay cannot see new ones).
 
 Sizes: cuBLASLt's FP8 GEMMs need ``in_features``, ``out_features`` and every group's token count (the
 weight-gradient GEMM's reduction) multiples of 16; others raise ``ValueError`` before any launch,
@@ -84,7 +94,8 @@ def _state(module: Any, recipe: Any, device: torch.device) -> Any:
             f"this layer's FP8 scaling state was made for {state.recipe!r}; it now runs under {recipe!r}. "
             "Use one recipe per layer (or delete its fp8_state to start afresh)."
         )
-    if state.checked_device != device:
+    if state.checked_device != device and not torch.compiler.is_compiling():
+        # (compiled: the custom operator checks, at run time -- :mod:`._grouped_fp8_ops`)
         _fp8.check_recipe(recipe, device)
         state.checked_device = device
     return state
@@ -119,7 +130,6 @@ class GroupedFP8Fn(torch.autograd.Function):
         )  # fmt: skip
 
 
-@torch.compiler.disable
 def grouped_fp8_forward(module: Any, x: torch.Tensor, counts: Any) -> torch.Tensor:
     """``module``'s forward in FP8 under its recipe (``module.fp8``); see the module notes.
 
@@ -142,5 +152,9 @@ def grouped_fp8_forward(module: Any, x: torch.Tensor, counts: Any) -> torch.Tens
     state = _state(module, module.fp8, weight.device)
     if not any(values):
         return x.new_empty((0, weight.shape[1]))
+    if torch.compiler.is_compiling():  # the custom op torch.compile traces (nvmath.torch._grouped_fp8_ops)
+        from nvmath.torch._grouped_fp8_ops import grouped_fp8_compiled
+
+        return grouped_fp8_compiled(x.contiguous(), weight, bias, values, state)
     gemms = (fp8_gemm_cache, fp8_epilog_gemms, grouped_fp8_gemms)
     return GroupedFP8Fn.apply(x.contiguous(), weight, bias, values, state, gemms)

@@ -25,6 +25,12 @@ not one per layer. GPU tensors only (CPU tensors run the torch emulation of the 
 this class on the fake GPU with ``cpu_planned``); one stream at a time (the scale slots are shared).
 If planning or a reset raises, the class logs it once, switches itself off (``enabled``) and the
 layer runs the FP8 Linear caches from then on.
+
+CUDA graphs: a planner (and the scale-slot index tensor of a product) used while a graph is captured
+is pinned: never evicted nor dropped (a graph replays the planner's workspace, descriptors and slots,
+and the index's memory) until :meth:`GroupedFP8Gemms.clear`. A problem or an index not made before
+the capture raises :class:`~nvmath.torch._capture.CaptureError` (planning and host-to-device copies
+cannot be captured); that error propagates and does not switch the class off.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from typing import Any
 
 import torch
 
-from nvmath.torch._capture import refuse_planning
+from nvmath.torch._capture import CaptureError, capturing, refuse_planning
 
 __all__ = ["GroupedFP8Gemms", "grouped_fp8_gemms"]
 
@@ -85,6 +91,8 @@ class GroupedFP8Gemms:
         self._slots: dict[torch.device, torch.Tensor] = {}
         self._free: dict[torch.device, list[int]] = {}
         self._index: dict[tuple, torch.Tensor] = {}
+        self._pinned: set[tuple] = set()
+        """Keys of ``_entries`` and ``_index`` a CUDA graph capture used (never evicted or dropped)."""
         self._lock = threading.Lock()
 
     def applies(self, t: torch.Tensor) -> bool:
@@ -102,36 +110,48 @@ class GroupedFP8Gemms:
         if not self.enabled or not problems:
             return None
         try:
+            capture = capturing(inv_a)  # (once per product: a capture pins what it uses)
             with self._lock:
-                entries = [self._entry(kind, k, qa, qb, dtype, None if bias is None else bias[i])
+                entries = [self._entry(kind, k, qa, qb, dtype, None if bias is None else bias[i], capture)
                            for i, (k, qa, qb) in enumerate(problems)]  # fmt: skip
-                self._fill(entries, problems, inv_a, inv_b)
+                self._fill(entries, problems, inv_a, inv_b, capture)
                 return [self._execute(e, qa, qb, None if bias is None else bias[i])
                         for i, (e, (_, qa, qb)) in enumerate(zip(entries, problems))]  # fmt: skip
+        except CaptureError:
+            raise  # (a warm-up step is missing: the caller's error, not this class's)
         except Exception as exc:  # noqa: BLE001 (a planner refused: the FP8 Linear caches from now on)
             logger.warning("grouped FP8 GEMM planners failed (%s); using the FP8 Linear planner caches", exc)
             self.enabled = False
             self.clear()
             return None
 
-    def _entry(self, kind: str, k: int, qa: Any, qb: Any, dtype: torch.dtype, bias: Any) -> _Entry:
+    def _entry(
+        self, kind: str, k: int, qa: Any, qb: Any, dtype: torch.dtype, bias: Any, capture: bool
+    ) -> _Entry:
         key = (kind, k, qa.shape, qb.shape, qa.stride(), qb.stride(), qa.dtype, qb.dtype, dtype, qa.device,
                _align(qa), _align(qb), None if bias is None else (bias.dtype, _align(bias)))  # fmt: skip
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
+            if capture:
+                self._pinned.add(key)
             return entry
-        entry = self._plan(qa, qb, dtype, bias)
-        self._entries[key] = entry
-        while len(self._entries) > self.maxsize:
-            self._evict(self._entries.popitem(last=False)[1])
+        refuse_planning("a grouped FP8 layer would plan a new GEMM (first use of these shapes)", qa)
+        self._make_room()
+        entry = self._entries[key] = self._plan(qa, qb, dtype, bias)
         return entry
+
+    def _make_room(self) -> None:
+        """Free the least recently used planners not pinned by a capture until one more fits in
+        ``maxsize`` (before planning: the new planner's scale slots come from the freed ones)."""
+        extra = len(self._entries) + 1 - self.maxsize
+        for old in [k for k in self._entries if k not in self._pinned][: max(0, extra)]:
+            self._evict(self._entries.pop(old))
 
     def _plan(self, qa: Any, qb: Any, dtype: torch.dtype, bias: Any) -> _Entry:
         from nvmath._internal.dtypes import CudaDataType
         from nvmath.linalg.advanced import Matmul, MatmulEpilog
 
-        refuse_planning("a grouped FP8 layer would plan a new GEMM (first use of these shapes)", qa)
         slots = self._take_slots(qa.device)
         buf = self._slots[qa.device]
         scales = {"a": buf[slots[0] : slots[0] + 1], "b": buf[slots[1] : slots[1] + 1]}
@@ -159,9 +179,16 @@ class GroupedFP8Gemms:
             size = 2 * self.maxsize + 1
             self._slots[device] = torch.ones(size * SLOT, dtype=torch.float32, device=device)
             free = self._free[device] = [SLOT * i for i in range(size - 1, 0, -1)]
+        if len(free) < 2:
+            raise RuntimeError(
+                f"all {self.maxsize} grouped FP8 planners are pinned by captured CUDA graphs; a larger "
+                "GroupedFP8Gemms(maxsize=...) or clear() (after dropping those graphs) makes room"
+            )
         return free.pop(), free.pop()
 
-    def _fill(self, entries: list[_Entry], problems: list, inv_a: torch.Tensor, inv_b: torch.Tensor) -> None:
+    def _fill(
+        self, entries: list[_Entry], problems: list, inv_a: torch.Tensor, inv_b: torch.Tensor, capture: bool
+    ) -> None:
         """Write every group's ``inv_a[k]``, ``inv_b[k]`` into its planner's slots (one ``index_copy_``)."""
         groups = inv_a.shape[0]
         where = [0] * (2 * groups)
@@ -171,9 +198,17 @@ class GroupedFP8Gemms:
         key = (device, tuple(where))
         index = self._index.get(key)
         if index is None:
+            if capture:
+                raise CaptureError(
+                    "a grouped FP8 layer would copy a new scale-slot index to the device while a CUDA graph "
+                    "is being captured (first use of these groups' planners together). Run the same step "
+                    "once before the capture (a warm-up iteration), then capture."
+                )
             if len(self._index) > 4 * self.maxsize:
-                self._index.clear()
+                self._drop_indices()
             index = self._index[key] = torch.tensor(where, dtype=torch.int64, device=device)
+        if capture:
+            self._pinned.add(key)
         self._slots[device].index_copy_(0, index, torch.stack((inv_a, inv_b), 1).reshape(-1))
 
     @staticmethod
@@ -192,11 +227,17 @@ class GroupedFP8Gemms:
     def _evict(self, entry: _Entry) -> None:
         entry.mm.free()
         self._free[entry.device].extend(entry.slots)
-        self._index.clear()
+        self._drop_indices()
+
+    def _drop_indices(self) -> None:
+        """Forget the scale-slot indices, except those a capture used."""
+        self._index = {k: v for k, v in self._index.items() if k in self._pinned}
 
     def clear(self) -> None:
-        """Free every planner (and the operands they hold) and the scale slots."""
+        """Free every planner (and the operands they hold) and the scale slots, also those captured CUDA
+        graphs replay (drop such graphs first)."""
         with self._lock:
+            self._pinned.clear()
             for entry in self._entries.values():
                 entry.mm.free()
             self._entries.clear()

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from nvmath.torch import _fp8_cast
+from nvmath.torch._capture import CaptureError, capturing
 from nvmath.torch._fp8 import ROLES, amax_of, quantize
 from nvmath.torch._fp8_linear import epilog_config
 from nvmath.torch._grouped_fp8_state import GroupedScalingState
@@ -169,10 +170,14 @@ def weight_fp8(
 ) -> tuple[tuple, torch.Tensor | None]:
     """``((qw (G, N, K), qw.T (G, K, N), 1 / sw (G,)), inv_x)``: the weight's FP8 copies, remade (and the
     weight role recorded) only when ``w`` changed; ``x_part`` = ``(amax (G,), used (G,), active)`` of
-    the forward's input, recorded in the same update (its dequantization scales ``inv_x`` returned)."""
+    the forward's input, recorded in the same update (its dequantization scales ``inv_x`` returned).
+    Inside a CUDA graph capture the forward's call (``x_part`` given) makes the copies again whatever
+    the version, so every replay quantizes the weight's values of that moment (a replay moves no
+    version counter); the backward reuses the forward's copies (saved with the other operands)."""
     key = (w, w._version, w.data_ptr(), w.shape, w.stride(), w.dtype)
     old = state.weight_key
     fresh = old is None or old[1:] != key[1:] or state.weight_copies is None
+    fresh = fresh or (x_part is not None and capturing(w))
     if not fresh:
         if x_part is None:
             return state.weight_copies, None
@@ -200,18 +205,36 @@ def weight_fp8(
 
 
 _ACTIVE: dict[tuple, torch.Tensor] = {}
+_CAPTURED: dict[tuple, torch.Tensor] = {}
+"""The masks a CUDA graph capture read: kept for the process (a graph replays their memory)."""
 
 
-def active_groups(counts: list[int], device: torch.device) -> torch.Tensor | None:
-    """The (G,) bool tensor of the groups with tokens (``None`` when all have some; cached per counts)."""
+def active_groups(counts: list[int], like: torch.Tensor) -> torch.Tensor | None:
+    """The (G,) bool tensor of the groups with tokens on ``like``'s device (``None`` when all have some;
+    cached per counts).
+
+    Raises:
+        CaptureError: inside a CUDA graph capture for counts not seen before it (a host-to-device copy
+            a graph cannot hold: run a warm-up step with these counts first)."""
     if all(counts):
         return None
+    device = like.device
     key = (tuple(counts), device)
     found = _ACTIVE.get(key)
     if found is None:
+        found = _CAPTURED.get(key)
+    if found is None:
+        if capturing(like):
+            raise CaptureError(
+                f"an FP8 GroupedLinear met the counts {list(counts)} first inside a CUDA graph capture; "
+                "their device mask is a host-to-device copy a graph cannot replay. Run a step with these "
+                "counts before the capture (a warm-up iteration), then capture."
+            )
         if len(_ACTIVE) > 256:
             _ACTIVE.clear()
         found = _ACTIVE[key] = torch.tensor([c > 0 for c in counts], device=device)
+    if key not in _CAPTURED and capturing(like):
+        _CAPTURED[key] = found
     return found
 
 
@@ -247,7 +270,7 @@ def grouped_forward(
     transposed FP8 copies and its and the weight's dequantization scales); updates ``state``'s input
     and (for a new weight version) weight roles in one update."""
     bounds = bounds_of(counts)
-    active = active_groups(counts, x.device)
+    active = active_groups(counts, x)
     qx, x_used = quantize_role(state, "input", x, bounds)
     (qw, qwt, inv_w), inv_x = weight_fp8(state, w, (qx.amax, x_used, active))
     # (the groups' views made by one call each, not one indexing per group and operand)
@@ -283,7 +306,7 @@ def grouped_backward(
     bounds = bounds_of(counts)
     want_db = needs[2] and b_dtype is not None
     qg, g_used = quantize_role(state, "grad_output", g.contiguous(), bounds, colsum=want_db)
-    inv_g = state.record("grad_output", qg.amax[None], g_used[None], active_groups(counts, g.device))[0]
+    inv_g = state.record("grad_output", qg.amax[None], g_used[None], active_groups(counts, g))[0]
     inv_g = inv_g.reciprocal()
     dx = dw = db = None
     if needs[0]:

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from nvmath.torch._fp8 import FP8_MAX, ROLES, Recipe, ScalingState, scale_from_amax
+from nvmath.torch._fp8_linear import register_state
 
 __all__ = ["GroupedScalingState", "load_old_keys"]
 
@@ -70,6 +71,14 @@ class GroupedScalingState(ScalingState):
         self.weight_updates = 0
         self.checked_device: torch.device | None = None
         """The device the recipe was last checked for."""
+        self.op_number = register_state(self)
+        """This state's number in the registry of the ``torch.compile`` custom ops
+        (:mod:`._grouped_fp8_ops`)."""
+
+    def __setstate__(self, state: dict) -> None:
+        # a copy (copy.deepcopy, pickle) is another state: its own number in the custom ops' registry
+        super().__setstate__(state)
+        self.op_number = register_state(self)
 
     def _apply(self, fn: Any, recurse: bool = True) -> Any:
         self.weight_key = self.weight_copies = None  # (moved or cast: the copies are stale)

@@ -306,32 +306,6 @@ def test_block_scaling_and_bad_recipes_are_refused():
         layer(torch.randn(32, 32), [16, 16])
 
 
-def test_under_torch_compile_the_fp8_call_runs_eagerly():
-    """torch.compile of a model holding an FP8 GroupedLinear: the layer's FP8 call is left out of the
-    graph (run eagerly), so outputs and gradients equal eager's and the state moves as in eager."""
-    torch.manual_seed(14)
-    recipe = fp8.DelayedScaling(amax_history_len=4)
-    layer = nt.GroupedLinear(2, 32, 16, fp8=recipe)
-    twin = nt.GroupedLinear(2, 32, 16, fp8=recipe)
-    twin.load_state_dict(layer.state_dict())
-    from torch._dynamo import reset as dynamo_reset
-    from torch._dynamo.utils import counters
-
-    compiled = torch.compile(lambda x: torch.relu(layer(x * 2, [16, 32])), backend="aot_eager")
-    x = torch.randn(48, 32)
-    try:
-        for _ in range(2):
-            xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
-            got = torch.autograd.grad(compiled(xa).sum(), [xa, layer.weight])
-            want = torch.autograd.grad(torch.relu(twin(xb * 2, [16, 32])).sum(), [xb, twin.weight])
-            for a, b in zip(got, want):
-                torch.testing.assert_close(a, b)
-        torch.testing.assert_close(layer.fp8_state.amax_history, twin.fp8_state.amax_history)
-    finally:  # (the graph break counted here must not reach other tests counting theirs)
-        dynamo_reset()
-        counters["graph_break"].clear()
-
-
 # ---------------------------------------------------------------- GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("recipe", RECIPES, ids=["current", "delayed"])
