@@ -79,17 +79,17 @@ def fp8_linear_backward_op(
         grad, qx, inv_x, z if activation else None, weight, activation or None, bias_dtype, tuple(needs),
         _state(state), _fp8_linear.fp8_gemm_cache, x_shape,
     )  # fmt: skip
-    e = grad.new_empty((0,))
-    return tuple(t if t is not None else e for t in grads)  # type: ignore[return-value]
+    # (a fresh empty tensor per gradient not needed: a custom op's outputs may not alias each other)
+    return tuple(t if t is not None else grad.new_empty((0,)) for t in grads)  # type: ignore[return-value]
 
 
 @fp8_linear_backward_op.register_fake
 def _fp8_linear_backward_fake(grad, qx, inv_x, z, weight, state, activation, bias_dtype, needs):
-    e = grad.new_empty((0,))
+    e = lambda: grad.new_empty((0,))  # noqa: E731 (one per output: outputs may not alias)
     return (
-        grad.new_empty((*grad.shape[:-1], weight.shape[1])) if needs[0] else e,
-        weight.new_empty(weight.shape) if needs[1] else e,
-        grad.new_empty((weight.shape[0],), dtype=bias_dtype) if needs[2] and bias_dtype is not None else e,
+        grad.new_empty((*grad.shape[:-1], weight.shape[1])) if needs[0] else e(),
+        weight.new_empty(weight.shape) if needs[1] else e(),
+        grad.new_empty((weight.shape[0],), dtype=bias_dtype) if needs[2] and bias_dtype is not None else e(),
     )
 
 
@@ -167,21 +167,21 @@ def fp8_mlp_backward_op(
         grad, qxt, inv_x, qht, inv_h, aux, w1, w2, (b1_dtype, b2_dtype), tuple(needs), _state(state1),
         _state(state2), _fp8_linear.fp8_gemm_cache, _fp8_epilogs.fp8_epilog_gemms, x_shape,
     )  # fmt: skip
-    e = grad.new_empty((0,))
-    return tuple(t if t is not None else e for t in grads)  # type: ignore[return-value]
+    # (a fresh empty tensor per gradient not needed: a custom op's outputs may not alias each other)
+    return tuple(t if t is not None else grad.new_empty((0,)) for t in grads)  # type: ignore[return-value]
 
 
 @fp8_mlp_backward_op.register_fake
 def _fp8_mlp_backward_fake(
     grad, qxt, inv_x, qht, inv_h, aux, w1, w2, state1, state2, b1_dtype, b2_dtype, needs
 ):
-    e = grad.new_empty((0,))
+    e = lambda: grad.new_empty((0,))  # noqa: E731 (one per output: outputs may not alias)
     return (
-        grad.new_empty((*grad.shape[:-1], w1.shape[1])) if needs[0] else e,
-        w1.new_empty(w1.shape) if needs[1] else e,
-        grad.new_empty((w1.shape[0],), dtype=b1_dtype) if needs[2] and b1_dtype is not None else e,
-        w2.new_empty(w2.shape) if needs[3] else e,
-        grad.new_empty((w2.shape[0],), dtype=b2_dtype) if needs[4] and b2_dtype is not None else e,
+        grad.new_empty((*grad.shape[:-1], w1.shape[1])) if needs[0] else e(),
+        w1.new_empty(w1.shape) if needs[1] else e(),
+        grad.new_empty((w1.shape[0],), dtype=b1_dtype) if needs[2] and b1_dtype is not None else e(),
+        w2.new_empty(w2.shape) if needs[3] else e(),
+        grad.new_empty((w2.shape[0],), dtype=b2_dtype) if needs[4] and b2_dtype is not None else e(),
     )
 
 

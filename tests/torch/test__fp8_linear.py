@@ -154,6 +154,23 @@ def test_state_dict_round_trip_and_keys():
         assert torch.equal(v, sd[k]), k
 
 
+def test_compiled_with_frozen_parameters_equals_eager():
+    """A compiled FP8 layer whose weight and bias are frozen (only the input's gradient wanted) traces:
+    the backward op's unneeded gradients are distinct empty tensors (a custom op's outputs may not
+    alias), and the input's gradient equals the eager layer's."""
+    recipe = fp8.DelayedScaling(amax_history_len=4)
+    lin, _ = make(recipe, seed=5)
+    twin, _ = make(recipe, seed=5)
+    for p in (*lin.parameters(), *twin.parameters()):
+        p.requires_grad_(False)
+    compiled = torch.compile(lin, fullgraph=True, backend="aot_eager")
+    x = torch.randn(16, 32)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    compiled(xa).sum().backward()
+    twin(xb).sum().backward()
+    assert torch.equal(xa.grad, xb.grad)
+
+
 @pytest.mark.parametrize("act", [None, "gelu"])
 def test_compiled_fullgraph_equals_eager(act):
     """torch.compile(fullgraph=True) traces the FP8 layer as the nvmath::fp8_linear custom ops: the
