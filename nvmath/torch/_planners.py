@@ -245,7 +245,7 @@ class PlannerCache:
             if pr is None:
                 return self._hit(key, entry, a, b, epilog_inputs, (pa, pb, pins))
             run = pr.run
-            if run.workspace_size and key not in self._cache.pinned and capturing(a):
+            if run.workspace_size and capturing(a) and key not in self._cache.pinned:
                 self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
             y = pr.template.new_empty_strided(pr.shape, pr.strides)  # (as the planner allocates it)
             extras = run(pa, pb, y.data_ptr(), pins)
@@ -276,7 +276,7 @@ class PlannerCache:
             else:
                 pr = entry[2]
                 run = pr.run
-                if run.workspace_size and key not in self._cache.pinned and capturing(x):
+                if run.workspace_size and capturing(x) and key not in self._cache.pinned:
                     self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
                 dw = pr.template.new_empty_strided(*pr.transposed)
                 extras = run(px, pd, dw.data_ptr())
@@ -323,7 +323,7 @@ class PlannerCache:
                 self._pin_if_capturing(key, x)
                 return self._linear_by_views(entry, x, w, b, epilog)
             run = lr.run
-            if run.workspace_size and key not in self._cache.pinned and capturing(x):
+            if run.workspace_size and capturing(x) and key not in self._cache.pinned:
                 self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
             y = lr.template.new_empty_strided(lr.shape, lr.strides)  # (no dtype/device keywords to parse)
             if lr.x_first:
@@ -359,7 +359,7 @@ class PlannerCache:
                 self._pin_if_capturing(key, x)
                 return self._linear_by_views(entry, x, w, b, epilog)[0]
             run = lr.run
-            if run.workspace_size and key not in self._cache.pinned and capturing(x):
+            if run.workspace_size and capturing(x) and key not in self._cache.pinned:
                 self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
             y = lr.template.new_empty_strided(lr.shape, lr.strides)
             if lr.x_first:
@@ -370,7 +370,7 @@ class PlannerCache:
 
     def _pin_if_capturing(self, key: Hashable, t: Any) -> None:
         """Pin ``key``'s planner when a CUDA graph is being captured (a graph replays its workspace)."""
-        if key not in self._cache.pinned and capturing(t):
+        if capturing(t) and key not in self._cache.pinned:
             self._cache.pin(key)
 
     def _linear_views(self, x: Any, w: Any, b: Any, epilog: Any) -> tuple[Any, Any, Any, Any]:
