@@ -462,6 +462,28 @@ def test_a_pinned_planner_skips_the_capture_query(torch, nt, fake_gpu, monkeypat
     assert len(queries) == 2
 
 
+def test_a_replanned_problem_asks_the_capture_query_again(torch, nt, fake_gpu, monkeypatch):
+    """After ``clear()`` (which unpins everything) a problem planned again is not taken as pinned: its
+    hits ask whether a graph is captured until they pin it again."""
+    from nvmath.linalg.advanced import MatmulEpilog as E
+    from nvmath.torch import _planners
+
+    fake_gpu.workspace = 4096
+    cache = nt.PlannerCache(4)
+    x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
+    cache.linear(x, w, b, E.BIAS)
+    queries = []
+    monkeypatch.setattr(_planners, "capturing", lambda t: queries.append(t) or True)
+    cache.infer(x, w, b, E.BIAS)
+    assert len(queries) == 1 and cache.stats.pinned == 1
+    cache.clear()
+    assert cache.stats.pinned == 0
+    monkeypatch.setattr(_planners, "capturing", lambda t: queries.append(t) or False)
+    cache.linear(x, w, b, E.BIAS)  # planned again (not captured)
+    torch.testing.assert_close(cache.infer(x, w, b, E.BIAS), _linear_ref(torch, x, w, b))
+    assert len(queries) == 2 and cache.stats.pinned == 0  # (the hit asked again)
+
+
 def test_weight_grad_matches_torch_on_new_and_planned_problems(torch, nt, fake_gpu, monkeypatch):
     """weight_grad(x, dz, bias) is (dz.T @ x, dz.sum(0) or None), the gradient contiguous (N, K), on its
     first call, on hits with new tensors (on addresses or, for a planner that cannot run so, by
