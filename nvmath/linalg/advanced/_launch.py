@@ -34,6 +34,8 @@ from nvmath._internal.streams import StreamHandle
 from nvmath.bindings._unchecked import cublasLt as lt_unchecked
 from nvmath.bindings.cublasLt import cuBLASLtError
 from nvmath.linalg.advanced import _handles
+from nvmath.linalg.advanced._handles import POOL_GET as _POOL_GET
+from nvmath.linalg.advanced._handles import handles_here as _HERE
 
 __all__ = ["BoundWorkspace", "Caller", "MatmulLaunch", "compiled_caller", "make_caller", "python_caller"]
 
@@ -219,7 +221,16 @@ class MatmulLaunch:
             bound = self._workspace  # BoundWorkspace.ptr_for's first test, inlined (hot)
             space = bound.workspace
             ws = space.ptr if handle is bound.stream and space.size >= ws_size else bound.ptr_for(ws_size, handle)
-        lt_handle = self._lt_handle or _handles.get_handle(self.device_id)
+        lt_handle = self._lt_handle
+        if not lt_handle:  # the thread's handle, read inline from the pool (get_handle on a miss)
+            get = _handles.get_handle
+            if get is _POOL_GET:  # (not a test's replacement)
+                try:
+                    lt_handle = _HERE.handles[self.device_id]
+                except (AttributeError, KeyError):
+                    lt_handle = get(self.device_id)
+            else:
+                lt_handle = get(self.device_id)
         # the stream may be gone when the workspace (or another buffer of ours) is next used or freed
         done = handle.mortal and (ws_size or self._done_always)
         device = self._device
