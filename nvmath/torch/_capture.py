@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["CaptureError", "capturing", "refuse_planning"]
+__all__ = ["CaptureError", "capturing", "capturing_now", "refuse_planning"]
 
 
 class CaptureError(RuntimeError):
@@ -21,6 +21,11 @@ class CaptureError(RuntimeError):
 
 
 _is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+
+capturing_now: Any = _is_capturing if _is_capturing is not None else bool
+"""``capturing_now()``: whether the current CUDA stream is capturing a graph, as :func:`capturing` for a
+tensor already known to be a CUDA tensor (a planned problem's hit): torch's C query itself, no Python
+frame (without CUDA, ``bool()``: ``False``)."""
 
 
 def capturing(tensor: Any) -> bool:

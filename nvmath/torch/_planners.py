@@ -28,6 +28,7 @@ from nvmath._internal.plan_cache import PlanCache
 from nvmath.linalg.advanced import Matmul
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced._direct import AddressRun, address_run_possible
+from nvmath.torch import _capture
 from nvmath.torch._capture import capturing, refuse_planning
 
 __all__ = ["CacheStats", "PlannerCache", "compiled_cache", "default_cache"]
@@ -247,7 +248,7 @@ class PlannerCache:
             if pr is None:
                 return self._hit(key, entry, a, b, epilog_inputs, (pa, pb, pins))
             run = pr.run
-            if not pr.pinned and run.workspace_size and capturing(a):  # (no key hash)
+            if not pr.pinned and run.workspace_size and _capture.capturing_now():  # (no key hash)
                 self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
                 pr.pinned = True
             y = pr.template.new_empty_strided(pr.shape, pr.strides)  # (as the planner allocates it)
@@ -279,7 +280,7 @@ class PlannerCache:
             else:
                 pr = entry[2]
                 run = pr.run
-                if not pr.pinned and run.workspace_size and capturing(x):  # (no key hash)
+                if not pr.pinned and run.workspace_size and _capture.capturing_now():  # (no key hash)
                     self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
                     pr.pinned = True
                 dw = pr.template.new_empty_strided(*pr.transposed)
@@ -327,7 +328,7 @@ class PlannerCache:
                 self._pin_if_capturing(key, x)
                 return self._linear_by_views(entry, x, w, b, epilog)
             run = lr.run
-            if not lr.pinned and run.workspace_size and capturing(x):  # (no key hash)
+            if not lr.pinned and run.workspace_size and _capture.capturing_now():  # (no key hash)
                 self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
                 lr.pinned = True
             y = lr.template.new_empty_strided(lr.shape, lr.strides)  # (no dtype/device keywords to parse)
@@ -364,7 +365,7 @@ class PlannerCache:
                 self._pin_if_capturing(key, x)
                 return self._linear_by_views(entry, x, w, b, epilog)[0]
             run = lr.run
-            if not lr.pinned and run.workspace_size and capturing(x):  # (no key hash)
+            if not lr.pinned and run.workspace_size and _capture.capturing_now():  # (no key hash)
                 self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
                 lr.pinned = True
             y = lr.template.new_empty_strided(lr.shape, lr.strides)
