@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["CaptureError", "capturing", "refuse_planning"]
+__all__ = ["CaptureError", "capturing", "capturing_now", "refuse_planning"]
 
 
 class CaptureError(RuntimeError):
@@ -21,6 +21,27 @@ class CaptureError(RuntimeError):
 
 
 _is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+
+
+def _first_query() -> bool:
+    """:data:`capturing_now` until its first call: then torch's C query itself, or ``bool`` (always
+    ``False``) where torch has no CUDA or the query fails (a CUDA build of torch without a GPU, whose
+    CPU tensors pose as CUDA tensors in the fake-GPU tests)."""
+    global capturing_now
+    query = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)  # (torch's, not a test's _is_capturing)
+    try:
+        now = bool(query()) if query is not None else False
+    except RuntimeError:
+        capturing_now = bool
+        return False
+    capturing_now = query if query is not None else bool
+    return now
+
+
+capturing_now: Any = _first_query
+"""``capturing_now()``: whether the current CUDA stream is capturing a graph, as :func:`capturing` for a
+planned problem's hit (its operands are CUDA tensors): from the first call on torch's C query itself, no
+Python frame."""
 
 
 def capturing(tensor: Any) -> bool:

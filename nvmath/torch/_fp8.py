@@ -532,6 +532,10 @@ class ScalingState(torch.nn.Module):
 # ---------------------------------------------------------------- fp8_autocast
 _local = threading.local()
 
+autocast_blocks: list[None] = []
+"""One entry per :func:`fp8_autocast` block open in any thread (``list.append`` / ``pop`` are atomic):
+the layers' per-call query reads this list, and asks :func:`current_recipe` only while it is not empty."""
+
 
 def current_recipe() -> Recipe | None:
     """The recipe of the innermost :func:`fp8_autocast` with ``enabled=True`` in this thread, else ``None``."""
@@ -553,10 +557,12 @@ def fp8_autocast(recipe: Recipe | None = None, enabled: bool = True) -> Iterator
         raise TypeError(f"recipe must be an nvmath.torch.fp8 recipe; got {recipe!r}")
     stack = list(getattr(_local, "stack", ()))
     _local.stack = (*stack, recipe if enabled else None)
+    autocast_blocks.append(None)
     try:
         yield
     finally:
         _local.stack = tuple(stack)
+        autocast_blocks.pop()
 
 
 def optimizer_step(optimizer: Any, *modules: torch.nn.Module) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from nvmath.torch import _fp8_hooks
+from nvmath.torch._fp8 import autocast_blocks
 from nvmath.torch._functional import check_activation, linear, mlp
 from nvmath.torch._planners import PlannerCache
 
@@ -83,7 +84,7 @@ class Linear(torch.nn.Module):
             weight, bias = params["weight"], params["bias"]
         except KeyError:
             weight, bias = self.weight, self.bias
-        if self.fp8 is not None or _fp8_hooks.autocast_on():  # FP8 (nvmath.torch.fp8): its own module
+        if self.fp8 is not None or (autocast_blocks and _fp8_hooks.autocast_on()):  # FP8: its own module
             return _fp8_hooks.linear_forward(self, x, weight, bias)
         return linear(x, weight, bias, self.activation, cache=self.cache)
 
@@ -125,6 +126,6 @@ class MLP(torch.nn.Module):
         """``fc2(activation(fc1(x)))`` for ``x`` of shape ``(*, in_features)``: fused on CUDA tensors
         (see the class), torch's operations on other devices."""
         f1, f2 = self.fc1, self.fc2
-        if f1.fp8 is not None or _fp8_hooks.autocast_on():  # FP8: the fused FP8 block (or two FP8 layers)
+        if f1.fp8 is not None or (autocast_blocks and _fp8_hooks.autocast_on()):  # FP8: the fused block
             return _fp8_hooks.mlp_forward(self, x)
         return mlp(x, f1.weight, f1.bias, f2.weight, f2.bias, self.activation, cache=self.cache)

@@ -28,6 +28,7 @@ from nvmath._internal.plan_cache import PlanCache
 from nvmath.linalg.advanced import Matmul
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced._direct import AddressRun, address_run_possible
+from nvmath.torch import _capture
 from nvmath.torch._capture import capturing, refuse_planning
 
 __all__ = ["CacheStats", "PlannerCache", "compiled_cache", "default_cache"]
@@ -58,10 +59,11 @@ class _LinearRun:
     :class:`AddressRun`, whether x is its A operand, and how ``y`` is allocated (the caller's shape,
     contiguous)."""
 
-    __slots__ = ("bias", "run", "shape", "strides", "template", "x_first")
+    __slots__ = ("bias", "pinned", "run", "shape", "strides", "template", "x_first")
 
     def __init__(self, run: AddressRun, x_first: bool, bias: bool, y: Any):
         self.run, self.x_first, self.bias = run, x_first, bias
+        self.pinned = False  # (set when a hit pins the key: a pinned key stays pinned while cached)
         self.shape, self.strides = tuple(y.shape), y.stride()
         self.template = y.new_empty((0,))  # y's dtype and device, no memory: new_empty_strided's source
 
@@ -114,10 +116,11 @@ class _ProductRun:
     """How a planned product of :meth:`PlannerCache.run` runs on addresses: the :class:`AddressRun` and
     how its result is allocated (as the planner allocates it)."""
 
-    __slots__ = ("run", "shape", "strides", "template", "transposed")
+    __slots__ = ("pinned", "run", "shape", "strides", "template", "transposed")
 
     def __init__(self, run: AddressRun, result: Any):
         self.run, self.template = run, result.new_empty((0,))  # the result's dtype and device, no memory
+        self.pinned = False  # (set when this path pins the key: a pinned key stays pinned while cached)
         self.shape, self.strides = run.result_layout[:2]
         shape, strides = self.shape[::-1], self.strides[::-1]
         dense = len(shape) == 2 and (shape[1] <= 1 or strides[1] == 1)
@@ -245,8 +248,9 @@ class PlannerCache:
             if pr is None:
                 return self._hit(key, entry, a, b, epilog_inputs, (pa, pb, pins))
             run = pr.run
-            if run.workspace_size and key not in self._cache.pinned and capturing(a):
+            if not pr.pinned and run.workspace_size and _capture.capturing_now():  # (no key hash)
                 self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
+                pr.pinned = True
             y = pr.template.new_empty_strided(pr.shape, pr.strides)  # (as the planner allocates it)
             extras = run(pa, pb, y.data_ptr(), pins)
             return y if extras is None else (y, extras)
@@ -276,8 +280,9 @@ class PlannerCache:
             else:
                 pr = entry[2]
                 run = pr.run
-                if run.workspace_size and key not in self._cache.pinned and capturing(x):
+                if not pr.pinned and run.workspace_size and _capture.capturing_now():  # (no key hash)
                     self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
+                    pr.pinned = True
                 dw = pr.template.new_empty_strided(*pr.transposed)
                 extras = run(px, pd, dw.data_ptr())
                 return dw, extras["bgradb"] if extras else None
@@ -323,8 +328,9 @@ class PlannerCache:
                 self._pin_if_capturing(key, x)
                 return self._linear_by_views(entry, x, w, b, epilog)
             run = lr.run
-            if run.workspace_size and key not in self._cache.pinned and capturing(x):
+            if not lr.pinned and run.workspace_size and _capture.capturing_now():  # (no key hash)
                 self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
+                lr.pinned = True
             y = lr.template.new_empty_strided(lr.shape, lr.strides)  # (no dtype/device keywords to parse)
             if lr.x_first:
                 return y, run(px, pw, y.data_ptr())
@@ -359,8 +365,9 @@ class PlannerCache:
                 self._pin_if_capturing(key, x)
                 return self._linear_by_views(entry, x, w, b, epilog)[0]
             run = lr.run
-            if run.workspace_size and key not in self._cache.pinned and capturing(x):
+            if not lr.pinned and run.workspace_size and _capture.capturing_now():  # (no key hash)
                 self._cache.pin(key)  # (a graph replays the workspace: nothing else of the planner's)
+                lr.pinned = True
             y = lr.template.new_empty_strided(lr.shape, lr.strides)
             if lr.x_first:
                 run(px, pw, y.data_ptr())
@@ -370,7 +377,7 @@ class PlannerCache:
 
     def _pin_if_capturing(self, key: Hashable, t: Any) -> None:
         """Pin ``key``'s planner when a CUDA graph is being captured (a graph replays its workspace)."""
-        if key not in self._cache.pinned and capturing(t):
+        if capturing(t) and key not in self._cache.pinned:
             self._cache.pin(key)
 
     def _linear_views(self, x: Any, w: Any, b: Any, epilog: Any) -> tuple[Any, Any, Any, Any]:

@@ -65,3 +65,25 @@ def test_failed_destroy_warns_never_raises():
     with pytest.warns(NvmathWarning, match="fake handle"):
         pool.destroy(0, 7)
     assert ("destroy", 7) in log
+
+
+def test_here_holds_each_threads_handles_for_inline_reads():
+    """``pool.here.handles`` is the calling thread's ``{device: handle}`` (what ``get`` returns), absent
+    before its first ``get`` and another dict in another thread. (In threads: their handles are
+    destroyed at their exit, while the fake context is in place.)"""
+    log: list = []
+    pool = _pool(log)
+    seen = []
+
+    def one(devices_: tuple[int, ...]) -> None:
+        before = getattr(pool.here, "handles", None)
+        got = {d: pool.get(d) for d in devices_}
+        seen.append((before, got, dict(pool.here.handles)))
+
+    for devices_ in ((0, 1), (3,)):
+        t = threading.Thread(target=one, args=(devices_,))
+        t.start()
+        t.join()
+    (b1, got1, here1), (b2, got2, here2) = seen
+    assert b1 is None and b2 is None and here1 == got1 and here2 == got2 and set(here2) == {3}
+    assert got2[3] not in got1.values() and getattr(pool.here, "handles", None) is None

@@ -119,3 +119,21 @@ def test_planner_captured_then_reset_keeps_graph_pointers(torch_cuda):
     finally:
         torch.cuda.synchronize()
         mm.free()
+
+
+def test_capturing_now_settles_on_first_call(torch, nt, monkeypatch):
+    """capturing_now() answers False outside a capture and from its first call on is torch's C query
+    itself; where the query fails (a CUDA build of torch without a GPU) it becomes ``bool`` (False)."""
+    from nvmath.torch import _capture
+
+    monkeypatch.setattr(_capture, "capturing_now", _capture._first_query)
+    assert _capture.capturing_now() is False
+    assert _capture.capturing_now in (getattr(torch._C, "_cuda_isCurrentStreamCapturing", None), bool)
+    assert _capture.capturing_now() is False
+
+    def no_gpu():
+        raise RuntimeError("Found no NVIDIA driver on your system")
+
+    monkeypatch.setattr(torch._C, "_cuda_isCurrentStreamCapturing", no_gpu, raising=False)
+    monkeypatch.setattr(_capture, "capturing_now", _capture._first_query)
+    assert _capture.capturing_now() is False and _capture.capturing_now is bool

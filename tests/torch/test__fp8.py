@@ -186,6 +186,39 @@ def test_fp8_autocast_nesting():
         pass
 
 
+def test_fp8_autocast_blocks_counts_open_blocks_of_every_thread():
+    """The layers' per-call flag (``_fp8.autocast_blocks``) has one entry per open block, enabled or not,
+    also after an exception in a block; another thread's open block makes it non-empty while this
+    thread's recipe stays ``None`` (the layers then ask ``current_recipe``)."""
+    import threading
+
+    from nvmath.torch import _fp8
+
+    assert _fp8.autocast_blocks == []
+    with fp8.fp8_autocast(fp8.CurrentScaling()), fp8.fp8_autocast(enabled=False):
+        assert len(_fp8.autocast_blocks) == 2
+    assert _fp8.autocast_blocks == []
+    with pytest.raises(KeyError), fp8.fp8_autocast(fp8.CurrentScaling()):
+        raise KeyError("inside")
+    assert _fp8.autocast_blocks == []
+    opened, release, seen = threading.Event(), threading.Event(), []
+
+    def other() -> None:
+        with fp8.fp8_autocast(fp8.CurrentScaling()):
+            opened.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    try:
+        assert opened.wait(10)
+        seen.append((len(_fp8.autocast_blocks), fp8.current_recipe()))
+    finally:
+        release.set()
+        thread.join(10)
+    assert seen == [(1, None)] and _fp8.autocast_blocks == []
+
+
 # ---------------------------------------------------------------- GPU: the one-pass kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("wide", [torch.bfloat16, torch.float16, torch.float32])

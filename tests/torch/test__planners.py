@@ -63,12 +63,14 @@ def test_planning_inside_a_capture_is_refused_with_the_fix(torch, nt, fake_gpu, 
     cache.run(a, b)  # warm-up: planned outside the capture
     monkeypatch.setattr(_planners, "capturing", lambda t: True)
     monkeypatch.setattr("nvmath.torch._capture.capturing", lambda t: True)
+    monkeypatch.setattr("nvmath.torch._capture.capturing_now", lambda: True)  # (a hit's query)
     with pytest.raises(nt.CaptureError, match="once before the capture"):
         cache.run(_f64(torch, 2, 4), b)
     torch.testing.assert_close(cache.run(a, b), a @ b)
     assert cache.stats.pinned == 1
     monkeypatch.setattr(_planners, "capturing", lambda t: False)
     monkeypatch.setattr("nvmath.torch._capture.capturing", lambda t: False)
+    monkeypatch.setattr("nvmath.torch._capture.capturing_now", lambda: False)
     cache.run(_f64(torch, 2, 4), b)  # over the bound, but the pinned planner stays
     assert len(cache) == 2 and cache.stats.evictions == 0
 
@@ -266,15 +268,16 @@ def test_linear_hit_inside_a_capture_pins_the_planner(torch, nt, fake_gpu, monke
     """A Linear-layer hit while a CUDA graph is captured pins its planner when it has a workspace (never
     evicted afterwards)."""
     from nvmath.linalg.advanced import MatmulEpilog as E
-    from nvmath.torch import _planners
+    from nvmath.torch import _capture, _planners
 
     fake_gpu.workspace = 4096  # the heuristic's algorithms need a workspace
     cache = nt.PlannerCache(1)
     x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
     cache.linear(x, w, b, E.BIAS)
-    monkeypatch.setattr(_planners, "capturing", lambda t: True)
+    monkeypatch.setattr(_capture, "capturing_now", lambda: True)  # (a hit's query)
     torch.testing.assert_close(cache.linear(x, w, b, E.BIAS)[0], _linear_ref(torch, x, w, b))
     assert cache.stats.pinned == 1
+    monkeypatch.setattr(_capture, "capturing_now", lambda: False)
     monkeypatch.setattr(_planners, "capturing", lambda t: False)
     cache.linear(_f64(torch, 2, 4), w, b, E.BIAS)
     assert len(cache) == 2 and cache.stats.evictions == 0
@@ -444,7 +447,7 @@ def test_infer_runs_planned_problems_only_and_matches_linear(torch, nt, fake_gpu
 def test_a_pinned_planner_skips_the_capture_query(torch, nt, fake_gpu, monkeypatch):
     """A planner with a workspace asks whether a graph is captured until it is pinned, and not after."""
     from nvmath.linalg.advanced import MatmulEpilog as E
-    from nvmath.torch import _planners
+    from nvmath.torch import _capture, _planners
 
     fake_gpu.workspace = 4096  # the heuristic's algorithms need a workspace
     cache = nt.PlannerCache(4)
@@ -452,7 +455,7 @@ def test_a_pinned_planner_skips_the_capture_query(torch, nt, fake_gpu, monkeypat
     cache.linear(x, w, b, E.BIAS)
     cache.run(x, w.mT)
     queries = []
-    monkeypatch.setattr(_planners, "capturing", lambda t: queries.append(t) or True)
+    monkeypatch.setattr(_capture, "capturing_now", lambda: queries.append(1) or True)  # (a hit's query)
     cache.infer(x, w, b, E.BIAS)
     cache.run(x, w.mT)
     assert len(queries) == 2 and cache.stats.pinned == 2
@@ -460,6 +463,28 @@ def test_a_pinned_planner_skips_the_capture_query(torch, nt, fake_gpu, monkeypat
     torch.testing.assert_close(cache.linear(x, w, b, E.BIAS)[0], _linear_ref(torch, x, w, b))
     torch.testing.assert_close(cache.run(x, w.mT), x @ w.mT)
     assert len(queries) == 2
+
+
+def test_a_replanned_problem_asks_the_capture_query_again(torch, nt, fake_gpu, monkeypatch):
+    """After ``clear()`` (which unpins everything) a problem planned again is not taken as pinned: its
+    hits ask whether a graph is captured until they pin it again."""
+    from nvmath.linalg.advanced import MatmulEpilog as E
+    from nvmath.torch import _capture, _planners
+
+    fake_gpu.workspace = 4096
+    cache = nt.PlannerCache(4)
+    x, w, b = _f64(torch, 6, 4), _f64(torch, 3, 4), _f64(torch, 3)
+    cache.linear(x, w, b, E.BIAS)
+    queries = []
+    monkeypatch.setattr(_capture, "capturing_now", lambda: queries.append(1) or True)  # (a hit's query)
+    cache.infer(x, w, b, E.BIAS)
+    assert len(queries) == 1 and cache.stats.pinned == 1
+    cache.clear()
+    assert cache.stats.pinned == 0
+    monkeypatch.setattr(_capture, "capturing_now", lambda: queries.append(1) or False)
+    cache.linear(x, w, b, E.BIAS)  # planned again (not captured)
+    torch.testing.assert_close(cache.infer(x, w, b, E.BIAS), _linear_ref(torch, x, w, b))
+    assert len(queries) == 2 and cache.stats.pinned == 0  # (the hit asked again)
 
 
 def test_weight_grad_matches_torch_on_new_and_planned_problems(torch, nt, fake_gpu, monkeypatch):

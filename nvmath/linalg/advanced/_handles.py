@@ -20,7 +20,7 @@ import logging
 from nvmath._internal.library_handles import ThreadHandles
 from nvmath.bindings import cublasLt
 
-__all__ = ["cublaslt_version", "get_handle"]
+__all__ = ["POOL_GET", "cublaslt_version", "get_handle", "handles_here"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +31,14 @@ _VERSION: int | None = None
 get_handle = _HANDLES.get
 """``get_handle(device_id)``: the calling thread's cuBLASLt handle for ``device_id``, created on first use
 (the pool's bound method itself: every launch calls it, and a wrapper would add a Python frame)."""
+
+POOL_GET = get_handle
+"""The pool's own :func:`get_handle` (a launch reads :data:`handles_here` inline only while
+:func:`get_handle` is this one, not a test's replacement)."""
+
+handles_here = _HANDLES.here
+"""The pool's thread-local storage: ``handles_here.handles`` is the calling thread's ``{device_id:
+handle}`` once it has one (see :attr:`~nvmath._internal.library_handles.ThreadHandles.here`)."""
 
 
 def cublaslt_version() -> int:

@@ -34,6 +34,8 @@ from nvmath._internal.streams import StreamHandle
 from nvmath.bindings._unchecked import cublasLt as lt_unchecked
 from nvmath.bindings.cublasLt import cuBLASLtError
 from nvmath.linalg.advanced import _handles
+from nvmath.linalg.advanced._handles import POOL_GET as _POOL_GET
+from nvmath.linalg.advanced._handles import handles_here as _HERE
 
 __all__ = ["BoundWorkspace", "Caller", "MatmulLaunch", "compiled_caller", "make_caller", "python_caller"]
 
@@ -134,8 +136,8 @@ class MatmulLaunch:
     """
 
     __slots__ = (
-        "_aux", "_broadcast", "_c_is_d", "_call", "_device", "_done_always", "_keep", "_lt_handle", "_staged",
-        "_staged_a", "_workspace", "algo", "closed", "device_id", "plan", "swap",
+        "_aux", "_broadcast", "_c_is_d", "_call", "_device", "_done_always", "_extras", "_keep", "_lt_handle",
+        "_staged", "_staged_a", "_workspace", "algo", "closed", "device_id", "plan", "swap",
     )  # fmt: skip
 
     algo: tuple[int, int]
@@ -157,6 +159,7 @@ class MatmulLaunch:
         self._staged_a = staged is not None and staged.name == "a"
         self._broadcast = plan.broadcast  # an aux input copied into every batch slot before each run
         self._aux, self._done_always = aux, done_always
+        self._extras = staged is not None or plan.broadcast is not None or aux is not None
         self._workspace, self.device_id, self._lt_handle = workspace, device_id, lt_handle
         # torch keeps its current device's primary context current: a run on a stream of that context
         # needs no context switch (nor the driver query that checks for one)
@@ -205,28 +208,29 @@ class MatmulLaunch:
         """
         if self.closed:
             _refuse()
-        staged = self._staged
-        if staged is not None:  # cuBLASLt reads the copy, refreshed before every launch
-            staged.refresh(handle)
-            if self._staged_a:
-                a = staged.ptr
-            else:
-                b = staged.ptr
-        if self._broadcast is not None:
-            self._broadcast.refresh(handle)
+        made = None
+        if self._extras:  # a staged copy, a broadcast aux input or aux outputs (else none of this)
+            a, b, made = self._prepare_extras(handle, a, b)
         if self.swap:
             a, b = b, a
         if not c and self._c_is_d:
             c = d
-        aux = self._aux
-        made = aux.new(handle) if aux is not None else None  # (also points the descriptor at them)
         algo_ptr, ws_size = self.algo if algo is None else algo
         ws = 0
         if ws_size:
             bound = self._workspace  # BoundWorkspace.ptr_for's first test, inlined (hot)
             space = bound.workspace
             ws = space.ptr if handle is bound.stream and space.size >= ws_size else bound.ptr_for(ws_size, handle)
-        lt_handle = self._lt_handle or _handles.get_handle(self.device_id)
+        lt_handle = self._lt_handle
+        if not lt_handle:  # the thread's handle, read inline from the pool (get_handle on a miss)
+            get = _handles.get_handle
+            if get is _POOL_GET:  # (not a test's replacement)
+                try:
+                    lt_handle = _HERE.handles[self.device_id]
+                except (AttributeError, KeyError):
+                    lt_handle = get(self.device_id)
+            else:
+                lt_handle = get(self.device_id)
         # the stream may be gone when the workspace (or another buffer of ours) is next used or freed
         done = handle.mortal and (ws_size or self._done_always)
         device = self._device
@@ -236,6 +240,22 @@ class MatmulLaunch:
         with streams.stream_ctx(handle):  # the caller's thread may have another device current
             self._call(lt_handle, a, b, c, d, algo_ptr, ws, ws_size, handle.ptr)
             return self._after(handle, made, done) if made is not None or done else None
+
+    def _prepare_extras(self, handle: StreamHandle, a: int, b: int) -> tuple[int, int, Any]:
+        """:meth:`run`'s steps for a staged copy (cuBLASLt reads the copy, refreshed before every
+        launch), a broadcast aux input and aux outputs: ``(a, b, made)``."""
+        staged = self._staged
+        if staged is not None:
+            staged.refresh(handle)
+            if self._staged_a:
+                a = staged.ptr
+            else:
+                b = staged.ptr
+        if self._broadcast is not None:
+            self._broadcast.refresh(handle)
+        aux = self._aux
+        made = aux.new(handle) if aux is not None else None  # (also points the descriptor at them)
+        return a, b, made
 
     def _after(self, handle: StreamHandle, made: Any, done: Any) -> Any:
         """The library's own aux step (if the plan has one) and the done event, after the call."""

@@ -206,7 +206,8 @@ class FakeLt:
         epilogue = get("EPILOGUE")
         aux = tuple(get(n) for n in ("EPILOGUE_AUX_POINTER", "EPILOGUE_AUX_LD", "EPILOGUE_AUX_BATCH_STRIDE"))
         self.matmul_calls.append(
-            {"stream": stream, "algo": algo_marker, "ws": ws, "ws_size": ws_size, "c": c, "d": d, "aux": aux}
+            {"stream": stream, "algo": algo_marker, "ws": ws, "ws_size": ws_size, "c": c, "d": d, "aux": aux,
+             "handle": handle}
         )
         # the H200's cuBLASLt reads a batched DRELU's aux input wrongly with batch stride 0 (no error)
         assert not (epilogue in (136, 152, 192, 208) and ld["BATCH_COUNT"] > 1 and aux[2] == 0), (

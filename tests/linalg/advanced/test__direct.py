@@ -52,6 +52,28 @@ def test_new_addresses_give_what_a_fresh_plan_gives(lt, rng):
     assert lt.heuristic_calls == 2  # the planner and the stateless call: none for the address runs
 
 
+def test_same_bias_address_sets_no_attribute_again(lt, rng, monkeypatch):
+    """A run with the bias of the run before sets no descriptor attribute (the steady case); a moved
+    bias sets it once, and both give numpy's result."""
+    from nvmath.linalg.advanced import _descriptors
+
+    a, b, bias = _rand(rng, (6, 5)), _rand(rng, (5, 7)), _rand(rng, (6,))
+    calls = []
+    real = _descriptors.lt.matmul_desc_set_attribute
+    monkeypatch.setattr(
+        _descriptors.lt, "matmul_desc_set_attribute", lambda *args: (calls.append(args[1]), real(*args))[1]
+    )
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        mm.plan(epilog=E.BIAS, epilog_inputs={"bias": F.fake(bias)})
+        run = AddressRun(mm, ("bias",))
+        calls.clear()  # (planning set the attributes; the plan's own bias is set already)
+        for bias_now, sets in ((bias, 0), (bias, 0), (_rand(rng, (6,)), 1), (bias, 2), (bias, 2)):
+            d = _result(run)
+            assert run(_ptr(a), _ptr(b), _ptr(d), (_ptr(bias_now),)) is None
+            np.testing.assert_allclose(d, a @ b + bias_now[:, None], rtol=1e-5, atol=1e-6)
+            assert len(calls) == sets
+
+
 def test_swapped_orientation_and_aux_outputs(lt, rng):
     """A plan formed as the transposed product (bias along N) takes the operands in the caller's order;
     aux outputs come back allocated by the planner."""

@@ -173,3 +173,45 @@ def test_done_event_rule(lt, rng, monkeypatch, done_always):
         recorded.clear()
         launch.run(streams.StreamHandle(0, 0, "fake"), a.ctypes.data, b.ctypes.data, 0, d.ctypes.data)
         assert recorded == []
+
+
+def test_runs_use_the_calling_threads_pool_handle(lt, rng, monkeypatch):
+    """With the pool's own get_handle, a run reads the calling thread's handle from the pool inline:
+    the handle ``get`` made for that thread and device (on the thread's first run), another one in
+    another thread; a replaced get_handle (a fake's) is called instead. (Runs in threads: their handles
+    are destroyed at their exit, while the test's fake context is in place.)"""
+    import threading
+
+    from nvmath._internal import devices
+    from nvmath._internal.library_handles import ThreadHandles
+    from nvmath.linalg.advanced import _handles
+
+    made = iter(range(0x5000, 0x6000))
+    pool = ThreadHandles("test", lambda: next(made), lambda handle: None)
+    get = pool.get  # (one bound method: the launch compares it by identity)
+    monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
+    monkeypatch.setattr(_handles, "get_handle", get)
+    monkeypatch.setattr(_launch, "_POOL_GET", get)
+    monkeypatch.setattr(_launch, "_HERE", pool.here)
+    a, b = _rand(rng, (6, 5)), _rand(rng, (5, 4))
+    seen = []
+
+    def runs(mm) -> None:
+        for _ in range(2):
+            np.testing.assert_allclose(mm.execute().array, a @ b, rtol=1e-5, atol=1e-6)
+        seen.append((pool.here.handles[0], [c["handle"] for c in lt.matmul_calls[-2:]]))
+
+    def in_thread(fn, *args) -> None:
+        t = threading.Thread(target=fn, args=args)
+        t.start()
+        t.join()
+
+    with adv.Matmul(F.fake(a), F.fake(b)) as mm:
+        in_thread(mm.plan)  # (planning asks for a handle too)
+        in_thread(runs, mm)
+        in_thread(runs, mm)
+        (h1, calls1), (h2, calls2) = seen
+        assert calls1 == [h1, h1] and calls2 == [h2, h2] and h1 != h2
+        monkeypatch.setattr(_handles, "get_handle", lambda device_id: 0x77)
+        mm.execute()
+        assert lt.matmul_calls[-1]["handle"] == 0x77
