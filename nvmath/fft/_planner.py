@@ -544,6 +544,8 @@ class FFT(FFTAttributes, FreedOnExit):
             traits = same_plan_traits(new, t, self._options, self._execution)
             self._traits, self._staging = traits, None
             self._fast_alloc = torch_allocator(traits, self._device_id) if fast_torch(new, traits) else None
+            if self._hit is not None:  # (its result allocator is the old layout's: made anew)
+                self._hit = self.hit_entry()
         self._operand, self._consumed = new, False
         self._lifecycle.mark_operands_reset()
 

@@ -272,6 +272,34 @@ def test_torch_execute_and_stateless_hits_are_numpys_and_bit_identical(one_call,
 
 
 @compiled_only
+def test_execute_after_a_reset_to_another_batch_arrangement_gives_its_layout(one_call, monkeypatch, request):
+    """torch tensors posing as GPU tensors: after ``reset_operand`` to another batch arrangement that the
+    same plan runs ((2, 3, 8) planned, (3, 2, 8) and a transposed view swapped in), ``execute`` returns
+    the new operand's shape and numpy's values (on the H200 the default-direction hit kept the planned
+    layout's result allocator and returned a (2, 3, 8) result)."""
+    torch = pytest.importorskip("torch")
+    from nvmath._internal import streams
+    from nvmath.fft import _planner_support
+
+    fake, drv, execs, keep = one_call
+    request.addfinalizer(lambda: torch.set_flush_denormal(False))  # (the tool's install turns it on)
+    _tool("torch_host_cost").install(monkeypatch)
+    monkeypatch.setattr(streams, "_TORCH_RAW", None)  # (looked up again: the tool's getter, not a cached one)
+    monkeypatch.setattr(_planner_support, "torch_device", lambda device_id: torch.device("cpu"))
+    a = torch.randn(2, 3, 8, dtype=torch.complex128)
+    b = torch.randn(3, 2, 8, dtype=torch.complex128)
+    c = torch.randn(2, 3, 8, dtype=torch.complex128).transpose(0, 1)
+    with FFT(a, axes=(2,)) as f:
+        f.plan()
+        for x in (a, b, c, a):
+            f.reset_operand(x)
+            for _ in range(2):
+                y = f.execute()
+                assert tuple(y.shape) == tuple(x.shape)
+                np.testing.assert_allclose(y.numpy(), np.fft.fft(x.numpy(), axis=2), rtol=1e-12)
+
+
+@compiled_only
 def test_stateless_last_call_hits_follow_direction_stream_and_layout(one_call, monkeypatch, request):
     """torch tensors posing as GPU tensors, read raw as on the GPU: repeated default ``fft`` / ``ifft``
     calls run the cache's last call through the plan's hit entry (numpy's values); an explicit direction,
