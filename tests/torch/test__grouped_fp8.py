@@ -26,7 +26,7 @@ def linear_loop(layer, recipe):
     out = []
     for g in range(layer.num_groups):
         lin = nt.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None,
-                        dtype=layer.weight.dtype, fp8=recipe)  # fmt: skip
+                        device=layer.weight.device, dtype=layer.weight.dtype, fp8=recipe)  # fmt: skip
         with torch.no_grad():
             lin.weight.copy_(layer.weight[g])
             if layer.bias is not None:
