@@ -9,11 +9,12 @@ first-time planning inside one with the fix in the message.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import torch
 
-__all__ = ["CaptureError", "capturing", "capturing_now", "refuse_planning"]
+__all__ = ["CaptureError", "capturing", "capturing_now", "evict", "pin_if_capturing", "refuse_planning"]
 
 
 class CaptureError(RuntimeError):
@@ -59,3 +60,17 @@ def refuse_planning(what: str, tensor: Any) -> None:
             "graph cannot replay. Run the same call (same shapes, dtypes, strides) once before the capture "
             "(a warm-up iteration), so the planner is cached, then capture."
         )
+
+
+def evict(planners: OrderedDict, pinned: set, maxsize: int) -> None:
+    """Free the least recently used planners beyond ``maxsize``, never a ``pinned`` one (a planner run
+    inside a CUDA graph capture: the graph replays its workspace and descriptors) nor the most recent
+    one (the planner just made, about to run)."""
+    for key in [k for k in list(planners)[:-1] if k not in pinned][: max(0, len(planners) - maxsize)]:
+        planners.pop(key).free()
+
+
+def pin_if_capturing(pinned: set, key: Any, t: torch.Tensor) -> None:
+    """Pin ``key``'s planner when a CUDA graph is being captured on ``t``'s device (see :func:`evict`)."""
+    if key not in pinned and capturing(t):
+        pinned.add(key)

@@ -48,7 +48,7 @@ import torch
 
 from nvmath.torch._capture import refuse_planning
 from nvmath.torch._fp8 import FP8_MAX
-from nvmath.torch._fp8_linear import evict, pin_if_capturing
+from nvmath.torch._capture import evict, pin_if_capturing
 
 __all__ = ["FP8EpilogGemms", "GemmConfig", "emulate", "fp8_epilog_gemms"]
 

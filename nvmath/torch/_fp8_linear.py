@@ -43,7 +43,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from nvmath.torch._capture import capturing, refuse_planning
+from nvmath.torch._capture import capturing, evict, pin_if_capturing, refuse_planning
 from nvmath.torch._fp8 import Recipe, ScalingState, check_recipe, current_recipe
 from nvmath.torch._fp8_cast import quantize_pair, transpose, wgrad_dtype
 
@@ -89,20 +89,6 @@ def _result_type(dtype: torch.dtype) -> Any:
     if dtype not in table:
         raise TypeError(f"FP8 Linear layers compute in bfloat16, float16 or float32; the input is {dtype}")
     return table[dtype]
-
-
-def evict(planners: OrderedDict, pinned: set, maxsize: int) -> None:
-    """Free the least recently used planners beyond ``maxsize``, never a ``pinned`` one (a planner run
-    inside a CUDA graph capture: the graph replays its workspace and descriptors) nor the most recent
-    one (the planner just made, about to run)."""
-    for key in [k for k in list(planners)[:-1] if k not in pinned][: max(0, len(planners) - maxsize)]:
-        planners.pop(key).free()
-
-
-def pin_if_capturing(pinned: set, key: Any, t: torch.Tensor) -> None:
-    """Pin ``key``'s planner when a CUDA graph is being captured on ``t``'s device (see :func:`evict`)."""
-    if key not in pinned and capturing(t):
-        pinned.add(key)
 
 
 class FP8GemmCache:

@@ -597,9 +597,11 @@ def test_gemm_run_inside_a_capture_pins_its_planner(fake_gpu, monkeypatch):
     a = aligned((torch.randn(32, 64) * 4).to(E4))
     b = aligned((torch.randn(48, 64) * 4).to(E4))
     cache.run_planned(a, b, one, one, torch.float32)
-    monkeypatch.setattr(_fp8_linear, "capturing", lambda t: True)
+    from nvmath.torch import _capture
+
+    monkeypatch.setattr(_capture, "capturing", lambda t: True)  # (pin_if_capturing asks it)
     cache.run_planned(a, b, one, one, torch.float32)
-    monkeypatch.setattr(_fp8_linear, "capturing", lambda t: False)
+    monkeypatch.setattr(_capture, "capturing", lambda t: False)
     (pinned,) = cache._pinned
     cache.run_planned(a, b, one, one, torch.bfloat16)
     cache.run_planned(a, b, one, one, torch.float16)

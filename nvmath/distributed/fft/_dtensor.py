@@ -42,7 +42,7 @@ from nvmath.distributed.distribution._reshape_layout import c_strides
 from ._allocate import allocate_operand
 from ._checks import fft_layout
 from ._options import FFTOptions
-from ._planner import FFT
+from ._planner import FFT, register_dtensor_class
 
 __all__ = ["DTensorFFT", "DTensorProblem", "dtensor_problem", "run_stateless"]
 
@@ -271,3 +271,6 @@ class DTensorFFT(FFT):
             self._source = None
             if staging is not None:
                 _symmetric.free_symmetric_memory(staging)
+
+
+register_dtensor_class(DTensorFFT)

@@ -160,6 +160,17 @@ def _views(traits: SlabFFTTraits | BoxFFTTraits) -> tuple[View, View]:
     return operand_view(traits), result_view(traits)
 
 
+_DTENSOR_CLASS: list[type] = []
+"""The FFT of a DTensor (``DTensorFFT``), registered by :mod:`._dtensor` (imported with the package):
+``FFT(dtensor)`` makes one. A registration, not an import, so that this module does not import its
+own subclass's module."""
+
+
+def register_dtensor_class(cls: type) -> None:
+    """Make ``FFT(operand)`` of a torch DTensor an instance of ``cls`` (a subclass of :class:`FFT`)."""
+    _DTENSOR_CLASS[:] = [cls]
+
+
 class FFT(FreedOnExit):
     """A distributed 2-D or 3-D FFT on cuFFTMp, planned once and executed many times (collective).
 
@@ -187,10 +198,8 @@ class FFT(FreedOnExit):
     def __new__(cls, operand: Any = None, /, *args: Any, **kwargs: Any) -> Any:
         from nvmath.distributed.distribution._dtensor import is_dtensor
 
-        if cls is FFT and is_dtensor(operand):  # a torch DTensor: staged (see _dtensor.py)
-            from ._dtensor import DTensorFFT
-
-            cls = DTensorFFT
+        if cls is FFT and _DTENSOR_CLASS and is_dtensor(operand):  # a torch DTensor: staged (_dtensor.py)
+            cls = _DTENSOR_CLASS[0]
         return super().__new__(cls)
 
     def __init__(self, operand: Any, /, *, distribution: Any, options: Any = None, stream: Any = None):
