@@ -282,21 +282,24 @@ def matmul(
                             plan_cache.count_hit()
                             return entry.planner.run_cached(a, b, c, (pa, pb, pc), alpha, beta, stream)
                 return _short_call(probe, ra, rb, rc, a, b, c, alpha, beta, epilog, stream)
-    _forget_last()  # (another key becomes the most recently used: see _last)
-    check_call(epilog=epilog, stream=stream)  # before anything is wrapped or loaded
-    ops = _wrap(a, b, c)
-    wc = ops.get("c")
-    extras = None
-    kw = dict(
+    return _keyed_call(a, b, c, alpha, beta, stream, dict(
         epilog=epilog, epilog_inputs=epilog_inputs, qualifiers=qualifiers,
         quantization_scales=quantization_scales, options=options, preferences=preferences,
         algorithm=algorithm,
-    )  # fmt: skip
-    if quantization_scales is not None or epilog_inputs is not None:
-        extras = (quantization_scales, epilog_inputs)
+    ))  # fmt: skip
+
+
+def _keyed_call(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any, kw: dict) -> Any:
+    """The checked call: operands wrapped, the full key built and looked up (or planned)."""
+    _forget_last()  # (another key becomes the most recently used: see _last)
+    check_call(epilog=kw["epilog"], stream=stream)  # before anything is wrapped or loaded
+    ops = _wrap(a, b, c)
+    extras = None
+    if kw["quantization_scales"] is not None or kw["epilog_inputs"] is not None:
+        extras = (kw["quantization_scales"], kw["epilog_inputs"])
     key = stateless_key(ops, **kw)
     return call_cached(
-        plan_cache, key, _build, ops["a"], ops["b"], wc, None, alpha, beta, stream, extras,
+        plan_cache, key, _build, ops["a"], ops["b"], ops.get("c"), None, alpha, beta, stream, extras,
         build_args=(ops, alpha, beta, kw, stream),
     )  # fmt: skip
 
