@@ -62,7 +62,7 @@ def install(mp: Any) -> None:
     mp.setattr(cufft, "_p_cufftXtExec", _no_op_exec())
 
     def read_as_gpu(t: Any) -> Any:
-        info = dtypes._TORCH_TO_INFO.get(t.dtype)
+        info = dtypes.KNOWN_TORCH.get(t.dtype)
         if info is None:
             return None
         return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t

@@ -19,6 +19,8 @@ from typing import Any
 
 __all__ = [
     "DTYPE_NAMES",
+    "KNOWN_NUMPY",
+    "KNOWN_TORCH",
     "CudaDataType",
     "check_dtype_name",
     "cuda_data_type",
@@ -206,6 +208,9 @@ def from_dlpack_dtype(code: int, bits: int, lanes: int = 1) -> str:
 
 # --------------------------------------------------------------------------------------- numpy
 _NUMPY_TO_NAME: dict[Any, str] = {}
+KNOWN_NUMPY = _NUMPY_TO_NAME
+"""numpy dtype -> name of the dtypes met so far (filled as they are met; read-only to other modules:
+the hot paths' lookup without a function call)."""
 _NAME_TO_NUMPY: dict[str, Any] = {}
 
 
@@ -287,6 +292,9 @@ def to_numpy_dtype(name: str) -> Any:
 # --------------------------------------------------------------------------------------- torch
 # torch dtype -> (name, itemsize, is_complex); built from the caller's torch module
 _TORCH_TO_INFO: dict[Any, tuple[str, int, bool]] = {}
+KNOWN_TORCH = _TORCH_TO_INFO
+"""torch dtype -> (name, itemsize, is_complex) of the dtypes met so far (filled when the first tensor of
+a dtype is wrapped; read-only to other modules: the hot paths' lookup without a function call)."""
 _NAME_TO_TORCH: dict[str, Any] = {}
 _TORCH_ATTRS = {
     "float16": "float16",

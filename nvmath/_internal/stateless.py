@@ -199,7 +199,7 @@ def _read_adapter(a: TensorAdapter) -> Read:
 
 
 def _read_torch(t: Any) -> Read | None:
-    info = dtypes._TORCH_TO_INFO.get(t.dtype)  # filled when the first tensor of the dtype is wrapped
+    info = dtypes.KNOWN_TORCH.get(t.dtype)  # filled when the first tensor of the dtype is wrapped
     if info is None:
         return None
     try:
@@ -211,7 +211,7 @@ def _read_torch(t: Any) -> Read | None:
 
 
 def _read_cupy(a: Any) -> Read | None:
-    name = dtypes._NUMPY_TO_NAME.get(a.dtype)
+    name = dtypes.KNOWN_NUMPY.get(a.dtype)
     if name is None:
         return None
     try:

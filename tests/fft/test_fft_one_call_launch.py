@@ -253,7 +253,7 @@ def test_torch_execute_and_stateless_hits_are_numpys_and_bit_identical(one_call,
     monkeypatch.setattr(_planner_support, "torch_device", lambda device_id: torch.device("cpu"))
 
     def read_as_gpu(t):
-        info = dtypes._TORCH_TO_INFO.get(t.dtype)
+        info = dtypes.KNOWN_TORCH.get(t.dtype)
         if info is None:
             return None
         return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
@@ -315,7 +315,7 @@ def test_stateless_last_call_hits_follow_direction_stream_and_layout(one_call, m
     monkeypatch.setattr(_planner_support, "torch_device", lambda device_id: torch.device("cpu"))
 
     def read_as_gpu(t):
-        info = dtypes._TORCH_TO_INFO.get(t.dtype)
+        info = dtypes.KNOWN_TORCH.get(t.dtype)
         if info is None:
             return None
         return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t

@@ -16,7 +16,7 @@ __all__ = ["CupyAdapter"]
 
 logger = logging.getLogger(__name__)
 
-_NAMES = dtypes._NUMPY_TO_NAME
+_NAMES = dtypes.KNOWN_NUMPY
 
 
 class CupyAdapter(TensorAdapter):

@@ -28,7 +28,7 @@ from nvmath._internal.tensors.host import (  # noqa: F401 - re-exported names ot
 
 __all__ = ["NumpyAdapter"]
 
-_NAMES = dtypes._NUMPY_TO_NAME  # filled lazily by dtypes, read here without a function call
+_NAMES = dtypes.KNOWN_NUMPY  # filled lazily by dtypes, read here without a function call
 
 
 class NumpyAdapter(TensorAdapter):

@@ -13,7 +13,7 @@ __all__ = ["TorchAdapter"]
 
 logger = logging.getLogger(__name__)
 
-_INFO = dtypes._TORCH_TO_INFO  # torch dtype -> (name, itemsize, is_complex), filled lazily
+_INFO = dtypes.KNOWN_TORCH  # torch dtype -> (name, itemsize, is_complex), filled lazily
 
 
 class TorchAdapter(TensorAdapter):

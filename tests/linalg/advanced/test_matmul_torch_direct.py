@@ -144,7 +144,7 @@ def test_stateless_hits_allocate_directly_and_match(as_torch, monkeypatch):
     from nvmath.linalg.advanced import _stateless
 
     def read_as_gpu(t):
-        info = dtypes._TORCH_TO_INFO.get(t.dtype)
+        info = dtypes.KNOWN_TORCH.get(t.dtype)
         if info is None:
             return None
         return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
