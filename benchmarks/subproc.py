@@ -158,16 +158,21 @@ def run_peer(
             if reply is None:
                 raise RuntimeError(f"{lib} child process did not reply within {timeout:g} s") from None
             return reply
-        if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout or "")[-2000:]
-            failed = f"{lib}'s process exited with {proc.returncode} ({tail.strip()[-300:]})"
-            reply = _partial_reply(out_json, failed)
-            if reply is None:
-                raise RuntimeError(f"{lib} child process failed (exit {proc.returncode}): {tail}")
-            return reply
-        if not out_json.exists():
-            raise RuntimeError(f"{lib} child process wrote no reply (exit 0)")
-        return json.loads(out_json.read_text())
+        return _reply(proc, out_json, lib)
+
+
+def _reply(proc: subprocess.CompletedProcess, out_json: Path, lib: str) -> dict[str, Any]:
+    """The reply of a child that ended: whole, or what it wrote before it failed (else RuntimeError)."""
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout or "")[-2000:]
+        failed = f"{lib}'s process exited with {proc.returncode} ({tail.strip()[-300:]})"
+        reply = _partial_reply(out_json, failed)
+        if reply is None:
+            raise RuntimeError(f"{lib} child process failed (exit {proc.returncode}): {tail}")
+        return reply
+    if not out_json.exists():
+        raise RuntimeError(f"{lib} child process wrote no reply (exit 0)")
+    return json.loads(out_json.read_text())
 
 
 def _partial_reply(out_json: Path, what: str) -> dict[str, Any] | None:
