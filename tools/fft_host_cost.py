@@ -111,6 +111,27 @@ def measure(fn: Callable[[], Any], calls: int, rounds: int = 5) -> float:
     return best
 
 
+def print_table(table: dict[str, Callable[[], Any]], args: Any, measure_fn: Callable[..., float]) -> None:
+    """Print the call path and each row's us per call (``measure_fn(fn, calls, rounds)``); the row whose
+    name holds ``args.profile`` is also profiled with :mod:`cProfile` (25 costliest functions)."""
+    import cProfile
+    import pstats
+
+    from nvmath._internal import fastpath
+
+    print(f"call path: {fastpath.describe()}")
+    for name, fn in table.items():
+        fn()
+        if args.profile and args.profile in name:
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(args.calls):
+                fn()
+            prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+        print(f"{name:30s} {measure_fn(fn, args.calls, args.rounds):7.2f} us/call")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20000)
@@ -118,30 +139,16 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--profile", default=None, help="a row name (substring) to cProfile")
     args = parser.parse_args()
-    import cProfile
-    import pstats
-
     import torch_host_cost
     from _pytest.monkeypatch import MonkeyPatch
 
-    from nvmath._internal import caches, fastpath
+    from nvmath._internal import caches
 
     mp = MonkeyPatch()
     try:
         torch_host_cost.install(mp)
         install(mp)
-        table = rows(args.size)
-        print(f"call path: {fastpath.describe()}")
-        for name, fn in table.items():
-            fn()
-            if args.profile and args.profile in name:
-                prof = cProfile.Profile()
-                prof.enable()
-                for _ in range(args.calls):
-                    fn()
-                prof.disable()
-                pstats.Stats(prof).sort_stats("tottime").print_stats(25)
-            print(f"{name:30s} {measure(fn, args.calls, args.rounds):7.2f} us/call")
+        print_table(rows(args.size), args, measure)
     finally:
         free_planners()
         caches.clear_all()

@@ -112,32 +112,18 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--profile", default=None, help="a row name (substring) to cProfile")
     args = parser.parse_args()
-    import cProfile
-    import pstats
-
     import fft_host_cost
     import torch_host_cost
     from _pytest.monkeypatch import MonkeyPatch
 
-    from nvmath._internal import caches, fastpath
+    from nvmath._internal import caches
 
     mp = MonkeyPatch()
     try:
         torch_host_cost.install(mp)
         fft_host_cost.install(mp)
         install(mp)
-        table = rows(args.size)
-        print(f"call path: {fastpath.describe()}")
-        for name, fn in table.items():
-            fn()
-            if args.profile and args.profile in name:
-                prof = cProfile.Profile()
-                prof.enable()
-                for _ in range(args.calls):
-                    fn()
-                prof.disable()
-                pstats.Stats(prof).sort_stats("tottime").print_stats(25)
-            print(f"{name:30s} {measure(fn, args.calls, args.rounds):7.2f} us/call")
+        fft_host_cost.print_table(rows(args.size), args, measure)
     finally:
         caches.clear_all()
         mp.undo()
