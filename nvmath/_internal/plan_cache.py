@@ -205,13 +205,6 @@ class PlanCache(Generic[V]):
             self._hits += 1
             return entry.value
 
-    def count_hit(self) -> None:
-        """Count a hit that the caller served without a lookup: from its own memo of the entry that
-        :meth:`get` gave it last, still the most recently used one (see ``nvmath.linalg.advanced``'s
-        stateless ``matmul``)."""
-        with self._lock:
-            self._hits += 1
-
     def put(self, key: Hashable, value: V) -> bool:
         """Store ``value`` under ``key``; return whether it was stored (``False`` when disabled).
 

@@ -30,21 +30,6 @@ def test_get_put_and_stats():
     assert c.stats == CacheStats(hits=1, misses=1, evictions=0, size=1, maxsize=4)
 
 
-def test_count_hit_counts_without_touching_the_entries():
-    """count_hit adds one hit per call (from any thread, none lost) and changes no entry or order."""
-    c = PlanCache(2)
-    c.put("a", Plan("a"))
-    c.put("b", Plan("b"))
-    threads = [threading.Thread(target=lambda: [c.count_hit() for _ in range(500)]) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert c.stats == CacheStats(hits=2000, misses=0, evictions=0, size=2, maxsize=2)
-    c.put("c", Plan("c"))  # "a" is still the least recently used
-    assert "a" not in c and "b" in c
-
-
 def test_lru_eviction_frees_least_recent():
     """Past maxsize the least recently used plan is evicted and freed."""
     c = PlanCache(2)

@@ -27,9 +27,10 @@ import numpy as np
 from nvmath._internal import caches
 from nvmath._internal.memory import SharedWorkspaces
 from nvmath._internal.options import check_or_create_options, freeze_options
-from nvmath._internal.plan_cache import PlanCache
 from nvmath._internal.state import freed_on_error
-from nvmath._internal.stateless import READERS, CachedPlan, Read, adapter_head, call_cached, reader_for
+from nvmath._internal.stateless import (
+    NO_LAST, READERS, CachedPlan, LastCallCache, Read, adapter_head, call_cached, reader_for,
+)
 from nvmath._internal.tensors import TensorAdapter, check_consistent, wrap
 from nvmath._internal.torch_bridge import route, wants_torch
 from nvmath.linalg.advanced import _handles
@@ -49,12 +50,17 @@ workspaces = caches.register(
 """The workspaces the cached plans share (one per device and package)."""
 
 
-class MatmulPlanCache(PlanCache):
-    """The plan cache of :func:`matmul`; :meth:`clear` also frees the shared workspaces."""
+class MatmulPlanCache(LastCallCache):
+    """The plan cache of :func:`matmul`; :meth:`clear` also frees the shared workspaces.
+
+    Its :attr:`~nvmath._internal.stateless.LastCallCache.last` is ``(probe, entry, run)`` of the last hot
+    call served by a cache hit: a call whose probe (the key's operand heads and epilog, and the
+    pointers' low bits) equals it runs on that entry with no key built and no lookup. Kept only while
+    that entry is the cache's most recently used one: every other path of :func:`matmul` and
+    :meth:`clear` drop it, and a freed (evicted) entry is never run (``live``)."""
 
     def clear(self) -> None:
-        """Free every cached plan and the workspaces they share."""
-        _forget_last()
+        """Forget the last call, free every cached plan and the workspaces they share."""
         super().clear()
         workspaces.clear()
 
@@ -200,35 +206,22 @@ def _build_raw(
     return _build(_wrap(a, b, c), alpha, beta, {"epilog": epilog}, stream)
 
 
-_last: tuple | None = None
-"""``(probe, entry)`` of the last hot call served by a cache hit: a call whose probe (the key's operand
-heads and epilog, and the pointers' low bits) equals it runs on that entry with no key built and no
-lookup (:meth:`~nvmath._internal.plan_cache.PlanCache.count_hit` counts it). Kept only while that entry
-is the cache's most recently used one: every other path of :func:`matmul` and ``plan_cache.clear()``
-drop it, and a freed (evicted) entry is never run (``live``)."""
-
-
-def _forget_last() -> None:
-    global _last
-    _last = None
-
-
 def _short_call(
     probe: tuple, ra: Read, rb: Read, rc: Read | None, a: Any, b: Any, c: Any, alpha: Any, beta: Any,
     epilog: Any, stream: Any,
 ) -> Any:  # fmt: skip
-    """A hot call (operands read raw, at most an epilog) that :data:`_last` did not serve: a hit
-    becomes the new ``_last``; a miss plans (:func:`_build_raw`)."""
-    global _last
+    """A hot call (operands read raw, at most an epilog) that ``plan_cache.last`` did not serve: a hit
+    becomes the new last call; a miss plans (:func:`_build_raw`)."""
     ptrs = (ra[1], rb[1], None if rc is None else rc[1])
     key = matmul_key(ra, rb, rc, epilog)
     entry = plan_cache.get(key, count_miss=False)
     if entry is not None:
         with entry.lock:
             if entry.live:  # not freed by an eviction since the lookup
-                _last = (probe, entry)
-                return entry.planner.run_cached(a, b, c, ptrs, alpha, beta, stream)
-    _last = None
+                run = entry.planner.run_cached
+                plan_cache.last = (probe, entry, run)
+                return run(a, b, c, ptrs, alpha, beta, stream)
+    plan_cache.last = NO_LAST
     return call_cached(
         plan_cache, key, _build_raw, a, b, c, ptrs, alpha, beta, stream,
         build_args=(a, b, c, alpha, beta, epilog, stream),
@@ -274,13 +267,13 @@ def matmul(
                     ra[0], rb[0], None if rc is None else rc[0], epilog,
                     pa & 255 if pa else -1, pb & 255 if pb else -1, pc & 255 if pc else -1,
                 )  # fmt: skip
-                last = _last
-                if last is not None and last[0] == probe:  # the entry of the last call: no key, no lookup
+                last = plan_cache.last
+                if last[0] == probe:  # the entry of the last call: no key, no lookup
                     entry = last[1]
                     with entry.lock:
                         if entry.live:
-                            plan_cache.count_hit()
-                            return entry.planner.run_cached(a, b, c, (pa, pb, pc), alpha, beta, stream)
+                            plan_cache.memo_hits += 1  # (under the entry's lock, as LastCallCache counts)
+                            return last[2](a, b, c, (pa, pb, pc), alpha, beta, stream)
                 return _short_call(probe, ra, rb, rc, a, b, c, alpha, beta, epilog, stream)
     return _keyed_call(a, b, c, alpha, beta, stream, dict(
         epilog=epilog, epilog_inputs=epilog_inputs, qualifiers=qualifiers,
@@ -291,7 +284,7 @@ def matmul(
 
 def _keyed_call(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any, kw: dict) -> Any:
     """The checked call: operands wrapped, the full key built and looked up (or planned)."""
-    _forget_last()  # (another key becomes the most recently used: see _last)
+    plan_cache.last = NO_LAST  # (another key becomes the most recently used)
     check_call(epilog=kw["epilog"], stream=stream)  # before anything is wrapped or loaded
     ops = _wrap(a, b, c)
     extras = None

@@ -143,12 +143,12 @@ def test_last_call_memo_never_runs_a_freed_or_other_plan(lt, rng):
     a, b = _rand(rng, (8, 8)), _rand(rng, (8, 8))
     adv.matmul(F.fake(a), F.fake(b))
     adv.matmul(F.fake(a), F.fake(b))
-    assert _stateless._last is not None
+    assert adv.plan_cache.last[1] is not None
     adv.plan_cache.clear()
-    assert _stateless._last is None
+    assert adv.plan_cache.last[1] is None
     adv.matmul(F.fake(a), F.fake(b))
     adv.matmul(F.fake(a), F.fake(b))  # memoised again
-    entry = _stateless._last[1]
+    entry = adv.plan_cache.last[1]
     adv.plan_cache.resize(0)  # evicts and frees it
     assert not entry.live
     np.testing.assert_allclose(adv.matmul(F.fake(a), F.fake(b)).array, a @ b, rtol=1e-5, atol=1e-6)
@@ -163,7 +163,7 @@ def test_last_call_memo_never_runs_a_freed_or_other_plan(lt, rng):
     last = lt.preferences[-1]
     assert min(last["MIN_ALIGNMENT_A_BYTES"], last["MIN_ALIGNMENT_B_BYTES"]) == 4  # its own plan
     adv.matmul(F.fake(a), F.fake(b), preferences={"limit": 2})
-    assert _stateless._last is None
+    assert adv.plan_cache.last[1] is None
 
 
 def test_execute_uses_precomputed_arguments_after_reset(lt, rng):

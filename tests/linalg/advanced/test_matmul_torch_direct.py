@@ -141,7 +141,6 @@ def test_stateless_hits_allocate_directly_and_match(as_torch, monkeypatch):
     allocated on the current stream: each a new tensor equal to a @ b (+ c), served by the last-call
     memo from the third call on."""
     from nvmath._internal import dtypes, stateless
-    from nvmath.linalg.advanced import _stateless
 
     def read_as_gpu(t):
         info = dtypes.KNOWN_TORCH.get(t.dtype)
@@ -152,7 +151,7 @@ def test_stateless_hits_allocate_directly_and_match(as_torch, monkeypatch):
     stateless.register_reader(torch.Tensor, read_as_gpu)
     a, b, c = _aligned(6, 5, seed=18), _aligned(5, 4, seed=19), _aligned(6, 4, seed=20)
     outs = [adv.matmul(a, b) for _ in range(4)]
-    assert _stateless._last is not None
+    assert adv.plan_cache.last[1] is not None
     monkeypatch.setattr(_results.ResultMaker, "new", lambda *args: pytest.fail("ResultMaker.new called"))
     outs += [adv.matmul(a, b) for _ in range(2)]
     assert len({o.data_ptr() for o in outs}) == len(outs)
