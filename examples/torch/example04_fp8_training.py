@@ -1,12 +1,15 @@
 """Train a transformer MLP block in bf16 and in FP8 (both recipes) on generated data; compare the losses.
 
 The block is ``x + MLP(LayerNorm(x))`` (GELU, 4x hidden) learning a fixed random "teacher" block.
-Three runs from the same initial weights and batches:
+Four runs from the same initial weights and batches:
 
 * ``bf16``: ``nvmath.torch.MLP`` in bfloat16 (on the GPU; a CPU run uses torch's own bf16 layers);
 * ``fp8-delayed``: ``nvmath.torch.MLP(fp8=DelayedScaling())`` -- e4m3 forward, e5m2 gradients,
   scales from an amax history;
-* ``fp8-current``: ``nvmath.torch.MLP(fp8=CurrentScaling())`` -- scales from each tensor's own amax.
+* ``fp8-current``: ``nvmath.torch.MLP(fp8=CurrentScaling())`` -- scales from each tensor's own amax;
+* ``torch-bf16``: torch's own ``nn.Linear`` / ``nn.GELU`` layers in bfloat16, a reference for the
+  ``bf16`` run (two bf16 implementations differ by rounding only: their gap is the scale below which
+  a recipe's gap means nothing).
 
 The optimizer step goes through ``nvmath.torch.fp8.optimizer_step``: a step whose FP8 scaling saw a
 non-finite amax is skipped (none is expected here). The final losses (mean of the last 10% of steps)
@@ -48,12 +51,12 @@ d, tokens = (512, 4096) if gpu else (32, 64)
 
 
 class Block(torch.nn.Module):
-    """``x + MLP(LayerNorm(x))``; ``recipe`` None: bf16."""
+    """``x + MLP(LayerNorm(x))``; ``recipe`` None: bf16; ``"torch"``: bf16 on torch's own layers."""
 
     def __init__(self, recipe):
         super().__init__()
         self.norm = torch.nn.LayerNorm(d)
-        if recipe is None and not gpu:  # nvmath.torch's bf16 layers run on the GPU
+        if recipe == "torch" or (recipe is None and not gpu):  # nvmath.torch's bf16 layers run on the GPU
             self.mlp = torch.nn.Sequential(
                 torch.nn.Linear(d, 4 * d), torch.nn.GELU("tanh"), torch.nn.Linear(4 * d, d)
             )
@@ -96,6 +99,7 @@ teacher_mlp = torch.nn.Sequential(torch.nn.LayerNorm(d), torch.nn.Linear(d, 4 * 
 
 runs = {
     "bf16": None,
+    "torch-bf16": "torch",
     "fp8-delayed": fp8.DelayedScaling(amax_history_len=16),
     "fp8-current": fp8.CurrentScaling(),
 }
@@ -135,7 +139,7 @@ for seed in range(seeds):
         curves.setdefault(name, losses)
         finals[name].append(sum(losses[-tail:]) / tail)
 
-for name in ("fp8-delayed", "fp8-current"):
+for name in ("torch-bf16", "fp8-delayed", "fp8-current"):
     gaps = [f / b - 1 for f, b in zip(finals[name], finals["bf16"])]
     mean = sum(gaps) / seeds
     spread = ""
