@@ -95,8 +95,14 @@ def linear_train(
     A problem planned before skips every check (its key vouches for them); a new one is checked by
     torch's rules (:func:`~._rules.check_linear`) before it is planned.
     """
+    if act != "gelu":  # (the inference epilog: the compiled hit runs it, when the path is active)
+        hits = cache.linear_hits
+        if hits is not None:
+            y = hits(x, w, b, act)
+            if y is not None:
+                return y, None
     epilog = _FORWARD[(act, b is not None, True)]
-    out = cache.linear(x, w, b, epilog, plan=False)
+    out = cache.linear(x, w, b, epilog, plan=False, compile_hit=act != "gelu")
     if out is None:
         check_linear(x, w, b)
         out = cache.linear(x, w, b, epilog)
