@@ -6,8 +6,7 @@ run: torch's raw current stream, results by ``torch.empty_strided``); the first 
 plans on the emulated cuBLASLt (``tests/linalg/advanced/matmul_fakes.py``), then ``cublasLtMatmul``
 is a C no-op (``nvmath._fastcall``'s probe when the extension is built, installed before planning so
 that the compiled paths call it as they call cuBLASLt on the GPU), so the timed loop is nvmath's host
-work plus one C call; ``cublasLtMatmulDescSetAttribute`` becomes a C no-op after the warm-up calls. torch's
-current stream reads as the legacy default stream (0): no per-call stream event (a non-default torch
+work plus one C call. torch's current stream reads as the legacy default stream (0): no per-call stream event (a non-default torch
 stream adds that cost, see ``nvmath._internal.streams``). Driver and cuBLASLt calls on the GPU machine
 add about 0.3-1 us each.
 
@@ -46,42 +45,11 @@ def install(mp: Any) -> Any:
     """The fake GPU with torch CPU tensors posing as package-"torch" CUDA tensors; returns nvmath.torch."""
     import torch
 
-    mp.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device_id: 0, raising=False)
-    mp.setattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False, raising=False)
-    mp.setattr(torch._C, "_cuda_getDevice", lambda: 0, raising=False)
     # outputs of the stubbed matmul hold whatever memory held: flush denormals so that the elementwise
     # work of the backward rows costs the same whatever that was
     torch.set_flush_denormal(True)
     fakes = _load("torch_fakes", ROOT / "tests" / "torch" / "torch_fakes.py")
-
-    class AsTorch(fakes.FakeTorchAdapter):
-        __slots__ = ()
-        package = "torch"
-
-        def empty(self, shape, dtype, *, strides=None, device_id=None, stream=None):
-            out = super().empty(shape, dtype, strides=strides, device_id=device_id, stream=stream)
-            return AsTorch(out.tensor)
-
-    fakes.install(mp)
-    from nvmath._internal.tensors import dispatch
-    from nvmath.linalg.advanced import _results
-
-    mp.setitem(dispatch._CLASSES, torch.Tensor, AsTorch)
-    mp.setitem(dispatch._CLASSES, torch.nn.Parameter, AsTorch)
-    init = _results.ResultMaker.__init__
-
-    def cpu_results(self: Any, *args: Any, **kwargs: Any) -> None:  # torch.empty_strided on the CPU
-        init(self, *args, **kwargs)
-        if self._raw_stream is not None:
-            self._device = torch.device("cpu")
-            self.direct = (*self.direct[:4], self._device)
-
-    mp.setattr(_results.ResultMaker, "__init__", cpu_results)
-    import nvmath.torch as nt
-
-    for cache in (nt.default_cache, nt.compiled_cache):
-        cache.clear()
-    return nt
+    return fakes.install_as_torch(mp)
 
 
 def rows(nt: Any) -> dict[str, Any]:
@@ -177,7 +145,6 @@ def main() -> None:
         for fn in table.values():
             fn()  # plan (emulated cuBLASLt)
             fn()
-        mp.setattr(lt, "_p_cublasLtMatmulDescSetAttribute", c_no_op(4))  # (the compiled hit sets the bias)
         for name, fn in table.items():
             if args.profile and args.profile in name:
                 prof = cProfile.Profile()

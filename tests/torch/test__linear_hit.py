@@ -1,0 +1,288 @@
+"""The compiled Linear hit (``nvmath._fastcall.LinearHits`` of a ``PlannerCache``): on the fake GPU with
+torch CPU tensors posing as package-"torch" CUDA tensors and the emulated ``cublasLtMatmul`` behind a
+real C function (so the launches' callers are compiled), it gives bit-identical results to the Python
+path, every key mismatch falls back to the Python path (still correct), and a cleared cache or a
+freed planner leaves nothing the table would run."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import pathlib
+import threading
+
+import pytest
+from fastcall_probes import FastCall, needs_extension
+
+from nvmath._internal import fastpath
+from nvmath.bindings import cublasLt
+
+pytestmark = needs_extension
+
+ACTS = [None, "relu", "gelu"]
+
+
+@pytest.fixture
+def gpu(torch, monkeypatch):
+    """``(nvmath.torch, calls)``: the fake GPU as package "torch" with the compiled path on; ``calls``
+    lists the emulated cublasLtMatmul's calls (each reached through a C function)."""
+    monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
+    spec = importlib.util.spec_from_file_location("torch_fakes", pathlib.Path(__file__).with_name("torch_fakes.py"))
+    fakes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fakes)
+    nt = fakes.install_as_torch(monkeypatch)
+    emulation, calls = cublasLt._p_cublasLtMatmul, []
+
+    def record(*args: int) -> int:
+        calls.append(args)
+        return emulation(*args)
+
+    cfunc = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * 16))(record)
+    monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", cfunc)
+    yield nt, calls
+    nt.default_cache.clear()
+    nt.compiled_cache.clear()
+
+
+def _aligned(torch, *shape, dtype=None, offset=0):
+    """A random tensor whose data pointer is 256-byte aligned (plus ``offset`` elements)."""
+    dtype = dtype or torch.float32
+    n = 1
+    for e in shape:
+        n *= e
+    flat = torch.randn(n + 256 + offset, dtype=dtype)
+    skip = (-flat.data_ptr() % 256) // flat.element_size() + offset
+    return flat[skip : skip + n].view(*shape)
+
+
+def _reference(torch, x, w, b, act):
+    y = torch.nn.functional.linear(x.double(), w.double(), None if b is None else b.double())
+    if act == "relu":
+        y = torch.relu(y)
+    elif act == "gelu":
+        y = torch.nn.functional.gelu(y, approximate="tanh")
+    return y
+
+
+def _served(cache) -> int:
+    """Calls the compiled table served since its counts were last folded (no stats read in between)."""
+    return sum(e.hits for e in cache.linear_hits.entries())
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_compiled_hit_is_bit_identical_to_the_python_path(torch, gpu, act, bias):
+    """After a planning call and a Python hit, the table serves the calls; each result equals, bit for
+    bit, what the same cache's Python path computes (the table switched off), and torch's in float64."""
+    nt, _ = gpu
+    cache = nt.PlannerCache()
+    assert cache.linear_hits is not None
+    x, w = _aligned(torch, 8, 32), _aligned(torch, 16, 32)
+    b = _aligned(torch, 16) if bias else None
+    with torch.no_grad():
+        first = [nt.linear(x, w, b, act, cache=cache) for _ in range(2)]  # (plans; then a Python hit)
+        compiled = [nt.linear(x, w, b, act, cache=cache) for _ in range(3)]
+        assert _served(cache) == 3
+        table, cache.linear_hits = cache.linear_hits, None
+        python = nt.linear(x, w, b, act, cache=cache)
+        cache.linear_hits = table
+    for y in (*first, *compiled):
+        assert y.shape == (8, 16) and y.is_contiguous()
+        assert torch.equal(y, python)
+    torch.testing.assert_close(python.double(), _reference(torch, x, w, b, act), rtol=1e-5, atol=1e-5)
+
+
+def test_linear_module_forward_and_3d_input_use_the_table(torch, gpu):
+    """``nvmath.torch.Linear`` under ``no_grad`` and a (batch, tokens, features) input hit the table."""
+    nt, _ = gpu
+    layer = nt.Linear(32, 16, activation="relu", cache=nt.PlannerCache())
+    x = _aligned(torch, 2, 4, 32)
+    with torch.no_grad():
+        ys = [layer(x) for _ in range(4)]
+        assert _served(layer.cache) == 2
+        ref = _reference(torch, x, layer.weight, layer.bias, "relu")
+    for y in ys:
+        assert y.shape == (2, 4, 16)
+        torch.testing.assert_close(y.double(), ref, rtol=1e-5, atol=1e-5)
+
+
+def _warm(nt, torch, cache, x, w, b, act=None):
+    with torch.no_grad():
+        for _ in range(3):
+            nt.linear(x, w, b, act, cache=cache)
+
+
+def _mismatches(torch):
+    """name -> (x, w, b, act) of calls that differ from the warm problem (x (8, 32), w (16, 32), bias)
+    in one key item each."""
+    x, w, b = _aligned(torch, 8, 32), _aligned(torch, 16, 32), _aligned(torch, 16)
+    return {
+        "dtype": (x.double(), w.double(), b.double(), None),
+        "x shape": (_aligned(torch, 4, 32), w, b, None),
+        "w shape": (x, _aligned(torch, 24, 32), _aligned(torch, 24), None),
+        "x strides": (_aligned(torch, 32, 8).mT, w, b, None),
+        "x alignment": (_aligned(torch, 8, 32, offset=4), w, b, None),
+        "no bias": (x, w, None, None),
+        "activation": (x, w, b, "relu"),
+        "x subclass": (torch.nn.Parameter(x, requires_grad=False), w, b, None),
+    }
+
+
+MISMATCHES = ["dtype", "x shape", "w shape", "x strides", "x alignment", "no bias", "activation", "x subclass"]
+
+
+@pytest.mark.parametrize("name", MISMATCHES)
+def test_each_key_mismatch_takes_the_python_path(torch, gpu, name, monkeypatch):
+    """A call differing from a served problem in one key item is not served by that entry: the Python
+    path plans or runs it, and the result is right."""
+    nt, _ = gpu
+    cache = nt.PlannerCache()
+    x, w, b = _aligned(torch, 8, 32), _aligned(torch, 16, 32), _aligned(torch, 16)
+    _warm(nt, torch, cache, x, w, b)
+    served = _served(cache)
+    assert served >= 1
+    x2, w2, b2, act = _mismatches(torch)[name]
+    python = []
+    infer = cache.infer
+    monkeypatch.setattr(cache, "infer", lambda *args: python.append(1) or infer(*args))
+    with torch.no_grad():
+        y = nt.linear(x2, w2, b2, act, cache=cache)
+    assert python == [1]  # (the mismatching call took the Python path)
+    tol = 1e-12 if name == "dtype" else 1e-5
+    torch.testing.assert_close(y.double(), _reference(torch, x2, w2, b2, act), rtol=tol, atol=tol)
+
+
+def test_grad_mode_device_and_stream_mismatches_fall_back(torch, gpu, monkeypatch):
+    """With grad on and a tensor requiring grad the call takes autograd (a result with ``grad_fn``);
+    another current device or another current stream is not served by the entry either."""
+    nt, _ = gpu
+    from nvmath._internal import streams
+
+    now = {"device": 0, "stream": 0}
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: now["device"], raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device_id: now["stream"], raising=False)
+    monkeypatch.setattr(streams, "_TORCH_RAW", None)
+    cache = nt.PlannerCache()
+    x, w, b = _aligned(torch, 8, 32), _aligned(torch, 16, 32), _aligned(torch, 16)
+    _warm(nt, torch, cache, x, w, b)
+    wg = w.clone().requires_grad_()
+    y = nt.linear(x, wg, b, cache=cache)
+    assert y.grad_fn is not None
+    torch.testing.assert_close(y.double(), _reference(torch, x, w, b, None), rtol=1e-5, atol=1e-5)
+    table = cache.linear_hits
+    served = _served(cache)
+    with torch.no_grad():  # (the C call alone: the Python path would switch the context / stream)
+        now["device"] = 1
+        assert table(x, w, b, None) is None
+        now["device"], now["stream"] = 0, 7
+        assert table(x, w, b, None) is None
+        now["stream"] = 0
+        assert table(x, w, b, None) is not None
+    assert _served(cache) == served + 1
+
+
+def test_clear_and_free_leave_nothing_to_run(torch, gpu):
+    """``clear()`` empties the table (the next call plans again); a planner freed under a listed entry
+    (its launch closed) is never launched by the table, and the Python path's error is unchanged."""
+    nt, calls = gpu
+    cache = nt.PlannerCache()
+    x, w, b = _aligned(torch, 8, 32), _aligned(torch, 16, 32), _aligned(torch, 16)
+    _warm(nt, torch, cache, x, w, b)
+    misses = cache.stats.misses
+    cache.clear()
+    assert len(cache.linear_hits) == 0
+    _warm(nt, torch, cache, x, w, b)
+    assert cache.stats.misses == misses + 1 and len(cache.linear_hits) == 1
+    (mm,) = cache.planners()
+    mm.free()
+    before = len(calls)
+    with torch.no_grad():
+        assert cache.linear_hits(x, w, b, None) is None
+        assert len(calls) == before
+        table, cache.linear_hits = cache.linear_hits, None
+        with pytest.raises(Exception) as python_error:
+            nt.linear(x, w, b, cache=cache)
+        cache.linear_hits = table
+        with pytest.raises(type(python_error.value)):
+            nt.linear(x, w, b, cache=cache)
+    assert len(calls) == before
+
+
+def test_hits_are_counted_in_stats_and_keep_the_lru_order(torch, gpu):
+    """The table's hits appear in ``stats.hits``; a problem served only by the table stays the most
+    recently used, so a new problem evicts the other one."""
+    nt, _ = gpu
+    cache = nt.PlannerCache(maxsize=2)
+    x, w, b = _aligned(torch, 8, 32), _aligned(torch, 16, 32), _aligned(torch, 16)
+    xo = _aligned(torch, 4, 32)
+    _warm(nt, torch, cache, xo, w, b)  # (the older problem)
+    _warm(nt, torch, cache, x, w, b)
+    hits = cache.stats.hits
+    with torch.no_grad():
+        for _ in range(5):
+            nt.linear(xo, w, b, cache=cache)  # served by the table only
+        nt.linear(_aligned(torch, 2, 32), w, b, cache=cache)  # a third problem: one must go
+    assert cache.stats.hits == hits + 5 and cache.stats.evictions == 1
+    with torch.no_grad():
+        served = _served(cache)
+        nt.linear(xo, w, b, cache=cache)  # still cached and served
+    assert _served(cache) == served + 1
+
+
+def test_another_thread_gets_its_own_entry(torch, gpu):
+    """A call from another thread is not served by this thread's entry; it gets one of its own."""
+    nt, _ = gpu
+    cache = nt.PlannerCache()
+    x, w, b = _aligned(torch, 8, 32), _aligned(torch, 16, 32), _aligned(torch, 16)
+    _warm(nt, torch, cache, x, w, b)
+    out = []
+    thread = threading.Thread(target=lambda: _warm(nt, torch, cache, x, w, b) or out.append(True))
+    thread.start()
+    thread.join()
+    assert out == [True] and len(cache.linear_hits) == 2
+    assert len({e.thread for e in cache.linear_hits.entries()}) == 2
+
+
+def test_a_new_algorithm_rebuilds_the_entry(torch, gpu):
+    """Selecting another algorithm (``select``) replaces the launch's ``algo``: the entry is not run,
+    the Python path runs the new algorithm and gives the table a new entry."""
+    nt, calls = gpu
+    cache = nt.PlannerCache()
+    x, w, b = _aligned(torch, 8, 32), _aligned(torch, 16, 32), _aligned(torch, 16)
+    _warm(nt, torch, cache, x, w, b)
+    (mm,) = cache.planners()
+    old = cache.linear_hits.entries()[0]
+    mm.launcher.select(mm.algorithms[-1])
+    with torch.no_grad():
+        y = nt.linear(x, w, b, cache=cache)
+        nt.linear(x, w, b, cache=cache)
+    (new,) = cache.linear_hits.entries()
+    assert new is not old and not old.listed and new.algo is mm.launcher.algo
+    assert calls[-1][12] == mm.algorithms[-1].algo_ptr
+    torch.testing.assert_close(y.double(), _reference(torch, x, w, b, None), rtol=1e-5, atol=1e-5)
+
+
+def test_training_forward_without_gelu_uses_the_table(torch, gpu):
+    """The forward of a training step without GELU runs through the table (grad is off inside the
+    autograd function), and the gradients are torch's."""
+    nt, _ = gpu
+    cache = nt.PlannerCache()
+    x = _aligned(torch, 8, 32).requires_grad_()
+    w, b = _aligned(torch, 16, 32).requires_grad_(), _aligned(torch, 16).requires_grad_()
+    served = []
+    for _ in range(3):
+        y = nt.linear(x, w, b, "relu", cache=cache)
+        served.append(_served(cache))  # (before the backward, whose planning folds the counts)
+        y.sum().backward()
+    assert served[-1] >= 1
+    xr, wr, br = (t.detach().double().requires_grad_() for t in (x, w, b))
+    torch.relu(torch.nn.functional.linear(xr, wr, br)).sum().backward()
+    torch.testing.assert_close(w.grad.double() / 3, wr.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(b.grad.double() / 3, br.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_pure_path_has_no_table(torch, nt, monkeypatch):
+    """With the compiled path off (``NVMATH_PURE_PYTHON=1``) a new cache has no table."""
+    monkeypatch.setattr(fastpath, "_COMPILED", None)
+    assert nt.PlannerCache().linear_hits is None
+
