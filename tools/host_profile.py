@@ -42,7 +42,7 @@ whose GPU time reaches its host time is bound by the GPU, and its host-time step
 ``--files`` lists, per row, the package files whose Python code one call runs (``sys.setprofile``).
 
 On a machine without a GPU, ``--fake`` runs the matmul and ``nvmath.torch`` rows on the CPU fake GPU
-of ``tools/torch_host_cost.py`` (torch CPU tensors posing as CUDA tensors, ``cublasLtMatmul`` a no-op):
+of ``tools/torch_host_cost.py`` (torch CPU tensors posing as CUDA tensors, ``cublasLtMatmul`` a C no-op):
 the pure-Python cost of our layers; the FFT rows (``FFT.execute``, ``fft.fft (hit)``) run on the fake of
 ``tools/fft_host_cost.py`` (cufftXtExec a C no-op, no context switch), the generic matmul hits on the fake
 of ``tools/generic_host_cost.py`` (the cuBLAS calls C no-ops). The generic rows with grad and the
@@ -70,7 +70,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 STEPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("library call", ("bindings/_unchecked", "_cufft_plan"), ()),
     ("library call", ("advanced/_launch.py",), ("call",)),
-    ("library call", ("<ctypes", "CFuncPtr", "_no_op_matmul"), ()),
+    ("library call", ("<ctypes", "CFuncPtr"), ()),
     ("argument checks", ("_nvm_guarded",), ()),
     ("fake GPU stubs", ("tests/", "torch_host_cost", "fft_host_cost"), ()),
     ("done-event rule", ("_internal/streams",), ("record_done", "mark_done", "_own_event")),
@@ -159,11 +159,6 @@ def breakdown(
         totals[step] = totals.get(step, 0.0) + spent
     whole = sum(totals.values()) or 1.0
     return {k: v / whole for k, v in totals.items()}
-
-
-def _no_op_matmul(*args: Any) -> int:
-    """The fake GPU's ``cublasLtMatmul`` while timing (status 0)."""
-    return 0
 
 
 # ------------------------------------------------------------------------------------------ rows
@@ -326,6 +321,10 @@ def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callabl
     import nvmath.linalg.advanced as adv
     from nvmath.bindings import cublasLt as lt
 
+    # a C no-op before planning: the launches' compiled callers (and nvmath.torch's compiled Linear hit)
+    # call it as they call cuBLASLt on the GPU (without the extension: a ctypes no-op, the pure path)
+    mp.setattr(lt, "_p_cublasLtMatmul", torch_host_cost.c_no_op(16))
+
     def aligned(*shape: int) -> Any:
         n = 1
         for e in shape:
@@ -359,9 +358,9 @@ def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callabl
 
     generic_host_cost.install(mp)  # the generic matmul's GPU route: cuBLAS planned by a fake, C no-ops
     rows.update(generic_host_cost.rows(size))
+    mp.setattr(lt, "_p_cublasLtMatmul", torch_host_cost.c_no_op(16))  # (again: the installs above reset it)
     for fn in rows.values():
         fn()  # plan on the emulated cuBLASLt
-    mp.setattr(lt, "_p_cublasLtMatmul", _no_op_matmul)
     return rows, lambda: None
 
 
