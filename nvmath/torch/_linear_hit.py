@@ -94,6 +94,6 @@ def build(key: Any, epilog: Any, lr: Any, x: Any, w: Any, b: Any) -> Any:
         launch=parts["launch"], algo=parts["algo"], call=parts["call"], x_first=lr.x_first,
         swap=parts["swap"], c_is_d=parts["c_is_d"], bound=parts["bound"], handle=handle, space=parts["space"],
         lt_handle=parts["lt_handle"], handles_local=_handles.handles_here, handles_module=_handles,
-        pool_get=_handles.POOL_GET, after=functools.partial(streams.record_done, handle) if parts["done"] else None,
+        pool_get=_handles.POOL_GET, after=streams.done_recorder(handle) if parts["done"] else None,
         attrs=attrs, set_attr=set_attr,
     )  # fmt: skip
