@@ -11,7 +11,8 @@ plans, evicts or frees anything, and an entry whose launch was closed (its plann
 freed) or whose algorithm changed never runs (see ``nvmath/_fastcall.c``, block ``LinearHit``).
 
 Entries are made only for the epilogs without aux outputs (inference, and a training forward without
-GELU); on the pure-Python path there is no table (``linear_hits`` is ``None``) and nothing here runs.
+GELU) and for the plain products of a Linear layer's backward (its input gradient, :data:`PRODUCT`);
+on the pure-Python path there is no table (``linear_hits`` is ``None``) and nothing here runs.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced import _handles
 from nvmath.torch import _capture
 
-__all__ = ["ACTIVATION_OF", "CAPACITY", "build", "table"]
+__all__ = ["ACTIVATION_OF", "CAPACITY", "PRODUCT", "build", "table"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,11 @@ CAPACITY = 64
 ACTIVATION_OF: dict[Any, str | None] = {
     None: None, E.BIAS: None, E.RELU: "relu", E.RELU_BIAS: "relu", E.GELU: "gelu", E.GELU_BIAS: "gelu",
 }  # fmt: skip
-"""The epilogs a compiled hit runs (no aux output), with the activation a call names them by."""
+"""The epilogs a compiled Linear hit runs (no aux output), with the activation a call names them by."""
+
+PRODUCT = "nvmath.torch: plain product"
+"""The name of a plain product ``a @ b`` of ``PlannerCache.run`` (a backward's input gradient) in a table:
+called as ``hits(a, b, None, PRODUCT)``, an entry of ``a`` and ``b`` with no epilog."""
 
 
 def table() -> Any:
@@ -54,20 +59,21 @@ def _alignment(ptr: int) -> int:
     return min(ptr & -ptr, 256) if ptr else 256
 
 
-def build(key: Any, epilog: Any, lr: Any, x: Any, w: Any, b: Any) -> Any:
+def build(key: Any, act: Any, lr: Any, x: Any, w: Any, b: Any) -> Any:
     """The ``LinearHit`` of a planned problem that just ran on addresses, or ``None`` when its next call
     cannot be made in C (see :meth:`~nvmath.linalg.advanced._direct.AddressRun.compiled_parts`; also a
     capture in progress, torch without CUDA getters, a bias pointer not settable from C).
 
     Args:
-        key: the problem's :class:`~._planners.PlannerCache` key; ``epilog``: its epilog.
-        lr: its ``_LinearRun`` (``run``: the :class:`~nvmath.linalg.advanced._direct.AddressRun`;
+        key: the problem's :class:`~._planners.PlannerCache` key; ``act``: the activation of its
+            epilog (see :data:`ACTIVATION_OF`), or :data:`PRODUCT`.
+        lr: its ``_LinearRun`` or ``_ProductRun`` (``run``: the :class:`~nvmath.linalg.advanced._direct.AddressRun`;
             ``shape``, ``strides``, ``template``: the result's layout, dtype and device; ``x_first``;
             ``pinned``: a CUDA graph may replay the planner, so no capture check per call).
         x, w, b: the tensors of the call that just ran (``b`` ``None`` without bias).
     """
     raw, device = streams.torch_raw_stream(), streams.torch_device_getter()
-    parts = lr.run.compiled_parts() if epilog in ACTIVATION_OF and raw is not None and device is not None else None
+    parts = lr.run.compiled_parts() if raw is not None and device is not None else None
     if parts is None:
         return None
     attrs = parts["attrs"]
@@ -83,7 +89,7 @@ def build(key: Any, epilog: Any, lr: Any, x: Any, w: Any, b: Any) -> Any:
 
     handle = parts["handle"]
     return _fastcall.LinearHit(
-        key=key, act=ACTIVATION_OF[epilog], xtype=type(x), wtype=type(w), btype=type(b) if b is not None else None,
+        key=key, act=act, xtype=type(x), wtype=type(w), btype=type(b) if b is not None else None,
         dtype=x.dtype, device=x.device, xshape=tuple(x.shape), xstrides=x.stride(),
         xalign=_alignment(x.data_ptr()), wshape=tuple(w.shape), wstrides=w.stride(),
         walign=_alignment(w.data_ptr()), bshape=tuple(b.shape) if b is not None else (),

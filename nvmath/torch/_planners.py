@@ -31,7 +31,10 @@ from nvmath.linalg.advanced._direct import AddressRun, address_run_possible
 from nvmath.torch import _capture, _linear_hit
 from nvmath.torch._capture import capturing, refuse_planning
 
-__all__ = ["CacheStats", "PlannerCache", "compiled_cache", "default_cache"]
+__all__ = ["PRODUCT", "CacheStats", "PlannerCache", "compiled_cache", "default_cache"]
+
+PRODUCT = _linear_hit.PRODUCT
+"""The activation name of a plain product ``a @ b`` of :meth:`PlannerCache.run` in :attr:`PlannerCache.linear_hits`."""
 
 
 class CacheStats(NamedTuple):
@@ -117,11 +120,14 @@ class _ProductRun:
     """How a planned product of :meth:`PlannerCache.run` runs on addresses: the :class:`AddressRun` and
     how its result is allocated (as the planner allocates it)."""
 
-    __slots__ = ("pinned", "run", "shape", "strides", "template", "transposed")
+    __slots__ = ("pinned", "run", "shape", "strides", "template", "transposed", "twin")
+
+    x_first = True  # (a is the product's A operand: for the compiled table, as _LinearRun's)
 
     def __init__(self, run: AddressRun, result: Any):
         self.run, self.template = run, result.new_empty((0,))  # the result's dtype and device, no memory
         self.pinned = False  # (set when this path pins the key: a pinned key stays pinned while cached)
+        self.twin: Any = None  # the compiled table's entry last made for this product (see _compile)
         self.shape, self.strides = run.result_layout[:2]
         shape, strides = self.shape[::-1], self.strides[::-1]
         dense = len(shape) == 2 and (shape[1] <= 1 or strides[1] == 1)
@@ -231,11 +237,14 @@ class PlannerCache:
             self._cache.clear()
 
     def run(
-        self, a: Any, b: Any, *, epilog: Any = None, epilog_inputs: Mapping[str, Any] | None = None
-    ) -> Any:
+        self, a: Any, b: Any, *, epilog: Any = None, epilog_inputs: Mapping[str, Any] | None = None,
+        compile_hit: bool = False,
+    ) -> Any:  # fmt: skip
         """``epilog(a @ b)`` on the cached planner of this problem (planned on first use).
 
         Returns what :meth:`Matmul.execute` returns: the result, or ``(result, aux_dict)``.
+        ``compile_hit``: the caller tries :attr:`linear_hits` with ``(a, b, None, PRODUCT)`` first, so a
+        plain product's hit on addresses gives it this problem's entry.
 
         Raises:
             CaptureError: the problem is not planned yet and a CUDA graph is being captured.
@@ -265,6 +274,8 @@ class PlannerCache:
                 pr.pinned = True
             y = pr.template.new_empty_strided(pr.shape, pr.strides)  # (as the planner allocates it)
             extras = run(pa, pb, y.data_ptr(), pins)
+            if compile_hit and epilog is None and not pins and self.linear_hits is not None:
+                self._compile(key, PRODUCT, pr, a, b, None)
             return y if extras is None else (y, extras)
 
     def weight_grad(self, x: Any, dz: Any, bias: bool) -> tuple[Any, Any]:
@@ -351,8 +362,8 @@ class PlannerCache:
                 extras = run(px, pw, y.data_ptr())
             else:
                 extras = run(pw, px, y.data_ptr(), (pb,) if lr.bias else ())
-            if compile_hit and self.linear_hits is not None:
-                self._compile(key, epilog, lr, x, w, b)
+            if compile_hit and self.linear_hits is not None and epilog in _linear_hit.ACTIVATION_OF:
+                self._compile(key, _linear_hit.ACTIVATION_OF[epilog], lr, x, w, b)
             return y, extras
 
     def infer(self, x: Any, w: Any, b: Any, epilog: Any) -> Any:
@@ -392,12 +403,13 @@ class PlannerCache:
                 run(px, pw, y.data_ptr())
             else:
                 run(pw, px, y.data_ptr(), (pb,) if lr.bias else ())
-            if self.linear_hits is not None:
-                self._compile(key, epilog, lr, x, w, b)
+            if self.linear_hits is not None and epilog in _linear_hit.ACTIVATION_OF:
+                self._compile(key, _linear_hit.ACTIVATION_OF[epilog], lr, x, w, b)
             return y
 
-    def _compile(self, key: Hashable, epilog: Any, lr: _LinearRun, x: Any, w: Any, b: Any) -> None:
-        """Give :attr:`linear_hits` this problem's entry after a Python hit on addresses (lock held),
+    def _compile(self, key: Hashable, act: Any, lr: Any, x: Any, w: Any, b: Any) -> None:
+        """Give :attr:`linear_hits` this problem's entry (``act``: the activation, or :data:`PRODUCT`;
+        ``lr``: its ``_LinearRun`` / ``_ProductRun``) after a Python hit on addresses (lock held),
         unless the entry made last time is still listed and made for the same thread, stream, launch,
         algorithm and pinning (then the compiled call missed for a reason a new entry would not fix,
         another current device, say: the Python path keeps running it)."""
@@ -408,7 +420,7 @@ class PlannerCache:
                 raw = streams.torch_raw_stream()
                 if raw is not None and raw(launch.device_id) == twin.stream:
                     return
-        made = _linear_hit.build(key, epilog, lr, x, w, b)
+        made = _linear_hit.build(key, act, lr, x, w, b)
         if made is not None:
             self._fold_hits()  # (an entry the table drops takes its count with it)
             self.linear_hits.add(made)
