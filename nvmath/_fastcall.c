@@ -975,8 +975,13 @@ static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 p
             return -1;
         if (now != pb) {
             status = ((desc_set_attr_fn)(uintptr_t)e->set_attr)(e->attr_desc[i], e->attr_id[i], &buf, 8);
-            if (status != 0)
-                return fc->error != NULL ? (raise_status(fc->error, status), -1) : -1;
+            if (status != 0) {
+                if (fc->error != NULL)
+                    raise_status(fc->error, status);
+                else
+                    PyErr_Format(PyExc_RuntimeError, "cublasLtMatmulDescSetAttribute failed: status %d", status);
+                return -1;
+            }
             if ((v = PyLong_FromUnsignedLongLong(pb)) == NULL || PyObject_SetAttr(attr, s_value, v) < 0) {
                 Py_XDECREF(v);
                 return -1;

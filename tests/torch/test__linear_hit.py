@@ -20,6 +20,7 @@ from nvmath.bindings import cublasLt
 pytestmark = needs_extension
 
 ACTS = [None, "relu", "gelu"]
+_STATUS = [0]  # the status the emulated cublasLtMatmul returns (0: it computes)
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def gpu(torch, monkeypatch):
 
     def record(*args: int) -> int:
         calls.append(args)
-        return emulation(*args)
+        return _STATUS[0] or emulation(*args)
 
     cfunc = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * 16))(record)
     monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", cfunc)
@@ -304,3 +305,38 @@ def test_backward_input_gradient_uses_the_table(torch, gpu):
     torch.nn.functional.linear(xr, wr).backward(g.double())
     torch.testing.assert_close(x.grad.double() / 4, xr.grad, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(w.grad.double() / 4, wr.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_a_moved_bias_is_set_on_the_descriptor(torch, gpu):
+    """Layers of one shape share a planner: alternating biases served by the table each reach the
+    product (the descriptor's bias pointer is set from C when it moved)."""
+    nt, _ = gpu
+    cache = nt.PlannerCache()
+    x, w = _aligned(torch, 8, 32), _aligned(torch, 16, 32)
+    b1, b2 = _aligned(torch, 16), _aligned(torch, 16)
+    _warm(nt, torch, cache, x, w, b1)
+    python = []
+    infer = cache.infer
+    cache.infer = lambda *args: python.append(1) or infer(*args)
+    with torch.no_grad():
+        ys = [nt.linear(x, w, b, cache=cache) for b in (b2, b1, b2, b1)]
+    assert python == []  # (all four served by the table)
+    for y, b in zip(ys, (b2, b1, b2, b1)):
+        torch.testing.assert_close(y.double(), _reference(torch, x, w, b, None), rtol=1e-5, atol=1e-5)
+
+
+def test_a_failed_launch_raises_the_bindings_error(torch, gpu):
+    """A nonzero cublasLtMatmul status in the compiled hit raises ``cuBLASLtError`` (with the status),
+    as the Python path does."""
+    nt, calls = gpu
+    cache = nt.PlannerCache()
+    x, w, b = _aligned(torch, 8, 32), _aligned(torch, 16, 32), _aligned(torch, 16)
+    _warm(nt, torch, cache, x, w, b)
+    before = len(calls)
+    _STATUS[0] = 13  # (CUBLAS_STATUS_EXECUTION_FAILED)
+    try:
+        with torch.no_grad(), pytest.raises(cublasLt.cuBLASLtError) as error:
+            cache.linear_hits(x, w, b, None)
+    finally:
+        _STATUS[0] = 0
+    assert len(calls) == before + 1 and error.value.status == 13
