@@ -80,13 +80,13 @@ def linear(
         TypeError: a dtype without autograd (FP8, integers) when a gradient is needed.
         CaptureError: first use of a shape inside a CUDA graph capture.
     """
-    if not _is_compiling():
-        # the compiled hit (a planned problem's key checked in C, then its launch), when the path is active
-        hits = (default_cache if cache is None else cache).linear_hits
-        if hits is not None:
-            y = hits(x, weight, bias, activation)
-            if y is not None:
-                return y
+    # the compiled hit (a planned problem's key checked in C, then its launch), when the path is active
+    # (the pure path: one attribute read; under torch.compile, never: its custom op runs instead)
+    hits = (default_cache if cache is None else cache).linear_hits
+    if hits is not None and not _is_compiling():
+        y = hits(x, weight, bias, activation)
+        if y is not None:
+            return y
     tensor = torch.Tensor
     if (
         isinstance(x, tensor) and isinstance(weight, tensor) and (bias is None or isinstance(bias, tensor))
