@@ -340,3 +340,81 @@ def test_a_failed_launch_raises_the_bindings_error(torch, gpu):
     finally:
         _STATUS[0] = 0
     assert len(calls) == before + 1 and error.value.status == 13
+
+
+# ------------------------------------------------------------------------------------------- on the GPU
+def _spy_python(cache, monkeypatch) -> list:
+    """Calls that reach the cache's Python hit path (``infer``)."""
+    seen: list = []
+    infer = cache.infer
+    monkeypatch.setattr(cache, "infer", lambda *args: seen.append(1) or infer(*args))
+    return seen
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_gpu_compiled_hit_is_bit_identical_to_the_python_path(torch_cuda, nt, monkeypatch, dtype, act, bias):
+    """On the GPU the table serves repeated no-grad calls (1, 8 and 64 tokens), each result equal bit
+    for bit to the same cache's Python path (the table switched off) and close to torch in float64."""
+    torch = torch_cuda
+    monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
+    dt = getattr(torch, dtype)
+    cache = nt.PlannerCache()
+    assert cache.linear_hits is not None
+    w = torch.randn(384, 256, device="cuda", dtype=dt)
+    b = torch.randn(384, device="cuda", dtype=dt) if bias else None
+    python = _spy_python(cache, monkeypatch)
+    for m in (1, 8, 64):
+        x = torch.randn(m, 256, device="cuda", dtype=dt)
+        with torch.no_grad():
+            nt.linear(x, w, b, act, cache=cache)
+            nt.linear(x, w, b, act, cache=cache)  # (plans; then a Python hit gives the table its entry)
+            before = len(python)
+            ys = [nt.linear(x, w, b, act, cache=cache) for _ in range(3)]
+            assert len(python) == before
+            table, cache.linear_hits = cache.linear_hits, None
+            ref = nt.linear(x, w, b, act, cache=cache)
+            cache.linear_hits = table
+        for y in ys:
+            assert torch.equal(y, ref)
+        want = _reference(torch, x, w, b, act)
+        assert ((ref.double() - want).norm() / want.norm()).item() < (1e-5 if dtype == "float32" else 1e-2)
+    cache.clear()
+
+
+@pytest.mark.gpu
+def test_gpu_external_stream_and_graph_capture(torch_cuda, nt, monkeypatch):
+    """The table serves calls on a torch ``ExternalStream`` (a stream nvmath treats as mortal: the done
+    event is recorded after each call that used the workspace), and a CUDA graph captured around a
+    served layer replays to eager's result."""
+    torch = torch_cuda
+    monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
+    cache = nt.PlannerCache()
+    layer = nt.Linear(4096, 1024, device="cuda", dtype=torch.bfloat16, cache=cache)
+    x = torch.randn(8, 4096, device="cuda", dtype=torch.bfloat16)
+    own = torch.cuda.Stream()
+    external = torch.cuda.ExternalStream(own.cuda_stream)
+    with torch.no_grad():
+        eager = torch.nn.functional.linear(x, layer.weight, layer.bias)
+        with torch.cuda.stream(external):
+            outs = [layer(x) for _ in range(4)]
+        external.synchronize()
+        assert sum(e.hits for e in cache.linear_hits.entries()) >= 1
+        for y in outs:
+            torch.testing.assert_close(y, eager, rtol=2e-2, atol=2e-2)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                layer(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = layer(x)
+        x.copy_(torch.randn_like(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(captured, layer(x), rtol=0, atol=0)
+    cache.clear()
