@@ -15,7 +15,10 @@ is "mortal" as the benchmark harness's external stream is), the stateless advanc
 and the torch references (``torch.matmul``, ``torch.mm(out=)``, ``F.linear``, ``torch.fft.fft``).
 A Linear training step is also split: the forward with grad, the backward alone (``bwd (retained
 graph)``: one graph's backward run again and again, for nvmath and for ``F.linear``) and a Python
-``torch.autograd.Function`` around torch's products (``Python Function(F.linear)``). A GroupedLinear
+``torch.autograd.Function`` around torch's products (``Python Function(F.linear)``). A decode-shaped
+bf16 ``Linear`` (4096 -> 14336 on 8 tokens, ``no_grad``) is timed as ``nvmath.torch.Linear`` and as
+``torch.nn.Linear`` (the host side of the benchmark suite's event-timed decode rows; on the compiled path
+nvmath's runs its compiled Linear hit, whose steps cProfile cannot see: they count as ``nvmath``). A GroupedLinear
 step of 8 groups (``nvmath.torch.grouped_linear fwd+bwd``) has a torch loop of ``F.linear`` beside it
 (``F.linear loop fwd+bwd``): the host cost of one launch per group (from ``--size 1024`` on, where
 each group's product reaches ``MIN_FLOPS_PER_GROUP``; smaller sizes run the grouped launch). On CUDA tensors
@@ -242,6 +245,7 @@ def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[],
         "torch.fft.fft": lambda: torch.fft.fft(sig),
     }
     rows.update(_training_rows(nt, xg, wg, bias, gy))
+    rows.update(_decode_rows(nt, torch, dev))
     rows["generic matmul (grad)"] = lambda: nvmath.linalg.matmul(xg, wg)
     rows["torch.matmul (grad)"] = lambda: torch.matmul(xg, wg)
     rows.update(_grouped_rows(nt, size))
@@ -251,6 +255,23 @@ def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[],
         torch.cuda.synchronize()
 
     return rows, sync
+
+
+def _decode_rows(nt: Any, torch: Any, dev: Any) -> dict[str, Callable[[], Any]]:
+    """One bf16 ``Linear`` layer (4096 -> 14336, bias) on 8 tokens under ``no_grad``, nvmath's and
+    torch's module: the host side of the event-timed decode rows of ``benchmarks/suites/torch.py``."""
+    ours = nt.Linear(4096, 14336, device=dev, dtype=torch.bfloat16)
+    theirs = torch.nn.Linear(4096, 14336, device=dev, dtype=torch.bfloat16)
+    x = torch.randn(8, 4096, device=dev, dtype=torch.bfloat16)
+
+    def no_grad(layer: Any) -> Callable[[], Any]:
+        def run() -> Any:
+            with torch.no_grad():
+                return layer(x)
+
+        return run
+
+    return {"nvmath.torch.Linear m=8 bf16 no_grad": no_grad(ours), "torch.nn.Linear m=8 bf16 no_grad": no_grad(theirs)}
 
 
 def _create_plan_free(matmul: Any, a: Any, b: Any, stream: Any = None) -> Callable[[], None]:
