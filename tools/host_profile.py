@@ -17,8 +17,9 @@ A Linear training step is also split: the forward with grad, the backward alone 
 graph)``: one graph's backward run again and again, for nvmath and for ``F.linear``) and a Python
 ``torch.autograd.Function`` around torch's products (``Python Function(F.linear)``). A decode-shaped
 bf16 ``Linear`` (4096 -> 14336 on 8 tokens, ``no_grad``) is timed as ``nvmath.torch.Linear`` and as
-``torch.nn.Linear`` (the host side of the benchmark suite's event-timed decode rows; on the compiled path
-nvmath's runs its compiled Linear hit, whose steps cProfile cannot see: they count as ``nvmath``). A GroupedLinear
+``torch.nn.Linear`` (the host side of the benchmark suite's event-timed decode rows; on the compiled
+path nvmath's runs its compiled Linear hit, whose steps cProfile cannot see: they count as
+``nvmath``). A GroupedLinear
 step of 8 groups (``nvmath.torch.grouped_linear fwd+bwd``) has a torch loop of ``F.linear`` beside it
 (``F.linear loop fwd+bwd``): the host cost of one launch per group (from ``--size 1024`` on, where
 each group's product reaches ``MIN_FLOPS_PER_GROUP``; smaller sizes run the grouped launch). On CUDA tensors
@@ -271,7 +272,10 @@ def _decode_rows(nt: Any, torch: Any, dev: Any) -> dict[str, Callable[[], Any]]:
 
         return run
 
-    return {"nvmath.torch.Linear m=8 bf16 no_grad": no_grad(ours), "torch.nn.Linear m=8 bf16 no_grad": no_grad(theirs)}
+    return {
+        "nvmath.torch.Linear m=8 bf16 no_grad": no_grad(ours),
+        "torch.nn.Linear m=8 bf16 no_grad": no_grad(theirs),
+    }
 
 
 def _create_plan_free(matmul: Any, a: Any, b: Any, stream: Any = None) -> Callable[[], None]:

@@ -6,9 +6,9 @@ run: torch's raw current stream, results by ``torch.empty_strided``); the first 
 plans on the emulated cuBLASLt (``tests/linalg/advanced/matmul_fakes.py``), then ``cublasLtMatmul``
 is a C no-op (``nvmath._fastcall``'s probe when the extension is built, installed before planning so
 that the compiled paths call it as they call cuBLASLt on the GPU), so the timed loop is nvmath's host
-work plus one C call. torch's current stream reads as the legacy default stream (0): no per-call stream event (a non-default torch
-stream adds that cost, see ``nvmath._internal.streams``). Driver and cuBLASLt calls on the GPU machine
-add about 0.3-1 us each.
+work plus one C call. torch's current stream reads as the legacy default stream (0): no per-call stream
+event (a non-default torch stream adds that cost, see ``nvmath._internal.streams``). Driver and cuBLASLt
+calls on the GPU machine add about 0.3-1 us each.
 
 Run from the repository root::
 

@@ -89,7 +89,8 @@ def linear_infer(
         y = hits(x, w, b, act)
         if y is not None:
             return y
-    return cache.linear(x, w, b, _FORWARD[(act, b is not None, False)], compile_hit=hits is not None)[0]  # type: ignore[index]
+    epilog = _FORWARD[(act, b is not None, False)]
+    return cache.linear(x, w, b, epilog, compile_hit=hits is not None)[0]  # type: ignore[index]
 
 
 def linear_train(

@@ -67,13 +67,15 @@ def build(key: Any, act: Any, lr: Any, x: Any, w: Any, b: Any) -> Any:
     Args:
         key: the problem's :class:`~._planners.PlannerCache` key; ``act``: the activation of its
             epilog (see :data:`ACTIVATION_OF`), or :data:`PRODUCT`.
-        lr: its ``_LinearRun`` or ``_ProductRun`` (``run``: the :class:`~nvmath.linalg.advanced._direct.AddressRun`;
+        lr: its ``_LinearRun`` or ``_ProductRun`` (``run``: its
+            :class:`~nvmath.linalg.advanced._direct.AddressRun`;
             ``shape``, ``strides``, ``template``: the result's layout, dtype and device; ``x_first``;
             ``pinned``: a CUDA graph may replay the planner, so no capture check per call).
         x, w, b: the tensors of the call that just ran (``b`` ``None`` without bias).
     """
     raw, device = streams.torch_raw_stream(), streams.torch_device_getter()
-    parts = lr.run.compiled_parts() if raw is not None and device is not None else None
+    ready = raw is not None and device is not None
+    parts = lr.run.compiled_parts() if ready else None
     if parts is None:
         return None
     attrs = parts["attrs"]

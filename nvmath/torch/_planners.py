@@ -34,7 +34,8 @@ from nvmath.torch._capture import capturing, refuse_planning
 __all__ = ["PRODUCT", "CacheStats", "PlannerCache", "compiled_cache", "default_cache"]
 
 PRODUCT = _linear_hit.PRODUCT
-"""The activation name of a plain product ``a @ b`` of :meth:`PlannerCache.run` in :attr:`PlannerCache.linear_hits`."""
+"""The activation name of a plain product ``a @ b`` of :meth:`PlannerCache.run` in
+:attr:`PlannerCache.linear_hits`."""
 
 
 class CacheStats(NamedTuple):

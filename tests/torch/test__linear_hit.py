@@ -28,7 +28,8 @@ def gpu(torch, monkeypatch):
     """``(nvmath.torch, calls)``: the fake GPU as package "torch" with the compiled path on; ``calls``
     lists the emulated cublasLtMatmul's calls (each reached through a C function)."""
     monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
-    spec = importlib.util.spec_from_file_location("torch_fakes", pathlib.Path(__file__).with_name("torch_fakes.py"))
+    path = pathlib.Path(__file__).with_name("torch_fakes.py")
+    spec = importlib.util.spec_from_file_location("torch_fakes", path)
     fakes = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fakes)
     nt = fakes.install_as_torch(monkeypatch)
@@ -129,7 +130,9 @@ def _mismatches(torch):
     }
 
 
-MISMATCHES = ["dtype", "x shape", "w shape", "x strides", "x alignment", "no bias", "activation", "x subclass"]
+MISMATCHES = [
+    "dtype", "x shape", "w shape", "x strides", "x alignment", "no bias", "activation", "x subclass",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", MISMATCHES)
@@ -416,5 +419,6 @@ def test_gpu_external_stream_and_graph_capture(torch_cuda, nt, monkeypatch):
         x.copy_(torch.randn_like(x))
         graph.replay()
         torch.cuda.synchronize()
-        torch.testing.assert_close(captured, torch.nn.functional.linear(x, layer.weight, layer.bias), rtol=2e-2, atol=2e-2)
+        want = torch.nn.functional.linear(x, layer.weight, layer.bias)
+        torch.testing.assert_close(captured, want, rtol=2e-2, atol=2e-2)
     cache.clear()
