@@ -574,6 +574,769 @@ static PyObject *fft_exec_in_context_address(PyObject *module, PyObject *unused)
     return PyLong_FromUnsignedLongLong((uintptr_t)fft_exec_in_context);
 }
 
+/* ================================================================================================ */
+/* nvmath.torch's Linear-layer hit (issue #21, block "LinearHit"): the key check and the launch of a
+   planned Linear problem in one C call, for nvmath.torch._linear_hit (which builds the objects; nothing
+   else uses them).
+
+   A LinearHit holds one planned problem as nvmath.torch.PlannerCache ran it on addresses: the key
+   (the activation, the types, shapes and strides of x, weight and bias, their dtype and device, the
+   pointer alignment classes, the calling thread and torch's current raw stream), how the result is
+   allocated (a pre-bound callable), and the fixed arguments of its cublasLtMatmul (a FastCall of this
+   module, with the launch object whose `closed` flag and `algo` tuple are re-read on every call, the
+   workspace, the bias pointer attributes of the descriptor). A LinearHits table holds up to `capacity`
+   of them; calling it with (x, weight, bias, activation) finds the entry whose key the tensors match
+   and runs it, returning the result tensor, or None on any mismatch (then the Python path runs, with
+   every check and error message of its own).
+
+   Order of a call, so that nothing of a freed plan is ever used: first everything that may run Python
+   code or release the GIL (torch's attribute reads, grad mode, stream, device and capture queries, the
+   thread's cuBLASLt handle, the result's allocation); then, with no Python code in between, the
+   launch's `closed` and `algo`, the workspace, the bias pointers (cublasLtMatmulDescSetAttribute through
+   its address) and cublasLtMatmul. A plan is freed only by Python code holding the GIL, so it cannot
+   be freed inside that second part. */
+
+#define LINEAR_HIT_MAX_ATTRS 4
+
+typedef int (*desc_set_attr_fn)(u64, u64, const void *, u64);
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *key, *act;                       /* the PlannerCache key (hit folding); None or a str */
+    PyObject *xtype, *wtype, *btype;           /* btype: Py_None for a problem without bias */
+    PyObject *dtype, *device;
+    PyObject *xshape, *xstrides, *wshape, *wstrides, *bshape, *bstrides;
+    u64 xalign, walign, balign;
+    unsigned long thread;
+    PyObject *device_index;                    /* int: the argument of raw_stream */
+    long device_id;
+    u64 stream;
+    PyObject *raw_stream, *get_device, *capturing; /* capturing: None, or asked before every call */
+    PyObject *alloc;
+    PyObject *launch, *algo;
+    FastCall *call;
+    int x_first, swap, c_is_d;
+    PyObject *bound, *handle, *space;          /* Py_None when the algorithm uses no workspace */
+    u64 algo_ptr, ws_size, lt_handle;          /* lt_handle 0: the thread's from handles_local */
+    PyObject *handles_local, *handles_module, *pool_get;
+    PyObject *after;                           /* Py_None or a callable run after the launch */
+    PyObject *attrs;                           /* tuple of the descriptor's bias PointerAttribute objects */
+    u64 set_attr;                              /* cublasLtMatmulDescSetAttribute's address (0: none) */
+    u64 attr_desc[LINEAR_HIT_MAX_ATTRS], attr_id[LINEAR_HIT_MAX_ATTRS];
+    Py_ssize_t hits;
+    int listed;                                /* in a table now (LinearHits.add/clear keep it) */
+} LinearHit;
+
+static PyTypeObject LinearHitType;
+
+/* (the object fields of a LinearHit, for traverse / clear) */
+#define LINEAR_HIT_FIELDS(X) X(key) X(act) X(xtype) X(wtype) X(btype) X(dtype) X(device) X(xshape) \
+    X(xstrides) X(wshape) X(wstrides) X(bshape) X(bstrides) X(device_index) X(raw_stream) X(get_device) \
+    X(capturing) X(alloc) X(launch) X(algo) X(bound) X(handle) X(space) X(handles_local) \
+    X(handles_module) X(pool_get) X(after) X(attrs)
+
+static int linear_hit_traverse(LinearHit *h, visitproc visit, void *arg)
+{
+#define VISIT(f) Py_VISIT(h->f);
+    LINEAR_HIT_FIELDS(VISIT)
+#undef VISIT
+    Py_VISIT((PyObject *)h->call);
+    return 0;
+}
+
+static int linear_hit_clear(LinearHit *h)
+{
+#define CLEAR(f) Py_CLEAR(h->f);
+    LINEAR_HIT_FIELDS(CLEAR)
+#undef CLEAR
+    Py_CLEAR(h->call);
+    return 0;
+}
+
+static void linear_hit_dealloc(LinearHit *h)
+{
+    PyObject_GC_UnTrack(h);
+    linear_hit_clear(h);
+    Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+static int u64_arg(PyObject *value, u64 *out, const char *name)
+{
+    return to_u64(value, out, name, 0);
+}
+
+static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *keywords[] = {
+        "key", "act", "xtype", "wtype", "btype", "dtype", "device", "xshape", "xstrides", "xalign",
+        "wshape", "wstrides", "walign", "bshape", "bstrides", "balign", "thread", "device_id", "stream",
+        "raw_stream", "get_device", "capturing", "alloc", "launch", "algo", "call", "x_first", "swap",
+        "c_is_d", "bound", "handle", "space", "lt_handle", "handles_local", "handles_module", "pool_get",
+        "after", "attrs", "set_attr", NULL};
+    PyObject *o[39];
+    LinearHit *h;
+    Py_ssize_t i, n;
+    u64 thread, device_id;
+
+    memset(o, 0, sizeof o);
+    if (!PyArg_ParseTupleAndKeywords(args, kwds,
+            "$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:LinearHit", keywords,
+            &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12],
+            &o[13], &o[14], &o[15], &o[16], &o[17], &o[18], &o[19], &o[20], &o[21], &o[22], &o[23], &o[24],
+            &o[25], &o[26], &o[27], &o[28], &o[29], &o[30], &o[31], &o[32], &o[33], &o[34], &o[35], &o[36],
+            &o[37], &o[38]))
+        return NULL;
+    if (Py_TYPE(o[25]) != &FastCallType) {
+        PyErr_Format(PyExc_TypeError, "LinearHit call must be a FastCall (of cublasLtMatmul), not %.200s",
+                     Py_TYPE(o[25])->tp_name);
+        return NULL;
+    }
+    if (((FastCall *)o[25])->nargs != 16 || ((FastCall *)o[25])->nslots != 9) {
+        PyErr_SetString(PyExc_ValueError, "LinearHit call must be cublasLtMatmul's FastCall (16 arguments, 9 slots)");
+        return NULL;
+    }
+    if (!PyTuple_Check(o[37]) || PyTuple_GET_SIZE(o[37]) > LINEAR_HIT_MAX_ATTRS) {
+        PyErr_Format(PyExc_ValueError, "LinearHit attrs must be a tuple of at most %d pointer attributes",
+                     LINEAR_HIT_MAX_ATTRS);
+        return NULL;
+    }
+    h = (LinearHit *)type->tp_alloc(type, 0);
+    if (h == NULL)
+        return NULL;
+#define TAKE(f, idx) Py_INCREF(o[idx]); h->f = o[idx];
+    TAKE(key, 0) TAKE(act, 1) TAKE(xtype, 2) TAKE(wtype, 3) TAKE(btype, 4) TAKE(dtype, 5) TAKE(device, 6)
+    TAKE(xshape, 7) TAKE(xstrides, 8) TAKE(wshape, 10) TAKE(wstrides, 11) TAKE(bshape, 13)
+    TAKE(bstrides, 14) TAKE(device_index, 17) TAKE(raw_stream, 19) TAKE(get_device, 20)
+    TAKE(capturing, 21) TAKE(alloc, 22) TAKE(launch, 23) TAKE(algo, 24) TAKE(bound, 29) TAKE(handle, 30)
+    TAKE(space, 31) TAKE(handles_local, 33) TAKE(handles_module, 34) TAKE(pool_get, 35) TAKE(after, 36)
+    TAKE(attrs, 37)
+#undef TAKE
+    Py_INCREF(o[25]);
+    h->call = (FastCall *)o[25];
+    h->x_first = PyObject_IsTrue(o[26]);
+    h->swap = PyObject_IsTrue(o[27]);
+    h->c_is_d = PyObject_IsTrue(o[28]);
+    if (u64_arg(o[9], &h->xalign, "xalign") < 0 || u64_arg(o[12], &h->walign, "walign") < 0
+        || u64_arg(o[15], &h->balign, "balign") < 0 || u64_arg(o[16], &thread, "thread") < 0
+        || u64_arg(o[17], &device_id, "device_id") < 0 || u64_arg(o[18], &h->stream, "stream") < 0
+        || u64_arg(o[32], &h->lt_handle, "lt_handle") < 0 || u64_arg(o[38], &h->set_attr, "set_attr") < 0
+        || h->x_first < 0 || h->swap < 0 || h->c_is_d < 0) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    h->thread = (unsigned long)thread;
+    h->device_id = (long)device_id;
+    if (!PyTuple_Check(o[24]) || PyTuple_GET_SIZE(o[24]) != 2
+        || u64_arg(PyTuple_GET_ITEM(o[24], 0), &h->algo_ptr, "algo") < 0
+        || u64_arg(PyTuple_GET_ITEM(o[24], 1), &h->ws_size, "algo") < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "LinearHit algo must be the launch's (algo_ptr, workspace size)");
+        Py_DECREF(h);
+        return NULL;
+    }
+    n = PyTuple_GET_SIZE(o[37]);
+    if (n && !h->set_attr) {
+        PyErr_SetString(PyExc_ValueError, "LinearHit with pointer attributes needs set_attr (an address)");
+        Py_DECREF(h);
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *attr = PyTuple_GET_ITEM(o[37], i), *desc = NULL, *dptr = NULL, *id = NULL;
+        int bad = (desc = PyObject_GetAttrString(attr, "desc")) == NULL
+                  || (dptr = PyObject_GetAttrString(desc, "ptr")) == NULL
+                  || (id = PyObject_GetAttrString(attr, "attr")) == NULL
+                  || u64_arg(dptr, &h->attr_desc[i], "desc") < 0 || u64_arg(id, &h->attr_id[i], "attr") < 0;
+        Py_XDECREF(desc);
+        Py_XDECREF(dptr);
+        Py_XDECREF(id);
+        if (bad) {
+            Py_DECREF(h);
+            return NULL;
+        }
+    }
+    return (PyObject *)h;
+}
+
+static PyObject *linear_hit_get_hits(LinearHit *h, void *closure) { return PyLong_FromSsize_t(h->hits); }
+static int linear_hit_set_hits(LinearHit *h, PyObject *value, void *closure)
+{
+    Py_ssize_t n = value ? PyLong_AsSsize_t(value) : -1;
+    if (n < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "LinearHit hits must be an int >= 0");
+        return -1;
+    }
+    h->hits = n;
+    return 0;
+}
+static PyObject *linear_hit_get_key(LinearHit *h, void *closure) { Py_INCREF(h->key); return h->key; }
+static PyObject *linear_hit_get_launch(LinearHit *h, void *closure) { Py_INCREF(h->launch); return h->launch; }
+static PyObject *linear_hit_get_stream(LinearHit *h, void *closure) { return PyLong_FromUnsignedLongLong(h->stream); }
+static PyObject *linear_hit_get_thread(LinearHit *h, void *closure) { return PyLong_FromUnsignedLong(h->thread); }
+static PyObject *linear_hit_get_algo(LinearHit *h, void *closure) { Py_INCREF(h->algo); return h->algo; }
+static PyObject *linear_hit_get_listed(LinearHit *h, void *closure) { return PyBool_FromLong(h->listed); }
+static PyObject *linear_hit_get_pinned(LinearHit *h, void *closure) { return PyBool_FromLong(h->capturing == Py_None); }
+
+static PyGetSetDef linear_hit_getset[] = {
+    {"hits", (getter)linear_hit_get_hits, (setter)linear_hit_set_hits, "Calls served since the count was last reset.", NULL},
+    {"key", (getter)linear_hit_get_key, NULL, "The PlannerCache key of the problem.", NULL},
+    {"launch", (getter)linear_hit_get_launch, NULL, "The launch it calls (re-checked on every call).", NULL},
+    {"stream", (getter)linear_hit_get_stream, NULL, "The raw stream it runs on (part of the key).", NULL},
+    {"thread", (getter)linear_hit_get_thread, NULL, "The thread it runs on (part of the key).", NULL},
+    {"algo", (getter)linear_hit_get_algo, NULL, "The launch's algo tuple it was made with.", NULL},
+    {"listed", (getter)linear_hit_get_listed, NULL, "Whether a table holds it now.", NULL},
+    {"capture_free", (getter)linear_hit_get_pinned, NULL,
+     "Whether it runs without asking for a CUDA graph capture (no workspace, or a pinned planner).", NULL},
+    {NULL},
+};
+
+static PyTypeObject LinearHitType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nvmath._fastcall.LinearHit",
+    .tp_basicsize = sizeof(LinearHit),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "LinearHit(*, key, act, ...): one planned Linear problem of a LinearHits table "
+              "(made by nvmath.torch._linear_hit.build).",
+    .tp_new = linear_hit_new,
+    .tp_dealloc = (destructor)linear_hit_dealloc,
+    .tp_traverse = (traverseproc)linear_hit_traverse,
+    .tp_clear = (inquiry)linear_hit_clear,
+    .tp_getset = linear_hit_getset,
+};
+
+/* The table. */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *grad_enabled;
+    Py_ssize_t capacity, n, next;
+    LinearHit **entries;
+} LinearHits;
+
+/* The tensor reads one call compares with the entries (new references; NULL where not read). */
+typedef struct {
+    PyObject *xshape, *xstrides, *wshape, *wstrides, *bshape, *bstrides;
+    PyObject *xdtype, *wdtype, *bdtype, *xdevice, *wdevice, *bdevice;
+    u64 px, pw, pb;
+} HitReads;
+
+static void hit_reads_clear(HitReads *r)
+{
+    Py_XDECREF(r->xshape); Py_XDECREF(r->xstrides); Py_XDECREF(r->wshape); Py_XDECREF(r->wstrides);
+    Py_XDECREF(r->bshape); Py_XDECREF(r->bstrides); Py_XDECREF(r->xdtype); Py_XDECREF(r->wdtype);
+    Py_XDECREF(r->bdtype); Py_XDECREF(r->xdevice); Py_XDECREF(r->wdevice); Py_XDECREF(r->bdevice);
+}
+
+static PyObject *s_shape, *s_stride, *s_dtype, *s_device, *s_data_ptr, *s_requires_grad, *s_closed,
+    *s_algo, *s_stream, *s_size, *s_ptr, *s_handles, *s_get_handle, *s_value;
+
+/* A method call without arguments, or an attribute, as a u64 (-1: error set). */
+static int read_ptr(PyObject *t, u64 *out)
+{
+    PyObject *v = PyObject_CallMethodNoArgs(t, s_data_ptr);
+    int rc;
+    if (v == NULL)
+        return -1;
+    rc = to_u64(v, out, "data_ptr", 0);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int read_tensor(PyObject *t, PyObject **shape, PyObject **strides, PyObject **dtype, PyObject **device,
+                       u64 *ptr)
+{
+    if ((*shape = PyObject_GetAttr(t, s_shape)) == NULL || (*strides = PyObject_CallMethodNoArgs(t, s_stride)) == NULL
+        || (*dtype = PyObject_GetAttr(t, s_dtype)) == NULL || (*device = PyObject_GetAttr(t, s_device)) == NULL)
+        return -1;
+    return read_ptr(t, ptr);
+}
+
+static int same(PyObject *a, PyObject *b)
+{
+    return a == b ? 1 : PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+static u64 align_class(u64 p)
+{
+    p |= 256;
+    return p & (~p + 1);
+}
+
+/* 1: `e` matches the reads (x, w, b), 0: not, -1: error. */
+static int entry_matches(LinearHit *e, HitReads *r, int has_bias)
+{
+    int ok;
+    if (align_class(r->px) != e->xalign || align_class(r->pw) != e->walign
+        || (has_bias && align_class(r->pb) != e->balign))
+        return 0;
+    if (r->xdtype != e->dtype || r->wdtype != e->dtype || (has_bias && r->bdtype != e->dtype))
+        return 0;
+    if ((ok = same(r->xshape, e->xshape)) != 1 || (ok = same(r->wshape, e->wshape)) != 1
+        || (ok = same(r->xstrides, e->xstrides)) != 1 || (ok = same(r->wstrides, e->wstrides)) != 1)
+        return ok;
+    if (has_bias && ((ok = same(r->bshape, e->bshape)) != 1 || (ok = same(r->bstrides, e->bstrides)) != 1))
+        return ok;
+    if ((ok = same(r->xdevice, e->device)) != 1 || (ok = same(r->wdevice, e->device)) != 1)
+        return ok;
+    if (has_bias && (ok = same(r->bdevice, e->device)) != 1)
+        return ok;
+    return 1;
+}
+
+static int same_act(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return 1;
+    if (a == Py_None || b == Py_None || !PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b))
+        return 0;
+    return PyUnicode_Compare(a, b) == 0;
+}
+
+/* A bool-returning call: 1 true, 0 false, -1 error. */
+static int call_flag(PyObject *fn)
+{
+    PyObject *v = PyObject_CallNoArgs(fn);
+    int rc;
+    if (v == NULL)
+        return -1;
+    rc = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int call_u64(PyObject *fn, PyObject *arg, u64 *out)
+{
+    PyObject *v = arg ? PyObject_CallOneArg(fn, arg) : PyObject_CallNoArgs(fn);
+    int rc;
+    if (v == NULL)
+        return -1;
+    rc = to_u64(v, out, "query result", 0);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* The second part of a call (see the block's notes): no Python code runs here. 1 launched, 0 a miss,
+   -1 an error (set). */
+static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 py)
+{
+    PyObject *v;
+    u64 a[FASTCALL_MAX_ARGS], ws = 0, A, B;
+    FastCall *fc = e->call;
+    Py_ssize_t i;
+    int status;
+
+    v = PyObject_GetAttr(e->launch, s_closed);
+    if (v == NULL)
+        return -1;
+    status = v == Py_False;
+    Py_DECREF(v);
+    if (!status)
+        return 0;
+    v = PyObject_GetAttr(e->launch, s_algo);
+    if (v == NULL)
+        return -1;
+    status = v == e->algo;
+    Py_DECREF(v);
+    if (!status)
+        return 0;
+    if (e->ws_size) { /* BoundWorkspace.ptr_for's first test: bound to this stream, large enough */
+        u64 size;
+        v = PyObject_GetAttr(e->bound, s_stream);
+        if (v == NULL)
+            return -1;
+        status = v == e->handle;
+        Py_DECREF(v);
+        if (!status)
+            return 0;
+        if ((v = PyObject_GetAttr(e->space, s_size)) == NULL)
+            return -1;
+        status = to_u64(v, &size, "workspace size", 0);
+        Py_DECREF(v);
+        if (status < 0)
+            return -1;
+        if (size < e->ws_size)
+            return 0;
+        if ((v = PyObject_GetAttr(e->space, s_ptr)) == NULL)
+            return -1;
+        status = to_u64(v, &ws, "workspace ptr", 0);
+        Py_DECREF(v);
+        if (status < 0)
+            return -1;
+    }
+    for (i = 0; i < PyTuple_GET_SIZE(e->attrs); i++) { /* the bias pointer, when it moved */
+        PyObject *attr = PyTuple_GET_ITEM(e->attrs, i);
+        u64 now, buf = pb;
+        if ((v = PyObject_GetAttr(attr, s_value)) == NULL)
+            return -1;
+        status = to_u64(v, &now, "attribute value", 0);
+        Py_DECREF(v);
+        if (status < 0)
+            return -1;
+        if (now != pb) {
+            status = ((desc_set_attr_fn)(uintptr_t)e->set_attr)(e->attr_desc[i], e->attr_id[i], &buf, 8);
+            if (status != 0) {
+                if (fc->error != NULL)
+                    raise_status(fc->error, status);
+                else
+                    PyErr_Format(PyExc_RuntimeError, "cublasLtMatmulDescSetAttribute failed: status %d", status);
+                return -1;
+            }
+            if ((v = PyLong_FromUnsignedLongLong(pb)) == NULL || PyObject_SetAttr(attr, s_value, v) < 0) {
+                Py_XDECREF(v);
+                return -1;
+            }
+            Py_DECREF(v);
+        }
+    }
+    A = e->x_first ? px : pw;
+    B = e->x_first ? pw : px;
+    if (e->swap) {
+        u64 t = A;
+        A = B;
+        B = t;
+    }
+    /* cublasLtMatmul's slots, in the launch caller's order: handle, a, b, c, d, algo, ws, ws_size, stream */
+    memcpy(a, fc->fixed, sizeof(u64) * (size_t)fc->nargs);
+    a[fc->slots[0]] = lt;
+    a[fc->slots[1]] = A;
+    a[fc->slots[2]] = B;
+    a[fc->slots[3]] = e->c_is_d ? py : 0;
+    a[fc->slots[4]] = py;
+    a[fc->slots[5]] = e->algo_ptr;
+    a[fc->slots[6]] = ws;
+    a[fc->slots[7]] = e->ws_size;
+    a[fc->slots[8]] = e->stream;
+    status = dispatch(fc->fn, fc->nargs, a);
+    if (status != 0) {
+        if (fc->error != NULL)
+            raise_status(fc->error, status);
+        else
+            PyErr_Format(PyExc_RuntimeError, "cublasLtMatmul failed: status %d", status);
+        return -1;
+    }
+    return 1;
+}
+
+/* The first part of a call for the matched entry `e`, then the launch: a new reference to the result,
+   Py_None (a miss) or NULL (an error). */
+static PyObject *linear_hit_run(LinearHit *e, HitReads *r)
+{
+    PyObject *y, *v;
+    u64 stream, device, py, lt = e->lt_handle;
+    int rc;
+
+    if (call_u64(e->raw_stream, e->device_index, &stream) < 0)
+        return NULL;
+    if (stream != e->stream)
+        Py_RETURN_NONE;
+    if (call_u64(e->get_device, NULL, &device) < 0)
+        return NULL;
+    if ((long)device != e->device_id)
+        Py_RETURN_NONE; /* another device is current: the launch switches the context */
+    if (e->capturing != Py_None) {
+        rc = call_flag(e->capturing);
+        if (rc != 0)
+            return rc < 0 ? NULL : Py_NewRef(Py_None); /* a capture pins the planner first (Python) */
+    }
+    if (!lt) { /* the thread's handle, as the launch reads it: inline from the pool, else get_handle() */
+        PyObject *get = PyObject_GetAttr(e->handles_module, s_get_handle), *handles;
+        if (get == NULL)
+            return NULL;
+        if (get != e->pool_get) { /* (a test's replacement) */
+            rc = call_u64(get, e->device_index, &lt);
+            Py_DECREF(get);
+            if (rc < 0)
+                return NULL;
+        }
+        else {
+            Py_DECREF(get);
+            handles = PyObject_GetAttr(e->handles_local, s_handles);
+            if (handles == NULL) {
+                PyErr_Clear();
+                Py_RETURN_NONE; /* (the thread's first handle: the Python path makes it) */
+            }
+            v = PyDict_Check(handles) ? PyDict_GetItemWithError(handles, e->device_index) : NULL;
+            rc = v != NULL ? to_u64(v, &lt, "handle", 0) : -1;
+            Py_DECREF(handles);
+            if (rc < 0 || !lt) {
+                PyErr_Clear();
+                Py_RETURN_NONE;
+            }
+        }
+    }
+    y = PyObject_CallNoArgs(e->alloc);
+    if (y == NULL)
+        return NULL;
+    if (read_ptr(y, &py) < 0) {
+        Py_DECREF(y);
+        return NULL;
+    }
+    rc = linear_hit_launch(e, lt, r->px, r->pw, r->pb, py);
+    if (rc <= 0) {
+        Py_DECREF(y);
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    if (e->after != Py_None) { /* the done event of a mortal stream */
+        v = PyObject_CallNoArgs(e->after);
+        if (v == NULL) {
+            Py_DECREF(y);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    e->hits++;
+    return y;
+}
+
+static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    LinearHits *t = (LinearHits *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), i, first = -1;
+    PyObject *x, *w, *b, *act, *out = NULL;
+    PyTypeObject *tx, *tw;
+    PyObject *tb;
+    HitReads r;
+    unsigned long thread;
+    int has_bias, rc;
+
+    if (nargs != 4 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "LinearHits takes (x, weight, bias, activation)");
+        return NULL;
+    }
+    if (t->n == 0)
+        Py_RETURN_NONE;
+    x = args[0], w = args[1], b = args[2], act = args[3];
+    tx = Py_TYPE(x), tw = Py_TYPE(w);
+    has_bias = b != Py_None;
+    tb = has_bias ? (PyObject *)Py_TYPE(b) : Py_None;
+    thread = PyThread_get_thread_ident();
+    for (i = 0; i < t->n && first < 0; i++) {
+        LinearHit *e = t->entries[i];
+        if ((PyObject *)tx == e->xtype && (PyObject *)tw == e->wtype && tb == e->btype && e->thread == thread
+            && same_act(e->act, act))
+            first = i;
+    }
+    if (first < 0)
+        Py_RETURN_NONE;
+    rc = call_flag(t->grad_enabled); /* with grad on, a tensor that requires grad takes the autograd path */
+    if (rc < 0)
+        return NULL;
+    if (rc) {
+        PyObject *ts[3] = {x, w, b};
+        for (i = 0; i < 2 + has_bias; i++) {
+            PyObject *v = PyObject_GetAttr(ts[i], s_requires_grad);
+            if (v == NULL)
+                return NULL;
+            rc = v != Py_False;
+            Py_DECREF(v);
+            if (rc)
+                Py_RETURN_NONE;
+        }
+    }
+    memset(&r, 0, sizeof r);
+    if (read_tensor(x, &r.xshape, &r.xstrides, &r.xdtype, &r.xdevice, &r.px) < 0
+        || read_tensor(w, &r.wshape, &r.wstrides, &r.wdtype, &r.wdevice, &r.pw) < 0
+        || (has_bias && read_tensor(b, &r.bshape, &r.bstrides, &r.bdtype, &r.bdevice, &r.pb) < 0)) {
+        PyErr_Clear(); /* (what the Python path makes of these tensors, with its own errors) */
+        hit_reads_clear(&r);
+        Py_RETURN_NONE;
+    }
+    for (i = first; i < t->n; i++) {
+        LinearHit *e = t->entries[i];
+        if ((PyObject *)tx != e->xtype || (PyObject *)tw != e->wtype || tb != e->btype || e->thread != thread
+            || !same_act(e->act, act))
+            continue;
+        rc = entry_matches(e, &r, has_bias);
+        if (rc < 0) {
+            PyErr_Clear();
+            continue;
+        }
+        if (rc) {
+            out = linear_hit_run(e, &r);
+            break;
+        }
+    }
+    hit_reads_clear(&r);
+    if (out == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return out;
+}
+
+static PyObject *linear_hits_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *keywords[] = {"capacity", "grad_enabled", NULL};
+    Py_ssize_t capacity;
+    PyObject *grad_enabled;
+    LinearHits *t;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nO:LinearHits", keywords, &capacity, &grad_enabled))
+        return NULL;
+    if (capacity < 1 || capacity > 4096) {
+        PyErr_Format(PyExc_ValueError, "LinearHits capacity must be in 1 .. 4096, got %zd", capacity);
+        return NULL;
+    }
+    if (!PyCallable_Check(grad_enabled)) {
+        PyErr_SetString(PyExc_TypeError, "LinearHits grad_enabled must be callable (torch.is_grad_enabled)");
+        return NULL;
+    }
+    t = (LinearHits *)type->tp_alloc(type, 0);
+    if (t == NULL)
+        return NULL;
+    t->vectorcall = linear_hits_vectorcall;
+    t->entries = PyMem_Calloc((size_t)capacity, sizeof(LinearHit *));
+    if (t->entries == NULL) {
+        Py_DECREF(t);
+        return PyErr_NoMemory();
+    }
+    t->capacity = capacity;
+    Py_INCREF(grad_enabled);
+    t->grad_enabled = grad_enabled;
+    return (PyObject *)t;
+}
+
+static int linear_hits_traverse(LinearHits *t, visitproc visit, void *arg)
+{
+    Py_ssize_t i;
+    Py_VISIT(t->grad_enabled);
+    for (i = 0; i < t->n; i++)
+        Py_VISIT((PyObject *)t->entries[i]);
+    return 0;
+}
+
+static int linear_hits_clear_refs(LinearHits *t)
+{
+    Py_ssize_t i, n = t->n;
+    t->n = t->next = 0;
+    for (i = 0; i < n; i++)
+        Py_CLEAR(t->entries[i]);
+    Py_CLEAR(t->grad_enabled);
+    return 0;
+}
+
+static void linear_hits_dealloc(LinearHits *t)
+{
+    PyObject_GC_UnTrack(t);
+    linear_hits_clear_refs(t);
+    PyMem_Free(t->entries);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static PyObject *linear_hits_add(LinearHits *t, PyObject *hit)
+{
+    Py_ssize_t i;
+    LinearHit *h = (LinearHit *)hit, *old = NULL;
+
+    if (Py_TYPE(hit) != &LinearHitType) {
+        PyErr_Format(PyExc_TypeError, "LinearHits.add takes a LinearHit, not %.200s", Py_TYPE(hit)->tp_name);
+        return NULL;
+    }
+    /* the same problem on the same thread and stream replaces its entry (a re-planned launch, say) */
+    for (i = 0; i < t->n; i++) {
+        LinearHit *e = t->entries[i];
+        if (e->thread == h->thread && e->stream == h->stream && same(e->key, h->key) == 1)
+            break;
+    }
+    PyErr_Clear();
+    if (i == t->n) {
+        if (t->n < t->capacity)
+            i = t->n++;
+        else
+            i = t->next, t->next = (t->next + 1) % t->capacity; /* the oldest added goes */
+    }
+    old = t->entries[i];
+    Py_INCREF(hit);
+    t->entries[i] = h;
+    h->listed = 1;
+    if (old != NULL && old != h) {
+        if (same(old->key, h->key) == 1)
+            h->hits += old->hits; /* (not yet folded into the cache's counters) */
+        else
+            PyErr_Clear();
+        old->listed = 0;
+        Py_DECREF(old);
+    }
+    else
+        Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
+static PyObject *linear_hits_clear_method(LinearHits *t, PyObject *unused)
+{
+    Py_ssize_t i, n = t->n;
+    t->n = t->next = 0;
+    for (i = 0; i < n; i++) {
+        t->entries[i]->listed = 0;
+        Py_CLEAR(t->entries[i]);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *linear_hits_entries(LinearHits *t, PyObject *unused)
+{
+    PyObject *out = PyTuple_New(t->n);
+    Py_ssize_t i;
+    for (i = 0; out != NULL && i < t->n; i++) {
+        Py_INCREF(t->entries[i]);
+        PyTuple_SET_ITEM(out, i, (PyObject *)t->entries[i]);
+    }
+    return out;
+}
+
+static Py_ssize_t linear_hits_len(LinearHits *t) { return t->n; }
+
+static PyMethodDef linear_hits_methods[] = {
+    {"add", (PyCFunction)linear_hits_add, METH_O,
+     "Add a LinearHit (replacing the entry of the same key, thread and stream; else the oldest when full)."},
+    {"clear", (PyCFunction)linear_hits_clear_method, METH_NOARGS, "Drop every entry."},
+    {"entries", (PyCFunction)linear_hits_entries, METH_NOARGS, "The entries, oldest first."},
+    {NULL},
+};
+
+static PySequenceMethods linear_hits_as_sequence = {.sq_length = (lenfunc)linear_hits_len};
+
+static PyTypeObject LinearHitsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nvmath._fastcall.LinearHits",
+    .tp_basicsize = sizeof(LinearHits),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "LinearHits(capacity, grad_enabled): planned Linear problems; "
+              "hits(x, weight, bias, activation) -> the result, or None (run the Python path).",
+    .tp_new = linear_hits_new,
+    .tp_dealloc = (destructor)linear_hits_dealloc,
+    .tp_traverse = (traverseproc)linear_hits_traverse,
+    .tp_clear = (inquiry)linear_hits_clear_refs,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(LinearHits, vectorcall),
+    .tp_methods = linear_hits_methods,
+    .tp_as_sequence = &linear_hits_as_sequence,
+};
+
+/* Called once by PyInit__fastcall: the interned names and the two types. */
+static int register_linear_hit(PyObject *m)
+{
+#define INTERN(v, s) if ((v = PyUnicode_InternFromString(s)) == NULL) return -1;
+    INTERN(s_shape, "shape") INTERN(s_stride, "stride") INTERN(s_dtype, "dtype") INTERN(s_device, "device")
+    INTERN(s_data_ptr, "data_ptr") INTERN(s_requires_grad, "requires_grad") INTERN(s_closed, "closed")
+    INTERN(s_algo, "algo") INTERN(s_stream, "stream") INTERN(s_size, "size") INTERN(s_ptr, "ptr")
+    INTERN(s_handles, "handles") INTERN(s_get_handle, "get_handle") INTERN(s_value, "value")
+#undef INTERN
+    if (PyType_Ready(&LinearHitType) < 0 || PyType_Ready(&LinearHitsType) < 0)
+        return -1;
+    Py_INCREF(&LinearHitType);
+    if (PyModule_AddObject(m, "LinearHit", (PyObject *)&LinearHitType) < 0) {
+        Py_DECREF(&LinearHitType);
+        return -1;
+    }
+    Py_INCREF(&LinearHitsType);
+    if (PyModule_AddObject(m, "LinearHits", (PyObject *)&LinearHitsType) < 0) {
+        Py_DECREF(&LinearHitsType);
+        return -1;
+    }
+    return 0;
+}
+/* ================================================================ end of block "LinearHit" (hA) */
+
 /* ------------------------------------------------------------------------------------------------ */
 /* Test hooks: probe functions of every arity that record their arguments. */
 
@@ -690,7 +1453,8 @@ PyMODINIT_FUNC PyInit__fastcall(void)
     if (PyModule_AddObject(m, "FastCall", (PyObject *)&FastCallType) < 0
         || PyModule_AddIntConstant(m, "MAX_ARGS", FASTCALL_MAX_ARGS) < 0
         || PyModule_AddStringConstant(m, "ABI", FASTCALL_ABI) < 0
-        || PyModule_AddIntConstant(m, "FFT_LAUNCH_DRIVER_FAILED", FFT_LAUNCH_DRIVER_FAILED) < 0) {
+        || PyModule_AddIntConstant(m, "FFT_LAUNCH_DRIVER_FAILED", FFT_LAUNCH_DRIVER_FAILED) < 0
+        || register_linear_hit(m) < 0) { /* (hA: block "LinearHit") */
         Py_DECREF(&FastCallType);
         Py_DECREF(m);
         return NULL;

@@ -15,7 +15,11 @@ is "mortal" as the benchmark harness's external stream is), the stateless advanc
 and the torch references (``torch.matmul``, ``torch.mm(out=)``, ``F.linear``, ``torch.fft.fft``).
 A Linear training step is also split: the forward with grad, the backward alone (``bwd (retained
 graph)``: one graph's backward run again and again, for nvmath and for ``F.linear``) and a Python
-``torch.autograd.Function`` around torch's products (``Python Function(F.linear)``). A GroupedLinear
+``torch.autograd.Function`` around torch's products (``Python Function(F.linear)``). A decode-shaped
+bf16 ``Linear`` (4096 -> 14336 on 8 tokens, ``no_grad``) is timed as ``nvmath.torch.Linear`` and as
+``torch.nn.Linear`` (the host side of the benchmark suite's event-timed decode rows; on the compiled
+path nvmath's runs its compiled Linear hit, whose steps cProfile cannot see: they count as
+``nvmath``). A GroupedLinear
 step of 8 groups (``nvmath.torch.grouped_linear fwd+bwd``) has a torch loop of ``F.linear`` beside it
 (``F.linear loop fwd+bwd``): the host cost of one launch per group (from ``--size 1024`` on, where
 each group's product reaches ``MIN_FLOPS_PER_GROUP``; smaller sizes run the grouped launch). On CUDA tensors
@@ -42,7 +46,7 @@ whose GPU time reaches its host time is bound by the GPU, and its host-time step
 ``--files`` lists, per row, the package files whose Python code one call runs (``sys.setprofile``).
 
 On a machine without a GPU, ``--fake`` runs the matmul and ``nvmath.torch`` rows on the CPU fake GPU
-of ``tools/torch_host_cost.py`` (torch CPU tensors posing as CUDA tensors, ``cublasLtMatmul`` a no-op):
+of ``tools/torch_host_cost.py`` (torch CPU tensors posing as CUDA tensors, ``cublasLtMatmul`` a C no-op):
 the pure-Python cost of our layers; the FFT rows (``FFT.execute``, ``fft.fft (hit)``) run on the fake of
 ``tools/fft_host_cost.py`` (cufftXtExec a C no-op, no context switch), the generic matmul hits on the fake
 of ``tools/generic_host_cost.py`` (the cuBLAS calls C no-ops). The generic rows with grad and the
@@ -70,7 +74,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 STEPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("library call", ("bindings/_unchecked", "_cufft_plan"), ()),
     ("library call", ("advanced/_launch.py",), ("call",)),
-    ("library call", ("<ctypes", "CFuncPtr", "_no_op_matmul"), ()),
+    ("library call", ("<ctypes", "CFuncPtr"), ()),
     ("argument checks", ("_nvm_guarded",), ()),
     ("fake GPU stubs", ("tests/", "torch_host_cost", "fft_host_cost"), ()),
     ("done-event rule", ("_internal/streams",), ("record_done", "mark_done", "_own_event")),
@@ -161,11 +165,6 @@ def breakdown(
     return {k: v / whole for k, v in totals.items()}
 
 
-def _no_op_matmul(*args: Any) -> int:
-    """The fake GPU's ``cublasLtMatmul`` while timing (status 0)."""
-    return 0
-
-
 # ------------------------------------------------------------------------------------------ rows
 def _python_function_linear() -> Any:
     """``F.linear`` (no bias gradient) as a Python ``torch.autograd.Function`` whose backward is two
@@ -247,6 +246,7 @@ def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[],
         "torch.fft.fft": lambda: torch.fft.fft(sig),
     }
     rows.update(_training_rows(nt, xg, wg, bias, gy))
+    rows.update(_decode_rows(nt, torch, dev))
     rows["generic matmul (grad)"] = lambda: nvmath.linalg.matmul(xg, wg)
     rows["torch.matmul (grad)"] = lambda: torch.matmul(xg, wg)
     rows.update(_grouped_rows(nt, size))
@@ -256,6 +256,26 @@ def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[],
         torch.cuda.synchronize()
 
     return rows, sync
+
+
+def _decode_rows(nt: Any, torch: Any, dev: Any) -> dict[str, Callable[[], Any]]:
+    """One bf16 ``Linear`` layer (4096 -> 14336, bias) on 8 tokens under ``no_grad``, nvmath's and
+    torch's module: the host side of the event-timed decode rows of ``benchmarks/suites/torch.py``."""
+    ours = nt.Linear(4096, 14336, device=dev, dtype=torch.bfloat16)
+    theirs = torch.nn.Linear(4096, 14336, device=dev, dtype=torch.bfloat16)
+    x = torch.randn(8, 4096, device=dev, dtype=torch.bfloat16)
+
+    def no_grad(layer: Any) -> Callable[[], Any]:
+        def run() -> Any:
+            with torch.no_grad():
+                return layer(x)
+
+        return run
+
+    return {
+        "nvmath.torch.Linear m=8 bf16 no_grad": no_grad(ours),
+        "torch.nn.Linear m=8 bf16 no_grad": no_grad(theirs),
+    }
 
 
 def _create_plan_free(matmul: Any, a: Any, b: Any, stream: Any = None) -> Callable[[], None]:
@@ -326,6 +346,10 @@ def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callabl
     import nvmath.linalg.advanced as adv
     from nvmath.bindings import cublasLt as lt
 
+    # a C no-op before planning: the launches' compiled callers (and nvmath.torch's compiled Linear hit)
+    # call it as they call cuBLASLt on the GPU (without the extension: a ctypes no-op, the pure path)
+    mp.setattr(lt, "_p_cublasLtMatmul", torch_host_cost.c_no_op(16))
+
     def aligned(*shape: int) -> Any:
         n = 1
         for e in shape:
@@ -359,9 +383,9 @@ def fake_rows(size: int, mp: Any) -> tuple[dict[str, Callable[[], Any]], Callabl
 
     generic_host_cost.install(mp)  # the generic matmul's GPU route: cuBLAS planned by a fake, C no-ops
     rows.update(generic_host_cost.rows(size))
+    mp.setattr(lt, "_p_cublasLtMatmul", torch_host_cost.c_no_op(16))  # (again: the installs above reset it)
     for fn in rows.values():
         fn()  # plan on the emulated cuBLASLt
-    mp.setattr(lt, "_p_cublasLtMatmul", _no_op_matmul)
     return rows, lambda: None
 
 

@@ -4,10 +4,11 @@ torch CPU tensors pose as CUDA tensors of package ``"torch"`` on GPU 0 (the adap
 ``tests/torch/torch_fakes.py`` with the real package name, so the torch-only fast paths of the planner
 run: torch's raw current stream, results by ``torch.empty_strided``); the first call of each problem
 plans on the emulated cuBLASLt (``tests/linalg/advanced/matmul_fakes.py``), then ``cublasLtMatmul``
-is replaced by a no-op, so the timed loop is nvmath's host work plus one ctypes-level call. torch's
-current stream reads as the legacy default stream (0): no per-call stream event (a non-default torch
-stream adds that cost, see ``nvmath._internal.streams``). Driver and cuBLASLt calls on the GPU machine
-add about 0.3-1 us each.
+is a C no-op (``nvmath._fastcall``'s probe when the extension is built, installed before planning so
+that the compiled paths call it as they call cuBLASLt on the GPU), so the timed loop is nvmath's host
+work plus one C call. torch's current stream reads as the legacy default stream (0): no per-call stream
+event (a non-default torch stream adds that cost, see ``nvmath._internal.streams``). Driver and cuBLASLt
+calls on the GPU machine add about 0.3-1 us each.
 
 Run from the repository root::
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import ctypes
 import importlib.util
 import pathlib
 import pstats
@@ -43,42 +45,11 @@ def install(mp: Any) -> Any:
     """The fake GPU with torch CPU tensors posing as package-"torch" CUDA tensors; returns nvmath.torch."""
     import torch
 
-    mp.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device_id: 0, raising=False)
-    mp.setattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False, raising=False)
-    mp.setattr(torch._C, "_cuda_getDevice", lambda: 0, raising=False)
     # outputs of the stubbed matmul hold whatever memory held: flush denormals so that the elementwise
     # work of the backward rows costs the same whatever that was
     torch.set_flush_denormal(True)
     fakes = _load("torch_fakes", ROOT / "tests" / "torch" / "torch_fakes.py")
-
-    class AsTorch(fakes.FakeTorchAdapter):
-        __slots__ = ()
-        package = "torch"
-
-        def empty(self, shape, dtype, *, strides=None, device_id=None, stream=None):
-            out = super().empty(shape, dtype, strides=strides, device_id=device_id, stream=stream)
-            return AsTorch(out.tensor)
-
-    fakes.install(mp)
-    from nvmath._internal.tensors import dispatch
-    from nvmath.linalg.advanced import _results
-
-    mp.setitem(dispatch._CLASSES, torch.Tensor, AsTorch)
-    mp.setitem(dispatch._CLASSES, torch.nn.Parameter, AsTorch)
-    init = _results.ResultMaker.__init__
-
-    def cpu_results(self: Any, *args: Any, **kwargs: Any) -> None:  # torch.empty_strided on the CPU
-        init(self, *args, **kwargs)
-        if self._raw_stream is not None:
-            self._device = torch.device("cpu")
-            self.direct = (*self.direct[:4], self._device)
-
-    mp.setattr(_results.ResultMaker, "__init__", cpu_results)
-    import nvmath.torch as nt
-
-    for cache in (nt.default_cache, nt.compiled_cache):
-        cache.clear()
-    return nt
+    return fakes.install_as_torch(mp)
 
 
 def rows(nt: Any) -> dict[str, Any]:
@@ -134,6 +105,18 @@ def rows(nt: Any) -> dict[str, Any]:
     }
 
 
+def c_no_op(nargs: int) -> Any:
+    """A C function of ``nargs`` arguments returning 0 (``nvmath._fastcall``'s probe when the extension is
+    built, so that the compiled callers call it as they call the library on the GPU; else a ctypes one)."""
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_void_p] * nargs))
+    try:
+        from nvmath import _fastcall
+
+        return proto(_fastcall._probe_address(nargs))
+    except ImportError:
+        return proto(lambda *args: 0)
+
+
 def measure(fn: Any, calls: int) -> float:
     """Best us per call of 5 rounds of ``calls`` calls."""
     out = []
@@ -157,11 +140,11 @@ def main() -> None:
     mp = MonkeyPatch()
     try:
         nt = install(mp)
+        mp.setattr(lt, "_p_cublasLtMatmul", c_no_op(16))  # (before planning: the launches' caller calls it)
         table = rows(nt)
         for fn in table.values():
             fn()  # plan (emulated cuBLASLt)
             fn()
-        mp.setattr(lt, "_p_cublasLtMatmul", lambda *a: 0)
         for name, fn in table.items():
             if args.profile and args.profile in name:
                 prof = cProfile.Profile()

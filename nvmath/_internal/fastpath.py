@@ -27,8 +27,8 @@ from typing import Any
 from nvmath.bindings import _loader
 
 __all__ = [
-    "ENV_VAR", "MAX_ARGS", "available", "describe", "driver_symbol_address", "make_caller", "pure_caller",
-    "bound_address", "bound_caller", "symbol_address",
+    "ENV_VAR", "MAX_ARGS", "available", "describe", "driver_symbol_address", "is_compiled", "make_caller",
+    "pure_caller", "bound_address", "bound_caller", "symbol_address",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -88,6 +88,11 @@ def bound_caller(
 def available() -> bool:
     """Whether the compiled path is active (built, importable and not disabled by ``NVMATH_PURE_PYTHON``)."""
     return _COMPILED is not None
+
+
+def is_compiled(caller: Any) -> bool:
+    """Whether ``caller`` is a compiled ``FastCall`` (a compiled twin may call its function directly)."""
+    return _COMPILED is not None and type(caller) is _COMPILED
 
 
 def describe() -> str:

@@ -296,6 +296,15 @@ class PlanCache(Generic[V]):
         self._hits += 1
         return entry.value
 
+    def touch(self, key: Hashable, hits: int = 1) -> bool:
+        """Count ``hits`` hits of ``key`` served elsewhere (a compiled hit path) and make it the most
+        recently used; ``False`` when it is not cached (nothing counted). No lock, as :meth:`hit`."""
+        if key not in self._entries:
+            return False
+        self._entries.move_to_end(key)
+        self._hits += hits
+        return True
+
     def peek(self, key: Hashable) -> V | None:
         """The plan for ``key`` or ``None``, counting nothing and leaving the recency order alone."""
         entry = self._entries.get(key)

@@ -37,6 +37,7 @@ __all__ = [
     "SPECIAL_STREAMS",
     "StreamHandle",
     "done_after_every_call",
+    "done_recorder",
     "is_capturing",
     "library_stream",
     "record_done",
@@ -188,11 +189,28 @@ def record_done(handle: StreamHandle) -> None:
     drv = devices.driver()
     made = handle._recorder
     if made is None or made[0] is not drv:  # (made once per handle; again only if the driver module changed)
-        done = handle._done
-        if done is None:
-            done = _own_event(handle, drv)
-        made = handle._recorder = (drv, event_record.capture_checked(drv, done, handle.ptr))
+        made = _make_recorder(handle, drv)
     made[1]()
+
+
+def done_recorder(handle: StreamHandle) -> Any:
+    """:func:`record_done` of the mortal ``handle`` as a call of no arguments, for a caller that keeps it
+    (``nvmath.torch``'s compiled Linear hit): the handle's capture-checked record of its done event,
+    made now if needed (a compiled call when the path is active). It stays bound to the driver module
+    of now, where :func:`record_done` follows a change of driver module (tests' fakes)."""
+    drv = devices.driver()
+    made = handle._recorder
+    if made is None or made[0] is not drv:
+        made = _make_recorder(handle, drv)
+    return made[1]
+
+
+def _make_recorder(handle: StreamHandle, drv: Any) -> tuple[Any, Any]:
+    done = handle._done
+    if done is None:
+        done = _own_event(handle, drv)
+    made = handle._recorder = (drv, event_record.capture_checked(drv, done, handle.ptr))
+    return made
 
 
 def done_after_every_call(internal: bool, package: str) -> bool:

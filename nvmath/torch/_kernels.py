@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from nvmath.linalg.advanced import MatmulEpilog as E
-from nvmath.torch._planners import PlannerCache
+from nvmath.torch._planners import PRODUCT, PlannerCache
 from nvmath.torch._rules import check_linear
 
 __all__ = ["ACTIVATIONS", "linear_backward", "linear_forward", "linear_infer", "linear_train", "mlp_backward"]
@@ -84,7 +84,13 @@ def linear_infer(
     cache: PlannerCache, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, act: str | None
 ) -> torch.Tensor:
     """``act(x @ w.T + b)`` without anything for a backward (the inference hot path: no aux tensor)."""
-    return cache.linear(x, w, b, _FORWARD[(act, b is not None, False)])[0]  # type: ignore[index]
+    hits = cache.linear_hits
+    if hits is not None:  # (the compiled hit, when the path is active)
+        y = hits(x, w, b, act)
+        if y is not None:
+            return y
+    epilog = _FORWARD[(act, b is not None, False)]
+    return cache.linear(x, w, b, epilog, compile_hit=hits is not None)[0]  # type: ignore[index]
 
 
 def linear_train(
@@ -95,8 +101,14 @@ def linear_train(
     A problem planned before skips every check (its key vouches for them); a new one is checked by
     torch's rules (:func:`~._rules.check_linear`) before it is planned.
     """
+    if act != "gelu":  # (the inference epilog: the compiled hit runs it, when the path is active)
+        hits = cache.linear_hits
+        if hits is not None:
+            y = hits(x, w, b, act)
+            if y is not None:
+                return y, None
     epilog = _FORWARD[(act, b is not None, True)]
-    out = cache.linear(x, w, b, epilog, plan=False)
+    out = cache.linear(x, w, b, epilog, plan=False, compile_hit=act != "gelu")
     if out is None:
         check_linear(x, w, b)
         out = cache.linear(x, w, b, epilog)
@@ -150,8 +162,11 @@ def linear_backward(
         dw, db = cache.weight_grad(x2.contiguous(), dz, has_bias and needs[2])
         dw = dw if needs[1] else None
     if needs[0]:
-        dx = cache.run(dz, w).contiguous()
-        dx = dx if flat else dx.view(*x.shape)
+        hits = cache.linear_hits
+        dx = hits(dz, w, None, PRODUCT) if hits is not None else None  # (the compiled hit, when active)
+        if dx is None:
+            dx = cache.run(dz, w, compile_hit=hits is not None)
+        dx = dx.contiguous() if flat else dx.contiguous().view(*x.shape)
     return dx, dw, db
 
 

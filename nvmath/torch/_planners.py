@@ -23,15 +23,19 @@ from typing import Any, NamedTuple
 
 import torch
 
-from nvmath._internal import caches
+from nvmath._internal import caches, streams
 from nvmath._internal.plan_cache import PlanCache
 from nvmath.linalg.advanced import Matmul
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced._direct import AddressRun, address_run_possible
-from nvmath.torch import _capture
+from nvmath.torch import _capture, _linear_hit
 from nvmath.torch._capture import capturing, refuse_planning
 
-__all__ = ["CacheStats", "PlannerCache", "compiled_cache", "default_cache"]
+__all__ = ["PRODUCT", "CacheStats", "PlannerCache", "compiled_cache", "default_cache"]
+
+PRODUCT = _linear_hit.PRODUCT
+"""The activation name of a plain product ``a @ b`` of :meth:`PlannerCache.run` in
+:attr:`PlannerCache.linear_hits`."""
 
 
 class CacheStats(NamedTuple):
@@ -59,11 +63,12 @@ class _LinearRun:
     :class:`AddressRun`, whether x is its A operand, and how ``y`` is allocated (the caller's shape,
     contiguous)."""
 
-    __slots__ = ("bias", "pinned", "run", "shape", "strides", "template", "x_first")
+    __slots__ = ("bias", "pinned", "run", "shape", "strides", "template", "twin", "x_first")
 
     def __init__(self, run: AddressRun, x_first: bool, bias: bool, y: Any):
         self.run, self.x_first, self.bias = run, x_first, bias
         self.pinned = False  # (set when a hit pins the key: a pinned key stays pinned while cached)
+        self.twin: Any = None  # the compiled table's entry last made for this problem (see _compile)
         self.shape, self.strides = tuple(y.shape), y.stride()
         self.template = y.new_empty((0,))  # y's dtype and device, no memory: new_empty_strided's source
 
@@ -116,11 +121,14 @@ class _ProductRun:
     """How a planned product of :meth:`PlannerCache.run` runs on addresses: the :class:`AddressRun` and
     how its result is allocated (as the planner allocates it)."""
 
-    __slots__ = ("pinned", "run", "shape", "strides", "template", "transposed")
+    __slots__ = ("pinned", "run", "shape", "strides", "template", "transposed", "twin")
+
+    x_first = True  # (a is the product's A operand: for the compiled table, as _LinearRun's)
 
     def __init__(self, run: AddressRun, result: Any):
         self.run, self.template = run, result.new_empty((0,))  # the result's dtype and device, no memory
         self.pinned = False  # (set when this path pins the key: a pinned key stays pinned while cached)
+        self.twin: Any = None  # the compiled table's entry last made for this product (see _compile)
         self.shape, self.strides = run.result_layout[:2]
         shape, strides = self.shape[::-1], self.strides[::-1]
         dense = len(shape) == 2 and (shape[1] <= 1 or strides[1] == 1)
@@ -185,6 +193,10 @@ class PlannerCache:
         )
         self._lock = threading.RLock()
         self._misses = 0
+        self.linear_hits: Any = _linear_hit.table()
+        """The compiled Linear hits (``nvmath._fastcall.LinearHits``: ``hits(x, weight, bias, activation)``
+        -> the result, or ``None`` to take the Python path), or ``None`` on the pure-Python path; see
+        :mod:`nvmath.torch._linear_hit`. Its hits are folded into :attr:`stats` and the LRU order."""
 
     @staticmethod
     def _check_size(maxsize: Any) -> None:
@@ -194,6 +206,8 @@ class PlannerCache:
     @property
     def stats(self) -> CacheStats:
         """The cache's counters and size."""
+        with self._lock:
+            self._fold_hits()
         base, pinned = self._cache.stats, len(self._cache.pinned)
         return CacheStats(base.hits, self._misses, base.evictions, base.size, base.maxsize, pinned)
 
@@ -204,6 +218,7 @@ class PlannerCache:
         """The cached planners, least recently used first (to inspect, e.g. ``.algorithms[0]`` or
         ``.view.epilog``; do not execute or free them)."""
         with self._lock:
+            self._fold_hits()
             cache = self._cache
             return tuple(cache.peek(key)[0] for key in cache.keys())  # type: ignore[index]
 
@@ -211,19 +226,26 @@ class PlannerCache:
         """Change the bound (evicting least recently used unpinned planners beyond it)."""
         self._check_size(maxsize)
         with self._lock:
+            self._fold_hits()
             self._cache.resize(maxsize)
 
     def clear(self) -> None:
         """Free every planner (do not call while a CUDA graph that used one may still be replayed)."""
         with self._lock:
+            self._fold_hits()
+            if self.linear_hits is not None:
+                self.linear_hits.clear()
             self._cache.clear()
 
     def run(
-        self, a: Any, b: Any, *, epilog: Any = None, epilog_inputs: Mapping[str, Any] | None = None
-    ) -> Any:
+        self, a: Any, b: Any, *, epilog: Any = None, epilog_inputs: Mapping[str, Any] | None = None,
+        compile_hit: bool = False,
+    ) -> Any:  # fmt: skip
         """``epilog(a @ b)`` on the cached planner of this problem (planned on first use).
 
         Returns what :meth:`Matmul.execute` returns: the result, or ``(result, aux_dict)``.
+        ``compile_hit``: the caller tries :attr:`linear_hits` with ``(a, b, None, PRODUCT)`` first, so a
+        plain product's hit on addresses gives it this problem's entry.
 
         Raises:
             CaptureError: the problem is not planned yet and a CUDA graph is being captured.
@@ -253,6 +275,8 @@ class PlannerCache:
                 pr.pinned = True
             y = pr.template.new_empty_strided(pr.shape, pr.strides)  # (as the planner allocates it)
             extras = run(pa, pb, y.data_ptr(), pins)
+            if compile_hit and epilog is None and not pins and self.linear_hits is not None:
+                self._compile(key, PRODUCT, pr, a, b, None)
             return y if extras is None else (y, extras)
 
     def weight_grad(self, x: Any, dz: Any, bias: bool) -> tuple[Any, Any]:
@@ -289,7 +313,9 @@ class PlannerCache:
         result, extras = out if isinstance(out, tuple) else (out, None)
         return result.mT.contiguous(), extras["bgradb"] if extras else None
 
-    def linear(self, x: Any, w: Any, b: Any, epilog: Any, *, plan: bool = True) -> tuple[Any, Any] | None:
+    def linear(
+        self, x: Any, w: Any, b: Any, epilog: Any, *, plan: bool = True, compile_hit: bool = False
+    ) -> tuple[Any, Any] | None:
         """A Linear layer's product ``epilog(x @ w.T + b)``: ``(y, aux_dict or None)``, ``y`` of shape
         ``(*x.shape[:-1], N)``, contiguous.
 
@@ -298,7 +324,8 @@ class PlannerCache:
         problem on the tensors' addresses (no operand is wrapped, validated or kept), into a ``y``
         allocated here in the caller's shape. The caller checked the operands (dtypes, devices,
         shapes, ``b`` of shape ``(N,)``) before a first call; with ``plan=False`` a problem that is
-        not planned yet returns ``None`` (nothing checked, nothing done).
+        not planned yet returns ``None`` (nothing checked, nothing done). ``compile_hit``: the caller
+        tries :attr:`linear_hits` first, so a hit on addresses gives it this problem's entry.
 
         Raises:
             CaptureError: the problem is not planned yet and a CUDA graph is being captured.
@@ -333,8 +360,12 @@ class PlannerCache:
                 lr.pinned = True
             y = lr.template.new_empty_strided(lr.shape, lr.strides)  # (no dtype/device keywords to parse)
             if lr.x_first:
-                return y, run(px, pw, y.data_ptr())
-            return y, run(pw, px, y.data_ptr(), (pb,) if lr.bias else ())
+                extras = run(px, pw, y.data_ptr())
+            else:
+                extras = run(pw, px, y.data_ptr(), (pb,) if lr.bias else ())
+            if compile_hit and self.linear_hits is not None and epilog in _linear_hit.ACTIVATION_OF:
+                self._compile(key, _linear_hit.ACTIVATION_OF[epilog], lr, x, w, b)
+            return y, extras
 
     def infer(self, x: Any, w: Any, b: Any, epilog: Any) -> Any:
         """``y`` of :meth:`linear` for an epilog without aux outputs (inference), or ``None`` when the
@@ -373,7 +404,39 @@ class PlannerCache:
                 run(px, pw, y.data_ptr())
             else:
                 run(pw, px, y.data_ptr(), (pb,) if lr.bias else ())
+            if self.linear_hits is not None and epilog in _linear_hit.ACTIVATION_OF:
+                self._compile(key, _linear_hit.ACTIVATION_OF[epilog], lr, x, w, b)
             return y
+
+    def _compile(self, key: Hashable, act: Any, lr: Any, x: Any, w: Any, b: Any) -> None:
+        """Give :attr:`linear_hits` this problem's entry (``act``: the activation, or :data:`PRODUCT`;
+        ``lr``: its ``_LinearRun`` / ``_ProductRun``) after a Python hit on addresses (lock held),
+        unless the entry made last time is still listed and made for the same thread, stream, launch,
+        algorithm and pinning (then the compiled call missed for a reason a new entry would not fix,
+        another current device, say: the Python path keeps running it)."""
+        twin = lr.twin
+        if twin is not None and twin.listed and twin.thread == threading.get_ident():
+            launch = twin.launch
+            if not launch.closed and launch.algo is twin.algo and (twin.capture_free or not lr.pinned):
+                raw = streams.torch_raw_stream()
+                if raw is not None and raw(launch.device_id) == twin.stream:
+                    return
+        made = _linear_hit.build(key, act, lr, x, w, b)
+        if made is not None:
+            self._fold_hits()  # (an entry the table drops takes its count with it)
+            self.linear_hits.add(made)
+            lr.twin = made
+
+    def _fold_hits(self) -> None:
+        """Count the compiled table's hits in the cache's counters and LRU order (lock held)."""
+        table = self.linear_hits
+        if table is None or not len(table):
+            return
+        for entry in table.entries():
+            n = entry.hits
+            if n:
+                entry.hits = 0
+                self._cache.touch(entry.key, n)
 
     def _pin_if_capturing(self, key: Hashable, t: Any) -> None:
         """Pin ``key``'s planner when a CUDA graph is being captured (a graph replays its workspace)."""
@@ -493,6 +556,7 @@ class PlannerCache:
         """Plan (and autotune, if asked) the planner of a new problem, run it and cache it (lock held):
         ``(what it returned, its cache entry)``."""
         refuse_planning("nvmath.torch would plan a new matmul (first use of these shapes)", a)
+        self._fold_hits()  # (the LRU order the eviction below follows)
         self._misses += 1
         mm = Matmul(a, b, c, alpha=alpha, beta=beta, options=_options(a, b, self._keep))
         try:

@@ -187,6 +187,19 @@ def test_record_done_follows_a_new_driver_module(driver, monkeypatch):
     assert other.calls == [("query", 0x5000), ("record", event, 0x5000)]
 
 
+def test_done_recorder_is_the_recorder_record_done_runs(driver):
+    """``done_recorder`` gives the handle's capture-checked record (made once, shared with
+    ``record_done``): calling it records the handle's done event unless the stream captures."""
+    handle = StreamHandle(0x5000, 0, "cupy", 0x5000, mortal=True)
+    record = streams.done_recorder(handle)
+    assert streams.done_recorder(handle) is record
+    record()
+    event = handle.done
+    streams.record_done(handle)
+    assert [c[0] for c in driver.calls] == ["create", "query", "record", "query", "record"]
+    assert driver.calls[2] == ("record", event, 0x5000)
+
+
 def test_streams_reexports_the_handle_module():
     """Callers import ``nvmath._internal.streams`` only: every public name of ``streams_handle`` but
     ``SPECIAL_STREAMS`` is the same object there."""

@@ -72,3 +72,43 @@ def install(monkeypatch: Any) -> Any:
 
     monkeypatch.setattr(_functional, "FUSED_DEVICE_TYPES", frozenset({"cuda", "cpu"}))
     return fake
+
+
+def install_as_torch(monkeypatch: Any) -> Any:
+    """The fake GPU with torch CPU tensors posing as tensors of package ``"torch"`` on GPU 0 (so the
+    torch-only fast paths run: torch's raw current stream, read as the legacy default stream 0, its
+    current device 0, no capture; results by ``torch.empty_strided``); returns ``nvmath.torch`` with
+    both planner caches emptied. (``tools/torch_host_cost.py`` measures on it.)"""
+    from nvmath._internal import streams
+    from nvmath.linalg.advanced import _results
+
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device_id: 0, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_isCurrentStreamCapturing", lambda: False, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 0, raising=False)
+    monkeypatch.setattr(streams, "_TORCH_RAW", None)  # (looked up again under the fake, restored after)
+
+    class AsTorch(FakeTorchAdapter):
+        __slots__ = ()
+        package = "torch"
+
+        def empty(self, shape, dtype, *, strides=None, device_id=None, stream=None):
+            out = super().empty(shape, dtype, strides=strides, device_id=device_id, stream=stream)
+            return AsTorch(out.tensor)
+
+    install(monkeypatch)
+    monkeypatch.setitem(dispatch._CLASSES, torch.Tensor, AsTorch)
+    monkeypatch.setitem(dispatch._CLASSES, torch.nn.Parameter, AsTorch)
+    init = _results.ResultMaker.__init__
+
+    def cpu_results(self: Any, *args: Any, **kwargs: Any) -> None:  # torch.empty_strided on the CPU
+        init(self, *args, **kwargs)
+        if self._raw_stream is not None:
+            self._device = torch.device("cpu")
+            self.direct = (*self.direct[:4], self._device)
+
+    monkeypatch.setattr(_results.ResultMaker, "__init__", cpu_results)
+    import nvmath.torch as nt
+
+    for cache in (nt.default_cache, nt.compiled_cache):
+        cache.clear()
+    return nt

@@ -185,6 +185,30 @@ class MatmulLaunch:
         """
         self.closed = True
 
+    def compiled_parts(self, handle: StreamHandle) -> dict[str, Any] | None:
+        """The fixed pieces of this launch's bare call on ``handle``, for a compiled twin that makes the
+        call itself (``nvmath._fastcall.LinearHit``), or ``None`` when a run needs more than the bare
+        call: a closed launch, a staged copy, a broadcast aux input or aux outputs, a context switch (a
+        stream of another context, operands of a package other than torch) or the pure-Python caller.
+
+        Keys: ``call`` (the compiled caller), ``swap``, ``c_is_d``, ``algo`` (the tuple a twin compares
+        by identity: :meth:`select` replaces it), ``bound`` and ``space`` (the :class:`BoundWorkspace` and
+        its workspace, ``None`` without one), ``lt_handle`` (0: the thread's handle), ``device_id`` and
+        ``done`` (a run on ``handle`` must record the done event after the call).
+        """
+        if self.closed or self._extras or self._device is None or handle.ctx is not None:
+            return None
+        if not fastpath.is_compiled(self._call):
+            return None
+        ws_size = self.algo[1]
+        bound = self._workspace if ws_size else None
+        return {
+            "call": self._call, "swap": self.swap, "c_is_d": self._c_is_d, "algo": self.algo,
+            "bound": bound, "space": bound.workspace if bound is not None else None,
+            "lt_handle": self._lt_handle or 0, "device_id": self.device_id,
+            "done": bool(handle.mortal and (ws_size or self._done_always)),
+        }  # fmt: skip
+
     def prepare(self, handle: StreamHandle) -> None:
         """Refresh the planner-owned copies the call reads (a staged operand, a broadcast aux input)
         on ``handle``: what a run does first, and what autotuning does once before its timed runs."""

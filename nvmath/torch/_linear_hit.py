@@ -1,0 +1,107 @@
+"""The compiled Linear-layer hit: a planned Linear problem's key check and launch in one C call.
+
+A :class:`~._planners.PlannerCache` whose problems run on addresses keeps, when the compiled path is
+active (:mod:`nvmath._internal.fastpath`), a table of them (``nvmath._fastcall.LinearHits``, its
+``linear_hits``): ``hits(x, weight, bias, activation)`` compares the tensors with each entry's key
+(activation, types, shapes, strides, dtype, device, pointer alignment, the calling thread and torch's
+current stream), allocates the result, and calls ``cublasLtMatmul`` with the launch's fixed arguments;
+it returns ``None`` on any mismatch, and the Python path runs (every check and error message is
+there). :func:`build` makes an entry from a Python hit that ran on addresses; the table never
+plans, evicts or frees anything, and an entry whose launch was closed (its planner re-planned or
+freed) or whose algorithm changed never runs (see ``nvmath/_fastcall.c``, block ``LinearHit``).
+
+Entries are made only for the epilogs without aux outputs (inference, and a training forward without
+GELU) and for the plain products of a Linear layer's backward (its input gradient, :data:`PRODUCT`);
+on the pure-Python path there is no table (``linear_hits`` is ``None``) and nothing here runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from typing import Any
+
+import torch
+
+from nvmath._internal import fastpath, streams
+from nvmath.linalg.advanced import MatmulEpilog as E
+from nvmath.linalg.advanced import _handles
+from nvmath.torch import _capture
+
+__all__ = ["ACTIVATION_OF", "CAPACITY", "PRODUCT", "build", "table"]
+
+logger = logging.getLogger(__name__)
+
+CAPACITY = 64
+"""The most problems (per thread and stream) a table holds; beyond it the oldest entry goes."""
+
+ACTIVATION_OF: dict[Any, str | None] = {
+    None: None, E.BIAS: None, E.RELU: "relu", E.RELU_BIAS: "relu", E.GELU: "gelu", E.GELU_BIAS: "gelu",
+}  # fmt: skip
+"""The epilogs a compiled Linear hit runs (no aux output), with the activation a call names them by."""
+
+PRODUCT = "nvmath.torch: plain product"
+"""The name of a plain product ``a @ b`` of ``PlannerCache.run`` (a backward's input gradient) in a table:
+called as ``hits(a, b, None, PRODUCT)``, an entry of ``a`` and ``b`` with no epilog."""
+
+
+def table() -> Any:
+    """A new empty table, or ``None`` when the compiled path is off (or torch has no CUDA getters)."""
+    if not fastpath.available():
+        return None
+    from nvmath import _fastcall
+
+    return _fastcall.LinearHits(CAPACITY, torch.is_grad_enabled)
+
+
+def _alignment(ptr: int) -> int:
+    return min(ptr & -ptr, 256) if ptr else 256
+
+
+def build(key: Any, act: Any, lr: Any, x: Any, w: Any, b: Any) -> Any:
+    """The ``LinearHit`` of a planned problem that just ran on addresses, or ``None`` when its next call
+    cannot be made in C (see :meth:`~nvmath.linalg.advanced._direct.AddressRun.compiled_parts`; also a
+    capture in progress, torch without CUDA getters, a bias pointer not settable from C).
+
+    Args:
+        key: the problem's :class:`~._planners.PlannerCache` key; ``act``: the activation of its
+            epilog (see :data:`ACTIVATION_OF`), or :data:`PRODUCT`.
+        lr: its ``_LinearRun`` or ``_ProductRun`` (``run``: its
+            :class:`~nvmath.linalg.advanced._direct.AddressRun`;
+            ``shape``, ``strides``, ``template``: the result's layout, dtype and device; ``x_first``;
+            ``pinned``: a CUDA graph may replay the planner, so no capture check per call).
+        x, w, b: the tensors of the call that just ran (``b`` ``None`` without bias).
+    """
+    raw, device = streams.torch_raw_stream(), streams.torch_device_getter()
+    ready = raw is not None and device is not None
+    parts = lr.run.compiled_parts() if ready else None
+    if parts is None:
+        return None
+    attrs = parts["attrs"]
+    set_attr = fastpath.bound_address("cublasLt", "cublasLtMatmulDescSetAttribute") if attrs else 0
+    if set_attr is None or len(attrs) != (b is not None):
+        return None
+    capturing = None
+    if parts["bound"] is not None and not lr.pinned:
+        if _capture.capturing_now():  # (the Python path pins the planner first)
+            return None
+        capturing = _capture.capturing_now  # (torch's C query from the first call on)
+    from nvmath import _fastcall
+
+    handle = parts["handle"]
+    return _fastcall.LinearHit(
+        key=key, act=act, xtype=type(x), wtype=type(w), btype=type(b) if b is not None else None,
+        dtype=x.dtype, device=x.device, xshape=tuple(x.shape), xstrides=x.stride(),
+        xalign=_alignment(x.data_ptr()), wshape=tuple(w.shape), wstrides=w.stride(),
+        walign=_alignment(w.data_ptr()), bshape=tuple(b.shape) if b is not None else (),
+        bstrides=b.stride() if b is not None else (), balign=_alignment(b.data_ptr()) if b is not None else 0,
+        thread=threading.get_ident(), device_id=parts["device_id"], stream=handle.ptr, raw_stream=raw,
+        get_device=device, capturing=capturing,
+        alloc=functools.partial(lr.template.new_empty_strided, lr.shape, lr.strides),
+        launch=parts["launch"], algo=parts["algo"], call=parts["call"], x_first=lr.x_first,
+        swap=parts["swap"], c_is_d=parts["c_is_d"], bound=parts["bound"], handle=handle, space=parts["space"],
+        lt_handle=parts["lt_handle"], handles_local=_handles.handles_here, handles_module=_handles,
+        pool_get=_handles.POOL_GET, after=streams.done_recorder(handle) if parts["done"] else None,
+        attrs=attrs, set_attr=set_attr,
+    )  # fmt: skip
