@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 
+from nvmath.linalg.advanced._direct import AddressRun, address_run_possible
 from nvmath.torch._capture import CaptureError, capturing, refuse_planning
 
 __all__ = ["GroupedFP8Gemms", "grouped_fp8_gemms"]
@@ -53,6 +54,10 @@ SLOT = 4
 that are not 16-byte aligned (seen on the H200: a slot at byte offset 0x24), so every slot starts on
 16 bytes."""
 
+D_ALIGNMENT = 256
+"""A planned product writes its result assuming this pointer alignment (the planner tells cuBLASLt the
+largest): an ``out`` view less aligned gets the product copied in."""
+
 _RESULT = {torch.bfloat16: "CUDA_R_16BF", torch.float16: "CUDA_R_16F", torch.float32: "CUDA_R_32F"}
 
 
@@ -61,15 +66,28 @@ def _align(t: torch.Tensor) -> int:
     return p & -p
 
 
-class _Entry:
-    """A planner, its scale slots and the operands it holds (their addresses)."""
+def _fits(t: torch.Tensor, layout: tuple) -> bool:
+    """Whether ``t`` is a result of ``layout`` = ``(shape, strides, dtype)`` on :data:`D_ALIGNMENT` bytes
+    (the strides of dimensions of size 1 do not matter)."""
+    shape, strides, dtype = layout
+    if t.dtype != dtype or tuple(t.shape) != shape or t.data_ptr() % D_ALIGNMENT:
+        return False
+    return all(s == e for s, e, d in zip(t.stride(), strides, shape) if d > 1)
 
-    __slots__ = ("bias", "device", "mm", "ptrs", "slots")
+
+class _Entry:
+    """A planner, its scale slots, its address run (``None`` where the plan cannot run on addresses)
+    and the operands it holds (their addresses; only without an address run)."""
+
+    __slots__ = ("address", "bias", "device", "layout", "mm", "ptrs", "slots")
 
     def __init__(self, mm: Any, slots: tuple[int, int], device: torch.device):
         self.mm, self.slots, self.device = mm, slots, device
         self.ptrs: tuple = ()
         self.bias: int = 0
+        self.address: Any = None
+        self.layout: tuple = ()
+        """``(shape, strides, dtype)`` of the result the address run writes."""
 
 
 class GroupedFP8Gemms:
@@ -101,12 +119,15 @@ class GroupedFP8Gemms:
 
     def run(
         self, kind: str, problems: list[tuple[int, torch.Tensor, torch.Tensor]], inv_a: torch.Tensor,
-        inv_b: torch.Tensor, dtype: torch.dtype, bias: list | None = None,
+        inv_b: torch.Tensor, dtype: torch.dtype, bias: list | None = None, out: list | None = None,
     ) -> list[torch.Tensor] | None:  # fmt: skip
         """``[D_k]`` for ``problems`` = ``[(k, qa_k, qb_k)]`` (FP8, both contiguous along K) with the
         dequantization scales ``inv_a[k]``, ``inv_b[k]`` ((G,) float32), in ``dtype``; with ``bias``
-        (one tensor per problem) the forward's ``BIAS`` epilogue along D's rows. ``None`` when this
-        runner is off or failed (nothing to use: the caller runs its other path)."""
+        (one tensor per problem) the forward's ``BIAS`` epilogue along D's rows. ``out``: one tensor
+        per problem (views of the caller's result, D's shape and ``dtype``) that the products are
+        written into (straight, where the plan's result layout is the view's; else copied) and
+        returned. ``None`` when this runner is off or failed (nothing to use: the caller runs its other
+        path)."""
         if not self.enabled or not problems:
             return None
         try:
@@ -115,7 +136,7 @@ class GroupedFP8Gemms:
                 entries = [self._entry(kind, k, qa, qb, dtype, None if bias is None else bias[i], capture)
                            for i, (k, qa, qb) in enumerate(problems)]  # fmt: skip
                 self._fill(entries, problems, inv_a, inv_b, capture)
-                return [self._execute(e, qa, qb, None if bias is None else bias[i])
+                return [self._execute(e, qa, qb, None if bias is None else bias[i], None if out is None else out[i])
                         for i, (e, (_, qa, qb)) in enumerate(zip(entries, problems))]  # fmt: skip
         except CaptureError:
             raise  # (a warm-up step is missing: the caller's error, not this class's)
@@ -170,6 +191,12 @@ class GroupedFP8Gemms:
         entry = _Entry(mm, slots, qa.device)
         entry.ptrs = (qa.data_ptr(), qb.data_ptr())
         entry.bias = 0 if bias is None else bias.data_ptr()
+        names = () if bias is None else ("bias",)
+        if address_run_possible(mm, names, scales=True):  # (the scale slots never move)
+            entry.address = AddressRun(mm, names, scales=True)
+            shape, strides = entry.address.result_layout[:2]
+            entry.layout = (tuple(shape), tuple(strides), dtype)
+            mm.release_operands()  # (the runs give every address: the planner holds no operand)
         return entry
 
     def _take_slots(self, device: torch.device) -> tuple[int, int]:
@@ -212,7 +239,27 @@ class GroupedFP8Gemms:
         self._slots[device].index_copy_(0, index, torch.stack((inv_a, inv_b), 1).reshape(-1))
 
     @staticmethod
-    def _execute(entry: _Entry, qa: Any, qb: Any, bias: Any) -> torch.Tensor:
+    def _execute(entry: _Entry, qa: Any, qb: Any, bias: Any, out: Any) -> torch.Tensor:
+        """The product of ``entry``'s planner on ``qa``, ``qb`` (and ``bias``) into ``out`` (``None``: a
+        new tensor): on addresses where it can, else by a pointer swap and ``execute``."""
+        run = entry.address
+        if run is not None:
+            shape, strides, dtype = entry.layout
+            if out is None:
+                out = torch.empty_strided(shape, strides, dtype=dtype, device=qa.device)
+            elif not _fits(out, entry.layout):
+                out.copy_(GroupedFP8Gemms._execute(entry, qa, qb, bias, None))
+                return out
+            run(qa.data_ptr(), qb.data_ptr(), out.data_ptr(), () if bias is None else (bias.data_ptr(),))
+            return out
+        made = GroupedFP8Gemms._swap_execute(entry, qa, qb, bias)
+        if out is None:
+            return made
+        out.copy_(made)
+        return out
+
+    @staticmethod
+    def _swap_execute(entry: _Entry, qa: Any, qb: Any, bias: Any) -> torch.Tensor:
         mm = entry.mm
         ptrs = (qa.data_ptr(), qb.data_ptr())
         if bias is not None and bias.data_ptr() != entry.bias:

@@ -278,21 +278,63 @@ def grouped_forward(
     bs = [None] * len(counts) if b is None else b.unbind(0)
     cfg = epilog_config(None, b is not None, x.dtype)
     saved = (qx.qt, x.shape[1], inv_x, qwt, inv_w)
-    if lean.applies(x):
+    if lean.applies(x):  # (every group's product written into its rows of one y: no concatenation)
+        y = torch.empty((x.shape[0], w.shape[1]), dtype=x.dtype, device=x.device)
         if cfg is not None:  # (y.T = qw @ qx.T + b: the bias along D's rows, as FP8 Linear runs it)
             made = lean.run("forward-bias", [(k, qws[k], xs[k]) for k, _, _ in bounds], inv_w, inv_x, x.dtype,
-                            bias=[bs[k] for k, _, _ in bounds])  # fmt: skip
-            made = made and [d.mT for d in made]
+                            bias=[bs[k] for k, _, _ in bounds], out=[y[s:e].mT for _, s, e in bounds])  # fmt: skip
         else:
-            made = lean.run("forward", [(k, xs[k], qws[k]) for k, _, _ in bounds], inv_x, inv_w, x.dtype)
-            made = made and [d if bs[k] is None else d + bs[k].to(d.dtype)
-                             for d, (k, _, _) in zip(made, bounds)]  # fmt: skip
+            made = lean.run("forward", [(k, xs[k], qws[k]) for k, _, _ in bounds], inv_x, inv_w, x.dtype,
+                            out=[y[s:e] for _, s, e in bounds])  # fmt: skip
+            for d, (k, _, _) in zip(made or (), bounds):
+                if bs[k] is not None:
+                    d.add_(bs[k])
         if made:
-            return _join(made), saved
+            return y, saved
     ixs, iws = aligned_scalars(inv_x), aligned_scalars(inv_w)
     y = _join([_forward_gemm(xs[k], qws[k], ixs[k], iws[k], bs[k], cfg, x.dtype, gemm, fused)
                for k, _, _ in bounds])  # fmt: skip
     return y, saved
+
+
+def _dgrad(
+    gs: Any, wts: Any, inv_g: torch.Tensor, inv_w: torch.Tensor, bounds: Bounds, g: torch.Tensor, cols: int,
+    gemm: Any, lean: Any,
+) -> torch.Tensor:  # fmt: skip
+    """``dx`` (T, K): every group's dgrad GEMM written into its rows (on the grouped planners; else the
+    FP8 Linear caches' products, concatenated)."""
+    if lean.applies(g):
+        dx = torch.empty((g.shape[0], cols), dtype=g.dtype, device=g.device)
+        made = lean.run("dgrad", [(k, gs[k], wts[k]) for k, _, _ in bounds], inv_g, inv_w, g.dtype,
+                        out=[dx[s:e] for _, s, e in bounds])  # fmt: skip
+        if made:
+            return dx
+    igs, iws = aligned_scalars(inv_g), aligned_scalars(inv_w)
+    return _join([gemm(gs[k], wts[k], igs[k], iws[k], g.dtype) for k, _, _ in bounds])
+
+
+def _wgrad(
+    qg: Quantized, qxt: torch.Tensor, cols: int, inv_g: torch.Tensor, inv_x: torch.Tensor, bounds: Bounds,
+    w_meta: tuple, g: torch.Tensor, gemm: Any, lean: Any,
+) -> torch.Tensor:  # fmt: skip
+    """``dw`` (G, N, K): every group's wgrad GEMM written into its slice of one tensor (zero for groups
+    without tokens; on the grouped planners, else the FP8 Linear caches' products stacked)."""
+    w_dtype, w_shape = w_meta
+    wdt = _fp8_cast.wgrad_dtype(w_dtype)
+    pairs = [(k, qg.transposed(s, e), transposed_block(qxt, cols, s, e)) for k, s, e in bounds]
+    if lean.applies(g):
+        new = torch.empty if len(bounds) == w_shape[0] else torch.zeros
+        dw = new(w_shape, dtype=wdt, device=g.device)
+        if lean.run("wgrad", pairs, inv_g, inv_x, wdt, out=[dw[k] for k, _, _ in pairs]):
+            return dw.to(w_dtype)
+    igs, ixs = aligned_scalars(inv_g), aligned_scalars(inv_x)
+    dws: list = [None] * w_shape[0]
+    for k, a, b in pairs:
+        dws[k] = gemm(a, b, igs[k], ixs[k], wdt)
+    if len(bounds) < len(dws):
+        zero = torch.zeros(w_shape[1:], dtype=wdt, device=g.device)
+        dws = [zero if p is None else p for p in dws]
+    return torch.stack(dws).to(w_dtype)
 
 
 def grouped_backward(
@@ -302,7 +344,6 @@ def grouped_backward(
     """``(dx, dw, db)`` of :func:`grouped_forward` (``None`` where ``needs`` says not needed; ``w_meta``:
     the weight's dtype and shape); updates ``state``'s grad_output role (one update for all groups)."""
     qxt, cols, inv_x, qwt, inv_w = saved
-    w_dtype, w_shape = w_meta
     bounds = bounds_of(counts)
     want_db = needs[2] and b_dtype is not None
     qg, g_used = quantize_role(state, "grad_output", g.contiguous(), bounds, colsum=want_db)
@@ -310,27 +351,9 @@ def grouped_backward(
     inv_g = inv_g.reciprocal()
     dx = dw = db = None
     if needs[0]:
-        gs, wts = qg.q.split(counts), qwt.unbind(0)
-        made = lean.applies(g) and lean.run("dgrad", [(k, gs[k], wts[k]) for k, _, _ in bounds], inv_g, inv_w,
-                                            g.dtype)  # fmt: skip
-        if not made:
-            igs, iws = aligned_scalars(inv_g), aligned_scalars(inv_w)
-            made = [gemm(gs[k], wts[k], igs[k], iws[k], g.dtype) for k, _, _ in bounds]
-        dx = _join(made)
+        dx = _dgrad(qg.q.split(counts), qwt.unbind(0), inv_g, inv_w, bounds, g, cols, gemm, lean)
     if needs[1]:
-        wdt = _fp8_cast.wgrad_dtype(w_dtype)
-        pairs = [(k, qg.transposed(s, e), transposed_block(qxt, cols, s, e)) for k, s, e in bounds]
-        made = lean.applies(g) and lean.run("wgrad", pairs, inv_g, inv_x, wdt)
-        if not made:
-            igs, ixs = aligned_scalars(inv_g), aligned_scalars(inv_x)
-            made = [gemm(a, b, igs[k], ixs[k], wdt) for k, a, b in pairs]
-        dws: list = [None] * w_shape[0]
-        for (k, _, _), d in zip(bounds, made):
-            dws[k] = d
-        if len(bounds) < len(dws):
-            zero = torch.zeros(w_shape[1:], dtype=wdt, device=g.device)
-            dws = [zero if p is None else p for p in dws]
-        dw = torch.stack(dws).to(w_dtype)
+        dw = _wgrad(qg, qxt, cols, inv_g, inv_x, bounds, w_meta, g, gemm, lean)
     if want_db:
         db = qg.colsum.to(b_dtype)
     return dx, dw, db
