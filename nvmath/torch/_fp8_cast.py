@@ -118,6 +118,11 @@ _NAMES.update({
     for wide, ctype in _WIDE.items()
     for aux in _AUX[wide]
 })
+_NAMES.update({
+    ("grouped", wide, fp8): f"nvmath_cast_transpose_grouped<{ctype}, {ctype}, {e5m2}, 0>"
+    for wide, ctype in _WIDE.items()
+    for fp8, e5m2 in _E5M2.items()
+})
 _NAMES["transpose"] = "nvmath_fp8_transpose"
 _NAMES["current_scale"] = "nvmath_current_scale"
 _broken: list[str] = []
@@ -399,14 +404,11 @@ def wgrad_dtype(weight_dtype: torch.dtype) -> torch.dtype:
     return weight_dtype if ENABLED else torch.float32
 
 
-def launch_tiles(device: torch.device, kernel_key: Any, launches: list[tuple[int, int, tuple]]) -> bool:
-    """Launch the kernel ``kernel_key`` (a :func:`cast_transpose` key ``(wide, fp8, aux dtype or
-    None)``, or ``"transpose"``) once per ``(rows, cols, args)`` of ``launches`` on torch's current
-    stream, under one device context: the kernel's arguments as :func:`cast_transpose` passes them
-    (addresses as ``np.uintp``, sizes as ``np.int64``), each launch over its (rows, cols) grid
-    (:func:`grid`). For callers that run many slices of preallocated tensors (the FP8 grouped layer:
-    one launch per group, each with its own scale, amax and partial-sum addresses). False when the
-    kernels are not in use or cannot be built, or a launch is refused (the launches before it ran;
+def launch_grid(device: torch.device, kernel_key: Any, shape: tuple[int, int, int], args: tuple) -> bool:
+    """Launch the kernel ``kernel_key`` once over a ``shape`` grid of :data:`THREADS` blocks on torch's
+    current stream with ``args`` (addresses as ``np.uintp``, sizes as ``np.int64``): the grouped
+    cast-transpose (``("grouped", wide, fp8)``), whose blocks find their group from ``blockIdx.z``.
+    False when the kernels are not in use or cannot be built, or the launch is refused (nothing ran;
     the kernels are not used again in this process)."""
     if not in_use():
         return False
@@ -418,19 +420,18 @@ def launch_tiles(device: torch.device, kernel_key: Any, launches: list[tuple[int
     kernels = _kernels(device_id)
     if kernels is None:
         return False
-    kernel = kernels[kernel_key]
-    stream = streams.current_stream(device_id, "torch").core
-    configs: dict[tuple[int, int], Any] = {}
+    config = _CONFIGS.get(shape)
+    if config is None:
+        config = _CONFIGS[shape] = LaunchConfig(grid=shape, block=(*THREADS, 1))
     try:
         with devices.device_ctx(device_id):
-            for rows, cols, args in launches:
-                shape = grid(rows, cols)
-                config = configs.get(shape)
-                if config is None:
-                    config = configs[shape] = LaunchConfig(grid=(*shape, 1), block=(*THREADS, 1))
-                launch(stream, config, kernel, *args)
+            launch(streams.current_stream(device_id, "torch").core, config, kernels[kernel_key], *args)
     except Exception as exc:  # noqa: BLE001 (a refused launch: the layers' former ops from now on)
         _broken.append(repr(exc))
         logger.warning("FP8 cast-transpose launch failed (%s); using torch operations instead", exc)
         return False
     return True
+
+
+_CONFIGS: dict[tuple, Any] = {}
+"""Grid shape -> the launch configuration of :func:`launch_grid` (made once per shape)."""

@@ -101,10 +101,10 @@ __device__ __forceinline__ void nv_tile_load(
 // registers as before (4 blocks per SM); the DGELU pass keeps its schedule (44 registers: prefetching
 // would cost it a block per SM).
 template <typename T, typename A, int E5M2, int DGELU>
-__global__ void __launch_bounds__(256) nvmath_cast_transpose(
+__device__ __forceinline__ void nv_cast_transpose_pass(
     const T* __restrict__ x, const A* __restrict__ aux, unsigned char* __restrict__ q,
     unsigned char* __restrict__ qt, const float* __restrict__ scale, unsigned int* __restrict__ amax,
-    float* __restrict__ partial, long long rows, long long cols) {
+    float* __restrict__ partial, long long rows, long long cols, long long by, long long gy) {
   __shared__ unsigned char tile[64][66];
   __shared__ float colsum[8][64];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -117,9 +117,9 @@ __global__ void __launch_bounds__(256) nvmath_cast_transpose(
   constexpr bool prefetch = NVMATH_CT_PREFETCH != 0 && DGELU == 0;
   typename nv_pair<T>::type px[8];
   if constexpr (prefetch) {
-    if ((long long)blockIdx.y < tiles) nv_tile_load(x, px, (long long)blockIdx.y * 64, ty, c, rows, cols);
+    if (by < tiles) nv_tile_load(x, px, by * 64, ty, c, rows, cols);
   }
-  for (long long t = blockIdx.y; t < tiles; t += gridDim.y) {
+  for (long long t = by; t < tiles; t += gy) {
     const long long r0 = t * 64;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(256) nvmath_cast_transpose(
       }
     }
     if constexpr (prefetch) {
-      if (t + gridDim.y < tiles) nv_tile_load(x, px, (t + gridDim.y) * 64, ty, c, rows, cols);
+      if (t + gy < tiles) nv_tile_load(x, px, (t + gy) * 64, ty, c, rows, cols);
     }
     if (write) {
       __syncthreads();
@@ -177,11 +177,45 @@ __global__ void __launch_bounds__(256) nvmath_cast_transpose(
         s0 += colsum[j][2 * tx];
         s1 += colsum[j][2 * tx + 1];
       }
-      partial[(long long)blockIdx.y * cols + c] = s0;
-      partial[(long long)blockIdx.y * cols + c + 1] = s1;
+      partial[by * cols + c] = s0;
+      partial[by * cols + c + 1] = s1;
     }
   }
   nv_block_amax(local, amax);
+}
+
+template <typename T, typename A, int E5M2, int DGELU>
+__global__ void __launch_bounds__(256) nvmath_cast_transpose(
+    const T* __restrict__ x, const A* __restrict__ aux, unsigned char* __restrict__ q,
+    unsigned char* __restrict__ qt, const float* __restrict__ scale, unsigned int* __restrict__ amax,
+    float* __restrict__ partial, long long rows, long long cols) {
+  nv_cast_transpose_pass<T, A, E5M2, DGELU>(x, aux, q, qt, scale, amax, partial, rows, cols, blockIdx.y,
+                                            gridDim.y);
+}
+
+// The pass over the row groups of x (group g: rows offsets[g] to offsets[g + 1]) in one launch: block
+// (bx, by, g) runs what block (bx, by) of group g's own launch would (its grid rows gy as grid() gives
+// them for its rows and gridDim.x column strips, at most target_blocks / gridDim.x; the blocks beyond
+// return), on group g's rows of x, q (and aux), its transpose block at offsets[g] * cols of qt, scale[g],
+// amax[g] and the (partial_rows, cols) partial sums at g * partial_rows * cols: the same values as one
+// launch per group, bit for bit.
+template <typename T, typename A, int E5M2, int DGELU>
+__global__ void __launch_bounds__(256) nvmath_cast_transpose_grouped(
+    const T* __restrict__ x, const A* __restrict__ aux, unsigned char* __restrict__ q,
+    unsigned char* __restrict__ qt, const float* __restrict__ scale, unsigned int* __restrict__ amax,
+    float* __restrict__ partial, const long long* __restrict__ offsets, long long cols,
+    long long partial_rows, long long target_blocks) {
+  const long long g = blockIdx.z, start = offsets[g], rows = offsets[g + 1] - start;
+  const long long tiles = (rows + 63) / 64, per_strip = (target_blocks + gridDim.x - 1) / gridDim.x;
+  long long gy = tiles < per_strip ? tiles : per_strip;
+  gy = gy < 65535 ? gy : 65535;
+  gy = gy > 1 ? gy : 1;
+  if (rows <= 0 || (long long)blockIdx.y >= gy) return;  // (the whole block: no barrier is skipped)
+  const long long at = start * cols;
+  nv_cast_transpose_pass<T, A, E5M2, DGELU>(
+      x + at, aux == nullptr ? aux : aux + at, q == nullptr ? q : q + at, qt == nullptr ? qt : qt + at,
+      scale == nullptr ? scale : scale + g, amax + g,
+      partial == nullptr ? partial : partial + g * partial_rows * cols, rows, cols, blockIdx.y, gy);
 }
 
 // 32-bit word i of a 16-byte vector (i a constant after unrolling: stays in registers)

@@ -136,7 +136,8 @@ class GroupedFP8Gemms:
                 entries = [self._entry(kind, k, qa, qb, dtype, None if bias is None else bias[i], capture)
                            for i, (k, qa, qb) in enumerate(problems)]  # fmt: skip
                 self._fill(entries, problems, inv_a, inv_b, capture)
-                return [self._execute(e, qa, qb, None if bias is None else bias[i], None if out is None else out[i])
+                biases, outs = bias or [None] * len(problems), out or [None] * len(problems)
+                return [self._execute(e, qa, qb, biases[i], outs[i])
                         for i, (e, (_, qa, qb)) in enumerate(zip(entries, problems))]  # fmt: skip
         except CaptureError:
             raise  # (a warm-up step is missing: the caller's error, not this class's)

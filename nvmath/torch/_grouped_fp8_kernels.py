@@ -5,10 +5,13 @@ Quantization (:func:`quantize_groups`): a (T, C) tensor whose rows are grouped (
 quantized with one scale per group into one FP8 (T, C) tensor and, for the weight-gradient GEMMs, one
 buffer of the groups' transposed copies (group ``g``'s (C, rows) block at element ``start * C``);
 the groups' amaxes land in one (G,) tensor and their column sums (a bias gradient) in one
-(G, blocks, C) float32 tensor summed once. On the GPU each group is one launch of the FP8 layers'
-cast-transpose kernel (:mod:`._fp8_cast`, :func:`~._fp8_cast.launch_tiles`) on addresses into those
-tensors (its scale, amax and partial sums at the group's offsets): no per-group tensors, no
-per-group scale update. Current scaling runs an amax-only pass per group first. Elsewhere (CPU
+(G, blocks, C) float32 tensor summed once. On the GPU all groups are one launch of the FP8 layers'
+grouped cast-transpose kernel (:mod:`._fp8_cast`, :func:`~._fp8_cast.launch_grid`,
+:func:`grouped_launch`): block ``(bx, by, g)`` does what block ``(bx, by)`` of a launch over group
+``g``'s rows alone would do (its scale, amax and partial sums at the group's offsets; the row offsets
+a small device table made once per counts, :func:`device_table`): no per-group tensors, launches or
+scale updates, the values of per-group launches bit for bit. Current scaling runs an amax-only pass
+first (the same launch without outputs). Elsewhere (CPU
 tensors, the kernels not in use) torch's operations compute the same values group by group
 (:func:`~._fp8.quantize`, the arithmetic of an FP8 ``Linear`` on those tensors).
 
@@ -41,6 +44,8 @@ __all__ = [
     "Quantized",
     "active_groups",
     "bounds_of",
+    "device_table",
+    "grouped_launch",
     "grouped_backward",
     "grouped_forward",
     "quantize_groups",
@@ -87,30 +92,43 @@ def _ptr(t: torch.Tensor | None) -> int:
     return 0 if t is None else t.data_ptr()
 
 
+def grouped_launch(bounds: Bounds, groups: int, cols: int) -> tuple[list[int], tuple[int, int, int], int]:
+    """``(offsets, grid, partial_rows)`` of the one grouped cast-transpose launch over ``bounds``: the
+    (G + 1) row offsets of every group (groups without rows: an empty range), the grid ``(gx, gy, G)``
+    (``gy``: the most grid rows any group's own launch (:func:`~._fp8_cast.grid`) has; each group's
+    blocks beyond its own return) and the partial-sum rows per group (that ``gy``)."""
+    offsets, at = [0] * (groups + 1), 0
+    ends = {g: e for g, _, e in bounds}
+    for g in range(groups):
+        at = ends.get(g, at)
+        offsets[g + 1] = at
+    gx = _fp8_cast.grid(1, cols)[0]
+    gy = max(_fp8_cast.grid(e - s, cols)[1] for _, s, e in bounds)
+    return offsets, (gx, gy, groups), gy
+
+
 def _kernel_run(
     x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None, colsum: bool
 ) -> Quantized | None:  # fmt: skip
-    """The GPU pass: one cast-transpose launch per group (``scale`` None: amax only); ``None`` when the
-    kernels do not run here (nothing was written)."""
+    """The GPU pass: one grouped cast-transpose launch over all groups (``scale`` None: amax only);
+    ``None`` when the kernels do not run here (nothing was written)."""
     rows, cols = x.shape
     dev = x.device
+    offsets, shape, blocks = grouped_launch(bounds, groups, cols)
+    if groups > _fp8_cast.MAX_GRID_Y:
+        return None
+    counts = [e - s for s, e in zip(offsets, offsets[1:])]
+    table = device_table("row offsets", offsets, torch.int64, x, counts)
     amax = torch.zeros(groups, dtype=torch.float32, device=dev)
     q = qt = partial = None
     if scale is not None:
         q = torch.empty((rows, cols), dtype=dtype, device=dev)
         qt = torch.empty(rows * cols, dtype=dtype, device=dev)
-    blocks = max(_fp8_cast.grid(e - s, cols)[1] for _, s, e in bounds)
     if colsum:
         partial = torch.zeros((groups, blocks, cols), dtype=torch.float32, device=dev)
-    px, pq, pqt, ps, pa, pp = (_ptr(t) for t in (x, q, qt, scale, amax, partial))
-    size = x.element_size()
-    launches = []
-    for g, s, e in bounds:
-        args = (np.uintp(px + s * cols * size), np.uintp(0), np.uintp(pq and pq + s * cols),
-                np.uintp(pqt and pqt + s * cols), np.uintp(ps and ps + 4 * g), np.uintp(pa + 4 * g),
-                np.uintp(pp and pp + 4 * g * blocks * cols), np.int64(e - s), np.int64(cols))  # fmt: skip
-        launches.append((e - s, cols, args))
-    if not _fp8_cast.launch_tiles(dev, (x.dtype, dtype, None), launches):
+    args = (*(np.uintp(_ptr(t)) for t in (x, q, qt, scale, amax, partial, table)), np.int64(cols),
+            np.int64(blocks), np.int64(_fp8_cast.TARGET_BLOCKS))  # fmt: skip
+    if not _fp8_cast.launch_grid(dev, ("grouped", x.dtype, dtype), shape, args):
         return None
     return Quantized(q, qt, amax, partial.sum(1) if colsum else None)
 
@@ -204,38 +222,50 @@ def weight_fp8(
     return state.weight_copies, inv_x
 
 
-_ACTIVE: dict[tuple, torch.Tensor] = {}
+_TABLES: dict[tuple, torch.Tensor] = {}
 _CAPTURED: dict[tuple, torch.Tensor] = {}
-"""The masks a CUDA graph capture read: kept for the process (a graph replays their memory)."""
+"""The tables a CUDA graph capture read: kept for the process (a graph replays their memory)."""
 
 
-def active_groups(counts: list[int], like: torch.Tensor) -> torch.Tensor | None:
-    """The (G,) bool tensor of the groups with tokens on ``like``'s device (``None`` when all have some;
-    cached per counts).
+def device_table(
+    what: str, values: list, dtype: torch.dtype, like: torch.Tensor, counts: list[int]
+) -> torch.Tensor:
+    """``values`` (made from ``counts``) as a 1-D ``dtype`` tensor on ``like``'s device, made once per
+    values (a small host-to-device copy: the counts' active-group mask, the row offsets of the grouped
+    launches).
 
     Raises:
-        CaptureError: inside a CUDA graph capture for counts not seen before it (a host-to-device copy
+        CaptureError: inside a CUDA graph capture for values not seen before it (a host-to-device copy
             a graph cannot hold: run a warm-up step with these counts first)."""
-    if all(counts):
-        return None
     device = like.device
-    key = (tuple(counts), device)
-    found = _ACTIVE.get(key)
+    key = (what, tuple(values), dtype, device)
+    found = _TABLES.get(key)
     if found is None:
         found = _CAPTURED.get(key)
     if found is None:
         if capturing(like):
             raise CaptureError(
                 f"an FP8 GroupedLinear met the counts {list(counts)} first inside a CUDA graph capture; "
-                "their device mask is a host-to-device copy a graph cannot replay. Run a step with these "
+                f"their device {what} is a host-to-device copy a graph cannot replay. Run a step with these "
                 "counts before the capture (a warm-up iteration), then capture."
             )
-        if len(_ACTIVE) > 256:
-            _ACTIVE.clear()
-        found = _ACTIVE[key] = torch.tensor([c > 0 for c in counts], device=device)
+        if len(_TABLES) > 512:
+            _TABLES.clear()
+        found = _TABLES[key] = torch.tensor(values, dtype=dtype, device=device)
     if key not in _CAPTURED and capturing(like):
         _CAPTURED[key] = found
     return found
+
+
+def active_groups(counts: list[int], like: torch.Tensor) -> torch.Tensor | None:
+    """The (G,) bool tensor of the groups with tokens on ``like``'s device (``None`` when all have some;
+    cached per counts, :func:`device_table`).
+
+    Raises:
+        CaptureError: inside a CUDA graph capture for counts not seen before it."""
+    if all(counts):
+        return None
+    return device_table("mask", [c > 0 for c in counts], torch.bool, like, counts)
 
 
 def _forward_gemm(
@@ -282,7 +312,8 @@ def grouped_forward(
         y = torch.empty((x.shape[0], w.shape[1]), dtype=x.dtype, device=x.device)
         if cfg is not None:  # (y.T = qw @ qx.T + b: the bias along D's rows, as FP8 Linear runs it)
             made = lean.run("forward-bias", [(k, qws[k], xs[k]) for k, _, _ in bounds], inv_w, inv_x, x.dtype,
-                            bias=[bs[k] for k, _, _ in bounds], out=[y[s:e].mT for _, s, e in bounds])  # fmt: skip
+                            bias=[bs[k] for k, _, _ in bounds],
+                            out=[y[s:e].mT for _, s, e in bounds])  # fmt: skip
         else:
             made = lean.run("forward", [(k, xs[k], qws[k]) for k, _, _ in bounds], inv_x, inv_w, x.dtype,
                             out=[y[s:e] for _, s, e in bounds])  # fmt: skip

@@ -13,7 +13,8 @@ else -- the tiling, the bounds, the shared tile and its transposed read, the red
 kernel's own code. The GPU tests check the conversions against torch on the H200.
 
 :func:`build` compiles (skips without g++); :class:`HostKernels` launches on numpy arrays (the
-cast-transpose, the vectorized amax reduction and the FP8 transpose).
+cast-transpose, the vectorized amax reduction and the FP8 transpose); ``lib.host_cast_grouped`` runs
+the grouped cast-transpose on raw addresses (grid ``(gx, gy, groups)``, ``blockIdx.z`` the group).
 """
 
 from __future__ import annotations
@@ -136,12 +137,13 @@ static unsigned char host_fp8(float x, int e5m2) {
 
 _LAUNCHER = r"""
 template <typename F>
-static void run_grid(unsigned gx, unsigned gy, F body) {
-  gridDim = {gx, gy, 1};
+static void run_grid(unsigned gx, unsigned gy, F body, unsigned gz = 1) {
+  gridDim = {gx, gy, gz};
   blockDim = {32, 8, 1};
+  for (unsigned bz = 0; bz < gz; ++bz)
   for (unsigned by = 0; by < gy; ++by) {
     for (unsigned bx = 0; bx < gx; ++bx) {
-      blockIdx = {bx, by, 0};
+      blockIdx = {bx, by, bz};
       std::barrier<> block(256);
       for (int w = 0; w < 8; ++w) { g_warp[w] = new std::barrier<>(32); }
       g_block = &block;
@@ -169,6 +171,20 @@ extern "C" int host_cast(int variant, int aux_kind, int e5m2, const void* x, con
   if (variant == 1 && aux_kind == 1) { NV_E(nvmath_f16, nvmath_f16, 1) }
   if (variant == 2 && aux_kind == 0) { NV_E(float, float, 0) }
   if (variant == 2 && aux_kind == 1) { NV_E(float, float, 1) }
+  return 1;
+}
+
+// the grouped cast-transpose (no aux) over a (gx, gy, gz) grid: gz groups at the row offsets
+extern "C" int host_cast_grouped(int variant, int e5m2, const void* x, unsigned char* q, unsigned char* qt,
+                                 const float* scale, unsigned* amax, float* partial, const long long* offsets,
+                                 long long cols, long long partial_rows, long long target, unsigned gx,
+                                 unsigned gy, unsigned gz) {
+#define NV_GROUPED(T, E) run_grid(gx, gy, [=] { nvmath_cast_transpose_grouped<T, T, E, 0>( \
+    (const T*)x, nullptr, q, qt, scale, amax, partial, offsets, cols, partial_rows, target); }, gz); return 0;
+#define NV_GE(T) if (e5m2) { NV_GROUPED(T, 1) } else { NV_GROUPED(T, 0) }
+  if (variant == 0) { NV_GE(nvmath_bf16) }
+  if (variant == 1) { NV_GE(nvmath_f16) }
+  if (variant == 2) { NV_GE(float) }
   return 1;
 }
 
@@ -241,6 +257,10 @@ class HostKernels:
         lib.host_cast.restype = ctypes.c_int
         lib.host_cast.argtypes = (
             [ctypes.c_int] * 3 + [ctypes.c_void_p] * 7 + [ctypes.c_longlong] * 2 + [ctypes.c_uint] * 2
+        )
+        lib.host_cast_grouped.restype = ctypes.c_int
+        lib.host_cast_grouped.argtypes = (
+            [ctypes.c_int] * 2 + [ctypes.c_void_p] * 7 + [ctypes.c_longlong] * 3 + [ctypes.c_uint] * 3
         )
 
     def cast(self, x: np.ndarray, wide: str, scale: float | None, e5m2: bool, aux: np.ndarray | None = None,

@@ -386,24 +386,20 @@ def host(tmp_path_factory):
 
 
 def host_launches(host, calls):
-    """A stand-in for _fp8_cast.launch_tiles that runs each launch on the host build, on the very
-    addresses the grouped layer computed (CPU tensors: host memory); ``calls`` collects the launches."""
-    from nvmath.torch import _fp8_cast
-
+    """A stand-in for _fp8_cast.launch_grid that runs the grouped launch on the host build, on the very
+    addresses the grouped layer computed (CPU tensors: host memory; the row-offset table too);
+    ``calls`` collects the launches' grids."""
     variant = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 
-    def launch(device, key, launches):
-        wide, fp8_dtype, aux = key
-        assert aux is None
-        for rows, cols, args in launches:
-            calls.append((rows, cols))
-            x, _, q, qt, scale, amax, partial, n_rows, n_cols = (int(a) for a in args)
-            assert (n_rows, n_cols) == (rows, cols)
-            gx, gy = _fp8_cast.grid(rows, cols)
-            e5m2 = int(fp8_dtype == torch.float8_e5m2)
-            ptrs = (x, None, q or None, qt or None, scale or None, amax, partial or None)
-            rc = host.lib.host_cast(variant[wide], 0, e5m2, *ptrs, rows, cols, gx, gy)
-            assert rc == 0
+    def launch(device, key, shape, args):
+        kind, wide, fp8_dtype = key
+        assert kind == "grouped"
+        calls.append(shape)
+        x, q, qt, scale, amax, partial, offsets, cols, partial_rows, target = (int(a) for a in args)
+        e5m2 = int(fp8_dtype == torch.float8_e5m2)
+        ptrs = (x, q or None, qt or None, scale or None, amax, partial or None, offsets)
+        rc = host.lib.host_cast_grouped(variant[wide], e5m2, *ptrs, cols, partial_rows, target, *shape)
+        assert rc == 0
         return True
 
     return launch
@@ -412,15 +408,15 @@ def host_launches(host, calls):
 @pytest.mark.parametrize("colsum", [False, True], ids=["plain", "colsum"])
 @pytest.mark.parametrize("scaled", [True, False], ids=["quantize", "amax-only"])
 def test_kernel_pass_per_group_equals_torch(host, monkeypatch, scaled, colsum):
-    """The GPU quantization (one cast-transpose launch per group at the group's offsets of one FP8
+    """The GPU quantization (one grouped cast-transpose launch: each group at its offsets of one FP8
     buffer, one transposed buffer, one (G,) amax and one partial-sum tensor) writes what torch's
     per-group quantization computes: the same FP8 bytes in both orders, amaxes and column sums;
-    groups without rows launch nothing and read 0."""
+    groups without rows read 0."""
     from nvmath.torch import _fp8_cast
     from nvmath.torch import _grouped_fp8_kernels as K
 
     calls = []
-    monkeypatch.setattr(_fp8_cast, "launch_tiles", host_launches(host, calls))
+    monkeypatch.setattr(_fp8_cast, "launch_grid", host_launches(host, calls))
     torch.manual_seed(11)
     counts = [32, 0, 16, 80]
     bounds = K.bounds_of(counts)
@@ -428,7 +424,7 @@ def test_kernel_pass_per_group_equals_torch(host, monkeypatch, scaled, colsum):
     scale = torch.tensor([40.0, 2.0, 100.0, 7.0]) if scaled else None
     got = K._kernel_run(x, bounds, 4, torch.float8_e5m2, scale, colsum)
     want = K._torch_run(x, bounds, 4, torch.float8_e5m2, scale, colsum)
-    assert calls == [(32, 64), (16, 64), (80, 64)]
+    assert calls == [(1, 2, 4)]  # (one launch; grid rows: group 3's 80 rows, two tiles)
     torch.testing.assert_close(got.amax, want.amax, rtol=0, atol=0)
     if scaled:
         assert torch.equal(got.q.view(torch.uint8), want.q.view(torch.uint8))
@@ -440,11 +436,99 @@ def test_kernel_pass_per_group_equals_torch(host, monkeypatch, scaled, colsum):
         assert not got.colsum[1].any()
 
 
+def test_grouped_launch_offsets_and_grid():
+    """The grouped launch's row-offset table covers every group (an empty range for groups without
+    rows), its grid is (column strips, the most grid rows any group's own launch has, groups) and each
+    group's partial sums get that many rows."""
+    from nvmath.torch import _fp8_cast
+    from nvmath.torch import _grouped_fp8_kernels as K
+
+    counts = [32, 0, 16, 80, 0]
+    offsets, shape, rows = K.grouped_launch(K.bounds_of(counts), 5, 64)
+    assert offsets == [0, 32, 32, 48, 128, 128] and shape == (1, 2, 5) and rows == 2
+    moe = [4096, 3072, 2560, 2048, 1792, 1280, 1024, 512]
+    offsets, shape, rows = K.grouped_launch(K.bounds_of(moe), 8, 4096)
+    assert offsets[-1] == sum(moe) and shape == (*_fp8_cast.grid(4096, 4096), 8) and rows == shape[1]
+
+
+def test_grouped_kernel_equals_one_launch_per_group_bit_for_bit(host):
+    """The grouped cast-transpose (host build) writes, for every group, exactly what the plain kernel
+    launched over that group's rows alone writes: FP8 bytes in both orders, amax and the partial column
+    sums bit for bit (its grid rows the group's own; the rows beyond them stay zero)."""
+    import numpy as np
+
+    from nvmath.torch import _fp8_cast
+    from nvmath.torch import _grouped_fp8_kernels as K
+
+    torch.manual_seed(21)
+    counts, cols = [96, 0, 32, 160], 128
+    monkey_grid = _fp8_cast.TARGET_BLOCKS
+    bounds = K.bounds_of(counts)
+    x = (torch.randn(sum(counts), cols) * 5).to(torch.bfloat16)
+    scale = torch.tensor([30.0, 1.0, 3.0, 50.0])
+    offsets, shape, rows = K.grouped_launch(bounds, 4, cols)
+    q = torch.zeros(x.shape, dtype=torch.uint8)
+    qt = torch.zeros(x.numel(), dtype=torch.uint8)
+    amax = torch.zeros(4, dtype=torch.float32)
+    partial = torch.zeros((4, rows, cols), dtype=torch.float32)
+    table = torch.tensor(offsets, dtype=torch.int64)
+    ptrs = [t.data_ptr() for t in (x, q, qt, scale, amax, partial, table)]
+    assert host.lib.host_cast_grouped(0, 0, *ptrs, cols, rows, monkey_grid, *shape) == 0
+    bits = x.view(torch.int16).numpy().view(np.uint16)
+    for g, s, e in bounds:
+        one = host.cast(bits[s:e], "bfloat16", float(scale[g]), False)
+        gy = _fp8_cast.grid(e - s, cols)[1]
+        assert np.array_equal(q[s:e].numpy(), one["q"])
+        assert np.array_equal(qt[s * cols : e * cols].view(cols, e - s).numpy(), one["qt"])
+        assert amax[g].item() == one["amax"]
+        assert np.array_equal(partial[g, :gy].numpy().view(np.uint32), one["partial"].view(np.uint32))
+        assert not partial[g, gy:].any()
+    assert amax[1].item() == 0 and not partial[1].any()
+
+
+def test_grouped_gemms_write_into_the_layer_results(fake_gpu, monkeypatch):
+    """On the grouped planners every GEMM runs on addresses straight into its rows of one ``y`` /
+    ``dx`` and its slice of the (G, N, K) ``dw`` (no pointer-swap execute, no copy): the layer's
+    outputs and gradients equal the CPU emulation of a twin layer."""
+    from nvmath.torch import _grouped_fp8_gemms as R
+
+    runner = R.GroupedFP8Gemms()
+    runner.cpu_planned = True
+    monkeypatch.setattr(R, "grouped_fp8_gemms", runner)
+    monkeypatch.setattr(R, "D_ALIGNMENT", 16)  # (CPU allocations are 64-byte aligned; CUDA's 512)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a product ran other than on addresses into the layer's result")
+
+    monkeypatch.setattr(R.GroupedFP8Gemms, "_swap_execute", staticmethod(refuse))
+    fits = R._fits
+    monkeypatch.setattr(R, "_fits", lambda t, layout: fits(t, layout) or refuse())
+    torch.manual_seed(22)
+    counts = [32, 0, 16, 48]
+    for dtype in (torch.bfloat16, torch.float32):  # (bias fused into the GEMM / added after it)
+        layer = nt.GroupedLinear(4, 64, 32, dtype=dtype, fp8=fp8.DelayedScaling())
+        twin = nt.GroupedLinear(4, 64, 32, dtype=dtype, fp8=fp8.DelayedScaling())
+        twin.load_state_dict(layer.state_dict())
+        x, g = torch.randn(sum(counts), 64, dtype=dtype), torch.randn(sum(counts), 32, dtype=dtype)
+        for _ in range(2):
+            runner.cpu_planned = True
+            xg = x.clone().requires_grad_()
+            got = torch.autograd.grad(layer(xg, counts), [xg, layer.weight, layer.bias], grad_outputs=g)
+            runner.cpu_planned = False
+            xw = x.clone().requires_grad_()
+            want = torch.autograd.grad(twin(xw, counts), [xw, twin.weight, twin.bias], grad_outputs=g)
+            for a, b in zip(got, want):
+                assert rel(a, b) < (1e-6 if dtype == torch.float32 else 1e-2)
+            assert not got[1][1].any()  # (group 1 has no tokens: zero weight gradient)
+        assert runner.enabled and all(e.address is not None for e in runner._entries.values())
+    runner.clear()
+
+
 @pytest.mark.parametrize("recipe", RECIPES, ids=["current", "delayed"])
 def test_layer_through_the_kernel_pass_equals_the_loop(host, monkeypatch, recipe):
     """The whole layer with its quantizations on the kernels' path (the host build standing in for
-    the GPU launches) equals the loop of FP8 Linear layers over steps: 3 launches per quantized
-    tensor of 3 groups with tokens (current scaling: twice, the amax-only pass first), the weight's 4."""
+    the GPU launches) equals the loop of FP8 Linear layers over steps: one launch per quantized tensor
+    whatever its groups (current scaling: two, the amax-only pass first), the weight's after a change."""
     from nvmath.torch import _fp8_cast
 
     torch.manual_seed(12)
@@ -459,11 +543,11 @@ def test_layer_through_the_kernel_pass_equals_the_loop(host, monkeypatch, recipe
         calls = []
         with monkeypatch.context() as m:
             m.setattr(_fp8_cast, "available", lambda t, aux=None: t.dim() == 2 and t.is_contiguous())
-            m.setattr(_fp8_cast, "launch_tiles", host_launches(host, calls))
+            m.setattr(_fp8_cast, "launch_grid", host_launches(host, calls))
             y = layer(xg, counts)
             y.backward(g)
         passes = 1 if recipe.delayed else 2
-        assert len(calls) == passes * (3 + 3 + (4 if step == 0 else 0))
+        assert len(calls) == passes * (1 + 1 + (1 if step == 0 else 0))
         for lin in lins:
             lin.zero_grad()
         want_y, want_dx, want_dw, want_db = run_loop(lins, x, counts, g)

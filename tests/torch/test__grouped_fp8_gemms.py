@@ -158,7 +158,7 @@ def test_counts_mask_inside_a_capture(monkeypatch):
     assert mask.tolist() == [True, False, True, True]
     set_capturing(monkeypatch, True)
     assert K.active_groups(counts, x) is mask
-    K._ACTIVE.clear()
+    K._TABLES.clear()
     assert K.active_groups(counts, x) is mask
     assert K.active_groups([16, 16, 16, 16], x) is None  # (all groups have tokens: no mask)
     with pytest.raises(CaptureError, match=r"\[0, 16, 16, 16\]"):
