@@ -46,6 +46,7 @@ def install(mp: Any) -> Any:
     from nvmath.torch._grouped_fp8_gemms import grouped_fp8_gemms
 
     torch_host_cost.install(mp)
+    torch.set_num_threads(1)  # (the host's work, not torch's CPU thread pool on tiny tensors)
     # (CUDA's caching allocator gives every block 512-byte alignment; the CPU allocator's varies, which
     # would re-plan the grouped GEMMs, keyed by their operands' alignments, now and then)
     mp.setattr(_grouped_fp8_gemms, "_align", lambda t: 256)
