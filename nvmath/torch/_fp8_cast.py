@@ -20,7 +20,8 @@ runs far below the memory bandwidth; these kernels write both orders in the pass
 * :func:`transpose` -- an FP8 (R, C) tensor to (C, R) (fc1's GEMM writes ``h`` in FP8 directly).
 * :func:`current_update` -- current scaling's state update between the amax pass and the cast pass
   (new scale, history, ``found_inf``, the scale to dequantize by) as one one-thread launch instead of
-  a dozen tiny torch operations, the same values.
+  a dozen tiny torch operations, the same values; :func:`grouped_record` the grouped layers' update of
+  every group's state (history push, scale, ``found_inf``) as one launch.
 
 The CUDA source is :mod:`._fp8_cast_source`.
 
@@ -70,6 +71,7 @@ __all__ = [
     "current_update",
     "emulate_partials",
     "grid",
+    "grouped_record",
     "in_use",
     "quantize_pair",
     "torch_cast_transpose",
@@ -124,6 +126,7 @@ _NAMES.update({
     for fp8, e5m2 in _E5M2.items()
 })
 _NAMES["transpose"] = "nvmath_fp8_transpose"
+_NAMES["grouped_record"] = "nvmath_grouped_record"
 _NAMES["current_scale"] = "nvmath_current_scale"
 _broken: list[str] = []
 MAX_GRID_Y = 65535
@@ -435,3 +438,28 @@ def launch_grid(device: torch.device, kernel_key: Any, shape: tuple[int, int, in
 
 _CONFIGS: dict[tuple, Any] = {}
 """Grid shape -> the launch configuration of :func:`launch_grid` (made once per shape)."""
+
+
+def grouped_record(
+    amax: torch.Tensor, used: torch.Tensor, active: torch.Tensor | None, active_rows: int, hist: torch.Tensor,
+    scale: torch.Tensor, found_inf: torch.Tensor, delayed: bool, use_max: bool, fp8_max: float, margin: int,
+) -> torch.Tensor | None:  # fmt: skip
+    """The grouped scaling state's update of ``R`` adjacent roles of ``G`` groups
+    (:meth:`~._grouped_fp8_state.GroupedScalingState.record`) as one launch of ``nvmath_grouped_record``
+    (one block per role and group; see the source): ``amax``, ``used`` (R, G) float32; ``active`` (G,)
+    bool, the groups that ran, for the first ``active_rows`` roles (``None``: all ran); ``hist`` the
+    first role's (L, G) column of the state's (L, 3, G) history, ``scale``, ``found_inf`` its (G,) rows
+    of the state's (3, G) tensors (all updated in place). Returns ``out`` (R, G): ``used``, NaN where an
+    amax is not finite; ``None`` (nothing done) where the kernel does not apply (CPU tensors, the
+    kernels not in use)."""
+    if not (amax.is_cuda and in_use()):
+        return None
+    rows, groups = amax.shape
+    amax, used = amax.contiguous(), used.contiguous()
+    out = torch.empty((rows, groups), dtype=torch.float32, device=amax.device)
+    args = (_ptr(amax), _ptr(used), _ptr(active), np.int32(active_rows), _ptr(hist), _ptr(scale),
+            _ptr(found_inf), _ptr(out), np.int64(groups), np.int64(hist.shape[0]), np.int64(hist.stride(0)),
+            np.int32(delayed), np.int32(use_max), np.float32(fp8_max), np.float32(2.0**margin))  # fmt: skip
+    if not _launch(amax, "grouped_record", *args, blocks=rows * groups):
+        return None
+    return out

@@ -299,6 +299,61 @@ extern "C" __global__ void nvmath_current_scale(
   *used = ok ? s : __int_as_float(0x7fc00000);
 }
 
+// The grouped scaling state's update of R adjacent roles of G groups (GroupedScalingState.record), one
+// block of 256 threads per (role r, group g) -- blockIdx.x = r * groups + g -- in place of a dozen torch
+// operations; the same values. amax, used, out: (R, G); scale, found_inf: the first role's row of the
+// state's (3, G) tensors; hist: the first role's column of the (hist_len, 3, G) history (hist_stride =
+// 3 G). A finite amax of a group that ran (active: (G,) flags of the first active_rows roles, null:
+// all ran) is pushed on the history (the older values shift down, the oldest falls off); a non-finite
+// one of a group that ran adds 1 to found_inf. The scale of a pushed group becomes used (current
+// scaling) or, delayed, fp8_max / (the history's max, or the new amax: use_max 0) / divisor where that
+// is finite and > 0 (else it stays); out = used, NaN for a non-finite amax.
+extern "C" __global__ void __launch_bounds__(256) nvmath_grouped_record(
+    const float* __restrict__ amax, const float* __restrict__ used, const bool* __restrict__ active,
+    int active_rows, float* hist, float* __restrict__ scale, int* __restrict__ found_inf,
+    float* __restrict__ out, long long groups, long long hist_len, long long hist_stride, int delayed,
+    int use_max, float fp8_max, float divisor) {
+  __shared__ unsigned int best;
+  const long long r = blockIdx.x / groups, g = blockIdx.x % groups, e = blockIdx.x;
+  const int tid = threadIdx.y * 32 + threadIdx.x;
+  const float a = amax[e];
+  const bool ok = a < __int_as_float(0x7f800000);
+  const bool ran = active == nullptr || r >= active_rows || active[g];
+  if (tid == 0) {
+    out[e] = ok ? used[e] : __int_as_float(0x7fc00000);
+    if (!ok && ran) found_inf[e] += 1;
+  }
+  if (!ok || !ran) return;  // (the whole block)
+  float* h = hist + r * groups + g;
+  unsigned int local = __float_as_uint(a);
+  for (long long top = hist_len - 1; top >= 1; top -= 256) {  // (from the oldest: reads before writes)
+    const long long l = top - tid;
+    float v = 0.0f;
+    if (l >= 1) v = h[(l - 1) * hist_stride];
+    __syncthreads();
+    if (l >= 1) {
+      h[l * hist_stride] = v;
+      local = max(local, __float_as_uint(v));
+    }
+    __syncthreads();
+  }
+  if (tid == 0) {
+    best = 0u;
+    h[0] = a;
+  }
+  nv_block_amax(local, &best);
+  if (tid != 0) return;
+  if (!delayed) {
+    scale[e] = used[e];
+    return;
+  }
+  const float reduced = use_max ? __uint_as_float(best) : a;
+  const float inv = 1.0f / reduced;
+  float next = inv * fp8_max;
+  if (divisor != 1.0f) next = next / divisor;
+  if (inv > 0.0f && next < __int_as_float(0x7f800000)) scale[e] = next;
+}
+
 // out (cols, rows) = in (rows, cols) of bytes, both row-major, rows and cols even; the tiling above
 extern "C" __global__ void __launch_bounds__(256) nvmath_fp8_transpose(
     const unsigned char* __restrict__ in, unsigned char* __restrict__ out, long long rows, long long cols) {

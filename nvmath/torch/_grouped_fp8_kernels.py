@@ -211,9 +211,8 @@ def weight_fp8(
     else:
         amax, x_used, active = x_part
         both = torch.stack((amax, made.amax)), torch.stack((x_used, w_used))
-        if active is not None:  # (every group's weight is recorded: the weight is quantized whole)
-            active = torch.stack((active, torch.ones_like(active)))
-        inv = state.record("input", *both, active).reciprocal()
+        # (active: the input's row only; every group's weight is recorded, the weight quantized whole)
+        inv = state.record("input", *both, active, active_rows=1).reciprocal()
         inv_x, inv_w = inv[0], inv[1]
     qt = made.qt.view(groups, k, n)
     state.weight_copies = (made.q.view(groups, n, k), qt, inv_w)

@@ -14,7 +14,8 @@ kernel's own code. The GPU tests check the conversions against torch on the H200
 
 :func:`build` compiles (skips without g++); :class:`HostKernels` launches on numpy arrays (the
 cast-transpose, the vectorized amax reduction and the FP8 transpose); ``lib.host_cast_grouped`` runs
-the grouped cast-transpose on raw addresses (grid ``(gx, gy, groups)``, ``blockIdx.z`` the group).
+the grouped cast-transpose on raw addresses (grid ``(gx, gy, groups)``, ``blockIdx.z`` the group),
+``lib.host_grouped_record`` the grouped scaling-state update.
 """
 
 from __future__ import annotations
@@ -188,6 +189,15 @@ extern "C" int host_cast_grouped(int variant, int e5m2, const void* x, unsigned 
   return 1;
 }
 
+// the grouped scaling-state update: one block per (role, group), rows * groups blocks
+extern "C" void host_grouped_record(const float* amax, const float* used, const bool* active, int active_rows,
+                                    float* hist, float* scale, int* found_inf, float* out, long long rows,
+                                    long long groups, long long hist_len, long long hist_stride, int delayed,
+                                    int use_max, float fp8_max, float divisor) {
+  run_grid((unsigned)(rows * groups), 1, [=] { nvmath_grouped_record(amax, used, active, active_rows, hist,
+      scale, found_inf, out, groups, hist_len, hist_stride, delayed, use_max, fp8_max, divisor); });
+}
+
 // the vectorized amax reduction over n elements on a 1-D grid of gx blocks (32 x 8 threads each)
 extern "C" int host_amax(int variant, int aux_kind, const void* x, const void* aux, unsigned* amax,
                          long long n, unsigned gx) {
@@ -257,6 +267,11 @@ class HostKernels:
         lib.host_cast.restype = ctypes.c_int
         lib.host_cast.argtypes = (
             [ctypes.c_int] * 3 + [ctypes.c_void_p] * 7 + [ctypes.c_longlong] * 2 + [ctypes.c_uint] * 2
+        )
+        lib.host_grouped_record.restype = None
+        lib.host_grouped_record.argtypes = (
+            [ctypes.c_void_p] * 3 + [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 4
+            + [ctypes.c_int] * 2 + [ctypes.c_float] * 2
         )
         lib.host_cast_grouped.restype = ctypes.c_int
         lib.host_cast_grouped.argtypes = (

@@ -486,6 +486,48 @@ def test_grouped_kernel_equals_one_launch_per_group_bit_for_bit(host):
     assert amax[1].item() == 0 and not partial[1].any()
 
 
+GROUPED_RECIPES = [
+    fp8.CurrentScaling(), fp8.DelayedScaling(amax_history_len=1), fp8.DelayedScaling(amax_history_len=5, margin=1),
+    fp8.DelayedScaling(amax_history_len=300, amax_compute_algo="most_recent"), fp8.DelayedScaling(amax_history_len=600),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("recipe", GROUPED_RECIPES, ids=["current", "d1", "d5-margin", "d300-recent", "d600"])
+def test_grouped_record_kernel_equals_the_torch_update(host, recipe):
+    """The grouped state update's kernel (host build; one block per role and group, the history shifted
+    in chunks of 256) leaves the state exactly as the torch operations of GroupedScalingState.record
+    do -- scales, histories, found_inf -- and returns the same scales (NaN where an amax is not
+    finite), over steps with groups that did not run (the input role only), a zero amax, inf and NaN."""
+    import ctypes
+
+    from nvmath.torch import _grouped_fp8_state as S
+
+    torch.manual_seed(23)
+    groups = 5
+    twin, state = S.GroupedScalingState(recipe, groups), S.GroupedScalingState(recipe, groups)
+    for step in range(4):
+        amax = torch.rand(2, groups) * 10
+        amax[0, 1], amax[1, 3] = (float("inf"), float("nan")) if step == 2 else (0.0, amax[1, 3])
+        used = twin.scale[:2].clone() if recipe.delayed else torch.rand(2, groups) + 0.5
+        active = torch.tensor([True, False, True, True, step != 1])
+        want = twin.record("input", amax, used, active, active_rows=1)
+        out = torch.empty(2, groups)
+        i = S.ROLES.index("input")
+        hist = state.amax_history[:, i]
+        ptr = lambda t: ctypes.c_void_p(t.data_ptr())  # noqa: E731
+        host.lib.host_grouped_record(
+            ptr(amax), ptr(used), ptr(active), 1, ptr(hist), ptr(state.scale[i]), ptr(state.found_inf[i]),
+            ptr(out), 2, groups, hist.shape[0], hist.stride(0), int(recipe.delayed),
+            int(getattr(recipe, "amax_compute_algo", "") == "max"), fp8.FP8_MAX[state.dtype("input")],
+            2.0**recipe.margin,
+        )  # fmt: skip
+        torch.testing.assert_close(out, want, rtol=0, atol=0, equal_nan=True)
+        for name in ("scale", "amax_history", "found_inf"):
+            assert torch.equal(getattr(state, name), getattr(twin, name)), name
+    # (step 2: the weight role's NaN of group 3 counts; the input's inf of group 1, which did not run, not)
+    assert state.found_inf.tolist() == [[0] * 5, [0, 0, 0, 1, 0], [0] * 5]
+
+
 def test_grouped_gemms_write_into_the_layer_results(fake_gpu, monkeypatch):
     """On the grouped planners every GEMM runs on addresses straight into its rows of one ``y`` /
     ``dx`` and its slice of the (G, N, K) ``dw`` (no pointer-swap execute, no copy): the layer's
