@@ -13,8 +13,8 @@ Run from the repository root::
 
     PYTHONPATH=. python tools/grouped_fp8_host_cost.py [--steps 200] [--profile delayed|current]
 
-Prints, per recipe: us of CPU time per step (best of 5 rounds), our kernels' launches (cast-transposes
-and scaling-state updates), GEMM executions and torch operations (aten calls that are not views) per
+Prints, per recipe: us of CPU time per step (best of 5 rounds), our kernels' launches (cast-transposes,
+scaling-state updates and scales), GEMM executions and torch operations (aten calls that are not views) per
 step.
 """
 
@@ -72,7 +72,12 @@ def install(mp: Any) -> Any:
         launched[0] += 1
         return torch.empty(amax.shape)
 
+    def scale(amax: Any, *args: Any) -> Any:  # (current scaling's scales of every group: one launch)
+        launched[0] += 1
+        return torch.empty(amax.shape)
+
     mp.setattr(_fp8_cast, "grouped_record", record, raising=False)
+    mp.setattr(_fp8_cast, "grouped_scale", scale, raising=False)
     mp.setattr(_fp8_cast, "available", available)
     mp.setattr(_fp8_cast, "launch_grid", launch, raising=False)
     mp.setattr(_fp8_cast, "launch_tiles", launch_tiles, raising=False)

@@ -21,7 +21,8 @@ runs far below the memory bandwidth; these kernels write both orders in the pass
 * :func:`current_update` -- current scaling's state update between the amax pass and the cast pass
   (new scale, history, ``found_inf``, the scale to dequantize by) as one one-thread launch instead of
   a dozen tiny torch operations, the same values; :func:`grouped_record` the grouped layers' update of
-  every group's state (history push, scale, ``found_inf``) as one launch.
+  every group's state (history push, scale, ``found_inf``) as one launch, :func:`grouped_scale` their
+  current scaling's scales of every group.
 
 The CUDA source is :mod:`._fp8_cast_source`.
 
@@ -72,6 +73,7 @@ __all__ = [
     "emulate_partials",
     "grid",
     "grouped_record",
+    "grouped_scale",
     "in_use",
     "quantize_pair",
     "torch_cast_transpose",
@@ -127,6 +129,7 @@ _NAMES.update({
 })
 _NAMES["transpose"] = "nvmath_fp8_transpose"
 _NAMES["grouped_record"] = "nvmath_grouped_record"
+_NAMES["grouped_scale"] = "nvmath_grouped_scale"
 _NAMES["current_scale"] = "nvmath_current_scale"
 _broken: list[str] = []
 MAX_GRID_Y = 65535
@@ -461,5 +464,22 @@ def grouped_record(
             _ptr(found_inf), _ptr(out), np.int64(groups), np.int64(hist.shape[0]), np.int64(hist.stride(0)),
             np.int32(delayed), np.int32(use_max), np.float32(fp8_max), np.float32(2.0**margin))  # fmt: skip
     if not _launch(amax, "grouped_record", *args, blocks=rows * groups):
+        return None
+    return out
+
+
+def grouped_scale(amax: torch.Tensor, scale: torch.Tensor, fp8_max: float, margin: int) -> torch.Tensor | None:
+    """Current scaling's (G,) scales from the groups' amaxes ``amax`` (G,) float32 and the state's
+    scales ``scale`` (G,) (kept where an amax is 0 or not finite) as one launch of
+    ``nvmath_grouped_scale``: :func:`._fp8.scale_from_amax`'s values; ``None`` (nothing done) where
+    the kernel does not apply."""
+    if not (amax.is_cuda and in_use()):
+        return None
+    n = amax.numel()
+    out = torch.empty(n, dtype=torch.float32, device=amax.device)
+    args = (_ptr(amax.contiguous()), _ptr(scale), _ptr(out), np.int64(n), np.float32(fp8_max),
+            np.float32(2.0**margin))  # fmt: skip
+    blocks = -(-n // (THREADS[0] * THREADS[1]))
+    if not _launch(amax, "grouped_scale", *args, blocks=blocks):
         return None
     return out

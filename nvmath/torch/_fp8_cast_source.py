@@ -299,6 +299,20 @@ extern "C" __global__ void nvmath_current_scale(
   *used = ok ? s : __int_as_float(0x7fc00000);
 }
 
+// Current scaling's scales of n groups (GroupedScalingState.current_scale), one thread each: out = (fp8_max /
+// amax) / divisor where 1 / amax > 0 and that is finite, else the old scale (the values of
+// nvmath_current_scale and of torch's lean sequence); the state is not changed.
+extern "C" __global__ void __launch_bounds__(256) nvmath_grouped_scale(
+    const float* __restrict__ amax, const float* __restrict__ scale, float* __restrict__ out, long long n,
+    float fp8_max, float divisor) {
+  const long long i = (long long)blockIdx.x * 256 + threadIdx.y * 32 + threadIdx.x;
+  if (i >= n) return;
+  const float inv = 1.0f / amax[i];
+  float next = inv * fp8_max;
+  if (divisor != 1.0f) next = next / divisor;
+  out[i] = (inv > 0.0f && next < __int_as_float(0x7f800000)) ? next : scale[i];
+}
+
 // The grouped scaling state's update of R adjacent roles of G groups (GroupedScalingState.record), one
 // block of 256 threads per (role r, group g) -- blockIdx.x = r * groups + g -- in place of a dozen torch
 // operations; the same values. amax, used, out: (R, G); scale, found_inf: the first role's row of the

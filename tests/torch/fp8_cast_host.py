@@ -15,7 +15,8 @@ kernel's own code. The GPU tests check the conversions against torch on the H200
 :func:`build` compiles (skips without g++); :class:`HostKernels` launches on numpy arrays (the
 cast-transpose, the vectorized amax reduction and the FP8 transpose); ``lib.host_cast_grouped`` runs
 the grouped cast-transpose on raw addresses (grid ``(gx, gy, groups)``, ``blockIdx.z`` the group),
-``lib.host_grouped_record`` the grouped scaling-state update.
+``lib.host_grouped_record`` the grouped scaling-state update, ``lib.host_grouped_scale`` current
+scaling's scales of every group.
 """
 
 from __future__ import annotations
@@ -189,6 +190,12 @@ extern "C" int host_cast_grouped(int variant, int e5m2, const void* x, unsigned 
   return 1;
 }
 
+// current scaling's scales of n groups, one thread each
+extern "C" void host_grouped_scale(const float* amax, const float* scale, float* out, long long n, float fp8_max,
+                                   float divisor) {
+  run_grid((unsigned)((n + 255) / 256), 1, [=] { nvmath_grouped_scale(amax, scale, out, n, fp8_max, divisor); });
+}
+
 // the grouped scaling-state update: one block per (role, group), rows * groups blocks
 extern "C" void host_grouped_record(const float* amax, const float* used, const bool* active, int active_rows,
                                     float* hist, float* scale, int* found_inf, float* out, long long rows,
@@ -268,6 +275,8 @@ class HostKernels:
         lib.host_cast.argtypes = (
             [ctypes.c_int] * 3 + [ctypes.c_void_p] * 7 + [ctypes.c_longlong] * 2 + [ctypes.c_uint] * 2
         )
+        lib.host_grouped_scale.restype = None
+        lib.host_grouped_scale.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_longlong] + [ctypes.c_float] * 2
         lib.host_grouped_record.restype = None
         lib.host_grouped_record.argtypes = (
             [ctypes.c_void_p] * 3 + [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 4

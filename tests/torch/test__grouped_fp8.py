@@ -528,6 +528,29 @@ def test_grouped_record_kernel_equals_the_torch_update(host, recipe):
     assert state.found_inf.tolist() == [[0] * 5, [0, 0, 0, 1, 0], [0] * 5]
 
 
+@pytest.mark.parametrize("margin", [0, 2])
+def test_grouped_scale_kernel_equals_scale_from_amax(host, margin):
+    """Current scaling's per-group scales by the kernel (host build) equal the torch sequence bit for bit:
+    fp8_max / amax / 2**margin, the old scale where the amax is 0, inf, NaN or so small that the
+    quotient overflows."""
+    import ctypes
+
+    from nvmath.torch import _grouped_fp8_state as S
+
+    groups = 300  # (more than one block of 256)
+    state = S.GroupedScalingState(fp8.CurrentScaling(margin=margin), groups)
+    state.scale.uniform_(0.5, 2.0)
+    amax = torch.rand(groups) * 100
+    amax[:5] = torch.tensor([0.0, float("inf"), float("nan"), 1e-40, 448.0])
+    want = state.current_scale("grad_output", amax)
+    out = torch.empty(groups)
+    i = S.ROLES.index("grad_output")
+    ptr = lambda t: ctypes.c_void_p(t.data_ptr())  # noqa: E731
+    fmax = fp8.FP8_MAX[state.dtype("grad_output")]
+    host.lib.host_grouped_scale(ptr(amax), ptr(state.scale[i]), ptr(out), groups, fmax, 2.0**margin)
+    assert torch.equal(out, want) and torch.equal(out[:4], state.scale[i, :4])
+
+
 def test_grouped_gemms_write_into_the_layer_results(fake_gpu, monkeypatch):
     """On the grouped planners every GEMM runs on addresses straight into its rows of one ``y`` /
     ``dx`` and its slice of the (G, N, K) ``dw`` (no pointer-swap execute, no copy): the layer's
