@@ -109,6 +109,9 @@ class GroupedFP8Gemms:
         self._slots: dict[torch.device, torch.Tensor] = {}
         self._free: dict[torch.device, list[int]] = {}
         self._index: dict[tuple, torch.Tensor] = {}
+        self._memo: dict[tuple, tuple] = {}
+        """``(kind, dtype, signature)`` -> :meth:`_look_up`'s entries, keys and ``direct`` (cleared when a
+        planner is freed)."""
         self._pinned: set[tuple] = set()
         """Keys of ``_entries`` and ``_index`` a CUDA graph capture used (never evicted or dropped)."""
         self._lock = threading.Lock()
@@ -120,23 +123,39 @@ class GroupedFP8Gemms:
     def run(
         self, kind: str, problems: list[tuple[int, torch.Tensor, torch.Tensor]], inv_a: torch.Tensor,
         inv_b: torch.Tensor, dtype: torch.dtype, bias: list | None = None, out: list | None = None,
+        signature: tuple | None = None,
     ) -> list[torch.Tensor] | None:  # fmt: skip
         """``[D_k]`` for ``problems`` = ``[(k, qa_k, qb_k)]`` (FP8, both contiguous along K) with the
         dequantization scales ``inv_a[k]``, ``inv_b[k]`` ((G,) float32), in ``dtype``; with ``bias``
         (one tensor per problem) the forward's ``BIAS`` epilogue along D's rows. ``out``: one tensor
         per problem (views of the caller's result, D's shape and ``dtype``) that the products are
         written into (straight, where the plan's result layout is the view's; else copied) and
-        returned. ``None`` when this runner is off or failed (nothing to use: the caller runs its other
-        path)."""
+        returned. ``signature``: a tuple the caller vouches determines every problem's (and ``out``'s)
+        shapes, strides, dtypes, device and address alignments, and the problems' groups: the planners
+        looked up and the results' layouts checked once per signature, not per call. ``None`` when
+        this runner is off or failed (nothing to use: the caller runs its other path)."""
         if not self.enabled or not problems:
             return None
         try:
             capture = capturing(inv_a)  # (once per product: a capture pins what it uses)
+            biases, outs = bias or [None] * len(problems), out or [None] * len(problems)
             with self._lock:
-                entries = [self._entry(kind, k, qa, qb, dtype, None if bias is None else bias[i], capture)
-                           for i, (k, qa, qb) in enumerate(problems)]  # fmt: skip
+                found = None if signature is None else self._memo.get((kind, dtype, signature))
+                if found is None:
+                    found = self._look_up(kind, problems, dtype, biases, outs, capture)
+                    if signature is not None:
+                        if len(self._memo) > 4 * self.maxsize:  # (new counts every step: a bound)
+                            self._memo.clear()
+                        self._memo[(kind, dtype, signature)] = found
+                elif capture:
+                    self._pinned.update(found[1])
+                entries, _, direct = found
                 self._fill(entries, problems, inv_a, inv_b, capture)
-                biases, outs = bias or [None] * len(problems), out or [None] * len(problems)
+                if direct:  # (every product on addresses straight into its out: the steady state)
+                    for e, (_, qa, qb), b, d in zip(entries, problems, biases, outs):
+                        ptrs = () if b is None else (b.data_ptr(),)
+                        e.address(qa.data_ptr(), qb.data_ptr(), d.data_ptr(), ptrs)
+                    return outs
                 return [self._execute(e, qa, qb, biases[i], outs[i])
                         for i, (e, (_, qa, qb)) in enumerate(zip(entries, problems))]  # fmt: skip
         except CaptureError:
@@ -147,11 +166,23 @@ class GroupedFP8Gemms:
             self.clear()
             return None
 
-    def _entry(
-        self, kind: str, k: int, qa: Any, qb: Any, dtype: torch.dtype, bias: Any, capture: bool
-    ) -> _Entry:
-        key = (kind, k, qa.shape, qb.shape, qa.stride(), qb.stride(), qa.dtype, qb.dtype, dtype, qa.device,
-               _align(qa), _align(qb), None if bias is None else (bias.dtype, _align(bias)))  # fmt: skip
+    def _look_up(
+        self, kind: str, problems: list, dtype: torch.dtype, biases: list, outs: list, capture: bool
+    ) -> tuple[list[_Entry], list[tuple], bool]:
+        """``(entries, their keys, direct)`` of ``problems`` (planned where new); ``direct``: every entry
+        runs on addresses and every ``out`` is given in its result layout."""
+        keys, entries = [], []
+        for (k, qa, qb), bias in zip(problems, biases):
+            b_key = None if bias is None else (bias.dtype, _align(bias))
+            key = (kind, k, qa.shape, qb.shape, qa.stride(), qb.stride(), qa.dtype, qb.dtype, dtype,
+                   qa.device, _align(qa), _align(qb), b_key)  # fmt: skip
+            keys.append(key)
+            entries.append(self._entry(key, qa, qb, dtype, bias, capture))
+        direct = all(e.address is not None and d is not None and _fits(d, e.layout)
+                     for e, d in zip(entries, outs))  # fmt: skip
+        return entries, keys, direct
+
+    def _entry(self, key: tuple, qa: Any, qb: Any, dtype: torch.dtype, bias: Any, capture: bool) -> _Entry:
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
@@ -273,6 +304,7 @@ class GroupedFP8Gemms:
         return out[0] if isinstance(out, tuple) else out
 
     def _evict(self, entry: _Entry) -> None:
+        self._memo.clear()
         entry.mm.free()
         self._free[entry.device].extend(entry.slots)
         self._drop_indices()
@@ -289,6 +321,7 @@ class GroupedFP8Gemms:
             for entry in self._entries.values():
                 entry.mm.free()
             self._entries.clear()
+            self._memo.clear()
             self._slots.clear()
             self._free.clear()
             self._index.clear()

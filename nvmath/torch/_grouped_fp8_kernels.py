@@ -50,6 +50,7 @@ __all__ = [
     "grouped_forward",
     "quantize_groups",
     "quantize_role",
+    "signature",
     "transposed_block",
     "weight_fp8",
 ]
@@ -287,6 +288,15 @@ def aligned_scalars(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return padded[:, 0].unbind(0)
 
 
+def signature(counts: list[int], *tensors: torch.Tensor | None) -> tuple:
+    """What fixes every group's view of ``tensors`` (the bases of a product's operands and result, each
+    group's a slice at an offset the counts give): the counts, and each base's shape, strides, dtype,
+    device and address modulo 256 (the grouped planners' ``signature``, :mod:`._grouped_fp8_gemms`)."""
+    return (tuple(counts),
+            *(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 256)
+              for t in tensors))  # fmt: skip
+
+
 def _join(parts: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
 
@@ -309,13 +319,14 @@ def grouped_forward(
     saved = (qx.qt, x.shape[1], inv_x, qwt, inv_w)
     if lean.applies(x):  # (every group's product written into its rows of one y: no concatenation)
         y = torch.empty((x.shape[0], w.shape[1]), dtype=x.dtype, device=x.device)
+        sig = signature(counts, qx.q, qw, b, y)
         if cfg is not None:  # (y.T = qw @ qx.T + b: the bias along D's rows, as FP8 Linear runs it)
             made = lean.run("forward-bias", [(k, qws[k], xs[k]) for k, _, _ in bounds], inv_w, inv_x, x.dtype,
-                            bias=[bs[k] for k, _, _ in bounds],
-                            out=[y[s:e].mT for _, s, e in bounds])  # fmt: skip
+                            bias=[bs[k] for k, _, _ in bounds], out=[y[s:e].mT for _, s, e in bounds],
+                            signature=sig)  # fmt: skip
         else:
             made = lean.run("forward", [(k, xs[k], qws[k]) for k, _, _ in bounds], inv_x, inv_w, x.dtype,
-                            out=[y[s:e] for _, s, e in bounds])  # fmt: skip
+                            out=[y[s:e] for _, s, e in bounds], signature=sig)  # fmt: skip
             for d, (k, _, _) in zip(made or (), bounds):
                 if bs[k] is not None:
                     d.add_(bs[k])
@@ -328,15 +339,17 @@ def grouped_forward(
 
 
 def _dgrad(
-    gs: Any, wts: Any, inv_g: torch.Tensor, inv_w: torch.Tensor, bounds: Bounds, g: torch.Tensor, cols: int,
-    gemm: Any, lean: Any,
+    qg: Quantized, qwt: torch.Tensor, inv_g: torch.Tensor, inv_w: torch.Tensor, bounds: Bounds,
+    counts: list[int], g: torch.Tensor, cols: int, gemm: Any, lean: Any,
 ) -> torch.Tensor:  # fmt: skip
     """``dx`` (T, K): every group's dgrad GEMM written into its rows (on the grouped planners; else the
     FP8 Linear caches' products, concatenated)."""
+    gs, wts = qg.q.split(counts), qwt.unbind(0)
     if lean.applies(g):
         dx = torch.empty((g.shape[0], cols), dtype=g.dtype, device=g.device)
         made = lean.run("dgrad", [(k, gs[k], wts[k]) for k, _, _ in bounds], inv_g, inv_w, g.dtype,
-                        out=[dx[s:e] for _, s, e in bounds])  # fmt: skip
+                        out=[dx[s:e] for _, s, e in bounds],
+                        signature=signature(counts, qg.q, qwt, dx))  # fmt: skip
         if made:
             return dx
     igs, iws = aligned_scalars(inv_g), aligned_scalars(inv_w)
@@ -345,7 +358,7 @@ def _dgrad(
 
 def _wgrad(
     qg: Quantized, qxt: torch.Tensor, cols: int, inv_g: torch.Tensor, inv_x: torch.Tensor, bounds: Bounds,
-    w_meta: tuple, g: torch.Tensor, gemm: Any, lean: Any,
+    counts: list[int], w_meta: tuple, g: torch.Tensor, gemm: Any, lean: Any,
 ) -> torch.Tensor:  # fmt: skip
     """``dw`` (G, N, K): every group's wgrad GEMM written into its slice of one tensor (zero for groups
     without tokens; on the grouped planners, else the FP8 Linear caches' products stacked)."""
@@ -355,7 +368,8 @@ def _wgrad(
     if lean.applies(g):
         new = torch.empty if len(bounds) == w_shape[0] else torch.zeros
         dw = new(w_shape, dtype=wdt, device=g.device)
-        if lean.run("wgrad", pairs, inv_g, inv_x, wdt, out=[dw[k] for k, _, _ in pairs]):
+        sig = signature(counts, qg.q, qg.qt, qxt, dw)
+        if lean.run("wgrad", pairs, inv_g, inv_x, wdt, out=[dw[k] for k, _, _ in pairs], signature=sig):
             return dw.to(w_dtype)
     igs, ixs = aligned_scalars(inv_g), aligned_scalars(inv_x)
     dws: list = [None] * w_shape[0]
@@ -381,9 +395,9 @@ def grouped_backward(
     inv_g = inv_g.reciprocal()
     dx = dw = db = None
     if needs[0]:
-        dx = _dgrad(qg.q.split(counts), qwt.unbind(0), inv_g, inv_w, bounds, g, cols, gemm, lean)
+        dx = _dgrad(qg, qwt, inv_g, inv_w, bounds, counts, g, cols, gemm, lean)
     if needs[1]:
-        dw = _wgrad(qg, qxt, cols, inv_g, inv_x, bounds, w_meta, g, gemm, lean)
+        dw = _wgrad(qg, qxt, cols, inv_g, inv_x, bounds, counts, w_meta, g, gemm, lean)
     if want_db:
         db = qg.colsum.to(b_dtype)
     return dx, dw, db
