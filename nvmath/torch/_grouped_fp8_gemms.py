@@ -1,5 +1,5 @@
-"""The per-group FP8 GEMMs of the FP8 :class:`~nvmath.torch.GroupedLinear` on planners that swap only
-their operand pointers: :class:`GroupedFP8Gemms`.
+"""The per-group FP8 GEMMs of the FP8 :class:`~nvmath.torch.GroupedLinear` on planners that run on bare
+addresses: :class:`GroupedFP8Gemms`.
 
 Why not the FP8 Linear layers' planner caches (:data:`~._fp8_linear.fp8_gemm_cache`,
 :data:`~._fp8_epilogs.fp8_epilog_gemms`). They hand every call's dequantization scales to
@@ -12,19 +12,25 @@ against ~12 us for a pointer swap of ``a`` and ``b``), and a grouped layer runs 
   per planner (:attr:`GroupedFP8Gemms.slots`). Before a product's GEMMs run, one ``index_copy_``
   writes every group's dequantization scales into its planner's slots (stream-ordered before the
   GEMMs, so a planner shared by two layers of equal shapes reads each layer's scales);
-* a call then swaps ``a`` and ``b`` by pointer (``reset_operands_unchecked`` with the GPU fast path:
-  the key vouches for shapes, strides, dtypes and alignments) and executes; the bias of the forward
-  GEMM (the ``BIAS`` epilogue, as in FP8 ``Linear``) is re-pointed only when it is another tensor;
+* a call then runs each planner on its operands' addresses (an
+  :class:`~nvmath.linalg.advanced._direct.AddressRun` whose plan keeps its scale slots: the key
+  vouches for shapes, strides, dtypes and alignments; the forward's bias, the ``BIAS`` epilogue as in
+  FP8 ``Linear``, an address too), writing the product straight into the caller's ``out`` view (a
+  group's rows of the layer's ``y`` or ``dx``, its slice of the ``(G, N, K)`` weight gradient) where
+  the view has the plan's result layout and alignment (:data:`D_ALIGNMENT`), else into a new tensor
+  copied there; a plan that cannot run on addresses swaps ``a`` and ``b`` by pointer
+  (``reset_operands_unchecked``) and executes;
+* with a ``signature`` (:func:`~._grouped_fp8_kernels.signature`: the counts and the bases' layouts
+  and addresses modulo 256) the planners of a product are looked up and the results' layouts checked
+  once, not per call (the memo is forgotten whenever a planner is freed);
 * one planner per (product, group, problem): groups of equal counts do not share a planner (each has
   its own scale slots).
 
-The planners keep their last operands referenced (no ``release_operands``: that would cost the full
-reset again), i.e. the FP8 copies of the last layer that ran each problem stay alive until the next
-call of that problem or :meth:`GroupedFP8Gemms.clear` -- one layer's FP8 buffers per problem shape,
-not one per layer. GPU tensors only (CPU tensors run the torch emulation of the caches; the tests run
-this class on the fake GPU with ``cpu_planned``); one stream at a time (the scale slots are shared).
-If planning or a reset raises, the class logs it once, switches itself off (``enabled``) and the
-layer runs the FP8 Linear caches from then on.
+The planners hold no operands (released after planning: every run gives its addresses). GPU tensors
+only (CPU tensors run the torch emulation of the caches; the tests run this class on the fake GPU with
+``cpu_planned``); one stream at a time (the scale slots are shared). If planning or a run raises, the
+class logs it once, switches itself off (``enabled``) and the layer runs the FP8 Linear caches from
+then on.
 
 CUDA graphs: a planner (and the scale-slot index tensor of a product) used while a graph is captured
 is pinned: never evicted nor dropped (a graph replays the planner's workspace, descriptors and slots,
