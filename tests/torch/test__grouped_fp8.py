@@ -337,6 +337,65 @@ def test_gpu_fp8_steps_within_tolerance_of_bf16(recipe):
 
 
 @pytest.mark.gpu
+def test_gpu_grouped_cast_equals_one_launch_per_group():
+    """On the GPU the one grouped cast-transpose launch writes, for every group, the FP8 bytes (both
+    orders) and amax of the plain kernel run over that group's rows alone, bit for bit, and its column
+    sums to float32 rounding; groups without rows read 0."""
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device")
+    from nvmath.torch import _fp8_cast
+    from nvmath.torch import _grouped_fp8_kernels as K
+
+    torch.manual_seed(24)
+    counts, cols = [4096, 0, 512, 1040, 16], 4096
+    bounds = K.bounds_of(counts)
+    x = torch.randn(sum(counts), cols, device="cuda", dtype=torch.bfloat16) * 3
+    scale = torch.rand(5, device="cuda") * 50 + 1
+    got = K._kernel_run(x, bounds, 5, torch.float8_e4m3fn, scale, True)
+    assert got is not None
+    for g, s, e in bounds:
+        one = _fp8_cast.cast_transpose(x[s:e], scale[g], torch.float8_e4m3fn, colsum=True)
+        assert torch.equal(got.q[s:e].view(torch.uint8), one.q.view(torch.uint8))
+        assert torch.equal(got.transposed(s, e).view(torch.uint8), one.qt.view(torch.uint8))
+        assert torch.equal(got.amax[g], one.amax)
+        torch.testing.assert_close(got.colsum[g], one.colsum, rtol=1e-6, atol=1e-3)
+    assert got.amax[1] == 0 and not got.colsum[1].any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("recipe", [*RECIPES, fp8.DelayedScaling(amax_history_len=16, margin=1)],
+                         ids=["current", "delayed", "delayed-16-margin"])  # fmt: skip
+def test_gpu_state_kernels_equal_the_torch_update(recipe, monkeypatch):
+    """On the GPU the grouped state's update kernel and current scaling's per-group scale kernel leave
+    the state and return the scales exactly as the torch operations do, over steps with an inactive
+    group, a zero amax and a non-finite one."""
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device")
+    from nvmath.torch import _fp8_cast
+    from nvmath.torch import _grouped_fp8_state as S
+
+    torch.manual_seed(25)
+    kernel, twin = (S.GroupedScalingState(recipe, 6, "cuda") for _ in range(2))
+    for step in range(4):
+        amax = torch.rand(2, 6, device="cuda") * 10
+        amax[0, 1] = 0.0
+        if step == 2:
+            amax[1, 4] = float("inf")
+        active = torch.tensor([True, True, False, True, True, step != 1], device="cuda")
+        used_k = kernel.current_scale("input", amax[0]) if not recipe.delayed else kernel.scale[0].clone()
+        got = kernel.record("input", amax, torch.stack((used_k, kernel.scale[1])), active, active_rows=1)
+        with monkeypatch.context() as m:
+            m.setattr(_fp8_cast, "grouped_record", lambda *a: None)
+            m.setattr(_fp8_cast, "grouped_scale", lambda *a: None)
+            used_t = twin.current_scale("input", amax[0]) if not recipe.delayed else twin.scale[0].clone()
+            want = twin.record("input", amax, torch.stack((used_t, twin.scale[1])), active, active_rows=1)
+        assert torch.equal(used_k, used_t)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+        for name in ("scale", "amax_history", "found_inf"):
+            assert torch.equal(getattr(kernel, name), getattr(twin, name)), name
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("recipe", RECIPES, ids=["current", "delayed"])
 def test_gpu_equals_a_loop_of_fp8_linear_layers(recipe):
     """On the GPU the grouped layer (cast kernels per group into one buffer, stacked state) computes
