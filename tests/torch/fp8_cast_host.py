@@ -191,9 +191,10 @@ extern "C" int host_cast_grouped(int variant, int e5m2, const void* x, unsigned 
 }
 
 // current scaling's scales of n groups, one thread each
-extern "C" void host_grouped_scale(const float* amax, const float* scale, float* out, long long n, float fp8_max,
-                                   float divisor) {
-  run_grid((unsigned)((n + 255) / 256), 1, [=] { nvmath_grouped_scale(amax, scale, out, n, fp8_max, divisor); });
+extern "C" void host_grouped_scale(const float* amax, const float* scale, float* out, long long n,
+                                   float fp8_max, float divisor) {
+  run_grid((unsigned)((n + 255) / 256), 1,
+           [=] { nvmath_grouped_scale(amax, scale, out, n, fp8_max, divisor); });
 }
 
 // the grouped scaling-state update: one block per (role, group), rows * groups blocks
