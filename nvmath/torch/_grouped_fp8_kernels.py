@@ -108,6 +108,18 @@ def grouped_launch(bounds: Bounds, groups: int, cols: int) -> tuple[list[int], t
     return offsets, (gx, gy, groups), gy
 
 
+def launch_args(
+    x: torch.Tensor, q: Any, qt: Any, scale: Any, amax: torch.Tensor, partial: Any, table: torch.Tensor,
+    cols: int, partial_rows: int,
+) -> tuple:  # fmt: skip
+    """The argument vector of ``nvmath_cast_transpose_grouped`` in its parameter order: ``x``, ``aux``
+    (none: this pass has no DGELU), ``q``, ``qt``, ``scale``, ``amax``, ``partial``, the row-offset
+    table, ``cols``, ``partial_rows`` and the target block count (addresses as ``np.uintp``, sizes as
+    ``np.int64``: the launch passes them by value in exactly these widths)."""
+    ptrs = (np.uintp(_ptr(t)) for t in (x, None, q, qt, scale, amax, partial, table))
+    return (*ptrs, np.int64(cols), np.int64(partial_rows), np.int64(_fp8_cast.TARGET_BLOCKS))
+
+
 def _kernel_run(
     x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None, colsum: bool
 ) -> Quantized | None:  # fmt: skip
@@ -127,8 +139,7 @@ def _kernel_run(
         qt = torch.empty(rows * cols, dtype=dtype, device=dev)
     if colsum:
         partial = torch.zeros((groups, blocks, cols), dtype=torch.float32, device=dev)
-    args = (*(np.uintp(_ptr(t)) for t in (x, q, qt, scale, amax, partial, table)), np.int64(cols),
-            np.int64(blocks), np.int64(_fp8_cast.TARGET_BLOCKS))  # fmt: skip
+    args = launch_args(x, q, qt, scale, amax, partial, table, cols, blocks)
     if not _fp8_cast.launch_grid(dev, ("grouped", x.dtype, dtype), shape, args):
         return None
     return Quantized(q, qt, amax, partial.sum(1) if colsum else None)

@@ -252,3 +252,45 @@ def test_gpu_state_kernels_equal_the_torch_update(recipe, monkeypatch):
         torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
         for name in ("scale", "amax_history", "found_inf"):
             assert torch.equal(getattr(kernel, name), getattr(twin, name)), name
+
+
+def _kernel_params(name: str) -> list[str]:
+    """The C parameter declarations of kernel ``name`` in the kernels' source, in order."""
+    import re
+
+    from nvmath.torch._fp8_cast_source import SOURCE
+
+    m = re.search(rf"\b{name}\s*\((.*?)\)\s*\{{", SOURCE, re.S)
+    assert m, name
+    return [" ".join(p.split()) for p in m.group(1).split(",")]
+
+
+def _width_kind(param: str) -> tuple[int, str]:
+    """(bytes, kind) a kernel parameter takes by value: pointers 8, long long 8, int 4, float 4."""
+    if "*" in param:
+        return 8, "u"
+    kinds = {"long long": (8, "i"), "int": (4, "i"), "float": (4, "f")}
+    for ctype, wk in kinds.items():
+        if param.split()[-2:-1] == [ctype.split()[-1]] or param.startswith(ctype):
+            return wk
+    raise AssertionError(f"unexpected parameter {param!r}")
+
+
+def test_grouped_cast_launch_arguments_match_the_kernel_parameters():
+    """The grouped cast-transpose's argument vector has the kernel's parameters, in order and in their
+    widths (a launch passes raw bytes: a missing ``aux`` shifted every later argument and made the
+    kernel read out of bounds on the H200; the host build, called from C, could not see it)."""
+    import numpy as np
+
+    from nvmath.torch._grouped_fp8_kernels import launch_args
+
+    x = torch.zeros((32, 16), dtype=torch.bfloat16)
+    amax, table = torch.zeros(2), torch.zeros(3, dtype=torch.int64)
+    args = launch_args(x, None, None, None, amax, None, table, 16, 1)
+    params = _kernel_params("nvmath_cast_transpose_grouped")
+    assert len(args) == len(params), (params, args)
+    for arg, param in zip(args, params):
+        width, kind = _width_kind(param)
+        assert np.asarray(arg).dtype.itemsize == width and np.asarray(arg).dtype.kind == kind, (param, arg)
+    assert int(args[0]) == x.data_ptr() and int(args[1]) == 0  # x, then aux (none in this pass)
+    assert int(args[5]) == amax.data_ptr() and int(args[7]) == table.data_ptr()
