@@ -395,7 +395,8 @@ def host_launches(host, calls):
         kind, wide, fp8_dtype = key
         assert kind == "grouped"
         calls.append(shape)
-        x, q, qt, scale, amax, partial, offsets, cols, partial_rows, target = (int(a) for a in args)
+        x, aux, q, qt, scale, amax, partial, offsets, cols, partial_rows, target = (int(a) for a in args)
+        assert aux == 0  # (the kernel's parameter order: x, aux, q, ...; this pass has no aux)
         e5m2 = int(fp8_dtype == torch.float8_e5m2)
         ptrs = (x, q or None, qt or None, scale or None, amax, partial or None, offsets)
         rc = host.lib.host_cast_grouped(variant[wide], e5m2, *ptrs, cols, partial_rows, target, *shape)
