@@ -20,7 +20,9 @@ runs far below the memory bandwidth; these kernels write both orders in the pass
 * :func:`transpose` -- an FP8 (R, C) tensor to (C, R) (fc1's GEMM writes ``h`` in FP8 directly).
 * :func:`current_update` -- current scaling's state update between the amax pass and the cast pass
   (new scale, history, ``found_inf``, the scale to dequantize by) as one one-thread launch instead of
-  a dozen tiny torch operations, the same values.
+  a dozen tiny torch operations, the same values; :func:`grouped_record` the grouped layers' update of
+  every group's state (history push, scale, ``found_inf``) as one launch, :func:`grouped_scale` their
+  current scaling's scales of every group.
 
 The CUDA source is :mod:`._fp8_cast_source`.
 
@@ -70,6 +72,8 @@ __all__ = [
     "current_update",
     "emulate_partials",
     "grid",
+    "grouped_record",
+    "grouped_scale",
     "in_use",
     "quantize_pair",
     "torch_cast_transpose",
@@ -118,7 +122,14 @@ _NAMES.update({
     for wide, ctype in _WIDE.items()
     for aux in _AUX[wide]
 })
+_NAMES.update({
+    ("grouped", wide, fp8): f"nvmath_cast_transpose_grouped<{ctype}, {ctype}, {e5m2}, 0>"
+    for wide, ctype in _WIDE.items()
+    for fp8, e5m2 in _E5M2.items()
+})
 _NAMES["transpose"] = "nvmath_fp8_transpose"
+_NAMES["grouped_record"] = "nvmath_grouped_record"
+_NAMES["grouped_scale"] = "nvmath_grouped_scale"
 _NAMES["current_scale"] = "nvmath_current_scale"
 _broken: list[str] = []
 MAX_GRID_Y = 65535
@@ -399,14 +410,11 @@ def wgrad_dtype(weight_dtype: torch.dtype) -> torch.dtype:
     return weight_dtype if ENABLED else torch.float32
 
 
-def launch_tiles(device: torch.device, kernel_key: Any, launches: list[tuple[int, int, tuple]]) -> bool:
-    """Launch the kernel ``kernel_key`` (a :func:`cast_transpose` key ``(wide, fp8, aux dtype or
-    None)``, or ``"transpose"``) once per ``(rows, cols, args)`` of ``launches`` on torch's current
-    stream, under one device context: the kernel's arguments as :func:`cast_transpose` passes them
-    (addresses as ``np.uintp``, sizes as ``np.int64``), each launch over its (rows, cols) grid
-    (:func:`grid`). For callers that run many slices of preallocated tensors (the FP8 grouped layer:
-    one launch per group, each with its own scale, amax and partial-sum addresses). False when the
-    kernels are not in use or cannot be built, or a launch is refused (the launches before it ran;
+def launch_grid(device: torch.device, kernel_key: Any, shape: tuple[int, int, int], args: tuple) -> bool:
+    """Launch the kernel ``kernel_key`` once over a ``shape`` grid of :data:`THREADS` blocks on torch's
+    current stream with ``args`` (addresses as ``np.uintp``, sizes as ``np.int64``): the grouped
+    cast-transpose (``("grouped", wide, fp8)``), whose blocks find their group from ``blockIdx.z``.
+    False when the kernels are not in use or cannot be built, or the launch is refused (nothing ran;
     the kernels are not used again in this process)."""
     if not in_use():
         return False
@@ -418,19 +426,60 @@ def launch_tiles(device: torch.device, kernel_key: Any, launches: list[tuple[int
     kernels = _kernels(device_id)
     if kernels is None:
         return False
-    kernel = kernels[kernel_key]
-    stream = streams.current_stream(device_id, "torch").core
-    configs: dict[tuple[int, int], Any] = {}
+    config = _CONFIGS.get(shape)
+    if config is None:
+        config = _CONFIGS[shape] = LaunchConfig(grid=shape, block=(*THREADS, 1))
     try:
         with devices.device_ctx(device_id):
-            for rows, cols, args in launches:
-                shape = grid(rows, cols)
-                config = configs.get(shape)
-                if config is None:
-                    config = configs[shape] = LaunchConfig(grid=(*shape, 1), block=(*THREADS, 1))
-                launch(stream, config, kernel, *args)
+            launch(streams.current_stream(device_id, "torch").core, config, kernels[kernel_key], *args)
     except Exception as exc:  # noqa: BLE001 (a refused launch: the layers' former ops from now on)
         _broken.append(repr(exc))
         logger.warning("FP8 cast-transpose launch failed (%s); using torch operations instead", exc)
         return False
     return True
+
+
+_CONFIGS: dict[tuple, Any] = {}
+"""Grid shape -> the launch configuration of :func:`launch_grid` (made once per shape)."""
+
+
+def grouped_record(
+    amax: torch.Tensor, used: torch.Tensor, active: torch.Tensor | None, active_rows: int, hist: torch.Tensor,
+    scale: torch.Tensor, found_inf: torch.Tensor, delayed: bool, use_max: bool, fp8_max: float, margin: int,
+) -> torch.Tensor | None:  # fmt: skip
+    """The grouped scaling state's update of ``R`` adjacent roles of ``G`` groups
+    (:meth:`~._grouped_fp8_state.GroupedScalingState.record`) as one launch of ``nvmath_grouped_record``
+    (one block per role and group; see the source): ``amax``, ``used`` (R, G) float32; ``active`` (G,)
+    bool, the groups that ran, for the first ``active_rows`` roles (``None``: all ran); ``hist`` the
+    first role's (L, G) column of the state's (L, 3, G) history, ``scale``, ``found_inf`` its (G,) rows
+    of the state's (3, G) tensors (all updated in place). Returns ``out`` (R, G): ``used``, NaN where an
+    amax is not finite; ``None`` (nothing done) where the kernel does not apply (CPU tensors, the
+    kernels not in use)."""
+    if not (amax.is_cuda and in_use()):
+        return None
+    rows, groups = amax.shape
+    amax, used = amax.contiguous(), used.contiguous()
+    out = torch.empty((rows, groups), dtype=torch.float32, device=amax.device)
+    args = (_ptr(amax), _ptr(used), _ptr(active), np.int32(active_rows), _ptr(hist), _ptr(scale),
+            _ptr(found_inf), _ptr(out), np.int64(groups), np.int64(hist.shape[0]), np.int64(hist.stride(0)),
+            np.int32(delayed), np.int32(use_max), np.float32(fp8_max), np.float32(2.0**margin))  # fmt: skip
+    if not _launch(amax, "grouped_record", *args, blocks=rows * groups):
+        return None
+    return out
+
+
+def grouped_scale(amax: torch.Tensor, scale: torch.Tensor, fp8_max: float, margin: int) -> torch.Tensor | None:
+    """Current scaling's (G,) scales from the groups' amaxes ``amax`` (G,) float32 and the state's
+    scales ``scale`` (G,) (kept where an amax is 0 or not finite) as one launch of
+    ``nvmath_grouped_scale``: :func:`._fp8.scale_from_amax`'s values; ``None`` (nothing done) where
+    the kernel does not apply."""
+    if not (amax.is_cuda and in_use()):
+        return None
+    n = amax.numel()
+    out = torch.empty(n, dtype=torch.float32, device=amax.device)
+    args = (_ptr(amax.contiguous()), _ptr(scale), _ptr(out), np.int64(n), np.float32(fp8_max),
+            np.float32(2.0**margin))  # fmt: skip
+    blocks = -(-n // (THREADS[0] * THREADS[1]))
+    if not _launch(amax, "grouped_scale", *args, blocks=blocks):
+        return None
+    return out

@@ -101,10 +101,10 @@ __device__ __forceinline__ void nv_tile_load(
 // registers as before (4 blocks per SM); the DGELU pass keeps its schedule (44 registers: prefetching
 // would cost it a block per SM).
 template <typename T, typename A, int E5M2, int DGELU>
-__global__ void __launch_bounds__(256) nvmath_cast_transpose(
+__device__ __forceinline__ void nv_cast_transpose_pass(
     const T* __restrict__ x, const A* __restrict__ aux, unsigned char* __restrict__ q,
     unsigned char* __restrict__ qt, const float* __restrict__ scale, unsigned int* __restrict__ amax,
-    float* __restrict__ partial, long long rows, long long cols) {
+    float* __restrict__ partial, long long rows, long long cols, long long by, long long gy) {
   __shared__ unsigned char tile[64][66];
   __shared__ float colsum[8][64];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -117,9 +117,9 @@ __global__ void __launch_bounds__(256) nvmath_cast_transpose(
   constexpr bool prefetch = NVMATH_CT_PREFETCH != 0 && DGELU == 0;
   typename nv_pair<T>::type px[8];
   if constexpr (prefetch) {
-    if ((long long)blockIdx.y < tiles) nv_tile_load(x, px, (long long)blockIdx.y * 64, ty, c, rows, cols);
+    if (by < tiles) nv_tile_load(x, px, by * 64, ty, c, rows, cols);
   }
-  for (long long t = blockIdx.y; t < tiles; t += gridDim.y) {
+  for (long long t = by; t < tiles; t += gy) {
     const long long r0 = t * 64;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(256) nvmath_cast_transpose(
       }
     }
     if constexpr (prefetch) {
-      if (t + gridDim.y < tiles) nv_tile_load(x, px, (t + gridDim.y) * 64, ty, c, rows, cols);
+      if (t + gy < tiles) nv_tile_load(x, px, (t + gy) * 64, ty, c, rows, cols);
     }
     if (write) {
       __syncthreads();
@@ -177,11 +177,45 @@ __global__ void __launch_bounds__(256) nvmath_cast_transpose(
         s0 += colsum[j][2 * tx];
         s1 += colsum[j][2 * tx + 1];
       }
-      partial[(long long)blockIdx.y * cols + c] = s0;
-      partial[(long long)blockIdx.y * cols + c + 1] = s1;
+      partial[by * cols + c] = s0;
+      partial[by * cols + c + 1] = s1;
     }
   }
   nv_block_amax(local, amax);
+}
+
+template <typename T, typename A, int E5M2, int DGELU>
+__global__ void __launch_bounds__(256) nvmath_cast_transpose(
+    const T* __restrict__ x, const A* __restrict__ aux, unsigned char* __restrict__ q,
+    unsigned char* __restrict__ qt, const float* __restrict__ scale, unsigned int* __restrict__ amax,
+    float* __restrict__ partial, long long rows, long long cols) {
+  nv_cast_transpose_pass<T, A, E5M2, DGELU>(x, aux, q, qt, scale, amax, partial, rows, cols, blockIdx.y,
+                                            gridDim.y);
+}
+
+// The pass over the row groups of x (group g: rows offsets[g] to offsets[g + 1]) in one launch: block
+// (bx, by, g) runs what block (bx, by) of group g's own launch would (its grid rows gy as grid() gives
+// them for its rows and gridDim.x column strips, at most target_blocks / gridDim.x; the blocks beyond
+// return), on group g's rows of x, q (and aux), its transpose block at offsets[g] * cols of qt, scale[g],
+// amax[g] and the (partial_rows, cols) partial sums at g * partial_rows * cols: the same values as one
+// launch per group, bit for bit.
+template <typename T, typename A, int E5M2, int DGELU>
+__global__ void __launch_bounds__(256) nvmath_cast_transpose_grouped(
+    const T* __restrict__ x, const A* __restrict__ aux, unsigned char* __restrict__ q,
+    unsigned char* __restrict__ qt, const float* __restrict__ scale, unsigned int* __restrict__ amax,
+    float* __restrict__ partial, const long long* __restrict__ offsets, long long cols,
+    long long partial_rows, long long target_blocks) {
+  const long long g = blockIdx.z, start = offsets[g], rows = offsets[g + 1] - start;
+  const long long tiles = (rows + 63) / 64, per_strip = (target_blocks + gridDim.x - 1) / gridDim.x;
+  long long gy = tiles < per_strip ? tiles : per_strip;
+  gy = gy < 65535 ? gy : 65535;
+  gy = gy > 1 ? gy : 1;
+  if (rows <= 0 || (long long)blockIdx.y >= gy) return;  // (the whole block: no barrier is skipped)
+  const long long at = start * cols;
+  nv_cast_transpose_pass<T, A, E5M2, DGELU>(
+      x + at, aux == nullptr ? aux : aux + at, q == nullptr ? q : q + at, qt == nullptr ? qt : qt + at,
+      scale == nullptr ? scale : scale + g, amax + g,
+      partial == nullptr ? partial : partial + g * partial_rows * cols, rows, cols, blockIdx.y, gy);
 }
 
 // 32-bit word i of a 16-byte vector (i a constant after unrolling: stays in registers)
@@ -263,6 +297,75 @@ extern "C" __global__ void nvmath_current_scale(
     *found_inf += 1;
   }
   *used = ok ? s : __int_as_float(0x7fc00000);
+}
+
+// Current scaling's scales of n groups (GroupedScalingState.current_scale), one thread each: out = (fp8_max /
+// amax) / divisor where 1 / amax > 0 and that is finite, else the old scale (the values of
+// nvmath_current_scale and of torch's lean sequence); the state is not changed.
+extern "C" __global__ void __launch_bounds__(256) nvmath_grouped_scale(
+    const float* __restrict__ amax, const float* __restrict__ scale, float* __restrict__ out, long long n,
+    float fp8_max, float divisor) {
+  const long long i = (long long)blockIdx.x * 256 + threadIdx.y * 32 + threadIdx.x;
+  if (i >= n) return;
+  const float inv = 1.0f / amax[i];
+  float next = inv * fp8_max;
+  if (divisor != 1.0f) next = next / divisor;
+  out[i] = (inv > 0.0f && next < __int_as_float(0x7f800000)) ? next : scale[i];
+}
+
+// The grouped scaling state's update of R adjacent roles of G groups (GroupedScalingState.record), one
+// block of 256 threads per (role r, group g) -- blockIdx.x = r * groups + g -- in place of a dozen torch
+// operations; the same values. amax, used, out: (R, G); scale, found_inf: the first role's row of the
+// state's (3, G) tensors; hist: the first role's column of the (hist_len, 3, G) history (hist_stride =
+// 3 G). A finite amax of a group that ran (active: (G,) flags of the first active_rows roles, null:
+// all ran) is pushed on the history (the older values shift down, the oldest falls off); a non-finite
+// one of a group that ran adds 1 to found_inf. The scale of a pushed group becomes used (current
+// scaling) or, delayed, fp8_max / (the history's max, or the new amax: use_max 0) / divisor where that
+// is finite and > 0 (else it stays); out = used, NaN for a non-finite amax.
+extern "C" __global__ void __launch_bounds__(256) nvmath_grouped_record(
+    const float* __restrict__ amax, const float* __restrict__ used, const bool* __restrict__ active,
+    int active_rows, float* hist, float* __restrict__ scale, int* __restrict__ found_inf,
+    float* __restrict__ out, long long groups, long long hist_len, long long hist_stride, int delayed,
+    int use_max, float fp8_max, float divisor) {
+  __shared__ unsigned int best;
+  const long long r = blockIdx.x / groups, g = blockIdx.x % groups, e = blockIdx.x;
+  const int tid = threadIdx.y * 32 + threadIdx.x;
+  const float a = amax[e];
+  const bool ok = a < __int_as_float(0x7f800000);
+  const bool ran = active == nullptr || r >= active_rows || active[g];
+  if (tid == 0) {
+    out[e] = ok ? used[e] : __int_as_float(0x7fc00000);
+    if (!ok && ran) found_inf[e] += 1;
+  }
+  if (!ok || !ran) return;  // (the whole block)
+  float* h = hist + r * groups + g;
+  unsigned int local = __float_as_uint(a);
+  for (long long top = hist_len - 1; top >= 1; top -= 256) {  // (from the oldest: reads before writes)
+    const long long l = top - tid;
+    float v = 0.0f;
+    if (l >= 1) v = h[(l - 1) * hist_stride];
+    __syncthreads();
+    if (l >= 1) {
+      h[l * hist_stride] = v;
+      local = max(local, __float_as_uint(v));
+    }
+    __syncthreads();
+  }
+  if (tid == 0) {
+    best = 0u;
+    h[0] = a;
+  }
+  nv_block_amax(local, &best);
+  if (tid != 0) return;
+  if (!delayed) {
+    scale[e] = used[e];
+    return;
+  }
+  const float reduced = use_max ? __uint_as_float(best) : a;
+  const float inv = 1.0f / reduced;
+  float next = inv * fp8_max;
+  if (divisor != 1.0f) next = next / divisor;
+  if (inv > 0.0f && next < __int_as_float(0x7f800000)) scale[e] = next;
 }
 
 // out (cols, rows) = in (rows, cols) of bytes, both row-major, rows and cols even; the tiling above

@@ -8,11 +8,12 @@ planned ``Matmul`` (bias fused in bfloat16 / float16 layers), bias gradient from
 quantization pass. What differs is how (:mod:`._grouped_fp8_kernels`):
 
 * one autograd Function over all groups (:class:`GroupedFP8Fn`): the forward quantizes ``x`` with one
-  cast-transpose launch per group into one FP8 buffer (both orders, the scales and amaxes at the
-  group's offsets of stacked tensors) and runs the per-group GEMMs; the backward quantizes the output
-  gradient likewise (with the column sums: the bias gradient), runs the dgrad and wgrad GEMMs and
-  returns the weight gradient as one (G, N, K) stack -- no ``weight[g]`` selects, whose backward
-  built a zero-filled full-size gradient per group and summed them;
+  grouped cast-transpose launch over all groups into one FP8 buffer (both orders, the scales and
+  amaxes at the group's offsets of stacked tensors) and runs the per-group GEMMs on bare addresses,
+  each writing its group's rows of one ``y``; the backward quantizes the output gradient likewise
+  (with the column sums: the bias gradient), runs the dgrad and wgrad GEMMs into one ``dx`` and one
+  (G, N, K) weight gradient -- no concatenation, no stack, no ``weight[g]`` selects (whose backward
+  built a zero-filled full-size gradient per group and summed them);
 * the scaling state of all groups is one :class:`~._grouped_fp8_state.GroupedScalingState`
   (``fp8_state``: scales (3, G), amax histories (L, 3, G), in ``state_dict``; checkpoints of the
   former per-group states, ``fp8_states.<g>.*``, load into it), updated by a few vectorised

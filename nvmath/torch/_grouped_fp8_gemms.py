@@ -1,5 +1,5 @@
-"""The per-group FP8 GEMMs of the FP8 :class:`~nvmath.torch.GroupedLinear` on planners that swap only
-their operand pointers: :class:`GroupedFP8Gemms`.
+"""The per-group FP8 GEMMs of the FP8 :class:`~nvmath.torch.GroupedLinear` on planners that run on bare
+addresses: :class:`GroupedFP8Gemms`.
 
 Why not the FP8 Linear layers' planner caches (:data:`~._fp8_linear.fp8_gemm_cache`,
 :data:`~._fp8_epilogs.fp8_epilog_gemms`). They hand every call's dequantization scales to
@@ -12,19 +12,25 @@ against ~12 us for a pointer swap of ``a`` and ``b``), and a grouped layer runs 
   per planner (:attr:`GroupedFP8Gemms.slots`). Before a product's GEMMs run, one ``index_copy_``
   writes every group's dequantization scales into its planner's slots (stream-ordered before the
   GEMMs, so a planner shared by two layers of equal shapes reads each layer's scales);
-* a call then swaps ``a`` and ``b`` by pointer (``reset_operands_unchecked`` with the GPU fast path:
-  the key vouches for shapes, strides, dtypes and alignments) and executes; the bias of the forward
-  GEMM (the ``BIAS`` epilogue, as in FP8 ``Linear``) is re-pointed only when it is another tensor;
+* a call then runs each planner on its operands' addresses (an
+  :class:`~nvmath.linalg.advanced._direct.AddressRun` whose plan keeps its scale slots: the key
+  vouches for shapes, strides, dtypes and alignments; the forward's bias, the ``BIAS`` epilogue as in
+  FP8 ``Linear``, an address too), writing the product straight into the caller's ``out`` view (a
+  group's rows of the layer's ``y`` or ``dx``, its slice of the ``(G, N, K)`` weight gradient) where
+  the view has the plan's result layout and alignment (:data:`D_ALIGNMENT`), else into a new tensor
+  copied there; a plan that cannot run on addresses swaps ``a`` and ``b`` by pointer
+  (``reset_operands_unchecked``) and executes;
+* with a ``signature`` (:func:`~._grouped_fp8_kernels.signature`: the counts and the bases' layouts
+  and addresses modulo 256) the planners of a product are looked up and the results' layouts checked
+  once, not per call (the memo is forgotten whenever a planner is freed);
 * one planner per (product, group, problem): groups of equal counts do not share a planner (each has
   its own scale slots).
 
-The planners keep their last operands referenced (no ``release_operands``: that would cost the full
-reset again), i.e. the FP8 copies of the last layer that ran each problem stay alive until the next
-call of that problem or :meth:`GroupedFP8Gemms.clear` -- one layer's FP8 buffers per problem shape,
-not one per layer. GPU tensors only (CPU tensors run the torch emulation of the caches; the tests run
-this class on the fake GPU with ``cpu_planned``); one stream at a time (the scale slots are shared).
-If planning or a reset raises, the class logs it once, switches itself off (``enabled``) and the
-layer runs the FP8 Linear caches from then on.
+The planners hold no operands (released after planning: every run gives its addresses). GPU tensors
+only (CPU tensors run the torch emulation of the caches; the tests run this class on the fake GPU with
+``cpu_planned``); one stream at a time (the scale slots are shared). If planning or a run raises, the
+class logs it once, switches itself off (``enabled``) and the layer runs the FP8 Linear caches from
+then on.
 
 CUDA graphs: a planner (and the scale-slot index tensor of a product) used while a graph is captured
 is pinned: never evicted nor dropped (a graph replays the planner's workspace, descriptors and slots,
@@ -42,6 +48,7 @@ from typing import Any
 
 import torch
 
+from nvmath.linalg.advanced._direct import AddressRun, address_run_possible
 from nvmath.torch._capture import CaptureError, capturing, refuse_planning
 
 __all__ = ["GroupedFP8Gemms", "grouped_fp8_gemms"]
@@ -53,6 +60,10 @@ SLOT = 4
 that are not 16-byte aligned (seen on the H200: a slot at byte offset 0x24), so every slot starts on
 16 bytes."""
 
+D_ALIGNMENT = 256
+"""A planned product writes its result assuming this pointer alignment (the planner tells cuBLASLt the
+largest): an ``out`` view less aligned gets the product copied in."""
+
 _RESULT = {torch.bfloat16: "CUDA_R_16BF", torch.float16: "CUDA_R_16F", torch.float32: "CUDA_R_32F"}
 
 
@@ -61,15 +72,28 @@ def _align(t: torch.Tensor) -> int:
     return p & -p
 
 
-class _Entry:
-    """A planner, its scale slots and the operands it holds (their addresses)."""
+def _fits(t: torch.Tensor, layout: tuple) -> bool:
+    """Whether ``t`` is a result of ``layout`` = ``(shape, strides, dtype)`` on :data:`D_ALIGNMENT` bytes
+    (the strides of dimensions of size 1 do not matter)."""
+    shape, strides, dtype = layout
+    if t.dtype != dtype or tuple(t.shape) != shape or t.data_ptr() % D_ALIGNMENT:
+        return False
+    return all(s == e for s, e, d in zip(t.stride(), strides, shape) if d > 1)
 
-    __slots__ = ("bias", "device", "mm", "ptrs", "slots")
+
+class _Entry:
+    """A planner, its scale slots, its address run (``None`` where the plan cannot run on addresses)
+    and the operands it holds (their addresses; only without an address run)."""
+
+    __slots__ = ("address", "bias", "device", "layout", "mm", "ptrs", "slots")
 
     def __init__(self, mm: Any, slots: tuple[int, int], device: torch.device):
         self.mm, self.slots, self.device = mm, slots, device
         self.ptrs: tuple = ()
         self.bias: int = 0
+        self.address: Any = None
+        self.layout: tuple = ()
+        """``(shape, strides, dtype)`` of the result the address run writes."""
 
 
 class GroupedFP8Gemms:
@@ -91,6 +115,9 @@ class GroupedFP8Gemms:
         self._slots: dict[torch.device, torch.Tensor] = {}
         self._free: dict[torch.device, list[int]] = {}
         self._index: dict[tuple, torch.Tensor] = {}
+        self._memo: dict[tuple, tuple] = {}
+        """``(kind, dtype, signature)`` -> :meth:`_look_up`'s entries, keys and ``direct`` (cleared when a
+        planner is freed)."""
         self._pinned: set[tuple] = set()
         """Keys of ``_entries`` and ``_index`` a CUDA graph capture used (never evicted or dropped)."""
         self._lock = threading.Lock()
@@ -101,21 +128,41 @@ class GroupedFP8Gemms:
 
     def run(
         self, kind: str, problems: list[tuple[int, torch.Tensor, torch.Tensor]], inv_a: torch.Tensor,
-        inv_b: torch.Tensor, dtype: torch.dtype, bias: list | None = None,
+        inv_b: torch.Tensor, dtype: torch.dtype, bias: list | None = None, out: list | None = None,
+        signature: tuple | None = None,
     ) -> list[torch.Tensor] | None:  # fmt: skip
         """``[D_k]`` for ``problems`` = ``[(k, qa_k, qb_k)]`` (FP8, both contiguous along K) with the
         dequantization scales ``inv_a[k]``, ``inv_b[k]`` ((G,) float32), in ``dtype``; with ``bias``
-        (one tensor per problem) the forward's ``BIAS`` epilogue along D's rows. ``None`` when this
-        runner is off or failed (nothing to use: the caller runs its other path)."""
+        (one tensor per problem) the forward's ``BIAS`` epilogue along D's rows. ``out``: one tensor
+        per problem (views of the caller's result, D's shape and ``dtype``) that the products are
+        written into (straight, where the plan's result layout is the view's; else copied) and
+        returned. ``signature``: a tuple the caller vouches determines every problem's (and ``out``'s)
+        shapes, strides, dtypes, device and address alignments, and the problems' groups: the planners
+        looked up and the results' layouts checked once per signature, not per call. ``None`` when
+        this runner is off or failed (nothing to use: the caller runs its other path)."""
         if not self.enabled or not problems:
             return None
         try:
             capture = capturing(inv_a)  # (once per product: a capture pins what it uses)
+            biases, outs = bias or [None] * len(problems), out or [None] * len(problems)
             with self._lock:
-                entries = [self._entry(kind, k, qa, qb, dtype, None if bias is None else bias[i], capture)
-                           for i, (k, qa, qb) in enumerate(problems)]  # fmt: skip
+                found = None if signature is None else self._memo.get((kind, dtype, signature))
+                if found is None:
+                    found = self._look_up(kind, problems, dtype, biases, outs, capture)
+                    if signature is not None:
+                        if len(self._memo) > 4 * self.maxsize:  # (new counts every step: a bound)
+                            self._memo.clear()
+                        self._memo[(kind, dtype, signature)] = found
+                elif capture:
+                    self._pinned.update(found[1])
+                entries, _, direct = found
                 self._fill(entries, problems, inv_a, inv_b, capture)
-                return [self._execute(e, qa, qb, None if bias is None else bias[i])
+                if direct:  # (every product on addresses straight into its out: the steady state)
+                    for e, (_, qa, qb), b, d in zip(entries, problems, biases, outs):
+                        ptrs = () if b is None else (b.data_ptr(),)
+                        e.address(qa.data_ptr(), qb.data_ptr(), d.data_ptr(), ptrs)
+                    return outs
+                return [self._execute(e, qa, qb, biases[i], outs[i])
                         for i, (e, (_, qa, qb)) in enumerate(zip(entries, problems))]  # fmt: skip
         except CaptureError:
             raise  # (a warm-up step is missing: the caller's error, not this class's)
@@ -125,11 +172,23 @@ class GroupedFP8Gemms:
             self.clear()
             return None
 
-    def _entry(
-        self, kind: str, k: int, qa: Any, qb: Any, dtype: torch.dtype, bias: Any, capture: bool
-    ) -> _Entry:
-        key = (kind, k, qa.shape, qb.shape, qa.stride(), qb.stride(), qa.dtype, qb.dtype, dtype, qa.device,
-               _align(qa), _align(qb), None if bias is None else (bias.dtype, _align(bias)))  # fmt: skip
+    def _look_up(
+        self, kind: str, problems: list, dtype: torch.dtype, biases: list, outs: list, capture: bool
+    ) -> tuple[list[_Entry], list[tuple], bool]:
+        """``(entries, their keys, direct)`` of ``problems`` (planned where new); ``direct``: every entry
+        runs on addresses and every ``out`` is given in its result layout."""
+        keys, entries = [], []
+        for (k, qa, qb), bias in zip(problems, biases):
+            b_key = None if bias is None else (bias.dtype, _align(bias))
+            key = (kind, k, qa.shape, qb.shape, qa.stride(), qb.stride(), qa.dtype, qb.dtype, dtype,
+                   qa.device, _align(qa), _align(qb), b_key)  # fmt: skip
+            keys.append(key)
+            entries.append(self._entry(key, qa, qb, dtype, bias, capture))
+        direct = all(e.address is not None and d is not None and _fits(d, e.layout)
+                     for e, d in zip(entries, outs))  # fmt: skip
+        return entries, keys, direct
+
+    def _entry(self, key: tuple, qa: Any, qb: Any, dtype: torch.dtype, bias: Any, capture: bool) -> _Entry:
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
@@ -170,6 +229,12 @@ class GroupedFP8Gemms:
         entry = _Entry(mm, slots, qa.device)
         entry.ptrs = (qa.data_ptr(), qb.data_ptr())
         entry.bias = 0 if bias is None else bias.data_ptr()
+        names = () if bias is None else ("bias",)
+        if address_run_possible(mm, names, scales=True):  # (the scale slots never move)
+            entry.address = AddressRun(mm, names, scales=True)
+            shape, strides = entry.address.result_layout[:2]
+            entry.layout = (tuple(shape), tuple(strides), dtype)
+            mm.release_operands()  # (the runs give every address: the planner holds no operand)
         return entry
 
     def _take_slots(self, device: torch.device) -> tuple[int, int]:
@@ -212,7 +277,27 @@ class GroupedFP8Gemms:
         self._slots[device].index_copy_(0, index, torch.stack((inv_a, inv_b), 1).reshape(-1))
 
     @staticmethod
-    def _execute(entry: _Entry, qa: Any, qb: Any, bias: Any) -> torch.Tensor:
+    def _execute(entry: _Entry, qa: Any, qb: Any, bias: Any, out: Any) -> torch.Tensor:
+        """The product of ``entry``'s planner on ``qa``, ``qb`` (and ``bias``) into ``out`` (``None``: a
+        new tensor): on addresses where it can, else by a pointer swap and ``execute``."""
+        run = entry.address
+        if run is not None:
+            shape, strides, dtype = entry.layout
+            if out is None:
+                out = torch.empty_strided(shape, strides, dtype=dtype, device=qa.device)
+            elif not _fits(out, entry.layout):
+                out.copy_(GroupedFP8Gemms._execute(entry, qa, qb, bias, None))
+                return out
+            run(qa.data_ptr(), qb.data_ptr(), out.data_ptr(), () if bias is None else (bias.data_ptr(),))
+            return out
+        made = GroupedFP8Gemms._swap_execute(entry, qa, qb, bias)
+        if out is None:
+            return made
+        out.copy_(made)
+        return out
+
+    @staticmethod
+    def _swap_execute(entry: _Entry, qa: Any, qb: Any, bias: Any) -> torch.Tensor:
         mm = entry.mm
         ptrs = (qa.data_ptr(), qb.data_ptr())
         if bias is not None and bias.data_ptr() != entry.bias:
@@ -225,6 +310,7 @@ class GroupedFP8Gemms:
         return out[0] if isinstance(out, tuple) else out
 
     def _evict(self, entry: _Entry) -> None:
+        self._memo.clear()
         entry.mm.free()
         self._free[entry.device].extend(entry.slots)
         self._drop_indices()
@@ -241,6 +327,7 @@ class GroupedFP8Gemms:
             for entry in self._entries.values():
                 entry.mm.free()
             self._entries.clear()
+            self._memo.clear()
             self._slots.clear()
             self._free.clear()
             self._index.clear()

@@ -5,10 +5,13 @@ Quantization (:func:`quantize_groups`): a (T, C) tensor whose rows are grouped (
 quantized with one scale per group into one FP8 (T, C) tensor and, for the weight-gradient GEMMs, one
 buffer of the groups' transposed copies (group ``g``'s (C, rows) block at element ``start * C``);
 the groups' amaxes land in one (G,) tensor and their column sums (a bias gradient) in one
-(G, blocks, C) float32 tensor summed once. On the GPU each group is one launch of the FP8 layers'
-cast-transpose kernel (:mod:`._fp8_cast`, :func:`~._fp8_cast.launch_tiles`) on addresses into those
-tensors (its scale, amax and partial sums at the group's offsets): no per-group tensors, no
-per-group scale update. Current scaling runs an amax-only pass per group first. Elsewhere (CPU
+(G, blocks, C) float32 tensor summed once. On the GPU all groups are one launch of the FP8 layers'
+grouped cast-transpose kernel (:mod:`._fp8_cast`, :func:`~._fp8_cast.launch_grid`,
+:func:`grouped_launch`): block ``(bx, by, g)`` does what block ``(bx, by)`` of a launch over group
+``g``'s rows alone would do (its scale, amax and partial sums at the group's offsets; the row offsets
+a small device table made once per counts, :func:`device_table`): no per-group tensors, launches or
+scale updates, the values of per-group launches bit for bit. Current scaling runs an amax-only pass
+first (the same launch without outputs). Elsewhere (CPU
 tensors, the kernels not in use) torch's operations compute the same values group by group
 (:func:`~._fp8.quantize`, the arithmetic of an FP8 ``Linear`` on those tensors).
 
@@ -41,10 +44,13 @@ __all__ = [
     "Quantized",
     "active_groups",
     "bounds_of",
+    "device_table",
+    "grouped_launch",
     "grouped_backward",
     "grouped_forward",
     "quantize_groups",
     "quantize_role",
+    "signature",
     "transposed_block",
     "weight_fp8",
 ]
@@ -87,30 +93,54 @@ def _ptr(t: torch.Tensor | None) -> int:
     return 0 if t is None else t.data_ptr()
 
 
+def grouped_launch(bounds: Bounds, groups: int, cols: int) -> tuple[list[int], tuple[int, int, int], int]:
+    """``(offsets, grid, partial_rows)`` of the one grouped cast-transpose launch over ``bounds``: the
+    (G + 1) row offsets of every group (groups without rows: an empty range), the grid ``(gx, gy, G)``
+    (``gy``: the most grid rows any group's own launch (:func:`~._fp8_cast.grid`) has; each group's
+    blocks beyond its own return) and the partial-sum rows per group (that ``gy``)."""
+    offsets, at = [0] * (groups + 1), 0
+    ends = {g: e for g, _, e in bounds}
+    for g in range(groups):
+        at = ends.get(g, at)
+        offsets[g + 1] = at
+    gx = _fp8_cast.grid(1, cols)[0]
+    gy = max(_fp8_cast.grid(e - s, cols)[1] for _, s, e in bounds)
+    return offsets, (gx, gy, groups), gy
+
+
+def launch_args(
+    x: torch.Tensor, q: Any, qt: Any, scale: Any, amax: torch.Tensor, partial: Any, table: torch.Tensor,
+    cols: int, partial_rows: int,
+) -> tuple:  # fmt: skip
+    """The argument vector of ``nvmath_cast_transpose_grouped`` in its parameter order: ``x``, ``aux``
+    (none: this pass has no DGELU), ``q``, ``qt``, ``scale``, ``amax``, ``partial``, the row-offset
+    table, ``cols``, ``partial_rows`` and the target block count (addresses as ``np.uintp``, sizes as
+    ``np.int64``: the launch passes them by value in exactly these widths)."""
+    ptrs = (np.uintp(_ptr(t)) for t in (x, None, q, qt, scale, amax, partial, table))
+    return (*ptrs, np.int64(cols), np.int64(partial_rows), np.int64(_fp8_cast.TARGET_BLOCKS))
+
+
 def _kernel_run(
     x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None, colsum: bool
 ) -> Quantized | None:  # fmt: skip
-    """The GPU pass: one cast-transpose launch per group (``scale`` None: amax only); ``None`` when the
-    kernels do not run here (nothing was written)."""
+    """The GPU pass: one grouped cast-transpose launch over all groups (``scale`` None: amax only);
+    ``None`` when the kernels do not run here (nothing was written)."""
     rows, cols = x.shape
     dev = x.device
+    offsets, shape, blocks = grouped_launch(bounds, groups, cols)
+    if groups > _fp8_cast.MAX_GRID_Y:
+        return None
+    counts = [e - s for s, e in zip(offsets, offsets[1:])]
+    table = device_table("row offsets", offsets, torch.int64, x, counts)
     amax = torch.zeros(groups, dtype=torch.float32, device=dev)
     q = qt = partial = None
     if scale is not None:
         q = torch.empty((rows, cols), dtype=dtype, device=dev)
         qt = torch.empty(rows * cols, dtype=dtype, device=dev)
-    blocks = max(_fp8_cast.grid(e - s, cols)[1] for _, s, e in bounds)
     if colsum:
         partial = torch.zeros((groups, blocks, cols), dtype=torch.float32, device=dev)
-    px, pq, pqt, ps, pa, pp = (_ptr(t) for t in (x, q, qt, scale, amax, partial))
-    size = x.element_size()
-    launches = []
-    for g, s, e in bounds:
-        args = (np.uintp(px + s * cols * size), np.uintp(0), np.uintp(pq and pq + s * cols),
-                np.uintp(pqt and pqt + s * cols), np.uintp(ps and ps + 4 * g), np.uintp(pa + 4 * g),
-                np.uintp(pp and pp + 4 * g * blocks * cols), np.int64(e - s), np.int64(cols))  # fmt: skip
-        launches.append((e - s, cols, args))
-    if not _fp8_cast.launch_tiles(dev, (x.dtype, dtype, None), launches):
+    args = launch_args(x, q, qt, scale, amax, partial, table, cols, blocks)
+    if not _fp8_cast.launch_grid(dev, ("grouped", x.dtype, dtype), shape, args):
         return None
     return Quantized(q, qt, amax, partial.sum(1) if colsum else None)
 
@@ -193,9 +223,8 @@ def weight_fp8(
     else:
         amax, x_used, active = x_part
         both = torch.stack((amax, made.amax)), torch.stack((x_used, w_used))
-        if active is not None:  # (every group's weight is recorded: the weight is quantized whole)
-            active = torch.stack((active, torch.ones_like(active)))
-        inv = state.record("input", *both, active).reciprocal()
+        # (active: the input's row only; every group's weight is recorded, the weight quantized whole)
+        inv = state.record("input", *both, active, active_rows=1).reciprocal()
         inv_x, inv_w = inv[0], inv[1]
     qt = made.qt.view(groups, k, n)
     state.weight_copies = (made.q.view(groups, n, k), qt, inv_w)
@@ -204,38 +233,50 @@ def weight_fp8(
     return state.weight_copies, inv_x
 
 
-_ACTIVE: dict[tuple, torch.Tensor] = {}
+_TABLES: dict[tuple, torch.Tensor] = {}
 _CAPTURED: dict[tuple, torch.Tensor] = {}
-"""The masks a CUDA graph capture read: kept for the process (a graph replays their memory)."""
+"""The tables a CUDA graph capture read: kept for the process (a graph replays their memory)."""
 
 
-def active_groups(counts: list[int], like: torch.Tensor) -> torch.Tensor | None:
-    """The (G,) bool tensor of the groups with tokens on ``like``'s device (``None`` when all have some;
-    cached per counts).
+def device_table(
+    what: str, values: list, dtype: torch.dtype, like: torch.Tensor, counts: list[int]
+) -> torch.Tensor:
+    """``values`` (made from ``counts``) as a 1-D ``dtype`` tensor on ``like``'s device, made once per
+    values (a small host-to-device copy: the counts' active-group mask, the row offsets of the grouped
+    launches).
 
     Raises:
-        CaptureError: inside a CUDA graph capture for counts not seen before it (a host-to-device copy
+        CaptureError: inside a CUDA graph capture for values not seen before it (a host-to-device copy
             a graph cannot hold: run a warm-up step with these counts first)."""
-    if all(counts):
-        return None
     device = like.device
-    key = (tuple(counts), device)
-    found = _ACTIVE.get(key)
+    key = (what, tuple(values), dtype, device)
+    found = _TABLES.get(key)
     if found is None:
         found = _CAPTURED.get(key)
     if found is None:
         if capturing(like):
             raise CaptureError(
                 f"an FP8 GroupedLinear met the counts {list(counts)} first inside a CUDA graph capture; "
-                "their device mask is a host-to-device copy a graph cannot replay. Run a step with these "
+                f"their device {what} is a host-to-device copy a graph cannot replay. Run a step with these "
                 "counts before the capture (a warm-up iteration), then capture."
             )
-        if len(_ACTIVE) > 256:
-            _ACTIVE.clear()
-        found = _ACTIVE[key] = torch.tensor([c > 0 for c in counts], device=device)
+        if len(_TABLES) > 512:
+            _TABLES.clear()
+        found = _TABLES[key] = torch.tensor(values, dtype=dtype, device=device)
     if key not in _CAPTURED and capturing(like):
         _CAPTURED[key] = found
     return found
+
+
+def active_groups(counts: list[int], like: torch.Tensor) -> torch.Tensor | None:
+    """The (G,) bool tensor of the groups with tokens on ``like``'s device (``None`` when all have some;
+    cached per counts, :func:`device_table`).
+
+    Raises:
+        CaptureError: inside a CUDA graph capture for counts not seen before it."""
+    if all(counts):
+        return None
+    return device_table("mask", [c > 0 for c in counts], torch.bool, like, counts)
 
 
 def _forward_gemm(
@@ -258,6 +299,15 @@ def aligned_scalars(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return padded[:, 0].unbind(0)
 
 
+def signature(counts: list[int], *tensors: torch.Tensor | None) -> tuple:
+    """What fixes every group's view of ``tensors`` (the bases of a product's operands and result, each
+    group's a slice at an offset the counts give): the counts, and each base's shape, strides, dtype,
+    device and address modulo 256 (the grouped planners' ``signature``, :mod:`._grouped_fp8_gemms`)."""
+    return (tuple(counts),
+            *(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 256)
+              for t in tensors))  # fmt: skip
+
+
 def _join(parts: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
 
@@ -278,21 +328,68 @@ def grouped_forward(
     bs = [None] * len(counts) if b is None else b.unbind(0)
     cfg = epilog_config(None, b is not None, x.dtype)
     saved = (qx.qt, x.shape[1], inv_x, qwt, inv_w)
-    if lean.applies(x):
+    if lean.applies(x):  # (every group's product written into its rows of one y: no concatenation)
+        y = torch.empty((x.shape[0], w.shape[1]), dtype=x.dtype, device=x.device)
+        sig = signature(counts, qx.q, qw, b, y)
         if cfg is not None:  # (y.T = qw @ qx.T + b: the bias along D's rows, as FP8 Linear runs it)
             made = lean.run("forward-bias", [(k, qws[k], xs[k]) for k, _, _ in bounds], inv_w, inv_x, x.dtype,
-                            bias=[bs[k] for k, _, _ in bounds])  # fmt: skip
-            made = made and [d.mT for d in made]
+                            bias=[bs[k] for k, _, _ in bounds], out=[y[s:e].mT for _, s, e in bounds],
+                            signature=sig)  # fmt: skip
         else:
-            made = lean.run("forward", [(k, xs[k], qws[k]) for k, _, _ in bounds], inv_x, inv_w, x.dtype)
-            made = made and [d if bs[k] is None else d + bs[k].to(d.dtype)
-                             for d, (k, _, _) in zip(made, bounds)]  # fmt: skip
+            made = lean.run("forward", [(k, xs[k], qws[k]) for k, _, _ in bounds], inv_x, inv_w, x.dtype,
+                            out=[y[s:e] for _, s, e in bounds], signature=sig)  # fmt: skip
+            for d, (k, _, _) in zip(made or (), bounds):
+                if bs[k] is not None:
+                    d.add_(bs[k])
         if made:
-            return _join(made), saved
+            return y, saved
     ixs, iws = aligned_scalars(inv_x), aligned_scalars(inv_w)
     y = _join([_forward_gemm(xs[k], qws[k], ixs[k], iws[k], bs[k], cfg, x.dtype, gemm, fused)
                for k, _, _ in bounds])  # fmt: skip
     return y, saved
+
+
+def _dgrad(
+    qg: Quantized, qwt: torch.Tensor, inv_g: torch.Tensor, inv_w: torch.Tensor, bounds: Bounds,
+    counts: list[int], g: torch.Tensor, cols: int, gemm: Any, lean: Any,
+) -> torch.Tensor:  # fmt: skip
+    """``dx`` (T, K): every group's dgrad GEMM written into its rows (on the grouped planners; else the
+    FP8 Linear caches' products, concatenated)."""
+    gs, wts = qg.q.split(counts), qwt.unbind(0)
+    if lean.applies(g):
+        dx = torch.empty((g.shape[0], cols), dtype=g.dtype, device=g.device)
+        made = lean.run("dgrad", [(k, gs[k], wts[k]) for k, _, _ in bounds], inv_g, inv_w, g.dtype,
+                        out=[dx[s:e] for _, s, e in bounds],
+                        signature=signature(counts, qg.q, qwt, dx))  # fmt: skip
+        if made:
+            return dx
+    igs, iws = aligned_scalars(inv_g), aligned_scalars(inv_w)
+    return _join([gemm(gs[k], wts[k], igs[k], iws[k], g.dtype) for k, _, _ in bounds])
+
+
+def _wgrad(
+    qg: Quantized, qxt: torch.Tensor, cols: int, inv_g: torch.Tensor, inv_x: torch.Tensor, bounds: Bounds,
+    counts: list[int], w_meta: tuple, g: torch.Tensor, gemm: Any, lean: Any,
+) -> torch.Tensor:  # fmt: skip
+    """``dw`` (G, N, K): every group's wgrad GEMM written into its slice of one tensor (zero for groups
+    without tokens; on the grouped planners, else the FP8 Linear caches' products stacked)."""
+    w_dtype, w_shape = w_meta
+    wdt = _fp8_cast.wgrad_dtype(w_dtype)
+    pairs = [(k, qg.transposed(s, e), transposed_block(qxt, cols, s, e)) for k, s, e in bounds]
+    if lean.applies(g):
+        new = torch.empty if len(bounds) == w_shape[0] else torch.zeros
+        dw = new(w_shape, dtype=wdt, device=g.device)
+        sig = signature(counts, qg.q, qg.qt, qxt, dw)
+        if lean.run("wgrad", pairs, inv_g, inv_x, wdt, out=[dw[k] for k, _, _ in pairs], signature=sig):
+            return dw.to(w_dtype)
+    igs, ixs = aligned_scalars(inv_g), aligned_scalars(inv_x)
+    dws: list = [None] * w_shape[0]
+    for k, a, b in pairs:
+        dws[k] = gemm(a, b, igs[k], ixs[k], wdt)
+    if len(bounds) < len(dws):
+        zero = torch.zeros(w_shape[1:], dtype=wdt, device=g.device)
+        dws = [zero if p is None else p for p in dws]
+    return torch.stack(dws).to(w_dtype)
 
 
 def grouped_backward(
@@ -302,7 +399,6 @@ def grouped_backward(
     """``(dx, dw, db)`` of :func:`grouped_forward` (``None`` where ``needs`` says not needed; ``w_meta``:
     the weight's dtype and shape); updates ``state``'s grad_output role (one update for all groups)."""
     qxt, cols, inv_x, qwt, inv_w = saved
-    w_dtype, w_shape = w_meta
     bounds = bounds_of(counts)
     want_db = needs[2] and b_dtype is not None
     qg, g_used = quantize_role(state, "grad_output", g.contiguous(), bounds, colsum=want_db)
@@ -310,27 +406,9 @@ def grouped_backward(
     inv_g = inv_g.reciprocal()
     dx = dw = db = None
     if needs[0]:
-        gs, wts = qg.q.split(counts), qwt.unbind(0)
-        made = lean.applies(g) and lean.run("dgrad", [(k, gs[k], wts[k]) for k, _, _ in bounds], inv_g, inv_w,
-                                            g.dtype)  # fmt: skip
-        if not made:
-            igs, iws = aligned_scalars(inv_g), aligned_scalars(inv_w)
-            made = [gemm(gs[k], wts[k], igs[k], iws[k], g.dtype) for k, _, _ in bounds]
-        dx = _join(made)
+        dx = _dgrad(qg, qwt, inv_g, inv_w, bounds, counts, g, cols, gemm, lean)
     if needs[1]:
-        wdt = _fp8_cast.wgrad_dtype(w_dtype)
-        pairs = [(k, qg.transposed(s, e), transposed_block(qxt, cols, s, e)) for k, s, e in bounds]
-        made = lean.applies(g) and lean.run("wgrad", pairs, inv_g, inv_x, wdt)
-        if not made:
-            igs, ixs = aligned_scalars(inv_g), aligned_scalars(inv_x)
-            made = [gemm(a, b, igs[k], ixs[k], wdt) for k, a, b in pairs]
-        dws: list = [None] * w_shape[0]
-        for (k, _, _), d in zip(bounds, made):
-            dws[k] = d
-        if len(bounds) < len(dws):
-            zero = torch.zeros(w_shape[1:], dtype=wdt, device=g.device)
-            dws = [zero if p is None else p for p in dws]
-        dw = torch.stack(dws).to(w_dtype)
+        dw = _wgrad(qg, qxt, cols, inv_g, inv_x, bounds, counts, w_meta, g, gemm, lean)
     if want_db:
         db = qg.colsum.to(b_dtype)
     return dx, dw, db

@@ -32,7 +32,8 @@ from typing import Any
 
 import torch
 
-from nvmath.torch._fp8 import FP8_MAX, ROLES, Recipe, ScalingState, scale_from_amax
+from nvmath.torch import _fp8_cast
+from nvmath.torch._fp8 import FP8_MAX, LEAN_SCALING, ROLES, Recipe, ScalingState, scale_from_amax
 from nvmath.torch._fp8_linear import register_state
 
 __all__ = ["GroupedScalingState", "load_old_keys"]
@@ -97,19 +98,38 @@ class GroupedScalingState(ScalingState):
         """Current scaling: the (G,) scales of ``role`` from this tensor's per-group ``amax`` (each
         group's previous scale where its amax is 0 or not finite)."""
         i = ROLES.index(role)
+        if LEAN_SCALING:  # (CUDA: one launch, the same values)
+            made = _fp8_cast.grouped_scale(amax, self.scale[i], self.fp8_max(role), self.recipe.margin)
+            if made is not None:
+                return made
         return scale_from_amax(amax, self.scale[i], self.fp8_max(role), self.recipe.margin)
 
     def record(
-        self, first: str, amax: torch.Tensor, used: torch.Tensor, active: torch.Tensor | None
-    ) -> torch.Tensor:
+        self, first: str, amax: torch.Tensor, used: torch.Tensor, active: torch.Tensor | None,
+        active_rows: int = 1,
+    ) -> torch.Tensor:  # fmt: skip
         """Record the per-group amaxes ``amax`` (R, G) of ``R`` adjacent roles from ``first`` (input and
         weight together: ``R = 2``, one FP8 format), measured on tensors quantized with the scales
         ``used`` (R, G): the state's own scales (delayed), or :meth:`current_scale`'s (current). Returns
         the scales to dequantize by, (R, G): ``used``, NaN where an amax is not finite (the skip-step
         policy of :class:`~._fp8.ScalingState`: the GEMMs of that group yield NaN, its state is left
-        as it was and its ``found_inf`` count moves). ``active`` (G,) bool: the groups that ran (the
-        others are left as they were), ``None``: all."""
+        as it was and its ``found_inf`` count moves). ``active`` (G,) bool: the groups that ran in the
+        first ``active_rows`` roles (the others are left as they were; later roles ran in every
+        group), ``None``: all. CUDA state: one kernel launch (:func:`~._fp8_cast.grouped_record`, the
+        same values); elsewhere a few vectorised torch operations."""
         i = ROLES.index(first)
+        if LEAN_SCALING:
+            recipe = self.recipe
+            use_max = getattr(recipe, "amax_compute_algo", "") == "max"
+            out = _fp8_cast.grouped_record(
+                amax, used, active, active_rows, self.amax_history[:, i], self.scale[i], self.found_inf[i],
+                recipe.delayed, use_max, FP8_MAX[self.dtype(ROLES[i])], recipe.margin,
+            )  # fmt: skip
+            if out is not None:
+                return out
+        if active is not None and active_rows < amax.shape[0]:
+            ran = active.new_ones((amax.shape[0] - active_rows, active.shape[0]))
+            active = torch.cat((active.expand(active_rows, -1), ran))
         rows = slice(i, i + amax.shape[0])
         ok = amax < _INF  # (an amax is >= 0 or NaN; NaN compares false)
         out = torch.where(ok, used, _nan_on(used.device))  # (before the state's scales change)

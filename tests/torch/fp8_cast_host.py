@@ -13,7 +13,10 @@ else -- the tiling, the bounds, the shared tile and its transposed read, the red
 kernel's own code. The GPU tests check the conversions against torch on the H200.
 
 :func:`build` compiles (skips without g++); :class:`HostKernels` launches on numpy arrays (the
-cast-transpose, the vectorized amax reduction and the FP8 transpose).
+cast-transpose, the vectorized amax reduction and the FP8 transpose); ``lib.host_cast_grouped`` runs
+the grouped cast-transpose on raw addresses (grid ``(gx, gy, groups)``, ``blockIdx.z`` the group),
+``lib.host_grouped_record`` the grouped scaling-state update, ``lib.host_grouped_scale`` current
+scaling's scales of every group.
 """
 
 from __future__ import annotations
@@ -136,12 +139,13 @@ static unsigned char host_fp8(float x, int e5m2) {
 
 _LAUNCHER = r"""
 template <typename F>
-static void run_grid(unsigned gx, unsigned gy, F body) {
-  gridDim = {gx, gy, 1};
+static void run_grid(unsigned gx, unsigned gy, F body, unsigned gz = 1) {
+  gridDim = {gx, gy, gz};
   blockDim = {32, 8, 1};
+  for (unsigned bz = 0; bz < gz; ++bz)
   for (unsigned by = 0; by < gy; ++by) {
     for (unsigned bx = 0; bx < gx; ++bx) {
-      blockIdx = {bx, by, 0};
+      blockIdx = {bx, by, bz};
       std::barrier<> block(256);
       for (int w = 0; w < 8; ++w) { g_warp[w] = new std::barrier<>(32); }
       g_block = &block;
@@ -170,6 +174,36 @@ extern "C" int host_cast(int variant, int aux_kind, int e5m2, const void* x, con
   if (variant == 2 && aux_kind == 0) { NV_E(float, float, 0) }
   if (variant == 2 && aux_kind == 1) { NV_E(float, float, 1) }
   return 1;
+}
+
+// the grouped cast-transpose (no aux) over a (gx, gy, gz) grid: gz groups at the row offsets
+extern "C" int host_cast_grouped(int variant, int e5m2, const void* x, unsigned char* q, unsigned char* qt,
+                                 const float* scale, unsigned* amax, float* partial, const long long* offsets,
+                                 long long cols, long long partial_rows, long long target, unsigned gx,
+                                 unsigned gy, unsigned gz) {
+#define NV_GROUPED(T, E) run_grid(gx, gy, [=] { nvmath_cast_transpose_grouped<T, T, E, 0>( \
+    (const T*)x, nullptr, q, qt, scale, amax, partial, offsets, cols, partial_rows, target); }, gz); return 0;
+#define NV_GE(T) if (e5m2) { NV_GROUPED(T, 1) } else { NV_GROUPED(T, 0) }
+  if (variant == 0) { NV_GE(nvmath_bf16) }
+  if (variant == 1) { NV_GE(nvmath_f16) }
+  if (variant == 2) { NV_GE(float) }
+  return 1;
+}
+
+// current scaling's scales of n groups, one thread each
+extern "C" void host_grouped_scale(const float* amax, const float* scale, float* out, long long n,
+                                   float fp8_max, float divisor) {
+  run_grid((unsigned)((n + 255) / 256), 1,
+           [=] { nvmath_grouped_scale(amax, scale, out, n, fp8_max, divisor); });
+}
+
+// the grouped scaling-state update: one block per (role, group), rows * groups blocks
+extern "C" void host_grouped_record(const float* amax, const float* used, const bool* active, int active_rows,
+                                    float* hist, float* scale, int* found_inf, float* out, long long rows,
+                                    long long groups, long long hist_len, long long hist_stride, int delayed,
+                                    int use_max, float fp8_max, float divisor) {
+  run_grid((unsigned)(rows * groups), 1, [=] { nvmath_grouped_record(amax, used, active, active_rows, hist,
+      scale, found_inf, out, groups, hist_len, hist_stride, delayed, use_max, fp8_max, divisor); });
 }
 
 // the vectorized amax reduction over n elements on a 1-D grid of gx blocks (32 x 8 threads each)
@@ -241,6 +275,17 @@ class HostKernels:
         lib.host_cast.restype = ctypes.c_int
         lib.host_cast.argtypes = (
             [ctypes.c_int] * 3 + [ctypes.c_void_p] * 7 + [ctypes.c_longlong] * 2 + [ctypes.c_uint] * 2
+        )
+        lib.host_grouped_scale.restype = None
+        lib.host_grouped_scale.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_longlong] + [ctypes.c_float] * 2
+        lib.host_grouped_record.restype = None
+        lib.host_grouped_record.argtypes = (
+            [ctypes.c_void_p] * 3 + [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 4
+            + [ctypes.c_int] * 2 + [ctypes.c_float] * 2
+        )
+        lib.host_cast_grouped.restype = ctypes.c_int
+        lib.host_cast_grouped.argtypes = (
+            [ctypes.c_int] * 2 + [ctypes.c_void_p] * 7 + [ctypes.c_longlong] * 3 + [ctypes.c_uint] * 3
         )
 
     def cast(self, x: np.ndarray, wide: str, scale: float | None, e5m2: bool, aux: np.ndarray | None = None,

@@ -386,24 +386,21 @@ def host(tmp_path_factory):
 
 
 def host_launches(host, calls):
-    """A stand-in for _fp8_cast.launch_tiles that runs each launch on the host build, on the very
-    addresses the grouped layer computed (CPU tensors: host memory); ``calls`` collects the launches."""
-    from nvmath.torch import _fp8_cast
-
+    """A stand-in for _fp8_cast.launch_grid that runs the grouped launch on the host build, on the very
+    addresses the grouped layer computed (CPU tensors: host memory; the row-offset table too);
+    ``calls`` collects the launches' grids."""
     variant = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 
-    def launch(device, key, launches):
-        wide, fp8_dtype, aux = key
-        assert aux is None
-        for rows, cols, args in launches:
-            calls.append((rows, cols))
-            x, _, q, qt, scale, amax, partial, n_rows, n_cols = (int(a) for a in args)
-            assert (n_rows, n_cols) == (rows, cols)
-            gx, gy = _fp8_cast.grid(rows, cols)
-            e5m2 = int(fp8_dtype == torch.float8_e5m2)
-            ptrs = (x, None, q or None, qt or None, scale or None, amax, partial or None)
-            rc = host.lib.host_cast(variant[wide], 0, e5m2, *ptrs, rows, cols, gx, gy)
-            assert rc == 0
+    def launch(device, key, shape, args):
+        kind, wide, fp8_dtype = key
+        assert kind == "grouped"
+        calls.append(shape)
+        x, aux, q, qt, scale, amax, partial, offsets, cols, partial_rows, target = (int(a) for a in args)
+        assert aux == 0  # (the kernel's parameter order: x, aux, q, ...; this pass has no aux)
+        e5m2 = int(fp8_dtype == torch.float8_e5m2)
+        ptrs = (x, q or None, qt or None, scale or None, amax, partial or None, offsets)
+        rc = host.lib.host_cast_grouped(variant[wide], e5m2, *ptrs, cols, partial_rows, target, *shape)
+        assert rc == 0
         return True
 
     return launch
@@ -412,15 +409,15 @@ def host_launches(host, calls):
 @pytest.mark.parametrize("colsum", [False, True], ids=["plain", "colsum"])
 @pytest.mark.parametrize("scaled", [True, False], ids=["quantize", "amax-only"])
 def test_kernel_pass_per_group_equals_torch(host, monkeypatch, scaled, colsum):
-    """The GPU quantization (one cast-transpose launch per group at the group's offsets of one FP8
+    """The GPU quantization (one grouped cast-transpose launch: each group at its offsets of one FP8
     buffer, one transposed buffer, one (G,) amax and one partial-sum tensor) writes what torch's
     per-group quantization computes: the same FP8 bytes in both orders, amaxes and column sums;
-    groups without rows launch nothing and read 0."""
+    groups without rows read 0."""
     from nvmath.torch import _fp8_cast
     from nvmath.torch import _grouped_fp8_kernels as K
 
     calls = []
-    monkeypatch.setattr(_fp8_cast, "launch_tiles", host_launches(host, calls))
+    monkeypatch.setattr(_fp8_cast, "launch_grid", host_launches(host, calls))
     torch.manual_seed(11)
     counts = [32, 0, 16, 80]
     bounds = K.bounds_of(counts)
@@ -428,7 +425,7 @@ def test_kernel_pass_per_group_equals_torch(host, monkeypatch, scaled, colsum):
     scale = torch.tensor([40.0, 2.0, 100.0, 7.0]) if scaled else None
     got = K._kernel_run(x, bounds, 4, torch.float8_e5m2, scale, colsum)
     want = K._torch_run(x, bounds, 4, torch.float8_e5m2, scale, colsum)
-    assert calls == [(32, 64), (16, 64), (80, 64)]
+    assert calls == [(1, 2, 4)]  # (one launch; grid rows: group 3's 80 rows, two tiles)
     torch.testing.assert_close(got.amax, want.amax, rtol=0, atol=0)
     if scaled:
         assert torch.equal(got.q.view(torch.uint8), want.q.view(torch.uint8))
@@ -443,8 +440,8 @@ def test_kernel_pass_per_group_equals_torch(host, monkeypatch, scaled, colsum):
 @pytest.mark.parametrize("recipe", RECIPES, ids=["current", "delayed"])
 def test_layer_through_the_kernel_pass_equals_the_loop(host, monkeypatch, recipe):
     """The whole layer with its quantizations on the kernels' path (the host build standing in for
-    the GPU launches) equals the loop of FP8 Linear layers over steps: 3 launches per quantized
-    tensor of 3 groups with tokens (current scaling: twice, the amax-only pass first), the weight's 4."""
+    the GPU launches) equals the loop of FP8 Linear layers over steps: one launch per quantized tensor
+    whatever its groups (current scaling: two, the amax-only pass first), the weight's after a change."""
     from nvmath.torch import _fp8_cast
 
     torch.manual_seed(12)
@@ -459,11 +456,11 @@ def test_layer_through_the_kernel_pass_equals_the_loop(host, monkeypatch, recipe
         calls = []
         with monkeypatch.context() as m:
             m.setattr(_fp8_cast, "available", lambda t, aux=None: t.dim() == 2 and t.is_contiguous())
-            m.setattr(_fp8_cast, "launch_tiles", host_launches(host, calls))
+            m.setattr(_fp8_cast, "launch_grid", host_launches(host, calls))
             y = layer(xg, counts)
             y.backward(g)
         passes = 1 if recipe.delayed else 2
-        assert len(calls) == passes * (3 + 3 + (4 if step == 0 else 0))
+        assert len(calls) == passes * (1 + 1 + (1 if step == 0 else 0))
         for lin in lins:
             lin.zero_grad()
         want_y, want_dx, want_dw, want_db = run_loop(lins, x, counts, g)

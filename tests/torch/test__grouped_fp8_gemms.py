@@ -158,7 +158,7 @@ def test_counts_mask_inside_a_capture(monkeypatch):
     assert mask.tolist() == [True, False, True, True]
     set_capturing(monkeypatch, True)
     assert K.active_groups(counts, x) is mask
-    K._ACTIVE.clear()
+    K._TABLES.clear()
     assert K.active_groups(counts, x) is mask
     assert K.active_groups([16, 16, 16, 16], x) is None  # (all groups have tokens: no mask)
     with pytest.raises(CaptureError, match=r"\[0, 16, 16, 16\]"):
@@ -259,3 +259,28 @@ def test_gpu_cuda_graph_forward_backward_replays_with_new_inputs_and_weights(rec
         for name, buf in layer.fp8_state.named_buffers():
             assert torch.equal(buf, twin.fp8_state.get_buffer(name)), name
     assert R.grouped_fp8_gemms.enabled and R.grouped_fp8_gemms._pinned
+
+
+def test_signature_memo_looks_planners_up_once_and_forgets_them_on_eviction(runner, monkeypatch):
+    """With a signature the runner looks its planners up (and checks the results' layouts) once: later
+    calls with it run the memoised planners on the new operands' addresses (right products); another
+    signature looks up again; freeing a planner (an eviction) forgets every memo."""
+    monkeypatch.setattr(R, "D_ALIGNMENT", 16)  # (CPU allocations are 64-byte aligned)
+    looked = []
+    look_up = R.GroupedFP8Gemms._look_up
+    def counted(self, *args):
+        looked.append(args[0])
+        return look_up(self, *args)
+
+    monkeypatch.setattr(R.GroupedFP8Gemms, "_look_up", counted)
+    inv = torch.tensor([0.5, 0.25])
+    for seed in range(3):
+        a, b = fp8_operands(seed)
+        out = torch.empty(32, 16)
+        got = runner.run("forward", [(0, a, b)], inv[:1], inv[1:], torch.float32, out=[out], signature=("s",))
+        assert got[0] is out and torch.allclose(out, reference(a, b, 0.5, 0.25, torch.float32))
+    assert looked == ["forward"]
+    runner.run("dgrad", [(0, a, b)], inv[:1], inv[1:], torch.float32, out=[out], signature=("s",))
+    assert looked == ["forward", "dgrad"] and len(runner._memo) == 2
+    runner.run("wgrad", [(0, a, b)], inv[:1], inv[1:], torch.float32, out=[out], signature=("s",))  # (evicts)
+    assert len(runner._memo) == 1 and runner.plans == 3

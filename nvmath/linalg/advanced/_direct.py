@@ -7,7 +7,8 @@ also gives the result's address (a tensor it allocated in the plan's result layo
 can allocate the result in the shape its user sees. Aux outputs are still allocated by the planner.
 
 What can run this way: a plan on GPU operands without ``c`` (so out of place), not blocking, without a
-staged operand copy, quantization scales or epilog scales; its epilog inputs (a bias, say) are given as
+staged operand copy or epilog scales, nor quantization scales unless the caller keeps them as planned
+(``scales=True``); its epilog inputs (a bias, say) are given as
 addresses, and ``alpha`` stays what it was when the run was made.
 """
 
@@ -20,12 +21,12 @@ from nvmath.linalg.advanced._results import deliver
 __all__ = ["AddressRun", "address_run_possible"]
 
 
-def address_run_possible(mm: Any, inputs: tuple[str, ...] = ()) -> bool:
+def address_run_possible(mm: Any, inputs: tuple[str, ...] = (), scales: bool = False) -> bool:
     """Whether ``mm``'s installed plan can run on addresses with epilog inputs ``inputs`` (exactly the
-    plan's)."""
+    plan's); ``scales``: quantization scales allowed, left as planned (see :class:`AddressRun`)."""
     launch = mm.launcher
     return (
-        launch is not None and mm.address_ok
+        launch is not None and (mm.address_ok_with_scales if scales else mm.address_ok)
         and tuple(sorted(launch.plan.epilog_slots)) == tuple(sorted(inputs))
     )  # fmt: skip
 
@@ -38,16 +39,20 @@ class AddressRun:
             use it otherwise while it runs this way (it may autotune or re-plan it in between: the run
             follows the installed plan and algorithm, through the planner's public ``launcher``).
         inputs: the names of the plan's epilog inputs, in the order their addresses are given.
+        scales: allow a plan with quantization scales: every run reads the scale values at the addresses
+            the plan was given (device tensors the caller keeps in place and rewrites in stream order,
+            as :mod:`nvmath.torch._grouped_fp8_gemms` does; never ``reset_operands`` them meanwhile).
 
     Raises:
         ValueError: the plan cannot run on addresses (host operands, ``c``, blocking, scales, staged
             copies, other epilog inputs); also on a run after the planner was re-planned so (or freed).
     """
 
-    __slots__ = ("_inputs", "_launch", "_mm", "_pointers", "_streams", "result_layout")
+    __slots__ = ("_inputs", "_launch", "_mm", "_pointers", "_scales", "_streams", "result_layout")
 
-    def __init__(self, mm: Any, inputs: tuple[str, ...] = ()):
-        if not address_run_possible(mm, inputs):
+    def __init__(self, mm: Any, inputs: tuple[str, ...] = (), scales: bool = False):
+        self._scales = scales
+        if not address_run_possible(mm, inputs, scales):
             raise ValueError(
                 "this Matmul cannot run on addresses (it needs GPU operands, no c, no blocking, no staged "
                 f"copy, no scales, and exactly the epilog inputs {inputs})"
@@ -62,7 +67,7 @@ class AddressRun:
         mm = self._mm
         result = mm.result_maker
         layout = (result.shape, result.strides, result.dtype) if result is not None else None
-        if not address_run_possible(mm, self._inputs) or self.result_layout not in ((), layout):
+        if not address_run_possible(mm, self._inputs, self._scales) or self.result_layout not in ((), layout):
             raise ValueError("the re-planned Matmul can no longer run on addresses (with that result layout)")
         self.result_layout = layout
         self._pointers = tuple(tuple(launch.plan.input_pointers.get(n, ())) for n in self._inputs)

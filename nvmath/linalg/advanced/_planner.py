@@ -193,10 +193,17 @@ class Matmul(OperandResets, FreedOnExit):
     def address_ok(self) -> bool:
         """Whether the installed plan can run on bare addresses: GPU operands, not blocking, no ``c``,
         no staged copy or broadcast aux, no quantization or epilog scales (see :mod:`._direct`)."""
+        return not self._scales and self.address_ok_with_scales
+
+    @property
+    def address_ok_with_scales(self) -> bool:
+        """:attr:`address_ok` where the plan's quantization scales may stay as planned (device values
+        the descriptor points at, read at each launch: a caller that writes new values there in stream
+        order, never resetting them, runs on addresses too)."""
         plan = self._plan
         return (
             plan is not None and self._fast_deliver and not self._spec.has_c and self._staged is None
-            and not self._scales and not plan.epilog_scales and plan.broadcast is None
+            and not plan.epilog_scales and plan.broadcast is None
         )  # fmt: skip
 
     @property

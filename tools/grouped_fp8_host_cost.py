@@ -1,0 +1,187 @@
+"""The host cost of an FP8 ``GroupedLinear`` training step, measured on the CPU (no GPU needed).
+
+The step of ``tools/grouped_fp8_profile.py`` (8 groups of uneven token counts, forward + backward with
+the input, weight and bias gradients, the weight's version bumped every step as after an optimizer
+step) at small sizes, through the GPU code paths: torch CPU tensors pose as CUDA tensors for the
+planner (the fake GPU of ``tools/torch_host_cost.py``), the grouped FP8 GEMM planners run CPU tensors
+(``cpu_planned``) and, once planned, ``cublasLtMatmul`` is a no-op; the FP8 cast kernels take CPU
+tensors and their launches are counted, not run (the outputs hold whatever memory held). So the
+timed loop is nvmath's Python and torch's dispatch on tiny tensors: what the host spends per step
+beside the driver's launch calls (about 2-5 us each on the GPU machine, counted in the table).
+
+Run from the repository root::
+
+    PYTHONPATH=. python tools/grouped_fp8_host_cost.py [--steps 200] [--profile delayed|current]
+
+Prints, per recipe: us of CPU time per step (best of 5 rounds), our kernels' launches (cast-transposes,
+scaling-state updates and scales), GEMM executions and torch operations (aten calls that are not views) per
+step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import collections
+import pathlib
+import pstats
+import sys
+import time
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
+
+COUNTS = [64, 48, 48, 32, 32, 16, 16, 16]
+D_IN, D_OUT = 64, 32
+
+
+def install(mp: Any) -> Any:
+    """The fake GPU (``torch_host_cost.install``), the grouped planners on CPU tensors and the cast
+    kernels' launches counted instead of run; returns the launch counter (a one-element list)."""
+    import torch
+
+    import torch_host_cost
+    from nvmath.torch import _fp8_cast
+    from nvmath.torch import _grouped_fp8_gemms
+    from nvmath.torch._grouped_fp8_gemms import grouped_fp8_gemms
+
+    torch_host_cost.install(mp)
+    torch.set_num_threads(1)  # (the host's work, not torch's CPU thread pool on tiny tensors)
+    # (CUDA's caching allocator gives every block 512-byte alignment; the CPU allocator's varies, which
+    # would re-plan the grouped GEMMs, keyed by their operands' alignments, now and then)
+    mp.setattr(_grouped_fp8_gemms, "_align", lambda t: 256)
+    # (and the CPU's 64-byte allocations would fail the results' alignment: the products in place)
+    mp.setattr(_grouped_fp8_gemms, "D_ALIGNMENT", 16, raising=False)
+    grouped_fp8_gemms.clear()
+    mp.setattr(grouped_fp8_gemms, "cpu_planned", True)
+    launched = [0]
+
+    def available(x: Any, aux: Any = None) -> bool:
+        return aux is None and x.dtype in (torch.bfloat16, torch.float16, torch.float32) and x.dim() == 2
+
+    def launch(device: Any, key: Any, shape: tuple, args: tuple) -> bool:
+        launched[0] += 1
+        return True
+
+    def launch_tiles(device: Any, key: Any, launches: list) -> bool:  # (the former one launch per group)
+        launched[0] += len(launches)
+        return True
+
+    def record(amax: Any, *args: Any) -> Any:  # (the grouped scaling-state update's one launch)
+        launched[0] += 1
+        return torch.empty(amax.shape)
+
+    def scale(amax: Any, *args: Any) -> Any:  # (current scaling's scales of every group: one launch)
+        launched[0] += 1
+        return torch.empty(amax.shape)
+
+    mp.setattr(_fp8_cast, "grouped_record", record, raising=False)
+    mp.setattr(_fp8_cast, "grouped_scale", scale, raising=False)
+    mp.setattr(_fp8_cast, "available", available)
+    mp.setattr(_fp8_cast, "launch_grid", launch, raising=False)
+    mp.setattr(_fp8_cast, "launch_tiles", launch_tiles, raising=False)
+    return launched
+
+
+def make_step(recipe_name: str) -> Any:
+    """A no-argument training step of an FP8 ``GroupedLinear`` under ``recipe_name``."""
+    import torch
+
+    import nvmath.torch as nt
+    from nvmath.torch import fp8
+
+    recipe = {"delayed": fp8.DelayedScaling(), "current": fp8.CurrentScaling()}[recipe_name]
+    torch.manual_seed(0)
+    layer = nt.GroupedLinear(len(COUNTS), D_IN, D_OUT, fp8=recipe, dtype=torch.bfloat16)
+    x = torch.randn(sum(COUNTS), D_IN, dtype=torch.bfloat16, requires_grad=True)
+    g = torch.randn(sum(COUNTS), D_OUT, dtype=torch.bfloat16)
+    params = [x, *layer.parameters()]
+    counts = list(COUNTS)
+
+    def step() -> Any:
+        torch.autograd.graph.increment_version([layer.weight])
+        return torch.autograd.grad(layer(x, counts), params, grad_outputs=g)
+
+    return step
+
+
+def count_ops(fn: Any) -> collections.Counter:
+    """The aten operations one call of ``fn`` dispatches, by name (views left out)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: collections.Counter = collections.Counter()
+
+    class Counting(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not func.is_view:
+                seen[func.overloadpacket.__name__] += 1
+            return func(*args, **(kwargs or {}))
+
+    with Counting():
+        fn()
+    return seen
+
+
+def measure(fn: Any, steps: int) -> float:
+    """Best us per step of 5 rounds of ``steps`` steps, in this process's CPU time (the machine's other
+    work, when its cores are shared, is not counted)."""
+    out = []
+    for _ in range(5):
+        t0 = time.process_time_ns()
+        for _ in range(steps):
+            fn()
+        out.append((time.process_time_ns() - t0) / steps / 1e3)
+    return min(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--profile", default=None, help="a recipe (delayed or current) to cProfile")
+    parser.add_argument("--sort", default="tottime", help="the cProfile order (tottime, cumulative)")
+    parser.add_argument("--ops", action="store_true", help="list the torch operations of one step")
+    args = parser.parse_args()
+    from _pytest.monkeypatch import MonkeyPatch
+
+    from nvmath.bindings import cublasLt as lt
+    from nvmath.torch._grouped_fp8_gemms import grouped_fp8_gemms
+
+    mp = MonkeyPatch()
+    try:
+        launched = install(mp)
+        for name in ("delayed", "current"):
+            step = make_step(name)
+            for _ in range(3):
+                step()  # (plans on the emulated cuBLASLt)
+            with mp.context() as m:
+                executed = [0]
+
+                def count(*args: Any) -> int:
+                    executed[0] += 1
+                    return 0
+
+                m.setattr(lt, "_p_cublasLtMatmul", count)
+                before = launched[0]
+                ops = count_ops(step)
+                casts, gemms = launched[0] - before, executed[0]
+                m.setattr(lt, "_p_cublasLtMatmul", lambda *a: 0)
+                if args.profile == name:
+                    prof = cProfile.Profile()
+                    prof.enable()
+                    for _ in range(args.steps):
+                        step()
+                    prof.disable()
+                    pstats.Stats(prof).sort_stats(args.sort).print_stats(30)
+                us = measure(step, args.steps)
+            assert grouped_fp8_gemms.enabled, "the grouped planners switched off"
+            print(f"{name:8s} {us:8.1f} us/step   kernel launches {casts:3d}   GEMMs {gemms:3d}   "
+                  f"torch ops {sum(ops.values()):4d}")  # fmt: skip
+            if args.ops:
+                print("   ", dict(ops.most_common()))
+    finally:
+        mp.undo()
+
+
+if __name__ == "__main__":
+    main()
