@@ -35,6 +35,7 @@ from nvmath.fft._planner_support import (
     same_plan_traits,
     resolved,
     torch_allocator,
+    torch_result_maker,
 )
 from nvmath.fft._traits import CPU_DTYPES, FFTTraits, make_traits
 
@@ -275,7 +276,7 @@ class FFT(FFTAttributes, FreedOnExit):
                 )  # fmt: skip
         self._plan, self._direction = plan, default
         self._direction_int = int(default)
-        self._hit = self.hit_entry()
+        self._hit = self._make_hit()
         self._lifecycle.mark_planned()
 
     # ------------------------------------------------------------------ execution
@@ -370,20 +371,44 @@ class FFT(FFTAttributes, FreedOnExit):
 
     def hit_entry(self) -> Any:
         """The callable of :meth:`run_cached` for the stateless hit path (the cache's last call) and for
-        :meth:`execute` with the default direction and stream.
+        :meth:`execute` with the default direction and stream: the one made when the object was planned
+        (or its operand layout changed), made now if not planned yet.
 
         For a plan that runs directly with results made by torch (a torch GPU operand, no staging, not
         in place, not blocking) it is one function: torch's current stream compared with the resolver's
         memo, the result, the launch; any other call (an explicit stream or direction, no address) goes
-        to :meth:`run_cached`. The caller holds the cache entry's lock and checked it is live.
+        to :meth:`run_cached`. On the compiled path that function is the C ``FFTHit`` of
+        ``nvmath._fastcall`` (see :func:`~nvmath.fft._cufft_plan.compiled_hit`): once the plan runs steadily
+        on torch's current stream, the whole call is one C call, with the Python function as its fallback.
+        The caller holds the cache entry's lock and checked it is live.
         """
-        cs, alloc = self._streams, self._fast_alloc
-        if not self._direct or alloc is None or self._blocking or cs is None or not cs.torch:
+        hit = self._hit
+        return hit if hit is not None else self._make_hit()
+
+    def _make_hit(self) -> Any:
+        """A new :meth:`hit_entry` callable for the current traits, attached to the plan (see there)."""
+        cs, plan = self._streams, self._plan
+        applies = self._direct and self._fast_alloc is not None and not self._blocking
+        if not applies or cs is None or not cs.torch or cs.current is None:  # (None: no raw stream reader)
+            if plan is not None:
+                plan.attach_hit(None)  # (detaches a previous layout's)
             return self.run_cached
-        if cs.current is None:  # (no raw reader of torch's current stream)
-            return self.run_cached
+        result = torch_result_maker(self._traits, self._device_id)
+        hit = self._python_hit(cs, result)
+        if plan is None:
+            return hit
+        from nvmath.fft._cufft_plan import compiled_hit
+
+        twin = compiled_hit(cs.current, self._device_id, result, self._direction, hit)
+        plan.attach_hit(twin)
+        return hit if twin is None else twin
+
+    def _python_hit(self, cs: streams.CallerStream, result: tuple[Any, tuple, tuple]) -> Any:
+        """The Python function of :meth:`hit_entry` (``cs``: the torch stream resolver; ``result``:
+        :func:`~nvmath.fft._planner_support.torch_result_maker`'s)."""
         plan, run_cached, raw, dev = self._plan, self.run_cached, cs.current, cs.device_id
         default, d = self._direction, self._direction_int
+        new, shape, strides = result
 
         def hit(operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
             if stream is not None or ptr is None or (direction is not default and direction is not None):
@@ -391,7 +416,7 @@ class FFT(FFTAttributes, FreedOnExit):
             s = cs.last
             if s is None or s.ptr != raw(dev):
                 s = cs(None)
-            out = alloc(s, True)  # (torch's current stream: cs is torch's resolver)
+            out = new(shape, strides)  # (torch's current stream: cs is torch's resolver)
             plan.launch(ptr, out.data_ptr(), d, s)
             return out
 
@@ -545,7 +570,7 @@ class FFT(FFTAttributes, FreedOnExit):
             self._traits, self._staging = traits, None
             self._fast_alloc = torch_allocator(traits, self._device_id) if fast_torch(new, traits) else None
             if self._hit is not None:  # (its result allocator is the old layout's: made anew)
-                self._hit = self.hit_entry()
+                self._hit = self._make_hit()
         self._operand, self._consumed = new, False
         self._lifecycle.mark_operands_reset()
 

@@ -24,6 +24,7 @@ __all__ = [
     "resolved",
     "same_plan_traits",
     "torch_allocator",
+    "torch_result_maker",
 ]
 
 
@@ -84,6 +85,16 @@ def torch_device(device_id: int) -> Any:
     return sys.modules["torch"].device("cuda", device_id)
 
 
+def torch_result_maker(traits: FFTTraits, device_id: int) -> tuple[Any, tuple, tuple]:
+    """``(new, shape, strides)``: ``new(shape, strides)`` makes a result tensor of ``traits`` on GPU
+    ``device_id`` on torch's current stream (``new_empty_strided`` of an empty template tensor of the
+    result's dtype and device: no memory, no dtype or device argument to parse per call)."""
+    torch = sys.modules["torch"]
+    dtype = dtypes.to_torch_dtype(traits.result_dtype)
+    new = torch.empty(0, dtype=dtype, device=torch_device(device_id)).new_empty_strided
+    return new, tuple(traits.result_shape), tuple(traits.result_strides)
+
+
 def torch_allocator(traits: FFTTraits, device_id: int) -> Any:
     """A function ``(stream, current) -> tensor | None``: a result tensor of ``traits`` (shape, strides,
     dtype) on GPU ``device_id`` when ``stream`` is torch's current stream, else ``None`` (the caller then
@@ -91,14 +102,10 @@ def torch_allocator(traits: FFTTraits, device_id: int) -> Any:
 
     ``current=True``: the caller knows ``stream`` is torch's current stream (its resolver read it this
     call), so the stream is not read again. Results come from ``new_empty_strided`` of an empty template
-    tensor (no memory) of the result's dtype and device: torch's allocator on its current stream, with
-    no dtype or device argument to parse per call.
+    tensor (:func:`torch_result_maker`): torch's allocator on its current stream.
     """
-    torch = sys.modules["torch"]
     raw = streams.torch_raw_stream()
-    dtype = dtypes.to_torch_dtype(traits.result_dtype)
-    new = torch.empty(0, dtype=dtype, device=torch_device(device_id)).new_empty_strided
-    shape, strides = traits.result_shape, traits.result_strides
+    new, shape, strides = torch_result_maker(traits, device_id)
 
     def allocate(stream: Any, current: bool) -> Any:
         if not current and stream.ptr != raw(device_id):
