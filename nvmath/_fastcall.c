@@ -609,46 +609,53 @@ static PyObject *fft_hit_vectorcall(PyObject *self, PyObject *const *args, size_
 {
     FFTHit *h = (FFTHit *)self;
     FastCall *fc = h->launch;
-    PyObject *value, *out;
-    u64 a[FASTCALL_MAX_ARGS], current, input, output;
+    PyObject *value, *out = NULL;
+    u64 a[FASTCALL_MAX_ARGS], current, input, output, stream, in_offset, out_offset;
     int status;
 
     if (fc == NULL || PyVectorcall_NARGS(nargsf) != 5 || kwnames != NULL || args[4] != Py_None
         || (args[3] != Py_None && args[3] != h->direction) || !PyLong_CheckExact(args[1]))
         return PyObject_Vectorcall(h->fallback, args, nargsf, kwnames);
+    /* the arming as it is now (the calls below run Python code, which may re-arm or disarm) */
+    Py_INCREF(fc);
+    stream = h->stream, in_offset = h->in_offset, out_offset = h->out_offset;
     value = PyObject_Vectorcall(h->raw, &h->device, 1, NULL);
     if (value == NULL)
-        return NULL;
+        goto done;
     status = to_u64(value, &current, "current stream", 0);
     Py_DECREF(value);
     if (status < 0)
-        return NULL;
-    if (current != h->stream)
+        goto done;
+    if (current != stream) {
+        Py_DECREF(fc);
         return PyObject_Vectorcall(h->fallback, args, nargsf, kwnames);
+    }
     if (to_u64(args[1], &input, "operand address", 1) < 0)
-        return NULL;
+        goto done;
     out = PyObject_Vectorcall(h->alloc, h->args, 2, NULL);
     if (out == NULL)
-        return NULL;
+        goto done;
     value = PyObject_VectorcallMethod(fft_hit_data_ptr, &out, 1, NULL);
     if (value == NULL || to_u64(value, &output, "result address", 0) < 0) {
         Py_XDECREF(value);
-        Py_DECREF(out);
-        return NULL;
+        Py_CLEAR(out);
+        goto done;
     }
     Py_DECREF(value);
     memcpy(a, fc->fixed, sizeof(u64) * (size_t)fc->nargs);
-    a[fc->slots[0]] = input + h->in_offset;
-    a[fc->slots[1]] = output + h->out_offset;
+    a[fc->slots[0]] = input + in_offset;
+    a[fc->slots[1]] = output + out_offset;
     a[fc->slots[2]] = h->dir;
     status = dispatch(fc->fn, fc->nargs, a);
     if (status != 0) {
-        Py_DECREF(out);
+        Py_CLEAR(out);
         if (fc->error != NULL)
-            return raise_status(fc->error, status);
-        PyErr_Format(PyExc_RuntimeError, "FFTHit: the launch failed with status %d", status);
-        return NULL;
+            raise_status(fc->error, status);
+        else
+            PyErr_Format(PyExc_RuntimeError, "FFTHit: the launch failed with status %d", status);
     }
+done:
+    Py_DECREF(fc);
     return out;
 }
 

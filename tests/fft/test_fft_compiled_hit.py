@@ -155,6 +155,28 @@ def test_errors_of_the_callables_propagate(unit):
     assert _fastcall._probe_record()[0] == -1
 
 
+def test_a_hit_disarmed_while_it_allocates_finishes_with_the_launch_it_started_with():
+    """Python code run by the allocator (a finalizer, say) that disarms the hit, dropping the only
+    reference to its launch: the call still makes that launch, safely; the next call is the fallback's."""
+    from nvmath import _fastcall
+
+    holder = {}
+
+    def disarming_alloc(shape, strides):
+        holder["hit"].disarm()
+        return Result(0x6000)
+
+    hit = holder["hit"] = _fastcall.FFTHit(
+        lambda device: 7, 0, disarming_alloc, (1,), (1,), None, 1, lambda *a: "fallback"
+    )  # fmt: skip
+    _fastcall._probe_set_status(0)
+    hit.arm(7, _fastcall.FastCall(_fastcall._probe_address(5), (9, 8, 0, 0, 0), (2, 3, 4)), 0, 0)
+    out = hit("x", 0x10, None, None, None)
+    assert out.ptr == 0x6000 and _fastcall._probe_record() == (5, (9, 8, 0x10, 0x6000, 1))
+    assert not hit.armed and hit("x", 0x10, None, None, None) == "fallback"
+    holder.clear()
+
+
 def test_the_hit_keeps_no_reference_cycle_alive():
     """An FFTHit whose fallback refers to it is collected (it takes part in garbage collection)."""
     import gc
