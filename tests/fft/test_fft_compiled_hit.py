@@ -177,6 +177,39 @@ def test_a_hit_disarmed_while_it_allocates_finishes_with_the_launch_it_started_w
     holder.clear()
 
 
+def test_calls_do_not_leak_references():
+    """Many served, fallback and failing calls keep the refcounts of every object involved flat."""
+    import gc
+
+    from nvmath import _fastcall
+
+    result, shape, strides, ptr = Result(0x7000), (3, 4), (4, 1), 2**62 + 77
+    direction, stream = object(), 2**62 + 5
+    hit = _fastcall.FFTHit(
+        lambda device: stream, 0, lambda s, t: result, shape, strides, direction, -1, lambda *a: None
+    )  # fmt: skip
+    launch = _fastcall.FastCall(_fastcall._probe_address(3), (0, 0, 0), (0, 1, 2), error=ValueError)
+    objects = (result, shape, strides, ptr, direction, launch)
+
+    def churn(rounds):
+        for _ in range(rounds):
+            hit.arm(stream, launch, 8, 16)
+            hit("x", ptr, None, direction, None)
+            hit("x", ptr, None, None, 1)
+            _fastcall._probe_set_status(3)
+            with pytest.raises(ValueError):
+                hit("x", ptr, None, None, None)
+            _fastcall._probe_set_status(0)
+            hit.disarm()
+
+    churn(100)
+    gc.collect()
+    refs = [sys.getrefcount(o) for o in objects]
+    churn(2000)
+    gc.collect()
+    assert [sys.getrefcount(o) for o in objects] == refs
+
+
 def test_the_hit_keeps_no_reference_cycle_alive():
     """An FFTHit whose fallback refers to it is collected (it takes part in garbage collection)."""
     import gc
