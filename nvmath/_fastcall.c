@@ -765,7 +765,8 @@ static PyObject *fft_hit_get_fallback(FFTHit *h, void *closure)
 static PyMethodDef fft_hit_methods[] = {
     {"arm", (PyCFunction)fft_hit_arm, METH_VARARGS,
      "arm(stream, launch, in_offset, out_offset): serve calls on raw stream `stream` with `launch`."},
-    {"disarm", (PyCFunction)fft_hit_disarm, METH_NOARGS, "Send every call to the fallback until armed again."},
+    {"disarm", (PyCFunction)fft_hit_disarm, METH_NOARGS,
+     "Send every call to the fallback until armed again."},
     {NULL},
 };
 

@@ -38,8 +38,8 @@ from nvmath.fft._layout import CufftStep
 from nvmath.fft._traits import FFTTraits
 
 __all__ = [
-    "LTO_MIN_VERSION", "CufftPlan", "compiled_hit", "cufft_info", "launch_error", "one_call_launch", "step_dtypes",
-    "workspace_size",
+    "LTO_MIN_VERSION", "CufftPlan", "compiled_hit", "cufft_info", "launch_error", "one_call_launch",
+    "step_dtypes", "workspace_size",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -453,8 +453,8 @@ class CufftPlan:
             self._set_one_call(self._one_call_for(stream), stream)
 
     def _set_one_call(self, call: Any, stream: StreamHandle | None) -> None:
-        """Make ``call`` the one-call launch on ``stream`` (``None``: none), and arm or disarm the attached hit
-        with it: the hit serves calls in C exactly while this launch is valid."""
+        """Make ``call`` the one-call launch on ``stream`` (``None``: none), and arm or disarm the attached
+        hit with it: the hit serves calls in C exactly while this launch is valid."""
         self._one_call, self._one_call_stream = call, stream
         hit = self._hit
         if hit is not None:

@@ -35,6 +35,7 @@ from nvmath.fft._planner_support import (
     same_plan_traits,
     resolved,
     torch_allocator,
+    torch_hit,
     torch_result_maker,
 )
 from nvmath.fft._traits import CPU_DTYPES, FFTTraits, make_traits
@@ -394,7 +395,7 @@ class FFT(FFTAttributes, FreedOnExit):
                 plan.attach_hit(None)  # (detaches a previous layout's)
             return self.run_cached
         result = torch_result_maker(self._traits, self._device_id)
-        hit = self._python_hit(cs, result)
+        hit = torch_hit(self._plan, self.run_cached, cs, (self._direction, self._direction_int), result)
         if plan is None:
             return hit
         from nvmath.fft._cufft_plan import compiled_hit
@@ -402,25 +403,6 @@ class FFT(FFTAttributes, FreedOnExit):
         twin = compiled_hit(cs.current, self._device_id, result, self._direction, hit)
         plan.attach_hit(twin)
         return hit if twin is None else twin
-
-    def _python_hit(self, cs: streams.CallerStream, result: tuple[Any, tuple, tuple]) -> Any:
-        """The Python function of :meth:`hit_entry` (``cs``: the torch stream resolver; ``result``:
-        :func:`~nvmath.fft._planner_support.torch_result_maker`'s)."""
-        plan, run_cached, raw, dev = self._plan, self.run_cached, cs.current, cs.device_id
-        default, d = self._direction, self._direction_int
-        new, shape, strides = result
-
-        def hit(operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
-            if stream is not None or ptr is None or (direction is not default and direction is not None):
-                return run_cached(operand, ptr, tensor, direction, stream)
-            s = cs.last
-            if s is None or s.ptr != raw(dev):
-                s = cs(None)
-            out = new(shape, strides)  # (torch's current stream: cs is torch's resolver)
-            plan.launch(ptr, out.data_ptr(), d, s)
-            return out
-
-        return hit
 
     def run_cached(self, operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
         """One stateless call on this (cached, planned) object; the operand is not kept.

@@ -24,6 +24,7 @@ __all__ = [
     "resolved",
     "same_plan_traits",
     "torch_allocator",
+    "torch_hit",
     "torch_result_maker",
 ]
 
@@ -113,6 +114,33 @@ def torch_allocator(traits: FFTTraits, device_id: int) -> Any:
         return new(shape, strides)
 
     return allocate
+
+
+def torch_hit(
+    plan: Any, run_cached: Any, cs: streams.CallerStream, direction: tuple[Any, int], result: tuple
+) -> Any:  # fmt: skip
+    """The Python hit of a planned FFT whose results torch makes (``FFT.hit_entry``):
+    ``hit(operand, ptr, tensor, direction, stream)`` runs a call with the default direction on torch's
+    current stream as one launch of ``plan`` (a :class:`~nvmath.fft._cufft_plan.CufftPlan`) into a new
+    result, and gives any other call (an explicit stream or direction, no address) to ``run_cached``.
+
+    ``cs``: torch's stream resolver of the planner (its memo compared inline); ``direction``: the
+    default :class:`~nvmath.fft.FFTDirection` and its ``int``; ``result``: :func:`torch_result_maker`'s.
+    """
+    raw, dev = cs.current, cs.device_id
+    (default, d), (new, shape, strides) = direction, result
+
+    def hit(operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
+        if stream is not None or ptr is None or (direction is not default and direction is not None):
+            return run_cached(operand, ptr, tensor, direction, stream)
+        s = cs.last
+        if s is None or s.ptr != raw(dev):
+            s = cs(None)
+        out = new(shape, strides)  # (torch's current stream: cs is torch's resolver)
+        plan.launch(ptr, out.data_ptr(), d, s)
+        return out
+
+    return hit
 
 
 def _execution_key(execution: ExecutionCUDA | ExecutionCPU) -> tuple:

@@ -243,9 +243,11 @@ def torch_gpu(one_call, monkeypatch, request):
     _tool("torch_host_cost").install(monkeypatch)
     current = {"ptr": 0, "python": 0}
     handles: dict = {}
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device_id: current["ptr"], raising=False)
+    raw = lambda device_id: current["ptr"]  # noqa: E731
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", raw, raising=False)
     monkeypatch.setattr(streams, "_TORCH_RAW", None)  # (looked up again: the getter above)
-    monkeypatch.setattr(streams, "_current_handle", lambda ptr, d, p: handles.setdefault(ptr, FakeStream(ptr)))
+    handle_of = lambda ptr, d, p: handles.setdefault(ptr, FakeStream(ptr))  # noqa: E731
+    monkeypatch.setattr(streams, "_current_handle", handle_of)
     monkeypatch.setattr(_planner_support, "torch_device", lambda device_id: torch.device("cpu"))
     python_launch = _cufft_plan.CufftPlan.launch
 
