@@ -71,6 +71,8 @@ STEPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("library call", ("bindings/_unchecked", "_cufft_plan"), ()),
     ("library call", ("advanced/_launch.py",), ("call",)),
     ("library call", ("<ctypes", "CFuncPtr", "_no_op_matmul"), ()),
+    # the compiled FFT hit (nvmath._fastcall.FFTHit.run): the result allocation and the launch in one call
+    ("library call", ("FFTHit",), ()),
     ("argument checks", ("_nvm_guarded",), ()),
     ("fake GPU stubs", ("tests/", "torch_host_cost", "fft_host_cost"), ()),
     ("done-event rule", ("_internal/streams",), ("record_done", "mark_done", "_own_event")),
