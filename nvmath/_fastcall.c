@@ -585,7 +585,8 @@ static PyObject *fft_exec_in_context_address(PyObject *module, PyObject *unused)
    and disarmed whenever it is not (another stream bound, workspace released, plan closed).
 
    hit(operand, ptr, tensor, direction, stream), with the Python hit's arguments: when armed, `stream` is
-   None, `ptr` an int, `direction` None or the default, and raw(device) is the armed stream, it allocates
+   None, `ptr` an int, `direction` None, the default or the other allowed one (C2C: `other`, compared by
+   identity as the default is), and raw(device) is the armed stream, it allocates
    the result (alloc(shape, strides)), reads its data_ptr() and makes the launch (ptr + in_offset,
    result + out_offset, direction) on the bound stream; a nonzero status raises the FastCall's error.
    Every other call is the fallback's (the Python hit: stream resolution, Python launch, re-arming). */
@@ -598,9 +599,10 @@ typedef struct {
     PyObject *alloc;     /* alloc(shape, strides) -> tensor */
     PyObject *args[2];   /* shape, strides */
     PyObject *direction; /* the default direction object (compared by identity) */
+    PyObject *other;     /* NULL or the other allowed direction object (a C2C transform's) */
     PyObject *fallback;  /* the Python hit */
     FastCall *launch;    /* NULL: disarmed */
-    u64 stream, in_offset, out_offset, dir;
+    u64 stream, in_offset, out_offset, dir, other_dir;
 } FFTHit;
 
 static PyObject *fft_hit_data_ptr; /* "data_ptr", interned at module init */
@@ -610,11 +612,17 @@ static PyObject *fft_hit_vectorcall(PyObject *self, PyObject *const *args, size_
     FFTHit *h = (FFTHit *)self;
     FastCall *fc = h->launch;
     PyObject *value, *out = NULL;
-    u64 a[FASTCALL_MAX_ARGS], current, input, output, stream, in_offset, out_offset;
+    u64 a[FASTCALL_MAX_ARGS], current, input, output, stream, in_offset, out_offset, dir;
     int status;
 
     if (fc == NULL || PyVectorcall_NARGS(nargsf) != 5 || kwnames != NULL || args[4] != Py_None
-        || (args[3] != Py_None && args[3] != h->direction) || !PyLong_CheckExact(args[1]))
+        || !PyLong_CheckExact(args[1]))
+        return PyObject_Vectorcall(h->fallback, args, nargsf, kwnames);
+    if (args[3] == Py_None || args[3] == h->direction)
+        dir = h->dir;
+    else if (h->other != NULL && args[3] == h->other)
+        dir = h->other_dir;
+    else
         return PyObject_Vectorcall(h->fallback, args, nargsf, kwnames);
     /* the arming as it is now (the calls below run Python code, which may re-arm or disarm) */
     Py_INCREF(fc);
@@ -645,7 +653,7 @@ static PyObject *fft_hit_vectorcall(PyObject *self, PyObject *const *args, size_
     memcpy(a, fc->fixed, sizeof(u64) * (size_t)fc->nargs);
     a[fc->slots[0]] = input + in_offset;
     a[fc->slots[1]] = output + out_offset;
-    a[fc->slots[2]] = h->dir;
+    a[fc->slots[2]] = dir;
     status = dispatch(fc->fn, fc->nargs, a);
     if (status != 0) {
         Py_CLEAR(out);
@@ -662,13 +670,20 @@ done:
 static PyObject *fft_hit_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *keywords[] = {"raw", "device", "alloc", "shape", "strides", "direction", "direction_value",
-                               "fallback", NULL};
-    PyObject *raw, *device, *alloc, *shape, *strides, *direction, *dir_value, *fallback;
+                               "fallback", "other", "other_value", NULL};
+    PyObject *raw, *device, *alloc, *shape, *strides, *direction, *dir_value, *fallback, *other = Py_None;
+    PyObject *other_value = NULL;
     FFTHit *h;
-    u64 dir;
+    u64 dir, other_dir = 0;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOO:FFTHit", keywords, &raw, &device, &alloc, &shape,
-                                     &strides, &direction, &dir_value, &fallback))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOO|$OO:FFTHit", keywords, &raw, &device, &alloc,
+                                     &shape, &strides, &direction, &dir_value, &fallback, &other, &other_value))
+        return NULL;
+    if ((other == Py_None) != (other_value == NULL)) {
+        PyErr_SetString(PyExc_TypeError, "FFTHit: other and other_value go together");
+        return NULL;
+    }
+    if (other_value != NULL && to_u64(other_value, &other_dir, "other_value", 0) < 0)
         return NULL;
     if (!PyCallable_Check(raw) || !PyCallable_Check(alloc) || !PyCallable_Check(fallback)) {
         PyErr_SetString(PyExc_TypeError, "FFTHit: raw, alloc and fallback must be callable");
@@ -684,6 +699,10 @@ static PyObject *fft_hit_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     Py_INCREF(direction), Py_INCREF(fallback);
     h->raw = raw, h->device = device, h->alloc = alloc, h->args[0] = shape, h->args[1] = strides;
     h->direction = direction, h->fallback = fallback, h->dir = dir;
+    if (other != Py_None) {
+        Py_INCREF(other);
+        h->other = other, h->other_dir = other_dir;
+    }
     return (PyObject *)h;
 }
 
@@ -728,6 +747,7 @@ static int fft_hit_traverse(FFTHit *h, visitproc visit, void *arg)
     Py_VISIT(h->args[0]);
     Py_VISIT(h->args[1]);
     Py_VISIT(h->direction);
+    Py_VISIT(h->other);
     Py_VISIT(h->fallback);
     Py_VISIT(h->launch);
     return 0;
@@ -741,6 +761,7 @@ static int fft_hit_clear(FFTHit *h)
     Py_CLEAR(h->args[0]);
     Py_CLEAR(h->args[1]);
     Py_CLEAR(h->direction);
+    Py_CLEAR(h->other);
     Py_CLEAR(h->fallback);
     Py_CLEAR(h->launch);
     return 0;
@@ -786,7 +807,8 @@ static PyGetSetDef fft_hit_getset[] = {
 };
 
 PyDoc_STRVAR(fft_hit_doc,
-"FFTHit(raw, device, alloc, shape, strides, direction, direction_value, fallback)\n\n"
+"FFTHit(raw, device, alloc, shape, strides, direction, direction_value, fallback, *, other=None,\n"
+"       other_value=None)\n\n"
 "The hit of a planned FFT with results made by torch, in one call (see nvmath/_fastcall.c): \n"
 "hit(operand, ptr, tensor, direction, stream) allocates alloc(shape, strides) and launches the armed\n"
 "FastCall when armed for raw(device); any other call is fallback(operand, ptr, tensor, direction, stream).");

@@ -141,13 +141,14 @@ def one_call_launch(ctx: int, handle: int) -> Any:
 
 
 def compiled_hit(
-    raw: Any, device_id: int, result: tuple[Any, tuple, tuple], direction: Any, fallback: Any
+    raw: Any, device_id: int, result: tuple[Any, tuple, tuple], directions: tuple, fallback: Any
 ) -> Any:  # fmt: skip
-    """The compiled hit of a planned FFT with results made by torch (``nvmath._fastcall.FFTHit``): the
-    default call on torch's current stream in one C call -- ``result`` = ``(new, shape, strides)``
-    (``new(shape, strides)`` makes the result), ``direction`` the default :class:`FFTDirection` -- and
-    every other call ``fallback``'s (the Python hit); ``None`` where the compiled path is off. It serves
-    calls only while a plan armed it (:meth:`CufftPlan.attach_hit`)."""
+    """The compiled hit of a planned FFT with results made by torch (``nvmath._fastcall.FFTHit``): a call
+    on torch's current stream in an allowed direction in one C call -- ``result`` = ``(new, shape,
+    strides)`` (``new(shape, strides)`` makes the result), ``directions`` the allowed
+    :class:`FFTDirection` members with their ``int``, the default first -- and every other call
+    ``fallback``'s (the Python hit); ``None`` where the compiled path is off. It serves calls only while
+    a plan armed it (:meth:`CufftPlan.attach_hit`)."""
     if not fastpath.available():
         return None
     from nvmath import _fastcall
@@ -156,7 +157,9 @@ def compiled_hit(
     if maker is None:  # pragma: no cover - an extension built before FFTHit
         return None
     new, shape, strides = result
-    return maker(raw, device_id, new, shape, strides, direction, int(direction), fallback)
+    (default, value), other = directions[0], directions[1:]
+    more = {"other": other[0][0], "other_value": other[0][1]} if other else {}
+    return maker(raw, device_id, new, shape, strides, default, value, fallback, **more)
 
 
 def cufft_info() -> dict[str, Any]:

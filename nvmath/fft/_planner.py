@@ -298,8 +298,9 @@ class FFT(FFTAttributes, FreedOnExit):
             if self._consumes:
                 self._consume()
             op = self._operand
-            if direction is None and stream is None and not release_workspace:
-                return self._hit(op, op.data_ptr, None, None, None)  # (see hit_entry)
+            if stream is None and not release_workspace:  # (see hit_entry)
+                d = None if direction is None else self._check_direction(direction)
+                return self._hit(op, op.data_ptr, None, d, None)
             d = self._direction_int if direction is None else int(self._check_direction(direction))
             return self._run_direct(op.data_ptr, op, None, d, stream, release_workspace)
         d = self._direction if direction is None else self._check_direction(direction)
@@ -395,12 +396,14 @@ class FFT(FFTAttributes, FreedOnExit):
                 plan.attach_hit(None)  # (detaches a previous layout's)
             return self.run_cached
         result = torch_result_maker(self._traits, self._device_id)
-        hit = torch_hit(self._plan, self.run_cached, cs, (self._direction, self._direction_int), result)
+        default = self._direction
+        directions = ((default, int(default)), *((d, int(d)) for d in self._allowed if d is not default))
+        hit = torch_hit(self._plan, self.run_cached, cs, directions, result)
         if plan is None:
             return hit
         from nvmath.fft._cufft_plan import compiled_hit
 
-        twin = compiled_hit(cs.current, self._device_id, result, self._direction, hit)
+        twin = compiled_hit(cs.current, self._device_id, result, directions, hit)
         plan.attach_hit(twin)
         return hit if twin is None else twin.run  # (its bound method: a call cProfile sees)
 

@@ -117,21 +117,30 @@ def torch_allocator(traits: FFTTraits, device_id: int) -> Any:
 
 
 def torch_hit(
-    plan: Any, run_cached: Any, cs: streams.CallerStream, direction: tuple[Any, int], result: tuple
+    plan: Any, run_cached: Any, cs: streams.CallerStream, directions: tuple, result: tuple
 ) -> Any:  # fmt: skip
     """The Python hit of a planned FFT whose results torch makes (``FFT.hit_entry``):
-    ``hit(operand, ptr, tensor, direction, stream)`` runs a call with the default direction on torch's
-    current stream as one launch of ``plan`` (a :class:`~nvmath.fft._cufft_plan.CufftPlan`) into a new
-    result, and gives any other call (an explicit stream or direction, no address) to ``run_cached``.
+    ``hit(operand, ptr, tensor, direction, stream)`` runs a call on torch's current stream in an allowed
+    direction (``None``: the default) as one launch of ``plan`` (a
+    :class:`~nvmath.fft._cufft_plan.CufftPlan`) into a new result, and gives any other call (an explicit
+    stream, another direction object, no address) to ``run_cached``.
 
-    ``cs``: torch's stream resolver of the planner (its memo compared inline); ``direction``: the
-    default :class:`~nvmath.fft.FFTDirection` and its ``int``; ``result``: :func:`torch_result_maker`'s.
+    ``cs``: torch's stream resolver of the planner (its memo compared inline); ``directions``: the
+    allowed :class:`~nvmath.fft.FFTDirection` members with their ``int``, the default first
+    (``((FORWARD, -1), (INVERSE, 1))``); ``result``: :func:`torch_result_maker`'s.
     """
     raw, dev = cs.current, cs.device_id
-    (default, d), (new, shape, strides) = direction, result
+    (default, d0), (other, d1) = directions[0], directions[-1]
+    new, shape, strides = result
 
     def hit(operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
-        if stream is not None or ptr is None or (direction is not default and direction is not None):
+        if direction is None or direction is default:
+            d = d0
+        elif direction is other:
+            d = d1
+        else:
+            return run_cached(operand, ptr, tensor, direction, stream)
+        if stream is not None or ptr is None:
             return run_cached(operand, ptr, tensor, direction, stream)
         s = cs.last
         if s is None or s.ptr != raw(dev):

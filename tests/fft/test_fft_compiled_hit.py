@@ -85,6 +85,25 @@ def test_an_armed_hit_allocates_and_launches_at_the_offsets(unit):
     assert state["allocs"] == [((4, 8), (8, 1))] * 2 and state["fallback"] == []
 
 
+def test_the_other_allowed_direction_is_served_with_its_value(unit):
+    """A hit made with the other allowed direction (C2C) serves it too, launching its value; an object
+    that is neither (an int, another member) goes to the fallback."""
+    from nvmath import _fastcall
+
+    hit, state, launch = unit
+    both = _fastcall.FFTHit(
+        lambda device: 7, 0, lambda shape, strides: Result(0x5000), (1,), (1,), FFTDirection.FORWARD, -1,
+        lambda *a: "fallback", other=FFTDirection.INVERSE, other_value=1,
+    )  # fmt: skip
+    both.arm(7, launch, 0, 0)
+    for direction, value in ((FFTDirection.INVERSE, 1), (None, 2**64 - 1), (FFTDirection.FORWARD, 2**64 - 1)):
+        assert isinstance(both("x", 0x10, None, direction, None), Result)
+        assert _fastcall._probe_record()[1][4] == value
+    assert both("x", 0x10, None, 1, None) == "fallback"
+    with pytest.raises(TypeError, match="together"):
+        _fastcall.FFTHit(len, 0, len, (), (), None, 1, len, other=FFTDirection.INVERSE)
+
+
 @pytest.mark.parametrize(
     "call",
     [
@@ -339,9 +358,9 @@ def test_an_explicit_stream_disarms_until_the_current_stream_is_bound_again(torc
         assert [c[2] for c in fake_lib.calls if c[0] == "set_stream"] == [0] and hit.stream == 0
 
 
-def test_release_workspace_and_a_direction_go_through_python(torch_gpu):
+def test_release_workspace_goes_through_python_and_a_direction_does_not(torch_gpu):
     """execute(release_workspace=True) disarms the hit (the workspace is bound again next time); an
-    explicit inverse direction runs the Python path with that direction."""
+    explicit inverse direction of a C2C plan is served by the compiled hit with that direction."""
     torch, current, fake_lib, execs = torch_gpu
     x = torch.randn(2, 8, dtype=torch.complex128)
     with FFT(x, axes=(1,)) as f:
@@ -352,10 +371,16 @@ def test_release_workspace_and_a_direction_go_through_python(torch_gpu):
         assert hit.armed
         f.execute(release_workspace=True)
         assert not hit.armed
-        y = f.execute(direction="inverse")
-        np.testing.assert_allclose(y.numpy(), np.fft.ifft(x.numpy(), axis=1) * 8, rtol=1e-12)
-        y = f.execute()
-        np.testing.assert_allclose(y.numpy(), np.fft.fft(x.numpy(), axis=1), rtol=1e-12)
+        f.execute()  # (binds the workspace again: Python)
+        python = current["python"]
+        for _ in range(2):
+            y = f.execute(direction="inverse")
+            np.testing.assert_allclose(y.numpy(), np.fft.ifft(x.numpy(), axis=1) * 8, rtol=1e-12)
+            y = f.execute(direction=FFTDirection.FORWARD)
+            np.testing.assert_allclose(y.numpy(), np.fft.fft(x.numpy(), axis=1), rtol=1e-12)
+        assert current["python"] == python and hit.armed
+        with pytest.raises(ValueError, match="direction"):
+            f.execute(direction="sideways")
 
 
 def test_a_reset_to_another_layout_gets_a_new_hit_and_disarms_the_old(torch_gpu):
@@ -399,6 +424,19 @@ def test_stateless_hits_run_in_c_and_a_cache_clear_disarms(torch_gpu):
     assert current["python"] == 2
 
 
+def test_stateless_fft_and_ifft_alternating_run_in_c(torch_gpu):
+    """fft and ifft of one operand share its cached C2C plan; alternating them, both are served by its
+    compiled hit (one Python launch in all), with numpy's values (ifft unnormalized)."""
+    from nvmath.fft import fft, ifft
+
+    torch, current, fake_lib, execs = torch_gpu
+    x = torch.randn(4, 32, dtype=torch.complex128)
+    for _ in range(3):
+        np.testing.assert_allclose(fft(x).numpy(), np.fft.fft2(x.numpy()), rtol=1e-12)
+        np.testing.assert_allclose(ifft(x).numpy(), np.fft.ifft2(x.numpy()) * 128, rtol=1e-12)
+    assert current["python"] == 1
+
+
 def test_compiled_and_pure_hits_give_identical_bits(torch_gpu, monkeypatch):
     """The same transforms with the compiled hit and with the Python hit only (as NVMATH_PURE_PYTHON=1
     makes them): bit-identical results, for C2C forward and a planned inverse default, and R2C."""
@@ -415,12 +453,14 @@ def test_compiled_and_pure_hits_give_identical_bits(torch_gpu, monkeypatch):
             with FFT(x, axes=(1,), options=options) as f:
                 f.plan(direction=direction)
                 outs.append([f.execute().numpy().tobytes() for _ in range(3)])
+                if x.is_complex():  # (C2C: the other direction too)
+                    outs.append([f.execute(direction=d).numpy().tobytes() for d in ("inverse", "forward")])
         return outs
 
     compiled = run()
     monkeypatch.setattr(_cufft_plan, "compiled_hit", lambda *args: None)
     pure = run()
-    assert compiled == pure and all(len(set(o)) == 1 for o in compiled)
+    assert compiled == pure and all(len(set(o)) == 1 for o in compiled[::2])  # (the repeated calls)
 
 
 def test_pure_path_makes_no_compiled_hit(torch_gpu, monkeypatch):
