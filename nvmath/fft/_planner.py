@@ -373,13 +373,14 @@ class FFT(FFTAttributes, FreedOnExit):
 
     def hit_entry(self) -> Any:
         """The callable of :meth:`run_cached` for the stateless hit path (the cache's last call) and for
-        :meth:`execute` with the default direction and stream: the one made when the object was planned
+        :meth:`execute` on the default stream (any direction): the one made when the object was planned
         (or its operand layout changed), made now if not planned yet.
 
         For a plan that runs directly with results made by torch (a torch GPU operand, no staging, not
         in place, not blocking) it is one function: torch's current stream compared with the resolver's
-        memo, the result, the launch; any other call (an explicit stream or direction, no address) goes
-        to :meth:`run_cached`. On the compiled path it is ``run`` of the C ``FFTHit`` of ``nvmath._fastcall``
+        memo, the result, the launch (``direction``: ``None`` or an allowed :class:`FFTDirection`
+        member); any other call (an explicit stream, another direction object, no address) goes to
+        :meth:`run_cached`. On the compiled path it is ``run`` of the C ``FFTHit`` of ``nvmath._fastcall``
         (see :func:`~nvmath.fft._cufft_plan.compiled_hit`): once the plan runs steadily on torch's current
         stream, the whole call is one C call, with the Python function as its fallback.
         The caller holds the cache entry's lock and checked it is live.
