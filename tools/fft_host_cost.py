@@ -115,7 +115,7 @@ def rows(size: int = 1024) -> dict[str, Callable[[], Any]]:
     return {
         "FFT.execute": fft.execute,
         "fft.fft (hit)": lambda: nvmath.fft.fft(sig),
-        "fft.fft + fft.ifft (hits)": lambda: nvmath.fft.ifft(nvmath.fft.fft(sig)),
+        "fft then ifft (hits)": lambda: nvmath.fft.ifft(nvmath.fft.fft(sig)),
         "torch.fft.fft (CPU compute)": lambda: torch.fft.fft(sig),
     }
 
