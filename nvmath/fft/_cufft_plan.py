@@ -314,6 +314,8 @@ class CufftPlan:
         prolog, epilog: optional LTO callbacks (the planner checks they apply).
     """
 
+    _hit: Any = None  # attach_hit(): armed with the one-call launch whenever it is valid (none by default)
+
     def __init__(
         self,
         traits: FFTTraits,
@@ -370,7 +372,7 @@ class CufftPlan:
         self._one_call: Any = None
         self._one_call_stream: StreamHandle | None = None
         self._one_call_by_ctx: dict[int, Any] = {}
-        self._hit: Any = None  # attach_hit(): armed with the one-call launch whenever it is valid
+        self._hit = None
         logger.debug(
             "cuFFT plans %s on device %d, workspace %d bytes", self.handles, device_id, self.workspace_size
         )
@@ -504,7 +506,7 @@ class CufftPlan:
     def close(self) -> None:
         """Destroy the handles and free the workspace; idempotent."""
         self._one_call = self._one_call_stream = None
-        hit, self._hit = getattr(self, "_hit", None), None  # (a failed constructor closes before it is set)
+        hit, self._hit = self._hit, None
         if hit is not None:
             hit.disarm()
         self._one_call_by_ctx = {}
