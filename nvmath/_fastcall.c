@@ -576,20 +576,22 @@ static PyObject *fft_exec_in_context_address(PyObject *module, PyObject *unused)
 
 /* ------------------------------------------------------------------------------------------------ */
 /* FFTHit (task hB): the hit of a planned FFT whose results torch makes, in one call: the whole of
-   nvmath.fft._planner.FFT.hit_entry's Python hit for the common call (default direction, torch's current
-   stream), with no Python frame. Constructed by the planner with torch's raw current-stream getter, the
-   device, the result allocator (a bound `new_empty_strided`) and its two arguments (shape, strides), the
-   default direction (the object and its int) and the Python hit (the fallback); *armed* by the cuFFT plan
+   nvmath.fft._planner.FFT.hit_entry's Python hit for the common call (an allowed direction, torch's
+   current stream), with no Python frame. Constructed by the planner with torch's raw current-stream
+   getter, the device, the result allocator (a bound `new_empty_strided`) and its two arguments (shape,
+   strides), the default direction (the object and its int; a C2C plan's other one too) and the Python hit
+   (the fallback); *armed* by the cuFFT plan
    (nvmath.fft._cufft_plan.CufftPlan) with the stream it is bound to and its one-call launch (a FastCall of
    fft_exec_in_context with slots input, output, direction) whenever that launch is valid on that stream,
    and disarmed whenever it is not (another stream bound, workspace released, plan closed).
 
    hit(operand, ptr, tensor, direction, stream), with the Python hit's arguments: when armed, `stream` is
    None, `ptr` an int, `direction` None, the default or the other allowed one (C2C: `other`, compared by
-   identity as the default is), and raw(device) is the armed stream, it allocates
-   the result (alloc(shape, strides)), reads its data_ptr() and makes the launch (ptr + in_offset,
-   result + out_offset, direction) on the bound stream; a nonzero status raises the FastCall's error.
-   Every other call is the fallback's (the Python hit: stream resolution, Python launch, re-arming). */
+   identity as the default is), and raw(device) is the armed stream, it allocates the result
+   (alloc(shape, strides)), reads its data_ptr() and makes the launch (ptr + in_offset, result +
+   out_offset, direction) on the bound stream; a nonzero status raises the FastCall's error. Every other
+   call is the fallback's (the Python hit: stream resolution, Python launch, re-arming). hit.run(...) is
+   the same call as a built-in method (profilers see it; the planner hands it out). */
 
 typedef struct {
     PyObject_HEAD
