@@ -11,8 +11,10 @@ of where the time goes, the total as the measurement).
 
 Rows: ``Matmul.execute``, ``Matmul`` create + ``plan()`` + ``free()`` (also on an int stream, which
 is "mortal" as the benchmark harness's external stream is), the stateless advanced ``matmul`` hit, the generic ``matmul`` hit,
-``nvmath.torch.linear`` forward and forward+backward, ``FFT.execute`` and the stateless ``fft`` hit,
-and the torch references (``torch.matmul``, ``torch.mm(out=)``, ``F.linear``, ``torch.fft.fft``).
+``nvmath.torch.linear`` forward and forward+backward, ``FFT.execute``, the stateless ``fft`` hit and
+an ``ifft`` of an ``fft`` (both stateless hits), and the torch references (``torch.matmul``,
+``torch.mm(out=)``, ``F.linear``, ``torch.fft.fft``, and ``torch.fft.ifft`` of ``torch.fft.fft``
+unnormalized as nvmath's).
 A Linear training step is also split: the forward with grad, the backward alone (``bwd (retained
 graph)``: one graph's backward run again and again, for nvmath and for ``F.linear``) and a Python
 ``torch.autograd.Function`` around torch's products (``Python Function(F.linear)``). A decode-shaped
@@ -74,7 +76,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 STEPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("library call", ("bindings/_unchecked", "_cufft_plan"), ()),
     ("library call", ("advanced/_launch.py",), ("call",)),
-    ("library call", ("<ctypes", "CFuncPtr"), ()),
+    ("library call", ("<ctypes", "CFuncPtr", "_no_op_matmul"), ()),
+    # the compiled FFT hit (nvmath._fastcall.FFTHit.run): the result allocation and the launch in one call
+    ("library call", ("FFTHit",), ()),
     ("argument checks", ("_nvm_guarded",), ()),
     ("fake GPU stubs", ("tests/", "torch_host_cost", "fft_host_cost"), ()),
     ("done-event rule", ("_internal/streams",), ("record_done", "mark_done", "_own_event")),
@@ -239,11 +243,13 @@ def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[],
         "nvmath.torch.linear fwd+bwd": lambda: nt.linear(xg, wg, bias).backward(gy),
         "FFT.execute": fft.execute,
         "fft.fft (hit)": lambda: nvmath.fft.fft(sig),
+        "fft then ifft (hits)": lambda: nvmath.fft.ifft(nvmath.fft.fft(sig)),
         "torch.matmul": lambda: torch.matmul(a, b),
         "torch.mm(out=)": lambda: torch.mm(a, b, out=out),
         "F.linear": lambda: torch.nn.functional.linear(a, w, bias),
         "F.linear fwd+bwd": lambda: torch.nn.functional.linear(xg, wg, bias).backward(gy),
         "torch.fft.fft": lambda: torch.fft.fft(sig),
+        "torch.fft.fft then ifft": lambda: torch.fft.ifft(torch.fft.fft(sig), norm="forward"),
     }
     rows.update(_training_rows(nt, xg, wg, bias, gy))
     rows.update(_decode_rows(nt, torch, dev))

@@ -13,6 +13,9 @@ runs steadily on a stream (bound, workspace bound, no done event to record), one
 stream's context current only if another one is, launches ``cufftXtExec`` and restores the context
 (``fft_exec_in_context`` in ``nvmath/_fastcall.c``); otherwise, and on the pure-Python path, it is
 :meth:`CufftPlan.run` inside :func:`~nvmath._internal.streams.stream_ctx`. Both launch the same call.
+The planner's compiled hit (``FFTHit`` of ``nvmath._fastcall``, :meth:`CufftPlan.attach_hit`) makes that
+same one-call launch, with the result allocation, in one C call: the plan arms it with the launch and the
+bound stream exactly while the launch is valid, and disarms it otherwise.
 
 A failing constructor destroys whatever it created; :meth:`CufftPlan.close` is idempotent and runs
 at garbage collection too; a failing ``cufftDestroy`` warns, it never raises.
@@ -35,8 +38,8 @@ from nvmath.fft._layout import CufftStep
 from nvmath.fft._traits import FFTTraits
 
 __all__ = [
-    "LTO_MIN_VERSION", "CufftPlan", "cufft_info", "launch_error", "one_call_launch", "step_dtypes",
-    "workspace_size",
+    "LTO_MIN_VERSION", "CufftPlan", "compiled_hit", "cufft_info", "launch_error", "one_call_launch",
+    "step_dtypes", "workspace_size",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -135,6 +138,28 @@ def one_call_launch(ctx: int, handle: int) -> Any:
         _fastcall.fft_exec_in_context_address(), (*calls, exec_address, ctx, handle, 0, 0, 0), (5, 6, 7),
         error=_LaunchFailure,
     )  # fmt: skip
+
+
+def compiled_hit(
+    raw: Any, device_id: int, result: tuple[Any, tuple, tuple], directions: tuple, fallback: Any
+) -> Any:  # fmt: skip
+    """The compiled hit of a planned FFT with results made by torch (``nvmath._fastcall.FFTHit``): a call
+    on torch's current stream in an allowed direction in one C call -- ``result`` = ``(new, shape,
+    strides)`` (``new(shape, strides)`` makes the result), ``directions`` the allowed
+    :class:`FFTDirection` members with their ``int``, the default first -- and every other call
+    ``fallback``'s (the Python hit); ``None`` where the compiled path is off. It serves calls only while
+    a plan armed it (:meth:`CufftPlan.attach_hit`)."""
+    if not fastpath.available():
+        return None
+    from nvmath import _fastcall
+
+    maker = getattr(_fastcall, "FFTHit", None)
+    if maker is None:  # pragma: no cover - an extension built before FFTHit
+        return None
+    new, shape, strides = result
+    (default, value), other = directions[0], directions[1:]
+    more = {"other": other[0][0], "other_value": other[0][1]} if other else {}
+    return maker(raw, device_id, new, shape, strides, default, value, fallback, **more)
 
 
 def cufft_info() -> dict[str, Any]:
@@ -289,6 +314,8 @@ class CufftPlan:
         prolog, epilog: optional LTO callbacks (the planner checks they apply).
     """
 
+    _hit: Any = None  # attach_hit(): armed with the one-call launch whenever it is valid (none by default)
+
     def __init__(
         self,
         traits: FFTTraits,
@@ -345,6 +372,7 @@ class CufftPlan:
         self._one_call: Any = None
         self._one_call_stream: StreamHandle | None = None
         self._one_call_by_ctx: dict[int, Any] = {}
+        self._hit = None
         logger.debug(
             "cuFFT plans %s on device %d, workspace %d bytes", self.handles, device_id, self.workspace_size
         )
@@ -361,7 +389,7 @@ class CufftPlan:
     def bind(self, stream: StreamHandle) -> None:
         """Bind every handle (and the workspace) to ``stream``, after the previous stream's work."""
         cufft = _cufft()
-        self._one_call = self._one_call_stream = None  # (launch() finds its launch again after a run)
+        self._set_one_call(None, None)  # (launch() finds its launch again after a run)
         previous = self._stream
         if previous is not None:
             streams.stream_wait(stream, previous)
@@ -427,7 +455,28 @@ class CufftPlan:
         with streams.stream_ctx(stream):
             self.run(operand, result, 0, direction, stream)
         if stream is not self._one_call_stream:
-            self._one_call, self._one_call_stream = self._one_call_for(stream), stream
+            self._set_one_call(self._one_call_for(stream), stream)
+
+    def _set_one_call(self, call: Any, stream: StreamHandle | None) -> None:
+        """Make ``call`` the one-call launch on ``stream`` (``None``: none), and arm or disarm the attached
+        hit with it: the hit serves calls in C exactly while this launch is valid."""
+        self._one_call, self._one_call_stream = call, stream
+        hit = self._hit
+        if hit is not None:
+            if call is None or stream is None:
+                hit.disarm()
+            else:
+                hit.arm(stream.ptr, call, self._single[3], self._single[4])  # type: ignore[index]
+
+    def attach_hit(self, hit: Any) -> None:
+        """Attach the planner's compiled hit (``nvmath._fastcall.FFTHit``; ``None``: detach), replacing (and
+        disarming) the previous one. The plan arms it with its one-call launch and the bound stream whenever
+        :meth:`launch` has one, and disarms it whenever it has none (another stream bound, the workspace
+        released, the plan closed): an armed hit never launches on a stream the plan is not bound to."""
+        previous, self._hit = self._hit, hit
+        if previous is not None and previous is not hit:
+            previous.disarm()
+        self._set_one_call(self._one_call, self._one_call_stream)
 
     def _one_call_for(self, stream: StreamHandle) -> Any:
         """The one-call launch on the bound ``stream`` (cached per context), or ``None``: several launches,
@@ -450,13 +499,16 @@ class CufftPlan:
 
     def release_workspace(self) -> None:
         """Free the workspace (stream-ordered); the next execution allocates it again."""
-        self._one_call = self._one_call_stream = None
+        self._set_one_call(None, None)
         self.workspace.release()
         self._bound_workspace = 0
 
     def close(self) -> None:
         """Destroy the handles and free the workspace; idempotent."""
         self._one_call = self._one_call_stream = None
+        hit, self._hit = self._hit, None
+        if hit is not None:
+            hit.disarm()
         self._one_call_by_ctx = {}
         self._finalizer()
         workspace = getattr(self, "workspace", None)

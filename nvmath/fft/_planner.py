@@ -35,6 +35,8 @@ from nvmath.fft._planner_support import (
     same_plan_traits,
     resolved,
     torch_allocator,
+    torch_hit,
+    torch_result_maker,
 )
 from nvmath.fft._traits import CPU_DTYPES, FFTTraits, make_traits
 
@@ -275,7 +277,7 @@ class FFT(FFTAttributes, FreedOnExit):
                 )  # fmt: skip
         self._plan, self._direction = plan, default
         self._direction_int = int(default)
-        self._hit = self.hit_entry()
+        self._hit = self._make_hit()
         self._lifecycle.mark_planned()
 
     # ------------------------------------------------------------------ execution
@@ -296,8 +298,9 @@ class FFT(FFTAttributes, FreedOnExit):
             if self._consumes:
                 self._consume()
             op = self._operand
-            if direction is None and stream is None and not release_workspace:
-                return self._hit(op, op.data_ptr, None, None, None)  # (see hit_entry)
+            if stream is None and not release_workspace:  # (see hit_entry)
+                d = None if direction is None else self._check_direction(direction)
+                return self._hit(op, op.data_ptr, None, d, None)
             d = self._direction_int if direction is None else int(self._check_direction(direction))
             return self._run_direct(op.data_ptr, op, None, d, stream, release_workspace)
         d = self._direction if direction is None else self._check_direction(direction)
@@ -370,32 +373,40 @@ class FFT(FFTAttributes, FreedOnExit):
 
     def hit_entry(self) -> Any:
         """The callable of :meth:`run_cached` for the stateless hit path (the cache's last call) and for
-        :meth:`execute` with the default direction and stream.
+        :meth:`execute` on the default stream (any direction): the one made when the object was planned
+        (or its operand layout changed), made now if not planned yet.
 
         For a plan that runs directly with results made by torch (a torch GPU operand, no staging, not
         in place, not blocking) it is one function: torch's current stream compared with the resolver's
-        memo, the result, the launch; any other call (an explicit stream or direction, no address) goes
-        to :meth:`run_cached`. The caller holds the cache entry's lock and checked it is live.
+        memo, the result, the launch (``direction``: ``None`` or an allowed :class:`FFTDirection`
+        member); any other call (an explicit stream, another direction object, no address) goes to
+        :meth:`run_cached`. On the compiled path it is ``run`` of the C ``FFTHit`` of ``nvmath._fastcall``
+        (see :func:`~nvmath.fft._cufft_plan.compiled_hit`): once the plan runs steadily on torch's current
+        stream, the whole call is one C call, with the Python function as its fallback.
+        The caller holds the cache entry's lock and checked it is live.
         """
-        cs, alloc = self._streams, self._fast_alloc
-        if not self._direct or alloc is None or self._blocking or cs is None or not cs.torch:
-            return self.run_cached
-        if cs.current is None:  # (no raw reader of torch's current stream)
-            return self.run_cached
-        plan, run_cached, raw, dev = self._plan, self.run_cached, cs.current, cs.device_id
-        default, d = self._direction, self._direction_int
+        hit = self._hit
+        return hit if hit is not None else self._make_hit()
 
-        def hit(operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
-            if stream is not None or ptr is None or (direction is not default and direction is not None):
-                return run_cached(operand, ptr, tensor, direction, stream)
-            s = cs.last
-            if s is None or s.ptr != raw(dev):
-                s = cs(None)
-            out = alloc(s, True)  # (torch's current stream: cs is torch's resolver)
-            plan.launch(ptr, out.data_ptr(), d, s)
-            return out
+    def _make_hit(self) -> Any:
+        """A new :meth:`hit_entry` callable for the current traits, attached to the plan (see there)."""
+        cs, plan = self._streams, self._plan
+        applies = self._direct and self._fast_alloc is not None and not self._blocking
+        if not applies or cs is None or not cs.torch or cs.current is None:  # (None: no raw stream reader)
+            if plan is not None:
+                plan.attach_hit(None)  # (detaches a previous layout's)
+            return self.run_cached
+        result = torch_result_maker(self._traits, self._device_id)
+        default = self._direction
+        directions = ((default, int(default)), *((d, int(d)) for d in self._allowed if d is not default))
+        hit = torch_hit(self._plan, self.run_cached, cs, directions, result)
+        if plan is None:
+            return hit
+        from nvmath.fft._cufft_plan import compiled_hit
 
-        return hit
+        twin = compiled_hit(cs.current, self._device_id, result, directions, hit)
+        plan.attach_hit(twin)
+        return hit if twin is None else twin.run  # (its bound method: a call cProfile sees)
 
     def run_cached(self, operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
         """One stateless call on this (cached, planned) object; the operand is not kept.
@@ -545,7 +556,7 @@ class FFT(FFTAttributes, FreedOnExit):
             self._traits, self._staging = traits, None
             self._fast_alloc = torch_allocator(traits, self._device_id) if fast_torch(new, traits) else None
             if self._hit is not None:  # (its result allocator is the old layout's: made anew)
-                self._hit = self.hit_entry()
+                self._hit = self._make_hit()
         self._operand, self._consumed = new, False
         self._lifecycle.mark_operands_reset()
 

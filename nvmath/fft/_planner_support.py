@@ -24,6 +24,8 @@ __all__ = [
     "resolved",
     "same_plan_traits",
     "torch_allocator",
+    "torch_hit",
+    "torch_result_maker",
 ]
 
 
@@ -84,6 +86,16 @@ def torch_device(device_id: int) -> Any:
     return sys.modules["torch"].device("cuda", device_id)
 
 
+def torch_result_maker(traits: FFTTraits, device_id: int) -> tuple[Any, tuple, tuple]:
+    """``(new, shape, strides)``: ``new(shape, strides)`` makes a result tensor of ``traits`` on GPU
+    ``device_id`` on torch's current stream (``new_empty_strided`` of an empty template tensor of the
+    result's dtype and device: no memory, no dtype or device argument to parse per call)."""
+    torch = sys.modules["torch"]
+    dtype = dtypes.to_torch_dtype(traits.result_dtype)
+    new = torch.empty(0, dtype=dtype, device=torch_device(device_id)).new_empty_strided
+    return new, tuple(traits.result_shape), tuple(traits.result_strides)
+
+
 def torch_allocator(traits: FFTTraits, device_id: int) -> Any:
     """A function ``(stream, current) -> tensor | None``: a result tensor of ``traits`` (shape, strides,
     dtype) on GPU ``device_id`` when ``stream`` is torch's current stream, else ``None`` (the caller then
@@ -91,14 +103,10 @@ def torch_allocator(traits: FFTTraits, device_id: int) -> Any:
 
     ``current=True``: the caller knows ``stream`` is torch's current stream (its resolver read it this
     call), so the stream is not read again. Results come from ``new_empty_strided`` of an empty template
-    tensor (no memory) of the result's dtype and device: torch's allocator on its current stream, with
-    no dtype or device argument to parse per call.
+    tensor (:func:`torch_result_maker`): torch's allocator on its current stream.
     """
-    torch = sys.modules["torch"]
     raw = streams.torch_raw_stream()
-    dtype = dtypes.to_torch_dtype(traits.result_dtype)
-    new = torch.empty(0, dtype=dtype, device=torch_device(device_id)).new_empty_strided
-    shape, strides = traits.result_shape, traits.result_strides
+    new, shape, strides = torch_result_maker(traits, device_id)
 
     def allocate(stream: Any, current: bool) -> Any:
         if not current and stream.ptr != raw(device_id):
@@ -106,6 +114,42 @@ def torch_allocator(traits: FFTTraits, device_id: int) -> Any:
         return new(shape, strides)
 
     return allocate
+
+
+def torch_hit(
+    plan: Any, run_cached: Any, cs: streams.CallerStream, directions: tuple, result: tuple
+) -> Any:  # fmt: skip
+    """The Python hit of a planned FFT whose results torch makes (``FFT.hit_entry``):
+    ``hit(operand, ptr, tensor, direction, stream)`` runs a call on torch's current stream in an allowed
+    direction (``None``: the default) as one launch of ``plan`` (a
+    :class:`~nvmath.fft._cufft_plan.CufftPlan`) into a new result, and gives any other call (an explicit
+    stream, another direction object, no address) to ``run_cached``.
+
+    ``cs``: torch's stream resolver of the planner (its memo compared inline); ``directions``: the
+    allowed :class:`~nvmath.fft.FFTDirection` members with their ``int``, the default first
+    (``((FORWARD, -1), (INVERSE, 1))``); ``result``: :func:`torch_result_maker`'s.
+    """
+    raw, dev = cs.current, cs.device_id
+    (default, d0), (other, d1) = directions[0], directions[-1]
+    new, shape, strides = result
+
+    def hit(operand: Any, ptr: int | None, tensor: Any, direction: Any, stream: Any) -> Any:
+        if direction is None or direction is default:
+            d = d0
+        elif direction is other:
+            d = d1
+        else:
+            return run_cached(operand, ptr, tensor, direction, stream)
+        if stream is not None or ptr is None:
+            return run_cached(operand, ptr, tensor, direction, stream)
+        s = cs.last
+        if s is None or s.ptr != raw(dev):
+            s = cs(None)
+        out = new(shape, strides)  # (torch's current stream: cs is torch's resolver)
+        plan.launch(ptr, out.data_ptr(), d, s)
+        return out
+
+    return hit
 
 
 def _execution_key(execution: ExecutionCUDA | ExecutionCPU) -> tuple:

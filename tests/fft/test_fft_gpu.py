@@ -504,3 +504,44 @@ def test_gpu_one_call_launch_on_the_compiled_path(torch_cuda):
     torch.testing.assert_close(first, ref, rtol=1e-4, atol=1e-3)
     for y in (*again, *other, last, *hits):
         assert torch.equal(y, first)
+
+
+def test_gpu_compiled_hit_follows_streams_and_matches_torch(torch_cuda):
+    """On the compiled path the planned FFT's hit is the C FFTHit, armed once the plan runs steadily on
+    torch's current stream; switching torch's current stream (a pooled and an external stream, and
+    back), an explicit stream, release_workspace and a stateless hit between calls all give torch's
+    transform bit for bit as the Python path does, and the hit is disarmed once the plan is freed."""
+    from nvmath._internal import fastpath
+
+    torch = torch_cuda
+    x = torch.randn(8, 4096, dtype=torch.complex64, device="cuda")
+    ref = torch.fft.fft(x, dim=1)
+    pooled = torch.cuda.Stream()
+    raw = torch.cuda.Stream()
+    external = torch.cuda.ExternalStream(raw.cuda_stream)
+    outs = []
+    with FFT(x, axes=[1]) as f:
+        f.plan()
+        hit = getattr(f.hit_entry(), "__self__", None)  # (the compiled hit's entry is its bound run)
+        compiled = type(hit).__name__ == "FFTHit"
+        assert compiled == fastpath.available(), fastpath.describe()
+        outs += [f.execute() for _ in range(3)]
+        if compiled:
+            assert hit.armed and hit.stream == torch.cuda.current_stream().cuda_stream
+        for s in (pooled, external, pooled):
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                outs += [f.execute() for _ in range(3)]
+                if compiled:  # (an external stream with a workspace records done events: Python path)
+                    assert hit.stream == s.cuda_stream or (s is external and not hit.armed)
+            torch.cuda.current_stream().wait_stream(s)
+        outs += [f.execute(), f.execute(stream=pooled), f.execute(), f.execute(release_workspace=True)]
+        pooled.synchronize()
+        outs += [f.execute() for _ in range(2)]
+        outs += [nf.fft(x, axes=[1]) for _ in range(3)]
+        outs.append(f.execute())
+    torch.cuda.synchronize()
+    assert not compiled or not hit.armed
+    torch.testing.assert_close(outs[0], ref, rtol=1e-4, atol=1e-3)
+    for y in outs:
+        assert torch.equal(y, outs[0])

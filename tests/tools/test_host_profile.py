@@ -31,6 +31,7 @@ def hp():
         ("/r/nvmath/bindings/_unchecked/cublasLt.py", "matmul", "library call"),
         ("/r/nvmath/linalg/advanced/_launch.py", "call", "library call"),
         ("/r/nvmath/linalg/advanced/_launch.py", "_run", "nvmath (rest)"),
+        ("~", "<method 'run' of 'nvmath._fastcall.FFTHit' objects>", "library call"),
         ("/r/nvmath/_internal/streams.py", "record_done", "done-event rule"),
         ("/r/nvmath/_internal/streams.py", "resolve", "stream resolution"),
         ("/r/nvmath/_internal/devices.py", "__enter__", "context"),

@@ -168,3 +168,27 @@ def test_torch_gpu_entry_blocking_and_batched(torch, fake_gpu, monkeypatch):
             out = run(ta, tb, None, alpha, None, None)
             np.testing.assert_allclose(out.numpy(), (1 if alpha is None else alpha) * (a @ b), rtol=1e-12)
     assert len(synced) == 2  # (the blocking plan's two calls)
+
+
+@pytest.mark.parametrize("conjugate", [False, True], ids=["row-major result", "column-major result"])
+def test_torch_gpu_entry_results_have_the_planned_layout(torch, fake_gpu, monkeypatch, conjugate):
+    """The torch CUDA entry's results (made by new_empty_strided of a template) have the planned shape,
+    strides and dtype -- a row-major result, or a column-major one (a conjugated ``a`` is computed in
+    column order) -- are fresh on every call, and hold numpy's product."""
+    import cublas_fakes
+
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((4, 3)) + 1j * rng.standard_normal((4, 3))
+    b = rng.standard_normal((3, 5)) + 1j * rng.standard_normal((3, 5))
+    q = np.array([la.GeneralMatrixQualifier.create(conjugate), la.GeneralMatrixQualifier.create()])
+    mm = _planned(cublas_fakes.fake(a), cublas_fakes.fake(b), qualifiers=q)
+    traits = mm._problems[0].traits
+    assert traits.order == ("col" if conjugate else "row")
+    run = _torch_entry(torch, monkeypatch, mm)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    outs = [run(ta, tb, None, None, None, None) for _ in range(2)]
+    for out in outs:
+        assert tuple(out.shape) == tuple(traits.result_shape) and out.stride() == tuple(traits.result_strides)
+        assert out.dtype == torch.complex128 and not out.requires_grad
+        np.testing.assert_allclose(out.numpy(), (a.conj() if conjugate else a) @ b, rtol=1e-12)
+    assert outs[0].data_ptr() != outs[1].data_ptr()
