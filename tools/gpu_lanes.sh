@@ -11,8 +11,9 @@
 # run one after another; lanes of different letters run side by side (the machine has 16 cores and one
 # GPU: keep at most ~5 letters). Each lane runs under ``timeout SECONDS`` and ``-X faulthandler``.
 #
-# Writes $OUT/summary.txt (each lane's last pytest summary line, or its exit status) and
-# $OUT/logs.tgz (every lane's whole log): the device tool returns at most 8 files.
+# Writes $OUT/summary.txt (each lane's last pytest summary line, or its exit status, appended as the
+# lane ends) and $OUT/logs.tgz (every lane's whole log; until it is written, each ended lane's log tail
+# is $OUT/tail-NAME.txt): the device tool returns at most 8 files.
 set -uo pipefail
 OUT=${OUT:-/tmp/nvmath-gpu-out}
 PLAN=${1:?usage: gpu_lanes.sh PLAN_FILE}
@@ -36,7 +37,9 @@ run_lane() {  # NAME SECONDS MODE ARGS...
     rc=$?
     local line
     line=$(grep -E "(passed|failed|error|no tests ran)" "$LOGS/$name.log" | grep -E " in [0-9.]+s" | tail -1)
-    echo "$name rc=$rc $(( $(date +%s) - start ))s ${line:-$(tail -1 "$LOGS/$name.log")}" >"$LOGS/$name.sum"
+    # (appended at once: a call cut short at its time limit still returns the lanes that ended)
+    echo "$name rc=$rc $(( $(date +%s) - start ))s ${line:-$(tail -1 "$LOGS/$name.log")}" >>"$OUT/summary.txt"
+    tail -c 20000 "$LOGS/$name.log" >"$OUT/tail-$name.txt" 2>/dev/null
 }
 
 run_group() {  # every plan line of one leading letter, in order
@@ -51,6 +54,5 @@ run_group() {  # every plan line of one leading letter, in order
 letters=$(grep -vE '^\s*(#|$)' "$PLAN" | cut -c1 | sort -u)
 for l in $letters; do run_group "$l" & done
 wait
-cat "$LOGS"/*.sum >>"$OUT/summary.txt" 2>/dev/null
 cat "$OUT/summary.txt"
-tar -czf "$OUT/logs.tgz" -C "$(dirname "$LOGS")" logs
+tar -czf "$OUT/logs.tgz" -C "$(dirname "$LOGS")" logs && rm -f "$OUT"/tail-*.txt
