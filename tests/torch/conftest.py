@@ -35,3 +35,20 @@ def fake_gpu(torch, nt, monkeypatch):
     nt.default_cache.clear()
     nt.compiled_cache.clear()
     _stateless.plan_cache.clear()
+
+
+@pytest.fixture(scope="session")
+def host(tmp_path_factory):
+    """The FP8 kernels' own CUDA source compiled for the CPU (tests/torch/fp8_cast_host.py), built once
+    per session; skips where there is no g++."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).with_name("fp8_cast_host.py")
+    spec = importlib.util.spec_from_file_location("fp8_cast_host", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    built = module.build(tmp_path_factory.mktemp("fp8_kernels_host"))
+    if built is None:
+        pytest.skip("no g++ to build the host emulation of the kernels")
+    return built

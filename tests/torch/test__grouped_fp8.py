@@ -369,22 +369,6 @@ def test_gpu_equals_a_loop_of_fp8_linear_layers(recipe):
 
 
 # ---------------------------------------------------------------- the GPU quantization on host threads
-@pytest.fixture(scope="module")
-def host(tmp_path_factory):
-    """The cast-transpose kernels' own CUDA source compiled for the CPU (tests/torch/fp8_cast_host.py)."""
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).with_name("fp8_cast_host.py")
-    spec = importlib.util.spec_from_file_location("fp8_cast_host", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    built = module.build(tmp_path_factory.mktemp("grouped_cast_host"))
-    if built is None:
-        pytest.skip("no g++ to build the host emulation of the kernels")
-    return built
-
-
 def host_launches(host, calls):
     """A stand-in for _fp8_cast.launch_grid that runs the grouped launch on the host build, on the very
     addresses the grouped layer computed (CPU tensors: host memory; the row-offset table too);

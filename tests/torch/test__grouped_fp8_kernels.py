@@ -22,22 +22,6 @@ def rel(a, b):
     return float((a.double() - b.double()).norm() / max(float(b.double().norm()), 1e-30))
 
 
-@pytest.fixture(scope="module")
-def host(tmp_path_factory):
-    """The kernels' own CUDA source compiled for the CPU (tests/torch/fp8_cast_host.py)."""
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).with_name("fp8_cast_host.py")
-    spec = importlib.util.spec_from_file_location("fp8_cast_host", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    built = module.build(tmp_path_factory.mktemp("grouped_kernels_host"))
-    if built is None:
-        pytest.skip("no g++ to build the host emulation of the kernels")
-    return built
-
-
 def test_grouped_launch_offsets_and_grid():
     """The grouped launch's row-offset table covers every group (an empty range for groups without
     rows), its grid is (column strips, the most grid rows any group's own launch has, groups) and each
