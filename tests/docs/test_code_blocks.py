@@ -2,7 +2,10 @@
 
 Each block is preceded by an rST comment naming what it needs, ``.. docs-test: cpu`` (numpy / scipy
 on the CPU), ``.. docs-test: cpu-torch`` (torch CPU tensors too), ``.. docs-test: gpu`` (a GPU and
-torch) or ``.. docs-test: gpu-numba`` (and numba-cuda); the GPU ones are marked ``gpu``, so it runs on the GPU machine and skips elsewhere with the reason). Each block
+torch) or ``.. docs-test: gpu-numba`` (and numba-cuda able to compile an FFT callback there: an
+installed numba-cuda that cannot -- numba-cuda 0.30 against numpy 2.5, say -- skips with its error,
+as the FFT callback tests do); the GPU ones are marked ``gpu``, so it runs on the GPU machine and skips
+elsewhere with the reason). Each block
 runs by itself -- no names carried over from an earlier block -- as a script in a fresh interpreter,
 from an empty folder, with the checkout on ``PYTHONPATH``, and must exit 0. The blocks' own asserts
 check their results.
@@ -11,6 +14,7 @@ check their results.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import subprocess
@@ -100,6 +104,22 @@ def _params() -> list:
     ]
 
 
+@functools.cache
+def numba_cannot_compile() -> str | None:
+    """Why numba-cuda cannot compile an FFT callback in this environment (the ``RuntimeError`` of
+    :func:`nvmath.fft.compile_epilog`), or None when it can."""
+    import nvmath.fft as nf
+
+    def copy(data_out, offset, value, user_info, unused):
+        data_out[offset] = value
+
+    try:
+        nf.compile_epilog(copy, "complex64", "float32")
+    except RuntimeError as exc:
+        return str(exc)
+    return None
+
+
 @pytest.mark.parametrize(("kind", "code"), _params())
 def test_docs_block_runs(kind, code, tmp_path, request):
     """The block parses and runs to completion in a fresh interpreter."""
@@ -107,6 +127,8 @@ def test_docs_block_runs(kind, code, tmp_path, request):
     missing = requirements.unmet(KINDS[kind])
     if missing:
         pytest.skip(f"this docs block {missing}")
+    if kind == "gpu-numba" and (reason := numba_cannot_compile()):
+        pytest.skip(f"numba cannot compile FFT callbacks here: {reason}")
     script = tmp_path / "block.py"
     script.write_text(code)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
@@ -114,3 +136,20 @@ def test_docs_block_runs(kind, code, tmp_path, request):
         [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False
     )
     assert proc.returncode == 0, f"{request.node.callspec.id} failed:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
+
+
+def test_numba_probe_reports_why_it_cannot_compile(monkeypatch):
+    """A numba that cannot compile FFT callbacks (compile_epilog's RuntimeError) gives its reason, which
+    the gpu-numba blocks skip with; one that can gives None."""
+    import nvmath.fft as nf
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("numba 0.68.0 could not compile the epilog")
+
+    numba_cannot_compile.cache_clear()
+    monkeypatch.setattr(nf, "compile_epilog", refuse)
+    assert numba_cannot_compile() == "numba 0.68.0 could not compile the epilog"
+    numba_cannot_compile.cache_clear()
+    monkeypatch.setattr(nf, "compile_epilog", lambda *args, **kwargs: b"lto")
+    assert numba_cannot_compile() is None
+    numba_cannot_compile.cache_clear()
