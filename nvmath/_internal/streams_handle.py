@@ -186,21 +186,18 @@ def record_done(handle: StreamHandle) -> None:
     """
     if not handle.mortal:
         return
-    drv = devices.driver()
-    made = handle._recorder
-    if made is None or made[0] is not drv:  # (made once per handle; again only if the driver module changed)
-        made = _make_recorder(handle, drv)
-    made[1]()
+    done_recorder(handle)()
 
 
 def done_recorder(handle: StreamHandle) -> Any:
     """:func:`record_done` of the mortal ``handle`` as a call of no arguments, for a caller that keeps it
     (``nvmath.torch``'s compiled Linear hit): the handle's capture-checked record of its done event,
-    made now if needed (a compiled call when the path is active). It stays bound to the driver module
-    of now, where :func:`record_done` follows a change of driver module (tests' fakes)."""
+    made now if needed (a compiled call when the path is active). A kept one stays bound to the driver
+    module of now; :func:`record_done` asks again each call, so it follows a change of driver module
+    (tests' fakes)."""
     drv = devices.driver()
     made = handle._recorder
-    if made is None or made[0] is not drv:
+    if made is None or made[0] is not drv:  # (made once per handle; again only if the driver module changed)
         made = _make_recorder(handle, drv)
     return made[1]
 

@@ -210,17 +210,25 @@ def _launch(
     many blocks instead) of ``threads`` blocks on torch's current stream; False when the kernels
     cannot be built or the launch is refused (then nothing ran, and the kernels are not used again in
     this process)."""
-    from cuda.core import LaunchConfig, launch
+    from cuda.core import LaunchConfig
+
+    device_id = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    gx, gy = grid(*x.shape) if blocks is None else (blocks, 1)
+    return _launch_on(device_id, kernel_key, LaunchConfig(grid=(gx, gy, 1), block=(*threads, 1)), args)
+
+
+def _launch_on(device_id: int, kernel_key: Any, config: Any, args: tuple) -> bool:
+    """One launch of the kernel ``kernel_key`` with ``config`` and ``args`` on torch's current stream of
+    GPU ``device_id`` (:func:`_launch` and :func:`launch_grid`); False when the kernels cannot be built
+    or the launch is refused (nothing ran; the kernels are not used again in this process)."""
+    from cuda.core import launch
 
     from nvmath._internal import devices, streams
 
-    device_id = x.device.index if x.device.index is not None else torch.cuda.current_device()
     kernels = _kernels(device_id)
     if kernels is None:
         return False
-    gx, gy = grid(*x.shape) if blocks is None else (blocks, 1)
     stream = streams.current_stream(device_id, "torch")
-    config = LaunchConfig(grid=(gx, gy, 1), block=(*threads, 1))
     try:
         # the launch needs the device's context current: torch's autograd thread need not have one
         with devices.device_ctx(device_id):
@@ -418,25 +426,13 @@ def launch_grid(device: torch.device, kernel_key: Any, shape: tuple[int, int, in
     the kernels are not used again in this process)."""
     if not in_use():
         return False
-    from cuda.core import LaunchConfig, launch
-
-    from nvmath._internal import devices, streams
+    from cuda.core import LaunchConfig
 
     device_id = device.index if device.index is not None else torch.cuda.current_device()
-    kernels = _kernels(device_id)
-    if kernels is None:
-        return False
     config = _CONFIGS.get(shape)
     if config is None:
         config = _CONFIGS[shape] = LaunchConfig(grid=shape, block=(*THREADS, 1))
-    try:
-        with devices.device_ctx(device_id):
-            launch(streams.current_stream(device_id, "torch").core, config, kernels[kernel_key], *args)
-    except Exception as exc:  # noqa: BLE001 (a refused launch: the layers' former ops from now on)
-        _broken.append(repr(exc))
-        logger.warning("FP8 cast-transpose launch failed (%s); using torch operations instead", exc)
-        return False
-    return True
+    return _launch_on(device_id, kernel_key, config, args)
 
 
 _CONFIGS: dict[tuple, Any] = {}

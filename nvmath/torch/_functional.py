@@ -82,7 +82,8 @@ def linear(
     """
     # the compiled hit (a planned problem's key checked in C, then its launch), when the path is active
     # (the pure path: one attribute read; under torch.compile, never: its custom op runs instead)
-    hits = (default_cache if cache is None else cache).linear_hits
+    cache = default_cache if cache is None else cache
+    hits = cache.linear_hits
     if hits is not None and not _is_compiling():
         y = hits(x, weight, bias, activation)
         if y is not None:
@@ -100,7 +101,7 @@ def linear(
             except (KeyError, TypeError):  # a bad activation: the checks below say what is wrong
                 pass
             else:
-                y = (default_cache if cache is None else cache).infer(x, weight, bias, epilog)
+                y = cache.infer(x, weight, bias, epilog)
                 if y is not None:
                     return y
         elif (
@@ -108,7 +109,7 @@ def linear(
         ):  # fmt: skip
             # training on CUDA tensors: the forward checks the operands by torch's rules on a problem's
             # first call (a planned problem's key vouches for them: same dtypes, devices, shapes)
-            return apply_linear(x, weight, bias, activation, default_cache if cache is None else cache)
+            return apply_linear(x, weight, bias, activation, cache)
     check_activation(activation)
     if torch.compiler.is_compiling():
         if _by_torch(x):
@@ -119,7 +120,6 @@ def linear(
         check_shapes(x.shape, weight, bias)
     if _by_torch(x):
         return _torch_linear(x, weight, bias, activation)
-    cache = default_cache if cache is None else cache
     if _grad_needed(x, weight, bias):
         check_dtypes(input=x)
         return LinearFn.apply(x, weight, bias, activation, cache)

@@ -773,3 +773,15 @@ def test_kernel_source_on_host_threads_transpose(host, rows, cols, gy):
     """The FP8 transpose kernel on host threads equals the numpy transpose byte for byte."""
     q = np.random.default_rng(rows).integers(0, 256, (rows, cols), dtype=np.uint8)
     assert np.array_equal(host.transpose(q, gy), q.T)
+
+
+def test_launch_grid_arguments(recorder):
+    """launch_grid makes one launch of the named kernel over the given 3-D grid of 32 x 8 threads, with
+    the arguments as given (the grouped cast-transpose: groups on blockIdx.z); the configuration is
+    reused for the same grid."""
+    args = (np.uintp(1), np.int64(2))
+    assert C.launch_grid(torch.device("cuda", 0), ("grouped", BF16, E4), (3, 2, 8), args)
+    assert C.launch_grid(torch.device("cuda", 0), ("grouped", BF16, E4), (3, 2, 8), args)
+    (c1, k1, a1), (c2, _, _) = recorder
+    assert k1 == ("grouped", BF16, E4) and a1 == args and c1 is c2
+    assert tuple(c1.grid) == (3, 2, 8) and tuple(c1.block)[:2] == C.THREADS

@@ -197,9 +197,7 @@ class Matmul(OperandResets, FreedOnExit):
 
     @property
     def address_ok_with_scales(self) -> bool:
-        """:attr:`address_ok` where the plan's quantization scales may stay as planned (device values
-        the descriptor points at, read at each launch: a caller that writes new values there in stream
-        order, never resetting them, runs on addresses too)."""
+        """:attr:`address_ok`, quantization scales allowed (left as planned: see :mod:`._direct`)."""
         plan = self._plan
         return (
             plan is not None and self._fast_deliver and not self._spec.has_c and self._staged is None
