@@ -47,6 +47,8 @@ parser.add_argument("--steps", type=int, default=1000 if gpu else 30)
 parser.add_argument("--seeds", type=int, default=1)
 args = parser.parse_args()
 steps, seeds = args.steps, args.seeds
+if steps < 1 or seeds < 1:
+    parser.error(f"--steps and --seeds must be at least 1 (got {steps} and {seeds})")
 d, tokens = (512, 4096) if gpu else (32, 64)
 
 
