@@ -10,7 +10,7 @@ more) in symmetric memory, transforms in place, and gets its slab of the result 
 
 from nvmath._diagnostics.requirements import require
 
-require("gpu", "torch")
+require("gpu", "torch", "nvshmem_host", "cufftMp")
 
 import _launch
 

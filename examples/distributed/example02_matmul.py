@@ -11,7 +11,7 @@ the result it has (here all M rows, since the result is split by columns).
 
 from nvmath._diagnostics.requirements import require
 
-require("gpu", "torch")
+require("gpu", "torch", "nccl", "cublasmp")
 
 import _launch
 

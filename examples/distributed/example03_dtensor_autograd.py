@@ -11,7 +11,7 @@ layer); ``nvmath.distributed.linalg.advanced.matmul`` returns a ``Shard(1)`` DTe
 
 from nvmath._diagnostics.requirements import require
 
-require("gpu", "torch")
+require("gpu", "torch", "nccl", "cublasmp")
 
 import _launch
 

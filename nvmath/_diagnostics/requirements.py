@@ -1,7 +1,9 @@
 """What a self-test check or an example needs, and how to get what is missing.
 
-A *need* is ``"gpu"`` (an NVIDIA driver and at least one device) or the import name of an optional
-package (``"scipy"``, ``"torch"``, ``"cupy"``, ``"numba"``, ``"ml_dtypes"``). :func:`unmet` says why
+A *need* is ``"gpu"`` (an NVIDIA driver and at least one device), the import name of an optional
+package (``"scipy"``, ``"torch"``, ``"cupy"``, ``"numba"``, ``"ml_dtypes"``), or an NVIDIA library of
+the ``distributed`` extra (``"cufftMp"``, ``"cublasmp"``, ``"nvshmem_host"``, ``"nccl"``: loaded to
+find out). :func:`unmet` says why
 a list of needs is not met, with the install hint, without importing the packages (except torch or
 cupy on a machine with a GPU, to ask them whether they can use it). Examples call :func:`require`,
 which exits with status 77 (the "skipped" status of the examples runner) and a message.
@@ -22,6 +24,9 @@ OPTIONAL: dict[str, tuple[str, str]] = {
     "numba": ("numba-cuda", "callbacks"),
     "ml_dtypes": ("ml-dtypes", "dtypes"),
 }
+
+#: NVIDIA libraries a need may name (the loader's names): the ``distributed`` extra's wheels.
+LIBRARIES = frozenset({"cufftMp", "cublasmp", "nvshmem_host", "nccl"})
 
 #: The exit status with which an example says it skipped itself.
 SKIP_EXIT_CODE = 77
@@ -61,6 +66,18 @@ def _package_sees_gpu(module: str) -> str | None:
     return None
 
 
+def _library_missing(name: str) -> str | None:
+    """Why the NVIDIA library ``name`` cannot be loaded (the loader's message), or ``None``."""
+    from nvmath._errors import LibraryNotFoundError
+    from nvmath.bindings import _loader
+
+    try:
+        _loader.library_info(name)
+    except LibraryNotFoundError as exc:
+        return f"needs {name}, which cannot be loaded ({exc})"
+    return None
+
+
 def unmet(needs: Iterable[str]) -> str | None:
     """Why ``needs`` are not met on this machine (the first unmet one), or ``None`` when they all are."""
     needs = tuple(needs)
@@ -68,6 +85,9 @@ def unmet(needs: Iterable[str]) -> str | None:
         if need == "gpu":
             if not _gpu():
                 return "needs an NVIDIA GPU and driver, and this machine has none"
+        elif need in LIBRARIES:
+            if why := _library_missing(need):
+                return why
         elif not _installed(need):
             return f"needs {need}, which is not installed ({install_hint(need)})"
     if "gpu" in needs:

@@ -55,3 +55,41 @@ def test_require_exits_77_with_a_message(monkeypatch, capsys):
 def test_require_returns_when_met():
     """require() returns quietly when every need is met."""
     assert requirements.require("numpy") is None
+
+
+def test_missing_nvidia_library_is_unmet_with_the_loaders_reason(monkeypatch):
+    """A need naming a distributed-extra library (``cufftMp``) that cannot be loaded is unmet, and
+    the reason carries the loader's message (what was searched, the wheel to install)."""
+    from nvmath._errors import LibraryNotFoundError
+    from nvmath.bindings import _loader
+
+    def missing(name):
+        raise LibraryNotFoundError(f"lib{name} not found; pip install nvmath-kit[distributed]")
+
+    monkeypatch.setattr(_loader, "library_info", missing)
+    why = requirements.unmet(["numpy", "cufftMp"])
+    assert why.startswith("needs cufftMp") and "nvmath-kit[distributed]" in why
+
+
+def test_loadable_nvidia_library_is_met(monkeypatch):
+    """A library need is met when the loader loads it (no import of a package by that name)."""
+    from nvmath.bindings import _loader
+
+    seen = []
+    monkeypatch.setattr(_loader, "library_info", lambda name: seen.append(name) or {"name": name})
+    assert requirements.unmet(["nccl", "cublasmp"]) is None
+    assert seen == ["nccl", "cublasmp"]
+
+
+def test_distributed_examples_name_the_libraries_they_load():
+    """Each distributed example requires the libraries its engine loads, so that without the
+    [distributed] wheels it skips itself (status 77) instead of failing half-way (as the three did
+    on the H200 before)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "examples" / "distributed"
+    wanted = {"example01_fft.py": ("nvshmem_host", "cufftMp"), "example02_matmul.py": ("nccl", "cublasmp"),
+              "example03_dtensor_autograd.py": ("nccl", "cublasmp")}  # fmt: skip
+    for name, libs in wanted.items():
+        line = next(t for t in (root / name).read_text().splitlines() if t.startswith("require("))
+        assert all(f'"{lib}"' in line for lib in libs), (name, line)
