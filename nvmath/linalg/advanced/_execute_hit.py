@@ -6,7 +6,7 @@ allocates the result with ``torch.empty_strided`` and runs :meth:`~._launch.Matm
 does the same in C: torch's raw current stream and current device compared with the ones it was made
 for, the grad-mode rule (an operand that requires grad while grad mode is on goes to ``nvmath.torch``),
 the thread's cuBLASLt handle, the operands' addresses read from the planner's slots, the result made by
-a pre-bound ``new_empty_strided`` of an empty template, then ``cublasLtMatmul`` through the launch's own
+``new_empty_strided`` of an empty template (bound at build), then ``cublasLtMatmul`` through the launch's own
 compiled caller (:meth:`~._launch.MatmulLaunch.compiled_parts`), and the done event where the launch
 records one.
 
@@ -20,7 +20,6 @@ and thread check of ``execute()`` still runs first. On the pure-Python path ther
 
 from __future__ import annotations
 
-import functools
 import sys
 from typing import Any
 
@@ -62,7 +61,7 @@ def build(
     template = sys.modules["torch"].empty(0, dtype=tdtype, device=tdevice)
     return maker(
         raw=raw, device_id=parts["device_id"], get_device=device, grad_enabled=grad_enabled,
-        alloc=functools.partial(template.new_empty_strided, shape, strides), slots=slots,
+        alloc=template.new_empty_strided, shape=shape, strides=strides, slots=slots,
         grad_slots=grad_slots, launch=launch, algo=parts["algo"], call=parts["call"], swap=parts["swap"],
         c_is_d=parts["c_is_d"], bound=parts["bound"], handle=handle, space=parts["space"], stream=handle.ptr,
         lt_handle=parts["lt_handle"], handles_local=_handles.handles_here, handles_module=_handles,
@@ -71,15 +70,16 @@ def build(
 
 
 class ExecuteHits:
-    """The planner's current hit (:attr:`hit`, ``None`` when there is none) and what it was made for:
-    a new one is made (:meth:`refresh`) only when the launch, its selected algorithm or the stream
+    """The planner's current hit (:attr:`hit`, ``None`` when there is none; :attr:`run`: its ``run``, the
+    call the planner makes, which profilers see) and what it was made for: a new one is made (:meth:`refresh`) only when the launch, its selected algorithm or the stream
     differ from the last attempt's, so a call that keeps missing (another device current, a workspace
     bound elsewhere) does not rebuild it every time."""
 
-    __slots__ = ("hit", "made_for")
+    __slots__ = ("hit", "made_for", "run")
 
     def __init__(self) -> None:
         self.hit: Any = None
+        self.run: Any = None
         self.made_for: tuple = ()
 
     def refresh(
@@ -92,11 +92,15 @@ class ExecuteHits:
         made = self.made_for
         if len(made) == 3 and made[0] is key[0] and made[1] is key[1] and made[2] is key[2]:
             return
-        self.hit, self.made_for = None, key
-        self.hit = build(launch, handle, direct, slots, grad_slots, grad_enabled)
+        self.hit = self.run = None
+        self.made_for = key
+        hit = build(launch, handle, direct, slots, grad_slots, grad_enabled)
+        if hit is not None:
+            self.hit, self.run = hit, hit.run
 
     def drop(self) -> None:
         """Forget the hit (a new plan, ``free()``)."""
         if self.hit is not None:
             self.hit.disarm()
-        self.hit, self.made_for = None, ()
+        self.hit = self.run = None
+        self.made_for = ()

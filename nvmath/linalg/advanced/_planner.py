@@ -347,7 +347,7 @@ class Matmul(OperandResets, FreedOnExit):
             release_workspace: free the workspace after the call (stream-ordered).
             stream: the stream to run on (default: the operands' package's current stream).
         """
-        hit = self._hits.hit
+        hit = self._hits.run
         if hit is not None and algorithm is None and stream is None and not release_workspace:
             out = hit()  # the common call in one C call (see _execute_hit); None: the path below
             if out is not None:
