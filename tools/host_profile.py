@@ -14,7 +14,8 @@ is "mortal" as the benchmark harness's external stream is), the stateless advanc
 ``nvmath.torch.linear`` forward and forward+backward, ``FFT.execute``, the stateless ``fft`` hit and
 an ``ifft`` of an ``fft`` (both stateless hits), and the torch references (``torch.matmul``,
 ``torch.mm(out=)``, ``F.linear``, ``torch.fft.fft``, and ``torch.fft.ifft`` of ``torch.fft.fft``
-unnormalized as nvmath's).
+unnormalized as nvmath's). Two GPU rows call the compiled FFT hit alone (``FFTHit.run``), of the
+``FFT`` row's plan and of the stateless cache's plan: the C call both FFT rows make, without their Python.
 A Linear training step is also split: the forward with grad, the backward alone (``bwd (retained
 graph)``: one graph's backward run again and again, for nvmath and for ``F.linear``) and a Python
 ``torch.autograd.Function`` around torch's products (``Python Function(F.linear)``). A decode-shaped
@@ -77,8 +78,9 @@ STEPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("library call", ("bindings/_unchecked", "_cufft_plan"), ()),
     ("library call", ("advanced/_launch.py",), ("call",)),
     ("library call", ("<ctypes", "CFuncPtr", "_no_op_matmul"), ()),
-    # the compiled FFT hit (nvmath._fastcall.FFTHit.run): the result allocation and the launch in one call
-    ("library call", ("FFTHit",), ()),
+    # the compiled FFT hit (nvmath._fastcall.FFTHit.run) and Matmul.execute's (MatmulExecuteHit.run): the
+    # result allocation and the launch in one call
+    ("library call", ("FFTHit", "MatmulExecuteHit"), ()),
     ("argument checks", ("_nvm_guarded",), ()),
     ("fake GPU stubs", ("tests/", "torch_host_cost", "fft_host_cost"), ()),
     ("done-event rule", ("_internal/streams",), ("record_done", "mark_done", "_own_event")),
@@ -244,6 +246,7 @@ def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[],
         "FFT.execute": fft.execute,
         "fft.fft (hit)": lambda: nvmath.fft.fft(sig),
         "fft then ifft (hits)": lambda: nvmath.fft.ifft(nvmath.fft.fft(sig)),
+        **_fft_hit_rows(nvmath, fft, sig),
         "torch.matmul": lambda: torch.matmul(a, b),
         "torch.mm(out=)": lambda: torch.mm(a, b, out=out),
         "F.linear": lambda: torch.nn.functional.linear(a, w, bias),
@@ -262,6 +265,22 @@ def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[],
         torch.cuda.synchronize()
 
     return rows, sync
+
+
+def _fft_hit_rows(nvmath: Any, fft: Any, sig: Any) -> dict[str, Callable[[], Any]]:
+    """The compiled FFT hit's call alone (``FFTHit.run``: raw stream, allocation, launch), of the ``FFT``
+    row's plan and of the stateless cache's plan of the same transform: the same C code on two plans, so a
+    difference between these rows is the plans' (cuFFT's), and one between ``FFT.execute`` and ``fft.fft
+    (hit)`` beyond their Python is the run's noise or the profile's attribution."""
+    ptr, forward = sig.data_ptr(), nvmath.fft.FFTDirection.FORWARD
+    nvmath.fft.fft(sig)
+    nvmath.fft.fft(sig)  # (the cache's last call: its plan's entry)
+    cached = nvmath.fft.plan_cache.last[2]
+    planner = fft.hit_entry()
+    return {
+        "FFTHit.run (FFT's plan)": lambda: planner(sig, ptr, None, None, None),
+        "FFTHit.run (cached plan)": lambda: cached(sig, ptr, sig, forward, None),
+    }
 
 
 def _decode_rows(nt: Any, torch: Any, dev: Any) -> dict[str, Callable[[], Any]]:
