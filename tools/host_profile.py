@@ -32,7 +32,11 @@ with the calling thread's wait (on Python 3.12+ cProfile sees every thread); rea
 On the GPU machine (torch with CUDA)::
 
     PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--files]
-        [--rows SUBSTR[,...]] [--stream default|pooled|external]
+        [--rows SUBSTR[,...]] [--stream default|pooled|external] [--interleave]
+
+``--interleave`` times the selected rows in turn (row 1, row 2, ..., then again; best of 7 rounds)
+instead of one after the other: on a noisy machine nvmath's row and torch's then meet the same slow
+phases, which a comparison of the two needs (the split into steps is profiled per row as before).
 
 ``--stream`` picks torch's current stream for every row: ``default`` (the legacy default stream, as
 before), ``pooled`` (a ``torch.cuda.Stream`` of torch's pool) or ``external`` (a
@@ -122,6 +126,24 @@ def measure(fn: Callable[[], Any], sync: Callable[[], None], calls: int, rounds:
             fn()
         sync()
         best = min(best, (time.perf_counter_ns() - t0) / calls / 1e3)
+    return best
+
+
+def measure_interleaved(
+    fns: dict[str, Callable[[], Any]], sync: Callable[[], None], calls: int, rounds: int = 5
+) -> dict[str, float]:
+    """:func:`measure` of every row, with the rows' loops taken in turn in each round (row 1, row 2, ...,
+    row 1, ...): a slow phase of a shared machine then hits every row of the round, not one row, so rows
+    read against each other (nvmath's against torch's) compare under the same conditions."""
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            sync()
+            t0 = time.perf_counter_ns()
+            for _ in range(calls):
+                fn()
+            sync()
+            best[name] = min(best[name], (time.perf_counter_ns() - t0) / calls / 1e3)
     return best
 
 
@@ -468,13 +490,20 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows, sync = bench_rows(args.bench, closers)
         else:
             rows, sync = fake_rows(args.size, mp) if args.fake else gpu_rows(args.size, args.stream)
+        if args.rows:
+            rows = {k: v for k, v in rows.items() if any(part in k for part in args.rows.split(","))}
+        timed: dict[str, float] = {}
+        if args.interleave:
+            for fn in rows.values():
+                for _ in range(20):
+                    fn()  # plan, warm caches
+            timed = measure_interleaved(rows, sync, args.calls, rounds=7)
         results = []
         for name, fn in rows.items():
-            if args.rows and not any(part in name for part in args.rows.split(",")):
-                continue
-            for _ in range(20):
-                fn()  # plan, warm caches
-            us = measure(fn, sync, args.calls)
+            if name not in timed:
+                for _ in range(20):
+                    fn()  # plan, warm caches
+            us = timed[name] if name in timed else measure(fn, sync, args.calls)
             shares = breakdown(fn, sync, max(args.calls // 4, 50))
             steps = {k: round(us * shares.get(k, 0.0), 2) for k in ORDER if shares.get(k)}
             row = {"row": name, "us": round(us, 2), "steps": steps, "files": files_touched(fn)}
@@ -538,6 +567,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--fake", action="store_true", help="the CPU fake GPU (no GPU needed)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument(
+        "--interleave", action="store_true",
+        help="time the selected rows in turn, best of 7 rounds (rows compared under the same conditions)",
+    )
     parser.add_argument("--files", action="store_true", help="also list the package files each row runs")
     parser.add_argument(
         "--bench", default=None, help="SUITE:CASES: the benchmark harness's host rows instead"
@@ -548,7 +581,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     results = run(args)
-    meta = {"size": args.size, "calls": args.calls, "fake": args.fake, "stream": args.stream}
+    meta = {
+        "size": args.size, "calls": args.calls, "fake": args.fake, "stream": args.stream,
+        "interleave": args.interleave,
+    }  # fmt: skip
     meta["unit"] = "us per call"
     if args.json:
         print(json.dumps({"meta": meta, "rows": results}, indent=1))

@@ -185,3 +185,24 @@ def test_rows_option_takes_several_substrings(hp, capsys):
     hp.main(["--fake", "--json", "--rows", "FFT.execute,fft.fft", "--calls", "20"])
     out = json.loads(capsys.readouterr().out)
     assert [r["row"] for r in out["rows"]] == ["FFT.execute", "fft.fft (hit)"]
+
+
+def test_interleave_times_the_selected_rows_in_turn(hp, capsys, monkeypatch):
+    """--interleave: every selected row is timed in each round, the rows taking turns (one loop each per
+    round), and the table reports each row's best round; the split and files are still there."""
+    pytest.importorskip("torch")
+    order = []
+    real = hp.measure_interleaved
+
+    def spy(fns, sync, calls, rounds=5):
+        wrapped = {k: (lambda k=k, f=f: (order.append(k), f())[1]) for k, f in fns.items()}
+        return real(wrapped, sync, calls, rounds)
+
+    monkeypatch.setattr(hp, "measure_interleaved", spy)
+    hp.main(["--fake", "--json", "--interleave", "--rows", "FFT.execute,fft.fft", "--calls", "3"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["meta"]["interleave"] is True
+    assert [r["row"] for r in out["rows"]] == ["FFT.execute", "fft.fft (hit)"]
+    assert all(r["us"] > 0 and r["steps"] and r["files"] for r in out["rows"])
+    names = ["FFT.execute", "fft.fft (hit)"]
+    assert order == [n for _ in range(7) for n in names for _ in range(3)]
