@@ -1620,8 +1620,8 @@ static int fft_hit_register(PyObject *m)
 
    It holds what the launch's compiled_parts() gave when it was made (the cublasLtMatmul FastCall, the
    operand swap, the workspace objects, the handle option), the stream it was made for, the result's
-   allocator (a bound new_empty_strided of an empty template, and its shape and strides), torch's raw current-stream and current-device getters, and the
-   planner's operand slots. Nothing per call is cached beyond that: each call re-reads what the Python
+   allocator (a bound new_empty_strided of an empty template, and its shape and strides), torch's raw
+   current-stream and current-device getters, and the planner's operand slots. Nothing per call is cached beyond that: each call re-reads what the Python
    launch reads (the slots' addresses and tensors, the launch's `closed` and `algo`, the workspace
    binding, the thread's cuBLASLt handle), so a reset, a re-plan, an algorithm selection, a workspace
    change or free() makes a call a miss (None), never a stale launch.
@@ -1635,7 +1635,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *raw, *device_index, *get_device, *grad_enabled, *alloc;
     PyObject *alloc_args[2];                   /* alloc(shape, strides): the result */
-    PyObject *slots, *grad_slots;              /* (a, b[, c]) operand slots (`ptr`); those whose tensors may need grad */
+    PyObject *slots, *grad_slots;              /* (a, b[, c]) slots (`ptr` read); the slots whose tensors may need grad */
     PyObject *launch, *algo;                   /* the MatmulLaunch and the algo tuple it was made with */
     PyObject *bound, *handle, *space;          /* Py_None without workspace */
     PyObject *handles_local, *handles_module, *pool_get;
@@ -1888,11 +1888,13 @@ static PyObject *meh_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                                      &o[18], &o[19], &o[20]))
         return NULL;
     if (Py_TYPE(o[9]) != &FastCallType || ((FastCall *)o[9])->nargs != 16 || ((FastCall *)o[9])->nslots != 9) {
-        PyErr_SetString(PyExc_TypeError, "MatmulExecuteHit call must be cublasLtMatmul's FastCall (16 arguments, 9 slots)");
+        PyErr_SetString(PyExc_TypeError,
+                        "MatmulExecuteHit call must be cublasLtMatmul's FastCall (16 arguments, 9 slots)");
         return NULL;
     }
     if (!PyTuple_Check(o[5]) || PyTuple_GET_SIZE(o[5]) < 2 || PyTuple_GET_SIZE(o[5]) > 3 || !PyTuple_Check(o[6])) {
-        PyErr_SetString(PyExc_TypeError, "MatmulExecuteHit slots must be a tuple (a, b) or (a, b, c); grad_slots a tuple");
+        PyErr_SetString(PyExc_TypeError,
+                        "MatmulExecuteHit slots must be a tuple (a, b) or (a, b, c); grad_slots a tuple");
         return NULL;
     }
     if (!PyTuple_Check(o[8]) || PyTuple_GET_SIZE(o[8]) != 2) {

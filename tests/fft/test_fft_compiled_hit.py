@@ -476,7 +476,9 @@ def test_pure_path_makes_no_compiled_hit(torch_gpu, monkeypatch):
     assert "nvmath._fastcall" in sys.modules  # (built here; only disabled)
 
 
-def test_execute_and_the_stateless_hit_make_the_same_library_calls_per_call(torch_gpu, one_call, monkeypatch):
+def test_execute_and_the_stateless_hit_make_the_same_library_calls_per_call(
+    torch_gpu, one_call, monkeypatch
+):
     """Steady state, with the plan's context current (as torch keeps it): one ``FFT.execute()`` and one
     stateless ``fft`` hit each make exactly one raw-stream read, one result allocation, one
     ``cuCtxGetCurrent`` and one ``cufftXtExec`` -- no context switch, no ``cufftSetStream`` or

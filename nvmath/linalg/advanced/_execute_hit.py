@@ -15,7 +15,8 @@ flag and selected ``algo``, and the workspace binding, so a reset, a re-plan, an
 a re-bound workspace or ``free()`` makes the next call a miss (``None``): the planner then takes its
 Python path, which raises or re-binds as before, and makes a new hit once the launch, its algorithm or
 the stream changed (:class:`ExecuteHits`). The planner calls it inside its state guard, so every state
-and thread check of ``execute()`` still runs first. On the pure-Python path there is no hit.
+and thread check of ``execute()`` still runs first. On the pure-Python path the planner has no
+:class:`ExecuteHits` (nothing is made or compared per call).
 """
 
 from __future__ import annotations
@@ -71,9 +72,10 @@ def build(
 
 class ExecuteHits:
     """The planner's current hit (:attr:`hit`, ``None`` when there is none; :attr:`run`: its ``run``, the
-    call the planner makes, which profilers see) and what it was made for: a new one is made (:meth:`refresh`) only when the launch, its selected algorithm or the stream
-    differ from the last attempt's, so a call that keeps missing (another device current, a workspace
-    bound elsewhere) does not rebuild it every time."""
+    call the planner makes, which profilers see) and what it was made for: a new one is made
+    (:meth:`refresh`) only when the launch, its selected algorithm or the stream differ from the last
+    attempt's, so a call that keeps missing (another device current, a workspace bound elsewhere) does
+    not rebuild it every time."""
 
     __slots__ = ("hit", "made_for", "run")
 
@@ -85,18 +87,20 @@ class ExecuteHits:
     def refresh(
         self, launch: Any, handle: StreamHandle, direct: tuple, slots: tuple, grad_slots: tuple,
         grad_enabled: Any,
-    ) -> None:  # fmt: skip
+    ) -> Any:  # fmt: skip
         """After a common call ran on the Python path on ``handle``: make the hit for it unless the
-        last attempt was for the same launch, algorithm and stream (arguments as :func:`build`)."""
+        last attempt was for the same launch, algorithm and stream (arguments as :func:`build`); return
+        :attr:`run`."""
         key = (launch, launch.algo, handle)
         made = self.made_for
         if len(made) == 3 and made[0] is key[0] and made[1] is key[1] and made[2] is key[2]:
-            return
+            return self.run
         self.hit = self.run = None
         self.made_for = key
         hit = build(launch, handle, direct, slots, grad_slots, grad_enabled)
         if hit is not None:
             self.hit, self.run = hit, hit.run
+        return self.run
 
     def drop(self) -> None:
         """Forget the hit (a new plan, ``free()``)."""

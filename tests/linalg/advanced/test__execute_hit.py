@@ -89,7 +89,7 @@ def test_hit_serves_execute_with_one_launch_and_the_python_paths_values(gpu):
     fastpath._COMPILED = None  # (restored by the fixture's monkeypatch) the pure path's launch
     with _planned(a, b) as pure:
         reference = pure.execute()
-        assert pure._hits.hit is None
+        assert pure._hits is None and pure._hit_run is None
     assert len({o.data_ptr() for o in outs}) == 3
     for out in (first, *outs):
         assert torch.equal(out, reference)
@@ -144,11 +144,13 @@ def test_selecting_another_algorithm_makes_a_new_hit_that_launches_it(gpu):
 
 
 def test_an_operand_requiring_grad_is_still_routed(gpu, monkeypatch):
-    """With grad mode on, an operand that comes to require grad sends execute() to nvmath.torch, not the hit."""
+    """With grad mode on, an operand that comes to require grad sends execute() to nvmath.torch, not to
+    the hit."""
     from nvmath._internal import torch_bridge
 
     routed = []
-    monkeypatch.setitem(torch_bridge._ROUTES, "advanced.execute", lambda mm, **kw: routed.append(kw) or "routed")
+    route = lambda mm, **kw: routed.append(kw) or "routed"  # noqa: E731
+    monkeypatch.setitem(torch_bridge._ROUTES, "advanced.execute", route)
     a, b = _aligned(4, 3, seed=13), _aligned(3, 2, seed=14)
     with _planned(a, b) as mm:
         mm.execute()
@@ -200,6 +202,6 @@ def test_the_pure_path_makes_no_hit(gpu, monkeypatch):
     a, b = _aligned(5, 4, seed=19), _aligned(4, 3, seed=20)
     with _planned(a, b) as mm:
         outs = [mm.execute() for _ in range(2)]
-        assert mm._hits.hit is None
+        assert mm._hits is None and mm._hit_run is None
     for out in outs:
         torch.testing.assert_close(out.double(), _ref(a, b), rtol=1e-5, atol=1e-6)
