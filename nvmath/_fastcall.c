@@ -1614,17 +1614,19 @@ static int fft_hit_register(PyObject *m)
 /* ================================================================================================ */
 /* MatmulExecuteHit (task fexec, issue #21, block "MatmulExecuteHit"): the common call of a planned
    nvmath.linalg.advanced.Matmul's execute() -- no arguments, torch operands, a result made by torch on
-   torch's current stream, no aux outputs, no done event to record -- in one C call, made by
+   torch's current stream, no aux outputs -- in one C call (with the done event where the launch records
+   one: the `after` callable), made by
    nvmath.linalg.advanced._execute_hit (which builds the object; Matmul.execute calls it inside its state
    guard and runs its Python path on a miss).
 
    It holds what the launch's compiled_parts() gave when it was made (the cublasLtMatmul FastCall, the
    operand swap, the workspace objects, the handle option), the stream it was made for, the result's
    allocator (a bound new_empty_strided of an empty template, and its shape and strides), torch's raw
-   current-stream and current-device getters, and the planner's operand slots. Nothing per call is cached beyond that: each call re-reads what the Python
-   launch reads (the slots' addresses and tensors, the launch's `closed` and `algo`, the workspace
-   binding, the thread's cuBLASLt handle), so a reset, a re-plan, an algorithm selection, a workspace
-   change or free() makes a call a miss (None), never a stale launch.
+   current-stream and current-device getters, and the planner's operand slots. Nothing per call is
+   cached beyond that: each call re-reads what the Python launch reads (the slots' addresses and
+   tensors, the launch's `closed` and `algo`, the workspace binding, the thread's cuBLASLt handle), so a
+   reset, a re-plan, an algorithm selection, a workspace change or free() makes a call a miss (None),
+   never a stale launch.
 
    Order of a call: first what may run Python code or release the GIL (the grad-mode and requires_grad
    reads, stream and device queries, the thread's handle, the operand addresses, the allocation); then,
@@ -1635,7 +1637,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *raw, *device_index, *get_device, *grad_enabled, *alloc;
     PyObject *alloc_args[2];                   /* alloc(shape, strides): the result */
-    PyObject *slots, *grad_slots;              /* (a, b[, c]) slots (`ptr` read); the slots whose tensors may need grad */
+    PyObject *slots, *grad_slots;              /* (a, b[, c]) slots (`ptr` read); those whose tensor may need grad */
     PyObject *launch, *algo;                   /* the MatmulLaunch and the algo tuple it was made with */
     PyObject *bound, *handle, *space;          /* Py_None without workspace */
     PyObject *handles_local, *handles_module, *pool_get;
