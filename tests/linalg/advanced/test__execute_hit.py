@@ -205,3 +205,98 @@ def test_the_pure_path_makes_no_hit(gpu, monkeypatch):
         assert mm._hits is None and mm._hit_run is None
     for out in outs:
         torch.testing.assert_close(out.double(), _ref(a, b), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------ MatmulExecuteHit alone
+class _Obj:
+    """An object with the given attributes."""
+
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+
+def _unit_hit(**changes):
+    """A MatmulExecuteHit over the extension's 16-argument probe (as cublasLtMatmul), with plain objects
+    as slots, launch, workspace and handle pool; returns (hit, parts)."""
+    from nvmath import _fastcall
+
+    call = _fastcall.FastCall(
+        _fastcall._probe_address(16), [0] * 16, (0, 3, 5, 8, 10, 12, 13, 14, 15), error=cublasLt.cuBLASLtError
+    )  # fmt: skip
+    handle, algo = object(), (0xA1, 64)
+    space = _Obj(size=128, ptr=0xF000)
+    parts = {
+        "raw": lambda device: 7, "device_id": 0, "get_device": lambda: 0, "grad_enabled": None,
+        "alloc": lambda shape, strides: _Obj(data_ptr=lambda: 0xD000), "shape": (2, 2), "strides": (2, 1),
+        "slots": (_Obj(ptr=0xA000), _Obj(ptr=0xB000)), "grad_slots": (), "launch": _Obj(closed=False, algo=algo),
+        "algo": algo, "call": call, "swap": False, "c_is_d": True, "bound": _Obj(stream=handle),
+        "handle": handle, "space": space, "stream": 7, "lt_handle": 0,
+        "handles_local": _Obj(handles={0: 0x11}), "handles_module": _Obj(get_handle=None),
+        "pool_get": None, "after": None,
+    }  # fmt: skip
+    parts["handles_module"].get_handle = parts["pool_get"] = object()
+    parts.update(changes)
+    _fastcall._probe_set_status(0)
+    return _fastcall.MatmulExecuteHit(**parts), parts
+
+
+def test_unit_hit_launches_with_the_current_values_and_records_after():
+    """One call: cublasLtMatmul(handle, desc..., a, b, c = d, d, algo, workspace, size, stream) with the
+    slots' addresses read now, the bound workspace's address, then the done-event callable."""
+    from nvmath import _fastcall
+
+    done = []
+    hit, parts = _unit_hit(after=lambda: done.append(1))
+    out = hit.run()
+    args = _fastcall._probe_record()[1]
+    assert out.data_ptr() == 0xD000 and done == [1] and hit.hits == 1
+    assert [args[i] for i in (0, 3, 5, 8, 10, 12, 13, 14, 15)] == [
+        0x11, 0xA000, 0xB000, 0xD000, 0xD000, 0xA1, 0xF000, 64, 7
+    ]  # fmt: skip
+    parts["slots"][0].ptr = 0xA800  # (a reset: read on the next call)
+    hit()
+    assert _fastcall._probe_record()[1][3] == 0xA800
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["closed", "algo", "workspace stream", "workspace size", "device", "stream", "no handle yet", "disarmed"],
+)
+def test_unit_hit_misses_whenever_the_python_path_must_run(change):
+    """A closed launch, another selected algorithm, a workspace bound elsewhere or too small, another
+    current device or stream, no cuBLASLt handle on this thread yet, or a disarmed hit: None, no launch."""
+    from nvmath import _fastcall
+
+    hit, parts = _unit_hit()
+    if change == "closed":
+        parts["launch"].closed = True
+    elif change == "algo":
+        parts["launch"].algo = (0xA2, 64)
+    elif change == "workspace stream":
+        parts["bound"].stream = object()
+    elif change == "workspace size":
+        parts["space"].size = 32
+    elif change == "device":
+        hit, _ = _unit_hit(get_device=lambda: 1)
+    elif change == "stream":
+        hit, _ = _unit_hit(raw=lambda device: 8)
+    elif change == "no handle yet":
+        hit, _ = _unit_hit(handles_local=_Obj())
+    else:
+        hit.disarm()
+    assert hit() is None and hit.hits == 0 and _fastcall._probe_record() == (-1, ())
+
+
+def test_unit_hit_raises_a_failed_status_and_takes_no_arguments():
+    """A nonzero status raises the caller's error class with it; arguments are refused."""
+    from nvmath import _fastcall
+
+    hit, _ = _unit_hit()
+    _fastcall._probe_set_status(13)
+    try:
+        with pytest.raises(cublasLt.cuBLASLtError):
+            hit()
+    finally:
+        _fastcall._probe_set_status(0)
+    with pytest.raises(TypeError, match="no arguments"):
+        hit(1)
