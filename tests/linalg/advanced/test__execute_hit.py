@@ -228,8 +228,8 @@ def _unit_hit(**changes):
     parts = {
         "raw": lambda device: 7, "device_id": 0, "get_device": lambda: 0, "grad_enabled": None,
         "alloc": lambda shape, strides: _Obj(data_ptr=lambda: 0xD000), "shape": (2, 2), "strides": (2, 1),
-        "slots": (_Obj(ptr=0xA000), _Obj(ptr=0xB000)), "grad_slots": (), "launch": _Obj(closed=False, algo=algo),
-        "algo": algo, "call": call, "swap": False, "c_is_d": True, "bound": _Obj(stream=handle),
+        "slots": (_Obj(ptr=0xA000), _Obj(ptr=0xB000)), "grad_slots": (),
+        "launch": _Obj(closed=False, algo=algo), "algo": algo, "call": call, "swap": False, "c_is_d": True, "bound": _Obj(stream=handle),
         "handle": handle, "space": space, "stream": 7, "lt_handle": 0,
         "handles_local": _Obj(handles={0: 0x11}), "handles_module": _Obj(get_handle=None),
         "pool_get": None, "after": None,
