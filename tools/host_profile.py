@@ -14,7 +14,8 @@ is "mortal" as the benchmark harness's external stream is), the stateless advanc
 ``nvmath.torch.linear`` forward and forward+backward, ``FFT.execute``, the stateless ``fft`` hit and
 an ``ifft`` of an ``fft`` (both stateless hits), and the torch references (``torch.matmul``,
 ``torch.mm(out=)``, ``F.linear``, ``torch.fft.fft``, and ``torch.fft.ifft`` of ``torch.fft.fft``
-unnormalized as nvmath's).
+unnormalized as nvmath's). Two GPU rows call the compiled FFT hit alone (``FFTHit.run``), of the
+``FFT`` row's plan and of the stateless cache's plan: the C call both FFT rows make, without their Python.
 A Linear training step is also split: the forward with grad, the backward alone (``bwd (retained
 graph)``: one graph's backward run again and again, for nvmath and for ``F.linear``) and a Python
 ``torch.autograd.Function`` around torch's products (``Python Function(F.linear)``). A decode-shaped
@@ -31,7 +32,11 @@ with the calling thread's wait (on Python 3.12+ cProfile sees every thread); rea
 On the GPU machine (torch with CUDA)::
 
     PYTHONPATH=. python3 tools/host_profile.py [--size 64] [--calls 2000] [--json] [--files]
-        [--rows SUBSTR[,...]] [--stream default|pooled|external]
+        [--rows SUBSTR[,...]] [--stream default|pooled|external] [--interleave]
+
+``--interleave`` times the selected rows in turn (row 1, row 2, ..., then again; best of 7 rounds)
+instead of one after the other: on a noisy machine nvmath's row and torch's then meet the same slow
+phases, which a comparison of the two needs (the split into steps is profiled per row as before).
 
 ``--stream`` picks torch's current stream for every row: ``default`` (the legacy default stream, as
 before), ``pooled`` (a ``torch.cuda.Stream`` of torch's pool) or ``external`` (a
@@ -77,8 +82,9 @@ STEPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("library call", ("bindings/_unchecked", "_cufft_plan"), ()),
     ("library call", ("advanced/_launch.py",), ("call",)),
     ("library call", ("<ctypes", "CFuncPtr", "_no_op_matmul"), ()),
-    # the compiled FFT hit (nvmath._fastcall.FFTHit.run): the result allocation and the launch in one call
-    ("library call", ("FFTHit",), ()),
+    # the compiled FFT hit (nvmath._fastcall.FFTHit.run) and Matmul.execute's (MatmulExecuteHit.run): the
+    # result allocation and the launch in one call
+    ("library call", ("FFTHit", "MatmulExecuteHit"), ()),
     ("argument checks", ("_nvm_guarded",), ()),
     ("fake GPU stubs", ("tests/", "torch_host_cost", "fft_host_cost"), ()),
     ("done-event rule", ("_internal/streams",), ("record_done", "mark_done", "_own_event")),
@@ -120,6 +126,24 @@ def measure(fn: Callable[[], Any], sync: Callable[[], None], calls: int, rounds:
             fn()
         sync()
         best = min(best, (time.perf_counter_ns() - t0) / calls / 1e3)
+    return best
+
+
+def measure_interleaved(
+    fns: dict[str, Callable[[], Any]], sync: Callable[[], None], calls: int, rounds: int = 5
+) -> dict[str, float]:
+    """:func:`measure` of every row, with the rows' loops taken in turn in each round (row 1, row 2, ...,
+    row 1, ...): a slow phase of a shared machine then hits every row of the round, not one row, so rows
+    read against each other (nvmath's against torch's) compare under the same conditions."""
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            sync()
+            t0 = time.perf_counter_ns()
+            for _ in range(calls):
+                fn()
+            sync()
+            best[name] = min(best[name], (time.perf_counter_ns() - t0) / calls / 1e3)
     return best
 
 
@@ -244,6 +268,7 @@ def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[],
         "FFT.execute": fft.execute,
         "fft.fft (hit)": lambda: nvmath.fft.fft(sig),
         "fft then ifft (hits)": lambda: nvmath.fft.ifft(nvmath.fft.fft(sig)),
+        **_fft_hit_rows(nvmath, fft, sig),
         "torch.matmul": lambda: torch.matmul(a, b),
         "torch.mm(out=)": lambda: torch.mm(a, b, out=out),
         "F.linear": lambda: torch.nn.functional.linear(a, w, bias),
@@ -262,6 +287,22 @@ def gpu_rows(size: int, stream: str = "default") -> tuple[dict[str, Callable[[],
         torch.cuda.synchronize()
 
     return rows, sync
+
+
+def _fft_hit_rows(nvmath: Any, fft: Any, sig: Any) -> dict[str, Callable[[], Any]]:
+    """The compiled FFT hit's call alone (``FFTHit.run``: raw stream, allocation, launch), of the ``FFT``
+    row's plan and of the stateless cache's plan of the same transform: the same C code on two plans, so a
+    difference between these rows is the plans' (cuFFT's), and one between ``FFT.execute`` and ``fft.fft
+    (hit)`` beyond their Python is the run's noise or the profile's attribution."""
+    ptr, forward = sig.data_ptr(), nvmath.fft.FFTDirection.FORWARD
+    nvmath.fft.fft(sig)
+    nvmath.fft.fft(sig)  # (the cache's last call: its plan's entry)
+    cached = nvmath.fft.plan_cache.last[2]
+    planner = fft.hit_entry()
+    return {
+        "FFTHit.run (FFT's plan)": lambda: planner(sig, ptr, None, None, None),
+        "FFTHit.run (cached plan)": lambda: cached(sig, ptr, sig, forward, None),
+    }
 
 
 def _decode_rows(nt: Any, torch: Any, dev: Any) -> dict[str, Callable[[], Any]]:
@@ -449,13 +490,20 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows, sync = bench_rows(args.bench, closers)
         else:
             rows, sync = fake_rows(args.size, mp) if args.fake else gpu_rows(args.size, args.stream)
+        if args.rows:
+            rows = {k: v for k, v in rows.items() if any(part in k for part in args.rows.split(","))}
+        timed: dict[str, float] = {}
+        if args.interleave:
+            for fn in rows.values():
+                for _ in range(20):
+                    fn()  # plan, warm caches
+            timed = measure_interleaved(rows, sync, args.calls, rounds=7)
         results = []
         for name, fn in rows.items():
-            if args.rows and not any(part in name for part in args.rows.split(",")):
-                continue
-            for _ in range(20):
-                fn()  # plan, warm caches
-            us = measure(fn, sync, args.calls)
+            if name not in timed:
+                for _ in range(20):
+                    fn()  # plan, warm caches
+            us = timed[name] if name in timed else measure(fn, sync, args.calls)
             shares = breakdown(fn, sync, max(args.calls // 4, 50))
             steps = {k: round(us * shares.get(k, 0.0), 2) for k in ORDER if shares.get(k)}
             row = {"row": name, "us": round(us, 2), "steps": steps, "files": files_touched(fn)}
@@ -519,6 +567,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--fake", action="store_true", help="the CPU fake GPU (no GPU needed)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument(
+        "--interleave", action="store_true",
+        help="time the selected rows in turn, best of 7 rounds (rows compared under the same conditions)",
+    )
     parser.add_argument("--files", action="store_true", help="also list the package files each row runs")
     parser.add_argument(
         "--bench", default=None, help="SUITE:CASES: the benchmark harness's host rows instead"
@@ -529,7 +581,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     results = run(args)
-    meta = {"size": args.size, "calls": args.calls, "fake": args.fake, "stream": args.stream}
+    meta = {
+        "size": args.size, "calls": args.calls, "fake": args.fake, "stream": args.stream,
+        "interleave": args.interleave,
+    }  # fmt: skip
     meta["unit"] = "us per call"
     if args.json:
         print(json.dumps({"meta": meta, "rows": results}, indent=1))

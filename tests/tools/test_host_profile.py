@@ -69,15 +69,22 @@ def test_files_touched_lists_package_files_only(hp):
 
 def test_fake_row_end_to_end(hp, capsys):
     """--fake --json on the rows of one name (allocating and in place): each a positive time split into
-    steps that add up to it, and its files."""
+    steps that add up to it, and its files: on the compiled path the allocating call runs only the
+    planner's frame (its compiled hit makes the launch), otherwise the launch module too."""
     pytest.importorskip("torch")
+    from nvmath._internal import fastpath
+
     hp.main(["--fake", "--json", "--rows", "Matmul.execute", "--calls", "20"])
     out = json.loads(capsys.readouterr().out)
     names = [r["row"] for r in out["rows"]]
     assert out["meta"]["fake"] is True and names == ["Matmul.execute", "Matmul.execute inplace"]
     for row in out["rows"]:
         assert row["us"] > 0 and sum(row["steps"].values()) == pytest.approx(row["us"], rel=0.05)
-        assert "nvmath/linalg/advanced/_launch.py" in row["files"]
+        one_call = fastpath.available() and row["row"] == "Matmul.execute"
+        assert "nvmath/linalg/advanced/_planner.py" in row["files"]
+        assert ("nvmath/linalg/advanced/_launch.py" in row["files"]) is not one_call
+        if one_call:
+            assert row["steps"].get("library call", 0) > 0  # (MatmulExecuteHit.run, seen by the profiler)
 
 
 def test_fake_create_plan_free_row(hp, capsys):
@@ -178,3 +185,24 @@ def test_rows_option_takes_several_substrings(hp, capsys):
     hp.main(["--fake", "--json", "--rows", "FFT.execute,fft.fft", "--calls", "20"])
     out = json.loads(capsys.readouterr().out)
     assert [r["row"] for r in out["rows"]] == ["FFT.execute", "fft.fft (hit)"]
+
+
+def test_interleave_times_the_selected_rows_in_turn(hp, capsys, monkeypatch):
+    """--interleave: every selected row is timed in each round, the rows taking turns (one loop each per
+    round), and the table reports each row's best round; the split and files are still there."""
+    pytest.importorskip("torch")
+    order = []
+    real = hp.measure_interleaved
+
+    def spy(fns, sync, calls, rounds=5):
+        wrapped = {k: (lambda k=k, f=f: (order.append(k), f())[1]) for k, f in fns.items()}
+        return real(wrapped, sync, calls, rounds)
+
+    monkeypatch.setattr(hp, "measure_interleaved", spy)
+    hp.main(["--fake", "--json", "--interleave", "--rows", "FFT.execute,fft.fft", "--calls", "3"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["meta"]["interleave"] is True
+    assert [r["row"] for r in out["rows"]] == ["FFT.execute", "fft.fft (hit)"]
+    assert all(r["us"] > 0 and r["steps"] and r["files"] for r in out["rows"])
+    names = ["FFT.execute", "fft.fft (hit)"]
+    assert order == [n for _ in range(7) for n in names for _ in range(3)]

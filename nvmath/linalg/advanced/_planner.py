@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from nvmath._errors import InvalidMatmulState
-from nvmath._internal import streams
+from nvmath._internal import fastpath, streams
 from nvmath._internal.dtypes import to_numpy_dtype
 from nvmath._internal.logging import debug, get_logger, log_phase
 from nvmath._internal.memory import SharedWorkspaces, Workspace
@@ -31,6 +31,7 @@ from nvmath.bindings import cublasLt as lt
 from nvmath.linalg.advanced import _autotune, _handles
 from nvmath.linalg.advanced._algorithm import Algorithm
 from nvmath.linalg.advanced._aux import AuxOutputs
+from nvmath.linalg.advanced._execute_hit import ExecuteHits
 from nvmath.linalg.advanced._launch import BoundWorkspace, MatmulLaunch
 from nvmath.linalg.advanced._operands import ScaleSlot, host_scalars, wrap_scales
 from nvmath.linalg.advanced._options import (
@@ -160,6 +161,9 @@ class Matmul(OperandResets, FreedOnExit):
         self._grad_mode = torch.is_grad_enabled if is_torch else None  # type: ignore[union-attr]
         self._direct: tuple | None = None  # execute()'s simple cases (see _commit)
         self._inplace_direct = False
+        # execute()'s compiled common call (see _execute_hit): its maker on the compiled path, its run
+        self._hits = ExecuteHits() if fastpath.available() else None
+        self._hit_run: Any = None
         self._lifecycle = Lifecycle("Matmul", InvalidMatmulState)
 
     # ------------------------------------------------------------------ properties
@@ -291,6 +295,7 @@ class Matmul(OperandResets, FreedOnExit):
             plan.close()
             raise
         self._result, self._aux = result, aux
+        self._drop_hit()
         simple = self._fast_deliver and aux is None  # GPU operands, non-blocking, no aux outputs
         self._direct = result.direct if simple and not self._inplace else None  # execute() allocates D
         self._inplace_direct = simple and self._inplace
@@ -329,6 +334,21 @@ class Matmul(OperandResets, FreedOnExit):
             and not self._scales and staged is None
         )  # fmt: skip
 
+    def _make_hit(self, handle: StreamHandle, direct: tuple, grad: Any) -> None:
+        """After an allocating execute() on the Python path: the compiled hit of its launch, algorithm and
+        stream (see :mod:`._execute_hit`; made anew only when one of them changed)."""
+        slots, c = self._slots, self._c_slot
+        ops = (slots["a"], slots["b"]) if c is None else (slots["a"], slots["b"], c)
+        self._hit_run = self._hits.refresh(  # type: ignore[union-attr]
+            self._launcher, handle, direct, ops, self._tensor_slots, grad
+        )
+
+    def _drop_hit(self) -> None:
+        """Forget execute()'s compiled hit (a new plan, free())."""
+        self._hit_run = None
+        if self._hits is not None:
+            self._hits.drop()
+
     def _select(self, algorithm: Algorithm) -> None:
         self._launcher.select(algorithm)  # type: ignore[union-attr]
 
@@ -344,6 +364,11 @@ class Matmul(OperandResets, FreedOnExit):
             release_workspace: free the workspace after the call (stream-ordered).
             stream: the stream to run on (default: the operands' package's current stream).
         """
+        hit = self._hit_run
+        if hit is not None and algorithm is None and stream is None and not release_workspace:
+            out = hit()  # the common call in one C call (see _execute_hit); None: the path below
+            if out is not None:
+                return out
         grad = self._grad_mode
         if grad is not None and grad():  # execute_wants_torch, inlined (hot): torch operands only here
             for slot in self._tensor_slots:
@@ -364,6 +389,8 @@ class Matmul(OperandResets, FreedOnExit):
                 out = empty(shape, strides, dtype=dtype, device=device)
                 pc = c.ptr if c is not None else 0  # (no aux outputs: run returns None)
                 self._launcher.run(handle, slots["a"].ptr, slots["b"].ptr, pc, out.data_ptr())  # type: ignore
+                if stream is None and self._hits is not None:
+                    self._make_hit(handle, direct, grad)
                 return out
             if self._inplace_direct and not release_workspace:
                 self._launcher.run(handle, slots["a"].ptr, slots["b"].ptr, c.ptr, c.ptr)  # type: ignore
@@ -589,6 +616,7 @@ class Matmul(OperandResets, FreedOnExit):
                 plan.close()
         self._plan = self._retired = self._launcher = self._staged = self._direct = None
         self._inplace_direct = False
+        self._drop_hit()
         for slot in self._slots.values():
             slot.release()
         self._lifecycle.mark_freed()
