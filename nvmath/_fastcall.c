@@ -589,6 +589,14 @@ static PyObject *fft_exec_in_context_address(PyObject *module, PyObject *unused)
    and runs it, returning the result tensor, or None on any mismatch (then the Python path runs, with
    every check and error message of its own).
 
+   The stateless nvmath.linalg.advanced.matmul (nvmath.linalg.advanced._matmul_hit) keeps a table of
+   its own, of plain products `a @ b` (no bias, activation None, x_first): it calls it with the call's
+   other arguments after the four (each must be None, else a miss), and its entries carry three checks
+   a Linear entry has no use for: `lock` (the plan cache entry's lock: held means a Python-path call
+   owns the plan now, a miss), `alpha_bytes` at `alpha` (the host alpha a plain call runs with; a call
+   with another alpha left it changed, a miss) and `conj` (complex operands: torch's conjugate bit set
+   on either is a miss).
+
    Order of a call, so that nothing of a freed plan is ever used: first everything that may run Python
    code or release the GIL (torch's attribute reads, grad mode, stream, device and capture queries, the
    thread's cuBLASLt handle, the result's allocation); then, with no Python code in between, the
@@ -623,6 +631,10 @@ typedef struct {
     PyObject *attrs;                           /* tuple of the descriptor's bias PointerAttribute objects */
     u64 set_attr;                              /* cublasLtMatmulDescSetAttribute's address (0: none) */
     u64 attr_desc[LINEAR_HIT_MAX_ATTRS], attr_id[LINEAR_HIT_MAX_ATTRS];
+    PyObject *lock;                            /* Py_None, or a lock whose holder owns the plan now */
+    PyObject *alpha_bytes;                     /* Py_None, or the bytes alpha must hold at alpha_addr */
+    u64 alpha_addr;
+    int conj;                                  /* complex operands: a conjugate view is a miss */
     Py_ssize_t hits;
     int listed;                                /* in a table now (LinearHits.add/clear keep it) */
 } LinearHit;
@@ -633,7 +645,7 @@ static PyTypeObject LinearHitType;
 #define LINEAR_HIT_FIELDS(X) X(key) X(act) X(xtype) X(wtype) X(btype) X(dtype) X(device) X(xshape) \
     X(xstrides) X(wshape) X(wstrides) X(bshape) X(bstrides) X(device_index) X(raw_stream) X(get_device) \
     X(capturing) X(alloc) X(launch) X(algo) X(bound) X(handle) X(space) X(handles_local) \
-    X(handles_module) X(pool_get) X(after) X(attrs)
+    X(handles_module) X(pool_get) X(after) X(attrs) X(lock) X(alpha_bytes)
 
 static int linear_hit_traverse(LinearHit *h, visitproc visit, void *arg)
 {
@@ -672,20 +684,29 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
         "wshape", "wstrides", "walign", "bshape", "bstrides", "balign", "thread", "device_id", "stream",
         "raw_stream", "get_device", "capturing", "alloc", "launch", "algo", "call", "x_first", "swap",
         "c_is_d", "bound", "handle", "space", "lt_handle", "handles_local", "handles_module", "pool_get",
-        "after", "attrs", "set_attr", NULL};
-    PyObject *o[39];
+        "after", "attrs", "set_attr", "lock", "alpha", "alpha_bytes", "conj", NULL};
+    PyObject *o[43];
     LinearHit *h;
     Py_ssize_t i, n;
     u64 thread, device_id;
 
     memset(o, 0, sizeof o);
     if (!PyArg_ParseTupleAndKeywords(args, kwds,
-            "$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:LinearHit", keywords,
+            "|$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:LinearHit", keywords,
             &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12],
             &o[13], &o[14], &o[15], &o[16], &o[17], &o[18], &o[19], &o[20], &o[21], &o[22], &o[23], &o[24],
             &o[25], &o[26], &o[27], &o[28], &o[29], &o[30], &o[31], &o[32], &o[33], &o[34], &o[35], &o[36],
-            &o[37], &o[38]))
+            &o[37], &o[38], &o[39], &o[40], &o[41], &o[42]))
         return NULL;
+    for (i = 0; i < 39; i++) /* (the last four are optional: the stateless matmul's checks) */
+        if (o[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "LinearHit() missing required keyword argument '%s'", keywords[i]);
+            return NULL;
+        }
+    if (o[41] != NULL && o[41] != Py_None && (!PyBytes_Check(o[41]) || PyBytes_GET_SIZE(o[41]) == 0)) {
+        PyErr_SetString(PyExc_TypeError, "LinearHit alpha_bytes must be None or non-empty bytes");
+        return NULL;
+    }
     if (Py_TYPE(o[25]) != &FastCallType) {
         PyErr_Format(PyExc_TypeError, "LinearHit call must be a FastCall (of cublasLtMatmul), not %.200s",
                      Py_TYPE(o[25])->tp_name);
@@ -711,6 +732,18 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
     TAKE(space, 31) TAKE(handles_local, 33) TAKE(handles_module, 34) TAKE(pool_get, 35) TAKE(after, 36)
     TAKE(attrs, 37)
 #undef TAKE
+    h->lock = Py_NewRef(o[39] != NULL ? o[39] : Py_None);
+    h->alpha_bytes = Py_NewRef(o[41] != NULL ? o[41] : Py_None);
+    h->conj = o[42] != NULL ? PyObject_IsTrue(o[42]) : 0;
+    if (h->conj < 0 || (o[40] != NULL && u64_arg(o[40], &h->alpha_addr, "alpha") < 0)) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    if (h->alpha_bytes != Py_None && !h->alpha_addr) {
+        PyErr_SetString(PyExc_ValueError, "LinearHit alpha_bytes needs alpha (an address)");
+        Py_DECREF(h);
+        return NULL;
+    }
     Py_INCREF(o[25]);
     h->call = (FastCall *)o[25];
     h->x_first = PyObject_IsTrue(o[26]);
@@ -829,7 +862,7 @@ static void hit_reads_clear(HitReads *r)
 }
 
 static PyObject *s_shape, *s_stride, *s_dtype, *s_device, *s_data_ptr, *s_requires_grad, *s_closed,
-    *s_algo, *s_stream, *s_size, *s_ptr, *s_handles, *s_get_handle, *s_value;
+    *s_algo, *s_stream, *s_size, *s_ptr, *s_handles, *s_get_handle, *s_value, *s_locked, *s_is_conj;
 
 /* A method call without arguments, or an attribute, as a u64 (-1: error set). */
 static int read_ptr(PyObject *t, u64 *out)
@@ -940,6 +973,18 @@ static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 p
     Py_DECREF(v);
     if (!status)
         return 0;
+    if (e->lock != Py_None) { /* held: a Python-path call owns the plan (its scalars, its slots) now */
+        if ((v = PyObject_CallMethodNoArgs(e->lock, s_locked)) == NULL)
+            return -1;
+        status = v == Py_False;
+        Py_DECREF(v);
+        if (!status)
+            return 0;
+    }
+    if (e->alpha_bytes != Py_None /* alpha as a plain call leaves it (the launch keeps its memory) */
+        && memcmp((const void *)(uintptr_t)e->alpha_addr, PyBytes_AS_STRING(e->alpha_bytes),
+                  (size_t)PyBytes_GET_SIZE(e->alpha_bytes)) != 0)
+        return 0;
     if (e->ws_size) { /* BoundWorkspace.ptr_for's first test: bound to this stream, large enough */
         u64 size;
         v = PyObject_GetAttr(e->bound, s_stream);
@@ -1020,12 +1065,24 @@ static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 p
 
 /* The first part of a call for the matched entry `e`, then the launch: a new reference to the result,
    Py_None (a miss) or NULL (an error). */
-static PyObject *linear_hit_run(LinearHit *e, HitReads *r)
+static PyObject *linear_hit_run(LinearHit *e, HitReads *r, PyObject *x, PyObject *w)
 {
     PyObject *y, *v;
     u64 stream, device, py, lt = e->lt_handle;
     int rc;
 
+    if (e->conj) { /* torch's conjugate bit is part of a complex operand's key */
+        PyObject *ts[2] = {x, w};
+        int k;
+        for (k = 0; k < 2; k++) {
+            if ((v = PyObject_CallMethodNoArgs(ts[k], s_is_conj)) == NULL)
+                return NULL;
+            rc = v != Py_False;
+            Py_DECREF(v);
+            if (rc)
+                Py_RETURN_NONE;
+        }
+    }
     if (call_u64(e->raw_stream, e->device_index, &stream) < 0)
         return NULL;
     if (stream != e->stream)
@@ -1100,12 +1157,15 @@ static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, s
     unsigned long thread;
     int has_bias, rc;
 
-    if (nargs != 4 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
-        PyErr_SetString(PyExc_TypeError, "LinearHits takes (x, weight, bias, activation)");
+    if (nargs < 4 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "LinearHits takes (x, weight, bias, activation, *unserved)");
         return NULL;
     }
     if (t->n == 0)
         Py_RETURN_NONE;
+    for (i = 4; i < nargs; i++) /* arguments no entry serves (a stateless call's options): all None */
+        if (args[i] != Py_None)
+            Py_RETURN_NONE;
     x = args[0], w = args[1], b = args[2], act = args[3];
     tx = Py_TYPE(x), tw = Py_TYPE(w);
     has_bias = b != Py_None;
@@ -1153,7 +1213,7 @@ static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, s
             continue;
         }
         if (rc) {
-            out = linear_hit_run(e, &r);
+            out = linear_hit_run(e, &r, x, w);
             break;
         }
     }
@@ -1320,6 +1380,7 @@ static int register_linear_hit(PyObject *m)
     INTERN(s_data_ptr, "data_ptr") INTERN(s_requires_grad, "requires_grad") INTERN(s_closed, "closed")
     INTERN(s_algo, "algo") INTERN(s_stream, "stream") INTERN(s_size, "size") INTERN(s_ptr, "ptr")
     INTERN(s_handles, "handles") INTERN(s_get_handle, "get_handle") INTERN(s_value, "value")
+    INTERN(s_locked, "locked") INTERN(s_is_conj, "is_conj")
 #undef INTERN
     if (PyType_Ready(&LinearHitType) < 0 || PyType_Ready(&LinearHitsType) < 0)
         return -1;
