@@ -54,7 +54,7 @@ is_compiling: Any = None
 
 _LOCK_TYPE = type(threading.Lock())
 _twins: dict[tuple[Any, int], Any] = {}
-"""(cache entry, thread) -> the entry made last for them (see :func:`offer`)."""
+"""(cache entry, thread) -> the entry made last for them, or :class:`_Refused` (see :func:`offer`)."""
 
 
 def _table() -> Any:
@@ -71,11 +71,29 @@ def _table() -> Any:
     return hits
 
 
-def wanted(entry: Any) -> bool:
-    """Whether :func:`offer` would make an entry for ``entry`` (a plan-cache entry) on this thread: no
-    entry was made for them, or it left the table, its launch closed or its stream is no longer current."""
+class _Refused:
+    """What :data:`_twins` holds for a plan whose call could not be made in C: the stream it ran on."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: Any):
+        self.handle = handle
+
+
+def wanted(entry: Any, a: Any) -> bool:
+    """Whether :func:`offer` should try to make an entry for ``entry`` (a plan-cache entry) after a plain
+    call with operand ``a`` on this thread: a ``torch.Tensor`` operand, and no entry made for them yet,
+    or it left the table, its launch closed or its stream is no longer current; a plan refused before is
+    tried again only on another stream."""
+    torch = sys.modules.get("torch")
+    if torch is None or type(a) is not torch.Tensor:
+        return False
     twin = _twins.get((entry, threading.get_ident()))
-    if twin is None or not twin.listed:
+    if twin is None:
+        return True
+    if type(twin) is _Refused:
+        return twin.handle is not entry.planner.caller_stream.last
+    if not twin.listed:
         return True
     launch = twin.launch
     if launch.closed or launch.algo is not twin.algo:
@@ -93,11 +111,12 @@ def offer(key: Any, entry: Any, a: Any, b: Any) -> None:
     key ``key``) just served on the Python path, when the next such call can be made in C (the caller
     holds the entry's lock; see the module notes). Nothing happens otherwise."""
     made = _build(key, entry, a, b)
-    if made is None:
-        return
-    if len(_twins) > 4 * CAPACITY:  # (entries the table dropped)
-        for k in [k for k, t in _twins.items() if not t.listed]:
+    if len(_twins) > 4 * CAPACITY:  # (entries the table dropped, plans refused)
+        for k in [k for k, t in _twins.items() if type(t) is _Refused or not t.listed]:
             del _twins[k]
+    if made is None:
+        _twins[(entry, threading.get_ident())] = _Refused(entry.planner.caller_stream.last)
+        return
     _twins[(entry, threading.get_ident())] = made
     hits.add(made)
 

@@ -238,7 +238,7 @@ def _short_call(
                 out = run(a, b, c, ptrs, alpha, beta, stream)
                 if (
                     _OFFER and c is None and alpha is None and epilog is None and stream is None
-                    and _matmul_hit.wanted(entry)
+                    and _matmul_hit.wanted(entry, a)
                 ):  # fmt: skip
                     _matmul_hit.offer(key, entry, a, b)  # (a plain call: the compiled hit serves the next)
                 return out
@@ -303,7 +303,7 @@ def matmul(
                             out = last[2](a, b, c, (pa, pb, pc), alpha, beta, stream)
                             if (
                                 _OFFER and c is None and alpha is None and epilog is None and stream is None
-                                and _matmul_hit.wanted(entry)
+                                and _matmul_hit.wanted(entry, a)
                             ):  # fmt: skip
                                 _matmul_hit.offer(matmul_key(ra, rb, None, None), entry, a, b)
                             return out
