@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal import caches
+from nvmath._internal import caches, compiled_hits
 from nvmath._internal.memory import SharedWorkspaces
 from nvmath._internal.options import check_or_create_options, freeze_options
 from nvmath._internal.state import freed_on_error
@@ -63,18 +63,18 @@ class MatmulPlanCache(LastCallCache):
     def stats(self) -> Any:
         """:attr:`LastCallCache.stats <nvmath._internal.stateless.LastCallCache.stats>`, the calls the
         compiled hit served included (:mod:`._matmul_hit`)."""
-        _matmul_hit.fold(self)
+        _matmul_hit.hits.fold(self)
         return super().stats
 
     def use(self, key: Any, factory: Any) -> Any:
         """:meth:`~nvmath._internal.plan_cache.PlanCache.use` (a miss: it may evict the least recently
         used plan, so the compiled hits are counted in the recency order first)."""
-        _matmul_hit.fold(self)
+        _matmul_hit.hits.fold(self)
         return super().use(key, factory)
 
     def clear(self) -> None:
         """Forget the last call and the compiled hits, free every cached plan and the workspaces they share."""
-        _matmul_hit.clear()
+        _matmul_hit.hits.clear()
         super().clear()
         workspaces.clear()
 
@@ -88,7 +88,8 @@ plan_cache: MatmulPlanCache = caches.register(
 workspaces are shared, see :data:`workspaces`)."""
 
 _UNCACHEABLE = object()
-_OFFER = _matmul_hit.ENABLED  # plain hits give the compiled hit its entries (the compiled path is active)
+_OFFER = compiled_hits.ENABLED  # plain hits give the compiled hit its entries (the compiled path is active)
+_HITS = _matmul_hit.hits
 
 
 def matmul_key(ra: Read, rb: Read, rc: Read | None, epilog: Any, rest: tuple | None = None) -> tuple | None:
@@ -238,9 +239,9 @@ def _short_call(
                 out = run(a, b, c, ptrs, alpha, beta, stream)
                 if (
                     _OFFER and c is None and alpha is None and epilog is None and stream is None
-                    and _matmul_hit.wanted(entry, a)
+                    and _HITS.wanted(entry, a)
                 ):  # fmt: skip
-                    _matmul_hit.offer(key, entry, a, b)  # (a plain call: the compiled hit serves the next)
+                    _HITS.offer(key, entry, a, b)  # (a plain call: the compiled hit serves the next)
                 return out
     plan_cache.last = NO_LAST
     return call_cached(
@@ -264,8 +265,8 @@ def matmul(
         The result in the operands' package and on their device, or ``(result, aux_dict)`` when the
         epilog (or ``result_amax``) produces aux outputs.
     """
-    hits = _matmul_hit.hits  # the compiled hit of a plain call (None: the pure path, or not made yet)
-    if hits is not None and not _matmul_hit.is_compiling():
+    hits = _HITS.table  # the compiled hit of a plain call (None: the pure path, or not made yet)
+    if hits is not None and not _HITS.is_compiling():
         out = hits(a, b, c, None, alpha, beta, epilog, epilog_inputs, qualifiers, quantization_scales, options,
                    preferences, algorithm, stream)  # fmt: skip
         if out is not None:
@@ -303,9 +304,9 @@ def matmul(
                             out = last[2](a, b, c, (pa, pb, pc), alpha, beta, stream)
                             if (
                                 _OFFER and c is None and alpha is None and epilog is None and stream is None
-                                and _matmul_hit.wanted(entry, a)
+                                and _HITS.wanted(entry, a)
                             ):  # fmt: skip
-                                _matmul_hit.offer(matmul_key(ra, rb, None, None), entry, a, b)
+                                _HITS.offer(matmul_key(ra, rb, None, None), entry, a, b)
                             return out
                 return _short_call(probe, ra, rb, rc, a, b, c, alpha, beta, epilog, stream)
     return _keyed_call(a, b, c, alpha, beta, stream, dict(

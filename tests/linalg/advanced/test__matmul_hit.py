@@ -32,7 +32,8 @@ def gpu(torch, monkeypatch):
     GPU as package "torch", the compiled path on and a new table."""
     monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
     monkeypatch.setattr(_stateless, "_OFFER", True)
-    monkeypatch.setattr(_matmul_hit, "hits", None)
+    monkeypatch.setattr(_matmul_hit.hits, "table", None)
+    _matmul_hit.hits.clear()  # (the entries made in other tests)
     path = pathlib.Path(__file__).parents[2] / "torch" / "torch_fakes.py"
     spec = importlib.util.spec_from_file_location("torch_fakes", path)
     fakes = importlib.util.module_from_spec(spec)
@@ -79,17 +80,17 @@ def _aligned(torch, *shape, dtype=None, offset=0, seed=0):
 
 def _served() -> int:
     """Calls the table served since its counts were last folded (no stats read in between)."""
-    table = _matmul_hit.hits
+    table = _matmul_hit.hits.table
     return 0 if table is None else sum(e.hits for e in table.entries())
 
 
 def _python(a, b, **kw):
     """``matmul`` on the Python path (the table switched off for the call)."""
-    table, _matmul_hit.hits = _matmul_hit.hits, None
+    table, _matmul_hit.hits.table = _matmul_hit.hits.table, None
     try:
         return adv.matmul(a, b, **kw)
     finally:
-        _matmul_hit.hits = table
+        _matmul_hit.hits.table = table
 
 
 def _warm(a, b, n=3):
@@ -103,7 +104,7 @@ def test_plain_calls_are_served_bit_identical_to_the_python_path(torch, gpu, dty
     dt = getattr(torch, dtype)
     a, b = _aligned(torch, 8, 32, dtype=dt, seed=1), _aligned(torch, 32, 16, dtype=dt, seed=2)
     first = _warm(a, b, 2)
-    assert _matmul_hit.hits is not None and len(_matmul_hit.hits) == 1
+    assert _matmul_hit.hits.table is not None and len(_matmul_hit.hits.table) == 1
     compiled = [adv.matmul(a, b) for _ in range(3)]
     assert _served() == 3
     python = _python(a, b)
@@ -200,7 +201,7 @@ def test_device_stream_and_lock_mismatches_are_misses(torch, gpu, monkeypatch):
     monkeypatch.setattr(streams, "_TORCH_RAW", None)
     a, b = _aligned(torch, 8, 32, seed=1), _aligned(torch, 32, 16, seed=2)
     _warm(a, b)
-    table, nones = _matmul_hit.hits, (None,) * 10
+    table, nones = _matmul_hit.hits.table, (None,) * 10
     now["device"] = 1
     assert table(a, b, None, None, *nones) is None
     now["device"], now["stream"] = 0, 7
@@ -236,9 +237,9 @@ def test_clear_all_empties_the_table(torch, gpu):
     test ends there)."""
     a, b = _aligned(torch, 8, 32, seed=1), _aligned(torch, 32, 16, seed=2)
     _warm(a, b)
-    assert len(_matmul_hit.hits) == 1
+    assert len(_matmul_hit.hits.table) == 1
     caches.clear_all()
-    assert len(_matmul_hit.hits) == 0 and len(adv.plan_cache) == 0
+    assert len(_matmul_hit.hits.table) == 0 and len(adv.plan_cache) == 0
 
 
 def test_clear_disable_and_eviction_leave_nothing_to_run(torch, gpu):
@@ -247,24 +248,24 @@ def test_clear_disable_and_eviction_leave_nothing_to_run(torch, gpu):
     calls = gpu
     a, b = _aligned(torch, 8, 32, seed=1), _aligned(torch, 32, 16, seed=2)
     _warm(a, b)
-    assert len(_matmul_hit.hits) == 1
+    assert len(_matmul_hit.hits.table) == 1
     adv.plan_cache.clear()
-    assert len(_matmul_hit.hits) == 0
+    assert len(_matmul_hit.hits.table) == 0
     _warm(a, b)
     adv.plan_cache.enabled = False
     try:
-        assert len(_matmul_hit.hits) == 0
+        assert len(_matmul_hit.hits.table) == 0
         y = adv.matmul(a, b)  # (planned, run and freed)
-        assert len(_matmul_hit.hits) == 0 and torch.equal(y, _python(a, b))
+        assert len(_matmul_hit.hits.table) == 0 and torch.equal(y, _python(a, b))
     finally:
         adv.plan_cache.enabled = True
     _warm(a, b)
-    (made,) = _matmul_hit.hits.entries()
+    (made,) = _matmul_hit.hits.table.entries()
     adv.plan_cache.resize(0)  # (evicts and frees the plan: its launch closes)
     adv.plan_cache.resize(8)
     assert made.launch.closed
     before = len(calls)
-    assert _matmul_hit.hits(a, b, None, None) is None and len(calls) == before
+    assert _matmul_hit.hits.table(a, b, None, None) is None and len(calls) == before
     torch.testing.assert_close(adv.matmul(a, b).double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
 
 
@@ -298,7 +299,7 @@ def test_another_thread_gets_its_own_entry(torch, gpu):
     thread = threading.Thread(target=lambda: out.append(_warm(a, b)[-1]))
     thread.start()
     thread.join()
-    assert len(_matmul_hit.hits) == 2 and torch.equal(out[0], _python(a, b))
+    assert len(_matmul_hit.hits.table) == 2 and torch.equal(out[0], _python(a, b))
 
 
 def test_a_failed_launch_raises_the_bindings_error(torch, gpu):
@@ -322,6 +323,6 @@ def test_pure_path_makes_no_table(torch, gpu, monkeypatch):
     monkeypatch.setattr(_stateless, "_OFFER", False)
     a, b = _aligned(torch, 8, 32, seed=1), _aligned(torch, 32, 16, seed=2)
     ys = _warm(a, b, 4)
-    assert _matmul_hit.hits is None
+    assert _matmul_hit.hits.table is None
     for y in ys:
         torch.testing.assert_close(y.double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
