@@ -62,6 +62,7 @@ def gpu(torch, monkeypatch):
     generic_stateless.plan_cache.clear()
     yield calls
     generic_stateless.plan_cache.clear()
+    torch.set_flush_denormal(False)  # (torch_host_cost's install turns it on)
 
 
 def _served() -> int:
