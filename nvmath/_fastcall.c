@@ -984,6 +984,16 @@ static int call_u64(PyObject *fn, PyObject *arg, u64 *out)
     return rc;
 }
 
+/* A failed library call of an entry: the binding's error (the FastCall's class) for `status`; -1. */
+static int launch_failed(FastCall *fc, int status, const char *what)
+{
+    if (fc->error != NULL)
+        raise_status(fc->error, status);
+    else
+        PyErr_Format(PyExc_RuntimeError, "%s failed: status %d", what, status);
+    return -1;
+}
+
 /* A stateless entry's checks of the second part: 1 the plan is free to run as planned, 0 a miss, -1 an
    error (set). The lock: held means a Python-path call owns the plan (its scalars, its slots) now. The
    scalars: the host memory holds what a plain call runs with (the launch keeps it alive). */
@@ -1009,26 +1019,15 @@ static int hit_owned(LinearHit *e)
     return 1;
 }
 
-/* The second part of a generic matmul entry's call (kind 1; see the block's notes): no Python code runs
-   here. 1 launched, 0 a miss, -1 an error (set). */
-static int gemm_hit_launch(LinearHit *e, u64 handle, u64 pa, u64 pb, u64 py)
+/* The workspace's address in `*ws` when `owner` (a BoundWorkspace, or the Workspace itself) is bound to
+   the entry's stream and the workspace holds its bytes: 1; else 0 (a miss), -1 an error (set). */
+static int bound_space(LinearHit *e, PyObject *owner, u64 *ws)
 {
-    PyObject *v, *key, *bound;
-    u64 a[FASTCALL_MAX_ARGS], ws = 0, size, x[3];
-    FastCall *fc = e->call;
-    Py_ssize_t i;
+    PyObject *v = PyObject_GetAttr(owner, s_stream);
+    u64 size;
     int status;
 
-    if ((v = PyObject_GetAttr(e->launch, s_live)) == NULL)
-        return -1;
-    status = v == Py_True;
-    Py_DECREF(v);
-    if (!status)
-        return 0; /* the plan was freed (evicted, cleared) */
-    if ((status = hit_owned(e)) <= 0)
-        return status;
-    /* Workspace.ensure's first test: bound to this stream, large enough */
-    if ((v = PyObject_GetAttr(e->space, s_stream)) == NULL)
+    if (v == NULL)
         return -1;
     status = v == e->handle;
     Py_DECREF(v);
@@ -1044,10 +1043,31 @@ static int gemm_hit_launch(LinearHit *e, u64 handle, u64 pa, u64 pb, u64 py)
         return 0;
     if ((v = PyObject_GetAttr(e->space, s_ptr)) == NULL)
         return -1;
-    status = to_u64(v, &ws, "workspace ptr", 0);
+    status = to_u64(v, ws, "workspace ptr", 0);
     Py_DECREF(v);
-    if (status < 0)
+    return status < 0 ? -1 : 1;
+}
+
+/* The second part of a generic matmul entry's call (kind 1; see the block's notes): no Python code runs
+   here. 1 launched, 0 a miss, -1 an error (set). */
+static int gemm_hit_launch(LinearHit *e, u64 handle, u64 pa, u64 pb, u64 py)
+{
+    PyObject *v, *key, *bound;
+    u64 a[FASTCALL_MAX_ARGS], ws = 0, x[3];
+    FastCall *fc = e->call;
+    Py_ssize_t i;
+    int status;
+
+    if ((v = PyObject_GetAttr(e->launch, s_live)) == NULL)
         return -1;
+    status = v == Py_True;
+    Py_DECREF(v);
+    if (!status)
+        return 0; /* the plan was freed (evicted, cleared) */
+    if ((status = hit_owned(e)) <= 0)
+        return status;
+    if ((status = bound_space(e, e->space, &ws)) <= 0) /* (Workspace.ensure's first test) */
+        return status;
     /* the handle is bound to (stream, workspace, bytes) already (else the Python path binds it) */
     if ((key = PyLong_FromUnsignedLongLong(handle)) == NULL)
         return -1;
@@ -1075,14 +1095,7 @@ static int gemm_hit_launch(LinearHit *e, u64 handle, u64 pa, u64 pb, u64 py)
     a[fc->slots[4]] = e->scalar_addr[1];
     a[fc->slots[5]] = py;
     status = dispatch(fc->fn, fc->nargs, a);
-    if (status != 0) {
-        if (fc->error != NULL)
-            raise_status(fc->error, status);
-        else
-            PyErr_Format(PyExc_RuntimeError, "cuBLAS GEMM failed: status %d", status);
-        return -1;
-    }
-    return 1;
+    return status != 0 ? launch_failed(fc, status, "cuBLAS GEMM") : 1;
 }
 
 /* The second part of a call (see the block's notes): no Python code runs here. 1 launched, 0 a miss,
@@ -1111,30 +1124,8 @@ static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 p
         return 0;
     if ((status = hit_owned(e)) <= 0)
         return status;
-    if (e->ws_size) { /* BoundWorkspace.ptr_for's first test: bound to this stream, large enough */
-        u64 size;
-        v = PyObject_GetAttr(e->bound, s_stream);
-        if (v == NULL)
-            return -1;
-        status = v == e->handle;
-        Py_DECREF(v);
-        if (!status)
-            return 0;
-        if ((v = PyObject_GetAttr(e->space, s_size)) == NULL)
-            return -1;
-        status = to_u64(v, &size, "workspace size", 0);
-        Py_DECREF(v);
-        if (status < 0)
-            return -1;
-        if (size < e->ws_size)
-            return 0;
-        if ((v = PyObject_GetAttr(e->space, s_ptr)) == NULL)
-            return -1;
-        status = to_u64(v, &ws, "workspace ptr", 0);
-        Py_DECREF(v);
-        if (status < 0)
-            return -1;
-    }
+    if (e->ws_size && (status = bound_space(e, e->bound, &ws)) <= 0) /* (BoundWorkspace.ptr_for's) */
+        return status;
     for (i = 0; i < PyTuple_GET_SIZE(e->attrs); i++) { /* the bias pointer, when it moved */
         PyObject *attr = PyTuple_GET_ITEM(e->attrs, i);
         u64 now, buf = pb;
@@ -1146,13 +1137,8 @@ static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 p
             return -1;
         if (now != pb) {
             status = ((desc_set_attr_fn)(uintptr_t)e->set_attr)(e->attr_desc[i], e->attr_id[i], &buf, 8);
-            if (status != 0) {
-                if (fc->error != NULL)
-                    raise_status(fc->error, status);
-                else
-                    PyErr_Format(PyExc_RuntimeError, "cublasLtMatmulDescSetAttribute failed: status %d", status);
-                return -1;
-            }
+            if (status != 0)
+                return launch_failed(fc, status, "cublasLtMatmulDescSetAttribute");
             if ((v = PyLong_FromUnsignedLongLong(pb)) == NULL || PyObject_SetAttr(attr, s_value, v) < 0) {
                 Py_XDECREF(v);
                 return -1;
@@ -1179,14 +1165,7 @@ static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 p
     a[fc->slots[7]] = e->ws_size;
     a[fc->slots[8]] = e->stream;
     status = dispatch(fc->fn, fc->nargs, a);
-    if (status != 0) {
-        if (fc->error != NULL)
-            raise_status(fc->error, status);
-        else
-            PyErr_Format(PyExc_RuntimeError, "cublasLtMatmul failed: status %d", status);
-        return -1;
-    }
-    return 1;
+    return status != 0 ? launch_failed(fc, status, "cublasLtMatmul") : 1;
 }
 
 /* The first part of a call for the matched entry `e`, then the launch: a new reference to the result,

@@ -31,7 +31,7 @@ from typing import Any
 
 from nvmath._internal import fastpath, streams
 
-__all__ = ["CAPACITY", "ENABLED", "StatelessHits", "alignment", "common_fields"]
+__all__ = ["CAPACITY", "ENABLED", "StatelessHits", "alignment", "common_fields", "fold"]
 
 logger = logging.getLogger(__name__)
 
@@ -134,20 +134,26 @@ class StatelessHits:
 
     def fold(self, cache: Any) -> None:
         """Count the table's hits in ``cache`` (the plan cache): its hit count and recency order."""
-        table = self.table
-        if table is None or not len(table):
-            return
-        for made in table.entries():
-            n = made.hits
-            if n:
-                made.hits = 0
-                cache.touch(made.key, n)
+        fold(self.table, cache)
 
     def clear(self) -> None:
         """Empty the table (the plan cache was cleared: nothing of it may run)."""
         self._twins.clear()
         if self.table is not None:
             self.table.clear()
+
+
+def fold(table: Any, cache: Any) -> None:
+    """Count the hits of ``table`` (a ``LinearHits``, or ``None``) in ``cache`` (a
+    :class:`~nvmath._internal.plan_cache.PlanCache` holding its entries' keys): its hit count and
+    recency order; the entries' counts start again from 0."""
+    if table is None or not len(table):
+        return
+    for made in table.entries():
+        n = made.hits
+        if n:
+            made.hits = 0
+            cache.touch(made.key, n)
 
 
 def common_fields(key: Any, entry: Any, a: Any, b: Any) -> dict[str, Any] | None:
@@ -161,10 +167,10 @@ def common_fields(key: Any, entry: Any, a: Any, b: Any) -> dict[str, Any] | None
     if not pa or not pb or a.is_conj() or b.is_conj():
         return None
     return {
-        "key": key, "act": None, "xtype": torch.Tensor, "wtype": torch.Tensor, "btype": None, "dtype": a.dtype,
-        "device": a.device, "xshape": tuple(a.shape), "xstrides": a.stride(), "xalign": alignment(pa),
-        "wshape": tuple(b.shape), "wstrides": b.stride(), "walign": alignment(pb), "bshape": (), "bstrides": (),
-        "balign": 0, "thread": threading.get_ident(), "raw_stream": streams.torch_raw_stream(),
+        "key": key, "act": None, "xtype": torch.Tensor, "wtype": torch.Tensor, "btype": None,
+        "dtype": a.dtype, "device": a.device, "xshape": tuple(a.shape), "xstrides": a.stride(),
+        "xalign": alignment(pa), "wshape": tuple(b.shape), "wstrides": b.stride(), "walign": alignment(pb),
+        "bshape": (), "bstrides": (), "balign": 0, "thread": threading.get_ident(), "raw_stream": streams.torch_raw_stream(),
         "get_device": streams.torch_device_getter(), "capturing": None, "x_first": True, "attrs": (),
         "set_attr": 0, "lock": entry.lock, "conj": a.is_complex(),
     }  # fmt: skip

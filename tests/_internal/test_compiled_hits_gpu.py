@@ -7,6 +7,7 @@ calls leaves them right. (Skipped without a GPU; built extension needed: ``make 
 from __future__ import annotations
 
 import pytest
+from compiled_hit_helpers import on_python_path, spy_python
 from fastcall_probes import FastCall, needs_extension
 
 import nvmath
@@ -34,19 +35,12 @@ def api(request, torch_cuda, monkeypatch):
     monkeypatch.setattr(module, "_OFFER", True)
     module.plan_cache.clear()
     monkeypatch.setattr(hits, "table", None)
-    seen: list = []
-    wants = module.wants_torch
-    monkeypatch.setattr(module, "wants_torch", lambda *args: seen.append(1) or wants(*args))
-    yield matmul, hits, seen
+    yield matmul, hits, spy_python(module, monkeypatch)
     module.plan_cache.clear()
 
 
 def _python(matmul, hits, a, b):
-    table, hits.table = hits.table, None
-    try:
-        return matmul(a, b)
-    finally:
-        hits.table = table
+    return on_python_path(hits, matmul, a, b)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "complex64"])

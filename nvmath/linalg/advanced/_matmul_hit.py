@@ -40,7 +40,9 @@ def build(key: Any, entry: Any, a: Any, b: Any) -> Any:
     fields = compiled_hits.common_fields(key, entry, a, b)
     mm = entry.planner
     handle, result = mm.caller_stream.last, mm.result_maker
-    if fields is None or handle is None or result is None or result.direct is None or not address_run_possible(mm):
+    if fields is None or handle is None or result is None or result.direct is None:
+        return None
+    if not address_run_possible(mm):
         return None
     launch = mm.launcher
     parts = launch.compiled_parts(handle)

@@ -73,7 +73,7 @@ class MatmulPlanCache(LastCallCache):
         return super().use(key, factory)
 
     def clear(self) -> None:
-        """Forget the last call and the compiled hits, free every cached plan and the workspaces they share."""
+        """Forget the last call and the compiled hits; free every cached plan and their shared workspaces."""
         _matmul_hit.hits.clear()
         super().clear()
         workspaces.clear()
@@ -267,8 +267,8 @@ def matmul(
     """
     hits = _HITS.table  # the compiled hit of a plain call (None: the pure path, or not made yet)
     if hits is not None and not _HITS.is_compiling():
-        out = hits(a, b, c, None, alpha, beta, epilog, epilog_inputs, qualifiers, quantization_scales, options,
-                   preferences, algorithm, stream)  # fmt: skip
+        out = hits(a, b, c, None, alpha, beta, epilog, epilog_inputs, qualifiers, quantization_scales,
+                   options, preferences, algorithm, stream)  # fmt: skip
         if out is not None:
             return out
     if wants_torch(a, b, c, epilog_inputs):  # autograd or torch.compile: nvmath.torch builds the graph

@@ -76,7 +76,7 @@ class GenericPlanCache(LastCallCache):
         return super().use(key, factory)
 
     def clear(self) -> None:
-        """Forget the last call and the compiled hits, free every cached plan and the workspaces they share."""
+        """Forget the last call and the compiled hits; free every cached plan and their shared workspaces."""
         _HITS.clear()
         super().clear()
         workspaces.clear()
@@ -213,7 +213,7 @@ def _pair_call(a: Any, b: Any, alpha: Any, beta: Any, stream: Any) -> Any:
                 plan_cache.memo_hits += 1
                 out = run(a, b, None, alpha, beta, stream)
                 if _OFFER and alpha is None and beta is None and stream is None and _HITS.wanted(entry, a):
-                    _HITS.offer(_pair_key(a, b), entry, a, b)  # (a plain call: the compiled hit serves the next)
+                    _HITS.offer(_pair_key(a, b), entry, a, b)  # (the compiled hit serves the next ones)
                 return out
         finally:
             lock.release()

@@ -7,13 +7,13 @@ clear, disabling and eviction leave nothing the table would run; grad behaviour 
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import pathlib
 import sys
 import threading
 
 import pytest
+from compiled_hit_helpers import on_python_path, recording_c_function, served, spy_python
 from fastcall_probes import FastCall, needs_extension
 
 import nvmath.linalg.advanced as adv
@@ -39,13 +39,8 @@ def gpu(torch, monkeypatch):
     fakes = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fakes)
     fakes.install_as_torch(monkeypatch)
-    emulation, calls = cublasLt._p_cublasLtMatmul, []
-
-    def record(*args: int) -> int:
-        calls.append(args)
-        return _STATUS[0] or emulation(*args)
-
-    cfunc = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * 16))(record)
+    calls: list = []
+    cfunc = recording_c_function(16, cublasLt._p_cublasLtMatmul, calls, _STATUS)
     monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", cfunc)
     adv.plan_cache.clear()
     _read_as_gpu()
@@ -79,18 +74,11 @@ def _aligned(torch, *shape, dtype=None, offset=0, seed=0):
 
 
 def _served() -> int:
-    """Calls the table served since its counts were last folded (no stats read in between)."""
-    table = _matmul_hit.hits.table
-    return 0 if table is None else sum(e.hits for e in table.entries())
+    return served(_matmul_hit.hits)
 
 
 def _python(a, b, **kw):
-    """``matmul`` on the Python path (the table switched off for the call)."""
-    table, _matmul_hit.hits.table = _matmul_hit.hits.table, None
-    try:
-        return adv.matmul(a, b, **kw)
-    finally:
-        _matmul_hit.hits.table = table
+    return on_python_path(_matmul_hit.hits, adv.matmul, a, b, **kw)
 
 
 def _warm(a, b, n=3):
@@ -152,11 +140,7 @@ MISMATCHES = [
 
 
 def _spy_python(monkeypatch) -> list:
-    """Calls that reach the Python path of ``matmul`` (its first step after the table)."""
-    seen: list = []
-    wants = _stateless.wants_torch
-    monkeypatch.setattr(_stateless, "wants_torch", lambda *args: seen.append(1) or wants(*args))
-    return seen
+    return spy_python(_stateless, monkeypatch)
 
 
 @pytest.mark.parametrize("name", MISMATCHES)

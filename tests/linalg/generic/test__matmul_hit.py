@@ -8,11 +8,11 @@ plan cache's clear leave nothing stale to run; grad behaviour is unchanged."""
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import pathlib
 
 import pytest
+from compiled_hit_helpers import on_python_path, recording_c_function, served, spy_python
 from fastcall_probes import FastCall, needs_extension
 
 import nvmath
@@ -25,7 +25,9 @@ pytestmark = needs_extension
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 # cuBLAS entry point -> (its number of parameters, the FakeCublas method emulating it)
-_GEMMS = {"_p_cublasGemmEx": (19, "gemm_ex"), "_p_cublasGemmStridedBatchedEx": (23, "gemm_strided_batched_ex")}
+_GEMMS = {
+    "_p_cublasGemmEx": (19, "gemm_ex"), "_p_cublasGemmStridedBatchedEx": (23, "gemm_strided_batched_ex"),
+}  # fmt: skip
 
 
 def _load(name: str, path: pathlib.Path):
@@ -43,22 +45,12 @@ def gpu(torch, monkeypatch):
     monkeypatch.setattr(generic_stateless, "_OFFER", True)
     monkeypatch.setattr(_matmul_hit.hits, "table", None)
     _matmul_hit.hits.clear()  # (the entries made in other tests)
-    tools = [_load(n, ROOT / "tools" / f"{n}.py") for n in ("torch_host_cost", "fft_host_cost", "generic_host_cost")]
-    for tool in tools:
-        tool.install(monkeypatch)
+    for name in ("torch_host_cost", "fft_host_cost", "generic_host_cost"):
+        _load(name, ROOT / "tools" / f"{name}.py").install(monkeypatch)
     fake = _load("cublas_fakes", pathlib.Path(__file__).with_name("cublas_fakes.py")).FakeCublas()
     calls: list = []
-    keep = []
     for symbol, (nargs, method) in _GEMMS.items():
-        emulate = getattr(fake, method)
-
-        def record(*args: int, emulate=emulate) -> int:
-            calls.append(args)
-            emulate(*args)
-            return 0
-
-        keep.append(ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * nargs))(record))
-        monkeypatch.setattr(cublas, symbol, keep[-1])
+        monkeypatch.setattr(cublas, symbol, recording_c_function(nargs, getattr(fake, method), calls))
     generic_stateless.plan_cache.clear()
     yield calls
     generic_stateless.plan_cache.clear()
@@ -66,17 +58,11 @@ def gpu(torch, monkeypatch):
 
 
 def _served() -> int:
-    table = _matmul_hit.hits.table
-    return 0 if table is None else sum(e.hits for e in table.entries())
+    return served(_matmul_hit.hits)
 
 
 def _python(a, b, **kw):
-    """``matmul`` on the Python path (the table switched off for the call)."""
-    table, _matmul_hit.hits.table = _matmul_hit.hits.table, None
-    try:
-        return nvmath.linalg.matmul(a, b, **kw)
-    finally:
-        _matmul_hit.hits.table = table
+    return on_python_path(_matmul_hit.hits, nvmath.linalg.matmul, a, b, **kw)
 
 
 def _rand(torch, *shape, dtype=None, seed=0):
@@ -107,11 +93,7 @@ def test_plain_calls_are_served_bit_identical_to_the_python_path(torch, gpu, dty
 
 
 def _spy_python(monkeypatch) -> list:
-    """Calls that reach the Python path of ``matmul`` (its first step after the table)."""
-    seen: list = []
-    wants = generic_stateless.wants_torch
-    monkeypatch.setattr(generic_stateless, "wants_torch", lambda *args: seen.append(1) or wants(*args))
-    return seen
+    return spy_python(generic_stateless, monkeypatch)
 
 
 MISMATCHES = ["dtype", "a shape", "a strides", "alpha", "beta and c", "options"]
