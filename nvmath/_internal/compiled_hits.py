@@ -123,8 +123,8 @@ class StatelessHits:
         made = None
         if type(entry.lock) is _LOCK_TYPE and self.table_now() is not None:
             made = self._build(key, entry, a, b)
-        if len(twins) > 4 * CAPACITY:  # (entries the table dropped, plans refused)
-            for k in [k for k, t in twins.items() if type(t) is _Refused or not t[0].listed]:
+        if len(twins) > CAPACITY:  # (plans freed, entries the table dropped, plans refused)
+            for k in [k for k, t in twins.items() if not k[0].live or type(t) is _Refused or not t[0].listed]:
                 del twins[k]
         if made is None:
             twins[(entry, threading.get_ident())] = _Refused(_stream_now())
