@@ -104,6 +104,25 @@ def test_plain_calls_are_served_bit_identical_to_the_python_path(torch, gpu, dty
                                else a.double() @ b.double(), rtol=1e-5, atol=1e-5)  # fmt: skip
 
 
+@pytest.mark.parametrize("layout", ["a.T", "b.T", "both.T", "batched"])
+def test_other_layouts_are_served_bit_identical(torch, gpu, layout):
+    """Column-major operands (the plan may form the product swapped) and a batched product are served
+    with results bit-identical to the Python path and equal to float64 torch's."""
+    if layout == "batched":
+        a, b = _aligned(torch, 3, 8, 32, seed=1), _aligned(torch, 3, 32, 16, seed=2)
+    else:
+        a = _aligned(torch, 32, 8, seed=1).mT if layout in ("a.T", "both.T") else _aligned(torch, 8, 32, seed=1)
+        b = _aligned(torch, 16, 32, seed=2).mT if layout in ("b.T", "both.T") else _aligned(torch, 32, 16, seed=2)
+    first = _warm(a, b)
+    served = _served()
+    compiled = [adv.matmul(a, b) for _ in range(2)]
+    assert _served() == served + 2
+    python = _python(a, b)
+    for y in (*first, *compiled):
+        assert torch.equal(y, python) and y.stride() == python.stride()
+    torch.testing.assert_close(python.double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+
+
 def _mismatches(torch):
     """name -> (a, b, keywords) of calls differing from the warm problem (a (8, 32) @ b (32, 16),
     float32) in one key item or one argument the table does not serve."""
