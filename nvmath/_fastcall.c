@@ -589,6 +589,22 @@ static PyObject *fft_exec_in_context_address(PyObject *module, PyObject *unused)
    and runs it, returning the result tensor, or None on any mismatch (then the Python path runs, with
    every check and error message of its own).
 
+   The stateless matmuls keep tables of their own, of plain products `a @ b` (no bias, activation None,
+   x_first): nvmath.linalg.advanced.matmul (nvmath.linalg.advanced._matmul_hit) and
+   nvmath.linalg.matmul (nvmath.linalg.generic._matmul_hit). They call the table with the call's other
+   arguments after the four (each must be None, else a miss), and their entries carry checks a Linear
+   entry has no use for: `lock` (the plan cache entry's lock: held means a Python-path call owns the
+   plan now, a miss), `scalars` ((address, bytes) pairs: the host alpha (and beta) a plain call runs
+   with; a call with other values left them changed, a miss) and `conj` (complex operands: torch's
+   conjugate bit set on either is a miss).
+
+   A generic matmul entry (kind 1) launches cublasGemmEx / cublasGemmStridedBatchedEx instead (a FastCall
+   of 6 slots: handle, alpha, x1, x2, beta, d, with x1 = b when `swap`): `launch` is its plan cache entry
+   (`live` re-read on every call), `space` the shared Workspace (used when it is bound to the call's
+   stream and large enough: `algo` is (0, its bytes)), and the thread's cuBLAS handle must be bound to
+   (stream, workspace, bytes) already, as `bind_memo` (nvmath.linalg.generic._cublas's memo of the
+   bindings, a dict) records; anything else is a miss, and the Python path binds.
+
    Order of a call, so that nothing of a freed plan is ever used: first everything that may run Python
    code or release the GIL (torch's attribute reads, grad mode, stream, device and capture queries, the
    thread's cuBLASLt handle, the result's allocation); then, with no Python code in between, the
@@ -623,6 +639,12 @@ typedef struct {
     PyObject *attrs;                           /* tuple of the descriptor's bias PointerAttribute objects */
     u64 set_attr;                              /* cublasLtMatmulDescSetAttribute's address (0: none) */
     u64 attr_desc[LINEAR_HIT_MAX_ATTRS], attr_id[LINEAR_HIT_MAX_ATTRS];
+    PyObject *lock;                            /* Py_None, or a lock whose holder owns the plan now */
+    PyObject *scalars;                         /* ((address, bytes), ...): host memory as a plain call leaves it */
+    u64 scalar_addr[2];
+    PyObject *bind_memo;                       /* kind 1: handle -> (stream, workspace, bytes); else Py_None */
+    int kind;                                  /* 0: cublasLtMatmul, 1: a cuBLAS GEMM (see the notes) */
+    int conj;                                  /* complex operands: a conjugate view is a miss */
     Py_ssize_t hits;
     int listed;                                /* in a table now (LinearHits.add/clear keep it) */
 } LinearHit;
@@ -633,7 +655,7 @@ static PyTypeObject LinearHitType;
 #define LINEAR_HIT_FIELDS(X) X(key) X(act) X(xtype) X(wtype) X(btype) X(dtype) X(device) X(xshape) \
     X(xstrides) X(wshape) X(wstrides) X(bshape) X(bstrides) X(device_index) X(raw_stream) X(get_device) \
     X(capturing) X(alloc) X(launch) X(algo) X(bound) X(handle) X(space) X(handles_local) \
-    X(handles_module) X(pool_get) X(after) X(attrs)
+    X(handles_module) X(pool_get) X(after) X(attrs) X(lock) X(scalars) X(bind_memo)
 
 static int linear_hit_traverse(LinearHit *h, visitproc visit, void *arg)
 {
@@ -672,26 +694,60 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
         "wshape", "wstrides", "walign", "bshape", "bstrides", "balign", "thread", "device_id", "stream",
         "raw_stream", "get_device", "capturing", "alloc", "launch", "algo", "call", "x_first", "swap",
         "c_is_d", "bound", "handle", "space", "lt_handle", "handles_local", "handles_module", "pool_get",
-        "after", "attrs", "set_attr", NULL};
-    PyObject *o[39];
+        "after", "attrs", "set_attr", "lock", "scalars", "conj", "kind", "bind_memo", NULL};
+    PyObject *o[44];
     LinearHit *h;
     Py_ssize_t i, n;
-    u64 thread, device_id;
+    u64 thread, device_id, scalar_addr[2] = {0, 0};
+    long kind;
 
     memset(o, 0, sizeof o);
     if (!PyArg_ParseTupleAndKeywords(args, kwds,
-            "$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:LinearHit", keywords,
+            "|$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:LinearHit", keywords,
             &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12],
             &o[13], &o[14], &o[15], &o[16], &o[17], &o[18], &o[19], &o[20], &o[21], &o[22], &o[23], &o[24],
             &o[25], &o[26], &o[27], &o[28], &o[29], &o[30], &o[31], &o[32], &o[33], &o[34], &o[35], &o[36],
-            &o[37], &o[38]))
+            &o[37], &o[38], &o[39], &o[40], &o[41], &o[42], &o[43]))
         return NULL;
+    for (i = 0; i < 39; i++) /* (the last five are optional: the stateless matmuls' checks and kind) */
+        if (o[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "LinearHit() missing required keyword argument '%s'", keywords[i]);
+            return NULL;
+        }
+    kind = o[42] != NULL ? PyLong_AsLong(o[42]) : 0;
+    if (kind == -1 && PyErr_Occurred())
+        return NULL;
+    if (kind != 0 && kind != 1) {
+        PyErr_Format(PyExc_ValueError, "LinearHit kind must be 0 (cublasLtMatmul) or 1 (a cuBLAS GEMM), got %ld", kind);
+        return NULL;
+    }
+    n = o[40] != NULL && o[40] != Py_None ? (PyTuple_Check(o[40]) ? PyTuple_GET_SIZE(o[40]) : -1) : 0;
+    if (n < 0 || n > 2 || (kind == 1 && n != 2)) {
+        PyErr_SetString(PyExc_ValueError, "LinearHit scalars must be a tuple of at most 2 (address, bytes) "
+                                          "pairs (a cuBLAS GEMM's: alpha and beta)");
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(o[40], i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(pair, 1))
+            || PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 1)) == 0 || PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 1)) > 16
+            || u64_arg(PyTuple_GET_ITEM(pair, 0), &scalar_addr[i], "scalars") < 0 || !scalar_addr[i]) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "LinearHit scalars: each an (address, 1 to 16 bytes) pair");
+            return NULL;
+        }
+    }
     if (Py_TYPE(o[25]) != &FastCallType) {
         PyErr_Format(PyExc_TypeError, "LinearHit call must be a FastCall (of cublasLtMatmul), not %.200s",
                      Py_TYPE(o[25])->tp_name);
         return NULL;
     }
-    if (((FastCall *)o[25])->nargs != 16 || ((FastCall *)o[25])->nslots != 9) {
+    if (kind == 1 && (((FastCall *)o[25])->nslots != 6 || (o[43] == NULL || !PyDict_Check(o[43])))) {
+        PyErr_SetString(PyExc_ValueError, "a LinearHit of kind 1 needs a cuBLAS GEMM's FastCall (6 slots) and "
+                                          "bind_memo (a dict)");
+        return NULL;
+    }
+    if (kind == 0 && (((FastCall *)o[25])->nargs != 16 || ((FastCall *)o[25])->nslots != 9)) {
         PyErr_SetString(PyExc_ValueError, "LinearHit call must be cublasLtMatmul's FastCall (16 arguments, 9 slots)");
         return NULL;
     }
@@ -711,6 +767,16 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
     TAKE(space, 31) TAKE(handles_local, 33) TAKE(handles_module, 34) TAKE(pool_get, 35) TAKE(after, 36)
     TAKE(attrs, 37)
 #undef TAKE
+    h->lock = Py_NewRef(o[39] != NULL ? o[39] : Py_None);
+    h->scalars = n ? Py_NewRef(o[40]) : PyTuple_New(0);
+    h->bind_memo = Py_NewRef(o[43] != NULL ? o[43] : Py_None);
+    h->kind = (int)kind;
+    memcpy(h->scalar_addr, scalar_addr, sizeof scalar_addr);
+    h->conj = o[41] != NULL ? PyObject_IsTrue(o[41]) : 0;
+    if (h->conj < 0 || h->scalars == NULL) {
+        Py_DECREF(h);
+        return NULL;
+    }
     Py_INCREF(o[25]);
     h->call = (FastCall *)o[25];
     h->x_first = PyObject_IsTrue(o[26]);
@@ -775,6 +841,7 @@ static PyObject *linear_hit_get_stream(LinearHit *h, void *closure) { return PyL
 static PyObject *linear_hit_get_thread(LinearHit *h, void *closure) { return PyLong_FromUnsignedLong(h->thread); }
 static PyObject *linear_hit_get_algo(LinearHit *h, void *closure) { Py_INCREF(h->algo); return h->algo; }
 static PyObject *linear_hit_get_listed(LinearHit *h, void *closure) { return PyBool_FromLong(h->listed); }
+static PyObject *linear_hit_get_device_id(LinearHit *h, void *closure) { return PyLong_FromLong(h->device_id); }
 static PyObject *linear_hit_get_pinned(LinearHit *h, void *closure) { return PyBool_FromLong(h->capturing == Py_None); }
 
 static PyGetSetDef linear_hit_getset[] = {
@@ -785,6 +852,7 @@ static PyGetSetDef linear_hit_getset[] = {
     {"thread", (getter)linear_hit_get_thread, NULL, "The thread it runs on (part of the key).", NULL},
     {"algo", (getter)linear_hit_get_algo, NULL, "The launch's algo tuple it was made with.", NULL},
     {"listed", (getter)linear_hit_get_listed, NULL, "Whether a table holds it now.", NULL},
+    {"device_id", (getter)linear_hit_get_device_id, NULL, "The device it runs on (part of the key).", NULL},
     {"capture_free", (getter)linear_hit_get_pinned, NULL,
      "Whether it runs without asking for a CUDA graph capture (no workspace, or a pinned planner).", NULL},
     {NULL},
@@ -829,7 +897,7 @@ static void hit_reads_clear(HitReads *r)
 }
 
 static PyObject *s_shape, *s_stride, *s_dtype, *s_device, *s_data_ptr, *s_requires_grad, *s_closed,
-    *s_algo, *s_stream, *s_size, *s_ptr, *s_handles, *s_get_handle, *s_value;
+    *s_algo, *s_stream, *s_size, *s_ptr, *s_handles, *s_get_handle, *s_value, *s_locked, *s_is_conj, *s_live;
 
 /* A method call without arguments, or an attribute, as a u64 (-1: error set). */
 static int read_ptr(PyObject *t, u64 *out)
@@ -916,6 +984,120 @@ static int call_u64(PyObject *fn, PyObject *arg, u64 *out)
     return rc;
 }
 
+/* A failed library call of an entry: the binding's error (the FastCall's class) for `status`; -1. */
+static int launch_failed(FastCall *fc, int status, const char *what)
+{
+    if (fc->error != NULL)
+        raise_status(fc->error, status);
+    else
+        PyErr_Format(PyExc_RuntimeError, "%s failed: status %d", what, status);
+    return -1;
+}
+
+/* A stateless entry's checks of the second part: 1 the plan is free to run as planned, 0 a miss, -1 an
+   error (set). The lock: held means a Python-path call owns the plan (its scalars, its slots) now. The
+   scalars: the host memory holds what a plain call runs with (the launch keeps it alive). */
+static int hit_owned(LinearHit *e)
+{
+    Py_ssize_t i;
+    if (e->lock != Py_None) {
+        PyObject *v = PyObject_CallMethodNoArgs(e->lock, s_locked);
+        int free_now;
+        if (v == NULL)
+            return -1;
+        free_now = v == Py_False;
+        Py_DECREF(v);
+        if (!free_now)
+            return 0;
+    }
+    for (i = 0; i < PyTuple_GET_SIZE(e->scalars); i++) {
+        PyObject *want = PyTuple_GET_ITEM(PyTuple_GET_ITEM(e->scalars, i), 1);
+        if (memcmp((const void *)(uintptr_t)e->scalar_addr[i], PyBytes_AS_STRING(want),
+                   (size_t)PyBytes_GET_SIZE(want)) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* The workspace's address in `*ws` when `owner` (a BoundWorkspace, or the Workspace itself) is bound to
+   the entry's stream and the workspace holds its bytes: 1; else 0 (a miss), -1 an error (set). */
+static int bound_space(LinearHit *e, PyObject *owner, u64 *ws)
+{
+    PyObject *v = PyObject_GetAttr(owner, s_stream);
+    u64 size;
+    int status;
+
+    if (v == NULL)
+        return -1;
+    status = v == e->handle;
+    Py_DECREF(v);
+    if (!status)
+        return 0;
+    if ((v = PyObject_GetAttr(e->space, s_size)) == NULL)
+        return -1;
+    status = to_u64(v, &size, "workspace size", 0);
+    Py_DECREF(v);
+    if (status < 0)
+        return -1;
+    if (size < e->ws_size)
+        return 0;
+    if ((v = PyObject_GetAttr(e->space, s_ptr)) == NULL)
+        return -1;
+    status = to_u64(v, ws, "workspace ptr", 0);
+    Py_DECREF(v);
+    return status < 0 ? -1 : 1;
+}
+
+/* The second part of a generic matmul entry's call (kind 1; see the block's notes): no Python code runs
+   here. 1 launched, 0 a miss, -1 an error (set). */
+static int gemm_hit_launch(LinearHit *e, u64 handle, u64 pa, u64 pb, u64 py)
+{
+    PyObject *v, *key, *bound;
+    u64 a[FASTCALL_MAX_ARGS], ws = 0, x[3];
+    FastCall *fc = e->call;
+    Py_ssize_t i;
+    int status;
+
+    if ((v = PyObject_GetAttr(e->launch, s_live)) == NULL)
+        return -1;
+    status = v == Py_True;
+    Py_DECREF(v);
+    if (!status)
+        return 0; /* the plan was freed (evicted, cleared) */
+    if ((status = hit_owned(e)) <= 0)
+        return status;
+    if ((status = bound_space(e, e->space, &ws)) <= 0) /* (Workspace.ensure's first test) */
+        return status;
+    /* the handle is bound to (stream, workspace, bytes) already (else the Python path binds it) */
+    if ((key = PyLong_FromUnsignedLongLong(handle)) == NULL)
+        return -1;
+    bound = PyDict_GetItemWithError(e->bind_memo, key);
+    Py_DECREF(key);
+    if (bound == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyTuple_Check(bound) || PyTuple_GET_SIZE(bound) != 3)
+        return 0;
+    for (i = 0; i < 3; i++) {
+        PyObject *item = PyTuple_GET_ITEM(bound, i);
+        if (!PyLong_CheckExact(item) || to_u64(item, &x[i], "binding", 0) < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    if (x[0] != e->stream || x[1] != ws || x[2] != e->ws_size)
+        return 0;
+    /* the GEMM's slots, in the launch caller's order: handle, alpha, x1, x2, beta, d */
+    memcpy(a, fc->fixed, sizeof(u64) * (size_t)fc->nargs);
+    a[fc->slots[0]] = handle;
+    a[fc->slots[1]] = e->scalar_addr[0];
+    a[fc->slots[2]] = e->swap ? pb : pa;
+    a[fc->slots[3]] = e->swap ? pa : pb;
+    a[fc->slots[4]] = e->scalar_addr[1];
+    a[fc->slots[5]] = py;
+    status = dispatch(fc->fn, fc->nargs, a);
+    return status != 0 ? launch_failed(fc, status, "cuBLAS GEMM") : 1;
+}
+
 /* The second part of a call (see the block's notes): no Python code runs here. 1 launched, 0 a miss,
    -1 an error (set). */
 static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 py)
@@ -940,30 +1122,10 @@ static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 p
     Py_DECREF(v);
     if (!status)
         return 0;
-    if (e->ws_size) { /* BoundWorkspace.ptr_for's first test: bound to this stream, large enough */
-        u64 size;
-        v = PyObject_GetAttr(e->bound, s_stream);
-        if (v == NULL)
-            return -1;
-        status = v == e->handle;
-        Py_DECREF(v);
-        if (!status)
-            return 0;
-        if ((v = PyObject_GetAttr(e->space, s_size)) == NULL)
-            return -1;
-        status = to_u64(v, &size, "workspace size", 0);
-        Py_DECREF(v);
-        if (status < 0)
-            return -1;
-        if (size < e->ws_size)
-            return 0;
-        if ((v = PyObject_GetAttr(e->space, s_ptr)) == NULL)
-            return -1;
-        status = to_u64(v, &ws, "workspace ptr", 0);
-        Py_DECREF(v);
-        if (status < 0)
-            return -1;
-    }
+    if ((status = hit_owned(e)) <= 0)
+        return status;
+    if (e->ws_size && (status = bound_space(e, e->bound, &ws)) <= 0) /* (BoundWorkspace.ptr_for's) */
+        return status;
     for (i = 0; i < PyTuple_GET_SIZE(e->attrs); i++) { /* the bias pointer, when it moved */
         PyObject *attr = PyTuple_GET_ITEM(e->attrs, i);
         u64 now, buf = pb;
@@ -975,13 +1137,8 @@ static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 p
             return -1;
         if (now != pb) {
             status = ((desc_set_attr_fn)(uintptr_t)e->set_attr)(e->attr_desc[i], e->attr_id[i], &buf, 8);
-            if (status != 0) {
-                if (fc->error != NULL)
-                    raise_status(fc->error, status);
-                else
-                    PyErr_Format(PyExc_RuntimeError, "cublasLtMatmulDescSetAttribute failed: status %d", status);
-                return -1;
-            }
+            if (status != 0)
+                return launch_failed(fc, status, "cublasLtMatmulDescSetAttribute");
             if ((v = PyLong_FromUnsignedLongLong(pb)) == NULL || PyObject_SetAttr(attr, s_value, v) < 0) {
                 Py_XDECREF(v);
                 return -1;
@@ -1008,24 +1165,29 @@ static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 p
     a[fc->slots[7]] = e->ws_size;
     a[fc->slots[8]] = e->stream;
     status = dispatch(fc->fn, fc->nargs, a);
-    if (status != 0) {
-        if (fc->error != NULL)
-            raise_status(fc->error, status);
-        else
-            PyErr_Format(PyExc_RuntimeError, "cublasLtMatmul failed: status %d", status);
-        return -1;
-    }
-    return 1;
+    return status != 0 ? launch_failed(fc, status, "cublasLtMatmul") : 1;
 }
 
 /* The first part of a call for the matched entry `e`, then the launch: a new reference to the result,
    Py_None (a miss) or NULL (an error). */
-static PyObject *linear_hit_run(LinearHit *e, HitReads *r)
+static PyObject *linear_hit_run(LinearHit *e, HitReads *r, PyObject *x, PyObject *w)
 {
     PyObject *y, *v;
     u64 stream, device, py, lt = e->lt_handle;
     int rc;
 
+    if (e->conj) { /* torch's conjugate bit is part of a complex operand's key */
+        PyObject *ts[2] = {x, w};
+        int k;
+        for (k = 0; k < 2; k++) {
+            if ((v = PyObject_CallMethodNoArgs(ts[k], s_is_conj)) == NULL)
+                return NULL;
+            rc = v != Py_False;
+            Py_DECREF(v);
+            if (rc)
+                Py_RETURN_NONE;
+        }
+    }
     if (call_u64(e->raw_stream, e->device_index, &stream) < 0)
         return NULL;
     if (stream != e->stream)
@@ -1072,7 +1234,7 @@ static PyObject *linear_hit_run(LinearHit *e, HitReads *r)
         Py_DECREF(y);
         return NULL;
     }
-    rc = linear_hit_launch(e, lt, r->px, r->pw, r->pb, py);
+    rc = e->kind ? gemm_hit_launch(e, lt, r->px, r->pw, py) : linear_hit_launch(e, lt, r->px, r->pw, r->pb, py);
     if (rc <= 0) {
         Py_DECREF(y);
         return rc < 0 ? NULL : Py_NewRef(Py_None);
@@ -1100,12 +1262,15 @@ static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, s
     unsigned long thread;
     int has_bias, rc;
 
-    if (nargs != 4 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
-        PyErr_SetString(PyExc_TypeError, "LinearHits takes (x, weight, bias, activation)");
+    if (nargs < 4 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "LinearHits takes (x, weight, bias, activation, *unserved)");
         return NULL;
     }
     if (t->n == 0)
         Py_RETURN_NONE;
+    for (i = 4; i < nargs; i++) /* arguments no entry serves (a stateless call's options): all None */
+        if (args[i] != Py_None)
+            Py_RETURN_NONE;
     x = args[0], w = args[1], b = args[2], act = args[3];
     tx = Py_TYPE(x), tw = Py_TYPE(w);
     has_bias = b != Py_None;
@@ -1153,7 +1318,7 @@ static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, s
             continue;
         }
         if (rc) {
-            out = linear_hit_run(e, &r);
+            out = linear_hit_run(e, &r, x, w);
             break;
         }
     }
@@ -1320,6 +1485,7 @@ static int register_linear_hit(PyObject *m)
     INTERN(s_data_ptr, "data_ptr") INTERN(s_requires_grad, "requires_grad") INTERN(s_closed, "closed")
     INTERN(s_algo, "algo") INTERN(s_stream, "stream") INTERN(s_size, "size") INTERN(s_ptr, "ptr")
     INTERN(s_handles, "handles") INTERN(s_get_handle, "get_handle") INTERN(s_value, "value")
+    INTERN(s_locked, "locked") INTERN(s_is_conj, "is_conj") INTERN(s_live, "live")
 #undef INTERN
     if (PyType_Ready(&LinearHitType) < 0 || PyType_Ready(&LinearHitsType) < 0)
         return -1;

@@ -323,7 +323,9 @@ class Workspace:
         self.lock: Any = None
         """The lock the users of a workspace shared by several plans take (see :class:`SharedWorkspaces`)."""
         self._alloc: Allocation | None = None
-        self._stream: StreamHandle | None = None
+        self.stream: StreamHandle | None = None
+        """The stream the memory was last used on (``None`` before); read-only outside this class (a
+        compiled hit compares it, as :meth:`ensure` does, before using :attr:`ptr`)."""
         # plain attributes, not properties: execute() paths read them on every launch
         self.ptr = 0
         """The device address (0 when nothing is allocated)."""
@@ -333,7 +335,7 @@ class Workspace:
     def ensure(self, nbytes: int, stream: StreamHandle) -> int:
         """Return a pointer to at least ``nbytes`` bytes usable on ``stream``, growing if needed."""
         if self._alloc is not None and self._alloc.size >= nbytes:
-            previous = self._stream
+            previous = self.stream
             if previous is not stream:
                 if previous is not None:
                     streams.stream_wait(stream, previous)
@@ -353,7 +355,7 @@ class Workspace:
     def _bind(self, stream: StreamHandle) -> None:
         """Remember the stream the memory is used on; a mortal one gets a done event at once (its
         user's work re-records it), so later waits and the release never touch that stream."""
-        self._stream = stream
+        self.stream = stream
         if stream.mortal:
             streams.mark_done(stream)
 
@@ -362,7 +364,7 @@ class Workspace:
         alloc, self._alloc = self._alloc, None
         self.ptr = self.size = 0
         if alloc is not None:
-            alloc.free(self._stream)
+            alloc.free(self.stream)
             logger.debug("%s: released %d bytes", self.name, alloc.size)
 
     def __repr__(self) -> str:

@@ -298,10 +298,12 @@ class PlanCache(Generic[V]):
 
     def touch(self, key: Hashable, hits: int = 1) -> bool:
         """Count ``hits`` hits of ``key`` served elsewhere (a compiled hit path) and make it the most
-        recently used; ``False`` when it is not cached (nothing counted). No lock, as :meth:`hit`."""
-        if key not in self._entries:
+        recently used; ``False`` when it is not cached (nothing counted). No lock, as :meth:`hit`: a key
+        evicted by another thread meanwhile counts as not cached."""
+        try:
+            self._entries.move_to_end(key)
+        except KeyError:
             return False
-        self._entries.move_to_end(key)
         self._hits += hits
         return True
 

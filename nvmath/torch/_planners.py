@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from nvmath._internal import caches, streams
+from nvmath._internal import caches, compiled_hits, streams
 from nvmath._internal.plan_cache import PlanCache
 from nvmath.linalg.advanced import Matmul
 from nvmath.linalg.advanced import MatmulEpilog as E
@@ -429,14 +429,7 @@ class PlannerCache:
 
     def _fold_hits(self) -> None:
         """Count the compiled table's hits in the cache's counters and LRU order (lock held)."""
-        table = self.linear_hits
-        if table is None or not len(table):
-            return
-        for entry in table.entries():
-            n = entry.hits
-            if n:
-                entry.hits = 0
-                self._cache.touch(entry.key, n)
+        compiled_hits.fold(self.linear_hits, self._cache)
 
     def _pin_if_capturing(self, key: Hashable, t: Any) -> None:
         """Pin ``key``'s planner when a CUDA graph is being captured (a graph replays its workspace)."""

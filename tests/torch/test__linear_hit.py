@@ -6,12 +6,12 @@ freed planner leaves nothing the table would run."""
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import pathlib
 import threading
 
 import pytest
+from compiled_hit_helpers import recording_c_function
 from fastcall_probes import FastCall, needs_extension
 
 from nvmath._internal import fastpath
@@ -33,13 +33,8 @@ def gpu(torch, monkeypatch):
     fakes = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fakes)
     nt = fakes.install_as_torch(monkeypatch)
-    emulation, calls = cublasLt._p_cublasLtMatmul, []
-
-    def record(*args: int) -> int:
-        calls.append(args)
-        return _STATUS[0] or emulation(*args)
-
-    cfunc = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * 16))(record)
+    calls: list = []
+    cfunc = recording_c_function(16, cublasLt._p_cublasLtMatmul, calls, _STATUS)
     monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", cfunc)
     yield nt, calls
     nt.default_cache.clear()

@@ -137,7 +137,7 @@ class MatmulLaunch:
 
     __slots__ = (
         "_aux", "_broadcast", "_c_is_d", "_call", "_device", "_done_always", "_extras", "_keep", "_lt_handle",
-        "_staged", "_staged_a", "_workspace", "algo", "closed", "device_id", "plan", "swap",
+        "_scalars", "_staged", "_staged_a", "_workspace", "algo", "closed", "device_id", "plan", "swap",
     )  # fmt: skip
 
     algo: tuple[int, int]
@@ -149,7 +149,7 @@ class MatmulLaunch:
         keep: Any = None,
     ):  # fmt: skip
         lay = plan.layouts
-        self.plan, self._keep = plan, keep  # (the owners of the caller's fixed addresses)
+        self.plan, self._keep, self._scalars = plan, keep, scalars  # (keep: the owner of the addresses)
         self._call = make_caller(
             plan.desc.ptr, scalars[0], lay.a.ptr, lay.b.ptr, scalars[1], lay.c.ptr, lay.d.ptr
         )
@@ -194,7 +194,8 @@ class MatmulLaunch:
         Keys: ``call`` (the compiled caller), ``swap``, ``c_is_d``, ``algo`` (the tuple a twin compares
         by identity: :meth:`select` replaces it), ``bound`` and ``space`` (the :class:`BoundWorkspace` and
         its workspace, ``None`` without one), ``lt_handle`` (0: the thread's handle), ``device_id`` and
-        ``done`` (a run on ``handle`` must record the done event after the call).
+        ``done`` (a run on ``handle`` must record the done event after the call); ``alpha`` (the host
+        address of alpha) and ``scalar_dtype`` (its numpy dtype; ``None`` when ``keep`` is no array).
         """
         if self.closed or self._extras or self._device is None or handle.ctx is not None:
             return None
@@ -207,6 +208,7 @@ class MatmulLaunch:
             "bound": bound, "space": bound.workspace if bound is not None else None,
             "lt_handle": self._lt_handle or 0, "device_id": self.device_id,
             "done": bool(handle.mortal and (ws_size or self._done_always)),
+            "alpha": self._scalars[0], "scalar_dtype": getattr(self._keep, "dtype", None),
         }  # fmt: skip
 
     def prepare(self, handle: StreamHandle) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal import caches
+from nvmath._internal import caches, compiled_hits
 from nvmath._internal.memory import SharedWorkspaces
 from nvmath._internal.options import check_or_create_options, freeze_options
 from nvmath._internal.state import freed_on_error
@@ -33,7 +33,7 @@ from nvmath._internal.stateless import (
 )
 from nvmath._internal.tensors import TensorAdapter, check_consistent, wrap
 from nvmath._internal.torch_bridge import route, wants_torch
-from nvmath.linalg.advanced import _handles
+from nvmath.linalg.advanced import _handles, _matmul_hit
 from nvmath.linalg.advanced._algorithm import Algorithm
 from nvmath.linalg.advanced._options import MatmulOptions, MatmulPlanPreferences, MatmulQuantizationScales
 from nvmath.linalg.advanced._planner import Matmul
@@ -59,8 +59,22 @@ class MatmulPlanCache(LastCallCache):
     that entry is the cache's most recently used one: every other path of :func:`matmul` and
     :meth:`clear` drop it, and a freed (evicted) entry is never run (``live``)."""
 
+    @property
+    def stats(self) -> Any:
+        """:attr:`LastCallCache.stats <nvmath._internal.stateless.LastCallCache.stats>`, the calls the
+        compiled hit served included (:mod:`._matmul_hit`)."""
+        _matmul_hit.hits.fold(self)
+        return super().stats
+
+    def use(self, key: Any, factory: Any) -> Any:
+        """:meth:`~nvmath._internal.plan_cache.PlanCache.use` (a miss: it may evict the least recently
+        used plan, so the compiled hits are counted in the recency order first)."""
+        _matmul_hit.hits.fold(self)
+        return super().use(key, factory)
+
     def clear(self) -> None:
-        """Forget the last call, free every cached plan and the workspaces they share."""
+        """Forget the last call and the compiled hits; free every cached plan and their shared workspaces."""
+        _matmul_hit.hits.clear()
         super().clear()
         workspaces.clear()
 
@@ -74,6 +88,8 @@ plan_cache: MatmulPlanCache = caches.register(
 workspaces are shared, see :data:`workspaces`)."""
 
 _UNCACHEABLE = object()
+_OFFER = compiled_hits.ENABLED  # plain hits give the compiled hit its entries (the compiled path is active)
+_HITS = _matmul_hit.hits
 
 
 def matmul_key(ra: Read, rb: Read, rc: Read | None, epilog: Any, rest: tuple | None = None) -> tuple | None:
@@ -220,7 +236,13 @@ def _short_call(
             if entry.live:  # not freed by an eviction since the lookup
                 run = entry.planner.run_cached
                 plan_cache.last = (probe, entry, run)
-                return run(a, b, c, ptrs, alpha, beta, stream)
+                out = run(a, b, c, ptrs, alpha, beta, stream)
+                if (
+                    _OFFER and c is None and alpha is None and epilog is None and stream is None
+                    and _HITS.wanted(entry, a)
+                ):  # fmt: skip
+                    _HITS.offer(key, entry, a, b)  # (a plain call: the compiled hit serves the next)
+                return out
     plan_cache.last = NO_LAST
     return call_cached(
         plan_cache, key, _build_raw, a, b, c, ptrs, alpha, beta, stream,
@@ -243,6 +265,12 @@ def matmul(
         The result in the operands' package and on their device, or ``(result, aux_dict)`` when the
         epilog (or ``result_amax``) produces aux outputs.
     """
+    hits = _HITS.table  # the compiled hit of a plain call (None: the pure path, or not made yet)
+    if hits is not None and not _HITS.is_compiling():
+        out = hits(a, b, c, None, alpha, beta, epilog, epilog_inputs, qualifiers, quantization_scales,
+                   options, preferences, algorithm, stream)  # fmt: skip
+        if out is not None:
+            return out
     if wants_torch(a, b, c, epilog_inputs):  # autograd or torch.compile: nvmath.torch builds the graph
         return route("advanced.matmul", a, b, c, alpha=alpha, beta=beta, epilog=epilog, epilog_inputs=epilog_inputs,
                      qualifiers=qualifiers, quantization_scales=quantization_scales, options=options,
@@ -273,7 +301,13 @@ def matmul(
                     with entry.lock:
                         if entry.live:
                             plan_cache.memo_hits += 1  # (under the entry's lock, as LastCallCache counts)
-                            return last[2](a, b, c, (pa, pb, pc), alpha, beta, stream)
+                            out = last[2](a, b, c, (pa, pb, pc), alpha, beta, stream)
+                            if (
+                                _OFFER and c is None and alpha is None and epilog is None and stream is None
+                                and _HITS.wanted(entry, a)
+                            ):  # fmt: skip
+                                _HITS.offer(matmul_key(ra, rb, None, None), entry, a, b)
+                            return out
                 return _short_call(probe, ra, rb, rc, a, b, c, alpha, beta, epilog, stream)
     return _keyed_call(a, b, c, alpha, beta, stream, dict(
         epilog=epilog, epilog_inputs=epilog_inputs, qualifiers=qualifiers,

@@ -48,6 +48,7 @@ from nvmath.linalg.generic._launch import GemmLaunch, RoutineLaunch
 from nvmath.linalg.generic._traits import Layout, Traits
 
 __all__ = [
+    "POOL_GET",
     "MIRROR_MIN",
     "PROGRAMS",
     "TYPES",
@@ -56,6 +57,8 @@ __all__ = [
     "GpuProgram",
     "TypeInfo",
     "bind",
+    "bindings",
+    "handles_here",
     "c_int",
     "get_handle",
     "make_program",
@@ -125,6 +128,15 @@ _HANDLES = ThreadHandles(
 def get_handle(device_id: int) -> int:
     """This thread's cuBLAS handle on ``device_id`` (created on first use)."""
     return _HANDLES.get(device_id)
+
+
+POOL_GET = get_handle
+"""This module's own :func:`get_handle` (a hot path that reads :data:`handles_here` inline calls
+``get_handle`` instead when a test has replaced it)."""
+handles_here = _HANDLES.here
+"""The handle pool's thread-local storage (``handles_here.handles``: this thread's ``{device: handle}``)."""
+bindings = _BOUND
+"""Read-only: handle -> the ``(stream, workspace, bytes)`` it is bound to (see :func:`bind`)."""
 
 
 _LIMITS = {32: (-(2**31), 2**31 - 1), 64: (-(2**63), 2**63 - 1)}

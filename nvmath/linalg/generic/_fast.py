@@ -121,7 +121,7 @@ def torch_gemm(
     # its shape and strides: no dtype, device or keyword to parse per call (torch.empty's overloads and
     # keywords cost about 1.5 us more per call on a CPU)
     result = functools.partial(torch.empty(0, dtype=tdt, device=device).new_empty_strided, shape, strides)
-    launch = _launcher(program, dev, has_c, blocking, workspace)
+    launch, single = _launcher(program, dev, has_c, blocking, workspace)
     # the planners' stream resolver: its memo of the current stream is compared inline (no call)
     caller_stream = streams.CallerStream(dev, "torch")
     raw = caller_stream.current or _no_stream  # (without torch's getter: resolved every call)
@@ -151,6 +151,13 @@ def torch_gemm(
                 launch(sh, a.data_ptr(), b.data_ptr(), d.data_ptr(), alpha, beta)
         return d
 
+    run.compiled_parts = None  # type: ignore[attr-defined]
+    if single is not None and not has_c:
+        call, swap, scalars, wsb = single
+        run.compiled_parts = {  # type: ignore[attr-defined]
+            "call": call, "swap": swap, "scalars": scalars, "workspace_bytes": wsb, "workspace": workspace,
+            "alloc": result, "device_id": dev, "caller_stream": caller_stream,
+        }  # fmt: skip
     return run
 
 
@@ -182,10 +189,12 @@ def _on_stream(torch: Any, caller_stream: Any, layout: tuple, has_c: bool) -> Ca
 
 def _launcher(
     program: Any, dev: int, has_c: bool, blocking: bool, workspace: Callable[[], tuple[Any, Any]]
-) -> Callable[[Any, int, int, int, Any, Any], None]:
-    """``launch(stream, pa, pb, pd, alpha, beta)``: ``program``'s GEMM on ``stream`` (in the device's
-    context): the handle bound to the stream and the planner's workspace, then the cuBLAS call (one
-    function for the common single launch at the tensors' addresses)."""
+) -> tuple[Callable[[Any, int, int, int, Any, Any], None], tuple | None]:
+    """``(launch, single)``: ``launch(stream, pa, pb, pd, alpha, beta)`` runs ``program``'s GEMM on
+    ``stream`` (in the device's context): the handle bound to the stream and the planner's workspace,
+    then the cuBLAS call (one function for the common single launch at the tensors' addresses).
+    ``single``: that launch's ``(call, swap, host scalars (buf, held, alpha address, beta address),
+    workspace bytes)`` for a compiled twin (``None`` for other programs)."""
     from nvmath.linalg.generic._cublas import bind, get_handle
 
     wsb = program.workspace_bytes
@@ -203,7 +212,7 @@ def _launcher(
                 pa, pb = pb, pa
             call(handle, p_alpha, pa, pb, p_beta, pd)
 
-        return launch_one
+        return launch_one, (call, swap, (buf, held, p_alpha, p_beta), wsb)
     gemm = _gemm_runner(program)
     synchronize = streams.synchronize
 
@@ -217,7 +226,7 @@ def _launcher(
         if blocking:
             synchronize(sh)
 
-    return launch
+    return launch, None
 
 
 def _host_scalars(program: Any) -> tuple[Any, list, int, int]:

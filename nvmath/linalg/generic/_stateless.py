@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal import caches
+from nvmath._internal import caches, compiled_hits
 from nvmath._internal.memory import SharedWorkspaces
 from nvmath._internal.options import check_or_create_options
 from nvmath._internal.state import freed_on_error
@@ -37,6 +37,7 @@ from nvmath._internal.stateless import (
 )
 from nvmath._internal.tensors import wrap
 from nvmath._internal.torch_bridge import route, wants_torch
+from nvmath.linalg.generic import _matmul_hit
 from nvmath.linalg.generic._options import MatmulOptions
 from nvmath.linalg.generic._planner import Matmul, checked_beta
 
@@ -61,11 +62,29 @@ class GenericPlanCache(LastCallCache):
     """The plan cache of :func:`matmul`; :meth:`clear` also frees the shared workspaces. It remembers the
     last common call (two operands, see :func:`_pair_call`)."""
 
+    @property
+    def stats(self) -> Any:
+        """:attr:`LastCallCache.stats <nvmath._internal.stateless.LastCallCache.stats>`, the calls the
+        compiled hit served included (:mod:`._matmul_hit`)."""
+        _HITS.fold(self)
+        return super().stats
+
+    def use(self, key: Any, factory: Any) -> Any:
+        """:meth:`~nvmath._internal.plan_cache.PlanCache.use` (a miss: it may evict the least recently
+        used plan, so the compiled hits are counted in the recency order first)."""
+        _HITS.fold(self)
+        return super().use(key, factory)
+
     def clear(self) -> None:
-        """Forget the last call, free every cached plan and the workspaces they share."""
+        """Forget the last call and the compiled hits; free every cached plan and their shared workspaces."""
+        _HITS.clear()
         super().clear()
         workspaces.clear()
         scratches.clear()
+
+
+_HITS = _matmul_hit.hits
+_OFFER = compiled_hits.ENABLED  # plain hits give the compiled hit its entries (the compiled path is active)
 
 
 plan_cache: GenericPlanCache = caches.register(
@@ -192,7 +211,10 @@ def _pair_call(a: Any, b: Any, alpha: Any, beta: Any, stream: Any) -> Any:
         try:
             if entry.live:  # not freed by an eviction or a clear since it was the last call
                 plan_cache.memo_hits += 1
-                return run(a, b, None, alpha, beta, stream)
+                out = run(a, b, None, alpha, beta, stream)
+                if _OFFER and alpha is None and beta is None and stream is None and _HITS.wanted(entry, a):
+                    _HITS.offer(_pair_key(a, b), entry, a, b)  # (the compiled hit serves the next ones)
+                return out
         finally:
             lock.release()
     key = _pair_key(a, b)
@@ -241,6 +263,11 @@ def matmul(
         The result in the operands' package and memory space (a list of results for explicit batches;
         ``c`` itself with ``MatmulOptions(inplace=True)``).
     """
+    hits = _HITS.table  # the compiled hit of a plain call (None: the pure path, or not made yet)
+    if hits is not None and not _HITS.is_compiling():
+        out = hits(a, b, c, None, alpha, beta, qualifiers, options, execution, stream)
+        if out is not None:
+            return out
     if beta is not None or c is not None:
         beta = checked_beta(c, beta)
     if wants_torch(a, b, c):  # autograd or torch.compile: nvmath.torch builds the graph
@@ -303,6 +330,11 @@ def _product_with_grad(a: Any, b: Any) -> Any:
 def product(a: Any, b: Any) -> Any:
     """:func:`matmul` of two operands and nothing else, without the routing check: for
     ``nvmath.torch``'s autograd function, which calls it with grad mode off (the same plan cache)."""
+    hits = _HITS.table
+    if hits is not None and not _HITS.is_compiling():
+        out = hits(a, b, None, None)
+        if out is not None:
+            return out
     out = _pair_call(a, b, None, None, None)
     if out is not _OTHER:
         return out

@@ -1,0 +1,48 @@
+"""Helpers of the stateless matmuls' compiled-hit tests (``tests/linalg/*/test__matmul_hit.py``,
+``tests/_internal/test_compiled_hits_gpu.py``): a recording C function in front of an emulated library
+entry point, and the views of a ``StatelessHits`` table the tests compare."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+
+def recording_c_function(nargs: int, emulation: Callable[..., Any], calls: list, status: list | None = None):
+    """A real C function ``int f(uint64_t x0, ..., x{nargs-1})`` (a ctypes callback, so the launches'
+    callers are compiled) that appends its arguments to ``calls`` and returns ``status[0]`` when that is
+    nonzero, else runs ``emulation`` and returns 0 (or the status it returns). Keep it alive while set."""
+
+    def record(*args: int) -> int:
+        calls.append(args)
+        if status and status[0]:
+            return status[0]
+        return emulation(*args) or 0
+
+    return ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * nargs))(record)
+
+
+def served(hits: Any) -> int:
+    """Calls the table of ``hits`` (a ``StatelessHits``) served since its counts were last folded (no
+    ``stats`` read, no plan-cache miss in between)."""
+    table = hits.table
+    return 0 if table is None else sum(e.hits for e in table.entries())
+
+
+def on_python_path(hits: Any, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)`` with the table of ``hits`` switched off (the Python path)."""
+    table, hits.table = hits.table, None
+    try:
+        return call(*args, **kwargs)
+    finally:
+        hits.table = table
+
+
+def spy_python(module: Any, monkeypatch: Any) -> list:
+    """A list that gets one item per call of ``module``'s ``wants_torch`` (the first step of its stateless
+    ``matmul`` after the table: the calls that reach the Python path)."""
+    seen: list = []
+    wants = module.wants_torch
+    monkeypatch.setattr(module, "wants_torch", lambda *args: seen.append(1) or wants(*args))
+    return seen
