@@ -50,6 +50,7 @@ import torch
 
 from nvmath.linalg.advanced._direct import AddressRun, address_run_possible
 from nvmath.torch._capture import CaptureError, capturing, refuse_planning
+from nvmath.torch._grouped_fp8_group import build as build_group
 
 __all__ = ["GroupedFP8Gemms", "grouped_fp8_gemms"]
 
@@ -148,19 +149,23 @@ class GroupedFP8Gemms:
             with self._lock:
                 found = None if signature is None else self._memo.get((kind, dtype, signature))
                 if found is None:
-                    found = self._look_up(kind, problems, dtype, biases, outs, capture)
+                    found = (*self._look_up(kind, problems, dtype, biases, outs, capture), [None])
                     if signature is not None:
                         if len(self._memo) > 4 * self.maxsize:  # (new counts every step: a bound)
                             self._memo.clear()
                         self._memo[(kind, dtype, signature)] = found
                 elif capture:
                     self._pinned.update(found[1])
-                entries, _, direct = found
+                entries, _, direct, group = found
                 self._fill(entries, problems, inv_a, inv_b, capture)
                 if direct:  # (every product on addresses straight into its out: the steady state)
+                    if group[0] and self._run_group(group, problems, biases, outs):
+                        return outs
                     for e, (_, qa, qb), b, d in zip(entries, problems, biases, outs):
                         ptrs = () if b is None else (b.data_ptr(),)
                         e.address(qa.data_ptr(), qb.data_ptr(), d.data_ptr(), ptrs)
+                    if group[0] is None and signature is not None:  # (the compiled group from now on)
+                        group[0] = build_group([e.address for e in entries]) or False
                     return outs
                 return [self._execute(e, qa, qb, biases[i], outs[i])
                         for i, (e, (_, qa, qb)) in enumerate(zip(entries, problems))]  # fmt: skip
@@ -171,6 +176,20 @@ class GroupedFP8Gemms:
             self.enabled = False
             self.clear()
             return None
+
+    @staticmethod
+    def _run_group(group: list, problems: list, biases: list, outs: list) -> bool:
+        """Every product of ``problems`` by ``group[0]``'s one compiled call
+        (:class:`~._grouped_fp8_group.GroupCall`); ``False`` (nothing launched, the group dropped, to be
+        built again after the per-group runs) where it cannot run now."""
+        a = tuple([qa.data_ptr() for _, qa, _ in problems])
+        b = tuple([qb.data_ptr() for _, _, qb in problems])
+        d = tuple([t.data_ptr() for t in outs])
+        bias = None if biases[0] is None else tuple([t.data_ptr() for t in biases])
+        if group[0](a, b, d, bias):
+            return True
+        group[0] = None
+        return False
 
     def _look_up(
         self, kind: str, problems: list, dtype: torch.dtype, biases: list, outs: list, capture: bool
