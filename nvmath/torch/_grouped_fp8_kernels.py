@@ -323,26 +323,38 @@ def grouped_forward(
     active = active_groups(counts, x)
     qx, x_used = quantize_role(state, "input", x, bounds)
     (qw, qwt, inv_w), inv_x = weight_fp8(state, w, (qx.amax, x_used, active))
-    # (the groups' views made by one call each, not one indexing per group and operand)
-    xs, qws = qx.q.split(counts), qw.unbind(0)
-    bs = [None] * len(counts) if b is None else b.unbind(0)
     cfg = epilog_config(None, b is not None, x.dtype)
     saved = (qx.qt, x.shape[1], inv_x, qwt, inv_w)
     if lean.applies(x):  # (every group's product written into its rows of one y: no concatenation)
         y = torch.empty((x.shape[0], w.shape[1]), dtype=x.dtype, device=x.device)
         sig = signature(counts, qx.q, qw, b, y)
         if cfg is not None:  # (y.T = qw @ qx.T + b: the bias along D's rows, as FP8 Linear runs it)
-            made = lean.run("forward-bias", [(k, qws[k], xs[k]) for k, _, _ in bounds], inv_w, inv_x, x.dtype,
-                            bias=[bs[k] for k, _, _ in bounds], out=[y[s:e].mT for _, s, e in bounds],
-                            signature=sig)  # fmt: skip
-        else:
+
+            def fused_views() -> tuple:
+                xs, qws, bs = qx.q.split(counts), qw.unbind(0), b.unbind(0)
+                return ([(k, qws[k], xs[k]) for k, _, _ in bounds], [bs[k] for k, _, _ in bounds],
+                        [y[s:e].mT for _, s, e in bounds])  # fmt: skip
+
+            made = lean.run("forward-bias", fused_views, inv_w, inv_x, x.dtype, signature=sig,
+                            bases=(qw, qx.q, y, b))  # fmt: skip
+        elif b is None:
+
+            def views() -> tuple:
+                xs, qws = qx.q.split(counts), qw.unbind(0)
+                return [(k, xs[k], qws[k]) for k, _, _ in bounds], None, [y[s:e] for _, s, e in bounds]
+
+            made = lean.run("forward", views, inv_x, inv_w, x.dtype, signature=sig, bases=(qx.q, qw, y, None))
+        else:  # (the bias added to each group's rows after its product)
+            xs, qws, bs = qx.q.split(counts), qw.unbind(0), b.unbind(0)
             made = lean.run("forward", [(k, xs[k], qws[k]) for k, _, _ in bounds], inv_x, inv_w, x.dtype,
                             out=[y[s:e] for _, s, e in bounds], signature=sig)  # fmt: skip
             for d, (k, _, _) in zip(made or (), bounds):
-                if bs[k] is not None:
-                    d.add_(bs[k])
+                d.add_(bs[k])
         if made:
             return y, saved
+    # (the groups' views made by one call each, not one indexing per group and operand)
+    xs, qws = qx.q.split(counts), qw.unbind(0)
+    bs = [None] * len(counts) if b is None else b.unbind(0)
     ixs, iws = aligned_scalars(inv_x), aligned_scalars(inv_w)
     y = _join([_forward_gemm(xs[k], qws[k], ixs[k], iws[k], bs[k], cfg, x.dtype, gemm, fused)
                for k, _, _ in bounds])  # fmt: skip
@@ -355,16 +367,24 @@ def _dgrad(
 ) -> torch.Tensor:  # fmt: skip
     """``dx`` (T, K): every group's dgrad GEMM written into its rows (on the grouped planners; else the
     FP8 Linear caches' products, concatenated)."""
-    gs, wts = qg.q.split(counts), qwt.unbind(0)
     if lean.applies(g):
         dx = torch.empty((g.shape[0], cols), dtype=g.dtype, device=g.device)
-        made = lean.run("dgrad", [(k, gs[k], wts[k]) for k, _, _ in bounds], inv_g, inv_w, g.dtype,
-                        out=[dx[s:e] for _, s, e in bounds],
-                        signature=signature(counts, qg.q, qwt, dx))  # fmt: skip
-        if made:
+
+        def views() -> tuple:
+            gs, wts = qg.q.split(counts), qwt.unbind(0)
+            return [(k, gs[k], wts[k]) for k, _, _ in bounds], None, [dx[s:e] for _, s, e in bounds]
+
+        if lean.run("dgrad", views, inv_g, inv_w, g.dtype, signature=signature(counts, qg.q, qwt, dx),
+                    bases=(qg.q, qwt, dx, None)):  # fmt: skip
             return dx
+    gs, wts = qg.q.split(counts), qwt.unbind(0)
     igs, iws = aligned_scalars(inv_g), aligned_scalars(inv_w)
     return _join([gemm(gs[k], wts[k], igs[k], iws[k], g.dtype) for k, _, _ in bounds])
+
+
+def _wgrad_pairs(qg: Quantized, qxt: torch.Tensor, cols: int, bounds: Bounds) -> list:
+    """``[(k, g_k.T, x_k.T)]``: every group's FP8 transposes of the gradient and the input."""
+    return [(k, qg.transposed(s, e), transposed_block(qxt, cols, s, e)) for k, s, e in bounds]
 
 
 def _wgrad(
@@ -375,13 +395,17 @@ def _wgrad(
     without tokens; on the grouped planners, else the FP8 Linear caches' products stacked)."""
     w_dtype, w_shape = w_meta
     wdt = _fp8_cast.wgrad_dtype(w_dtype)
-    pairs = [(k, qg.transposed(s, e), transposed_block(qxt, cols, s, e)) for k, s, e in bounds]
     if lean.applies(g):
         new = torch.empty if len(bounds) == w_shape[0] else torch.zeros
         dw = new(w_shape, dtype=wdt, device=g.device)
         sig = signature(counts, qg.q, qg.qt, qxt, dw)
-        if lean.run("wgrad", pairs, inv_g, inv_x, wdt, out=[dw[k] for k, _, _ in pairs], signature=sig):
+
+        def views() -> tuple:
+            return _wgrad_pairs(qg, qxt, cols, bounds), None, [dw[k] for k, _, _ in bounds]
+
+        if lean.run("wgrad", views, inv_g, inv_x, wdt, signature=sig, bases=(qg.qt, qxt, dw, None)):
             return dw.to(w_dtype)
+    pairs = _wgrad_pairs(qg, qxt, cols, bounds)
     igs, ixs = aligned_scalars(inv_g), aligned_scalars(inv_x)
     dws: list = [None] * w_shape[0]
     for k, a, b in pairs:

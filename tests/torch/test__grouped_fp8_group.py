@@ -34,7 +34,7 @@ _STATUS = [0]  # the status the emulated cublasLtMatmul returns (0: it computes)
 @pytest.fixture
 def compiled(monkeypatch):
     """``(nvmath.torch, calls, runner)``: the fake GPU as package "torch", the compiled path on, the
-    emulated cublasLtMatmul (and the descriptor attribute setter) behind C functions, a fresh grouped
+    emulated cublasLtMatmul behind a C function, a fresh grouped
     runner on CPU tensors; ``calls`` lists the emulated cublasLtMatmul's calls."""
     monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
     path = pathlib.Path(__file__).with_name("torch_fakes.py")
@@ -50,10 +50,6 @@ def compiled(monkeypatch):
 
     keep = [ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * 16))(record)]
     monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", keep[0])
-    set_attr = cublasLt._p_cublasLtMatmulDescSetAttribute
-    if fastpath.bound_address("cublasLt", "cublasLtMatmulDescSetAttribute") is None:  # (a Python fake)
-        keep.append(ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * 4))(lambda *a: set_attr(*a)))
-        monkeypatch.setattr(cublasLt, "_p_cublasLtMatmulDescSetAttribute", keep[1])
     runner = R.GroupedFP8Gemms()
     runner.cpu_planned = True
     monkeypatch.setattr(R, "grouped_fp8_gemms", runner)
@@ -69,7 +65,7 @@ def compiled(monkeypatch):
 
 def groups(runner) -> list:
     """The compiled groups the runner holds now (built, not dropped)."""
-    return [found[3][0] for found in runner._memo.values() if found[3][0]]
+    return [memo.group for memo in runner._memo.values() if memo.group]
 
 
 def steps(nt, layer, x, gs, counts):
