@@ -228,7 +228,7 @@ class GroupedFP8Gemms:
                 e.address(qa.data_ptr(), qb.data_ptr(), d.data_ptr(), ptrs)
             if memo.group is None and signature is not None:  # (the compiled group from now on)
                 memo.group = build_group([e.address for e in memo.entries]) or False
-                if memo.group and bases is not None:
+                if bases is not None:
                     memo.offsets = _offsets(bases, problems, biases, outs)
             return done
         made = [self._execute(e, qa, qb, biases[i], outs[i])
@@ -237,9 +237,11 @@ class GroupedFP8Gemms:
 
     @staticmethod
     def _run_bases(memo: _Memo, bases: tuple) -> bool:
-        """The product by ``memo``'s compiled group on ``bases``' addresses plus its offsets; ``False``
-        (nothing launched, the group dropped, to be built again after the per-group runs) where it
-        cannot run now."""
+        """The product on ``bases``' addresses plus ``memo``'s offsets: by its compiled group, or (where
+        none can be built: the pure-Python path) each member's address run; ``False`` (nothing launched,
+        the group dropped, to be built again after the per-group runs) where the group cannot run now."""
+        if memo.group is None or not memo.direct:
+            return False
         oa, ob, od, obias = memo.offsets
         pa, pb, pd = bases[0].data_ptr(), bases[1].data_ptr(), bases[2].data_ptr()
         a = tuple([pa + o for o in oa])
@@ -249,6 +251,10 @@ class GroupedFP8Gemms:
         if obias is not None:
             pbias = bases[3].data_ptr()
             bias = tuple([pbias + o for o in obias])
+        if memo.group is False:
+            for e, pa, pb, pd, i in zip(memo.entries, a, b, d, range(len(a))):
+                e.address(pa, pb, pd, () if bias is None else (bias[i],))
+            return True
         if memo.group(a, b, d, bias):
             return True
         memo.group = memo.offsets = None

@@ -196,6 +196,26 @@ def test_group_arguments_are_checked():
         _fastcall.MatmulGroup(({},), 0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16-bias-fused"])
+def test_pure_path_runs_members_on_base_offsets_bit_identically(compiled, monkeypatch, dtype):
+    """Pure-Python path (no group can be built): a memoised product runs each member's address run on
+    the bases' addresses plus the members' offsets (no views made), equal bit for bit to a twin whose
+    products make the views every step."""
+    nt, calls, runner = compiled
+    monkeypatch.setattr(fastpath, "_COMPILED", None)
+    layer, twin = twins(nt, fp8.DelayedScaling(), dtype, bias=dtype == torch.bfloat16)
+    x = torch.randn(sum(COUNTS), 64, dtype=dtype).requires_grad_()
+    gs = [torch.randn(sum(COUNTS), 32, dtype=dtype) for _ in range(3)]
+    got = steps(nt, layer, x, gs, COUNTS)
+    assert not groups(runner) and all(m.offsets is not None for m in runner._memo.values())
+    runner.clear()
+    monkeypatch.setattr(R, "_offsets", lambda *args: None)
+    want = steps(nt, twin, x, gs, COUNTS)
+    for step_got, step_want in zip(got, want):
+        for a, b in zip(step_got, step_want):
+            assert torch.equal(a, b)
+
+
 def test_pure_path_builds_no_group(monkeypatch):
     """With the compiled path off there is no group: the per-group runs launch every GEMM."""
     monkeypatch.setattr(fastpath, "_COMPILED", None)
