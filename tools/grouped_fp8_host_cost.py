@@ -134,7 +134,7 @@ def count_ops(fn: Any) -> collections.Counter:
 
 def group_calls(runner: Any) -> int:
     """The calls the grouped runner's compiled groups (``nvmath._fastcall.MatmulGroup``) served so far."""
-    return sum(memo.group.group.calls for memo in runner._memo.values() if memo.group)
+    return sum(m.group.group.calls for m in runner._memo.values() if getattr(m, "group", None))
 
 
 def measure(fn: Any, steps: int) -> float:

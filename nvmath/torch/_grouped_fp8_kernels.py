@@ -29,6 +29,7 @@ filled full-size gradient per group and their sum that ``weight[g]`` cost in a l
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -120,19 +121,28 @@ def launch_args(
     return (*ptrs, np.int64(cols), np.int64(partial_rows), np.int64(_fp8_cast.TARGET_BLOCKS))
 
 
+@functools.lru_cache(maxsize=256)
+def _launch_plan(bounds: tuple, groups: int, cols: int) -> tuple:
+    """:func:`grouped_launch` of ``bounds`` (a tuple) and the groups' row counts, made once per counts."""
+    offsets, shape, blocks = grouped_launch(list(bounds), groups, cols)
+    return tuple(offsets), shape, blocks, [e - s for s, e in zip(offsets, offsets[1:])]
+
+
 def _kernel_run(
-    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None, colsum: bool
+    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None, colsum: bool,
+    amax: torch.Tensor | None = None,
 ) -> Quantized | None:  # fmt: skip
-    """The GPU pass: one grouped cast-transpose launch over all groups (``scale`` None: amax only);
-    ``None`` when the kernels do not run here (nothing was written)."""
+    """The GPU pass: one grouped cast-transpose launch over all groups (``scale`` None: amax only; the
+    amaxes into ``amax`` (G,) zeros where given); ``None`` when the kernels do not run here (nothing was
+    written)."""
     rows, cols = x.shape
     dev = x.device
-    offsets, shape, blocks = grouped_launch(bounds, groups, cols)
     if groups > _fp8_cast.MAX_GRID_Y:
         return None
-    counts = [e - s for s, e in zip(offsets, offsets[1:])]
+    offsets, shape, blocks, counts = _launch_plan(tuple(bounds), groups, cols)
     table = device_table("row offsets", offsets, torch.int64, x, counts)
-    amax = torch.zeros(groups, dtype=torch.float32, device=dev)
+    if amax is None:
+        amax = torch.zeros(groups, dtype=torch.float32, device=dev)
     q = qt = partial = None
     if scale is not None:
         q = torch.empty((rows, cols), dtype=dtype, device=dev)
@@ -146,7 +156,8 @@ def _kernel_run(
 
 
 def _torch_run(
-    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None, colsum: bool
+    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None, colsum: bool,
+    amax_out: torch.Tensor | None = None,
 ) -> Quantized:  # fmt: skip
     """:func:`_kernel_run`'s values by torch's operations, group by group (a non-finite amax makes that
     group's ``q`` NaN, as :func:`~._fp8.quantize` does)."""
@@ -165,34 +176,38 @@ def _torch_run(
     if scale is not None:
         q = torch.cat(qs) if qs else x.new_empty(x.shape, dtype=dtype)
         qt = torch.cat([p.T.reshape(-1) for p in qs]) if qs else q.reshape(-1)
-    return Quantized(q, qt, torch.stack(amax), torch.stack(sums) if colsum else None)
+    amaxes = torch.stack(amax) if amax_out is None else amax_out.copy_(torch.stack(amax))
+    return Quantized(q, qt, amaxes, torch.stack(sums) if colsum else None)
 
 
 def quantize_groups(
     x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None,
-    colsum: bool = False,
+    colsum: bool = False, amax_out: torch.Tensor | None = None,
 ) -> Quantized:  # fmt: skip
     """``x`` (T, C), rows grouped by ``bounds``, quantized to ``dtype`` with ``scale[g]`` for group
-    ``g``'s rows (``scale`` (G,) float32; ``None``: the amaxes only): see the module notes."""
+    ``g``'s rows (``scale`` (G,) float32; ``None``: the amaxes only): see the module notes. ``amax_out``:
+    a (G,) float32 zeros tensor the amaxes go into (the result's ``amax``), else a new one."""
     if bounds and _fp8_cast.available(x):  # (a CUDA tensor the kernels take)
-        made = _kernel_run(x, bounds, groups, dtype, scale, colsum)
+        made = _kernel_run(x, bounds, groups, dtype, scale, colsum, amax_out)
         if made is not None:
             return made
-    return _torch_run(x, bounds, groups, dtype, scale, colsum)
+    return _torch_run(x, bounds, groups, dtype, scale, colsum, amax_out)
 
 
 def quantize_role(
-    state: GroupedScalingState, role: str, x: torch.Tensor, bounds: Bounds, colsum: bool = False
-) -> tuple[Quantized, torch.Tensor]:
+    state: GroupedScalingState, role: str, x: torch.Tensor, bounds: Bounds, colsum: bool = False,
+    amax_out: torch.Tensor | None = None,
+) -> tuple[Quantized, torch.Tensor]:  # fmt: skip
     """``(copies, used scales (G,))`` of ``x`` as ``role`` under ``state``'s recipe (the state not yet
-    updated: :meth:`~GroupedScalingState.record` takes the amaxes and the scales used)."""
+    updated: :meth:`~GroupedScalingState.record` takes the amaxes and the scales used); ``amax_out``: as
+    :func:`quantize_groups` (the quantizing pass's amaxes)."""
     dtype, groups = state.dtype(role), state.groups
     if state.recipe.delayed:
         scale = state.scale[ROLES.index(role)]
-        return quantize_groups(x, bounds, groups, dtype, scale, colsum), scale
+        return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax_out), scale
     amax = quantize_groups(x, bounds, groups, dtype, None).amax
     scale = state.current_scale(role, amax)
-    return quantize_groups(x, bounds, groups, dtype, scale, colsum), scale
+    return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax_out), scale
 
 
 def weight_fp8(
@@ -203,7 +218,9 @@ def weight_fp8(
     the forward's input, recorded in the same update (its dequantization scales ``inv_x`` returned).
     Inside a CUDA graph capture the forward's call (``x_part`` given) makes the copies again whatever
     the version, so every replay quantizes the weight's values of that moment (a replay moves no
-    version counter); the backward reuses the forward's copies (saved with the other operands)."""
+    version counter); the backward reuses the forward's copies (saved with the other operands).
+    ``x_part``'s ``amax`` is (2, G) float32: the input's amaxes in row 0, row 1 zeros (the weight's
+    amaxes go there: the forward's two roles recorded from one tensor, no stacking)."""
     key = (w, w._version, w.data_ptr(), w.shape, w.stride(), w.dtype)
     old = state.weight_key
     fresh = old is None or old[1:] != key[1:] or state.weight_copies is None
@@ -212,17 +229,18 @@ def weight_fp8(
         if x_part is None:
             return state.weight_copies, None
         amax, used, active = x_part
-        return state.weight_copies, state.record("input", amax[None], used[None], active)[0].reciprocal()
+        return state.weight_copies, state.record("input", amax[:1], used[None], active)[0].reciprocal()
     groups, n, k = w.shape
     flat = w.reshape(groups * n, k)
     everyone = [(g, g * n, (g + 1) * n) for g in range(groups)]
-    made, w_used = quantize_role(state, "weight", flat, everyone)
+    w_amax = None if x_part is None else x_part[0][1]  # (the forward's: row 1 of the input's (2, G) amaxes)
+    made, w_used = quantize_role(state, "weight", flat, everyone, amax_out=w_amax)
     if x_part is None:
         used = state.record("weight", made.amax[None], w_used[None], None)
         inv_x, inv_w = None, used[0].reciprocal()
     else:
         amax, x_used, active = x_part
-        both = torch.stack((amax, made.amax)), torch.stack((x_used, w_used))
+        both = amax, torch.stack((x_used, w_used))
         # (active: the input's row only; every group's weight is recorded, the weight quantized whole)
         inv = state.record("input", *both, active, active_rows=1).reciprocal()
         inv_x, inv_w = inv[0], inv[1]
@@ -321,8 +339,9 @@ def grouped_forward(
     and (for a new weight version) weight roles in one update."""
     bounds = bounds_of(counts)
     active = active_groups(counts, x)
-    qx, x_used = quantize_role(state, "input", x, bounds)
-    (qw, qwt, inv_w), inv_x = weight_fp8(state, w, (qx.amax, x_used, active))
+    amaxes = torch.zeros((2, state.groups), dtype=torch.float32, device=x.device)  # (input, weight)
+    qx, x_used = quantize_role(state, "input", x, bounds, amax_out=amaxes[0])
+    (qw, qwt, inv_w), inv_x = weight_fp8(state, w, (amaxes, x_used, active))
     cfg = epilog_config(None, b is not None, x.dtype)
     saved = (qx.qt, x.shape[1], inv_x, qwt, inv_w)
     if lean.applies(x):  # (every group's product written into its rows of one y: no concatenation)
