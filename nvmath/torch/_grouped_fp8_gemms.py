@@ -22,7 +22,13 @@ against ~12 us for a pointer swap of ``a`` and ``b``), and a grouped layer runs 
   (``reset_operands_unchecked``) and executes;
 * with a ``signature`` (:func:`~._grouped_fp8_kernels.signature`: the counts and the bases' layouts
   and addresses modulo 256) the planners of a product are looked up and the results' layouts checked
-  once, not per call (the memo is forgotten whenever a planner is freed);
+  once, not per call (the memo, :class:`_Memo`, is forgotten whenever a planner is freed); after the
+  first run on addresses the memo also holds the product's compiled group
+  (:mod:`._grouped_fp8_group`: every group's launch in one C call, when the extension is built) and,
+  where the caller gives the ``bases`` its views are cut from, each group's address offsets from
+  them: later calls make no view (the caller passes a function that makes them, called only on a
+  look-up or a per-group run) and launch on the bases' addresses plus those offsets, by the group or,
+  without one, by each planner's address run;
 * one planner per (product, group, problem): groups of equal counts do not share a planner (each has
   its own scale slots).
 

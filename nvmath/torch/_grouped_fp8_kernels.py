@@ -109,6 +109,9 @@ def grouped_launch(bounds: Bounds, groups: int, cols: int) -> tuple[list[int], t
     return offsets, (gx, gy, groups), gy
 
 
+_NULL = np.uintp(0)
+
+
 def launch_args(
     x: torch.Tensor, q: Any, qt: Any, scale: Any, amax: torch.Tensor, partial: Any, table: torch.Tensor,
     cols: int, partial_rows: int,
@@ -117,8 +120,13 @@ def launch_args(
     (none: this pass has no DGELU), ``q``, ``qt``, ``scale``, ``amax``, ``partial``, the row-offset
     table, ``cols``, ``partial_rows`` and the target block count (addresses as ``np.uintp``, sizes as
     ``np.int64``: the launch passes them by value in exactly these widths)."""
-    ptrs = (np.uintp(_ptr(t)) for t in (x, None, q, qt, scale, amax, partial, table))
-    return (*ptrs, np.int64(cols), np.int64(partial_rows), np.int64(_fp8_cast.TARGET_BLOCKS))
+    u, null = np.uintp, _NULL
+    return (
+        u(x.data_ptr()), null, null if q is None else u(q.data_ptr()), null if qt is None else u(qt.data_ptr()),
+        null if scale is None else u(scale.data_ptr()), u(amax.data_ptr()),
+        null if partial is None else u(partial.data_ptr()), u(table.data_ptr()),
+        np.int64(cols), np.int64(partial_rows), np.int64(_fp8_cast.TARGET_BLOCKS),
+    )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=256)
