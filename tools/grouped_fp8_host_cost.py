@@ -59,7 +59,8 @@ def install(mp: Any) -> Any:
     from nvmath.torch import _grouped_fp8_kernels
 
     def signature(counts: Any, *tensors: Any) -> tuple:
-        return (tuple(counts), *(None if t is None else (t.shape, t.stride(), t.dtype, t.device) for t in tensors))
+        layouts = (None if t is None else (t.shape, t.stride(), t.dtype, t.device) for t in tensors)
+        return (tuple(counts), *layouts)
 
     mp.setattr(_grouped_fp8_kernels, "signature", signature)
     grouped_fp8_gemms.clear()

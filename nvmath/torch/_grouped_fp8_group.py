@@ -1,4 +1,4 @@
-"""A product's per-group FP8 GEMMs in one compiled call: :class:`GroupCall` (``nvmath._fastcall.MatmulGroup``).
+"""A product's per-group FP8 GEMMs in one compiled call: :class:`GroupCall` (``_fastcall.MatmulGroup``).
 
 The FP8 :class:`~nvmath.torch.GroupedLinear` runs three products per step (forward ``y``, ``dx``,
 ``dw``), each one GEMM per group on its own planner (:mod:`._grouped_fp8_gemms`). Once a product's
@@ -88,5 +88,9 @@ def build(runs: Sequence[Any]) -> GroupCall | None:
 
     first = parts[0]
     after = streams.done_recorder(first["handle"]) if any(p["done"] for p in parts) else None
-    group = _fastcall.MatmulGroup(tuple(parts), set_attr)
+    try:
+        group = _fastcall.MatmulGroup(tuple(parts), set_attr)
+    except (TypeError, ValueError, KeyError, OverflowError) as exc:  # (parts the C block cannot take)
+        logger.debug("no compiled group for these GEMMs (%s): per-group launches", exc)
+        return None
     return GroupCall(group, first["device_id"], first["lt_handle"], raw, device, after)

@@ -122,7 +122,8 @@ def launch_args(
     ``np.int64``: the launch passes them by value in exactly these widths)."""
     u, null = np.uintp, _NULL
     return (
-        u(x.data_ptr()), null, null if q is None else u(q.data_ptr()), null if qt is None else u(qt.data_ptr()),
+        u(x.data_ptr()), null, null if q is None else u(q.data_ptr()),
+        null if qt is None else u(qt.data_ptr()),
         null if scale is None else u(scale.data_ptr()), u(amax.data_ptr()),
         null if partial is None else u(partial.data_ptr()), u(table.data_ptr()),
         np.int64(cols), np.int64(partial_rows), np.int64(_fp8_cast.TARGET_BLOCKS),
@@ -137,8 +138,8 @@ def _launch_plan(bounds: tuple, groups: int, cols: int) -> tuple:
 
 
 def _kernel_run(
-    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None, colsum: bool,
-    amax: torch.Tensor | None = None,
+    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None,
+    colsum: bool, amax: torch.Tensor | None = None,
 ) -> Quantized | None:  # fmt: skip
     """The GPU pass: one grouped cast-transpose launch over all groups (``scale`` None: amax only; the
     amaxes into ``amax`` (G,) zeros where given); ``None`` when the kernels do not run here (nothing was
@@ -164,8 +165,8 @@ def _kernel_run(
 
 
 def _torch_run(
-    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None, colsum: bool,
-    amax_out: torch.Tensor | None = None,
+    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None,
+    colsum: bool, amax_out: torch.Tensor | None = None,
 ) -> Quantized:  # fmt: skip
     """:func:`_kernel_run`'s values by torch's operations, group by group (a non-finite amax makes that
     group's ``q`` NaN, as :func:`~._fp8.quantize` does)."""
