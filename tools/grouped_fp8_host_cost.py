@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import ctypes
 import collections
 import pathlib
 import pstats
@@ -53,6 +54,15 @@ def install(mp: Any) -> Any:
     mp.setattr(_grouped_fp8_gemms, "_align", lambda t: 256)
     # (and the CPU's 64-byte allocations would fail the results' alignment: the products in place)
     mp.setattr(_grouped_fp8_gemms, "D_ALIGNMENT", 16, raising=False)
+    # (and the counts signatures of the grouped products hold the bases' addresses modulo 256, which the
+    # CPU allocator varies from step to step: each would meet a new signature, the GEMMs looked up again)
+    from nvmath.torch import _grouped_fp8_kernels
+
+    def signature(counts: Any, *tensors: Any) -> tuple:
+        layouts = (None if t is None else (t.shape, t.stride(), t.dtype, t.device) for t in tensors)
+        return (tuple(counts), *layouts)
+
+    mp.setattr(_grouped_fp8_kernels, "signature", signature)
     grouped_fp8_gemms.clear()
     mp.setattr(grouped_fp8_gemms, "cpu_planned", True)
     launched = [0]
@@ -123,6 +133,11 @@ def count_ops(fn: Any) -> collections.Counter:
     return seen
 
 
+def group_calls(runner: Any) -> int:
+    """The calls the grouped runner's compiled groups (``nvmath._fastcall.MatmulGroup``) served so far."""
+    return sum(m.group.group.calls for m in runner._memo.values() if getattr(m, "group", None))
+
+
 def measure(fn: Any, steps: int) -> float:
     """Best us per step of 5 rounds of ``steps`` steps, in this process's CPU time (the machine's other
     work, when its cores are shared, is not counted)."""
@@ -141,6 +156,8 @@ def main() -> None:
     parser.add_argument("--profile", default=None, help="a recipe (delayed or current) to cProfile")
     parser.add_argument("--sort", default="tottime", help="the cProfile order (tottime, cumulative)")
     parser.add_argument("--ops", action="store_true", help="list the torch operations of one step")
+    parser.add_argument("--no-group", action="store_true",
+                        help="launch the per-group GEMMs one by one (no compiled group call), for comparison")
     args = parser.parse_args()
     from _pytest.monkeypatch import MonkeyPatch
 
@@ -150,22 +167,34 @@ def main() -> None:
     mp = MonkeyPatch()
     try:
         launched = install(mp)
+        if args.no_group:
+            from nvmath.torch import _grouped_fp8_gemms
+
+            mp.setattr(_grouped_fp8_gemms, "build_group", lambda runs: None)
+        # cublasLtMatmul behind a C function (a ctypes callback into ``target``: the emulation while
+        # planning, then a counter or a no-op), so that the launches' callers are the compiled ones where
+        # the extension is built (NVMATH_PURE_PYTHON=1: the pure ones), as on the GPU
+        target = [lt._p_cublasLtMatmul]
+        cfunc = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * 16))(lambda *a: target[0](*a))
+        mp.setattr(lt, "_p_cublasLtMatmul", cfunc)
         for name in ("delayed", "current"):
             step = make_step(name)
             for _ in range(3):
                 step()  # (plans on the emulated cuBLASLt)
-            with mp.context() as m:
+            emulation = target[0]
+            try:
                 executed = [0]
 
                 def count(*args: Any) -> int:
                     executed[0] += 1
                     return 0
 
-                m.setattr(lt, "_p_cublasLtMatmul", count)
-                before = launched[0]
+                target[0] = count
+                before, served = launched[0], group_calls(grouped_fp8_gemms)
                 ops = count_ops(step)
                 casts, gemms = launched[0] - before, executed[0]
-                m.setattr(lt, "_p_cublasLtMatmul", lambda *a: 0)
+                grouped = group_calls(grouped_fp8_gemms) - served
+                target[0] = lambda *a: 0
                 if args.profile == name:
                     prof = cProfile.Profile()
                     prof.enable()
@@ -174,9 +203,11 @@ def main() -> None:
                     prof.disable()
                     pstats.Stats(prof).sort_stats(args.sort).print_stats(30)
                 us = measure(step, args.steps)
+            finally:
+                target[0] = emulation
             assert grouped_fp8_gemms.enabled, "the grouped planners switched off"
             print(f"{name:8s} {us:8.1f} us/step   kernel launches {casts:3d}   GEMMs {gemms:3d}   "
-                  f"torch ops {sum(ops.values()):4d}")  # fmt: skip
+                  f"torch ops {sum(ops.values()):4d}   compiled group calls {grouped:2d}")  # fmt: skip
             if args.ops:
                 print("   ", dict(ops.most_common()))
     finally:

@@ -22,7 +22,13 @@ against ~12 us for a pointer swap of ``a`` and ``b``), and a grouped layer runs 
   (``reset_operands_unchecked``) and executes;
 * with a ``signature`` (:func:`~._grouped_fp8_kernels.signature`: the counts and the bases' layouts
   and addresses modulo 256) the planners of a product are looked up and the results' layouts checked
-  once, not per call (the memo is forgotten whenever a planner is freed);
+  once, not per call (the memo, :class:`_Memo`, is forgotten whenever a planner is freed); after the
+  first run on addresses the memo also holds the product's compiled group
+  (:mod:`._grouped_fp8_group`: every group's launch in one C call, when the extension is built) and,
+  where the caller gives the ``bases`` its views are cut from, each group's address offsets from
+  them: later calls make no view (the caller passes a function that makes them, called only on a
+  look-up or a per-group run) and launch on the bases' addresses plus those offsets, by the group or,
+  without one, by each planner's address run;
 * one planner per (product, group, problem): groups of equal counts do not share a planner (each has
   its own scale slots).
 
@@ -50,6 +56,7 @@ import torch
 
 from nvmath.linalg.advanced._direct import AddressRun, address_run_possible
 from nvmath.torch._capture import CaptureError, capturing, refuse_planning
+from nvmath.torch._grouped_fp8_group import build as build_group
 
 __all__ = ["GroupedFP8Gemms", "grouped_fp8_gemms"]
 
@@ -96,6 +103,34 @@ class _Entry:
         """``(shape, strides, dtype)`` of the result the address run writes."""
 
 
+class _Memo:
+    """What :meth:`GroupedFP8Gemms.run` keeps per ``(kind, dtype, signature)``: the entries and their
+    keys, ``direct`` (every entry runs on addresses straight into its ``out``), the scale-slot index
+    ``where``, the compiled group (``None``: not built yet, ``False``: cannot be) and the members'
+    address offsets from the caller's bases (``None``: not known)."""
+
+    __slots__ = ("direct", "entries", "group", "keys", "offsets", "where")
+
+    def __init__(self, entries: list[_Entry], keys: list[tuple], direct: bool, where: tuple):
+        self.entries, self.keys, self.direct, self.where = entries, keys, direct, where
+        self.group: Any = None
+        self.offsets: tuple | None = None
+
+
+def _offsets(bases: tuple, problems: list, biases: list, outs: list) -> tuple:
+    """Every member's ``qa``, ``qb``, ``out`` (and bias) byte offsets from ``bases`` = ``(a, b, d, bias or
+    None)`` (fixed by the caller's signature)."""
+    pa, pb, pd = (t.data_ptr() for t in bases[:3])
+    oa = tuple(qa.data_ptr() - pa for _, qa, _ in problems)
+    ob = tuple(qb.data_ptr() - pb for _, _, qb in problems)
+    od = tuple(t.data_ptr() - pd for t in outs)
+    obias = None
+    if biases[0] is not None:
+        pbias = bases[3].data_ptr()
+        obias = tuple(t.data_ptr() - pbias for t in biases)
+    return oa, ob, od, obias
+
+
 class GroupedFP8Gemms:
     """Planned per-group FP8 GEMMs ``D_k = (qa_k @ qb_k.T) * inv_a[k] * inv_b[k]`` (see the module notes).
 
@@ -115,8 +150,8 @@ class GroupedFP8Gemms:
         self._slots: dict[torch.device, torch.Tensor] = {}
         self._free: dict[torch.device, list[int]] = {}
         self._index: dict[tuple, torch.Tensor] = {}
-        self._memo: dict[tuple, tuple] = {}
-        """``(kind, dtype, signature)`` -> :meth:`_look_up`'s entries, keys and ``direct`` (cleared when a
+        self._memo: dict[tuple, _Memo] = {}
+        """``(kind, dtype, signature)`` -> :class:`_Memo` (cleared when a
         planner is freed)."""
         self._pinned: set[tuple] = set()
         """Keys of ``_entries`` and ``_index`` a CUDA graph capture used (never evicted or dropped)."""
@@ -127,10 +162,10 @@ class GroupedFP8Gemms:
         return self.enabled and (t.is_cuda or self.cpu_planned)
 
     def run(
-        self, kind: str, problems: list[tuple[int, torch.Tensor, torch.Tensor]], inv_a: torch.Tensor,
-        inv_b: torch.Tensor, dtype: torch.dtype, bias: list | None = None, out: list | None = None,
-        signature: tuple | None = None,
-    ) -> list[torch.Tensor] | None:  # fmt: skip
+        self, kind: str, problems: Any, inv_a: torch.Tensor, inv_b: torch.Tensor, dtype: torch.dtype,
+        bias: list | None = None, out: list | None = None, signature: tuple | None = None,
+        bases: tuple | None = None,
+    ) -> Any:  # fmt: skip
         """``[D_k]`` for ``problems`` = ``[(k, qa_k, qb_k)]`` (FP8, both contiguous along K) with the
         dequantization scales ``inv_a[k]``, ``inv_b[k]`` ((G,) float32), in ``dtype``; with ``bias``
         (one tensor per problem) the forward's ``BIAS`` epilogue along D's rows. ``out``: one tensor
@@ -139,31 +174,27 @@ class GroupedFP8Gemms:
         returned. ``signature``: a tuple the caller vouches determines every problem's (and ``out``'s)
         shapes, strides, dtypes, device and address alignments, and the problems' groups: the planners
         looked up and the results' layouts checked once per signature, not per call. ``None`` when
-        this runner is off or failed (nothing to use: the caller runs its other path)."""
-        if not self.enabled or not problems:
+        this runner is off or failed (nothing to use: the caller runs its other path).
+
+        ``problems`` may instead be a zero-argument callable returning ``(problems, bias, out)`` (``out``
+        given), called only where the views are needed: with a ``signature`` and ``bases`` = ``(a, b, d,
+        bias or None)``, the tensors every problem's ``qa``, ``qb``, ``out`` (and bias) are views of at
+        offsets the signature fixes, a product whose compiled group is built (:mod:`._grouped_fp8_group`)
+        runs on the bases' addresses plus those offsets, no view made. It then returns ``True``."""
+        if not self.enabled:
             return None
         try:
             capture = capturing(inv_a)  # (once per product: a capture pins what it uses)
-            biases, outs = bias or [None] * len(problems), out or [None] * len(problems)
             with self._lock:
-                found = None if signature is None else self._memo.get((kind, dtype, signature))
-                if found is None:
-                    found = self._look_up(kind, problems, dtype, biases, outs, capture)
-                    if signature is not None:
-                        if len(self._memo) > 4 * self.maxsize:  # (new counts every step: a bound)
-                            self._memo.clear()
-                        self._memo[(kind, dtype, signature)] = found
-                elif capture:
-                    self._pinned.update(found[1])
-                entries, _, direct = found
-                self._fill(entries, problems, inv_a, inv_b, capture)
-                if direct:  # (every product on addresses straight into its out: the steady state)
-                    for e, (_, qa, qb), b, d in zip(entries, problems, biases, outs):
-                        ptrs = () if b is None else (b.data_ptr(),)
-                        e.address(qa.data_ptr(), qb.data_ptr(), d.data_ptr(), ptrs)
-                    return outs
-                return [self._execute(e, qa, qb, biases[i], outs[i])
-                        for i, (e, (_, qa, qb)) in enumerate(zip(entries, problems))]  # fmt: skip
+                memo = None if signature is None else self._memo.get((kind, dtype, signature))
+                if memo is not None and memo.offsets is not None and bases is not None:
+                    if capture:
+                        self._pinned.update(memo.keys)
+                    self._fill(memo, inv_a, inv_b, capture)
+                    if self._run_bases(memo, bases):
+                        return True
+                return self._run_views(kind, problems, inv_a, inv_b, dtype, bias, out, signature, bases,
+                                       memo, capture)  # fmt: skip
         except CaptureError:
             raise  # (a warm-up step is missing: the caller's error, not this class's)
         except Exception as exc:  # noqa: BLE001 (a planner refused: the FP8 Linear caches from now on)
@@ -171,6 +202,83 @@ class GroupedFP8Gemms:
             self.enabled = False
             self.clear()
             return None
+
+    def _run_views(
+        self, kind: str, problems: Any, inv_a: torch.Tensor, inv_b: torch.Tensor, dtype: torch.dtype,
+        bias: list | None, out: list | None, signature: tuple | None, bases: tuple | None, memo: Any,
+        capture: bool,
+    ) -> Any:  # fmt: skip
+        """:meth:`run` on the problems' views (the lock held)."""
+        lazy = callable(problems)
+        if lazy:
+            problems, bias, out = problems()
+        if not problems:
+            return None
+        biases, outs = bias or [None] * len(problems), out or [None] * len(problems)
+        if memo is None:
+            entries, keys, direct = self._look_up(kind, problems, dtype, biases, outs, capture)
+            memo = _Memo(entries, keys, direct, self._where(entries, problems, inv_a.shape[0]))
+            if signature is not None:
+                if len(self._memo) > 4 * self.maxsize:  # (new counts every step: a bound)
+                    self._memo.clear()
+                self._memo[(kind, dtype, signature)] = memo
+        elif capture:
+            self._pinned.update(memo.keys)
+        self._fill(memo, inv_a, inv_b, capture)
+        done = True if lazy else outs
+        if memo.direct:  # (every product on addresses straight into its out: the steady state)
+            if memo.group and self._run_group(memo, problems, biases, outs):
+                return done
+            for e, (_, qa, qb), b, d in zip(memo.entries, problems, biases, outs):
+                ptrs = () if b is None else (b.data_ptr(),)
+                e.address(qa.data_ptr(), qb.data_ptr(), d.data_ptr(), ptrs)
+            if memo.group is None and signature is not None:  # (the compiled group from now on)
+                memo.group = build_group([e.address for e in memo.entries]) or False
+                if bases is not None:
+                    memo.offsets = _offsets(bases, problems, biases, outs)
+            return done
+        made = [self._execute(e, qa, qb, biases[i], outs[i])
+                for i, (e, (_, qa, qb)) in enumerate(zip(memo.entries, problems))]  # fmt: skip
+        return True if lazy else made
+
+    @staticmethod
+    def _run_bases(memo: _Memo, bases: tuple) -> bool:
+        """The product on ``bases``' addresses plus ``memo``'s offsets: by its compiled group, or (where
+        none can be built: the pure-Python path) each member's address run; ``False`` (nothing launched,
+        the group dropped, to be built again after the per-group runs) where the group cannot run now."""
+        if memo.group is None or not memo.direct:
+            return False
+        oa, ob, od, obias = memo.offsets
+        pa, pb, pd = bases[0].data_ptr(), bases[1].data_ptr(), bases[2].data_ptr()
+        a = tuple([pa + o for o in oa])
+        b = tuple([pb + o for o in ob])
+        d = tuple([pd + o for o in od])
+        bias = None
+        if obias is not None:
+            pbias = bases[3].data_ptr()
+            bias = tuple([pbias + o for o in obias])
+        if memo.group is False:
+            for e, pa, pb, pd, i in zip(memo.entries, a, b, d, range(len(a))):
+                e.address(pa, pb, pd, () if bias is None else (bias[i],))
+            return True
+        if memo.group(a, b, d, bias):
+            return True
+        memo.group = memo.offsets = None
+        return False
+
+    @staticmethod
+    def _run_group(memo: _Memo, problems: list, biases: list, outs: list) -> bool:
+        """Every product of ``problems`` by ``memo``'s compiled group
+        (:class:`~._grouped_fp8_group.GroupCall`); ``False`` (nothing launched, the group dropped, to be
+        built again after the per-group runs) where it cannot run now."""
+        a = tuple([qa.data_ptr() for _, qa, _ in problems])
+        b = tuple([qb.data_ptr() for _, _, qb in problems])
+        d = tuple([t.data_ptr() for t in outs])
+        bias = None if biases[0] is None else tuple([t.data_ptr() for t in biases])
+        if memo.group(a, b, d, bias):
+            return True
+        memo.group = memo.offsets = None
+        return False
 
     def _look_up(
         self, kind: str, problems: list, dtype: torch.dtype, biases: list, outs: list, capture: bool
@@ -251,16 +359,19 @@ class GroupedFP8Gemms:
             )
         return free.pop(), free.pop()
 
-    def _fill(
-        self, entries: list[_Entry], problems: list, inv_a: torch.Tensor, inv_b: torch.Tensor, capture: bool
-    ) -> None:
-        """Write every group's ``inv_a[k]``, ``inv_b[k]`` into its planner's slots (one ``index_copy_``)."""
-        groups = inv_a.shape[0]
+    @staticmethod
+    def _where(entries: list[_Entry], problems: list, groups: int) -> tuple:
+        """The scale-slot index of ``problems`` (group ``k``'s ``inv_a``, ``inv_b`` at ``2k``, ``2k + 1``:
+        its planner's slots; absent groups' into slot 0, scratch)."""
         where = [0] * (2 * groups)
         for e, (k, _, _) in zip(entries, problems):
             where[2 * k], where[2 * k + 1] = e.slots
+        return tuple(where)
+
+    def _fill(self, memo: _Memo, inv_a: torch.Tensor, inv_b: torch.Tensor, capture: bool) -> None:
+        """Write every group's ``inv_a[k]``, ``inv_b[k]`` into its planner's slots (one ``index_copy_``)."""
         device = inv_a.device
-        key = (device, tuple(where))
+        key = (device, memo.where)
         index = self._index.get(key)
         if index is None:
             if capture:
@@ -271,7 +382,7 @@ class GroupedFP8Gemms:
                 )
             if len(self._index) > 4 * self.maxsize:
                 self._drop_indices()
-            index = self._index[key] = torch.tensor(where, dtype=torch.int64, device=device)
+            index = self._index[key] = torch.tensor(memo.where, dtype=torch.int64, device=device)
         if capture:
             self._pinned.add(key)
         self._slots[device].index_copy_(0, index, torch.stack((inv_a, inv_b), 1).reshape(-1))

@@ -29,6 +29,7 @@ filled full-size gradient per group and their sum that ``weight[g]`` cost in a l
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -108,6 +109,9 @@ def grouped_launch(bounds: Bounds, groups: int, cols: int) -> tuple[list[int], t
     return offsets, (gx, gy, groups), gy
 
 
+_NULL = np.uintp(0)
+
+
 def launch_args(
     x: torch.Tensor, q: Any, qt: Any, scale: Any, amax: torch.Tensor, partial: Any, table: torch.Tensor,
     cols: int, partial_rows: int,
@@ -116,23 +120,38 @@ def launch_args(
     (none: this pass has no DGELU), ``q``, ``qt``, ``scale``, ``amax``, ``partial``, the row-offset
     table, ``cols``, ``partial_rows`` and the target block count (addresses as ``np.uintp``, sizes as
     ``np.int64``: the launch passes them by value in exactly these widths)."""
-    ptrs = (np.uintp(_ptr(t)) for t in (x, None, q, qt, scale, amax, partial, table))
-    return (*ptrs, np.int64(cols), np.int64(partial_rows), np.int64(_fp8_cast.TARGET_BLOCKS))
+    u, null = np.uintp, _NULL
+    return (
+        u(x.data_ptr()), null, null if q is None else u(q.data_ptr()),
+        null if qt is None else u(qt.data_ptr()),
+        null if scale is None else u(scale.data_ptr()), u(amax.data_ptr()),
+        null if partial is None else u(partial.data_ptr()), u(table.data_ptr()),
+        np.int64(cols), np.int64(partial_rows), np.int64(_fp8_cast.TARGET_BLOCKS),
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)
+def _launch_plan(bounds: tuple, groups: int, cols: int) -> tuple:
+    """:func:`grouped_launch` of ``bounds`` (a tuple) and the groups' row counts, made once per counts."""
+    offsets, shape, blocks = grouped_launch(list(bounds), groups, cols)
+    return tuple(offsets), shape, blocks, [e - s for s, e in zip(offsets, offsets[1:])]
 
 
 def _kernel_run(
-    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None, colsum: bool
+    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None,
+    colsum: bool, amax: torch.Tensor | None = None,
 ) -> Quantized | None:  # fmt: skip
-    """The GPU pass: one grouped cast-transpose launch over all groups (``scale`` None: amax only);
-    ``None`` when the kernels do not run here (nothing was written)."""
+    """The GPU pass: one grouped cast-transpose launch over all groups (``scale`` None: amax only; the
+    amaxes into ``amax`` (G,) zeros where given); ``None`` when the kernels do not run here (nothing was
+    written)."""
     rows, cols = x.shape
     dev = x.device
-    offsets, shape, blocks = grouped_launch(bounds, groups, cols)
     if groups > _fp8_cast.MAX_GRID_Y:
         return None
-    counts = [e - s for s, e in zip(offsets, offsets[1:])]
+    offsets, shape, blocks, counts = _launch_plan(tuple(bounds), groups, cols)
     table = device_table("row offsets", offsets, torch.int64, x, counts)
-    amax = torch.zeros(groups, dtype=torch.float32, device=dev)
+    if amax is None:
+        amax = torch.zeros(groups, dtype=torch.float32, device=dev)
     q = qt = partial = None
     if scale is not None:
         q = torch.empty((rows, cols), dtype=dtype, device=dev)
@@ -146,7 +165,8 @@ def _kernel_run(
 
 
 def _torch_run(
-    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None, colsum: bool
+    x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None,
+    colsum: bool, amax_out: torch.Tensor | None = None,
 ) -> Quantized:  # fmt: skip
     """:func:`_kernel_run`'s values by torch's operations, group by group (a non-finite amax makes that
     group's ``q`` NaN, as :func:`~._fp8.quantize` does)."""
@@ -165,34 +185,38 @@ def _torch_run(
     if scale is not None:
         q = torch.cat(qs) if qs else x.new_empty(x.shape, dtype=dtype)
         qt = torch.cat([p.T.reshape(-1) for p in qs]) if qs else q.reshape(-1)
-    return Quantized(q, qt, torch.stack(amax), torch.stack(sums) if colsum else None)
+    amaxes = torch.stack(amax) if amax_out is None else amax_out.copy_(torch.stack(amax))
+    return Quantized(q, qt, amaxes, torch.stack(sums) if colsum else None)
 
 
 def quantize_groups(
     x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None,
-    colsum: bool = False,
+    colsum: bool = False, amax_out: torch.Tensor | None = None,
 ) -> Quantized:  # fmt: skip
     """``x`` (T, C), rows grouped by ``bounds``, quantized to ``dtype`` with ``scale[g]`` for group
-    ``g``'s rows (``scale`` (G,) float32; ``None``: the amaxes only): see the module notes."""
+    ``g``'s rows (``scale`` (G,) float32; ``None``: the amaxes only): see the module notes. ``amax_out``:
+    a (G,) float32 zeros tensor the amaxes go into (the result's ``amax``), else a new one."""
     if bounds and _fp8_cast.available(x):  # (a CUDA tensor the kernels take)
-        made = _kernel_run(x, bounds, groups, dtype, scale, colsum)
+        made = _kernel_run(x, bounds, groups, dtype, scale, colsum, amax_out)
         if made is not None:
             return made
-    return _torch_run(x, bounds, groups, dtype, scale, colsum)
+    return _torch_run(x, bounds, groups, dtype, scale, colsum, amax_out)
 
 
 def quantize_role(
-    state: GroupedScalingState, role: str, x: torch.Tensor, bounds: Bounds, colsum: bool = False
-) -> tuple[Quantized, torch.Tensor]:
+    state: GroupedScalingState, role: str, x: torch.Tensor, bounds: Bounds, colsum: bool = False,
+    amax_out: torch.Tensor | None = None,
+) -> tuple[Quantized, torch.Tensor]:  # fmt: skip
     """``(copies, used scales (G,))`` of ``x`` as ``role`` under ``state``'s recipe (the state not yet
-    updated: :meth:`~GroupedScalingState.record` takes the amaxes and the scales used)."""
+    updated: :meth:`~GroupedScalingState.record` takes the amaxes and the scales used); ``amax_out``: as
+    :func:`quantize_groups` (the quantizing pass's amaxes)."""
     dtype, groups = state.dtype(role), state.groups
     if state.recipe.delayed:
         scale = state.scale[ROLES.index(role)]
-        return quantize_groups(x, bounds, groups, dtype, scale, colsum), scale
+        return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax_out), scale
     amax = quantize_groups(x, bounds, groups, dtype, None).amax
     scale = state.current_scale(role, amax)
-    return quantize_groups(x, bounds, groups, dtype, scale, colsum), scale
+    return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax_out), scale
 
 
 def weight_fp8(
@@ -203,7 +227,9 @@ def weight_fp8(
     the forward's input, recorded in the same update (its dequantization scales ``inv_x`` returned).
     Inside a CUDA graph capture the forward's call (``x_part`` given) makes the copies again whatever
     the version, so every replay quantizes the weight's values of that moment (a replay moves no
-    version counter); the backward reuses the forward's copies (saved with the other operands)."""
+    version counter); the backward reuses the forward's copies (saved with the other operands).
+    ``x_part``'s ``amax`` is (2, G) float32: the input's amaxes in row 0, row 1 zeros (the weight's
+    amaxes go there: the forward's two roles recorded from one tensor, no stacking)."""
     key = (w, w._version, w.data_ptr(), w.shape, w.stride(), w.dtype)
     old = state.weight_key
     fresh = old is None or old[1:] != key[1:] or state.weight_copies is None
@@ -212,17 +238,18 @@ def weight_fp8(
         if x_part is None:
             return state.weight_copies, None
         amax, used, active = x_part
-        return state.weight_copies, state.record("input", amax[None], used[None], active)[0].reciprocal()
+        return state.weight_copies, state.record("input", amax[:1], used[None], active)[0].reciprocal()
     groups, n, k = w.shape
     flat = w.reshape(groups * n, k)
     everyone = [(g, g * n, (g + 1) * n) for g in range(groups)]
-    made, w_used = quantize_role(state, "weight", flat, everyone)
+    w_amax = None if x_part is None else x_part[0][1]  # (the forward's: row 1 of the input's (2, G) amaxes)
+    made, w_used = quantize_role(state, "weight", flat, everyone, amax_out=w_amax)
     if x_part is None:
         used = state.record("weight", made.amax[None], w_used[None], None)
         inv_x, inv_w = None, used[0].reciprocal()
     else:
         amax, x_used, active = x_part
-        both = torch.stack((amax, made.amax)), torch.stack((x_used, w_used))
+        both = amax, torch.stack((x_used, w_used))
         # (active: the input's row only; every group's weight is recorded, the weight quantized whole)
         inv = state.record("input", *both, active, active_rows=1).reciprocal()
         inv_x, inv_w = inv[0], inv[1]
@@ -321,28 +348,41 @@ def grouped_forward(
     and (for a new weight version) weight roles in one update."""
     bounds = bounds_of(counts)
     active = active_groups(counts, x)
-    qx, x_used = quantize_role(state, "input", x, bounds)
-    (qw, qwt, inv_w), inv_x = weight_fp8(state, w, (qx.amax, x_used, active))
-    # (the groups' views made by one call each, not one indexing per group and operand)
-    xs, qws = qx.q.split(counts), qw.unbind(0)
-    bs = [None] * len(counts) if b is None else b.unbind(0)
+    amaxes = torch.zeros((2, state.groups), dtype=torch.float32, device=x.device)  # (input, weight)
+    qx, x_used = quantize_role(state, "input", x, bounds, amax_out=amaxes[0])
+    (qw, qwt, inv_w), inv_x = weight_fp8(state, w, (amaxes, x_used, active))
     cfg = epilog_config(None, b is not None, x.dtype)
     saved = (qx.qt, x.shape[1], inv_x, qwt, inv_w)
     if lean.applies(x):  # (every group's product written into its rows of one y: no concatenation)
         y = torch.empty((x.shape[0], w.shape[1]), dtype=x.dtype, device=x.device)
         sig = signature(counts, qx.q, qw, b, y)
         if cfg is not None:  # (y.T = qw @ qx.T + b: the bias along D's rows, as FP8 Linear runs it)
-            made = lean.run("forward-bias", [(k, qws[k], xs[k]) for k, _, _ in bounds], inv_w, inv_x, x.dtype,
-                            bias=[bs[k] for k, _, _ in bounds], out=[y[s:e].mT for _, s, e in bounds],
-                            signature=sig)  # fmt: skip
-        else:
+
+            def fused_views() -> tuple:
+                xs, qws, bs = qx.q.split(counts), qw.unbind(0), b.unbind(0)
+                return ([(k, qws[k], xs[k]) for k, _, _ in bounds], [bs[k] for k, _, _ in bounds],
+                        [y[s:e].mT for _, s, e in bounds])  # fmt: skip
+
+            made = lean.run("forward-bias", fused_views, inv_w, inv_x, x.dtype, signature=sig,
+                            bases=(qw, qx.q, y, b))  # fmt: skip
+        elif b is None:
+
+            def views() -> tuple:
+                xs, qws = qx.q.split(counts), qw.unbind(0)
+                return [(k, xs[k], qws[k]) for k, _, _ in bounds], None, [y[s:e] for _, s, e in bounds]
+
+            made = lean.run("forward", views, inv_x, inv_w, x.dtype, signature=sig, bases=(qx.q, qw, y, None))
+        else:  # (the bias added to each group's rows after its product)
+            xs, qws, bs = qx.q.split(counts), qw.unbind(0), b.unbind(0)
             made = lean.run("forward", [(k, xs[k], qws[k]) for k, _, _ in bounds], inv_x, inv_w, x.dtype,
                             out=[y[s:e] for _, s, e in bounds], signature=sig)  # fmt: skip
             for d, (k, _, _) in zip(made or (), bounds):
-                if bs[k] is not None:
-                    d.add_(bs[k])
+                d.add_(bs[k])
         if made:
             return y, saved
+    # (the groups' views made by one call each, not one indexing per group and operand)
+    xs, qws = qx.q.split(counts), qw.unbind(0)
+    bs = [None] * len(counts) if b is None else b.unbind(0)
     ixs, iws = aligned_scalars(inv_x), aligned_scalars(inv_w)
     y = _join([_forward_gemm(xs[k], qws[k], ixs[k], iws[k], bs[k], cfg, x.dtype, gemm, fused)
                for k, _, _ in bounds])  # fmt: skip
@@ -355,16 +395,24 @@ def _dgrad(
 ) -> torch.Tensor:  # fmt: skip
     """``dx`` (T, K): every group's dgrad GEMM written into its rows (on the grouped planners; else the
     FP8 Linear caches' products, concatenated)."""
-    gs, wts = qg.q.split(counts), qwt.unbind(0)
     if lean.applies(g):
         dx = torch.empty((g.shape[0], cols), dtype=g.dtype, device=g.device)
-        made = lean.run("dgrad", [(k, gs[k], wts[k]) for k, _, _ in bounds], inv_g, inv_w, g.dtype,
-                        out=[dx[s:e] for _, s, e in bounds],
-                        signature=signature(counts, qg.q, qwt, dx))  # fmt: skip
-        if made:
+
+        def views() -> tuple:
+            gs, wts = qg.q.split(counts), qwt.unbind(0)
+            return [(k, gs[k], wts[k]) for k, _, _ in bounds], None, [dx[s:e] for _, s, e in bounds]
+
+        if lean.run("dgrad", views, inv_g, inv_w, g.dtype, signature=signature(counts, qg.q, qwt, dx),
+                    bases=(qg.q, qwt, dx, None)):  # fmt: skip
             return dx
+    gs, wts = qg.q.split(counts), qwt.unbind(0)
     igs, iws = aligned_scalars(inv_g), aligned_scalars(inv_w)
     return _join([gemm(gs[k], wts[k], igs[k], iws[k], g.dtype) for k, _, _ in bounds])
+
+
+def _wgrad_pairs(qg: Quantized, qxt: torch.Tensor, cols: int, bounds: Bounds) -> list:
+    """``[(k, g_k.T, x_k.T)]``: every group's FP8 transposes of the gradient and the input."""
+    return [(k, qg.transposed(s, e), transposed_block(qxt, cols, s, e)) for k, s, e in bounds]
 
 
 def _wgrad(
@@ -375,13 +423,17 @@ def _wgrad(
     without tokens; on the grouped planners, else the FP8 Linear caches' products stacked)."""
     w_dtype, w_shape = w_meta
     wdt = _fp8_cast.wgrad_dtype(w_dtype)
-    pairs = [(k, qg.transposed(s, e), transposed_block(qxt, cols, s, e)) for k, s, e in bounds]
     if lean.applies(g):
         new = torch.empty if len(bounds) == w_shape[0] else torch.zeros
         dw = new(w_shape, dtype=wdt, device=g.device)
         sig = signature(counts, qg.q, qg.qt, qxt, dw)
-        if lean.run("wgrad", pairs, inv_g, inv_x, wdt, out=[dw[k] for k, _, _ in pairs], signature=sig):
+
+        def views() -> tuple:
+            return _wgrad_pairs(qg, qxt, cols, bounds), None, [dw[k] for k, _, _ in bounds]
+
+        if lean.run("wgrad", views, inv_g, inv_x, wdt, signature=sig, bases=(qg.qt, qxt, dw, None)):
             return dw.to(w_dtype)
+    pairs = _wgrad_pairs(qg, qxt, cols, bounds)
     igs, ixs = aligned_scalars(inv_g), aligned_scalars(inv_x)
     dws: list = [None] * w_shape[0]
     for k, a, b in pairs:
