@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from nvmath._internal import compiled_hits, fastpath
-from nvmath.linalg.generic import _cublas
 
 __all__ = ["build", "hits"]
 
@@ -50,6 +49,7 @@ def build(key: Any, entry: Any, a: Any, b: Any) -> Any:
         return None
     space = parts["workspace"]()[0]
     from nvmath import _fastcall
+    from nvmath.linalg.generic import _cublas  # (here: importing nvmath loads no cuBLAS bindings)
 
     return _fastcall.LinearHit(
         **fields, device_id=parts["device_id"], stream=handle.ptr, alloc=parts["alloc"], launch=entry,
