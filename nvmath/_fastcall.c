@@ -1019,9 +1019,43 @@ static int hit_owned(LinearHit *e)
     return 1;
 }
 
+/* Helpers of every compiled launch in this file (LinearHit, MatmulExecuteHit, MatmulGroup). */
+
+/* The u64 attribute `name` of `o`: 0, or -1 with an error set. */
+static int attr_u64(PyObject *o, PyObject *name, u64 *out)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    int rc;
+    if (v == NULL)
+        return -1;
+    rc = to_u64(v, out, "attribute", 0);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* 1: `launch` (a MatmulLaunch) is open and runs the `algo` tuple it had when the caller was made, 0: not
+   (a miss), -1: an error (set). */
+static int launch_open(PyObject *launch, PyObject *algo)
+{
+    PyObject *v = PyObject_GetAttr(launch, s_closed);
+    int ok;
+    if (v == NULL)
+        return -1;
+    ok = v == Py_False;
+    Py_DECREF(v);
+    if (!ok)
+        return 0;
+    if ((v = PyObject_GetAttr(launch, s_algo)) == NULL)
+        return -1;
+    ok = v == algo;
+    Py_DECREF(v);
+    return ok;
+}
+
 /* The workspace's address in `*ws` when `owner` (a BoundWorkspace, or the Workspace itself) is bound to
-   the entry's stream and the workspace holds its bytes: 1; else 0 (a miss), -1 an error (set). */
-static int bound_space(LinearHit *e, PyObject *owner, u64 *ws)
+   the stream handle object `handle` and the Workspace `space` holds `need` bytes: 1; else 0 (a miss),
+   -1 an error (set). (BoundWorkspace.ptr_for's and Workspace.ensure's first test.) */
+static int workspace_ready(PyObject *owner, PyObject *handle, PyObject *space, u64 need, u64 *ws)
 {
     PyObject *v = PyObject_GetAttr(owner, s_stream);
     u64 size;
@@ -1029,23 +1063,15 @@ static int bound_space(LinearHit *e, PyObject *owner, u64 *ws)
 
     if (v == NULL)
         return -1;
-    status = v == e->handle;
+    status = v == handle;
     Py_DECREF(v);
     if (!status)
         return 0;
-    if ((v = PyObject_GetAttr(e->space, s_size)) == NULL)
+    if (attr_u64(space, s_size, &size) < 0)
         return -1;
-    status = to_u64(v, &size, "workspace size", 0);
-    Py_DECREF(v);
-    if (status < 0)
-        return -1;
-    if (size < e->ws_size)
+    if (size < need)
         return 0;
-    if ((v = PyObject_GetAttr(e->space, s_ptr)) == NULL)
-        return -1;
-    status = to_u64(v, ws, "workspace ptr", 0);
-    Py_DECREF(v);
-    return status < 0 ? -1 : 1;
+    return attr_u64(space, s_ptr, ws) < 0 ? -1 : 1;
 }
 
 /* The second part of a generic matmul entry's call (kind 1; see the block's notes): no Python code runs
@@ -1066,7 +1092,7 @@ static int gemm_hit_launch(LinearHit *e, u64 handle, u64 pa, u64 pb, u64 py)
         return 0; /* the plan was freed (evicted, cleared) */
     if ((status = hit_owned(e)) <= 0)
         return status;
-    if ((status = bound_space(e, e->space, &ws)) <= 0) /* (Workspace.ensure's first test) */
+    if ((status = workspace_ready(e->space, e->handle, e->space, e->ws_size, &ws)) <= 0)
         return status;
     /* the handle is bound to (stream, workspace, bytes) already (else the Python path binds it) */
     if ((key = PyLong_FromUnsignedLongLong(handle)) == NULL)
@@ -1108,23 +1134,9 @@ static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 p
     Py_ssize_t i;
     int status;
 
-    v = PyObject_GetAttr(e->launch, s_closed);
-    if (v == NULL)
-        return -1;
-    status = v == Py_False;
-    Py_DECREF(v);
-    if (!status)
-        return 0;
-    v = PyObject_GetAttr(e->launch, s_algo);
-    if (v == NULL)
-        return -1;
-    status = v == e->algo;
-    Py_DECREF(v);
-    if (!status)
-        return 0;
-    if ((status = hit_owned(e)) <= 0)
+    if ((status = launch_open(e->launch, e->algo)) <= 0 || (status = hit_owned(e)) <= 0)
         return status;
-    if (e->ws_size && (status = bound_space(e, e->bound, &ws)) <= 0) /* (BoundWorkspace.ptr_for's) */
+    if (e->ws_size && (status = workspace_ready(e->bound, e->handle, e->space, e->ws_size, &ws)) <= 0)
         return status;
     for (i = 0; i < PyTuple_GET_SIZE(e->attrs); i++) { /* the bias pointer, when it moved */
         PyObject *attr = PyTuple_GET_ITEM(e->attrs, i);
@@ -1819,32 +1831,10 @@ typedef struct {
     X(alloc_args[1]) X(slots) X(grad_slots) \
     X(launch) X(algo) X(bound) X(handle) X(space) X(handles_local) X(handles_module) X(pool_get) X(after)
 
-static PyObject *meh_s_ptr, *meh_s_user, *meh_s_tensor, *meh_s_requires_grad, *meh_s_closed, *meh_s_algo,
-    *meh_s_stream, *meh_s_size, *meh_s_handles, *meh_s_get_handle, *meh_s_data_ptr;
+static PyObject *meh_s_ptr, *meh_s_user, *meh_s_tensor, *meh_s_requires_grad,
+    *meh_s_handles, *meh_s_get_handle, *meh_s_data_ptr;
 
-/* The u64 attribute `name` of `o` (-1: error set). */
-static int meh_attr_u64(PyObject *o, PyObject *name, u64 *out)
-{
-    PyObject *v = PyObject_GetAttr(o, name);
-    int rc;
-    if (v == NULL)
-        return -1;
-    rc = to_u64(v, out, "attribute", 0);
-    Py_DECREF(v);
-    return rc;
-}
-
-/* The u64 result of fn(arg) or fn() (-1: error set). */
-static int meh_call_u64(PyObject *fn, PyObject *arg, u64 *out)
-{
-    PyObject *v = arg != NULL ? PyObject_CallOneArg(fn, arg) : PyObject_CallNoArgs(fn);
-    int rc;
-    if (v == NULL)
-        return -1;
-    rc = to_u64(v, out, "query result", 0);
-    Py_DECREF(v);
-    return rc;
-}
+/* (attr_u64, call_u64, launch_open, workspace_ready, launch_failed: the LinearHit block's helpers) */
 
 /* 1: an operand tensor requires grad while grad mode is on (nvmath.torch runs the call), 0: none, -1: error. */
 static int meh_wants_grad(MatmulExecuteHit *h)
@@ -1897,7 +1887,7 @@ static int meh_lt_handle(MatmulExecuteHit *h, u64 *lt)
     if ((get = PyObject_GetAttr(h->handles_module, meh_s_get_handle)) == NULL)
         return -1;
     if (get != h->pool_get) { /* (a test's replacement) */
-        rc = meh_call_u64(get, h->device_index, lt);
+        rc = call_u64(get, h->device_index, lt);
         Py_DECREF(get);
         return rc < 0 ? -1 : 1;
     }
@@ -1919,36 +1909,13 @@ static int meh_lt_handle(MatmulExecuteHit *h, u64 *lt)
 /* The second part (no Python code runs): 1 launched, 0 a miss, -1 an error (set). */
 static int meh_launch(MatmulExecuteHit *h, FastCall *fc, u64 lt, u64 pa, u64 pb, u64 pc, u64 pd)
 {
-    PyObject *v;
-    u64 a[FASTCALL_MAX_ARGS], ws = 0, size;
+    u64 a[FASTCALL_MAX_ARGS], ws = 0;
     int ok;
 
-    if ((v = PyObject_GetAttr(h->launch, meh_s_closed)) == NULL)
-        return -1;
-    ok = v == Py_False;
-    Py_DECREF(v);
-    if (!ok)
-        return 0;
-    if ((v = PyObject_GetAttr(h->launch, meh_s_algo)) == NULL)
-        return -1;
-    ok = v == h->algo;
-    Py_DECREF(v);
-    if (!ok)
-        return 0;
-    if (h->ws_size) { /* BoundWorkspace.ptr_for's first test: bound to this stream, large enough */
-        if ((v = PyObject_GetAttr(h->bound, meh_s_stream)) == NULL)
-            return -1;
-        ok = v == h->handle;
-        Py_DECREF(v);
-        if (!ok)
-            return 0;
-        if (meh_attr_u64(h->space, meh_s_size, &size) < 0)
-            return -1;
-        if (size < h->ws_size)
-            return 0;
-        if (meh_attr_u64(h->space, meh_s_ptr, &ws) < 0)
-            return -1;
-    }
+    if ((ok = launch_open(h->launch, h->algo)) <= 0)
+        return ok;
+    if (h->ws_size && (ok = workspace_ready(h->bound, h->handle, h->space, h->ws_size, &ws)) <= 0)
+        return ok;
     /* cublasLtMatmul's slots, in the launch caller's order: handle, a, b, c, d, algo, ws, ws_size, stream */
     memcpy(a, fc->fixed, sizeof(u64) * (size_t)fc->nargs);
     a[fc->slots[0]] = lt;
@@ -1961,14 +1928,7 @@ static int meh_launch(MatmulExecuteHit *h, FastCall *fc, u64 lt, u64 pa, u64 pb,
     a[fc->slots[7]] = h->ws_size;
     a[fc->slots[8]] = h->stream;
     ok = dispatch(fc->fn, fc->nargs, a);
-    if (ok != 0) {
-        if (fc->error != NULL)
-            raise_status(fc->error, ok);
-        else
-            PyErr_Format(PyExc_RuntimeError, "cublasLtMatmul failed: status %d", ok);
-        return -1;
-    }
-    return 1;
+    return ok != 0 ? launch_failed(fc, ok, "cublasLtMatmul") : 1;
 }
 
 static PyObject *meh_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -1988,19 +1948,19 @@ static PyObject *meh_vectorcall(PyObject *self, PyObject *const *args, size_t na
     Py_INCREF(fc); /* (the calls below run Python code) */
     if ((rc = meh_wants_grad(h)) != 0)
         goto miss_or_error;
-    if ((rc = meh_call_u64(h->raw, h->device_index, &stream)) < 0)
+    if ((rc = call_u64(h->raw, h->device_index, &stream)) < 0)
         goto miss_or_error;
     if (stream != h->stream)
         goto miss;
-    if ((rc = meh_call_u64(h->get_device, NULL, &device)) < 0)
+    if ((rc = call_u64(h->get_device, NULL, &device)) < 0)
         goto miss_or_error;
     if ((long)device != h->device_id)
         goto miss; /* another device is current: the launch switches the context */
     if ((rc = meh_lt_handle(h, &lt)) <= 0)
         goto miss_or_error;
-    if (meh_attr_u64(PyTuple_GET_ITEM(h->slots, 0), meh_s_ptr, &pa) < 0
-        || meh_attr_u64(PyTuple_GET_ITEM(h->slots, 1), meh_s_ptr, &pb) < 0
-        || (PyTuple_GET_SIZE(h->slots) == 3 && meh_attr_u64(PyTuple_GET_ITEM(h->slots, 2), meh_s_ptr, &pc) < 0))
+    if (attr_u64(PyTuple_GET_ITEM(h->slots, 0), meh_s_ptr, &pa) < 0
+        || attr_u64(PyTuple_GET_ITEM(h->slots, 1), meh_s_ptr, &pb) < 0
+        || (PyTuple_GET_SIZE(h->slots) == 3 && attr_u64(PyTuple_GET_ITEM(h->slots, 2), meh_s_ptr, &pc) < 0))
         goto error;
     if ((out = PyObject_Vectorcall(h->alloc, h->alloc_args, 2, NULL)) == NULL)
         goto error;
@@ -2182,8 +2142,7 @@ static int register_matmul_execute_hit(PyObject *m)
 {
 #define MEH_INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return -1;
     MEH_INTERN(meh_s_ptr, "ptr") MEH_INTERN(meh_s_user, "user") MEH_INTERN(meh_s_tensor, "tensor")
-    MEH_INTERN(meh_s_requires_grad, "requires_grad") MEH_INTERN(meh_s_closed, "closed")
-    MEH_INTERN(meh_s_algo, "algo") MEH_INTERN(meh_s_stream, "stream") MEH_INTERN(meh_s_size, "size")
+    MEH_INTERN(meh_s_requires_grad, "requires_grad")
     MEH_INTERN(meh_s_handles, "handles") MEH_INTERN(meh_s_get_handle, "get_handle")
     MEH_INTERN(meh_s_data_ptr, "data_ptr")
 #undef MEH_INTERN
@@ -2241,7 +2200,7 @@ typedef struct {
 } MatmulGroup;
 
 static PyObject *group_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
-static PyObject *g_closed, *g_algo, *g_stream, *g_size, *g_ptr, *g_value, *g_desc, *g_attr;
+static PyObject *g_ptr, *g_value, *g_desc, *g_attr;
 
 static int group_traverse(MatmulGroup *g, visitproc visit, void *arg)
 {
@@ -2287,17 +2246,6 @@ static PyObject *group_part(PyObject *parts, const char *name)
     return v;
 }
 
-static int group_u64_attr(PyObject *o, PyObject *name, u64 *out)
-{
-    PyObject *v = PyObject_GetAttr(o, name);
-    int rc;
-    if (v == NULL)
-        return -1;
-    rc = to_u64(v, out, "attribute", 0);
-    Py_DECREF(v);
-    return rc;
-}
-
 /* Fill member `e` from one compiled_parts dict: 0, or -1 with an error set. */
 static int group_member_init(GroupMember *e, PyObject *parts, u64 *stream)
 {
@@ -2332,7 +2280,7 @@ static int group_member_init(GroupMember *e, PyObject *parts, u64 *stream)
         PyErr_SetString(PyExc_ValueError, "MatmulGroup member with a workspace needs bound and space");
         return -1;
     }
-    if (group_u64_attr(e->handle, g_ptr, stream) < 0)
+    if (attr_u64(e->handle, g_ptr, stream) < 0)
         return -1;
     if ((flag = group_part(parts, "swap")) == NULL)
         return -1;
@@ -2352,8 +2300,8 @@ static int group_member_init(GroupMember *e, PyObject *parts, u64 *stream)
     e->nattrs = PyTuple_GET_SIZE(e->attrs);
     for (i = 0; i < e->nattrs; i++) {
         PyObject *attr = PyTuple_GET_ITEM(e->attrs, i), *desc = PyObject_GetAttr(attr, g_desc);
-        rc = desc == NULL || group_u64_attr(desc, g_ptr, &e->attr_desc[i]) < 0
-             || group_u64_attr(attr, g_attr, &e->attr_id[i]) < 0;
+        rc = desc == NULL || attr_u64(desc, g_ptr, &e->attr_desc[i]) < 0
+             || attr_u64(attr, g_attr, &e->attr_id[i]) < 0;
         Py_XDECREF(desc);
         if (rc)
             return -1;
@@ -2413,45 +2361,12 @@ static PyObject *group_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 /* 1: member `e` may be launched now (its workspace pointer in e->ws), 0: not, -1: error. */
 static int group_member_ready(GroupMember *e)
 {
-    PyObject *v;
-    u64 size;
     int ok;
 
-    if ((v = PyObject_GetAttr(e->launch, g_closed)) == NULL)
-        return -1;
-    ok = v == Py_False;
-    Py_DECREF(v);
-    if (!ok)
-        return 0;
-    if ((v = PyObject_GetAttr(e->launch, g_algo)) == NULL)
-        return -1;
-    ok = v == e->algo;
-    Py_DECREF(v);
-    if (!ok)
-        return 0;
     e->ws = 0;
-    if (!e->ws_size)
-        return 1;
-    if ((v = PyObject_GetAttr(e->bound, g_stream)) == NULL) /* BoundWorkspace.ptr_for's first test */
-        return -1;
-    ok = v == e->handle;
-    Py_DECREF(v);
-    if (!ok)
-        return 0;
-    if (group_u64_attr(e->space, g_size, &size) < 0)
-        return -1;
-    if (size < e->ws_size)
-        return 0;
-    return group_u64_attr(e->space, g_ptr, &e->ws) < 0 ? -1 : 1;
-}
-
-static int group_status(FastCall *fc, int status, const char *what)
-{
-    if (fc->error != NULL)
-        raise_status(fc->error, status);
-    else
-        PyErr_Format(PyExc_RuntimeError, "%s failed: status %d", what, status);
-    return -1;
+    if ((ok = launch_open(e->launch, e->algo)) <= 0 || !e->ws_size)
+        return ok;
+    return workspace_ready(e->bound, e->handle, e->space, e->ws_size, &e->ws);
 }
 
 /* Member `e`'s bias pointer attributes set to `pb` where they moved: 0, or -1 with an error set. */
@@ -2462,13 +2377,13 @@ static int group_set_bias(MatmulGroup *g, GroupMember *e, u64 pb)
         PyObject *attr = PyTuple_GET_ITEM(e->attrs, i), *v;
         u64 now, buf = pb;
         int status;
-        if (group_u64_attr(attr, g_value, &now) < 0)
+        if (attr_u64(attr, g_value, &now) < 0)
             return -1;
         if (now == pb)
             continue;
         status = ((group_set_attr_fn)(uintptr_t)g->set_attr)(e->attr_desc[i], e->attr_id[i], &buf, 8);
         if (status != 0)
-            return group_status(e->call, status, "cublasLtMatmulDescSetAttribute");
+            return launch_failed(e->call, status, "cublasLtMatmulDescSetAttribute");
         if ((v = PyLong_FromUnsignedLongLong(pb)) == NULL || PyObject_SetAttr(attr, g_value, v) < 0) {
             Py_XDECREF(v);
             return -1;
@@ -2541,7 +2456,7 @@ static PyObject *group_vectorcall(PyObject *self, PyObject *const *args, size_t 
         v[fc->slots[8]] = stream;
         rc = dispatch(fc->fn, fc->nargs, v);
         if (rc != 0)
-            return group_status(fc, rc, "cublasLtMatmul"), NULL;
+            return launch_failed(fc, rc, "cublasLtMatmul"), NULL;
     }
     g->calls++;
     Py_RETURN_TRUE;
@@ -2577,7 +2492,6 @@ static PyTypeObject MatmulGroupType = {
 static int register_matmul_group(PyObject *m)
 {
 #define GINTERN(v, s) if ((v = PyUnicode_InternFromString(s)) == NULL) return -1;
-    GINTERN(g_closed, "closed") GINTERN(g_algo, "algo") GINTERN(g_stream, "stream") GINTERN(g_size, "size")
     GINTERN(g_ptr, "ptr") GINTERN(g_value, "value") GINTERN(g_desc, "desc") GINTERN(g_attr, "attr")
 #undef GINTERN
     if (PyType_Ready(&MatmulGroupType) < 0)
