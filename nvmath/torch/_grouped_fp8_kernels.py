@@ -238,20 +238,19 @@ def weight_fp8(
         if x_part is None:
             return state.weight_copies, None
         amax, used, active = x_part
-        return state.weight_copies, state.record("input", amax[:1], used[None], active)[0].reciprocal()
+        return state.weight_copies, state.record("input", amax[:1], used[None], active)[0]
     groups, n, k = w.shape
     flat = w.reshape(groups * n, k)
     everyone = [(g, g * n, (g + 1) * n) for g in range(groups)]
     w_amax = None if x_part is None else x_part[0][1]  # (the forward's: row 1 of the input's (2, G) amaxes)
     made, w_used = quantize_role(state, "weight", flat, everyone, amax_out=w_amax)
     if x_part is None:
-        used = state.record("weight", made.amax[None], w_used[None], None)
-        inv_x, inv_w = None, used[0].reciprocal()
+        inv_x, inv_w = None, state.record("weight", made.amax[None], w_used[None], None)[0]
     else:
         amax, x_used, active = x_part
         both = amax, torch.stack((x_used, w_used))
         # (active: the input's row only; every group's weight is recorded, the weight quantized whole)
-        inv = state.record("input", *both, active, active_rows=1).reciprocal()
+        inv = state.record("input", *both, active, active_rows=1)
         inv_x, inv_w = inv[0], inv[1]
     qt = made.qt.view(groups, k, n)
     state.weight_copies = (made.q.view(groups, n, k), qt, inv_w)
@@ -455,7 +454,6 @@ def grouped_backward(
     want_db = needs[2] and b_dtype is not None
     qg, g_used = quantize_role(state, "grad_output", g.contiguous(), bounds, colsum=want_db)
     inv_g = state.record("grad_output", qg.amax[None], g_used[None], active_groups(counts, g))[0]
-    inv_g = inv_g.reciprocal()
     dx = dw = db = None
     if needs[0]:
         dx = _dgrad(qg, qwt, inv_g, inv_w, bounds, counts, g, cols, gemm, lean)

@@ -111,7 +111,7 @@ class GroupedScalingState(ScalingState):
         """Record the per-group amaxes ``amax`` (R, G) of ``R`` adjacent roles from ``first`` (input and
         weight together: ``R = 2``, one FP8 format), measured on tensors quantized with the scales
         ``used`` (R, G): the state's own scales (delayed), or :meth:`current_scale`'s (current). Returns
-        the scales to dequantize by, (R, G): ``used``, NaN where an amax is not finite (the skip-step
+        the scales to dequantize by, (R, G): ``1 / used``, NaN where an amax is not finite (the skip-step
         policy of :class:`~._fp8.ScalingState`: the GEMMs of that group yield NaN, its state is left
         as it was and its ``found_inf`` count moves). ``active`` (G,) bool: the groups that ran in the
         first ``active_rows`` roles (the others are left as they were; later roles ran in every
@@ -132,7 +132,7 @@ class GroupedScalingState(ScalingState):
             active = torch.cat((active.expand(active_rows, -1), ran))
         rows = slice(i, i + amax.shape[0])
         ok = amax < _INF  # (an amax is >= 0 or NaN; NaN compares false)
-        out = torch.where(ok, used, _nan_on(used.device))  # (before the state's scales change)
+        out = torch.where(ok, used.reciprocal(), _nan_on(used.device))  # (before the state's scales change)
         bad = ~ok
         push = ok if active is None else ok & active
         hist = self.amax_history[:, rows]
