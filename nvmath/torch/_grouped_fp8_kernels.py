@@ -221,10 +221,13 @@ def quantize_role(
 
 def weight_fp8(
     state: GroupedScalingState, w: torch.Tensor, x_part: tuple | None = None
-) -> tuple[tuple, torch.Tensor | None]:
-    """``((qw (G, N, K), qw.T (G, K, N), 1 / sw (G,)), inv_x)``: the weight's FP8 copies, remade (and the
-    weight role recorded) only when ``w`` changed; ``x_part`` = ``(amax (G,), used (G,), active)`` of
-    the forward's input, recorded in the same update (its dequantization scales ``inv_x`` returned).
+) -> tuple[tuple, torch.Tensor | None, torch.Tensor | None]:
+    """``((qw (G, N, K), qw.T (G, K, N), 1 / sw (G,)), inv_x, both)``: the weight's FP8 copies, remade (and
+    the weight role recorded) only when ``w`` changed; ``x_part`` = ``(amax (G,), used (G,), active)`` of
+    the forward's input, recorded in the same update (its dequantization scales ``inv_x`` returned;
+    ``both``: where the two roles were recorded together, the (2, G) tensor whose rows are ``inv_x``
+    and ``1 / sw``, for the GEMMs' scale slots (:meth:`~._grouped_fp8_gemms.GroupedFP8Gemms.run`'s
+    ``scales``), else ``None``).
     Inside a CUDA graph capture the forward's call (``x_part`` given) makes the copies again whatever
     the version, so every replay quantizes the weight's values of that moment (a replay moves no
     version counter); the backward reuses the forward's copies (saved with the other operands).
@@ -236,14 +239,15 @@ def weight_fp8(
     fresh = fresh or (x_part is not None and capturing(w))
     if not fresh:
         if x_part is None:
-            return state.weight_copies, None
+            return state.weight_copies, None, None
         amax, used, active = x_part
-        return state.weight_copies, state.record("input", amax[:1], used[None], active)[0]
+        return state.weight_copies, state.record("input", amax[:1], used[None], active)[0], None
     groups, n, k = w.shape
     flat = w.reshape(groups * n, k)
     everyone = [(g, g * n, (g + 1) * n) for g in range(groups)]
     w_amax = None if x_part is None else x_part[0][1]  # (the forward's: row 1 of the input's (2, G) amaxes)
     made, w_used = quantize_role(state, "weight", flat, everyone, amax_out=w_amax)
+    inv = None
     if x_part is None:
         inv_x, inv_w = None, state.record("weight", made.amax[None], w_used[None], None)[0]
     else:
@@ -256,7 +260,7 @@ def weight_fp8(
     state.weight_copies = (made.q.view(groups, n, k), qt, inv_w)
     state.weight_key = key
     state.weight_updates += 1
-    return state.weight_copies, inv_x
+    return state.weight_copies, inv_x, inv
 
 
 _TABLES: dict[tuple, torch.Tensor] = {}
@@ -349,7 +353,7 @@ def grouped_forward(
     active = active_groups(counts, x)
     amaxes = torch.zeros((2, state.groups), dtype=torch.float32, device=x.device)  # (input, weight)
     qx, x_used = quantize_role(state, "input", x, bounds, amax_out=amaxes[0])
-    (qw, qwt, inv_w), inv_x = weight_fp8(state, w, (amaxes, x_used, active))
+    (qw, qwt, inv_w), inv_x, both = weight_fp8(state, w, (amaxes, x_used, active))
     cfg = epilog_config(None, b is not None, x.dtype)
     saved = (qx.qt, x.shape[1], inv_x, qwt, inv_w)
     if lean.applies(x):  # (every group's product written into its rows of one y: no concatenation)
@@ -363,18 +367,21 @@ def grouped_forward(
                         [y[s:e].mT for _, s, e in bounds])  # fmt: skip
 
             made = lean.run("forward-bias", fused_views, inv_w, inv_x, x.dtype, signature=sig,
-                            bases=(qw, qx.q, y, b))  # fmt: skip
+                            bases=(qw, qx.q, y, b),
+                            scales=None if both is None else (both, 1, 0))  # fmt: skip
         elif b is None:
 
             def views() -> tuple:
                 xs, qws = qx.q.split(counts), qw.unbind(0)
                 return [(k, xs[k], qws[k]) for k, _, _ in bounds], None, [y[s:e] for _, s, e in bounds]
 
-            made = lean.run("forward", views, inv_x, inv_w, x.dtype, signature=sig, bases=(qx.q, qw, y, None))
+            made = lean.run("forward", views, inv_x, inv_w, x.dtype, signature=sig, bases=(qx.q, qw, y, None),
+                            scales=None if both is None else (both, 0, 1))  # fmt: skip
         else:  # (the bias added to each group's rows after its product)
             xs, qws, bs = qx.q.split(counts), qw.unbind(0), b.unbind(0)
             made = lean.run("forward", [(k, xs[k], qws[k]) for k, _, _ in bounds], inv_x, inv_w, x.dtype,
-                            out=[y[s:e] for _, s, e in bounds], signature=sig)  # fmt: skip
+                            out=[y[s:e] for _, s, e in bounds], signature=sig,
+                            scales=None if both is None else (both, 0, 1))  # fmt: skip
             for d, (k, _, _) in zip(made or (), bounds):
                 d.add_(bs[k])
         if made:
@@ -390,10 +397,10 @@ def grouped_forward(
 
 def _dgrad(
     qg: Quantized, qwt: torch.Tensor, inv_g: torch.Tensor, inv_w: torch.Tensor, bounds: Bounds,
-    counts: list[int], g: torch.Tensor, cols: int, gemm: Any, lean: Any,
+    counts: list[int], g: torch.Tensor, cols: int, gemm: Any, lean: Any, scales: tuple | None = None,
 ) -> torch.Tensor:  # fmt: skip
     """``dx`` (T, K): every group's dgrad GEMM written into its rows (on the grouped planners; else the
-    FP8 Linear caches' products, concatenated)."""
+    FP8 Linear caches' products, concatenated); ``scales``: the planners' ``run``'s."""
     if lean.applies(g):
         dx = torch.empty((g.shape[0], cols), dtype=g.dtype, device=g.device)
 
@@ -402,7 +409,7 @@ def _dgrad(
             return [(k, gs[k], wts[k]) for k, _, _ in bounds], None, [dx[s:e] for _, s, e in bounds]
 
         if lean.run("dgrad", views, inv_g, inv_w, g.dtype, signature=signature(counts, qg.q, qwt, dx),
-                    bases=(qg.q, qwt, dx, None)):  # fmt: skip
+                    bases=(qg.q, qwt, dx, None), scales=scales):  # fmt: skip
             return dx
     gs, wts = qg.q.split(counts), qwt.unbind(0)
     igs, iws = aligned_scalars(inv_g), aligned_scalars(inv_w)
@@ -416,10 +423,11 @@ def _wgrad_pairs(qg: Quantized, qxt: torch.Tensor, cols: int, bounds: Bounds) ->
 
 def _wgrad(
     qg: Quantized, qxt: torch.Tensor, cols: int, inv_g: torch.Tensor, inv_x: torch.Tensor, bounds: Bounds,
-    counts: list[int], w_meta: tuple, g: torch.Tensor, gemm: Any, lean: Any,
+    counts: list[int], w_meta: tuple, g: torch.Tensor, gemm: Any, lean: Any, scales: tuple | None = None,
 ) -> torch.Tensor:  # fmt: skip
     """``dw`` (G, N, K): every group's wgrad GEMM written into its slice of one tensor (zero for groups
-    without tokens; on the grouped planners, else the FP8 Linear caches' products stacked)."""
+    without tokens; on the grouped planners, else the FP8 Linear caches' products stacked);
+    ``scales``: the planners' ``run``'s."""
     w_dtype, w_shape = w_meta
     wdt = _fp8_cast.wgrad_dtype(w_dtype)
     if lean.applies(g):
@@ -430,7 +438,8 @@ def _wgrad(
         def views() -> tuple:
             return _wgrad_pairs(qg, qxt, cols, bounds), None, [dw[k] for k, _, _ in bounds]
 
-        if lean.run("wgrad", views, inv_g, inv_x, wdt, signature=sig, bases=(qg.qt, qxt, dw, None)):
+        if lean.run("wgrad", views, inv_g, inv_x, wdt, signature=sig, bases=(qg.qt, qxt, dw, None),
+                    scales=scales):  # fmt: skip
             return dw.to(w_dtype)
     pairs = _wgrad_pairs(qg, qxt, cols, bounds)
     igs, ixs = aligned_scalars(inv_g), aligned_scalars(inv_x)
@@ -455,10 +464,15 @@ def grouped_backward(
     qg, g_used = quantize_role(state, "grad_output", g.contiguous(), bounds, colsum=want_db)
     inv_g = state.record("grad_output", qg.amax[None], g_used[None], active_groups(counts, g))[0]
     dx = dw = db = None
+    src = None  # (both products: the three scales in one tensor, each product's slots filled from it)
+    if needs[0] and needs[1] and lean.applies(g):
+        src = torch.stack((inv_g, inv_w, inv_x))
     if needs[0]:
-        dx = _dgrad(qg, qwt, inv_g, inv_w, bounds, counts, g, cols, gemm, lean)
+        dx = _dgrad(qg, qwt, inv_g, inv_w, bounds, counts, g, cols, gemm, lean,
+                    None if src is None else (src, 0, 1))
     if needs[1]:
-        dw = _wgrad(qg, qxt, cols, inv_g, inv_x, bounds, counts, w_meta, g, gemm, lean)
+        dw = _wgrad(qg, qxt, cols, inv_g, inv_x, bounds, counts, w_meta, g, gemm, lean,
+                    None if src is None else (src, 0, 2))
     if want_db:
         db = qg.colsum.to(b_dtype)
     return dx, dw, db
