@@ -212,7 +212,7 @@ def quantize_role(
     :func:`quantize_groups` (the quantizing pass's amaxes)."""
     dtype, groups = state.dtype(role), state.groups
     if state.recipe.delayed:
-        scale = state.scale[ROLES.index(role)]
+        scale = state.rows(ROLES.index(role))[0]
         return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax_out), scale
     amax = quantize_groups(x, bounds, groups, dtype, None).amax
     scale = state.current_scale(role, amax)
@@ -252,14 +252,13 @@ def weight_fp8(
         inv_x, inv_w = None, state.record("weight", made.amax[None], w_used[None], None)[0]
     else:
         amax, x_used, active = x_part
-        both = amax, torch.stack((x_used, w_used))
+        # (delayed: the scales used are the state's rows 0 and 1, one view; current: the two stacked)
+        both = amax, state.forward_scales() if state.recipe.delayed else torch.stack((x_used, w_used))
         # (active: the input's row only; every group's weight is recorded, the weight quantized whole)
         inv = state.record("input", *both, active, active_rows=1)
         inv_x, inv_w = inv[0], inv[1]
     qt = made.qt.view(groups, k, n)
-    state.weight_copies = (made.q.view(groups, n, k), qt, inv_w)
-    state.weight_key = key
-    state.weight_updates += 1
+    state.keep_weight_copies(key, (made.q.view(groups, n, k), qt, inv_w))
     return state.weight_copies, inv_x, inv
 
 
