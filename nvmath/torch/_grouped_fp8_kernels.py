@@ -56,17 +56,22 @@ __all__ = [
     "weight_fp8",
 ]
 
-Bounds = list[tuple[int, int, int]]
+Bounds = tuple[tuple[int, int, int], ...]
 
 
-def bounds_of(counts: list[int]) -> Bounds:
-    """``(group, start, stop)`` of the groups with tokens."""
+def bounds_of(counts: list[int] | tuple[int, ...]) -> Bounds:
+    """``(group, start, stop)`` of the groups with tokens (a tuple made once per counts)."""
+    return _bounds(tuple(counts))
+
+
+@functools.lru_cache(maxsize=256)
+def _bounds(counts: tuple[int, ...]) -> Bounds:
     out, start = [], 0
     for g, c in enumerate(counts):
         if c:
             out.append((g, start, start + c))
         start += c
-    return out
+    return tuple(out)
 
 
 @dataclasses.dataclass
@@ -148,7 +153,7 @@ def _kernel_run(
     dev = x.device
     if groups > _fp8_cast.MAX_GRID_Y:
         return None
-    offsets, shape, blocks, counts = _launch_plan(tuple(bounds), groups, cols)
+    offsets, shape, blocks, counts = _launch_plan(tuple(bounds), groups, cols)  # (a tuple: itself)
     table = device_table("row offsets", offsets, torch.int64, x, counts)
     if amax is None:
         amax = torch.zeros(groups, dtype=torch.float32, device=dev)
@@ -244,7 +249,7 @@ def weight_fp8(
         return state.weight_copies, state.record("input", amax[:1], used[None], active)[0], None
     groups, n, k = w.shape
     flat = w.reshape(groups * n, k)
-    everyone = [(g, g * n, (g + 1) * n) for g in range(groups)]
+    everyone = bounds_of((n,) * groups)
     w_amax = None if x_part is None else x_part[0][1]  # (the forward's: row 1 of the input's (2, G) amaxes)
     made, w_used = quantize_role(state, "weight", flat, everyone, amax_out=w_amax)
     inv = None

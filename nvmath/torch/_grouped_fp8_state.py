@@ -93,10 +93,11 @@ class GroupedScalingState(ScalingState):
         """Role ``i``'s (:data:`~._fp8.ROLES` index) views ``(scale (G,), history (L, G), found_inf (G,),
         constants)`` (``constants``: the record kernel's ``(delayed, use_max, fp8_max, margin)``), made
         once per buffers (no indexing per step: each a torch dispatch)."""
-        made = self._rows
-        bufs = (self.scale, self.amax_history, self.found_inf)
-        if made is None or any(a is not b for a, b in zip(made[0], bufs)):
-            scale, hist, found = bufs
+        made, now = self._rows, self._buffers  # (this module's own buffers: a replaced one makes them again)
+        if made is None or made[0][0] is not now["scale"] or made[0][1] is not now["amax_history"] or (
+            made[0][2] is not now["found_inf"]
+        ):
+            bufs = scale, hist, found = now["scale"], now["amax_history"], now["found_inf"]
             recipe = self.recipe
             use_max = getattr(recipe, "amax_compute_algo", "") == "max"
             per_role = tuple(
