@@ -210,11 +210,17 @@ def _launch(
     many blocks instead) of ``threads`` blocks on torch's current stream; False when the kernels
     cannot be built or the launch is refused (then nothing ran, and the kernels are not used again in
     this process)."""
-    from cuda.core import LaunchConfig
-
     device_id = x.device.index if x.device.index is not None else torch.cuda.current_device()
     gx, gy = grid(*x.shape) if blocks is None else (blocks, 1)
-    return _launch_on(device_id, kernel_key, LaunchConfig(grid=(gx, gy, 1), block=(*threads, 1)), args)
+    key = (gx, gy, 1, threads)
+    config = _CONFIGS.get(key)
+    if config is None:  # (made once per grid and block: a launch reuses it)
+        from cuda.core import LaunchConfig
+
+        if len(_CONFIGS) > 1024:  # (new sizes every call: a bound)
+            _CONFIGS.clear()
+        config = _CONFIGS[key] = LaunchConfig(grid=(gx, gy, 1), block=(*threads, 1))
+    return _launch_on(device_id, kernel_key, config, args)
 
 
 def _launch_on(device_id: int, kernel_key: Any, config: Any, args: tuple) -> bool:
