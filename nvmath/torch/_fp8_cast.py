@@ -455,8 +455,8 @@ def grouped_record(
     bool, the groups that ran, for the first ``active_rows`` roles (``None``: all ran); ``hist`` the
     first role's (L, G) column of the state's (L, 3, G) history, ``scale``, ``found_inf`` its (G,) rows
     of the state's (3, G) tensors (all updated in place). Returns ``out`` (R, G): ``1 / used`` (the
-    dequantization scales), NaN where an amax is not finite; ``None`` (nothing done) where the kernel does not apply (CPU tensors, the
-    kernels not in use)."""
+    dequantization scales), NaN where an amax is not finite; ``None`` (nothing done) where the kernel
+    does not apply (CPU tensors, the kernels not in use)."""
     if not (amax.is_cuda and in_use()):
         return None
     rows, groups = amax.shape

@@ -321,9 +321,9 @@ extern "C" __global__ void __launch_bounds__(256) nvmath_grouped_scale(
 // all ran) is pushed on the history (the older values shift down, the oldest falls off); a non-finite
 // one of a group that ran adds 1 to found_inf. The scale of a pushed group becomes used (current
 // scaling) or, delayed, fp8_max / (the history's max, or the new amax: use_max 0) / divisor where that
-// is finite and > 0 (else it stays; used may be the scale row itself -- delayed: read before the write, by the
-// same thread, so neither is __restrict__); out = 1 / used (the dequantization scale: correctly rounded, torch's
-// reciprocal), NaN for a non-finite amax.
+// is finite and > 0 (else it stays; used may be the scale row itself -- delayed: read before the
+// write, by the same thread, so neither is __restrict__); out = 1 / used (the dequantization scale:
+// correctly rounded, torch's reciprocal), NaN for a non-finite amax.
 extern "C" __global__ void __launch_bounds__(256) nvmath_grouped_record(
     const float* __restrict__ amax, const float* used, const bool* __restrict__ active,
     int active_rows, float* hist, float* scale, int* __restrict__ found_inf,

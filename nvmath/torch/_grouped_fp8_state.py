@@ -110,7 +110,7 @@ class GroupedScalingState(ScalingState):
         return made[1][i]
 
     def forward_scales(self) -> torch.Tensor:
-        """The (2, G) view of the input's and the weight's scales (rows 0, 1 of ``scale``; see :meth:`rows`)."""
+        """The (2, G) view of the input's and the weight's scales (rows 0, 1 of ``scale``; :meth:`rows`)."""
         self.rows(0)
         return self._rows[2]
 
