@@ -219,9 +219,11 @@ def quantize_role(
     if state.recipe.delayed:
         scale = state.rows(ROLES.index(role))[0]
         return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax_out), scale
-    amax = quantize_groups(x, bounds, groups, dtype, None).amax
+    # (the quantizing pass measures the same amaxes again into the amax-only pass's tensor: a max of
+    # equal values, the same bits; no zeros tensor for the second pass)
+    amax = quantize_groups(x, bounds, groups, dtype, None, amax_out=amax_out).amax
     scale = state.current_scale(role, amax)
-    return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax_out), scale
+    return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax), scale
 
 
 def weight_fp8(
