@@ -223,22 +223,34 @@ def _launch(
     return _launch_on(device_id, kernel_key, config, args)
 
 
+_LAUNCHER: tuple = ()
+"""The modules ``(cuda.core, nvmath._internal.devices, nvmath._internal.streams)``, imported at the first
+launch (not per launch; their functions looked up at each call)."""
+
+
+def _launcher() -> tuple:
+    global _LAUNCHER
+    import importlib
+
+    from nvmath._internal import devices, streams
+
+    _LAUNCHER = (importlib.import_module("cuda.core"), devices, streams)
+    return _LAUNCHER
+
+
 def _launch_on(device_id: int, kernel_key: Any, config: Any, args: tuple) -> bool:
     """One launch of the kernel ``kernel_key`` with ``config`` and ``args`` on torch's current stream of
     GPU ``device_id`` (:func:`_launch` and :func:`launch_grid`); False when the kernels cannot be built
     or the launch is refused (nothing ran; the kernels are not used again in this process)."""
-    from cuda.core import launch
-
-    from nvmath._internal import devices, streams
-
     kernels = _kernels(device_id)
     if kernels is None:
         return False
+    core, devices, streams = _LAUNCHER or _launcher()
     stream = streams.current_stream(device_id, "torch")
     try:
         # the launch needs the device's context current: torch's autograd thread need not have one
         with devices.device_ctx(device_id):
-            launch(stream.core, config, kernels[kernel_key], *args)
+            core.launch(stream.core, config, kernels[kernel_key], *args)
     except Exception as exc:  # noqa: BLE001 (a refused launch: the layers' former ops from now on)
         _broken.append(repr(exc))
         logger.warning("FP8 cast-transpose launch failed (%s); using torch operations instead", exc)
