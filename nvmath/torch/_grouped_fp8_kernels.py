@@ -263,7 +263,7 @@ def weight_fp8(
         both = amax, state.forward_scales() if state.recipe.delayed else torch.stack((x_used, w_used))
         # (active: the input's row only; every group's weight is recorded, the weight quantized whole)
         inv = state.record("input", *both, active, active_rows=1)
-        inv_x, inv_w = inv[0], inv[1]
+        inv_x, inv_w = inv.unbind(0)  # (one call for the two rows)
     qt = made.qt.view(groups, k, n)
     state.keep_weight_copies(key, (made.q.view(groups, n, k), qt, inv_w))
     return state.weight_copies, inv_x, inv
