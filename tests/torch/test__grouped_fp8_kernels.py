@@ -162,6 +162,38 @@ def test_grouped_record_kernel_equals_the_torch_update(host, recipe):
     assert state.found_inf.tolist() == [[0] * 5, [0, 0, 0, 1, 0], [0] * 5]
 
 
+@pytest.mark.parametrize("recipe", GROUPED_RECIPES[1:], ids=["d1", "d5-margin", "d300-recent", "d600"])
+def test_grouped_record_kernel_with_used_the_state_scales_themselves(host, recipe):
+    """Delayed scaling's forward hands the state's own (2, G) scale rows as ``used`` (a view, no copy):
+    the update kernel (host build) reads each group's used scale before it writes that group's new
+    one, so the state and the returned 1 / used equal the torch update's given a copy of the scales."""
+    import ctypes
+
+    from nvmath.torch import _grouped_fp8_state as S
+
+    torch.manual_seed(29)
+    groups = 5
+    twin, state = S.GroupedScalingState(recipe, groups), S.GroupedScalingState(recipe, groups)
+    ptr = lambda t: ctypes.c_void_p(t.data_ptr())  # noqa: E731
+    for step in range(4):
+        amax = torch.rand(2, groups) * 10
+        amax[1, 2] = float("inf") if step == 2 else amax[1, 2]
+        active = torch.tensor([True, step != 1, True, True, False])
+        want = twin.record("input", amax, twin.scale[:2].clone(), active, active_rows=1)
+        used = state.forward_scales()
+        assert used.data_ptr() == state.scale.data_ptr()
+        out = torch.empty(2, groups)
+        hist = state.amax_history[:, 0]
+        host.lib.host_grouped_record(
+            ptr(amax), ptr(used), ptr(active), 1, ptr(hist), ptr(state.scale[0]), ptr(state.found_inf[0]),
+            ptr(out), 2, groups, hist.shape[0], hist.stride(0), 1,
+            int(recipe.amax_compute_algo == "max"), fp8.FP8_MAX[state.dtype("input")], 2.0**recipe.margin,
+        )  # fmt: skip
+        torch.testing.assert_close(out, want, rtol=0, atol=0, equal_nan=True)
+        for name in ("scale", "amax_history", "found_inf"):
+            assert torch.equal(getattr(state, name), getattr(twin, name)), name
+
+
 @pytest.mark.parametrize("margin", [0, 2])
 def test_grouped_scale_kernel_equals_scale_from_amax(host, margin):
     """Current scaling's per-group scales by the kernel (host build) equal the torch sequence bit for bit:
