@@ -210,29 +210,47 @@ def _launch(
     many blocks instead) of ``threads`` blocks on torch's current stream; False when the kernels
     cannot be built or the launch is refused (then nothing ran, and the kernels are not used again in
     this process)."""
-    from cuda.core import LaunchConfig
-
     device_id = x.device.index if x.device.index is not None else torch.cuda.current_device()
     gx, gy = grid(*x.shape) if blocks is None else (blocks, 1)
-    return _launch_on(device_id, kernel_key, LaunchConfig(grid=(gx, gy, 1), block=(*threads, 1)), args)
+    key = (gx, gy, 1, threads)
+    config = _CONFIGS.get(key)
+    if config is None:  # (made once per grid and block: a launch reuses it)
+        from cuda.core import LaunchConfig
+
+        if len(_CONFIGS) > 1024:  # (new sizes every call: a bound)
+            _CONFIGS.clear()
+        config = _CONFIGS[key] = LaunchConfig(grid=(gx, gy, 1), block=(*threads, 1))
+    return _launch_on(device_id, kernel_key, config, args)
+
+
+_LAUNCHER: tuple = ()
+"""The modules ``(cuda.core, nvmath._internal.devices, nvmath._internal.streams)``, imported at the first
+launch (not per launch; their functions looked up at each call)."""
+
+
+def _launcher() -> tuple:
+    global _LAUNCHER
+    import importlib
+
+    from nvmath._internal import devices, streams
+
+    _LAUNCHER = (importlib.import_module("cuda.core"), devices, streams)
+    return _LAUNCHER
 
 
 def _launch_on(device_id: int, kernel_key: Any, config: Any, args: tuple) -> bool:
     """One launch of the kernel ``kernel_key`` with ``config`` and ``args`` on torch's current stream of
     GPU ``device_id`` (:func:`_launch` and :func:`launch_grid`); False when the kernels cannot be built
     or the launch is refused (nothing ran; the kernels are not used again in this process)."""
-    from cuda.core import launch
-
-    from nvmath._internal import devices, streams
-
     kernels = _kernels(device_id)
     if kernels is None:
         return False
+    core, devices, streams = _LAUNCHER or _launcher()
     stream = streams.current_stream(device_id, "torch")
     try:
         # the launch needs the device's context current: torch's autograd thread need not have one
         with devices.device_ctx(device_id):
-            launch(stream.core, config, kernels[kernel_key], *args)
+            core.launch(stream.core, config, kernels[kernel_key], *args)
     except Exception as exc:  # noqa: BLE001 (a refused launch: the layers' former ops from now on)
         _broken.append(repr(exc))
         logger.warning("FP8 cast-transpose launch failed (%s); using torch operations instead", exc)
@@ -448,9 +466,9 @@ def grouped_record(
     (one block per role and group; see the source): ``amax``, ``used`` (R, G) float32; ``active`` (G,)
     bool, the groups that ran, for the first ``active_rows`` roles (``None``: all ran); ``hist`` the
     first role's (L, G) column of the state's (L, 3, G) history, ``scale``, ``found_inf`` its (G,) rows
-    of the state's (3, G) tensors (all updated in place). Returns ``out`` (R, G): ``used``, NaN where an
-    amax is not finite; ``None`` (nothing done) where the kernel does not apply (CPU tensors, the
-    kernels not in use)."""
+    of the state's (3, G) tensors (all updated in place). Returns ``out`` (R, G): ``1 / used`` (the
+    dequantization scales), NaN where an amax is not finite; ``None`` (nothing done) where the kernel
+    does not apply (CPU tensors, the kernels not in use)."""
     if not (amax.is_cuda and in_use()):
         return None
     rows, groups = amax.shape

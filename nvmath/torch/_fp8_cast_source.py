@@ -321,10 +321,12 @@ extern "C" __global__ void __launch_bounds__(256) nvmath_grouped_scale(
 // all ran) is pushed on the history (the older values shift down, the oldest falls off); a non-finite
 // one of a group that ran adds 1 to found_inf. The scale of a pushed group becomes used (current
 // scaling) or, delayed, fp8_max / (the history's max, or the new amax: use_max 0) / divisor where that
-// is finite and > 0 (else it stays); out = used, NaN for a non-finite amax.
+// is finite and > 0 (else it stays; used may be the scale row itself -- delayed: read before the
+// write, by the same thread, so neither is __restrict__); out = 1 / used (the dequantization scale:
+// correctly rounded, torch's reciprocal), NaN for a non-finite amax.
 extern "C" __global__ void __launch_bounds__(256) nvmath_grouped_record(
-    const float* __restrict__ amax, const float* __restrict__ used, const bool* __restrict__ active,
-    int active_rows, float* hist, float* __restrict__ scale, int* __restrict__ found_inf,
+    const float* __restrict__ amax, const float* used, const bool* __restrict__ active,
+    int active_rows, float* hist, float* scale, int* __restrict__ found_inf,
     float* __restrict__ out, long long groups, long long hist_len, long long hist_stride, int delayed,
     int use_max, float fp8_max, float divisor) {
   __shared__ unsigned int best;
@@ -334,7 +336,7 @@ extern "C" __global__ void __launch_bounds__(256) nvmath_grouped_record(
   const bool ok = a < __int_as_float(0x7f800000);
   const bool ran = active == nullptr || r >= active_rows || active[g];
   if (tid == 0) {
-    out[e] = ok ? used[e] : __int_as_float(0x7fc00000);
+    out[e] = ok ? 1.0f / used[e] : __int_as_float(0x7fc00000);  // (the dequantization scale)
     if (!ok && ran) found_inf[e] += 1;
   }
   if (!ok || !ran) return;  // (the whole block)

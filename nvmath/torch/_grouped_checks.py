@@ -31,7 +31,9 @@ def check_counts(counts: Any, num_groups: int, tokens: int) -> list[int]:
             raise ValueError(f"counts must be 1-D (one count per group); got shape {tuple(counts.shape)}")
         values = [int(c) for c in counts.tolist()]
     elif isinstance(counts, list | tuple):
-        if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+        # (plain ints, the common case, in one pass; else each checked: an int subclass other than bool)
+        plain = all(type(c) is int for c in counts)
+        if not plain and not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
             raise TypeError(f"counts must hold ints; got {[type(c).__name__ for c in counts]}")
         values = list(counts)
     else:

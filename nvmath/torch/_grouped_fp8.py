@@ -67,7 +67,21 @@ def setup(module: torch.nn.Module, recipe: Any, device: Any) -> None:
 
 
 def check_group_sizes(counts: list[int], in_features: int, out_features: int) -> None:
-    """Raise ``ValueError`` naming the first group whose FP8 GEMMs cuBLASLt cannot take (see the notes)."""
+    """Raise ``ValueError`` naming the first group whose FP8 GEMMs cuBLASLt cannot take (see the notes;
+    sizes that passed are remembered: a bounded set, checked once per counts and features)."""
+    key = (tuple(counts), in_features, out_features)
+    if key in _SIZES_OK:
+        return
+    _check_group_sizes(counts, in_features, out_features)
+    if len(_SIZES_OK) > 1024:
+        _SIZES_OK.clear()
+    _SIZES_OK.add(key)
+
+
+_SIZES_OK: set[tuple] = set()
+
+
+def _check_group_sizes(counts: list[int], in_features: int, out_features: int) -> None:
     from nvmath.torch._fp8_linear import FP8_MULTIPLE, check_fp8_sizes
 
     check_fp8_sizes(0, in_features, out_features)
@@ -90,7 +104,7 @@ def _state(module: Any, recipe: Any, device: torch.device) -> Any:
         _fp8.check_recipe(recipe, device)
         state = GroupedScalingState(recipe, module.num_groups, device)
         module.add_module("fp8_state", state)
-    if state.recipe != recipe:
+    if state.recipe is not recipe and state.recipe != recipe:
         raise ValueError(
             f"this layer's FP8 scaling state was made for {state.recipe!r}; it now runs under {recipe!r}. "
             "Use one recipe per layer (or delete its fp8_state to start afresh)."

@@ -9,9 +9,10 @@ against ~12 us for a pointer swap of ``a`` and ``b``), and a grouped layer runs 
 (24 per step with 8 experts): host-bound. Here:
 
 * every planner is made with scale tensors that never move: two float32 slots of one device buffer
-  per planner (:attr:`GroupedFP8Gemms.slots`). Before a product's GEMMs run, one ``index_copy_``
+  per planner (:attr:`GroupedFP8Gemms.slots`). Before a product's GEMMs run, one ``index_put_``
   writes every group's dequantization scales into its planner's slots (stream-ordered before the
-  GEMMs, so a planner shared by two layers of equal shapes reads each layer's scales);
+  GEMMs, so a planner shared by two layers of equal shapes reads each layer's scales), from a tensor
+  of the caller that holds both operands' scales as rows where it has one (no op joining them);
 * a call then runs each planner on its operands' addresses (an
   :class:`~nvmath.linalg.advanced._direct.AddressRun` whose plan keeps its scale slots: the key
   vouches for shapes, strides, dtypes and alignments; the forward's bias, the ``BIAS`` epilogue as in
@@ -164,7 +165,7 @@ class GroupedFP8Gemms:
     def run(
         self, kind: str, problems: Any, inv_a: torch.Tensor, inv_b: torch.Tensor, dtype: torch.dtype,
         bias: list | None = None, out: list | None = None, signature: tuple | None = None,
-        bases: tuple | None = None,
+        bases: tuple | None = None, scales: tuple | None = None,
     ) -> Any:  # fmt: skip
         """``[D_k]`` for ``problems`` = ``[(k, qa_k, qb_k)]`` (FP8, both contiguous along K) with the
         dequantization scales ``inv_a[k]``, ``inv_b[k]`` ((G,) float32), in ``dtype``; with ``bias``
@@ -180,7 +181,11 @@ class GroupedFP8Gemms:
         given), called only where the views are needed: with a ``signature`` and ``bases`` = ``(a, b, d,
         bias or None)``, the tensors every problem's ``qa``, ``qb``, ``out`` (and bias) are views of at
         offsets the signature fixes, a product whose compiled group is built (:mod:`._grouped_fp8_group`)
-        runs on the bases' addresses plus those offsets, no view made. It then returns ``True``."""
+        runs on the bases' addresses plus those offsets, no view made. It then returns ``True``.
+
+        ``scales``: ``(src, row_a, row_b)``, a (R, G) float32 tensor whose rows ``row_a`` and ``row_b``
+        are ``inv_a`` and ``inv_b`` (the caller's tensor holding both): the scale slots are filled from
+        it (no torch operation joining the two; :meth:`_fill`)."""
         if not self.enabled:
             return None
         try:
@@ -190,11 +195,11 @@ class GroupedFP8Gemms:
                 if memo is not None and memo.offsets is not None and bases is not None:
                     if capture:
                         self._pinned.update(memo.keys)
-                    self._fill(memo, inv_a, inv_b, capture)
+                    self._fill(memo, inv_a, inv_b, scales, capture)
                     if self._run_bases(memo, bases):
                         return True
                 return self._run_views(kind, problems, inv_a, inv_b, dtype, bias, out, signature, bases,
-                                       memo, capture)  # fmt: skip
+                                       memo, capture, scales)  # fmt: skip
         except CaptureError:
             raise  # (a warm-up step is missing: the caller's error, not this class's)
         except Exception as exc:  # noqa: BLE001 (a planner refused: the FP8 Linear caches from now on)
@@ -206,7 +211,7 @@ class GroupedFP8Gemms:
     def _run_views(
         self, kind: str, problems: Any, inv_a: torch.Tensor, inv_b: torch.Tensor, dtype: torch.dtype,
         bias: list | None, out: list | None, signature: tuple | None, bases: tuple | None, memo: Any,
-        capture: bool,
+        capture: bool, scales: tuple | None = None,
     ) -> Any:  # fmt: skip
         """:meth:`run` on the problems' views (the lock held)."""
         lazy = callable(problems)
@@ -224,7 +229,7 @@ class GroupedFP8Gemms:
                 self._memo[(kind, dtype, signature)] = memo
         elif capture:
             self._pinned.update(memo.keys)
-        self._fill(memo, inv_a, inv_b, capture)
+        self._fill(memo, inv_a, inv_b, scales, capture)
         done = True if lazy else outs
         if memo.direct:  # (every product on addresses straight into its out: the steady state)
             if memo.group and self._run_group(memo, problems, biases, outs):
@@ -368,10 +373,22 @@ class GroupedFP8Gemms:
             where[2 * k], where[2 * k + 1] = e.slots
         return tuple(where)
 
-    def _fill(self, memo: _Memo, inv_a: torch.Tensor, inv_b: torch.Tensor, capture: bool) -> None:
-        """Write every group's ``inv_a[k]``, ``inv_b[k]`` into its planner's slots (one ``index_copy_``)."""
-        device = inv_a.device
-        key = (device, memo.where)
+    @staticmethod
+    def _rows(where: tuple, rows: int, row_a: int, row_b: int) -> list[list[int]]:
+        """The (rows, G) scale-slot index of a source whose rows ``row_a``, ``row_b`` are ``inv_a``, ``inv_b``
+        (``where``: :meth:`_where`'s pairs); the other rows go to slot 0 (scratch, as absent groups)."""
+        index = [[0] * (len(where) // 2) for _ in range(rows)]
+        index[row_a], index[row_b] = list(where[0::2]), list(where[1::2])
+        return index
+
+    def _fill(
+        self, memo: _Memo, inv_a: torch.Tensor, inv_b: torch.Tensor, scales: tuple | None, capture: bool
+    ) -> None:
+        """Write every group's ``inv_a[k]``, ``inv_b[k]`` into its planner's slots: one ``index_put_`` from
+        ``scales`` = ``(src (R, G), row_a, row_b)`` (:meth:`run`), else from the two stacked."""
+        src, row_a, row_b = (torch.stack((inv_a, inv_b)), 0, 1) if scales is None else scales
+        device = src.device
+        key = (device, memo.where, src.shape[0], row_a, row_b)
         index = self._index.get(key)
         if index is None:
             if capture:
@@ -382,10 +399,11 @@ class GroupedFP8Gemms:
                 )
             if len(self._index) > 4 * self.maxsize:
                 self._drop_indices()
-            index = self._index[key] = torch.tensor(memo.where, dtype=torch.int64, device=device)
+            rows = self._rows(memo.where, src.shape[0], row_a, row_b)
+            index = self._index[key] = torch.tensor(rows, dtype=torch.int64, device=device)
         if capture:
             self._pinned.add(key)
-        self._slots[device].index_copy_(0, index, torch.stack((inv_a, inv_b), 1).reshape(-1))
+        self._slots[device].index_put_((index,), src)
 
     @staticmethod
     def _execute(entry: _Entry, qa: Any, qb: Any, bias: Any, out: Any) -> torch.Tensor:

@@ -56,17 +56,22 @@ __all__ = [
     "weight_fp8",
 ]
 
-Bounds = list[tuple[int, int, int]]
+Bounds = tuple[tuple[int, int, int], ...]
 
 
-def bounds_of(counts: list[int]) -> Bounds:
-    """``(group, start, stop)`` of the groups with tokens."""
+def bounds_of(counts: list[int] | tuple[int, ...]) -> Bounds:
+    """``(group, start, stop)`` of the groups with tokens (a tuple made once per counts)."""
+    return _bounds(tuple(counts))
+
+
+@functools.lru_cache(maxsize=256)
+def _bounds(counts: tuple[int, ...]) -> Bounds:
     out, start = [], 0
     for g, c in enumerate(counts):
         if c:
             out.append((g, start, start + c))
         start += c
-    return out
+    return tuple(out)
 
 
 @dataclasses.dataclass
@@ -148,7 +153,7 @@ def _kernel_run(
     dev = x.device
     if groups > _fp8_cast.MAX_GRID_Y:
         return None
-    offsets, shape, blocks, counts = _launch_plan(tuple(bounds), groups, cols)
+    offsets, shape, blocks, counts = _launch_plan(tuple(bounds), groups, cols)  # (a tuple: itself)
     table = device_table("row offsets", offsets, torch.int64, x, counts)
     if amax is None:
         amax = torch.zeros(groups, dtype=torch.float32, device=dev)
@@ -212,19 +217,24 @@ def quantize_role(
     :func:`quantize_groups` (the quantizing pass's amaxes)."""
     dtype, groups = state.dtype(role), state.groups
     if state.recipe.delayed:
-        scale = state.scale[ROLES.index(role)]
+        scale = state.rows(ROLES.index(role))[0]
         return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax_out), scale
-    amax = quantize_groups(x, bounds, groups, dtype, None).amax
+    # (the quantizing pass measures the same amaxes again into the amax-only pass's tensor: a max of
+    # equal values, the same bits; no zeros tensor for the second pass)
+    amax = quantize_groups(x, bounds, groups, dtype, None, amax_out=amax_out).amax
     scale = state.current_scale(role, amax)
-    return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax_out), scale
+    return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax), scale
 
 
 def weight_fp8(
     state: GroupedScalingState, w: torch.Tensor, x_part: tuple | None = None
-) -> tuple[tuple, torch.Tensor | None]:
-    """``((qw (G, N, K), qw.T (G, K, N), 1 / sw (G,)), inv_x)``: the weight's FP8 copies, remade (and the
-    weight role recorded) only when ``w`` changed; ``x_part`` = ``(amax (G,), used (G,), active)`` of
-    the forward's input, recorded in the same update (its dequantization scales ``inv_x`` returned).
+) -> tuple[tuple, torch.Tensor | None, torch.Tensor | None]:
+    """``((qw (G, N, K), qw.T (G, K, N), 1 / sw (G,)), inv_x, both)``: the weight's FP8 copies, remade (and
+    the weight role recorded) only when ``w`` changed; ``x_part`` = ``(amax (G,), used (G,), active)`` of
+    the forward's input, recorded in the same update (its dequantization scales ``inv_x`` returned;
+    ``both``: where the two roles were recorded together, the (2, G) tensor whose rows are ``inv_x``
+    and ``1 / sw``, for the GEMMs' scale slots (:meth:`~._grouped_fp8_gemms.GroupedFP8Gemms.run`'s
+    ``scales``), else ``None``).
     Inside a CUDA graph capture the forward's call (``x_part`` given) makes the copies again whatever
     the version, so every replay quantizes the weight's values of that moment (a replay moves no
     version counter); the backward reuses the forward's copies (saved with the other operands).
@@ -236,28 +246,27 @@ def weight_fp8(
     fresh = fresh or (x_part is not None and capturing(w))
     if not fresh:
         if x_part is None:
-            return state.weight_copies, None
+            return state.weight_copies, None, None
         amax, used, active = x_part
-        return state.weight_copies, state.record("input", amax[:1], used[None], active)[0].reciprocal()
+        return state.weight_copies, state.record("input", amax[:1], used[None], active)[0], None
     groups, n, k = w.shape
     flat = w.reshape(groups * n, k)
-    everyone = [(g, g * n, (g + 1) * n) for g in range(groups)]
+    everyone = bounds_of((n,) * groups)
     w_amax = None if x_part is None else x_part[0][1]  # (the forward's: row 1 of the input's (2, G) amaxes)
     made, w_used = quantize_role(state, "weight", flat, everyone, amax_out=w_amax)
+    inv = None
     if x_part is None:
-        used = state.record("weight", made.amax[None], w_used[None], None)
-        inv_x, inv_w = None, used[0].reciprocal()
+        inv_x, inv_w = None, state.record("weight", made.amax[None], w_used[None], None)[0]
     else:
         amax, x_used, active = x_part
-        both = amax, torch.stack((x_used, w_used))
+        # (delayed: the scales used are the state's rows 0 and 1, one view; current: the two stacked)
+        both = amax, state.forward_scales() if state.recipe.delayed else torch.stack((x_used, w_used))
         # (active: the input's row only; every group's weight is recorded, the weight quantized whole)
-        inv = state.record("input", *both, active, active_rows=1).reciprocal()
-        inv_x, inv_w = inv[0], inv[1]
+        inv = state.record("input", *both, active, active_rows=1)
+        inv_x, inv_w = inv.unbind(0)  # (one call for the two rows)
     qt = made.qt.view(groups, k, n)
-    state.weight_copies = (made.q.view(groups, n, k), qt, inv_w)
-    state.weight_key = key
-    state.weight_updates += 1
-    return state.weight_copies, inv_x
+    state.keep_weight_copies(key, (made.q.view(groups, n, k), qt, inv_w))
+    return state.weight_copies, inv_x, inv
 
 
 _TABLES: dict[tuple, torch.Tensor] = {}
@@ -350,7 +359,7 @@ def grouped_forward(
     active = active_groups(counts, x)
     amaxes = torch.zeros((2, state.groups), dtype=torch.float32, device=x.device)  # (input, weight)
     qx, x_used = quantize_role(state, "input", x, bounds, amax_out=amaxes[0])
-    (qw, qwt, inv_w), inv_x = weight_fp8(state, w, (amaxes, x_used, active))
+    (qw, qwt, inv_w), inv_x, both = weight_fp8(state, w, (amaxes, x_used, active))
     cfg = epilog_config(None, b is not None, x.dtype)
     saved = (qx.qt, x.shape[1], inv_x, qwt, inv_w)
     if lean.applies(x):  # (every group's product written into its rows of one y: no concatenation)
@@ -364,18 +373,21 @@ def grouped_forward(
                         [y[s:e].mT for _, s, e in bounds])  # fmt: skip
 
             made = lean.run("forward-bias", fused_views, inv_w, inv_x, x.dtype, signature=sig,
-                            bases=(qw, qx.q, y, b))  # fmt: skip
+                            bases=(qw, qx.q, y, b),
+                            scales=None if both is None else (both, 1, 0))  # fmt: skip
         elif b is None:
 
             def views() -> tuple:
                 xs, qws = qx.q.split(counts), qw.unbind(0)
                 return [(k, xs[k], qws[k]) for k, _, _ in bounds], None, [y[s:e] for _, s, e in bounds]
 
-            made = lean.run("forward", views, inv_x, inv_w, x.dtype, signature=sig, bases=(qx.q, qw, y, None))
+            made = lean.run("forward", views, inv_x, inv_w, x.dtype, signature=sig, bases=(qx.q, qw, y, None),
+                            scales=None if both is None else (both, 0, 1))  # fmt: skip
         else:  # (the bias added to each group's rows after its product)
             xs, qws, bs = qx.q.split(counts), qw.unbind(0), b.unbind(0)
             made = lean.run("forward", [(k, xs[k], qws[k]) for k, _, _ in bounds], inv_x, inv_w, x.dtype,
-                            out=[y[s:e] for _, s, e in bounds], signature=sig)  # fmt: skip
+                            out=[y[s:e] for _, s, e in bounds], signature=sig,
+                            scales=None if both is None else (both, 0, 1))  # fmt: skip
             for d, (k, _, _) in zip(made or (), bounds):
                 d.add_(bs[k])
         if made:
@@ -391,10 +403,10 @@ def grouped_forward(
 
 def _dgrad(
     qg: Quantized, qwt: torch.Tensor, inv_g: torch.Tensor, inv_w: torch.Tensor, bounds: Bounds,
-    counts: list[int], g: torch.Tensor, cols: int, gemm: Any, lean: Any,
+    counts: list[int], g: torch.Tensor, cols: int, gemm: Any, lean: Any, scales: tuple | None = None,
 ) -> torch.Tensor:  # fmt: skip
     """``dx`` (T, K): every group's dgrad GEMM written into its rows (on the grouped planners; else the
-    FP8 Linear caches' products, concatenated)."""
+    FP8 Linear caches' products, concatenated); ``scales``: the planners' ``run``'s."""
     if lean.applies(g):
         dx = torch.empty((g.shape[0], cols), dtype=g.dtype, device=g.device)
 
@@ -403,7 +415,7 @@ def _dgrad(
             return [(k, gs[k], wts[k]) for k, _, _ in bounds], None, [dx[s:e] for _, s, e in bounds]
 
         if lean.run("dgrad", views, inv_g, inv_w, g.dtype, signature=signature(counts, qg.q, qwt, dx),
-                    bases=(qg.q, qwt, dx, None)):  # fmt: skip
+                    bases=(qg.q, qwt, dx, None), scales=scales):  # fmt: skip
             return dx
     gs, wts = qg.q.split(counts), qwt.unbind(0)
     igs, iws = aligned_scalars(inv_g), aligned_scalars(inv_w)
@@ -417,10 +429,11 @@ def _wgrad_pairs(qg: Quantized, qxt: torch.Tensor, cols: int, bounds: Bounds) ->
 
 def _wgrad(
     qg: Quantized, qxt: torch.Tensor, cols: int, inv_g: torch.Tensor, inv_x: torch.Tensor, bounds: Bounds,
-    counts: list[int], w_meta: tuple, g: torch.Tensor, gemm: Any, lean: Any,
+    counts: list[int], w_meta: tuple, g: torch.Tensor, gemm: Any, lean: Any, scales: tuple | None = None,
 ) -> torch.Tensor:  # fmt: skip
     """``dw`` (G, N, K): every group's wgrad GEMM written into its slice of one tensor (zero for groups
-    without tokens; on the grouped planners, else the FP8 Linear caches' products stacked)."""
+    without tokens; on the grouped planners, else the FP8 Linear caches' products stacked);
+    ``scales``: the planners' ``run``'s."""
     w_dtype, w_shape = w_meta
     wdt = _fp8_cast.wgrad_dtype(w_dtype)
     if lean.applies(g):
@@ -431,7 +444,8 @@ def _wgrad(
         def views() -> tuple:
             return _wgrad_pairs(qg, qxt, cols, bounds), None, [dw[k] for k, _, _ in bounds]
 
-        if lean.run("wgrad", views, inv_g, inv_x, wdt, signature=sig, bases=(qg.qt, qxt, dw, None)):
+        if lean.run("wgrad", views, inv_g, inv_x, wdt, signature=sig, bases=(qg.qt, qxt, dw, None),
+                    scales=scales):  # fmt: skip
             return dw.to(w_dtype)
     pairs = _wgrad_pairs(qg, qxt, cols, bounds)
     igs, ixs = aligned_scalars(inv_g), aligned_scalars(inv_x)
@@ -455,12 +469,16 @@ def grouped_backward(
     want_db = needs[2] and b_dtype is not None
     qg, g_used = quantize_role(state, "grad_output", g.contiguous(), bounds, colsum=want_db)
     inv_g = state.record("grad_output", qg.amax[None], g_used[None], active_groups(counts, g))[0]
-    inv_g = inv_g.reciprocal()
     dx = dw = db = None
+    src = None  # (both products: the three scales in one tensor, each product's slots filled from it)
+    if needs[0] and needs[1] and lean.applies(g):
+        src = torch.stack((inv_g, inv_w, inv_x))
     if needs[0]:
-        dx = _dgrad(qg, qwt, inv_g, inv_w, bounds, counts, g, cols, gemm, lean)
+        dx = _dgrad(qg, qwt, inv_g, inv_w, bounds, counts, g, cols, gemm, lean,
+                    None if src is None else (src, 0, 1))
     if needs[1]:
-        dw = _wgrad(qg, qxt, cols, inv_g, inv_x, bounds, counts, w_meta, g, gemm, lean)
+        dw = _wgrad(qg, qxt, cols, inv_g, inv_x, bounds, counts, w_meta, g, gemm, lean,
+                    None if src is None else (src, 0, 2))
     if want_db:
         db = qg.colsum.to(b_dtype)
     return dx, dw, db

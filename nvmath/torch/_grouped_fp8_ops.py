@@ -73,7 +73,7 @@ def grouped_fp8_backward_op(
     from nvmath.torch._grouped_fp8_kernels import grouped_backward, weight_fp8
 
     st = registered_state(state)
-    (_qw, qwt, inv_w), _ = weight_fp8(st, weight)  # (the forward's copies: same weight version)
+    (_qw, qwt, inv_w), _, _ = weight_fp8(st, weight)  # (the forward's copies: same weight version)
     saved = (qxt, weight.shape[2], inv_x, qwt, inv_w)
     gemm, _, lean = _gemms()
     w_meta = (weight.dtype, tuple(weight.shape))

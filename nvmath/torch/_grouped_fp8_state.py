@@ -72,6 +72,8 @@ class GroupedScalingState(ScalingState):
         self.weight_updates = 0
         self.checked_device: torch.device | None = None
         """The device the recipe was last checked for."""
+        self._rows: tuple | None = None
+        """:meth:`rows`' views and the buffers they were cut from (made again when a buffer is replaced)."""
         self.op_number = register_state(self)
         """This state's number in the registry of the ``torch.compile`` custom ops
         (:mod:`._grouped_fp8_ops`)."""
@@ -80,10 +82,41 @@ class GroupedScalingState(ScalingState):
         # a copy (copy.deepcopy, pickle) is another state: its own number in the custom ops' registry
         super().__setstate__(state)
         self.op_number = register_state(self)
+        self._rows = None
 
     def _apply(self, fn: Any, recurse: bool = True) -> Any:
         self.weight_key = self.weight_copies = None  # (moved or cast: the copies are stale)
+        self._rows = None
         return super()._apply(fn, recurse)
+
+    def rows(self, i: int) -> tuple:
+        """Role ``i``'s (:data:`~._fp8.ROLES` index) views ``(scale (G,), history (L, G), found_inf (G,),
+        constants)`` (``constants``: the record kernel's ``(delayed, use_max, fp8_max, margin)``), made
+        once per buffers (no indexing per step: each a torch dispatch)."""
+        made, now = self._rows, self._buffers  # (this module's own buffers: a replaced one makes them again)
+        if made is None or made[0][0] is not now["scale"] or made[0][1] is not now["amax_history"] or (
+            made[0][2] is not now["found_inf"]
+        ):
+            bufs = scale, hist, found = now["scale"], now["amax_history"], now["found_inf"]
+            recipe = self.recipe
+            use_max = getattr(recipe, "amax_compute_algo", "") == "max"
+            per_role = tuple(
+                (scale[r], hist[:, r], found[r], (recipe.delayed, use_max, FP8_MAX[self.dtype(ROLES[r])],
+                                                 recipe.margin))
+                for r in range(len(ROLES))
+            )  # fmt: skip
+            made = (bufs, per_role, scale[:2])
+            vars(self)["_rows"] = made  # (a plain attribute: no Module.__setattr__ bookkeeping)
+        return made[1][i]
+
+    def forward_scales(self) -> torch.Tensor:
+        """The (2, G) view of the input's and the weight's scales (rows 0, 1 of ``scale``; :meth:`rows`)."""
+        self.rows(0)
+        return self._rows[2]
+
+    def keep_weight_copies(self, key: tuple, copies: tuple) -> None:
+        """Set ``weight_copies`` made from ``key`` (``weight_key``) and count them (``weight_updates``)."""
+        vars(self).update(weight_key=key, weight_copies=copies, weight_updates=self.weight_updates + 1)
 
     def _per_tensor(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("a grouped FP8 scaling state updates all groups at once (GroupedScalingState.record)")
@@ -97,12 +130,12 @@ class GroupedScalingState(ScalingState):
     def current_scale(self, role: str, amax: torch.Tensor) -> torch.Tensor:
         """Current scaling: the (G,) scales of ``role`` from this tensor's per-group ``amax`` (each
         group's previous scale where its amax is 0 or not finite)."""
-        i = ROLES.index(role)
+        scale, _, _, (_, _, fp8_max, margin) = self.rows(ROLES.index(role))
         if LEAN_SCALING:  # (CUDA: one launch, the same values)
-            made = _fp8_cast.grouped_scale(amax, self.scale[i], self.fp8_max(role), self.recipe.margin)
+            made = _fp8_cast.grouped_scale(amax, scale, fp8_max, margin)
             if made is not None:
                 return made
-        return scale_from_amax(amax, self.scale[i], self.fp8_max(role), self.recipe.margin)
+        return scale_from_amax(amax, scale, fp8_max, margin)
 
     def record(
         self, first: str, amax: torch.Tensor, used: torch.Tensor, active: torch.Tensor | None,
@@ -111,7 +144,7 @@ class GroupedScalingState(ScalingState):
         """Record the per-group amaxes ``amax`` (R, G) of ``R`` adjacent roles from ``first`` (input and
         weight together: ``R = 2``, one FP8 format), measured on tensors quantized with the scales
         ``used`` (R, G): the state's own scales (delayed), or :meth:`current_scale`'s (current). Returns
-        the scales to dequantize by, (R, G): ``used``, NaN where an amax is not finite (the skip-step
+        the scales to dequantize by, (R, G): ``1 / used``, NaN where an amax is not finite (the skip-step
         policy of :class:`~._fp8.ScalingState`: the GEMMs of that group yield NaN, its state is left
         as it was and its ``found_inf`` count moves). ``active`` (G,) bool: the groups that ran in the
         first ``active_rows`` roles (the others are left as they were; later roles ran in every
@@ -119,12 +152,8 @@ class GroupedScalingState(ScalingState):
         same values); elsewhere a few vectorised torch operations."""
         i = ROLES.index(first)
         if LEAN_SCALING:
-            recipe = self.recipe
-            use_max = getattr(recipe, "amax_compute_algo", "") == "max"
-            out = _fp8_cast.grouped_record(
-                amax, used, active, active_rows, self.amax_history[:, i], self.scale[i], self.found_inf[i],
-                recipe.delayed, use_max, FP8_MAX[self.dtype(ROLES[i])], recipe.margin,
-            )  # fmt: skip
+            scale, hist, found, constants = self.rows(i)
+            out = _fp8_cast.grouped_record(amax, used, active, active_rows, hist, scale, found, *constants)
             if out is not None:
                 return out
         if active is not None and active_rows < amax.shape[0]:
@@ -132,7 +161,7 @@ class GroupedScalingState(ScalingState):
             active = torch.cat((active.expand(active_rows, -1), ran))
         rows = slice(i, i + amax.shape[0])
         ok = amax < _INF  # (an amax is >= 0 or NaN; NaN compares false)
-        out = torch.where(ok, used, _nan_on(used.device))  # (before the state's scales change)
+        out = torch.where(ok, used.reciprocal(), _nan_on(used.device))  # (before the state's scales change)
         bad = ~ok
         push = ok if active is None else ok & active
         hist = self.amax_history[:, rows]

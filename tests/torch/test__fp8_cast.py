@@ -785,3 +785,23 @@ def test_launch_grid_arguments(recorder):
     (c1, k1, a1), (c2, _, _) = recorder
     assert k1 == ("grouped", BF16, E4) and a1 == args and c1 is c2
     assert tuple(c1.grid) == (3, 2, 8) and tuple(c1.block)[:2] == C.THREADS
+
+
+def test_launch_configuration_made_once_per_grid(monkeypatch):
+    """``_launch`` makes the launch configuration of a grid and block once and reuses it (no
+    LaunchConfig per launch): the same object for the same grid, the grid and block it was asked for,
+    another for another grid."""
+    import types
+
+    from nvmath.torch import _fp8_cast
+
+    pytest.importorskip("cuda.core")
+    seen = []
+    monkeypatch.setattr(_fp8_cast, "_launch_on", lambda device_id, key, config, args: not seen.append(config))
+    monkeypatch.setattr(_fp8_cast, "_CONFIGS", {})
+    x = types.SimpleNamespace(device=types.SimpleNamespace(index=0), shape=(64, 64))
+    assert _fp8_cast._launch(x, "k", 1, blocks=6) and _fp8_cast._launch(x, "k", 2, blocks=6)
+    assert _fp8_cast._launch(x, "k", 3, blocks=7)
+    assert seen[0] is seen[1] and seen[2] is not seen[0]
+    assert tuple(seen[0].grid) == (6, 1, 1) and tuple(seen[0].block) == (*_fp8_cast.THREADS, 1)
+    assert tuple(seen[2].grid) == (7, 1, 1)

@@ -163,6 +163,31 @@ def test_bad_sizes_dtypes_and_counts_raise_before_any_launch(
         layer(torch.randn(tokens, n_in, dtype=dtype), counts)
 
 
+def test_group_sizes_checked_every_call_only_good_ones_remembered():
+    """check_group_sizes remembers the counts and features that passed (no loop per step) but a bad
+    group raises on every call, also after good ones of the same features; an int subclass other than
+    bool is still taken as a count, a bool still refused."""
+    import enum
+
+    from nvmath.torch import _grouped_fp8 as F
+
+    F.check_group_sizes([16, 32], 32, 16)
+    F.check_group_sizes([16, 32], 32, 16)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="group 1 has 8 tokens"):
+            F.check_group_sizes([16, 8], 32, 16)
+    with pytest.raises(ValueError, match="in_features = 24"):
+        F.check_group_sizes([16, 32], 24, 16)
+
+    class Count(enum.IntEnum):
+        SIXTEEN = 16
+
+    layer = nt.GroupedLinear(2, 32, 16, fp8=fp8.DelayedScaling())
+    assert tuple(layer(torch.randn(32, 32), [Count.SIXTEEN, 16]).shape) == (32, 16)
+    with pytest.raises(TypeError, match="ints"):
+        layer(torch.randn(32, 32), [True, 31])
+
+
 def test_no_tokens_at_all_gives_an_empty_output():
     """Counts all zero: an empty (0, out_features) output, nothing run, the state untouched."""
     layer = nt.GroupedLinear(2, 32, 16, fp8=fp8.DelayedScaling())
@@ -268,7 +293,8 @@ def test_record_equals_a_scaling_state_per_group(recipe):
                 if not active[k]:
                     continue
                 _, want = single.quantize_by(role, lambda s, a=amax[k]: (None, a))
-                torch.testing.assert_close(got[k], want, equal_nan=True, rtol=0, atol=0)
+                # (record returns the dequantization scales: 1 / the scale used, NaN where not finite)
+                torch.testing.assert_close(got[k], want.reciprocal(), equal_nan=True, rtol=0, atol=0)
     for k, single in enumerate(singles):
         if active[k]:
             torch.testing.assert_close(grouped.scale[:, k], single.scale, rtol=0, atol=0)

@@ -284,3 +284,26 @@ def test_signature_memo_looks_planners_up_once_and_forgets_them_on_eviction(runn
     assert looked == ["forward", "dgrad"] and len(runner._memo) == 2
     runner.run("wgrad", [(0, a, b)], inv[:1], inv[1:], torch.float32, out=[out], signature=("s",))  # (evicts)
     assert len(runner._memo) == 1 and runner.plans == 3
+
+
+@pytest.mark.parametrize("rows", [(0, 1), (1, 0), (2, 0)], ids=["a-first", "b-first", "three-rows"])
+def test_scales_source_fills_the_slots_as_the_two_scale_tensors(runner, monkeypatch, rows):
+    """``run(..., scales=(src, row_a, row_b))`` fills every group's planner slots from the rows of the
+    caller's (R, G) tensor (one index_put_, no op joining the scales): the products equal those of the
+    two scale tensors given alone and the float64 reference; a row that is neither scale (NaN here)
+    reaches no planner's slot, only the scratch slot."""
+    monkeypatch.setattr(R, "D_ALIGNMENT", 16)  # (CPU allocations are 64-byte aligned)
+    (a0, b0), (a1, b1) = fp8_operands(1), fp8_operands(2)
+    inv_a, inv_b = torch.tensor([0.5, 0.125]), torch.tensor([0.25, 2.0])
+    src = torch.full((3, 2), float("nan"))
+    src[rows[0]], src[rows[1]] = inv_a, inv_b
+    problems = [(0, a0, b0), (1, a1, b1)]
+    for scales in (None, (src, *rows), None, (src, *rows)):  # (the memo's index made per source layout)
+        outs = [torch.empty(32, 16), torch.empty(32, 16)]
+        runner.run("forward", problems, inv_a, inv_b, torch.float32, out=outs, signature=("s",),
+                   scales=scales)  # fmt: skip
+        for k, (a, b) in enumerate(((a0, b0), (a1, b1))):
+            want = reference(a, b, inv_a[k], inv_b[k], torch.float32)
+            assert torch.equal(outs[k], want) or torch.allclose(outs[k], want, rtol=1e-6, atol=0)
+    used = [s for e in runner._entries.values() for s in e.slots]
+    assert not runner._slots[torch.device("cpu")][used].isnan().any()

@@ -72,6 +72,52 @@ def test_grouped_kernel_equals_one_launch_per_group_bit_for_bit(host):
     assert amax[1].item() == 0 and not partial[1].any()
 
 
+def test_current_scaling_second_pass_measures_into_the_first_pass_amaxes(host, monkeypatch):
+    """Current scaling quantizes in two passes; the quantizing pass takes the amax-only pass's tensor
+    (no zeros of its own): the host-built grouped kernel run again into amaxes it already wrote leaves
+    them bit for bit (a max of equal values, inf and NaN groups too), and quantize_role hands the first
+    pass's tensor (the caller's amax_out where given) to the second."""
+    import numpy as np
+
+    from nvmath.torch import _fp8_cast
+    from nvmath.torch import _grouped_fp8_kernels as K
+    from nvmath.torch._grouped_fp8_state import GroupedScalingState
+
+    counts, cols = [64, 32, 96], 64
+    bounds = K.bounds_of(counts)
+    x = (torch.randn(sum(counts), cols) * 3).to(torch.bfloat16)
+    x[70, 3], x[100, 5] = float("inf"), float("nan")
+    offsets, shape, rows = K.grouped_launch(bounds, 3, cols)
+    table = torch.tensor(offsets, dtype=torch.int64)
+    amax = torch.zeros(3, dtype=torch.float32)
+    first = [x.data_ptr(), 0, 0, 0, amax.data_ptr(), 0, table.data_ptr()]
+    assert host.lib.host_cast_grouped(0, 0, *first, cols, rows, _fp8_cast.TARGET_BLOCKS, *shape) == 0
+    once = amax.numpy().view(np.uint32).copy()
+    q, qt = torch.zeros(x.shape, dtype=torch.uint8), torch.zeros(x.numel(), dtype=torch.uint8)
+    scale = torch.tensor([2.0, 4.0, 8.0])
+    second = [x.data_ptr(), q.data_ptr(), qt.data_ptr(), scale.data_ptr(), amax.data_ptr(), 0,
+              table.data_ptr()]
+    assert host.lib.host_cast_grouped(0, 0, *second, cols, rows, _fp8_cast.TARGET_BLOCKS, *shape) == 0
+    assert np.array_equal(amax.numpy().view(np.uint32), once) and amax[0] > 0 and amax[1] == float("inf")
+
+    passes = []
+    real = K.quantize_groups
+
+    def seen(x, bounds, groups, dtype, scale, colsum=False, amax_out=None):
+        made = real(x, bounds, groups, dtype, scale, colsum, amax_out)
+        passes.append((amax_out, made.amax))
+        return made
+
+    monkeypatch.setattr(K, "quantize_groups", seen)
+    state = GroupedScalingState(fp8.CurrentScaling(), 3)
+    out = torch.zeros(3)
+    K.quantize_role(state, "input", x.float(), bounds, amax_out=out)
+    K.quantize_role(state, "grad_output", x.float(), bounds)
+    (given, a1), (second_in, a2), (none, b1), (second_b, b2) = passes
+    assert given is out and a1 is out and second_in is out and a2 is out
+    assert none is None and second_b is b1 and b2 is b1
+
+
 GROUPED_RECIPES = [
     fp8.CurrentScaling(), fp8.DelayedScaling(amax_history_len=1),
     fp8.DelayedScaling(amax_history_len=5, margin=1),
@@ -114,6 +160,38 @@ def test_grouped_record_kernel_equals_the_torch_update(host, recipe):
             assert torch.equal(getattr(state, name), getattr(twin, name)), name
     # (step 2: the weight role's NaN of group 3 counts; the input's inf of group 1, which did not run, not)
     assert state.found_inf.tolist() == [[0] * 5, [0, 0, 0, 1, 0], [0] * 5]
+
+
+@pytest.mark.parametrize("recipe", GROUPED_RECIPES[1:], ids=["d1", "d5-margin", "d300-recent", "d600"])
+def test_grouped_record_kernel_with_used_the_state_scales_themselves(host, recipe):
+    """Delayed scaling's forward hands the state's own (2, G) scale rows as ``used`` (a view, no copy):
+    the update kernel (host build) reads each group's used scale before it writes that group's new
+    one, so the state and the returned 1 / used equal the torch update's given a copy of the scales."""
+    import ctypes
+
+    from nvmath.torch import _grouped_fp8_state as S
+
+    torch.manual_seed(29)
+    groups = 5
+    twin, state = S.GroupedScalingState(recipe, groups), S.GroupedScalingState(recipe, groups)
+    ptr = lambda t: ctypes.c_void_p(t.data_ptr())  # noqa: E731
+    for step in range(4):
+        amax = torch.rand(2, groups) * 10
+        amax[1, 2] = float("inf") if step == 2 else amax[1, 2]
+        active = torch.tensor([True, step != 1, True, True, False])
+        want = twin.record("input", amax, twin.scale[:2].clone(), active, active_rows=1)
+        used = state.forward_scales()
+        assert used.data_ptr() == state.scale.data_ptr()
+        out = torch.empty(2, groups)
+        hist = state.amax_history[:, 0]
+        host.lib.host_grouped_record(
+            ptr(amax), ptr(used), ptr(active), 1, ptr(hist), ptr(state.scale[0]), ptr(state.found_inf[0]),
+            ptr(out), 2, groups, hist.shape[0], hist.stride(0), 1,
+            int(recipe.amax_compute_algo == "max"), fp8.FP8_MAX[state.dtype("input")], 2.0**recipe.margin,
+        )  # fmt: skip
+        torch.testing.assert_close(out, want, rtol=0, atol=0, equal_nan=True)
+        for name in ("scale", "amax_history", "found_inf"):
+            assert torch.equal(getattr(state, name), getattr(twin, name)), name
 
 
 @pytest.mark.parametrize("margin", [0, 2])
