@@ -300,6 +300,15 @@ def _fused_quantize(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) ->
     return _fp8_kernels.fused_quantize(x, scale, dtype)
 
 
+def weight_key(w: torch.Tensor) -> tuple:
+    """What a weight's FP8 copies were made from: the tensor itself (held, so its memory cannot become
+    another tensor's), torch's version counter (it moves on every in-place update, once per optimizer
+    step), its address, layout and dtype. Copies made under key ``old`` are current for ``w`` while
+    ``old[1:] == weight_key(w)[1:]`` (under torch.compile the op is handed an alias of the same memory).
+    """
+    return (w, w._version, w.data_ptr(), w.shape, w.stride(), w.dtype)
+
+
 def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """``q / scale`` in float32 (what the GEMM's dequantization scale ``1 / scale`` computes)."""
     return q.float() * scale.reciprocal()

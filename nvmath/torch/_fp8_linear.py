@@ -44,7 +44,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from nvmath.torch._capture import capturing, evict, pin_if_capturing, refuse_planning
-from nvmath.torch._fp8 import Recipe, ScalingState, check_recipe, current_recipe
+from nvmath.torch._fp8 import Recipe, ScalingState, check_recipe, current_recipe, weight_key
 from nvmath.torch._fp8_cast import quantize_pair, transpose, wgrad_dtype
 
 __all__ = [
@@ -212,9 +212,7 @@ class FP8LinearState(ScalingState):
         quantizes the weight's values of that moment (a replay moves no version counter: an optimizer
         step, in the graph or between replays, is otherwise invisible here); the backward's calls in
         the same capture reuse those copies."""
-        # the tensor held (so its memory cannot be another tensor's), its address, layout and version:
-        # the same tensor, or (under torch.compile, which hands the op an alias) one viewing its memory
-        key = (w, w._version, w.data_ptr(), w.shape, w.stride(), w.dtype)
+        key = weight_key(w)
         old = self._weight_key
         fresh = forward and capturing(w)
         if fresh or old is None or old[1:] != key[1:] or self._weight_copies is None:

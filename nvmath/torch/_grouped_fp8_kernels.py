@@ -37,7 +37,7 @@ import torch
 
 from nvmath.torch import _fp8_cast
 from nvmath.torch._capture import CaptureError, capturing
-from nvmath.torch._fp8 import ROLES, amax_of, quantize
+from nvmath.torch._fp8 import ROLES, amax_of, quantize, weight_key
 from nvmath.torch._fp8_linear import epilog_config
 from nvmath.torch._grouped_fp8_state import GroupedScalingState
 
@@ -240,7 +240,7 @@ def weight_fp8(
     version counter); the backward reuses the forward's copies (saved with the other operands).
     ``x_part``'s ``amax`` is (2, G) float32: the input's amaxes in row 0, row 1 zeros (the weight's
     amaxes go there: the forward's two roles recorded from one tensor, no stacking)."""
-    key = (w, w._version, w.data_ptr(), w.shape, w.stride(), w.dtype)
+    key = weight_key(w)
     old = state.weight_key
     fresh = old is None or old[1:] != key[1:] or state.weight_copies is None
     fresh = fresh or (x_part is not None and capturing(w))
