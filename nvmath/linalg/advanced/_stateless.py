@@ -222,6 +222,13 @@ def _build_raw(
     return _build(_wrap(a, b, c), alpha, beta, {"epilog": epilog}, stream)
 
 
+def _offer(entry: Any, ra: Read, rb: Read, a: Any, b: Any, c: Any, alpha: Any, epilog: Any, stream: Any) -> None:
+    """After a call that ``entry`` served on the Python path (the compiled path only): a plain call
+    (no ``c``, ``alpha``, epilog or stream) gives the entry to the compiled hit, which serves the next."""
+    if c is None and alpha is None and epilog is None and stream is None and _HITS.wanted(entry, a):
+        _HITS.offer(matmul_key(ra, rb, None, None), entry, a, b)
+
+
 def _short_call(
     probe: tuple, ra: Read, rb: Read, rc: Read | None, a: Any, b: Any, c: Any, alpha: Any, beta: Any,
     epilog: Any, stream: Any,
@@ -237,11 +244,8 @@ def _short_call(
                 run = entry.planner.run_cached
                 plan_cache.last = (probe, entry, run)
                 out = run(a, b, c, ptrs, alpha, beta, stream)
-                if (
-                    _OFFER and c is None and alpha is None and epilog is None and stream is None
-                    and _HITS.wanted(entry, a)
-                ):  # fmt: skip
-                    _HITS.offer(key, entry, a, b)  # (a plain call: the compiled hit serves the next)
+                if _OFFER:
+                    _offer(entry, ra, rb, a, b, c, alpha, epilog, stream)
                 return out
     plan_cache.last = NO_LAST
     return call_cached(
@@ -302,11 +306,8 @@ def matmul(
                         if entry.live:
                             plan_cache.memo_hits += 1  # (under the entry's lock, as LastCallCache counts)
                             out = last[2](a, b, c, (pa, pb, pc), alpha, beta, stream)
-                            if (
-                                _OFFER and c is None and alpha is None and epilog is None and stream is None
-                                and _HITS.wanted(entry, a)
-                            ):  # fmt: skip
-                                _HITS.offer(matmul_key(ra, rb, None, None), entry, a, b)
+                            if _OFFER:
+                                _offer(entry, ra, rb, a, b, c, alpha, epilog, stream)
                             return out
                 return _short_call(probe, ra, rb, rc, a, b, c, alpha, beta, epilog, stream)
     return _keyed_call(a, b, c, alpha, beta, stream, dict(
