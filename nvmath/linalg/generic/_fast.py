@@ -151,14 +151,20 @@ def torch_gemm(
                 launch(sh, a.data_ptr(), b.data_ptr(), d.data_ptr(), alpha, beta)
         return d
 
-    run.compiled_parts = None  # type: ignore[attr-defined]
-    if single is not None and not has_c:
-        call, swap, scalars, wsb = single
-        run.compiled_parts = {  # type: ignore[attr-defined]
-            "call": call, "swap": swap, "scalars": scalars, "workspace_bytes": wsb, "workspace": workspace,
-            "alloc": result, "device_id": dev, "caller_stream": caller_stream,
-        }  # fmt: skip
+    # (the generic matmul's compiled hit, _matmul_hit, reads them: None where it cannot run this entry)
+    parts = None if single is None or has_c else _parts(single, workspace, result, dev, caller_stream)
+    run.compiled_parts = parts  # type: ignore[attr-defined]
     return run
+
+
+def _parts(single: tuple, workspace: Callable, result: Callable, dev: int, caller_stream: Any) -> dict:
+    """:func:`torch_gemm`'s fixed launch parts of a single GEMM launch (``single`` as :func:`_launcher`
+    gives it), for a compiled twin of its ``run``."""
+    call, swap, scalars, wsb = single
+    return {
+        "call": call, "swap": swap, "scalars": scalars, "workspace_bytes": wsb, "workspace": workspace,
+        "alloc": result, "device_id": dev, "caller_stream": caller_stream,
+    }  # fmt: skip
 
 
 def _no_stream(device_id: int) -> None:
