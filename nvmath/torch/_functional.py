@@ -91,7 +91,7 @@ def linear(
     tensor = torch.Tensor
     if (
         isinstance(x, tensor) and isinstance(weight, tensor) and (bias is None or isinstance(bias, tensor))
-        and not torch.compiler.is_compiling()
+        and not _is_compiling()
     ):  # fmt: skip
         if not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
                                               or (bias is not None and bias.requires_grad))):  # fmt: skip
@@ -110,8 +110,16 @@ def linear(
             # training on CUDA tensors: the forward checks the operands by torch's rules on a problem's
             # first call (a planned problem's key vouches for them: same dtypes, devices, shapes)
             return apply_linear(x, weight, bias, activation, cache)
+    return _linear_checked(x, weight, bias, activation, cache)
+
+
+def _linear_checked(
+    x: Any, weight: Any, bias: Any, activation: str | None, cache: PlannerCache
+) -> torch.Tensor:  # fmt: skip
+    """:func:`linear` past its hot paths: every argument checked, then torch's layer (other devices),
+    the custom op (under torch.compile), the autograd function or the inference launch."""
     check_activation(activation)
-    if torch.compiler.is_compiling():
+    if _is_compiling():
         if _by_torch(x):
             return _torch_linear(x, weight, bias, activation)
         return _ops.linear(x, weight, bias, activation, _grad_needed(x, weight, bias))
