@@ -150,6 +150,45 @@ def measure(fn: Any, steps: int) -> float:
     return min(out)
 
 
+def _report(name: str, args: argparse.Namespace, launched: list, target: list) -> None:
+    """Measure and print recipe ``name``'s step: its host us, our kernel launches, its GEMMs, torch
+    operations and compiled group calls (``target[0]``: what the cublasLtMatmul C function calls)."""
+    from nvmath.torch._grouped_fp8_gemms import grouped_fp8_gemms
+
+    step = make_step(name)
+    for _ in range(3):
+        step()  # (plans on the emulated cuBLASLt)
+    emulation = target[0]
+    try:
+        executed = [0]
+
+        def count(*args: Any) -> int:
+            executed[0] += 1
+            return 0
+
+        target[0] = count
+        before, served = launched[0], group_calls(grouped_fp8_gemms)
+        ops = count_ops(step)
+        casts, gemms = launched[0] - before, executed[0]
+        grouped = group_calls(grouped_fp8_gemms) - served
+        target[0] = lambda *a: 0
+        if args.profile == name:
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(args.steps):
+                step()
+            prof.disable()
+            pstats.Stats(prof).sort_stats(args.sort).print_stats(30)
+        us = measure(step, args.steps)
+    finally:
+        target[0] = emulation
+    assert grouped_fp8_gemms.enabled, "the grouped planners switched off"
+    print(f"{name:8s} {us:8.1f} us/step   kernel launches {casts:3d}   GEMMs {gemms:3d}   "
+          f"torch ops {sum(ops.values()):4d}   compiled group calls {grouped:2d}")  # fmt: skip
+    if args.ops:
+        print("   ", dict(ops.most_common()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -162,7 +201,6 @@ def main() -> None:
     from _pytest.monkeypatch import MonkeyPatch
 
     from nvmath.bindings import cublasLt as lt
-    from nvmath.torch._grouped_fp8_gemms import grouped_fp8_gemms
 
     mp = MonkeyPatch()
     try:
@@ -178,38 +216,7 @@ def main() -> None:
         cfunc = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * 16))(lambda *a: target[0](*a))
         mp.setattr(lt, "_p_cublasLtMatmul", cfunc)
         for name in ("delayed", "current"):
-            step = make_step(name)
-            for _ in range(3):
-                step()  # (plans on the emulated cuBLASLt)
-            emulation = target[0]
-            try:
-                executed = [0]
-
-                def count(*args: Any) -> int:
-                    executed[0] += 1
-                    return 0
-
-                target[0] = count
-                before, served = launched[0], group_calls(grouped_fp8_gemms)
-                ops = count_ops(step)
-                casts, gemms = launched[0] - before, executed[0]
-                grouped = group_calls(grouped_fp8_gemms) - served
-                target[0] = lambda *a: 0
-                if args.profile == name:
-                    prof = cProfile.Profile()
-                    prof.enable()
-                    for _ in range(args.steps):
-                        step()
-                    prof.disable()
-                    pstats.Stats(prof).sort_stats(args.sort).print_stats(30)
-                us = measure(step, args.steps)
-            finally:
-                target[0] = emulation
-            assert grouped_fp8_gemms.enabled, "the grouped planners switched off"
-            print(f"{name:8s} {us:8.1f} us/step   kernel launches {casts:3d}   GEMMs {gemms:3d}   "
-                  f"torch ops {sum(ops.values()):4d}   compiled group calls {grouped:2d}")  # fmt: skip
-            if args.ops:
-                print("   ", dict(ops.most_common()))
+            _report(name, args, launched, target)
     finally:
         mp.undo()
 
