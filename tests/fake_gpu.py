@@ -114,3 +114,15 @@ def route_c(monkeypatch: Any, checked: Any, unchecked: Any, name: str, emulation
 
     monkeypatch.setattr(checked, "_p_" + symbol, c_function)
     monkeypatch.setattr(checked, name, refused)
+
+
+def torch_read_as_gpu(t: Any) -> Any:
+    """A stateless reader (``nvmath._internal.stateless.register_reader(torch.Tensor, ...)``) that reads a
+    torch CPU tensor raw as a tensor on GPU 0: the stateless hot paths' reads of CUDA tensors, on the CPU.
+    ``None`` for a dtype the readers do not know."""
+    from nvmath._internal import dtypes
+
+    info = dtypes.KNOWN_TORCH.get(t.dtype)
+    if info is None:
+        return None
+    return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t

@@ -17,6 +17,7 @@ import sys
 
 import numpy as np
 import pytest
+from fake_gpu import torch_read_as_gpu
 
 from nvmath._internal import fastpath, streams
 from nvmath.fft import FFT, FFTDirection, _cufft_plan
@@ -254,7 +255,7 @@ def torch_gpu(one_call, monkeypatch, request):
     per address), read raw by the stateless key; the plan's Python launches counted in
     ``current["python"]``. Yields (torch, current, fake cuFFT, exec log)."""
     torch = pytest.importorskip("torch")
-    from nvmath._internal import dtypes, stateless
+    from nvmath._internal import stateless
     from nvmath.fft import _planner_support, _stateless, plan_cache
 
     fake_lib, drv, execs, keep = one_call
@@ -276,14 +277,8 @@ def torch_gpu(one_call, monkeypatch, request):
 
     monkeypatch.setattr(_cufft_plan.CufftPlan, "launch", counted)
 
-    def read_as_gpu(t):
-        info = dtypes.KNOWN_TORCH.get(t.dtype)
-        if info is None:
-            return None
-        return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
-
-    stateless.register_reader(torch.Tensor, read_as_gpu)
-    monkeypatch.setattr(_stateless, "_read_torch", read_as_gpu)
+    stateless.register_reader(torch.Tensor, torch_read_as_gpu)
+    monkeypatch.setattr(_stateless, "_read_torch", torch_read_as_gpu)
     monkeypatch.setattr(_stateless, "_torch_tensor", None)
     plan_cache.clear()
     request.addfinalizer(plan_cache.clear)

@@ -11,6 +11,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from fake_gpu import torch_read_as_gpu
 
 from nvmath._internal import devices, fastpath
 from nvmath.bindings import cufft
@@ -243,7 +244,7 @@ def test_torch_execute_and_stateless_hits_are_numpys_and_bit_identical(one_call,
     current stream: ``FFT.execute`` and stateless ``fft`` hits give numpy's values, the one-call launches
     the same bits as the first (Python) launch, with the context switched for each one-call launch."""
     torch = pytest.importorskip("torch")
-    from nvmath._internal import dtypes, stateless, streams
+    from nvmath._internal import stateless, streams
     from nvmath.fft import _planner_support, fft
 
     fake, drv, execs, keep = one_call
@@ -252,13 +253,7 @@ def test_torch_execute_and_stateless_hits_are_numpys_and_bit_identical(one_call,
     monkeypatch.setattr(streams, "_TORCH_RAW", None)  # (looked up again: the tool's getter, not a cached one)
     monkeypatch.setattr(_planner_support, "torch_device", lambda device_id: torch.device("cpu"))
 
-    def read_as_gpu(t):
-        info = dtypes.KNOWN_TORCH.get(t.dtype)
-        if info is None:
-            return None
-        return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
-
-    stateless.register_reader(torch.Tensor, read_as_gpu)
+    stateless.register_reader(torch.Tensor, torch_read_as_gpu)
     x = torch.randn(4, 16, dtype=torch.complex128)
     ref = np.fft.fft(x.numpy(), axis=1)
     with FFT(x, axes=(1,)) as f:
@@ -305,7 +300,7 @@ def test_stateless_last_call_hits_follow_direction_stream_and_layout(one_call, m
     calls run the cache's last call through the plan's hit entry (numpy's values); an explicit direction,
     an explicit stream and a new layout in between are each computed right."""
     torch = pytest.importorskip("torch")
-    from nvmath._internal import dtypes, stateless, streams
+    from nvmath._internal import stateless, streams
     from nvmath.fft import _planner_support, _stateless, fft, ifft, plan_cache
 
     fake, drv, execs, keep = one_call
@@ -314,14 +309,8 @@ def test_stateless_last_call_hits_follow_direction_stream_and_layout(one_call, m
     monkeypatch.setattr(streams, "_TORCH_RAW", None)  # (looked up again: the tool's getter, not a cached one)
     monkeypatch.setattr(_planner_support, "torch_device", lambda device_id: torch.device("cpu"))
 
-    def read_as_gpu(t):
-        info = dtypes.KNOWN_TORCH.get(t.dtype)
-        if info is None:
-            return None
-        return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
-
-    stateless.register_reader(torch.Tensor, read_as_gpu)
-    monkeypatch.setattr(_stateless, "_read_torch", read_as_gpu)
+    stateless.register_reader(torch.Tensor, torch_read_as_gpu)
+    monkeypatch.setattr(_stateless, "_read_torch", torch_read_as_gpu)
     monkeypatch.setattr(_stateless, "_torch_tensor", None)
     plan_cache.clear()
     request.addfinalizer(plan_cache.clear)

@@ -13,6 +13,7 @@ import sys
 import threading
 
 import pytest
+from fake_gpu import torch_read_as_gpu
 from compiled_hit_helpers import on_python_path, recording_c_function, served, spy_python
 from fastcall_probes import FastCall, needs_extension
 
@@ -51,15 +52,9 @@ def gpu(torch, monkeypatch):
 def _read_as_gpu() -> None:
     """Read torch CPU tensors raw as tensors on GPU 0 (the stateless hot path's reads of CUDA tensors;
     ``caches.clear_all`` forgets it)."""
-    from nvmath._internal import dtypes, stateless
+    from nvmath._internal import stateless
 
-    def read(t):
-        info = dtypes.KNOWN_TORCH.get(t.dtype)
-        if info is None:
-            return None
-        return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
-
-    stateless.register_reader(sys.modules["torch"].Tensor, read)
+    stateless.register_reader(sys.modules["torch"].Tensor, torch_read_as_gpu)
 
 
 def _aligned(torch, *shape, dtype=None, offset=0, seed=0):

@@ -10,6 +10,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from fake_gpu import torch_read_as_gpu
 
 torch = pytest.importorskip("torch")
 
@@ -140,15 +141,9 @@ def test_stateless_hits_allocate_directly_and_match(as_torch, monkeypatch):
     """Stateless hits on torch operands (read raw, posing as GPU 0) run by address into a result
     allocated on the current stream: each a new tensor equal to a @ b (+ c), served by the last-call
     memo from the third call on."""
-    from nvmath._internal import dtypes, stateless
+    from nvmath._internal import stateless
 
-    def read_as_gpu(t):
-        info = dtypes.KNOWN_TORCH.get(t.dtype)
-        if info is None:
-            return None
-        return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
-
-    stateless.register_reader(torch.Tensor, read_as_gpu)
+    stateless.register_reader(torch.Tensor, torch_read_as_gpu)
     a, b, c = _aligned(6, 5, seed=18), _aligned(5, 4, seed=19), _aligned(6, 4, seed=20)
     outs = [adv.matmul(a, b) for _ in range(4)]
     assert adv.plan_cache.last[1] is not None
