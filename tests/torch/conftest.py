@@ -17,14 +17,20 @@ def nt(torch):
 
 
 @pytest.fixture
-def fake_gpu(torch, nt, monkeypatch):
-    """torch CPU tensors run through the real planner on the emulated cuBLASLt; the default planner
-    cache starts empty and is emptied afterwards (its planners hold fake-GPU state)."""
+def torch_fakes():
+    """The module ``tests/torch/torch_fakes.py``, loaded afresh by its path (it is not importable)."""
     spec = importlib.util.spec_from_file_location(
         "torch_fakes", pathlib.Path(__file__).with_name("torch_fakes.py")
     )
-    torch_fakes = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(torch_fakes)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def fake_gpu(torch, nt, torch_fakes, monkeypatch):
+    """torch CPU tensors run through the real planner on the emulated cuBLASLt; the default planner
+    cache starts empty and is emptied afterwards (its planners hold fake-GPU state)."""
     nt.default_cache.clear()
     nt.compiled_cache.clear()
     fake = torch_fakes.install(monkeypatch)

@@ -9,14 +9,11 @@ equal, bit for bit, the same steps with per-group launches."""
 
 from __future__ import annotations
 
-import ctypes
-import importlib.util
-import pathlib
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from compiled_hit_helpers import recording_c_function  # noqa: E402
 from fastcall_probes import FastCall, needs_extension  # noqa: E402
 
 from nvmath._internal import fastpath  # noqa: E402
@@ -32,24 +29,15 @@ _STATUS = [0]  # the status the emulated cublasLtMatmul returns (0: it computes)
 
 
 @pytest.fixture
-def compiled(monkeypatch):
+def compiled(torch_fakes, monkeypatch):
     """``(nvmath.torch, calls, runner)``: the fake GPU as package "torch", the compiled path on, the
     emulated cublasLtMatmul behind a C function, a fresh grouped
     runner on CPU tensors; ``calls`` lists the emulated cublasLtMatmul's calls."""
     monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
-    path = pathlib.Path(__file__).with_name("torch_fakes.py")
-    spec = importlib.util.spec_from_file_location("torch_fakes", path)
-    fakes = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fakes)
-    nt = fakes.install_as_torch(monkeypatch)
-    emulation, calls = cublasLt._p_cublasLtMatmul, []
-
-    def record(*args: int) -> int:
-        calls.append(args)
-        return _STATUS[0] or emulation(*args)
-
-    keep = [ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * 16))(record)]
-    monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", keep[0])
+    nt = torch_fakes.install_as_torch(monkeypatch)
+    calls: list = []
+    cfunc = recording_c_function(16, cublasLt._p_cublasLtMatmul, calls, _STATUS)
+    monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", cfunc)
     runner = R.GroupedFP8Gemms()
     runner.cpu_planned = True
     monkeypatch.setattr(R, "grouped_fp8_gemms", runner)

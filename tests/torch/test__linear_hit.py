@@ -6,8 +6,6 @@ freed planner leaves nothing the table would run."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 import threading
 
 import pytest
@@ -24,15 +22,11 @@ _STATUS = [0]  # the status the emulated cublasLtMatmul returns (0: it computes)
 
 
 @pytest.fixture
-def gpu(torch, monkeypatch):
+def gpu(torch, torch_fakes, monkeypatch):
     """``(nvmath.torch, calls)``: the fake GPU as package "torch" with the compiled path on; ``calls``
     lists the emulated cublasLtMatmul's calls (each reached through a C function)."""
     monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
-    path = pathlib.Path(__file__).with_name("torch_fakes.py")
-    spec = importlib.util.spec_from_file_location("torch_fakes", path)
-    fakes = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fakes)
-    nt = fakes.install_as_torch(monkeypatch)
+    nt = torch_fakes.install_as_torch(monkeypatch)
     calls: list = []
     cfunc = recording_c_function(16, cublasLt._p_cublasLtMatmul, calls, _STATUS)
     monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", cfunc)
