@@ -26,7 +26,7 @@ import torch
 
 from nvmath._internal import fastpath, streams
 from nvmath.linalg.advanced import MatmulEpilog as E
-from nvmath.linalg.advanced import _handles
+from nvmath.linalg.advanced._launch import twin_arguments
 from nvmath.torch import _capture
 
 __all__ = ["ACTIVATION_OF", "CAPACITY", "PRODUCT", "build", "table"]
@@ -96,12 +96,7 @@ def build(key: Any, act: Any, lr: Any, x: Any, w: Any, b: Any) -> Any:
         xalign=_alignment(x.data_ptr()), wshape=tuple(w.shape), wstrides=w.stride(),
         walign=_alignment(w.data_ptr()), bshape=tuple(b.shape) if b is not None else (),
         bstrides=b.stride() if b is not None else (), balign=_alignment(b.data_ptr()) if b is not None else 0,
-        thread=threading.get_ident(), device_id=parts["device_id"], stream=handle.ptr, raw_stream=raw,
-        get_device=device, capturing=capturing,
+        thread=threading.get_ident(), raw_stream=raw, get_device=device, capturing=capturing,
         alloc=functools.partial(lr.template.new_empty_strided, lr.shape, lr.strides),
-        launch=parts["launch"], algo=parts["algo"], call=parts["call"], x_first=lr.x_first,
-        swap=parts["swap"], c_is_d=parts["c_is_d"], bound=parts["bound"], handle=handle, space=parts["space"],
-        lt_handle=parts["lt_handle"], handles_local=_handles.handles_here, handles_module=_handles,
-        pool_get=_handles.POOL_GET, after=streams.done_recorder(handle) if parts["done"] else None,
-        attrs=attrs, set_attr=set_attr,
+        **twin_arguments(parts["launch"], parts, handle), x_first=lr.x_first, attrs=attrs, set_attr=set_attr,
     )  # fmt: skip

@@ -26,7 +26,7 @@ from typing import Any
 
 from nvmath._internal import fastpath, streams
 from nvmath._internal.streams import StreamHandle
-from nvmath.linalg.advanced import _handles
+from nvmath.linalg.advanced._launch import twin_arguments
 
 __all__ = ["ExecuteHits", "build"]
 
@@ -61,12 +61,8 @@ def build(
     _, shape, strides, tdtype, tdevice = direct
     template = sys.modules["torch"].empty(0, dtype=tdtype, device=tdevice)
     return maker(
-        raw=raw, device_id=parts["device_id"], get_device=device, grad_enabled=grad_enabled,
-        alloc=template.new_empty_strided, shape=shape, strides=strides, slots=slots,
-        grad_slots=grad_slots, launch=launch, algo=parts["algo"], call=parts["call"], swap=parts["swap"],
-        c_is_d=parts["c_is_d"], bound=parts["bound"], handle=handle, space=parts["space"], stream=handle.ptr,
-        lt_handle=parts["lt_handle"], handles_local=_handles.handles_here, handles_module=_handles,
-        pool_get=_handles.POOL_GET, after=streams.done_recorder(handle) if parts["done"] else None,
+        **twin_arguments(launch, parts, handle), raw=raw, get_device=device, grad_enabled=grad_enabled,
+        alloc=template.new_empty_strided, shape=shape, strides=strides, slots=slots, grad_slots=grad_slots,
     )  # fmt: skip
 
 

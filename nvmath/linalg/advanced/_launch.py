@@ -37,7 +37,9 @@ from nvmath.linalg.advanced import _handles
 from nvmath.linalg.advanced._handles import POOL_GET as _POOL_GET
 from nvmath.linalg.advanced._handles import handles_here as _HERE
 
-__all__ = ["BoundWorkspace", "Caller", "MatmulLaunch", "compiled_caller", "make_caller", "python_caller"]
+__all__ = [
+    "BoundWorkspace", "Caller", "MatmulLaunch", "compiled_caller", "make_caller", "python_caller", "twin_arguments",
+]
 
 Caller = Callable[[int, int, int, int, int, int, int, int, int], None]
 """``call(lt_handle, a, b, c, d, algo, workspace, workspace_size, stream)``: one ``cublasLtMatmul``."""
@@ -311,3 +313,18 @@ class MatmulLaunch:
         if not c and self._c_is_d:
             c = d
         self._call(lt_handle, a, b, c, d, algo_ptr, ws, ws_size, stream)
+
+
+def twin_arguments(launch: MatmulLaunch, parts: dict[str, Any], handle: StreamHandle) -> dict[str, Any]:
+    """The keyword arguments that tell a compiled twin (``nvmath._fastcall.LinearHit`` or
+    ``MatmulExecuteHit``) how to make ``launch``'s bare call on ``handle``, from the launch's
+    :meth:`~MatmulLaunch.compiled_parts` on that handle: the compiled caller and its fixed arguments,
+    the objects whose state the twin re-reads per call (the launch, its algorithm tuple, the workspace
+    binding, the thread's handle pool) and the done event to record after the call, where one is due."""
+    return {
+        "launch": launch, "device_id": parts["device_id"], "stream": handle.ptr, "handle": handle,
+        "algo": parts["algo"], "call": parts["call"], "swap": parts["swap"], "c_is_d": parts["c_is_d"],
+        "bound": parts["bound"], "space": parts["space"], "lt_handle": parts["lt_handle"],
+        "handles_local": _HERE, "handles_module": _handles, "pool_get": _POOL_GET,
+        "after": streams.done_recorder(handle) if parts["done"] else None,
+    }  # fmt: skip

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal import compiled_hits, streams
-from nvmath.linalg.advanced import _handles
+from nvmath._internal import compiled_hits
 from nvmath.linalg.advanced._direct import address_run_possible
+from nvmath.linalg.advanced._launch import twin_arguments
 
 __all__ = ["build", "hits"]
 
@@ -56,12 +56,8 @@ def build(key: Any, entry: Any, a: Any, b: Any) -> Any:
     from nvmath import _fastcall
 
     return _fastcall.LinearHit(
-        **fields, device_id=parts["device_id"], stream=handle.ptr,
-        alloc=functools.partial(template.new_empty_strided, shape, strides), launch=launch,
-        algo=parts["algo"], call=parts["call"], swap=parts["swap"], c_is_d=parts["c_is_d"],
-        bound=parts["bound"], handle=handle, space=parts["space"], lt_handle=parts["lt_handle"],
-        handles_local=_handles.handles_here, handles_module=_handles, pool_get=_handles.POOL_GET,
-        after=streams.done_recorder(handle) if parts["done"] else None, scalars=((parts["alpha"], one),),
+        **fields, **twin_arguments(launch, parts, handle),
+        alloc=functools.partial(template.new_empty_strided, shape, strides), scalars=((parts["alpha"], one),),
     )  # fmt: skip
 
 
