@@ -86,7 +86,7 @@ def install(mp: Any) -> None:
             return None
         return ("torch", 0, t.shape, t.stride(), info[0], t.is_conj()), t.data_ptr(), t
 
-    stateless.register_reader(torch.Tensor, read_as_gpu)  # (READERS is emptied by caches.clear_all)
+    mp.setitem(stateless.READERS, torch.Tensor, read_as_gpu)  # (undone with the rest: no fake reader outlives it)
     from nvmath.fft import _stateless as fft_stateless
 
     if hasattr(fft_stateless, "_read_torch"):  # the stateless FFT compares torch operands raw, as on the GPU

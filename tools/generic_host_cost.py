@@ -70,7 +70,7 @@ def install(mp: Any) -> None:
     mp.setitem(dispatch._CLASSES, torch.Tensor, as_torch)  # (the fake cuBLAS' install resets it)
     for name, nargs in _NO_OPS.items():
         mp.setattr(cublas, name, _no_op(nargs))
-    stateless.register_reader(torch.Tensor, reader)  # (READERS is emptied by caches.clear_all)
+    mp.setitem(stateless.READERS, torch.Tensor, reader)  # (undone with the rest: no fake reader outlives it)
     mp.setattr(generic_stateless, "_read_torch", reader)  # the reader of the two-operand key
     # the torch GEMM entry makes its "CUDA" results with a torch whose CUDA device is the CPU
     stub = types.ModuleType("torch")

@@ -259,8 +259,9 @@ def test_clear_disable_and_eviction_leave_nothing_to_run(torch, gpu):
         adv.plan_cache.enabled = True
     _warm(a, b)
     (made,) = _matmul_hit.hits.table.entries()
+    size = adv.plan_cache.maxsize
     adv.plan_cache.resize(0)  # (evicts and frees the plan: its launch closes)
-    adv.plan_cache.resize(8)
+    adv.plan_cache.resize(size)
     assert made.launch.closed
     before = len(calls)
     assert _matmul_hit.hits.table(a, b, None, None) is None and len(calls) == before
