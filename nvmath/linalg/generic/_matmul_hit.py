@@ -39,13 +39,16 @@ def build(key: Any, entry: Any, a: Any, b: Any) -> Any:
     fields = compiled_hits.common_fields(key, entry, a, b)
     parts = getattr(entry.planner.pair_entry(), "compiled_parts", None)
     if fields is None or parts is None or not fastpath.is_compiled(parts["call"]):
+        logger.debug("no compiled hit: operands %s, parts %s", fields is not None, parts is not None)
         return None
     handle = parts["caller_stream"].last
     if handle is None or handle.ctx is not None:
+        logger.debug("no compiled hit: the stream %r is not one of the primary context", handle)
         return None
     buf, _, p_alpha, p_beta = parts["scalars"]
     one, zero = np.ones(1, buf.dtype).tobytes(), np.zeros(1, buf.dtype).tobytes()
     if ctypes.string_at(p_alpha, len(one)) != one or ctypes.string_at(p_beta, len(zero)) != zero:
+        logger.debug("no compiled hit: the host alpha and beta are not 1 and 0")
         return None
     space = parts["workspace"]()[0]
     from nvmath import _fastcall
