@@ -26,10 +26,10 @@
 * ``moe-8x-routed-loop``: the same layer with new token counts every step (a seeded draw of 1,024
   routings cycled, as a router would give; same sequence for both libraries): nvmath's first sighting
   of a routing runs one grouped launch per product, so this row measures that path against the loop.
-* ``moe-8x-uneven-fp8-{delayed,current}-loop``: the ``moe-8x-uneven`` layer as
+* ``moe-8x-uneven-fp8-{delayed,current}-{loop,grouped-mm}``: the ``moe-8x-uneven`` layer as
   ``GroupedLinear(fp8=recipe)`` (one autograd function over the experts, each with its own scales in
   one stacked state; the weights' FP8 copies remade every step, as after an optimizer step) against
-  the torch bf16 loop.
+  the torch bf16 loop and ``torch._grouped_mm`` (torch has no FP8 grouped GEMM with a backward).
 """
 
 from __future__ import annotations
@@ -452,13 +452,17 @@ def _moe_fp8_nvmath(recipe_name: str):
 
 
 for _recipe in ("delayed", "current"):
-    register(
-        Case(
-            suite="torch",
-            name=f"moe-8x-uneven-fp8-{_recipe}-loop",
-            setups={"nvmath": _moe_fp8_nvmath(_recipe), "torch": _moe_loop},
-            flops=MOE_FLOPS,
-            description=f"8 experts 4096->2048, 16384 uneven tokens, fwd+bwd: nvmath FP8 GroupedLinear "
-            f"({_recipe} scaling) vs a torch bf16 loop of F.linear",
+    for _suffix, _baseline, _desc in (
+        ("loop", _moe_loop, "a torch bf16 loop of F.linear"),
+        ("grouped-mm", _moe_grouped_mm, "torch._grouped_mm (bf16)"),
+    ):
+        register(
+            Case(
+                suite="torch",
+                name=f"moe-8x-uneven-fp8-{_recipe}-{_suffix}",
+                setups={"nvmath": _moe_fp8_nvmath(_recipe), "torch": _baseline},
+                flops=MOE_FLOPS,
+                description=f"8 experts 4096->2048, 16384 uneven tokens, fwd+bwd: nvmath FP8 GroupedLinear "
+                f"({_recipe} scaling) vs {_desc}",
+            )
         )
-    )
