@@ -212,20 +212,21 @@ def _launch(
     this process)."""
     device_id = x.device.index if x.device.index is not None else torch.cuda.current_device()
     gx, gy = grid(*x.shape) if blocks is None else (blocks, 1)
-    key = (gx, gy, 1, threads)
-    config = _CONFIGS.get(key)
-    if config is None:  # (made once per grid and block: a launch reuses it)
-        from cuda.core import LaunchConfig
+    key = (gx, gy, threads)
+    dims = _DIMS.get(key)
+    if dims is None:  # (made once per grid and block: a launch reuses it)
+        if len(_DIMS) > 1024:  # (new sizes every call: a bound)
+            _DIMS.clear()
+        dims = _DIMS[key] = ((gx, gy, 1), (*threads, 1))
+    return _launch_on(device_id, kernel_key, dims, args)
 
-        if len(_CONFIGS) > 1024:  # (new sizes every call: a bound)
-            _CONFIGS.clear()
-        config = _CONFIGS[key] = LaunchConfig(grid=(gx, gy, 1), block=(*threads, 1))
-    return _launch_on(device_id, kernel_key, config, args)
 
+_DIMS: dict[tuple, tuple] = {}
+"""``(gx, gy, threads)`` or a 3-D grid -> the ``(grid, block)`` pair of a launch (made once each)."""
 
 _LAUNCHER: tuple = ()
 """The modules ``(cuda.core, nvmath._internal.devices, nvmath._internal.streams)``, imported at the first
-launch (not per launch; their functions looked up at each call)."""
+launch through cuda.core (not per launch; their functions looked up at each call)."""
 
 
 def _launcher() -> tuple:
@@ -238,24 +239,65 @@ def _launcher() -> tuple:
     return _LAUNCHER
 
 
-def _launch_on(device_id: int, kernel_key: Any, config: Any, args: tuple) -> bool:
-    """One launch of the kernel ``kernel_key`` with ``config`` and ``args`` on torch's current stream of
-    GPU ``device_id`` (:func:`_launch` and :func:`launch_grid`); False when the kernels cannot be built
-    or the launch is refused (nothing ran; the kernels are not used again in this process)."""
+_DIRECT: dict[int, tuple] = {}
+"""device id -> ``(compiled launcher, primary context, {kernel key: kernel handle})`` (or ``(None,)``:
+this device's launches go through cuda.core), made at the device's first launch."""
+
+
+def _direct(device_id: int, kernels: dict) -> tuple:
+    from nvmath._internal import kernel_launch
+
+    launcher = kernel_launch.launcher()
+    if launcher is None:
+        made: tuple = (None,)
+    else:
+        from nvmath._internal import devices
+
+        handles = {k: kernel_launch.kernel_handle(v) for k, v in kernels.items()}
+        made = (launcher, devices.primary_context(device_id), handles)
+    _DIRECT[device_id] = made
+    return made
+
+
+def _launch_on(device_id: int, kernel_key: Any, dims: tuple, args: tuple) -> bool:
+    """One launch of the kernel ``kernel_key`` on the ``(grid, block)`` pair ``dims`` with ``args`` on
+    torch's current stream of GPU ``device_id`` (:func:`_launch` and :func:`launch_grid`): by the
+    compiled launcher (:mod:`nvmath._internal.kernel_launch`) where there is one, else by cuda.core;
+    False when the kernels cannot be built or the launch is refused (nothing ran; the kernels are not
+    used again in this process)."""
     kernels = _kernels(device_id)
     if kernels is None:
         return False
+    direct = _DIRECT.get(device_id) or _direct(device_id, kernels)
+    if direct[0] is not None:
+        try:
+            status = direct[0](direct[1], device_id, direct[2][kernel_key], dims[0], dims[1], args)
+        except TypeError:  # (an argument of a type the launcher does not pack: cuda.core packs it)
+            pass
+        else:
+            if status == 0:
+                return True
+            from nvmath._internal.kernel_launch import describe_status
+
+            return _refused(describe_status(status))
     core, devices, streams = _LAUNCHER or _launcher()
     stream = streams.current_stream(device_id, "torch")
+    from nvmath._internal.kernel_launch import core_config
+
     try:
         # the launch needs the device's context current: torch's autograd thread need not have one
         with devices.device_ctx(device_id):
-            core.launch(stream.core, config, kernels[kernel_key], *args)
+            core.launch(stream.core, core_config(dims), kernels[kernel_key], *args)
     except Exception as exc:  # noqa: BLE001 (a refused launch: the layers' former ops from now on)
-        _broken.append(repr(exc))
-        logger.warning("FP8 cast-transpose launch failed (%s); using torch operations instead", exc)
-        return False
+        return _refused(repr(exc))
     return True
+
+
+def _refused(why: str) -> bool:
+    """A refused launch: logged, and the kernels are not used again in this process; False."""
+    _broken.append(why)
+    logger.warning("FP8 cast-transpose launch failed (%s); using torch operations instead", why)
+    return False
 
 
 def _ptr(t: torch.Tensor | None) -> Any:
@@ -444,17 +486,11 @@ def launch_grid(device: torch.device, kernel_key: Any, shape: tuple[int, int, in
     the kernels are not used again in this process)."""
     if not in_use():
         return False
-    from cuda.core import LaunchConfig
-
     device_id = device.index if device.index is not None else torch.cuda.current_device()
-    config = _CONFIGS.get(shape)
-    if config is None:
-        config = _CONFIGS[shape] = LaunchConfig(grid=shape, block=(*THREADS, 1))
-    return _launch_on(device_id, kernel_key, config, args)
-
-
-_CONFIGS: dict[tuple, Any] = {}
-"""Grid shape -> the launch configuration of :func:`launch_grid` (made once per shape)."""
+    dims = _DIMS.get(shape)
+    if dims is None:
+        dims = _DIMS[shape] = (tuple(shape), (*THREADS, 1))
+    return _launch_on(device_id, kernel_key, dims, args)
 
 
 def grouped_record(
