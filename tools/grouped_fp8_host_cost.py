@@ -78,13 +78,13 @@ def install(mp: Any) -> Any:
         launched[0] += len(launches)
         return True
 
-    def record(amax: Any, *args: Any) -> Any:  # (the grouped scaling-state update's one launch)
+    def record(amax: Any, *args: Any, out: Any = None) -> Any:  # (the grouped state update's one launch)
         launched[0] += 1
-        return torch.empty(amax.shape)
+        return torch.empty(amax.shape) if out is None else out
 
-    def scale(amax: Any, *args: Any) -> Any:  # (current scaling's scales of every group: one launch)
+    def scale(amax: Any, *args: Any, out: Any = None) -> Any:  # (current scaling's scales: one launch)
         launched[0] += 1
-        return torch.empty(amax.shape)
+        return torch.empty(amax.shape) if out is None else out
 
     mp.setattr(_fp8_cast, "grouped_record", record, raising=False)
     mp.setattr(_fp8_cast, "grouped_scale", scale, raising=False)

@@ -496,6 +496,7 @@ def launch_grid(device: torch.device, kernel_key: Any, shape: tuple[int, int, in
 def grouped_record(
     amax: torch.Tensor, used: torch.Tensor, active: torch.Tensor | None, active_rows: int, hist: torch.Tensor,
     scale: torch.Tensor, found_inf: torch.Tensor, delayed: bool, use_max: bool, fp8_max: float, margin: int,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor | None:  # fmt: skip
     """The grouped scaling state's update of ``R`` adjacent roles of ``G`` groups
     (:meth:`~._grouped_fp8_state.GroupedScalingState.record`) as one launch of ``nvmath_grouped_record``
@@ -503,13 +504,15 @@ def grouped_record(
     bool, the groups that ran, for the first ``active_rows`` roles (``None``: all ran); ``hist`` the
     first role's (L, G) column of the state's (L, 3, G) history, ``scale``, ``found_inf`` its (G,) rows
     of the state's (3, G) tensors (all updated in place). Returns ``out`` (R, G): ``1 / used`` (the
-    dequantization scales), NaN where an amax is not finite; ``None`` (nothing done) where the kernel
-    does not apply (CPU tensors, the kernels not in use)."""
+    dequantization scales), NaN where an amax is not finite (``out`` given: a contiguous (R, G) float32
+    tensor it is written into, e.g. rows of a step's scratch; else a new one); ``None`` (nothing done)
+    where the kernel does not apply (CPU tensors, the kernels not in use)."""
     if not (amax.is_cuda and in_use()):
         return None
     rows, groups = amax.shape
     amax, used = amax.contiguous(), used.contiguous()
-    out = torch.empty((rows, groups), dtype=torch.float32, device=amax.device)
+    if out is None:
+        out = torch.empty((rows, groups), dtype=torch.float32, device=amax.device)
     args = (_ptr(amax), _ptr(used), _ptr(active), np.int32(active_rows), _ptr(hist), _ptr(scale),
             _ptr(found_inf), _ptr(out), np.int64(groups), np.int64(hist.shape[0]), np.int64(hist.stride(0)),
             np.int32(delayed), np.int32(use_max), np.float32(fp8_max), np.float32(2.0**margin))  # fmt: skip
@@ -518,15 +521,18 @@ def grouped_record(
     return out
 
 
-def grouped_scale(amax: torch.Tensor, scale: torch.Tensor, fp8_max: float, margin: int) -> torch.Tensor | None:
+def grouped_scale(
+    amax: torch.Tensor, scale: torch.Tensor, fp8_max: float, margin: int, out: torch.Tensor | None = None
+) -> torch.Tensor | None:
     """Current scaling's (G,) scales from the groups' amaxes ``amax`` (G,) float32 and the state's
     scales ``scale`` (G,) (kept where an amax is 0 or not finite) as one launch of
-    ``nvmath_grouped_scale``: :func:`._fp8.scale_from_amax`'s values; ``None`` (nothing done) where
-    the kernel does not apply."""
+    ``nvmath_grouped_scale``: :func:`._fp8.scale_from_amax`'s values (into ``out``, a contiguous (G,)
+    float32 tensor, where given); ``None`` (nothing done) where the kernel does not apply."""
     if not (amax.is_cuda and in_use()):
         return None
     n = amax.numel()
-    out = torch.empty(n, dtype=torch.float32, device=amax.device)
+    if out is None:
+        out = torch.empty(n, dtype=torch.float32, device=amax.device)
     args = (_ptr(amax.contiguous()), _ptr(scale), _ptr(out), np.int64(n), np.float32(fp8_max),
             np.float32(2.0**margin))  # fmt: skip
     blocks = -(-n // (THREADS[0] * THREADS[1]))
