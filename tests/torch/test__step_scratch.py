@@ -4,6 +4,8 @@ CUDA caching allocator), disjoint, one storage, zero-filled when asked; one torc
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -27,7 +29,7 @@ def test_views_aligned_disjoint_one_storage(dtype):
             assert (v.data_ptr() - base) % ALIGN == 0
             spans.append((v.data_ptr(), v.data_ptr() + v.numel() * v.element_size()))
     spans.sort()
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
 
 
 def test_zero_fill_and_one_operation():
