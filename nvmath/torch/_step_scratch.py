@@ -27,19 +27,32 @@ def carve(
 ) -> list[torch.Tensor]:
     """Contiguous tensors of ``shapes`` and ``dtype`` on ``device``, views of one allocation (zeros with
     ``zero``, else uninitialised memory), each on :data:`ALIGN` bytes."""
+    key = (shapes, dtype)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        layout = _layout(shapes, dtype)
+        if len(_LAYOUTS) > 1024:  # (new sizes every call: a bound)
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = layout
+    total, views = layout
+    buf = (torch.zeros if zero else torch.empty)(total, dtype=dtype, device=device)
+    return [buf.as_strided(shape, strides, offset) for shape, strides, offset in views]  # (one call each)
+
+
+_LAYOUTS: dict[tuple, tuple] = {}
+"""``(shapes, dtype)`` -> :func:`_layout` (made once per shapes)."""
+
+
+def _layout(shapes: tuple[tuple[int, ...], ...], dtype: torch.dtype) -> tuple[int, list[tuple]]:
+    """``(elements to allocate, [(shape, contiguous strides, offset in elements)])``, every offset on
+    :data:`ALIGN` bytes."""
     step = max(1, ALIGN // dtype.itemsize)
-    starts, at = [], 0
+    views, at = [], 0
     for shape in shapes:
-        starts.append(at)
-        n = 1
-        for d in shape:
+        strides, n = [], 1
+        for d in reversed(shape):
+            strides.append(n)
             n *= d
+        views.append((tuple(shape), tuple(reversed(strides)), at))
         at += -(-n // step) * step
-    buf = (torch.zeros if zero else torch.empty)(max(at, 1), dtype=dtype, device=device)
-    out = []
-    for start, shape in zip(starts, shapes):
-        n = 1
-        for d in shape:
-            n *= d
-        out.append(buf[start : start + n].view(shape))
-    return out
+    return max(at, 1), views
