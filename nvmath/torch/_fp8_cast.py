@@ -24,7 +24,11 @@ runs far below the memory bandwidth; these kernels write both orders in the pass
   every group's state (history push, scale, ``found_inf``) as one launch, :func:`grouped_scale` their
   current scaling's scales of every group.
 
-The CUDA source is :mod:`._fp8_cast_source`.
+The CUDA source is :mod:`._fp8_cast_source`. A launch is one C call of the compiled launcher
+(:mod:`nvmath._internal.kernel_launch`: torch's stream, the arguments packed by their numpy types, the
+device's primary context made current around ``cuLaunchKernel``) where the extension and the driver are
+present, else cuda.core's ``launch`` (the pure-Python path); a launch either refuses switches the
+kernels off for the process.
 
 The kernels (NVRTC, :mod:`nvmath._internal.nvrtc`, compiled on first use per device) work on 64 x 64
 tiles through shared memory, so that both the reads and the writes of either order coalesce: a block
