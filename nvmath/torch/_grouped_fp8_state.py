@@ -151,7 +151,7 @@ class GroupedScalingState(ScalingState):
         as it was and its ``found_inf`` count moves). ``active`` (G,) bool: the groups that ran in the
         first ``active_rows`` roles (the others are left as they were; later roles ran in every
         group), ``None``: all. ``out``: a contiguous (R, G) float32 tensor the result is written into
-        (rows of a step's scratch), else a new one. CUDA state: one kernel launch
+        (rows of a step's scratch; its version counter is not moved), else a new one. CUDA state: one kernel launch
         (:func:`~._fp8_cast.grouped_record`, the same values); elsewhere a few vectorised torch
         operations."""
         i = ROLES.index(first)
@@ -162,7 +162,13 @@ class GroupedScalingState(ScalingState):
             if made is not None:
                 return made
         made = self._torch_record(i, amax, used, active, active_rows)
-        return made if out is None else out.copy_(made)
+        if out is None:
+            return made
+        # (written as the kernel writes it, without moving ``out``'s version counter: ``out`` may be a row
+        # of a tensor autograd saved -- the backward's row of the forward's scale block -- whose other rows
+        # a second backward (retain_graph) reads again)
+        out.data.copy_(made)
+        return out
 
     def _torch_record(
         self, i: int, amax: torch.Tensor, used: torch.Tensor, active: torch.Tensor | None, active_rows: int

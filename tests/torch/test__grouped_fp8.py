@@ -336,6 +336,24 @@ def test_record_and_current_scale_write_into_out(recipe):
         torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("recipe", RECIPES, ids=["current", "delayed"])
+def test_second_backward_of_a_retained_graph(recipe):
+    """A retained graph's second backward runs (the backward's dequantization scales go into a row of
+    the block of scales the forward saved, without moving its version counter) and, under current
+    scaling (each backward measures its own scales), gives the first backward's gradients again."""
+    torch.manual_seed(14)
+    layer = nt.GroupedLinear(4, 64, 32, fp8=recipe)
+    x = torch.randn(64, 64, requires_grad=True)
+    y = layer(x, [16, 16, 0, 32])
+    g = torch.randn_like(y)
+    y.backward(g, retain_graph=True)
+    first = (x.grad.clone(), layer.weight.grad.clone(), layer.bias.grad.clone())
+    y.backward(g)
+    if not recipe.delayed:  # (delayed: the second pass quantizes with the scales the first one updated)
+        for got, want in zip((x.grad, layer.weight.grad, layer.bias.grad), first):
+            torch.testing.assert_close(got, 2 * want, rtol=1e-6, atol=1e-6)
+
+
 def test_fp8_autocast_leaves_a_grouped_layer_in_its_dtype():
     """fp8_autocast does not switch a GroupedLinear to FP8: inside it a layer without a recipe
     computes in its own dtype (no scaling state made)."""
