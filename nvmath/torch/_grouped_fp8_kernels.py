@@ -385,8 +385,9 @@ def grouped_forward(
     gemm: Any, fused: Any, lean: Any,
 ) -> tuple[torch.Tensor, tuple]:  # fmt: skip
     """``(y, saved)``: the grouped layer's output and what :func:`grouped_backward` needs (the input's
-    transposed FP8 copies and its and the weight's dequantization scales); updates ``state``'s input
-    and (for a new weight version) weight roles in one update."""
+    transposed FP8 copies and its and the weight's dequantization scales, and the (3, G) block holding
+    both where the two roles were recorded together, else ``None``); updates ``state``'s input and (for
+    a new weight version) weight roles in one update."""
     bounds = bounds_of(counts)
     active = active_groups(counts, x)
     # (the step's small float32 tensors in one zero-filled allocation: the dequantization scales (input,
