@@ -164,3 +164,45 @@ def test_pure_path_launches_through_cuda_core(launches, monkeypatch):
     assert C.launch_grid(torch.device("cuda", 0), ("grouped", BF16, E4), (3, 2, 8), args)
     ((kernel, passed),) = core_calls
     assert kernel.handle == HANDLES[("grouped", BF16, E4)] and passed == args and driver.launches == []
+
+
+@pytest.mark.gpu
+def test_gpu_compiled_launches_equal_cuda_core_launches():
+    """On the GPU, with the compiled path active, the kernels launch through the compiled launcher (its
+    count moves; from torch's autograd thread too, where no context is current) and write what
+    cuda.core's launch of the same kernels writes, bit for bit; nothing falls back."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("needs a GPU of compute capability 8.9 or later")
+    launcher = kernel_launch.launcher()
+    if launcher is None:
+        pytest.skip("the compiled path is off (pure Python): launches go through cuda.core")
+    torch.manual_seed(3)
+    x = (torch.randn(1024, 768, device="cuda") * 50).to(BF16)
+    s = torch.tensor(1.5, device="cuda")
+    before = launcher.launches
+    r = C.cast_transpose(x, s, E4, colsum=True)
+    torch.cuda.synchronize()
+    assert launcher.launches == before + 1 and not C.broken()
+    with pytest.MonkeyPatch.context() as mp:  # (the same launch by cuda.core)
+        mp.setattr(C, "_DIRECT", {})
+        mp.setattr(kernel_launch, "_MADE", [None])
+        w = C.cast_transpose(x, s, E4, colsum=True)
+        torch.cuda.synchronize()
+    assert torch.equal(r.q.view(torch.uint8), w.q.view(torch.uint8))
+    assert torch.equal(r.qt.view(torch.uint8), w.qt.view(torch.uint8))
+    assert torch.equal(r.amax, w.amax) and torch.equal(r.colsum, w.colsum)
+    xg = x.detach().clone().requires_grad_()
+    before = launcher.launches
+
+    class Cast(torch.autograd.Function):  # (a backward on torch's autograd thread launches a kernel)
+        @staticmethod
+        def forward(ctx, t):
+            return t.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return C.cast_transpose(g.contiguous(), s, E4).q.to(g.dtype)
+
+    Cast.apply(xg).float().sum().backward()
+    torch.cuda.synchronize()
+    assert launcher.launches > before and not C.broken() and torch.isfinite(xg.grad.float()).all()
