@@ -21,7 +21,7 @@ except ImportError:  # (not built: the pure-Python path)
 
 compiled_only = pytest.mark.skipif(
     not fastpath.available() or not hasattr(_fastcall, "KernelLauncher"),
-    reason="the compiled path is off (NVMATH_PURE_PYTHON=1 or the extension not built)",
+    reason="the compiled path is off (NVMATH_PURE_PYTHON=1, the extension not built) or predates KernelLauncher",
 )
 
 KERNEL, K1, K0, CTX, STREAM = 0x7E57_0001, 0x7E57_0002, 0x7E57_0003, 0xC0_0000, 0x5_7000
