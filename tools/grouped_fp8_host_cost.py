@@ -7,7 +7,10 @@ planner (the fake GPU of ``tools/torch_host_cost.py``), the grouped FP8 GEMM pla
 (``cpu_planned``) and, once planned, ``cublasLtMatmul`` is a no-op; the FP8 cast kernels take CPU
 tensors and their launches are counted, not run (the outputs hold whatever memory held). So the
 timed loop is nvmath's Python and torch's dispatch on tiny tensors: what the host spends per step
-beside the driver's launch calls (about 2-5 us each on the GPU machine, counted in the table).
+beside the driver's launch calls (about 2-5 us each on the GPU machine, counted in the table). The
+kernels' launches are counted at ``launch_grid`` and the state updates, above the launch mechanism:
+the cost of a launch itself (the compiled launcher, ``nvmath._internal.kernel_launch``, or cuda.core's
+launch on the pure path) shows on the GPU machine only (``tools/grouped_fp8_profile.py``).
 
 Run from the repository root::
 
@@ -78,13 +81,13 @@ def install(mp: Any) -> Any:
         launched[0] += len(launches)
         return True
 
-    def record(amax: Any, *args: Any) -> Any:  # (the grouped scaling-state update's one launch)
+    def record(amax: Any, *args: Any, out: Any = None) -> Any:  # (the grouped state update's one launch)
         launched[0] += 1
-        return torch.empty(amax.shape)
+        return torch.empty(amax.shape) if out is None else out
 
-    def scale(amax: Any, *args: Any) -> Any:  # (current scaling's scales of every group: one launch)
+    def scale(amax: Any, *args: Any, out: Any = None) -> Any:  # (current scaling's scales: one launch)
         launched[0] += 1
-        return torch.empty(amax.shape)
+        return torch.empty(amax.shape) if out is None else out
 
     mp.setattr(_fp8_cast, "grouped_record", record, raising=False)
     mp.setattr(_fp8_cast, "grouped_scale", scale, raising=False)

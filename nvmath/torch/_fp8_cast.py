@@ -24,7 +24,11 @@ runs far below the memory bandwidth; these kernels write both orders in the pass
   every group's state (history push, scale, ``found_inf``) as one launch, :func:`grouped_scale` their
   current scaling's scales of every group.
 
-The CUDA source is :mod:`._fp8_cast_source`.
+The CUDA source is :mod:`._fp8_cast_source`. A launch is one C call of the compiled launcher
+(:mod:`nvmath._internal.kernel_launch`: torch's stream, the arguments packed by their numpy types, the
+device's primary context made current around ``cuLaunchKernel``) where the extension and the driver are
+present, else cuda.core's ``launch`` (the pure-Python path); a launch either refuses switches the
+kernels off for the process.
 
 The kernels (NVRTC, :mod:`nvmath._internal.nvrtc`, compiled on first use per device) work on 64 x 64
 tiles through shared memory, so that both the reads and the writes of either order coalesce: a block
@@ -212,20 +216,21 @@ def _launch(
     this process)."""
     device_id = x.device.index if x.device.index is not None else torch.cuda.current_device()
     gx, gy = grid(*x.shape) if blocks is None else (blocks, 1)
-    key = (gx, gy, 1, threads)
-    config = _CONFIGS.get(key)
-    if config is None:  # (made once per grid and block: a launch reuses it)
-        from cuda.core import LaunchConfig
+    key = (gx, gy, threads)
+    dims = _DIMS.get(key)
+    if dims is None:  # (made once per grid and block: a launch reuses it)
+        if len(_DIMS) > 1024:  # (new sizes every call: a bound)
+            _DIMS.clear()
+        dims = _DIMS[key] = ((gx, gy, 1), (*threads, 1))
+    return _launch_on(device_id, kernel_key, dims, args)
 
-        if len(_CONFIGS) > 1024:  # (new sizes every call: a bound)
-            _CONFIGS.clear()
-        config = _CONFIGS[key] = LaunchConfig(grid=(gx, gy, 1), block=(*threads, 1))
-    return _launch_on(device_id, kernel_key, config, args)
 
+_DIMS: dict[tuple, tuple] = {}
+"""``(gx, gy, threads)`` or a 3-D grid -> the ``(grid, block)`` pair of a launch (made once each)."""
 
 _LAUNCHER: tuple = ()
 """The modules ``(cuda.core, nvmath._internal.devices, nvmath._internal.streams)``, imported at the first
-launch (not per launch; their functions looked up at each call)."""
+launch through cuda.core (not per launch; their functions looked up at each call)."""
 
 
 def _launcher() -> tuple:
@@ -238,24 +243,65 @@ def _launcher() -> tuple:
     return _LAUNCHER
 
 
-def _launch_on(device_id: int, kernel_key: Any, config: Any, args: tuple) -> bool:
-    """One launch of the kernel ``kernel_key`` with ``config`` and ``args`` on torch's current stream of
-    GPU ``device_id`` (:func:`_launch` and :func:`launch_grid`); False when the kernels cannot be built
-    or the launch is refused (nothing ran; the kernels are not used again in this process)."""
+_DIRECT: dict[int, tuple] = {}
+"""device id -> ``(compiled launcher, primary context, {kernel key: kernel handle})`` (or ``(None,)``:
+this device's launches go through cuda.core), made at the device's first launch."""
+
+
+def _direct(device_id: int, kernels: dict) -> tuple:
+    from nvmath._internal import kernel_launch
+
+    launcher = kernel_launch.launcher()
+    if launcher is None:
+        made: tuple = (None,)
+    else:
+        from nvmath._internal import devices
+
+        handles = {k: kernel_launch.kernel_handle(v) for k, v in kernels.items()}
+        made = (launcher, devices.primary_context(device_id), handles)
+    _DIRECT[device_id] = made
+    return made
+
+
+def _launch_on(device_id: int, kernel_key: Any, dims: tuple, args: tuple) -> bool:
+    """One launch of the kernel ``kernel_key`` on the ``(grid, block)`` pair ``dims`` with ``args`` on
+    torch's current stream of GPU ``device_id`` (:func:`_launch` and :func:`launch_grid`): by the
+    compiled launcher (:mod:`nvmath._internal.kernel_launch`) where there is one, else by cuda.core;
+    False when the kernels cannot be built or the launch is refused (nothing ran; the kernels are not
+    used again in this process)."""
     kernels = _kernels(device_id)
     if kernels is None:
         return False
+    direct = _DIRECT.get(device_id) or _direct(device_id, kernels)
+    if direct[0] is not None:
+        try:
+            status = direct[0](direct[1], device_id, direct[2][kernel_key], dims[0], dims[1], args)
+        except TypeError:  # (an argument of a type the launcher does not pack: cuda.core packs it)
+            pass
+        else:
+            if status == 0:
+                return True
+            from nvmath._internal.kernel_launch import describe_status
+
+            return _refused(describe_status(status))
     core, devices, streams = _LAUNCHER or _launcher()
     stream = streams.current_stream(device_id, "torch")
+    from nvmath._internal.kernel_launch import core_config
+
     try:
         # the launch needs the device's context current: torch's autograd thread need not have one
         with devices.device_ctx(device_id):
-            core.launch(stream.core, config, kernels[kernel_key], *args)
+            core.launch(stream.core, core_config(dims), kernels[kernel_key], *args)
     except Exception as exc:  # noqa: BLE001 (a refused launch: the layers' former ops from now on)
-        _broken.append(repr(exc))
-        logger.warning("FP8 cast-transpose launch failed (%s); using torch operations instead", exc)
-        return False
+        return _refused(repr(exc))
     return True
+
+
+def _refused(why: str) -> bool:
+    """A refused launch: logged, and the kernels are not used again in this process; False."""
+    _broken.append(why)
+    logger.warning("FP8 cast-transpose launch failed (%s); using torch operations instead", why)
+    return False
 
 
 def _ptr(t: torch.Tensor | None) -> Any:
@@ -444,22 +490,17 @@ def launch_grid(device: torch.device, kernel_key: Any, shape: tuple[int, int, in
     the kernels are not used again in this process)."""
     if not in_use():
         return False
-    from cuda.core import LaunchConfig
-
     device_id = device.index if device.index is not None else torch.cuda.current_device()
-    config = _CONFIGS.get(shape)
-    if config is None:
-        config = _CONFIGS[shape] = LaunchConfig(grid=shape, block=(*THREADS, 1))
-    return _launch_on(device_id, kernel_key, config, args)
-
-
-_CONFIGS: dict[tuple, Any] = {}
-"""Grid shape -> the launch configuration of :func:`launch_grid` (made once per shape)."""
+    dims = _DIMS.get(shape)
+    if dims is None:
+        dims = _DIMS[shape] = (tuple(shape), (*THREADS, 1))
+    return _launch_on(device_id, kernel_key, dims, args)
 
 
 def grouped_record(
     amax: torch.Tensor, used: torch.Tensor, active: torch.Tensor | None, active_rows: int, hist: torch.Tensor,
     scale: torch.Tensor, found_inf: torch.Tensor, delayed: bool, use_max: bool, fp8_max: float, margin: int,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor | None:  # fmt: skip
     """The grouped scaling state's update of ``R`` adjacent roles of ``G`` groups
     (:meth:`~._grouped_fp8_state.GroupedScalingState.record`) as one launch of ``nvmath_grouped_record``
@@ -467,13 +508,15 @@ def grouped_record(
     bool, the groups that ran, for the first ``active_rows`` roles (``None``: all ran); ``hist`` the
     first role's (L, G) column of the state's (L, 3, G) history, ``scale``, ``found_inf`` its (G,) rows
     of the state's (3, G) tensors (all updated in place). Returns ``out`` (R, G): ``1 / used`` (the
-    dequantization scales), NaN where an amax is not finite; ``None`` (nothing done) where the kernel
-    does not apply (CPU tensors, the kernels not in use)."""
+    dequantization scales), NaN where an amax is not finite (``out`` given: a contiguous (R, G) float32
+    tensor it is written into, e.g. rows of a step's scratch; else a new one); ``None`` (nothing done)
+    where the kernel does not apply (CPU tensors, the kernels not in use)."""
     if not (amax.is_cuda and in_use()):
         return None
     rows, groups = amax.shape
     amax, used = amax.contiguous(), used.contiguous()
-    out = torch.empty((rows, groups), dtype=torch.float32, device=amax.device)
+    if out is None:
+        out = torch.empty((rows, groups), dtype=torch.float32, device=amax.device)
     args = (_ptr(amax), _ptr(used), _ptr(active), np.int32(active_rows), _ptr(hist), _ptr(scale),
             _ptr(found_inf), _ptr(out), np.int64(groups), np.int64(hist.shape[0]), np.int64(hist.stride(0)),
             np.int32(delayed), np.int32(use_max), np.float32(fp8_max), np.float32(2.0**margin))  # fmt: skip
@@ -482,15 +525,18 @@ def grouped_record(
     return out
 
 
-def grouped_scale(amax: torch.Tensor, scale: torch.Tensor, fp8_max: float, margin: int) -> torch.Tensor | None:
+def grouped_scale(
+    amax: torch.Tensor, scale: torch.Tensor, fp8_max: float, margin: int, out: torch.Tensor | None = None
+) -> torch.Tensor | None:
     """Current scaling's (G,) scales from the groups' amaxes ``amax`` (G,) float32 and the state's
     scales ``scale`` (G,) (kept where an amax is 0 or not finite) as one launch of
-    ``nvmath_grouped_scale``: :func:`._fp8.scale_from_amax`'s values; ``None`` (nothing done) where
-    the kernel does not apply."""
+    ``nvmath_grouped_scale``: :func:`._fp8.scale_from_amax`'s values (into ``out``, a contiguous (G,)
+    float32 tensor, where given); ``None`` (nothing done) where the kernel does not apply."""
     if not (amax.is_cuda and in_use()):
         return None
     n = amax.numel()
-    out = torch.empty(n, dtype=torch.float32, device=amax.device)
+    if out is None:
+        out = torch.empty(n, dtype=torch.float32, device=amax.device)
     args = (_ptr(amax.contiguous()), _ptr(scale), _ptr(out), np.int64(n), np.float32(fp8_max),
             np.float32(2.0**margin))  # fmt: skip
     blocks = -(-n // (THREADS[0] * THREADS[1]))

@@ -124,8 +124,8 @@ class GroupedFP8Fn(torch.autograd.Function):
         from nvmath.torch._grouped_fp8_kernels import grouped_forward
 
         y, saved = grouped_forward(x, w, b, counts, state, *gemms)
-        qxt, cols, inv_x, qwt, inv_w = saved
-        ctx.save_for_backward(qxt, inv_x, qwt, inv_w)
+        qxt, cols, inv_x, qwt, inv_w, block = saved
+        ctx.save_for_backward(qxt, inv_x, qwt, inv_w, block)
         ctx.cols, ctx.counts, ctx.state, ctx.gemms = cols, counts, state, (gemms[0], gemms[2])
         ctx.w_meta = (w.dtype, tuple(w.shape))
         ctx.b_dtype = None if b is None else b.dtype
@@ -136,8 +136,8 @@ class GroupedFP8Fn(torch.autograd.Function):
     def backward(ctx: Any, g: Any) -> Any:
         from nvmath.torch._grouped_fp8_kernels import grouped_backward
 
-        qxt, inv_x, qwt, inv_w = ctx.saved_tensors
-        saved = (qxt, ctx.cols, inv_x, qwt, inv_w)
+        qxt, inv_x, qwt, inv_w, block = ctx.saved_tensors
+        saved = (qxt, ctx.cols, inv_x, qwt, inv_w, block)
         needs = tuple(ctx.needs_input_grad[:3])
         return (
             *grouped_backward(g, saved, ctx.w_meta, ctx.b_dtype, ctx.counts, needs, ctx.state, *ctx.gemms),

@@ -40,6 +40,7 @@ from nvmath.torch._capture import CaptureError, capturing
 from nvmath.torch._fp8 import ROLES, amax_of, quantize, weight_key
 from nvmath.torch._fp8_linear import epilog_config
 from nvmath.torch._grouped_fp8_state import GroupedScalingState
+from nvmath.torch._step_scratch import carve
 
 __all__ = [
     "Quantized",
@@ -142,12 +143,20 @@ def _launch_plan(bounds: tuple, groups: int, cols: int) -> tuple:
     return tuple(offsets), shape, blocks, [e - s for s, e in zip(offsets, offsets[1:])]
 
 
+def partial_shape(bounds: Bounds, groups: int, cols: int) -> tuple[int, int, int]:
+    """The shape of the grouped launch's partial column sums over ``bounds``: (G, grid rows, C)."""
+    return groups, _launch_plan(tuple(bounds), groups, cols)[2], cols
+
+
 def _kernel_run(
     x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None,
-    colsum: bool, amax: torch.Tensor | None = None,
+    colsum: bool, amax: torch.Tensor | None = None, partial: torch.Tensor | None = None,
+    together: bool = False,
 ) -> Quantized | None:  # fmt: skip
     """The GPU pass: one grouped cast-transpose launch over all groups (``scale`` None: amax only; the
-    amaxes into ``amax`` (G,) zeros where given); ``None`` when the kernels do not run here (nothing was
+    amaxes into ``amax`` (G,) zeros where given; the partial sums into ``partial``, zeros of
+    :func:`partial_shape`, where given; ``together``: ``q`` and ``qt`` views of one allocation, for
+    copies that live as long as each other); ``None`` when the kernels do not run here (nothing was
     written)."""
     rows, cols = x.shape
     dev = x.device
@@ -157,11 +166,16 @@ def _kernel_run(
     table = device_table("row offsets", offsets, torch.int64, x, counts)
     if amax is None:
         amax = torch.zeros(groups, dtype=torch.float32, device=dev)
-    q = qt = partial = None
+    q = qt = None
     if scale is not None:
-        q = torch.empty((rows, cols), dtype=dtype, device=dev)
-        qt = torch.empty(rows * cols, dtype=dtype, device=dev)
-    if colsum:
+        if together:
+            q, qt = carve(((rows, cols), (rows * cols,)), dtype, dev)
+        else:
+            q = torch.empty((rows, cols), dtype=dtype, device=dev)
+            qt = torch.empty(rows * cols, dtype=dtype, device=dev)
+    if not colsum:
+        partial = None
+    elif partial is None:
         partial = torch.zeros((groups, blocks, cols), dtype=torch.float32, device=dev)
     args = launch_args(x, q, qt, scale, amax, partial, table, cols, blocks)
     if not _fp8_cast.launch_grid(dev, ("grouped", x.dtype, dtype), shape, args):
@@ -196,13 +210,16 @@ def _torch_run(
 
 def quantize_groups(
     x: torch.Tensor, bounds: Bounds, groups: int, dtype: torch.dtype, scale: torch.Tensor | None,
-    colsum: bool = False, amax_out: torch.Tensor | None = None,
+    colsum: bool = False, amax_out: torch.Tensor | None = None, partial_out: torch.Tensor | None = None,
+    together: bool = False,
 ) -> Quantized:  # fmt: skip
     """``x`` (T, C), rows grouped by ``bounds``, quantized to ``dtype`` with ``scale[g]`` for group
     ``g``'s rows (``scale`` (G,) float32; ``None``: the amaxes only): see the module notes. ``amax_out``:
-    a (G,) float32 zeros tensor the amaxes go into (the result's ``amax``), else a new one."""
+    a (G,) float32 zeros tensor the amaxes go into (the result's ``amax``), else a new one;
+    ``partial_out``: zeros of :func:`partial_shape` the kernel's partial column sums go into (a step's
+    scratch), else a new one; ``together``: the two FP8 copies in one allocation (:func:`_kernel_run`)."""
     if bounds and _fp8_cast.available(x):  # (a CUDA tensor the kernels take)
-        made = _kernel_run(x, bounds, groups, dtype, scale, colsum, amax_out)
+        made = _kernel_run(x, bounds, groups, dtype, scale, colsum, amax_out, partial_out, together)
         if made is not None:
             return made
     return _torch_run(x, bounds, groups, dtype, scale, colsum, amax_out)
@@ -210,24 +227,28 @@ def quantize_groups(
 
 def quantize_role(
     state: GroupedScalingState, role: str, x: torch.Tensor, bounds: Bounds, colsum: bool = False,
-    amax_out: torch.Tensor | None = None,
+    amax_out: torch.Tensor | None = None, scratch: tuple = (None, None, False),
 ) -> tuple[Quantized, torch.Tensor]:  # fmt: skip
     """``(copies, used scales (G,))`` of ``x`` as ``role`` under ``state``'s recipe (the state not yet
     updated: :meth:`~GroupedScalingState.record` takes the amaxes and the scales used); ``amax_out``: as
-    :func:`quantize_groups` (the quantizing pass's amaxes)."""
+    :func:`quantize_groups` (the quantizing pass's amaxes); ``scratch`` = ``(used_out, partial_out,
+    together)``: current scaling's scales written into ``used_out`` ((G,) float32) where given, and
+    :func:`quantize_groups`'s ``partial_out`` and ``together``."""
     dtype, groups = state.dtype(role), state.groups
+    used_out, partial_out, together = scratch
     if state.recipe.delayed:
         scale = state.rows(ROLES.index(role))[0]
-        return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax_out), scale
+        made = quantize_groups(x, bounds, groups, dtype, scale, colsum, amax_out, partial_out, together)
+        return made, scale
     # (the quantizing pass measures the same amaxes again into the amax-only pass's tensor: a max of
     # equal values, the same bits; no zeros tensor for the second pass)
     amax = quantize_groups(x, bounds, groups, dtype, None, amax_out=amax_out).amax
-    scale = state.current_scale(role, amax)
-    return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax), scale
+    scale = state.current_scale(role, amax, out=used_out)
+    return quantize_groups(x, bounds, groups, dtype, scale, colsum, amax, partial_out, together), scale
 
 
 def weight_fp8(
-    state: GroupedScalingState, w: torch.Tensor, x_part: tuple | None = None
+    state: GroupedScalingState, w: torch.Tensor, x_part: tuple | None = None, scratch: tuple | None = None
 ) -> tuple[tuple, torch.Tensor | None, torch.Tensor | None]:
     """``((qw (G, N, K), qw.T (G, K, N), 1 / sw (G,)), inv_x, both)``: the weight's FP8 copies, remade (and
     the weight role recorded) only when ``w`` changed; ``x_part`` = ``(amax (G,), used (G,), active)`` of
@@ -239,7 +260,11 @@ def weight_fp8(
     the version, so every replay quantizes the weight's values of that moment (a replay moves no
     version counter); the backward reuses the forward's copies (saved with the other operands).
     ``x_part``'s ``amax`` is (2, G) float32: the input's amaxes in row 0, row 1 zeros (the weight's
-    amaxes go there: the forward's two roles recorded from one tensor, no stacking)."""
+    amaxes go there: the forward's two roles recorded from one tensor, no stacking). ``scratch`` =
+    ``(used (2, G), block (3, G))``, the forward's (:func:`grouped_forward`): current scaling's input
+    scales already in ``used``'s row 0 (the weight's go into row 1: the two roles' scales one tensor),
+    and where both roles are recorded their dequantization scales go into ``block``'s rows 0 and 1
+    (``both`` is that view)."""
     key = weight_key(w)
     old = state.weight_key
     fresh = old is None or old[1:] != key[1:] or state.weight_copies is None
@@ -253,16 +278,23 @@ def weight_fp8(
     flat = w.reshape(groups * n, k)
     everyone = bounds_of((n,) * groups)
     w_amax = None if x_part is None else x_part[0][1]  # (the forward's: row 1 of the input's (2, G) amaxes)
-    made, w_used = quantize_role(state, "weight", flat, everyone, amax_out=w_amax)
+    used, block = (None, None) if scratch is None else scratch
+    made, w_used = quantize_role(state, "weight", flat, everyone, amax_out=w_amax,
+                                 scratch=(None if used is None else used[1], None, True))  # fmt: skip
     inv = None
     if x_part is None:
         inv_x, inv_w = None, state.record("weight", made.amax[None], w_used[None], None)[0]
     else:
         amax, x_used, active = x_part
-        # (delayed: the scales used are the state's rows 0 and 1, one view; current: the two stacked)
-        both = amax, state.forward_scales() if state.recipe.delayed else torch.stack((x_used, w_used))
+        # (delayed: the scales used are the state's rows 0 and 1, one view; current: the scratch's rows,
+        # else the two stacked)
+        if state.recipe.delayed:
+            used = state.forward_scales()
+        elif used is None:
+            used = torch.stack((x_used, w_used))
         # (active: the input's row only; every group's weight is recorded, the weight quantized whole)
-        inv = state.record("input", *both, active, active_rows=1)
+        out = None if block is None else block[:2]
+        inv = state.record("input", amax, used, active, active_rows=1, out=out)
         inv_x, inv_w = inv.unbind(0)  # (one call for the two rows)
     qt = made.qt.view(groups, k, n)
     state.keep_weight_copies(key, (made.q.view(groups, n, k), qt, inv_w))
@@ -353,15 +385,20 @@ def grouped_forward(
     gemm: Any, fused: Any, lean: Any,
 ) -> tuple[torch.Tensor, tuple]:  # fmt: skip
     """``(y, saved)``: the grouped layer's output and what :func:`grouped_backward` needs (the input's
-    transposed FP8 copies and its and the weight's dequantization scales); updates ``state``'s input
-    and (for a new weight version) weight roles in one update."""
+    transposed FP8 copies and its and the weight's dequantization scales, and the (3, G) block holding
+    both where the two roles were recorded together, else ``None``); updates ``state``'s input and (for
+    a new weight version) weight roles in one update."""
     bounds = bounds_of(counts)
     active = active_groups(counts, x)
-    amaxes = torch.zeros((2, state.groups), dtype=torch.float32, device=x.device)  # (input, weight)
-    qx, x_used = quantize_role(state, "input", x, bounds, amax_out=amaxes[0])
-    (qw, qwt, inv_w), inv_x, both = weight_fp8(state, w, (amaxes, x_used, active))
+    # (the step's small float32 tensors in one zero-filled allocation: the dequantization scales (input,
+    # weight; grad_output's row filled by the backward), the amaxes (input, weight), the scales quantized
+    # with; the input's dequantization scales first: an operator's output at offset 0, as a tensor of its own)
+    block, amaxes, used = carve(((3, state.groups), (2, state.groups), (2, state.groups)), torch.float32,
+                                x.device, zero=True)  # fmt: skip
+    qx, x_used = quantize_role(state, "input", x, bounds, amax_out=amaxes[0], scratch=(used[0], None, False))
+    (qw, qwt, inv_w), inv_x, both = weight_fp8(state, w, (amaxes, x_used, active), (used, block))
     cfg = epilog_config(None, b is not None, x.dtype)
-    saved = (qx.qt, x.shape[1], inv_x, qwt, inv_w)
+    saved = (qx.qt, x.shape[1], inv_x, qwt, inv_w, None if both is None else block)
     if lean.applies(x):  # (every group's product written into its rows of one y: no concatenation)
         y = torch.empty((x.shape[0], w.shape[1]), dtype=x.dtype, device=x.device)
         sig = signature(counts, qx.q, qw, b, y)
@@ -463,22 +500,34 @@ def grouped_backward(
     needs: tuple, state: GroupedScalingState, gemm: Any, lean: Any,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
     """``(dx, dw, db)`` of :func:`grouped_forward` (``None`` where ``needs`` says not needed; ``w_meta``:
-    the weight's dtype and shape); updates ``state``'s grad_output role (one update for all groups)."""
-    qxt, cols, inv_x, qwt, inv_w = saved
+    the weight's dtype and shape); updates ``state``'s grad_output role (one update for all groups).
+    ``saved``'s last item: the forward's (3, G) block of dequantization scales (input and weight in
+    rows 0, 1; this pass's go into row 2, so that both products' scale slots fill from it), or
+    ``None``."""
+    qxt, cols, inv_x, qwt, inv_w, block = saved
     bounds = bounds_of(counts)
     want_db = needs[2] and b_dtype is not None
-    qg, g_used = quantize_role(state, "grad_output", g.contiguous(), bounds, colsum=want_db)
-    inv_g = state.record("grad_output", qg.amax[None], g_used[None], active_groups(counts, g))[0]
+    g = g.contiguous()
+    groups = state.groups
+    sums = want_db and bounds and _fp8_cast.available(g)  # (the kernel's partial sums: in the scratch)
+    amax, used, own, partial = carve(((groups,), (groups,), (1, groups),
+                                      partial_shape(bounds, groups, g.shape[1]) if sums else (0,)),
+                                     torch.float32, g.device, zero=True)  # fmt: skip
+    qg, g_used = quantize_role(state, "grad_output", g, bounds, colsum=want_db, amax_out=amax,
+                               scratch=(used, partial if sums else None, True))  # fmt: skip
+    inv_g = state.record("grad_output", qg.amax[None], g_used[None], active_groups(counts, g),
+                         out=own if block is None else block[2:])[0]  # fmt: skip
     dx = dw = db = None
     src = None  # (both products: the three scales in one tensor, each product's slots filled from it)
+    rows = (2, 1, 0) if block is not None else (0, 1, 2)  # (the rows of inv_g, inv_w, inv_x in src)
     if needs[0] and needs[1] and lean.applies(g):
-        src = torch.stack((inv_g, inv_w, inv_x))
+        src = block if block is not None else torch.stack((inv_g, inv_w, inv_x))
     if needs[0]:
         dx = _dgrad(qg, qwt, inv_g, inv_w, bounds, counts, g, cols, gemm, lean,
-                    None if src is None else (src, 0, 1))
+                    None if src is None else (src, rows[0], rows[1]))
     if needs[1]:
         dw = _wgrad(qg, qxt, cols, inv_g, inv_x, bounds, counts, w_meta, g, gemm, lean,
-                    None if src is None else (src, 0, 2))
+                    None if src is None else (src, rows[0], rows[2]))
     if want_db:
         db = qg.colsum.to(b_dtype)
     return dx, dw, db

@@ -50,7 +50,8 @@ def grouped_fp8_op(
 
     st = registered_state(state)
     check_device(st, x.device)  # (the recipe for this device's compute capability, once per device)
-    y, (qxt, _cols, inv_x, _qwt, _inv_w) = grouped_forward(x, weight, bias, list(counts), st, *_gemms())
+    y, saved = grouped_forward(x, weight, bias, list(counts), st, *_gemms())
+    qxt, inv_x = saved[0], saved[2]
     return y, qxt, inv_x
 
 
@@ -74,7 +75,7 @@ def grouped_fp8_backward_op(
 
     st = registered_state(state)
     (_qw, qwt, inv_w), _, _ = weight_fp8(st, weight)  # (the forward's copies: same weight version)
-    saved = (qxt, weight.shape[2], inv_x, qwt, inv_w)
+    saved = (qxt, weight.shape[2], inv_x, qwt, inv_w, None)
     gemm, _, lean = _gemms()
     w_meta = (weight.dtype, tuple(weight.shape))
     grads = grouped_backward(grad, saved, w_meta, bias_dtype, list(counts), tuple(needs), st, gemm, lean)

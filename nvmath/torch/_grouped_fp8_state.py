@@ -127,19 +127,21 @@ class GroupedScalingState(ScalingState):
         """The largest finite value of ``role``'s FP8 format."""
         return FP8_MAX[self.dtype(role)]
 
-    def current_scale(self, role: str, amax: torch.Tensor) -> torch.Tensor:
+    def current_scale(self, role: str, amax: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Current scaling: the (G,) scales of ``role`` from this tensor's per-group ``amax`` (each
-        group's previous scale where its amax is 0 or not finite)."""
+        group's previous scale where its amax is 0 or not finite); into ``out`` ((G,) float32,
+        contiguous: a row of a step's scratch) where given."""
         scale, _, _, (_, _, fp8_max, margin) = self.rows(ROLES.index(role))
         if LEAN_SCALING:  # (CUDA: one launch, the same values)
-            made = _fp8_cast.grouped_scale(amax, scale, fp8_max, margin)
+            made = _fp8_cast.grouped_scale(amax, scale, fp8_max, margin, out=out)
             if made is not None:
                 return made
-        return scale_from_amax(amax, scale, fp8_max, margin)
+        made = scale_from_amax(amax, scale, fp8_max, margin)
+        return made if out is None else out.copy_(made)
 
     def record(
         self, first: str, amax: torch.Tensor, used: torch.Tensor, active: torch.Tensor | None,
-        active_rows: int = 1,
+        active_rows: int = 1, out: torch.Tensor | None = None,
     ) -> torch.Tensor:  # fmt: skip
         """Record the per-group amaxes ``amax`` (R, G) of ``R`` adjacent roles from ``first`` (input and
         weight together: ``R = 2``, one FP8 format), measured on tensors quantized with the scales
@@ -148,14 +150,30 @@ class GroupedScalingState(ScalingState):
         policy of :class:`~._fp8.ScalingState`: the GEMMs of that group yield NaN, its state is left
         as it was and its ``found_inf`` count moves). ``active`` (G,) bool: the groups that ran in the
         first ``active_rows`` roles (the others are left as they were; later roles ran in every
-        group), ``None``: all. CUDA state: one kernel launch (:func:`~._fp8_cast.grouped_record`, the
-        same values); elsewhere a few vectorised torch operations."""
+        group), ``None``: all. ``out``: a contiguous (R, G) float32 tensor the result is written into
+        (rows of a step's scratch; its version counter is not moved), else a new one. CUDA state: one kernel launch
+        (:func:`~._fp8_cast.grouped_record`, the same values); elsewhere a few vectorised torch
+        operations."""
         i = ROLES.index(first)
         if LEAN_SCALING:
             scale, hist, found, constants = self.rows(i)
-            out = _fp8_cast.grouped_record(amax, used, active, active_rows, hist, scale, found, *constants)
-            if out is not None:
-                return out
+            made = _fp8_cast.grouped_record(amax, used, active, active_rows, hist, scale, found, *constants,
+                                            out=out)  # fmt: skip
+            if made is not None:
+                return made
+        made = self._torch_record(i, amax, used, active, active_rows)
+        if out is None:
+            return made
+        # (written as the kernel writes it, without moving ``out``'s version counter: ``out`` may be a row
+        # of a tensor autograd saved -- the backward's row of the forward's scale block -- whose other rows
+        # a second backward (retain_graph) reads again)
+        out.data.copy_(made)
+        return out
+
+    def _torch_record(
+        self, i: int, amax: torch.Tensor, used: torch.Tensor, active: torch.Tensor | None, active_rows: int
+    ) -> torch.Tensor:
+        """:meth:`record`'s update by torch's operations (roles from index ``i``)."""
         if active is not None and active_rows < amax.shape[0]:
             ran = active.new_ones((amax.shape[0] - active_rows, active.shape[0]))
             active = torch.cat((active.expand(active_rows, -1), ran))

@@ -225,7 +225,7 @@ def test_kernel_shape_rules():
 def recorder(monkeypatch):
     """cuda.core's launch replaced by a recorder; the kernels, stream and context stubbed."""
     core = pytest.importorskip("cuda.core")
-    from nvmath._internal import devices, streams
+    from nvmath._internal import devices, kernel_launch, streams
 
     calls = []
     record = lambda stream, config, kernel, *args: calls.append((config, kernel, args))
@@ -237,6 +237,9 @@ def recorder(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(C, "_kernel_shape_ok", lambda x: True)
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    # (cuda.core's launch: the compiled launcher off, as on the pure-Python path; it has its own tests)
+    monkeypatch.setattr(C, "_DIRECT", {})
+    monkeypatch.setattr(kernel_launch, "_MADE", [None])
     return calls
 
 
@@ -788,20 +791,23 @@ def test_launch_grid_arguments(recorder):
 
 
 def test_launch_configuration_made_once_per_grid(monkeypatch):
-    """``_launch`` makes the launch configuration of a grid and block once and reuses it (no
-    LaunchConfig per launch): the same object for the same grid, the grid and block it was asked for,
-    another for another grid."""
+    """``_launch`` makes the ``(grid, block)`` pair of a grid and block once and reuses it (nothing made
+    per launch): the same object for the same grid, the grid and block it was asked for, another for
+    another grid; cuda.core's LaunchConfig of a pair is made once too."""
     import types
 
+    from nvmath._internal import kernel_launch
     from nvmath.torch import _fp8_cast
 
-    pytest.importorskip("cuda.core")
     seen = []
-    monkeypatch.setattr(_fp8_cast, "_launch_on", lambda device_id, key, config, args: not seen.append(config))
-    monkeypatch.setattr(_fp8_cast, "_CONFIGS", {})
+    monkeypatch.setattr(_fp8_cast, "_launch_on", lambda device_id, key, dims, args: not seen.append(dims))
+    monkeypatch.setattr(_fp8_cast, "_DIMS", {})
     x = types.SimpleNamespace(device=types.SimpleNamespace(index=0), shape=(64, 64))
     assert _fp8_cast._launch(x, "k", 1, blocks=6) and _fp8_cast._launch(x, "k", 2, blocks=6)
     assert _fp8_cast._launch(x, "k", 3, blocks=7)
     assert seen[0] is seen[1] and seen[2] is not seen[0]
-    assert tuple(seen[0].grid) == (6, 1, 1) and tuple(seen[0].block) == (*_fp8_cast.THREADS, 1)
-    assert tuple(seen[2].grid) == (7, 1, 1)
+    assert seen[0] == ((6, 1, 1), (*_fp8_cast.THREADS, 1)) and seen[2][0] == (7, 1, 1)
+    pytest.importorskip("cuda.core")
+    config = kernel_launch.core_config(seen[0])
+    assert kernel_launch.core_config(seen[1]) is config
+    assert tuple(config.grid) == (6, 1, 1) and tuple(config.block) == (*_fp8_cast.THREADS, 1)

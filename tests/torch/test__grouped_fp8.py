@@ -305,6 +305,55 @@ def test_record_equals_a_scaling_state_per_group(recipe):
         grouped.quantize(torch.ones(16, 16), "input")
 
 
+@pytest.mark.parametrize("recipe", RECIPES, ids=["current", "delayed"])
+def test_record_and_current_scale_write_into_out(recipe):
+    """``out=`` (rows of a step's scratch) gets what record and current_scale return without it, and is
+    what they return; the state ends as its twin's (updated without ``out``)."""
+    from nvmath.torch._grouped_fp8_state import GroupedScalingState
+
+    torch.manual_seed(10)
+    groups = 5
+    a, b = GroupedScalingState(recipe, groups), GroupedScalingState(recipe, groups)
+    active = torch.tensor([True, False, True, True, True])
+    for special in (None, float("inf"), 0.0):
+        amax = torch.rand(2, groups) * 8
+        if special is not None:
+            amax[0, 3] = special
+        scratch = torch.zeros(4, groups)
+        if recipe.delayed:
+            ua, ub = a.scale[:2].clone(), b.scale[:2].clone()
+        else:
+            ua = a.current_scale("input", amax[0], out=scratch[3])
+            assert ua is scratch[3] or ua.data_ptr() == scratch[3].data_ptr()
+            ub = b.current_scale("input", amax[0])
+            torch.testing.assert_close(ua, ub, rtol=0, atol=0)
+            ua, ub = torch.stack((ua, a.scale[1])), torch.stack((ub, b.scale[1]))
+        got = a.record("input", amax, ua, active, active_rows=1, out=scratch[:2])
+        want = b.record("input", amax, ub, active, active_rows=1)
+        assert got.data_ptr() == scratch.data_ptr()
+        torch.testing.assert_close(scratch[:2], want, equal_nan=True, rtol=0, atol=0)
+    for name in ("scale", "amax_history", "found_inf"):
+        torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=["current", "delayed"])
+def test_second_backward_of_a_retained_graph(recipe):
+    """A retained graph's second backward runs (the backward's dequantization scales go into a row of
+    the block of scales the forward saved, without moving its version counter) and, under current
+    scaling (each backward measures its own scales), gives the first backward's gradients again."""
+    torch.manual_seed(14)
+    layer = nt.GroupedLinear(4, 64, 32, fp8=recipe)
+    x = torch.randn(64, 64, requires_grad=True)
+    y = layer(x, [16, 16, 0, 32])
+    g = torch.randn_like(y)
+    y.backward(g, retain_graph=True)
+    first = (x.grad.clone(), layer.weight.grad.clone(), layer.bias.grad.clone())
+    y.backward(g)
+    if not recipe.delayed:  # (delayed: the second pass quantizes with the scales the first one updated)
+        for got, want in zip((x.grad, layer.weight.grad, layer.bias.grad), first):
+            torch.testing.assert_close(got, 2 * want, rtol=1e-6, atol=1e-6)
+
+
 def test_fp8_autocast_leaves_a_grouped_layer_in_its_dtype():
     """fp8_autocast does not switch a GroupedLinear to FP8: inside it a layer without a recipe
     computes in its own dtype (no scaling state made)."""

@@ -103,8 +103,8 @@ def test_current_scaling_second_pass_measures_into_the_first_pass_amaxes(host, m
     passes = []
     real = K.quantize_groups
 
-    def seen(x, bounds, groups, dtype, scale, colsum=False, amax_out=None):
-        made = real(x, bounds, groups, dtype, scale, colsum, amax_out)
+    def seen(x, bounds, groups, dtype, scale, colsum=False, amax_out=None, *more):
+        made = real(x, bounds, groups, dtype, scale, colsum, amax_out, *more)
         passes.append((amax_out, made.amax))
         return made
 
@@ -306,8 +306,8 @@ def test_gpu_state_kernels_equal_the_torch_update(recipe, monkeypatch):
         used_k = kernel.current_scale("input", amax[0]) if not recipe.delayed else kernel.scale[0].clone()
         got = kernel.record("input", amax, torch.stack((used_k, kernel.scale[1])), active, active_rows=1)
         with monkeypatch.context() as m:
-            m.setattr(_fp8_cast, "grouped_record", lambda *a: None)
-            m.setattr(_fp8_cast, "grouped_scale", lambda *a: None)
+            m.setattr(_fp8_cast, "grouped_record", lambda *a, **k: None)
+            m.setattr(_fp8_cast, "grouped_scale", lambda *a, **k: None)
             used_t = twin.current_scale("input", amax[0]) if not recipe.delayed else twin.scale[0].clone()
             want = twin.record("input", amax, torch.stack((used_t, twin.scale[1])), active, active_rows=1)
         assert torch.equal(used_k, used_t)
