@@ -78,6 +78,8 @@ __all__ = [
     "quantize_pair",
     "torch_cast_transpose",
     "transpose",
+    "vector_cast_applies",
+    "vector_grid",
     "wgrad_dtype",
 ]
 
@@ -99,6 +101,14 @@ VECTOR_AMAX = os.environ.get("NVMATH_FP8_VECTOR_AMAX", "1").strip().lower() not 
 reduction ``nvmath_amax`` (16-byte loads, no tiles: the pass writes nothing) instead of the
 cast-transpose kernel with null outputs; the same amax bits. ``NVMATH_FP8_VECTOR_AMAX=0`` in the
 environment at import: the cast-transpose kernel's amax-only pass (to compare them)."""
+VECTOR_CAST = os.environ.get("NVMATH_FP8_VECTOR_CAST", "1").strip().lower() not in ("0", "false", "off", "no")
+"""Whether the plain cast-transpose (no DGELU, the grouped one too) runs the vectorized kernels
+(``nvmath_cast_transpose_vec``: 16-byte loads, 64 x 256 tiles, 16-byte transposed stores;
+:mod:`._fp8_cast_vector_source`) where they apply (:func:`vector_cast_applies`): the same bytes, amax
+and partial sums bit for bit. ``NVMATH_FP8_VECTOR_CAST=0`` in the environment at import: the 64 x 64
+kernels everywhere (to compare them)."""
+VEC_COLS = 256
+"""Columns of a tile of the vectorized cast-transpose (32 threads x 8)."""
 AMAX_UNROLL = 4
 """16-byte vectors of ``x`` (and of the aux) each thread of the amax reduction loads before reducing."""
 AMAX_BLOCKS = 1024
@@ -127,6 +137,13 @@ _NAMES.update({
     for wide, ctype in _WIDE.items()
     for fp8, e5m2 in _E5M2.items()
 })
+_NAMES.update({
+    (kind, wide, fp8): f"nvmath_cast_transpose{suffix}_vec<{ctype}, {e5m2}>"
+    for kind, suffix in (("vector", ""), ("grouped_vector", "_grouped"))
+    for wide, ctype in _WIDE.items()
+    for fp8, e5m2 in _E5M2.items()
+})
+_NAMES.update({("grouped_amax", wide): f"nvmath_amax_grouped<{ctype}>" for wide, ctype in _WIDE.items()})
 _NAMES["transpose"] = "nvmath_fp8_transpose"
 _NAMES["grouped_record"] = "nvmath_grouped_record"
 _NAMES["grouped_scale"] = "nvmath_grouped_scale"
@@ -282,13 +299,29 @@ def cast_transpose(
         scale = scale.reshape(1).to(torch.float32).contiguous()
     if colsum:
         partial = torch.empty((grid(rows, cols)[1], cols), dtype=torch.float32, device=x.device)
-    key = (x.dtype, dtype, None if aux is None else aux.dtype)
     args = (_ptr(x), _ptr(aux), _ptr(q), _ptr(qt), _ptr(scale), _ptr(amax), _ptr(partial),
             np.int64(rows), np.int64(cols))  # fmt: skip
-    if not _launch(x, key, *args):
+    if aux is None and vector_cast_applies(x):
+        done = launch_grid(x.device, ("vector", x.dtype, dtype), (*vector_grid(rows, cols), 1), args)
+    else:
+        done = _launch(x, (x.dtype, dtype, None if aux is None else aux.dtype), *args)
+    if not done:
         return torch_cast_transpose(x, scale, dtype, aux=aux, colsum=colsum)
     sums = partial.sum(0) if partial is not None else None
     return CastResult(q, qt, amax[0], sums)
+
+
+def vector_cast_applies(x: torch.Tensor) -> bool:
+    """Whether the plain cast-transpose of ``x`` (already :func:`available`; the grouped one of its
+    row groups too) runs the vectorized kernel: :data:`VECTOR_CAST` on, whole 8-element row vectors
+    (``cols % 8 == 0``) and ``x`` 16-byte aligned (then every row, and every group's first row, is)."""
+    return VECTOR_CAST and x.shape[-1] % 8 == 0 and x.data_ptr() % 16 == 0
+
+
+def vector_grid(rows: int, cols: int) -> tuple[int, int]:
+    """``(gridDim.x, gridDim.y)`` of the vectorized cast-transpose: one block column per
+    :data:`VEC_COLS` columns, the block rows of :func:`grid` (so the partial sums keep its layout)."""
+    return -(-cols // VEC_COLS), grid(rows, cols)[1]
 
 
 def vector_amax_applies(x: torch.Tensor, aux: torch.Tensor | None) -> bool:

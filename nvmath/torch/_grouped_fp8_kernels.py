@@ -10,8 +10,11 @@ grouped cast-transpose kernel (:mod:`._fp8_cast`, :func:`~._fp8_cast.launch_grid
 :func:`grouped_launch`): block ``(bx, by, g)`` does what block ``(bx, by)`` of a launch over group
 ``g``'s rows alone would do (its scale, amax and partial sums at the group's offsets; the row offsets
 a small device table made once per counts, :func:`device_table`): no per-group tensors, launches or
-scale updates, the values of per-group launches bit for bit. Current scaling runs an amax-only pass
-first (the same launch without outputs). Elsewhere (CPU
+scale updates, the values of per-group launches bit for bit; where the rows are whole 8-element
+vectors, 16-byte aligned, the vectorized grouped kernel (``nvmath_cast_transpose_grouped_vec``, 64 x
+256 tiles: the same values). Current scaling runs an amax-only pass first: one launch of the grouped
+amax reduction (``nvmath_amax_grouped``, each group's contiguous rows read as 16-byte vectors; else
+the cast-transpose launch without outputs). Elsewhere (CPU
 tensors, the kernels not in use) torch's operations compute the same values group by group
 (:func:`~._fp8.quantize`, the arithmetic of an FP8 ``Linear`` on those tensors).
 
@@ -46,6 +49,7 @@ __all__ = [
     "active_groups",
     "bounds_of",
     "device_table",
+    "grouped_amax_applies",
     "grouped_launch",
     "grouped_backward",
     "grouped_forward",
@@ -157,6 +161,12 @@ def _kernel_run(
     table = device_table("row offsets", offsets, torch.int64, x, counts)
     if amax is None:
         amax = torch.zeros(groups, dtype=torch.float32, device=dev)
+    if scale is None and not colsum and grouped_amax_applies(x):  # (current scaling's first pass)
+        shape = (_fp8_cast.amax_blocks(max(counts) * cols, x.element_size()), groups, 1)
+        args = (np.uintp(x.data_ptr()), np.uintp(amax.data_ptr()), np.uintp(table.data_ptr()), np.int64(cols))
+        if not _fp8_cast.launch_grid(dev, ("grouped_amax", x.dtype), shape, args):
+            return None
+        return Quantized(None, None, amax, None)
     q = qt = partial = None
     if scale is not None:
         q = torch.empty((rows, cols), dtype=dtype, device=dev)
@@ -164,9 +174,20 @@ def _kernel_run(
     if colsum:
         partial = torch.zeros((groups, blocks, cols), dtype=torch.float32, device=dev)
     args = launch_args(x, q, qt, scale, amax, partial, table, cols, blocks)
-    if not _fp8_cast.launch_grid(dev, ("grouped", x.dtype, dtype), shape, args):
+    key = ("grouped", x.dtype, dtype)
+    if _fp8_cast.vector_cast_applies(x):  # (the same argument vector; a quarter of the block columns)
+        key, shape = ("grouped_vector", x.dtype, dtype), (-(-cols // _fp8_cast.VEC_COLS), *shape[1:])
+    if not _fp8_cast.launch_grid(dev, key, shape, args):
         return None
     return Quantized(q, qt, amax, partial.sum(1) if colsum else None)
+
+
+def grouped_amax_applies(x: torch.Tensor) -> bool:
+    """Whether the amax-only pass over ``x``'s row groups runs the grouped reduction
+    ``nvmath_amax_grouped`` (16-byte vectors of each group's contiguous rows) instead of the grouped
+    cast-transpose without outputs: :data:`~._fp8_cast.VECTOR_AMAX` on, ``x`` 16-byte aligned and
+    rows of whole 16-byte vectors (then every group's first row is aligned too)."""
+    return _fp8_cast.VECTOR_AMAX and x.data_ptr() % 16 == 0 and x.shape[1] % (16 // x.element_size()) == 0
 
 
 def _torch_run(
