@@ -32,7 +32,11 @@ of 32 x 8 threads reads a tile two columns per thread (one 4- or 8-byte load), w
 registers and ``q.T`` from the shared tile, two bytes per thread; in the plain pass the loads of the
 block's next tile are issued before this tile's transposed stores and barriers
 (:data:`~._fp8_cast_source.PREFETCH`), so that a block keeps reads in flight while it writes. A
-block walks ``tile_rows / gridDim.y`` tiles of one column strip (:func:`grid`), so the amax is one
+block walks ``tile_rows / gridDim.y`` tiles of one column strip (:func:`grid`). The plain pass of
+rows of whole 16-byte aligned 8-element vectors (:func:`vector_cast_applies`, the grouped one too)
+runs the vectorized kernels instead (:mod:`._fp8_cast_vector_source`: 16-byte loads, 64 x 256 tiles,
+the transposed tile written in 16-byte stores; :func:`vector_grid`): a block does four column strips'
+work in the same row order, so every value below is the same bit for bit. The amax is one
 ``atomicMax`` per block (on the float bits of ``|v|``: they order as the values; a NaN wins) and the
 column sums are one float32 row per block row (``partial``, (gridDim.y, C)), summed by torch
 afterwards: deterministic for a shape. The conversion is ``cvt.rn.satfinite`` (round to nearest

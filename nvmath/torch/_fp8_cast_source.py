@@ -404,4 +404,5 @@ extern "C" __global__ void __launch_bounds__(256) nvmath_fp8_transpose(
     __syncthreads();
   }
 }
-""" + VECTOR_SOURCE
+"""
+SOURCE += VECTOR_SOURCE  # (the vectorized kernels, after the helpers they use)

@@ -50,9 +50,9 @@ __all__ = [
     "bounds_of",
     "device_table",
     "grouped_amax_applies",
-    "grouped_launch",
     "grouped_backward",
     "grouped_forward",
+    "grouped_launch",
     "quantize_groups",
     "quantize_role",
     "signature",
@@ -141,9 +141,11 @@ def launch_args(
 
 @functools.lru_cache(maxsize=256)
 def _launch_plan(bounds: tuple, groups: int, cols: int) -> tuple:
-    """:func:`grouped_launch` of ``bounds`` (a tuple) and the groups' row counts, made once per counts."""
+    """:func:`grouped_launch` of ``bounds`` (a tuple), the groups' row counts and whether all are even
+    (the cast-transposes' transposed stores take 2-byte aligned rows), made once per counts."""
     offsets, shape, blocks = grouped_launch(list(bounds), groups, cols)
-    return tuple(offsets), shape, blocks, [e - s for s, e in zip(offsets, offsets[1:])]
+    counts = [e - s for s, e in zip(offsets, offsets[1:])]
+    return tuple(offsets), shape, blocks, counts, all(c % 2 == 0 for c in counts)
 
 
 def _kernel_run(
@@ -152,12 +154,12 @@ def _kernel_run(
 ) -> Quantized | None:  # fmt: skip
     """The GPU pass: one grouped cast-transpose launch over all groups (``scale`` None: amax only; the
     amaxes into ``amax`` (G,) zeros where given); ``None`` when the kernels do not run here (nothing was
-    written)."""
+    written): a group of an odd number of rows takes the torch path, but for the amax reduction."""
     rows, cols = x.shape
     dev = x.device
     if groups > _fp8_cast.MAX_GRID_Y:
         return None
-    offsets, shape, blocks, counts = _launch_plan(tuple(bounds), groups, cols)  # (a tuple: itself)
+    offsets, shape, blocks, counts, even = _launch_plan(tuple(bounds), groups, cols)  # (a tuple: itself)
     table = device_table("row offsets", offsets, torch.int64, x, counts)
     if amax is None:
         amax = torch.zeros(groups, dtype=torch.float32, device=dev)
@@ -167,6 +169,8 @@ def _kernel_run(
         if not _fp8_cast.launch_grid(dev, ("grouped_amax", x.dtype), shape, args):
             return None
         return Quantized(None, None, amax, None)
+    if not even:
+        return None
     q = qt = partial = None
     if scale is not None:
         q = torch.empty((rows, cols), dtype=dtype, device=dev)

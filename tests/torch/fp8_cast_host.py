@@ -349,13 +349,17 @@ class HostKernels:
         )
         for grouped in (lib.host_cast_grouped, lib.host_cast_grouped_vec):
             grouped.restype = ctypes.c_int
-            grouped.argtypes = [ctypes.c_int] * 2 + [ctypes.c_void_p] * 7 + [ctypes.c_longlong] * 3 + [ctypes.c_uint] * 3
+            grouped.argtypes = (
+                [ctypes.c_int] * 2 + [ctypes.c_void_p] * 7 + [ctypes.c_longlong] * 3 + [ctypes.c_uint] * 3
+            )
         lib.host_cast_vec.restype = ctypes.c_int
         lib.host_cast_vec.argtypes = (
             [ctypes.c_int] * 2 + [ctypes.c_void_p] * 6 + [ctypes.c_longlong] * 2 + [ctypes.c_uint] * 2
         )
         lib.host_amax_grouped.restype = ctypes.c_int
-        lib.host_amax_grouped.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_longlong] + [ctypes.c_uint] * 2
+        lib.host_amax_grouped.argtypes = (
+            [ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_longlong] + [ctypes.c_uint] * 2
+        )
 
     def cast(self, x: np.ndarray, wide: str, scale: float | None, e5m2: bool, aux: np.ndarray | None = None,
              aux_wide: str | None = None, colsum: bool = True, gy: int | None = None) -> dict:  # fmt: skip

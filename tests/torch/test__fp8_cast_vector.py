@@ -15,6 +15,7 @@ the 64 x 64 kernels.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 
 import numpy as np
@@ -114,7 +115,7 @@ def test_vector_cast_equals_the_tiled_kernel_on_host_threads(host, rows, cols, g
 def _grouped(host, fn, x, counts, scale, e5m2, colsum, vec):
     """Run the grouped cast-transpose (``vec``: the vectorized one) over x's groups on host threads."""
     bounds = K.bounds_of(counts)
-    groups, (rows, cols) = len(counts), x.shape
+    groups, cols = len(counts), x.shape[1]
     offsets, shape, prow = K.grouped_launch(bounds, groups, cols)
     if vec:
         shape = (C.vector_grid(1, cols)[0], *shape[1:])
@@ -144,7 +145,8 @@ def test_grouped_vector_cast_equals_the_grouped_kernel_on_host_threads(host, wid
     old = _grouped(host, lib.host_cast_grouped, x, counts, scale, False, True, False)
     vec = _grouped(host, lib.host_cast_grouped_vec, x, counts, scale, False, True, True)
     for a, b in zip(old, vec):
-        assert (a is None) == (b is None) and (a is None or torch.equal(a.view(torch.uint8), b.view(torch.uint8)))
+        assert (a is None) == (b is None)
+        assert a is None or torch.equal(a.view(torch.uint8), b.view(torch.uint8))
     q, qt, amax, partial = vec
     for g, s, e in K.bounds_of(counts):
         assert amax[g] == x[s:e].float().abs().max()
@@ -172,7 +174,7 @@ def test_grouped_amax_is_each_groups_max_on_host_threads(host, wide, blocks):
     table = torch.tensor(offsets, dtype=torch.int64)
     args = (VARIANT[wide], x.data_ptr(), amax.data_ptr(), table.data_ptr(), cols, blocks, len(counts))
     assert host.lib.host_amax_grouped(*args) == 0
-    want = [x[s:e].double().abs().max().item() if e > s else 0.0 for s, e in zip(offsets, offsets[1:])]
+    want = [x[s:e].double().abs().max().item() if e > s else 0.0 for s, e in itertools.pairwise(offsets)]
     assert amax[:5].tolist() == want[:5] and amax[3] == 4096.0 and amax[4] == float("inf")
     assert torch.isnan(amax[5])
 
@@ -185,7 +187,8 @@ def recorder(monkeypatch):
     from nvmath._internal import devices, streams
 
     calls = []
-    monkeypatch.setattr(core, "launch", lambda stream, config, kernel, *args: calls.append((config, kernel, args)))
+    record = lambda stream, config, kernel, *args: calls.append((config, kernel, args))
+    monkeypatch.setattr(core, "launch", record)
     monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
     monkeypatch.setattr(streams, "current_stream", lambda device_id, package: type("H", (), {"core": "s"})())
     monkeypatch.setattr(C, "_kernels", lambda device_id: {k: k for k in C._NAMES})
@@ -255,6 +258,24 @@ def test_grouped_launches_choose_the_vector_kernels(recorder, monkeypatch):
     assert [kernel for _, kernel, _ in recorder] == [("grouped", BF16, E4)] * 4
 
 
+def test_grouped_cast_of_odd_groups_takes_the_torch_path(recorder, monkeypatch):
+    """A group of an odd number of rows (the total even) launches no cast-transpose (its transposed
+    block is not 2-byte aligned: the GPU's stores would fault) -- quantize_groups computes torch's
+    values -- while the amax-only pass still runs the grouped reduction (any rows)."""
+    counts = [7, 0, 9]
+    x = torch.randn(sum(counts), 64).to(BF16)
+    bounds = K.bounds_of(counts)
+    monkeypatch.setattr(K, "device_table", lambda what, values, dtype, like, counts: torch.tensor(values))
+    assert K._kernel_run(x, bounds, 3, E4, torch.ones(3), False) is None
+    assert K._kernel_run(x, bounds, 3, E4, None, True) is None
+    assert recorder == []
+    got = K.quantize_groups(x, bounds, 3, E4, torch.tensor([2.0, 1.0, 4.0]))  # (the torch path)
+    assert recorder == []
+    assert torch.equal(got.q[7:].view(torch.uint8), quantize(x[7:], torch.tensor(4.0), E4).view(torch.uint8))
+    made = K._kernel_run(x, bounds, 3, E4, None, False, torch.zeros(3))
+    assert made is not None and recorder[0][1] == ("grouped_amax", BF16)
+
+
 @pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), ("0", False), ("off", False)])
 def test_vector_cast_environment_switch(value, on):
     """NVMATH_FP8_VECTOR_CAST: unset or 1 -> the vectorized cast-transposes; 0 / off -> the 64 x 64 ones."""
@@ -298,7 +319,8 @@ def test_gpu_vector_cast_equals_torch_and_the_tiled_kernel(wide, dtype, rows, co
     torch.cuda.synchronize()
     assert not C.broken()
     want = quantize(x, s, dtype).view(torch.uint8)
-    assert torch.equal(r.q.view(torch.uint8), want) and torch.equal(r.qt.view(torch.uint8), want.T.contiguous())
+    assert torch.equal(r.q.view(torch.uint8), want)
+    assert torch.equal(r.qt.view(torch.uint8), want.T.contiguous())
     assert torch.equal(r.q.view(torch.uint8), t.q.view(torch.uint8))
     assert torch.equal(r.qt.view(torch.uint8), t.qt.view(torch.uint8))
     assert float(r.amax) == float(x.float().abs().max()) and torch.equal(r.amax, t.amax)
@@ -310,7 +332,7 @@ def test_gpu_vector_cast_equals_torch_and_the_tiled_kernel(wide, dtype, rows, co
 @pytest.mark.gpu
 @pytest.mark.parametrize("wide", [BF16, F16, F32], ids=["bf16", "fp16", "fp32"])
 @pytest.mark.parametrize("dtype", [E4, E5], ids=["e4m3", "e5m2"])
-@pytest.mark.parametrize("counts", [[4096, 0, 512, 1040, 16, 1234], [7, 0, 0], [640] * 7],
+@pytest.mark.parametrize("counts", [[4096, 0, 512, 1040, 16, 1234], [6, 0, 0], [640] * 7],
                          ids=["uneven", "tiny", "seven"])  # fmt: skip
 def test_gpu_grouped_vector_kernels_equal_torch(wide, dtype, counts, monkeypatch):
     """On the GPU the vectorized grouped cast-transpose writes, per group, torch's quantize with the
@@ -333,7 +355,8 @@ def test_gpu_grouped_vector_kernels_equal_torch(wide, dtype, counts, monkeypatch
     assert got is not None and first is not None and not C.broken()
     assert torch.equal(got.q.view(torch.uint8), old.q.view(torch.uint8))
     assert torch.equal(got.qt.view(torch.uint8), old.qt.view(torch.uint8))
-    assert torch.equal(got.amax, old.amax) and torch.equal(first.amax, got.amax) and torch.equal(old_first.amax, got.amax)
+    assert torch.equal(got.amax, old.amax) and torch.equal(first.amax, got.amax)
+    assert torch.equal(old_first.amax, got.amax)
     assert torch.equal(got.colsum, old.colsum)
     for g, s, e in bounds:
         want = quantize(x[s:e], scale[g], dtype).view(torch.uint8)

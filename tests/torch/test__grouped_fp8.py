@@ -406,7 +406,8 @@ def host_launches(host, calls):
         calls.append(shape)
         if key[0] == "grouped_amax":  # (current scaling's first pass: the grouped reduction)
             x, amax, offsets, cols = (int(a) for a in args)
-            assert shape[2] == 1 and host.lib.host_amax_grouped(variant[key[1]], x, amax, offsets, cols, *shape[:2]) == 0
+            assert shape[2] == 1
+            assert host.lib.host_amax_grouped(variant[key[1]], x, amax, offsets, cols, *shape[:2]) == 0
             return True
         kind, wide, fp8_dtype = key
         assert kind in ("grouped", "grouped_vector")
