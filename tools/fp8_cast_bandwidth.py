@@ -7,10 +7,10 @@ amax-only (current scaling's first pass: the tiled kernel without outputs, the p
 ``nvmath_amax``, the grouped reduction ``nvmath_amax_grouped``). Shapes: the MoE step of
 ``tools/grouped_fp8_profile.py`` -- x 16384 x 4096 and g 16384 x 2048 bf16 in the 8 uneven groups,
 the weight 8 x 2048 x 4096 as 8 groups of 2048 rows -- and an FP8 Linear's 8192 x 4096.
-Bytes counted: x read once, plus q and q.T written (1 byte each) for a quantizing pass. Time: CUDA
-events over a loop of back-to-back calls after a warm-up (the GPU kept busy a second first, so its
-clocks are up; the median of several loops); the calls' small allocations (the amax's zeros) and the
-column sums' final torch sum are inside it.
+Bytes counted: x read once, plus q and q.T written (1 byte each) for a quantizing pass. Time: the
+GPU time of the ``nvmath_`` kernels per call, by torch's profiler over a loop of calls after a warm-up
+(the GPU kept busy a second first, so its clocks are up; the median of several loops): the kernels
+alone, not the host's Python between them nor the amax's zeros and the sums' final torch sum.
 
 Usage (on the GPU machine, from the repository root)::
 
@@ -33,19 +33,28 @@ E4, E5 = torch.float8_e4m3fn, torch.float8_e5m2
 
 
 def _time_ms(fn, reps: int, loops: int) -> float:
+    """Milliseconds of GPU time per call of ``fn`` in the ``nvmath_`` kernels (torch's profiler: the
+    kernels alone, whatever the host costs between them; the median of ``loops`` loops)."""
+    from torch.profiler import ProfilerActivity, profile
+
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(loops):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(reps):
-            fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) / reps)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                fn()
+            torch.cuda.synchronize()
+        us = sum(_device_us(e) for e in prof.key_averages() if "nvmath_" in e.key)
+        times.append(us / reps / 1e3)
     return statistics.median(times)
+
+
+def _device_us(event) -> float:
+    """An averaged profiler event's total GPU microseconds (the attribute's name differs by torch)."""
+    total = getattr(event, "device_time_total", None)
+    return float(event.cuda_time_total if total is None else total)
 
 
 def _switch(on: bool) -> None:

@@ -246,7 +246,8 @@ def test_grouped_launches_choose_the_vector_kernels(recorder, monkeypatch):
     got = K._kernel_run(x, bounds, 4, E4, None, False, out)
     ((config, kernel, args),) = recorder
     assert kernel == ("grouped_amax", BF16) and C._NAMES[kernel] == "nvmath_amax_grouped<nvmath_bf16>"
-    assert tuple(config.grid) == (C.amax_blocks(128 * 512, 2), 4, 1) and got.amax is out and got.q is None
+    assert tuple(config.grid) == (K.grouped_amax_blocks(128 * 512, 2, 4), 4, 1) and got.amax is out
+    assert got.q is None
     assert int(args[0]) == x.data_ptr() and int(args[1]) == out.data_ptr() and int(args[3]) == 512
     recorder.clear()
     K._kernel_run(torch.ones(sum(counts), 66, dtype=BF16), bounds, 4, E4, None, False)
@@ -274,6 +275,15 @@ def test_grouped_cast_of_odd_groups_takes_the_torch_path(recorder, monkeypatch):
     assert torch.equal(got.q[7:].view(torch.uint8), quantize(x[7:], torch.tensor(4.0), E4).view(torch.uint8))
     made = K._kernel_run(x, bounds, 3, E4, None, False, torch.zeros(3))
     assert made is not None and recorder[0][1] == ("grouped_amax", BF16)
+
+
+@pytest.mark.parametrize(
+    ("numel", "groups", "blocks"),
+    [(8, 1, 1), (4096 * 4096, 8, 256), (4096 * 4096, 1, C.AMAX_BLOCKS), (512 * 64, 8, 4), (10**9, 5000, 1)],
+)
+def test_grouped_amax_blocks(numel, groups, blocks):
+    """Blocks per group: amax_blocks of the largest group, at most 2 * AMAX_BLOCKS / groups, at least 1."""
+    assert K.grouped_amax_blocks(numel, 2, groups) == blocks
 
 
 @pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), ("0", False), ("off", False)])
