@@ -306,7 +306,7 @@ def cast_transpose(
     args = (_ptr(x), _ptr(aux), _ptr(q), _ptr(qt), _ptr(scale), _ptr(amax), _ptr(partial),
             np.int64(rows), np.int64(cols))  # fmt: skip
     if aux is None and vector_cast_applies(x):
-        done = launch_grid(x.device, ("vector", x.dtype, dtype), (*vector_grid(rows, cols), 1), args)
+        done = launch_grid(x.device, ("vector", x.dtype, dtype), (*vector_grid(rows, cols, colsum), 1), args)
     else:
         done = _launch(x, (x.dtype, dtype, None if aux is None else aux.dtype), *args)
     if not done:
@@ -322,10 +322,14 @@ def vector_cast_applies(x: torch.Tensor) -> bool:
     return VECTOR_CAST and x.shape[-1] % 8 == 0 and x.data_ptr() % 16 == 0
 
 
-def vector_grid(rows: int, cols: int) -> tuple[int, int]:
+def vector_grid(rows: int, cols: int, sums: bool = True) -> tuple[int, int]:
     """``(gridDim.x, gridDim.y)`` of the vectorized cast-transpose: one block column per
-    :data:`VEC_COLS` columns, the block rows of :func:`grid` (so the partial sums keep its layout)."""
-    return -(-cols // VEC_COLS), grid(rows, cols)[1]
+    :data:`VEC_COLS` columns; with the column ``sums`` the block rows of :func:`grid` (the partial
+    sums keep its layout and order), else one per 64-row tile (at most :data:`MAX_GRID_Y`): a
+    quarter of grid()'s blocks doing four tiles each would leave a partial last wave at three
+    resident blocks per SM."""
+    gy = grid(rows, cols)[1] if sums else max(1, min(-(-rows // TILE), MAX_GRID_Y))
+    return -(-cols // VEC_COLS), gy
 
 
 def vector_amax_applies(x: torch.Tensor, aux: torch.Tensor | None) -> bool:

@@ -392,7 +392,7 @@ class HostKernels:
         """:meth:`cast` (no aux) by the vectorized kernel ``nvmath_cast_transpose_vec`` on its grid
         (:func:`~nvmath.torch._fp8_cast.vector_grid`; ``gy``: other block rows); the same results."""
         rows, cols = x.shape
-        gx, gy0 = C.vector_grid(rows, cols)
+        gx, gy0 = C.vector_grid(rows, cols, colsum)
         gy = gy0 if gy is None else gy
         x = np.ascontiguousarray(x)
         q = np.zeros((rows, cols), np.uint8) if scale is not None else None

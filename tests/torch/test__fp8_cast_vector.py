@@ -94,7 +94,8 @@ def test_vector_cast_equals_the_tiled_kernel_on_host_threads(host, rows, cols, g
     bit for bit (q torch's saturating quantize, q.T its transpose, the sums the order of
     emulate_partials); partial tiles, rows not a multiple of 16 (narrow transposed stores), columns not
     a multiple of 256, blocks walking several tiles (gy), values past the FP8 range (saturated); the
-    amax-only pass with sums writes the same amax and sums."""
+    amax-only pass with sums writes the same amax and sums; without sums (one block row per tile) the
+    same bytes and amax."""
     torch.manual_seed(rows * cols + int(fp8_dtype == E5))
     x = (torch.randn(rows, cols) * 200).to(wide)
     x.view(-1)[rows * cols // 3] = 1e5 if wide != F16 else 6e4
@@ -110,6 +111,10 @@ def test_vector_cast_equals_the_tiled_kernel_on_host_threads(host, rows, cols, g
     only = host.cast_vec(_bits(x), WIDE[wide], None, fp8_dtype == E5, gy=gy)
     assert only["q"] is None and only["amax"] == vec["amax"]
     assert np.array_equal(only["partial"].view(np.uint32), vec["partial"].view(np.uint32))
+    if gy is None:  # (without sums: vector_grid's one block row per tile)
+        alone = host.cast_vec(_bits(x), WIDE[wide], 1.5, fp8_dtype == E5, colsum=False)
+        assert np.array_equal(alone["q"], want) and np.array_equal(alone["qt"], want.T)
+        assert alone["amax"] == vec["amax"] and alone["partial"] is None
 
 
 def _grouped(host, fn, x, counts, scale, e5m2, colsum, vec):
@@ -216,16 +221,22 @@ def test_cast_transpose_launches_the_vector_kernel_where_it_applies(recorder, mo
         C.cast_transpose(other, torch.tensor(2.0), E4, aux=aux)
         assert recorder[0][1] == (BF16, E4, None if aux is None else BF16), (other.shape, aux is None)
     recorder.clear()
+    C.cast_transpose(x, torch.tensor(2.0), E4)  # (no sums: one block row per tile)
+    assert tuple(recorder[0][0].grid) == (2, 5, 1) and recorder[0][1] == ("vector", BF16, E4)
+    recorder.clear()
     monkeypatch.setattr(C, "VECTOR_CAST", False)
     C.cast_transpose(x, torch.tensor(2.0), E4)
     assert recorder[0][1] == (BF16, E4, None)
 
 
 def test_vector_grid():
-    """One block column per 256 columns, the block rows of grid() (the partial sums' rows)."""
+    """One block column per 256 columns; with sums the block rows of grid() (the partial sums' rows),
+    without them one per 64-row tile, at most MAX_GRID_Y."""
     assert C.vector_grid(16384, 4096) == (16, C.grid(16384, 4096)[1]) == (16, 32)
-    assert C.vector_grid(130, 264) == (2, C.grid(130, 264)[1])
-    assert C.vector_grid(2, 8) == (1, 1)
+    assert C.vector_grid(16384, 4096, sums=False) == (16, 256)
+    assert C.vector_grid(130, 264) == (2, C.grid(130, 264)[1]) and C.vector_grid(130, 264, False) == (2, 3)
+    assert C.vector_grid(2, 8) == (1, 1) == C.vector_grid(2, 8, False)
+    assert C.vector_grid(10**8, 8, False) == (1, C.MAX_GRID_Y)
 
 
 def test_grouped_launches_choose_the_vector_kernels(recorder, monkeypatch):
