@@ -7,11 +7,13 @@ whose helpers they use).
   is written from registers, 8 bytes a row; the FP8 tile goes through shared memory as 32-bit words
   (swizzled: no bank conflicts), each thread reads a 16 x 4 block of it, transposes 4 x 4 bytes with
   ``prmt`` and writes ``q.T`` in 16-byte stores (4 threads of a warp: 64 contiguous bytes of a row).
-  The next tile's loads are issued before the transposed stores. A block row walks the 64-row tiles of
-  the plain kernel's block row (the grid rows of :func:`~._fp8_cast.grid`, which counts 64-column
-  strips), and thread ``(tx, ty)`` adds the rows ``ty + 8 k`` in the same order as the plain kernel's
-  thread ``ty`` does: the same FP8 bytes, amax and partial column sums, bit for bit, with a quarter
-  of the blocks. Needs ``cols % 8 == 0`` and 16-byte aligned rows (the launch chooses it).
+  The next tile's loads are issued before the transposed stores. With column sums a block row walks
+  the 64-row tiles of the plain kernel's block row (the grid rows of :func:`~._fp8_cast.grid`, which
+  counts 64-column strips), and thread ``(tx, ty)`` adds the rows ``ty + 8 k`` in the same order as
+  the plain kernel's thread ``ty`` does: the same FP8 bytes, amax and partial column sums, bit for
+  bit, with a quarter of the blocks (without sums the plain launch may take one block row per tile:
+  :func:`~._fp8_cast.vector_grid`). Needs ``cols % 8 == 0`` and 16-byte aligned rows (the launch
+  chooses it); 80 registers, 24.6 KB of shared memory, three blocks per SM for 2-byte inputs.
 * ``nvmath_amax_grouped`` -- the amax-only pass over row groups (current scaling's first pass of the
   grouped layers): group ``g``'s rows are one contiguous range, reduced as the plain ``nvmath_amax``
   reduces a tensor (16-byte loads, grid-stride, four vectors in flight), block ``(bx, g)``, one
