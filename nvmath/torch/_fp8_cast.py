@@ -36,7 +36,11 @@ of 32 x 8 threads reads a tile two columns per thread (one 4- or 8-byte load), w
 registers and ``q.T`` from the shared tile, two bytes per thread; in the plain pass the loads of the
 block's next tile are issued before this tile's transposed stores and barriers
 (:data:`~._fp8_cast_source.PREFETCH`), so that a block keeps reads in flight while it writes. A
-block walks ``tile_rows / gridDim.y`` tiles of one column strip (:func:`grid`), so the amax is one
+block walks ``tile_rows / gridDim.y`` tiles of one column strip (:func:`grid`). The plain pass of
+rows of whole 16-byte aligned 8-element vectors (:func:`vector_cast_applies`, the grouped one too)
+runs the vectorized kernels instead (:mod:`._fp8_cast_vector_source`: 16-byte loads, 64 x 256 tiles,
+the transposed tile written in 16-byte stores; :func:`vector_grid`): a block does four column strips'
+work in the same row order, so every value below is the same bit for bit. The amax is one
 ``atomicMax`` per block (on the float bits of ``|v|``: they order as the values; a NaN wins) and the
 column sums are one float32 row per block row (``partial``, (gridDim.y, C)), summed by torch
 afterwards: deterministic for a shape. The conversion is ``cvt.rn.satfinite`` (round to nearest
@@ -82,6 +86,8 @@ __all__ = [
     "quantize_pair",
     "torch_cast_transpose",
     "transpose",
+    "vector_cast_applies",
+    "vector_grid",
     "wgrad_dtype",
 ]
 
@@ -103,6 +109,14 @@ VECTOR_AMAX = os.environ.get("NVMATH_FP8_VECTOR_AMAX", "1").strip().lower() not 
 reduction ``nvmath_amax`` (16-byte loads, no tiles: the pass writes nothing) instead of the
 cast-transpose kernel with null outputs; the same amax bits. ``NVMATH_FP8_VECTOR_AMAX=0`` in the
 environment at import: the cast-transpose kernel's amax-only pass (to compare them)."""
+VECTOR_CAST = os.environ.get("NVMATH_FP8_VECTOR_CAST", "1").strip().lower() not in ("0", "false", "off", "no")
+"""Whether the plain cast-transpose (no DGELU, the grouped one too) runs the vectorized kernels
+(``nvmath_cast_transpose_vec``: 16-byte loads, 64 x 256 tiles, 16-byte transposed stores;
+:mod:`._fp8_cast_vector_source`) where they apply (:func:`vector_cast_applies`): the same bytes, amax
+and partial sums bit for bit. ``NVMATH_FP8_VECTOR_CAST=0`` in the environment at import: the 64 x 64
+kernels everywhere (to compare them)."""
+VEC_COLS = 256
+"""Columns of a tile of the vectorized cast-transpose (32 threads x 8)."""
 AMAX_UNROLL = 4
 """16-byte vectors of ``x`` (and of the aux) each thread of the amax reduction loads before reducing."""
 AMAX_BLOCKS = 1024
@@ -131,6 +145,13 @@ _NAMES.update({
     for wide, ctype in _WIDE.items()
     for fp8, e5m2 in _E5M2.items()
 })
+_NAMES.update({
+    (kind, wide, fp8): f"nvmath_cast_transpose{suffix}_vec<{ctype}, {e5m2}>"
+    for kind, suffix in (("vector", ""), ("grouped_vector", "_grouped"))
+    for wide, ctype in _WIDE.items()
+    for fp8, e5m2 in _E5M2.items()
+})
+_NAMES.update({("grouped_amax", wide): f"nvmath_amax_grouped<{ctype}>" for wide, ctype in _WIDE.items()})
 _NAMES["transpose"] = "nvmath_fp8_transpose"
 _NAMES["grouped_record"] = "nvmath_grouped_record"
 _NAMES["grouped_scale"] = "nvmath_grouped_scale"
@@ -328,13 +349,33 @@ def cast_transpose(
         scale = scale.reshape(1).to(torch.float32).contiguous()
     if colsum:
         partial = torch.empty((grid(rows, cols)[1], cols), dtype=torch.float32, device=x.device)
-    key = (x.dtype, dtype, None if aux is None else aux.dtype)
     args = (_ptr(x), _ptr(aux), _ptr(q), _ptr(qt), _ptr(scale), _ptr(amax), _ptr(partial),
             np.int64(rows), np.int64(cols))  # fmt: skip
-    if not _launch(x, key, *args):
+    if aux is None and vector_cast_applies(x):
+        done = launch_grid(x.device, ("vector", x.dtype, dtype), (*vector_grid(rows, cols, colsum), 1), args)
+    else:
+        done = _launch(x, (x.dtype, dtype, None if aux is None else aux.dtype), *args)
+    if not done:
         return torch_cast_transpose(x, scale, dtype, aux=aux, colsum=colsum)
     sums = partial.sum(0) if partial is not None else None
     return CastResult(q, qt, amax[0], sums)
+
+
+def vector_cast_applies(x: torch.Tensor) -> bool:
+    """Whether the plain cast-transpose of ``x`` (already :func:`available`; the grouped one of its
+    row groups too) runs the vectorized kernel: :data:`VECTOR_CAST` on, whole 8-element row vectors
+    (``cols % 8 == 0``) and ``x`` 16-byte aligned (then every row, and every group's first row, is)."""
+    return VECTOR_CAST and x.shape[-1] % 8 == 0 and x.data_ptr() % 16 == 0
+
+
+def vector_grid(rows: int, cols: int, sums: bool = True) -> tuple[int, int]:
+    """``(gridDim.x, gridDim.y)`` of the vectorized cast-transpose: one block column per
+    :data:`VEC_COLS` columns; with the column ``sums`` the block rows of :func:`grid` (the partial
+    sums keep its layout and order), else one per 64-row tile (at most :data:`MAX_GRID_Y`): a
+    quarter of grid()'s blocks doing four tiles each would leave a partial last wave at three
+    resident blocks per SM."""
+    gy = grid(rows, cols)[1] if sums else max(1, min(-(-rows // TILE), MAX_GRID_Y))
+    return -(-cols // VEC_COLS), gy
 
 
 def vector_amax_applies(x: torch.Tensor, aux: torch.Tensor | None) -> bool:

@@ -3,7 +3,8 @@
 After the library's shared FP8 device helpers (:data:`nvmath.linalg.advanced._aux_quantize.FP8_PRELUDE`):
 the cast-transpose (plain and dgelu, every wide / FP8 / aux dtype: a template), the vectorized amax
 reduction (current scaling's first pass), current scaling's one-thread state update and the FP8
-transpose. See :mod:`._fp8_cast` for what each computes and how it is launched.
+transpose; then the vectorized cast-transpose and the grouped amax reduction
+(:mod:`._fp8_cast_vector_source`). See :mod:`._fp8_cast` for what each computes and how it is launched.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 
 from nvmath.linalg.advanced._aux_quantize import FP8_PRELUDE
+from nvmath.torch._fp8_cast_vector_source import VECTOR_SOURCE
 
 __all__ = ["PREFETCH", "SOURCE"]
 
@@ -403,3 +405,4 @@ extern "C" __global__ void __launch_bounds__(256) nvmath_fp8_transpose(
   }
 }
 """
+SOURCE += VECTOR_SOURCE  # (the vectorized kernels, after the helpers they use)

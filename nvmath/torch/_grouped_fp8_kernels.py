@@ -10,8 +10,11 @@ grouped cast-transpose kernel (:mod:`._fp8_cast`, :func:`~._fp8_cast.launch_grid
 :func:`grouped_launch`): block ``(bx, by, g)`` does what block ``(bx, by)`` of a launch over group
 ``g``'s rows alone would do (its scale, amax and partial sums at the group's offsets; the row offsets
 a small device table made once per counts, :func:`device_table`): no per-group tensors, launches or
-scale updates, the values of per-group launches bit for bit. Current scaling runs an amax-only pass
-first (the same launch without outputs). Elsewhere (CPU
+scale updates, the values of per-group launches bit for bit; where the rows are whole 8-element
+vectors, 16-byte aligned, the vectorized grouped kernel (``nvmath_cast_transpose_grouped_vec``, 64 x
+256 tiles: the same values). Current scaling runs an amax-only pass first: one launch of the grouped
+amax reduction (``nvmath_amax_grouped``, each group's contiguous rows read as 16-byte vectors; else
+the cast-transpose launch without outputs). Elsewhere (CPU
 tensors, the kernels not in use) torch's operations compute the same values group by group
 (:func:`~._fp8.quantize`, the arithmetic of an FP8 ``Linear`` on those tensors).
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from typing import Any
 
 import numpy as np
@@ -47,9 +51,11 @@ __all__ = [
     "active_groups",
     "bounds_of",
     "device_table",
-    "grouped_launch",
+    "grouped_amax_applies",
+    "grouped_amax_blocks",
     "grouped_backward",
     "grouped_forward",
+    "grouped_launch",
     "quantize_groups",
     "quantize_role",
     "signature",
@@ -138,9 +144,11 @@ def launch_args(
 
 @functools.lru_cache(maxsize=256)
 def _launch_plan(bounds: tuple, groups: int, cols: int) -> tuple:
-    """:func:`grouped_launch` of ``bounds`` (a tuple) and the groups' row counts, made once per counts."""
+    """:func:`grouped_launch` of ``bounds`` (a tuple), the groups' row counts and whether all are even
+    (the cast-transposes' transposed stores take 2-byte aligned rows), made once per counts."""
     offsets, shape, blocks = grouped_launch(list(bounds), groups, cols)
-    return tuple(offsets), shape, blocks, [e - s for s, e in zip(offsets, offsets[1:])]
+    counts = [e - s for s, e in itertools.pairwise(offsets)]
+    return tuple(offsets), shape, blocks, counts, all(c % 2 == 0 for c in counts)
 
 
 def partial_shape(bounds: Bounds, groups: int, cols: int) -> tuple[int, int, int]:
@@ -157,15 +165,23 @@ def _kernel_run(
     amaxes into ``amax`` (G,) zeros where given; the partial sums into ``partial``, zeros of
     :func:`partial_shape`, where given; ``together``: ``q`` and ``qt`` views of one allocation, for
     copies that live as long as each other); ``None`` when the kernels do not run here (nothing was
-    written)."""
+    written): a group of an odd number of rows takes the torch path, but for the amax reduction."""
     rows, cols = x.shape
     dev = x.device
     if groups > _fp8_cast.MAX_GRID_Y:
         return None
-    offsets, shape, blocks, counts = _launch_plan(tuple(bounds), groups, cols)  # (a tuple: itself)
+    offsets, shape, blocks, counts, even = _launch_plan(tuple(bounds), groups, cols)  # (a tuple: itself)
     table = device_table("row offsets", offsets, torch.int64, x, counts)
     if amax is None:
         amax = torch.zeros(groups, dtype=torch.float32, device=dev)
+    if scale is None and not colsum and grouped_amax_applies(x):  # (current scaling's first pass)
+        shape = (grouped_amax_blocks(max(counts) * cols, x.element_size(), groups), groups, 1)
+        args = (np.uintp(x.data_ptr()), np.uintp(amax.data_ptr()), np.uintp(table.data_ptr()), np.int64(cols))
+        if not _fp8_cast.launch_grid(dev, ("grouped_amax", x.dtype), shape, args):
+            return None
+        return Quantized(None, None, amax, None)
+    if not even:
+        return None
     q = qt = None
     if scale is not None:
         if together:
@@ -178,9 +194,28 @@ def _kernel_run(
     elif partial is None:
         partial = torch.zeros((groups, blocks, cols), dtype=torch.float32, device=dev)
     args = launch_args(x, q, qt, scale, amax, partial, table, cols, blocks)
-    if not _fp8_cast.launch_grid(dev, ("grouped", x.dtype, dtype), shape, args):
+    key = ("grouped", x.dtype, dtype)
+    if _fp8_cast.vector_cast_applies(x):  # (the same argument vector; a quarter of the block columns)
+        key, shape = ("grouped_vector", x.dtype, dtype), (-(-cols // _fp8_cast.VEC_COLS), *shape[1:])
+    if not _fp8_cast.launch_grid(dev, key, shape, args):
         return None
     return Quantized(q, qt, amax, partial.sum(1) if colsum else None)
+
+
+def grouped_amax_applies(x: torch.Tensor) -> bool:
+    """Whether the amax-only pass over ``x``'s row groups runs the grouped reduction
+    ``nvmath_amax_grouped`` (16-byte vectors of each group's contiguous rows) instead of the grouped
+    cast-transpose without outputs: :data:`~._fp8_cast.VECTOR_AMAX` on, ``x`` 16-byte aligned and
+    rows of whole 16-byte vectors (then every group's first row is aligned too)."""
+    return _fp8_cast.VECTOR_AMAX and x.data_ptr() % 16 == 0 and x.shape[1] % (16 // x.element_size()) == 0
+
+
+def grouped_amax_blocks(numel: int, element_size: int, groups: int) -> int:
+    """Blocks per group of the grouped amax reduction: :func:`~._fp8_cast.amax_blocks` of the largest
+    group's ``numel`` elements, at most ``2 * AMAX_BLOCKS / groups`` (about two blocks per resident
+    block slot over all groups: tiny blocks of small groups cost more than they read; the H200 timed
+    256 per group fastest for the 8-expert step, 1024 about 7% slower)."""
+    return max(1, min(_fp8_cast.amax_blocks(numel, element_size), -(-2 * _fp8_cast.AMAX_BLOCKS // groups)))
 
 
 def _torch_run(

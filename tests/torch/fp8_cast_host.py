@@ -6,8 +6,9 @@ behind a prelude that gives it CUDA's execution model: blocks run one after anot
 ``std::barrier`` of the block, ``__shfl_xor_sync`` an exchange through memory behind a barrier of the
 warp (the 32 threads of one ``threadIdx.y``), ``__shared__`` a static (one block at a time),
 ``atomicMax`` a compare-exchange loop (``uint4``, CUDA's 16-byte vector, a struct of four words). The
-only code replaced is the PTX inline assembly of four leaf
-conversions (float16 -> float32, the float16 / bfloat16 round trip, the saturating FP8 conversion),
+only code replaced is the PTX inline assembly of five leaf
+conversions (float16 -> float32, the float16 / bfloat16 round trip, the saturating FP8 conversion of
+one value and of a pair), and CUDA's ``__byte_perm`` is a loop over the four result bytes,
 by C++ with the same rounding (nearest even; the FP8 conversion saturates finite values): everything
 else -- the tiling, the bounds, the shared tile and its transposed read, the reductions -- is the
 kernel's own code. The GPU tests check the conversions against torch on the H200.
@@ -15,6 +16,8 @@ kernel's own code. The GPU tests check the conversions against torch on the H200
 :func:`build` compiles (skips without g++); :class:`HostKernels` launches on numpy arrays (the
 cast-transpose, the vectorized amax reduction and the FP8 transpose); ``lib.host_cast_grouped`` runs
 the grouped cast-transpose on raw addresses (grid ``(gx, gy, groups)``, ``blockIdx.z`` the group),
+``lib.host_cast_vec`` / ``lib.host_cast_grouped_vec`` (:meth:`HostKernels.cast_vec`) the vectorized
+cast-transposes, ``lib.host_amax_grouped`` the grouped amax reduction (grid ``(gx, groups)``),
 ``lib.host_grouped_record`` the grouped scaling-state update, ``lib.host_grouped_scale`` current
 scaling's scales of every group.
 """
@@ -71,6 +74,20 @@ __device__ __forceinline__ unsigned char nvmath_to_fp8(float x) {
 __device__ __forceinline__ unsigned char nvmath_to_fp8(float x) {
   return host_fp8(x, E5M2);
 }""",
+    # the vectorized kernels' pair conversion
+    """template <int E5M2>
+__device__ __forceinline__ unsigned int nv_fp8x2(float lo, float hi) {
+  unsigned short r;
+  if (E5M2) {
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  }
+  return (unsigned int)r;
+}""": """template <int E5M2>
+__device__ __forceinline__ unsigned int nv_fp8x2(float lo, float hi) {
+  return (unsigned int)host_fp8(lo, E5M2) | ((unsigned int)host_fp8(hi, E5M2) << 8);
+}""",
 }
 
 _PRELUDE = r"""
@@ -85,7 +102,7 @@ _PRELUDE = r"""
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __shared__ static
 struct dim3s { unsigned x, y, z; };
 thread_local dim3s threadIdx;
@@ -95,6 +112,16 @@ static std::barrier<>* g_warp[8];
 static unsigned g_shfl[8][32];
 struct float2 { float x, y; };
 struct uint4 { unsigned x, y, z, w; };
+struct uint2 { unsigned x, y; };
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+// byte n of the result: byte (s >> 4 n) & 7 of the 8 bytes y:x (x the low four)
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const unsigned long long v = ((unsigned long long)y << 32) | x;
+  unsigned r = 0;
+  for (int n = 0; n < 4; ++n) r |= (unsigned)((v >> (8 * ((s >> (4 * n)) & 7))) & 0xFFu) << (8 * n);
+  return r;
+}
 using std::max;
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
@@ -187,6 +214,43 @@ extern "C" int host_cast_grouped(int variant, int e5m2, const void* x, unsigned 
   if (variant == 0) { NV_GE(nvmath_bf16) }
   if (variant == 1) { NV_GE(nvmath_f16) }
   if (variant == 2) { NV_GE(float) }
+  return 1;
+}
+
+// the vectorized cast-transpose (no aux) over a (gx, gy) grid: gx = ceil(cols / 256)
+extern "C" int host_cast_vec(int variant, int e5m2, const void* x, unsigned char* q, unsigned char* qt,
+                             const float* scale, unsigned* amax, float* partial, long long rows, long long cols,
+                             unsigned gx, unsigned gy) {
+#define NV_VEC(T, E) run_grid(gx, gy, [=] { nvmath_cast_transpose_vec<T, E>( \
+    (const T*)x, nullptr, q, qt, scale, amax, partial, rows, cols); }); return 0;
+#define NV_VE(T) if (e5m2) { NV_VEC(T, 1) } else { NV_VEC(T, 0) }
+  if (variant == 0) { NV_VE(nvmath_bf16) }
+  if (variant == 1) { NV_VE(nvmath_f16) }
+  if (variant == 2) { NV_VE(float) }
+  return 1;
+}
+
+// the vectorized grouped cast-transpose: host_cast_grouped's arguments, gx = ceil(cols / 256)
+extern "C" int host_cast_grouped_vec(int variant, int e5m2, const void* x, unsigned char* q, unsigned char* qt,
+                                     const float* scale, unsigned* amax, float* partial, const long long* offsets,
+                                     long long cols, long long partial_rows, long long target, unsigned gx,
+                                     unsigned gy, unsigned gz) {
+#define NV_GVEC(T, E) run_grid(gx, gy, [=] { nvmath_cast_transpose_grouped_vec<T, E>( \
+    (const T*)x, nullptr, q, qt, scale, amax, partial, offsets, cols, partial_rows, target); }, gz); return 0;
+#define NV_GVE(T) if (e5m2) { NV_GVEC(T, 1) } else { NV_GVEC(T, 0) }
+  if (variant == 0) { NV_GVE(nvmath_bf16) }
+  if (variant == 1) { NV_GVE(nvmath_f16) }
+  if (variant == 2) { NV_GVE(float) }
+  return 1;
+}
+
+// the grouped amax reduction over a (gx, groups) grid
+extern "C" int host_amax_grouped(int variant, const void* x, unsigned* amax, const long long* offsets,
+                                 long long cols, unsigned gx, unsigned groups) {
+#define NV_AG(T) run_grid(gx, groups, [=] { nvmath_amax_grouped<T>((const T*)x, amax, offsets, cols); }); return 0;
+  if (variant == 0) { NV_AG(nvmath_bf16) }
+  if (variant == 1) { NV_AG(nvmath_f16) }
+  if (variant == 2) { NV_AG(float) }
   return 1;
 }
 
@@ -283,9 +347,18 @@ class HostKernels:
             [ctypes.c_void_p] * 3 + [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 4
             + [ctypes.c_int] * 2 + [ctypes.c_float] * 2
         )
-        lib.host_cast_grouped.restype = ctypes.c_int
-        lib.host_cast_grouped.argtypes = (
-            [ctypes.c_int] * 2 + [ctypes.c_void_p] * 7 + [ctypes.c_longlong] * 3 + [ctypes.c_uint] * 3
+        for grouped in (lib.host_cast_grouped, lib.host_cast_grouped_vec):
+            grouped.restype = ctypes.c_int
+            grouped.argtypes = (
+                [ctypes.c_int] * 2 + [ctypes.c_void_p] * 7 + [ctypes.c_longlong] * 3 + [ctypes.c_uint] * 3
+            )
+        lib.host_cast_vec.restype = ctypes.c_int
+        lib.host_cast_vec.argtypes = (
+            [ctypes.c_int] * 2 + [ctypes.c_void_p] * 6 + [ctypes.c_longlong] * 2 + [ctypes.c_uint] * 2
+        )
+        lib.host_amax_grouped.restype = ctypes.c_int
+        lib.host_amax_grouped.argtypes = (
+            [ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_longlong] + [ctypes.c_uint] * 2
         )
 
     def cast(self, x: np.ndarray, wide: str, scale: float | None, e5m2: bool, aux: np.ndarray | None = None,
@@ -310,6 +383,30 @@ class HostKernels:
         rc = self.lib.host_cast(
             _VARIANT[wide], kind, int(e5m2), ptr(x), ptr(aux), ptr(q), ptr(qt),
             ptr(s) if scale is not None else None, ptr(amax), ptr(partial), rows, cols, gx, gy,
+        )  # fmt: skip
+        assert rc == 0
+        return {"q": q, "qt": qt, "amax": float(amax.view(np.float32)[0]), "partial": partial}
+
+    def cast_vec(self, x: np.ndarray, wide: str, scale: float | None, e5m2: bool, colsum: bool = True,
+                 gy: int | None = None) -> dict:  # fmt: skip
+        """:meth:`cast` (no aux) by the vectorized kernel ``nvmath_cast_transpose_vec`` on its grid
+        (:func:`~nvmath.torch._fp8_cast.vector_grid`; ``gy``: other block rows); the same results."""
+        rows, cols = x.shape
+        gx, gy0 = C.vector_grid(rows, cols, colsum)
+        gy = gy0 if gy is None else gy
+        x = np.ascontiguousarray(x)
+        q = np.zeros((rows, cols), np.uint8) if scale is not None else None
+        qt = np.zeros((cols, rows), np.uint8) if scale is not None else None
+        s = np.array([scale or 0.0], np.float32)
+        amax = np.zeros(1, np.uint32)
+        partial = np.full((gy, cols), np.nan, np.float32) if colsum else None
+
+        def ptr(a: np.ndarray | None) -> int | None:
+            return None if a is None else a.ctypes.data
+
+        rc = self.lib.host_cast_vec(
+            _VARIANT[wide], int(e5m2), ptr(x), ptr(q), ptr(qt), ptr(s) if scale is not None else None, ptr(amax),
+            ptr(partial), rows, cols, gx, gy,
         )  # fmt: skip
         assert rc == 0
         return {"q": q, "qt": qt, "amax": float(amax.view(np.float32)[0]), "partial": partial}

@@ -54,13 +54,13 @@ def _ptx(arch: str) -> str:
 
 @pytest.mark.parametrize("arch", ["sm_89", "sm_90"])
 def test_source_compiles_every_instantiation(arch):
-    """All 14 cast-transpose instantiations, the 6 grouped cast-transposes (no aux), the 7 amax
-    reductions, the current-scaling update, the grouped state update and scales and the transpose
-    compile; the
+    """All 14 cast-transpose instantiations, the 6 grouped cast-transposes (no aux), the 12
+    vectorized cast-transposes (plain and grouped), the 7 amax reductions and the 3 grouped ones, the
+    current-scaling update, the grouped state update and scales and the transpose compile; the
     conversion saturates (cvt.rn.satfinite), the dgelu value is rounded to bfloat16 / float16, the
     amax is an atomic max, the reductions load 16-byte vectors and keep them in registers."""
     ptx = _ptx(arch)
-    assert len(re.findall(r"\.entry", ptx)) == len(C._NAMES) == 31
+    assert len(re.findall(r"\.entry", ptx)) == len(C._NAMES) == 46
     assert "div.rn.f32" in ptx  # (the update's 1 / amax: IEEE division, as torch's reciprocal)
     assert "ld.global.nc.v4" in ptx and ".local" not in ptx
     for instr in ("satfinite.e4m3x2.f32", "satfinite.e5m2x2.f32", "cvt.rn.bf16.f32", "cvt.rn.f16.f32"):
@@ -271,10 +271,11 @@ def test_launch_arguments(recorder):
     recorder.clear()
     C.cast_transpose(x, None, E4, colsum=True)  # (the sums: the cast-transpose's amax-only pass)
     ((config, kernel, args),) = recorder
-    assert kernel == (BF16, E4, None) and int(args[6]) != 0
+    assert kernel == ("vector", BF16, E4) and int(args[6]) != 0  # (192 columns: whole 8-vectors)
     recorder.clear()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(C, "VECTOR_AMAX", False)
+        mp.setattr(C, "VECTOR_CAST", False)
         r = C.cast_transpose(x, None, E4)
     ((config, kernel, args),) = recorder
     assert kernel == (BF16, E4, None) and r.q is None

@@ -446,20 +446,26 @@ def test_gpu_equals_a_loop_of_fp8_linear_layers(recipe):
 # ---------------------------------------------------------------- the GPU quantization on host threads
 def host_launches(host, calls):
     """A stand-in for _fp8_cast.launch_grid that runs the grouped launch on the host build, on the very
-    addresses the grouped layer computed (CPU tensors: host memory; the row-offset table too);
+    addresses the grouped layer computed (CPU tensors: host memory; the row-offset table too): the
+    grouped cast-transpose (64 x 64 or vectorized, as the key says) or the grouped amax reduction;
     ``calls`` collects the launches' grids."""
     variant = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 
     def launch(device, key, shape, args):
-        kind, wide, fp8_dtype = key
-        assert kind == "grouped"
         calls.append(shape)
+        if key[0] == "grouped_amax":  # (current scaling's first pass: the grouped reduction)
+            x, amax, offsets, cols = (int(a) for a in args)
+            assert shape[2] == 1
+            assert host.lib.host_amax_grouped(variant[key[1]], x, amax, offsets, cols, *shape[:2]) == 0
+            return True
+        kind, wide, fp8_dtype = key
+        assert kind in ("grouped", "grouped_vector")
         x, aux, q, qt, scale, amax, partial, offsets, cols, partial_rows, target = (int(a) for a in args)
         assert aux == 0  # (the kernel's parameter order: x, aux, q, ...; this pass has no aux)
         e5m2 = int(fp8_dtype == torch.float8_e5m2)
         ptrs = (x, q or None, qt or None, scale or None, amax, partial or None, offsets)
-        rc = host.lib.host_cast_grouped(variant[wide], e5m2, *ptrs, cols, partial_rows, target, *shape)
-        assert rc == 0
+        run = host.lib.host_cast_grouped if kind == "grouped" else host.lib.host_cast_grouped_vec
+        assert run(variant[wide], e5m2, *ptrs, cols, partial_rows, target, *shape) == 0
         return True
 
     return launch
@@ -484,7 +490,9 @@ def test_kernel_pass_per_group_equals_torch(host, monkeypatch, scaled, colsum):
     scale = torch.tensor([40.0, 2.0, 100.0, 7.0]) if scaled else None
     got = K._kernel_run(x, bounds, 4, torch.float8_e5m2, scale, colsum)
     want = K._torch_run(x, bounds, 4, torch.float8_e5m2, scale, colsum)
-    assert calls == [(1, 2, 4)]  # (one launch; grid rows: group 3's 80 rows, two tiles)
+    # (one launch; grid rows: group 3's 80 rows, two tiles; the amax alone: the grouped reduction's
+    # blocks of the largest group, one grid row per group)
+    assert calls == ([(1, 2, 4)] if scaled or colsum else [(1, 4, 1)])
     torch.testing.assert_close(got.amax, want.amax, rtol=0, atol=0)
     if scaled:
         assert torch.equal(got.q.view(torch.uint8), want.q.view(torch.uint8))
