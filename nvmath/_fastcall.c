@@ -605,6 +605,11 @@ static PyObject *fft_exec_in_context_address(PyObject *module, PyObject *unused)
    (stream, workspace, bytes) already, as `bind_memo` (nvmath.linalg.generic._cublas's memo of the
    bindings, a dict) records; anything else is a miss, and the Python path binds.
 
+   An entry with `aux_alloc` (a Linear layer's weight gradient with its fused bias gradient, BGRADB: no
+   bias operand) also makes, per call, the output cuBLASLt writes through the descriptor's pointer
+   attributes `attrs` (the bias gradient): the attributes are pointed at it as at a moved bias, and the
+   call returns (result, that output).
+
    Order of a call, so that nothing of a freed plan is ever used: first everything that may run Python
    code or release the GIL (torch's attribute reads, grad mode, stream, device and capture queries, the
    thread's cuBLASLt handle, the result's allocation); then, with no Python code in between, the
@@ -643,6 +648,7 @@ typedef struct {
     PyObject *scalars;                         /* ((address, bytes), ...): host memory as a plain call leaves it */
     u64 scalar_addr[2];
     PyObject *bind_memo;                       /* kind 1: handle -> (stream, workspace, bytes); else Py_None */
+    PyObject *aux_alloc;                       /* Py_None, or makes the output `attrs` point at (see the notes) */
     int kind;                                  /* 0: cublasLtMatmul, 1: a cuBLAS GEMM (see the notes) */
     int conj;                                  /* complex operands: a conjugate view is a miss */
     Py_ssize_t hits;
@@ -655,7 +661,7 @@ static PyTypeObject LinearHitType;
 #define LINEAR_HIT_FIELDS(X) X(key) X(act) X(xtype) X(wtype) X(btype) X(dtype) X(device) X(xshape) \
     X(xstrides) X(wshape) X(wstrides) X(bshape) X(bstrides) X(device_index) X(raw_stream) X(get_device) \
     X(capturing) X(alloc) X(launch) X(algo) X(bound) X(handle) X(space) X(handles_local) \
-    X(handles_module) X(pool_get) X(after) X(attrs) X(lock) X(scalars) X(bind_memo)
+    X(handles_module) X(pool_get) X(after) X(attrs) X(lock) X(scalars) X(bind_memo) X(aux_alloc)
 
 static int linear_hit_traverse(LinearHit *h, visitproc visit, void *arg)
 {
@@ -694,8 +700,8 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
         "wshape", "wstrides", "walign", "bshape", "bstrides", "balign", "thread", "device_id", "stream",
         "raw_stream", "get_device", "capturing", "alloc", "launch", "algo", "call", "x_first", "swap",
         "c_is_d", "bound", "handle", "space", "lt_handle", "handles_local", "handles_module", "pool_get",
-        "after", "attrs", "set_attr", "lock", "scalars", "conj", "kind", "bind_memo", NULL};
-    PyObject *o[44];
+        "after", "attrs", "set_attr", "lock", "scalars", "conj", "kind", "bind_memo", "aux_alloc", NULL};
+    PyObject *o[45];
     LinearHit *h;
     Py_ssize_t i, n;
     u64 thread, device_id, scalar_addr[2] = {0, 0};
@@ -703,13 +709,13 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
 
     memset(o, 0, sizeof o);
     if (!PyArg_ParseTupleAndKeywords(args, kwds,
-            "|$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:LinearHit", keywords,
+            "|$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:LinearHit", keywords,
             &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12],
             &o[13], &o[14], &o[15], &o[16], &o[17], &o[18], &o[19], &o[20], &o[21], &o[22], &o[23], &o[24],
             &o[25], &o[26], &o[27], &o[28], &o[29], &o[30], &o[31], &o[32], &o[33], &o[34], &o[35], &o[36],
-            &o[37], &o[38], &o[39], &o[40], &o[41], &o[42], &o[43]))
+            &o[37], &o[38], &o[39], &o[40], &o[41], &o[42], &o[43], &o[44]))
         return NULL;
-    for (i = 0; i < 39; i++) /* (the last five are optional: the stateless matmuls' checks and kind) */
+    for (i = 0; i < 39; i++) /* (the last six are optional: the stateless matmuls' checks, kind, aux_alloc) */
         if (o[i] == NULL) {
             PyErr_Format(PyExc_TypeError, "LinearHit() missing required keyword argument '%s'", keywords[i]);
             return NULL;
@@ -756,6 +762,12 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
                      LINEAR_HIT_MAX_ATTRS);
         return NULL;
     }
+    if (o[44] != NULL && o[44] != Py_None
+        && (kind != 0 || o[4] != Py_None || PyTuple_GET_SIZE(o[37]) < 1 || !PyCallable_Check(o[44]))) {
+        PyErr_SetString(PyExc_ValueError, "LinearHit aux_alloc needs a callable, kind 0, no bias (btype None) "
+                                          "and the output's pointer attributes (attrs)");
+        return NULL;
+    }
     h = (LinearHit *)type->tp_alloc(type, 0);
     if (h == NULL)
         return NULL;
@@ -770,6 +782,7 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
     h->lock = Py_NewRef(o[39] != NULL ? o[39] : Py_None);
     h->scalars = n ? Py_NewRef(o[40]) : PyTuple_New(0);
     h->bind_memo = Py_NewRef(o[43] != NULL ? o[43] : Py_None);
+    h->aux_alloc = Py_NewRef(o[44] != NULL ? o[44] : Py_None);
     h->kind = (int)kind;
     memcpy(h->scalar_addr, scalar_addr, sizeof scalar_addr);
     h->conj = o[41] != NULL ? PyObject_IsTrue(o[41]) : 0;
@@ -1184,8 +1197,8 @@ static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 p
    Py_None (a miss) or NULL (an error). */
 static PyObject *linear_hit_run(LinearHit *e, HitReads *r, PyObject *x, PyObject *w)
 {
-    PyObject *y, *v;
-    u64 stream, device, py, lt = e->lt_handle;
+    PyObject *y, *v, *aux = NULL;
+    u64 stream, device, py, pb = r->pb, lt = e->lt_handle;
     int rc;
 
     if (e->conj) { /* torch's conjugate bit is part of a complex operand's key */
@@ -1246,21 +1259,32 @@ static PyObject *linear_hit_run(LinearHit *e, HitReads *r, PyObject *x, PyObject
         Py_DECREF(y);
         return NULL;
     }
-    rc = e->kind ? gemm_hit_launch(e, lt, r->px, r->pw, py) : linear_hit_launch(e, lt, r->px, r->pw, r->pb, py);
-    if (rc <= 0) {
-        Py_DECREF(y);
-        return rc < 0 ? NULL : Py_NewRef(Py_None);
-    }
-    if (e->after != Py_None) { /* the done event of a mortal stream */
-        v = PyObject_CallNoArgs(e->after);
-        if (v == NULL) {
+    if (e->aux_alloc != Py_None) { /* an output cuBLASLt writes through `attrs` (a bias gradient) */
+        aux = PyObject_CallNoArgs(e->aux_alloc);
+        if (aux == NULL || read_ptr(aux, &pb) < 0) {
+            Py_XDECREF(aux);
             Py_DECREF(y);
             return NULL;
         }
-        Py_DECREF(v);
+    }
+    rc = e->kind ? gemm_hit_launch(e, lt, r->px, r->pw, py) : linear_hit_launch(e, lt, r->px, r->pw, pb, py);
+    if (rc > 0 && e->after != Py_None) { /* the done event of a mortal stream */
+        v = PyObject_CallNoArgs(e->after);
+        rc = v == NULL ? -1 : 1;
+        Py_XDECREF(v);
+    }
+    if (rc <= 0) {
+        Py_DECREF(y);
+        Py_XDECREF(aux);
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
     }
     e->hits++;
-    return y;
+    if (aux == NULL)
+        return y;
+    v = PyTuple_Pack(2, y, aux);
+    Py_DECREF(y);
+    Py_DECREF(aux);
+    return v;
 }
 
 static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from nvmath.linalg.advanced import MatmulEpilog as E
+from nvmath.torch._linear_hit import WEIGHT_BIAS_GRAD, WEIGHT_GRAD
 from nvmath.torch._planners import PRODUCT, PlannerCache
 from nvmath.torch._rules import check_linear
 
@@ -145,6 +146,15 @@ def weight_grad(
     return cache.weight_grad(x, dz, bias)
 
 
+def _weight_grad(cache: PlannerCache, hits: Any, x: torch.Tensor, dz: torch.Tensor, bias: bool) -> tuple[Any, Any]:
+    """:meth:`~._planners.PlannerCache.weight_grad`, served by the compiled table ``hits`` when it can."""
+    if hits is not None:
+        out = hits(x, dz, None, WEIGHT_BIAS_GRAD if bias else WEIGHT_GRAD)
+        if out is not None:
+            return out if bias else (out, None)
+    return cache.weight_grad(x, dz, bias, compile_hit=hits is not None)
+
+
 def linear_backward(
     cache: PlannerCache, g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, aux: torch.Tensor,
     act: str | None, has_bias: bool, needs: tuple[bool, ...],
@@ -158,12 +168,12 @@ def linear_backward(
     else:
         dz = activation_grad(g2, act, y if flat or act != "relu" else _rows(y), aux)
     dx = dw = db = None
+    hits = cache.linear_hits  # (the compiled hits, when the path is active)
     if needs[1] or (needs[2] and has_bias):
-        dw, db = cache.weight_grad(x2.contiguous(), dz, has_bias and needs[2])
+        dw, db = _weight_grad(cache, hits, x2.contiguous(), dz, has_bias and needs[2])
         dw = dw if needs[1] else None
     if needs[0]:
-        hits = cache.linear_hits
-        dx = hits(dz, w, None, PRODUCT) if hits is not None else None  # (the compiled hit, when active)
+        dx = hits(dz, w, None, PRODUCT) if hits is not None else None
         if dx is None:
             dx = cache.run(dz, w, compile_hit=hits is not None)
         dx = dx.contiguous() if flat else dx.contiguous().view(*x.shape)
