@@ -146,7 +146,9 @@ def weight_grad(
     return cache.weight_grad(x, dz, bias)
 
 
-def _weight_grad(cache: PlannerCache, hits: Any, x: torch.Tensor, dz: torch.Tensor, bias: bool) -> tuple[Any, Any]:
+def _weight_grad(
+    cache: PlannerCache, hits: Any, x: torch.Tensor, dz: torch.Tensor, bias: bool
+) -> tuple[Any, Any]:
     """:meth:`~._planners.PlannerCache.weight_grad`, served by the compiled table ``hits`` when it can."""
     if hits is not None:
         out = hits(x, dz, None, WEIGHT_BIAS_GRAD if bias else WEIGHT_GRAD)

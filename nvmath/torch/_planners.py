@@ -312,7 +312,8 @@ class PlannerCache:
                 dw = pr.template.new_empty_strided(*pr.transposed)
                 extras = run(px, pd, dw.data_ptr())
                 if compile_hit and self.linear_hits is not None:
-                    self._compile(key, _linear_hit.WEIGHT_BIAS_GRAD if bias else _linear_hit.WEIGHT_GRAD, pr, x, dz, None)
+                    name = _linear_hit.WEIGHT_BIAS_GRAD if bias else _linear_hit.WEIGHT_GRAD
+                    self._compile(key, name, pr, x, dz, None)
                 return dw, extras["bgradb"] if extras else None
         result, extras = out if isinstance(out, tuple) else (out, None)
         return result.mT.contiguous(), extras["bgradb"] if extras else None
