@@ -893,6 +893,7 @@ typedef struct {
     PyObject *grad_enabled;
     Py_ssize_t capacity, n, next;
     LinearHit **entries;
+    int operands_first;                        /* ask grad mode only when an operand requires grad */
 } LinearHits;
 
 /* The tensor reads one call compares with the entries (new references; NULL where not read). */
@@ -1287,6 +1288,39 @@ static PyObject *linear_hit_run(LinearHit *e, HitReads *r, PyObject *x, PyObject
     return v;
 }
 
+/* 1: an operand requires grad (1 when unreadable too: the Python path decides), 0: none, -1 an error. */
+static int any_requires_grad(PyObject *x, PyObject *w, PyObject *b, int has_bias)
+{
+    PyObject *ts[3] = {x, w, b};
+    int i, rc;
+    for (i = 0; i < 2 + has_bias; i++) {
+        PyObject *v = PyObject_GetAttr(ts[i], s_requires_grad);
+        if (v == NULL)
+            return -1;
+        rc = v != Py_False;
+        Py_DECREF(v);
+        if (rc)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the call needs autograd (1: a miss), grad mode asked first (a Linear table: its weights require
+   grad, and under no_grad one query settles it): 1, 0, or -1 with an error set. */
+static int needs_grad_mode_first(LinearHits *t, PyObject *x, PyObject *w, PyObject *b, int has_bias)
+{
+    int rc = call_flag(t->grad_enabled);
+    return rc <= 0 ? rc : any_requires_grad(x, w, b, has_bias);
+}
+
+/* The same, the operands read first (a stateless table: its operands seldom require grad, and then grad
+   mode is never asked). */
+static int needs_grad(LinearHits *t, PyObject *x, PyObject *w, PyObject *b, int has_bias)
+{
+    int rc = any_requires_grad(x, w, b, has_bias);
+    return rc <= 0 ? rc : call_flag(t->grad_enabled);
+}
+
 static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     LinearHits *t = (LinearHits *)self;
@@ -1320,21 +1354,10 @@ static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, s
     }
     if (first < 0)
         Py_RETURN_NONE;
-    rc = call_flag(t->grad_enabled); /* with grad on, a tensor that requires grad takes the autograd path */
-    if (rc < 0)
-        return NULL;
-    if (rc) {
-        PyObject *ts[3] = {x, w, b};
-        for (i = 0; i < 2 + has_bias; i++) {
-            PyObject *v = PyObject_GetAttr(ts[i], s_requires_grad);
-            if (v == NULL)
-                return NULL;
-            rc = v != Py_False;
-            Py_DECREF(v);
-            if (rc)
-                Py_RETURN_NONE;
-        }
-    }
+    /* with grad on, a tensor that requires grad takes the autograd path */
+    rc = t->operands_first ? needs_grad(t, x, w, b, has_bias) : needs_grad_mode_first(t, x, w, b, has_bias);
+    if (rc != 0)
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
     memset(&r, 0, sizeof r);
     if (read_tensor(x, &r.xshape, &r.xstrides, &r.xdtype, &r.xdevice, &r.px) < 0
         || read_tensor(w, &r.wshape, &r.wstrides, &r.wdtype, &r.wdevice, &r.pw) < 0
@@ -1366,12 +1389,14 @@ static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, s
 
 static PyObject *linear_hits_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *keywords[] = {"capacity", "grad_enabled", NULL};
+    static char *keywords[] = {"capacity", "grad_enabled", "operands_first", NULL};
     Py_ssize_t capacity;
     PyObject *grad_enabled;
+    int operands_first = 0;
     LinearHits *t;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nO:LinearHits", keywords, &capacity, &grad_enabled))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nO|$p:LinearHits", keywords, &capacity, &grad_enabled,
+                                     &operands_first))
         return NULL;
     if (capacity < 1 || capacity > 4096) {
         PyErr_Format(PyExc_ValueError, "LinearHits capacity must be in 1 .. 4096, got %zd", capacity);
@@ -1391,6 +1416,7 @@ static PyObject *linear_hits_new(PyTypeObject *type, PyObject *args, PyObject *k
         return PyErr_NoMemory();
     }
     t->capacity = capacity;
+    t->operands_first = operands_first;
     Py_INCREF(grad_enabled);
     t->grad_enabled = grad_enabled;
     return (PyObject *)t;
@@ -1501,7 +1527,7 @@ static PyTypeObject LinearHitsType = {
     .tp_name = "nvmath._fastcall.LinearHits",
     .tp_basicsize = sizeof(LinearHits),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "LinearHits(capacity, grad_enabled): planned Linear problems; "
+    .tp_doc = "LinearHits(capacity, grad_enabled, *, operands_first=False): planned Linear problems; "
               "hits(x, weight, bias, activation) -> the result, or None (run the Python path).",
     .tp_new = linear_hits_new,
     .tp_dealloc = (destructor)linear_hits_dealloc,
