@@ -1321,6 +1321,29 @@ static int needs_grad(LinearHits *t, PyObject *x, PyObject *w, PyObject *b, int 
     return rc <= 0 ? rc : call_flag(t->grad_enabled);
 }
 
+/* The first entry from index `from` on that serves (x, w, b of type `tb` or Py_None, act) on this thread
+   with the reads `r`, or NULL (none; no error set). */
+static LinearHit *find_entry(LinearHits *t, Py_ssize_t from, PyObject *x, PyObject *w, PyObject *tb,
+                             PyObject *act, HitReads *r, int has_bias)
+{
+    PyObject *tx = (PyObject *)Py_TYPE(x), *tw = (PyObject *)Py_TYPE(w);
+    unsigned long thread = PyThread_get_thread_ident();
+    Py_ssize_t i;
+    int rc;
+
+    for (i = from; i < t->n; i++) {
+        LinearHit *e = t->entries[i];
+        if (tx != e->xtype || tw != e->wtype || tb != e->btype || e->thread != thread || !same_act(e->act, act))
+            continue;
+        rc = entry_matches(e, r, has_bias);
+        if (rc < 0)
+            PyErr_Clear();
+        else if (rc)
+            return e;
+    }
+    return NULL;
+}
+
 static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     LinearHits *t = (LinearHits *)self;
@@ -1329,6 +1352,7 @@ static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, s
     PyTypeObject *tx, *tw;
     PyObject *tb;
     HitReads r;
+    LinearHit *e;
     unsigned long thread;
     int has_bias, rc;
 
@@ -1366,22 +1390,76 @@ static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, s
         hit_reads_clear(&r);
         Py_RETURN_NONE;
     }
-    for (i = first; i < t->n; i++) {
-        LinearHit *e = t->entries[i];
-        if ((PyObject *)tx != e->xtype || (PyObject *)tw != e->wtype || tb != e->btype || e->thread != thread
-            || !same_act(e->act, act))
-            continue;
-        rc = entry_matches(e, &r, has_bias);
-        if (rc < 0) {
-            PyErr_Clear();
-            continue;
-        }
-        if (rc) {
-            out = linear_hit_run(e, &r, x, w);
-            break;
-        }
-    }
+    e = find_entry(t, first, x, w, tb, act, &r, has_bias);
+    out = e != NULL ? linear_hit_run(e, &r, x, w) : NULL;
     hit_reads_clear(&r);
+    if (out == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return out;
+}
+
+/* hits.backward(x, dz, weight, weight_act, input_act): a Linear layer's backward products in one call
+   (nvmath.torch._kernels.linear_backward): the weight gradient (entry `weight_act`: x and dz, None when
+   not wanted) and the input gradient (entry `input_act`: dz and weight, None when not wanted), dz read
+   once for both. None when an entry wanted is missing or its checks fail before any launch (the Python
+   path then runs both); else (what the weight-gradient entry returns or None, dx or None), a None dx
+   where it was wanted meaning that its entry missed after the first launch (the Python path makes it). */
+static PyObject *linear_hits_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    LinearHits *t = (LinearHits *)self;
+    PyObject *x, *dz, *w, *wact, *xact, *wout = NULL, *dx = NULL, *out;
+    LinearHit *ew = NULL, *ex = NULL;
+    HitReads rw, rx;
+
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "LinearHits.backward takes (x, dz, weight, weight_act, input_act)");
+        return NULL;
+    }
+    x = args[0], dz = args[1], w = args[2], wact = args[3], xact = args[4];
+    if (t->n == 0 || (wact == Py_None && xact == Py_None))
+        Py_RETURN_NONE;
+    if (needs_grad_mode_first(t, x, dz, w, 1) != 0) /* (create_graph: the Python path, as in the table) */
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    memset(&rw, 0, sizeof rw);
+    memset(&rx, 0, sizeof rx);
+    if (read_tensor(x, &rw.xshape, &rw.xstrides, &rw.xdtype, &rw.xdevice, &rw.px) < 0
+        || read_tensor(dz, &rw.wshape, &rw.wstrides, &rw.wdtype, &rw.wdevice, &rw.pw) < 0
+        || read_tensor(w, &rx.wshape, &rx.wstrides, &rx.wdtype, &rx.wdevice, &rx.pw) < 0) {
+        PyErr_Clear();
+        hit_reads_clear(&rw);
+        hit_reads_clear(&rx);
+        Py_RETURN_NONE;
+    }
+    /* dz is the weight gradient's second operand and the input gradient's first: its reads, borrowed */
+    rx.xshape = rw.wshape, rx.xstrides = rw.wstrides, rx.xdtype = rw.wdtype, rx.xdevice = rw.wdevice;
+    rx.px = rw.pw;
+    if (wact != Py_None)
+        ew = find_entry(t, 0, x, dz, Py_None, wact, &rw, 0);
+    if (xact != Py_None && (wact == Py_None || ew != NULL))
+        ex = find_entry(t, 0, dz, w, Py_None, xact, &rx, 0);
+    if ((wact != Py_None && ew == NULL) || (xact != Py_None && ex == NULL)) {
+        out = NULL;
+        goto done;
+    }
+    if (ew != NULL && ((wout = linear_hit_run(ew, &rw, x, dz)) == NULL || wout == Py_None)) {
+        out = NULL; /* (an error, or a miss before its launch: nothing launched) */
+        goto done;
+    }
+    if (ex != NULL && (dx = linear_hit_run(ex, &rx, dz, w)) == NULL) {
+        out = NULL;
+        goto done;
+    }
+    if (ex == NULL && wout == NULL) { /* (nothing wanted ran: cannot happen, see above) */
+        out = NULL;
+        goto done;
+    }
+    out = PyTuple_Pack(2, wout != NULL ? wout : Py_None, dx != NULL ? dx : Py_None);
+done:
+    Py_XDECREF(wout);
+    Py_XDECREF(dx);
+    rx.xshape = rx.xstrides = rx.xdtype = rx.xdevice = NULL; /* (borrowed from rw) */
+    hit_reads_clear(&rw);
+    hit_reads_clear(&rx);
     if (out == NULL && !PyErr_Occurred())
         Py_RETURN_NONE;
     return out;
@@ -1517,6 +1595,9 @@ static PyMethodDef linear_hits_methods[] = {
      "Add a LinearHit (replacing the entry of the same key, thread and stream; else the oldest when full)."},
     {"clear", (PyCFunction)linear_hits_clear_method, METH_NOARGS, "Drop every entry."},
     {"entries", (PyCFunction)linear_hits_entries, METH_NOARGS, "The entries, oldest first."},
+    {"backward", (PyCFunction)(void (*)(void))linear_hits_backward, METH_FASTCALL,
+     "backward(x, dz, weight, weight_act, input_act): a Linear layer's weight and input gradients "
+     "(entries weight_act and input_act; None: not wanted) -> (weight entry's result, dx), or None."},
     {NULL},
 };
 

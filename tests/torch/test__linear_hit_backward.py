@@ -243,6 +243,89 @@ def _fields_of(nt, cache, torch) -> dict:
     return fields
 
 
+def _warm_layer(nt, torch, cache):
+    """Three training steps of one bias layer: ``(x, w, g, (the leaves x, w, b))``, ``x`` and ``w``
+    detached (``dz = g``)."""
+    leaves = tuple(_aligned(torch, *s).requires_grad_() for s in ((8, 32), (16, 32), (16,)))
+    g = _aligned(torch, 8, 16)
+    for _ in range(3):
+        _step(nt, cache, *leaves, None, g)
+    return leaves[0].detach(), leaves[1].detach(), g, leaves
+
+
+def test_one_call_makes_both_gradients(torch, gpu, monkeypatch):
+    """``LinearHits.backward`` serves a step's weight and bias gradients and its input gradient in one
+    call: the Python products are not reached, and the three gradients equal torch's in float64."""
+    nt, calls = gpu
+    from nvmath.torch._linear_hit import PRODUCT, WEIGHT_BIAS_GRAD
+
+    cache = nt.PlannerCache()
+    x, w, g, leaves = _warm_layer(nt, torch, cache)
+    python = []
+    monkeypatch.setattr(cache, "weight_grad", lambda *a, **k: python.append(a))
+    monkeypatch.setattr(cache, "run", lambda *a, **k: python.append(a))
+    before = len(calls)
+    (dw, db), dx = cache.linear_hits.backward(x, g, w, WEIGHT_BIAS_GRAD, PRODUCT)
+    assert len(calls) == before + 2
+    xs, ws, bs = leaves
+    _step(nt, cache, xs, ws, bs, None, g)
+    assert python == []  # (the step too: one C call)
+    for got, want in zip(
+        (dx, dw, db), (g.double() @ w.double(), g.double().T @ x.double(), g.double().sum(0))
+    ):
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    assert torch.equal(xs.grad, dx) and torch.equal(ws.grad, dw) and torch.equal(bs.grad, db)
+
+
+def test_backward_without_an_entry_launches_nothing(torch, gpu):
+    """A wanted product without an entry (another shape, the other bias flag) makes the whole call a
+    miss (``None``) before any launch; one not wanted is ``None`` in the result."""
+    nt, calls = gpu
+    from nvmath.torch._linear_hit import PRODUCT, WEIGHT_BIAS_GRAD, WEIGHT_GRAD
+
+    cache = nt.PlannerCache()
+    x, w, g, _ = _warm_layer(nt, torch, cache)
+    table = cache.linear_hits
+    before = len(calls)
+    assert table.backward(x, g, w, WEIGHT_GRAD, PRODUCT) is None
+    assert table.backward(x, g, _aligned(torch, 16, 24), WEIGHT_BIAS_GRAD, PRODUCT) is None
+    assert table.backward(x, g, w, None, None) is None
+    assert len(calls) == before
+    out = table.backward(x, g, w, None, PRODUCT)
+    assert out[0] is None and out[1].shape == (8, 32) and len(calls) == before + 1
+    with pytest.raises(TypeError, match="backward takes"):
+        table.backward(x, g, w)
+
+
+def test_an_input_gradient_missing_after_the_first_launch_is_left_to_python(torch, gpu):
+    """When the input gradient's entry fails its run-time checks after the weight gradient was launched
+    (its launch closed), the call returns that weight gradient and ``None`` for ``dx``; the layer's
+    step then makes ``dx`` on the Python path, right."""
+    nt, calls = gpu
+    from nvmath.torch._linear_hit import PRODUCT, WEIGHT_BIAS_GRAD
+
+    cache = nt.PlannerCache()
+    x, w, g, _ = _warm_layer(nt, torch, cache)
+    (product,) = [e for e in cache.linear_hits.entries() if e.key[0] is None]  # (run()'s key: no epilog)
+    product.launch.close()
+    before = len(calls)
+    (dw, _), dx = cache.linear_hits.backward(x, g, w, WEIGHT_BIAS_GRAD, PRODUCT)
+    assert dx is None and len(calls) == before + 1
+    torch.testing.assert_close(dw.double(), g.double().T @ x.double(), rtol=1e-5, atol=1e-5)
+
+
+def test_backward_with_grad_needed_is_a_miss(torch, gpu):
+    """With grad mode on and an operand requiring grad (``create_graph``), the call is a miss."""
+    nt, calls = gpu
+    from nvmath.torch._linear_hit import PRODUCT, WEIGHT_BIAS_GRAD
+
+    cache = nt.PlannerCache()
+    x, w, g, _ = _warm_layer(nt, torch, cache)
+    before = len(calls)
+    assert cache.linear_hits.backward(x, g.clone().requires_grad_(), w, WEIGHT_BIAS_GRAD, PRODUCT) is None
+    assert len(calls) == before
+
+
 # ------------------------------------------------------------------------------------------- on the GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
