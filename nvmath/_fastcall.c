@@ -610,6 +610,11 @@ static PyObject *fft_exec_in_context_address(PyObject *module, PyObject *unused)
    attributes `attrs` (the bias gradient): the attributes are pointed at it as at a moved bias, and the
    call returns (result, that output).
 
+   LinearHits.backward(x, dz, weight, weight_act, input_act) makes a Linear layer's backward products
+   (nvmath.torch._kernels.linear_backward): it reads x, dz and weight once, finds both entries (the
+   weight gradient of (x, dz), the input gradient of (dz, weight)) before launching either, then runs
+   each as a call of the table would.
+
    Order of a call, so that nothing of a freed plan is ever used: first everything that may run Python
    code or release the GIL (torch's attribute reads, grad mode, stream, device and capture queries, the
    thread's cuBLASLt handle, the result's allocation); then, with no Python code in between, the

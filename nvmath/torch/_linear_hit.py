@@ -14,8 +14,9 @@ Entries are made only for the epilogs without aux outputs (inference, and a trai
 GELU) and for the products of a Linear layer's backward: its input gradient (:data:`PRODUCT`) and its
 weight gradient (:data:`WEIGHT_GRAD`, or :data:`WEIGHT_BIAS_GRAD` with the bias gradient fused by
 BGRADB: the entry also allocates that output and points the descriptor at it, and the call returns
-``(dw, db)``); on the pure-Python path there is no table (``linear_hits`` is ``None``) and nothing here
-runs.
+``(dw, db)``); a backward makes both of its products in one call, ``hits.backward(x, dz, weight,
+weight_act, input_act)`` (see :func:`~._kernels.linear_backward`). On the pure-Python path there is no
+table (``linear_hits`` is ``None``) and nothing here runs.
 """
 
 from __future__ import annotations
