@@ -1454,10 +1454,6 @@ static PyObject *linear_hits_backward(PyObject *self, PyObject *const *args, Py_
         out = NULL;
         goto done;
     }
-    if (ex == NULL && wout == NULL) { /* (nothing wanted ran: cannot happen, see above) */
-        out = NULL;
-        goto done;
-    }
     out = PyTuple_Pack(2, wout != NULL ? wout : Py_None, dx != NULL ? dx : Py_None);
 done:
     Py_XDECREF(wout);
