@@ -73,6 +73,15 @@ def _alignment(ptr: int) -> int:
     return min(ptr & -ptr, 256) if ptr else 256
 
 
+def _aux_output(maker: Any, attr: Any) -> tuple[Any, tuple[Any]]:
+    """``(aux_alloc, attrs)`` of an entry whose plan writes one aux output through the descriptor
+    pointer ``attr`` (BGRADB's bias gradient): the output made as ``maker`` (a torch CUDA
+    ``ResultMaker``, its ``direct`` layout) makes it, and the attribute to point at it."""
+    empty, shape, strides, dtype, device = maker.direct
+    template = empty((0,), (1,), dtype=dtype, device=device)  # (no memory: allocates as `empty` does)
+    return functools.partial(template.new_empty_strided, shape, strides), (attr,)
+
+
 def build(key: Any, act: Any, lr: Any, x: Any, w: Any, b: Any) -> Any:
     """The ``LinearHit`` of a planned problem that just ran on addresses, or ``None`` when its next call
     cannot be made in C (see :meth:`~nvmath.linalg.advanced._direct.AddressRun.compiled_parts`; also a
@@ -97,12 +106,9 @@ def build(key: Any, act: Any, lr: Any, x: Any, w: Any, b: Any) -> Any:
         return None
     attrs, aux_alloc = parts["attrs"], None
     if "aux" in parts:  # (the bias gradient: allocated per call, the descriptor pointed at it)
-        maker, attr = parts["aux"]
-        if maker.direct is None or attrs:
+        if attrs or parts["aux"][0].direct is None:
             return None
-        empty, shape, strides, dtype, dev = maker.direct
-        template = empty((0,), (1,), dtype=dtype, device=dev)  # (no memory: allocates as `empty` does)
-        aux_alloc, attrs = functools.partial(template.new_empty_strided, shape, strides), (attr,)
+        aux_alloc, attrs = _aux_output(*parts["aux"])
     set_attr = fastpath.bound_address("cublasLt", "cublasLtMatmulDescSetAttribute") if attrs else 0
     if set_attr is None or len(attrs) != (b is not None or aux_alloc is not None):
         return None
