@@ -326,6 +326,27 @@ def test_backward_with_grad_needed_is_a_miss(torch, gpu):
     assert len(calls) == before
 
 
+def test_compiled_parts_give_the_bias_gradient_output_only_when_asked(torch, gpu):
+    """A BGRADB plan's launch gives no compiled parts by default (it has an aux output); asked with
+    ``aux=True`` it gives the bias gradient's maker ((N,) like the bias) and the descriptor's pointer
+    attribute it is written through; a plan without aux output gives no ``aux`` part."""
+    nt, _ = gpu
+    from nvmath.linalg.advanced import MatmulEpilog as E
+
+    cache = nt.PlannerCache()
+    _warm_layer(nt, torch, cache)
+    by_epilog = {mm.view.epilog: mm for mm in cache.planners()}
+    mm = by_epilog[E.BGRADB]
+    launch, handle = mm.launcher, mm.caller_stream.last
+    assert launch.compiled_parts(handle) is None
+    parts = launch.compiled_parts(handle, aux=True)
+    maker, attr = parts["aux"]
+    assert maker.shape == (16,) and attr.value > 0  # (the last served call's bias gradient)
+    assert attr.attr == int(cublasLt.MatmulDescAttribute.BIAS_POINTER)
+    (product,) = [p for e, p in by_epilog.items() if e not in (E.BGRADB, E.BIAS)]  # (the input gradient)
+    assert "aux" not in product.launcher.compiled_parts(product.caller_stream.last, aux=True)
+
+
 # ------------------------------------------------------------------------------------------- on the GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
