@@ -1396,7 +1396,11 @@ static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, s
         Py_RETURN_NONE;
     }
     e = find_entry(t, first, x, w, tb, act, &r, has_bias);
-    out = e != NULL ? linear_hit_run(e, &r, x, w) : NULL;
+    if (e != NULL) { /* (held: its run may run Python code, and another thread may replace it meanwhile) */
+        Py_INCREF(e);
+        out = linear_hit_run(e, &r, x, w);
+        Py_DECREF(e);
+    }
     hit_reads_clear(&r);
     if (out == NULL && !PyErr_Occurred())
         Py_RETURN_NONE;
@@ -1442,6 +1446,8 @@ static PyObject *linear_hits_backward(PyObject *self, PyObject *const *args, Py_
         ew = find_entry(t, 0, x, dz, Py_None, wact, &rw, 0);
     if (xact != Py_None && (wact == Py_None || ew != NULL))
         ex = find_entry(t, 0, dz, w, Py_None, xact, &rx, 0);
+    Py_XINCREF(ew); /* (held: a run may run Python code, and another thread may replace them meanwhile) */
+    Py_XINCREF(ex);
     if ((wact != Py_None && ew == NULL) || (xact != Py_None && ex == NULL)) {
         out = NULL;
         goto done;
@@ -1456,6 +1462,8 @@ static PyObject *linear_hits_backward(PyObject *self, PyObject *const *args, Py_
     }
     out = PyTuple_Pack(2, wout != NULL ? wout : Py_None, dx != NULL ? dx : Py_None);
 done:
+    Py_XDECREF(ew);
+    Py_XDECREF(ex);
     Py_XDECREF(wout);
     Py_XDECREF(dx);
     rx.xshape = rx.xstrides = rx.xdtype = rx.xdevice = NULL; /* (borrowed from rw) */
