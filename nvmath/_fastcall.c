@@ -605,6 +605,16 @@ static PyObject *fft_exec_in_context_address(PyObject *module, PyObject *unused)
    (stream, workspace, bytes) already, as `bind_memo` (nvmath.linalg.generic._cublas's memo of the
    bindings, a dict) records; anything else is a miss, and the Python path binds.
 
+   An entry with `aux_alloc` (a Linear layer's weight gradient with its fused bias gradient, BGRADB: no
+   bias operand) also makes, per call, the output cuBLASLt writes through the descriptor's pointer
+   attributes `attrs` (the bias gradient): the attributes are pointed at it as at a moved bias, and the
+   call returns (result, that output).
+
+   LinearHits.backward(x, dz, weight, weight_act, input_act) makes a Linear layer's backward products
+   (nvmath.torch._kernels.linear_backward): it reads x, dz and weight once, finds both entries (the
+   weight gradient of (x, dz), the input gradient of (dz, weight)) before launching either, then runs
+   each as a call of the table would.
+
    Order of a call, so that nothing of a freed plan is ever used: first everything that may run Python
    code or release the GIL (torch's attribute reads, grad mode, stream, device and capture queries, the
    thread's cuBLASLt handle, the result's allocation); then, with no Python code in between, the
@@ -643,6 +653,7 @@ typedef struct {
     PyObject *scalars;                         /* ((address, bytes), ...): host memory as a plain call leaves it */
     u64 scalar_addr[2];
     PyObject *bind_memo;                       /* kind 1: handle -> (stream, workspace, bytes); else Py_None */
+    PyObject *aux_alloc;                       /* Py_None, or makes the output `attrs` point at (see the notes) */
     int kind;                                  /* 0: cublasLtMatmul, 1: a cuBLAS GEMM (see the notes) */
     int conj;                                  /* complex operands: a conjugate view is a miss */
     Py_ssize_t hits;
@@ -655,7 +666,7 @@ static PyTypeObject LinearHitType;
 #define LINEAR_HIT_FIELDS(X) X(key) X(act) X(xtype) X(wtype) X(btype) X(dtype) X(device) X(xshape) \
     X(xstrides) X(wshape) X(wstrides) X(bshape) X(bstrides) X(device_index) X(raw_stream) X(get_device) \
     X(capturing) X(alloc) X(launch) X(algo) X(bound) X(handle) X(space) X(handles_local) \
-    X(handles_module) X(pool_get) X(after) X(attrs) X(lock) X(scalars) X(bind_memo)
+    X(handles_module) X(pool_get) X(after) X(attrs) X(lock) X(scalars) X(bind_memo) X(aux_alloc)
 
 static int linear_hit_traverse(LinearHit *h, visitproc visit, void *arg)
 {
@@ -694,8 +705,8 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
         "wshape", "wstrides", "walign", "bshape", "bstrides", "balign", "thread", "device_id", "stream",
         "raw_stream", "get_device", "capturing", "alloc", "launch", "algo", "call", "x_first", "swap",
         "c_is_d", "bound", "handle", "space", "lt_handle", "handles_local", "handles_module", "pool_get",
-        "after", "attrs", "set_attr", "lock", "scalars", "conj", "kind", "bind_memo", NULL};
-    PyObject *o[44];
+        "after", "attrs", "set_attr", "lock", "scalars", "conj", "kind", "bind_memo", "aux_alloc", NULL};
+    PyObject *o[45];
     LinearHit *h;
     Py_ssize_t i, n;
     u64 thread, device_id, scalar_addr[2] = {0, 0};
@@ -703,13 +714,13 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
 
     memset(o, 0, sizeof o);
     if (!PyArg_ParseTupleAndKeywords(args, kwds,
-            "|$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:LinearHit", keywords,
+            "|$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:LinearHit", keywords,
             &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12],
             &o[13], &o[14], &o[15], &o[16], &o[17], &o[18], &o[19], &o[20], &o[21], &o[22], &o[23], &o[24],
             &o[25], &o[26], &o[27], &o[28], &o[29], &o[30], &o[31], &o[32], &o[33], &o[34], &o[35], &o[36],
-            &o[37], &o[38], &o[39], &o[40], &o[41], &o[42], &o[43]))
+            &o[37], &o[38], &o[39], &o[40], &o[41], &o[42], &o[43], &o[44]))
         return NULL;
-    for (i = 0; i < 39; i++) /* (the last five are optional: the stateless matmuls' checks and kind) */
+    for (i = 0; i < 39; i++) /* (the last six are optional: the stateless matmuls' checks, kind, aux_alloc) */
         if (o[i] == NULL) {
             PyErr_Format(PyExc_TypeError, "LinearHit() missing required keyword argument '%s'", keywords[i]);
             return NULL;
@@ -756,6 +767,12 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
                      LINEAR_HIT_MAX_ATTRS);
         return NULL;
     }
+    if (o[44] != NULL && o[44] != Py_None
+        && (kind != 0 || o[4] != Py_None || PyTuple_GET_SIZE(o[37]) < 1 || !PyCallable_Check(o[44]))) {
+        PyErr_SetString(PyExc_ValueError, "LinearHit aux_alloc needs a callable, kind 0, no bias (btype None) "
+                                          "and the output's pointer attributes (attrs)");
+        return NULL;
+    }
     h = (LinearHit *)type->tp_alloc(type, 0);
     if (h == NULL)
         return NULL;
@@ -770,6 +787,7 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
     h->lock = Py_NewRef(o[39] != NULL ? o[39] : Py_None);
     h->scalars = n ? Py_NewRef(o[40]) : PyTuple_New(0);
     h->bind_memo = Py_NewRef(o[43] != NULL ? o[43] : Py_None);
+    h->aux_alloc = Py_NewRef(o[44] != NULL ? o[44] : Py_None);
     h->kind = (int)kind;
     memcpy(h->scalar_addr, scalar_addr, sizeof scalar_addr);
     h->conj = o[41] != NULL ? PyObject_IsTrue(o[41]) : 0;
@@ -880,6 +898,7 @@ typedef struct {
     PyObject *grad_enabled;
     Py_ssize_t capacity, n, next;
     LinearHit **entries;
+    int operands_first;                        /* ask grad mode only when an operand requires grad */
 } LinearHits;
 
 /* The tensor reads one call compares with the entries (new references; NULL where not read). */
@@ -1184,8 +1203,8 @@ static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 p
    Py_None (a miss) or NULL (an error). */
 static PyObject *linear_hit_run(LinearHit *e, HitReads *r, PyObject *x, PyObject *w)
 {
-    PyObject *y, *v;
-    u64 stream, device, py, lt = e->lt_handle;
+    PyObject *y, *v, *aux = NULL;
+    u64 stream, device, py, pb = r->pb, lt = e->lt_handle;
     int rc;
 
     if (e->conj) { /* torch's conjugate bit is part of a complex operand's key */
@@ -1246,21 +1265,88 @@ static PyObject *linear_hit_run(LinearHit *e, HitReads *r, PyObject *x, PyObject
         Py_DECREF(y);
         return NULL;
     }
-    rc = e->kind ? gemm_hit_launch(e, lt, r->px, r->pw, py) : linear_hit_launch(e, lt, r->px, r->pw, r->pb, py);
-    if (rc <= 0) {
-        Py_DECREF(y);
-        return rc < 0 ? NULL : Py_NewRef(Py_None);
-    }
-    if (e->after != Py_None) { /* the done event of a mortal stream */
-        v = PyObject_CallNoArgs(e->after);
-        if (v == NULL) {
+    if (e->aux_alloc != Py_None) { /* an output cuBLASLt writes through `attrs` (a bias gradient) */
+        aux = PyObject_CallNoArgs(e->aux_alloc);
+        if (aux == NULL || read_ptr(aux, &pb) < 0) {
+            Py_XDECREF(aux);
             Py_DECREF(y);
             return NULL;
         }
-        Py_DECREF(v);
+    }
+    rc = e->kind ? gemm_hit_launch(e, lt, r->px, r->pw, py) : linear_hit_launch(e, lt, r->px, r->pw, pb, py);
+    if (rc > 0 && e->after != Py_None) { /* the done event of a mortal stream */
+        v = PyObject_CallNoArgs(e->after);
+        rc = v == NULL ? -1 : 1;
+        Py_XDECREF(v);
+    }
+    if (rc <= 0) {
+        Py_DECREF(y);
+        Py_XDECREF(aux);
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
     }
     e->hits++;
-    return y;
+    if (aux == NULL)
+        return y;
+    v = PyTuple_Pack(2, y, aux);
+    Py_DECREF(y);
+    Py_DECREF(aux);
+    return v;
+}
+
+/* 1: an operand requires grad (1 when unreadable too: the Python path decides), 0: none, -1 an error. */
+static int any_requires_grad(PyObject *x, PyObject *w, PyObject *b, int has_bias)
+{
+    PyObject *ts[3] = {x, w, b};
+    int i, rc;
+    for (i = 0; i < 2 + has_bias; i++) {
+        PyObject *v = PyObject_GetAttr(ts[i], s_requires_grad);
+        if (v == NULL)
+            return -1;
+        rc = v != Py_False;
+        Py_DECREF(v);
+        if (rc)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the call needs autograd (1: a miss), grad mode asked first (a Linear table: its weights require
+   grad, and under no_grad one query settles it): 1, 0, or -1 with an error set. */
+static int needs_grad_mode_first(LinearHits *t, PyObject *x, PyObject *w, PyObject *b, int has_bias)
+{
+    int rc = call_flag(t->grad_enabled);
+    return rc <= 0 ? rc : any_requires_grad(x, w, b, has_bias);
+}
+
+/* The same, the operands read first (a stateless table: its operands seldom require grad, and then grad
+   mode is never asked). */
+static int needs_grad(LinearHits *t, PyObject *x, PyObject *w, PyObject *b, int has_bias)
+{
+    int rc = any_requires_grad(x, w, b, has_bias);
+    return rc <= 0 ? rc : call_flag(t->grad_enabled);
+}
+
+/* The first entry from index `from` on that serves (x, w, b of type `tb` or Py_None, act) on this thread
+   with the reads `r`, or NULL (none; no error set). */
+static LinearHit *find_entry(LinearHits *t, Py_ssize_t from, PyObject *x, PyObject *w, PyObject *tb,
+                             PyObject *act, HitReads *r, int has_bias)
+{
+    PyObject *tx = (PyObject *)Py_TYPE(x), *tw = (PyObject *)Py_TYPE(w);
+    unsigned long thread = PyThread_get_thread_ident();
+    Py_ssize_t i;
+    int rc;
+
+    for (i = from; i < t->n; i++) {
+        LinearHit *e = t->entries[i];
+        if (tx != e->xtype || tw != e->wtype || tb != e->btype || e->thread != thread || !same_act(e->act, act))
+            continue;
+        rc = entry_matches(e, r, has_bias);
+        if (rc < 0)
+            PyErr_Clear();
+        else if (rc)
+            return e;
+    }
+    return NULL;
 }
 
 static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -1271,6 +1357,7 @@ static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, s
     PyTypeObject *tx, *tw;
     PyObject *tb;
     HitReads r;
+    LinearHit *e;
     unsigned long thread;
     int has_bias, rc;
 
@@ -1296,21 +1383,10 @@ static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, s
     }
     if (first < 0)
         Py_RETURN_NONE;
-    rc = call_flag(t->grad_enabled); /* with grad on, a tensor that requires grad takes the autograd path */
-    if (rc < 0)
-        return NULL;
-    if (rc) {
-        PyObject *ts[3] = {x, w, b};
-        for (i = 0; i < 2 + has_bias; i++) {
-            PyObject *v = PyObject_GetAttr(ts[i], s_requires_grad);
-            if (v == NULL)
-                return NULL;
-            rc = v != Py_False;
-            Py_DECREF(v);
-            if (rc)
-                Py_RETURN_NONE;
-        }
-    }
+    /* with grad on, a tensor that requires grad takes the autograd path */
+    rc = t->operands_first ? needs_grad(t, x, w, b, has_bias) : needs_grad_mode_first(t, x, w, b, has_bias);
+    if (rc != 0)
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
     memset(&r, 0, sizeof r);
     if (read_tensor(x, &r.xshape, &r.xstrides, &r.xdtype, &r.xdevice, &r.px) < 0
         || read_tensor(w, &r.wshape, &r.wstrides, &r.wdtype, &r.wdevice, &r.pw) < 0
@@ -1319,20 +1395,11 @@ static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, s
         hit_reads_clear(&r);
         Py_RETURN_NONE;
     }
-    for (i = first; i < t->n; i++) {
-        LinearHit *e = t->entries[i];
-        if ((PyObject *)tx != e->xtype || (PyObject *)tw != e->wtype || tb != e->btype || e->thread != thread
-            || !same_act(e->act, act))
-            continue;
-        rc = entry_matches(e, &r, has_bias);
-        if (rc < 0) {
-            PyErr_Clear();
-            continue;
-        }
-        if (rc) {
-            out = linear_hit_run(e, &r, x, w);
-            break;
-        }
+    e = find_entry(t, first, x, w, tb, act, &r, has_bias);
+    if (e != NULL) { /* (held: its run may run Python code, and another thread may replace it meanwhile) */
+        Py_INCREF(e);
+        out = linear_hit_run(e, &r, x, w);
+        Py_DECREF(e);
     }
     hit_reads_clear(&r);
     if (out == NULL && !PyErr_Occurred())
@@ -1340,14 +1407,83 @@ static PyObject *linear_hits_vectorcall(PyObject *self, PyObject *const *args, s
     return out;
 }
 
+/* hits.backward(x, dz, weight, weight_act, input_act): a Linear layer's backward products in one call
+   (nvmath.torch._kernels.linear_backward): the weight gradient (entry `weight_act`: x and dz, None when
+   not wanted) and the input gradient (entry `input_act`: dz and weight, None when not wanted), dz read
+   once for both. None when an entry wanted is missing or its checks fail before any launch (the Python
+   path then runs both); else (what the weight-gradient entry returns or None, dx or None), a None dx
+   where it was wanted meaning that its entry missed after the first launch (the Python path makes it). */
+static PyObject *linear_hits_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    LinearHits *t = (LinearHits *)self;
+    PyObject *x, *dz, *w, *wact, *xact, *wout = NULL, *dx = NULL, *out;
+    LinearHit *ew = NULL, *ex = NULL;
+    HitReads rw, rx;
+
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "LinearHits.backward takes (x, dz, weight, weight_act, input_act)");
+        return NULL;
+    }
+    x = args[0], dz = args[1], w = args[2], wact = args[3], xact = args[4];
+    if (t->n == 0 || (wact == Py_None && xact == Py_None))
+        Py_RETURN_NONE;
+    if (needs_grad_mode_first(t, x, dz, w, 1) != 0) /* (create_graph: the Python path, as in the table) */
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    memset(&rw, 0, sizeof rw);
+    memset(&rx, 0, sizeof rx);
+    if (read_tensor(x, &rw.xshape, &rw.xstrides, &rw.xdtype, &rw.xdevice, &rw.px) < 0
+        || read_tensor(dz, &rw.wshape, &rw.wstrides, &rw.wdtype, &rw.wdevice, &rw.pw) < 0
+        || read_tensor(w, &rx.wshape, &rx.wstrides, &rx.wdtype, &rx.wdevice, &rx.pw) < 0) {
+        PyErr_Clear();
+        hit_reads_clear(&rw);
+        hit_reads_clear(&rx);
+        Py_RETURN_NONE;
+    }
+    /* dz is the weight gradient's second operand and the input gradient's first: its reads, borrowed */
+    rx.xshape = rw.wshape, rx.xstrides = rw.wstrides, rx.xdtype = rw.wdtype, rx.xdevice = rw.wdevice;
+    rx.px = rw.pw;
+    if (wact != Py_None)
+        ew = find_entry(t, 0, x, dz, Py_None, wact, &rw, 0);
+    if (xact != Py_None && (wact == Py_None || ew != NULL))
+        ex = find_entry(t, 0, dz, w, Py_None, xact, &rx, 0);
+    Py_XINCREF(ew); /* (held: a run may run Python code, and another thread may replace them meanwhile) */
+    Py_XINCREF(ex);
+    if ((wact != Py_None && ew == NULL) || (xact != Py_None && ex == NULL)) {
+        out = NULL;
+        goto done;
+    }
+    if (ew != NULL && ((wout = linear_hit_run(ew, &rw, x, dz)) == NULL || wout == Py_None)) {
+        out = NULL; /* (an error, or a miss before its launch: nothing launched) */
+        goto done;
+    }
+    if (ex != NULL && (dx = linear_hit_run(ex, &rx, dz, w)) == NULL) {
+        out = NULL;
+        goto done;
+    }
+    out = PyTuple_Pack(2, wout != NULL ? wout : Py_None, dx != NULL ? dx : Py_None);
+done:
+    Py_XDECREF(ew);
+    Py_XDECREF(ex);
+    Py_XDECREF(wout);
+    Py_XDECREF(dx);
+    rx.xshape = rx.xstrides = rx.xdtype = rx.xdevice = NULL; /* (borrowed from rw) */
+    hit_reads_clear(&rw);
+    hit_reads_clear(&rx);
+    if (out == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return out;
+}
+
 static PyObject *linear_hits_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *keywords[] = {"capacity", "grad_enabled", NULL};
+    static char *keywords[] = {"capacity", "grad_enabled", "operands_first", NULL};
     Py_ssize_t capacity;
     PyObject *grad_enabled;
+    int operands_first = 0;
     LinearHits *t;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nO:LinearHits", keywords, &capacity, &grad_enabled))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nO|$p:LinearHits", keywords, &capacity, &grad_enabled,
+                                     &operands_first))
         return NULL;
     if (capacity < 1 || capacity > 4096) {
         PyErr_Format(PyExc_ValueError, "LinearHits capacity must be in 1 .. 4096, got %zd", capacity);
@@ -1367,6 +1503,7 @@ static PyObject *linear_hits_new(PyTypeObject *type, PyObject *args, PyObject *k
         return PyErr_NoMemory();
     }
     t->capacity = capacity;
+    t->operands_first = operands_first;
     Py_INCREF(grad_enabled);
     t->grad_enabled = grad_enabled;
     return (PyObject *)t;
@@ -1467,6 +1604,9 @@ static PyMethodDef linear_hits_methods[] = {
      "Add a LinearHit (replacing the entry of the same key, thread and stream; else the oldest when full)."},
     {"clear", (PyCFunction)linear_hits_clear_method, METH_NOARGS, "Drop every entry."},
     {"entries", (PyCFunction)linear_hits_entries, METH_NOARGS, "The entries, oldest first."},
+    {"backward", (PyCFunction)(void (*)(void))linear_hits_backward, METH_FASTCALL,
+     "backward(x, dz, weight, weight_act, input_act): a Linear layer's weight and input gradients "
+     "(entries weight_act and input_act; None: not wanted) -> (weight entry's result, dx), or None."},
     {NULL},
 };
 
@@ -1477,7 +1617,7 @@ static PyTypeObject LinearHitsType = {
     .tp_name = "nvmath._fastcall.LinearHits",
     .tp_basicsize = sizeof(LinearHits),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "LinearHits(capacity, grad_enabled): planned Linear problems; "
+    .tp_doc = "LinearHits(capacity, grad_enabled, *, operands_first=False): planned Linear problems; "
               "hits(x, weight, bias, activation) -> the result, or None (run the Python path).",
     .tp_new = linear_hits_new,
     .tp_dealloc = (destructor)linear_hits_dealloc,

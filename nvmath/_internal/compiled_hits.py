@@ -93,7 +93,8 @@ class StatelessHits:
             from nvmath import _fastcall
 
             self.is_compiling = torch.compiler.is_compiling
-            self.table = _fastcall.LinearHits(CAPACITY, torch.is_grad_enabled)
+            # (operands_first: a plain call's tensors seldom require grad; then grad mode is not asked)
+            self.table = _fastcall.LinearHits(CAPACITY, torch.is_grad_enabled, operands_first=True)
         return self.table
 
     def wanted(self, entry: Any, a: Any) -> bool:

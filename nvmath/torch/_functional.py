@@ -84,14 +84,15 @@ def linear(
     # (the pure path: one attribute read; under torch.compile, never: its custom op runs instead)
     cache = default_cache if cache is None else cache
     hits = cache.linear_hits
-    if hits is not None and not _is_compiling():
+    compiling = _is_compiling()  # (asked once: the table and the hot paths below)
+    if hits is not None and not compiling:
         y = hits(x, weight, bias, activation)
         if y is not None:
             return y
     tensor = torch.Tensor
     if (
         isinstance(x, tensor) and isinstance(weight, tensor) and (bias is None or isinstance(bias, tensor))
-        and not _is_compiling()
+        and not compiling
     ):  # fmt: skip
         if not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
                                               or (bias is not None and bias.requires_grad))):  # fmt: skip

@@ -46,7 +46,7 @@ class LinearFn(torch.autograd.Function):
     def forward(ctx: Any, x: Any, w: Any, b: Any, act: str | None, cache: PlannerCache) -> Any:
         y, aux = _kernels.linear_train(cache, x, w, b, act)  # (no empty aux tensor made for nothing)
         ctx.save_for_backward(x, w, y if act == "relu" else None, aux)
-        ctx.act, ctx.has_bias, ctx.cache = act, b is not None, cache
+        ctx.fixed = (cache, act, b is not None)  # (one attribute set and read, not three)
         return y
 
     @staticmethod
@@ -56,9 +56,8 @@ class LinearFn(torch.autograd.Function):
         if torch.is_grad_enabled():
             return _linear_backward_once(ctx, g)
         x, w, y, aux = ctx.saved_tensors
-        dx, dw, db = _kernels.linear_backward(
-            ctx.cache, g, x, w, y, aux, ctx.act, ctx.has_bias, ctx.needs_input_grad
-        )
+        cache, act, has_bias = ctx.fixed
+        dx, dw, db = _kernels.linear_backward(cache, g, x, w, y, aux, act, has_bias, ctx.needs_input_grad)
         return dx, dw, db, None, None
 
 

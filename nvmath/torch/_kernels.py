@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from nvmath.linalg.advanced import MatmulEpilog as E
+from nvmath.torch._linear_hit import WEIGHT_BIAS_GRAD, WEIGHT_GRAD
 from nvmath.torch._planners import PRODUCT, PlannerCache
 from nvmath.torch._rules import check_linear
 
@@ -150,20 +151,34 @@ def linear_backward(
     act: str | None, has_bias: bool, needs: tuple[bool, ...],
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
     """``(dx, dw, db)`` of :func:`linear_forward` (``None`` where ``needs``, whose first three items are
-    x's, w's and b's, says not needed)."""
+    x's, w's and b's, says not needed).
+
+    With the compiled table (``cache.linear_hits``) the weight gradient (with BGRADB's bias gradient)
+    and the input gradient are one C call (``LinearHits.backward``, ``dz`` read once) when both
+    problems have entries; the Python path makes what it did not (and gives the table the entries).
+    """
     flat = x.dim() == 2  # (the common case: no (tokens, features) views to make)
     g2, x2 = (g, x) if flat else (_rows(g), _rows(x))
     if act is None:  # (the plain layer: no call for the identity's gradient)
         dz = g2.contiguous()
     else:
         dz = activation_grad(g2, act, y if flat or act != "relu" else _rows(y), aux)
-    dx = dw = db = None
-    if needs[1] or (needs[2] and has_bias):
-        dw, db = cache.weight_grad(x2.contiguous(), dz, has_bias and needs[2])
+    want_w, bias = needs[1] or (needs[2] and has_bias), has_bias and needs[2]
+    xc = x2.contiguous() if want_w else x2
+    hits = cache.linear_hits  # (the compiled hits, when the path is active)
+    wout = dx = None
+    if hits is not None:
+        name = (WEIGHT_BIAS_GRAD if bias else WEIGHT_GRAD) if want_w else None
+        out = hits.backward(xc, dz, w, name, PRODUCT if needs[0] else None)
+        if out is not None:
+            wout, dx = out
+    dw = db = None
+    if want_w:
+        if wout is None:
+            wout = cache.weight_grad(xc, dz, bias, compile_hit=hits is not None)
+        dw, db = wout if type(wout) is tuple else (wout, None)  # (the C entry without bias: dw alone)
         dw = dw if needs[1] else None
     if needs[0]:
-        hits = cache.linear_hits
-        dx = hits(dz, w, None, PRODUCT) if hits is not None else None  # (the compiled hit, when active)
         if dx is None:
             dx = cache.run(dz, w, compile_hit=hits is not None)
         dx = dx.contiguous() if flat else dx.contiguous().view(*x.shape)

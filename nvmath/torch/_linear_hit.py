@@ -11,8 +11,12 @@ plans, evicts or frees anything, and an entry whose launch was closed (its plann
 freed) or whose algorithm changed never runs (see ``nvmath/_fastcall.c``, block ``LinearHit``).
 
 Entries are made only for the epilogs without aux outputs (inference, and a training forward without
-GELU) and for the plain products of a Linear layer's backward (its input gradient, :data:`PRODUCT`);
-on the pure-Python path there is no table (``linear_hits`` is ``None``) and nothing here runs.
+GELU) and for the products of a Linear layer's backward: its input gradient (:data:`PRODUCT`) and its
+weight gradient (:data:`WEIGHT_GRAD`, or :data:`WEIGHT_BIAS_GRAD` with the bias gradient fused by
+BGRADB: the entry also allocates that output and points the descriptor at it, and the call returns
+``(dw, db)``); a backward makes both of its products in one call, ``hits.backward(x, dz, weight,
+weight_act, input_act)`` (see :func:`~._kernels.linear_backward`). On the pure-Python path there is no
+table (``linear_hits`` is ``None``) and nothing here runs.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced._launch import twin_arguments
 from nvmath.torch import _capture
 
-__all__ = ["ACTIVATION_OF", "CAPACITY", "PRODUCT", "build", "table"]
+__all__ = ["ACTIVATION_OF", "CAPACITY", "PRODUCT", "WEIGHT_BIAS_GRAD", "WEIGHT_GRAD", "build", "table"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +50,16 @@ PRODUCT = "nvmath.torch: plain product"
 called as ``hits(a, b, None, PRODUCT)``, an entry of ``a`` and ``b`` with no epilog."""
 
 
+WEIGHT_GRAD = "nvmath.torch: weight gradient"
+"""The name of a Linear layer's weight gradient ``dz.T @ x`` (``PlannerCache.weight_grad`` without bias)
+in a table: called as ``hits(x, dz, None, WEIGHT_GRAD)`` -> ``dw`` ((N, K), contiguous)."""
+
+WEIGHT_BIAS_GRAD = "nvmath.torch: weight and bias gradient"
+"""The same with the bias gradient (BGRADB): ``hits(x, dz, None, WEIGHT_BIAS_GRAD)`` -> ``(dw, db)``."""
+
+_GRADS = (WEIGHT_GRAD, WEIGHT_BIAS_GRAD)
+
+
 def table() -> Any:
     """A new empty table, or ``None`` when the compiled path is off (or torch has no CUDA getters)."""
     if not fastpath.available():
@@ -59,6 +73,15 @@ def _alignment(ptr: int) -> int:
     return min(ptr & -ptr, 256) if ptr else 256
 
 
+def _aux_output(maker: Any, attr: Any) -> tuple[Any, tuple[Any]]:
+    """``(aux_alloc, attrs)`` of an entry whose plan writes one aux output through the descriptor
+    pointer ``attr`` (BGRADB's bias gradient): the output made as ``maker`` (a torch CUDA
+    ``ResultMaker``, its ``direct`` layout) makes it, and the attribute to point at it."""
+    empty, shape, strides, dtype, device = maker.direct
+    template = empty((0,), (1,), dtype=dtype, device=device)  # (no memory: allocates as `empty` does)
+    return functools.partial(template.new_empty_strided, shape, strides), (attr,)
+
+
 def build(key: Any, act: Any, lr: Any, x: Any, w: Any, b: Any) -> Any:
     """The ``LinearHit`` of a planned problem that just ran on addresses, or ``None`` when its next call
     cannot be made in C (see :meth:`~nvmath.linalg.advanced._direct.AddressRun.compiled_parts`; also a
@@ -70,18 +93,26 @@ def build(key: Any, act: Any, lr: Any, x: Any, w: Any, b: Any) -> Any:
         lr: its ``_LinearRun`` or ``_ProductRun`` (``run``: its
             :class:`~nvmath.linalg.advanced._direct.AddressRun`;
             ``shape``, ``strides``, ``template``: the result's layout, dtype and device; ``x_first``;
-            ``pinned``: a CUDA graph may replay the planner, so no capture check per call).
-        x, w, b: the tensors of the call that just ran (``b`` ``None`` without bias).
+            ``pinned``: a CUDA graph may replay the planner, so no capture check per call; a weight
+            gradient's ``transposed``: the layout of the gradient, the product's transpose).
+        x, w, b: the tensors of the call that just ran (``b`` ``None`` without bias; a weight
+            gradient's ``x`` and ``dz``).
     """
     raw, device = streams.torch_raw_stream(), streams.torch_device_getter()
     ready = raw is not None and device is not None
-    parts = lr.run.compiled_parts() if ready else None
-    if parts is None:
+    grad = act in _GRADS
+    parts = lr.run.compiled_parts(aux=act == WEIGHT_BIAS_GRAD) if ready else None
+    if parts is None or (grad and lr.transposed is None) or ("aux" in parts) != (act == WEIGHT_BIAS_GRAD):
         return None
-    attrs = parts["attrs"]
+    attrs, aux_alloc = parts["attrs"], None
+    if "aux" in parts:  # (the bias gradient: allocated per call, the descriptor pointed at it)
+        if attrs or parts["aux"][0].direct is None:
+            return None
+        aux_alloc, attrs = _aux_output(*parts["aux"])
     set_attr = fastpath.bound_address("cublasLt", "cublasLtMatmulDescSetAttribute") if attrs else 0
-    if set_attr is None or len(attrs) != (b is not None):
+    if set_attr is None or len(attrs) != (b is not None or aux_alloc is not None):
         return None
+    layout = lr.transposed if grad else (lr.shape, lr.strides)
     capturing = None
     if parts["bound"] is not None and not lr.pinned:
         if _capture.capturing_now():  # (the Python path pins the planner first)
@@ -97,6 +128,6 @@ def build(key: Any, act: Any, lr: Any, x: Any, w: Any, b: Any) -> Any:
         walign=_alignment(w.data_ptr()), bshape=tuple(b.shape) if b is not None else (),
         bstrides=b.stride() if b is not None else (), balign=_alignment(b.data_ptr()) if b is not None else 0,
         thread=threading.get_ident(), raw_stream=raw, get_device=device, capturing=capturing,
-        alloc=functools.partial(lr.template.new_empty_strided, lr.shape, lr.strides),
+        alloc=functools.partial(lr.template.new_empty_strided, *layout), aux_alloc=aux_alloc,
         **twin_arguments(parts["launch"], parts, handle), x_first=lr.x_first, attrs=attrs, set_attr=set_attr,
     )  # fmt: skip

@@ -279,13 +279,15 @@ class PlannerCache:
                 self._compile(key, PRODUCT, pr, a, b, None)
             return y if extras is None else (y, extras)
 
-    def weight_grad(self, x: Any, dz: Any, bias: bool) -> tuple[Any, Any]:
+    def weight_grad(self, x: Any, dz: Any, bias: bool, *, compile_hit: bool = False) -> tuple[Any, Any]:
         """A Linear layer's weight gradient ``dz.T @ x`` ((N, K), contiguous) from 2-D ``x`` (M, K) and
         ``dz`` (M, N), and with ``bias`` its bias gradient ``dz.sum(0)`` (else ``None``).
 
         Run as the product ``x.T @ dz`` (with BGRADB for the bias gradient: the orientation cuBLASLt
         fuses), whose column-major result is the gradient's memory: a hit allocates the gradient itself
-        and runs on the addresses, making no view of ``x`` or of the result.
+        and runs on the addresses, making no view of ``x`` or of the result. ``compile_hit``: the caller
+        tries :attr:`linear_hits` with ``(x, dz, None, WEIGHT_GRAD or WEIGHT_BIAS_GRAD)`` first, so a hit
+        on addresses gives it this problem's entry.
         """
         epilog = E.BGRADB if bias else None
         px, pd = x.data_ptr(), dz.data_ptr()
@@ -309,6 +311,9 @@ class PlannerCache:
                     pr.pinned = True
                 dw = pr.template.new_empty_strided(*pr.transposed)
                 extras = run(px, pd, dw.data_ptr())
+                if compile_hit and self.linear_hits is not None:
+                    name = _linear_hit.WEIGHT_BIAS_GRAD if bias else _linear_hit.WEIGHT_GRAD
+                    self._compile(key, name, pr, x, dz, None)
                 return dw, extras["bgradb"] if extras else None
         result, extras = out if isinstance(out, tuple) else (out, None)
         return result.mT.contiguous(), extras["bgradb"] if extras else None

@@ -282,8 +282,8 @@ def test_pure_path_has_no_table(torch, nt, monkeypatch):
 
 
 def test_backward_input_gradient_uses_the_table(torch, gpu):
-    """A training step's input gradient (the plain product ``dz @ w``) is served by the table from the
-    third step on, and equals torch's in float64 (with and without bias)."""
+    """A training step's input gradient (the plain product ``dz @ w``) and weight gradient are served by
+    the table from the third step on, and equals torch's in float64 (with and without bias)."""
     nt, _ = gpu
     cache = nt.PlannerCache()
     x = _aligned(torch, 8, 32).requires_grad_()
@@ -291,7 +291,7 @@ def test_backward_input_gradient_uses_the_table(torch, gpu):
     g = _aligned(torch, 8, 16)
     for _ in range(4):
         nt.linear(x, w, None, cache=cache).backward(g)
-    assert len(cache.linear_hits) == 2  # (the forward and the input gradient)
+    assert len(cache.linear_hits) == 3  # (the forward, the weight gradient and the input gradient)
     assert sum(e.hits for e in cache.linear_hits.entries()) >= 2
     xr, wr = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
     torch.nn.functional.linear(xr, wr).backward(g.double())

@@ -82,6 +82,15 @@ class AuxOutputs:
             made.append((name, out))
         return made
 
+    def pointer_output(self) -> tuple[ResultMaker, PointerAttribute] | None:
+        """``(maker, attribute)`` of a plan whose aux is one output that cuBLASLt writes through one
+        descriptor pointer attribute, with no library step after the call (BGRADB's bias gradient): a
+        compiled twin can allocate it and point the attribute itself; else ``None``."""
+        if self._step is not None or len(self._makers) != 1:
+            return None
+        _, maker, attr = self._makers[0]
+        return None if attr is None else (maker, attr)
+
     def finish(self, made: Made, stream: StreamHandle) -> Made:
         """After ``cublasLtMatmul`` on ``stream``: run the library's step; return the caller's outputs."""
         step = self._step

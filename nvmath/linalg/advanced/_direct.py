@@ -97,14 +97,15 @@ class AddressRun:
             return None
         return {name: deliver(out, is_adapter, handle) for name, (out, _, is_adapter) in made}
 
-    def compiled_parts(self) -> dict[str, Any] | None:
-        """:meth:`~._launch.MatmulLaunch.compiled_parts` of the next run on the stream of the last one,
-        with ``launch``, ``handle`` (that stream's handle) and ``attrs`` (the descriptor's pointer
-        attributes of the epilog inputs, in input order), or ``None`` (see there; also before a run)."""
+    def compiled_parts(self, aux: bool = False) -> dict[str, Any] | None:
+        """:meth:`~._launch.MatmulLaunch.compiled_parts` of the next run on the stream of the last one
+        (``aux``: also of a plan with a pointer-written aux output, see there), with ``launch``,
+        ``handle`` (that stream's handle) and ``attrs`` (the descriptor's pointer attributes of the
+        epilog inputs, in input order), or ``None`` (see there; also before a run)."""
         launch, handle = self._launch, self._streams.last
         if launch.closed or handle is None:
             return None
-        parts = launch.compiled_parts(handle)
+        parts = launch.compiled_parts(handle, aux)
         if parts is None:
             return None
         parts.update(launch=launch, handle=handle, attrs=tuple(a for attrs in self._pointers for a in attrs))

@@ -187,7 +187,7 @@ class MatmulLaunch:
         """
         self.closed = True
 
-    def compiled_parts(self, handle: StreamHandle) -> dict[str, Any] | None:
+    def compiled_parts(self, handle: StreamHandle, aux: bool = False) -> dict[str, Any] | None:
         """The fixed pieces of this launch's bare call on ``handle``, for a compiled twin that makes the
         call itself (``nvmath._fastcall.LinearHit``), or ``None`` when a run needs more than the bare
         call: a closed launch, a staged copy, a broadcast aux input or aux outputs, a context switch (a
@@ -198,8 +198,20 @@ class MatmulLaunch:
         its workspace, ``None`` without one), ``lt_handle`` (0: the thread's handle), ``device_id`` and
         ``done`` (a run on ``handle`` must record the done event after the call); ``alpha`` (the host
         address of alpha) and ``scalar_dtype`` (its numpy dtype; ``None`` when ``keep`` is no array).
+
+        With ``aux``, a plan whose only extra is one aux output written through a descriptor pointer
+        (:meth:`~._aux.AuxOutputs.pointer_output`: BGRADB's bias gradient) is also given, with key
+        ``aux``: ``(its ResultMaker, its PointerAttribute)`` (the twin allocates it and points the
+        attribute at it on every call, as :meth:`run` does).
         """
-        if self.closed or self._extras or self._device is None or handle.ctx is not None:
+        out = None
+        if self._extras:
+            if not aux or self._staged is not None or self._broadcast is not None or self._aux is None:
+                return None
+            out = self._aux.pointer_output()
+            if out is None:
+                return None
+        if self.closed or self._device is None or handle.ctx is not None:
             return None
         if not fastpath.is_compiled(self._call):
             return None
@@ -211,6 +223,7 @@ class MatmulLaunch:
             "lt_handle": self._lt_handle or 0, "device_id": self.device_id,
             "done": bool(handle.mortal and (ws_size or self._done_always)),
             "alpha": self._scalars[0], "scalar_dtype": getattr(self._keep, "dtype", None),
+            **({"aux": out} if out is not None else {}),
         }  # fmt: skip
 
     def prepare(self, handle: StreamHandle) -> None:

@@ -230,6 +230,29 @@ def test_grad_behaviour_is_unchanged(torch, gpu, monkeypatch):
         assert adv.matmul(ag, b).grad_fn is None and len(python) == n
 
 
+def test_grad_mode_is_asked_only_when_an_operand_requires_grad(torch, gpu, monkeypatch):
+    """The stateless table reads the operands' ``requires_grad`` first: a plain call of tensors that
+    need no grad is served without asking grad mode; one that requires grad asks it, and is a miss with
+    grad on and served under ``no_grad``."""
+    asked = []
+    real = torch.is_grad_enabled
+    monkeypatch.setattr(torch, "is_grad_enabled", lambda: asked.append(1) or real())
+    a, b = _aligned(torch, 8, 32, seed=1), _aligned(torch, 32, 16, seed=2)
+    ag = a.clone().requires_grad_()
+    _warm(a, b)
+    with torch.no_grad():
+        _warm(ag, b)  # (its own entry: another alignment class, maybe)
+    table, nones = _matmul_hit.hits.table, (None,) * 10
+    asked.clear()
+    y = table(a, b, None, None, *nones)
+    assert y is not None and asked == []
+    assert table(ag, b, None, None, *nones) is None and asked == [1]
+    with torch.no_grad():
+        yg = table(ag, b, None, None, *nones)
+    assert yg is not None and yg.grad_fn is None
+    assert torch.equal(y, _python(a, b)) and torch.equal(yg, y)
+
+
 def test_clear_all_empties_the_table(torch, gpu):
     """``caches.clear_all()`` empties the table with the plan cache (the fake's adapters go with it: the
     test ends there)."""
