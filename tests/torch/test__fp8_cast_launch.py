@@ -88,12 +88,13 @@ def _bytes(args: tuple) -> list[bytes]:
 
 
 @compiled_only
-def test_cast_transpose_launches_in_one_c_call(launches):
+def test_cast_transpose_launches_in_one_c_call(launches, monkeypatch):
     """The cast-transpose reaches cuLaunchKernel once: its kernel handle, grid() x (32, 8, 1) threads,
     torch's current stream of device 0, the device's primary context current during the launch and
     the thread's none restored after, every parameter (addresses, rows, columns) packed as numpy packs
-    it; cuda.core is not called."""
+    it; cuda.core is not called. (The 64 x 64 kernel: the vectorized one is switched off here.)"""
     driver, seen, core_calls = launches
+    monkeypatch.setattr(C, "VECTOR_CAST", False)
     _arity(driver, (BF16, E4, None), 9)
     x = torch.ones(256, 192, dtype=BF16)
     r = C.cast_transpose(x, torch.tensor(2.0), E4, colsum=True)
@@ -107,6 +108,25 @@ def test_cast_transpose_launches_in_one_c_call(launches):
         and int(args[2]) == r.q.data_ptr()
         and (int(args[7]), int(args[8])) == (256, 192)
     )
+    assert not C.broken()
+
+
+@compiled_only
+def test_vectorized_cast_transpose_launches_in_one_c_call(launches):
+    """A tensor of whole 16-byte row vectors takes the vectorized cast-transpose through the same
+    launcher: its own kernel handle, vector_grid()'s grid of (32, 8, 1) blocks, the plain kernel's
+    nine parameters; cuda.core is not called."""
+    driver, seen, core_calls = launches
+    key = ("vector", BF16, E4)
+    _arity(driver, key, 9)
+    x = torch.ones(256, 512, dtype=BF16)
+    assert C.vector_cast_applies(x)
+    r = C.cast_transpose(x, torch.tensor(2.0), E4)
+    ((launch,), (args,)) = driver.launches, seen
+    assert launch.kernel == HANDLES[key] and core_calls == []
+    assert launch.grid == (*C.vector_grid(256, 512, False), 1) and launch.block == (*C.THREADS, 1)
+    assert [p[: len(b)] for p, b in zip(launch.params, _bytes(args))] == _bytes(args)
+    assert int(args[0]) == x.data_ptr() and int(args[2]) == r.q.data_ptr()
     assert not C.broken()
 
 
