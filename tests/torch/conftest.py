@@ -58,3 +58,30 @@ def host(tmp_path_factory):
     if built is None:
         pytest.skip("no g++ to build the host emulation of the kernels")
     return built
+
+
+@pytest.fixture
+def cast_recorder(torch, monkeypatch):
+    """The FP8 cast kernels' launches recorded, not made: cuda.core's ``launch`` replaced by a recorder
+    (the returned list gets ``(config, kernel key, args)`` per launch), the compiled launcher switched off
+    (it would launch the real kernel on a machine with a GPU), the kernels, stream and context stubbed
+    and CPU tensors posing as CUDA ones."""
+    core = pytest.importorskip("cuda.core")
+    import contextlib
+
+    from nvmath._internal import devices, kernel_launch, streams
+    from nvmath.torch import _fp8_cast as C
+
+    calls: list = []
+    monkeypatch.setattr(
+        core, "launch", lambda stream, config, kernel, *args: calls.append((config, kernel, args))
+    )
+    monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
+    monkeypatch.setattr(streams, "current_stream", lambda device_id, package: type("H", (), {"core": "s"})())
+    monkeypatch.setattr(C, "_kernels", lambda device_id: {k: k for k in C._NAMES})
+    monkeypatch.setattr(C, "available", lambda x, aux=None: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    monkeypatch.setattr(C, "_DIRECT", {})
+    monkeypatch.setattr(kernel_launch, "_MADE", [None])
+    return calls

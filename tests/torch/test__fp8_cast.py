@@ -16,7 +16,6 @@ column sums in the kernel's order), the dgelu pass against ``gelu_backward``.
 
 from __future__ import annotations
 
-import contextlib
 import re
 
 import numpy as np
@@ -222,25 +221,10 @@ def test_kernel_shape_rules():
 
 
 @pytest.fixture
-def recorder(monkeypatch):
-    """cuda.core's launch replaced by a recorder; the kernels, stream and context stubbed."""
-    core = pytest.importorskip("cuda.core")
-    from nvmath._internal import devices, kernel_launch, streams
-
-    calls = []
-    record = lambda stream, config, kernel, *args: calls.append((config, kernel, args))
-    monkeypatch.setattr(core, "launch", record)
-    monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
-    monkeypatch.setattr(streams, "current_stream", lambda device_id, package: type("H", (), {"core": "s"})())
-    monkeypatch.setattr(C, "_kernels", lambda device_id: {k: k for k in C._NAMES})
-    monkeypatch.setattr(C, "available", lambda x, aux=None: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+def recorder(cast_recorder, monkeypatch):
+    """:func:`cast_recorder` with every tensor shape taken by the kernels."""
     monkeypatch.setattr(C, "_kernel_shape_ok", lambda x: True)
-    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
-    # (cuda.core's launch: the compiled launcher off, as on the pure-Python path; it has its own tests)
-    monkeypatch.setattr(C, "_DIRECT", {})
-    monkeypatch.setattr(kernel_launch, "_MADE", [None])
-    return calls
+    return cast_recorder
 
 
 def test_launch_arguments(recorder):

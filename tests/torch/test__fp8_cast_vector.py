@@ -14,7 +14,6 @@ the 64 x 64 kernels.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import re
 
@@ -186,21 +185,9 @@ def test_grouped_amax_is_each_groups_max_on_host_threads(host, wide, blocks):
 
 # ---------------------------------------------------------------- launch selection (no GPU)
 @pytest.fixture
-def recorder(monkeypatch):
-    """cuda.core's launch replaced by a recorder; the kernels, stream and context stubbed."""
-    core = pytest.importorskip("cuda.core")
-    from nvmath._internal import devices, streams
-
-    calls = []
-    record = lambda stream, config, kernel, *args: calls.append((config, kernel, args))
-    monkeypatch.setattr(core, "launch", record)
-    monkeypatch.setattr(devices, "device_ctx", lambda device_id: contextlib.nullcontext())
-    monkeypatch.setattr(streams, "current_stream", lambda device_id, package: type("H", (), {"core": "s"})())
-    monkeypatch.setattr(C, "_kernels", lambda device_id: {k: k for k in C._NAMES})
-    monkeypatch.setattr(C, "available", lambda x, aux=None: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
-    return calls
+def recorder(cast_recorder, monkeypatch):
+    """:func:`cast_recorder`."""
+    return cast_recorder
 
 
 def test_cast_transpose_launches_the_vector_kernel_where_it_applies(recorder, monkeypatch):
