@@ -1,5 +1,5 @@
 """Helpers of the stateless matmuls' compiled-hit tests (``tests/linalg/*/test__matmul_hit.py``,
-``tests/_internal/test_compiled_hits_gpu.py``): a recording C function in front of an emulated library
+``tests/_internal/test_compiled_hits_gpu.py``, ``tests/torch/test__linear_hit*.py``): a recording C function in front of an emulated library
 entry point, and the views of a ``StatelessHits`` table the tests compare."""
 
 from __future__ import annotations
@@ -46,3 +46,31 @@ def spy_python(module: Any, monkeypatch: Any) -> list:
     wants = module.wants_torch
     monkeypatch.setattr(module, "wants_torch", lambda *args: seen.append(1) or wants(*args))
     return seen
+
+
+def install_linear_hit_fake(torch_fakes: Any, monkeypatch: Any, status: list) -> tuple[Any, list]:
+    """``(nvmath.torch, calls)`` of the compiled Linear hit's tests (``tests/torch/test__linear_hit*.py``):
+    the fake GPU as package "torch" with the compiled path on; ``calls`` lists the emulated
+    cublasLtMatmul's calls, each reached through a C function returning ``status[0]`` when nonzero."""
+    from fastcall_probes import FastCall
+
+    from nvmath._internal import fastpath
+    from nvmath.bindings import cublasLt
+
+    monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
+    nt = torch_fakes.install_as_torch(monkeypatch)
+    calls: list = []
+    cfunc = recording_c_function(16, cublasLt._p_cublasLtMatmul, calls, status)
+    monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", cfunc)
+    return nt, calls
+
+
+def aligned_tensor(torch: Any, *shape: int, dtype: Any = None, offset: int = 0) -> Any:
+    """A random tensor whose data pointer is 256-byte aligned (plus ``offset`` elements)."""
+    dtype = dtype or torch.float32
+    n = 1
+    for e in shape:
+        n *= e
+    flat = torch.randn(n + 256 + offset, dtype=dtype)
+    skip = (-flat.data_ptr() % 256) // flat.element_size() + offset
+    return flat[skip : skip + n].view(*shape)

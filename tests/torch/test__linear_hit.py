@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from compiled_hit_helpers import recording_c_function
+from compiled_hit_helpers import aligned_tensor, install_linear_hit_fake
 from fastcall_probes import FastCall, needs_extension
 
 from nvmath._internal import fastpath
@@ -23,27 +23,14 @@ _STATUS = [0]  # the status the emulated cublasLtMatmul returns (0: it computes)
 
 @pytest.fixture
 def gpu(torch, torch_fakes, monkeypatch):
-    """``(nvmath.torch, calls)``: the fake GPU as package "torch" with the compiled path on; ``calls``
-    lists the emulated cublasLtMatmul's calls (each reached through a C function)."""
-    monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
-    nt = torch_fakes.install_as_torch(monkeypatch)
-    calls: list = []
-    cfunc = recording_c_function(16, cublasLt._p_cublasLtMatmul, calls, _STATUS)
-    monkeypatch.setattr(cublasLt, "_p_cublasLtMatmul", cfunc)
+    """``(nvmath.torch, calls)`` of :func:`compiled_hit_helpers.install_linear_hit_fake` (status: ``_STATUS``)."""
+    nt, calls = install_linear_hit_fake(torch_fakes, monkeypatch, _STATUS)
     yield nt, calls
     nt.default_cache.clear()
     nt.compiled_cache.clear()
 
 
-def _aligned(torch, *shape, dtype=None, offset=0):
-    """A random tensor whose data pointer is 256-byte aligned (plus ``offset`` elements)."""
-    dtype = dtype or torch.float32
-    n = 1
-    for e in shape:
-        n *= e
-    flat = torch.randn(n + 256 + offset, dtype=dtype)
-    skip = (-flat.data_ptr() % 256) // flat.element_size() + offset
-    return flat[skip : skip + n].view(*shape)
+_aligned = aligned_tensor
 
 
 def _reference(torch, x, w, b, act):
@@ -278,7 +265,6 @@ def test_pure_path_has_no_table(torch, nt, monkeypatch):
     """With the compiled path off (``NVMATH_PURE_PYTHON=1``) a new cache has no table."""
     monkeypatch.setattr(fastpath, "_COMPILED", None)
     assert nt.PlannerCache().linear_hits is None
-
 
 
 def test_backward_input_gradient_uses_the_table(torch, gpu):
