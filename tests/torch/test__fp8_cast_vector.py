@@ -19,6 +19,7 @@ import re
 
 import numpy as np
 import pytest
+from nvrtc_probe import compile_ptx
 
 torch = pytest.importorskip("torch")
 
@@ -38,26 +39,9 @@ def _bits(t):
 
 
 def _ptx(arch: str) -> str:
-    binding = pytest.importorskip("cuda.bindings.nvrtc")
-    try:
-        err, prog = binding.nvrtcCreateProgram(C._SOURCE.encode(), b"cast.cu", 0, [], [])
-    except Exception as exc:  # noqa: BLE001 - no libnvrtc on this machine
-        pytest.skip(f"NVRTC is not loadable: {exc}")
     names = [n for k, n in C._NAMES.items() if isinstance(k, tuple) and k[0] in ("vector", "grouped_vector",
                                                                                  "grouped_amax")]  # fmt: skip
-    for name in names:
-        binding.nvrtcAddNameExpression(prog, name.encode())
-    opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17"]
-    (err,) = binding.nvrtcCompileProgram(prog, len(opts), opts)
-    _, size = binding.nvrtcGetProgramLogSize(prog)
-    log = bytearray(size)
-    binding.nvrtcGetProgramLog(prog, log)
-    assert err == binding.nvrtcResult.NVRTC_SUCCESS, bytes(log).decode(errors="replace")
-    _, size = binding.nvrtcGetPTXSize(prog)
-    ptx = bytearray(size)
-    binding.nvrtcGetPTX(prog, ptx)
-    binding.nvrtcDestroyProgram(prog)
-    ptx = bytes(ptx).decode(errors="replace")
+    ptx = compile_ptx(C._SOURCE, "cast.cu", names, arch)
     entries = re.findall(r"\.entry\s+(\w+)", ptx)  # (the extern "C" kernels are always there)
     assert len([e for e in entries if "_vec" in e or "amax_grouped" in e]) == len(names) == 15
     return ptx

@@ -15,6 +15,7 @@ import re
 
 import numpy as np
 import pytest
+from nvrtc_probe import compile_ptx
 
 from nvmath._internal import nvrtc, streams
 from nvmath.linalg.advanced import _aux_quantize as Q
@@ -22,27 +23,7 @@ from nvmath.linalg.advanced import _aux_quantize as Q
 
 def _nvrtc_compile(arch: str) -> str:
     """PTX of the kernel source for ``arch`` (skips without a loadable NVRTC)."""
-    binding = pytest.importorskip("cuda.bindings.nvrtc")
-    try:
-        err, prog = binding.nvrtcCreateProgram(Q._SOURCE.encode(), b"aux.cu", 0, [], [])
-    except Exception as exc:  # noqa: BLE001 - no libnvrtc on this machine
-        pytest.skip(f"NVRTC is not loadable: {exc}")
-    assert err == binding.nvrtcResult.NVRTC_SUCCESS
-    for name in Q._NAMES.values():
-        binding.nvrtcAddNameExpression(prog, name.encode())
-    opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17"]
-    (err,) = binding.nvrtcCompileProgram(prog, len(opts), opts)
-    # NVRTC writes into the buffers it is given: bytearrays, never bytes (``b" " * 1`` is CPython's
-    # shared one-byte object, and an empty log is one byte: writing its NUL there corrupts every b" ")
-    _, size = binding.nvrtcGetProgramLogSize(prog)
-    log = bytearray(size)
-    binding.nvrtcGetProgramLog(prog, log)
-    assert err == binding.nvrtcResult.NVRTC_SUCCESS, bytes(log).decode(errors="replace")
-    _, size = binding.nvrtcGetPTXSize(prog)
-    ptx = bytearray(size)
-    binding.nvrtcGetPTX(prog, ptx)
-    binding.nvrtcDestroyProgram(prog)
-    return bytes(ptx).decode(errors="replace")
+    return compile_ptx(Q._SOURCE, "aux.cu", Q._NAMES.values(), arch)
 
 
 @pytest.mark.parametrize("arch", ["sm_89", "sm_90"])
@@ -66,7 +47,9 @@ def test_kernels_refuse_other_dtypes(wide, fp8):
 def launches(monkeypatch):
     core = pytest.importorskip("cuda.core")
     calls = []
-    monkeypatch.setattr(core, "launch", lambda stream, config, kernel, *args: calls.append((config, kernel, args)))
+    monkeypatch.setattr(
+        core, "launch", lambda stream, config, kernel, *args: calls.append((config, kernel, args))
+    )
     monkeypatch.setattr(streams, "stream_ctx", lambda handle: contextlib.nullcontext())
     return calls
 
