@@ -20,6 +20,7 @@ import re
 
 import numpy as np
 import pytest
+from nvrtc_probe import compile_ptx
 
 torch = pytest.importorskip("torch")
 
@@ -31,24 +32,7 @@ E4, E5, BF16, F16, F32 = torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16,
 
 
 def _ptx(arch: str) -> str:
-    binding = pytest.importorskip("cuda.bindings.nvrtc")
-    try:
-        err, prog = binding.nvrtcCreateProgram(C._SOURCE.encode(), b"cast.cu", 0, [], [])
-    except Exception as exc:  # noqa: BLE001 - no libnvrtc on this machine
-        pytest.skip(f"NVRTC is not loadable: {exc}")
-    for name in C._NAMES.values():
-        binding.nvrtcAddNameExpression(prog, name.encode())
-    opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17"]
-    (err,) = binding.nvrtcCompileProgram(prog, len(opts), opts)
-    _, size = binding.nvrtcGetProgramLogSize(prog)
-    log = bytearray(size)
-    binding.nvrtcGetProgramLog(prog, log)
-    assert err == binding.nvrtcResult.NVRTC_SUCCESS, bytes(log).decode(errors="replace")
-    _, size = binding.nvrtcGetPTXSize(prog)
-    ptx = bytearray(size)
-    binding.nvrtcGetPTX(prog, ptx)
-    binding.nvrtcDestroyProgram(prog)
-    return bytes(ptx).decode(errors="replace")
+    return compile_ptx(C._SOURCE, "cast.cu", C._NAMES.values(), arch)
 
 
 @pytest.mark.parametrize("arch", ["sm_89", "sm_90"])
