@@ -3,7 +3,7 @@
 When the compiled path is active (:mod:`nvmath._internal.fastpath`), ``nvmath.linalg.advanced.matmul``
 and ``nvmath.linalg.matmul`` each keep a :class:`StatelessHits`: on the first plain call of two
 ``torch.Tensor`` operands served by a cached plan it makes a table (``nvmath._fastcall.LinearHits``, the
-machinery of :mod:`nvmath.torch._linear_hit`; see ``nvmath/_fastcall.c``, block ``LinearHit``), which
+machinery of :mod:`nvmath.torch._linear_hit`; see ``nvmath/_fastcall.d/linear_hits.c``), which
 the stateless function calls first with all its arguments. The table compares the tensors with each
 entry's key (exact type, shape, strides, dtype, device, pointer alignment, conjugate bit, the calling
 thread and torch's current stream and device: what the plan-cache key holds, plus the stream), allocates

@@ -8,7 +8,7 @@ signature, :func:`build` takes every member's fixed launch parts
 caller with its descriptor, layouts and scalars, the algorithm, the workspace, the bias pointer
 attributes) into one ``MatmulGroup``; a later call gives only the operands' and results' addresses (one
 tuple each), the stream and the cuBLASLt handle, and the C loop launches every group's GEMM (see
-``nvmath/_fastcall.c``, block ``MatmulGroup``). The launches, their order and their arguments are those
+``nvmath/_fastcall.d/matmul_group.c``). The launches, their order and their arguments are those
 of the per-member runs: the results are the same bits.
 
 A call returns ``False`` and launches nothing when anything differs from what the group was built for

@@ -8,7 +8,7 @@ current stream), allocates the result, and calls ``cublasLtMatmul`` with the lau
 it returns ``None`` on any mismatch, and the Python path runs (every check and error message is
 there). :func:`build` makes an entry from a Python hit that ran on addresses; the table never
 plans, evicts or frees anything, and an entry whose launch was closed (its planner re-planned or
-freed) or whose algorithm changed never runs (see ``nvmath/_fastcall.c``, block ``LinearHit``).
+freed) or whose algorithm changed never runs (see ``nvmath/_fastcall.d/linear_hit.c``).
 
 Entries are made only for the epilogs without aux outputs (inference, and a training forward without
 GELU) and for the products of a Linear layer's backward: its input gradient (:data:`PRODUCT`) and its
