@@ -203,6 +203,11 @@ extern "C" int host_cast(int variant, int aux_kind, int e5m2, const void* x, con
   return 1;
 }
 
+// the instantiation of the wide input type ``variant`` (0 bfloat16, 1 float16, 2 float32) of a launch
+// macro M(T) (which returns 0); falls through (to the caller's "return 1") for another variant
+#define NV_BY_WIDE(M) if (variant == 0) { M(nvmath_bf16) } if (variant == 1) { M(nvmath_f16) } \
+  if (variant == 2) { M(float) }
+
 // the grouped cast-transpose (no aux) over a (gx, gy, gz) grid: gz groups at the row offsets
 extern "C" int host_cast_grouped(int variant, int e5m2, const void* x, unsigned char* q, unsigned char* qt,
                                  const float* scale, unsigned* amax, float* partial, const long long* offsets,
@@ -211,9 +216,7 @@ extern "C" int host_cast_grouped(int variant, int e5m2, const void* x, unsigned 
 #define NV_GROUPED(T, E) run_grid(gx, gy, [=] { nvmath_cast_transpose_grouped<T, T, E, 0>( \
     (const T*)x, nullptr, q, qt, scale, amax, partial, offsets, cols, partial_rows, target); }, gz); return 0;
 #define NV_GE(T) if (e5m2) { NV_GROUPED(T, 1) } else { NV_GROUPED(T, 0) }
-  if (variant == 0) { NV_GE(nvmath_bf16) }
-  if (variant == 1) { NV_GE(nvmath_f16) }
-  if (variant == 2) { NV_GE(float) }
+  NV_BY_WIDE(NV_GE)
   return 1;
 }
 
@@ -224,9 +227,7 @@ extern "C" int host_cast_vec(int variant, int e5m2, const void* x, unsigned char
 #define NV_VEC(T, E) run_grid(gx, gy, [=] { nvmath_cast_transpose_vec<T, E>( \
     (const T*)x, nullptr, q, qt, scale, amax, partial, rows, cols); }); return 0;
 #define NV_VE(T) if (e5m2) { NV_VEC(T, 1) } else { NV_VEC(T, 0) }
-  if (variant == 0) { NV_VE(nvmath_bf16) }
-  if (variant == 1) { NV_VE(nvmath_f16) }
-  if (variant == 2) { NV_VE(float) }
+  NV_BY_WIDE(NV_VE)
   return 1;
 }
 
@@ -238,9 +239,7 @@ extern "C" int host_cast_grouped_vec(int variant, int e5m2, const void* x, unsig
 #define NV_GVEC(T, E) run_grid(gx, gy, [=] { nvmath_cast_transpose_grouped_vec<T, E>( \
     (const T*)x, nullptr, q, qt, scale, amax, partial, offsets, cols, partial_rows, target); }, gz); return 0;
 #define NV_GVE(T) if (e5m2) { NV_GVEC(T, 1) } else { NV_GVEC(T, 0) }
-  if (variant == 0) { NV_GVE(nvmath_bf16) }
-  if (variant == 1) { NV_GVE(nvmath_f16) }
-  if (variant == 2) { NV_GVE(float) }
+  NV_BY_WIDE(NV_GVE)
   return 1;
 }
 
@@ -248,9 +247,7 @@ extern "C" int host_cast_grouped_vec(int variant, int e5m2, const void* x, unsig
 extern "C" int host_amax_grouped(int variant, const void* x, unsigned* amax, const long long* offsets,
                                  long long cols, unsigned gx, unsigned groups) {
 #define NV_AG(T) run_grid(gx, groups, [=] { nvmath_amax_grouped<T>((const T*)x, amax, offsets, cols); }); return 0;
-  if (variant == 0) { NV_AG(nvmath_bf16) }
-  if (variant == 1) { NV_AG(nvmath_f16) }
-  if (variant == 2) { NV_AG(float) }
+  NV_BY_WIDE(NV_AG)
   return 1;
 }
 
