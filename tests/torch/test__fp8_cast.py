@@ -362,17 +362,21 @@ def test_switched_off_runs_the_former_ops(monkeypatch):
     assert torch.equal(sums, x.float().sum(0))
 
 
+@pytest.mark.parametrize(
+    ("var", "attr"), [("NVMATH_FP8_FUSED_CAST", "ENABLED"), ("NVMATH_FP8_VECTOR_CAST", "VECTOR_CAST")]
+)
 @pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), ("0", False), ("off", False)])
-def test_environment_switch(value, on):
-    """NVMATH_FP8_FUSED_CAST: unset or 1 -> on; 0 / off -> off (read at import)."""
+def test_environment_switch(var, attr, value, on):
+    """NVMATH_FP8_FUSED_CAST (the cast kernels) and NVMATH_FP8_VECTOR_CAST (their vectorized
+    cast-transposes): unset or 1 -> on; 0 / off -> off (read at import)."""
     import os
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "NVMATH_FP8_FUSED_CAST"}
+    env = {k: v for k, v in os.environ.items() if k != var}
     if value is not None:
-        env["NVMATH_FP8_FUSED_CAST"] = value
-    code = "from nvmath.torch import _fp8_cast; print(_fp8_cast.ENABLED)"
+        env[var] = value
+    code = f"from nvmath.torch import _fp8_cast; print(_fp8_cast.{attr})"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(on)
 

@@ -268,21 +268,6 @@ def test_grouped_amax_blocks(numel, groups, blocks):
     assert K.grouped_amax_blocks(numel, 2, groups) == blocks
 
 
-@pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), ("0", False), ("off", False)])
-def test_vector_cast_environment_switch(value, on):
-    """NVMATH_FP8_VECTOR_CAST: unset or 1 -> the vectorized cast-transposes; 0 / off -> the 64 x 64 ones."""
-    import os
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k != "NVMATH_FP8_VECTOR_CAST"}
-    if value is not None:
-        env["NVMATH_FP8_VECTOR_CAST"] = value
-    code = "from nvmath.torch import _fp8_cast as C; print(C.VECTOR_CAST)"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == [str(on)]
-
-
 # ---------------------------------------------------------------- GPU
 def _gpu():
     if not torch.cuda.is_available():
