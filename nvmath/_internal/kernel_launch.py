@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from nvmath._internal import fastpath
+from nvmath._internal import caches, fastpath
 
 __all__ = ["KINDS", "core_config", "describe_status", "kernel_handle", "launcher", "reset"]
 
@@ -89,7 +89,7 @@ def kernel_handle(kernel: Any) -> int:
     return int(kernel.handle)
 
 
-_CONFIGS: dict[tuple, Any] = {}
+_CONFIGS = caches.memo("nvmath NVRTC launches: cuda.core launch configurations", 1024)
 
 
 def core_config(dims: tuple[tuple[int, int, int], tuple[int, int, int]]) -> Any:
@@ -98,9 +98,7 @@ def core_config(dims: tuple[tuple[int, int, int], tuple[int, int, int]]) -> Any:
     if config is None:
         from cuda.core import LaunchConfig
 
-        if len(_CONFIGS) > 1024:  # (new sizes every call: a bound)
-            _CONFIGS.clear()
-        config = _CONFIGS[dims] = LaunchConfig(grid=dims[0], block=dims[1])
+        config = _CONFIGS.put(dims, LaunchConfig(grid=dims[0], block=dims[1]))
     return config
 
 

@@ -67,6 +67,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from nvmath._internal import caches
 from nvmath.torch._fp8 import FP8_MAX, amax_of, quantize
 from nvmath.torch._fp8_cast_source import PREFETCH
 from nvmath.torch._fp8_cast_source import SOURCE as _SOURCE
@@ -240,13 +241,11 @@ def _launch(
     key = (gx, gy, threads)
     dims = _DIMS.get(key)
     if dims is None:  # (made once per grid and block: a launch reuses it)
-        if len(_DIMS) > 1024:  # (new sizes every call: a bound)
-            _DIMS.clear()
-        dims = _DIMS[key] = ((gx, gy, 1), (*threads, 1))
+        dims = _DIMS.put(key, ((gx, gy, 1), (*threads, 1)))
     return _launch_on(device_id, kernel_key, dims, args)
 
 
-_DIMS: dict[tuple, tuple] = {}
+_DIMS = caches.memo("nvmath.torch FP8 cast kernels: launch dimensions", 1024)
 """``(gx, gy, threads)`` or a 3-D grid -> the ``(grid, block)`` pair of a launch (made once each)."""
 
 _LAUNCHER: tuple = ()
@@ -534,7 +533,7 @@ def launch_grid(device: torch.device, kernel_key: Any, shape: tuple[int, int, in
     device_id = device.index if device.index is not None else torch.cuda.current_device()
     dims = _DIMS.get(shape)
     if dims is None:
-        dims = _DIMS[shape] = (tuple(shape), (*THREADS, 1))
+        dims = _DIMS.put(shape, (tuple(shape), (*THREADS, 1)))
     return _launch_on(device_id, kernel_key, dims, args)
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import torch
 
+from nvmath._internal import caches
+
 __all__ = ["ALIGN", "carve"]
 
 ALIGN = 256
@@ -30,16 +32,13 @@ def carve(
     key = (shapes, dtype)
     layout = _LAYOUTS.get(key)
     if layout is None:
-        layout = _layout(shapes, dtype)
-        if len(_LAYOUTS) > 1024:  # (new sizes every call: a bound)
-            _LAYOUTS.clear()
-        _LAYOUTS[key] = layout
+        layout = _LAYOUTS.put(key, _layout(shapes, dtype))
     total, views = layout
     buf = (torch.zeros if zero else torch.empty)(total, dtype=dtype, device=device)
     return [buf.as_strided(shape, strides, offset) for shape, strides, offset in views]  # (one call each)
 
 
-_LAYOUTS: dict[tuple, tuple] = {}
+_LAYOUTS = caches.memo("nvmath.torch step scratch: view layouts", 1024)
 """``(shapes, dtype)`` -> :func:`_layout` (made once per shapes)."""
 
 

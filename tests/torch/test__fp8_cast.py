@@ -769,12 +769,12 @@ def test_launch_configuration_made_once_per_grid(monkeypatch):
     another grid; cuda.core's LaunchConfig of a pair is made once too."""
     import types
 
-    from nvmath._internal import kernel_launch
+    from nvmath._internal import caches, kernel_launch
     from nvmath.torch import _fp8_cast
 
     seen = []
     monkeypatch.setattr(_fp8_cast, "_launch_on", lambda device_id, key, dims, args: not seen.append(dims))
-    monkeypatch.setattr(_fp8_cast, "_DIMS", {})
+    monkeypatch.setattr(_fp8_cast, "_DIMS", caches.Memo("launch dimensions (test)", 8))
     x = types.SimpleNamespace(device=types.SimpleNamespace(index=0), shape=(64, 64))
     assert _fp8_cast._launch(x, "k", 1, blocks=6) and _fp8_cast._launch(x, "k", 2, blocks=6)
     assert _fp8_cast._launch(x, "k", 3, blocks=7)
