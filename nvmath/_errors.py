@@ -153,6 +153,22 @@ class NvmathWarning(RuntimeWarning):
     raises). A ``RuntimeWarning``, so filters for those keep working."""
 
 
+def warn_at_caller(message: str, category: type[Warning] = UserWarning) -> None:
+    """Warn (``category``) at the first frame outside the ``nvmath`` package: the user's line that called
+    the public function, however many of nvmath's own layers (a compiled hit's entry, a plan cache, a
+    planner) lie between it and the check that warns."""
+    frame = sys._getframe(1)
+    level = 2  # (1 is this function, 2 its caller)
+    while frame.f_back is not None and _inside(frame.f_globals.get("__name__", "")):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+def _inside(module: str) -> bool:
+    return module == "nvmath" or module.startswith("nvmath.")
+
+
 def warn_cleanup_failure(what: str, exc: BaseException, *, stacklevel: int = 3) -> None:
     """Warn (:class:`NvmathWarning`) that releasing ``what`` failed with ``exc``; silent while the
     interpreter shuts down (the driver reclaims everything, and modules may be gone)."""

@@ -26,7 +26,8 @@
    Test hooks: _probe_address(n) is the address of a built-in function of n uint64_t parameters that
    records its arguments (_probe_record()) and returns the status set by _probe_set_status();
    _probe_mixed_address() is the same for a 12-parameter function of alternating int32_t and uint64_t
-   (narrow parameters, some on the stack).
+   (narrow parameters, some on the stack). _slot_read(obj, name, call) reads through a ReadSlot
+   (_fastcall.d/reads.c), as the hits read tensors.
 
    Layout: this file holds the shared helpers, FastCall, the module's functions and its init; each hit
    or launcher block is a file of nvmath/_fastcall.d/ included below in order (one translation unit:
@@ -34,6 +35,9 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#if PY_VERSION_HEX < 0x030C0000
+#include <structmember.h> /* PyMember_GetOne (Python.h declares it from 3.12 on) */
+#endif
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -578,6 +582,7 @@ static PyObject *fft_exec_in_context_address(PyObject *module, PyObject *unused)
     return PyLong_FromUnsignedLongLong((uintptr_t)fft_exec_in_context);
 }
 
+#include "_fastcall.d/reads.c"
 #include "_fastcall.d/linear_hit.c"
 #include "_fastcall.d/linear_hits.c"
 #include "_fastcall.d/fft_hit.c"
@@ -666,6 +671,31 @@ static PyObject *probe_set_status(PyObject *module, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* _slot_read(obj, name, call): slot_read through one test slot (reset when the name changes), and the
+   slot's kind after the read: (value, kind). */
+static ReadSlot probe_slot;
+static PyObject *probe_slot_name;
+
+static PyObject *probe_slot_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *v;
+    int call;
+    if (nargs != 3 || !PyUnicode_Check(args[1]) || (call = PyObject_IsTrue(args[2])) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "_slot_read(obj, name: str, call: bool)");
+        return NULL;
+    }
+    if (probe_slot_name == NULL || PyUnicode_Compare(probe_slot_name, args[1]) != 0) {
+        Py_XSETREF(probe_slot_name, Py_NewRef(args[1]));
+        Py_CLEAR(probe_slot.type);
+        Py_CLEAR(probe_slot.descr);
+        probe_slot.kind = 0;
+    }
+    if ((v = slot_read(&probe_slot, args[0], probe_slot_name, call)) == NULL)
+        return NULL;
+    return Py_BuildValue("(Ni)", v, probe_slot.kind);
+}
+
 static PyMethodDef module_methods[] = {
     {"fft_exec_in_context_address", fft_exec_in_context_address, METH_NOARGS,
      "Address of fft_exec_in_context(get, set, exec, ctx, plan, input, output, direction)."},
@@ -678,6 +708,8 @@ static PyMethodDef module_methods[] = {
      "(arity, arguments) of the last probe call; (-1, ()) after _probe_set_status."},
     {"_probe_set_status", probe_set_status, METH_O,
      "Set the status the probes return and forget the last call."},
+    {"_slot_read", (PyCFunction)(void (*)(void))probe_slot_read, METH_FASTCALL,
+     "(obj.name or obj.name(), the slot's kind) through a ReadSlot: the attribute reads of the hits."},
     {NULL},
 };
 

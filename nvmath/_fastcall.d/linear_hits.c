@@ -30,9 +30,12 @@ static PyObject *s_shape, *s_stride, *s_dtype, *s_device, *s_data_ptr, *s_requir
     *s_algo, *s_stream, *s_size, *s_ptr, *s_handles, *s_get_handle, *s_value, *s_locked, *s_is_conj, *s_live;
 
 /* A method call without arguments, or an attribute, as a u64 (-1: error set). */
+static ReadSlot rs_shape, rs_stride, rs_dtype, rs_device, rs_data_ptr, rs_requires_grad, rs_is_conj, rs_locked,
+    rs_closed, rs_algo, rs_live, rs_value, rs_size, rs_ptr, rs_bound_stream, rs_space_stream;
+
 static int read_ptr(PyObject *t, u64 *out)
 {
-    PyObject *v = PyObject_CallMethodNoArgs(t, s_data_ptr);
+    PyObject *v = slot_read(&rs_data_ptr, t, s_data_ptr, 1);
     int rc;
     if (v == NULL)
         return -1;
@@ -44,8 +47,8 @@ static int read_ptr(PyObject *t, u64 *out)
 static int read_tensor(PyObject *t, PyObject **shape, PyObject **strides, PyObject **dtype, PyObject **device,
                        u64 *ptr)
 {
-    if ((*shape = PyObject_GetAttr(t, s_shape)) == NULL || (*strides = PyObject_CallMethodNoArgs(t, s_stride)) == NULL
-        || (*dtype = PyObject_GetAttr(t, s_dtype)) == NULL || (*device = PyObject_GetAttr(t, s_device)) == NULL)
+    if ((*shape = slot_read(&rs_shape, t, s_shape, 0)) == NULL || (*strides = slot_read(&rs_stride, t, s_stride, 1)) == NULL
+        || (*dtype = slot_read(&rs_dtype, t, s_dtype, 0)) == NULL || (*device = slot_read(&rs_device, t, s_device, 0)) == NULL)
         return -1;
     return read_ptr(t, ptr);
 }
@@ -131,7 +134,7 @@ static int hit_owned(LinearHit *e)
 {
     Py_ssize_t i;
     if (e->lock != Py_None) {
-        PyObject *v = PyObject_CallMethodNoArgs(e->lock, s_locked);
+        PyObject *v = slot_read(&rs_locked, e->lock, s_locked, 1);
         int free_now;
         if (v == NULL)
             return -1;
@@ -151,10 +154,11 @@ static int hit_owned(LinearHit *e)
 
 /* Helpers of every compiled launch in this file (LinearHit, MatmulExecuteHit, MatmulGroup). */
 
-/* The u64 attribute `name` of `o`: 0, or -1 with an error set. */
-static int attr_u64(PyObject *o, PyObject *name, u64 *out)
+/* The u64 attribute `name` of `o` (read through `slot`; NULL: the generic read): 0, or -1 with an error
+   set. */
+static int slot_u64(ReadSlot *slot, PyObject *o, PyObject *name, u64 *out)
 {
-    PyObject *v = PyObject_GetAttr(o, name);
+    PyObject *v = slot ? slot_read(slot, o, name, 0) : PyObject_GetAttr(o, name);
     int rc;
     if (v == NULL)
         return -1;
@@ -163,11 +167,16 @@ static int attr_u64(PyObject *o, PyObject *name, u64 *out)
     return rc;
 }
 
+static int attr_u64(PyObject *o, PyObject *name, u64 *out)
+{
+    return slot_u64(NULL, o, name, out);
+}
+
 /* 1: `launch` (a MatmulLaunch) is open and runs the `algo` tuple it had when the caller was made, 0: not
    (a miss), -1: an error (set). */
 static int launch_open(PyObject *launch, PyObject *algo)
 {
-    PyObject *v = PyObject_GetAttr(launch, s_closed);
+    PyObject *v = slot_read(&rs_closed, launch, s_closed, 0);
     int ok;
     if (v == NULL)
         return -1;
@@ -175,7 +184,7 @@ static int launch_open(PyObject *launch, PyObject *algo)
     Py_DECREF(v);
     if (!ok)
         return 0;
-    if ((v = PyObject_GetAttr(launch, s_algo)) == NULL)
+    if ((v = slot_read(&rs_algo, launch, s_algo, 0)) == NULL)
         return -1;
     ok = v == algo;
     Py_DECREF(v);
@@ -187,7 +196,7 @@ static int launch_open(PyObject *launch, PyObject *algo)
    -1 an error (set). (BoundWorkspace.ptr_for's and Workspace.ensure's first test.) */
 static int workspace_ready(PyObject *owner, PyObject *handle, PyObject *space, u64 need, u64 *ws)
 {
-    PyObject *v = PyObject_GetAttr(owner, s_stream);
+    PyObject *v = slot_read(owner == space ? &rs_space_stream : &rs_bound_stream, owner, s_stream, 0);
     u64 size;
     int status;
 
@@ -197,11 +206,11 @@ static int workspace_ready(PyObject *owner, PyObject *handle, PyObject *space, u
     Py_DECREF(v);
     if (!status)
         return 0;
-    if (attr_u64(space, s_size, &size) < 0)
+    if (slot_u64(&rs_size, space, s_size, &size) < 0)
         return -1;
     if (size < need)
         return 0;
-    return attr_u64(space, s_ptr, ws) < 0 ? -1 : 1;
+    return slot_u64(&rs_ptr, space, s_ptr, ws) < 0 ? -1 : 1;
 }
 
 /* The second part of a generic matmul entry's call (kind 1; see the block's notes): no Python code runs
@@ -214,7 +223,7 @@ static int gemm_hit_launch(LinearHit *e, u64 handle, u64 pa, u64 pb, u64 py)
     Py_ssize_t i;
     int status;
 
-    if ((v = PyObject_GetAttr(e->launch, s_live)) == NULL)
+    if ((v = slot_read(&rs_live, e->launch, s_live, 0)) == NULL)
         return -1;
     status = v == Py_True;
     Py_DECREF(v);
@@ -271,7 +280,7 @@ static int linear_hit_launch(LinearHit *e, u64 lt, u64 px, u64 pw, u64 pb, u64 p
     for (i = 0; i < PyTuple_GET_SIZE(e->attrs); i++) { /* the bias pointer, when it moved */
         PyObject *attr = PyTuple_GET_ITEM(e->attrs, i);
         u64 now, buf = pb;
-        if ((v = PyObject_GetAttr(attr, s_value)) == NULL)
+        if ((v = slot_read(&rs_value, attr, s_value, 0)) == NULL)
             return -1;
         status = to_u64(v, &now, "attribute value", 0);
         Py_DECREF(v);
@@ -322,7 +331,7 @@ static PyObject *linear_hit_run(LinearHit *e, HitReads *r, PyObject *x, PyObject
         PyObject *ts[2] = {x, w};
         int k;
         for (k = 0; k < 2; k++) {
-            if ((v = PyObject_CallMethodNoArgs(ts[k], s_is_conj)) == NULL)
+            if ((v = slot_read(&rs_is_conj, ts[k], s_is_conj, 1)) == NULL)
                 return NULL;
             rc = v != Py_False;
             Py_DECREF(v);
@@ -410,7 +419,7 @@ static int any_requires_grad(PyObject *x, PyObject *w, PyObject *b, int has_bias
     PyObject *ts[3] = {x, w, b};
     int i, rc;
     for (i = 0; i < 2 + has_bias; i++) {
-        PyObject *v = PyObject_GetAttr(ts[i], s_requires_grad);
+        PyObject *v = slot_read(&rs_requires_grad, ts[i], s_requires_grad, 0);
         if (v == NULL)
             return -1;
         rc = v != Py_False;

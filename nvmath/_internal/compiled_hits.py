@@ -23,6 +23,8 @@ statistics and recency order. On the pure-Python path no table is ever made.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import sys
 import threading
@@ -31,7 +33,7 @@ from typing import Any
 
 from nvmath._internal import fastpath, streams
 
-__all__ = ["CAPACITY", "ENABLED", "StatelessHits", "alignment", "common_fields", "fold"]
+__all__ = ["CAPACITY", "ENABLED", "StatelessHits", "alignment", "common_fields", "fold", "public_entry"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +81,10 @@ class StatelessHits:
         """The table (``table(a, b, c, None, *other arguments)`` -> the result, or ``None``), made on
         first use; ``None`` before (and always on the pure-Python path)."""
         self.is_compiling: Any = None
-        """``torch.compiler.is_compiling`` once the table exists (a traced call never runs the table)."""
+        """``torch.compiler.is_dynamo_compiling`` once the table exists: a call torch.compile traces never
+        runs the table (the tracer takes the function for ``True``), and eagerly it is a bare ``return
+        False``, where ``is_compiling`` asks ``torch.jit`` first. (A non-strict export runs eagerly on fake
+        tensors, whose type no entry has.)"""
         self._build, self._runnable = build, runnable
         # (cache entry, thread) -> (its entry, its device), or _Refused
         self._twins: dict[tuple[Any, int], Any] = {}
@@ -92,7 +97,7 @@ class StatelessHits:
                 return None
             from nvmath import _fastcall
 
-            self.is_compiling = torch.compiler.is_compiling
+            self.is_compiling = torch.compiler.is_dynamo_compiling
             # (operands_first: a plain call's tensors seldom require grad; then grad mode is not asked)
             self.table = _fastcall.LinearHits(CAPACITY, torch.is_grad_enabled, operands_first=True)
         return self.table
@@ -142,6 +147,42 @@ class StatelessHits:
         self._twins.clear()
         if self.table is not None:
             self.table.clear()
+
+
+def public_entry(checked: Callable[..., Any], hits: StatelessHits) -> Callable[..., Any]:
+    """The public function of a stateless matmul: ``hits``' table first, then ``checked``.
+
+    ``checked(a, b, /, c=None, *, ...)`` is the function with every check (its keyword-only arguments
+    all default to ``None``). A call of CPython to a function with keyword-only defaults fills each
+    missing one from a dict (about a tenth of a microsecond for ten of them), so the entry takes
+    ``**kwargs`` instead and shows ``checked``'s signature (``__signature__``: ``help()``, ``inspect``
+    and the docs read it). A call with no keyword argument, or only ``None`` ones ``checked`` takes,
+    asks the table; anything else (a miss, a traced call, the pure path's ``None`` table) runs
+    ``checked``, which binds the arguments and raises as it always did. On the pure-Python path (no
+    table is ever made) this returns ``checked`` itself.
+    """
+    if not ENABLED:
+        return checked
+    names = frozenset(
+        p.name
+        for p in inspect.signature(checked).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    )
+
+    def entry(a: Any, b: Any, /, c: Any = None, **kwargs: Any) -> Any:
+        table = hits.table
+        if (
+            table is not None and (not kwargs or (kwargs.keys() <= names and all(v is None for v in kwargs.values())))
+            and not hits.is_compiling()
+        ):  # fmt: skip
+            out = table(a, b, c, None)
+            if out is not None:
+                return out
+        return checked(a, b, c, **kwargs)
+
+    functools.update_wrapper(entry, checked)
+    entry.__signature__ = inspect.signature(checked)  # type: ignore[attr-defined]
+    return entry
 
 
 def fold(table: Any, cache: Any) -> None:

@@ -18,18 +18,25 @@ number of plans; ``plan_cache.enabled = False`` plans every call afresh.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from nvmath._errors import warn_at_caller
 from nvmath._internal import caches, compiled_hits
 from nvmath._internal.memory import SharedWorkspaces
 from nvmath._internal.options import check_or_create_options, freeze_options
 from nvmath._internal.state import freed_on_error
 from nvmath._internal.stateless import (
-    NO_LAST, READERS, CachedPlan, LastCallCache, Read, adapter_head, call_cached, reader_for,
+    NO_LAST,
+    READERS,
+    CachedPlan,
+    LastCallCache,
+    Read,
+    adapter_head,
+    call_cached,
+    reader_for,
 )
 from nvmath._internal.tensors import TensorAdapter, check_consistent, wrap
 from nvmath._internal.torch_bridge import route, wants_torch
@@ -269,18 +276,13 @@ def matmul(
         The result in the operands' package and on their device, or ``(result, aux_dict)`` when the
         epilog (or ``result_amax``) produces aux outputs.
     """
-    hits = _HITS.table  # the compiled hit of a plain call (None: the pure path, or not made yet)
-    if hits is not None and not _HITS.is_compiling():
-        out = hits(a, b, c, None, alpha, beta, epilog, epilog_inputs, qualifiers, quantization_scales,
-                   options, preferences, algorithm, stream)  # fmt: skip
-        if out is not None:
-            return out
+    # (the public function is public_entry's: the compiled hit of a plain call first, then this)
     if wants_torch(a, b, c, epilog_inputs):  # autograd or torch.compile: nvmath.torch builds the graph
         return route("advanced.matmul", a, b, c, alpha=alpha, beta=beta, epilog=epilog, epilog_inputs=epilog_inputs,
                      qualifiers=qualifiers, quantization_scales=quantization_scales, options=options,
                      preferences=preferences, algorithm=algorithm, stream=stream)  # fmt: skip
     if c is None and beta is not None:
-        warnings.warn(f"beta={beta!r} is ignored because c is not given", UserWarning, stacklevel=2)
+        warn_at_caller(f"beta={beta!r} is ignored because c is not given")
         beta = None
     short = (
         options is None and epilog_inputs is None and qualifiers is None and quantization_scales is None
@@ -315,6 +317,9 @@ def matmul(
         quantization_scales=quantization_scales, options=options, preferences=preferences,
         algorithm=algorithm,
     ))  # fmt: skip
+
+
+matmul = compiled_hits.public_entry(matmul, _HITS)  # (the name the API exports: the table, then the above)
 
 
 def _keyed_call(a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any, kw: dict) -> Any:

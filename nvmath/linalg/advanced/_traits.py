@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-import warnings
 from typing import Any
 
 import numpy as np
 
+from nvmath._errors import warn_at_caller
 from nvmath._internal import dtypes as _dt
 from nvmath.linalg.advanced._layout import (
     BatchTraits,
@@ -100,7 +100,7 @@ def check_alpha_beta(
     alpha = 1 if alpha is None else _scalar("alpha", alpha, scale_dtype)
     if not has_c:
         if beta is not None:
-            warnings.warn(f"beta={beta!r} is ignored because c is not given", UserWarning, stacklevel=3)
+            warn_at_caller(f"beta={beta!r} is ignored because c is not given")
         return alpha, 0
     if beta is None:
         raise ValueError(

@@ -16,10 +16,10 @@ supported, before any GPU work.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Iterable
 from typing import Any
 
+from nvmath._errors import warn_at_caller
 from nvmath._internal import dtypes as _dt
 from nvmath._internal.dtypes import CudaDataType as DT
 from nvmath.linalg.advanced._options import MatmulComputeType as CT
@@ -262,9 +262,8 @@ def _resolve_cd(
 ) -> tuple[str, str]:
     if inplace and result_type is not None and c_dtype is not None:
         if _dt.from_cuda_data_type(result_type) != c_dtype:
-            warnings.warn(
-                f"result_type={_name(result_type)} is ignored with inplace=True (the result is c, {c_dtype})",
-                stacklevel=4,
+            warn_at_caller(
+                f"result_type={_name(result_type)} is ignored with inplace=True (the result is c, {c_dtype})"
             )
         result_type = None
     if result_type is not None:

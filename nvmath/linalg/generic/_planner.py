@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import logging
 import numbers
-import warnings
 from collections.abc import Callable
 from typing import Any
 
-from nvmath._errors import InvalidMatmulState
+from nvmath._errors import InvalidMatmulState, warn_at_caller
 from nvmath._internal import devices, streams
 from nvmath._internal.execution import ExecutionCPU, resolve_execution
 from nvmath._internal.memory import Workspace
@@ -40,7 +39,7 @@ def checked_beta(c: Any, beta: Any, inplace: bool = False) -> Any:
     """``beta`` as a :class:`Matmul` or a :func:`~._stateless.matmul` call keeps it: ignored (with a
     warning at the caller of the public function) without ``c``, required with it; ``inplace`` needs ``c``."""
     if c is None and beta is not None:
-        warnings.warn(f"beta={beta!r} is ignored because c is not given", UserWarning, stacklevel=3)
+        warn_at_caller(f"beta={beta!r} is ignored because c is not given")
         return None
     if c is not None and beta is None:
         raise ValueError("beta must be given when c is (alpha * a @ b + beta * c)")

@@ -263,11 +263,7 @@ def matmul(
         The result in the operands' package and memory space (a list of results for explicit batches;
         ``c`` itself with ``MatmulOptions(inplace=True)``).
     """
-    hits = _HITS.table  # the compiled hit of a plain call (None: the pure path, or not made yet)
-    if hits is not None and not _HITS.is_compiling():
-        out = hits(a, b, c, None, alpha, beta, qualifiers, options, execution, stream)
-        if out is not None:
-            return out
+    # (the public function is public_entry's: the compiled hit of a plain call first, then this)
     if beta is not None or c is not None:
         beta = checked_beta(c, beta)
     if wants_torch(a, b, c):  # autograd or torch.compile: nvmath.torch builds the graph
@@ -287,6 +283,9 @@ def matmul(
         key = generic_key(a, b, c, qualifiers, options, execution)
     args = (a, b, c, alpha, beta, qualifiers, options, execution, stream)
     return call_cached(plan_cache, key, _build, a, b, c, alpha, beta, stream, build_args=args)
+
+
+matmul = compiled_hits.public_entry(matmul, _HITS)  # (the name the API exports: the table, then the above)
 
 
 _CPU_GRAD = caches.memo("nvmath.linalg.generic: CPU products with grad", 256)
