@@ -5,6 +5,7 @@ entry point, and the views of a ``StatelessHits`` table the tests compare."""
 from __future__ import annotations
 
 import ctypes
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,30 @@ def recording_c_function(nargs: int, emulation: Callable[..., Any], calls: list,
         return emulation(*args) or 0
 
     return ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * nargs))(record)
+
+
+def force_compiled_path(module: Any, hits: Any, monkeypatch: Any) -> Any:
+    """The compiled path of the stateless matmul of ``module`` (its ``_stateless``) with table ``hits``,
+    also under ``NVMATH_PURE_PYTHON=1`` (these tests test the compiled hit): the compiled caller, offers
+    on, a new table, and the public entry that asks it in every nvmath module exporting the function (the
+    pure path exports the checked function itself, see ``compiled_hits.public_entry``). Returns the
+    public function."""
+    from fastcall_probes import FastCall
+
+    from nvmath._internal import compiled_hits, fastpath
+
+    monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
+    monkeypatch.setattr(module, "_OFFER", True)
+    monkeypatch.setattr(hits, "table", None)
+    public = module.matmul
+    if getattr(public, "__wrapped__", None) is not None:
+        return public
+    monkeypatch.setattr(compiled_hits, "ENABLED", True)
+    entry = compiled_hits.public_entry(public, hits)
+    for name, mod in list(sys.modules.items()):
+        if (name == "nvmath" or name.startswith("nvmath.")) and getattr(mod, "matmul", None) is public:
+            monkeypatch.setattr(mod, "matmul", entry)
+    return entry
 
 
 def served(hits: Any) -> int:

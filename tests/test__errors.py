@@ -4,19 +4,28 @@ outside the package (the user's call), however many nvmath layers lie between.""
 from __future__ import annotations
 
 import inspect
+import types
 import warnings
 
 from nvmath._errors import warn_at_caller
 
 
+def _deep():
+    warn_at_caller("deep", UserWarning)
+
+
+def _relay():
+    return NEXT()  # noqa: F821  (a global of the layer's own namespace)
+
+
 def _nvmath_layers(depth: int):
-    """A chain of ``depth`` functions defined in a module named ``nvmath.fake_layers`` whose innermost
-    one warns through :func:`warn_at_caller`."""
-    space = {"__name__": "nvmath.fake_layers", "warn_at_caller": warn_at_caller}
-    exec("def layer0():\n    warn_at_caller('deep', UserWarning)\n", space)
-    for k in range(1, depth):
-        exec(f"def layer{k}():\n    layer{k - 1}()\n", space)
-    return space[f"layer{depth - 1}"]
+    """A chain of ``depth`` functions whose globals say they are module ``nvmath.fake_layers``; the
+    innermost one warns through :func:`warn_at_caller`."""
+    space = {"__name__": "nvmath.fake_layers", "warn_at_caller": warn_at_caller, "UserWarning": UserWarning}
+    fn = types.FunctionType(_deep.__code__, space)
+    for _ in range(1, depth):
+        fn = types.FunctionType(_relay.__code__, {"__name__": "nvmath.fake_layers", "NEXT": fn})
+    return fn
 
 
 def test_the_warning_points_at_the_first_frame_outside_nvmath():

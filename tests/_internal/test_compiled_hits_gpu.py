@@ -7,11 +7,10 @@ calls leaves them right. (Skipped without a GPU; built extension needed: ``make 
 from __future__ import annotations
 
 import pytest
-from compiled_hit_helpers import on_python_path, spy_python
-from fastcall_probes import FastCall, needs_extension
+from compiled_hit_helpers import force_compiled_path, on_python_path, spy_python
+from fastcall_probes import needs_extension
 
 import nvmath
-from nvmath._internal import fastpath
 from nvmath.linalg.advanced import _matmul_hit as advanced_hit
 from nvmath.linalg.advanced import _stateless as advanced_stateless
 from nvmath.linalg.generic import _matmul_hit as generic_hit
@@ -30,11 +29,9 @@ def api(request, torch_cuda, monkeypatch):
     """``(matmul, its StatelessHits, python_calls)`` with the compiled path on (also under
     ``NVMATH_PURE_PYTHON=1``: this file tests the compiled hit) and a new table; ``python_calls`` counts
     the calls that reach the Python path."""
-    matmul, hits, module = APIS[request.param]
-    monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
-    monkeypatch.setattr(module, "_OFFER", True)
+    _, hits, module = APIS[request.param]
+    matmul = force_compiled_path(module, hits, monkeypatch)
     module.plan_cache.clear()
-    monkeypatch.setattr(hits, "table", None)
     yield matmul, hits, spy_python(module, monkeypatch)
     module.plan_cache.clear()
 

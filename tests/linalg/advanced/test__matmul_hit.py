@@ -13,12 +13,12 @@ import sys
 import threading
 
 import pytest
+from compiled_hit_helpers import force_compiled_path, on_python_path, recording_c_function, served, spy_python
 from fake_gpu import torch_read_as_gpu
-from compiled_hit_helpers import on_python_path, recording_c_function, served, spy_python
-from fastcall_probes import FastCall, needs_extension
+from fastcall_probes import needs_extension
 
 import nvmath.linalg.advanced as adv
-from nvmath._internal import caches, fastpath
+from nvmath._internal import caches
 from nvmath.bindings import cublasLt
 from nvmath.linalg.advanced import _matmul_hit, _stateless
 
@@ -31,9 +31,7 @@ _STATUS = [0]  # the status the emulated cublasLtMatmul returns (0: it computes)
 def gpu(torch, monkeypatch):
     """``calls``: the emulated cublasLtMatmul's calls (each reached through a C function), with the fake
     GPU as package "torch", the compiled path on and a new table."""
-    monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
-    monkeypatch.setattr(_stateless, "_OFFER", True)
-    monkeypatch.setattr(_matmul_hit.hits, "table", None)
+    force_compiled_path(_stateless, _matmul_hit.hits, monkeypatch)
     _matmul_hit.hits.clear()  # (the entries made in other tests)
     path = pathlib.Path(__file__).parents[2] / "torch" / "torch_fakes.py"
     spec = importlib.util.spec_from_file_location("torch_fakes", path)
@@ -106,8 +104,16 @@ def test_other_layouts_are_served_bit_identical(torch, gpu, layout):
     if layout == "batched":
         a, b = _aligned(torch, 3, 8, 32, seed=1), _aligned(torch, 3, 32, 16, seed=2)
     else:
-        a = _aligned(torch, 32, 8, seed=1).mT if layout in ("a.T", "both.T") else _aligned(torch, 8, 32, seed=1)
-        b = _aligned(torch, 16, 32, seed=2).mT if layout in ("b.T", "both.T") else _aligned(torch, 32, 16, seed=2)
+        a = (
+            _aligned(torch, 32, 8, seed=1).mT
+            if layout in ("a.T", "both.T")
+            else _aligned(torch, 8, 32, seed=1)
+        )
+        b = (
+            _aligned(torch, 16, 32, seed=2).mT
+            if layout in ("b.T", "both.T")
+            else _aligned(torch, 32, 16, seed=2)
+        )
     first = _warm(a, b)
     served = _served()
     compiled = [adv.matmul(a, b) for _ in range(2)]

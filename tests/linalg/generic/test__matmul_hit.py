@@ -12,11 +12,10 @@ import importlib.util
 import pathlib
 
 import pytest
-from compiled_hit_helpers import on_python_path, recording_c_function, served, spy_python
-from fastcall_probes import FastCall, needs_extension
+from compiled_hit_helpers import force_compiled_path, on_python_path, recording_c_function, served, spy_python
+from fastcall_probes import needs_extension
 
 import nvmath
-from nvmath._internal import caches, fastpath
 from nvmath.bindings import cublas
 from nvmath.linalg.generic import _cublas, _matmul_hit
 from nvmath.linalg.generic import _stateless as generic_stateless
@@ -41,9 +40,7 @@ def _load(name: str, path: pathlib.Path):
 def gpu(torch, monkeypatch):
     """``calls``: the emulated GEMMs' calls (each reached through a C function), with the generic
     matmul's GPU route on the fake, the compiled path on and a new table."""
-    monkeypatch.setattr(fastpath, "_COMPILED", FastCall)
-    monkeypatch.setattr(generic_stateless, "_OFFER", True)
-    monkeypatch.setattr(_matmul_hit.hits, "table", None)
+    force_compiled_path(generic_stateless, _matmul_hit.hits, monkeypatch)
     _matmul_hit.hits.clear()  # (the entries made in other tests)
     for name in ("torch_host_cost", "fft_host_cost", "generic_host_cost"):
         _load(name, ROOT / "tools" / f"{name}.py").install(monkeypatch)
