@@ -43,7 +43,8 @@
    each as a call of the table would.
 
    Order of a call, so that nothing of a freed plan is ever used: first everything that may run Python
-   code or release the GIL (torch's attribute reads, grad mode, stream, device and capture queries, the
+   code or release the GIL (torch's attribute reads, grad mode, stream, device (or, with `ctx_get`, the
+   driver's current context, which must be the device's primary one) and capture queries, the
    thread's cuBLASLt handle, the result's allocation); then, with no Python code in between, the
    launch's `closed` and `algo`, the workspace, the bias pointers (cublasLtMatmulDescSetAttribute through
    its address) and cublasLtMatmul. A plan is freed only by Python code holding the GIL, so it cannot
@@ -85,6 +86,9 @@ typedef struct {
     int conj;                                  /* complex operands: a conjugate view is a miss */
     Py_ssize_t hits;
     int listed;                                /* in a table now (LinearHits.add/clear keep it) */
+    u64 ctx_get, ctx;                          /* cuCtxGetCurrent's address and the device's primary
+                                                  context: the current-device check without Python (0:
+                                                  get_device() is asked instead) */
 } LinearHit;
 
 static PyTypeObject LinearHitType;
@@ -132,8 +136,9 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
         "wshape", "wstrides", "walign", "bshape", "bstrides", "balign", "thread", "device_id", "stream",
         "raw_stream", "get_device", "capturing", "alloc", "launch", "algo", "call", "x_first", "swap",
         "c_is_d", "bound", "handle", "space", "lt_handle", "handles_local", "handles_module", "pool_get",
-        "after", "attrs", "set_attr", "lock", "scalars", "conj", "kind", "bind_memo", "aux_alloc", NULL};
-    PyObject *o[45];
+        "after", "attrs", "set_attr", "lock", "scalars", "conj", "kind", "bind_memo", "aux_alloc", "ctx_get",
+        "ctx", NULL};
+    PyObject *o[47];
     LinearHit *h;
     Py_ssize_t i, n;
     u64 thread, device_id, scalar_addr[2] = {0, 0};
@@ -141,13 +146,13 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
 
     memset(o, 0, sizeof o);
     if (!PyArg_ParseTupleAndKeywords(args, kwds,
-            "|$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:LinearHit", keywords,
+            "|$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:LinearHit", keywords,
             &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12],
             &o[13], &o[14], &o[15], &o[16], &o[17], &o[18], &o[19], &o[20], &o[21], &o[22], &o[23], &o[24],
             &o[25], &o[26], &o[27], &o[28], &o[29], &o[30], &o[31], &o[32], &o[33], &o[34], &o[35], &o[36],
-            &o[37], &o[38], &o[39], &o[40], &o[41], &o[42], &o[43], &o[44]))
+            &o[37], &o[38], &o[39], &o[40], &o[41], &o[42], &o[43], &o[44], &o[45], &o[46]))
         return NULL;
-    for (i = 0; i < 39; i++) /* (the last six are optional: the stateless matmuls' checks, kind, aux_alloc) */
+    for (i = 0; i < 39; i++) /* (the rest are optional: the stateless matmuls' checks, kind, aux_alloc, ctx) */
         if (o[i] == NULL) {
             PyErr_Format(PyExc_TypeError, "LinearHit() missing required keyword argument '%s'", keywords[i]);
             return NULL;
@@ -231,6 +236,8 @@ static PyObject *linear_hit_new(PyTypeObject *type, PyObject *args, PyObject *kw
         || u64_arg(o[15], &h->balign, "balign") < 0 || u64_arg(o[16], &thread, "thread") < 0
         || u64_arg(o[17], &device_id, "device_id") < 0 || u64_arg(o[18], &h->stream, "stream") < 0
         || u64_arg(o[32], &h->lt_handle, "lt_handle") < 0 || u64_arg(o[38], &h->set_attr, "set_attr") < 0
+        || (o[45] != NULL && u64_arg(o[45], &h->ctx_get, "ctx_get") < 0)
+        || (o[46] != NULL && u64_arg(o[46], &h->ctx, "ctx") < 0)
         || h->x_first < 0 || h->swap < 0 || h->c_is_d < 0) {
         Py_DECREF(h);
         return NULL;

@@ -343,10 +343,17 @@ static PyObject *linear_hit_run(LinearHit *e, HitReads *r, PyObject *x, PyObject
         return NULL;
     if (stream != e->stream)
         Py_RETURN_NONE;
-    if (call_u64(e->get_device, NULL, &device) < 0)
-        return NULL;
-    if ((long)device != e->device_id)
-        Py_RETURN_NONE; /* another device is current: the launch switches the context */
+    if (e->ctx_get) { /* the device's primary context must be current (a stricter test than the device) */
+        u64 now = 0;
+        if (((ctx_get_fn)(uintptr_t)e->ctx_get)(&now) != 0 || now != e->ctx)
+            Py_RETURN_NONE;
+    }
+    else {
+        if (call_u64(e->get_device, NULL, &device) < 0)
+            return NULL;
+        if ((long)device != e->device_id)
+            Py_RETURN_NONE; /* another device is current: the launch switches the context */
+    }
     if (e->capturing != Py_None) {
         rc = call_flag(e->capturing);
         if (rc != 0)

@@ -31,9 +31,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from nvmath._internal import fastpath, streams
+from nvmath._internal import devices, fastpath, streams
 
-__all__ = ["CAPACITY", "ENABLED", "StatelessHits", "alignment", "common_fields", "fold", "public_entry"]
+__all__ = [
+    "CAPACITY", "ENABLED", "StatelessHits", "alignment", "common_fields", "context_fields", "fold", "public_entry",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +51,36 @@ _LOCK_TYPE = type(threading.Lock())
 def alignment(ptr: int) -> int:
     """The alignment class of a device address, as the plan-cache keys compute it (capped at 256)."""
     return min(ptr & -ptr, 256)
+
+
+_CTX_GET: int | None = None  # cuCtxGetCurrent's address (0: no driver to ask)
+
+
+def context_fields(device_id: int, get_device: Any, tensor: Any) -> dict[str, int]:
+    """The ``ctx_get`` / ``ctx`` arguments of a ``LinearHit`` on device ``device_id``: the C call then
+    checks that the device's primary context is current (one driver call, no Python) where it would ask
+    ``get_device()``, torch's current device (a stricter test: the launch runs in the current context).
+    Given only for real CUDA tensors (``tensor.is_cuda``: not a test's fake GPU) read with torch's own
+    getter, where the driver answers; else ``{}`` (the getter is asked)."""
+    global _CTX_GET
+    torch_c = getattr(sys.modules.get("torch"), "_C", None)
+    if (
+        not getattr(tensor, "is_cuda", False)
+        or get_device is None
+        or get_device is not getattr(torch_c, "_cuda_getDevice", None)
+    ):
+        return {}
+    if _CTX_GET is None:
+        try:
+            _CTX_GET = fastpath.driver_symbol_address("cuCtxGetCurrent") or 0
+        except Exception:  # noqa: BLE001 - no driver (or no such entry point): the getter is asked
+            _CTX_GET = 0
+    if not _CTX_GET:
+        return {}
+    try:
+        return {"ctx_get": _CTX_GET, "ctx": devices.primary_context(device_id)}
+    except Exception:  # noqa: BLE001 - no such device: the getter is asked (and the Python path decides)
+        return {}
 
 
 def _stream_now() -> int | None:

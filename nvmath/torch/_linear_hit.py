@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from nvmath._internal import fastpath, streams
+from nvmath._internal import compiled_hits, fastpath, streams
 from nvmath.linalg.advanced import MatmulEpilog as E
 from nvmath.linalg.advanced._launch import twin_arguments
 from nvmath.torch import _capture
@@ -130,4 +130,5 @@ def build(key: Any, act: Any, lr: Any, x: Any, w: Any, b: Any) -> Any:
         thread=threading.get_ident(), raw_stream=raw, get_device=device, capturing=capturing,
         alloc=functools.partial(lr.template.new_empty_strided, *layout), aux_alloc=aux_alloc,
         **twin_arguments(parts["launch"], parts, handle), x_first=lr.x_first, attrs=attrs, set_attr=set_attr,
+        **compiled_hits.context_fields(parts["device_id"], device, x),
     )  # fmt: skip

@@ -73,3 +73,33 @@ def test_a_plan_with_another_lock_type_is_not_built(torch, stream):
 def test_fold_of_no_table_is_nothing():
     """``fold`` of a missing or empty table touches nothing."""
     compiled_hits.fold(None, None)
+
+
+def test_context_fields_only_for_real_cuda_tensors_and_torchs_getter(torch, monkeypatch):
+    """``context_fields`` gives the driver check only for a real CUDA tensor read with torch's own device
+    getter, where the driver answers: a CPU (fake GPU) tensor, another getter, or no driver give ``{}``
+    (the getter is asked)."""
+    from nvmath._internal import devices, fastpath
+
+    class _Cuda:
+        is_cuda = True
+
+    getter = getattr(torch._C, "_cuda_getDevice", None)
+    if getter is None:
+        getter = lambda: 0
+        monkeypatch.setattr(torch._C, "_cuda_getDevice", getter, raising=False)
+    monkeypatch.setattr(compiled_hits, "_CTX_GET", None)
+    monkeypatch.setattr(
+        fastpath, "driver_symbol_address", lambda name: 1234 if name == "cuCtxGetCurrent" else 0
+    )
+    monkeypatch.setattr(devices, "primary_context", lambda device_id: 5000 + device_id)
+    assert compiled_hits.context_fields(1, getter, _Cuda()) == {"ctx_get": 1234, "ctx": 5001}
+    assert compiled_hits.context_fields(1, getter, torch.zeros(1)) == {}
+    assert compiled_hits.context_fields(1, lambda: 0, _Cuda()) == {}
+
+    def no_driver(name):
+        raise OSError("no libcuda")
+
+    monkeypatch.setattr(compiled_hits, "_CTX_GET", None)
+    monkeypatch.setattr(fastpath, "driver_symbol_address", no_driver)
+    assert compiled_hits.context_fields(1, getter, _Cuda()) == {}

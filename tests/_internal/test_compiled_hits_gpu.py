@@ -84,3 +84,28 @@ def test_gpu_side_stream_and_alpha_between_served_calls(torch_cuda, api):
     for y in (*ys, *after):
         torch.testing.assert_close(y, want, rtol=1e-4, atol=1e-3)
     torch.testing.assert_close(scaled, 2 * want, rtol=1e-4, atol=1e-3)
+
+
+def test_gpu_entries_check_the_current_context(torch_cuda, api):
+    """A served entry checks the driver's current context (not torch's device getter): with no context
+    current on the thread the table misses (the Python path decides), and with the device's primary
+    context current again it serves, right."""
+    from nvmath._internal import devices
+
+    torch = torch_cuda
+    matmul, hits, python = api
+    a, b = torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda")
+    for _ in range(4):
+        matmul(a, b)
+    (made,) = hits.table.entries()
+    assert made.device_id == 0
+    ctx = devices.current_context()
+    assert ctx == devices.primary_context(torch.cuda.current_device())
+    devices.set_current_context(0)
+    try:
+        assert hits.table(a, b, None, None) is None
+    finally:
+        devices.set_current_context(ctx)
+    before = len(python)
+    y = matmul(a, b)
+    assert len(python) == before and torch.equal(y, _python(matmul, hits, a, b))

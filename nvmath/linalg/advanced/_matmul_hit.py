@@ -58,6 +58,7 @@ def build(key: Any, entry: Any, a: Any, b: Any) -> Any:
     return _fastcall.LinearHit(
         **fields, **twin_arguments(launch, parts, handle),
         alloc=functools.partial(template.new_empty_strided, shape, strides), scalars=((parts["alpha"], one),),
+        **compiled_hits.context_fields(parts["device_id"], fields["get_device"], a),
     )  # fmt: skip
 
 

@@ -59,7 +59,7 @@ def build(key: Any, entry: Any, a: Any, b: Any) -> Any:
         algo=(0, parts["workspace_bytes"]), call=parts["call"], swap=parts["swap"], c_is_d=False, bound=None,
         handle=handle, space=space, lt_handle=0, handles_local=_cublas.handles_here, handles_module=_cublas,
         pool_get=_cublas.POOL_GET, after=None, scalars=((p_alpha, one), (p_beta, zero)), kind=1,
-        bind_memo=_cublas.bindings,
+        bind_memo=_cublas.bindings, **compiled_hits.context_fields(parts["device_id"], fields["get_device"], a),
     )  # fmt: skip
 
 

@@ -354,3 +354,41 @@ def test_pure_path_makes_no_table(torch, gpu, monkeypatch):
     assert _matmul_hit.hits.table is None
     for y in ys:
         torch.testing.assert_close(y.double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+
+
+def test_the_context_check_replaces_the_device_getter(torch, gpu, monkeypatch):
+    """An entry given ``ctx_get`` / ``ctx`` (real CUDA tensors: ``compiled_hits.context_fields``) asks the
+    driver's current context, through a C function, instead of torch's current device: served while the
+    device's context is current (whatever the device getter says), a miss (the Python path, right
+    result) while another one is."""
+    import ctypes
+
+    from nvmath._internal import compiled_hits, streams
+
+    now = {"ctx": 77, "device": 0, "asked": 0}
+
+    def current(out):
+        now["asked"] += 1
+        out[0] = now["ctx"]
+        return 0
+
+    ctx_get = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint64))(current)
+    address = ctypes.cast(ctx_get, ctypes.c_void_p).value
+    monkeypatch.setattr(
+        compiled_hits, "context_fields", lambda device_id, get, t: {"ctx_get": address, "ctx": 77}
+    )
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: now["device"], raising=False)
+    monkeypatch.setattr(streams, "_TORCH_RAW", None)
+    a, b = _aligned(torch, 8, 32, seed=1), _aligned(torch, 32, 16, seed=2)
+    _warm(a, b)
+    table, nones = _matmul_hit.hits.table, (None,) * 10
+    served, asked = _served(), now["asked"]
+    now["device"] = 1  # (not asked: the context is)
+    assert torch.equal(table(a, b, None, None, *nones), _python(a, b))
+    assert _served() == served + 1 and now["asked"] == asked + 1
+    now["ctx"] = 78
+    assert table(a, b, None, None, *nones) is None
+    now["device"] = 0
+    assert torch.equal(adv.matmul(a, b), _python(a, b))  # (the Python path, right)
+    now["ctx"] = 77
+    assert torch.equal(table(a, b, None, None, *nones), _python(a, b))
