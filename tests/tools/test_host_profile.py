@@ -168,8 +168,8 @@ def test_gpu_time_is_none_without_cuda(hp):
 
 def test_fake_generic_hit_row_runs_the_gpu_route(hp, capsys):
     """--fake on the generic matmul hit: the GPU route of the generic matmul, served by the compiled hit
-    on the compiled path (Python code in ``_stateless.py`` only), else by the plan cache's last call (the
-    torch GEMM entry and its cuBLAS launch)."""
+    on the compiled path (Python code only in the public entry, ``_internal/compiled_hits.py``), else by
+    the plan cache's last call (the torch GEMM entry and its cuBLAS launch)."""
     pytest.importorskip("torch")
     from nvmath._internal import compiled_hits
 
@@ -179,7 +179,7 @@ def test_fake_generic_hit_row_runs_the_gpu_route(hp, capsys):
     row = out["rows"][0]
     assert row["us"] > 0
     if compiled_hits.ENABLED:
-        assert set(row["files"]) == {"nvmath/linalg/generic/_stateless.py"}
+        assert set(row["files"]) == {"nvmath/_internal/compiled_hits.py"}
     else:
         assert {"nvmath/linalg/generic/_fast.py", "nvmath/linalg/generic/_stateless.py"} <= set(row["files"])
     assert "nvmath/_internal/plan_cache.py" not in row["files"]  # (the last call: no cache lookup)
