@@ -491,7 +491,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         else:
             rows, sync = fake_rows(args.size, mp) if args.fake else gpu_rows(args.size, args.stream)
         if args.rows:
-            rows = {k: v for k, v in rows.items() if any(part in k for part in args.rows.split(","))}
+            rows = {k: v for k, v in rows.items() if any(_row_matches(k, part) for part in args.rows.split(","))}
         timed: dict[str, float] = {}
         if args.interleave:
             for fn in rows.values():
@@ -524,6 +524,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             caches.clear_all()
             sys.modules["torch"].set_flush_denormal(False)  # (torch_host_cost.install turns it on)
         mp.undo()
+
+
+def _row_matches(name: str, part: str) -> bool:
+    """Whether row ``name`` is selected by ``part`` of ``--rows``: a substring, or ``=NAME`` exactly."""
+    return name == part[1:] if part.startswith("=") else part in name
 
 
 def files_touched(fn: Callable[[], Any]) -> list[str]:
@@ -563,7 +568,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=64, help="square operand size (default 64)")
     parser.add_argument("--calls", type=int, default=2000, help="calls per timed loop")
     parser.add_argument(
-        "--rows", default=None, help="only rows whose name contains this (or one of these, comma-separated)"
+        "--rows", default=None,
+        help="only rows whose name contains this (or one of these, comma-separated; =NAME: that row exactly)",
     )
     parser.add_argument("--fake", action="store_true", help="the CPU fake GPU (no GPU needed)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")

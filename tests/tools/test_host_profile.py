@@ -193,6 +193,15 @@ def test_rows_option_takes_several_substrings(hp, capsys):
     assert [r["row"] for r in out["rows"]] == ["FFT.execute", "fft.fft (hit)"]
 
 
+def test_rows_option_selects_a_row_exactly_with_equals(hp):
+    """--rows =NAME selects that row only (not the rows whose names merely contain it); plain items are
+    substrings."""
+    names = ["F.linear", "F.linear fwd+bwd", "F.linear loop fwd+bwd (8 groups)", "torch.matmul"]
+    pick = [n for n in names if any(hp._row_matches(n, p) for p in "=F.linear,torch".split(","))]
+    assert pick == ["F.linear", "torch.matmul"]
+    assert [n for n in names if hp._row_matches(n, "fwd+bwd")] == names[1:3]
+
+
 def test_interleave_times_the_selected_rows_in_turn(hp, capsys, monkeypatch):
     """--interleave: every selected row is timed in each round, the rows taking turns (one loop each per
     round), and the table reports each row's best round; the split and files are still there."""
