@@ -53,16 +53,12 @@ def alignment(ptr: int) -> int:
     return min(ptr & -ptr, 256)
 
 
-_CTX_GET: int | None = None  # cuCtxGetCurrent's address (0: no driver to ask)
-
-
 def context_fields(device_id: int, get_device: Any, tensor: Any) -> dict[str, int]:
     """The ``ctx_get`` / ``ctx`` arguments of a ``LinearHit`` on device ``device_id``: the C call then
     checks that the device's primary context is current (one driver call, no Python) where it would ask
     ``get_device()``, torch's current device (a stricter test: the launch runs in the current context).
     Given only for real CUDA tensors (``tensor.is_cuda``: not a test's fake GPU) read with torch's own
-    getter, where the driver answers; else ``{}`` (the getter is asked)."""
-    global _CTX_GET
+    getter, where the driver answers; else ``{}`` (the getter is asked). Asked once per entry made."""
     torch_c = getattr(sys.modules.get("torch"), "_C", None)
     if (
         not getattr(tensor, "is_cuda", False)
@@ -70,16 +66,12 @@ def context_fields(device_id: int, get_device: Any, tensor: Any) -> dict[str, in
         or get_device is not getattr(torch_c, "_cuda_getDevice", None)
     ):
         return {}
-    if _CTX_GET is None:
-        try:
-            _CTX_GET = fastpath.driver_symbol_address("cuCtxGetCurrent") or 0
-        except Exception:  # noqa: BLE001 - no driver (or no such entry point): the getter is asked
-            _CTX_GET = 0
-    if not _CTX_GET:
-        return {}
     try:
-        return {"ctx_get": _CTX_GET, "ctx": devices.primary_context(device_id)}
-    except Exception:  # noqa: BLE001 - no such device: the getter is asked (and the Python path decides)
+        return {
+            "ctx_get": fastpath.driver_symbol_address("cuCtxGetCurrent"),
+            "ctx": devices.primary_context(device_id),
+        }
+    except Exception:  # noqa: BLE001 - no driver, entry point or device: the getter is asked
         return {}
 
 
@@ -195,10 +187,9 @@ def public_entry(checked: Callable[..., Any], hits: StatelessHits) -> Callable[.
     """
     if not ENABLED:
         return checked
+    signature = inspect.signature(checked)
     names = frozenset(
-        p.name
-        for p in inspect.signature(checked).parameters.values()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
+        p.name for p in signature.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY
     )
 
     def entry(a: Any, b: Any, /, c: Any = None, **kwargs: Any) -> Any:
@@ -213,7 +204,7 @@ def public_entry(checked: Callable[..., Any], hits: StatelessHits) -> Callable[.
         return checked(a, b, c, **kwargs)
 
     functools.update_wrapper(entry, checked)
-    entry.__signature__ = inspect.signature(checked)  # type: ignore[attr-defined]
+    entry.__signature__ = signature  # type: ignore[attr-defined]
     return entry
 
 

@@ -88,7 +88,6 @@ def test_context_fields_only_for_real_cuda_tensors_and_torchs_getter(torch, monk
     if getter is None:
         getter = lambda: 0
         monkeypatch.setattr(torch._C, "_cuda_getDevice", getter, raising=False)
-    monkeypatch.setattr(compiled_hits, "_CTX_GET", None)
     monkeypatch.setattr(
         fastpath, "driver_symbol_address", lambda name: 1234 if name == "cuCtxGetCurrent" else 0
     )
@@ -100,6 +99,5 @@ def test_context_fields_only_for_real_cuda_tensors_and_torchs_getter(torch, monk
     def no_driver(name):
         raise OSError("no libcuda")
 
-    monkeypatch.setattr(compiled_hits, "_CTX_GET", None)
     monkeypatch.setattr(fastpath, "driver_symbol_address", no_driver)
     assert compiled_hits.context_fields(1, getter, _Cuda()) == {}
