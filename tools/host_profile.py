@@ -491,7 +491,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         else:
             rows, sync = fake_rows(args.size, mp) if args.fake else gpu_rows(args.size, args.stream)
         if args.rows:
-            rows = {k: v for k, v in rows.items() if any(_row_matches(k, part) for part in args.rows.split(","))}
+            rows = {k: v for k, v in rows.items() if any(_row_matches(k, p) for p in args.rows.split(","))}
         timed: dict[str, float] = {}
         if args.interleave:
             for fn in rows.values():
@@ -568,19 +568,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=64, help="square operand size (default 64)")
     parser.add_argument("--calls", type=int, default=2000, help="calls per timed loop")
     parser.add_argument(
-        "--rows", default=None,
-        help="only rows whose name contains this (or one of these, comma-separated; =NAME: that row exactly)",
+        "--rows", default=None, help="rows whose name contains one of these (comma-separated); =NAME: exactly"
     )
     parser.add_argument("--fake", action="store_true", help="the CPU fake GPU (no GPU needed)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument(
-        "--interleave", action="store_true",
-        help="time the selected rows in turn, best of 7 rounds (rows compared under the same conditions)",
+        "--interleave", action="store_true", help="time the selected rows in turn (best of 7 rounds of each)"
     )
     parser.add_argument("--files", action="store_true", help="also list the package files each row runs")
-    parser.add_argument(
-        "--bench", default=None, help="SUITE:CASES: the benchmark harness's host rows instead"
-    )
+    parser.add_argument("--bench", default=None, help="SUITE:CASES: the benchmark harness's host rows")
     parser.add_argument(
         "--stream", choices=("default", "pooled", "external"), default="default",
         help="torch's current stream for the GPU rows (default: the legacy default stream)",
@@ -589,9 +585,8 @@ def main(argv: list[str] | None = None) -> None:
     results = run(args)
     meta = {
         "size": args.size, "calls": args.calls, "fake": args.fake, "stream": args.stream,
-        "interleave": args.interleave,
+        "interleave": args.interleave, "unit": "us per call",
     }  # fmt: skip
-    meta["unit"] = "us per call"
     if args.json:
         print(json.dumps({"meta": meta, "rows": results}, indent=1))
         return
